@@ -1,0 +1,208 @@
+"""The Poincaré ball as a geoopt manifold with hypermem's methods."""
+
+from __future__ import annotations
+
+import geoopt
+import torch
+
+from . import poincare as P
+from .conversion import as_points, check_curvature
+from .numerics import ball_margin, max_radius
+
+
+class PoincareBall(geoopt.PoincareBall):
+    r"""Poincaré ball of curvature ``-curvature`` (``curvature > 0``).
+
+    A subclass of :class:`geoopt.PoincareBall`, so it works with
+    :class:`geoopt.ManifoldParameter`, :class:`geoopt.optim.RiemannianSGD` and
+    :class:`geoopt.optim.RiemannianAdam`.  It adds the methods of hypermem's API; each
+    delegates to the pure function of the same name in :mod:`hypermem.geometry.poincare`
+    with ``c = curvature``.  The manifold's projection (``projx``, used by geoopt's
+    optimizers) keeps points at the dtype-aware margin of
+    :func:`hypermem.geometry.numerics.ball_margin`.
+
+    Example::
+
+        >>> ball = PoincareBall(curvature=1.0)
+        >>> x = ball.point_at([1.0, 0.0], 2.0)
+        >>> float(ball.distance_to_origin(x))  # doctest: +ELLIPSIS
+        2.0...
+
+    Parameters
+    ----------
+    curvature:
+        Positive curvature magnitude ``c``; the sectional curvature is ``-c``.
+    learnable:
+        Make the curvature a trainable parameter (geoopt's softplus parametrisation).
+    """
+
+    def __init__(self, curvature: float = 1.0, learnable: bool = False):
+        value = check_curvature(curvature)
+        super().__init__(c=torch.tensor(value, dtype=torch.float64), learnable=learnable)
+        self._curvature = value
+        self._learnable = bool(learnable)
+
+    # -- curvature ----------------------------------------------------------------
+    @property
+    def curvature(self) -> float:
+        """The curvature magnitude as a Python float."""
+        return float(self.c.detach()) if self._learnable else self._curvature
+
+    def _c(self):
+        # Learnable: the tensor (keeps the graph); fixed: the exact Python float.
+        return self.c if self._learnable else self._curvature
+
+    def extra_repr(self) -> str:
+        return f"curvature={self.curvature:g}" + (", learnable=True" if self._learnable else "")
+
+    def __eq__(self, other):  # value equality, so balls compare like the seed's dataclass
+        if not isinstance(other, PoincareBall):
+            return NotImplemented
+        return self.curvature == other.curvature and self._learnable == other._learnable
+
+    __hash__ = torch.nn.Module.__hash__
+
+    @property
+    def radius(self) -> float:  # type: ignore[override]
+        """Euclidean radius ``1 / sqrt(c)`` of the ball."""
+        return 1.0 / self.curvature**0.5
+
+    def margin(self, dtype: torch.dtype = torch.float64) -> float:
+        """Relative boundary margin used by :meth:`project` for ``dtype``."""
+        return ball_margin(dtype)
+
+    def max_radius(self, dtype: torch.dtype = torch.float64) -> float:
+        """Largest hyperbolic distance from the origin representable in ``dtype``."""
+        return max_radius(dtype, self.curvature)
+
+    # -- hypermem API -----------------------------------------------------------------
+    def conformal_factor(self, x) -> torch.Tensor:
+        """``lambda_x = 2 / (1 - c ||x||^2)``."""
+        return P.conformal_factor(x, self._c())
+
+    def mobius_add(self, x, y, *, dim: int = -1, project: bool = True) -> torch.Tensor:  # type: ignore[override]
+        """Möbius addition ``x ⊕_c y``; see :func:`hypermem.geometry.poincare.mobius_add`."""
+        _check_dim(dim)
+        out = P.mobius_add(x, y, self._c())
+        return P.project(out, self._c()) if project else out
+
+    def mobius_scalar_mul(self, r, x, *, dim: int = -1, project: bool = True) -> torch.Tensor:  # type: ignore[override]
+        """Möbius scalar multiplication ``r ⊗_c x``."""
+        _check_dim(dim)
+        out = P.mobius_scalar_mul(r, x, self._c())
+        return P.project(out, self._c()) if project else out
+
+    def distance(self, x, y) -> torch.Tensor:
+        """Geodesic distance (gyrovector formula)."""
+        return P.distance(x, y, self._c())
+
+    def distance_arcosh(self, x, y) -> torch.Tensor:
+        """Geodesic distance (arcosh formula)."""
+        return P.distance_arcosh(x, y, self._c())
+
+    def distance_to_origin(self, x) -> torch.Tensor:
+        """``d_c(0, x)``, the depth coordinate."""
+        return P.distance_to_origin(x, self._c())
+
+    def pairwise_distance(self, x, y) -> torch.Tensor:
+        """All-pairs distances ``(n, d), (m, d) -> (n, m)``."""
+        return P.pairwise_distance(x, y, self._c())
+
+    def shell_distance(self, x, y, depth) -> torch.Tensor:
+        """Distance after moving both points to hyperbolic radius ``depth``."""
+        return P.shell_distance(x, y, depth, self._c())
+
+    def shell_distance_from_cosine(self, cos, depth) -> torch.Tensor:
+        """Shell distance as a function of the cosine between directions."""
+        return P.shell_distance_from_cosine(cos, depth, self._c())
+
+    def expmap(self, x, v, *, project: bool = True, dim: int = -1) -> torch.Tensor:  # type: ignore[override]
+        """Exponential map at ``x``."""
+        _check_dim(dim)
+        out = P.expmap(x, v, self._c())
+        return P.project(out, self._c()) if project else out
+
+    def expmap0(self, v, *, dim: int = -1, project: bool = True) -> torch.Tensor:  # type: ignore[override]
+        """Exponential map at the origin."""
+        _check_dim(dim)
+        out = P.expmap0(v, self._c())
+        return P.project(out, self._c()) if project else out
+
+    def logmap(self, x, y, *, dim: int = -1) -> torch.Tensor:  # type: ignore[override]
+        """Logarithmic map at ``x``."""
+        _check_dim(dim)
+        return P.logmap(x, y, self._c())
+
+    def logmap0(self, y, *, dim: int = -1) -> torch.Tensor:  # type: ignore[override]
+        """Logarithmic map at the origin."""
+        _check_dim(dim)
+        return P.logmap0(y, self._c())
+
+    def geodesic(self, t, x, y, *, dim: int = -1) -> torch.Tensor:  # type: ignore[override]
+        """Point at fraction ``t`` along the geodesic from ``x`` to ``y``."""
+        _check_dim(dim)
+        return P.geodesic(t, x, y, self._c())
+
+    def point_at(self, direction, hyperbolic_radius) -> torch.Tensor:
+        """Point at hyperbolic distance ``hyperbolic_radius`` from the origin along ``direction``."""
+        return P.point_at(direction, hyperbolic_radius, self._c())
+
+    def set_depth(self, x, hyperbolic_radius) -> torch.Tensor:
+        """Move ``x`` radially to distance ``hyperbolic_radius`` from the origin."""
+        return P.set_depth(x, hyperbolic_radius, self._c())
+
+    def project(self, x, margin: float | None = None) -> torch.Tensor:
+        """Pull points inside ``||x|| <= (1 - margin) / sqrt(c)``."""
+        return P.project(x, self._c(), margin)
+
+    def is_inside(self, x) -> torch.Tensor:
+        """Boolean mask of points strictly inside the ball."""
+        return P.is_inside(x, self._c())
+
+    def check_inside(self, x, name: str = "x") -> torch.Tensor:
+        """Return ``x`` as a tensor, or raise ``ValueError`` naming the first bad point
+        (non-finite, or on or outside the boundary)."""
+        (x,) = as_points(x, names=(name,))
+        bad = ~P.is_inside(x, self._c())
+        if bool(bad.any()):
+            idx = tuple(int(i) for i in bad.nonzero()[0])
+            norm = float(x[idx].norm()) if idx else float(x.norm())
+            raise ValueError(f"{name}{list(idx) if idx else ''} is not inside the Poincaré ball of "
+                             f"curvature {self.curvature:g} (norm {norm:.6g}, radius {self.radius:.6g})")
+        return x
+
+    def to_lorentz(self, x) -> torch.Tensor:
+        """Map ball points onto the hyperboloid (one extra leading coordinate)."""
+        return P.to_lorentz(x, self._c())
+
+    def from_lorentz(self, X) -> torch.Tensor:
+        """Map hyperboloid points back into the ball."""
+        return P.from_lorentz(X, self._c())
+
+    def egrad2rgrad(self, x, grad, *, dim: int = -1) -> torch.Tensor:  # type: ignore[override]
+        """Riemannian gradient ``((1 - c||x||^2)^2 / 4) grad``."""
+        _check_dim(dim)
+        return P.egrad2rgrad(x, grad, self._c())
+
+    def retraction(self, x, v) -> torch.Tensor:
+        """First-order retraction ``proj(x + v)``."""
+        return P.retraction(x, v, self._c())
+
+    def random_points(self, n: int, dim: int, max_hyperbolic_radius: float = 2.0, seed: int | None = None,
+                      dtype: torch.dtype = torch.float64, device=None) -> torch.Tensor:
+        """Random points: uniform directions, hyperbolic radius uniform in ``[0, max]``."""
+        return P.random_points(n, dim, max_hyperbolic_radius, seed, self.curvature, dtype, device)
+
+    # -- geoopt hooks: keep the optimizers on hypermem's margins -------------------------
+    def projx(self, x: torch.Tensor, *, dim: int = -1) -> torch.Tensor:
+        _check_dim(dim)
+        return P.project(x, self._c())
+
+    def retr(self, x: torch.Tensor, u: torch.Tensor, *, dim: int = -1) -> torch.Tensor:
+        _check_dim(dim)
+        return P.project(x + u, self._c())
+
+
+def _check_dim(dim: int) -> None:
+    if dim != -1:
+        raise ValueError(f"hypermem's PoincareBall reduces over the last dimension only (dim=-1), got dim={dim}")

@@ -1,0 +1,49 @@
+r"""Lorentz (hyperboloid) model helpers and the MIPS trick for hyperbolic search.
+
+The hyperboloid of curvature ``-c`` is ``H = {X in R^{d+1} : <X, X>_L = -1/c, X_0 > 0}``
+with the Lorentzian inner product ``<X, Y>_L = -X_0 Y_0 + sum_i X_i Y_i`` (Nickel &
+Kiela, "Learning Continuous Hierarchies in the Lorentz Model", ICML 2018).  The geodesic
+distance ``d(X, Y) = (1/sqrt(c)) arcosh(-c <X, Y>_L)`` decreases with the Lorentzian
+inner product, so after negating the time coordinate of the *stored* vectors, an
+ordinary maximum-inner-product (dot-product) search returns exact hyperbolic nearest
+neighbours.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .conversion import as_points
+from .numerics import arcosh1p
+
+
+def lorentz_inner(X, Y) -> torch.Tensor:
+    r"""``<X, Y>_L = -X_0 Y_0 + sum_{i>=1} X_i Y_i`` over the last dimension."""
+    X, Y = as_points(X, Y, names=("X", "Y"))
+    prod = X * Y
+    return prod[..., 1:].sum(-1) - prod[..., 0]
+
+
+def lorentz_distance(X, Y, curvature: float = 1.0) -> torch.Tensor:
+    r"""Geodesic distance on the hyperboloid: ``(1/sqrt(c)) arcosh(-c <X, Y>_L)``."""
+    from .conversion import check_curvature
+
+    c = check_curvature(curvature)
+    return arcosh1p(-c * lorentz_inner(X, Y) - 1.0) / math.sqrt(c)
+
+
+def to_mips_vectors(X) -> torch.Tensor:
+    """Negate the time coordinate, so that ``to_mips_vectors(X) @ Y == <X, Y>_L``."""
+    (X,) = as_points(X, names=("X",))
+    return torch.cat([-X[..., :1], X[..., 1:]], dim=-1)
+
+
+def mips_scores(stored_mips, query) -> torch.Tensor:
+    """Dot products (larger = closer) of MIPS-prepared stored vectors ``(N, d+1)`` with
+    hyperboloid query coordinates ``(d+1,)`` or ``(B, d+1)``; returns ``(N,)`` or ``(B, N)``."""
+    stored_mips, query = as_points(stored_mips, query, names=("stored_mips", "query"), core_dims=0)
+    if stored_mips.dim() != 2:
+        raise ValueError(f"stored_mips must have shape (N, d+1), got {tuple(stored_mips.shape)}")
+    return query @ stored_mips.T

@@ -1,0 +1,111 @@
+"""Numerical guards shared by every geometric function.
+
+Working close to the boundary of the Poincaré ball is where hyperbolic code breaks:
+``1 - c||x||^2`` cancels, ``artanh`` and ``arcosh`` reach their poles, and the norm has
+no gradient at the origin.  This module holds the per-dtype constants and the clamped
+special functions that the rest of :mod:`hypermem.geometry` uses.
+
+Ball margin
+-----------
+A point ``x`` is kept at ``sqrt(c) * ||x|| <= 1 - margin(dtype)``:
+
+==========  ==========  ==============================================
+dtype       margin      largest hyperbolic radius ``2 artanh(1 - m)``
+==========  ==========  ==============================================
+float16     1e-2        ~5.3
+bfloat16    2e-2        ~4.6
+float32     1e-3        ~7.6
+float64     1e-10       ~23.7
+==========  ==========  ==============================================
+
+float32 carries about 7 significant digits, so ``1 - ||x||^2`` near ``1 - 1e-3`` still
+has four correct digits; float64 keeps six at ``1 - 1e-10``.  geoopt clamps ``artanh``
+at ``1 - 1e-7`` in every dtype, which caps float64 distances near 16.6; hypermem's
+dtype-aware clamps keep the whole float64 range (needed by deep trees, Sarkar 2011).
+"""
+
+from __future__ import annotations
+
+import torch
+
+_MARGINS = {
+    torch.float16: 1e-2,
+    torch.bfloat16: 2e-2,
+    torch.float32: 1e-3,
+    torch.float64: 1e-10,
+}
+
+# Distance from +-1 at which artanh's argument is clamped (smallest step representable
+# below 1 in each dtype, a little enlarged).
+_ARTANH_EPS = {
+    torch.float16: 1e-3,
+    torch.bfloat16: 8e-3,
+    torch.float32: 1e-7,
+    torch.float64: 1e-15,
+}
+
+# Floor for squared norms before a square root, so gradients stay finite at 0.
+_TINY = {
+    torch.float16: 1e-7,
+    torch.bfloat16: 1e-7,
+    torch.float32: 1e-30,
+    torch.float64: 1e-300,
+}
+
+
+def ball_margin(dtype: torch.dtype) -> float:
+    """Relative margin ``m`` that keeps points at ``sqrt(c)||x|| <= 1 - m`` for ``dtype``."""
+    return _MARGINS.get(dtype, 1e-3)
+
+
+def tiny(dtype: torch.dtype) -> float:
+    """Smallest squared norm treated as non-zero for ``dtype``."""
+    return _TINY.get(dtype, 1e-30)
+
+
+def max_radius(dtype: torch.dtype, curvature: float = 1.0) -> float:
+    """Largest hyperbolic distance from the origin representable inside the margin.
+
+    ``r_max = (2 / sqrt(c)) * artanh(1 - margin)``.
+    """
+    m = ball_margin(dtype)
+    t = torch.tensor(1.0 - m, dtype=torch.float64)
+    return float(2.0 * torch.atanh(t) / (curvature**0.5))
+
+
+def artanh(x: torch.Tensor) -> torch.Tensor:
+    """``artanh(x) = 0.5 * log((1 + x) / (1 - x))`` with ``|x|`` clamped below 1.
+
+    The clamp is dtype-aware (``1 - 1e-15`` in float64, ``1 - 1e-7`` in float32), so the
+    value and the gradient ``1 / (1 - x^2)`` stay finite.
+    """
+    eps = _ARTANH_EPS.get(x.dtype, 1e-7)
+    x = x.clamp(-1.0 + eps, 1.0 - eps)
+    return 0.5 * (torch.log1p(x) - torch.log1p(-x))
+
+
+def tanh(x: torch.Tensor) -> torch.Tensor:
+    """``tanh`` with its argument clamped to [-15, 15] (tanh is 1 to float64 precision there)."""
+    return x.clamp(-15.0, 15.0).tanh()
+
+
+def arcosh1p(u: torch.Tensor) -> torch.Tensor:
+    """``arcosh(1 + u) = log1p(u + sqrt(u (u + 2)))`` for ``u >= 0``.
+
+    Written in terms of ``u = z - 1`` so that small distances keep full relative
+    precision (``arcosh(z)`` loses half the digits when ``z`` is near 1).  ``u`` is
+    clamped to a tiny positive floor, which makes the gradient finite (and zero) at
+    ``u = 0``.
+    """
+    u = u.clamp_min(tiny(u.dtype))
+    return torch.log1p(u + torch.sqrt(u * (u + 2.0)))
+
+
+def safe_norm(x: torch.Tensor, dim: int = -1, keepdim: bool = False) -> torch.Tensor:
+    """Euclidean norm ``sqrt(max(sum x_i^2, tiny))``: finite gradient at the origin."""
+    return x.pow(2).sum(dim=dim, keepdim=keepdim).clamp_min(tiny(x.dtype)).sqrt()
+
+
+def sq_norm(x: torch.Tensor, dim: int = -1, keepdim: bool = False) -> torch.Tensor:
+    """Squared Euclidean norm ``sum x_i^2``."""
+    return x.pow(2).sum(dim=dim, keepdim=keepdim)

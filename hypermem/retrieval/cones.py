@@ -1,0 +1,86 @@
+r"""Hyperbolic entailment cones (Ganea, Bécigneul & Hofmann, "Hyperbolic Entailment Cones
+for Learning Hierarchical Embeddings", ICML 2018).
+
+Every point ``x`` of the ball outside a small central region owns a geodesically convex
+cone opening toward the boundary; "``y`` is in the cone of ``x``" is the geometric form of
+"``x`` entails (is more general than) ``y``".  Formulas for the unit ball (points of a
+ball of curvature ``-c`` are scaled by ``sqrt(c)`` first):
+
+* half-aperture (eq. 26): ``psi(x) = arcsin(K (1 - ||x||^2) / ||x||)``;
+* angle at ``x`` between the cone axis and ``y`` (eq. 28):
+  ``Xi(x, y) = arccos((<x,y>(1 + ||x||^2) - ||x||^2 (1 + ||y||^2))
+  / (||x|| ||x - y|| sqrt(1 + ||x||^2 ||y||^2 - 2 <x,y>)))``;
+* energy (eq. 30): ``E(x, y) = max(0, Xi(x, y) - psi(x))``, zero inside the cone.
+
+``psi`` is defined for ``||x|| >= eps_K`` with ``K(1-eps^2)/eps = 1``; closer to the origin
+the argument of ``arcsin`` is clamped to 1 (the cone becomes a half-space).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..geometry.conversion import as_points
+from ..geometry.numerics import safe_norm, sq_norm, tiny
+
+DEFAULT_K = 0.1
+"""Aperture constant ``K`` of Ganea et al. (2018); they use 0.1."""
+
+_ACOS_EPS = {torch.float32: 1e-6, torch.float64: 1e-12}
+
+
+def _scale(ball) -> float | torch.Tensor:
+    if ball is None:
+        return 1.0
+    if isinstance(ball, (int, float)):
+        from ..geometry.conversion import check_curvature
+
+        return math.sqrt(check_curvature(ball))
+    c = ball._c() if hasattr(ball, "_c") else ball.c
+    return c**0.5 if isinstance(c, torch.Tensor) else math.sqrt(c)
+
+
+def _check_k(K: float) -> None:
+    if not (isinstance(K, (int, float)) and math.isfinite(K) and K > 0):
+        raise ValueError(f"cone constant K must be a finite positive number, got {K!r}")
+
+
+def half_aperture(x, ball=None, K: float = DEFAULT_K) -> torch.Tensor:
+    """Half-aperture ``psi(x) = arcsin(K (1 - ||x||^2) / ||x||)`` (radians), shape ``x.shape[:-1]``.
+
+    ``ball`` is a :class:`~hypermem.geometry.PoincareBall` or a curvature (default 1).
+    """
+    _check_k(K)
+    (x,) = as_points(x, names=("x",))
+    x = x * _scale(ball)
+    n = safe_norm(x)
+    eps = _ACOS_EPS.get(x.dtype, 1e-6)
+    return torch.asin((K * (1.0 - n * n) / n).clamp(-1.0 + eps, 1.0 - eps))
+
+
+def cone_angle(x, y, ball=None) -> torch.Tensor:
+    """Angle ``Xi(x, y)`` at ``x`` between the cone axis (away from the origin) and ``y``."""
+    x, y = as_points(x, y)
+    s = _scale(ball)
+    x = x * s
+    y = y * s
+    t = tiny(x.dtype)
+    xy = (x * y).sum(-1)
+    x2 = sq_norm(x)
+    y2 = sq_norm(y)
+    num = xy * (1.0 + x2) - x2 * (1.0 + y2)
+    den = x2.clamp_min(t).sqrt() * safe_norm(x - y) * (1.0 + x2 * y2 - 2.0 * xy).clamp_min(t).sqrt()
+    eps = _ACOS_EPS.get(x.dtype, 1e-6)
+    return torch.acos((num / den).clamp(-1.0 + eps, 1.0 - eps))
+
+
+def cone_energy(x, y, ball=None, K: float = DEFAULT_K) -> torch.Tensor:
+    """``max(0, Xi(x, y) - psi(x))``: zero when ``y`` lies in the entailment cone of ``x``."""
+    return (cone_angle(x, y, ball) - half_aperture(x, ball, K)).clamp_min(0.0)
+
+
+def in_cone(x, y, ball=None, K: float = DEFAULT_K, tol: float = 1e-9) -> torch.Tensor:
+    """Boolean mask: ``y`` is inside the entailment cone of ``x`` (energy <= ``tol``)."""
+    return cone_energy(x, y, ball, K) <= tol
