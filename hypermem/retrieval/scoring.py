@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
 
 import torch
 
 from ..geometry.conversion import as_tensors
 
-MIN_LOG_WEIGHT = math.log(1e-12)
+MIN_WEIGHT = 1e-6  # equals hypermem.temporal.MIN_WEIGHT (tested)
 
 
 def combine(distances, time_weights=None, depths=None, time_coef: float = 1.0,
@@ -18,7 +17,7 @@ def combine(distances, time_weights=None, depths=None, time_coef: float = 1.0,
     Larger is better.  ``depth_bias > 0`` prefers specific (deep) memories, ``< 0``
     general ones; ``time_coef`` scales the temporal policy (1.0: halving a weight costs
     ``ln 2`` in score, the same as moving ``ln 2 ~ 0.69`` further away in the ball).
-    Weights are floored at ``1e-12`` before the logarithm, so a zero weight is a large
+    Weights are floored at ``MIN_WEIGHT = 1e-6`` before the logarithm, so a zero weight is a large
     finite penalty, never ``-inf``.
 
     Example::
@@ -39,7 +38,7 @@ def combine(distances, time_weights=None, depths=None, time_coef: float = 1.0,
         w = ts[i]
         i += 1
         if time_coef != 0.0:
-            score = score + time_coef * w.clamp_min(1e-12).log()
+            score = score + time_coef * w.clamp_min(MIN_WEIGHT).log()
     if depths is not None and depth_bias != 0.0:
         score = score + depth_bias * ts[i]
     return score

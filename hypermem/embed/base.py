@@ -1,0 +1,56 @@
+"""The embedder protocol and its input checks."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import torch
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Anything that turns texts into fixed-size Euclidean vectors.
+
+    ``dim`` is the vector size; ``embed(texts)`` returns an array or tensor of shape
+    ``(len(texts), dim)``.
+    """
+
+    @property
+    def dim(self) -> int: ...
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        """Return an array of shape ``(len(texts), dim)``."""
+        ...
+
+
+def check_texts(texts: Any, what: str = "text") -> list[str]:
+    """Return ``texts`` as a list, or raise naming the first text that is not a non-blank string."""
+    if isinstance(texts, str):
+        raise TypeError(f"expected a list of {what}s, got a single string")
+    out = list(texts)
+    for i, t in enumerate(out):
+        if not isinstance(t, str):
+            raise TypeError(f"{what} #{i} must be a string, got {type(t).__name__}")
+        if not t.strip():
+            raise ValueError(f"{what} #{i} is blank; a {what} must be a non-empty string")
+    return out
+
+
+def embed_checked(embedder: Embedder, texts: Sequence[str]) -> torch.Tensor:
+    """Call ``embedder.embed`` and check the result: a float64 CPU tensor ``(n, dim)``,
+    finite, one row per text."""
+    n = len(texts)
+    out = embedder.embed(list(texts))
+    if isinstance(out, torch.Tensor):
+        X = out.detach().to(device="cpu", dtype=torch.float64)
+    else:
+        X = torch.as_tensor(np.asarray(out, dtype=np.float64))
+    dim = int(embedder.dim)
+    if X.dim() != 2 or X.shape[0] != n or X.shape[1] != dim:
+        raise ValueError(f"the embedder returned shape {tuple(X.shape)}, expected ({n}, {dim})")
+    if not bool(torch.isfinite(X).all()):
+        bad = int((~torch.isfinite(X)).any(dim=1).nonzero()[0])
+        raise ValueError(f"the embedder returned non-finite values (NaN or inf) for text #{bad}")
+    return X

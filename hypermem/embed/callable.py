@@ -1,0 +1,40 @@
+"""Wrap any function as an embedder."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+
+@dataclass
+class CallableEmbedder:
+    """Wrap any ``fn(texts) -> array (n, dim)`` as an :class:`~hypermem.embed.Embedder`.
+
+    Example::
+
+        >>> e = CallableEmbedder(lambda texts: [[len(t), 1.0] for t in texts], dim=2)
+        >>> e.embed(["ab", "abc"]).tolist()
+        [[2.0, 1.0], [3.0, 1.0]]
+    """
+
+    fn: Callable[[Sequence[str]], Any]
+    dim: int
+
+    def __post_init__(self) -> None:
+        if not callable(self.fn):
+            raise TypeError(f"CallableEmbedder needs a callable, got {type(self.fn).__name__}")
+        if isinstance(self.dim, bool) or not isinstance(self.dim, int) or self.dim < 1:
+            raise ValueError(f"dim must be a positive integer, got {self.dim!r}")
+
+    def embed(self, texts: Sequence[str]) -> torch.Tensor:
+        out = self.fn(list(texts))
+        X = out.detach().to("cpu", torch.float64) if isinstance(out, torch.Tensor) else \
+            torch.as_tensor(np.asarray(out, dtype=np.float64))
+        if X.dim() != 2 or X.shape[1] != self.dim or X.shape[0] != len(texts):
+            raise ValueError(f"embedding function returned shape {tuple(X.shape)}, "
+                             f"expected ({len(texts)}, {self.dim})")
+        return X

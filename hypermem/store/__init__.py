@@ -1,0 +1,6 @@
+"""The memory store (layer 3)."""
+
+from .memory import METRICS, MODES, Memory
+from .records import MemoryRecord, SearchResult
+
+__all__ = ["Memory", "MemoryRecord", "SearchResult", "MODES", "METRICS"]

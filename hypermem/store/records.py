@@ -1,0 +1,73 @@
+"""Records and search results of a :class:`~hypermem.store.Memory`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ..temporal.clock import utcnow
+
+
+def _iso(t: datetime | None) -> str | None:
+    return None if t is None else t.isoformat()
+
+
+@dataclass
+class MemoryRecord:
+    """One stored memory.  Its position lives in the :class:`~hypermem.store.Memory` that owns it."""
+
+    id: str
+    text: str
+    parent_id: str | None = None
+    t: datetime = field(default_factory=utcnow)
+    meta: dict[str, Any] = field(default_factory=dict)
+    valid_from: datetime | None = None
+    valid_until: datetime | None = None
+    access_count: int = 0
+    last_accessed: datetime | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly dict (datetimes as ISO 8601 strings)."""
+        return {
+            "id": self.id,
+            "text": self.text,
+            "parent_id": self.parent_id,
+            "t": _iso(self.t),
+            "meta": dict(self.meta),
+            "valid_from": _iso(self.valid_from),
+            "valid_until": _iso(self.valid_until),
+            "access_count": int(self.access_count),
+            "last_accessed": _iso(self.last_accessed),
+        }
+
+
+@dataclass
+class SearchResult:
+    """One hit of :meth:`~hypermem.store.Memory.search`.
+
+    ``score = -distance + depth_bias * depth + time_coef * log(time_weight)``;
+    ``cone_energy`` is set in ``mode="cone"`` (0 inside the root's entailment cone).
+    """
+
+    record: MemoryRecord
+    score: float
+    distance: float
+    time_weight: float
+    depth: float
+    cone_energy: float | None = None
+
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+    @property
+    def text(self) -> str:
+        return self.record.text
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly dict: the record's fields plus the scores."""
+        d = self.record.to_dict()
+        d.update(score=self.score, distance=self.distance, time_weight=self.time_weight, depth=self.depth,
+                 cone_energy=self.cone_energy)
+        return d

@@ -1,0 +1,32 @@
+"""Temporal policies and time conversion (layer 2)."""
+
+from .clock import from_seconds, to_seconds, to_utc, utcnow
+from .policies import (
+    MIN_WEIGHT,
+    DecayPolicy,
+    Ebbinghaus,
+    HalfLife,
+    NoDecay,
+    Product,
+    ValidityWindow,
+    generative_agents_recency,
+    policy_from_spec,
+    policy_spec,
+)
+
+__all__ = [
+    "MIN_WEIGHT",
+    "DecayPolicy",
+    "Ebbinghaus",
+    "HalfLife",
+    "NoDecay",
+    "Product",
+    "ValidityWindow",
+    "generative_agents_recency",
+    "policy_from_spec",
+    "policy_spec",
+    "utcnow",
+    "to_utc",
+    "to_seconds",
+    "from_seconds",
+]

@@ -1,0 +1,46 @@
+"""Time conversion: aware datetimes at the API, float64 POSIX seconds in tensors."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timezone
+from typing import Any
+
+import torch
+
+HOUR = 3600.0
+
+
+def utcnow() -> datetime:
+    """The current time as an aware UTC datetime."""
+    return datetime.now(timezone.utc)
+
+
+def to_utc(t: datetime) -> datetime:
+    """Aware UTC datetime; a naive datetime is taken to be UTC already."""
+    if not isinstance(t, datetime):
+        raise TypeError(f"expected a datetime, got {type(t).__name__}")
+    return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
+
+
+def to_seconds(t: datetime | float | int | None, default: float = math.nan) -> float:
+    """POSIX seconds of ``t`` (a datetime or a number); ``None`` gives ``default``."""
+    if t is None:
+        return default
+    if isinstance(t, datetime):
+        return to_utc(t).timestamp()
+    if isinstance(t, (int, float)) and not isinstance(t, bool):
+        return float(t)
+    raise TypeError(f"expected a datetime or POSIX seconds, got {type(t).__name__}")
+
+
+def from_seconds(s: float) -> datetime:
+    """Aware UTC datetime from POSIX seconds."""
+    return datetime.fromtimestamp(float(s), tz=timezone.utc)
+
+
+def seconds_tensor(values: Any, default: float, *, device=None) -> torch.Tensor:
+    """float64 tensor of POSIX seconds from a tensor, or a list of datetimes/None."""
+    if isinstance(values, torch.Tensor):
+        return values.to(dtype=torch.float64, device=device)
+    return torch.tensor([to_seconds(v, default) for v in values], dtype=torch.float64, device=device)

@@ -1,0 +1,218 @@
+r"""Temporal weighting policies, vectorised over stored timestamps.
+
+A policy maps each memory's age (and optionally its access count or validity window)
+to a weight in ``[MIN_WEIGHT, 1]``; the store adds ``time_coef * log(weight)`` to the
+retrieval score, so a weight of 1 is neutral.  Every policy works on whole tensors:
+
+``weight(now, times, access_counts, valid_from, valid_until) -> Tensor``
+
+* ``now`` — POSIX seconds (float) or an aware ``datetime``;
+* ``times`` — float64 tensor of POSIX seconds, shape ``(N,)``;
+* ``access_counts`` — tensor ``(N,)``;
+* ``valid_from`` / ``valid_until`` — float64 tensors of POSIX seconds, ``-inf`` / ``+inf``
+  for an open bound.
+
+Lists of datetimes (``None`` for open bounds) are accepted too and converted.
+
+Forms from the literature:
+
+* exponential half-life ``w = 0.5^(age / h)``; the ``0.995^hours`` recency of Generative
+  Agents (Park et al., UIST 2023) is ``HalfLife(hours = ln 0.5 / ln 0.995 ~ 138.3)``;
+* Ebbinghaus forgetting ``w = exp(-age / S)``, ``S = S_0 (1 + b * accesses)`` (MemoryBank,
+  Zhong et al., AAAI 2024);
+* validity windows (bi-temporal facts, as in Graphiti / Zep, Rasmussen et al. 2025).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+
+from .clock import HOUR, seconds_tensor, to_seconds
+
+MIN_WEIGHT = 1e-6
+"""Smallest weight any built-in policy returns (``log`` stays finite: ``ln 1e-6 ~ -13.8``)."""
+
+
+def _check_positive(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a finite positive number, got {value!r}")
+    v = float(value)
+    if not math.isfinite(v) or v <= 0:
+        raise ValueError(f"{name} must be a finite positive number, got {value!r}")
+    return v
+
+
+def _now_seconds(now: datetime | float) -> float:
+    return to_seconds(now)
+
+
+def _times(times: Any) -> torch.Tensor:
+    return seconds_tensor(times, math.nan)
+
+
+def _ages_hours(now, times) -> torch.Tensor:
+    t = _times(times)
+    return ((_now_seconds(now) - t) / HOUR).clamp_min(0.0)
+
+
+@runtime_checkable
+class DecayPolicy(Protocol):
+    """Anything with a vectorised ``weight`` method (see the module docstring)."""
+
+    def weight(self, now, times, access_counts, valid_from, valid_until) -> torch.Tensor:
+        """Weights in ``[MIN_WEIGHT, 1]`` for each memory."""
+        ...
+
+
+@dataclass(frozen=True)
+class NoDecay:
+    """Every memory weighs 1: time does not count."""
+
+    def weight(self, now, times, access_counts, valid_from, valid_until) -> torch.Tensor:
+        return torch.ones_like(_times(times))
+
+    def spec(self) -> dict:
+        return {"type": "none"}
+
+
+@dataclass(frozen=True)
+class HalfLife:
+    """``w = max(0.5^(age_hours / hours), MIN_WEIGHT)``; memories from the future weigh 1."""
+
+    hours: float = 24 * 30
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "hours", _check_positive("HalfLife.hours", self.hours))
+
+    def weight(self, now, times, access_counts, valid_from, valid_until) -> torch.Tensor:
+        age = _ages_hours(now, times)
+        return torch.exp2(-age / self.hours).clamp_min(MIN_WEIGHT)
+
+    def spec(self) -> dict:
+        return {"type": "half_life", "hours": self.hours}
+
+
+def generative_agents_recency() -> HalfLife:
+    """The ``0.995 ** hours`` recency of Generative Agents (Park et al. 2023) as a half-life
+    (``ln 0.5 / ln 0.995 ~ 138.3`` hours)."""
+    return HalfLife(hours=math.log(0.5) / math.log(0.995))
+
+
+@dataclass(frozen=True)
+class Ebbinghaus:
+    """``w = max(exp(-age_hours / S), MIN_WEIGHT)``, ``S = stability_hours * (1 + boost_per_access * accesses)``."""
+
+    stability_hours: float = 24 * 7
+    boost_per_access: float = 0.5
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stability_hours",
+                           _check_positive("Ebbinghaus.stability_hours", self.stability_hours))
+        b = self.boost_per_access
+        if isinstance(b, bool) or not isinstance(b, (int, float)) or not math.isfinite(b) or b < 0:
+            raise ValueError(f"Ebbinghaus.boost_per_access must be a finite number >= 0, got {b!r}")
+        object.__setattr__(self, "boost_per_access", float(b))
+
+    def weight(self, now, times, access_counts, valid_from, valid_until) -> torch.Tensor:
+        age = _ages_hours(now, times)
+        acc = torch.as_tensor(access_counts, dtype=torch.float64, device=age.device)
+        s = self.stability_hours * (1.0 + self.boost_per_access * acc)
+        return torch.exp(-age / s).clamp_min(MIN_WEIGHT)
+
+    def spec(self) -> dict:
+        return {"type": "ebbinghaus", "stability_hours": self.stability_hours,
+                "boost_per_access": self.boost_per_access}
+
+
+@dataclass(frozen=True)
+class ValidityWindow:
+    """Weight 1 while ``valid_from <= now <= valid_until``, ``outside_weight`` otherwise.
+
+    Missing bounds are open.  Combine with another policy through :class:`Product`.
+    """
+
+    outside_weight: float = MIN_WEIGHT
+
+    def __post_init__(self) -> None:
+        w = self.outside_weight
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or not 0 <= w <= 1:
+            raise ValueError(f"ValidityWindow.outside_weight must be in [0, 1], got {w!r}")
+        object.__setattr__(self, "outside_weight", float(w))
+
+    def weight(self, now, times, access_counts, valid_from, valid_until) -> torch.Tensor:
+        t = _times(times)
+        lo = seconds_tensor(valid_from, -math.inf, device=t.device)
+        hi = seconds_tensor(valid_until, math.inf, device=t.device)
+        lo = torch.nan_to_num(lo, nan=-math.inf)
+        hi = torch.nan_to_num(hi, nan=math.inf)
+        n = _now_seconds(now)
+        inside = (lo <= n) & (n <= hi)
+        out = torch.full_like(t, max(self.outside_weight, MIN_WEIGHT))
+        return torch.where(inside, torch.ones_like(t), out)
+
+    def spec(self) -> dict:
+        return {"type": "validity", "outside_weight": self.outside_weight}
+
+
+class Product:
+    """Elementwise product of several policies, e.g. ``Product(HalfLife(72), ValidityWindow())``."""
+
+    def __init__(self, *policies: DecayPolicy) -> None:
+        if not policies:
+            raise ValueError("Product needs at least one policy")
+        for p in policies:
+            if not callable(getattr(p, "weight", None)):
+                raise TypeError(f"Product takes decay policies, got {p!r}")
+        self.policies = tuple(policies)
+
+    def weight(self, now, times, access_counts, valid_from, valid_until) -> torch.Tensor:
+        out = None
+        for p in self.policies:
+            w = torch.as_tensor(p.weight(now, times, access_counts, valid_from, valid_until),
+                                dtype=torch.float64)
+            out = w if out is None else out * w
+        return out.clamp_min(MIN_WEIGHT)
+
+    def spec(self) -> dict:
+        return {"type": "product", "policies": [policy_spec(p) for p in self.policies]}
+
+    def __eq__(self, other):
+        return isinstance(other, Product) and self.policies == other.policies
+
+    def __hash__(self):
+        return hash(self.policies)
+
+    def __repr__(self) -> str:
+        return f"Product({', '.join(map(repr, self.policies))})"
+
+
+def policy_spec(policy: DecayPolicy) -> dict:
+    """A JSON-able description of a built-in policy; ``{"type": ClassName, "custom": True}``
+    for others (which :func:`policy_from_spec` refuses to guess)."""
+    spec = getattr(policy, "spec", None)
+    if callable(spec) and isinstance(policy, (NoDecay, HalfLife, Ebbinghaus, ValidityWindow, Product)):
+        return spec()
+    return {"type": type(policy).__name__, "custom": True}
+
+
+def policy_from_spec(spec: dict | None) -> DecayPolicy:
+    """Rebuild a built-in policy from :func:`policy_spec`; ``ValueError`` for a custom one."""
+    if spec is None:
+        return NoDecay()
+    t = spec.get("type")
+    if t == "none":
+        return NoDecay()
+    if t == "half_life":
+        return HalfLife(hours=spec["hours"])
+    if t == "ebbinghaus":
+        return Ebbinghaus(stability_hours=spec["stability_hours"], boost_per_access=spec["boost_per_access"])
+    if t == "validity":
+        return ValidityWindow(outside_weight=spec["outside_weight"])
+    if t == "product":
+        return Product(*[policy_from_spec(p) for p in spec["policies"]])
+    raise ValueError(f"the decay policy {t!r} is not built in; pass decay=<the same policy> to restore it")
