@@ -1,0 +1,623 @@
+r"""Episodic memory storage: eventualities, a context of "true now" facts, hash indexes by
+episode and by predicate pattern, and retrieval by recency, importance and salience.
+
+This is the ``MemoryStorage`` of the episodic-memory design document (Eta's ``eta.memory``),
+on the hyperbolic :class:`hypermem.Memory` for salience, with the document's TODOs done:
+negation maintains the context, duplicate formulas merge across episodes, patterns may
+nest variables at any depth, and :meth:`MemoryStorage.forget` evicts.
+
+**Retrieval** (the generative-agents score; Park et al., "Generative Agents", UIST 2023).
+Over the candidates ``C`` (memories with ``importance >= importance_threshold``)::
+
+    score_i = a * minmax(recency)_i + b * minmax(importance)_i + g * minmax(salience)_i
+    minmax(x)_i = (x_i - min_C x) / (max_C x - min_C x)      (1 for every i when max = min)
+
+with ``(a, b, g) = coeffs``.  ``recency_i`` is the last access time (POSIX seconds), or,
+with a ``decay`` policy, the policy's weight of that time (e.g. ``HalfLife`` gives
+``0.5^(hours since access / h)``; start and end times are the validity window).
+``salience_i = -d_shell(q, p_i)``, the shell distance (both points moved to the
+reference radius ``rho`` of the hyperbolic store) between the query ``q`` and the
+memory's point ``p_i``: with ``s`` the cosine of their directions,
+``d_shell = (2/sqrt(c)) arsinh(sinh(sqrt(c) rho) sqrt((1 - s)/2))``
+(:class:`hypermem.index.ShellDistance`).  Without a query or an embedder salience is 1.
+Ties keep insertion order.  The retrieved memories are accessed.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import datetime
+from typing import Any
+
+import torch
+
+from ..index import ShellDistance
+from ..store import Memory as HyperbolicMemory
+from ..temporal.clock import to_seconds, to_utc, utcnow
+from .eventuality import Eventuality
+from .keys import Key, lookup_key, predicate_of, wff_keys
+from .matching import matches
+from .memory import DEFAULT_TELIC_PREDICATES, EpisodicMemory, as_memory_list, check_importance
+from .sexpr import SExpr, format_sexpr, is_symbol, is_variable, parse_sexpr, to_sexpr
+
+NOT = "not"
+"""The negation operator: ``(not <wff>)``."""
+
+REBUILD_AT = 16
+"""Removing more memories than this at once rebuilds the hyperbolic store in one pass
+instead of compacting it once per memory."""
+
+
+def negated(wff: SExpr) -> SExpr | None:
+    """``W`` when ``wff`` is ``(not W)``, else ``None``."""
+    if isinstance(wff, tuple) and len(wff) == 2 and wff[0] == NOT:
+        return wff[1]
+    return None
+
+
+def minmax(x: torch.Tensor) -> torch.Tensor:
+    """``(x - min x) / (max x - min x)``; all ones when ``x`` is constant (or empty)."""
+    if x.numel() == 0:
+        return x
+    lo, hi = x.min(), x.max()
+    span = hi - lo
+    if not bool(span > 0):
+        return torch.ones_like(x)
+    return (x - lo) / span
+
+
+def _check_coeffs(coeffs: Any) -> tuple[float, float, float]:
+    if isinstance(coeffs, (str, bytes)) or not isinstance(coeffs, Sequence):
+        raise ValueError(f"coeffs must be a sequence of 3 numbers (recency, importance, salience), got {coeffs!r}")
+    if len(coeffs) != 3:
+        raise ValueError(f"coeffs must have 3 numbers (recency, importance, salience), got {len(coeffs)}: "
+                         f"{tuple(coeffs)!r}")
+    out = []
+    for name, c in zip(("recency", "importance", "salience"), coeffs):
+        if isinstance(c, bool) or not isinstance(c, (int, float)) or not math.isfinite(c):
+            raise ValueError(f"the {name} coefficient must be a finite number, got {c!r}")
+        out.append(float(c))
+    return out[0], out[1], out[2]
+
+
+def _check_count(value: Any, name: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+class MemoryStorage:
+    """Stores episodic memories and a context of "true now" facts, keyed on episode names
+    and on predicates for efficient lookup (see the module docstring for retrieval).
+
+    Attributes
+    ----------
+    memories: ``set`` of all stored :class:`EpisodicMemory`.
+    ep_ht: ``dict`` episode symbol -> ``set`` of the memories characterising it.
+    wff_ht: ``dict`` key -> ``set`` of the memories whose formula has that key; the keys
+        are those of :func:`hypermem.episodic.keys.wff_keys` (the predicate,
+        ``(subj, pred)``, and ``(subj, pred, None, ...)``, ``(None, pred, obj1, None, ...)``, ...).
+    context: ``set`` of the memories that are "true now".
+    embedder, importance_threshold, clock, telic_predicates, decay: as given.
+    hyperbolic: the :class:`hypermem.Memory` holding one point per memory (``None``
+        without an embedder); its ids are :meth:`key_of` the memories, its texts the
+        formulas printed by :func:`format_sexpr`.
+
+    Parameters
+    ----------
+    embedder: embeds the formulas for salience (``None``: salience is always 1).
+    importance_threshold: only memories with at least this importance are retrieved.
+    clock: callable returning the current timezone-aware datetime, used for the start,
+        end and access times of every memory this storage holds (default: UTC now).
+    telic_predicates: predicates of instantaneous events (they leave the context when
+        accessed or flushed).
+    decay: a :mod:`hypermem.temporal` policy for recency (``None``: the last access time
+        itself, min-max scaled, as in the design document).
+    curvature, dtype, device: of the hyperbolic store.
+
+    Example::
+
+        >>> from hypermem.episodic import MemoryStorage
+        >>> s = MemoryStorage()
+        >>> m = s.instantiate("((Block1 between.p Block2 Block3) ** E1)", importance=0.8)
+        >>> [x.get_wff() for x in s.get_matching("between.p")]
+        [('Block1', 'between.p', 'Block2', 'Block3')]
+        >>> s.get_from_context(["?a", "between.p", "?b", "Block3"]) == [m]
+        True
+    """
+
+    def __init__(self, embedder: Any = None, importance_threshold: float = 0.5,
+                 clock: Callable[[], datetime] | None = None,
+                 telic_predicates: Iterable[str] = DEFAULT_TELIC_PREDICATES, decay: Any = None, *,
+                 curvature: float = 1.0, dtype: torch.dtype = torch.float64, device: str | torch.device = "cpu"):
+        self.importance_threshold = check_importance(importance_threshold, "importance_threshold")
+        if clock is not None and not callable(clock):
+            raise TypeError("clock must be a callable returning a timezone-aware datetime")
+        self.clock: Callable[[], datetime] = clock or utcnow
+        if isinstance(telic_predicates, str) or not isinstance(telic_predicates, Iterable):
+            raise TypeError("telic_predicates must be a collection of predicate symbols")
+        telic = frozenset(telic_predicates)
+        bad = [p for p in telic if not is_symbol(p)]
+        if bad:
+            raise ValueError(f"telic_predicates must be symbols, got {bad[:3]!r}")
+        self.telic_predicates = telic
+        if decay is not None and not callable(getattr(decay, "weight", None)):
+            raise TypeError(f"decay must be a temporal policy with a weight() method, got {decay!r}")
+        self.decay = decay
+        self.embedder = embedder
+        self._hyper_config = {"curvature": curvature, "dtype": dtype, "device": device}
+        self.hyperbolic: HyperbolicMemory | None = self._new_hyperbolic()
+        self.memories: set[EpisodicMemory] = set()
+        self.ep_ht: dict[str, set[EpisodicMemory]] = {}
+        self.wff_ht: dict[Key, set[EpisodicMemory]] = {}
+        self.context: set[EpisodicMemory] = set()
+        self._seq: dict[EpisodicMemory, int] = {}
+        self._by_wff: dict[SExpr, EpisodicMemory] = {}
+        self._next = 0
+        self._lock = threading.RLock()
+
+    def _new_hyperbolic(self) -> HyperbolicMemory | None:
+        if self.embedder is None:
+            return None
+        return HyperbolicMemory(embedder=self.embedder, clock=self.clock, **self._hyper_config)
+
+    # ------------------------------------------------------------------ basics
+    def __len__(self) -> int:
+        return len(self.memories)
+
+    def __contains__(self, memory: object) -> bool:
+        return memory in self._seq
+
+    def __iter__(self) -> Iterator[EpisodicMemory]:
+        """The memories in insertion order."""
+        with self._lock:
+            return iter(self._ordered(self.memories))
+
+    def __repr__(self) -> str:
+        return (f"MemoryStorage(memories={len(self.memories)}, context={len(self.context)}, "
+                f"episodes={len(self.ep_ht)}, importance_threshold={self.importance_threshold:g}, "
+                f"embedder={type(self.embedder).__name__ if self.embedder is not None else None})")
+
+    def key_of(self, memory: EpisodicMemory) -> str:
+        """The stable key of a stored memory (its id in :attr:`hyperbolic`)."""
+        try:
+            return f"m{self._seq[memory]}"
+        except (KeyError, TypeError):
+            raise KeyError(f"{memory!r} is not stored in this MemoryStorage") from None
+
+    def point(self, memory: EpisodicMemory) -> torch.Tensor:
+        """The memory's point in the Poincaré ball of :attr:`hyperbolic`."""
+        key = self.key_of(memory)
+        if self.hyperbolic is None:
+            raise ValueError("this MemoryStorage has no embedder, so its memories have no points")
+        return self.hyperbolic.point(key)
+
+    def _ordered(self, memories: Iterable[EpisodicMemory]) -> list[EpisodicMemory]:
+        return sorted(memories, key=self._seq.__getitem__)
+
+    def _now(self) -> datetime:
+        now = self.clock()
+        if not isinstance(now, datetime) or now.tzinfo is None:
+            raise TypeError(f"the clock must return a timezone-aware datetime, got {now!r}")
+        return to_utc(now)
+
+    def _stored(self, memory: Any) -> list[EpisodicMemory]:
+        """A memory or list of memories, each checked to be stored here (duplicates dropped)."""
+        mems, _ = as_memory_list(memory)
+        for m in mems:
+            if m not in self._seq:
+                raise KeyError(f"{m!r} is not stored in this MemoryStorage")
+        return list(dict.fromkeys(mems))
+
+    # ------------------------------------------------------------------ storing
+    def store(self, memory: EpisodicMemory | Iterable[EpisodicMemory], context: bool = True):
+        """Store a memory (or list of memories), adding it to both hash tables and, with
+        ``context``, to the context.  Returns the stored memory (or list).
+
+        A memory whose formula is already stored (under another episode, or the same)
+        is *merged* into the stored one, which is returned instead: its ``episodes``
+        gain the new episode(s), its importance becomes the larger, its start the
+        earlier.  Entering the context makes a memory "true now" (``end_time`` None)
+        and keeps the context consistent: storing ``(not W)`` removes ``W`` from the
+        context (ending it), storing ``W`` removes ``(not W)``.  All or nothing.
+        """
+        mems, single = as_memory_list(memory)
+        if not isinstance(context, bool):
+            raise TypeError(f"context must be True or False, got {context!r}")
+        with self._lock:
+            plan: list[tuple[EpisodicMemory, EpisodicMemory]] = []
+            new: list[EpisodicMemory] = []
+            pending: dict[SExpr, EpisodicMemory] = {}
+            for m in mems:
+                wff = m.get_wff()
+                if m in self._seq or pending.get(wff) is m:
+                    plan.append((m, m))
+                    continue
+                target = self._by_wff.get(wff)
+                if target is None:
+                    target = pending.get(wff)
+                if target is None:
+                    new.append(m)
+                    pending[wff] = m
+                    target = m
+                plan.append((m, target))
+            first = self._next
+            if self.hyperbolic is not None and new:  # may raise (embedder): nothing stored yet
+                self.hyperbolic.add_many([{"text": format_sexpr(m.get_wff()), "id": f"m{first + i}",
+                                           "t": m.start_time} for i, m in enumerate(new)])
+            for i, m in enumerate(new):
+                self._register(m, first + i)
+            self._next = first + len(new)
+            for m, target in plan:
+                if target is not m:
+                    target._merge(m)
+                    for ep in target.episodes:
+                        self.ep_ht.setdefault(ep, set()).add(target)
+                if context:
+                    self._enter_context(target)
+            out = [t for _, t in plan]
+            return out[0] if single else out
+
+    def _register(self, m: EpisodicMemory, seq: int) -> None:
+        m.clock = self.clock
+        m.telic_predicates = self.telic_predicates
+        self._seq[m] = seq
+        self.memories.add(m)
+        self._by_wff[m.get_wff()] = m
+        for ep in m.episodes:
+            self.ep_ht.setdefault(ep, set()).add(m)
+        for key in wff_keys(m.get_wff()):
+            self.wff_ht.setdefault(key, set()).add(m)
+
+    def _enter_context(self, m: EpisodicMemory) -> None:
+        wff = m.get_wff()
+        positive = negated(wff)
+        opposite = self._by_wff.get(positive) if positive is not None else self._by_wff.get((NOT, wff))
+        if opposite is not None and opposite in self.context:
+            self._leave_context(opposite)
+        self.context.add(m)
+        m.end_time = None
+
+    def _leave_context(self, m: EpisodicMemory) -> None:
+        if m in self.context:
+            self.context.discard(m)
+            if m.end_time is None:
+                m.end()
+
+    def instantiate(self, event: Eventuality | str | Iterable[Eventuality | str],
+                    importance: float | Sequence[float] = 0.25, context: bool = True):
+        """Make new memories of an event (or list of events; an event may be given as its
+        text ``"(<wff> ** <ep>)"``) and store them (see :meth:`store`).  ``importance`` is
+        one number for all or one per event.  Returns the stored memory (or list)."""
+        single = isinstance(event, (Eventuality, str))
+        events = [event] if single else list(event) if isinstance(event, Iterable) else None
+        if events is None:
+            raise TypeError(f"event must be an Eventuality, its text or a list of them, got {type(event).__name__}")
+        if isinstance(importance, (list, tuple)):
+            if single:
+                raise ValueError("one event takes one importance value, got a list")
+            if len(importance) != len(events):
+                raise ValueError(f"{len(events)} events but {len(importance)} importance values")
+            imps = [check_importance(v, f"importance #{i}") for i, v in enumerate(importance)]
+        else:
+            imps = [check_importance(importance)] * len(events)
+        parsed = []
+        for i, e in enumerate(events):
+            if isinstance(e, str):
+                e = Eventuality.from_text(e)
+            if not isinstance(e, Eventuality):
+                raise TypeError(f"event #{i} must be an Eventuality or its text, got {type(e).__name__}")
+            parsed.append(e)
+        mems = [EpisodicMemory(e, v, clock=self.clock) for e, v in zip(parsed, imps)]
+        for m in mems:
+            m.telic_predicates = self.telic_predicates
+        stored = self.store(mems, context=context)
+        return stored[0] if single else stored
+
+    # ------------------------------------------------------------------ access and removal
+    def access(self, memory: EpisodicMemory | Iterable[EpisodicMemory]):
+        """Access a memory (or list): its last access becomes now; a telic (instantaneous)
+        event also leaves the context.  Returns what it was given."""
+        with self._lock:
+            mems, single = as_memory_list(memory)
+            for m in self._stored(mems):
+                m.update_last_access()
+                if m.is_telic():
+                    self._leave_context(m)
+            return mems[0] if single else mems
+
+    def remove(self, memory: EpisodicMemory | Iterable[EpisodicMemory]) -> list[EpisodicMemory]:
+        """Remove a memory (or list) from every set and hash table, and its point from
+        :attr:`hyperbolic`.  ``KeyError`` (nothing removed) if one is not stored.
+        Returns the removed memories."""
+        with self._lock:
+            mems = self._stored(memory)
+            self._drop(mems)
+            return mems
+
+    def _drop(self, mems: list[EpisodicMemory]) -> None:
+        if not mems:
+            return
+        keys = [self.key_of(m) for m in mems]
+        if self.hyperbolic is not None:
+            if len(mems) > REBUILD_AT:
+                self._rebuild_hyperbolic(set(keys))
+            else:
+                for k in keys:
+                    self.hyperbolic.remove(k)
+        for m in mems:
+            self.memories.discard(m)
+            self.context.discard(m)
+            for ep in m.episodes:
+                _discard(self.ep_ht, ep, m)
+            for key in wff_keys(m.get_wff()):
+                _discard(self.wff_ht, key, m)
+            if self._by_wff.get(m.get_wff()) is m:
+                del self._by_wff[m.get_wff()]
+            del self._seq[m]
+
+    def _rebuild_hyperbolic(self, gone: set[str]) -> None:
+        """Rebuild :attr:`hyperbolic` without the ids in ``gone``, reusing the embeddings."""
+        old = self.hyperbolic
+        rows = [r for r, i in enumerate(old.ids) if i not in gone]
+        emb = old.embeddings[rows]
+        items = [{"text": old.get(old.ids[r]).text, "id": old.ids[r], "t": old.get(old.ids[r]).t,
+                  "embedding": emb[j]} for j, r in enumerate(rows)]
+        fresh = self._new_hyperbolic()
+        fresh.add_many(items)
+        self.hyperbolic = fresh
+
+    def remove_from_context(self, memory: EpisodicMemory | Iterable[EpisodicMemory]) -> None:
+        """Remove a memory (or list) from the context: it is no longer "true now", so its
+        end time becomes now.  A stored memory not in context is left as it is;
+        ``KeyError`` (nothing changed) for a memory not stored here."""
+        with self._lock:
+            mems = self._stored(memory)
+            for m in mems:
+                self._leave_context(m)
+
+    def remove_episode(self, ep: str) -> list[EpisodicMemory]:
+        """Remove every memory characterising the episode ``ep``; ``KeyError`` for an
+        unknown episode.  A memory merged from several episodes only loses ``ep`` (it
+        still characterises the others) and is removed when no episode is left.
+        Returns the memories that were removed entirely."""
+        with self._lock:
+            mems = self._episode_members(ep, strict=True)
+            gone = [m for m in mems if m.episodes == [ep]]
+            for m in mems:
+                if m.episodes != [ep]:
+                    m.episodes.remove(ep)
+            self.ep_ht.pop(ep, None)
+            self._drop(gone)
+            return gone
+
+    def remove_episode_from_context(self, ep: str) -> None:
+        """Remove from the context every memory characterising ``ep``; ``KeyError`` for an
+        unknown episode."""
+        with self._lock:
+            for m in self._episode_members(ep, strict=True):
+                self._leave_context(m)
+
+    def remove_matching(self, pred_patt: Any) -> list[EpisodicMemory]:
+        """Remove every memory matching the pattern (see :meth:`get_matching`); returns them."""
+        with self._lock:
+            mems = self._matching(pred_patt, None)
+            self._drop(mems)
+            return mems
+
+    def remove_matching_from_context(self, pred_patt: Any) -> list[EpisodicMemory]:
+        """Remove from the context every memory of it matching the pattern; returns them."""
+        with self._lock:
+            mems = self._matching(pred_patt, self.context)
+            for m in mems:
+                self._leave_context(m)
+            return mems
+
+    def flush_context(self) -> list[EpisodicMemory]:
+        """Remove every telic (instantaneous) event from the context; returns them."""
+        with self._lock:
+            mems = self._ordered(m for m in self.context if m.is_telic())
+            for m in mems:
+                self._leave_context(m)
+            return mems
+
+    # ------------------------------------------------------------------ lookup
+    def _episode_members(self, ep: Any, strict: bool) -> list[EpisodicMemory]:
+        if not isinstance(ep, str):
+            raise TypeError(f"an episode must be a symbol (str), got {type(ep).__name__}: {ep!r}")
+        if ep not in self.ep_ht:
+            if strict:
+                raise KeyError(f"unknown episode {ep!r}")
+            return []
+        return self._ordered(self.ep_ht[ep])
+
+    def get_episode(self, ep: str, access: bool = False) -> list[EpisodicMemory]:
+        """The memories characterising the episode ``ep`` (``[]`` if unknown), in insertion
+        order; with ``access`` they are accessed."""
+        with self._lock:
+            mems = self._episode_members(ep, strict=False)
+            if access:
+                self.access(mems)
+            return mems
+
+    def _pattern(self, pred_patt: Any) -> SExpr:
+        if isinstance(pred_patt, str):
+            if pred_patt.lstrip().startswith("("):
+                return parse_sexpr(pred_patt)
+            return to_sexpr(pred_patt, "pattern")
+        if isinstance(pred_patt, (list, tuple)):
+            return to_sexpr(pred_patt, "pattern")
+        raise TypeError(f"a pattern must be a predicate symbol (str) or a list of S-expressions, got "
+                        f"{type(pred_patt).__name__}: {pred_patt!r}")
+
+    def _matching(self, pred_patt: Any, within: set[EpisodicMemory] | None) -> list[EpisodicMemory]:
+        pattern = self._pattern(pred_patt)
+        if isinstance(pattern, str):
+            if is_variable(pattern):
+                pool: Iterable[EpisodicMemory] = self.memories
+            else:
+                pool = [m for m in self.wff_ht.get(pattern, ()) if predicate_of(m.get_wff()) == pattern]
+        else:
+            key = lookup_key(pattern)
+            pool = self.memories if key is None else self.wff_ht.get(key, ())
+            pool = [m for m in pool if matches(pattern, m.get_wff())]
+        if within is not None:
+            pool = [m for m in pool if m in within]
+        return self._ordered(pool)
+
+    def get_matching(self, pred_patt: Any, access: bool = False) -> list[EpisodicMemory]:
+        """The memories matching a predicate symbol (their formula's predicate is it, e.g.
+        ``"between.p"``) or a pattern (a list, or its text, with variables at any depth,
+        e.g. ``["Block1", "between.p", "?x", "Block2"]``; a repeated variable must bind to
+        the same value), in insertion order.  With ``access`` they are accessed."""
+        with self._lock:
+            mems = self._matching(pred_patt, None)
+            if access:
+                self.access(mems)
+            return mems
+
+    def get_from_context(self, pred_patt: Any, access: bool = False) -> list[EpisodicMemory]:
+        """The memories in context matching the pattern (see :meth:`get_matching`)."""
+        with self._lock:
+            mems = self._matching(pred_patt, self.context)
+            if access:
+                self.access(mems)
+            return mems
+
+    def get_characterizing_episode(self, pred_patt: Any, ep: str) -> list[EpisodicMemory]:
+        """The memories that match the pattern and characterise ``ep`` (``[]`` if unknown)."""
+        with self._lock:
+            return self._matching(pred_patt, set(self._episode_members(ep, strict=False)))
+
+    def does_characterize_episode(self, pred_patt: Any, ep: str) -> bool:
+        """Whether some memory matching the pattern characterises ``ep``."""
+        return bool(self.get_characterizing_episode(pred_patt, ep))
+
+    # ------------------------------------------------------------------ scoring
+    def _recency(self, mems: list[EpisodicMemory], device: torch.device) -> torch.Tensor:
+        """Raw recency of each memory: last access seconds, or the decay policy's weight."""
+        last = torch.tensor([to_seconds(m.last_access) for m in mems], dtype=torch.float64, device=device)
+        if self.decay is None:
+            return last
+        counts = torch.tensor([float(m.access_count) for m in mems], dtype=torch.float64, device=device)
+        start = torch.tensor([to_seconds(m.start_time) for m in mems], dtype=torch.float64, device=device)
+        end = torch.tensor([to_seconds(m.end_time, math.inf) for m in mems], dtype=torch.float64, device=device)
+        w = self.decay.weight(to_seconds(self._now()), last, counts, start, end)
+        return torch.as_tensor(w, dtype=torch.float64, device=device)
+
+    def _salience(self, mems: list[EpisodicMemory], query: str | None, device: torch.device) -> torch.Tensor:
+        """``-d_shell(query, memory)`` for each memory; ones without a query or an embedder."""
+        if query is None or self.hyperbolic is None or not mems:
+            return torch.ones(len(mems), dtype=torch.float64, device=device)
+        hyper = self.hyperbolic
+        q = hyper.embed_query(query)
+        norm = torch.linalg.vector_norm(q)
+        if not bool(norm > 0):  # the query embeds to nothing: no information
+            return torch.ones(len(mems), dtype=torch.float64, device=device)
+        row = {k: r for r, k in enumerate(hyper.ids)}
+        rows = torch.tensor([row[self.key_of(m)] for m in mems], dtype=torch.long, device=hyper.device)
+        cos = hyper.directions.index_select(0, rows) @ (q / norm)
+        dist = ShellDistance(hyper.curvature, hyper.base_depth)(cos)
+        return (-dist).to(device=device, dtype=torch.float64)
+
+    def _score(self, query: str | None, coeffs: Any):
+        """Candidates (insertion order) and their scores and min-max scaled sub-scores."""
+        a, b, g = _check_coeffs(coeffs)
+        if query is not None and (not isinstance(query, str) or not query.strip()):
+            raise ValueError(f"query must be a non-empty string or None, got {query!r}")
+        device = self.hyperbolic.device if self.hyperbolic is not None else torch.device("cpu")
+        cands = self._ordered(m for m in self.memories if m.importance >= self.importance_threshold)
+        rec = minmax(self._recency(cands, device))
+        imp = minmax(torch.tensor([m.importance for m in cands], dtype=torch.float64, device=device))
+        sal = minmax(self._salience(cands, query, device))
+        return cands, a * rec + b * imp + g * sal, rec, imp, sal
+
+    def scores(self, query: str | None = None, coeffs: Sequence[float] = (1.0, 1.0, 1.0)) -> list[dict[str, Any]]:
+        """What :meth:`retrieve` would rank, without accessing anything: one dict per
+        candidate (``memory``, ``score``, ``recency``, ``importance``, ``salience``, the
+        last three min-max scaled), best first."""
+        with self._lock:
+            cands, score, rec, imp, sal = self._score(query, coeffs)
+            order = torch.argsort(-score, stable=True).tolist()
+            s, r, i, v = score.tolist(), rec.tolist(), imp.tolist(), sal.tolist()
+            return [{"memory": cands[j], "score": s[j], "recency": r[j], "importance": i[j], "salience": v[j]}
+                    for j in order]
+
+    def retrieve(self, query: str | None = None, n: int = 5,
+                 coeffs: Sequence[float] = (1.0, 1.0, 1.0)) -> list[EpisodicMemory]:
+        """The ``n`` best memories at or above ``importance_threshold`` by
+        ``coeffs[0]*recency + coeffs[1]*importance + coeffs[2]*salience``, each min-max
+        scaled over those memories (see the module docstring); they are accessed.
+
+        ``coeffs`` must hold 3 finite numbers (``ValueError`` otherwise)."""
+        n = _check_count(n, "n", 1)
+        with self._lock:
+            cands, score, _, _, _ = self._score(query, coeffs)
+            if not cands:
+                return []
+            top = torch.argsort(-score, stable=True)[:n].tolist()
+            out = [cands[j] for j in top]
+            self.access(out)
+            return out
+
+    def forget(self, max_size: int | None = None, threshold: float | None = None,
+               keep_context: bool = False) -> list[EpisodicMemory]:
+        """Permanently evict the memories with the lowest combined recency and importance.
+
+        ``combined_i = (minmax(recency)_i + importance_i) / 2`` in ``[0, 1]`` (recency over
+        all stored memories, as in :meth:`retrieve`).  With ``threshold`` every memory whose
+        combined value is below it goes; with ``max_size`` the lowest go until at most
+        ``max_size`` are left (ties: the older first).  ``keep_context`` spares the memories
+        in context.  Returns the evicted memories, lowest first.
+        """
+        if max_size is None and threshold is None:
+            raise ValueError("forget needs max_size (how many memories to keep) and/or threshold "
+                             "(the lowest combined recency and importance to keep)")
+        if max_size is not None:
+            max_size = _check_count(max_size, "max_size", 0)
+        if threshold is not None:
+            threshold = check_importance(threshold, "threshold")
+        with self._lock:
+            mems = self._ordered(self.memories)
+            if not mems:
+                return []
+            rec = minmax(self._recency(mems, torch.device("cpu")))
+            imp = torch.tensor([m.importance for m in mems], dtype=torch.float64)
+            combined = (rec + imp) / 2
+            order = torch.argsort(combined, stable=True).tolist()
+            vals = combined.tolist()
+            evict: list[EpisodicMemory] = []
+            eligible = [j for j in order if not (keep_context and mems[j] in self.context)]
+            excess = 0 if max_size is None else max(0, len(mems) - max_size)
+            for count, j in enumerate(eligible):
+                if count < excess or (threshold is not None and vals[j] < threshold):
+                    evict.append(mems[j])
+            self._drop(evict)
+            return evict
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: Any) -> None:
+        """Write the whole storage to one SQLite file, atomically (see
+        :mod:`hypermem.episodic.persistence`)."""
+        from .persistence import save_storage
+
+        save_storage(self, path)
+
+    @classmethod
+    def load(cls, path: Any, embedder: Any = None, clock: Callable[[], datetime] | None = None,
+             decay: Any = None) -> MemoryStorage:
+        """Read a storage written by :meth:`save`: memories, times, episodes, context and
+        indexes.  ``embedder``/``decay`` are needed only when saved ones were custom."""
+        from .persistence import load_storage
+
+        return load_storage(path, embedder=embedder, clock=clock, decay=decay, cls=cls)
+
+
+def _discard(table: dict, key: Any, m: EpisodicMemory) -> None:
+    bucket = table.get(key)
+    if bucket is not None:
+        bucket.discard(m)
+        if not bucket:
+            del table[key]
