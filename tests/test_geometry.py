@@ -8,8 +8,14 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hypermem.geometry import PoincareBall, ball_margin, lorentz_distance, lorentz_inner, mips_scores, to_mips_vectors
-from hypermem.geometry import poincare as P
+from hypermem.geometry import (
+    PoincareBall,
+    ball_margin,
+    lorentz_distance,
+    lorentz_inner,
+    mips_scores,
+    to_mips_vectors,
+)
 
 dims = st.integers(2, 16)
 curvatures = st.floats(0.25, 4.0)

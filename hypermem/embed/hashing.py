@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import re
-from itertools import chain
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 
 import numpy as np
 import torch
@@ -122,11 +123,23 @@ class HashingEmbedder:
         signs = np.concatenate([self._sgn_parts[u] for u in uniq])
         tok = np.bincount(rows * self.dim + cols, weights=signs,
                           minlength=len(uniq) * self.dim).reshape(len(uniq), self.dim)
-        crow = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(counts, out=crow[1:])
-        counts_matrix = torch.sparse_csr_tensor(torch.from_numpy(crow), torch.from_numpy(local.astype(np.int64)),
-                                                torch.ones(len(local), dtype=torch.float64), (n, len(uniq)))
-        X = counts_matrix @ torch.from_numpy(tok)
+        if n < 512:
+            # Small batches: sum each text's token rows directly (a sparse product's thread
+            # start-up costs more than the work here).
+            Xn = np.zeros((n, self.dim), dtype=np.float64)
+            has = counts > 0
+            starts = (np.cumsum(counts) - counts)[has]
+            Xn[has] = np.add.reduceat(tok[local], starts, axis=0)
+            X = torch.from_numpy(Xn)
+        else:
+            crow = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(counts, out=crow[1:])
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*Sparse CSR tensor support is in beta.*")
+                counts_matrix = torch.sparse_csr_tensor(
+                    torch.from_numpy(crow), torch.from_numpy(local.astype(np.int64)),
+                    torch.ones(len(local), dtype=torch.float64), (n, len(uniq)), check_invariants=False)
+            X = counts_matrix @ torch.from_numpy(tok)
         # Integer-valued rows: the squared norm is an exact integer, so this matches any
         # other correctly rounded implementation bit for bit.
         norms = torch.linalg.vector_norm(X, dim=1, keepdim=True)

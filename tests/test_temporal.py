@@ -1,0 +1,93 @@
+import math
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import torch
+
+from hypermem.retrieval import combine
+from hypermem.retrieval.scoring import MIN_WEIGHT as SCORING_MIN_WEIGHT
+from hypermem.temporal import (
+    MIN_WEIGHT,
+    Ebbinghaus,
+    HalfLife,
+    NoDecay,
+    Product,
+    ValidityWindow,
+    generative_agents_recency,
+    policy_from_spec,
+    policy_spec,
+)
+
+NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
+
+
+def secs(dts):
+    return torch.tensor([d.timestamp() for d in dts], dtype=torch.float64)
+
+
+def test_half_life_and_generative_agents():
+    times = [NOW - timedelta(hours=h) for h in (0, 24, 48, -5)]
+    w = HalfLife(24).weight(NOW, times, [0] * 4, [None] * 4, [None] * 4)
+    torch.testing.assert_close(w, torch.tensor([1.0, 0.5, 0.25, 1.0], dtype=torch.float64))
+    ga = generative_agents_recency()
+    w = ga.weight(NOW, secs([NOW - timedelta(hours=10)]), [0], [None], [None])
+    assert abs(float(w[0]) - 0.995 ** 10) < 1e-12
+    very_old = HalfLife(1).weight(NOW, [NOW - timedelta(days=100)], [0], [None], [None])
+    assert float(very_old[0]) == MIN_WEIGHT
+
+
+def test_ebbinghaus_accesses_slow_forgetting():
+    t = secs([NOW - timedelta(hours=48)] * 2)
+    w = Ebbinghaus(stability_hours=24, boost_per_access=1.0).weight(NOW.timestamp(), t, torch.tensor([0.0, 3.0]),
+                                                                       None, None)
+    torch.testing.assert_close(w, torch.tensor([math.exp(-2), math.exp(-0.5)], dtype=torch.float64))
+
+
+def test_validity_window_and_product():
+    lo = secs([NOW - timedelta(hours=1), NOW + timedelta(hours=1), NOW - timedelta(hours=3)])
+    hi = torch.tensor([math.inf, math.inf, (NOW - timedelta(hours=2)).timestamp()], dtype=torch.float64)
+    t = secs([NOW - timedelta(hours=24)] * 3)
+    w = ValidityWindow().weight(NOW, t, torch.zeros(3), lo, hi)
+    torch.testing.assert_close(w, torch.tensor([1.0, MIN_WEIGHT, MIN_WEIGHT], dtype=torch.float64))
+    w2 = Product(HalfLife(24), ValidityWindow(outside_weight=0.5)).weight(NOW, t, torch.zeros(3), lo, hi)
+    torch.testing.assert_close(w2, torch.tensor([0.5, 0.25, 0.25], dtype=torch.float64))
+    # lists with None bounds work too
+    w3 = ValidityWindow().weight(NOW, [NOW], [0], [None], [NOW - timedelta(seconds=1)])
+    assert float(w3[0]) == MIN_WEIGHT
+
+
+def test_vectorised_over_many_records():
+    t = torch.linspace(NOW.timestamp() - 1e7, NOW.timestamp(), 100_000, dtype=torch.float64)
+    w = HalfLife(100).weight(NOW, t, torch.zeros_like(t), None, None)
+    assert w.shape == (100_000,) and torch.all(w[1:] >= w[:-1])
+
+
+@pytest.mark.parametrize("bad", [0, -1, float("nan"), float("inf"), "24", None])
+def test_bad_time_constants(bad):
+    with pytest.raises(ValueError):
+        HalfLife(bad)
+    with pytest.raises(ValueError):
+        Ebbinghaus(stability_hours=bad)
+    with pytest.raises(ValueError):
+        ValidityWindow(outside_weight=bad if bad != 0 else -1)
+
+
+def test_specs_round_trip():
+    for p in [NoDecay(), HalfLife(12.5), Ebbinghaus(10, 0.3), ValidityWindow(0.2),
+              Product(HalfLife(3), ValidityWindow())]:
+        assert policy_from_spec(policy_spec(p)) == p
+
+    class Custom:
+        def weight(self, *a):
+            return torch.ones(1)
+
+    spec = policy_spec(Custom())
+    with pytest.raises(ValueError, match="not built in"):
+        policy_from_spec(spec)
+
+
+def test_combine():
+    assert SCORING_MIN_WEIGHT == MIN_WEIGHT
+    s = combine([1.0, 2.0], time_weights=[1.0, 0.5], depths=[1.0, 3.0], time_coef=2.0, depth_bias=0.1)
+    torch.testing.assert_close(s, torch.tensor([-1.0 + 0.1, -2.0 + 2 * math.log(0.5) + 0.3], dtype=torch.float64))
+    assert torch.isfinite(combine([0.0], time_weights=[0.0])).all()
