@@ -1,45 +1,338 @@
-"""The ``hypermem`` command line."""
+"""The ``hypermem`` command line.
+
+  hypermem demo [--out DIR]                      build, save, inspect and search a small demo memory
+  hypermem inspect MEMORY [-o PAGE.html]         write the HTML inspector of a saved memory
+  hypermem tree MEMORY [--root ID]               print the hierarchy
+  hypermem search MEMORY [QUERY] [-k K] [--mode MODE] [--root ID]
+  hypermem stats MEMORY [--json]                 summary numbers
+  hypermem export MEMORY OUT.json|OUT.csv        portable JSON (exact) or a CSV table
+  hypermem import SOURCE OUT.db                  memory JSON, or JSON lines of items, to a SQLite memory
+
+MEMORY is a file written by ``Memory.save`` (SQLite) or ``Memory.to_json`` (JSON).
+Mistakes (a missing file, an unknown id, a bad option) print one line and exit non-zero
+(set HYPERMEM_DEBUG=1 to get the traceback instead).
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+MODES = ("nearest", "subtree", "children", "ancestors", "siblings", "cone")  # = hypermem.store.MODES
+METRICS = ("shell", "hyperbolic")
+LAYOUTS = ("auto", "structural", "projection")
 
 
+class UserError(Exception):
+    """A mistake on the command line: printed as one line, exit status 1."""
+
+
+# ---------------------------------------------------------------------------- helpers
+def _time_arg(text: str) -> datetime:
+    try:
+        t = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {text!r} (e.g. 2025-06-01T09:00)") from None
+    return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
+    return v
+
+
+def _is_json_file(path: Path) -> bool:
+    if path.suffix.lower() == ".json":
+        return True
+    with open(path, "rb") as f:
+        head = f.read(64).lstrip()
+    return head.startswith(b"{")
+
+
+def load_memory(path: str):
+    """A memory from a SQLite file or a JSON file (by content)."""
+    from .store import Memory
+
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"no such memory file: {path}")
+    if p.is_dir():
+        raise UserError(f"{path} is a folder, not a memory file")
+    return Memory.from_json(p) if _is_json_file(p) else Memory.load(p)
+
+
+def _print_json(obj: Any) -> None:
+    print(json.dumps(obj, indent=1, ensure_ascii=False, default=str))
+
+
+# ---------------------------------------------------------------------------- commands
 def _cmd_demo(args: argparse.Namespace) -> int:
-    import torch
+    from .demo import run_demo
 
-    from .geometry import PoincareBall
-    from .retrieval import cone_energy
+    result = run_demo(args.out, dataset=args.dataset, inspector=not args.no_inspector)
+    if args.open and result["html"] is not None:
+        import webbrowser
 
-    ball = PoincareBall(curvature=1.0)
-    print("hypermem geometry demo: the Poincaré ball of curvature -1")
-    animal = ball.point_at([1.0, 0.2], 1.0)
-    dog = ball.point_at([1.0, 0.25], 3.0)
-    car = ball.point_at([-0.3, 1.0], 3.0)
-    for name, p in [("animal", animal), ("dog", dog), ("car", car)]:
-        print(f"  {name:7s} depth {float(ball.distance_to_origin(p)):.3f}")
-    print(f"  d(animal, dog) = {float(ball.distance(animal, dog)):.3f}")
-    print(f"  d(animal, car) = {float(ball.distance(animal, car)):.3f}")
-    print(f"  dog in animal's entailment cone: energy {float(cone_energy(animal, dog, ball)):.4f}")
-    print(f"  car in animal's entailment cone: energy {float(cone_energy(animal, car, ball)):.4f}")
-    pts = torch.stack([animal, dog, car])
-    print("  pairwise distances:\n", ball.pairwise_distance(pts, pts).numpy().round(3))
+        webbrowser.open(Path(result["html"]).resolve().as_uri())
     return 0
 
 
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    mem = load_memory(args.memory)
+    out = Path(args.output) if args.output else Path(args.memory).with_suffix(".html")
+    mem.inspect(out, open_browser=args.open, title=args.title or f"hypermem: {Path(args.memory).name}",
+                layout=args.layout, at_time=args.at)
+    print(f"wrote {out} ({len(mem)} memories)")
+    return 0
+
+
+def _cmd_tree(args: argparse.Namespace) -> int:
+    mem = load_memory(args.memory)
+    if args.root is not None and args.root not in mem:
+        raise UserError(f"unknown memory id {args.root!r}")
+    text = mem.tree(root=args.root, max_text=args.max_text)
+    print(text if text else "(empty memory)")
+    return 0
+
+
+def _cmd_search(args: argparse.Namespace) -> int:
+    mem = load_memory(args.memory)
+    if args.mode != "nearest" and args.root is None:
+        raise UserError(f"--mode {args.mode} needs --root ID")
+    if args.query is None and args.mode == "nearest":
+        raise UserError("a query is needed with --mode nearest (omit it only with a structural mode)")
+    if args.root is not None and args.root not in mem:
+        raise UserError(f"unknown memory id {args.root!r}")
+    hits = mem.search(args.query, k=args.k, mode=args.mode, root=args.root, metric=args.metric, at_time=args.at,
+                      touch=False)
+    if args.json:
+        _print_json([h.to_dict() for h in hits])
+        return 0
+    if not hits:
+        print("(no results)")
+    for rank, h in enumerate(hits, 1):
+        print(f"{rank:3d}. {h.score:8.3f}  w={h.time_weight:.3f}  depth={h.depth:.2f}  {h.text}  [{h.id}]")
+    return 0
+
+
+def _cmd_stats(args: argparse.Namespace) -> int:
+    mem = load_memory(args.memory)
+    stats = mem.stats(at_time=args.at)
+    if args.json:
+        _print_json(stats)
+    else:
+        width = max(map(len, stats))
+        for k, v in stats.items():
+            print(f"{k:<{width}}  {json.dumps(v, ensure_ascii=False) if isinstance(v, (dict, list)) else v}")
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    mem = load_memory(args.memory)
+    out = Path(args.output)
+    fmt = args.format or ("csv" if out.suffix.lower() == ".csv" else "json")
+    if fmt == "json":
+        mem.to_json(out, indent=args.indent)
+    else:
+        import csv
+        import io
+
+        from .store.atomic import atomic_write_text
+
+        buf = io.StringIO()
+        rows = mem.table(at_time=args.at)
+        writer = csv.DictWriter(buf, fieldnames=["id", "text", "parent", "level", "depth", "time", "weight",
+                                                 "accesses", "meta"])
+        writer.writeheader()
+        for r in rows:
+            writer.writerow(dict(r, meta=json.dumps(r["meta"], ensure_ascii=False)))
+        atomic_write_text(out, buf.getvalue())
+    print(f"wrote {out} ({len(mem)} memories, {fmt})")
+    return 0
+
+
+def _read_items(path: Path) -> list[dict[str, Any]]:
+    """Items of ``Memory.add_many`` from JSON lines (or a JSON list): text, and optionally
+    id, parent, t / valid_from / valid_until (ISO 8601), meta."""
+    text = path.read_text(encoding="utf-8")
+    try:
+        stripped = text.lstrip()
+        if stripped.startswith("["):
+            items = json.loads(text)
+        else:
+            items = [json.loads(line) for line in text.splitlines() if line.strip()]
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}: not JSON lines ({exc})") from None
+    out = []
+    for i, item in enumerate(items):
+        if isinstance(item, str):
+            item = {"text": item}
+        if not isinstance(item, dict):
+            raise UserError(f"{path}: item #{i} is not an object or a string")
+        item = dict(item)
+        for key in ("t", "valid_from", "valid_until"):
+            if isinstance(item.get(key), str):
+                try:
+                    item[key] = _time_arg(item[key])
+                except argparse.ArgumentTypeError as exc:
+                    raise UserError(f"{path}: item #{i}: {key}: {exc}") from None
+        out.append(item)
+    return out
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    src, out = Path(args.source), Path(args.output)
+    if not src.exists():
+        raise UserError(f"no such file: {args.source}")
+    if out.exists() and not args.force:
+        raise UserError(f"{out} exists; pass --force to replace it")
+    head = src.read_text(encoding="utf-8")[:4096].lstrip()
+    if head.startswith("{") and '"config"' in head:
+        from .store import Memory
+
+        mem = Memory.from_json(src)
+    else:
+        from .embed import HashingEmbedder
+        from .store import Memory
+        from .temporal import HalfLife
+
+        decay = HalfLife(hours=args.half_life) if args.half_life else None
+        mem = Memory(embedder=HashingEmbedder(dim=args.dim), decay=decay)
+        mem.add_many(_read_items(src))
+    mem.save(out)
+    print(f"wrote {out} ({len(mem)} memories)")
+    return 0
+
+
+# ---------------------------------------------------------------------------- parser
+def _memory_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("memory", help="a memory file (SQLite from Memory.save, or JSON from Memory.to_json)")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hypermem", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("demo", help="run the demo")
-    p.set_defaults(func=_cmd_demo)
+    parser = argparse.ArgumentParser(prog="hypermem", description="hypermem: a hierarchy-aware, time-aware memory "
+                                     "in the Poincaré ball.", formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=__doc__.split("\n\n")[1])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    from_demo = sub.add_parser("demo", help="build, save, inspect and search a small demo memory",
+                               description="Build a small hierarchical memory of time-stamped events, save it "
+                               "(SQLite and JSON), write the inspector page, print the tree and a few searches.")
+    from_demo.add_argument("--out", default="hypermem-demo", help="output folder (default: %(default)s)")
+    from_demo.add_argument("--dataset", default="events", choices=_demo_names(), help="which demo")
+    from_demo.add_argument("--no-inspector", action="store_true", help="do not write the HTML inspector")
+    from_demo.add_argument("--open", action="store_true", help="open the inspector in a browser")
+    from_demo.set_defaults(func=_cmd_demo)
+
+    p = sub.add_parser("inspect", help="write the HTML inspector of a saved memory",
+                       description="Write one self-contained offline HTML page: Poincaré disk, time slider, "
+                       "sortable table, collapsible tree, filter.")
+    _memory_arg(p)
+    p.add_argument("-o", "--output", help="the page to write (default: MEMORY with .html)")
+    p.add_argument("--title", help="page title")
+    p.add_argument("--layout", choices=LAYOUTS, default="auto", help="disk layout (default: %(default)s)")
+    p.add_argument("--at", type=_time_arg, help="time of the weights shown first (ISO 8601; default: now)")
+    p.add_argument("--open", action="store_true", help="open the page in a browser")
+    p.set_defaults(func=_cmd_inspect)
+
+    p = sub.add_parser("tree", help="print the hierarchy", description="Print the hierarchy as indented text.")
+    _memory_arg(p)
+    p.add_argument("--root", help="print only the subtree of this memory id")
+    p.add_argument("--max-text", type=_positive_int, default=60, help="cut texts to this length (default: 60)")
+    p.set_defaults(func=_cmd_tree)
+
+    p = sub.add_parser("search", help="search a saved memory",
+                       description="Rank memories by -distance + depth_bias*depth + time_coef*log(weight). "
+                       "The file is not changed (no access counts are recorded).")
+    _memory_arg(p)
+    p.add_argument("query", nargs="?", help="the query text (may be omitted with a structural --mode)")
+    p.add_argument("-k", type=_positive_int, default=5, help="how many results (default: 5)")
+    p.add_argument("--mode", choices=MODES, default="nearest", help="candidates (default: nearest)")
+    p.add_argument("--root", help="the memory id for subtree/children/ancestors/siblings/cone")
+    p.add_argument("--metric", choices=METRICS, help="distance (default: the memory's)")
+    p.add_argument("--at", type=_time_arg, help="search as of this time (ISO 8601; default: now)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_cmd_search)
+
+    p = sub.add_parser("stats", help="summary numbers", description="Counts, levels, depths, times, weights.")
+    _memory_arg(p)
+    p.add_argument("--at", type=_time_arg, help="weights as of this time (ISO 8601; default: now)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_cmd_stats)
+
+    p = sub.add_parser("export", help="export to portable JSON (exact) or a CSV table",
+                       description="Export a memory: JSON (everything, exact round trip) or CSV (the table).")
+    _memory_arg(p)
+    p.add_argument("output", help="the file to write (.json or .csv)")
+    p.add_argument("--format", choices=("json", "csv"), help="default: from the output's extension")
+    p.add_argument("--indent", type=int, default=None, help="JSON indentation")
+    p.add_argument("--at", type=_time_arg, help="CSV weights as of this time (ISO 8601; default: now)")
+    p.set_defaults(func=_cmd_export)
+
+    p = sub.add_parser("import", help="memory JSON, or JSON lines of items, to a SQLite memory",
+                       description="Write a SQLite memory from a memory JSON file (Memory.to_json) or from "
+                       "JSON lines of items ({\"text\", \"id\", \"parent\", \"t\", \"meta\", ...}; parents "
+                       "before children), embedded with the hashing embedder.")
+    p.add_argument("source", help="memory JSON, or JSON lines / a JSON list of items")
+    p.add_argument("output", help="the SQLite memory file to write")
+    p.add_argument("--dim", type=_positive_int, default=256, help="hashing embedder dimension for items "
+                   "(default: 256)")
+    p.add_argument("--half-life", type=float, default=None, help="decay half-life in hours for items "
+                   "(default: no decay)")
+    p.add_argument("--force", action="store_true", help="replace OUTPUT if it exists")
+    p.set_defaults(func=_cmd_import)
+
+    # Room for more subcommands (e.g. ``train``): add them here with set_defaults(func=...).
     return parser
 
 
+def _demo_names() -> list[str]:
+    from .demo import DEMOS
+
+    return sorted(DEMOS)
+
+
+def _error_line(exc: BaseException) -> str | None:
+    """The one-line message for a user mistake, or None for an unexpected error (a bug)."""
+    from .store.persistence import MemoryFileError
+
+    if isinstance(exc, UserError):
+        return str(exc)
+    if isinstance(exc, MemoryFileError):
+        return f"bad memory file: {exc}"
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return f"{exc.strerror or exc}: {exc.filename}"
+    if isinstance(exc, KeyError):
+        return str(exc.args[0]) if exc.args else "unknown key"
+    if isinstance(exc, (ValueError, TypeError, ImportError, OSError)):
+        return str(exc)
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit status (argparse exits 2 on a bad option)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        line = None if os.environ.get("HYPERMEM_DEBUG") else _error_line(exc)
+        if line is None:
+            raise
+        print(f"hypermem {args.command}: error: {line}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -1,0 +1,140 @@
+"""Snapshots of a memory for drawing and analysis: a JSON-able dict, the decay weights on
+a grid of times (for the inspector's time slider), and a NetworkX graph."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import torch
+
+from ..temporal import policy_spec
+from ..temporal.clock import from_seconds, to_seconds, to_utc
+from .layout import has_hierarchy, projection_coordinates, structural_coordinates
+
+LAYOUTS = ("auto", "structural", "projection")
+HOUR = 3600.0
+
+__all__ = ["LAYOUTS", "resolve_layout", "coordinates", "to_dict", "weight_timeline", "to_networkx"]
+
+
+def resolve_layout(memory, layout: str = "auto") -> str:
+    """``"structural"`` or ``"projection"``; ``"auto"`` is structural when any memory has a parent."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}; choose one of {LAYOUTS}")
+    if layout == "auto":
+        return "structural" if has_hierarchy(memory) else "projection"
+    return layout
+
+
+def coordinates(memory, layout: str = "auto") -> tuple[torch.Tensor, str]:
+    """Unit-disk coordinates ``(n, 2)`` of the chosen layout, and the layout used."""
+    used = resolve_layout(memory, layout)
+    xy = structural_coordinates(memory) if used == "structural" else projection_coordinates(memory)
+    return xy, used
+
+
+def _iso(t: datetime | None) -> str | None:
+    return None if t is None else t.isoformat()
+
+
+def to_dict(memory, at_time: datetime | None = None, layout: str = "auto") -> dict[str, Any]:
+    """A JSON-able snapshot: config, stats, and one node per memory (id, text, parent,
+    children, level, depth, disk coordinates ``x``/``y``, time, weight at ``at_time``,
+    access count, validity, meta).
+
+    >>> from hypermem import Memory
+    >>> mem = Memory(); root = mem.add("animals", id="a"); _ = mem.add("dogs", parent="a", id="d")
+    >>> snap = to_dict(mem)
+    >>> snap["layout"], [n["id"] for n in snap["nodes"]], snap["nodes"][1]["parent"]
+    ('structural', ['a', 'd'], 'a')
+    """
+    from ..store.persistence import embedder_spec
+
+    now = to_utc(at_time) if at_time is not None else to_utc(memory.clock())
+    xy, used = coordinates(memory, layout)
+    with memory._lock:
+        records = list(memory)
+        weights = memory.time_weights(at_time=now).tolist() if records else []
+        depths = memory.depths.tolist()
+        levels = [memory.level(r.id) for r in records]
+        children = {r.id: memory.children(r.id) for r in records}
+        stats = memory.stats(at_time=now)
+    xy_l = xy.tolist()
+    nodes = []
+    for i, r in enumerate(records):
+        nodes.append({
+            "id": r.id, "text": r.text, "parent": r.parent_id, "children": children[r.id], "level": levels[i],
+            "depth": depths[i], "x": xy_l[i][0], "y": xy_l[i][1], "t": _iso(r.t), "time": to_seconds(r.t),
+            "weight": weights[i], "access_count": int(r.access_count), "last_accessed": _iso(r.last_accessed),
+            "valid_from": _iso(r.valid_from), "valid_until": _iso(r.valid_until), "meta": dict(r.meta),
+        })
+    return {
+        "layout": used,
+        "now": now.isoformat(),
+        "config": {"curvature": memory.curvature, "dim": memory.dim, "base_depth": memory.base_depth,
+                   "depth_step": memory.depth_step, "metric": memory.metric, "decay": policy_spec(memory.decay),
+                   "embedder": embedder_spec(memory.embedder)},
+        "stats": stats,
+        "nodes": nodes,
+    }
+
+
+def _round(w: float) -> float:
+    return float(f"{w:.4g}")
+
+
+def weight_timeline(memory, steps: int = 61, at_time: datetime | None = None) -> dict[str, Any]:
+    """The decay policy's weights of every memory on a grid of times, computed in Python
+    with the memory's own policy (so custom policies work too).
+
+    The grid runs from the oldest memory's time to ``max(now, newest) + span / 4``
+    (``span`` at least one hour) in ``steps`` equal steps, plus ``now`` itself (``at_time``
+    or the memory's clock).  Access counts are today's.  Weights are rounded to 4
+    significant digits.  Returns ``{"seconds", "labels", "weights" (one list per time),
+    "index" (the position of now)}``.
+    """
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 2:
+        raise ValueError(f"steps must be an integer >= 2, got {steps!r}")
+    now = to_seconds(to_utc(at_time) if at_time is not None else to_utc(memory.clock()))
+    with memory._lock:
+        n = len(memory)
+        times = memory._time[:n].tolist()
+        lo = min(times, default=now)
+        hi = max(max(times, default=now), now)
+        span = max(hi - lo, HOUR)
+        hi = hi + span / 4
+        grid = sorted({lo + (hi - lo) * k / (steps - 1) for k in range(steps)} | {now})
+        weights = []
+        for s in grid:
+            w = memory.time_weights(at_time=from_seconds(s)).tolist() if n else []
+            weights.append([_round(v) for v in w])
+    return {"seconds": grid, "labels": [from_seconds(s).isoformat(timespec="minutes") for s in grid],
+            "weights": weights, "index": grid.index(now)}
+
+
+def to_networkx(memory, at_time: datetime | None = None):
+    """A ``networkx.DiGraph``: one node per memory (attributes ``text``, ``level``,
+    ``depth``, ``t``, ``weight``, ``access_count``, ``meta``), an edge parent -> child.
+
+    >>> from hypermem import Memory
+    >>> mem = Memory(); _ = mem.add("animals", id="a"); _ = mem.add("dogs", parent="a", id="d")
+    >>> sorted(to_networkx(mem).edges())
+    [('a', 'd')]
+    """
+    try:
+        import networkx as nx
+    except ImportError as exc:
+        raise ImportError('to_networkx needs networkx: pip install networkx') from exc
+    g = nx.DiGraph(curvature=memory.curvature, dim=memory.dim)
+    with memory._lock:
+        records = list(memory)
+        weights = memory.time_weights(at_time=at_time).tolist() if records else []
+        for i, r in enumerate(records):
+            g.add_node(r.id, text=r.text, level=memory.level(r.id), depth=memory.depth(r.id), t=r.t,
+                       weight=weights[i], access_count=int(r.access_count), meta=dict(r.meta))
+        for r in records:
+            if r.parent_id is not None:
+                g.add_edge(r.parent_id, r.id)
+    return g
+

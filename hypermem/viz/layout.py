@@ -1,0 +1,160 @@
+r"""2-D Poincaré-disk coordinates for drawing a memory.
+
+Both layouts draw in the *unit* disk and keep every memory's exact hyperbolic depth
+``r`` (its distance from the origin in the ball of curvature ``-c``): a memory is drawn
+at Euclidean radius ``rho = tanh(sqrt(c) r / 2)``, which is where a point at hyperbolic
+distance ``sqrt(c) r`` from the origin of the curvature ``-1`` disk sits.  Only the
+*angles* are a drawing choice:
+
+* :func:`disk_coordinates` (the semantic projection): the tangent vectors at the origin
+  ``v_i = log_0(x_i)`` are reduced to two dimensions with an *uncentred* principal
+  component analysis (the top two right singular vectors ``W`` of ``V``, i.e. the top
+  eigenvectors of ``V^T V``; uncentred so the origin stays the origin), and the angle is
+  that of ``W^T v_i``;
+* :func:`structural_coordinates` (a radial tree, after Eades 1992, "Drawing free trees"):
+  each subtree owns an angular wedge proportional to its number of leaves and a node sits
+  in the middle of its wedge, so siblings spread evenly and subtrees never overlap;
+  siblings are ordered by their semantic angle so related branches sit side by side.
+
+These are drawings, not isometric embeddings: use the real points for distances.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from ..geometry import poincare as P
+
+__all__ = ["disk_coordinates", "structural_coordinates", "projection_coordinates", "has_hierarchy"]
+
+
+def _curvature(ball: Any) -> float:
+    c = getattr(ball, "curvature", ball)
+    c = float(c)
+    if not math.isfinite(c) or c <= 0:
+        raise ValueError(f"the curvature must be a positive number, got {c!r}")
+    return c
+
+
+def _principal_angles(vectors: torch.Tensor) -> torch.Tensor:
+    """Angle of each row of ``vectors`` in the plane of its top two uncentred principal
+    components (sign fixed so the largest entry of each component is positive)."""
+    V = vectors.detach().to("cpu", torch.float64)
+    n, d = V.shape
+    if n == 0:
+        return torch.zeros(0, dtype=torch.float64)
+    if d == 2:
+        plane = V
+    else:
+        # Right singular vectors of V (of the small Gram matrix V^T V when n > d: the same ones).
+        _, _, Vh = torch.linalg.svd(V if n <= d else V.T @ V, full_matrices=False)
+        W = Vh[:2].T
+        if W.shape[1] < 2:  # a single point: any second axis will do
+            W = torch.cat([W, torch.zeros(d, 1, dtype=W.dtype)], dim=1)
+        signs = torch.sign(W[W.abs().argmax(dim=0), torch.arange(2)])
+        signs[signs == 0] = 1.0
+        W = W * signs
+        plane = V @ W
+    return torch.atan2(plane[:, 1], plane[:, 0])
+
+
+def _on_disk(angles: torch.Tensor, depths: torch.Tensor, c: float) -> torch.Tensor:
+    rho = torch.tanh(math.sqrt(c) * depths.to("cpu", torch.float64) / 2.0)
+    return torch.stack([rho * torch.cos(angles), rho * torch.sin(angles)], dim=1)
+
+
+def disk_coordinates(points: Any, ball: Any = 1.0) -> torch.Tensor:
+    """Unit-disk coordinates ``(n, 2)`` (float64, CPU) of points of the ball.
+
+    ``ball`` is a :class:`~hypermem.geometry.PoincareBall` or a curvature.  In two
+    dimensions this is the points scaled by ``sqrt(c)`` (exact); in more, the angles come
+    from the uncentred PCA of the tangent vectors at the origin and the radii are exact.
+
+    >>> pts = torch.tensor([[0.5, 0.0, 0.0], [0.0, -0.25, 0.0]], dtype=torch.float64)
+    >>> xy = disk_coordinates(pts)
+    >>> [round(float(v), 6) for v in xy.norm(dim=1)]
+    [0.5, 0.25]
+    """
+    c = _curvature(ball)
+    x = torch.as_tensor(points).detach().to("cpu", torch.float64)
+    if x.dim() != 2:
+        raise ValueError(f"points must have shape (n, dim), got {tuple(x.shape)}")
+    if x.shape[1] == 2:
+        return x * math.sqrt(c)
+    angles = _principal_angles(P.logmap0(x, c)) if x.shape[0] else torch.zeros(0, dtype=torch.float64)
+    return _on_disk(angles, P.distance_to_origin(x, c).reshape(-1), c)
+
+
+def has_hierarchy(memory) -> bool:
+    """Whether any memory has a parent."""
+    return any(r.parent_id is not None for r in memory)
+
+
+def projection_coordinates(memory) -> torch.Tensor:
+    """The semantic projection of a memory's points (see :func:`disk_coordinates`),
+    computed from its stored directions and exact depths."""
+    with memory._lock:
+        dirs = memory.directions.detach().to("cpu", torch.float64)
+        depths = memory.depths.detach().to("cpu", torch.float64)
+    if dirs.shape[1] == 2:
+        angles = torch.atan2(dirs[:, 1], dirs[:, 0])
+    else:
+        angles = _principal_angles(dirs)
+    return _on_disk(angles, depths, memory.curvature)
+
+
+def structural_coordinates(memory) -> torch.Tensor:
+    """Radial-tree unit-disk coordinates ``(n, 2)`` (rows in the memory's order): angles
+    from the hierarchy (wedges proportional to leaf counts), radii from the exact depths.
+
+    >>> from hypermem import Memory
+    >>> mem = Memory(); root = mem.add("animals"); _ = mem.add("dogs", parent=root)
+    >>> xy = structural_coordinates(mem)
+    >>> bool(xy[1].norm() > xy[0].norm())   # the child is drawn deeper
+    True
+    """
+    with memory._lock:
+        ids = memory.ids
+        parent = {i: memory.get(i).parent_id for i in ids}
+        kids = {i: memory.children(i) for i in ids}
+        depths = memory.depths.detach().to("cpu", torch.float64)
+        dirs = memory.directions.detach().to("cpu", torch.float64)
+    n = len(ids)
+    if n == 0:
+        return torch.zeros(0, 2, dtype=torch.float64)
+    semantic = (torch.atan2(dirs[:, 1], dirs[:, 0]) if dirs.shape[1] == 2 else _principal_angles(dirs)).tolist()
+    row = {i: r for r, i in enumerate(ids)}
+
+    def by_angle(group: list[str]) -> list[str]:
+        return sorted(group, key=lambda i: (semantic[row[i]], row[i]))
+
+    roots = by_angle([i for i in ids if parent[i] is None])
+    # Breadth-first order, then leaf counts bottom-up (no recursion: chains may be deep).
+    order, frontier = [], roots
+    while frontier:
+        order.extend(frontier)
+        frontier = [k for p in frontier for k in kids[p]]
+    leaves = {}
+    for i in reversed(order):
+        leaves[i] = sum(leaves[k] for k in kids[i]) or 1
+    angle = torch.zeros(n, dtype=torch.float64)
+    wedges = []
+    start, total = 0.0, sum(leaves[r] for r in roots)
+    for r in roots:
+        width = 2 * math.pi * leaves[r] / total
+        wedges.append((r, start, width))
+        start += width
+    while wedges:
+        nxt = []
+        for node, lo, width in wedges:
+            angle[row[node]] = lo + width / 2
+            s = lo
+            for k in by_angle(kids[node]):
+                w = width * leaves[k] / leaves[node]
+                nxt.append((k, s, w))
+                s += w
+        wedges = nxt
+    return _on_disk(angle, depths, memory.curvature)
