@@ -57,7 +57,7 @@ def _finite(name: str, value: Any, *, positive: bool = False, lo: float | None =
 
 
 def _check_meta(meta: Any, where: str) -> dict:
-    if meta is None:
+    if meta is None or (type(meta) is dict and not meta):
         return {}
     if not isinstance(meta, Mapping):
         raise TypeError(f"{where}: meta must be a dict, got {type(meta).__name__}")
@@ -365,7 +365,9 @@ class Memory(PersistenceMixin, InspectMixin):
             raise ValueError(f"{where} has unknown keys {sorted(unknown)}; allowed: {sorted(ADD_KEYS)}")
         if "text" not in item:
             raise ValueError(f"{where} has no 'text'")
-        check_texts([item["text"]], what=f"{where} text")
+        text = item["text"]
+        if not isinstance(text, str) or not text.strip():
+            check_texts([text], what=f"{where} text")  # raises the precise error
         id_ = item.get("id")
         if id_ is not None and (not isinstance(id_, str) or not id_.strip()):
             raise ValueError(f"{where}: id must be a non-empty string, got {id_!r}")
@@ -454,44 +456,46 @@ class Memory(PersistenceMixin, InspectMixin):
         return new_ids
 
     def _place_batch(self, prepared, emb, levels, gen, batch_pos):
-        """Directions (float64, store device) and depths for a batch of new memories."""
-        m = len(prepared)
+        """Directions (float64, store device) and depths for a batch of new memories.
+
+        Generation by generation (a memory whose parent is in the same batch comes one
+        generation after it), each generation placed in one vectorised call."""
         dev = self.device
         c = self.curvature
         e = unit(emb.to(dev))
-        depths = torch.tensor([self.base_depth + lv * self.depth_step for lv in levels], dtype=torch.float64,
-                              device=dev)
-        dirs = torch.empty(m, self.dim, dtype=torch.float64, device=dev)
-        explicit = [i for i, p in enumerate(prepared) if p["point"] is not None]
-        for g in range(max(gen) + 1):
-            rows = [i for i in range(m) if gen[i] == g and prepared[i]["point"] is None]
-            if not rows:
-                if g == 0 and explicit:
-                    pass
-                else:
-                    continue
-            roots = [i for i in rows if prepared[i]["parent"] is None]
-            kids = [i for i in rows if prepared[i]["parent"] is not None]
-            if roots:
-                dirs[roots] = e[roots]
-            if g == 0 and explicit:
-                pts = torch.stack([prepared[i]["point"] for i in explicit]).to(dev)
-                dirs[explicit] = unit(pts)
-                depths[explicit] = P.distance_to_origin(pts, c)
-            if kids:
-                pdir, pdep = [], []
-                for i in kids:
-                    par = prepared[i]["parent"]
-                    if par in batch_pos:
-                        j = batch_pos[par]
-                        pdir.append(dirs[j])
-                        pdep.append(depths[j])
-                    else:
-                        r = self._row[par]
-                        pdir.append(self._dir[r].to(torch.float64))
-                        pdep.append(self._depth[r].to(torch.float64))
-                dirs[kids] = child_directions(e[kids], torch.stack(pdir), torch.stack(pdep), depths[kids],
-                                              self.inherit, self.cone_constrained, self.cone_k, c)
+        depths = self.base_depth + self.depth_step * torch.tensor(levels, dtype=torch.float64, device=dev)
+        dirs = e.clone()
+        gen_a = np.asarray(gen)
+        explicit = np.array([p["point"] is not None for p in prepared])
+        par_batch = np.array([batch_pos.get(p["parent"], -1) if p["parent"] is not None else -1
+                              for p in prepared])
+        par_store = np.array([self._row[p["parent"]] if p["parent"] is not None and p["parent"] not in batch_pos
+                              else -1 for p in prepared])
+        if explicit.any():
+            ex = np.nonzero(explicit)[0].tolist()
+            pts = torch.stack([prepared[i]["point"] for i in ex]).to(dev)
+            dirs[ex] = unit(pts)
+            depths[ex] = P.distance_to_origin(pts, c)
+        has_parent = (par_batch >= 0) | (par_store >= 0)
+        for g in range(int(gen_a.max()) + 1):
+            kids = np.nonzero((gen_a == g) & has_parent & ~explicit)[0]
+            if kids.size == 0:
+                continue
+            pdir = torch.empty(kids.size, self.dim, dtype=torch.float64, device=dev)
+            pdep = torch.empty(kids.size, dtype=torch.float64, device=dev)
+            in_batch = par_batch[kids] >= 0
+            if in_batch.any():
+                src = torch.from_numpy(par_batch[kids][in_batch]).to(dev)
+                pdir[torch.from_numpy(in_batch).to(dev)] = dirs[src]
+                pdep[torch.from_numpy(in_batch).to(dev)] = depths[src]
+            if (~in_batch).any():
+                src = torch.from_numpy(par_store[kids][~in_batch]).to(dev)
+                mask = torch.from_numpy(~in_batch).to(dev)
+                pdir[mask] = self._dir[src].to(torch.float64)
+                pdep[mask] = self._depth[src].to(torch.float64)
+            k_t = torch.from_numpy(kids).to(dev)
+            dirs[k_t] = child_directions(e[k_t], pdir, pdep, depths[k_t], self.inherit, self.cone_constrained,
+                                         self.cone_k, c)
         return dirs, depths
 
     def _replace_subtree(self, root: str) -> None:
@@ -836,11 +840,15 @@ class Memory(PersistenceMixin, InspectMixin):
 
     def _results(self, scores, idx, dist, weights, rows, energies):
         s_l, i_l, d_l = scores.tolist(), idx.tolist(), dist.tolist()
-        w_l = weights.tolist()
-        dep = self._depth[: self._n].tolist()
+        hit = sorted({i for row in i_l for i in row if i >= 0})
+        if not hit:
+            return [[] for _ in i_l]
+        hit_t = torch.tensor(hit, dtype=torch.long, device=self.device)
+        w_of = dict(zip(hit, weights[hit_t].tolist()))
+        dep_of = dict(zip(hit, self._depth[hit_t].tolist()))
         energy_of = None
         if energies is not None:
-            energy_of = dict(zip(rows.tolist(), energies.tolist())) if rows is not None else None
+            energy_of = dict(zip(rows.tolist(), energies.tolist()))
         out = []
         for s_row, i_row, d_row in zip(s_l, i_l, d_l):
             res = []
@@ -848,7 +856,7 @@ class Memory(PersistenceMixin, InspectMixin):
                 if i < 0 or s == -math.inf:
                     continue
                 res.append(SearchResult(record=self._records[self._ids[i]], score=float(s), distance=float(d),
-                                        time_weight=float(w_l[i]), depth=float(dep[i]),
+                                        time_weight=float(w_of[i]), depth=float(dep_of[i]),
                                         cone_energy=None if energy_of is None else float(energy_of[i])))
             out.append(res)
         return out
