@@ -281,6 +281,7 @@ def load(path: str | os.PathLike, embedder: Any = None, decay: Any = None, clock
     """
     config, rows, extra = _read_sqlite(path)
     where = f"{os.fspath(path)!r}"
+    _check_count(config, rows, where)
     for r in rows:
         if r["meta"] is not None:
             try:
@@ -379,6 +380,7 @@ def from_payload(doc: Any, embedder: Any = None, decay: Any = None, clock: Calla
         if missing:
             raise MemoryFileError(f"{where}: record #{i} lacks {missing}")
         rows.append(dict(r, pos=i))
+    _check_count(config, rows, where)
     points = _stack([r["point"] for r in rows], dim, "point", rows, where)
     embeddings = _stack([r["embedding"] for r in rows], dim, "embedding", rows, where)
     geometry = None
@@ -403,6 +405,12 @@ def _check_format(config: Mapping, where: str) -> None:
         newer = " (written by a newer version?)" if fmt > FORMAT_VERSION else ""
         raise MemoryFileError(f"{where} has format version {fmt}{newer}; this hypermem reads format "
                               f"{FORMAT_VERSION}")
+
+
+def _check_count(config: Mapping, rows: list, where: str) -> None:
+    count = config.get("count")
+    if count is not None and count != len(rows):
+        raise MemoryFileError(f"{where} holds {len(rows)} records but was saved with {count}: truncated file")
 
 
 def _config_dim(config: Mapping, where: str) -> int:
@@ -531,9 +539,6 @@ def _dtype_of(config: Mapping, dtype: torch.dtype | None, where: str) -> torch.d
 def _build(config, rows, points, embeddings, geometry, where, embedder, decay, clock, device, dtype, cls):
     if cls is None:
         from .memory import Memory as cls
-    count = config.get("count")
-    if count is not None and count != len(rows):
-        raise MemoryFileError(f"{where} holds {len(rows)} records but was saved with {count}: truncated file")
     emb = embedder_from_spec(config.get("embedder"), embedder, where)
     dec = _decay_from_spec(config.get("decay"), decay, where)
     kwargs = {}
