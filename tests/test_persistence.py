@@ -9,7 +9,6 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
