@@ -32,6 +32,7 @@ from hypermem.episodic import (
     ("(a (b (c d)) ())", ("a", ("b", ("c", "d")), ())),
     ('(^me say-to.v ^you "hello (there)" ?)', ("^me", "say-to.v", "^you", '"hello (there)"', "?")),
     ("(a\n\t b)", ("a", "b")),
+    ('(say "two\\\nlines" "a \\"quote\\"")', ("say", '"two\\\nlines"', '"a \\"quote\\""')),
 ])
 def test_parse_and_format_round_trip(text, expr):
     assert parse_sexpr(text) == expr

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .sexpr import SExpr, SExprSyntaxError, format_sexpr, is_symbol, parse_sexpr, to_sexpr
+from .sexpr import SExpr, format_sexpr, is_symbol, parse_sexpr, to_sexpr
 
 CHARACTERIZES = "**"
 """The operator of the characterisation form ``(wff ** ep)`` (episodic logic: the formula
@@ -52,12 +52,9 @@ class Eventuality:
         ``ValueError`` when the text is not a characterisation.
         """
         expr = parse_sexpr(text)
-        try:
-            return cls.from_sexpr(expr)
-        except ValueError as exc:
-            if isinstance(exc, SExprSyntaxError):  # pragma: no cover - parse_sexpr already checked
-                raise
-            raise ValueError(f"{exc} (from {text!r})") from None
+        if not (isinstance(expr, tuple) and len(expr) == 3 and expr[1] == CHARACTERIZES):
+            raise ValueError(f"an eventuality is written (<wff> ** <episode>), got {text!r}")
+        return cls(expr[0], expr[2])
 
     def to_sexpr(self) -> SExpr:
         """``(wff ** ep)`` as nested tuples."""

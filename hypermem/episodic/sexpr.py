@@ -27,9 +27,8 @@ from typing import Any
 SExpr = str | tuple["SExpr", ...]
 """A symbol (``str``) or a tuple of S-expressions."""
 
-_TOKEN_RE = re.compile(r'\s*(?:(\()|(\))|("(?:[^"\\]|\\.)*")|([^\s()"]+)|("))')
-_PLAIN_SYMBOL_RE = re.compile(r'[^\s()"]+')
-_QUOTED_SYMBOL_RE = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_TOKEN_RE = re.compile(r'\s*(?:(\()|(\))|("(?:[^"\\]|\\.)*")|([^\s()"]+)|("))', re.DOTALL)
+_SYMBOL_RE = re.compile(r'[^\s()"]+|"(?:[^"\\]|\\.)*"', re.DOTALL)
 
 
 class SExprSyntaxError(ValueError):
@@ -38,8 +37,7 @@ class SExprSyntaxError(ValueError):
 
 def is_symbol(x: Any) -> bool:
     """Whether ``x`` is a valid symbol: a plain token or a double-quoted string."""
-    return isinstance(x, str) and (_PLAIN_SYMBOL_RE.fullmatch(x) is not None
-                                   or _QUOTED_SYMBOL_RE.fullmatch(x) is not None)
+    return isinstance(x, str) and _SYMBOL_RE.fullmatch(x) is not None
 
 
 def is_variable(x: Any) -> bool:

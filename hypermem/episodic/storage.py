@@ -361,10 +361,11 @@ class MemoryStorage:
     def _rebuild_hyperbolic(self, gone: set[str]) -> None:
         """Rebuild :attr:`hyperbolic` without the ids in ``gone``, reusing the embeddings."""
         old = self.hyperbolic
-        rows = [r for r, i in enumerate(old.ids) if i not in gone]
+        ids = old.ids
+        rows = [r for r, i in enumerate(ids) if i not in gone]
         emb = old.embeddings[rows]
-        items = [{"text": old.get(old.ids[r]).text, "id": old.ids[r], "t": old.get(old.ids[r]).t,
-                  "embedding": emb[j]} for j, r in enumerate(rows)]
+        records = [old.get(ids[r]) for r in rows]
+        items = [{"text": rec.text, "id": rec.id, "t": rec.t, "embedding": emb[j]} for j, rec in enumerate(records)]
         fresh = self._new_hyperbolic()
         fresh.add_many(items)
         self.hyperbolic = fresh
