@@ -32,7 +32,8 @@ class MIPSIndex:
     ``d = (1/sqrt(c)) arcosh(-c <X, Y>_L)`` decreases with the inner product.
 
     Backends: ``"torch"`` (exact chunked matrix product, CPU or CUDA), ``"numpy"`` (exact,
-    CPU), ``"faiss"`` (``IndexHNSWFlat`` with inner-product metric, approximate; needs the
+    CPU), ``"faiss"`` (``IndexHNSWFlat`` over the MIPS vectors made Euclidean by Bachrach et
+    al.'s extra coordinate, approximate, candidates' distances recomputed exactly; needs the
     ``ann`` extra).  ``"auto"`` is ``"torch"``: approximate search happens only when asked.
 
     Example::
@@ -74,8 +75,14 @@ class MIPSIndex:
         if self.backend == "faiss":
             import faiss
 
-            vec = np.ascontiguousarray(self._vectors.detach().cpu().numpy(), dtype=np.float32)
-            index = faiss.IndexHNSWFlat(vec.shape[1], self.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+            # HNSW navigates a metric; inner products are not one.  The reduction of Bachrach
+            # et al. (RecSys 2014) appends sqrt(M^2 - ||x||^2) to every stored vector (and 0 to
+            # queries), after which the largest inner product is the smallest L2 distance.
+            V = self._vectors.detach().cpu().to(torch.float64)
+            sq = (V * V).sum(1)
+            extra = (sq.max() - sq).clamp_min(0).sqrt().unsqueeze(1)
+            vec = np.ascontiguousarray(torch.cat([V, extra], 1).numpy(), dtype=np.float32)
+            index = faiss.IndexHNSWFlat(vec.shape[1], self.hnsw_m)
             index.hnsw.efSearch = max(self.ef_search, 1)
             index.add(vec)
             self._faiss = index
@@ -96,11 +103,16 @@ class MIPSIndex:
         c = self.ball.curvature
         if self.backend == "faiss":
             self._faiss.hnsw.efSearch = max(self.ef_search, int(k))
-            ip, ind = self._faiss.search(np.ascontiguousarray(Q.detach().cpu().numpy(), dtype=np.float32), int(k))
+            Qa = torch.cat([Q.detach().cpu().to(torch.float64), torch.zeros(Q.shape[0], 1, dtype=torch.float64)], 1)
+            _, ind = self._faiss.search(np.ascontiguousarray(Qa.numpy(), dtype=np.float32), int(k))
             ind_t = torch.as_tensor(ind, dtype=torch.long)
-            dist = arcosh1p(torch.as_tensor(-c * ip - 1.0, dtype=torch.float64)) / math.sqrt(c)
-            dist = torch.where(ind_t < 0, torch.full_like(dist, math.inf), dist)
-            out = dist.to(Q.dtype), ind_t
+            # exact inner products of the candidates, in the stored precision
+            V = self._vectors.to(Q.device)
+            ip = (V[ind_t.clamp_min(0).to(Q.device)] * Q.unsqueeze(1)).sum(-1)
+            dist = arcosh1p(-c * ip - 1.0) / math.sqrt(c)
+            dist = torch.where(ind_t.to(Q.device) < 0, torch.full_like(dist, math.inf), dist)
+            order = torch.argsort(dist, dim=1, stable=True)
+            out = torch.gather(dist, 1, order), torch.gather(ind_t.to(Q.device), 1, order)
         elif self.backend == "numpy":
             V = self._vectors.detach().cpu().numpy()
             ip = Q.detach().cpu().numpy() @ V.T

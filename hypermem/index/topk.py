@@ -10,9 +10,11 @@ for the hyperbolic metric ``g`` also depends on the key's norm.
 :func:`exact_topk` walks the keys in chunks (memory ``O(B * chunk)``, never ``O(B * N)``)
 and keeps a running top-k per query.  When ``g`` does not depend on the key and its
 inverse is known, it prunes: with the current k-th best score ``t_q`` and the largest bias
-``b_max`` of a chunk, a key can only enter the top-k if
-``s_qj >= g^{-1}(b_max - t_q)``, so only the few products above that threshold get the
-(costly) distance and bias evaluated.  The answer is exact either way; pruning only
+``b_max`` of a chunk, a key can only enter the top-k if ``s_qj >= g^{-1}(b_max - t_q)``.
+Each chunk then costs one matrix product and one partial sort of the products (the
+``2k + 8`` largest per query, as a heap would keep); only those get the (costly) distance
+and bias evaluated, and when more than that many could pass the threshold, the chunk
+falls back to an exact count.  The answer is exact either way; pruning only
 skips work that cannot change it.
 """
 
@@ -81,13 +83,20 @@ def exact_topk(queries: torch.Tensor, keys: torch.Tensor, k: int, distance: Dist
         sims = queries @ keys[start:stop].T  # (B, C)
         gathered = None
         if inverse is not None and start > 0:
-            # A key can only enter if -g(s) + b_max >= t (t: current k-th best score).
+            # A key can only enter if -g(s) + b_max >= t (t: current k-th best score), i.e.
+            # s >= s_min.  Take the few largest products per query (one partial sort, like a
+            # heap) and check that nothing beyond them can pass; otherwise count exactly.
             s_min = inverse(bmax - best_s[:, -1])  # (B,)
-            m = int((sims >= s_min.unsqueeze(1)).sum(dim=1).max())
-            if m == 0:
-                continue
-            if m * 4 < sims.shape[1]:
-                sims, gathered = torch.topk(sims, m, dim=1, sorted=False)
+            width = sims.shape[1]
+            m = min(width, 2 * kk + 8)
+            vals, pos = torch.topk(sims, m, dim=1, sorted=False)
+            if m < width and bool((vals.min(dim=1).values >= s_min).any()):
+                m = int((sims >= s_min.unsqueeze(1)).sum(dim=1).max())
+                vals, pos = torch.topk(sims, m, dim=1, sorted=False) if m * 4 < width else (None, None)
+            elif not bool((vals.max(dim=1).values >= s_min).any()):
+                continue  # no key of this chunk can enter any query's top-k
+            if vals is not None:
+                sims, gathered = vals, pos
         if gathered is None:
             idx = torch.arange(start, stop, device=dev)
             d = distance(sims, idx)
@@ -97,16 +106,31 @@ def exact_topk(queries: torch.Tensor, keys: torch.Tensor, k: int, distance: Dist
             idx = gathered + start
             d = distance(sims, idx)
             sc = -d if b is None else b[gathered] - d
-        top = min(kk, sc.shape[1])
-        sc_top, pos = torch.topk(sc, top, dim=1)
+        sc_top, pos = _top_first(sc, min(kk, sc.shape[1]))
         all_s = torch.cat([best_s, sc_top], dim=1)
         all_i = torch.cat([best_i, torch.gather(idx, 1, pos)], dim=1)
         all_d = torch.cat([best_d, torch.gather(d, 1, pos)], dim=1)
-        best_s, pos = torch.topk(all_s, kk, dim=1)
+        # Earlier chunks hold smaller indices and come first: a stable sort keeps ties in
+        # index order.
+        best_s, pos = torch.sort(all_s, dim=1, descending=True, stable=True)
+        best_s, pos = best_s[:, :kk], pos[:, :kk]
         best_i = torch.gather(all_i, 1, pos)
         best_d = torch.gather(all_d, 1, pos)
     best_s, best_i, best_d = _sort_ties(best_s, best_i, best_d)
     return _pad(best_s, best_i, best_d, k)
+
+
+def _top_first(sc: torch.Tensor, top: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``top`` largest per row, ties broken by position (the lower column wins)."""
+    if sc.shape[1] <= 4 * top + 64:
+        vals, pos = torch.sort(sc, dim=1, descending=True, stable=True)
+        return vals[:, :top], pos[:, :top]
+    vals, pos = torch.topk(sc, top, dim=1)
+    # Only an exact tie at the cut can make topk's choice differ from the stable order.
+    if bool(((sc >= vals[:, -1:]).sum(dim=1) > top).any()):
+        vals, pos = torch.sort(sc, dim=1, descending=True, stable=True)
+        return vals[:, :top], pos[:, :top]
+    return vals, pos
 
 
 def _sort_ties(s: torch.Tensor, i: torch.Tensor, d: torch.Tensor):

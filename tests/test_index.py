@@ -1,0 +1,94 @@
+import math
+
+import pytest
+import torch
+
+from hypermem.geometry import PoincareBall
+from hypermem.index import HyperbolicDistance, MIPSIndex, ShellDistance, exact_topk
+
+
+def brute(Q, K, g, bias, k):
+    sc = bias.unsqueeze(0) - g(Q @ K.T, torch.arange(K.shape[0]))
+    return torch.topk(sc, k, dim=1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("chunk", [1 << 10, 1 << 14, 1 << 22])
+def test_exact_topk_with_pruning_equals_brute_force(dtype, chunk):
+    g = torch.Generator().manual_seed(0)
+    N, d, B, k = 6000, 16, 5, 7
+    K = torch.nn.functional.normalize(torch.randn(N, d, generator=g, dtype=torch.float64), dim=1).to(dtype)
+    Q = torch.nn.functional.normalize(torch.randn(B, d, generator=g, dtype=torch.float64), dim=1).to(dtype)
+    bias = (torch.randn(N, generator=g, dtype=torch.float64) * 0.3).to(dtype)
+    bias[::5] = -math.inf  # excluded keys never come back
+    dist = ShellDistance(1.3, 1.0)
+    s, i, dd = exact_topk(Q, K, k, dist, bias, dist.inverse, chunk_elements=chunk)
+    s2, i2 = brute(Q, K, dist, bias, k)
+    assert torch.equal(i, i2)
+    torch.testing.assert_close(s, s2)
+    assert torch.all(i % 5 != 0)
+    torch.testing.assert_close(dd, bias[i] - s)
+
+
+def test_exact_topk_without_bias_hyperbolic_and_padding():
+    g = torch.Generator().manual_seed(1)
+    N, d = 50, 8
+    K = torch.nn.functional.normalize(torch.randn(N, d, generator=g, dtype=torch.float64), dim=1)
+    Q = torch.nn.functional.normalize(torch.randn(3, d, generator=g, dtype=torch.float64), dim=1)
+    r = torch.rand(N, generator=g, dtype=torch.float64) * 3
+    hd = HyperbolicDistance(1.0, torch.full((3,), 1.0, dtype=torch.float64), r)
+    s, i, dist = exact_topk(Q, K, 60, hd, None, None, chunk_elements=64)
+    assert s.shape == (3, 60) and torch.all(i[:, 50:] == -1) and torch.all(torch.isinf(s[:, 50:]))
+    ball = PoincareBall()
+    P = ball.point_at(K, r)
+    q = ball.point_at(Q, 1.0)
+    ref = torch.sort(ball.pairwise_distance(q, P), dim=1)
+    torch.testing.assert_close(dist[:, :50], ref.values, rtol=1e-9, atol=1e-9)
+
+
+def test_ties_sorted_by_index():
+    K = torch.tensor([[1.0, 0.0]] * 6, dtype=torch.float64)
+    Q = torch.tensor([[1.0, 0.0]], dtype=torch.float64)
+    dist = ShellDistance(1.0, 1.0)
+    _, i, _ = exact_topk(Q, K, 4, dist, torch.zeros(6, dtype=torch.float64), dist.inverse, chunk_elements=2)
+    assert i.tolist() == [[0, 1, 2, 3]]
+
+
+def test_bad_arguments():
+    dist = ShellDistance(1.0, 1.0)
+    with pytest.raises(ValueError, match="k must"):
+        exact_topk(torch.zeros(1, 2), torch.zeros(3, 2), 0, dist)
+    with pytest.raises(ValueError, match="agree"):
+        exact_topk(torch.zeros(1, 2), torch.zeros(3, 4), 1, dist)
+    with pytest.raises(ValueError, match="backend"):
+        MIPSIndex(PoincareBall(), backend="annoy")
+    with pytest.raises(RuntimeError, match="build"):
+        MIPSIndex(PoincareBall()).search(torch.zeros(1, 2), 1)
+
+
+@pytest.mark.parametrize("backend", ["torch", "numpy"])
+def test_mips_index_exact_backends(backend):
+    ball = PoincareBall(0.8)
+    P = ball.random_points(500, 6, seed=0)
+    q = ball.random_points(4, 6, seed=1)
+    idx = MIPSIndex(ball, backend).build(P)
+    assert len(idx) == 500 and idx.exact
+    dist, ind = idx.search(q, 8)
+    ref = torch.topk(-ball.pairwise_distance(q, P), 8)
+    assert torch.equal(ind, ref.indices)
+    torch.testing.assert_close(dist, -ref.values, rtol=1e-7, atol=1e-7)
+    d1, i1 = idx.search(q[0], 3)
+    assert i1.shape == (3,) and torch.equal(i1, ind[0, :3])
+
+
+def test_mips_index_faiss_recall():
+    pytest.importorskip("faiss")
+    ball = PoincareBall()
+    P = ball.random_points(2000, 8, max_hyperbolic_radius=1.0, seed=0)
+    q = ball.random_points(20, 8, max_hyperbolic_radius=1.0, seed=1)
+    idx = MIPSIndex(ball, "faiss", ef_search=128).build(P)
+    assert not idx.exact
+    _, ind = idx.search(q, 10)
+    ref = torch.topk(-ball.pairwise_distance(q, P), 10).indices
+    recall = sum(len(set(a.tolist()) & set(b.tolist())) for a, b in zip(ind, ref)) / ref.numel()
+    assert recall > 0.8
