@@ -160,12 +160,12 @@ _MAIN_JS = r"""
     var drawn = 0;
     nodes.forEach(function (n, i) {
       var w = weight(i), p = px(n), role = roleOf(n);
-      var alpha = matches(n) ? 0.25 + 0.75 * w : 0.06;
-      if (role === "other") { alpha = Math.min(alpha, 0.15); }
+      var alpha = matches(n) ? 0.35 + 0.65 * w : 0.06;
+      if (role === "other") { alpha = Math.min(alpha, 0.15); } else if (role) { alpha = Math.max(alpha, 0.9); }
       ctx.globalAlpha = alpha;
       ctx.fillStyle = role === "self" ? SELF : role === "ancestor" ? ANCESTOR : role === "descendant" ? DESCENDANT :
         COLORS[n.level % COLORS.length];
-      ctx.beginPath(); ctx.arc(p[0], p[1], 3 + 4.5 * Math.sqrt(w), 0, 2 * Math.PI); ctx.fill();
+      ctx.beginPath(); ctx.arc(p[0], p[1], (role && role !== "other" ? 4 : 3) + 4.5 * Math.sqrt(w), 0, 2 * Math.PI); ctx.fill();
       drawn += 1;
     });
     ctx.globalAlpha = 1;
