@@ -61,13 +61,13 @@ def _is_json_file(path: Path) -> bool:
 
 def load_memory(path: str):
     """A memory from a SQLite file or a JSON file (by content)."""
-    from .store import Memory
-
     p = Path(path)
     if not p.exists():
         raise UserError(f"no such memory file: {path}")
     if p.is_dir():
         raise UserError(f"{path} is a folder, not a memory file")
+    from .store import Memory
+
     return Memory.from_json(p) if _is_json_file(p) else Memory.load(p)
 
 
@@ -228,7 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     from_demo = sub.add_parser("demo", help="build, save, inspect and search a small demo memory",
                                description="Build a small hierarchical memory of time-stamped events, save it "
                                "(SQLite and JSON), write the inspector page, print the tree and a few searches.")
-    from_demo.add_argument("--out", default="hypermem-demo", help="output folder (default: %(default)s)")
+    from_demo.add_argument("--out", default="out/hypermem-demo", help="output folder (default: %(default)s)")
     from_demo.add_argument("--dataset", default="events", choices=_demo_names(), help="which demo")
     from_demo.add_argument("--no-inspector", action="store_true", help="do not write the HTML inspector")
     from_demo.add_argument("--open", action="store_true", help="open the inspector in a browser")
@@ -304,10 +304,10 @@ def _demo_names() -> list[str]:
 
 def _error_line(exc: BaseException) -> str | None:
     """The one-line message for a user mistake, or None for an unexpected error (a bug)."""
-    from .store.persistence import MemoryFileError
-
     if isinstance(exc, UserError):
         return str(exc)
+    from .store.persistence import MemoryFileError
+
     if isinstance(exc, MemoryFileError):
         return f"bad memory file: {exc}"
     if isinstance(exc, OSError) and exc.filename is not None:

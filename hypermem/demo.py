@@ -90,7 +90,7 @@ def _describe(search: dict[str, Any]) -> str:
     return "search " + ", ".join(parts)
 
 
-def run_demo(out_dir: str | Path = "hypermem-demo", dataset: str = "events", inspector: bool = True,
+def run_demo(out_dir: str | Path = "out/hypermem-demo", dataset: str = "events", inspector: bool = True,
              echo: Callable[[str], Any] = print) -> dict[str, Any]:
     """Build the ``dataset`` demo, save it (SQLite and JSON), check that it loads back
     equal, write the inspector, and print the tree, the stats and a few searches.
