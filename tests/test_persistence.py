@@ -477,6 +477,9 @@ def test_garbage_and_truncated_files(tmp_path, saved):
     con.close()
     with pytest.raises(MemoryFileError, match="not a memory file"):
         Memory.load(other)
+    rich_memory().to_json(tmp_path / "m.json")
+    with pytest.raises(MemoryFileError, match="looks like JSON: use Memory.from_json"):
+        Memory.load(tmp_path / "m.json")
 
 
 def test_bad_json_documents(tmp_path):

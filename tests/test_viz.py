@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from urllib.parse import quote
 
 import pytest
@@ -183,6 +184,21 @@ def test_inspect_writes_the_page_and_jupyter_gets_an_iframe(tmp_path):
         mem.inspect(title=3)
     with pytest.raises(ValueError, match="layout"):
         mem.inspect(layout="spiral")
+
+
+def test_open_browser_and_an_empty_memory(tmp_path, monkeypatch):
+    opened = []
+    monkeypatch.setattr("webbrowser.open", opened.append)
+    mem = tree_memory()
+    page = mem.inspect(open_browser=True)
+    assert len(opened) == 1 and opened[0].startswith("file://") and opened[0].endswith(".html")
+    shown = Path(opened[0][len("file://"):])
+    assert shown.read_text(encoding="utf-8") == page
+    shown.unlink()
+    mem.inspect(tmp_path / "p.html", open_browser=True)
+    assert opened[1] == (tmp_path / "p.html").resolve().as_uri()
+    empty = Memory()
+    assert to_dict(empty)["nodes"] == [] and '"nodes": []' in render_html(empty)
 
 
 def test_plot_draws_every_memory(tmp_path):

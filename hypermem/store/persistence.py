@@ -265,7 +265,9 @@ def _read_sqlite(path: str | os.PathLike) -> tuple[dict, list[dict], dict[int, t
                         "SELECT pos, direction, depth, sibling_index FROM hypermem_rows ORDER BY pos"):
                     extra[pos] = (direction, depth, sib)
         except sqlite3.DatabaseError as exc:
-            raise MemoryFileError(f"{where} is not a readable memory file (SQLite: {exc})") from None
+            with open(path, "rb") as f:
+                hint = "; it looks like JSON: use Memory.from_json" if f.read(64).lstrip().startswith(b"{") else ""
+            raise MemoryFileError(f"{where} is not a readable memory file (SQLite: {exc}){hint}") from None
     finally:
         con.close()
     return config, rows, extra
