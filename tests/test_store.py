@@ -347,6 +347,8 @@ def same(a, b):
     ([{"text": "ok", "colour": "red"}], ValueError, "unknown keys"),
     ([{"text": "ok", "meta": {"x": object()}}], ValueError, "JSON"),
     ([{"text": "ok", "meta": {"x": float("nan")}}], ValueError, "JSON"),
+    ([{"text": "ok", "meta": {"x": (1, 2)}}], ValueError, "round trip"),
+    ([{"text": "ok", "meta": {1: "int key"}}], ValueError, "round trip"),
     ([{"text": "ok", "parent": "missing"}], KeyError, "unknown parent"),
     ([{"text": "ok", "id": "dog"}], ValueError, "duplicate id"),
     ([{"text": "a", "id": "x"}, {"text": "b", "id": "x"}], ValueError, "duplicate id"),

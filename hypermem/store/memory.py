@@ -57,15 +57,20 @@ def _finite(name: str, value: Any, *, positive: bool = False, lo: float | None =
 
 
 def _check_meta(meta: Any, where: str) -> dict:
+    """Metadata must survive a JSON round trip unchanged (so every store can be saved):
+    string keys, JSON values, no NaN, no tuples or sets."""
     if meta is None or (type(meta) is dict and not meta):
         return {}
     if not isinstance(meta, Mapping):
         raise TypeError(f"{where}: meta must be a dict, got {type(meta).__name__}")
     meta = dict(meta)
     try:
-        json.dumps(meta, allow_nan=False)
+        back = json.loads(json.dumps(meta, allow_nan=False))
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{where}: meta must be JSON-serialisable ({exc})") from exc
+    if back != meta:
+        raise ValueError(f"{where}: meta must be plain JSON (string keys; lists, not tuples): it does not "
+                         f"survive a JSON round trip unchanged")
     return meta
 
 
@@ -120,7 +125,9 @@ class Memory(PersistenceMixin, InspectMixin):
     decay: a temporal policy (:mod:`hypermem.temporal`); default :class:`NoDecay`.
     base_depth, depth_step: radius of roots and the extra radius per level.
     inherit: how much of the parent's direction a child inherits (0 none, 1 all).
-    cone_constrained: force children inside their parent's entailment cone.
+    cone_constrained: force children inside their parent's entailment cone.  With the default
+        ``cone_k=0.1`` a cone is narrow (about 10 degrees at depth 1), so siblings end up
+        close together; raise ``cone_k`` for more room.
     cone_k: the ``K`` of the entailment cones.
     metric: default distance of :meth:`search`, ``"shell"`` or ``"hyperbolic"``.
     time_coef, depth_bias: score weights (see :func:`hypermem.retrieval.combine`).
