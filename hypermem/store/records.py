@@ -61,6 +61,12 @@ class SearchResult:
     def id(self) -> str:
         return self.record.id
 
+    def __repr__(self) -> str:
+        text = self.record.text if len(self.record.text) <= 40 else self.record.text[:39] + "…"
+        extra = "" if self.cone_energy is None else f", cone_energy={self.cone_energy:.3g}"
+        return (f"SearchResult(id={self.record.id!r}, score={self.score:.4f}, distance={self.distance:.4f}, "
+                f"time_weight={self.time_weight:.4g}, depth={self.depth:.3f}{extra}, text={text!r})")
+
     @property
     def text(self) -> str:
         return self.record.text
