@@ -9,7 +9,13 @@
 * :mod:`~hypermem.hierarchy.evaluation` — reconstruction MAP / mean rank, link-prediction F1.
 """
 
-from .evaluation import LinkPredictionResult, ReconstructionResult, best_threshold, link_prediction, reconstruction
+from .evaluation import (
+    LinkPredictionResult,
+    ReconstructionResult,
+    best_threshold,
+    link_prediction,
+    reconstruction,
+)
 from .relations import Relations
 from .tree import children_map, depths, transitive_closure
 

@@ -126,10 +126,34 @@ def spread_directions(k: int, dim: int, avoid=None, seed: int = 0, iterations: i
     return out.to(dtype)
 
 
-@lru_cache(maxsize=4096)
+_EXACT_UP_TO = 24
+_BUCKET_GROWTH = 1.25
+
+
+def _bucket(n: int) -> int:
+    """Template size used for ``n`` points: ``n`` itself up to 24, else the next size on
+    a geometric grid (ratio 1.25), so a tree with hundreds of distinct degrees needs
+    only a few dozen relaxations; the first ``n`` points of a larger spread set are
+    still spread (their minimum angle is at least that of the whole set)."""
+    if n <= _EXACT_UP_TO:
+        return n
+    b = _EXACT_UP_TO
+    while b < n:
+        b = int(math.ceil(b * _BUCKET_GROWTH))
+    return b
+
+
 def _template(k: int, dim: int, fixed: bool, seed: int, iterations: int) -> torch.Tensor:
-    """``k`` spread directions (plus ``e_1`` first when ``fixed``), float64, cached."""
+    """``k`` spread directions (plus ``e_1`` first when ``fixed``), float64."""
     n = k + int(fixed)
+    if dim <= 2:
+        return _relaxed(n, dim, fixed, seed, iterations)
+    return _relaxed(_bucket(n), dim, fixed, seed, iterations)[:n]
+
+
+@lru_cache(maxsize=1024)
+def _relaxed(n: int, dim: int, fixed: bool, seed: int, iterations: int) -> torch.Tensor:
+    """``n`` spread unit vectors (``e_1`` first and fixed when ``fixed``), cached."""
     if dim == 1:
         return torch.tensor([[1.0], [-1.0]], dtype=torch.float64)[:n]
     if dim == 2:
@@ -151,10 +175,11 @@ def _template(k: int, dim: int, fixed: bool, seed: int, iterations: int) -> torc
     step = 0.5 / math.sqrt(n)
     eye = torch.eye(n, dtype=torch.bool)
     for it in range(max(iterations, 1)):
-        diff = x[:, None, :] - x[None, :, :]
-        dist2 = (diff * diff).sum(-1).masked_fill(eye, 1.0)
+        # unit vectors: ||x_i - x_j||^2 = 2 - 2 <x_i, x_j>; the force on x_i is
+        # sum_j w_ij (x_i - x_j) = x_i sum_j w_ij - (W x)_i  (no (n, n, d) tensor)
+        dist2 = (2.0 - 2.0 * (x @ x.T)).clamp_min(1e-12).masked_fill(eye, 1.0)
         w = dist2.pow(-(s + 2) / 2).masked_fill(eye, 0.0)
-        grad = (w[:, :, None] * diff).sum(1)  # repulsive force (descent direction)
+        grad = x * w.sum(1, keepdim=True) - w @ x  # repulsive force (descent direction)
         grad = grad - (grad * x).sum(1, keepdim=True) * x  # tangent to the sphere
         gn = grad.norm(dim=1, keepdim=True).clamp_min(1e-300)
         lr = step * (1.0 - it / max(iterations, 1)) + 1e-3
