@@ -1,0 +1,175 @@
+"""A ``LightningDataModule`` for hierarchy closures, with negative sampling.
+
+The data is a transitive closure of ``(hyponym, hypernym)`` pairs: the shipped WordNet
+mammals (``dataset: mammals``), all WordNet nouns (``nouns``, needs ``wordnet-base``),
+any WordNet subtree (``wordnet:<synset>``, e.g. ``wordnet:dog.n.01``) or a TSV file of
+pairs (``path/to/pairs.tsv[.gz]``, one ``hyponym<TAB>hypernym`` per line).
+
+Training batches are ``(B, 2)`` index pairs; the collate function draws the negatives
+(:class:`~hypermem.hierarchy.sampling.NegativeSampler`, ``degree^0.75`` during the
+burn-in, uniform afterwards) so every batch is a dict ``{"pairs", "neg", "mask"}``.
+Under DDP, Lightning shards the pairs across processes with its distributed sampler.
+
+With ``link_split`` set (a fraction of non-basic edges, e.g. 0.5), the closure is split
+as Ganea et al. (2018) do (:func:`~hypermem.hierarchy.splits.link_prediction_split`):
+training sees the basic edges plus that fraction of the others, and the module reports
+link-prediction F1 on the held-out pairs.
+"""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import lightning.pytorch as pl
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from ..data import wordnet
+from ..hierarchy.relations import Relations
+from ..hierarchy.sampling import NegativeSampler
+from ..hierarchy.splits import LinkSplit, link_prediction_split
+
+
+class _Pairs(Dataset):
+    def __init__(self, pairs: torch.Tensor):
+        self.pairs = pairs
+
+    def __len__(self) -> int:
+        return self.pairs.shape[0]
+
+    def __getitem__(self, i):
+        return self.pairs[i]
+
+
+class _One(Dataset):
+    """One dummy item: validation runs the whole-embedding evaluation once per epoch."""
+
+    def __len__(self) -> int:
+        return 1
+
+    def __getitem__(self, i):
+        return torch.zeros(1)
+
+
+def load_closure(dataset: str) -> tuple[list[tuple[str, str]], dict[str, str], list[tuple[str, str]]]:
+    """``(closure, glosses, tree)`` of a dataset name (see the module docstring)."""
+    if dataset == "mammals":
+        h = wordnet.load_mammals()
+    elif dataset == "nouns":
+        h = wordnet.load_nouns()
+    elif dataset.startswith("wordnet:"):
+        h = wordnet.build_hierarchy(dataset.split(":", 1)[1])
+    else:
+        path = Path(dataset)
+        if not path.is_file():
+            raise FileNotFoundError(f"dataset {dataset!r}: not 'mammals', 'nouns', 'wordnet:<synset>' or a TSV file")
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", encoding="utf-8") as fh:
+            pairs = [tuple(line.rstrip("\n").split("\t")[:2]) for line in fh if line.strip()]
+        bad = [p for p in pairs if len(p) != 2]
+        if bad:
+            raise ValueError(f"{path}: every line needs two tab-separated names, got {bad[0]!r}")
+        return pairs, {}, []  # type: ignore[return-value]
+    return h.closure, h.glosses, h.tree
+
+
+class HierarchyDataModule(pl.LightningDataModule):
+    """Closure pairs with negatives.
+
+    Parameters
+    ----------
+    dataset:
+        ``mammals``, ``nouns``, ``wordnet:<synset>`` or a TSV path.
+    batch_size:
+        Pairs per batch (per process under DDP).
+    negatives:
+        Negatives per pair (Nickel & Kiela: 50 for good reconstruction; cones: 10).
+    negatives_kind:
+        ``"target"`` (replace the hypernym; Nickel & Kiela) or ``"both_ends"`` (half the
+        hyponym, half the hypernym; Ganea et al.'s cones).
+    burn_in:
+        Epochs whose negatives follow ``degree^0.75``.
+    link_split:
+        ``None`` (train on the whole closure) or the fraction of non-basic edges kept
+        for training in a link-prediction split.
+    seed, num_workers:
+        Sampling seed and DataLoader workers.
+    """
+
+    def __init__(self, dataset: str = "mammals", batch_size: int = 128, negatives: int = 50,
+                 negatives_kind: str = "target", burn_in: int = 20, link_split: float | None = None,
+                 seed: int = 0, num_workers: int = 0):
+        super().__init__()
+        if negatives_kind not in ("target", "both_ends"):
+            raise ValueError(f"negatives_kind must be 'target' or 'both_ends', got {negatives_kind!r}")
+        if batch_size < 1 or negatives < 1:
+            raise ValueError(f"batch_size and negatives must be positive, got {batch_size}, {negatives}")
+        self.save_hyperparameters()
+        self.dataset = dataset
+        self.batch_size = int(batch_size)
+        self.negatives = int(negatives)
+        self.negatives_kind = negatives_kind
+        self.burn_in = int(burn_in)
+        self.link_split = link_split
+        self.seed = int(seed)
+        self.num_workers = int(num_workers)
+        self.epoch = 0
+        self.relations: Relations | None = None
+        self.train_relations: Relations | None = None
+        self.split: LinkSplit | None = None
+        self.glosses: dict[str, str] = {}
+        self.tree: list[tuple[str, str]] = []
+
+    # -- data -----------------------------------------------------------------------
+    def prepare_data(self) -> None:
+        pass  # nothing to download: WordNet is read from disk
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.relations is not None:
+            return
+        closure, self.glosses, self.tree = load_closure(self.dataset)
+        self.relations = Relations(closure)
+        if self.link_split is not None:
+            self.split = link_prediction_split(self.relations, non_basic_fraction=float(self.link_split),
+                                               seed=self.seed)
+            self.train_relations = self.split.train
+        else:
+            self.train_relations = self.relations
+        g = torch.Generator().manual_seed(self.seed + 7919 * _rank())
+        self._generator = g
+        self._sampler = NegativeSampler(self.train_relations, generator=g)
+
+    @property
+    def nodes(self) -> list:
+        if self.relations is None:
+            raise RuntimeError("call setup() first")
+        return self.relations.nodes
+
+    def set_epoch(self, epoch: int) -> None:
+        """Tell the sampler which epoch runs (burn-in negatives before ``burn_in``)."""
+        self.epoch = int(epoch)
+
+    def collate(self, items) -> dict:
+        pairs = torch.stack(items)
+        if self.negatives_kind == "both_ends":
+            from ..hierarchy.cones import sample_cone_negatives
+
+            neg, mask = sample_cone_negatives(pairs, self.negatives, self.train_relations, self._generator)
+        else:
+            neg, mask = self._sampler.sample(pairs[:, 0], self.negatives, unigram=self.epoch < self.burn_in)
+        return {"pairs": pairs, "neg": neg, "mask": mask}
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(_Pairs(self.train_relations.pairs), batch_size=self.batch_size, shuffle=True,
+                          collate_fn=self.collate, num_workers=self.num_workers,
+                          generator=torch.Generator().manual_seed(self.seed))
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(_One(), batch_size=1)
+
+
+def _rank() -> int:
+    import os
+
+    return int(os.environ.get("LOCAL_RANK", os.environ.get("RANK", "0")))

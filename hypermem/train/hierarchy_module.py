@@ -1,0 +1,236 @@
+"""A ``LightningModule`` for hierarchy embeddings: Poincaré, Euclidean and entailment cones.
+
+One module, three ``kind`` values, sharing :class:`~hypermem.hierarchy.model.HierarchyEmbedding`:
+
+* ``poincare`` — Nickel & Kiela's softmax loss (:func:`~hypermem.hierarchy.losses.softmax_ranking_loss`)
+  in the Poincaré ball;
+* ``euclidean`` — the same loss with the Euclidean distance (their baseline);
+* ``cones`` — Ganea et al.'s max-margin cone loss (:func:`~hypermem.hierarchy.cones.cone_loss`),
+  started from a Poincaré embedding (``init_epochs`` of Nickel & Kiela training, or
+  ``init_from`` a checkpoint), the points kept in the cone shell.
+
+``configure_optimizers`` returns geoopt's ``RiemannianSGD`` (default) or
+``RiemannianAdam`` and a per-epoch schedule (burn-in at ``lr * burn_in_lr_factor``, then a
+linear decay to ``lr * final_lr_factor``; :func:`~hypermem.hierarchy.training.lr_factor`).
+
+Each validation epoch (``trainer.check_val_every_n_epoch``) evaluates the whole
+embedding: reconstruction MAP and mean rank (``val/map``, ``val/mean_rank``) and, with a
+link-prediction split, F1 (``val/f1``, ``test/f1``).  With a TensorBoard logger the
+global-zero process also adds a Poincaré-disk picture (``embedding/disk``) and, at the end
+of training, the embedding projector with the node names (and glosses) as labels.
+"""
+
+from __future__ import annotations
+
+import math
+
+import lightning.pytorch as pl
+import torch
+
+from ..geometry import PoincareBall
+from ..hierarchy.cones import (
+    DEFAULT_MARGIN,
+    cone_loss,
+    cone_score,
+    constrain_cone_shell,
+    poincare_isa_score,
+    squash_radii,
+)
+from ..hierarchy.evaluation import link_prediction, reconstruction
+from ..hierarchy.losses import softmax_ranking_loss
+from ..hierarchy.model import HierarchyEmbedding
+from ..hierarchy.training import OPTIMIZERS, lr_factor, make_optimizer
+from ..retrieval.cones import DEFAULT_K
+
+KINDS = ("poincare", "euclidean", "cones")
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+class HierarchyModule(pl.LightningModule):
+    """Hierarchy embeddings trained by Lightning.
+
+    Parameters
+    ----------
+    kind:
+        ``poincare``, ``euclidean`` or ``cones``.
+    dim:
+        Embedding dimension.
+    lr, optimizer:
+        Learning rate and ``rsgd`` / ``radam`` (geoopt).
+    burn_in, burn_in_lr_factor, final_lr_factor:
+        Learning-rate schedule per epoch.
+    curvature:
+        Ball curvature magnitude ``c``.
+    dtype:
+        ``float64`` (default; the ball's float64 margin allows depths up to ~23.7) or ``float32``.
+    init_range:
+        Initial coordinates uniform in ``[-init_range, init_range]``.
+    K, margin:
+        Cone aperture constant and max-margin ``gamma`` (``kind=cones``).
+    init_epochs, init_from, init_max_radius:
+        Cones start from a Poincaré embedding: ``init_from`` (a checkpoint of this
+        module) or ``init_epochs`` of Nickel & Kiela training; its radii are scaled to at
+        most ``init_max_radius``.
+    eval_chunk:
+        Queries per block in the reconstruction evaluation (``None``: automatic).
+    log_images, log_projector:
+        Add the disk picture / the embedding projector to TensorBoard.
+    """
+
+    def __init__(self, kind: str = "poincare", dim: int = 10, lr: float = 0.3, optimizer: str = "rsgd",
+                 burn_in: int = 20, burn_in_lr_factor: float = 0.1, final_lr_factor: float = 0.01,
+                 curvature: float = 1.0, dtype: str = "float64", init_range: float = 1e-3, seed: int = 0,
+                 K: float = DEFAULT_K, margin: float = DEFAULT_MARGIN, init_epochs: int = 100,
+                 init_from: str | None = None, init_max_radius: float = 3.0, eval_chunk: int | None = None,
+                 log_images: bool = True, log_projector: bool = True):
+        super().__init__()
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+        if optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
+        if dtype not in _DTYPES:
+            raise ValueError(f"dtype must be one of {tuple(_DTYPES)}, got {dtype!r}")
+        self.save_hyperparameters()
+        self.ball = PoincareBall(curvature)
+        self.embedding: HierarchyEmbedding | None = None
+        self.nodes: list = []
+
+    # -- building the table once the data is known ---------------------------------------
+    def setup(self, stage: str) -> None:
+        if self.embedding is not None:
+            return
+        dm = self.trainer.datamodule
+        dm.setup(stage)
+        self.nodes = dm.nodes
+        hp = self.hparams
+        geometry = "euclidean" if hp.kind == "euclidean" else "poincare"
+        self.embedding = HierarchyEmbedding(len(self.nodes), hp.dim, geometry, ball=self.ball,
+                                            init_range=hp.init_range, seed=hp.seed, dtype=_DTYPES[hp.dtype])
+        if hp.kind == "cones":
+            self._init_cones(dm)
+
+    def _init_cones(self, dm) -> None:
+        hp = self.hparams
+        if hp.init_from:
+            state = torch.load(hp.init_from, map_location="cpu", weights_only=False)["state_dict"]
+            init = state["embedding.weight"]
+        else:
+            from ..hierarchy.training import fit_poincare_embeddings
+
+            pts, _ = fit_poincare_embeddings(dm.train_relations, dim=hp.dim, epochs=hp.init_epochs, seed=hp.seed,
+                                             ball=self.ball, dtype=_DTYPES[hp.dtype])
+            init = torch.stack([pts[n] for n in dm.train_relations.nodes])
+        with torch.no_grad():
+            w = self.embedding.weight
+            w.copy_(squash_radii(self.ball.projx(init.to(w.dtype)), hp.init_max_radius, self.ball.curvature))
+        constrain_cone_shell(self.embedding, hp.K)
+
+    # -- optimisation ---------------------------------------------------------------------
+    def configure_optimizers(self):
+        hp = self.hparams
+        opt = make_optimizer(self.parameters(), hp.optimizer, hp.lr)
+        epochs = self.trainer.max_epochs if self.trainer.max_epochs and self.trainer.max_epochs > 0 else 1
+        sched = torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda e: lr_factor(e, epochs, hp.burn_in, hp.burn_in_lr_factor, hp.final_lr_factor))
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "epoch"}}
+
+    def on_train_epoch_start(self) -> None:
+        dm = self.trainer.datamodule
+        if hasattr(dm, "set_epoch"):
+            dm.set_epoch(self.current_epoch)
+
+    def forward(self, pairs: torch.Tensor, neg: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Summed loss of a batch (``pairs`` ``(B, 2)``, negatives and their mask)."""
+        hp = self.hparams
+        if hp.kind == "cones":
+            return cone_loss(self.embedding, pairs, neg, mask, K=hp.K, margin=hp.margin)
+        d_pos, d_neg = self.embedding(pairs[:, 0], pairs[:, 1], neg)
+        return softmax_ranking_loss(d_pos, d_neg, mask, reduction="sum")
+
+    def training_step(self, batch, batch_idx):
+        loss = self(batch["pairs"], batch["neg"], batch["mask"])
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"loss is {float(loss)} at epoch {self.current_epoch}; lower lr")
+        n = batch["pairs"].shape[0]
+        self.log("train/loss", loss / n, prog_bar=True, on_step=True, on_epoch=True, batch_size=n)
+        return loss
+
+    def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
+        if self.hparams.kind == "cones":
+            constrain_cone_shell(self.embedding, self.hparams.K)
+
+    # -- evaluation -----------------------------------------------------------------------
+    def validation_step(self, batch, batch_idx):
+        return None  # the evaluation covers the whole embedding: see on_validation_epoch_end
+
+    def evaluate(self) -> dict:
+        """Reconstruction MAP / mean rank on the full closure, and link-prediction F1 when
+        the data module has a split."""
+        dm = self.trainer.datamodule
+        pts = self.embedding.points()
+        out = {}
+        r = reconstruction(pts, dm.relations, self.embedding, chunk_size=self.hparams.eval_chunk)
+        out["map"], out["mean_rank"] = r.mean_average_precision, r.mean_rank
+        split = getattr(dm, "split", None)
+        if split is not None and self.hparams.kind != "euclidean":
+            if self.hparams.kind == "cones":
+                def score(p):
+                    return cone_score(pts, p.to(pts.device), self.ball, self.hparams.K)
+            else:
+                def score(p):
+                    return poincare_isa_score(pts, p.to(pts.device), self.ball.curvature)
+            lp = link_prediction(score(split.val_pairs), split.val_labels, score(split.test_pairs), split.test_labels)
+            out["f1"], out["test_f1"] = lp.validation_f1, lp.f1
+        return out
+
+    def on_validation_epoch_end(self) -> None:
+        if self.trainer.sanity_checking:
+            return
+        res = self.evaluate()
+        self.log("val/map", res["map"], prog_bar=True, sync_dist=False, rank_zero_only=True)
+        self.log("val/mean_rank", res["mean_rank"], prog_bar=True, rank_zero_only=True)
+        if "f1" in res:
+            self.log("val/f1", res["f1"], rank_zero_only=True)
+            self.log("test/f1", res["test_f1"], rank_zero_only=True)
+        if self.hparams.log_images and self.trainer.is_global_zero:
+            self._log_disk()
+
+    def _tensorboard(self):
+        exp = getattr(self.logger, "experiment", None) if self.logger is not None else None
+        return exp if exp is not None and hasattr(exp, "add_figure") else None
+
+    def _log_disk(self) -> None:
+        tb = self._tensorboard()
+        if tb is None:
+            return
+        from .hierarchy_figures import poincare_disk_figure
+
+        pts = self.embedding.points()
+        if self.hparams.kind != "euclidean":
+            pts = pts * math.sqrt(self.ball.curvature)
+        else:
+            pts = pts / pts.norm(dim=1).max().clamp_min(1e-12)
+        fig = poincare_disk_figure(pts, self.nodes, getattr(self.trainer.datamodule, "tree", None),
+                                   title=f"{self.hparams.kind} dim {self.hparams.dim}, epoch {self.current_epoch + 1}")
+        tb.add_figure("embedding/disk", fig, global_step=self.global_step)
+
+    def on_train_end(self) -> None:
+        tb = self._tensorboard()
+        if tb is None or not self.hparams.log_projector or not self.trainer.is_global_zero:
+            return
+        glosses = getattr(self.trainer.datamodule, "glosses", {}) or {}
+        meta = [[str(n), glosses.get(n, "")[:80]] for n in self.nodes]
+        tb.add_embedding(self.embedding.points().float().cpu(), metadata=meta, metadata_header=["name", "gloss"],
+                         global_step=self.global_step, tag="hierarchy")
+
+    # -- export ---------------------------------------------------------------------------
+    def points_dict(self) -> dict:
+        """``node -> point`` of the trained embedding (detached tensors)."""
+        pts = self.embedding.points()
+        return {n: pts[i] for i, n in enumerate(self.nodes)}
+
+    def save_embedding(self, path: str) -> None:
+        """Save ``{"nodes", "points", "curvature", "kind", "dim"}`` with :func:`torch.save`
+        (load with ``torch.load(path)``; the points are the memories' points of a store)."""
+        torch.save({"nodes": list(self.nodes), "points": self.embedding.points().cpu(),
+                    "curvature": self.ball.curvature, "kind": self.hparams.kind, "dim": self.hparams.dim}, path)
