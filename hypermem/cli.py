@@ -292,8 +292,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="replace OUTPUT if it exists")
     p.set_defaults(func=_cmd_import)
 
-    # Room for more subcommands (e.g. ``train``): add them here with set_defaults(func=...).
+    # ``train``: everything after it goes to the Lightning CLI (hypermem.train.hierarchy_cli), whose
+    # own --help lists the options; "+" as prefix keeps argparse from reading --config and the rest.
+    p = sub.add_parser("train", prefix_chars="+", add_help=False,
+                       help="train hierarchy embeddings (Lightning; e.g. --config configs/mammals_poincare.yaml)",
+                       description="Forward the arguments to `python -m hypermem.train` (LightningCLI).")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the Lightning CLI")
+    p.set_defaults(func=_cmd_train)
+
+    # Room for more subcommands: add them here with set_defaults(func=...).
     return parser
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from .train.hierarchy_cli import main as train_main
+
+    train_main(list(args.args))
+    return 0
 
 
 def _demo_names() -> list[str]:

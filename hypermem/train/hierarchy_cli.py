@@ -26,6 +26,7 @@ def _quiet() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+    warnings.filterwarnings("ignore", message=".*LightningCLI.s args parameter is intended.*")
     warnings.filterwarnings("ignore", message=".*torch.jit.script.*", category=DeprecationWarning)
 
 
