@@ -25,7 +25,8 @@ def independent_hashing(text, dim=256, ngram_range=(3, 5), seed=0):
     return v / n if n else v
 
 
-TEXTS = ["The cat sat on the mat", "don't STOP École 123", "", "a", "dogs dogs dogs", "über-naïve café!"]
+TEXTS = ["The cat sat on the mat", "don't STOP École 123", "", "a", "dogs dogs dogs", "über-naïve café!",
+         "nul\x00inside", "ΟΔΥΣΣΕΥΣ ends in sigma", "İstanbul"]
 
 
 @pytest.mark.parametrize("dim,ngram,seed", [(256, (3, 5), 0), (64, (2, 4), 7), (8, (1, 1), 2**31)])
@@ -37,6 +38,9 @@ def test_hashing_matches_the_algorithm(dim, ngram, seed):
         np.testing.assert_array_equal(row.numpy(), independent_hashing(text, dim, ngram, seed))
     # cached second call, other order, gives identical rows
     np.testing.assert_array_equal(e.embed(TEXTS[::-1]).numpy(), X.numpy()[::-1])
+    # the fast path (all texts in one regex pass) and the text-by-text path agree
+    clean = [i for i, t in enumerate(TEXTS) if "\x00" not in t]
+    np.testing.assert_array_equal(e.embed([TEXTS[i] for i in clean]).numpy(), X.numpy()[clean])
 
 
 def test_hashing_known_vector():

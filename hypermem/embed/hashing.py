@@ -7,12 +7,12 @@ import re
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import chain
 
 import numpy as np
 import torch
 
 _WORD_RE = re.compile(r"[\w']+", re.UNICODE)
+_TOKEN_OR_SEP = re.compile(r"[\w']+|\x00", re.UNICODE)
 
 
 @dataclass
@@ -104,14 +104,22 @@ class HashingEmbedder:
         n = len(texts)
         if len(self._lens) > self.cache_size:
             self._reset_vocab()
-        findall = _WORD_RE.findall
-        per_text = [findall(t.lower()) for t in texts]
-        counts = np.fromiter(map(len, per_text), dtype=np.int64, count=n)
-        flat = list(chain.from_iterable(per_text))
+        # One regex pass over all texts joined by NUL (not a token character; lower() maps
+        # it to itself and treats it as a word boundary), then split at the separators.
+        tokens = _TOKEN_OR_SEP.findall("\x00".join(texts).lower())
+        seps = [i for i, tok in enumerate(tokens) if tok == "\x00"]
+        if len(seps) == max(n - 1, 0):
+            counts = np.diff(np.array([-1, *seps, len(tokens)], dtype=np.int64)) - 1
+            flat = [tok for tok in tokens if tok != "\x00"] if seps else tokens
+        else:  # a text holds NUL itself: tokenise text by text
+            per_text = [_WORD_RE.findall(t.lower()) for t in texts]
+            counts = np.fromiter(map(len, per_text), dtype=np.int64, count=n)
+            flat = [tok for toks in per_text for tok in toks]
         tids = list(map(self._cache.get, flat))
         if None in tids:
-            token_id = self._token_id
-            tids = [token_id(tok) if tid is None else tid for tok, tid in zip(flat, tids)]
+            for tok in {tok for tok, tid in zip(flat, tids) if tid is None}:
+                self._token_id(tok)
+            tids = list(map(self._cache.get, flat))
         if not tids:
             return torch.zeros(n, self.dim, dtype=torch.float64)
         # token -> dense feature row for the distinct tokens of this batch, then one

@@ -8,7 +8,7 @@ import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
@@ -77,9 +77,66 @@ def _check_meta(meta: Any, where: str) -> dict:
 def _check_time(value: Any, name: str, where: str) -> datetime | None:
     if value is None:
         return None
+    if type(value) is datetime and value.tzinfo is timezone.utc:
+        return value
     if not isinstance(value, datetime):
         raise TypeError(f"{where}: {name} must be a datetime or None, got {type(value).__name__}")
     return to_utc(value)
+
+
+class _Batch:
+    """The columns of an ``add_many`` call, checked (all or nothing: nothing is stored if
+    any item is bad)."""
+
+    __slots__ = ("texts", "ids", "parents", "times", "valid_from", "valid_until", "metas", "embeddings", "points")
+
+    @classmethod
+    def check(cls, items: list, dim: int, ball: PoincareBall) -> _Batch:
+        b = cls()
+        for i, it in enumerate(items):
+            if not isinstance(it, Mapping):
+                raise TypeError(f"item #{i} must be a dict of add() arguments, got {type(it).__name__}")
+            if not it.keys() <= ADD_KEYS:
+                raise ValueError(f"item #{i} has unknown keys {sorted(it.keys() - ADD_KEYS)}; "
+                                 f"allowed: {sorted(ADD_KEYS)}")
+            if "text" not in it:
+                raise ValueError(f"item #{i} has no 'text'")
+        b.texts = [it["text"] for it in items]
+        for i, text in enumerate(b.texts):
+            if type(text) is not str or not text.strip():
+                check_texts([text], what=f"item #{i} text")  # raises the precise error
+        b.ids = [it.get("id") for it in items]
+        for i, id_ in enumerate(b.ids):
+            if id_ is not None and (not isinstance(id_, str) or not id_.strip()):
+                raise ValueError(f"item #{i}: id must be a non-empty string, got {id_!r}")
+        b.parents = [it.get("parent") for it in items]
+        for i, par in enumerate(b.parents):
+            if par is not None and not isinstance(par, str):
+                raise TypeError(f"item #{i}: parent must be a memory id (str), got {type(par).__name__}")
+        b.times = [_check_time(it.get("t"), "t", f"item #{i}") for i, it in enumerate(items)]
+        b.valid_from = [_check_time(it.get("valid_from"), "valid_from", f"item #{i}") for i, it in enumerate(items)]
+        b.valid_until = [_check_time(it.get("valid_until"), "valid_until", f"item #{i}")
+                         for i, it in enumerate(items)]
+        for i, (vf, vu) in enumerate(zip(b.valid_from, b.valid_until)):
+            if vf is not None and vu is not None and vu < vf:
+                raise ValueError(f"item #{i}: valid_until ({vu}) is before valid_from ({vf})")
+        b.metas = [_check_meta(it.get("meta"), f"item #{i}") for i, it in enumerate(items)]
+        b.embeddings, b.points = {}, {}
+        for i, it in enumerate(items):
+            if it.get("embedding") is not None:
+                e = torch.as_tensor(it["embedding"], dtype=torch.float64).detach().cpu()
+                if e.shape != (dim,):
+                    raise ValueError(f"item #{i}: embedding must have shape ({dim},), got {tuple(e.shape)}")
+                if not bool(torch.isfinite(e).all()):
+                    raise ValueError(f"item #{i}: embedding has non-finite values")
+                b.embeddings[i] = e
+            if it.get("point") is not None:
+                p = torch.as_tensor(it["point"], dtype=torch.float64).detach().cpu()
+                if p.shape != (dim,):
+                    raise ValueError(f"item #{i}: point must have shape ({dim},), got {tuple(p.shape)}")
+                ball.check_inside(p, name=f"item #{i} point")
+                b.points[i] = p
+        return b
 
 
 class Memory(PersistenceMixin, InspectMixin):
@@ -201,7 +258,7 @@ class Memory(PersistenceMixin, InspectMixin):
         new_cap = max(need, 2 * cap, 64)
         for name in self._TENSORS:
             old = getattr(self, name)
-            new = old.new_zeros((new_cap,) + tuple(old.shape[1:]))
+            new = old.new_empty((new_cap,) + tuple(old.shape[1:]))
             new[: self._n] = old[: self._n]
             setattr(self, name, new)
 
@@ -349,138 +406,104 @@ class Memory(PersistenceMixin, InspectMixin):
         and ``point`` (an explicit position in the ball instead of the computed one).
         Parents must precede their children.  Returns the ids in order.
         """
-        items = list(items)
-        prepared = [self._prepare_item(i, it) for i, it in enumerate(items)]
-        if not prepared:
+        batch = _Batch.check(list(items), self.dim, self.ball)
+        if not batch.texts:
             return []
-        todo = [i for i, p in enumerate(prepared) if p["embedding"] is None]
-        emb = torch.zeros(len(prepared), self.dim, dtype=torch.float64)
-        if todo:
-            emb[todo] = embed_checked(self.embedder, [prepared[i]["text"] for i in todo])
-        for i, p in enumerate(prepared):
-            if p["embedding"] is not None:
-                emb[i] = p["embedding"]
+        todo = [i for i in range(len(batch.texts)) if i not in batch.embeddings]
+        if len(todo) == len(batch.texts):
+            emb = embed_checked(self.embedder, batch.texts)
+        else:
+            emb = torch.empty(len(batch.texts), self.dim, dtype=torch.float64)
+            if todo:
+                emb[todo] = embed_checked(self.embedder, [batch.texts[i] for i in todo])
+            for i, e in batch.embeddings.items():
+                emb[i] = e
         with self._lock:
-            return self._insert(prepared, emb)
+            return self._insert(batch, emb)
 
-    def _prepare_item(self, i: int, item: Mapping[str, Any]) -> dict[str, Any]:
-        where = f"item #{i}"
-        if not isinstance(item, Mapping):
-            raise TypeError(f"{where} must be a dict of add() arguments, got {type(item).__name__}")
-        unknown = set(item) - ADD_KEYS
-        if unknown:
-            raise ValueError(f"{where} has unknown keys {sorted(unknown)}; allowed: {sorted(ADD_KEYS)}")
-        if "text" not in item:
-            raise ValueError(f"{where} has no 'text'")
-        text = item["text"]
-        if not isinstance(text, str) or not text.strip():
-            check_texts([text], what=f"{where} text")  # raises the precise error
-        id_ = item.get("id")
-        if id_ is not None and (not isinstance(id_, str) or not id_.strip()):
-            raise ValueError(f"{where}: id must be a non-empty string, got {id_!r}")
-        parent = item.get("parent")
-        if parent is not None and not isinstance(parent, str):
-            raise TypeError(f"{where}: parent must be a memory id (str), got {type(parent).__name__}")
-        t = _check_time(item.get("t"), "t", where)
-        vf = _check_time(item.get("valid_from"), "valid_from", where)
-        vu = _check_time(item.get("valid_until"), "valid_until", where)
-        if vf is not None and vu is not None and vu < vf:
-            raise ValueError(f"{where}: valid_until ({vu}) is before valid_from ({vf})")
-        out = {"text": item["text"], "id": id_, "parent": parent, "t": t, "valid_from": vf, "valid_until": vu,
-               "meta": _check_meta(item.get("meta"), where), "embedding": None, "point": None}
-        if item.get("embedding") is not None:
-            e = torch.as_tensor(item["embedding"], dtype=torch.float64).detach().cpu()
-            if e.shape != (self.dim,):
-                raise ValueError(f"{where}: embedding must have shape ({self.dim},), got {tuple(e.shape)}")
-            if not bool(torch.isfinite(e).all()):
-                raise ValueError(f"{where}: embedding has non-finite values")
-            out["embedding"] = e
-        if item.get("point") is not None:
-            p = torch.as_tensor(item["point"], dtype=torch.float64).detach().cpu()
-            if p.shape != (self.dim,):
-                raise ValueError(f"{where}: point must have shape ({self.dim},), got {tuple(p.shape)}")
-            self.ball.check_inside(p, name=f"{where} point")
-            out["point"] = p
-        return out
-
-    def _insert(self, prepared: list[dict[str, Any]], emb: torch.Tensor) -> list[str]:
+    def _insert(self, batch: _Batch, emb: torch.Tensor) -> list[str]:
         # Validate everything before touching any state (all or nothing).
-        m = len(prepared)
+        m = len(batch.texts)
+        records, parents = self._records, batch.parents
         new_ids: list[str] = []
         batch_pos: dict[str, int] = {}
-        for i, p in enumerate(prepared):
-            id_ = p["id"]
+        for i, id_ in enumerate(batch.ids):
             if id_ is None:
                 id_ = uuid.uuid4().hex[:16]
-                while id_ in self._records or id_ in batch_pos:
+                while id_ in records or id_ in batch_pos:
                     id_ = uuid.uuid4().hex[:16]
-            elif id_ in self._records or id_ in batch_pos:
+            elif id_ in records or id_ in batch_pos:
                 raise ValueError(f"duplicate id {id_!r}")
-            par = p["parent"]
-            if par is not None and par not in self._records and par not in batch_pos:
+            par = parents[i]
+            if par is not None and par not in records and par not in batch_pos:
                 raise KeyError(f"unknown parent id {par!r} (item #{i}; parents must precede their children)")
             batch_pos[id_] = i
             new_ids.append(id_)
         now = to_utc(self.clock())
-        # Levels, depths and directions, generation by generation within the batch.
+        # Levels and generations (a memory whose parent is in this batch comes one
+        # generation after it).
         levels = [0] * m
         gen = [0] * m
-        for i, p in enumerate(prepared):
-            par = p["parent"]
+        row, lv_store = self._row, self._levels
+        for i, par in enumerate(parents):
             if par is None:
                 continue
-            if par in batch_pos:
-                j = batch_pos[par]
+            j = batch_pos.get(par)
+            if j is not None:
                 levels[i], gen[i] = levels[j] + 1, gen[j] + 1
             else:
-                levels[i] = self._levels[self._row[par]] + 1
-        dirs, depths = self._place_batch(prepared, emb, levels, gen, batch_pos)
+                levels[i] = lv_store[row[par]] + 1
+        dirs, depths = self._place_batch(batch, emb, levels, gen, batch_pos)
         # Commit.
         self._reserve(m)
         n0 = self._n
         sl = slice(n0, n0 + m)
-        self._dir[sl] = dirs.to(self.device, self.dtype)
-        self._depth[sl] = depths.to(self.device, self.dtype)
+        dev = self.device
+        self._dir[sl] = dirs.to(dev, self.dtype)
+        self._depth[sl] = depths.to(dev, self.dtype)
         self._emb[sl] = emb
-        times = [p["t"] or now for p in prepared]
-        self._time[sl] = torch.tensor([to_seconds(t) for t in times], dtype=torch.float64, device=self.device)
+        times = [now if t is None else t for t in batch.times]
+        self._time[sl] = torch.tensor([t.timestamp() for t in times], dtype=torch.float64, device=dev)
         self._access[sl] = 0.0
-        self._vfrom[sl] = torch.tensor([to_seconds(p["valid_from"], -math.inf) for p in prepared],
-                                       dtype=torch.float64, device=self.device)
-        self._vuntil[sl] = torch.tensor([to_seconds(p["valid_until"], math.inf) for p in prepared],
-                                        dtype=torch.float64, device=self.device)
-        for i, (p, id_) in enumerate(zip(prepared, new_ids)):
-            self._records[id_] = MemoryRecord(id=id_, text=p["text"], parent_id=p["parent"], t=times[i],
-                                              meta=p["meta"], valid_from=p["valid_from"],
-                                              valid_until=p["valid_until"])
-            self._row[id_] = n0 + i
-            if p["parent"] is not None:
-                self._children.setdefault(p["parent"], []).append(id_)
+        self._vfrom[sl] = torch.tensor([-math.inf if v is None else v.timestamp() for v in batch.valid_from],
+                                       dtype=torch.float64, device=dev)
+        self._vuntil[sl] = torch.tensor([math.inf if v is None else v.timestamp() for v in batch.valid_until],
+                                        dtype=torch.float64, device=dev)
+        children = self._children
+        for i, id_ in enumerate(new_ids):
+            par = parents[i]
+            records[id_] = MemoryRecord(id_, batch.texts[i], par, times[i], batch.metas[i], batch.valid_from[i],
+                                        batch.valid_until[i])
+            row[id_] = n0 + i
+            if par is not None:
+                children.setdefault(par, []).append(id_)
         self._ids.extend(new_ids)
         self._levels.extend(levels)
         self._n = n0 + m
         self._version += 1
         return new_ids
 
-    def _place_batch(self, prepared, emb, levels, gen, batch_pos):
+    def _place_batch(self, batch: _Batch, emb, levels, gen, batch_pos):
         """Directions (float64, store device) and depths for a batch of new memories.
 
         Generation by generation (a memory whose parent is in the same batch comes one
         generation after it), each generation placed in one vectorised call."""
         dev = self.device
         c = self.curvature
-        e = unit(emb.to(dev))
+        # Roots keep their unit embedding; children's rows are overwritten generation by
+        # generation (each child's own row is read just before it is replaced).
+        dirs = unit(emb.to(dev))
+        e = dirs
         depths = self.base_depth + self.depth_step * torch.tensor(levels, dtype=torch.float64, device=dev)
-        dirs = e.clone()
         gen_a = np.asarray(gen)
-        explicit = np.array([p["point"] is not None for p in prepared])
-        par_batch = np.array([batch_pos.get(p["parent"], -1) if p["parent"] is not None else -1
-                              for p in prepared])
-        par_store = np.array([self._row[p["parent"]] if p["parent"] is not None and p["parent"] not in batch_pos
-                              else -1 for p in prepared])
+        m = len(batch.texts)
+        explicit = np.zeros(m, dtype=bool)
+        explicit[list(batch.points)] = True
+        par_batch = np.array([-1 if p is None else batch_pos.get(p, -1) for p in batch.parents])
+        par_store = np.array([-1 if p is None or p in batch_pos else self._row[p] for p in batch.parents])
         if explicit.any():
-            ex = np.nonzero(explicit)[0].tolist()
-            pts = torch.stack([prepared[i]["point"] for i in ex]).to(dev)
+            ex = sorted(batch.points)
+            pts = torch.stack([batch.points[i] for i in ex]).to(dev)
             dirs[ex] = unit(pts)
             depths[ex] = P.distance_to_origin(pts, c)
         has_parent = (par_batch >= 0) | (par_store >= 0)

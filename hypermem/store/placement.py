@@ -17,7 +17,6 @@ from __future__ import annotations
 import torch
 
 from ..geometry import poincare as P
-from ..geometry.numerics import safe_norm
 from ..retrieval.cones import cone_angle, half_aperture
 
 CONE_MARGIN = 1e-7
@@ -28,7 +27,8 @@ _BISECT_STEPS = 40
 
 def unit(x: torch.Tensor) -> torch.Tensor:
     """Rows scaled to unit norm (zero rows stay zero)."""
-    return x / safe_norm(x, keepdim=True)
+    n = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+    return x / n.clamp_min(1e-300 if x.dtype == torch.float64 else 1e-30)
 
 
 def mix(e: torch.Tensor, up: torch.Tensor, a: torch.Tensor | float) -> torch.Tensor:

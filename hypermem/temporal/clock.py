@@ -18,6 +18,8 @@ def utcnow() -> datetime:
 
 def to_utc(t: datetime) -> datetime:
     """Aware UTC datetime; a naive datetime is taken to be UTC already."""
+    if type(t) is datetime and t.tzinfo is timezone.utc:
+        return t
     if not isinstance(t, datetime):
         raise TypeError(f"expected a datetime, got {type(t).__name__}")
     return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
@@ -27,6 +29,8 @@ def to_seconds(t: datetime | float | int | None, default: float = math.nan) -> f
     """POSIX seconds of ``t`` (a datetime or a number); ``None`` gives ``default``."""
     if t is None:
         return default
+    if type(t) is datetime and t.tzinfo is timezone.utc:
+        return t.timestamp()
     if isinstance(t, datetime):
         return to_utc(t).timestamp()
     if isinstance(t, (int, float)) and not isinstance(t, bool):
