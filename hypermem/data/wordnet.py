@@ -231,6 +231,11 @@ def _parents(synsets: Mapping[str, Synset]) -> dict[str, tuple[str, ...]]:
     return {n: s.parents for n, s in synsets.items()}
 
 
+@lru_cache(maxsize=4)
+def _ancestors_cached(directory: str) -> dict[str, frozenset[str]]:
+    return {n: frozenset(a) for n, a in noun_ancestors(_read_nouns_cached(directory)).items()}
+
+
 def noun_ancestors(synsets: Mapping[str, Synset]) -> dict[str, set[str]]:
     """Ancestors of every synset by Nickel & Kiela's rule.
 
@@ -336,9 +341,10 @@ def build_hierarchy(root: str | None = None, path: str | os.PathLike | None = No
     ``exclude`` drops nodes (and their pairs); it defaults to :data:`MAMMAL_EXCLUDED`
     for ``root="mammal.n.01"`` and to nothing otherwise.
     """
-    synsets = read_nouns(path)
+    directory = str(_require(path).resolve())
+    synsets = _read_nouns_cached(directory)
     parents = _parents(synsets)
-    ancestors = noun_ancestors(synsets)
+    ancestors = _ancestors_cached(directory)
     top = ROOT if root is None else root
     if top not in synsets:
         raise KeyError(f"unknown noun synset {top!r} (names look like 'mammal.n.01')")

@@ -140,7 +140,7 @@ def train_embedding(model: HierarchyEmbedding, relations: Relations, *, epochs: 
     g.manual_seed(int(seed))
     if loss_fn is None:
         loss_fn = softmax_objective(rel, negatives, g, symmetric_negatives)
-    opt = make_optimizer(model.parameters(), optimizer, lr, sparse=model.sparse)
+    opt = make_optimizer([model.weight], optimizer, lr, sparse=model.sparse)
     pairs = rel.pairs
     n_pairs = pairs.shape[0]
     losses: list[float] = []

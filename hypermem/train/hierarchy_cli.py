@@ -28,6 +28,9 @@ def _quiet() -> None:
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
     warnings.filterwarnings("ignore", message=".*LightningCLI.s args parameter is intended.*")
     warnings.filterwarnings("ignore", message=".*torch.jit.script.*", category=DeprecationWarning)
+    # jsonargparse 4.49+ deprecations triggered inside Lightning's CLI, not by user configs
+    warnings.filterwarnings("ignore", message="(?s).*instantiate_classes.*was deprecated")
+    warnings.filterwarnings("ignore", message="(?s).*skip_none parameter was deprecated")
 
 
 def main(args: list[str] | None = None, run: bool = True):

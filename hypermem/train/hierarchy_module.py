@@ -128,7 +128,7 @@ class HierarchyModule(pl.LightningModule):
     # -- optimisation ---------------------------------------------------------------------
     def configure_optimizers(self):
         hp = self.hparams
-        opt = make_optimizer(self.parameters(), hp.optimizer, hp.lr)
+        opt = make_optimizer([self.embedding.weight], hp.optimizer, hp.lr)
         epochs = self.trainer.max_epochs if self.trainer.max_epochs and self.trainer.max_epochs > 0 else 1
         sched = torch.optim.lr_scheduler.LambdaLR(
             opt, lambda e: lr_factor(e, epochs, hp.burn_in, hp.burn_in_lr_factor, hp.final_lr_factor))

@@ -1,0 +1,236 @@
+#!/usr/bin/env python
+"""Hierarchy-embedding benchmark: hypermem side by side with the NumPy reference.
+
+Runs, on the same WordNet closures in the same process, and prints a table:
+
+* ``mammals``   — Poincaré embeddings (dims 2, 5, 10): hypermem's ``fit_poincare_embeddings``
+  and ``poincare_memory.hierarchy.fit_poincare_embeddings`` with the same settings and
+  epochs; reconstruction MAP / mean rank of both with hypermem's evaluator (the
+  reference's evaluator is run once to check they agree), time per epoch;
+  ``fit_poincare_embeddings(closure, dim=10)`` with defaults; the Euclidean baseline.
+* ``sarkar``    — Sarkar layouts of the mammal tree (and the noun tree with ``--nouns``):
+  hypermem (``tau=None``, uniform and decaying edge lengths) and the reference
+  (``tau=1``), MAP of the tree closure in both orientations, time.
+* ``cones``     — entailment cones vs. the Poincaré baseline: link-prediction F1 on the same
+  split (basic edges + 50% of the non-basic ones).
+* ``nouns``     — (``--nouns``) Poincaré dim 10 on all 82,115 nouns; long, run it with nohup.
+
+Usage::
+
+    .venv/bin/python scripts/bench_hierarchy.py                    # mammals, sarkar, cones
+    .venv/bin/python scripts/bench_hierarchy.py --only sarkar --nouns
+    nohup .venv/bin/python scripts/bench_hierarchy.py --only nouns --nouns > nouns.log 2>&1 &
+
+Timings are wall clock with ``torch.set_num_threads(--threads)``; the machine is shared,
+so they are noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+import time
+import warnings
+
+import numpy as np
+import torch
+
+warnings.filterwarnings("ignore", category=DeprecationWarning)
+warnings.filterwarnings("ignore", category=RuntimeWarning, message=".*sarkar_layout.*")
+
+from hypermem.data import wordnet  # noqa: E402
+from hypermem.hierarchy import Relations, children_map, reconstruction, transitive_closure  # noqa: E402
+from hypermem.hierarchy.cones import cone_score, fit_entailment_cones, poincare_isa_score  # noqa: E402
+from hypermem.hierarchy.evaluation import link_prediction  # noqa: E402
+from hypermem.hierarchy.sarkar import decaying_edge_lengths, sarkar_layout  # noqa: E402
+from hypermem.hierarchy.splits import link_prediction_split  # noqa: E402
+from hypermem.hierarchy.training import fit_euclidean_embeddings, fit_poincare_embeddings  # noqa: E402
+
+ROWS: list[dict] = []
+
+
+def row(**kw) -> None:
+    ROWS.append(kw)
+    print("  " + "  ".join(f"{k}={_fmt(v)}" for k, v in kw.items()), flush=True)
+
+
+def _fmt(v):
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def _ref():
+    try:
+        import poincare_memory.hierarchy as ref
+        return ref
+    except ImportError:
+        print("  (poincare-memory not installed: reference columns skipped; pip install poincare-memory==0.1.4)")
+        return None
+
+
+def stack(points: dict, nodes: list) -> torch.Tensor:
+    return torch.stack([torch.as_tensor(np.asarray(points[n]), dtype=torch.float64) for n in nodes])
+
+
+def bench_mammals(args) -> None:
+    print("== mammals closure: Poincaré embeddings (hypermem vs reference, same settings and epochs)")
+    m = wordnet.load_mammals()
+    rel = Relations(m.closure)
+    ref = _ref()
+    settings = dict(lr=0.3, negatives=50, burn_in=20, burn_in_lr_factor=0.1, batch_size=128)
+    for dim in args.dims:
+        t = time.perf_counter()
+        pts, rep = fit_poincare_embeddings(rel, dim=dim, epochs=args.epochs, seed=0, **settings)
+        el = time.perf_counter() - t
+        r = reconstruction(stack(pts, rel.nodes), rel, "poincare")
+        row(task="mammals", impl="hypermem", dim=dim, epochs=args.epochs, map=r.map, mean_rank=r.mean_rank,
+            s_per_epoch=el / args.epochs, seconds=el)
+        if ref is not None:
+            t = time.perf_counter()
+            rpts, _ = ref.fit_poincare_embeddings(m.closure, dim=dim, epochs=args.ref_epochs, seed=0, **settings)
+            el_ref = time.perf_counter() - t
+            rr = reconstruction(stack(rpts, rel.nodes), rel, "poincare")
+            row(task="mammals", impl="reference", dim=dim, epochs=args.ref_epochs, map=rr.map,
+                mean_rank=rr.mean_rank, s_per_epoch=el_ref / args.ref_epochs, seconds=el_ref,
+                speedup_per_epoch=(el_ref / args.ref_epochs) / (el / args.epochs))
+    print("== mammals: defaults")
+    t = time.perf_counter()
+    pts, rep = fit_poincare_embeddings(m.closure, dim=10)
+    el = time.perf_counter() - t
+    r = reconstruction(pts, m.closure, "poincare")
+    row(task="mammals-defaults", impl="hypermem", dim=10, epochs=rep.epochs, map=r.map, mean_rank=r.mean_rank,
+        seconds=el)
+    if ref is not None:
+        t = time.perf_counter()
+        rpts, rrep = ref.fit_poincare_embeddings(m.closure, dim=10)
+        el = time.perf_counter() - t
+        rr = reconstruction(stack(rpts, rel.nodes), rel, "poincare")
+        row(task="mammals-defaults", impl="reference", dim=10, epochs=rrep.epochs, map=rr.map,
+            mean_rank=rr.mean_rank, seconds=el)
+        # the two evaluators agree on the same points
+        from poincare_memory.geometry import PoincareBall as RefBall
+        ball = RefBall()
+        theirs = ref.reconstruction(rpts, m.closure, ball.distance)
+        row(task="evaluator-check", impl="reference-eval", map=theirs.mean_average_precision,
+            mean_rank=theirs.mean_rank, hypermem_eval_map=rr.map)
+    print("== mammals: Euclidean baseline")
+    for dim in args.dims:
+        t = time.perf_counter()
+        pts, rep = fit_euclidean_embeddings(rel, dim=dim, epochs=args.epochs)
+        r = reconstruction(stack(pts, rel.nodes), rel, "euclidean")
+        row(task="mammals-euclidean", impl="hypermem", dim=dim, epochs=args.epochs, map=r.map,
+            mean_rank=r.mean_rank, seconds=time.perf_counter() - t)
+
+
+def _sarkar_one(name: str, tree, dims, ref, nouns: bool) -> None:
+    ch, roots = children_map(tree)
+    desc = transitive_closure(ch, roots[0])  # (ancestor, descendant)
+    isa = [(v, u) for u, v in desc]  # (hyponym, hypernym)
+    rel_desc, rel_isa = Relations(desc), Relations(isa)
+    for dim in dims:
+        for lengths in ("uniform", "decay0.5"):
+            t = time.perf_counter()
+            el = decaying_edge_lengths(tree, 0.5) if lengths != "uniform" else None
+            lay = sarkar_layout(tree, dim=dim, tau=None, edge_length=el)
+            secs = time.perf_counter() - t
+            X = lay.points[[lay.nodes.index(n) for n in rel_desc.nodes]] if not nouns else \
+                lay.points[torch.tensor([{n: i for i, n in enumerate(lay.nodes)}[n] for n in rel_desc.nodes])]
+            rd = reconstruction(X, rel_desc, "poincare")
+            ri = reconstruction(X, rel_isa, "poincare")
+            row(task=f"sarkar-{name}", impl="hypermem", dim=dim, lengths=lengths, tau=lay.tau, seconds=secs,
+                map_desc=rd.map, mean_rank_desc=rd.mean_rank, map_isa=ri.map, mean_rank_isa=ri.mean_rank)
+        if ref is not None and not nouns:
+            t = time.perf_counter()
+            rl = ref.sarkar_layout(tree, dim=dim, tau=1.0)
+            secs = time.perf_counter() - t
+            X = stack(rl, rel_desc.nodes)
+            rd = reconstruction(X, rel_desc, "poincare")
+            ri = reconstruction(X, rel_isa, "poincare")
+            row(task=f"sarkar-{name}", impl="reference", dim=dim, lengths="uniform", tau=1.0, seconds=secs,
+                map_desc=rd.map, mean_rank_desc=rd.mean_rank, map_isa=ri.map, mean_rank_isa=ri.mean_rank)
+
+
+def bench_sarkar(args) -> None:
+    print("== Sarkar construction (float64): tree closure, desc = ancestors query descendants, "
+          "isa = nodes query ancestors")
+    ref = _ref()
+    _sarkar_one("mammals", wordnet.load_mammals().tree, args.sarkar_dims, ref, False)
+    if args.nouns:
+        if not wordnet.available():
+            print("  nouns skipped: /usr/share/wordnet missing (apt-get install -y wordnet-base)")
+            return
+        _sarkar_one("nouns", wordnet.noun_tree(), [10, 20], None, True)
+
+
+def bench_cones(args) -> None:
+    print("== entailment cones vs Poincaré: link prediction F1 (basic edges + 50% non-basic in training)")
+    m = wordnet.load_mammals()
+    sp = link_prediction_split(m.closure, non_basic_fraction=0.5, seed=0)
+    nodes = sp.train.nodes
+    t = time.perf_counter()
+    pts, _ = fit_poincare_embeddings(sp.train, dim=args.cone_dim, epochs=100)
+    P = stack(pts, nodes)
+    lp = link_prediction(poincare_isa_score(P, sp.val_pairs), sp.val_labels, poincare_isa_score(P, sp.test_pairs),
+                         sp.test_labels)
+    row(task="cones-mammals", impl="poincare-baseline", dim=args.cone_dim, f1=lp.f1, val_f1=lp.validation_f1,
+        seconds=time.perf_counter() - t)
+    t = time.perf_counter()
+    cp, _ = fit_entailment_cones(sp.train, dim=args.cone_dim, epochs=args.cone_epochs, init=P)
+    C = stack(cp, nodes)
+    lc = link_prediction(cone_score(C, sp.val_pairs), sp.val_labels, cone_score(C, sp.test_pairs), sp.test_labels)
+    row(task="cones-mammals", impl="cones", dim=args.cone_dim, f1=lc.f1, val_f1=lc.validation_f1,
+        seconds=time.perf_counter() - t)
+
+
+def bench_nouns(args) -> None:
+    print("== nouns closure: Poincaré dim 10 (long)")
+    if not wordnet.available():
+        print("  skipped: /usr/share/wordnet missing (apt-get install -y wordnet-base)")
+        return
+    t = time.perf_counter()
+    rel = Relations(wordnet.noun_closure())
+    print(f"  loaded {rel} in {time.perf_counter() - t:.1f}s", flush=True)
+    t = time.perf_counter()
+    pts, rep = fit_poincare_embeddings(rel, dim=10, epochs=args.nouns_epochs, lr=args.nouns_lr,
+                                       batch_size=args.nouns_batch, negatives=50, burn_in=1,
+                                       log=lambda s: print("  " + s, f"({time.perf_counter() - t:.0f}s)", flush=True))
+    train_s = time.perf_counter() - t
+    t = time.perf_counter()
+    r = reconstruction(stack(pts, rel.nodes), rel, "poincare")
+    row(task="nouns", impl="hypermem", dim=10, epochs=args.nouns_epochs, map=r.map, mean_rank=r.mean_rank,
+        train_seconds=train_s, eval_seconds=time.perf_counter() - t)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--only", nargs="*", default=["mammals", "sarkar", "cones"],
+                   choices=["mammals", "sarkar", "cones", "nouns"])
+    p.add_argument("--nouns", action="store_true", help="include the noun hierarchy (needs wordnet-base)")
+    p.add_argument("--dims", type=int, nargs="*", default=[2, 5, 10])
+    p.add_argument("--epochs", type=int, default=200)
+    p.add_argument("--ref-epochs", type=int, default=20, help="reference epochs (its time per epoch is compared)")
+    p.add_argument("--sarkar-dims", type=int, nargs="*", default=[2, 5, 10])
+    p.add_argument("--cone-dim", type=int, default=5)
+    p.add_argument("--cone-epochs", type=int, default=100)
+    p.add_argument("--nouns-epochs", type=int, default=20)
+    p.add_argument("--nouns-lr", type=float, default=0.3)
+    p.add_argument("--nouns-batch", type=int, default=512)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--json", help="write the rows to this JSON file")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    print(f"# bench_hierarchy {datetime.date.today()} | {platform.processor() or platform.machine()}, "
+          f"{os.cpu_count()} CPUs, torch {torch.__version__}, threads {args.threads} | {' '.join(sys.argv[1:])}")
+    for part in args.only:
+        {"mammals": bench_mammals, "sarkar": bench_sarkar, "cones": bench_cones, "nouns": bench_nouns}[part](args)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(ROWS, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,90 @@
+"""Sarkar's construction: exact edge lengths, spread directions, tau choice, reconstruction."""
+
+import math
+
+import pytest
+import torch
+
+from hypermem.geometry import PoincareBall
+from hypermem.hierarchy import Relations, children_map, reconstruction, transitive_closure
+from hypermem.hierarchy.sarkar import (
+    decaying_edge_lengths,
+    max_safe_depth,
+    min_angle,
+    sarkar_layout,
+    spread_directions,
+)
+
+
+def balanced_tree(branching, depth):
+    edges, frontier, nxt = [], [0], 1
+    for _ in range(depth):
+        new = []
+        for p in frontier:
+            for _ in range(branching):
+                edges.append((p, nxt))
+                new.append(nxt)
+                nxt += 1
+        frontier = new
+    return edges
+
+
+@pytest.mark.parametrize("dim", [2, 3, 5])
+def test_edges_have_exact_length(dim):
+    ball = PoincareBall(curvature=2.0)
+    edges = balanced_tree(3, 3)
+    lengths = {e: 1.0 + 0.1 * (e[1] % 3) for e in edges}
+    lay = sarkar_layout(edges, ball=ball, dim=dim, tau=1.5, edge_length=lengths)
+    assert lay.points.dtype == torch.float64 and lay.points.shape == (len(edges) + 1, dim)
+    assert float(lay[0].norm()) == 0.0
+    for p, c in edges:
+        assert float(ball.distance(lay[p], lay[c])) == pytest.approx(1.5 * lengths[(p, c)], rel=1e-9)
+
+
+def test_two_dimensional_directions_are_exact():
+    d = spread_directions(4, 2)
+    ang = torch.atan2(d[:, 1], d[:, 0]) % (2 * math.pi)
+    assert torch.allclose(ang.sort().values, torch.tensor([0, 0.5, 1, 1.5], dtype=torch.float64) * math.pi)
+    avoid = torch.tensor([0.0, 1.0])
+    d = spread_directions(3, 2, avoid=avoid)  # 4 slots, the parent's direction takes one
+    cos = d @ avoid.double()
+    assert torch.allclose(cos.sort().values, torch.tensor([-1.0, 0.0, 0.0], dtype=torch.float64), atol=1e-12)
+
+
+def test_higher_dimensional_directions_spread():
+    d = spread_directions(12, 5, seed=0)
+    assert torch.allclose(d.norm(dim=1), torch.ones(12, dtype=torch.float64))
+    assert min_angle(d) > math.radians(55)
+    a = torch.tensor([1.0, 0, 0, 0, 0])
+    d = spread_directions(6, 5, avoid=a)
+    assert float((d @ a.double()).max()) < math.cos(math.radians(60))
+
+
+def test_max_safe_depth_and_warning():
+    ball = PoincareBall()
+    assert max_safe_depth(ball, 1.0) == math.floor(ball.max_radius(torch.float64))
+    path = [(i, i + 1) for i in range(30)]
+    with pytest.warns(RuntimeWarning, match="largest radius"):
+        sarkar_layout(path, tau=1.0)
+    lay = sarkar_layout(path, tau=None)
+    assert lay.info["tau_chosen"] and 30 * lay.tau < ball.max_radius(torch.float64)
+
+
+def test_tau_none_is_reported_and_layout_reconstructs():
+    edges = balanced_tree(4, 4)
+    ch, roots = children_map(edges)
+    desc = Relations(transitive_closure(ch, roots[0]))
+    lay = sarkar_layout(edges, dim=5, tau=None, edge_length=decaying_edge_lengths(edges, 0.5))
+    assert {"tau", "eps_bound", "min_angle", "max_degree", "depth"} <= set(lay.info)
+    X = lay.points[torch.tensor([lay.nodes.index(n) for n in desc.nodes])]
+    r = reconstruction(X, desc, "poincare")
+    assert r.map == pytest.approx(1.0) and r.mean_rank == pytest.approx(1.0)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="tau"):
+        sarkar_layout([(0, 1)], tau=-1.0)
+    with pytest.raises(ValueError, match="line"):
+        sarkar_layout([(0, 1), (0, 2), (0, 3)], dim=1)
+    with pytest.raises(ValueError, match="two parents"):
+        sarkar_layout([(0, 1), (2, 1)])
