@@ -1,0 +1,128 @@
+r"""A learnable map from Euclidean features into the Poincaré ball.
+
+:class:`BallEncoder` is a linear layer followed by the exponential map at the origin
+(Ganea, Bécigneul & Hofmann, "Hyperbolic Neural Networks", NeurIPS 2018, Lemma 2):
+
+.. math::
+
+    v = W x + b, \qquad \exp_0(v) = \tanh(\sqrt c\,\|v\|)\,\frac{v}{\sqrt c\,\|v\|},
+
+whose hyperbolic distance from the origin is ``2 ||v||``.  Two other depth modes keep
+hypermem's split of *direction* (semantics) from *depth* (generality):
+
+* ``depth=<float>``: every output at that hyperbolic radius, direction ``v / ||v||``
+  (what :meth:`hypermem.store.Memory.embed_query` does with ``base_depth``);
+* ``depth="learned"``: the radius is ``softplus(w_r . x + b_r) + min_depth``, a learned
+  function of the input (specific inputs can go deeper than general ones).
+
+``init="identity"`` (square maps only) starts as the identity, so an untrained encoder
+places inputs exactly like the store does.
+
+Example::
+
+    >>> import torch
+    >>> enc = BallEncoder(8, 4, depth=1.5)
+    >>> x = enc(torch.randn(3, 8))
+    >>> torch.allclose(enc.ball.distance_to_origin(x), torch.full((3,), 1.5), atol=1e-5)
+    True
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..geometry import PoincareBall
+from ..geometry import poincare as P
+
+DEPTH_MODES = ("expmap", "fixed", "learned")
+
+
+class BallEncoder(nn.Module):
+    """Linear map, then into the ball (see the module docstring).
+
+    Parameters
+    ----------
+    in_features, out_features: sizes of the input features and of the ball.
+    curvature: positive ``c``.
+    depth: ``None`` (exponential map of ``W x + b``), a positive float (fixed radius) or
+        ``"learned"`` (a learned radius per input).
+    min_depth: smallest learned radius (``depth="learned"``).
+    init_depth: the learned radius at initialisation, before the inputs move it.
+    init: ``"default"`` (PyTorch's ``nn.Linear`` initialisation) or ``"identity"``.
+    bias: whether the linear map has a bias.
+    """
+
+    def __init__(self, in_features: int, out_features: int, curvature: float = 1.0,
+                 depth: float | str | None = None, min_depth: float = 0.05, init_depth: float = 1.0,
+                 init: str = "default", bias: bool = True, dtype: torch.dtype | None = None,
+                 device: str | torch.device | None = None):
+        super().__init__()
+        if isinstance(in_features, bool) or not isinstance(in_features, int) or in_features < 1:
+            raise ValueError(f"in_features must be a positive integer, got {in_features!r}")
+        if isinstance(out_features, bool) or not isinstance(out_features, int) or out_features < 2:
+            raise ValueError(f"out_features must be an integer >= 2, got {out_features!r}")
+        self.ball = PoincareBall(curvature)
+        self.linear = nn.Linear(in_features, out_features, bias=bias, dtype=dtype, device=device)
+        if init == "identity":
+            if in_features != out_features:
+                raise ValueError(f"init='identity' needs in_features == out_features, got {in_features} "
+                                 f"and {out_features}")
+            with torch.no_grad():
+                self.linear.weight.copy_(torch.eye(in_features))
+                if bias:
+                    self.linear.bias.zero_()
+        elif init != "default":
+            raise ValueError(f"init must be 'default' or 'identity', got {init!r}")
+        self.depth_head: nn.Linear | None = None
+        self.fixed_depth: float | None = None
+        if depth is None:
+            self.mode = "expmap"
+        elif depth == "learned":
+            self.mode = "learned"
+            if not (math.isfinite(min_depth) and min_depth >= 0):
+                raise ValueError(f"min_depth must be >= 0, got {min_depth!r}")
+            if not (math.isfinite(init_depth) and init_depth > min_depth):
+                raise ValueError(f"init_depth must be > min_depth, got {init_depth!r}")
+            self.min_depth = float(min_depth)
+            self.depth_head = nn.Linear(in_features, 1, dtype=dtype, device=device)
+            with torch.no_grad():
+                self.depth_head.weight.zero_()
+                # softplus^-1(init_depth - min_depth)
+                y = init_depth - min_depth
+                self.depth_head.bias.fill_(y + math.log(-math.expm1(-y)))
+        elif isinstance(depth, (int, float)) and not isinstance(depth, bool) and math.isfinite(depth) and depth > 0:
+            self.mode = "fixed"
+            self.fixed_depth = float(depth)
+        else:
+            raise ValueError(f"depth must be None, 'learned' or a positive number, got {depth!r}")
+
+    @property
+    def curvature(self) -> float:
+        return self.ball.curvature
+
+    def extra_repr(self) -> str:
+        d = {"expmap": "expmap0", "fixed": f"fixed {self.fixed_depth:g}", "learned": "learned"}[self.mode]
+        return f"curvature={self.curvature:g}, depth={d}"
+
+    def depth_of(self, x: torch.Tensor) -> torch.Tensor | None:
+        """The radius chosen for each input ``(B,)`` (``None`` in expmap mode)."""
+        if self.mode == "fixed":
+            return torch.full(x.shape[:-1], self.fixed_depth, dtype=x.dtype, device=x.device)
+        if self.mode == "learned":
+            return F.softplus(self.depth_head(x)).squeeze(-1) + self.min_depth
+        return None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Points ``(..., out_features)`` inside the ball for features ``(..., in_features)``."""
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"expected a tensor of features, got {type(x).__name__}")
+        if x.shape[-1] != self.linear.in_features:
+            raise ValueError(f"expected features of size {self.linear.in_features}, got shape {tuple(x.shape)}")
+        v = self.linear(x)
+        if self.mode == "expmap":
+            return self.ball.expmap0(v)
+        return P.point_at(v, self.depth_of(x), self.curvature)

@@ -1,0 +1,163 @@
+r"""Losses for models in the Poincaré ball; each works with any model that produces points.
+
+* :func:`hyperbolic_info_nce` — InfoNCE (van den Oord, Li & Vinyals, "Representation
+  Learning with Contrastive Predictive Coding", 2018) with the negative hyperbolic
+  distance over a temperature as the logit:
+  ``L = -log( exp(-d(q, k_y)/tau) / sum_j exp(-d(q, k_j)/tau) )``.
+* :func:`memory_info_nce` — the same over the slots of a
+  :class:`~hypermem.nn.HyperbolicMemory`, with the memory's full score (temperature,
+  depth and time terms); with ``k`` the answer competes with the ``k`` hardest other
+  slots (chosen without gradient), so the cost does not grow with the number of slots.
+* :func:`poincare_ranking_loss` — Nickel & Kiela, "Poincaré Embeddings for Learning
+  Hierarchical Representations", NeurIPS 2017, eq. 6:
+  ``L = -log( exp(-d(u, v)) / sum_{v' in N(u) + {v}} exp(-d(u, v')) )``.
+* :func:`entailment_cone_loss` — Ganea, Bécigneul & Hofmann, "Hyperbolic Entailment
+  Cones", ICML 2018, eq. 32: ``sum_P E(u, v) + sum_N max(0, margin - E(u', v'))`` with the
+  cone energy ``E`` of :func:`hypermem.retrieval.cones.cone_energy`.
+
+Example::
+
+    >>> import torch
+    >>> from hypermem.geometry import PoincareBall
+    >>> ball = PoincareBall()
+    >>> u = ball.point_at(torch.tensor([[1.0, 0.0]]), 2.0)
+    >>> near, far = ball.point_at(torch.tensor([[1.0, 0.1]]), 2.0), ball.point_at(torch.tensor([[0.0, 1.0]]), 2.0)
+    >>> good = poincare_ranking_loss(u, near, far.unsqueeze(1))
+    >>> bad = poincare_ranking_loss(u, far, near.unsqueeze(1))
+    >>> bool(good < bad)
+    True
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from ..geometry import poincare as P
+from ..retrieval.cones import DEFAULT_K, cone_energy
+
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def _reduce(loss: torch.Tensor, reduction: str) -> torch.Tensor:
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "none":
+        return loss
+    raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+
+
+def _curvature(ball) -> float:
+    if ball is None:
+        return 1.0
+    if isinstance(ball, (int, float)) and not isinstance(ball, bool):
+        return float(ball)
+    return float(ball.curvature)
+
+
+def _points(name: str, x, dim: int | None = None) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a tensor of points, got {type(x).__name__}")
+    if dim is not None and x.dim() != dim:
+        raise ValueError(f"{name} must have {dim} dimensions, got shape {tuple(x.shape)}")
+    return x
+
+
+def hyperbolic_info_nce(queries: torch.Tensor, keys: torch.Tensor, targets: torch.Tensor,
+                        temperature: float | torch.Tensor = 1.0, ball=None, reduction: str = "mean") -> torch.Tensor:
+    """InfoNCE with logits ``-d(q_i, k_j) / temperature``.
+
+    ``queries`` ``(B, d)``; ``keys`` ``(N, d)`` shared by all queries (in-batch or memory
+    negatives) or ``(B, N, d)`` per query; ``targets`` ``(B,)`` the index of each query's
+    positive among its keys.  ``ball`` is a :class:`~hypermem.geometry.PoincareBall` or a
+    curvature (default 1).
+    """
+    c = _curvature(ball)
+    _points("queries", queries, 2)
+    if keys.dim() == 2:
+        d = P.pairwise_distance(queries, keys, c)
+    elif keys.dim() == 3:
+        d = P.distance_arcosh(queries.unsqueeze(1), keys, c)
+    else:
+        raise ValueError(f"keys must have shape (N, d) or (B, N, d), got {tuple(keys.shape)}")
+    return _reduce(F.cross_entropy(-d / temperature, targets, reduction="none"), reduction)
+
+
+def memory_info_nce(memory, queries: torch.Tensor, targets: torch.Tensor, k: int | None = None,
+                    exclude: torch.Tensor | None = None, at_time=None, reduction: str = "mean") -> torch.Tensor:
+    """InfoNCE over the slots of a :class:`~hypermem.nn.HyperbolicMemory`: the answer slot
+    ``targets`` ``(B,)`` against the others, with the memory's scores as logits.
+
+    ``k=None``: against every slot (memory ``O(B N)``).  ``k``: against the ``k`` best-scoring
+    other slots (hard negatives, chosen without gradient by :meth:`HyperbolicMemory.select`);
+    backward cost ``O(B k d)``.  ``exclude`` ``(B,)`` or ``(B, m)``: slots that are neither
+    answer nor negative (for instance the query's own slot).
+    """
+    targets = torch.as_tensor(targets, device=memory.keys.device).long()
+    if targets.dim() != 1 or targets.shape[0] != queries.shape[0]:
+        raise ValueError(f"targets must have shape ({queries.shape[0]},), got {tuple(targets.shape)}")
+    if bool((targets < 0).any()) or bool((targets >= len(memory)).any()):
+        raise IndexError(f"targets must be slot indices in [0, {len(memory) - 1}]")
+    if k is None:
+        out = memory(queries, k=None, exclude=exclude, at_time=at_time)
+        loss = F.cross_entropy(out.scores, targets, reduction="none")
+        return _reduce(loss, reduction)
+    ex = targets.unsqueeze(1)
+    if exclude is not None:
+        extra = torch.as_tensor(exclude, device=ex.device).long()
+        ex = torch.cat([ex, extra.unsqueeze(1) if extra.dim() == 1 else extra], 1)
+    negatives = memory.select(queries, k, exclude=ex, at_time=at_time)
+    cand = torch.cat([targets.unsqueeze(1), negatives], 1)
+    scores, _ = memory.score_slots(queries, cand, at_time=at_time)
+    zero = torch.zeros_like(targets)
+    return _reduce(F.cross_entropy(scores, zero, reduction="none"), reduction)
+
+
+def poincare_ranking_loss(u: torch.Tensor, v: torch.Tensor, negatives: torch.Tensor, ball=None,
+                          reduction: str = "mean") -> torch.Tensor:
+    """Nickel & Kiela's loss for a related pair ``(u, v)`` against non-neighbours of ``u``.
+
+    ``u``, ``v`` ``(B, d)``; ``negatives`` ``(B, m, d)`` (the ``N(u)`` of the paper: points
+    not related to ``u``).  Equals :func:`hyperbolic_info_nce` at temperature 1 with the
+    positive first.
+    """
+    _points("u", u, 2)
+    _points("v", v, 2)
+    _points("negatives", negatives, 3)
+    c = _curvature(ball)
+    d_pos = P.distance_arcosh(u, v, c).unsqueeze(1)
+    d_neg = P.distance_arcosh(u.unsqueeze(1), negatives, c)
+    logits = -torch.cat([d_pos, d_neg], 1)
+    return _reduce(torch.logsumexp(logits, 1) - logits[:, 0], reduction)
+
+
+def entailment_cone_loss(general: torch.Tensor, specific: torch.Tensor, neg_general: torch.Tensor | None = None,
+                         neg_specific: torch.Tensor | None = None, ball=None, K: float = DEFAULT_K,
+                         margin: float = 0.01, reduction: str = "mean") -> torch.Tensor:
+    """Ganea et al.'s max-margin loss on cone energies.
+
+    Positive pairs (``general`` entails ``specific``, both ``(B, d)``) pay their energy
+    ``E(u, v)`` (zero once ``v`` is inside ``u``'s cone); negative pairs (``neg_general``,
+    ``neg_specific`` ``(M, d)``) pay ``max(0, margin - E(u', v'))`` until they are at least
+    ``margin`` outside.  ``reduction="mean"`` divides the sum by the number of pairs.
+    """
+    if not (isinstance(margin, (int, float)) and math.isfinite(margin) and margin >= 0):
+        raise ValueError(f"margin must be a finite number >= 0, got {margin!r}")
+    if general.shape != specific.shape:
+        raise ValueError(f"general and specific must have the same shape, got {tuple(general.shape)} "
+                         f"and {tuple(specific.shape)}")
+    pos = cone_energy(general, specific, ball, K)
+    parts = [pos]
+    if (neg_general is None) != (neg_specific is None):
+        raise ValueError("give both neg_general and neg_specific, or neither")
+    if neg_general is not None:
+        if neg_general.shape != neg_specific.shape:
+            raise ValueError(f"neg_general and neg_specific must have the same shape, got "
+                             f"{tuple(neg_general.shape)} and {tuple(neg_specific.shape)}")
+        parts.append((margin - cone_energy(neg_general, neg_specific, ball, K)).clamp_min(0.0))
+    loss = torch.cat([p.reshape(-1) for p in parts])
+    return _reduce(loss, reduction)
