@@ -96,6 +96,19 @@ def bench_mammals(args) -> None:
             row(task="mammals", impl="reference", dim=dim, epochs=args.ref_epochs, map=rr.map,
                 mean_rank=rr.mean_rank, s_per_epoch=el_ref / args.ref_epochs, seconds=el_ref,
                 speedup_per_epoch=(el_ref / args.ref_epochs) / (el / args.epochs))
+    print("== mammals: time per epoch at identical settings (dim 10)")
+    for bs, k in [(64, 10), (128, 50), (1024, 50)]:
+        same = dict(lr=0.3, negatives=k, burn_in=0, batch_size=bs)
+        t = time.perf_counter()
+        fit_poincare_embeddings(rel, dim=10, epochs=args.speed_epochs, **same)
+        ours = (time.perf_counter() - t) / args.speed_epochs
+        theirs = float("nan")
+        if ref is not None:
+            t = time.perf_counter()
+            ref.fit_poincare_embeddings(m.closure, dim=10, epochs=args.speed_epochs, **same)
+            theirs = (time.perf_counter() - t) / args.speed_epochs
+        row(task="mammals-speed", batch_size=bs, negatives=k, hypermem_s_per_epoch=ours,
+            reference_s_per_epoch=theirs, speedup=theirs / ours)
     print("== mammals: defaults")
     t = time.perf_counter()
     pts, rep = fit_poincare_embeddings(m.closure, dim=10)
@@ -125,13 +138,13 @@ def bench_mammals(args) -> None:
             mean_rank=r.mean_rank, seconds=time.perf_counter() - t)
 
 
-def _sarkar_one(name: str, tree, dims, ref, nouns: bool) -> None:
+def _sarkar_one(name: str, tree, dims, ref, nouns: bool, schemes=("uniform", "decay0.5")) -> None:
     ch, roots = children_map(tree)
     desc = transitive_closure(ch, roots[0])  # (ancestor, descendant)
     isa = [(v, u) for u, v in desc]  # (hyponym, hypernym)
     rel_desc, rel_isa = Relations(desc), Relations(isa)
     for dim in dims:
-        for lengths in ("uniform", "decay0.5"):
+        for lengths in schemes:
             t = time.perf_counter()
             el = decaying_edge_lengths(tree, 0.5) if lengths != "uniform" else None
             lay = sarkar_layout(tree, dim=dim, tau=None, edge_length=el)
@@ -162,7 +175,7 @@ def bench_sarkar(args) -> None:
         if not wordnet.available():
             print("  nouns skipped: /usr/share/wordnet missing (apt-get install -y wordnet-base)")
             return
-        _sarkar_one("nouns", wordnet.noun_tree(), [10, 20], None, True)
+        _sarkar_one("nouns", wordnet.noun_tree(), [20], None, True, schemes=("decay0.5",))
 
 
 def bench_cones(args) -> None:
@@ -212,6 +225,7 @@ def main() -> int:
     p.add_argument("--dims", type=int, nargs="*", default=[2, 5, 10])
     p.add_argument("--epochs", type=int, default=200)
     p.add_argument("--ref-epochs", type=int, default=20, help="reference epochs (its time per epoch is compared)")
+    p.add_argument("--speed-epochs", type=int, default=3)
     p.add_argument("--sarkar-dims", type=int, nargs="*", default=[2, 5, 10])
     p.add_argument("--cone-dim", type=int, default=5)
     p.add_argument("--cone-epochs", type=int, default=100)

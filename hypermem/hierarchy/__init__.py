@@ -4,11 +4,24 @@
 * :mod:`~hypermem.hierarchy.relations` — pair sets as index tensors (fast membership);
 * :mod:`~hypermem.hierarchy.sarkar` — Sarkar's training-free construction (Sala et al. 2018);
 * :mod:`~hypermem.hierarchy.training` — Poincaré / Euclidean embeddings (Nickel & Kiela 2017)
-  trained with geoopt's Riemannian optimizers;
-* :mod:`~hypermem.hierarchy.cones` — entailment-cone training (Ganea et al. 2018);
+  trained with geoopt's Riemannian optimizers (:mod:`~hypermem.hierarchy.model`,
+  :mod:`~hypermem.hierarchy.losses`, :mod:`~hypermem.hierarchy.sampling`,
+  :mod:`~hypermem.hierarchy.fused`);
+* :mod:`~hypermem.hierarchy.cones` — entailment-cone training (Ganea et al. 2018), with the
+  link-prediction splits of :mod:`~hypermem.hierarchy.splits`;
 * :mod:`~hypermem.hierarchy.evaluation` — reconstruction MAP / mean rank, link-prediction F1.
+
+Example::
+
+    >>> from hypermem.data.wordnet import load_mammals
+    >>> from hypermem.hierarchy import fit_poincare_embeddings, reconstruction
+    >>> m = load_mammals()
+    >>> points, report = fit_poincare_embeddings(m.closure, dim=10)   # doctest: +SKIP
+    >>> reconstruction(points, m.closure).map                         # doctest: +SKIP
+    0.96...
 """
 
+from .cones import fit_entailment_cones
 from .evaluation import (
     LinkPredictionResult,
     ReconstructionResult,
@@ -17,6 +30,8 @@ from .evaluation import (
     reconstruction,
 )
 from .relations import Relations
+from .sarkar import decaying_edge_lengths, max_safe_depth, sarkar_layout, spread_directions
+from .training import TrainingReport, fit_euclidean_embeddings, fit_poincare_embeddings
 from .tree import children_map, depths, transitive_closure
 
 __all__ = [
@@ -24,6 +39,14 @@ __all__ = [
     "children_map",
     "depths",
     "transitive_closure",
+    "sarkar_layout",
+    "spread_directions",
+    "max_safe_depth",
+    "decaying_edge_lengths",
+    "fit_poincare_embeddings",
+    "fit_euclidean_embeddings",
+    "fit_entailment_cones",
+    "TrainingReport",
     "reconstruction",
     "ReconstructionResult",
     "link_prediction",

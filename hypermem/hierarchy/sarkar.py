@@ -143,12 +143,17 @@ def _bucket(n: int) -> int:
     return b
 
 
-def _template(k: int, dim: int, fixed: bool, seed: int, iterations: int) -> torch.Tensor:
-    """``k`` spread directions (plus ``e_1`` first when ``fixed``), float64."""
+def _template(k: int, dim: int, fixed: bool, seed: int, iterations: int, largest: int | None = None
+              ) -> torch.Tensor:
+    """``k`` spread directions (plus ``e_1`` first when ``fixed``), float64.
+
+    Sizes above 24 are prefixes of one relaxed set of size ``_bucket(largest)`` (the
+    largest size the tree needs), so a tree needs one large relaxation only."""
     n = k + int(fixed)
-    if dim <= 2:
+    if dim <= 2 or n <= _EXACT_UP_TO:
         return _relaxed(n, dim, fixed, seed, iterations)
-    return _relaxed(_bucket(n), dim, fixed, seed, iterations)[:n]
+    big = _bucket(max(n, largest or n))
+    return _relaxed(big, dim, fixed, seed, iterations if big <= 128 else max(40, iterations // 4))[:n]
 
 
 @lru_cache(maxsize=1024)
@@ -227,7 +232,8 @@ def choose_tau(max_degree: int, depth: int, dim: int, ball: PoincareBall | None 
         raise ValueError(f"eps must be positive, got {eps}")
     ball = ball or PoincareBall()
     # worst case: the root's children have no parent slot, other nodes have one
-    dirs = _template(max(max_degree, 1), dim, True, seed, 200) if dim > 1 else torch.tensor([[1.0], [-1.0]])
+    dirs = _template(max(max_degree, 1), dim, True, seed, 200, max_degree + 1) if dim > 1 \
+        else torch.tensor([[1.0], [-1.0]])
     theta = min_angle(dirs)
     L = math.log(1.0 / math.sin(theta / 2.0)) if theta < math.pi else 0.0
     tau_eps = (1.0 + eps) / eps * max(L, 1e-3)
@@ -355,8 +361,9 @@ def decaying_edge_lengths(edges: Iterable[tuple[Hashable, Hashable]], ratio: flo
 
 def _stack_templates(degs: list[int], dim: int, fixed: bool, seed: int) -> tuple[torch.Tensor, dict[int, int]]:
     rows, offsets, off = [], {}, 0
+    largest = max(degs, default=0) + int(fixed)
     for k in degs:
-        t = _template(k, dim, fixed, seed, 200)
+        t = _template(k, dim, fixed, seed, 200, largest)
         offsets[k] = off
         off += t.shape[0]
         rows.append(t)
