@@ -3,6 +3,8 @@
 * :class:`HyperbolicMemory` — keys on the ball (a geoopt ``ManifoldParameter``), values,
   full and exact top-k reads with gradients to queries, keys, values and temperature;
   built from and turned back into a :class:`hypermem.store.Memory`;
+* :class:`ParentVote` — a hierarchy-aware readout: a slot scored as an answer from its
+  own key and its children's keys;
 * :class:`BallEncoder` — a learnable map from Euclidean features into the ball;
 * :mod:`~hypermem.nn.losses` — hyperbolic InfoNCE (over points or memory slots), the
   Nickel & Kiela ranking loss, the entailment-cone loss.
@@ -11,11 +13,13 @@
 from .encoder import BallEncoder
 from .losses import entailment_cone_loss, hyperbolic_info_nce, memory_info_nce, poincare_ranking_loss
 from .memory import HyperbolicMemory, Readout, all_distance, gathered_distance
+from .readout import ParentVote
 
 __all__ = [
     "HyperbolicMemory",
     "Readout",
     "BallEncoder",
+    "ParentVote",
     "gathered_distance",
     "all_distance",
     "hyperbolic_info_nce",

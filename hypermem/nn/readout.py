@@ -23,9 +23,12 @@ Two ways to evaluate it:
 * :meth:`ParentVote.topk` — from the memory's exact top-``k`` reads: candidates are the
   ``k`` best slots for the own query and the parents of the ``k`` best slots for the vote
   query (plus given ``targets``, for training), scored with gradient; cost
-  ``O(B k (k + d))``, independent of the number of slots.  A slot outside the candidates
-  scores at most ``logaddexp(s^own_(k) + a, s^vote_(k) + b)`` (the ``k``-th best scores), so
-  every candidate above that bound is ranked exactly.
+  ``O(B k (k + d))``, independent of the number of slots.  The own-score part is exact;
+  the vote only counts the ``k`` best voters, so a candidate's score is a lower bound of
+  its full score (equal when its best children are among them, always when ``k = N``),
+  and a slot outside the candidates scores at most
+  ``logaddexp(s^own_(k) + a, s^vote_(k) + b)`` with the ``k``-th best scores.  It is meant
+  for training (hard negatives); rank with :meth:`~ParentVote.full`.
 
 Example::
 
@@ -63,8 +66,8 @@ class ParentVote(nn.Module):
             raise ValueError(f"combine must be one of {COMBINE}, got {combine!r}")
         if children not in CHILDREN:
             raise ValueError(f"children must be one of {CHILDREN}, got {children!r}")
-        self.combine = combine
-        self.children = children
+        self.combine_mode = combine
+        self.children_mode = children
         parent = torch.as_tensor(parent).detach()
         if parent.dim() != 1 or parent.dtype not in (torch.int64, torch.int32):
             raise ValueError(f"parent must be a 1-d integer tensor of slot indices, got {parent.dtype} "
@@ -88,7 +91,7 @@ class ParentVote(nn.Module):
         low = torch.finfo(own.dtype).min / 8
         own = torch.nan_to_num(own, neginf=low)
         vote = torch.nan_to_num(vote, neginf=low)
-        if self.combine == "logaddexp":
+        if self.combine_mode == "logaddexp":
             return torch.logaddexp(own + a, vote + b)
         voters = torch.maximum(torch.nan_to_num(self_vote, neginf=low), vote)
         return a.exp() * own + b.exp() * voters
@@ -101,7 +104,7 @@ class ParentVote(nn.Module):
         s = scores[:, has]
         out = torch.full_like(scores, -math.inf)
         top = out.scatter_reduce(1, par, s, "amax", include_self=True)
-        if self.children == "max":
+        if self.children_mode == "max":
             return top
         shift = torch.nan_to_num(top, neginf=0.0).detach()
         total = torch.zeros_like(scores).scatter_add(1, par, (s - shift.gather(1, par)).exp())
@@ -133,13 +136,20 @@ class ParentVote(nn.Module):
         dev = memory.keys.device
         parent = self.parent.to(dev)
         sel_own = memory.select(own_queries, k, exclude=exclude, at_time=at_time)
-        sel_vote = memory.select(vote_queries, k, exclude=exclude, at_time=at_time)
+        same = vote_queries is own_queries
+        sel_vote = sel_own if same else memory.select(vote_queries, k, exclude=exclude, at_time=at_time)
         voted = torch.where(sel_vote >= 0, parent[sel_vote.clamp_min(0)], torch.full_like(sel_vote, -1))
         parts = [sel_own, voted]
         if targets is not None:
             parts.insert(0, torch.as_tensor(targets, device=dev).long().reshape(B, 1))
-        cand = torch.cat(parts, 1)
-        cand = _mask_duplicates(cand)
+        raw = torch.cat(parts, 1)
+        own_raw, _ = memory.score_slots(own_queries, raw, at_time=at_time)
+        if same:  # the voters' scores are the own scores of sel_own
+            start = 0 if targets is None else 1
+            s_vote = own_raw[:, start:start + sel_own.shape[1]]
+        else:
+            s_vote, _ = memory.score_slots(vote_queries, sel_vote, at_time=at_time)
+        cand = _mask_duplicates(raw)
         if exclude is not None:
             ex = torch.as_tensor(exclude, device=dev).long()
             ex = ex.unsqueeze(1) if ex.dim() == 1 else ex
@@ -147,12 +157,11 @@ class ParentVote(nn.Module):
             if targets is not None:
                 hit[:, 0] = False
             cand = cand.masked_fill(hit, -1)
-        own, _ = memory.score_slots(own_queries, cand, at_time=at_time)
-        s_vote, _ = memory.score_slots(vote_queries, sel_vote, at_time=at_time)
+        own = own_raw.masked_fill(cand < 0, -math.inf)
         match = (voted.unsqueeze(1) == cand.unsqueeze(2)) & (cand.unsqueeze(2) >= 0)  # (B, C, k)
         per = s_vote.unsqueeze(1).expand(-1, cand.shape[1], -1).masked_fill(~match, -math.inf)
-        vote = per.amax(2) if self.children == "max" else torch.logsumexp(per, 2)
-        if self.combine == "sum":
+        vote = per.amax(2) if self.children_mode == "max" else torch.logsumexp(per, 2)
+        if self.combine_mode == "sum":
             self_vote = own if vote_queries is own_queries else memory.score_slots(vote_queries, cand, at_time)[0]
         else:
             self_vote = own

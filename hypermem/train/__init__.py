@@ -1,5 +1,5 @@
 """Training with Lightning (layer 4): models trained end to end, their data and configs.
 
-Import the submodule you need, for example ``from hypermem.train.rag import RAGModel``.
+Import the submodule you need, for example ``from hypermem.train.rag import RAGModule``.
 Lightning is imported only here and below, never by layers 1-3.
 """

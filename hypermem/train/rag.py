@@ -1,0 +1,365 @@
+r"""End-to-end retrieval-augmented model trained through the hyperbolic memory (WordNet hypernyms).
+
+The task (data: :mod:`hypermem.train.rag_data`): a memory of WordNet noun synsets, each
+``"lemma: gloss"`` embedded by the frozen all-MiniLM-L6-v2; a held-out synset must retrieve
+its hypernym.  Five systems are compared on the same held-out queries (Hits@1, Hits@10,
+MRR; the rank of the answer among all slots, ``1 + #{slots scoring higher}``):
+
+(a) ``flat cosine`` — cosine between the query's and the slots' MiniLM embeddings (a plain
+    vector store);
+(b) ``untrained store`` — :class:`hypermem.store.Memory` with the hierarchy placement
+    (children pulled toward their parent, depth by level) and the shell metric, the query
+    at ``base_depth``: what the NumPy reference would do;
+(c) ``learned linear`` — a linear map of the query features (identity init), scored by
+    cosine with the slots' embeddings over a learned temperature, trained with the same
+    loss (InfoNCE on the answer; here over *all* slots), data and steps;
+(d) ``sibling vote`` — training-free use of the hierarchy: a candidate parent scores the
+    best cosine among itself and its children (the query's nearest siblings vote for
+    their parent);
+(e) ``hyperbolic (trained)`` — :class:`HyperbolicRAG`: frozen sentence features, a learnable
+    :class:`~hypermem.nn.BallEncoder`, a :class:`~hypermem.nn.HyperbolicMemory` whose keys
+    start at the store's hierarchy placement and are trained, and the hierarchy-aware
+    readout :class:`~hypermem.nn.ParentVote` (each candidate scored from its own key and its
+    children's keys), trained end to end through exact top-k reads with InfoNCE on the
+    answer only.
+
+:class:`RAGModule` is the Lightning module that trains (c) or (e) and logs to TensorBoard;
+:func:`run_comparison` runs the whole side-by-side evaluation from a config (see
+``configs/rag_wordnet.yaml`` and ``scripts/train_rag.py``).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import geoopt
+import lightning as L
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..embed import HashingEmbedder
+from ..nn import BallEncoder, HyperbolicMemory, ParentVote
+from ..store import Memory
+from .rag_data import RAGData, RAGDataModule, build_rag_data
+
+logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
+logging.getLogger("lightning.fabric").setLevel(logging.WARNING)
+
+DEFAULTS: dict[str, Any] = {
+    "data": {"root": None, "n_test": 2000, "seed": 0, "cache": True},
+    "store": {"base_depth": 1.0, "depth_step": 0.5, "inherit": 0.25},
+    "model": {"temperature": 0.1, "learn_keys": True, "two_heads": False, "k": 32, "query_depth": None,
+              "combine": "logaddexp", "children": "max", "metric": "shell"},
+    "linear": {"temperature": 0.05},
+    "train": {"epochs": 1, "max_steps": None, "batch_size": 256, "lr": 0.003, "key_lr": None, "seed": 0,
+              "threads": 0},
+    "eval": {"batch_size": 250},
+    "out": "runs/rag_wordnet",
+}
+
+SYSTEMS = ("(a) flat cosine", "(b) untrained store (shell)", "(c) learned linear", "(d) sibling vote",
+           "(e) hyperbolic (trained)")
+
+
+# -- ranking ---------------------------------------------------------------------------------------
+def target_ranks(scores: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Rank of each target among its row: ``1 + #{j : scores_j > scores_target}`` ``(B,)``."""
+    t = scores.gather(1, targets.view(-1, 1))
+    return 1 + (scores > t).sum(1)
+
+
+def ranking_metrics(ranks: torch.Tensor) -> dict[str, float]:
+    """Hits@1, Hits@10 (fractions) and mean reciprocal rank of 1-based ranks."""
+    r = ranks.double()
+    return {"hits@1": float((r <= 1).double().mean()), "hits@10": float((r <= 10).double().mean()),
+            "mrr": float((1.0 / r).mean())}
+
+
+@torch.no_grad()
+def evaluate(score_fn: Callable[[torch.Tensor], torch.Tensor], queries: torch.Tensor, targets: torch.Tensor,
+             batch_size: int = 250) -> dict[str, float]:
+    """:func:`ranking_metrics` of ``score_fn(query batch) -> (B, N)`` over all queries."""
+    ranks = []
+    for i in range(0, len(queries), batch_size):
+        ranks.append(target_ranks(score_fn(queries[i:i + batch_size]), targets[i:i + batch_size]).cpu())
+    return ranking_metrics(torch.cat(ranks))
+
+
+# -- the training-free systems -------------------------------------------------------------------------
+def flat_cosine(data: RAGData) -> Callable[[torch.Tensor], torch.Tensor]:
+    """(a) cosine between query and slot embeddings."""
+    E = F.normalize(data.slot_emb, dim=1)
+    return lambda x: F.normalize(x, dim=1) @ E.T
+
+
+def sibling_vote(data: RAGData) -> Callable[[torch.Tensor], torch.Tensor]:
+    """(d) ``max(cos(q, e_p), max_{c in ch(p)} cos(q, e_c))`` for every slot ``p``."""
+    cos = flat_cosine(data)
+    vote = ParentVote(data.slot_parent, learn=False)
+    return lambda x: torch.maximum(cos(x), vote.children_vote(cos(x)))
+
+
+def build_store(data: RAGData, base_depth: float = 1.0, depth_step: float = 0.5, inherit: float = 0.25,
+                dtype: torch.dtype = torch.float32) -> Memory:
+    """The memory as a :class:`hypermem.store.Memory`: one record per slot (id = synset name,
+    text, parent), its embedding given, placed by the hierarchy."""
+    store = Memory(embedder=HashingEmbedder(dim=data.dim), base_depth=base_depth, depth_step=depth_step, inherit=inherit, dtype=dtype)
+    names, par = data.slot_names, data.slot_parent.tolist()
+    emb = data.slot_emb.double()
+    store.add_many([{"id": names[i], "text": data.slot_texts[i], "parent": None if par[i] < 0 else names[par[i]],
+                     "embedding": emb[i]} for i in range(data.n_slots)])
+    return store
+
+
+def store_scores(store: Memory) -> Callable[[torch.Tensor], torch.Tensor]:
+    """(b) the store's own score (shell metric, query at ``base_depth``) against every memory,
+    through :meth:`HyperbolicMemory.from_memory` (which scores like ``Memory.search``)."""
+    layer = HyperbolicMemory.from_memory(store, learn_keys=False, learn_temperature=False)
+    return lambda x: layer.score_all(store.ball.point_at(x.to(layer.keys.dtype), store.base_depth))[0]
+
+
+# -- the trained systems -------------------------------------------------------------------------------
+class LinearCosine(nn.Module):
+    """(c) ``cos(W x + b, e_j) / tau`` over all slots, ``W`` initialised to the identity."""
+
+    def __init__(self, slot_emb: torch.Tensor, temperature: float = 0.05):
+        super().__init__()
+        d = slot_emb.shape[1]
+        self.linear = nn.Linear(d, d)
+        with torch.no_grad():
+            self.linear.weight.copy_(torch.eye(d))
+            self.linear.bias.zero_()
+        self.log_temperature = nn.Parameter(torch.tensor(math.log(temperature)))
+        self.register_buffer("slots", F.normalize(slot_emb.float(), dim=1))
+
+    def answer_scores(self, x: torch.Tensor) -> torch.Tensor:
+        return F.normalize(self.linear(x), dim=1) @ self.slots.T / self.log_temperature.exp()
+
+    def train_scores(self, x, targets, exclude):
+        """Scores over all slots (``exclude`` masked); the label is the target itself."""
+        s = self.answer_scores(x)
+        s = s.scatter(1, exclude.view(-1, 1), -math.inf)
+        return None, s
+
+
+class HyperbolicRAG(nn.Module):
+    """(e) encoder -> hyperbolic memory -> hierarchy-aware readout.
+
+    ``answer_scores`` ranks every slot exactly (:meth:`ParentVote.full`); ``train_scores``
+    uses exact top-``k`` reads (:meth:`ParentVote.topk`), so a training step costs the two
+    chunked searches plus ``O(batch x k)`` work with gradient.
+    """
+
+    def __init__(self, store: Memory, parent: torch.Tensor, feature_dim: int, temperature: float = 0.1,
+                 learn_keys: bool = True, two_heads: bool = False, k: int = 32, query_depth: float | str | None = None,
+                 combine: str = "logaddexp", children: str = "max", metric: str = "shell"):
+        super().__init__()
+        depth = store.base_depth if query_depth is None else query_depth
+        init = "identity" if feature_dim == store.dim else "default"
+        self.encoder = BallEncoder(feature_dim, store.dim, curvature=store.curvature, depth=depth, init=init,
+                                   init_depth=store.base_depth)
+        self.vote_encoder = BallEncoder(feature_dim, store.dim, curvature=store.curvature, depth=depth, init=init,
+                                        init_depth=store.base_depth) if two_heads else None
+        self.memory = HyperbolicMemory.from_memory(store, learn_keys=learn_keys, temperature=temperature,
+                                                   sparse_grad=True, dtype=torch.float32)
+        self.memory.metric = metric
+        self.readout = ParentVote(parent, combine=combine, children=children)
+        self.k = int(k)
+
+    def _queries(self, x):
+        q = self.encoder(x)
+        return q, (q if self.vote_encoder is None else self.vote_encoder(x))
+
+    def answer_scores(self, x: torch.Tensor) -> torch.Tensor:
+        q, v = self._queries(x)
+        own = self.memory.score_all(q)[0]
+        vote = own if v is q else self.memory.score_all(v)[0]
+        return self.readout.full(own, vote)
+
+    def train_scores(self, x, targets, exclude):
+        """Candidates (answer first) and their scores; the label is position 0."""
+        q, v = self._queries(x)
+        return self.readout.topk(self.memory, q, v, self.k, targets=targets, exclude=exclude)
+
+
+class RAGModule(L.LightningModule):
+    """Trains :class:`LinearCosine` or :class:`HyperbolicRAG` with InfoNCE on the answer and
+    logs ``train/loss``, ``train/temperature`` and the held-out ``val/hits@1``, ``val/hits@10``,
+    ``val/mrr`` to the logger (TensorBoard).
+
+    Trainable keys get :class:`geoopt.optim.SparseRiemannianAdam` (only the rows a step read
+    move); everything else :class:`geoopt.optim.RiemannianAdam` (manual optimisation, two
+    optimizers).
+    """
+
+    def __init__(self, model: nn.Module, lr: float = 3e-3, key_lr: float | None = None, eval_batch: int = 250):
+        super().__init__()
+        self.model = model
+        self.lr = float(lr)
+        self.key_lr = float(key_lr) if key_lr is not None else float(lr)
+        self.eval_batch = int(eval_batch)
+        self.automatic_optimization = False
+        self._ranks: list[torch.Tensor] = []
+
+    def _keys(self):
+        mem = getattr(self.model, "memory", None)
+        return mem.keys if mem is not None and mem.keys.requires_grad else None
+
+    def configure_optimizers(self):
+        keys = self._keys()
+        dense = [p for p in self.model.parameters() if p.requires_grad and p is not keys]
+        opts = [geoopt.optim.RiemannianAdam(dense, lr=self.lr)]
+        if keys is not None:
+            opts.append(geoopt.optim.SparseRiemannianAdam([keys], lr=self.key_lr))
+        return opts
+
+    def training_step(self, batch, batch_idx):
+        x, targets, exclude = batch
+        cand, scores = self.model.train_scores(x, targets, exclude)
+        labels = targets if cand is None else torch.zeros_like(targets)
+        loss = F.cross_entropy(scores, labels)
+        opts = self.optimizers()
+        opts = opts if isinstance(opts, list) else [opts]
+        for o in opts:
+            o.zero_grad()
+        self.manual_backward(loss)
+        for o in opts:
+            o.step()
+        self.log("train/loss", loss, prog_bar=False, on_step=True, on_epoch=False, batch_size=len(x))
+        t = getattr(getattr(self.model, "memory", self.model), "log_temperature", None)
+        if t is not None:
+            self.log("train/temperature", t.detach().exp(), on_step=True, on_epoch=False, batch_size=len(x))
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        x, targets, _ = batch
+        self._ranks.append(target_ranks(self.model.answer_scores(x), targets).cpu())
+
+    def on_validation_epoch_end(self):
+        if not self._ranks:
+            return
+        m = ranking_metrics(torch.cat(self._ranks))
+        self._ranks = []
+        for key, value in m.items():
+            self.log(f"val/{key}", value)
+
+
+# -- the side-by-side run ----------------------------------------------------------------------------
+def merge_config(base: Mapping[str, Any], over: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Nested dict merge: ``over``'s leaves replace ``base``'s (unknown keys are an error)."""
+    out = copy.deepcopy(dict(base))
+    for key, value in (over or {}).items():
+        if key not in out:
+            raise KeyError(f"unknown config key {key!r}; known: {sorted(out)}")
+        if isinstance(out[key], dict):
+            if not isinstance(value, Mapping):
+                raise TypeError(f"config key {key!r} must be a mapping")
+            out[key] = merge_config(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _fit(module: RAGModule, dm: RAGDataModule, steps: int, logdir: Path, name: str, seed: int) -> float:
+    from lightning.pytorch.loggers import TensorBoardLogger
+
+    L.seed_everything(seed, workers=True, verbose=False)
+    # In manual optimisation Lightning counts every optimizer step: scale to count batches.
+    n_opt = len(module.configure_optimizers())
+    trainer = L.Trainer(max_steps=steps * n_opt, max_epochs=-1,
+                        logger=TensorBoardLogger(str(logdir), name=name, version=""),
+                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                        num_sanity_val_steps=0, limit_val_batches=0, log_every_n_steps=1, accelerator="cpu",
+                        devices=1)
+    t0 = time.perf_counter()
+    trainer.fit(module, datamodule=dm)
+    seconds = time.perf_counter() - t0
+    trainer.limit_val_batches = 1.0
+    trainer.validate(module, datamodule=dm, verbose=False)
+    return seconds
+
+
+def run_comparison(config: Mapping[str, Any] | None = None, data: RAGData | None = None,
+                   log: Callable[[str], None] | None = print) -> dict[str, Any]:
+    """Build the data, evaluate (a)-(e) on the held-out queries, train (c) and (e) with the
+    same data, batches and steps (TensorBoard logs under ``<out>/tb``), and write
+    ``<out>/results.json`` and ``<out>/results.md``.  Returns the results dict.
+
+    ``config`` overrides :data:`DEFAULTS` (nested keys).  ``data`` skips building the data
+    (tests pass a small one).
+    """
+    cfg = merge_config(DEFAULTS, config)
+    say = log or (lambda m: None)
+    if cfg["train"]["threads"]:
+        torch.set_num_threads(int(cfg["train"]["threads"]))
+    out = Path(cfg["out"])
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    if data is None:
+        dc = cfg["data"]
+        data = build_rag_data(dc["root"], n_test=dc["n_test"], seed=dc["seed"], cache=dc["cache"], log=say)
+    say(f"{data} ({time.perf_counter() - t0:.0f}s)")
+    dm = RAGDataModule(data, batch_size=cfg["train"]["batch_size"], eval_batch=cfg["eval"]["batch_size"],
+                       seed=cfg["train"]["seed"])
+    X, y = dm.test_queries()
+    ev = cfg["eval"]["batch_size"]
+    results: dict[str, dict[str, float]] = {}
+
+    def record(name, score_fn, seconds=None):
+        m = evaluate(score_fn, X, y, ev)
+        if seconds is not None:
+            m["train_seconds"] = seconds
+        results[name] = m
+        say(f"{name:30s} Hits@1 {100 * m['hits@1']:5.1f}  Hits@10 {100 * m['hits@10']:5.1f}  MRR {m['mrr']:.3f}")
+
+    record(SYSTEMS[0], flat_cosine(data))
+    sc = cfg["store"]
+    store = build_store(data, sc["base_depth"], sc["depth_step"], sc["inherit"])
+    record(SYSTEMS[1], store_scores(store))
+    record(SYSTEMS[3], sibling_vote(data))
+    tc = cfg["train"]
+    steps = tc["max_steps"] or max(1, int(tc["epochs"] * len(data.train_slots) / tc["batch_size"]))
+    linear = LinearCosine(data.slot_emb, cfg["linear"]["temperature"])
+    secs = _fit(RAGModule(linear, tc["lr"], eval_batch=ev), dm, steps, out / "tb", "linear", tc["seed"])
+    record(SYSTEMS[2], linear.answer_scores, secs)
+    mc = cfg["model"]
+    model = HyperbolicRAG(store, data.slot_parent, data.dim, temperature=mc["temperature"],
+                          learn_keys=mc["learn_keys"], two_heads=mc["two_heads"], k=mc["k"],
+                          query_depth=mc["query_depth"], combine=mc["combine"], children=mc["children"],
+                          metric=mc["metric"])
+    record("(e0) hyperbolic (untrained)", model.answer_scores)
+    secs = _fit(RAGModule(model, tc["lr"], tc["key_lr"], eval_batch=ev), dm, steps, out / "tb", "hyperbolic",
+                tc["seed"])
+    record(SYSTEMS[4], model.answer_scores, secs)
+    best = max((SYSTEMS[i] for i in range(4)), key=lambda s: results[s]["hits@10"])
+    e = results[SYSTEMS[4]]
+    summary = {
+        "date": str(date.today()), "config": cfg, "data": repr(data), "steps": steps,
+        "train_queries": len(data.train_slots), "results": results, "best_baseline": best,
+        "hits@10_gain_points": 100 * (e["hits@10"] - results[best]["hits@10"]),
+        "mrr_gain": e["mrr"] - max(results[SYSTEMS[i]]["mrr"] for i in range(4)),
+        "seconds": time.perf_counter() - t0,
+    }
+    (out / "results.json").write_text(json.dumps(summary, indent=2, default=str))
+    (out / "results.md").write_text(results_table(summary))
+    say(f"(e) vs best baseline {best}: {summary['hits@10_gain_points']:+.1f} Hits@10 points, "
+        f"MRR {summary['mrr_gain']:+.3f}; wrote {out / 'results.json'}")
+    return summary
+
+
+def results_table(summary: Mapping[str, Any]) -> str:
+    """The results as a Markdown table."""
+    lines = ["| system | Hits@1 | Hits@10 | MRR | train time (s) |", "|---|---:|---:|---:|---:|"]
+    for name, m in summary["results"].items():
+        t = f"{m['train_seconds']:.0f}" if "train_seconds" in m else ""
+        lines.append(f"| {name} | {100 * m['hits@1']:.1f} | {100 * m['hits@10']:.1f} | {m['mrr']:.3f} | {t} |")
+    return "\n".join(lines) + "\n"
