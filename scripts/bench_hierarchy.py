@@ -211,8 +211,11 @@ def bench_nouns(args) -> None:
                                        batch_size=args.nouns_batch, negatives=50, burn_in=1,
                                        log=lambda s: print("  " + s, f"({time.perf_counter() - t:.0f}s)", flush=True))
     train_s = time.perf_counter() - t
+    X = stack(pts, rel.nodes)
+    if args.save:
+        torch.save({"nodes": rel.nodes, "points": X}, args.save)
     t = time.perf_counter()
-    r = reconstruction(stack(pts, rel.nodes), rel, "poincare")
+    r = reconstruction(X, rel, "poincare")
     row(task="nouns", impl="hypermem", dim=10, epochs=args.nouns_epochs, map=r.map, mean_rank=r.mean_rank,
         train_seconds=train_s, eval_seconds=time.perf_counter() - t)
 
@@ -234,6 +237,7 @@ def main() -> int:
     p.add_argument("--nouns-batch", type=int, default=512)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--json", help="write the rows to this JSON file")
+    p.add_argument("--save", help="save the trained noun embedding here (torch.save)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     print(f"# bench_hierarchy {datetime.date.today()} | {platform.processor() or platform.machine()}, "
