@@ -57,6 +57,14 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+def current_rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
 def timed(fn, repeat=1):
     out, times = None, []
     for _ in range(repeat):
@@ -128,6 +136,7 @@ def bench_batch(m: int, batch: int, k: int, dtype: torch.dtype) -> dict:
     rss0 = peak_rss_mb()
     _, t = timed(lambda: mem.add_many(items()))
     res["build_s"] = t[0]
+    res["rss_after_build_mb"] = current_rss_mb()
     queries = [torch.from_numpy(v) for v in rng.standard_normal((batch, 256))]
     qpts = [P.point_at(q, 1.0) for q in queries]
     mem.search_batch(qpts[:8], k=k, touch=False)  # warm-up
@@ -136,7 +145,6 @@ def bench_batch(m: int, batch: int, k: int, dtype: torch.dtype) -> dict:
     res["hypermem_batch_s"] = min(ts)
     res["hypermem_qps"] = batch / min(ts)
     res["peak_rss_mb_store"] = rss_before
-    res["peak_rss_mb_after_search"] = peak_rss_mb()
     res["rss_before_build_mb"] = rss0
     # exactness: a few queries against a float64 brute force over all memories
     w = mem.time_weights().double()
@@ -150,6 +158,14 @@ def bench_batch(m: int, batch: int, k: int, dtype: torch.dtype) -> dict:
         ref_top = torch.topk(bias - dist, k).indices.tolist()
         agree += [mem._row[r.record.id] for r in out[qi]] == ref_top
     res["exact_vs_float64_bruteforce"] = f"{agree}/{min(5, batch)}"
+    # The same search with the distance alone (no decay, no depth bias): no bias to prune
+    # by, so every product is computed, as faiss does.
+    full = (mem.time_coef, mem.depth_bias)
+    mem.time_coef, mem.depth_bias = 0.0, 0.0
+    _, ts = timed(lambda: mem.search_batch(qpts, k=k, touch=False), repeat=2)
+    mem.time_coef, mem.depth_bias = full
+    res["hypermem_distance_only_s"] = min(ts)
+    res["peak_rss_mb_after_searches"] = peak_rss_mb()
     try:
         import faiss
     except ImportError:
@@ -166,6 +182,7 @@ def bench_batch(m: int, batch: int, k: int, dtype: torch.dtype) -> dict:
     res["faiss_flatip_s"] = min(ts)
     res["faiss_qps"] = batch / min(ts)
     res["throughput_vs_faiss"] = res["hypermem_qps"] / res["faiss_qps"]
+    res["distance_only_throughput_vs_faiss"] = res["faiss_flatip_s"] / res["hypermem_distance_only_s"]
     return res
 
 

@@ -54,6 +54,23 @@ def test_ties_sorted_by_index():
     assert i.tolist() == [[0, 1, 2, 3]]
 
 
+def test_ties_sorted_by_index_when_walking_in_bias_order():
+    # Few distinct directions and biases: many exact ties in score, spread over chunks that
+    # are visited in bias order, not index order; the answer still breaks ties by index.
+    g = torch.Generator().manual_seed(3)
+    N, B, k = 5000, 4, 25
+    dirs = torch.nn.functional.normalize(torch.randn(3, 4, generator=g, dtype=torch.float64), dim=1)
+    K = dirs[torch.randint(0, 3, (N,), generator=g)]
+    Q = torch.nn.functional.normalize(torch.randn(B, 4, generator=g, dtype=torch.float64), dim=1)
+    bias = torch.randint(0, 4, (N,), generator=g).to(torch.float64) * 0.5
+    dist = ShellDistance(1.0, 1.0)
+    s, i, _ = exact_topk(Q, K, k, dist, bias, dist.inverse, chunk_elements=1 << 10)
+    sc = bias.unsqueeze(0) - dist(Q @ K.T)
+    for q in range(B):
+        expected = sorted(range(N), key=lambda j: (-float(sc[q, j]), j))[:k]
+        assert i[q].tolist() == expected
+
+
 def test_bad_arguments():
     dist = ShellDistance(1.0, 1.0)
     with pytest.raises(ValueError, match="k must"):

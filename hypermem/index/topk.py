@@ -11,10 +11,9 @@ for the hyperbolic metric ``g`` also depends on the key's norm.
 and keeps a running top-k per query.  When ``g`` does not depend on the key and its
 inverse is known, it prunes: with the current k-th best score ``t_q`` and the largest bias
 ``b_max`` of a chunk, a key can only enter the top-k if ``s_qj >= g^{-1}(b_max - t_q)``.
-Each chunk then costs one matrix product and one partial sort of the products (the
-``2k + 8`` largest per query, as a heap would keep); only those get the (costly) distance
-and bias evaluated, and when more than that many could pass the threshold, the chunk
-falls back to an exact count.  The answer is exact either way; pruning only
+Each chunk then costs one matrix product and one maximum per query: only the queries
+whose maximum clears their threshold (few, once the thresholds have settled) get their
+passing products selected and their (costly) distance and bias evaluated.  The answer is exact either way; pruning only
 skips work that cannot change it.
 """
 
@@ -39,7 +38,8 @@ def _chunk_rows(batch: int, n: int, budget: int) -> int:
 
 def exact_topk(queries: torch.Tensor, keys: torch.Tensor, k: int, distance: DistanceFn,
                bias: torch.Tensor | None = None, inverse: InverseFn | None = None,
-               chunk_elements: int = 1 << 22) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+               chunk_elements: int = 1 << 20, max_product: float | None = None,
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Exact top-k of ``-distance(Q K^T) + bias`` over all keys.
 
     Parameters
@@ -51,6 +51,9 @@ def exact_topk(queries: torch.Tensor, keys: torch.Tensor, k: int, distance: Dist
     bias: ``(N,)`` per-key bias; ``-inf`` excludes a key.  ``None`` means zero.
     inverse: ``g^{-1}`` for a key-independent ``g`` (enables pruning); ``None`` disables it.
     chunk_elements: products held at once (``B * chunk``), bounding memory.
+    max_product: an upper bound on every product ``q . k`` (1 for unit directions); with
+        pruning and a bias that varies it lets the walk stop early.  ``None`` computes
+        ``max ||q|| * max ||k||``.
 
     Returns
     -------
@@ -74,49 +77,90 @@ def exact_topk(queries: torch.Tensor, keys: torch.Tensor, k: int, distance: Dist
         return _pad(best_s, best_i, best_d, k)
     chunk = _chunk_rows(B, N, chunk_elements)
     zero = torch.zeros((), dtype=dt, device=dev)
+    state = [best_s, best_i, best_d]
+
+    def merge(rows, sc, idx, d):
+        """Fold candidate scores ``sc`` (for query ``rows``; None: all) into the running top-k."""
+        sc_top, pos = _top_first(sc, min(kk, sc.shape[1]))
+        bs, bi, bd = state if rows is None else (t[rows] for t in state)
+        all_s = torch.cat([bs, sc_top], dim=1)
+        all_i = torch.cat([bi, torch.gather(idx, 1, pos)], dim=1)
+        all_d = torch.cat([bd, torch.gather(d, 1, pos)], dim=1)
+        if by_bias:
+            # Chunks come in bias order: put ties in index order first (missing last).
+            o = torch.argsort(torch.where(all_i < 0, big, all_i), dim=1, stable=True)
+            all_s, all_i, all_d = (torch.gather(t, 1, o) for t in (all_s, all_i, all_d))
+        # Otherwise earlier chunks hold smaller indices and come first: a stable sort keeps
+        # ties in index order.
+        new_s, pos = torch.sort(all_s, dim=1, descending=True, stable=True)
+        pos = pos[:, :kk]
+        new = (new_s[:, :kk], torch.gather(all_i, 1, pos), torch.gather(all_d, 1, pos))
+        for t, v in zip(state, new):
+            if rows is None:
+                t.copy_(v)
+            else:
+                t[rows] = v
+
+    # With pruning and a bias that varies, walk the keys in descending bias: the first
+    # chunk sets strong thresholds, and the walk stops once no remaining key can enter.
+    by_bias = bool(inverse is not None and bias is not None and N > chunk
+                   and bool(bias.max() > bias.min()))
+    big = torch.iinfo(torch.long).max
+    if by_bias:
+        order = torch.argsort(bias, descending=True)
+        if max_product is None:
+            max_product = float(queries.norm(dim=1).max() * keys.norm(dim=1).max())
+        limit = torch.tensor(max_product, dtype=dt, device=dev)
     for start in range(0, N, chunk):
         stop = min(N, start + chunk)
-        b = None if bias is None else bias[start:stop]
-        bmax = zero if b is None else b.max()
-        if b is not None and bool(bmax == -math.inf):
-            continue
-        sims = queries @ keys[start:stop].T  # (B, C)
-        gathered = None
-        if inverse is not None and start > 0:
-            # A key can only enter if -g(s) + b_max >= t (t: current k-th best score), i.e.
-            # s >= s_min.  Take the few largest products per query (one partial sort, like a
-            # heap) and check that nothing beyond them can pass; otherwise count exactly.
-            s_min = inverse(bmax - best_s[:, -1])  # (B,)
-            width = sims.shape[1]
-            m = min(width, 2 * kk + 8)
-            vals, pos = torch.topk(sims, m, dim=1, sorted=False)
-            if m < width and bool((vals.min(dim=1).values >= s_min).any()):
-                m = int((sims >= s_min.unsqueeze(1)).sum(dim=1).max())
-                vals, pos = torch.topk(sims, m, dim=1, sorted=False) if m * 4 < width else (None, None)
-            elif not bool((vals.max(dim=1).values >= s_min).any()):
-                continue  # no key of this chunk can enter any query's top-k
-            if vals is not None:
-                sims, gathered = vals, pos
-        if gathered is None:
-            idx = torch.arange(start, stop, device=dev)
-            d = distance(sims, idx)
-            sc = -d if b is None else b.unsqueeze(0) - d
-            idx = idx.expand(B, -1)
+        if by_bias:
+            cidx = torch.sort(order[start:stop]).values  # index order inside the chunk
+            b = bias[cidx]
+            bmax = bias[order[start]]
+            if bool(bmax == -math.inf):
+                break
+            kc = keys.index_select(0, cidx)
         else:
-            idx = gathered + start
+            cidx = None
+            b = None if bias is None else bias[start:stop]
+            bmax = zero if b is None else b.max()
+            if b is not None and bool(bmax == -math.inf):
+                continue
+            kc = keys[start:stop]
+        if start > 0 and inverse is not None:
+            s_min = inverse(bmax - state[0][:, -1])  # (B,)
+            if by_bias and bool((s_min > limit).all()):
+                break  # bias only falls from here: nothing left can enter
+        sims = queries @ kc.T  # (B, C)
+        if inverse is None or start == 0:
+            idx = torch.arange(start, stop, device=dev) if cidx is None else cidx
             d = distance(sims, idx)
-            sc = -d if b is None else b[gathered] - d
-        sc_top, pos = _top_first(sc, min(kk, sc.shape[1]))
-        all_s = torch.cat([best_s, sc_top], dim=1)
-        all_i = torch.cat([best_i, torch.gather(idx, 1, pos)], dim=1)
-        all_d = torch.cat([best_d, torch.gather(d, 1, pos)], dim=1)
-        # Earlier chunks hold smaller indices and come first: a stable sort keeps ties in
-        # index order.
-        best_s, pos = torch.sort(all_s, dim=1, descending=True, stable=True)
-        best_s, pos = best_s[:, :kk], pos[:, :kk]
-        best_i = torch.gather(all_i, 1, pos)
-        best_d = torch.gather(all_d, 1, pos)
-    best_s, best_i, best_d = _sort_ties(best_s, best_i, best_d)
+            merge(None, -d if b is None else b.unsqueeze(0) - d, idx.expand(B, -1), d)
+            continue
+        # A key can only enter if -g(s) + b_max >= t (t: the query's current k-th best
+        # score), i.e. s >= s_min.  One row maximum finds the queries this chunk can change
+        # at all; in their rows one comparison marks the few passing products, which alone
+        # get distance and bias evaluated, packed into a (rows, max passing) block.
+        active = (sims.amax(dim=1) >= s_min).nonzero().squeeze(1)
+        if active.numel() == 0:
+            continue
+        if active.numel() < B:
+            sims, s_min = sims[active], s_min[active]
+        r, c = (sims >= s_min.unsqueeze(1)).nonzero().unbind(1)
+        vals = sims[r, c]
+        counts = torch.bincount(r, minlength=active.numel())
+        first = torch.cumsum(counts, 0) - counts
+        slot = torch.arange(r.numel(), device=dev) - first[r]
+        m = int(counts.max())
+        idx = c + start if cidx is None else cidx[c]
+        d = distance(vals, idx)
+        sc = -d if b is None else b[c] - d
+        block_s = sims.new_full((active.numel(), m), -math.inf)
+        block_i = idx.new_full((active.numel(), m), -1)
+        block_d = sims.new_full((active.numel(), m), math.inf)
+        block_s[r, slot], block_i[r, slot], block_d[r, slot] = sc, idx, d
+        merge(None if active.numel() == B else active, block_s, block_i, block_d)
+    best_s, best_i, best_d = _sort_ties(*state)
     return _pad(best_s, best_i, best_d, k)
 
 

@@ -484,7 +484,8 @@ class HyperbolicMemory(nn.Module):
             base_fn, base_inv = dist_fn, inv
             dist_fn = lambda s, idx: base_fn(s, idx) / tau  # noqa: E731
             inv = None if base_inv is None else (lambda y: base_inv(y * tau))
-        _, idx, _ = exact_topk(qdir, dirs, min(k + extra, len(self)), dist_fn, bias, inv)
+        _, idx, _ = exact_topk(qdir, dirs, min(k + extra, len(self)), dist_fn, bias, inv,
+                               max_product=1.0)  # unit directions
         if ex is not None:
             hit = (idx.unsqueeze(2) == ex.unsqueeze(1)).any(2) | (idx < 0)
             order = torch.argsort(hit.to(torch.int8), dim=1, stable=True)

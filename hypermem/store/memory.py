@@ -849,7 +849,8 @@ class Memory(PersistenceMixin, InspectMixin):
         keys = self._dir[: self._n] if rows is None else self._dir[rows]
         b = bias if rows is None else bias[rows]
         g, inv = self._distance_model(metric, q_radius, rows)
-        scores, local, dist = exact_topk(Q, keys, k, g, b, inv)
+        # directions are unit vectors: every product is a cosine, at most 1
+        scores, local, dist = exact_topk(Q, keys, k, g, b, inv, max_product=1.0)
         idx = local if rows is None else torch.where(local >= 0, rows[local.clamp_min(0)], local)
         return scores, idx, dist
 
