@@ -21,3 +21,15 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "cuda" in item.keywords or "[cuda" in item.nodeid:
                 item.add_marker(skip)
+
+
+@pytest.fixture
+def one_thread():
+    """Small tensors: one torch thread avoids thread-pool overhead on a busy machine.
+
+    Opt in per module with ``pytestmark = pytest.mark.usefixtures("one_thread")``.
+    """
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

@@ -14,17 +14,9 @@ from hypermem.geometry import PoincareBall
 from hypermem.nn import BallEncoder, HyperbolicMemory
 from hypermem.temporal import HalfLife
 
+pytestmark = pytest.mark.usefixtures("one_thread")
 BALL = PoincareBall()
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Small tensors: one thread avoids thread-pool overhead on a busy machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def make_memory(n=40, d=6, metric="hyperbolic", dtype=torch.float64, device="cpu", seed=0, **kw):
@@ -266,7 +258,7 @@ def test_riemannian_adam_on_mixed_euclidean_and_manifold_parameters():
         loss = ((mem(enc(x), k=8).read - target) ** 2).mean()
         loss.backward()
         opt.step()
-        losses.append(float(loss))
+        losses.append(loss.item())
     assert losses[-1] < losses[0]
     assert bool(BALL.is_inside(mem.keys.detach()).all())
 
@@ -342,3 +334,55 @@ def test_ball_encoder_depth_modes_and_identity_init():
         BallEncoder(5, 3, depth=-1.0)
     with pytest.raises(ValueError, match="size 5"):
         e(torch.zeros(2, 4, dtype=torch.float64))
+
+
+# -- losses -------------------------------------------------------------------------------------------
+def test_ranking_loss_is_info_nce_at_temperature_one():
+    from hypermem.nn import hyperbolic_info_nce, poincare_ranking_loss
+
+    u = queries(4)
+    v = BALL.random_points(4, 6, 2.0, seed=11)
+    neg = BALL.random_points(4 * 5, 6, 2.0, seed=12).view(4, 5, 6)
+    keys = torch.cat([v.unsqueeze(1), neg], 1)
+    a = poincare_ranking_loss(u, v, neg)
+    b = hyperbolic_info_nce(u, keys, torch.zeros(4, dtype=torch.long), temperature=1.0)
+    assert torch.allclose(a, b)
+    d = BALL.distance(u.unsqueeze(1), keys)
+    expected = (torch.logsumexp(-d, 1) + d[:, 0]).mean()
+    assert torch.allclose(a, expected)
+
+
+def test_memory_info_nce_with_all_other_slots_as_negatives_equals_the_full_loss():
+    from hypermem.nn import memory_info_nce
+
+    mem = make_memory(n=25, **timed(25))
+    q = queries(6)
+    t = torch.tensor([0, 3, 5, 7, 11, 24])
+    full = memory_info_nce(mem, q, t, k=None, at_time=NOW)
+    top = memory_info_nce(mem, q, t, k=24, at_time=NOW)
+    assert torch.allclose(full, top)
+    ex = torch.tensor([1, 2, 3, 4, 5, 6])
+    ex[t == ex] = 9
+    assert torch.allclose(memory_info_nce(mem, q, t, exclude=ex, at_time=NOW),
+                          memory_info_nce(mem, q, t, k=23, exclude=ex, at_time=NOW))
+    with pytest.raises(IndexError):
+        memory_info_nce(mem, q, t + 100)
+
+
+def test_entailment_cone_loss_is_zero_inside_and_pushes_violations():
+    from hypermem.nn import entailment_cone_loss
+
+    general = BALL.point_at(torch.tensor([[1.0, 0.0, 0.0]], dtype=torch.float64), 1.5)
+    inside = BALL.point_at(torch.tensor([[1.0, 0.01, 0.0]], dtype=torch.float64), 3.0)
+    outside = BALL.point_at(torch.tensor([[0.0, 1.0, 0.0]], dtype=torch.float64), 3.0)
+    assert float(entailment_cone_loss(general, inside)) == 0.0
+    assert float(entailment_cone_loss(general, outside)) > 0.1
+    # a negative pair already far outside costs nothing; one inside costs the margin
+    assert float(entailment_cone_loss(general, inside, general, outside, margin=0.01)) == 0.0
+    both = entailment_cone_loss(general, inside, general, inside, margin=0.05, reduction="sum")
+    assert torch.allclose(both, torch.tensor(0.05, dtype=torch.float64))
+    x = outside.clone().requires_grad_()
+    entailment_cone_loss(general, x).backward()
+    assert float(x.grad.abs().sum()) > 0
+    with pytest.raises(ValueError, match="both"):
+        entailment_cone_loss(general, inside, neg_general=general)

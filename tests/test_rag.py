@@ -11,15 +11,8 @@ from hypermem.embed import HashingEmbedder
 from hypermem.geometry import PoincareBall
 from hypermem.nn import HyperbolicMemory, ParentVote
 
+pytestmark = pytest.mark.usefixtures("one_thread")
 BALL = PoincareBall()
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def tree_memory(n=60, d=5, seed=0):

@@ -292,7 +292,8 @@ def run_comparison(config: Mapping[str, Any] | None = None, data: RAGData | None
                    log: Callable[[str], None] | None = print) -> dict[str, Any]:
     """Build the data, evaluate (a)-(e) on the held-out queries, train (c) and (e) with the
     same data, batches and steps (TensorBoard logs under ``<out>/tb``), and write
-    ``<out>/results.json`` and ``<out>/results.md``.  Returns the results dict.
+    ``<out>/results.json`` and ``<out>/results.md``.  Returns the results dict, plus the
+    trained models under ``"models"`` (``linear``, ``hyperbolic``, and the ``store``).
 
     ``config`` overrides :data:`DEFAULTS` (nested keys).  ``data`` skips building the data
     (tests pass a small one).
@@ -351,6 +352,7 @@ def run_comparison(config: Mapping[str, Any] | None = None, data: RAGData | None
     }
     (out / "results.json").write_text(json.dumps(summary, indent=2, default=str))
     (out / "results.md").write_text(results_table(summary))
+    summary["models"] = {"linear": linear, "hyperbolic": model, "store": store}
     say(f"(e) vs best baseline {best}: {summary['hits@10_gain_points']:+.1f} Hits@10 points, "
         f"MRR {summary['mrr_gain']:+.3f}; wrote {out / 'results.json'}")
     return summary
