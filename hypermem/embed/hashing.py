@@ -81,7 +81,7 @@ class HashingEmbedder:
         return feats
 
     def _reset_vocab(self) -> None:
-        self._cache = {}
+        self._cache = {"\x00": -1}  # the text separator of embed(); never a token
         self._lens: list[int] = []
         self._idx_parts: list[np.ndarray] = []
         self._sgn_parts: list[np.ndarray] = []
@@ -107,24 +107,37 @@ class HashingEmbedder:
         # One regex pass over all texts joined by NUL (not a token character; lower() maps
         # it to itself and treats it as a word boundary), then split at the separators.
         tokens = _TOKEN_OR_SEP.findall("\x00".join(texts).lower())
-        seps = [i for i, tok in enumerate(tokens) if tok == "\x00"]
+        get = self._cache.get
+        tids = list(map(get, tokens))  # the separator maps to -1 (see _reset_vocab)
+        if None in tids:
+            for tok in set(tokens).difference(self._cache):
+                self._token_id(tok)
+            tids = list(map(get, tokens))
+        arr = np.fromiter(tids, dtype=np.int64, count=len(tids))
+        is_sep = arr < 0
+        seps = np.flatnonzero(is_sep)
         if len(seps) == max(n - 1, 0):
-            counts = np.diff(np.array([-1, *seps, len(tokens)], dtype=np.int64)) - 1
-            flat = [tok for tok in tokens if tok != "\x00"] if seps else tokens
+            counts = np.diff(np.concatenate([[-1], seps, [len(arr)]])) - 1
+            arr = arr[~is_sep]
         else:  # a text holds NUL itself: tokenise text by text
             per_text = [_WORD_RE.findall(t.lower()) for t in texts]
             counts = np.fromiter(map(len, per_text), dtype=np.int64, count=n)
-            flat = [tok for toks in per_text for tok in toks]
-        tids = list(map(self._cache.get, flat))
-        if None in tids:
-            for tok in {tok for tok, tid in zip(flat, tids) if tid is None}:
-                self._token_id(tok)
-            tids = list(map(self._cache.get, flat))
-        if not tids:
+            arr = np.fromiter((get(tok) for toks in per_text for tok in toks), dtype=np.int64,
+                              count=int(counts.sum()))
+        tids = arr
+        if not tids.size:
             return torch.zeros(n, self.dim, dtype=torch.float64)
         # token -> dense feature row for the distinct tokens of this batch, then one
         # sparse (texts x tokens) @ (tokens x dim) product; sums of +-1 are exact in float64.
-        uniq, local = np.unique(np.asarray(tids, dtype=np.int64), return_inverse=True)
+        # distinct token ids in order, and each token's position among them: by a sort for
+        # few tokens, by a presence map over the vocabulary (no sort) for many
+        if tids.size * 16 < len(self._lens):
+            uniq, local = np.unique(tids, return_inverse=True)
+        else:
+            present = np.zeros(len(self._lens), dtype=bool)
+            present[tids] = True
+            uniq = np.flatnonzero(present)
+            local = (np.cumsum(present) - 1)[tids]
         lens = np.fromiter((self._lens[u] for u in uniq), dtype=np.int64, count=len(uniq))
         rows = np.repeat(np.arange(len(uniq), dtype=np.int64), lens)
         cols = np.concatenate([self._idx_parts[u] for u in uniq])
@@ -142,12 +155,16 @@ class HashingEmbedder:
         else:
             crow = np.zeros(n + 1, dtype=np.int64)
             np.cumsum(counts, out=crow[1:])
+            # Every entry is a sum of +-1 over at most (all features of the batch) terms: while
+            # that stays below 2**24 float32 holds it exactly, and its product is faster.
+            exact32 = int(lens[local].sum()) < 2**24
+            dt = torch.float32 if exact32 else torch.float64
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=".*Sparse CSR tensor support is in beta.*")
                 counts_matrix = torch.sparse_csr_tensor(
                     torch.from_numpy(crow), torch.from_numpy(local.astype(np.int64)),
-                    torch.ones(len(local), dtype=torch.float64), (n, len(uniq)), check_invariants=False)
-            X = counts_matrix @ torch.from_numpy(tok)
+                    torch.ones(len(local), dtype=dt), (n, len(uniq)), check_invariants=False)
+            X = (counts_matrix @ torch.from_numpy(tok).to(dt)).to(torch.float64)
         # Integer-valued rows: the squared norm is an exact integer, so this matches any
         # other correctly rounded implementation bit for bit.
         norms = torch.linalg.vector_norm(X, dim=1, keepdim=True)

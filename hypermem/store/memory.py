@@ -453,13 +453,17 @@ class Memory(PersistenceMixin, InspectMixin):
                 levels[i], gen[i] = levels[j] + 1, gen[j] + 1
             else:
                 levels[i] = lv_store[row[par]] + 1
-        dirs, depths = self._place_batch(batch, emb, levels, gen, batch_pos)
-        # Commit.
+        # Capacity first (rows past _n are not part of the store until the commit below),
+        # so float64 directions are placed straight into their storage rows.
         self._reserve(m)
         n0 = self._n
         sl = slice(n0, n0 + m)
         dev = self.device
-        self._dir[sl] = dirs.to(dev, self.dtype)
+        out = self._dir[sl] if self.dtype == torch.float64 else None
+        dirs, depths = self._place_batch(batch, emb, levels, gen, batch_pos, out=out)
+        # Commit.
+        if out is None:
+            self._dir[sl] = dirs.to(dev, self.dtype)
         self._depth[sl] = depths.to(dev, self.dtype)
         self._emb[sl] = emb
         times = [now if t is None else t for t in batch.times]
@@ -483,8 +487,9 @@ class Memory(PersistenceMixin, InspectMixin):
         self._version += 1
         return new_ids
 
-    def _place_batch(self, batch: _Batch, emb, levels, gen, batch_pos):
-        """Directions (float64, store device) and depths for a batch of new memories.
+    def _place_batch(self, batch: _Batch, emb, levels, gen, batch_pos, out=None):
+        """Directions (float64, store device; written to ``out`` when given) and depths for
+        a batch of new memories.
 
         Generation by generation (a memory whose parent is in the same batch comes one
         generation after it), each generation placed in one vectorised call."""
@@ -492,7 +497,7 @@ class Memory(PersistenceMixin, InspectMixin):
         c = self.curvature
         # Roots keep their unit embedding; children's rows are overwritten generation by
         # generation (each child's own row is read just before it is replaced).
-        dirs = unit(emb.to(dev))
+        dirs = unit(emb.to(dev), out=out)
         e = dirs
         depths = self.base_depth + self.depth_step * torch.tensor(levels, dtype=torch.float64, device=dev)
         gen_a = np.asarray(gen)

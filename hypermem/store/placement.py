@@ -25,20 +25,27 @@ membership survives rounding (stored in float32 too)."""
 _BISECT_STEPS = 40
 
 
-def unit(x: torch.Tensor) -> torch.Tensor:
-    """Rows scaled to unit norm (zero rows stay zero)."""
+def unit(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Rows scaled to unit norm (zero rows stay zero); written to ``out`` when given."""
     n = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
-    return x / n.clamp_min(1e-300 if x.dtype == torch.float64 else 1e-30)
+    return torch.div(x, n.clamp_min_(1e-300 if x.dtype == torch.float64 else 1e-30), out=out)
 
 
 def mix(e: torch.Tensor, up: torch.Tensor, a: torch.Tensor | float) -> torch.Tensor:
     """``normalize((1 - a) e + a up)``; falls back to ``up`` where the mix vanishes."""
-    a = torch.as_tensor(a, dtype=e.dtype, device=e.device)
-    if a.dim() == 1:
-        a = a.unsqueeze(1)
-    v = (1.0 - a) * e + a * up
-    n = v.norm(dim=-1, keepdim=True)
-    return torch.where(n > 1e-12, v / n.clamp_min(1e-300), up)
+    if isinstance(a, float):
+        v = torch.add(e * (1.0 - a), up, alpha=a)  # one temporary, updated in place
+    else:
+        a = torch.as_tensor(a, dtype=e.dtype, device=e.device)
+        if a.dim() == 1:
+            a = a.unsqueeze(1)
+        v = (1.0 - a) * e + a * up
+    n = torch.linalg.vector_norm(v, dim=-1, keepdim=True)
+    vanished = n <= 1e-12
+    v.div_(n.clamp_min_(1e-300))
+    if bool(vanished.any()):
+        v = torch.where(vanished, up, v)
+    return v
 
 
 def child_directions(e: torch.Tensor, parent_dir: torch.Tensor, parent_depth: torch.Tensor,
