@@ -1,6 +1,6 @@
 """The ``hypermem`` command line.
 
-  hypermem demo [--out DIR]                      build, save, inspect and search a small demo memory
+  hypermem demo [--dataset mammals|events]       train, save, inspect and search a demo memory
   hypermem inspect MEMORY [-o PAGE.html]         write the HTML inspector of a saved memory
   hypermem tree MEMORY [--root ID]               print the hierarchy
   hypermem search MEMORY [QUERY] [-k K] [--mode MODE] [--root ID]
@@ -77,9 +77,19 @@ def _print_json(obj: Any) -> None:
 
 # ---------------------------------------------------------------------------- commands
 def _cmd_demo(args: argparse.Namespace) -> int:
+    training = {}
+    if args.dataset == "mammals":
+        training = {"config": args.config, "epochs": args.epochs, "runs_dir": args.runs or "runs",
+                    "progress": not args.no_progress}
+    else:
+        given = [flag for flag, used in (("--config", args.config is not None), ("--epochs", args.epochs is not None),
+                                         ("--runs", args.runs is not None), ("--no-progress", args.no_progress))
+                 if used]
+        if given:
+            raise UserError(f"{', '.join(given)}: only for the mammals demo (--dataset mammals)")
     from .demo import run_demo
 
-    result = run_demo(args.out, dataset=args.dataset, inspector=not args.no_inspector)
+    result = run_demo(args.out, dataset=args.dataset, inspector=not args.no_inspector, **training)
     if args.open and result["html"] is not None:
         import webbrowser
 
@@ -225,11 +235,21 @@ def build_parser() -> argparse.ArgumentParser:
                                      epilog=__doc__.split("\n\n")[1])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    from_demo = sub.add_parser("demo", help="build, save, inspect and search a small demo memory",
-                               description="Build a small hierarchical memory of time-stamped events, save it "
-                               "(SQLite and JSON), write the inspector page, print the tree and a few searches.")
+    from_demo = sub.add_parser("demo", help="train, save, inspect and search a demo memory (WordNet mammals)",
+                               description="mammals (default): train Poincaré embeddings of the WordNet mammal "
+                               "hierarchy with the shipped Lightning config (TensorBoard logs under runs/), load "
+                               "them into a memory with the glosses as text, print the reconstruction MAP and "
+                               "hierarchical searches, write the inspector page. events: a small hierarchy of "
+                               "time-stamped events. Both are saved as SQLite and JSON.")
     from_demo.add_argument("--out", default="out/hypermem-demo", help="output folder (default: %(default)s)")
-    from_demo.add_argument("--dataset", default="events", choices=_demo_names(), help="which demo")
+    from_demo.add_argument("--dataset", default="mammals", choices=_demo_names(), help="which demo "
+                           "(default: %(default)s)")
+    from_demo.add_argument("--config", help="mammals: the Lightning config (default: "
+                           "configs/mammals_poincare.yaml)")
+    from_demo.add_argument("--epochs", type=_positive_int, help="mammals: train this many epochs (default: the "
+                           "config's)")
+    from_demo.add_argument("--runs", help="mammals: TensorBoard logs and checkpoints folder (default: runs)")
+    from_demo.add_argument("--no-progress", action="store_true", help="mammals: hide the progress bar")
     from_demo.add_argument("--no-inspector", action="store_true", help="do not write the HTML inspector")
     from_demo.add_argument("--open", action="store_true", help="open the inspector in a browser")
     from_demo.set_defaults(func=_cmd_demo)

@@ -1,10 +1,20 @@
-"""The ``hypermem demo``: a small hierarchical memory of time-stamped events, saved,
-inspected and searched.
+"""The ``hypermem demo``: hierarchical memories built, saved, inspected and searched.
 
-Each demo is a builder in :data:`DEMOS` (name -> function returning a
-:class:`~hypermem.store.Memory`); :func:`run_demo` saves it, writes the inspector page,
-prints the tree and a few searches.  Add a builder (and a :data:`DEMO_SEARCHES` entry)
-to get a new ``hypermem demo --dataset NAME``.
+Two demos (``hypermem demo --dataset NAME``):
+
+* ``mammals`` (the default) — the WordNet mammal hierarchy (1,180 synsets, 6,540
+  closure pairs, shipped in :mod:`hypermem.data`): trains Poincaré embeddings (Nickel &
+  Kiela 2017) with the shipped Lightning config ``configs/mammals_poincare.yaml``
+  (TensorBoard logs under ``runs/``), loads the trained points into a
+  :class:`~hypermem.store.Memory` with the synsets' glosses as text
+  (:func:`embedding_to_memory`), reports the reconstruction MAP of the memory's points,
+  runs a few hierarchical searches (subtree, ancestors, entailment cone) and writes the
+  inspector (:func:`run_mammals_demo`);
+* ``events`` — a small hand-written hierarchy of time-stamped events
+  (:func:`build_events_memory`).
+
+:func:`run_demo` dispatches on the name.  Each memory is saved (SQLite and JSON), checked
+to load back equal, and written as an inspector page.
 
 >>> mem = build_events_memory()
 >>> len(mem), len(mem.roots())
@@ -14,7 +24,7 @@ to get a new ``hypermem demo --dataset NAME``.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -69,8 +79,15 @@ def build_events_memory(now: datetime = DEMO_NOW):
     return mem
 
 
-DEMOS: dict[str, Callable[[], Any]] = {"events": build_events_memory}
-"""Demo builders by name (``hypermem demo --dataset NAME``)."""
+MAMMALS_CONFIG = "configs/mammals_poincare.yaml"
+"""The shipped Lightning config of the mammals demo (relative to the working folder or to
+the source checkout)."""
+
+DEFAULT_DEMO = "mammals"
+"""``hypermem demo`` without ``--dataset``."""
+
+DEMOS: dict[str, Callable[..., Any]] = {}
+"""Demo builders by name (``hypermem demo --dataset NAME``); filled below."""
 
 DEMO_SEARCHES: dict[str, list[dict[str, Any]]] = {
     "events": [
@@ -80,37 +97,270 @@ DEMO_SEARCHES: dict[str, list[dict[str, Any]]] = {
         {"query": None, "k": 5, "mode": "ancestors", "root": "run-knee"},
         {"query": "booked", "k": 3, "mode": "subtree", "root": "travel"},
     ],
+    # ``near``: the query is that memory's trained point (hyperbolic distance ranks).
+    "mammals": [
+        {"near": "dog.n.01", "k": 5},
+        {"near": "lion.n.01", "k": 5, "mode": "subtree", "root": "feline.n.01"},
+        {"near": "lion.n.01", "k": 10, "mode": "ancestors", "root": "lion.n.01"},
+        {"near": "big_cat.n.01", "k": 8, "mode": "cone", "root": "big_cat.n.01"},
+    ],
 }
+"""The searches each demo prints: :meth:`Memory.search` keyword arguments, plus ``query``
+(text or None) or ``near`` (the id of a memory whose point is the query)."""
 
 
+# ---------------------------------------------------------------------------- WordNet mammals
+def find_config(config: str | Path | None = None) -> Path:
+    """The config file: ``config`` (default :data:`MAMMALS_CONFIG`) as given, or else
+    relative to the source checkout holding this package."""
+    path = Path(MAMMALS_CONFIG if config is None else config)
+    if path.is_file():
+        return path
+    beside = Path(__file__).resolve().parents[1] / path
+    if not path.is_absolute() and beside.is_file():
+        return beside
+    raise FileNotFoundError(f"no such config file: {path} (the demo's is {MAMMALS_CONFIG} in the hypermem "
+                            "source checkout)")
+
+
+def _check_epochs(epochs: Any) -> int | None:
+    if epochs is None:
+        return None
+    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
+        raise ValueError(f"epochs must be an integer >= 1, got {epochs!r}")
+    return epochs
+
+
+def train_mammals(config: str | Path | None = None, epochs: int | None = None, runs_dir: str | Path = "runs",
+                  progress: bool = True, args: Sequence[str] = (), threads: int | None = 1):
+    """Train the hierarchy embedding of ``config`` (default: the shipped mammals config)
+    with the Lightning CLI of :mod:`hypermem.train.hierarchy_cli`, exactly as
+    ``hypermem train --config ...`` does.
+
+    ``epochs`` overrides ``trainer.max_epochs`` (and validates at the end when the
+    config's ``check_val_every_n_epoch`` is larger); TensorBoard logs and checkpoints go
+    under ``runs_dir``; ``progress=False`` hides Lightning's progress bar and model
+    summary; ``args`` are more command-line overrides (``"--model.dim=5"``).
+    ``threads``: torch threads while training (default 1: the batches are small and a
+    thread pool costs more than it saves; on a busy 2-core machine two threads made
+    training six times slower); None keeps torch's setting.
+    Returns the ``LightningCLI`` (``.model``, ``.datamodule``, ``.trainer``).
+    """
+    import torch
+    import yaml
+
+    from .train.hierarchy_cli import main as train_main
+
+    path = find_config(config)
+    epochs = _check_epochs(epochs)
+    argv = ["fit", "--config", str(path), f"--trainer.logger.init_args.save_dir={runs_dir}"]
+    if epochs is not None:
+        settings = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        every = (settings.get("trainer") or {}).get("check_val_every_n_epoch") or 1
+        argv.append(f"--trainer.max_epochs={epochs}")
+        if every > epochs:
+            argv.append(f"--trainer.check_val_every_n_epoch={epochs}")
+    if not progress:
+        argv += ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        return train_main(argv + list(args))
+    finally:
+        torch.set_num_threads(before)
+
+
+def synset_texts(nodes: Sequence[str], glosses: Mapping[str, str] | None,
+                 echo: Callable[[str], Any] = print) -> dict[str, str]:
+    """The memory text of each synset: its gloss (definition), or, where the gloss is
+    missing, its lemma (``"killer_whale.n.01"`` -> ``"killer whale"``), saying so once.
+
+    >>> synset_texts(["dog.n.01", "cat.n.01"], {"dog.n.01": "a member of the genus Canis"}, echo=print)
+    1 of 2 synsets have no gloss (install Debian's wordnet-base for the definitions); using their lemma names
+    {'dog.n.01': 'a member of the genus Canis', 'cat.n.01': 'cat'}
+    """
+    glosses = glosses or {}
+    out = {n: glosses.get(n) or str(n).split(".", 1)[0].replace("_", " ") for n in nodes}
+    missing = sum(1 for n in nodes if not glosses.get(n))
+    if missing:
+        echo(f"{missing} of {len(nodes)} synsets have no gloss (install Debian's wordnet-base for the "
+             "definitions); using their lemma names")
+    return out
+
+
+def embedding_to_memory(points: Mapping[Any, Any], tree: Iterable[tuple[Any, Any]] = (),
+                        texts: Mapping[Any, str] | None = None, curvature: float = 1.0, t: datetime = DEMO_NOW,
+                        meta: Mapping[Any, Mapping[str, Any]] | None = None, embedder=None, **memory_kwargs):
+    """A :class:`~hypermem.store.Memory` holding a trained hierarchy embedding: one memory
+    per node, id ``str(node)``, at exactly its trained point, its parent from ``tree``.
+
+    Parameters
+    ----------
+    points:
+        ``node -> point`` (``(dim,)`` tensors inside the ball of ``curvature``), e.g.
+        :meth:`hypermem.train.hierarchy_module.HierarchyModule.points_dict` or the first
+        result of :func:`hypermem.hierarchy.fit_poincare_embeddings`.
+    tree:
+        ``(parent, child)`` edges, one parent per node (nodes without one are roots).
+    texts:
+        ``node -> text`` (default: the node's name).
+    t:
+        Every memory's time; the memory's clock is frozen there (no decay by default).
+    meta, embedder, memory_kwargs:
+        Per-node metadata; the embedder for text queries (default
+        :class:`~hypermem.embed.HashingEmbedder` of the points' dimension, which needs
+        ``dim >= 8``: pass one for smaller points); more
+        :class:`~hypermem.store.Memory` arguments (the default metric is
+        ``"hyperbolic"``: searches rank by the trained distances).
+
+    Memory points are stored as a direction and a hyperbolic radius, so
+    ``mem.point(id)`` equals the trained point up to rounding (about 1e-15 in float64).
+
+    >>> import torch
+    >>> from hypermem.embed import CallableEmbedder
+    >>> pts = {"mammal": torch.tensor([0.0, 0.1]), "dog": torch.tensor([0.5, 0.6]), "cat": torch.tensor([-0.5, 0.6])}
+    >>> text_queries = CallableEmbedder(lambda texts: [[1.0, float(len(t))] for t in texts], dim=2)
+    >>> mem = embedding_to_memory(pts, [("mammal", "dog"), ("mammal", "cat")], {"dog": "a domestic canine"},
+    ...                           embedder=text_queries)
+    >>> mem.ancestors("dog"), mem.get("dog").text, round(float(mem.point("cat")[0]), 6)
+    (['mammal'], 'a domestic canine', -0.5)
+    """
+    import torch
+
+    from .embed import HashingEmbedder
+    from .store import Memory
+
+    if not points:
+        raise ValueError("points is empty: nothing to load")
+    ids = {node: str(node) for node in points}
+    if len(set(ids.values())) != len(ids):
+        raise ValueError("two nodes have the same name as text (str(node)); memory ids must be unique")
+    parent: dict[Any, Any] = {}
+    children: dict[Any, list] = {}
+    for edge in tree:
+        if len(edge) != 2:
+            raise ValueError(f"a tree edge must be a (parent, child) pair, got {edge!r}")
+        p, c = edge
+        for node in (p, c):
+            if node not in points:
+                raise ValueError(f"tree node {node!r} has no point")
+        if c in parent:
+            raise ValueError(f"{c!r} has two parents in the tree ({parent[c]!r} and {p!r})")
+        parent[c] = p
+        children.setdefault(p, []).append(c)
+    order = [n for n in points if n not in parent]
+    for node in order:  # breadth first: parents precede their children
+        order.extend(children.get(node, ()))
+    if len(order) != len(points):
+        stuck = next(n for n in points if n not in set(order))
+        raise ValueError(f"the tree has a cycle through {stuck!r}")
+    vectors = {n: torch.as_tensor(points[n]).detach().to("cpu", torch.float64) for n in order}
+    dim = vectors[order[0]].shape[-1]
+    if embedder is None and dim < 8:
+        raise ValueError(f"{dim}-dimensional points: the default HashingEmbedder needs dim >= 8; pass embedder= "
+                         f"(anything with dim={dim} and embed(texts), e.g. a CallableEmbedder) for text queries")
+    texts, meta = texts or {}, meta or {}
+    memory_kwargs.setdefault("metric", "hyperbolic")
+    mem = Memory(embedder=HashingEmbedder(dim=dim) if embedder is None else embedder, curvature=curvature,
+                 clock=lambda: t, **memory_kwargs)
+    mem.add_many([{"id": ids[n], "text": texts.get(n) or ids[n], "parent": ids[parent[n]] if n in parent else None,
+                   "t": t, "point": vectors[n], "embedding": vectors[n], "meta": dict(meta.get(n, {}))}
+                  for n in order])
+    return mem
+
+
+def build_mammals_memory(config: str | Path | None = None, epochs: int | None = None, runs_dir: str | Path = "runs",
+                         progress: bool = True, echo: Callable[[str], Any] = print):
+    """Train the mammals embedding (:func:`train_mammals`) and load it into a memory
+    (:func:`embedding_to_memory`, glosses as text).  Returns ``(memory, lightning_cli)``."""
+    cli = train_mammals(config, epochs=epochs, runs_dir=runs_dir, progress=progress)
+    module, data = cli.model, cli.datamodule
+    nodes = list(module.nodes)
+    texts = synset_texts(nodes, data.glosses, echo=echo)
+    meta = {n: {"synset": n, "lemma": n.split(".", 1)[0]} for n in nodes}
+    mem = embedding_to_memory(module.points_dict(), data.tree, texts, curvature=module.ball.curvature, meta=meta)
+    return mem, cli
+
+
+def memory_reconstruction(mem, closure):
+    """Nickel & Kiela's reconstruction (MAP, mean rank) of ``closure`` by the memory's
+    points, hyperbolic distances in its ball (:func:`hypermem.hierarchy.reconstruction`).
+    ``closure``: ``(hyponym, hypernym)`` id pairs, or a :class:`~hypermem.hierarchy.Relations`."""
+    from .hierarchy import reconstruction
+
+    points = mem.points
+    return reconstruction({id_: points[i] for i, id_ in enumerate(mem.ids)}, closure, mem.ball)
+
+
+DEMOS.update({"mammals": build_mammals_memory, "events": build_events_memory})
+
+
+# ---------------------------------------------------------------------------- running a demo
 def _describe(search: dict[str, Any]) -> str:
-    parts = [repr(search["query"]) if search["query"] is not None else "(no query)"]
+    if "near" in search:
+        parts = [f"near {search['near']}"]
+    else:
+        parts = [repr(search["query"]) if search["query"] is not None else "(no query)"]
     parts += [f"{k}={v.date().isoformat() if isinstance(v, datetime) else v}" for k, v in search.items()
-              if k != "query"]
+              if k not in ("query", "near")]
     return "search " + ", ".join(parts)
 
 
-def run_demo(out_dir: str | Path = "out/hypermem-demo", dataset: str = "events", inspector: bool = True,
-             echo: Callable[[str], Any] = print) -> dict[str, Any]:
-    """Build the ``dataset`` demo, save it (SQLite and JSON), check that it loads back
-    equal, write the inspector, and print the tree, the stats and a few searches.
-    Returns the paths written and the search results (ids)."""
-    if dataset not in DEMOS:
-        raise ValueError(f"unknown demo dataset {dataset!r}; choose one of {sorted(DEMOS)}")
+def _save_and_check(mem, out: Path, name: str, echo: Callable[[str], Any]) -> tuple[Path, Path]:
+    """Save SQLite and JSON, and check the SQLite file loads back equal."""
     from .store import Memory
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    mem = DEMOS[dataset]()
-    db, js, page = out / f"{dataset}.db", out / f"{dataset}.json", out / f"{dataset}.html"
+    db, js = out / f"{name}.db", out / f"{name}.json"
     mem.save(db)
     mem.to_json(js, indent=1)
     again = Memory.load(db, clock=mem.clock)
     same = [r.to_dict() for r in again] == [r.to_dict() for r in mem] and bool((again.points == mem.points).all())
     if not same:
         raise RuntimeError("the saved demo memory did not load back equal")
-    echo(f"hypermem demo '{dataset}': {len(mem)} memories, {len(mem.roots())} roots, decay {mem.decay!r}")
     echo(f"  saved {db} (loads back equal, record by record and point by point) and {js}")
+    return db, js
+
+
+def _run_searches(mem, searches: list[dict[str, Any]], echo: Callable[[str], Any]) -> list[list[str]]:
+    results = []
+    for search in searches:
+        kwargs = {k: v for k, v in search.items() if k not in ("query", "near")}
+        query = mem.point(search["near"]) if "near" in search else search["query"]
+        hits = mem.search(query, touch=False, **kwargs)
+        echo("")
+        echo(_describe(search))
+        for h in hits:
+            echo(f"  {h.score:8.3f}  w={h.time_weight:.3f}  {h.text[:70]}  [{h.id}]")
+        results.append([h.id for h in hits])
+    return results
+
+
+def run_demo(out_dir: str | Path = "out/hypermem-demo", dataset: str = DEFAULT_DEMO, inspector: bool = True,
+             echo: Callable[[str], Any] = print, **options: Any) -> dict[str, Any]:
+    """Run the ``dataset`` demo (``mammals``: :func:`run_mammals_demo`, which takes the
+    ``options``; ``events``: :func:`run_events_demo`).  Returns the paths written and the
+    search results (ids)."""
+    if dataset not in DEMOS:
+        raise ValueError(f"unknown demo dataset {dataset!r}; choose one of {sorted(DEMOS)}")
+    if dataset == "mammals":
+        return run_mammals_demo(out_dir, inspector=inspector, echo=echo, **options)
+    if options:
+        raise ValueError(f"the {dataset!r} demo takes no options {sorted(options)} (they are for the mammals demo)")
+    return run_events_demo(out_dir, inspector=inspector, echo=echo)
+
+
+def run_events_demo(out_dir: str | Path = "out/hypermem-demo", inspector: bool = True,
+                    echo: Callable[[str], Any] = print) -> dict[str, Any]:
+    """Build the events demo, save it (SQLite and JSON), check that it loads back equal,
+    write the inspector, and print the tree, the stats and a few searches."""
+    dataset = "events"
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    mem = build_events_memory()
+    page = out / f"{dataset}.html"
+    echo(f"hypermem demo '{dataset}': {len(mem)} memories, {len(mem.roots())} roots, decay {mem.decay!r}")
+    db, js = _save_and_check(mem, out, dataset, echo)
     if inspector:
         mem.inspect(page, title=f"hypermem demo: {dataset}")
         echo(f"  inspector: {page.resolve().as_uri()}")
@@ -120,13 +370,64 @@ def run_demo(out_dir: str | Path = "out/hypermem-demo", dataset: str = "events",
     stats = mem.stats()
     echo("stats: " + json.dumps({k: stats[k] for k in ("count", "roots", "max_level", "levels", "depth_min",
                                                         "depth_max", "mean_time_weight")}))
-    results = []
-    for search in DEMO_SEARCHES.get(dataset, []):
-        kwargs = {k: v for k, v in search.items() if k != "query"}
-        hits = again.search(search["query"], touch=False, **kwargs)
-        echo("")
-        echo(_describe(search))
-        for h in hits:
-            echo(f"  {h.score:8.3f}  w={h.time_weight:.3f}  {h.text}  [{h.id}]")
-        results.append([h.id for h in hits])
+    results = _run_searches(mem, DEMO_SEARCHES[dataset], echo)
     return {"db": db, "json": js, "html": page if inspector else None, "results": results}
+
+
+def run_mammals_demo(out_dir: str | Path = "out/hypermem-demo", config: str | Path | None = None,
+                     epochs: int | None = None, runs_dir: str | Path = "runs", progress: bool = True,
+                     inspector: bool = True, echo: Callable[[str], Any] = print) -> dict[str, Any]:
+    """The WordNet mammals demo: train (:func:`train_mammals`; logs under ``runs_dir``),
+    load the trained points into a memory with the glosses as text, report the
+    reconstruction MAP and mean rank of the memory's points, save and check the memory,
+    write the inspector, and print a subtree and the searches of
+    ``DEMO_SEARCHES["mammals"]`` (for each cone search, how many of the memories in the
+    cone are WordNet descendants of its root).
+
+    Returns the paths written (``db``, ``json``, ``html``, ``log_dir``), ``map`` and
+    ``mean_rank`` (of the memory's points), ``val_map`` (Lightning's last ``val/map``, or
+    None when no validation ran), ``seconds`` (training), ``results`` (ids per search),
+    ``cone_precision`` (per cone search), ``memory`` and ``trained_points`` (node -> point).
+    """
+    import time
+
+    epochs = _check_epochs(epochs)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    echo("hypermem demo 'mammals': Poincaré embeddings of the WordNet mammal hierarchy (Nickel & Kiela 2017)")
+    echo(f"  training with {find_config(config)}" + (f", {epochs} epochs" if epochs else "")
+         + f"; TensorBoard: tensorboard --logdir {runs_dir}")
+    t0 = time.perf_counter()
+    mem, cli = build_mammals_memory(config, epochs=epochs, runs_dir=runs_dir, progress=progress, echo=echo)
+    seconds = time.perf_counter() - t0
+    trainer, data = cli.trainer, cli.datamodule
+    val_map = trainer.callback_metrics.get("val/map")
+    val_map = None if val_map is None else float(val_map)
+    rec = memory_reconstruction(mem, data.relations)
+    log_dir = Path(trainer.log_dir) if trainer.log_dir else None
+    echo("")
+    echo(f"trained {trainer.current_epoch} epochs in {seconds:.1f} s; logs in {log_dir}")
+    echo(f"{len(mem)} memories (synsets, glosses as text), dim {mem.dim}, curvature {mem.curvature:g}")
+    echo(f"reconstruction of the {rec.n_pairs} closure pairs by the memory's points: MAP {rec.map:.4f}, "
+         f"mean rank {rec.mean_rank:.3f}" + (f" (Lightning's last val/map: {val_map:.4f})" if val_map is not None
+                                              else ""))
+    db, js = _save_and_check(mem, out, "mammals", echo)
+    page = out / "mammals.html"
+    if inspector:
+        mem.inspect(page, title="hypermem demo: WordNet mammals")
+        echo(f"  inspector: {page.resolve().as_uri()}")
+    echo("")
+    echo(mem.tree(root="big_cat.n.01", max_text=50))
+    searches = DEMO_SEARCHES["mammals"]
+    results = _run_searches(mem, searches, echo)
+    cone_precision = []
+    for search, ids in zip(searches, results):
+        if search.get("mode") == "cone":
+            below = set(mem.descendants(search["root"]))
+            share = sum(i in below for i in ids) / len(ids) if ids else float("nan")
+            cone_precision.append(share)
+            echo(f"  ({sum(i in below for i in ids)} of {len(ids)} in the cone are WordNet descendants of "
+                 f"{search['root']})")
+    return {"db": db, "json": js, "html": page if inspector else None, "log_dir": log_dir, "map": rec.map,
+            "mean_rank": rec.mean_rank, "val_map": val_map, "seconds": seconds, "results": results,
+            "cone_precision": cone_precision, "memory": mem, "trained_points": cli.model.points_dict()}

@@ -19,7 +19,7 @@ SUBCOMMANDS = ["demo", "inspect", "tree", "search", "stats", "export", "import"]
 @pytest.fixture(scope="module")
 def demo_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("demo")
-    assert main(["demo", "--out", str(out)]) == 0
+    assert main(["demo", "--dataset", "events", "--out", str(out)]) == 0
     return out
 
 
@@ -65,9 +65,26 @@ def test_demo_saves_inspects_and_searches(demo_dir, capsys):
     text = page.read_text()
     assert text.startswith("<!DOCTYPE html>") and "hm-data" in text
     # Printed: the tree and one block per search, each with the expected top hit.
-    code, out, _ = run(capsys, "demo", "--out", demo_dir, "--no-inspector")
+    code, out, _ = run(capsys, "demo", "--dataset", "events", "--out", demo_dir, "--no-inspector")
     assert code == 0 and "└── " in out and out.count("\nsearch ") == len(DEMO_SEARCHES["events"])
     assert "Rex ate chocolate and was sick overnight  [rex-choc]" in out.split("search 'the dog was sick'")[1]
+
+
+def test_demo_defaults_to_mammals_and_forwards_its_options(capsys, monkeypatch, tmp_path):
+    import hypermem.demo
+
+    calls = []
+    monkeypatch.setattr(hypermem.demo, "run_demo", lambda out, **kw: calls.append((out, kw)) or {"html": None})
+    assert main(["demo", "--out", str(tmp_path)]) == 0
+    assert calls[-1] == (str(tmp_path), {"dataset": "mammals", "inspector": True, "config": None, "epochs": None,
+                                         "runs_dir": "runs", "progress": True})
+    assert main(["demo", "--epochs", "3", "--runs", "r", "--no-progress", "--config", "c.yaml", "--no-inspector"]) == 0
+    assert calls[-1][1] == {"dataset": "mammals", "inspector": False, "config": "c.yaml", "epochs": 3,
+                            "runs_dir": "r", "progress": False}
+    assert main(["demo", "--dataset", "events"]) == 0 and calls[-1][1] == {"dataset": "events", "inspector": True}
+    err = fails(capsys, "demo", "--dataset", "events", "--epochs", "3", "--no-progress")
+    assert "--epochs, --no-progress: only for the mammals demo" in err
+    fails(capsys, "demo", "--epochs", "0", code=2)
 
 
 def test_inspect(demo_dir, capsys, tmp_path):

@@ -1,0 +1,163 @@
+"""The WordNet mammals demo (``hypermem demo``, the default): a short training run through
+the shipped Lightning config, its export into a Memory, the reported MAP, the inspector
+page and the structural answers of the searches."""
+
+import math
+
+import pytest
+import torch
+
+from hypermem import Memory
+from hypermem.data.wordnet import load_mammals
+from hypermem.demo import DEMO_SEARCHES, embedding_to_memory, run_demo, synset_texts
+from hypermem.embed import CallableEmbedder
+from hypermem.hierarchy import reconstruction
+from hypermem.retrieval.cones import cone_energy
+
+EPOCHS = 2
+
+
+@pytest.fixture(scope="module")
+def mammals():
+    return load_mammals()
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    out = tmp_path_factory.mktemp("mammals-demo")
+    lines: list[str] = []
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        result = run_demo(out / "out", dataset="mammals", epochs=EPOCHS, runs_dir=out / "runs", progress=False,
+                          echo=lines.append)
+    finally:
+        torch.set_num_threads(threads)
+    return result, "\n".join(lines)
+
+
+def _descendants(tree, root):
+    children = {}
+    for parent, child in tree:
+        children.setdefault(parent, []).append(child)
+    out, todo = set(), [root]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.add(c)
+            todo.append(c)
+    return out
+
+
+def _ancestors(tree, node):
+    parent = {c: p for p, c in tree}
+    chain = []
+    while node in parent:
+        node = parent[node]
+        chain.append(node)
+    return chain
+
+
+def test_memory_holds_the_trained_points_and_the_glosses(demo, mammals):
+    result, _ = demo
+    mem, trained = result["memory"], result["trained_points"]
+    assert sorted(mem.ids) == sorted(mammals.nodes) and len(mem) == 1180
+    assert mem.roots() == ["mammal.n.01"]
+    for node in ("dog.n.01", "lion.n.01", "mammal.n.01", "aardvark.n.01"):
+        torch.testing.assert_close(mem.point(node), trained[node].to(torch.float64), atol=1e-12, rtol=0)
+        assert mem.get(node).text == mammals.glosses[node]
+        assert mem.get(node).meta == {"synset": node, "lemma": node.split(".")[0]}
+    assert {(mem.parent(c), c) for _, c in mammals.tree} == set(mammals.tree)
+
+
+def test_reported_map_is_the_reconstruction_of_the_exported_points(demo, mammals):
+    result, text = demo
+    assert 0.0 <= result["map"] <= 1.0 and result["mean_rank"] >= 1.0
+    saved = Memory.load(result["db"])  # the exported file, read back
+    points = {id_: saved.point(id_) for id_ in saved.ids}
+    again = reconstruction(points, mammals.closure, saved.ball)
+    assert again.map == pytest.approx(result["map"], abs=1e-12)
+    assert again.mean_rank == pytest.approx(result["mean_rank"], abs=1e-9)
+    # Lightning validated the same embedding at the last epoch: the same MAP.
+    assert result["val_map"] == pytest.approx(result["map"], abs=1e-6)
+    assert f"MAP {result['map']:.4f}" in text and f"trained {EPOCHS} epochs" in text
+
+
+def test_tensorboard_logs_and_the_inspector_are_written(demo):
+    result, text = demo
+    assert list(result["log_dir"].glob("events.out.tfevents.*"))
+    page = result["html"].read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and "hm-data" in page and "big_cat.n.01" in page
+    assert result["html"].resolve().as_uri() in text
+
+
+def test_searches_give_the_structural_answers(demo, mammals):
+    result, text = demo
+    mem = result["memory"]
+    answers = dict(zip(map(repr, DEMO_SEARCHES["mammals"]), result["results"]))
+    for search in DEMO_SEARCHES["mammals"]:
+        ids = answers[repr(search)]
+        mode, root = search.get("mode", "nearest"), search.get("root")
+        assert f"search near {search['near']}" in text
+        if mode == "nearest":
+            assert ids[0] == search["near"] and len(ids) == search["k"]
+        elif mode == "subtree":
+            assert ids[0] == search["near"] and len(ids) == search["k"]
+            assert set(ids) <= {root} | _descendants(mammals.tree, root)
+        elif mode == "ancestors":
+            chain = _ancestors(mammals.tree, root)
+            assert set(ids) == set(chain) and "mammal.n.01" in ids and "feline.n.01" in ids
+            # ranked by hyperbolic distance from the query point
+            d = [float(mem.ball.distance(mem.point(search["near"]), mem.point(i))) for i in ids]
+            assert d == sorted(d)
+        elif mode == "cone":
+            apex = mem.point(root)
+            for i in ids:
+                assert float(cone_energy(apex, mem.point(i), mem.ball, mem.cone_k)) <= 1e-9
+    assert len(result["cone_precision"]) == sum(s.get("mode") == "cone" for s in DEMO_SEARCHES["mammals"])
+    assert all(math.isnan(p) or 0.0 <= p <= 1.0 for p in result["cone_precision"])
+
+
+def test_synset_texts_fall_back_to_lemma_names():
+    said = []
+    texts = synset_texts(["killer_whale.n.01", "dog.n.01"], {"dog.n.01": "a domestic canine"}, echo=said.append)
+    assert texts == {"killer_whale.n.01": "killer whale", "dog.n.01": "a domestic canine"}
+    assert len(said) == 1 and "wordnet-base" in said[0] and said[0].startswith("1 of 2")
+    said.clear()
+    assert synset_texts(["dog.n.01"], {"dog.n.01": "x"}, echo=said.append) == {"dog.n.01": "x"} and not said
+
+
+def test_embedding_to_memory_small_tree_and_errors():
+    def pad(*xy, dtype=torch.float64):  # 8-d points (the default hashing embedder's smallest dimension)
+        return torch.tensor([*xy, 0.0, 0.0, 0.0, 0.0, 0.0, 0.01], dtype=dtype)
+
+    pts = {"a": pad(0.0, 0.1), "b": pad(0.4, 0.2), "c": pad(-0.3, 0.5), "d": pad(0.5, 0.4, dtype=torch.float32)}
+    mem = embedding_to_memory(pts, [("b", "d"), ("a", "b"), ("a", "c")], {"b": "bee"}, curvature=2.0)
+    assert mem.ids == ["a", "b", "c", "d"]  # parents first, whatever the edge order
+    assert mem.ancestors("d") == ["b", "a"] and mem.get("b").text == "bee" and mem.get("c").text == "c"
+    assert mem.curvature == 2.0 and mem.metric == "hyperbolic"
+    for k, p in pts.items():
+        torch.testing.assert_close(mem.point(k), p.to(torch.float64), atol=1e-7, rtol=0)
+    with pytest.raises(ValueError, match="two parents"):
+        embedding_to_memory(pts, [("a", "d"), ("b", "d")])
+    with pytest.raises(ValueError, match="has no point"):
+        embedding_to_memory(pts, [("a", "zzz")])
+    with pytest.raises(ValueError, match="cycle"):
+        embedding_to_memory(pts, [("b", "c"), ("c", "b")])
+    with pytest.raises(ValueError, match="empty"):
+        embedding_to_memory({})
+    with pytest.raises(ValueError, match="inside|ball|norm"):
+        embedding_to_memory({"a": pad(1.0, 1.0)})
+    flat = {"a": torch.tensor([0.1, 0.2]), "b": torch.tensor([0.3, -0.4])}
+    with pytest.raises(ValueError, match="embedder="):
+        embedding_to_memory(flat, [("a", "b")])
+    two_d = embedding_to_memory(flat, [("a", "b")], embedder=CallableEmbedder(lambda ts: [[1.0, 0.0]] * len(ts), 2))
+    assert two_d.search(torch.tensor([0.3, -0.39]), k=1)[0].id == "b"
+
+
+def test_demo_options_are_checked(tmp_path):
+    with pytest.raises(ValueError, match="epochs"):
+        run_demo(tmp_path, dataset="mammals", epochs=0)
+    with pytest.raises(FileNotFoundError, match="no such config"):
+        run_demo(tmp_path, dataset="mammals", config=tmp_path / "nope.yaml")
+    with pytest.raises(ValueError, match="mammals demo"):
+        run_demo(tmp_path, dataset="events", epochs=3)
