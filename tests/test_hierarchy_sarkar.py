@@ -88,3 +88,83 @@ def test_bad_arguments():
         sarkar_layout([(0, 1), (0, 2), (0, 3)], dim=1)
     with pytest.raises(ValueError, match="two parents"):
         sarkar_layout([(0, 1), (2, 1)])
+
+
+# -- edge_length="isa": nested shadows (hypermem.hierarchy.shadows) ---------------------------
+def random_tree(n, seed):
+    g = torch.Generator().manual_seed(seed)
+    return [(int(torch.randint(0, i, (1,), generator=g)), i) for i in range(1, n)]
+
+
+def isa_closure(edges):
+    ch, roots = children_map(edges)
+    return Relations([(d, a) for a, d in transitive_closure(ch, roots[0])])  # (node, ancestor)
+
+
+@pytest.mark.filterwarnings("ignore:shadow_layout")
+@pytest.mark.parametrize("dim", [2, 3, 5])
+@pytest.mark.parametrize("edges", [balanced_tree(3, 3), balanced_tree(7, 2), random_tree(60, 0),
+                                   [(i, i + 1) for i in range(12)]], ids=["b3x3", "b7x2", "random", "path"])
+def test_isa_layout_puts_every_ancestor_first(dim, edges):
+    rel = isa_closure(edges)
+    lay = sarkar_layout(edges, dim=dim, edge_length="isa")
+    assert lay.points.dtype == torch.float64 and lay.points.shape == (len(edges) + 1, dim)
+    assert float(lay[edges[0][0]].norm()) < 1e-12  # the root sits at the origin
+    # brute force: for every node, its farthest ancestor is nearer than its nearest other node
+    X = lay.points
+    D = PoincareBall().pairwise_distance(X, X)
+    pos = {n: i for i, n in enumerate(lay.nodes)}
+    anc = {}
+    for u, a in rel.pairs.tolist():
+        anc.setdefault(pos[rel.nodes[u]], set()).add(pos[rel.nodes[a]])
+    for q, ancestors in anc.items():
+        others = [j for j in range(len(X)) if j != q and j not in ancestors]
+        if others:
+            assert float(D[q, list(ancestors)].max()) < float(D[q, others].min())
+    r = reconstruction(lay, rel)
+    assert r.map == 1.0 and r.mean_rank == 1.0
+
+
+def test_isa_layout_on_the_mammal_tree():
+    from hypermem.data.wordnet import load_mammals
+
+    tree = load_mammals().tree
+    for dim in (5, 10):
+        lay = sarkar_layout(tree, dim=dim, edge_length="isa")
+        r = reconstruction(lay, isa_closure(tree))
+        assert r.map == 1.0 and lay.info["radius"] < lay.info["max_radius"]
+
+
+def test_shadow_layout_is_the_half_space_construction():
+    from hypermem.hierarchy.shadows import cayley_to_ball, shadow_layout
+
+    # the Cayley transform is an isometry from the upper half-space
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(6, 3, generator=g, dtype=torch.float64)
+    h = torch.rand(6, generator=g, dtype=torch.float64) + 0.05
+    p = cayley_to_ball(x, h)
+    cosh_half = 1 + ((x[:, None] - x[None]).pow(2).sum(-1) + (h[:, None] - h[None]) ** 2) / (2 * h[:, None] * h[None])
+    assert torch.allclose(PoincareBall().pairwise_distance(p, p), torch.acosh(cosh_half.clamp_min(1.0)), atol=1e-6)
+    assert torch.allclose(cayley_to_ball(torch.zeros(1, 3, dtype=torch.float64), torch.ones(1, dtype=torch.float64)),
+                          torch.zeros(1, 4, dtype=torch.float64))
+    # curvature scales the ball, not the ranking
+    edges = balanced_tree(3, 2)
+    a = shadow_layout(edges, dim=3)
+    b = shadow_layout(edges, ball=PoincareBall(curvature=4.0), dim=3)
+    assert torch.allclose(b.points * 2.0, a.points)
+    assert {"radius", "max_radius", "min_shrink", "depth", "max_degree"} <= set(a.info)
+
+
+def test_shadow_layout_errors_and_warning():
+    from hypermem.hierarchy.shadows import shadow_layout
+
+    with pytest.raises(ValueError, match="dim"):
+        shadow_layout([(0, 1)], dim=1)
+    with pytest.raises(ValueError, match="max_shrink"):
+        shadow_layout([(0, 1)], max_shrink=1.5)
+    with pytest.raises(ValueError, match="edge_length"):
+        sarkar_layout([(0, 1)], edge_length="desc")
+    with pytest.raises(ValueError, match="two parents"):
+        shadow_layout([(0, 1), (2, 1)])
+    with pytest.warns(RuntimeWarning, match="beyond the radius"):
+        shadow_layout(balanced_tree(10, 4), dim=2)

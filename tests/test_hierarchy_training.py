@@ -116,3 +116,57 @@ def test_split_and_cones_beat_poincare_link_prediction(small_closure):
     # with 29 test positives the F1 is too noisy to rank methods; scripts/bench_hierarchy.py
     # compares cones and the Poincaré baseline on the mammal split
     assert 0.25 < cones.f1 <= 1.0 and 0.25 < base.f1 <= 1.0, (cones, base)
+
+
+@pytest.mark.parametrize("geometry", ["poincare", "euclidean"])
+@pytest.mark.parametrize("c", [1.0, 2.0])
+def test_fused_sgd_step_equals_geoopt_riemannian_sgd(geometry, c):
+    from hypermem.geometry import PoincareBall
+    from hypermem.hierarchy.fused_sgd import softmax_sgd_step
+    from hypermem.hierarchy.model import HierarchyEmbedding
+    from hypermem.hierarchy.training import make_optimizer
+
+    model = HierarchyEmbedding(30, 4, geometry=geometry, ball=PoincareBall(curvature=c), init_range=0.3, seed=1)
+    start = model.weight.detach().clone()
+    g = torch.Generator().manual_seed(0)
+    u = torch.randint(0, 30, (16,), generator=g)
+    cand = torch.randint(0, 30, (16, 6), generator=g)
+    cand[:, 0] = (u + 1) % 30  # positives; repeated rows among the candidates on purpose
+    masked_out = (torch.rand(16, 6, generator=g) < 0.2) | (cand == u[:, None])
+    masked_out[:, 0] = False
+    opt = make_optimizer([model.weight], "rsgd", 0.7)
+    d_pos, d_neg = model(u, cand[:, 0], cand[:, 1:])
+    loss = softmax_ranking_loss(d_pos, d_neg, ~masked_out[:, 1:], reduction="sum")
+    loss.backward()
+    opt.step()
+    w = start.clone()
+    fused_loss = softmax_sgd_step(w, u, cand, masked_out, 0.7, geometry, c)
+    assert float(fused_loss) == pytest.approx(float(loss.detach()), rel=1e-12)
+    assert torch.allclose(w, model.weight.detach(), atol=1e-13)
+
+
+def test_fused_step_keeps_points_inside_the_ball():
+    from hypermem.hierarchy.fused_sgd import softmax_sgd_step
+
+    w = torch.full((5, 2), 0.7, dtype=torch.float64) * torch.tensor([[1.0, 1.0]] * 4 + [[-1.0, -1.0]])
+    u = torch.tensor([0, 1])
+    cand = torch.tensor([[4, 2], [4, 3]])
+    softmax_sgd_step(w, u, cand, torch.zeros(2, 2, dtype=torch.bool), 50.0)  # a huge step
+    assert bool((w.norm(dim=1) < 1.0).all())
+
+
+def test_dense_and_sorted_membership_agree():
+    import hypermem.hierarchy.relations as R
+
+    rel = Relations(balanced_isa(3, 3))
+    g = torch.Generator().manual_seed(0)
+    u, v = torch.randint(0, rel.n, (2, 500), generator=g)
+    u = torch.cat([u, rel.pairs[:, 0]])
+    v = torch.cat([v, rel.pairs[:, 1]])
+    dense = rel.contains(u, v)
+    limit, R._DENSE_LIMIT = R._DENSE_LIMIT, 0
+    try:
+        sorted_ = Relations(balanced_isa(3, 3)).contains(u, v)
+    finally:
+        R._DENSE_LIMIT = limit
+    assert torch.equal(dense, sorted_) and bool(dense[500:].all())

@@ -6,7 +6,8 @@
 * :mod:`~hypermem.hierarchy.training` — Poincaré / Euclidean embeddings (Nickel & Kiela 2017)
   trained with geoopt's Riemannian optimizers (:mod:`~hypermem.hierarchy.model`,
   :mod:`~hypermem.hierarchy.losses`, :mod:`~hypermem.hierarchy.sampling`,
-  :mod:`~hypermem.hierarchy.fused`);
+  :mod:`~hypermem.hierarchy.fused`, and the autograd-free SGD step of
+  :mod:`~hypermem.hierarchy.fused_sgd`);
 * :mod:`~hypermem.hierarchy.cones` — entailment-cone training (Ganea et al. 2018), with the
   link-prediction splits of :mod:`~hypermem.hierarchy.splits`;
 * :mod:`~hypermem.hierarchy.evaluation` — reconstruction MAP / mean rank, link-prediction F1.
@@ -31,6 +32,7 @@ from .evaluation import (
 )
 from .relations import Relations
 from .sarkar import decaying_edge_lengths, max_safe_depth, sarkar_layout, spread_directions
+from .shadows import shadow_layout
 from .training import TrainingReport, fit_euclidean_embeddings, fit_poincare_embeddings
 from .tree import children_map, depths, transitive_closure
 
@@ -40,6 +42,7 @@ __all__ = [
     "depths",
     "transitive_closure",
     "sarkar_layout",
+    "shadow_layout",
     "spread_directions",
     "max_safe_depth",
     "decaying_edge_lengths",

@@ -26,37 +26,50 @@ import torch
 from ..geometry.numerics import tiny
 
 
+def anchor_distance_forward(u: torch.Tensor, V: torch.Tensor, sc: float) -> tuple[torch.Tensor, tuple]:
+    """Distances ``(B, K)`` and the tensors :func:`anchor_distance_backward` needs
+    (``sc = sqrt(c)``)."""
+    x = u * sc
+    Y = V * sc
+    t = tiny(u.dtype)
+    xx = (x * x).sum(-1)  # (B,)
+    yy = (Y * Y).sum(-1)  # (B, K)
+    xy = torch.bmm(Y, x.unsqueeze(-1)).squeeze(-1)  # (B, K)
+    alpha = (1.0 - xx).clamp_min(t)
+    beta = (1.0 - yy).clamp_min(t)
+    sq = (xx.unsqueeze(-1) + yy - 2.0 * xy).clamp_min(0.0)
+    z = (2.0 * sq / (alpha.unsqueeze(-1) * beta)).clamp_min(t)
+    root = torch.sqrt(z * (z + 2.0))
+    d = torch.log1p(z + root) / sc
+    return d, (x, Y, xx, yy, xy, alpha, beta, root)
+
+
+def anchor_distance_backward(saved: tuple, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gradients ``(dL/du (B, d), dL/dV (B, K, d))`` from ``grad = dL/dd`` ``(B, K)``."""
+    x, Y, xx, yy, xy, alpha, beta, root = saved
+    a = alpha.unsqueeze(-1)  # (B, 1)
+    g = grad * 4.0 / root.clamp_min(tiny(root.dtype))  # (B, K); sc factors cancel
+    # dd/dx = g / beta * ((yy - 2 xy + 1) / a^2 * x - Y / a)
+    cu = g / beta
+    coef_x = (cu * (yy - 2.0 * xy + 1.0) / (a * a)).sum(-1, keepdim=True)  # (B, 1)
+    gx = coef_x * x - torch.bmm((cu / a).unsqueeze(1), Y).squeeze(1)
+    # dd/dY = g / alpha * ((xx - 2 xy + 1) / beta^2 * Y - x / beta)
+    cv = g / a
+    gY = (cv * (xx.unsqueeze(-1) - 2.0 * xy + 1.0) / (beta * beta)).unsqueeze(-1) * Y \
+        - (cv / beta).unsqueeze(-1) * x.unsqueeze(1)
+    return gx, gY
+
+
 class _AnchorDistance(torch.autograd.Function):
     @staticmethod
     def forward(ctx, u: torch.Tensor, V: torch.Tensor, sc: float):
-        x = u * sc
-        Y = V * sc
-        t = tiny(u.dtype)
-        xx = (x * x).sum(-1)  # (B,)
-        yy = (Y * Y).sum(-1)  # (B, K)
-        xy = torch.bmm(Y, x.unsqueeze(-1)).squeeze(-1)  # (B, K)
-        alpha = (1.0 - xx).clamp_min(t)
-        beta = (1.0 - yy).clamp_min(t)
-        sq = (xx.unsqueeze(-1) + yy - 2.0 * xy).clamp_min(0.0)
-        z = (2.0 * sq / (alpha.unsqueeze(-1) * beta)).clamp_min(t)
-        root = torch.sqrt(z * (z + 2.0))
-        d = torch.log1p(z + root) / sc
-        ctx.save_for_backward(x, Y, xx, yy, xy, alpha, beta, root)
+        d, saved = anchor_distance_forward(u, V, sc)
+        ctx.save_for_backward(*saved)
         return d
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        x, Y, xx, yy, xy, alpha, beta, root = ctx.saved_tensors
-        a = alpha.unsqueeze(-1)  # (B, 1)
-        g = grad * 4.0 / root.clamp_min(tiny(root.dtype))  # (B, K); sc factors cancel
-        # dd/dx = g / beta * ((yy - 2 xy + 1) / a^2 * x - Y / a)
-        cu = g / beta
-        coef_x = (cu * (yy - 2.0 * xy + 1.0) / (a * a)).sum(-1, keepdim=True)  # (B, 1)
-        gx = coef_x * x - torch.bmm((cu / a).unsqueeze(1), Y).squeeze(1)
-        # dd/dY = g / alpha * ((xx - 2 xy + 1) / beta^2 * Y - x / beta)
-        cv = g / a
-        gY = (cv * (xx.unsqueeze(-1) - 2.0 * xy + 1.0) / (beta * beta)).unsqueeze(-1) * Y \
-            - (cv / beta).unsqueeze(-1) * x.unsqueeze(1)
+        gx, gY = anchor_distance_backward(ctx.saved_tensors, grad)
         return gx, gY, None
 
 

@@ -13,6 +13,10 @@ from collections.abc import Hashable, Iterable, Sequence
 
 import torch
 
+_DENSE_LIMIT = 1 << 24
+"""Relations over at most ``sqrt(_DENSE_LIMIT)`` (4,096) nodes answer :meth:`Relations.contains`
+from an ``n * n`` bit table (16 MB at most) instead of a binary search."""
+
 
 class Relations:
     """Pairs of nodes coded as indices.
@@ -113,6 +117,13 @@ class Relations:
         key = u.to(self.device, torch.int64) * self.n + v.to(self.device, torch.int64)
         if not len(self):
             return torch.zeros_like(key, dtype=torch.bool)
+        if self.n * self.n <= _DENSE_LIMIT:  # a bit table: one gather instead of a binary search
+            table = self.__dict__.get("_table")
+            if table is None:
+                table = torch.zeros(self.n * self.n, dtype=torch.bool, device=self.device)
+                table[self.keys] = True
+                self._table = table
+            return table[key]
         pos = torch.searchsorted(self.keys, key.reshape(-1)).clamp_max(len(self) - 1)
         return (self.keys[pos] == key.reshape(-1)).reshape(key.shape)
 

@@ -158,7 +158,19 @@ def _template(k: int, dim: int, fixed: bool, seed: int, iterations: int, largest
 
 @lru_cache(maxsize=1024)
 def _relaxed(n: int, dim: int, fixed: bool, seed: int, iterations: int) -> torch.Tensor:
-    """``n`` spread unit vectors (``e_1`` first and fixed when ``fixed``), cached."""
+    """``n`` spread unit vectors (``e_1`` first and fixed when ``fixed``), cached.
+
+    The relaxation runs hundreds of tiny tensor operations: on one thread (restored
+    afterwards), since a thread pool only adds synchronisation to them."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _relax(n, dim, fixed, seed, iterations)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _relax(n: int, dim: int, fixed: bool, seed: int, iterations: int) -> torch.Tensor:
     if dim == 1:
         return torch.tensor([[1.0], [-1.0]], dtype=torch.float64)[:n]
     if dim == 2:
@@ -246,7 +258,8 @@ def choose_tau(max_degree: int, depth: int, dim: int, ball: PoincareBall | None 
 
 # -- the construction ------------------------------------------------------------------------
 def sarkar_layout(edges: Iterable[tuple[Hashable, Hashable]], ball: PoincareBall | None = None, dim: int = 2,
-                  tau: float | None = 1.0, edge_length: Mapping[tuple[Hashable, Hashable], float] | None = None,
+                  tau: float | None = 1.0,
+                  edge_length: Mapping[tuple[Hashable, Hashable], float] | str | None = None,
                   root: Hashable | None = None, seed: int = 0, dtype: torch.dtype = torch.float64,
                   device: torch.device | str | None = None) -> Layout:
     """Embed a rooted tree given as ``(parent, child)`` edges (Sarkar 2011; Sala et al. 2018).
@@ -259,9 +272,33 @@ def sarkar_layout(edges: Iterable[tuple[Hashable, Hashable]], ball: PoincareBall
     needs none.  Warns when the deepest node would pass the largest radius
     representable in ``dtype`` (the projection then compresses the deep levels).
 
+    ``edge_length="isa"`` builds the layout for the reconstruction protocol in which
+    every node ranks its *ancestors* (the closure in ``(hyponym, hypernym)`` order):
+    :func:`hypermem.hierarchy.shadows.shadow_layout` (nested boundary shadows, ``dim >= 2``;
+    ``tau`` is not used), under which each node's ancestors are its nearest nodes (MAP
+    1.0 on the WordNet mammal and noun trees in 10-D).  With distance-preserving edge
+    lengths a node's children and siblings crowd out its remote ancestors instead.
+
     Returns a :class:`Layout`: a ``node -> point`` dict with ``.points``, ``.nodes``,
     ``.tau`` and ``.info``.
+
+    Example::
+
+        >>> from hypermem.hierarchy import reconstruction
+        >>> edges = [("animal", "dog"), ("animal", "cat"), ("dog", "puppy")]
+        >>> lay = sarkar_layout(edges, dim=2, tau=2.0)
+        >>> round(float(PoincareBall().distance(lay["dog"], lay["puppy"])), 6)
+        2.0
+        >>> isa = [("dog", "animal"), ("cat", "animal"), ("puppy", "dog"), ("puppy", "animal")]
+        >>> reconstruction(sarkar_layout(edges, dim=5, edge_length="isa"), isa).map
+        1.0
     """
+    if isinstance(edge_length, str):
+        if edge_length != "isa":
+            raise ValueError(f"edge_length must be a mapping, None or 'isa', got {edge_length!r}")
+        from .shadows import shadow_layout
+
+        return shadow_layout(edges, ball=ball, dim=dim, root=root, seed=seed, dtype=dtype, device=device)
     if int(dim) != dim or dim < 1:
         raise ValueError(f"dim must be a positive integer, got {dim!r}")
     dim = int(dim)

@@ -31,6 +31,7 @@ import geoopt
 import torch
 
 from ..geometry import PoincareBall
+from .fused_sgd import sample_epoch, softmax_sgd_step
 from .losses import softmax_ranking_loss
 from .model import HierarchyEmbedding
 from .relations import Relations, as_relations
@@ -138,9 +139,14 @@ def train_embedding(model: HierarchyEmbedding, relations: Relations, *, epochs: 
     rel = relations.to(device)
     g = torch.Generator(device=device)
     g.manual_seed(int(seed))
-    if loss_fn is None:
+    if loss_fn is None and _check_positive_int("negatives", negatives) < 1:
+        raise ValueError("negatives must be at least 1")
+    fused = loss_fn is None and optimizer == "rsgd" and after_step is None
+    sampler = NegativeSampler(rel, symmetric=symmetric_negatives, generator=g) if fused else None
+    if loss_fn is None and not fused:
         loss_fn = softmax_objective(rel, negatives, g, symmetric_negatives)
     opt = make_optimizer([model.weight], optimizer, lr, sparse=model.sparse)
+    curvature = model.ball.curvature if model.geometry == "poincare" else 1.0
     pairs = rel.pairs
     n_pairs = pairs.shape[0]
     losses: list[float] = []
@@ -152,14 +158,23 @@ def train_embedding(model: HierarchyEmbedding, relations: Relations, *, epochs: 
             group["lr"] = lr * lr_factor(epoch, epochs, burn_in, burn_in_lr_factor, final_lr_factor)
         perm = torch.randperm(n_pairs, device=device, generator=g)
         total = torch.zeros((), dtype=torch.float64, device=device)
-        for b in range(0, n_pairs, batch_size):
-            loss = loss_fn(model, pairs[perm[b:b + batch_size]], burning)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            if after_step is not None:
-                after_step(model)
-            total += loss.detach().to(torch.float64)
+        if fused:
+            step_lr = opt.param_groups[0]["lr"]
+            shuffled = pairs[perm]
+            cand, mask = sample_epoch(sampler, shuffled, negatives, unigram=burning)
+            for b in range(0, n_pairs, batch_size):
+                total += softmax_sgd_step(model.weight.data, shuffled[b:b + batch_size, 0], cand[b:b + batch_size],
+                                          mask[b:b + batch_size], step_lr, model.geometry,
+                                          curvature).to(torch.float64)
+        else:
+            for b in range(0, n_pairs, batch_size):
+                loss = loss_fn(model, pairs[perm[b:b + batch_size]], burning)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                if after_step is not None:
+                    after_step(model)
+                total += loss.detach().to(torch.float64)
         mean = float(total) / n_pairs
         if not math.isfinite(mean):
             raise FloatingPointError(f"loss became {mean} at epoch {epoch + 1}; lower lr (now {lr})")
