@@ -93,49 +93,61 @@ class _Batch:
     @classmethod
     def check(cls, items: list, dim: int, ball: PoincareBall) -> _Batch:
         b = cls()
+        n = len(items)
+        texts, ids, parents = [None] * n, [None] * n, [None] * n
+        times, vfrom, vuntil, metas = [None] * n, [None] * n, [None] * n, [None] * n
+        b.embeddings, b.points = {}, {}
+        utc = timezone.utc
+        # One pass; the common cases (str, None, UTC datetimes, no metadata) cost no call.
         for i, it in enumerate(items):
             if not isinstance(it, Mapping):
                 raise TypeError(f"item #{i} must be a dict of add() arguments, got {type(it).__name__}")
             if not it.keys() <= ADD_KEYS:
                 raise ValueError(f"item #{i} has unknown keys {sorted(it.keys() - ADD_KEYS)}; "
                                  f"allowed: {sorted(ADD_KEYS)}")
-            if "text" not in it:
-                raise ValueError(f"item #{i} has no 'text'")
-        b.texts = [it["text"] for it in items]
-        for i, text in enumerate(b.texts):
+            get = it.get
+            text = get("text")
             if type(text) is not str or not text.strip():
+                if "text" not in it:
+                    raise ValueError(f"item #{i} has no 'text'")
                 check_texts([text], what=f"item #{i} text")  # raises the precise error
-        b.ids = [it.get("id") for it in items]
-        for i, id_ in enumerate(b.ids):
-            if id_ is not None and (not isinstance(id_, str) or not id_.strip()):
-                raise ValueError(f"item #{i}: id must be a non-empty string, got {id_!r}")
-        b.parents = [it.get("parent") for it in items]
-        for i, par in enumerate(b.parents):
-            if par is not None and not isinstance(par, str):
-                raise TypeError(f"item #{i}: parent must be a memory id (str), got {type(par).__name__}")
-        b.times = [_check_time(it.get("t"), "t", f"item #{i}") for i, it in enumerate(items)]
-        b.valid_from = [_check_time(it.get("valid_from"), "valid_from", f"item #{i}") for i, it in enumerate(items)]
-        b.valid_until = [_check_time(it.get("valid_until"), "valid_until", f"item #{i}")
-                         for i, it in enumerate(items)]
-        for i, (vf, vu) in enumerate(zip(b.valid_from, b.valid_until)):
-            if vf is not None and vu is not None and vu < vf:
-                raise ValueError(f"item #{i}: valid_until ({vu}) is before valid_from ({vf})")
-        b.metas = [_check_meta(it.get("meta"), f"item #{i}") for i, it in enumerate(items)]
-        b.embeddings, b.points = {}, {}
-        for i, it in enumerate(items):
-            if it.get("embedding") is not None:
+            texts[i] = text
+            id_ = get("id")
+            if id_ is not None:
+                if not isinstance(id_, str) or not id_.strip():
+                    raise ValueError(f"item #{i}: id must be a non-empty string, got {id_!r}")
+                ids[i] = id_
+            par = get("parent")
+            if par is not None:
+                if not isinstance(par, str):
+                    raise TypeError(f"item #{i}: parent must be a memory id (str), got {type(par).__name__}")
+                parents[i] = par
+            t = get("t")
+            if t is not None:
+                times[i] = t if type(t) is datetime and t.tzinfo is utc else _check_time(t, "t", f"item #{i}")
+            vf, vu = get("valid_from"), get("valid_until")
+            if vf is not None or vu is not None:
+                vf = vfrom[i] = _check_time(vf, "valid_from", f"item #{i}")
+                vu = vuntil[i] = _check_time(vu, "valid_until", f"item #{i}")
+                if vf is not None and vu is not None and vu < vf:
+                    raise ValueError(f"item #{i}: valid_until ({vu}) is before valid_from ({vf})")
+            meta = get("meta")
+            metas[i] = {} if meta is None else _check_meta(meta, f"item #{i}")
+            if get("embedding") is not None:
                 e = torch.as_tensor(it["embedding"], dtype=torch.float64).detach().cpu()
                 if e.shape != (dim,):
                     raise ValueError(f"item #{i}: embedding must have shape ({dim},), got {tuple(e.shape)}")
                 if not bool(torch.isfinite(e).all()):
                     raise ValueError(f"item #{i}: embedding has non-finite values")
                 b.embeddings[i] = e
-            if it.get("point") is not None:
+            if get("point") is not None:
                 p = torch.as_tensor(it["point"], dtype=torch.float64).detach().cpu()
                 if p.shape != (dim,):
                     raise ValueError(f"item #{i}: point must have shape ({dim},), got {tuple(p.shape)}")
                 ball.check_inside(p, name=f"item #{i} point")
                 b.points[i] = p
+        b.texts, b.ids, b.parents, b.times = texts, ids, parents, times
+        b.valid_from, b.valid_until, b.metas = vfrom, vuntil, metas
         return b
 
 
