@@ -169,3 +169,17 @@ def test_demo_options_are_checked(tmp_path):
         run_demo(tmp_path, dataset="mammals", config=tmp_path / "nope.yaml")
     with pytest.raises(ValueError, match="mammals demo"):
         run_demo(tmp_path, dataset="events", epochs=3)
+
+
+def test_low_dimensional_embeddings_get_a_text_query_embedder_and_save(tmp_path):
+    from hypermem.demo import _save_and_check, _text_query_embedder
+
+    embedder = _text_query_embedder(2)
+    assert embedder.dim == 2 and embedder.embed(["a lion", "a tiger"]).shape == (2, 2)
+    assert type(_text_query_embedder(10)).__name__ == "HashingEmbedder"
+    pts = {"a": torch.tensor([0.1, 0.2]), "b": torch.tensor([0.3, -0.4])}
+    mem = embedding_to_memory(pts, [("a", "b")], embedder=embedder)
+    said = []
+    db, js = _save_and_check(mem, tmp_path, "two_d", said.append)
+    assert db.exists() and js.exists() and "loads back equal" in said[0]
+    assert mem.search("anything", k=1)[0].id in pts
