@@ -161,7 +161,7 @@ def _sarkar_one(name: str, tree, dims, ref, nouns: bool, schemes=("uniform", "de
             eval_s = time.perf_counter() - t
             rd = reconstruction(X, rel_desc, "poincare") if not nouns else None  # nouns: the isa protocol only
             row(task=f"sarkar-{name}", impl="hypermem", dim=dim, lengths=lengths, tau=lay.tau, seconds=secs,
-                radius=float(lay.info.get("radius", lay.tau * lay.info["depth"])),
+                radius=float(2.0 * torch.atanh(lay.points.norm(dim=1).max().clamp(max=1.0 - 1e-16))),
                 map_desc=rd.map if rd else float("nan"),
                 mean_rank_desc=rd.mean_rank if rd else float("nan"), map_isa=ri.map, mean_rank_isa=ri.mean_rank,
                 eval_seconds=eval_s)

@@ -396,11 +396,12 @@ def decaying_edge_lengths(edges: Iterable[tuple[Hashable, Hashable]], ratio: flo
     return {(p, c): ratio ** (dep[c] - 1) for p, cs in children.items() for c in cs if p in dep}
 
 
-def _stack_templates(degs: list[int], dim: int, fixed: bool, seed: int) -> tuple[torch.Tensor, dict[int, int]]:
+def _stack_templates(degs: list[int], dim: int, fixed: bool, seed: int, iterations: int = 200
+                     ) -> tuple[torch.Tensor, dict[int, int]]:
     rows, offsets, off = [], {}, 0
     largest = max(degs, default=0) + int(fixed)
     for k in degs:
-        t = _template(k, dim, fixed, seed, 200, largest)
+        t = _template(k, dim, fixed, seed, iterations, largest)
         offsets[k] = off
         off += t.shape[0]
         rows.append(t)

@@ -63,6 +63,10 @@ from ..geometry import PoincareBall
 from .sarkar import Layout, _stack_templates, min_angle
 from .tree import bfs_order, depths, tree_from_edges
 
+_ITERATIONS = 60
+"""Relaxation steps of the spread directions (the shrink factors use the minimum angle
+actually reached, so fewer steps cost a little radius, never correctness)."""
+
 DEFAULT_SHRINK = 1.0
 """Fraction of the worst-case bound ``min(eta, sigma / 3)`` used as shrink factor."""
 
@@ -136,7 +140,7 @@ def _sphere_plan(order: list, children: dict, index: dict, dim: int, max_shrink:
     n, m = len(order), dim - 1
     degree = [len(children.get(b, ())) for b in order]
     degs = sorted({k for k in degree if k > 0})
-    stacked, offset_of = _stack_templates(degs, m, False, seed)
+    stacked, offset_of = _stack_templates(degs, m, False, seed, _ITERATIONS)
     factor = {}
     for k in degs:
         sigma = 2.0 * math.sin(min_angle(stacked[offset_of[k]:offset_of[k] + k]) / 2.0) if k > 1 else 2.0
