@@ -13,7 +13,7 @@ def _iso(t: datetime | None) -> str | None:
     return None if t is None else t.isoformat()
 
 
-@dataclass
+@dataclass(slots=True)
 class MemoryRecord:
     """One stored memory.  Its position lives in the :class:`~hypermem.store.Memory` that owns it."""
 
