@@ -23,9 +23,8 @@ centre.  Then, up to the small vertical term, ``w`` ranks by the *scale-free* ke
 
 Children's shadows are nested in their parent's: the ``k`` children of ``b`` get
 centres ``c_b + rho_b y_i`` and radii ``s_b rho_b``, where ``y_1..y_k`` are spread
-points with ``||y_i|| <= 1`` (unit spread directions for ``d >= 3``; alternating
-positions on a segment for ``d = 2``), at least ``eta`` from the origin and ``sigma``
-apart.  With ``S = max s`` an ancestor ``a`` of ``u`` has ``K(u, a) <= 1 / (1 - S)``
+points with ``||y_i|| <= 1`` (unit spread directions for ``d >= 3``), at least ``eta``
+from the origin and ``sigma`` apart.  With ``S = max s`` an ancestor ``a`` of ``u`` has ``K(u, a) <= 1 / (1 - S)``
 (``u`` lies within a geometric series of offsets from ``c_a``), a child of ``u`` has
 ``K >= eta / s``, and a node of another branch at least
 ``(sigma - 2 s / (1 - S)) / s``.  So every ancestor ranks before every other node
@@ -33,12 +32,14 @@ when
 
 ``s_b < (1 - S) min(eta, sigma / 3)``.
 
-The layout takes ``s_b = min(s_max, shrink * min(eta, sigma / 3))`` per node (the
-bound is a worst case: ``shrink`` around 1 is exact in practice), so a node's shadow
-shrinks by a factor set by its parent's degree, and its hyperbolic distance from the
-root grows by about ``2 log(1 / s)`` per level: the tree's *depth* costs radius linearly
-(not exponentially), and the branching is paid in the boundary's volume, which grows
-exponentially with the dimension.  Finally the half-space is dilated by ``1 / gamma``
+For ``d >= 3`` the layout takes ``s_b = min(S, shrink * min(eta, sigma / 3))`` per
+node (the bound is a worst case: ``shrink = 1`` is exact in practice), so a node's
+shadow shrinks by a factor set by its parent's degree, and its hyperbolic distance from
+the root grows by about ``2 log(1 / s)`` per level: the tree's *depth* costs radius
+linearly (not exponentially), and the branching is paid in the boundary's volume, which
+grows exponentially with the dimension.  For ``d = 2`` the boundary is a line with
+little room, so the children's intervals are sized by their subtrees
+(:func:`_segment_plan`, within the proven bound when ``shrink <= 1``).  Finally the half-space is dilated by ``1 / gamma``
 (root at ``(0, 1)``) and mapped to the Poincaré ball by the Cayley transform
 
 ``(x, h) -> (2 x, ||x||^2 + h^2 - 1) / (||x||^2 + (1 + h)^2)``
@@ -48,7 +49,8 @@ and scaled by ``1 / sqrt(c)`` for a ball of curvature ``-c``.
 
 The construction is vectorised per level and runs in float64 (the deepest WordNet
 mammals sit about 17 from the origin in 10-D; a float32 layout keeps only a few
-levels).  On the mammal tree it reconstructs with MAP 1.0 in dimensions 5 and 10.
+levels).  On the WordNet mammal tree it reconstructs with MAP 1.0 in dimensions 2, 5
+and 10 (radius 29, 18 and 16), and on the tree of all 82,115 nouns with MAP 1.0 in 10-D.
 """
 
 from __future__ import annotations
