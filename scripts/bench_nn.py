@@ -12,6 +12,10 @@ Time: the median over ``--repeats`` runs (after one warm-up) of
 * ``read fwd+bwd``: ``mem(queries, k).read.sum().backward()`` with trainable keys, values and
   temperature (the selection included).
 
+Both are also reported in CPU seconds of the process (``time.process_time``, all threads):
+on a machine shared with other jobs the wall times stretch with the load, the CPU times
+much less, and the ratio of either is the figure of merit.
+
 Memory: the peak resident memory *added* by one forward+backward, measured from the
 kernel's high-water mark (``VmHWM`` in ``/proc/self/status``, reset through
 ``/proc/self/clear_refs``; CPU) or ``torch.cuda.max_memory_allocated`` (CUDA), in a fresh
@@ -80,25 +84,29 @@ def time_one(args) -> dict:
 
     mem, ball = build(args.slots, args.dim, args.metric, args.device, True, False)
     q = queries(ball, args.batch, args.dim, args.device)
-    search, read = [], []
+    search, read, search_cpu, read_cpu = [], [], [], []
     for rep in range(args.repeats + 1):
         sync(args.device)
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         mem.select(q, args.k)
         sync(args.device)
-        t_search = time.perf_counter() - t
+        t_search, c_search = time.perf_counter() - t, time.process_time() - c
         mem.zero_grad(set_to_none=True)
         q.grad = None
         sync(args.device)
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         mem(q, k=args.k).read.sum().backward()
         sync(args.device)
-        t_read = time.perf_counter() - t
+        t_read, c_read = time.perf_counter() - t, time.process_time() - c
         if rep:  # the first round warms up (key geometry cache, allocator)
             search.append(t_search)
             read.append(t_read)
+            search_cpu.append(c_search)
+            read_cpu.append(c_read)
     s, r = statistics.median(search), statistics.median(read)
-    return {"search_s": s, "read_fwd_bwd_s": r, "ratio": r / s, "threads": torch.get_num_threads()}
+    sc, rc = statistics.median(search_cpu), statistics.median(read_cpu)
+    return {"search_s": s, "read_fwd_bwd_s": r, "ratio": r / s, "search_cpu_s": sc, "read_fwd_bwd_cpu_s": rc,
+            "cpu_ratio": rc / sc, "threads": torch.get_num_threads()}
 
 
 def memory_one(args) -> dict:
@@ -168,6 +176,8 @@ def main() -> None:
     p.add_argument("--device", default=None, help="cpu, cuda (default: cpu, and cuda too when present)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    p.add_argument("--parts", nargs="+", choices=["time", "memory"], default=["time", "memory"],
+                   help="what to measure (default: both)")
     p.add_argument("--out", default=str(ROOT / "runs" / "bench_nn.json"))
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--what", default="time", help=argparse.SUPPRESS)
@@ -184,15 +194,19 @@ def main() -> None:
     rows, mem_rows = [], []
     print(f"# bench_nn {date.today()}: batch {args.batch}, k {args.k}, dim {args.dim}, float32, "
           f"{args.repeats} repeats (median)", flush=True)
-    print("\n| device | metric | slots | search (s) | read fwd+bwd (s) | ratio |\n|---|---|---:|---:|---:|---:|")
-    for dev in devices:
+    if "time" in args.parts:
+        print("\n| device | metric | slots | threads | search (s) | read fwd+bwd (s) | ratio | search CPU (s) | "
+              "read fwd+bwd CPU (s) | CPU ratio |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for dev in devices if "time" in args.parts else ():
         for metric in args.metrics:
             r = run_child(args, what="time", metric=metric, device=dev)
             rows.append({"device": dev, "metric": metric, "slots": args.slots, **r})
-            print(f"| {dev} | {metric} | {args.slots:,} | {r['search_s']:.3f} | {r['read_fwd_bwd_s']:.3f} | "
-                  f"{r['ratio']:.2f} |", flush=True)
-    print("\n| device | gradients | slots | peak forward (MiB) | peak backward (MiB) |\n|---|---|---:|---:|---:|")
-    for dev in devices:
+            print(f"| {dev} | {metric} | {args.slots:,} | {r['threads']} | {r['search_s']:.3f} | "
+                  f"{r['read_fwd_bwd_s']:.3f} | {r['ratio']:.2f} | {r['search_cpu_s']:.3f} | "
+                  f"{r['read_fwd_bwd_cpu_s']:.3f} | {r['cpu_ratio']:.2f} |", flush=True)
+    if "memory" in args.parts:
+        print("\n| device | gradients | slots | peak forward (MiB) | peak backward (MiB) |\n|---|---|---:|---:|---:|")
+    for dev in devices if "memory" in args.parts else ():
         for grad in ("frozen", "sparse", "dense"):
             for n in two:
                 r = run_child(args, what="memory", metric=args.metrics[0], device=dev, grad=grad, slots=n)
@@ -202,7 +216,7 @@ def main() -> None:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"date": str(date.today()), "settings": {k: v for k, v in vars(args).items()
-                                                                        if k not in ("child", "what", "grad")},
+                                                                        if k not in ("child", "what", "grad", "metric")},
                                "time": rows, "memory": mem_rows}, indent=2))
     print(f"\nwrote {out}")
 
