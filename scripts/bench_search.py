@@ -196,10 +196,14 @@ def main(argv=None) -> int:
     ap.add_argument("-k", type=int, default=10)
     ap.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     ap.add_argument("--skip", choices=["single", "batch"], action="append", default=[])
+    ap.add_argument("--threads", type=int, default=0,
+                    help="torch threads (0: torch's default); 1 compares single cores on a shared machine")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args(argv)
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     results = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d"), "machine": platform.machine(),
-               "cpus": torch.get_num_threads(), "torch": torch.__version__}
+               "torch_threads": torch.get_num_threads(), "torch": torch.__version__}
     if "single" not in args.skip:
         results["single"] = bench_add_and_single(args.n, args.queries, args.ref_queries)
         print(json.dumps(results["single"], indent=1), flush=True)
