@@ -9,10 +9,11 @@ import torch
 
 from hypermem import Memory
 from hypermem.data.wordnet import load_mammals
-from hypermem.demo import DEMO_SEARCHES, embedding_to_memory, run_demo, synset_texts
+from hypermem.demo import DEMO_SEARCHES, run_demo, synset_texts
 from hypermem.embed import CallableEmbedder
 from hypermem.hierarchy import reconstruction
 from hypermem.retrieval.cones import cone_energy
+from hypermem.train.export import embedding_to_memory
 
 EPOCHS = 2
 pytestmark = pytest.mark.filterwarnings("ignore::Warning:lightning.pytorch.cli")

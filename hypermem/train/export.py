@@ -1,0 +1,98 @@
+"""Export a trained hierarchy embedding: :func:`embedding_to_memory` loads it into a
+:class:`~hypermem.store.Memory` with one call (each node at exactly its trained point, its
+parent from the tree, its text and metadata), so searches, the inspector and persistence
+work on what was learned.  No Lightning import here: the function takes plain points, e.g.
+:meth:`hypermem.train.hierarchy_module.HierarchyModule.points_dict` or the points of
+:func:`hypermem.hierarchy.fit_poincare_embeddings`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+
+def embedding_to_memory(points: Mapping[Any, Any], tree: Iterable[tuple[Any, Any]] = (),
+                        texts: Mapping[Any, str] | None = None, curvature: float = 1.0, t: datetime | None = None,
+                        meta: Mapping[Any, Mapping[str, Any]] | None = None, embedder=None, **memory_kwargs):
+    """A :class:`~hypermem.store.Memory` holding a trained hierarchy embedding: one memory
+    per node, id ``str(node)``, at exactly its trained point, its parent from ``tree``.
+
+    Parameters
+    ----------
+    points:
+        ``node -> point`` (``(dim,)`` tensors inside the ball of ``curvature``), e.g.
+        :meth:`hypermem.train.hierarchy_module.HierarchyModule.points_dict` or the first
+        result of :func:`hypermem.hierarchy.fit_poincare_embeddings`.
+    tree:
+        ``(parent, child)`` edges, one parent per node (nodes without one are roots).
+    texts:
+        ``node -> text`` (default: the node's name).
+    t:
+        Every memory's time (default: now); the memory's clock is frozen there (no decay by
+        default).
+    meta, embedder, memory_kwargs:
+        Per-node metadata; the embedder for text queries (default
+        :class:`~hypermem.embed.HashingEmbedder` of the points' dimension, which needs
+        ``dim >= 8``: pass one for smaller points); more
+        :class:`~hypermem.store.Memory` arguments (the default metric is
+        ``"hyperbolic"``: searches rank by the trained distances).
+
+    Memory points are stored as a direction and a hyperbolic radius, so
+    ``mem.point(id)`` equals the trained point up to rounding (about 1e-15 in float64).
+
+    >>> import torch
+    >>> from hypermem.embed import CallableEmbedder
+    >>> pts = {"mammal": torch.tensor([0.0, 0.1]), "dog": torch.tensor([0.5, 0.6]), "cat": torch.tensor([-0.5, 0.6])}
+    >>> text_queries = CallableEmbedder(lambda texts: [[1.0, float(len(t))] for t in texts], dim=2)
+    >>> mem = embedding_to_memory(pts, [("mammal", "dog"), ("mammal", "cat")], {"dog": "a domestic canine"},
+    ...                           embedder=text_queries)
+    >>> mem.ancestors("dog"), mem.get("dog").text, round(float(mem.point("cat")[0]), 6)
+    (['mammal'], 'a domestic canine', -0.5)
+    """
+    import torch
+
+    from ..embed import HashingEmbedder
+    from ..store import Memory
+    from ..temporal import utcnow
+
+    t = utcnow() if t is None else t
+
+    if not points:
+        raise ValueError("points is empty: nothing to load")
+    ids = {node: str(node) for node in points}
+    if len(set(ids.values())) != len(ids):
+        raise ValueError("two nodes have the same name as text (str(node)); memory ids must be unique")
+    parent: dict[Any, Any] = {}
+    children: dict[Any, list] = {}
+    for edge in tree:
+        if len(edge) != 2:
+            raise ValueError(f"a tree edge must be a (parent, child) pair, got {edge!r}")
+        p, c = edge
+        for node in (p, c):
+            if node not in points:
+                raise ValueError(f"tree node {node!r} has no point")
+        if c in parent:
+            raise ValueError(f"{c!r} has two parents in the tree ({parent[c]!r} and {p!r})")
+        parent[c] = p
+        children.setdefault(p, []).append(c)
+    order = [n for n in points if n not in parent]
+    for node in order:  # breadth first: parents precede their children
+        order.extend(children.get(node, ()))
+    if len(order) != len(points):
+        stuck = next(n for n in points if n not in set(order))
+        raise ValueError(f"the tree has a cycle through {stuck!r}")
+    vectors = {n: torch.as_tensor(points[n]).detach().to("cpu", torch.float64) for n in order}
+    dim = vectors[order[0]].shape[-1]
+    if embedder is None and dim < 8:
+        raise ValueError(f"{dim}-dimensional points: the default HashingEmbedder needs dim >= 8; pass embedder= "
+                         f"(anything with dim={dim} and embed(texts), e.g. a CallableEmbedder) for text queries")
+    texts, meta = texts or {}, meta or {}
+    memory_kwargs.setdefault("metric", "hyperbolic")
+    mem = Memory(embedder=HashingEmbedder(dim=dim) if embedder is None else embedder, curvature=curvature,
+                 clock=lambda: t, **memory_kwargs)
+    mem.add_many([{"id": ids[n], "text": texts.get(n) or ids[n], "parent": ids[parent[n]] if n in parent else None,
+                   "t": t, "point": vectors[n], "embedding": vectors[n], "meta": dict(meta.get(n, {}))}
+                  for n in order])
+    return mem
