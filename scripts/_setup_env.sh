@@ -18,14 +18,26 @@ if ! "$VPY" -c "import torch" >/dev/null 2>&1; then
   "$VPY" -m pip install -q torch==2.13.0
 fi
 EXTRAS="${HYPERMEM_EXTRAS:-dev}"
+# The stamp holds the pyproject's hash and the extras installed with it; an install is
+# needed when the pyproject changed or an extra is missing (demo.sh after test.sh reuses
+# test.sh's larger set instead of reinstalling).
 STAMP="$VENV/.hypermem-installed"
-WANT="$(cat pyproject.toml | sha256sum | cut -c1-16)-$EXTRAS"
-if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
-  echo "[setup] installing hypermem-torch[$EXTRAS]"
+HASH="$(sha256sum pyproject.toml | cut -c1-16)"
+HAVE=""
+if [ -f "$STAMP" ] && [ "$(cut -d' ' -f1 "$STAMP")" = "$HASH" ]; then
+  HAVE="$(cut -s -d' ' -f2 "$STAMP")"
+fi
+NEED=0
+for extra in ${EXTRAS//,/ }; do
+  case ",$HAVE," in *",$extra,"*) ;; *) NEED=1 ;; esac
+done
+if [ ! -f "$STAMP" ] || [ "$NEED" = 1 ]; then
+  ALL="$(echo "$HAVE,$EXTRAS" | tr ',' '\n' | sed '/^$/d' | sort -u | paste -sd, -)"
+  echo "[setup] installing hypermem-torch[$ALL]"
   TORCH_VERSION="$("$VPY" -c 'import torch; print(torch.__version__.split("+")[0])')"
-  "$VPY" -m pip install -q "torch==$TORCH_VERSION" -e ".[$EXTRAS]" 2>&1 | grep -v "is ignored" || true
+  "$VPY" -m pip install -q "torch==$TORCH_VERSION" -e ".[$ALL]" 2>&1 | grep -v "is ignored" || true
   "$VPY" -c "import hypermem" || { echo "[setup] hypermem did not install"; exit 1; }
-  echo "$WANT" > "$STAMP"
+  echo "$HASH $ALL" > "$STAMP"
 fi
 # Optional system packages (WordNet database, Chromium for page tests): best effort.
 for pkg in ${HYPERMEM_SYSTEM:-}; do
