@@ -30,6 +30,7 @@ import torch
 
 from ..geometry import poincare as P
 from ..retrieval.cones import DEFAULT_K, cone_energy
+from .losses import reduce_loss
 from .model import HierarchyEmbedding
 from .relations import Relations
 
@@ -99,14 +100,7 @@ def cone_loss(model: HierarchyEmbedding, pos: torch.Tensor, neg: torch.Tensor, m
     e_neg = (margin - pair_energy(model, neg, K)).clamp_min(0.0)
     if mask is not None:
         e_neg = e_neg * mask.to(e_neg.dtype)
-    per_pair = e_pos + e_neg.sum(-1)
-    if reduction == "sum":
-        return per_pair.sum()
-    if reduction == "mean":
-        return per_pair.mean()
-    if reduction == "none":
-        return per_pair
-    raise ValueError(f"reduction must be 'sum', 'mean' or 'none', got {reduction!r}")
+    return reduce_loss(e_pos + e_neg.sum(-1), reduction)
 
 
 def cone_score(points: torch.Tensor, pairs: torch.Tensor, ball=None, K: float = DEFAULT_K) -> torch.Tensor:

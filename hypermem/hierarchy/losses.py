@@ -15,6 +15,19 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def reduce_loss(loss: torch.Tensor, reduction: str) -> torch.Tensor:
+    """Per-item losses reduced as torch's losses do: ``"mean"``, ``"sum"`` or ``"none"``."""
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "none":
+        return loss
+    raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+
 
 def softmax_ranking_loss(d_pos: torch.Tensor, d_neg: torch.Tensor, mask: torch.Tensor | None = None,
                          reduction: str = "mean") -> torch.Tensor:

@@ -36,19 +36,9 @@ import torch
 import torch.nn.functional as F
 
 from ..geometry import poincare as P
+from ..hierarchy.losses import reduce_loss as _reduce
+from ..hierarchy.losses import softmax_ranking_loss
 from ..retrieval.cones import DEFAULT_K, cone_energy
-
-REDUCTIONS = ("mean", "sum", "none")
-
-
-def _reduce(loss: torch.Tensor, reduction: str) -> torch.Tensor:
-    if reduction == "mean":
-        return loss.mean()
-    if reduction == "sum":
-        return loss.sum()
-    if reduction == "none":
-        return loss
-    raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
 
 
 def _curvature(ball) -> float:
@@ -129,10 +119,8 @@ def poincare_ranking_loss(u: torch.Tensor, v: torch.Tensor, negatives: torch.Ten
     _points("v", v, 2)
     _points("negatives", negatives, 3)
     c = _curvature(ball)
-    d_pos = P.distance_arcosh(u, v, c).unsqueeze(1)
-    d_neg = P.distance_arcosh(u.unsqueeze(1), negatives, c)
-    logits = -torch.cat([d_pos, d_neg], 1)
-    return _reduce(torch.logsumexp(logits, 1) - logits[:, 0], reduction)
+    return softmax_ranking_loss(P.distance_arcosh(u, v, c), P.distance_arcosh(u.unsqueeze(1), negatives, c),
+                                reduction=reduction)
 
 
 def entailment_cone_loss(general: torch.Tensor, specific: torch.Tensor, neg_general: torch.Tensor | None = None,
