@@ -54,6 +54,7 @@ def embedding_to_memory(points: Mapping[Any, Any], tree: Iterable[tuple[Any, Any
     import torch
 
     from ..embed import HashingEmbedder
+    from ..hierarchy.tree import bfs_order, children_map, parents_of
     from ..store import Memory
     from ..temporal import utcnow
 
@@ -64,25 +65,13 @@ def embedding_to_memory(points: Mapping[Any, Any], tree: Iterable[tuple[Any, Any
     ids = {node: str(node) for node in points}
     if len(set(ids.values())) != len(ids):
         raise ValueError("two nodes have the same name as text (str(node)); memory ids must be unique")
-    parent: dict[Any, Any] = {}
-    children: dict[Any, list] = {}
-    for edge in tree:
-        if len(edge) != 2:
-            raise ValueError(f"a tree edge must be a (parent, child) pair, got {edge!r}")
-        p, c = edge
-        for node in (p, c):
-            if node not in points:
-                raise ValueError(f"tree node {node!r} has no point")
-        if c in parent:
-            raise ValueError(f"{c!r} has two parents in the tree ({parent[c]!r} and {p!r})")
-        parent[c] = p
-        children.setdefault(p, []).append(c)
-    order = [n for n in points if n not in parent]
-    for node in order:  # breadth first: parents precede their children
-        order.extend(children.get(node, ()))
-    if len(order) != len(points):
-        stuck = next(n for n in points if n not in set(order))
-        raise ValueError(f"the tree has a cycle through {stuck!r}")
+    children, roots = children_map(tree)  # two parents, cycles, malformed edges: clear errors
+    missing = next((node for node in children if node not in points), None)
+    if missing is not None:
+        raise ValueError(f"tree node {missing!r} has no point")
+    parent = parents_of(children)
+    # every point is a node; those outside the tree are roots of their own
+    order = [n for n in points if n not in children] + [n for r in roots for n in bfs_order(children, r)]
     vectors = {n: torch.as_tensor(points[n]).detach().to("cpu", torch.float64) for n in order}
     dim = vectors[order[0]].shape[-1]
     if embedder is None and dim < 8:
