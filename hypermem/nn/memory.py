@@ -364,11 +364,9 @@ class HyperbolicMemory(nn.Module):
         if self.depth_bias != 0.0:
             d = self.depth if self.depth is not None else self._key_geometry()[1]
             bias = self.depth_bias * d.detach()
-        if self.time_coef != 0.0:
-            w = self.time_weights(at_time)
-            if w is not None:
-                tb = (self.time_coef * w.log()).to(self.keys.dtype)
-                bias = tb if bias is None else bias + tb
+        tb = self._time_term(None, at_time)
+        if tb is not None:
+            bias = tb if bias is None else bias + tb
         return bias
 
     def _depth_term(self, idx: torch.Tensor | None) -> torch.Tensor | None:
