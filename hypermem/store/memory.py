@@ -74,12 +74,15 @@ def _check_meta(meta: Any, where: str) -> dict:
     return meta
 
 
-def _check_time(value: Any, name: str, where: str) -> datetime | None:
+def _check_time(value: Any, name: str, where: str | int) -> datetime | None:
+    """``value`` as an aware UTC datetime (``None`` stays ``None``); ``where`` names the
+    call or, as an int, the ``add_many`` item (formatted only for an error)."""
     if value is None:
         return None
     if type(value) is datetime and value.tzinfo is timezone.utc:
         return value
     if not isinstance(value, datetime):
+        where = f"item #{where}" if isinstance(where, int) else where
         raise TypeError(f"{where}: {name} must be a datetime or None, got {type(value).__name__}")
     return to_utc(value)
 
@@ -97,8 +100,7 @@ class _Batch:
         texts, ids, parents = [None] * n, [None] * n, [None] * n
         times, vfrom, vuntil, metas = [None] * n, [None] * n, [None] * n, [None] * n
         b.embeddings, b.points = {}, {}
-        utc = timezone.utc
-        # One pass; the common cases (str, None, UTC datetimes, no metadata) cost no call.
+        # One pass; the common cases (str, None, no metadata) cost no call.
         for i, it in enumerate(items):
             if not isinstance(it, Mapping):
                 raise TypeError(f"item #{i} must be a dict of add() arguments, got {type(it).__name__}")
@@ -122,15 +124,11 @@ class _Batch:
                 if not isinstance(par, str):
                     raise TypeError(f"item #{i}: parent must be a memory id (str), got {type(par).__name__}")
                 parents[i] = par
-            t = get("t")
-            if t is not None:
-                times[i] = t if type(t) is datetime and t.tzinfo is utc else _check_time(t, "t", f"item #{i}")
-            vf, vu = get("valid_from"), get("valid_until")
-            if vf is not None or vu is not None:
-                vf = vfrom[i] = _check_time(vf, "valid_from", f"item #{i}")
-                vu = vuntil[i] = _check_time(vu, "valid_until", f"item #{i}")
-                if vf is not None and vu is not None and vu < vf:
-                    raise ValueError(f"item #{i}: valid_until ({vu}) is before valid_from ({vf})")
+            times[i] = _check_time(get("t"), "t", i)
+            vf = vfrom[i] = _check_time(get("valid_from"), "valid_from", i)
+            vu = vuntil[i] = _check_time(get("valid_until"), "valid_until", i)
+            if vf is not None and vu is not None and vu < vf:
+                raise ValueError(f"item #{i}: valid_until ({vu}) is before valid_from ({vf})")
             meta = get("meta")
             metas[i] = {} if meta is None else _check_meta(meta, f"item #{i}")
             if get("embedding") is not None:
