@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIG = str(ROOT / "configs" / "mammals_poincare.yaml")
 QUICK = ["--trainer.max_epochs=2", "--trainer.limit_train_batches=5", "--trainer.check_val_every_n_epoch=1",
          "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false", "--trainer.log_every_n_steps=1",
-         "--model.burn_in=1", "--data.burn_in=1", "--data.batch_size=64", "--data.negatives=10"]
+         "--model.burn_in=1", "--data.burn_in=1", "--data.batch_size=64", "--data.negatives=10",
+         "--data.batches_per_step=1"]
 
 
 def _run_cli(tmp: Path, *extra: str):
@@ -94,6 +95,24 @@ def test_checkpoint_resume(trained, tmp_path):
     again.model.save_embedding(str(out))
     saved = torch.load(out)
     assert saved["points"].shape == (1180, 5) and saved["nodes"][0] == again.model.nodes[0]
+
+
+def test_closed_form_steps_equal_geoopt_rsgd_and_count_every_batch(tmp_path, monkeypatch):
+    """Grouped batches (batches_per_step=3) with the autograd-free step give the weights of
+    geoopt's RiemannianSGD taking the same steps through autograd, and every batch counts
+    as one optimizer step."""
+    from hypermem.train.hierarchy_module import HierarchyModule
+
+    extra = ("--model.dim=5", "--trainer.max_epochs=1", "--trainer.limit_train_batches=2", "--trainer.logger=false",
+             "--trainer.enable_checkpointing=false", "--trainer.callbacks=null", "--data.batches_per_step=3",
+             "--model.log_images=false", "--model.log_projector=false")
+    fused = _run_cli(tmp_path, *extra)
+    assert fused.model.uses_closed_form_step()
+    monkeypatch.setattr(HierarchyModule, "uses_closed_form_step", lambda self: False)
+    plain = _run_cli(tmp_path, *extra)
+    assert fused.trainer.global_step == plain.trainer.global_step == 6
+    a, b = fused.model.embedding.weight.detach(), plain.model.embedding.weight.detach()
+    assert not torch.equal(a, torch.zeros_like(a)) and float((a - b).abs().max()) < 1e-10
 
 
 def test_cones_with_link_split(tmp_path):

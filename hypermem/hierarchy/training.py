@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import geoopt
@@ -204,12 +204,14 @@ def _fit(edges, geometry: str, dim: int, epochs: int, lr: float, negatives: int,
          burn_in_lr_factor: float, final_lr_factor: float, batch_size: int, seed: int,
          ball: PoincareBall | None, optimizer: str,
          device, dtype, sparse: bool | None, nodes: Sequence[Hashable] | None, eval_every: int,
-         log) -> tuple[dict, TrainingReport]:
+         log, init=None) -> tuple[dict, TrainingReport]:
     rel = as_relations(edges, nodes=nodes, device=device)
     if sparse is None:
         sparse = rel.n > 20000
     model = HierarchyEmbedding(rel.n, dim, geometry=geometry, ball=ball, sparse=sparse, seed=seed,
                                dtype=dtype, device=device)
+    if init is not None:
+        _load_init(model, rel, init)
     evaluate = None
     if eval_every:
         from .evaluation import reconstruction
@@ -231,14 +233,33 @@ def _fit(edges, geometry: str, dim: int, epochs: int, lr: float, negatives: int,
     return {node: pts[i] for i, node in enumerate(rel.nodes)}, report
 
 
+def _load_init(model: HierarchyEmbedding, rel: Relations, init) -> None:
+    """Copy starting points into ``model``: a ``node -> point`` mapping covering every
+    node, or an ``(n, dim)`` tensor in the order of ``rel.nodes``; Poincaré points are
+    projected into the ball."""
+    if isinstance(init, Mapping):
+        missing = [n for n in rel.nodes if n not in init]
+        if missing:
+            raise KeyError(f"init has no point for {len(missing)} node(s), e.g. {missing[0]!r}")
+        init = torch.stack([torch.as_tensor(init[n], dtype=torch.float64) for n in rel.nodes])
+    init = torch.as_tensor(init)
+    if init.shape != model.weight.shape:
+        raise ValueError(f"init must have shape {tuple(model.weight.shape)} (nodes, dim), got {tuple(init.shape)}")
+    if not bool(torch.isfinite(init).all()):
+        raise ValueError("init has non-finite coordinates")
+    init = init.to(dtype=model.weight.dtype, device=model.weight.device)
+    with torch.no_grad():
+        model.weight.copy_(model.ball.projx(init) if model.geometry == "poincare" else init)
+
+
 def fit_poincare_embeddings(edges, dim: int = 10, epochs: int = 200, lr: float = 0.3, negatives: int = 50,
                             burn_in: int = 20, burn_in_lr_factor: float = 0.1, batch_size: int = 32,
                             seed: int = 0, ball: PoincareBall | None = None, *, optimizer: str = "rsgd",
                             final_lr_factor: float = 0.01,
                             device: torch.device | str | None = None, dtype: torch.dtype = torch.float64,
                             sparse: bool | None = None, nodes: Sequence[Hashable] | None = None,
-                            eval_every: int = 0, log: Callable[[str], None] | None = None
-                            ) -> tuple[dict, TrainingReport]:
+                            eval_every: int = 0, log: Callable[[str], None] | None = None,
+                            init: Mapping | torch.Tensor | None = None) -> tuple[dict, TrainingReport]:
     """Learn points for every node so related pairs are close in the Poincaré ball.
 
     ``edges`` are ``(u, v)`` related pairs (typically the transitive closure of a
@@ -252,10 +273,14 @@ def fit_poincare_embeddings(edges, dim: int = 10, epochs: int = 200, lr: float =
     with the autograd-free step of :mod:`~hypermem.hierarchy.fused_sgd` (used for
     ``optimizer="rsgd"``) an epoch of the mammals takes a fraction of a second.  ``optimizer="radam"`` uses Riemannian Adam; ``sparse`` (default: for more
     than 20,000 nodes) uses sparse gradients and geoopt's sparse optimizers;
-    ``eval_every`` records the reconstruction MAP during training.
+    ``eval_every`` records the reconstruction MAP during training.  ``init`` starts from
+    given points instead of Nickel & Kiela's small random ones (a ``node -> point``
+    mapping, or an ``(n, dim)`` tensor in the order of the relation's nodes), e.g. the
+    shadow layout ``sarkar_layout(tree, dim=dim, edge_length="isa")`` of a spanning tree,
+    which training then adapts to the pairs the tree leaves out (second parents).
     """
     return _fit(edges, "poincare", dim, epochs, lr, negatives, burn_in, burn_in_lr_factor, final_lr_factor,
-                batch_size, seed, ball, optimizer, device, dtype, sparse, nodes, eval_every, log)
+                batch_size, seed, ball, optimizer, device, dtype, sparse, nodes, eval_every, log, init)
 
 
 def fit_euclidean_embeddings(edges, dim: int = 10, epochs: int = 200, lr: float = 0.05, negatives: int = 50,

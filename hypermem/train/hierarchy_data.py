@@ -7,7 +7,9 @@ pairs (``path/to/pairs.tsv[.gz]``, one ``hyponym<TAB>hypernym`` per line).
 
 Training batches are ``(B, 2)`` index pairs; the collate function draws the negatives
 (:class:`~hypermem.hierarchy.sampling.NegativeSampler`, ``degree^0.75`` during the
-burn-in, uniform afterwards) so every batch is a dict ``{"pairs", "neg", "mask"}``.
+burn-in, uniform afterwards) so every batch is a dict ``{"pairs", "neg", "mask",
+"batch_size"}`` (``batch_size``: pairs per optimizer step; ``batches_per_step`` batches
+can travel together).
 Under DDP, Lightning shards the pairs across processes with its distributed sampler.
 
 With ``link_split`` set (a fraction of non-basic edges, e.g. 0.5), the closure is split
@@ -40,6 +42,9 @@ class _Pairs(Dataset):
 
     def __getitem__(self, i):
         return self.pairs[i]
+
+    def __getitems__(self, indices):  # a whole batch in one indexing (DataLoader's batched fetch)
+        return self.pairs[torch.as_tensor(indices)]
 
 
 class _One(Dataset):
@@ -82,7 +87,12 @@ class HierarchyDataModule(pl.LightningDataModule):
     dataset:
         ``mammals``, ``nouns``, ``wordnet:<synset>`` or a TSV path.
     batch_size:
-        Pairs per batch (per process under DDP).
+        Pairs per batch, i.e. per optimizer step (per process under DDP).
+    batches_per_step:
+        Batches handed to the module at once (default 1): the loader yields
+        ``batches_per_step * batch_size`` pairs and the module takes one optimizer step per
+        ``batch_size`` of them, so Lightning's per-step overhead is paid once per group.
+        The updates are the same as with one batch per step.
     negatives:
         Negatives per pair (Nickel & Kiela: 50 for good reconstruction; cones: 10).
     negatives_kind:
@@ -99,15 +109,17 @@ class HierarchyDataModule(pl.LightningDataModule):
 
     def __init__(self, dataset: str = "mammals", batch_size: int = 128, negatives: int = 50,
                  negatives_kind: str = "target", burn_in: int = 20, link_split: float | None = None,
-                 seed: int = 0, num_workers: int = 0):
+                 seed: int = 0, num_workers: int = 0, batches_per_step: int = 1):
         super().__init__()
         if negatives_kind not in ("target", "both_ends"):
             raise ValueError(f"negatives_kind must be 'target' or 'both_ends', got {negatives_kind!r}")
-        if batch_size < 1 or negatives < 1:
-            raise ValueError(f"batch_size and negatives must be positive, got {batch_size}, {negatives}")
+        if batch_size < 1 or negatives < 1 or batches_per_step < 1:
+            raise ValueError("batch_size, negatives and batches_per_step must be positive, got "
+                             f"{batch_size}, {negatives}, {batches_per_step}")
         self.save_hyperparameters()
         self.dataset = dataset
         self.batch_size = int(batch_size)
+        self.batches_per_step = int(batches_per_step)
         self.negatives = int(negatives)
         self.negatives_kind = negatives_kind
         self.burn_in = int(burn_in)
@@ -151,17 +163,18 @@ class HierarchyDataModule(pl.LightningDataModule):
         self.epoch = int(epoch)
 
     def collate(self, items) -> dict:
-        pairs = torch.stack(items)
+        pairs = items if isinstance(items, torch.Tensor) else torch.stack(items)
         if self.negatives_kind == "both_ends":
             from ..hierarchy.cones import sample_cone_negatives
 
             neg, mask = sample_cone_negatives(pairs, self.negatives, self.train_relations, self._generator)
         else:
             neg, mask = self._sampler.sample(pairs[:, 0], self.negatives, unigram=self.epoch < self.burn_in)
-        return {"pairs": pairs, "neg": neg, "mask": mask}
+        return {"pairs": pairs, "neg": neg, "mask": mask, "batch_size": self.batch_size}
 
     def train_dataloader(self) -> DataLoader:
-        return DataLoader(_Pairs(self.train_relations.pairs), batch_size=self.batch_size, shuffle=True,
+        return DataLoader(_Pairs(self.train_relations.pairs), batch_size=self.batch_size * self.batches_per_step,
+                          shuffle=True,
                           collate_fn=self.collate, num_workers=self.num_workers,
                           generator=torch.Generator().manual_seed(self.seed))
 

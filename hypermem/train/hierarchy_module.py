@@ -12,6 +12,12 @@ One module, three ``kind`` values, sharing :class:`~hypermem.hierarchy.model.Hie
 ``configure_optimizers`` returns geoopt's ``RiemannianSGD`` (default) or
 ``RiemannianAdam`` and a per-epoch schedule (burn-in at ``lr * burn_in_lr_factor``, then a
 linear decay to ``lr * final_lr_factor``; :func:`~hypermem.hierarchy.training.lr_factor`).
+The module optimises manually (Lightning's manual optimisation): for Poincaré and
+Euclidean embeddings with Riemannian SGD in a single process, each batch is one
+closed-form step (:func:`~hypermem.hierarchy.fused_sgd.softmax_sgd_step`, geoopt's
+``RiemannianSGD`` update without autograd, at the optimizer's current learning rate);
+otherwise (Riemannian Adam, cones, several processes) a forward, ``manual_backward`` (which
+DDP synchronises) and the optimizer's step.
 
 Each validation epoch (``trainer.check_val_every_n_epoch``) evaluates the whole
 embedding: reconstruction MAP and mean rank (``val/map``, ``val/mean_rank``) and, with a
@@ -37,6 +43,7 @@ from ..hierarchy.cones import (
     squash_radii,
 )
 from ..hierarchy.evaluation import link_prediction, reconstruction
+from ..hierarchy.fused_sgd import softmax_sgd_step
 from ..hierarchy.losses import softmax_ranking_loss
 from ..hierarchy.model import HierarchyEmbedding
 from ..hierarchy.training import OPTIMIZERS, lr_factor, make_optimizer
@@ -91,6 +98,7 @@ class HierarchyModule(pl.LightningModule):
         if dtype not in _DTYPES:
             raise ValueError(f"dtype must be one of {tuple(_DTYPES)}, got {dtype!r}")
         self.save_hyperparameters()
+        self.automatic_optimization = False  # see the module docstring
         self.ball = PoincareBall(curvature)
         self.embedding: HierarchyEmbedding | None = None
         self.nodes: list = []
@@ -147,17 +155,46 @@ class HierarchyModule(pl.LightningModule):
         d_pos, d_neg = self.embedding(pairs[:, 0], pairs[:, 1], neg)
         return softmax_ranking_loss(d_pos, d_neg, mask, reduction="sum")
 
-    def training_step(self, batch, batch_idx):
-        loss = self(batch["pairs"], batch["neg"], batch["mask"])
-        if not torch.isfinite(loss):
-            raise FloatingPointError(f"loss is {float(loss)} at epoch {self.current_epoch}; lower lr")
-        n = batch["pairs"].shape[0]
-        self.log("train/loss", loss / n, prog_bar=True, on_step=True, on_epoch=True, batch_size=n)
-        return loss
+    def uses_closed_form_step(self) -> bool:
+        """Whether batches take the autograd-free Riemannian SGD step (Poincaré or
+        Euclidean, ``rsgd``, one process)."""
+        hp = self.hparams
+        return hp.kind != "cones" and hp.optimizer == "rsgd" and self.trainer.world_size == 1
 
-    def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
+    def training_step(self, batch, batch_idx):
+        """One optimizer step per ``batch["batch_size"]`` pairs of the batch (the data
+        module may send several batches at once, ``batches_per_step``)."""
+        pairs, neg, mask = batch["pairs"], batch["neg"], batch["mask"]
+        size = int(batch.get("batch_size", pairs.shape[0]))
+        total = torch.zeros((), dtype=torch.float64, device=pairs.device)
+        for s in range(0, pairs.shape[0], size):
+            total += self._step(pairs[s:s + size], neg[s:s + size], mask[s:s + size]).detach().to(torch.float64)
+        if not torch.isfinite(total):
+            raise FloatingPointError(f"loss is {float(total)} at epoch {self.current_epoch}; lower lr")
+        n = pairs.shape[0]
+        self.log("train/loss", total / n, prog_bar=True, on_step=True, on_epoch=True, batch_size=n)
+        return total
+
+    def _step(self, pairs: torch.Tensor, neg: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        opt = self.optimizers()
+        if self.uses_closed_form_step():
+            cand = torch.cat([pairs[:, 1:2], neg], dim=1)
+            masked_out = torch.cat([torch.zeros_like(mask[:, :1]), ~mask], dim=1)
+            geometry = "euclidean" if self.hparams.kind == "euclidean" else "poincare"
+            loss = softmax_sgd_step(self.embedding.weight.data, pairs[:, 0], cand, masked_out,
+                                    opt.param_groups[0]["lr"], geometry, self.ball.curvature)
+            opt.step()  # no gradients: the weights stay, Lightning's step counter advances
+            return loss
+        loss = self(pairs, neg, mask)
+        opt.zero_grad(set_to_none=True)
+        self.manual_backward(loss)
+        opt.step()
         if self.hparams.kind == "cones":
             constrain_cone_shell(self.embedding, self.hparams.K)
+        return loss
+
+    def on_train_epoch_end(self) -> None:
+        self.lr_schedulers().step()  # manual optimisation: the per-epoch schedule steps here
 
     # -- evaluation -----------------------------------------------------------------------
     def validation_step(self, batch, batch_idx):
