@@ -43,6 +43,21 @@ def test_hashing_matches_the_algorithm(dim, ngram, seed):
     np.testing.assert_array_equal(e.embed([TEXTS[i] for i in clean]).numpy(), X.numpy()[clean])
 
 
+def test_hashing_large_batches_and_every_ascii_character():
+    """Batches of 512 texts or more sum token rows with an embedding bag, and ASCII text
+    is tokenised by a byte translation: both give the algorithm's vectors exactly."""
+    rng = np.random.default_rng(0)
+    alphabet = [chr(c) for c in range(1, 128)] + ["ab", "cd", "x'y", "under_score", "42", "Ç", "ß"]
+    texts = ["".join(rng.choice(alphabet, size=int(rng.integers(1, 30)))) for _ in range(800)]
+    texts[5] = "\x00".join(texts[5:7])  # a NUL inside a text: the text-by-text path
+    e = HashingEmbedder(dim=64)
+    for batch in (texts, [t for t in texts if t.isascii() and "\x00" not in t]):
+        X = e.embed(batch)
+        assert len(batch) >= 512
+        for i in rng.choice(len(batch), size=60, replace=False):
+            np.testing.assert_array_equal(X[i].numpy(), independent_hashing(batch[i], 64))
+
+
 def test_hashing_known_vector():
     # "cat": features w:cat, c:#ca c:cat c:at# c:#cat c:cat# c:#cat# -> 7 signed unit entries
     v = HashingEmbedder(dim=256).embed(["cat"])[0]

@@ -38,15 +38,23 @@ def check_texts(texts: Any, what: str = "text") -> list[str]:
     return out
 
 
-def embed_checked(embedder: Embedder, texts: Sequence[str]) -> torch.Tensor:
+def embed_checked(embedder: Embedder, texts: Sequence[str], *, return_owned: bool = False):
     """Call ``embedder.embed`` and check the result: a float64 CPU tensor ``(n, dim)``,
-    finite, one row per text."""
+    finite, one row per text.
+
+    With ``return_owned=True`` returns ``(tensor, owned)``: ``owned`` is true when nothing
+    else can hold the tensor's memory, i.e. the check converted it (a copy) or the
+    embedder declares ``returns_fresh_tensors = True`` (a new tensor per call, as
+    :class:`~hypermem.embed.HashingEmbedder` does), so the caller may keep it without a copy.
+    """
     n = len(texts)
     out = embedder.embed(list(texts))
     if isinstance(out, torch.Tensor):
         X = out.detach().to(device="cpu", dtype=torch.float64)
+        owned = X.data_ptr() != out.data_ptr() or getattr(embedder, "returns_fresh_tensors", False) is True
     else:
         X = torch.as_tensor(np.asarray(out, dtype=np.float64))
+        owned = getattr(embedder, "returns_fresh_tensors", False) is True
     dim = int(embedder.dim)
     if X.dim() != 2 or X.shape[0] != n or X.shape[1] != dim:
         raise ValueError(f"the embedder returned shape {tuple(X.shape)}, expected ({n}, {dim})")
@@ -55,4 +63,4 @@ def embed_checked(embedder: Embedder, texts: Sequence[str]) -> torch.Tensor:
     if not bool(torch.isfinite(X.sum())) and not bool(torch.isfinite(X).all()):
         bad = int((~torch.isfinite(X)).any(dim=1).nonzero()[0])
         raise ValueError(f"the embedder returned non-finite values (NaN or inf) for text #{bad}")
-    return X
+    return (X, owned) if return_owned else X

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -13,6 +12,19 @@ import torch
 
 _WORD_RE = re.compile(r"[\w']+", re.UNICODE)
 _TOKEN_OR_SEP = re.compile(r"[\w']+|\x00", re.UNICODE)
+# For ASCII text, [\w']+ tokens are the runs of [A-Za-z0-9_']: every other byte becomes a
+# space and a plain split finds the same tokens (NUL, the text separator, stays a token).
+_ASCII_WORD = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_'"
+_ASCII_TOKEN_TABLE = bytes(c if c in _ASCII_WORD or c == 0 else 32 for c in range(256))
+
+
+def _tokens_and_separators(joined: str) -> list[str]:
+    r"""The ``[\w']+`` tokens of ``joined`` and its NUL separators, in order (a byte
+    translation and one split for ASCII text, the regular expression otherwise)."""
+    if joined.isascii():
+        return joined.encode("ascii").translate(_ASCII_TOKEN_TABLE).replace(b"\x00", b" \x00 ").decode(
+            "ascii").split()
+    return _TOKEN_OR_SEP.findall(joined)
 
 
 @dataclass
@@ -32,7 +44,9 @@ class HashingEmbedder:
     4. each row is L2-normalised (an empty row stays zero).
 
     Tokens are hashed once and cached (up to ``cache_size`` distinct tokens), so a batch
-    costs one dictionary look-up per token and one ``bincount``.
+    costs one dictionary look-up per token, one ``bincount`` for the distinct tokens'
+    rows and one embedding bag summing them per text.  Every call returns a new tensor
+    that nothing else holds (``returns_fresh_tensors``).
 
     Example::
 
@@ -46,6 +60,7 @@ class HashingEmbedder:
     seed: int = 0
     cache_size: int = 1_000_000
     _key: bytes = field(init=False, repr=False)
+    returns_fresh_tensors = True  # class attribute: see hypermem.embed.base.embed_checked
 
     def __post_init__(self) -> None:
         if isinstance(self.dim, bool) or not isinstance(self.dim, int) or self.dim < 8:
@@ -66,19 +81,40 @@ class HashingEmbedder:
     def __hash__(self):
         return hash((self.dim, self.ngram_range, self.seed))
 
-    def _hash(self, feature: str) -> tuple[int, float]:
-        h = hashlib.blake2b(feature.encode("utf-8"), digest_size=8, key=self._key).digest()
-        return int.from_bytes(h[:4], "little") % self.dim, (1.0 if h[4] & 1 else -1.0)
-
-    def token_features(self, token: str) -> list[tuple[int, float]]:
-        """``(index, sign)`` of every feature of one (lower-case) token."""
-        feats = [self._hash("w:" + token)]
+    def feature_names(self, token: str) -> list[str]:
+        """The features of one (lower-case) token: ``"w:" + token`` and ``"c:" + g`` for
+        every character n-gram ``g`` of ``"#" + token + "#"`` with length in ``ngram_range``."""
+        feats = ["w:" + token]
         padded = f"#{token}#"
         lo, hi = self.ngram_range
         for n in range(lo, hi + 1):
-            for i in range(len(padded) - n + 1):
-                feats.append(self._hash("c:" + padded[i:i + n]))
+            feats += ["c:" + padded[i:i + n] for i in range(len(padded) - n + 1)]
         return feats
+
+    def hash_features(self, features: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """``(index, sign)`` arrays of ``features``: keyed BLAKE2b, 8-byte digest; index =
+        the first 4 bytes as a little-endian integer mod ``dim``, sign = +1 when the fifth
+        byte is odd, else -1.  Each distinct feature is hashed once."""
+        distinct = list(dict.fromkeys(features))
+        template = hashlib.blake2b(digest_size=8, key=self._key)
+        digests = []
+        for f in distinct:
+            h = template.copy()
+            h.update(f.encode("utf-8"))
+            digests.append(h.digest())
+        raw = np.frombuffer(b"".join(digests), dtype=np.uint8).reshape(-1, 8)
+        idx = raw[:, :4].copy().view("<u4").ravel().astype(np.int64) % self.dim
+        sign = np.where(raw[:, 4] & 1, 1.0, -1.0)
+        if len(distinct) < len(features):
+            where = dict(zip(distinct, range(len(distinct))))
+            pos = np.fromiter(map(where.__getitem__, features), dtype=np.int64, count=len(features))
+            idx, sign = idx[pos], sign[pos]
+        return idx, sign
+
+    def token_features(self, token: str) -> list[tuple[int, float]]:
+        """``(index, sign)`` of every feature of one (lower-case) token."""
+        idx, sign = self.hash_features(self.feature_names(token))
+        return list(zip(idx.tolist(), sign.tolist()))
 
     def _reset_vocab(self) -> None:
         self._cache = {"\x00": -1}  # the text separator of embed(); never a token
@@ -86,15 +122,17 @@ class HashingEmbedder:
         self._idx_parts: list[np.ndarray] = []
         self._sgn_parts: list[np.ndarray] = []
 
-    def _token_id(self, token: str) -> int:
-        tid = self._cache.get(token)
-        if tid is None:
-            feats = self.token_features(token)
-            tid = self._cache[token] = len(self._lens)
-            self._lens.append(len(feats))
-            self._idx_parts.append(np.fromiter((f[0] for f in feats), dtype=np.int64, count=len(feats)))
-            self._sgn_parts.append(np.fromiter((f[1] for f in feats), dtype=np.float64, count=len(feats)))
-        return tid
+    def _add_tokens(self, tokens: Sequence[str]) -> None:
+        """Hash the features of new tokens (all at once) and give each token an id."""
+        names = [self.feature_names(t) for t in tokens]
+        lens = [len(f) for f in names]
+        idx, sign = self.hash_features([f for fs in names for f in fs])
+        cuts = np.cumsum(lens)[:-1]
+        for tok, n, ip, sp in zip(tokens, lens, np.split(idx, cuts), np.split(sign, cuts)):
+            self._cache[tok] = len(self._lens)
+            self._lens.append(n)
+            self._idx_parts.append(ip)
+            self._sgn_parts.append(sp)
 
     def embed(self, texts: Sequence[str]) -> torch.Tensor:
         """float64 tensor ``(len(texts), dim)`` of L2-normalised hashed features."""
@@ -106,12 +144,11 @@ class HashingEmbedder:
             self._reset_vocab()
         # One regex pass over all texts joined by NUL (not a token character; lower() maps
         # it to itself and treats it as a word boundary), then split at the separators.
-        tokens = _TOKEN_OR_SEP.findall("\x00".join(texts).lower())
+        tokens = _tokens_and_separators("\x00".join(texts).lower())
         get = self._cache.get
         tids = list(map(get, tokens))  # the separator maps to -1 (see _reset_vocab)
         if None in tids:
-            for tok in set(tokens).difference(self._cache):
-                self._token_id(tok)
+            self._add_tokens(sorted(set(tokens).difference(self._cache)))
             tids = list(map(get, tokens))
         arr = np.fromiter(tids, dtype=np.int64, count=len(tids))
         is_sep = arr < 0
@@ -153,18 +190,15 @@ class HashingEmbedder:
             Xn[has] = np.add.reduceat(tok[local], starts, axis=0)
             X = torch.from_numpy(Xn)
         else:
-            crow = np.zeros(n + 1, dtype=np.int64)
-            np.cumsum(counts, out=crow[1:])
-            # Every entry is a sum of +-1 over at most (all features of the batch) terms: while
-            # that stays below 2**24 float32 holds it exactly, and its product is faster.
+            # Each text's row is the sum of its tokens' rows: one embedding bag.  Every entry
+            # is a sum of +-1 over at most (all features of the batch) terms: while that stays
+            # below 2**24 float32 holds it exactly, and the float32 bag is faster.
+            offsets = np.zeros(n, dtype=np.int64)
+            np.cumsum(counts[:-1], out=offsets[1:])
             exact32 = int(lens[local].sum()) < 2**24
-            dt = torch.float32 if exact32 else torch.float64
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message=".*Sparse CSR tensor support is in beta.*")
-                counts_matrix = torch.sparse_csr_tensor(
-                    torch.from_numpy(crow), torch.from_numpy(local.astype(np.int64)),
-                    torch.ones(len(local), dtype=dt), (n, len(uniq)), check_invariants=False)
-            X = (counts_matrix @ torch.from_numpy(tok).to(dt)).to(torch.float64)
+            weights = torch.from_numpy(tok).to(torch.float32 if exact32 else torch.float64)
+            X = torch.nn.functional.embedding_bag(torch.from_numpy(local.astype(np.int64)), weights,
+                                                  torch.from_numpy(offsets), mode="sum").to(torch.float64)
         # Integer-valued rows: the squared norm is an exact integer, so this matches any
         # other correctly rounded implementation bit for bit.
         norms = torch.linalg.vector_norm(X, dim=1, keepdim=True)

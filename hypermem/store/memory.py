@@ -22,6 +22,7 @@ from ..retrieval.cones import DEFAULT_K, cone_energy
 from ..temporal import MIN_WEIGHT, DecayPolicy, NoDecay, policy_spec
 from ..temporal.clock import from_seconds, to_seconds, to_utc, utcnow
 from ..viz.mixin import InspectMixin
+from .gc_pause import gc_paused
 from .persistence import PersistenceMixin
 from .placement import child_directions, unit
 from .records import MemoryRecord, SearchResult
@@ -85,6 +86,10 @@ def _check_time(value: Any, name: str, where: str | int) -> datetime | None:
         where = f"item #{where}" if isinstance(where, int) else where
         raise TypeError(f"{where}: {name} must be a datetime or None, got {type(value).__name__}")
     return to_utc(value)
+
+
+_PLACE_BLOCK = 4096
+"""Children placed per vectorised block in ``add_many`` (see ``Memory._place_batch``)."""
 
 
 class _Batch:
@@ -416,22 +421,28 @@ class Memory(PersistenceMixin, InspectMixin):
         and ``point`` (an explicit position in the ball instead of the computed one).
         Parents must precede their children.  Returns the ids in order.
         """
+        with gc_paused():  # bulk allocation without cyclic collections (hypermem.store.gc_pause)
+            return self._add_many(items)
+
+    def _add_many(self, items: Iterable[Mapping[str, Any]]) -> list[str]:
         batch = _Batch.check(list(items), self.dim, self.ball)
         if not batch.texts:
             return []
         todo = [i for i in range(len(batch.texts)) if i not in batch.embeddings]
         if len(todo) == len(batch.texts):
-            emb = embed_checked(self.embedder, batch.texts)
+            emb, owned = embed_checked(self.embedder, batch.texts, return_owned=True)
         else:
-            emb = torch.empty(len(batch.texts), self.dim, dtype=torch.float64)
+            emb, owned = torch.empty(len(batch.texts), self.dim, dtype=torch.float64), True
             if todo:
                 emb[todo] = embed_checked(self.embedder, [batch.texts[i] for i in todo])
             for i, e in batch.embeddings.items():
                 emb[i] = e
         with self._lock:
-            return self._insert(batch, emb)
+            return self._insert(batch, emb, owned)
 
-    def _insert(self, batch: _Batch, emb: torch.Tensor) -> list[str]:
+    def _insert(self, batch: _Batch, emb: torch.Tensor, owned: bool = False) -> list[str]:
+        """Store a checked batch (all or nothing).  ``owned``: nobody else holds ``emb``, so
+        an empty store may keep it as its raw-embedding column instead of copying it."""
         # Validate everything before touching any state (all or nothing).
         m = len(batch.texts)
         records, parents = self._records, batch.parents
@@ -475,7 +486,10 @@ class Memory(PersistenceMixin, InspectMixin):
         if out is None:
             self._dir[sl] = dirs.to(dev, self.dtype)
         self._depth[sl] = depths.to(dev, self.dtype)
-        self._emb[sl] = emb
+        if owned and n0 == 0 and self._emb.shape == emb.shape and emb.is_contiguous():
+            self._emb = emb  # the first batch's fresh embeddings become the column (no copy)
+        else:
+            self._emb[sl] = emb
         times = [now if t is None else t for t in batch.times]
         self._time[sl] = torch.tensor([t.timestamp() for t in times], dtype=torch.float64, device=dev)
         self._access[sl] = 0.0
@@ -483,12 +497,11 @@ class Memory(PersistenceMixin, InspectMixin):
                                        dtype=torch.float64, device=dev)
         self._vuntil[sl] = torch.tensor([math.inf if v is None else v.timestamp() for v in batch.valid_until],
                                         dtype=torch.float64, device=dev)
+        records.update(zip(new_ids, map(MemoryRecord, new_ids, batch.texts, parents, times, batch.metas,
+                                        batch.valid_from, batch.valid_until)))
+        row.update(zip(new_ids, range(n0, n0 + m)))
         children = self._children
-        for i, id_ in enumerate(new_ids):
-            par = parents[i]
-            records[id_] = MemoryRecord(id_, batch.texts[i], par, times[i], batch.metas[i], batch.valid_from[i],
-                                        batch.valid_until[i])
-            row[id_] = n0 + i
+        for id_, par in zip(new_ids, parents):
             if par is not None:
                 children.setdefault(par, []).append(id_)
         self._ids.extend(new_ids)
@@ -523,25 +536,32 @@ class Memory(PersistenceMixin, InspectMixin):
             depths[ex] = P.distance_to_origin(pts, c)
         has_parent = (par_batch >= 0) | (par_store >= 0)
         for g in range(int(gen_a.max()) + 1):
-            kids = np.nonzero((gen_a == g) & has_parent & ~explicit)[0]
-            if kids.size == 0:
-                continue
-            pdir = torch.empty(kids.size, self.dim, dtype=torch.float64, device=dev)
-            pdep = torch.empty(kids.size, dtype=torch.float64, device=dev)
-            in_batch = par_batch[kids] >= 0
-            if in_batch.any():
-                src = torch.from_numpy(par_batch[kids][in_batch]).to(dev)
-                pdir[torch.from_numpy(in_batch).to(dev)] = dirs[src]
-                pdep[torch.from_numpy(in_batch).to(dev)] = depths[src]
-            if (~in_batch).any():
-                src = torch.from_numpy(par_store[kids][~in_batch]).to(dev)
-                mask = torch.from_numpy(~in_batch).to(dev)
-                pdir[mask] = self._dir[src].to(torch.float64)
-                pdep[mask] = self._depth[src].to(torch.float64)
-            k_t = torch.from_numpy(kids).to(dev)
-            dirs[k_t] = child_directions(e[k_t], pdir, pdep, depths[k_t], self.inherit, self.cone_constrained,
-                                         self.cone_k, c)
+            gen_kids = np.nonzero((gen_a == g) & has_parent & ~explicit)[0]
+            # Blocks of _PLACE_BLOCK rows keep every temporary small enough for the
+            # allocator to reuse freed memory (a fresh large buffer costs a page fault per
+            # 4 KiB, which here dominated the arithmetic).
+            for b0 in range(0, gen_kids.size, _PLACE_BLOCK):
+                self._place_children(gen_kids[b0:b0 + _PLACE_BLOCK], dirs, e, depths, par_batch, par_store)
         return dirs, depths
+
+    def _place_children(self, kids: np.ndarray, dirs, e, depths, par_batch, par_store) -> None:
+        """Directions of the children ``kids`` (batch positions), written into ``dirs``."""
+        dev = self.device
+        pdir = torch.empty(kids.size, self.dim, dtype=torch.float64, device=dev)
+        pdep = torch.empty(kids.size, dtype=torch.float64, device=dev)
+        in_batch = par_batch[kids] >= 0
+        if in_batch.any():
+            src = torch.from_numpy(par_batch[kids][in_batch]).to(dev)
+            pdir[torch.from_numpy(in_batch).to(dev)] = dirs[src]
+            pdep[torch.from_numpy(in_batch).to(dev)] = depths[src]
+        if (~in_batch).any():
+            src = torch.from_numpy(par_store[kids][~in_batch]).to(dev)
+            mask = torch.from_numpy(~in_batch).to(dev)
+            pdir[mask] = self._dir[src].to(torch.float64)
+            pdep[mask] = self._depth[src].to(torch.float64)
+        k_t = torch.from_numpy(kids).to(dev)
+        dirs[k_t] = child_directions(e[k_t], pdir, pdep, depths[k_t], self.inherit, self.cone_constrained,
+                                     self.cone_k, self.curvature)
 
     def _replace_subtree(self, root: str) -> None:
         """Recompute levels, depths and directions of ``root`` and its descendants."""
