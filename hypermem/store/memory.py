@@ -129,11 +129,15 @@ class _Batch:
                 if not isinstance(par, str):
                     raise TypeError(f"item #{i}: parent must be a memory id (str), got {type(par).__name__}")
                 parents[i] = par
-            times[i] = _check_time(get("t"), "t", i)
-            vf = vfrom[i] = _check_time(get("valid_from"), "valid_from", i)
-            vu = vuntil[i] = _check_time(get("valid_until"), "valid_until", i)
-            if vf is not None and vu is not None and vu < vf:
-                raise ValueError(f"item #{i}: valid_until ({vu}) is before valid_from ({vf})")
+            t = get("t")
+            if t is not None:
+                times[i] = _check_time(t, "t", i)
+            vf, vu = get("valid_from"), get("valid_until")
+            if vf is not None or vu is not None:  # validity windows are rare: no calls without one
+                vf = vfrom[i] = _check_time(vf, "valid_from", i)
+                vu = vuntil[i] = _check_time(vu, "valid_until", i)
+                if vf is not None and vu is not None and vu < vf:
+                    raise ValueError(f"item #{i}: valid_until ({vu}) is before valid_from ({vf})")
             meta = get("meta")
             metas[i] = {} if meta is None else _check_meta(meta, f"item #{i}")
             if get("embedding") is not None:
