@@ -202,3 +202,36 @@ def test_dense_and_sorted_membership_agree():
     finally:
         R._DENSE_LIMIT = limit
     assert torch.equal(dense, sorted_) and bool(dense[500:].all())
+
+
+@pytest.mark.parametrize("c", [1.0, 2.0])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_compiled_epoch_equals_the_torch_steps(c, dtype):
+    """The numba epoch takes the same Riemannian SGD steps as softmax_sgd_step, batch
+    after batch (to rounding), and keeps every point inside the ball."""
+    pytest.importorskip("numba")
+    from hypermem.hierarchy.compiled_sgd import compiled_epoch_available, softmax_sgd_epoch
+    from hypermem.hierarchy.fused_sgd import sample_epoch, softmax_sgd_step
+
+    rel = Relations(balanced_isa(3, 4))
+    g = torch.Generator().manual_seed(0)
+    pairs = rel.pairs[torch.randperm(len(rel), generator=g)][:200]
+    cand, masked_out = sample_epoch(NegativeSampler(rel, generator=g), pairs, 12, unigram=False)
+    start = ((torch.rand(rel.n, 4, generator=g, dtype=torch.float64) - 0.5) * 0.8).to(dtype)
+    assert compiled_epoch_available(start)
+    for bs in (1, 16, 200):
+        A, B = start.clone(), start.clone()
+        loss_a = sum(float(softmax_sgd_step(A, pairs[s:s + bs, 0], cand[s:s + bs], masked_out[s:s + bs], 0.5,
+                                            curvature=c)) for s in range(0, len(pairs), bs))
+        loss_b = softmax_sgd_epoch(B, pairs[:, 0], cand, masked_out, 0.5, bs, curvature=c)
+        tol = 1e-9 if dtype == torch.float64 else 1e-3
+        assert float((A - B).abs().max()) < tol and loss_b == pytest.approx(loss_a, rel=tol)
+        assert not torch.equal(B, start) and bool((B.norm(dim=1) * c ** 0.5 < 1).all())
+    # a point pushed to the boundary comes back inside, as the torch projection does
+    A = start.clone()
+    A[0] = A[0] / A[0].norm() * 0.999999 / c ** 0.5
+    softmax_sgd_epoch(A, pairs[:, 0], cand, masked_out, 50.0, 8, curvature=c)
+    assert bool(torch.isfinite(A).all()) and bool((A.norm(dim=1) * c ** 0.5 < 1).all())
+    assert not compiled_epoch_available(start, "euclidean")
+    with pytest.raises(ValueError, match="batch_size"):
+        softmax_sgd_epoch(start.clone(), pairs[:, 0], cand, masked_out, 0.5, 0)

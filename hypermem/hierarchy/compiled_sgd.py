@@ -1,0 +1,160 @@
+r"""Many Riemannian SGD steps on Nickel & Kiela's loss in one compiled call (CPU, numba).
+
+The update is the one of :func:`~hypermem.hierarchy.fused_sgd.softmax_sgd_step` (itself
+geoopt's :class:`~geoopt.optim.RiemannianSGD` on the summed softmax loss of Nickel &
+Kiela, NeurIPS 2017, eqs. 4-6), applied batch after batch over a whole epoch of pairs:
+for the batch ``b`` (pairs ``s .. s + B``) every gradient is taken at the current points,
+
+``d_bj = arcosh(1 + 2 c ||x - y_j||^2 / ((1 - c||x||^2)(1 - c||y_j||^2))) / sqrt(c)``,
+``dL/dd_bj = [j = 0] - softmax(-d_b)_j``,
+
+the updates ``-lr ((1 - c||.||^2)^2 / 4) grad`` are summed per row, added, and the rows
+touched are projected back into the ball, before the next batch starts.
+
+In torch every batch costs about 60 small tensor operations, whose dispatch dominates a
+CPU epoch at the batch sizes hierarchy embeddings use (32-128 pairs); here the whole
+epoch is one loop nest compiled by `numba <https://numba.pydata.org>`_ (the ``fast``
+extra), which computes the same numbers (to rounding: sums run in another order).
+:func:`compiled_epoch_available` says whether it can run; callers fall back to the
+torch step otherwise (no numba, a GPU tensor, another geometry).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from ..geometry.numerics import ball_margin, tiny
+
+try:  # the optional ``fast`` extra
+    import numba
+except ImportError:  # pragma: no cover - exercised where numba is absent
+    numba = None
+
+
+def compiled_epoch_available(weight: torch.Tensor, geometry: str = "poincare") -> bool:
+    """Whether :func:`softmax_sgd_epoch` can run on ``weight``: numba installed, a CPU
+    float32/float64 table, Poincaré geometry."""
+    return (numba is not None and geometry == "poincare" and weight.device.type == "cpu"
+            and weight.dtype in (torch.float32, torch.float64) and weight.dim() == 2)
+
+
+def softmax_sgd_epoch(weight: torch.Tensor, anchors: torch.Tensor, cand: torch.Tensor, masked_out: torch.Tensor,
+                      lr: float, batch_size: int, curvature: float = 1.0) -> float:
+    """Riemannian SGD steps over all pairs, ``batch_size`` pairs a step, in place on
+    ``weight`` ``(n, d)``; returns the summed loss.
+
+    ``anchors`` ``(P,)``, ``cand`` ``(P, 1 + k)`` (column 0 the positive), ``masked_out``
+    ``(P, 1 + k)`` candidates to ignore, as for
+    :func:`~hypermem.hierarchy.fused_sgd.softmax_sgd_step`.
+    """
+    if not compiled_epoch_available(weight):
+        raise RuntimeError("the compiled epoch needs numba (pip install 'hypermem-torch[fast]') and a CPU table")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be positive, got {batch_size}")
+    W = weight.detach().numpy()  # shares memory: updated in place
+    if not W.flags.c_contiguous:
+        raise ValueError("weight must be contiguous")
+    c = float(curvature)
+    limit = (1.0 - ball_margin(weight.dtype)) / math.sqrt(c)
+    return float(_poincare_epoch(W, np.ascontiguousarray(anchors.numpy(), dtype=np.int64),
+                                 np.ascontiguousarray(cand.numpy(), dtype=np.int64),
+                                 np.ascontiguousarray(masked_out.numpy(), dtype=np.bool_),
+                                 float(lr), int(batch_size), c, limit, tiny(weight.dtype)))
+
+
+def _poincare_epoch_py(W, anchors, cand, masked, lr, batch_size, c, limit, floor):  # pragma: no cover - compiled
+    n, dim = W.shape
+    P, K = cand.shape
+    sc = math.sqrt(c)
+    k = -lr * sc
+    delta = np.zeros((n, dim), dtype=W.dtype)
+    touched = np.zeros(n, dtype=np.bool_)
+    rows = np.empty(batch_size * (K + 1), dtype=np.int64)
+    d = np.empty(K, dtype=np.float64)
+    root = np.empty(K, dtype=np.float64)
+    beta = np.empty(K, dtype=np.float64)
+    e = np.empty(K, dtype=np.float64)
+    xy = np.empty(K, dtype=np.float64)
+    total = 0.0
+    for s in range(0, P, batch_size):
+        stop = min(s + batch_size, P)
+        nrows = 0
+        for p in range(s, stop):
+            u = anchors[p]
+            xx = 0.0
+            for t in range(dim):
+                xx += W[u, t] * W[u, t]
+            xx *= c
+            alpha = 1.0 - xx
+            top = -np.inf
+            for j in range(K):
+                v = cand[p, j]
+                yy = 0.0
+                xyj = 0.0
+                for t in range(dim):
+                    yy += W[v, t] * W[v, t]
+                    xyj += W[v, t] * W[u, t]
+                yy *= c
+                xyj *= c
+                xy[j] = xyj
+                beta[j] = 1.0 - yy
+                e[j] = yy - 2.0 * xyj
+                z = (e[j] + xx) / (beta[j] * (alpha * 0.5))
+                if z < floor:
+                    z = floor
+                root[j] = math.sqrt((z + 2.0) * z)
+                d[j] = math.log1p(z + root[j]) / sc
+                if not masked[p, j] and -d[j] > top:
+                    top = -d[j]
+            norm = 0.0
+            for j in range(K):
+                if not masked[p, j]:
+                    norm += math.exp(-d[j] - top)
+            lse = top + math.log(norm)
+            total += d[0] + lse  # -log p_0
+            coef_x = 0.0
+            for j in range(K):
+                pj = 0.0 if masked[p, j] else math.exp(-d[j] - lse)
+                g = ((1.0 if j == 0 else 0.0) - pj) / root[j]
+                cu = g / beta[j]
+                coef_x += cu * (e[j] + 1.0)
+                v = cand[p, j]
+                cv = g * (k / alpha)
+                a_y = (xx + 1.0 - 2.0 * xy[j]) * cv
+                b_y = -cv * beta[j]
+                ua = -k * alpha * cu
+                for t in range(dim):
+                    delta[u, t] += ua * W[v, t]
+                    delta[v, t] += a_y * W[v, t] + b_y * W[u, t]
+                if not touched[v]:
+                    touched[v] = True
+                    rows[nrows] = v
+                    nrows += 1
+            coef_x *= k
+            for t in range(dim):
+                delta[u, t] += coef_x * W[u, t]
+            if not touched[u]:
+                touched[u] = True
+                rows[nrows] = u
+                nrows += 1
+        # apply the batch's summed update, project the rows it touched, reset the scratch
+        for i in range(nrows):
+            r = rows[i]
+            sq = 0.0
+            for t in range(dim):
+                W[r, t] += delta[r, t]
+                delta[r, t] = 0.0
+                sq += W[r, t] * W[r, t]
+            nr = math.sqrt(sq)
+            if nr > limit:
+                f = limit / nr
+                for t in range(dim):
+                    W[r, t] *= f
+            touched[r] = False
+    return total
+
+
+_poincare_epoch = numba.njit(cache=True, nogil=True)(_poincare_epoch_py) if numba is not None else None
