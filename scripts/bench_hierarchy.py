@@ -14,7 +14,8 @@ Runs, on the same WordNet closures in the same process, and prints a table:
   orientations (``isa``: every node ranks its ancestors, the protocol of the reference
   figures 0.04 in 2-D and 0.36 in 10-D; ``desc``: every node ranks its descendants), time.
 * ``cones``     — entailment cones vs. the Poincaré baseline: link-prediction F1 on the same
-  split (basic edges + 50% of the non-basic ones).
+  split (basic edges + 50% of the non-basic ones); shadow cones (the shadow layout of the
+  training pairs' ancestor tree, ``shadow_isa_score``) on mammals and, with ``--nouns``, nouns.
 * ``nouns``     — (``--nouns``) Poincaré dim 10 on all 82,115 nouns; long, run it with nohup.
 
 Usage::
@@ -49,6 +50,8 @@ from hypermem.hierarchy import Relations, children_map, reconstruction, transiti
 from hypermem.hierarchy.cones import cone_score, fit_entailment_cones, poincare_isa_score  # noqa: E402
 from hypermem.hierarchy.evaluation import link_prediction  # noqa: E402
 from hypermem.hierarchy.sarkar import decaying_edge_lengths, sarkar_layout  # noqa: E402
+from hypermem.hierarchy.shadows import shadow_isa_score  # noqa: E402
+from hypermem.hierarchy.spanning import ancestor_tree  # noqa: E402
 from hypermem.hierarchy.splits import link_prediction_split  # noqa: E402
 from hypermem.hierarchy.training import fit_euclidean_embeddings, fit_poincare_embeddings  # noqa: E402
 
@@ -211,6 +214,40 @@ def bench_cones(args) -> None:
     lc = link_prediction(cone_score(C, sp.val_pairs), sp.val_labels, cone_score(C, sp.test_pairs), sp.test_labels)
     row(task="cones-mammals", impl="cones", dim=args.cone_dim, f1=lc.f1, val_f1=lc.validation_f1,
         seconds=time.perf_counter() - t)
+    _shadow_cones("mammals", m.closure, args.cone_dim)
+    if args.nouns:
+        if not wordnet.available():
+            print("  nouns skipped: /usr/share/wordnet missing (apt-get install -y wordnet-base)")
+            return
+        _shadow_cones("nouns", wordnet.noun_closure(), args.cone_dim)
+
+
+def _shadow_cones(name: str, closure, dim: int) -> None:
+    """Shadow cones: the shadow layout of the training pairs' ancestor tree, scored by
+    hierarchy.shadows.shadow_isa_score, on Ganea et al.'s split (basic + 50% non-basic)."""
+    t = time.perf_counter()
+    sp = link_prediction_split(Relations(closure), non_basic_fraction=0.5, seed=0)
+    split_s = time.perf_counter() - t
+    t = time.perf_counter()
+    tree = ancestor_tree(sp.train)
+    lay = sarkar_layout(tree, dim=dim, edge_length="isa")
+    pos = {n: i for i, n in enumerate(lay.nodes)}
+    order = torch.tensor([pos[n] for n in sp.train.nodes])
+    C, R = lay.shadow_centres[order], lay.shadow_radii[order]
+    lp = link_prediction(shadow_isa_score(C, R, sp.val_pairs), sp.val_labels,
+                         shadow_isa_score(C, R, sp.test_pairs), sp.test_labels)
+    test_pos = sp.test_pairs[sp.test_labels]
+    tree_rel = Relations([(c, p) for p, c in tree], nodes=sp.train.nodes)
+    closed = Relations(_tree_closure_pairs(tree), nodes=sp.train.nodes)
+    covered = float(closed.contains(test_pos[:, 0], test_pos[:, 1]).double().mean())
+    row(task=f"cones-{name}", impl="shadow-cones", dim=dim, f1=lp.f1, val_f1=lp.validation_f1,
+        test_positives_in_tree=covered, tree_edges=len(tree_rel), seconds=time.perf_counter() - t,
+        split_seconds=split_s)
+
+
+def _tree_closure_pairs(tree) -> list:
+    ch, roots = children_map(tree)
+    return [(d, a) for root in roots for a, d in transitive_closure(ch, root)]
 
 
 def bench_nouns(args) -> None:

@@ -168,3 +168,73 @@ def test_shadow_layout_errors_and_warning():
         shadow_layout([(0, 1), (2, 1)])
     with pytest.warns(RuntimeWarning, match="beyond the radius"):
         shadow_layout(balanced_tree(10, 4), dim=2)
+
+
+def test_ancestor_tree_keeps_the_parent_with_the_longest_kept_path():
+    from hypermem.hierarchy.spanning import ancestor_tree
+
+    # x has the parents b (kept path b-a-root) and c (c-root): b wins; y under x
+    edges = [("a", "root"), ("b", "a"), ("b", "root"), ("c", "root"), ("x", "b"), ("x", "c"), ("x", "a"),
+             ("x", "root"), ("y", "x"), ("y", "b"), ("y", "c"), ("y", "a"), ("y", "root")]
+    tree = ancestor_tree(edges)
+    assert sorted(tree) == [("a", "b"), ("b", "x"), ("root", "a"), ("root", "c"), ("x", "y")]
+    # a random DAG: a spanning tree, keeping at least as many pairs as first parents do
+    g = torch.Generator().manual_seed(3)
+    parents = {i: sorted({int(torch.randint(0, i, (1,), generator=g)) for _ in range(2)}) for i in range(1, 40)}
+    anc = {0: set()}
+    for i in range(1, 40):
+        anc[i] = set().union(*[anc[p] | {p} for p in parents[i]])
+    closure = [(i, a) for i in anc for a in anc[i]]
+    tree = ancestor_tree(closure)
+    assert len(tree) == 39 and {c for _, c in tree} == set(range(1, 40))
+
+    def kept(t):
+        par = {c: p for p, c in t}
+        n = 0
+        for i in range(1, 40):
+            j = i
+            while j in par:
+                j = par[j]
+                n += 1
+        return n
+
+    first = [(parents[i][0], i) for i in range(1, 40)]
+    assert kept(tree) >= kept(first)
+    with pytest.raises(ValueError, match="cycle"):
+        ancestor_tree([("a", "b"), ("b", "c"), ("c", "a")])
+
+
+def test_shadow_isa_score_separates_descendants_from_other_nodes():
+    from hypermem.hierarchy.evaluation import link_prediction
+    from hypermem.hierarchy.shadows import NOT_BELOW, shadow_isa_score, shadow_layout
+    from hypermem.hierarchy.spanning import ancestor_tree
+    from hypermem.hierarchy.splits import link_prediction_split
+
+    edges = random_tree(300, 4)
+    rel = isa_closure(edges)
+    lay = shadow_layout(edges, dim=4)
+    pos = {n: i for i, n in enumerate(lay.nodes)}
+    order = torch.tensor([pos[n] for n in rel.nodes])
+    C, R = lay.shadow_centres[order], lay.shadow_radii[order]
+    assert C.shape == (300, 3) and R.shape == (300,) and C.dtype == torch.float64
+    # every (node, ancestor) pair scores below every (node, non-ancestor) pair
+    n = rel.n
+    u = torch.arange(n).repeat_interleave(n)
+    w = torch.arange(n).repeat(n)
+    allp = torch.stack([u, w], 1)[u != w]
+    related = rel.contains(allp[:, 0], allp[:, 1])
+    s = shadow_isa_score(C, R, allp)
+    assert float(s[related].max()) < NOT_BELOW
+    # one threshold for all pairs separates nearly all of them (F1 on every pair)
+    from hypermem.hierarchy.evaluation import best_threshold
+
+    assert best_threshold(s, related)[1] > 0.97
+    # transitive-closure prediction from the basic edges: perfect on a tree
+    sp = link_prediction_split(rel, non_basic_fraction=0.0, seed=0)
+    lay = shadow_layout(ancestor_tree(sp.train), dim=4)
+    pos = {n: i for i, n in enumerate(lay.nodes)}
+    order = torch.tensor([pos[n] for n in sp.train.nodes])
+    C, R = lay.shadow_centres[order], lay.shadow_radii[order]
+    lp = link_prediction(shadow_isa_score(C, R, sp.val_pairs), sp.val_labels,
+                         shadow_isa_score(C, R, sp.test_pairs), sp.test_labels)
+    assert lp.f1 > 0.95

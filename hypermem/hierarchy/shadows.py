@@ -174,7 +174,9 @@ def shadow_layout(edges: Iterable[tuple[Hashable, Hashable]], ball: PoincareBall
     projected: rankings stay exact, but :meth:`PoincareBall.project` would clip them).
 
     Returns a :class:`~hypermem.hierarchy.sarkar.Layout` (``node -> point`` with
-    ``.points``, ``.nodes``, ``.tau`` (``nan``: no edge scale) and ``.info``: ``dim``,
+    ``.points``, ``.nodes``, ``.tau`` (``nan``: no edge scale), ``.shadow_centres``
+    ``(n, dim - 1)`` and ``.shadow_radii`` ``(n,)`` (float64, in the order of ``.nodes``:
+    exact at any depth, for :func:`shadow_isa_score`) and ``.info``: ``dim``,
     ``max_degree``, ``depth``, ``shrink``, ``max_shrink``, ``gamma``, ``min_shrink``
     (the smallest per-node factor used), ``radius`` (largest distance from the root) and
     ``max_radius`` (the ball's limit)).
@@ -232,10 +234,38 @@ def shadow_layout(edges: Iterable[tuple[Hashable, Hashable]], ball: PoincareBall
     pts = pts.to(device) if device is not None else pts
     out = Layout({x: pts[i] for i, x in enumerate(order)})
     out.points, out.nodes, out.tau = pts, order, math.nan
+    out.shadow_centres, out.shadow_radii = centre, rho
     out.info = {"dim": dim, "max_degree": max(len(children.get(x, ())) for x in order), "depth": int(lv.max()),
                 "shrink": shrink, "max_shrink": max_shrink, "gamma": gamma, "min_shrink": min_factor,
                 "radius": radius, "max_radius": limit}
     return out
+
+
+NOT_BELOW = 1e9
+"""Added to :func:`shadow_isa_score` when the hyponym's shadow is not smaller than the
+hypernym's (it cannot lie below it): larger than any key of a real pair."""
+
+
+def shadow_isa_score(centres: torch.Tensor, radii: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
+    r"""Is-a score of ``(m, 2)`` ``(hyponym, hypernym)`` index pairs from the shadows of a
+    :func:`shadow_layout` (``layout.shadow_centres``, ``layout.shadow_radii``, in the order
+    of ``layout.nodes``); lower means more likely.
+
+    ``score(u, w) = ||c_u - c_w|| / rho_w`` when ``rho_u < rho_w`` (else
+    ``+ NOT_BELOW``): the key ``K(u, w)`` of the module docstring, at most
+    ``1 / (1 - S)`` for every descendant of ``w`` and at least ``(sigma - 2 s / (1 - S)) / s``
+    for nodes of other branches, so one threshold separates the pairs of the tree.  The
+    partial order is read from the points alone (``c_w`` and ``rho_w`` are the point's
+    half-space coordinates, ``(c_w / gamma, rho_w^2)``), as for the shadow cones of Yu,
+    Liu, Tseng & De Sa ("Shadow Cones: A Generalized Framework for Partial Order
+    Embeddings", ICLR 2024), where a node entails the nodes inside the shadow it casts on
+    the boundary.  Use it for link prediction with
+    :func:`~hypermem.hierarchy.evaluation.link_prediction` (threshold chosen on validation
+    pairs).
+    """
+    u, w = pairs[:, 0], pairs[:, 1]
+    key = torch.linalg.vector_norm(centres[u] - centres[w], dim=-1) / radii[w]
+    return torch.where(radii[u] < radii[w], key, key + NOT_BELOW)
 
 
 def cayley_to_ball(x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
