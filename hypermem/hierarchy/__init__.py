@@ -2,12 +2,16 @@
 
 * :mod:`~hypermem.hierarchy.tree` — rooted-tree utilities (children map, depths, closure);
 * :mod:`~hypermem.hierarchy.relations` — pair sets as index tensors (fast membership);
-* :mod:`~hypermem.hierarchy.sarkar` — Sarkar's training-free construction (Sala et al. 2018);
+* :mod:`~hypermem.hierarchy.sarkar` — Sarkar's training-free construction (Sala et al. 2018),
+  and :mod:`~hypermem.hierarchy.shadows`, the layout whose nested boundary shadows put every
+  node's ancestors nearest (with :func:`~hypermem.hierarchy.shadows.shadow_isa_score`, a
+  shadow-cone is-a score); :mod:`~hypermem.hierarchy.spanning` picks a DAG's spanning tree;
 * :mod:`~hypermem.hierarchy.training` — Poincaré / Euclidean embeddings (Nickel & Kiela 2017)
   trained with geoopt's Riemannian optimizers (:mod:`~hypermem.hierarchy.model`,
   :mod:`~hypermem.hierarchy.losses`, :mod:`~hypermem.hierarchy.sampling`,
-  :mod:`~hypermem.hierarchy.fused`, and the autograd-free SGD step of
-  :mod:`~hypermem.hierarchy.fused_sgd`);
+  :mod:`~hypermem.hierarchy.fused`, the autograd-free SGD step of
+  :mod:`~hypermem.hierarchy.fused_sgd` and its compiled epoch,
+  :mod:`~hypermem.hierarchy.compiled_sgd`);
 * :mod:`~hypermem.hierarchy.cones` — entailment-cone training (Ganea et al. 2018), with the
   link-prediction splits of :mod:`~hypermem.hierarchy.splits`;
 * :mod:`~hypermem.hierarchy.evaluation` — reconstruction MAP / mean rank, link-prediction F1.

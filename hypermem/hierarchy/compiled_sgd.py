@@ -70,9 +70,12 @@ def _poincare_epoch_py(W, anchors, cand, masked, lr, batch_size, c, limit, floor
     P, K = cand.shape
     sc = math.sqrt(c)
     k = -lr * sc
-    delta = np.zeros((n, dim), dtype=W.dtype)
-    touched = np.zeros(n, dtype=np.bool_)
+    # The batch's summed update lives in a compact buffer, one row per distinct row the
+    # batch touches (slot[r] says which; -1 when untouched), so the scattered writes stay
+    # in cache on tables far larger than it (82,115 nouns).
+    slot = np.full(n, -1, dtype=np.int32)
     rows = np.empty(batch_size * (K + 1), dtype=np.int64)
+    delta = np.zeros((batch_size * (K + 1), dim), dtype=W.dtype)
     d = np.empty(K, dtype=np.float64)
     root = np.empty(K, dtype=np.float64)
     beta = np.empty(K, dtype=np.float64)
@@ -115,45 +118,49 @@ def _poincare_epoch_py(W, anchors, cand, masked, lr, batch_size, c, limit, floor
                     norm += math.exp(-d[j] - top)
             lse = top + math.log(norm)
             total += d[0] + lse  # -log p_0
+            if slot[u] < 0:
+                slot[u] = nrows
+                rows[nrows] = u
+                nrows += 1
+            su = slot[u]
             coef_x = 0.0
             for j in range(K):
                 pj = 0.0 if masked[p, j] else math.exp(-d[j] - lse)
                 g = ((1.0 if j == 0 else 0.0) - pj) / root[j]
+                if g == 0.0:
+                    continue  # a masked candidate: no update
                 cu = g / beta[j]
                 coef_x += cu * (e[j] + 1.0)
                 v = cand[p, j]
+                if slot[v] < 0:
+                    slot[v] = nrows
+                    rows[nrows] = v
+                    nrows += 1
+                sv = slot[v]
                 cv = g * (k / alpha)
                 a_y = (xx + 1.0 - 2.0 * xy[j]) * cv
                 b_y = -cv * beta[j]
                 ua = -k * alpha * cu
                 for t in range(dim):
-                    delta[u, t] += ua * W[v, t]
-                    delta[v, t] += a_y * W[v, t] + b_y * W[u, t]
-                if not touched[v]:
-                    touched[v] = True
-                    rows[nrows] = v
-                    nrows += 1
+                    delta[su, t] += ua * W[v, t]
+                    delta[sv, t] += a_y * W[v, t] + b_y * W[u, t]
             coef_x *= k
             for t in range(dim):
-                delta[u, t] += coef_x * W[u, t]
-            if not touched[u]:
-                touched[u] = True
-                rows[nrows] = u
-                nrows += 1
-        # apply the batch's summed update, project the rows it touched, reset the scratch
+                delta[su, t] += coef_x * W[u, t]
+        # apply the batch's summed update, project the rows it touched, reset the buffer
         for i in range(nrows):
             r = rows[i]
             sq = 0.0
             for t in range(dim):
-                W[r, t] += delta[r, t]
-                delta[r, t] = 0.0
+                W[r, t] += delta[i, t]
+                delta[i, t] = 0.0
                 sq += W[r, t] * W[r, t]
             nr = math.sqrt(sq)
             if nr > limit:
                 f = limit / nr
                 for t in range(dim):
                     W[r, t] *= f
-            touched[r] = False
+            slot[r] = -1
     return total
 
 
