@@ -26,6 +26,7 @@ import math
 import torch
 
 from ..geometry.numerics import ball_margin, tiny
+from .compiled_sampling import compiled_sampling_available
 from .sampling import NegativeSampler
 
 
@@ -33,7 +34,12 @@ def sample_epoch(sampler: NegativeSampler, pairs: torch.Tensor, negatives: int, 
                  chunk: int = 65536) -> tuple[torch.Tensor, torch.Tensor]:
     """Candidates ``(P, 1 + k)`` (the positive first, then ``k`` negatives) for all ``P``
     pairs and the mask of the ones to ignore (negatives the sampler could not make
-    valid), drawn in chunks of ``chunk`` pairs."""
+    valid), drawn in chunks of ``chunk`` pairs (in one compiled call with numba on a CPU:
+    :meth:`~hypermem.hierarchy.sampling.NegativeSampler.sample_compiled`)."""
+    if compiled_sampling_available(sampler.relations):
+        neg, ok = sampler.sample_compiled(pairs[:, 0], negatives, unigram=unigram)
+        return (torch.cat([pairs[:, 1:2], neg], dim=1),
+                torch.cat([torch.zeros_like(ok[:, :1]), ~ok], dim=1))
     cand, masked_out = [], []
     for s in range(0, pairs.shape[0], chunk):
         part = pairs[s:s + chunk]

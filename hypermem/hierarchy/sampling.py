@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import torch
 
+from .compiled_sampling import partner_lists, sample_negatives
 from .relations import Relations
 
 
@@ -68,6 +69,17 @@ class NegativeSampler:
         """``neg[i, j]`` is a valid negative for ``u[i]`` (not ``u`` and not related)."""
         uu = u[:, None].expand_as(neg)
         return (neg != uu) & ~self._check.contains(uu, neg)
+
+    def sample_compiled(self, u: torch.Tensor, k: int, unigram: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """Like :meth:`sample`, in one compiled call
+        (:mod:`~hypermem.hierarchy.compiled_sampling`; needs numba and CPU tensors): the
+        same distribution, other numbers (seeded from this sampler's generator)."""
+        if k < 1:
+            raise ValueError(f"need at least one negative, got k={k}")
+        lists = self.__dict__.get("_partner_lists")
+        if lists is None:
+            lists = self._partner_lists = partner_lists(self._check)
+        return sample_negatives(*lists, u, k, self._unigram if unigram else None, self.retries, self.generator)
 
     def sample(self, u: torch.Tensor, k: int, unigram: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """``(negatives, mask)``, both ``(B, k)``; ``mask`` is ``False`` where no valid

@@ -1,0 +1,91 @@
+r"""Negative sampling for a whole epoch in one compiled call (CPU, numba).
+
+The same draws as :class:`~hypermem.hierarchy.sampling.NegativeSampler` (Nickel & Kiela
+2017): for every pair ``(u, v)``, ``k`` nodes ``v'`` uniform over all nodes (or, during
+the burn-in, proportional to ``degree^0.75``), each redrawn up to ``retries`` times while
+it is ``u`` itself or related to ``u`` (in either direction), and masked out if still
+invalid.  The torch sampler checks every draw with a binary search over all pairs of the
+relation (1.5 million keys on the WordNet nouns: cache misses dominate); here each node's
+partners are a sorted slice of one array, so a check searches a few entries that sit
+together.  Draws come from numba's generator seeded from the caller's torch generator, so
+an epoch is reproducible; the numbers differ from the torch sampler's, not their
+distribution.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .relations import Relations
+
+try:  # the optional ``fast`` extra
+    import numba
+except ImportError:  # pragma: no cover - exercised where numba is absent
+    numba = None
+
+
+def compiled_sampling_available(relations: Relations) -> bool:
+    """Whether :func:`sample_negatives` can run: numba installed, relations on a CPU."""
+    return numba is not None and relations.device.type == "cpu"
+
+
+def partner_lists(check: Relations) -> tuple[np.ndarray, np.ndarray]:
+    """``(offsets, partners)``: the partners of ``u`` are ``partners[offsets[u]:offsets[u + 1]]``,
+    sorted (from the relation's sorted keys ``u * n + v``)."""
+    keys = check.keys.cpu().numpy()
+    n = check.n
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(keys // n, minlength=n), out=offsets[1:])
+    return offsets, np.ascontiguousarray(keys % n)
+
+
+def sample_negatives(offsets: np.ndarray, partners: np.ndarray, anchors: torch.Tensor, k: int,
+                     weights: torch.Tensor | None, retries: int, generator: torch.Generator | None
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(negatives, valid)``, both ``(P, k)``, for the anchors ``(P,)``; ``weights``
+    (``(n,)``, summing to 1) draws by weight instead of uniformly."""
+    if numba is None:
+        raise RuntimeError("compiled sampling needs numba (pip install 'hypermem-torch[fast]')")
+    seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
+    n = offsets.shape[0] - 1
+    cdf = np.cumsum(weights.to(torch.float64).cpu().numpy()) if weights is not None else np.zeros(1)
+    neg, ok = _draw(offsets, partners, np.ascontiguousarray(anchors.cpu().numpy(), dtype=np.int64), int(k), n,
+                    cdf, weights is not None, int(retries), seed)
+    return torch.from_numpy(neg), torch.from_numpy(ok)
+
+
+def _draw_py(offsets, partners, anchors, k, n, cdf, weighted, retries, seed):  # pragma: no cover - compiled
+    np.random.seed(seed)
+    P = anchors.shape[0]
+    neg = np.empty((P, k), dtype=np.int64)
+    ok = np.empty((P, k), dtype=np.bool_)
+    for p in range(P):
+        u = anchors[p]
+        lo, hi = offsets[u], offsets[u + 1]
+        for j in range(k):
+            good = False
+            v = 0
+            for _ in range(retries + 1):
+                if weighted:
+                    v = min(np.searchsorted(cdf, np.random.random() * cdf[-1], side="right"), n - 1)
+                else:
+                    v = np.random.randint(0, n)
+                if v == u:
+                    continue
+                a, b = lo, hi  # is v among u's sorted partners?
+                while a < b:
+                    mid = (a + b) >> 1
+                    if partners[mid] < v:
+                        a = mid + 1
+                    else:
+                        b = mid
+                if a == hi or partners[a] != v:
+                    good = True
+                    break
+            neg[p, j] = v
+            ok[p, j] = good
+    return neg, ok
+
+
+_draw = numba.njit(cache=True, nogil=True)(_draw_py) if numba is not None else None
