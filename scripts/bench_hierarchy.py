@@ -286,15 +286,18 @@ def bench_nouns(args) -> None:
     while done < args.nouns_epochs:
         todo = min(every, args.nouns_epochs - done)
         burn = min(args.nouns_burn_in, todo) if (init is None and done == 0) else 0
+        # piecewise-constant decay from lr to lr * --nouns-final-lr-factor, one value per chunk
+        mid = (done + todo / 2) / args.nouns_epochs
+        lr = args.nouns_lr * (1.0 + (args.nouns_final_lr_factor - 1.0) * mid)
         t = time.perf_counter()
-        pts, rep = fit_poincare_embeddings(rel, dim=10, epochs=todo, lr=args.nouns_lr, batch_size=args.nouns_batch,
+        pts, rep = fit_poincare_embeddings(rel, dim=10, epochs=todo, lr=lr, batch_size=args.nouns_batch,
                                            negatives=50, burn_in=burn, final_lr_factor=1.0, init=X, seed=done,
                                            log=lambda s, t0=t: print("  " + s, f"({time.perf_counter() - t0:.0f}s)",
                                                                flush=True))
         train_s += time.perf_counter() - t
         done += todo
         X = stack(pts, rel.nodes)
-        evaluate(X, epochs=done, lr=args.nouns_lr, batch=args.nouns_batch, train_seconds=train_s)
+        evaluate(X, epochs=done, lr=lr, batch=args.nouns_batch, train_seconds=train_s)
         if args.save:
             torch.save({"nodes": rel.nodes, "points": X, "epochs": done}, args.save)
 
@@ -319,6 +322,8 @@ def main() -> int:
                    help="start from Nickel & Kiela's small random points or the shadow layout of the ancestor tree")
     p.add_argument("--nouns-eval-every", type=int, default=0, help="evaluate every this many epochs")
     p.add_argument("--nouns-burn-in", type=int, default=1, help="burn-in epochs (random start)")
+    p.add_argument("--nouns-final-lr-factor", type=float, default=1.0,
+                   help="lr falls linearly to lr * this over the epochs (constant within an evaluation chunk)")
     p.add_argument("--nouns-eval-queries", type=int, default=0,
                    help="evaluate on this many random query nodes (0: all 82,115; takes minutes)")
     p.add_argument("--threads", type=int, default=1)
