@@ -49,12 +49,12 @@ def embed_checked(embedder: Embedder, texts: Sequence[str], *, return_owned: boo
     """
     n = len(texts)
     out = embedder.embed(list(texts))
+    owned = getattr(embedder, "returns_fresh_tensors", False) is True
     if isinstance(out, torch.Tensor):
         X = out.detach().to(device="cpu", dtype=torch.float64)
-        owned = X.data_ptr() != out.data_ptr() or getattr(embedder, "returns_fresh_tensors", False) is True
+        owned = owned or X.data_ptr() != out.data_ptr()
     else:
         X = torch.as_tensor(np.asarray(out, dtype=np.float64))
-        owned = getattr(embedder, "returns_fresh_tensors", False) is True
     dim = int(embedder.dim)
     if X.dim() != 2 or X.shape[0] != n or X.shape[1] != dim:
         raise ValueError(f"the embedder returned shape {tuple(X.shape)}, expected ({n}, {dim})")

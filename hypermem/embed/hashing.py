@@ -142,13 +142,13 @@ class HashingEmbedder:
         n = len(texts)
         if len(self._lens) > self.cache_size:
             self._reset_vocab()
-        # One regex pass over all texts joined by NUL (not a token character; lower() maps
-        # it to itself and treats it as a word boundary), then split at the separators.
+        # One tokenising pass over all texts joined by NUL (not a token character; lower()
+        # maps it to itself and treats it as a word boundary), then split at the separators.
         tokens = _tokens_and_separators("\x00".join(texts).lower())
         get = self._cache.get
         tids = list(map(get, tokens))  # the separator maps to -1 (see _reset_vocab)
         if None in tids:
-            self._add_tokens(sorted(set(tokens).difference(self._cache)))
+            self._add_tokens(list(set(tokens).difference(self._cache)))
             tids = list(map(get, tokens))
         arr = np.fromiter(tids, dtype=np.int64, count=len(tids))
         is_sep = arr < 0

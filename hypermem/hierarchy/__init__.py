@@ -1,4 +1,4 @@
-"""Hierarchy embeddings (layer 2, pure torch).
+"""Hierarchy embeddings (layer 2: torch, with optional numba kernels loaded on first use).
 
 * :mod:`~hypermem.hierarchy.tree` — rooted-tree utilities (children map, depths, closure);
 * :mod:`~hypermem.hierarchy.relations` — pair sets as index tensors (fast membership);

@@ -17,27 +17,21 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .lazy_jit import HAVE_NUMBA, lazy_njit
 from .relations import Relations
-
-try:  # the optional ``fast`` extra
-    import numba
-except ImportError:  # pragma: no cover - exercised where numba is absent
-    numba = None
 
 
 def compiled_sampling_available(relations: Relations) -> bool:
     """Whether :func:`sample_negatives` can run: numba installed, relations on a CPU."""
-    return numba is not None and relations.device.type == "cpu"
+    return HAVE_NUMBA and relations.device.type == "cpu"
 
 
 def partner_lists(check: Relations) -> tuple[np.ndarray, np.ndarray]:
-    """``(offsets, partners)``: the partners of ``u`` are ``partners[offsets[u]:offsets[u + 1]]``,
-    sorted (from the relation's sorted keys ``u * n + v``)."""
-    keys = check.keys.cpu().numpy()
-    n = check.n
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(keys // n, minlength=n), out=offsets[1:])
-    return offsets, np.ascontiguousarray(keys % n)
+    """``(offsets, partners)`` of :meth:`Relations.csr` as NumPy arrays: the partners of
+    ``u`` are ``partners[offsets[u]:offsets[u + 1]]``, sorted (the relation keeps its
+    pairs in key order)."""
+    offsets, partners = check.csr()
+    return offsets.cpu().numpy(), np.ascontiguousarray(partners.cpu().numpy())
 
 
 def sample_negatives(offsets: np.ndarray, partners: np.ndarray, anchors: torch.Tensor, k: int,
@@ -45,7 +39,7 @@ def sample_negatives(offsets: np.ndarray, partners: np.ndarray, anchors: torch.T
                      ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(negatives, valid)``, both ``(P, k)``, for the anchors ``(P,)``; ``weights``
     (``(n,)``, summing to 1) draws by weight instead of uniformly."""
-    if numba is None:
+    if not HAVE_NUMBA:
         raise RuntimeError("compiled sampling needs numba (pip install 'hypermem-torch[fast]')")
     seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
     n = offsets.shape[0] - 1
@@ -88,4 +82,4 @@ def _draw_py(offsets, partners, anchors, k, n, cdf, weighted, retries, seed):  #
     return neg, ok
 
 
-_draw = numba.njit(cache=True, nogil=True)(_draw_py) if numba is not None else None
+_draw = lazy_njit(_draw_py)

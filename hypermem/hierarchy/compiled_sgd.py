@@ -15,8 +15,9 @@ In torch every batch costs about 60 small tensor operations, whose dispatch domi
 CPU epoch at the batch sizes hierarchy embeddings use (32-128 pairs); here the whole
 epoch is one loop nest compiled by `numba <https://numba.pydata.org>`_ (the ``fast``
 extra), which computes the same numbers (to rounding: sums run in another order).
-:func:`compiled_epoch_available` says whether it can run; callers fall back to the
-torch step otherwise (no numba, a GPU tensor, another geometry).
+:func:`compiled_epoch_available` says whether it can run;
+:func:`~hypermem.hierarchy.fused_sgd.softmax_sgd_steps` takes the torch steps otherwise (no
+numba, a GPU tensor, another geometry).
 """
 
 from __future__ import annotations
@@ -27,17 +28,13 @@ import numpy as np
 import torch
 
 from ..geometry.numerics import ball_margin, tiny
-
-try:  # the optional ``fast`` extra
-    import numba
-except ImportError:  # pragma: no cover - exercised where numba is absent
-    numba = None
+from .lazy_jit import HAVE_NUMBA, lazy_njit
 
 
 def compiled_epoch_available(weight: torch.Tensor, geometry: str = "poincare") -> bool:
     """Whether :func:`softmax_sgd_epoch` can run on ``weight``: numba installed, a CPU
     float32/float64 table, Poincaré geometry."""
-    return (numba is not None and geometry == "poincare" and weight.device.type == "cpu"
+    return (HAVE_NUMBA and geometry == "poincare" and weight.device.type == "cpu"
             and weight.dtype in (torch.float32, torch.float64) and weight.dim() == 2)
 
 
@@ -164,4 +161,4 @@ def _poincare_epoch_py(W, anchors, cand, masked, lr, batch_size, c, limit, floor
     return total
 
 
-_poincare_epoch = numba.njit(cache=True, nogil=True)(_poincare_epoch_py) if numba is not None else None
+_poincare_epoch = lazy_njit(_poincare_epoch_py)

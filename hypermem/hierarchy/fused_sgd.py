@@ -27,26 +27,42 @@ import torch
 
 from ..geometry.numerics import ball_margin, tiny
 from .compiled_sampling import compiled_sampling_available
+from .compiled_sgd import compiled_epoch_available, softmax_sgd_epoch
 from .sampling import NegativeSampler
+
+
+def candidates(pairs: torch.Tensor, neg: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(P, 1 + k)`` candidates of ``(P, 2)`` pairs (the positive first, then the
+    negatives ``neg``) and the mask of the ones to ignore (negatives not ``valid``)."""
+    return (torch.cat([pairs[:, 1:2], neg], dim=1),
+            torch.cat([torch.zeros_like(valid[:, :1]), ~valid], dim=1))
 
 
 def sample_epoch(sampler: NegativeSampler, pairs: torch.Tensor, negatives: int, unigram: bool,
                  chunk: int = 65536) -> tuple[torch.Tensor, torch.Tensor]:
-    """Candidates ``(P, 1 + k)`` (the positive first, then ``k`` negatives) for all ``P``
-    pairs and the mask of the ones to ignore (negatives the sampler could not make
-    valid), drawn in chunks of ``chunk`` pairs (in one compiled call with numba on a CPU:
+    """:func:`candidates` for all ``P`` pairs of an epoch, drawn in chunks of ``chunk``
+    pairs (in one compiled call with numba on a CPU:
     :meth:`~hypermem.hierarchy.sampling.NegativeSampler.sample_compiled`)."""
     if compiled_sampling_available(sampler.relations):
-        neg, ok = sampler.sample_compiled(pairs[:, 0], negatives, unigram=unigram)
-        return (torch.cat([pairs[:, 1:2], neg], dim=1),
-                torch.cat([torch.zeros_like(ok[:, :1]), ~ok], dim=1))
-    cand, masked_out = [], []
-    for s in range(0, pairs.shape[0], chunk):
-        part = pairs[s:s + chunk]
-        neg, ok = sampler.sample(part[:, 0], negatives, unigram=unigram)
-        cand.append(torch.cat([part[:, 1:2], neg], dim=1))
-        masked_out.append(torch.cat([torch.zeros_like(ok[:, :1]), ~ok], dim=1))
-    return torch.cat(cand), torch.cat(masked_out)
+        return candidates(pairs, *sampler.sample_compiled(pairs[:, 0], negatives, unigram=unigram))
+    parts = [candidates(part, *sampler.sample(part[:, 0], negatives, unigram=unigram))
+             for part in pairs.split(chunk)]
+    return torch.cat([c for c, _ in parts]), torch.cat([m for _, m in parts])
+
+
+def softmax_sgd_steps(weight: torch.Tensor, anchors: torch.Tensor, cand: torch.Tensor, masked_out: torch.Tensor,
+                      lr: float, batch_size: int, geometry: str = "poincare", curvature: float = 1.0) -> float:
+    """:func:`softmax_sgd_step` batch after batch over all ``P`` pairs (``batch_size``
+    pairs a step); returns the summed loss.  One compiled call when it can run
+    (:func:`~hypermem.hierarchy.compiled_sgd.softmax_sgd_epoch`: numba, a CPU table,
+    Poincaré), the torch steps otherwise."""
+    if compiled_epoch_available(weight, geometry):
+        return softmax_sgd_epoch(weight, anchors, cand, masked_out, lr, batch_size, curvature)
+    total = torch.zeros((), dtype=torch.float64, device=weight.device)
+    for b in range(0, anchors.shape[0], batch_size):
+        total += softmax_sgd_step(weight, anchors[b:b + batch_size], cand[b:b + batch_size],
+                                  masked_out[b:b + batch_size], lr, geometry, curvature).to(torch.float64)
+    return float(total)
 
 
 @torch.no_grad()

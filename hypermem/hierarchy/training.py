@@ -20,7 +20,7 @@ epoch are drawn at once and every batch is one closed-form step
 (:func:`~hypermem.hierarchy.fused_sgd.softmax_sgd_step`: the update of geoopt's
 ``RiemannianSGD`` to rounding, without autograd or a pass over the whole table);
 on a CPU with numba installed (the ``fast`` extra) the whole epoch of such steps is one
-compiled call (:func:`~hypermem.hierarchy.compiled_sgd.softmax_sgd_epoch`, Poincaré);
+compiled call (:func:`~hypermem.hierarchy.fused_sgd.softmax_sgd_steps`, Poincaré);
 otherwise (Riemannian Adam, a custom ``loss_fn`` or ``after_step``) each batch draws its
 negatives and runs a forward, a backward and a geoopt optimizer step.  The same code
 runs on a GPU with ``device="cuda"``.
@@ -38,8 +38,7 @@ import geoopt
 import torch
 
 from ..geometry import PoincareBall
-from .compiled_sgd import compiled_epoch_available, softmax_sgd_epoch
-from .fused_sgd import sample_epoch, softmax_sgd_step
+from .fused_sgd import sample_epoch, softmax_sgd_steps
 from .losses import softmax_ranking_loss
 from .model import HierarchyEmbedding
 from .relations import Relations, as_relations
@@ -172,14 +171,8 @@ def train_embedding(model: HierarchyEmbedding, relations: Relations, *, epochs: 
             step_lr = opt.param_groups[0]["lr"]
             shuffled = pairs[perm]
             cand, mask = sample_epoch(sampler, shuffled, negatives, unigram=burning)
-            if compiled_epoch_available(model.weight.data, model.geometry):
-                total += softmax_sgd_epoch(model.weight.data, shuffled[:, 0], cand, mask, step_lr, batch_size,
-                                           curvature)
-            else:
-                for b in range(0, n_pairs, batch_size):
-                    total += softmax_sgd_step(model.weight.data, shuffled[b:b + batch_size, 0],
-                                              cand[b:b + batch_size], mask[b:b + batch_size], step_lr,
-                                              model.geometry, curvature).to(torch.float64)
+            total += softmax_sgd_steps(model.weight.data, shuffled[:, 0], cand, mask, step_lr, batch_size,
+                                       model.geometry, curvature)
         else:
             for b in range(0, n_pairs, batch_size):
                 loss = loss_fn(model, pairs[perm[b:b + batch_size]], burning)

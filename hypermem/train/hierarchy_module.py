@@ -17,7 +17,7 @@ Euclidean embeddings with Riemannian SGD in a single process, each batch is one
 closed-form step (:func:`~hypermem.hierarchy.fused_sgd.softmax_sgd_step`, geoopt's
 ``RiemannianSGD`` update without autograd, at the optimizer's current learning rate; with
 numba on a CPU all the batches of a Lightning step run in one compiled call,
-:func:`~hypermem.hierarchy.compiled_sgd.softmax_sgd_epoch`);
+:func:`~hypermem.hierarchy.fused_sgd.softmax_sgd_steps`);
 otherwise (Riemannian Adam, cones, several processes) a forward, ``manual_backward`` (which
 DDP synchronises) and the optimizer's step.
 
@@ -36,7 +36,6 @@ import lightning.pytorch as pl
 import torch
 
 from ..geometry import PoincareBall
-from ..hierarchy.compiled_sgd import compiled_epoch_available, softmax_sgd_epoch
 from ..hierarchy.cones import (
     DEFAULT_MARGIN,
     cone_loss,
@@ -46,7 +45,7 @@ from ..hierarchy.cones import (
     squash_radii,
 )
 from ..hierarchy.evaluation import link_prediction, reconstruction
-from ..hierarchy.fused_sgd import softmax_sgd_step
+from ..hierarchy.fused_sgd import candidates, softmax_sgd_steps
 from ..hierarchy.losses import softmax_ranking_loss
 from ..hierarchy.model import HierarchyEmbedding
 from ..hierarchy.training import OPTIMIZERS, lr_factor, make_optimizer
@@ -164,27 +163,18 @@ class HierarchyModule(pl.LightningModule):
         hp = self.hparams
         return hp.kind != "cones" and hp.optimizer == "rsgd" and self.trainer.world_size == 1
 
-    def _geometry(self) -> str:
-        return "euclidean" if self.hparams.kind == "euclidean" else "poincare"
-
-    @staticmethod
-    def _candidates(pairs: torch.Tensor, neg: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(B, 1 + k)`` candidates (the positive first) and the ones to ignore."""
-        return (torch.cat([pairs[:, 1:2], neg], dim=1),
-                torch.cat([torch.zeros_like(mask[:, :1]), ~mask], dim=1))
-
     def training_step(self, batch, batch_idx):
         """One optimizer step per ``batch["batch_size"]`` pairs of the batch (the data
         module may send several batches at once, ``batches_per_step``)."""
         pairs, neg, mask = batch["pairs"], batch["neg"], batch["mask"]
         size = int(batch.get("batch_size", pairs.shape[0]))
-        weight = self.embedding.weight.data
-        if self.uses_closed_form_step() and compiled_epoch_available(weight, self._geometry()):
-            # all the batches of the group in one compiled call (hierarchy.compiled_sgd)
+        if self.uses_closed_form_step():
+            # all the batches of the group in one call (compiled with numba on a CPU)
             opt = self.optimizers()
-            cand, masked_out = self._candidates(pairs, neg, mask)
-            total = torch.tensor(softmax_sgd_epoch(weight, pairs[:, 0], cand, masked_out, opt.param_groups[0]["lr"],
-                                                   size, self.ball.curvature), dtype=torch.float64)
+            geometry = "euclidean" if self.hparams.kind == "euclidean" else "poincare"
+            total = torch.tensor(softmax_sgd_steps(self.embedding.weight.data, pairs[:, 0],
+                                                   *candidates(pairs, neg, mask), opt.param_groups[0]["lr"], size,
+                                                   geometry, self.ball.curvature), dtype=torch.float64)
             for _ in range(0, pairs.shape[0], size):
                 opt.step()  # no gradients: the weights stay, Lightning's step counter advances
         else:
@@ -198,13 +188,8 @@ class HierarchyModule(pl.LightningModule):
         return total
 
     def _step(self, pairs: torch.Tensor, neg: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """A forward, ``manual_backward`` and optimizer step on one batch (Adam, cones, DDP)."""
         opt = self.optimizers()
-        if self.uses_closed_form_step():
-            cand, masked_out = self._candidates(pairs, neg, mask)
-            loss = softmax_sgd_step(self.embedding.weight.data, pairs[:, 0], cand, masked_out,
-                                    opt.param_groups[0]["lr"], self._geometry(), self.ball.curvature)
-            opt.step()  # no gradients: the weights stay, Lightning's step counter advances
-            return loss
         loss = self(pairs, neg, mask)
         opt.zero_grad(set_to_none=True)
         self.manual_backward(loss)
