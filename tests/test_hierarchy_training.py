@@ -269,3 +269,44 @@ def test_compiled_epoch_equals_the_torch_steps(c, dtype):
     assert not compiled_epoch_available(start, "euclidean")
     with pytest.raises(ValueError, match="batch_size"):
         softmax_sgd_epoch(start.clone(), pairs[:, 0], cand, masked_out, 0.5, 0)
+
+
+def test_hogwild_workers_split_the_epoch():
+    """workers=2 runs the two halves of the epoch in two threads on one table: on pairs
+    whose halves touch disjoint rows (two separate trees) no update can collide, so the
+    result equals the one-thread epoch; on one tree training still works, points stay in
+    the ball, and bad ``workers`` values are errors."""
+    pytest.importorskip("numba")
+    from hypermem.hierarchy.compiled_sgd import softmax_sgd_epoch
+    from hypermem.hierarchy.fused_sgd import sample_epoch
+
+    left = balanced_isa(3, 3)  # nodes 0..39
+    right = [(d + 40, a + 40) for d, a in left]
+    rel = Relations(left + right, nodes=list(range(80)))
+    g = torch.Generator().manual_seed(0)
+    half = torch.randperm(len(left), generator=g)
+    # each tree samples negatives inside itself, so the halves never share a row
+    parts = []
+    for sub, shift in ((left, 0), (right, 40)):
+        r = Relations(sub, nodes=list(range(shift, shift + 40)))
+        pairs = r.pairs[half]
+        cand, masked = sample_epoch(NegativeSampler(r, generator=g), pairs, 6, unigram=False)
+        parts.append((pairs[:, 0] + shift, cand + shift, masked))
+    anchors, cand, masked = (torch.cat(x) for x in zip(*parts))
+    assert len(left) % 6 == 0  # 17 batches of 6 pairs a tree: the halves split between the trees
+    start = (torch.rand(rel.n, 3, generator=g, dtype=torch.float64) - 0.5) * 0.5
+    one, two = start.clone(), start.clone()
+    loss_one = softmax_sgd_epoch(one, anchors, cand, masked, 0.3, 6)
+    loss_two = softmax_sgd_epoch(two, anchors, cand, masked, 0.3, 6, workers=2)
+    assert torch.equal(one, two) and loss_two == pytest.approx(loss_one, rel=1e-12)
+    assert not torch.equal(one, start)
+    with pytest.raises(ValueError, match="workers"):
+        softmax_sgd_epoch(start.clone(), anchors, cand, masked, 0.3, 8, workers=0)
+
+    closure = balanced_isa(4, 3)
+    pts, rep = fit_poincare_embeddings(closure, dim=5, epochs=60, burn_in=5, lr=1.0, batch_size=8, workers=2)
+    assert rep.settings["workers"] == 2 and rep.losses[-1] < rep.losses[0]
+    assert all(float(x.norm()) < 1.0 for x in pts.values())
+    assert reconstruction(pts, closure, "poincare").map > 0.9
+    with pytest.raises(ValueError, match="workers"):
+        fit_poincare_embeddings(closure, epochs=1, workers=0)

@@ -23,6 +23,7 @@ numba, a GPU tensor, another geometry).
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -39,27 +40,51 @@ def compiled_epoch_available(weight: torch.Tensor, geometry: str = "poincare") -
 
 
 def softmax_sgd_epoch(weight: torch.Tensor, anchors: torch.Tensor, cand: torch.Tensor, masked_out: torch.Tensor,
-                      lr: float, batch_size: int, curvature: float = 1.0) -> float:
+                      lr: float, batch_size: int, curvature: float = 1.0, workers: int = 1) -> float:
     """Riemannian SGD steps over all pairs, ``batch_size`` pairs a step, in place on
     ``weight`` ``(n, d)``; returns the summed loss.
 
     ``anchors`` ``(P,)``, ``cand`` ``(P, 1 + k)`` (column 0 the positive), ``masked_out``
     ``(P, 1 + k)`` candidates to ignore, as for
     :func:`~hypermem.hierarchy.fused_sgd.softmax_sgd_step`.
+
+    ``workers > 1`` splits the (shuffled) pairs into that many contiguous parts whose
+    steps run at the same time in threads (the compiled loop releases the GIL) on the
+    shared table, without locks: Hogwild! (Niu, Recht, Ré & Wright, NeurIPS 2011), as in
+    Nickel & Kiela's own trainer.  Two steps rarely touch the same row at the same time
+    (each touches ``batch_size * (1 + k)`` of ``n`` rows), and when they do one update can
+    be lost, so results are no longer bit-for-bit reproducible; every row is projected
+    back into the ball at the end.
     """
     if not compiled_epoch_available(weight):
         raise RuntimeError("the compiled epoch needs numba (pip install 'hypermem-torch[fast]') and a CPU table")
     if batch_size < 1:
         raise ValueError(f"batch_size must be positive, got {batch_size}")
+    if int(workers) != workers or workers < 1:
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
     W = weight.detach().numpy()  # shares memory: updated in place
     if not W.flags.c_contiguous:
         raise ValueError("weight must be contiguous")
     c = float(curvature)
     limit = (1.0 - ball_margin(weight.dtype)) / math.sqrt(c)
-    return float(_poincare_epoch(W, np.ascontiguousarray(anchors.numpy(), dtype=np.int64),
-                                 np.ascontiguousarray(cand.numpy(), dtype=np.int64),
-                                 np.ascontiguousarray(masked_out.numpy(), dtype=np.bool_),
-                                 float(lr), int(batch_size), c, limit, tiny(weight.dtype)))
+    a = np.ascontiguousarray(anchors.numpy(), dtype=np.int64)
+    cnd = np.ascontiguousarray(cand.numpy(), dtype=np.int64)
+    m = np.ascontiguousarray(masked_out.numpy(), dtype=np.bool_)
+    rest = (float(lr), int(batch_size), c, limit, tiny(weight.dtype))
+    P = a.shape[0]
+    workers = min(int(workers), max(1, -(-P // batch_size)))
+    if workers == 1:
+        return float(_poincare_epoch(W, a, cnd, m, *rest))
+    # contiguous parts of whole batches, one per thread
+    per = -(-P // (workers * batch_size)) * batch_size
+    parts = [(s, min(s + per, P)) for s in range(0, P, per)]
+    with ThreadPoolExecutor(len(parts)) as pool:
+        totals = list(pool.map(lambda se: _poincare_epoch(W, a[se[0]:se[1]], cnd[se[0]:se[1]], m[se[0]:se[1]], *rest),
+                               parts))
+    norms = np.sqrt(np.einsum("ij,ij->i", W, W))
+    over = norms > limit
+    W[over] *= (limit / norms[over])[:, None]
+    return float(sum(totals))
 
 
 def _poincare_epoch_py(W, anchors, cand, masked, lr, batch_size, c, limit, floor):  # pragma: no cover - compiled

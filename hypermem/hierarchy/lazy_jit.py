@@ -10,19 +10,26 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import threading
 from collections.abc import Callable
 
 HAVE_NUMBA = importlib.util.find_spec("numba") is not None
 
 
 def lazy_njit(fn: Callable) -> Callable:
-    """``fn`` compiled by ``numba.njit(cache=True, nogil=True)`` when first called."""
+    """``fn`` compiled by ``numba.njit(cache=True, nogil=True)`` when first called
+    (once, also when several threads make the first call together)."""
+    lock = threading.Lock()
 
     @functools.cache
-    def compiled() -> Callable:
+    def compile_once() -> Callable:
         import numba
 
         return numba.njit(cache=True, nogil=True)(fn)
+
+    def compiled() -> Callable:
+        with lock:
+            return compile_once()
 
     @functools.wraps(fn)
     def call(*args):
