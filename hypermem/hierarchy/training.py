@@ -284,8 +284,8 @@ def fit_poincare_embeddings(edges, dim: int = 10, epochs: int = 200, lr: float =
     shadow layout ``sarkar_layout(tree, dim=dim, edge_length="isa")`` of a spanning tree,
     which training then adapts to the pairs the tree leaves out (second parents).
     ``workers=2`` (or more) runs each epoch's steps in that many threads on the shared
-    table (Hogwild, as Nickel & Kiela's trainer does; needs numba, CPU, ``rsgd``): about
-    twice the pairs a second on two cores, not bit-for-bit reproducible.
+    table (Hogwild, as Nickel & Kiela's trainer does; needs numba, CPU, ``rsgd``): 1.5-1.8x
+    the pairs a second on two cores (WordNet nouns), not bit-for-bit reproducible.
     """
     return _fit(edges, "poincare", dim, epochs, lr, negatives, burn_in, burn_in_lr_factor, final_lr_factor,
                 batch_size, seed, ball, optimizer, device, dtype, sparse, nodes, eval_every, log, init, workers)
