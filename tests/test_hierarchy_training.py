@@ -302,6 +302,12 @@ def test_hogwild_workers_split_the_epoch():
     assert not torch.equal(one, start)
     with pytest.raises(ValueError, match="workers"):
         softmax_sgd_epoch(start.clone(), anchors, cand, masked, 0.3, 8, workers=0)
+    # a row that another thread left outside the ball for a moment gives finite steps
+    # and ends back inside
+    out = start.clone()
+    out[anchors[0]] = out[anchors[0]] / out[anchors[0]].norm() * 1.0000001
+    softmax_sgd_epoch(out, anchors, cand, masked, 0.3, 6)
+    assert bool(torch.isfinite(out).all()) and bool((out.norm(dim=1) < 1).all())
 
     closure = balanced_isa(4, 3)
     pts, rep = fit_poincare_embeddings(closure, dim=5, epochs=60, burn_in=5, lr=1.0, batch_size=8, workers=2)
