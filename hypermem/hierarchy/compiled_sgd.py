@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from ..geometry.numerics import ball_margin, tiny
+from ..geometry.poincare import project
 from .lazy_jit import HAVE_NUMBA, lazy_njit
 
 
@@ -81,9 +82,8 @@ def softmax_sgd_epoch(weight: torch.Tensor, anchors: torch.Tensor, cand: torch.T
     with ThreadPoolExecutor(len(parts)) as pool:
         totals = list(pool.map(lambda se: _poincare_epoch(W, a[se[0]:se[1]], cnd[se[0]:se[1]], m[se[0]:se[1]], *rest),
                                parts))
-    norms = np.sqrt(np.einsum("ij,ij->i", W, W))
-    over = norms > limit
-    W[over] *= (limit / norms[over])[:, None]
+    with torch.no_grad():  # rows that two threads pushed out together
+        weight.copy_(project(weight, c))
     return float(sum(totals))
 
 

@@ -138,8 +138,8 @@ def train_embedding(model: HierarchyEmbedding, relations: Relations, *, epochs: 
     """
     epochs = _check_positive_int("epochs", epochs)
     burn_in = _check_positive_int("burn_in", burn_in)
-    if isinstance(workers, bool) or int(workers) != workers or workers < 1:
-        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    if _check_positive_int("workers", workers) < 1:
+        raise ValueError("workers must be at least 1")
     if batch_size < 1:
         raise ValueError(f"batch_size must be positive, got {batch_size}")
     if not (0 < burn_in_lr_factor <= 1):
