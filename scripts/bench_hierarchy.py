@@ -290,10 +290,21 @@ def bench_nouns(args) -> None:
         warm = done < args.nouns_warmup
         todo = min(args.nouns_warmup - done if warm else every, args.nouns_epochs - done)
         burn = min(args.nouns_burn_in, todo) if (init is None and done == 0) else 0
-        # piecewise-constant decay from lr to lr * --nouns-final-lr-factor, one value per chunk;
+        # piecewise-constant decay from lr to lr * --nouns-final-lr-factor, one value per chunk,
+        # linear or exponential in the progress: epochs done, or training time spent when
+        # --nouns-max-seconds is given and further along; with --nouns-decay-after the lr stays
+        # constant for that many seconds and decays over the rest of --nouns-max-seconds.
         # --nouns-warmup epochs first at lr / 10
         mid = (done + todo / 2) / args.nouns_epochs
-        lr = args.nouns_lr * (1.0 + (args.nouns_final_lr_factor - 1.0) * mid) * (0.1 if warm else 1.0)
+        now = train_s + last / 2  # the chunk's middle, if it takes as long as the last one
+        if args.nouns_max_seconds and args.nouns_decay_after:
+            mid = (now - args.nouns_decay_after) / (args.nouns_max_seconds - args.nouns_decay_after)
+        elif args.nouns_max_seconds:
+            mid = max(mid, now / args.nouns_max_seconds)
+        mid = min(1.0, max(0.0, mid))
+        f = args.nouns_final_lr_factor
+        lr = args.nouns_lr * (f ** mid if args.nouns_decay == "exponential" else 1.0 + (f - 1.0) * mid)
+        lr *= 0.1 if warm else 1.0
         t = time.perf_counter()
         pts, rep = fit_poincare_embeddings(rel, dim=10, epochs=todo, lr=lr, batch_size=args.nouns_batch,
                                            negatives=args.nouns_negatives, workers=args.nouns_workers, burn_in=burn,
@@ -333,6 +344,10 @@ def main() -> int:
     p.add_argument("--nouns-warmup", type=int, default=0, help="first epochs at lr / 10 (e.g. from the layout)")
     p.add_argument("--nouns-max-seconds", type=float, default=0, help="stop before passing this training time")
     p.add_argument("--nouns-burn-in", type=int, default=1, help="burn-in epochs (random start)")
+    p.add_argument("--nouns-decay", choices=["linear", "exponential"], default="linear",
+                   help="how the lr goes to lr * --nouns-final-lr-factor")
+    p.add_argument("--nouns-decay-after", type=float, default=0,
+                   help="seconds of constant lr before the decay (with --nouns-max-seconds)")
     p.add_argument("--nouns-final-lr-factor", type=float, default=1.0,
                    help="lr falls linearly to lr * this over the epochs (constant within an evaluation chunk)")
     p.add_argument("--nouns-eval-queries", type=int, default=0,
@@ -341,6 +356,8 @@ def main() -> int:
     p.add_argument("--json", help="write the rows to this JSON file")
     p.add_argument("--save", help="save the trained noun embedding here (torch.save)")
     args = p.parse_args()
+    if args.nouns_decay_after and not 0 < args.nouns_decay_after < args.nouns_max_seconds:
+        p.error("--nouns-decay-after needs --nouns-max-seconds larger than it")
     torch.set_num_threads(args.threads)
     print(f"# bench_hierarchy {datetime.date.today()} | {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} CPUs, torch {torch.__version__}, threads {args.threads} | {' '.join(sys.argv[1:])}")
