@@ -249,6 +249,23 @@ def _tree_closure_pairs(tree) -> list:
     return [(d, a) for root in roots for a, d in transitive_closure(ch, root)]
 
 
+def _chunk_lr(args, epoch_progress: float, seconds: float) -> float:
+    """The lr of a nouns training chunk: from --nouns-lr to lr * --nouns-final-lr-factor,
+    linearly or exponentially (--nouns-decay) in the progress, which is the epochs done
+    (``epoch_progress``, at the chunk's middle), or the training time spent (``seconds``, the
+    chunk's middle if it takes as long as the last one) over --nouns-max-seconds when that
+    is further along; with --nouns-decay-after the lr stays constant for that many seconds
+    and decays over the rest of --nouns-max-seconds."""
+    mid = epoch_progress
+    if args.nouns_max_seconds and args.nouns_decay_after:
+        mid = (seconds - args.nouns_decay_after) / (args.nouns_max_seconds - args.nouns_decay_after)
+    elif args.nouns_max_seconds:
+        mid = max(mid, seconds / args.nouns_max_seconds)
+    mid = min(1.0, max(0.0, mid))
+    f = args.nouns_final_lr_factor
+    return args.nouns_lr * (f ** mid if args.nouns_decay == "exponential" else 1.0 + (f - 1.0) * mid)
+
+
 def bench_nouns(args) -> None:
     print(f"== nouns closure: Poincaré dim 10, {args.nouns_init} start (long)")
     if not wordnet.available():
@@ -279,7 +296,7 @@ def bench_nouns(args) -> None:
         init = lay.points[torch.tensor([pos[n] for n in rel.nodes])]
         layout_s = time.perf_counter() - t
         evaluate(init, epochs=0, train_seconds=layout_s)
-    # train in chunks of --nouns-eval-every epochs (constant lr after the burn-in), evaluating
+    # train in chunks of --nouns-eval-every epochs (one lr a chunk, see _chunk_lr), evaluating
     # after each: the MAP against the training time (layout included), within the issue's
     # 60 minutes; --nouns-max-seconds stops before a chunk that would pass it
     every = args.nouns_eval_every or args.nouns_epochs
@@ -290,21 +307,7 @@ def bench_nouns(args) -> None:
         warm = done < args.nouns_warmup
         todo = min(args.nouns_warmup - done if warm else every, args.nouns_epochs - done)
         burn = min(args.nouns_burn_in, todo) if (init is None and done == 0) else 0
-        # piecewise-constant decay from lr to lr * --nouns-final-lr-factor, one value per chunk,
-        # linear or exponential in the progress: epochs done, or training time spent when
-        # --nouns-max-seconds is given and further along; with --nouns-decay-after the lr stays
-        # constant for that many seconds and decays over the rest of --nouns-max-seconds.
-        # --nouns-warmup epochs first at lr / 10
-        mid = (done + todo / 2) / args.nouns_epochs
-        now = train_s + last / 2  # the chunk's middle, if it takes as long as the last one
-        if args.nouns_max_seconds and args.nouns_decay_after:
-            mid = (now - args.nouns_decay_after) / (args.nouns_max_seconds - args.nouns_decay_after)
-        elif args.nouns_max_seconds:
-            mid = max(mid, now / args.nouns_max_seconds)
-        mid = min(1.0, max(0.0, mid))
-        f = args.nouns_final_lr_factor
-        lr = args.nouns_lr * (f ** mid if args.nouns_decay == "exponential" else 1.0 + (f - 1.0) * mid)
-        lr *= 0.1 if warm else 1.0
+        lr = _chunk_lr(args, (done + todo / 2) / args.nouns_epochs, train_s + last / 2) * (0.1 if warm else 1.0)
         t = time.perf_counter()
         pts, rep = fit_poincare_embeddings(rel, dim=10, epochs=todo, lr=lr, batch_size=args.nouns_batch,
                                            negatives=args.nouns_negatives, workers=args.nouns_workers, burn_in=burn,
@@ -349,7 +352,7 @@ def main() -> int:
     p.add_argument("--nouns-decay-after", type=float, default=0,
                    help="seconds of constant lr before the decay (with --nouns-max-seconds)")
     p.add_argument("--nouns-final-lr-factor", type=float, default=1.0,
-                   help="lr falls linearly to lr * this over the epochs (constant within an evaluation chunk)")
+                   help="lr falls to lr * this (see --nouns-decay; constant within an evaluation chunk)")
     p.add_argument("--nouns-eval-queries", type=int, default=0,
                    help="evaluate on this many random query nodes (0: all 82,115; takes minutes)")
     p.add_argument("--threads", type=int, default=1)
