@@ -14,7 +14,8 @@
   :mod:`~hypermem.hierarchy.compiled_sgd`);
 * :mod:`~hypermem.hierarchy.cones` — entailment-cone training (Ganea et al. 2018), with the
   link-prediction splits of :mod:`~hypermem.hierarchy.splits`;
-* :mod:`~hypermem.hierarchy.evaluation` — reconstruction MAP / mean rank, link-prediction F1.
+* :mod:`~hypermem.hierarchy.evaluation` — reconstruction MAP / mean rank, link-prediction F1;
+  :mod:`~hypermem.hierarchy.rank_polish` moves single nodes to lower the exact mean rank.
 
 Example::
 
@@ -34,6 +35,7 @@ from .evaluation import (
     link_prediction,
     reconstruction,
 )
+from .rank_polish import PolishReport, polish_ranks
 from .relations import Relations
 from .sarkar import decaying_edge_lengths, max_safe_depth, sarkar_layout, spread_directions
 from .shadows import shadow_layout
@@ -56,6 +58,8 @@ __all__ = [
     "TrainingReport",
     "reconstruction",
     "ReconstructionResult",
+    "polish_ranks",
+    "PolishReport",
     "link_prediction",
     "LinkPredictionResult",
     "best_threshold",

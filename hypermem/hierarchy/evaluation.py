@@ -51,6 +51,10 @@ class ReconstructionResult:
     n_pairs: int = 0
     per_query: dict | None = None
     """With ``per_query=True``: ``{"query": index tensor, "ap": AP tensor, "mean_rank": tensor}``."""
+    pair_ranks: torch.Tensor | None = None
+    """With ``per_pair=True``: the rank of every pair, ``float64``, in the order of
+    :attr:`Relations.pairs <hypermem.hierarchy.relations.Relations.pairs>` (sorted by
+    ``(u, v)``, duplicates removed)."""
 
     @property
     def map(self) -> float:
@@ -138,7 +142,7 @@ def reconstruction(points: Mapping[Hashable, object] | torch.Tensor,
                    closure: Sequence[tuple[Hashable, Hashable]] | Relations,
                    distance="poincare", *, nodes: Sequence[Hashable] | None = None,
                    chunk_size: int | None = None, device: torch.device | str | None = None,
-                   per_query: bool = False) -> ReconstructionResult:
+                   per_query: bool = False, per_pair: bool = False) -> ReconstructionResult:
     """Reconstruction MAP and mean rank (Nickel & Kiela 2017); see the module docstring.
 
     Parameters
@@ -160,6 +164,9 @@ def reconstruction(points: Mapping[Hashable, object] | torch.Tensor,
     per_query:
         Also return each query's AP and mean rank (``result.per_query``), to see which
         nodes are badly placed.
+    per_pair:
+        Also return every pair's rank (``result.pair_ranks``, in the order of the
+        :class:`Relations` pairs), e.g. for :func:`~hypermem.hierarchy.rank_polish.polish_ranks`.
     """
     if isinstance(closure, Relations) and nodes is None and not isinstance(points, Mapping):
         nodes = closure.nodes
@@ -181,6 +188,7 @@ def reconstruction(points: Mapping[Hashable, object] | torch.Tensor,
     mranks: list[torch.Tensor] = []
     rank_sum = 0.0
     n_pairs = 0
+    pair_ranks = torch.zeros(targets.numel(), dtype=torch.float64, device=x.device) if per_pair else None
     for start in range(0, int(queries.numel()), chunk_size):
         q = queries[start:start + chunk_size]
         b = q.numel()
@@ -197,7 +205,7 @@ def reconstruction(points: Mapping[Hashable, object] | torch.Tensor,
         tidx = (offsets[q][:, None] + col[None, :]).clamp_max(max(targets.numel() - 1, 0))
         tgt = torch.where(valid, targets[tidx], torch.zeros_like(tidx))
         d_rel = torch.gather(d, 1, tgt).masked_fill(~valid, math.inf)
-        d_rel, _ = d_rel.sort(dim=1)
+        d_rel, order = d_rel.sort(dim=1)
         # #nodes strictly closer than each related distance, minus the related ones among them
         closer_all = _count_below(d, d_rel)
         closer_rel = torch.searchsorted(d_rel, d_rel, side="left")
@@ -206,6 +214,9 @@ def reconstruction(points: Mapping[Hashable, object] | torch.Tensor,
         prec = torch.where(valid, k / (k + unrelated_closer), torch.zeros_like(unrelated_closer))
         ap = prec.sum(1) / cnt.to(torch.float64)
         ranks = torch.where(valid, 1.0 + unrelated_closer, torch.zeros_like(prec)).sum(1)
+        if per_pair:  # the k-th nearest partner of a row is pair offsets[q] + order[k]; the
+            # padding (infinite) sorts last, so the valid columns stay a prefix of each row
+            pair_ranks[torch.gather(tidx, 1, order)[valid]] = (1.0 + unrelated_closer)[valid]
         ap_sum += float(ap.sum())
         rank_sum += float(ranks.sum())
         if per_query:
@@ -225,6 +236,7 @@ def reconstruction(points: Mapping[Hashable, object] | torch.Tensor,
         per_query={"query": queries, "ap": torch.cat(aps) if aps else torch.zeros(0, dtype=torch.float64),
                    "mean_rank": torch.cat(mranks) if mranks else torch.zeros(0, dtype=torch.float64)}
         if per_query else None,
+        pair_ranks=pair_ranks,
     )
 
 
