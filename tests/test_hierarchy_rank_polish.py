@@ -130,3 +130,17 @@ def test_bad_inputs():
 def test_docstring_example():
     result = doctest.testmod(rank_polish, verbose=False)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_other_curvature_and_float32():
+    """Keys, candidates and the report follow the ball's curvature; float32 points stay float32."""
+    rel = Relations(random_dag_closure(80, seed=6))
+    ball = PoincareBall(2.0)
+    X = random_points(rel.n, 3, seed=6) / 2.0**0.5
+    Y, report = polish_ranks(X, rel, ball=ball, min_rank=1.0, max_nodes=40)
+    assert report.moved > 0
+    assert reconstruction(Y, rel, ball).mean_rank == pytest.approx(report.mean_rank_after, abs=1e-12)
+    assert report.mean_rank_after < reconstruction(X, rel, ball).mean_rank
+    assert bool(ball.is_inside(Y).all())
+    Y32, report32 = polish_ranks(X.float(), rel, ball=ball, min_rank=1.0, max_nodes=10)
+    assert Y32.dtype == torch.float32 and report32.mean_rank_after <= report32.mean_rank_before
