@@ -53,7 +53,7 @@ import torch
 
 from ..geometry import PoincareBall
 from ..geometry.numerics import tiny
-from .evaluation import _count_below, _points_tensor, reconstruction
+from .evaluation import _count_below, _poincare_rank_key, _points_tensor, reconstruction
 from .relations import Relations, as_relations
 
 _ROW_SPACING = 400.0
@@ -75,7 +75,7 @@ _REFINE = (2.0, 1.0, 0.5, 0.25)
 @dataclass
 class PolishReport:
     """What :func:`polish_ranks` did: nodes visited and moved, the summed rank excess before and
-    the change (``mean_rank_change = excess_change / pairs``), and the time spent."""
+    its change (the mean rank changes by ``excess_change / pairs``), and the time spent."""
 
     visited: int
     moved: int
@@ -100,8 +100,7 @@ class _RankState:
         self.x, self.c, self.n = x, c, rel.n
         self.pairs = rel.pairs
         self.off, self.tgt = rel.csr()
-        by_partner = torch.argsort(self.pairs[:, 1], stable=True)
-        self.rev = by_partner
+        self.rev = torch.argsort(self.pairs[:, 1], stable=True)  # pair indices grouped by partner
         self.roff = torch.zeros(rel.n + 1, dtype=torch.int64, device=x.device)
         self.roff[1:] = torch.bincount(self.pairs[:, 1], minlength=rel.n).cumsum(0)
         self.row = self.pairs[:, 0]
@@ -116,14 +115,12 @@ class _RankState:
         return torch.log(k.to(torch.float64)).clamp(-_LOG_CLAMP, _LOG_CLAMP)
 
     def keys(self, q: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
-        """``(m, n)`` keys ``||q - p||^2 / ((1 - c||q||^2)(1 - c||p||^2))``."""
-        q2, p2 = (q * q).sum(-1), (p * p).sum(-1)
-        t = tiny(q.dtype)
-        out = (q @ p.T).mul_(-2.0).add_(q2[:, None]).add_(p2[None, :]).clamp_(min=0.0)
-        return out.mul_((1.0 / (1.0 - self.c * q2).clamp_min(t))[:, None]).mul_(
-            (1.0 / (1.0 - self.c * p2).clamp_min(t))[None, :])
+        """``(m, n)`` keys of the evaluation (a fresh key function each call: its cache is keyed
+        on the tensor object, and :meth:`move` changes ``x`` in place)."""
+        return _poincare_rank_key(self.c)(q, p)
 
     def pair_keys(self, idx: torch.Tensor) -> torch.Tensor:
+        """The same key for the listed pairs only (row by row, no ``(m, n)`` block)."""
         a, b = self.x[self.pairs[idx, 0]], self.x[self.pairs[idx, 1]]
         a2, b2 = (a * a).sum(-1), (b * b).sum(-1)
         t = tiny(a.dtype)
@@ -275,8 +272,9 @@ def polish_ranks(points: Mapping[Hashable, object] | torch.Tensor,
     rel = as_relations(closure, nodes=labels, device=x.device)
     if rel.n != x.shape[0]:
         raise ValueError(f"{x.shape[0]} points but {rel.n} nodes in the closure")
-    if not bool(ball.is_inside(x).all()):
-        bad = int(torch.nonzero(~ball.is_inside(x))[0])
+    outside = ~ball.is_inside(x)
+    if bool(outside.any()):
+        bad = int(torch.nonzero(outside)[0])
         raise ValueError(f"point of node {labels[bad]!r} lies outside the Poincaré ball of curvature "
                          f"{ball.curvature}")
     if min_rank < 1:
