@@ -52,7 +52,7 @@ from hypermem.hierarchy import Relations, children_map, polish_ranks, reconstruc
 from hypermem.hierarchy.cones import cone_score, fit_entailment_cones, poincare_isa_score  # noqa: E402
 from hypermem.hierarchy.evaluation import link_prediction  # noqa: E402
 from hypermem.hierarchy.sarkar import decaying_edge_lengths, sarkar_layout  # noqa: E402
-from hypermem.hierarchy.shadows import shadow_isa_score  # noqa: E402
+from hypermem.hierarchy.shadows import DEFAULT_MAX_SHRINK, DEFAULT_SHRINK, shadow_isa_score, shadow_layout  # noqa: E402
 from hypermem.hierarchy.spanning import ancestor_tree  # noqa: E402
 from hypermem.hierarchy.splits import link_prediction_split  # noqa: E402
 from hypermem.hierarchy.training import fit_euclidean_embeddings, fit_poincare_embeddings  # noqa: E402
@@ -299,7 +299,8 @@ def bench_nouns(args) -> None:
     init, layout_s = None, 0.0
     if args.nouns_init == "shadow":
         t = time.perf_counter()
-        lay = sarkar_layout(ancestor_tree(rel), dim=10, edge_length="isa")
+        lay = shadow_layout(ancestor_tree(rel), dim=10, shrink=args.nouns_layout_shrink,
+                            max_shrink=args.nouns_layout_max_shrink)
         pos = {n: i for i, n in enumerate(lay.nodes)}
         init = lay.points[torch.tensor([pos[n] for n in rel.nodes])]
         layout_s = time.perf_counter() - t
@@ -369,6 +370,10 @@ def main() -> int:
     p.add_argument("--nouns-batch", type=int, default=512)
     p.add_argument("--nouns-init", choices=["random", "shadow"], default="random",
                    help="start from Nickel & Kiela's small random points or the shadow layout of the ancestor tree")
+    p.add_argument("--nouns-layout-shrink", type=float, default=DEFAULT_SHRINK,
+                   help="shadow layout's shrink (larger: shallower layout, see hierarchy.shadows)")
+    p.add_argument("--nouns-layout-max-shrink", type=float, default=DEFAULT_MAX_SHRINK,
+                   help="shadow layout's max_shrink")
     p.add_argument("--nouns-eval-every", type=int, default=0, help="evaluate every this many epochs")
     p.add_argument("--nouns-negatives", type=int, default=50, help="negatives per pair (nouns)")
     p.add_argument("--nouns-workers", type=int, default=1, help="Hogwild threads for the nouns training")

@@ -228,7 +228,8 @@ def shadow_layout(edges: Iterable[tuple[Hashable, Hashable]], ball: PoincareBall
     if radius > limit:
         warnings.warn(f"shadow_layout: the deepest node sits {radius:.3g} from the root, beyond the radius "
                       f"{limit:.3g} that {dtype} keeps inside the ball's margin; the points are exact but "
-                      f"projecting them would merge deep levels (use a larger dim, or a smaller tree)",
+                      f"projecting them would merge deep levels (use a larger dim, larger shrink and max_shrink, "
+                      f"or a smaller tree)",
                       RuntimeWarning, stacklevel=2)
     pts = points.to(dtype)
     pts = pts.to(device) if device is not None else pts
