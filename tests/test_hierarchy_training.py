@@ -1,5 +1,7 @@
 """Training: the fused distance, negative sampling, Poincaré vs Euclidean, cones."""
 
+import warnings
+
 import pytest
 import torch
 
@@ -154,6 +156,36 @@ def test_fit_starts_from_given_points(small_closure):
         fit_poincare_embeddings(rel, dim=4, epochs=0, init=start)
     with pytest.raises(ValueError, match="non-finite"):
         fit_poincare_embeddings(rel, dim=3, epochs=0, init=start * float("nan"))
+
+
+def test_init_beyond_the_margin_warns_and_a_shallower_layout_fits():
+    """A spine 18 levels deep (three leaves hanging off each level) lays out beyond
+    float64's radius: training from it projects the deepest points onto the margin (with a
+    warning naming the cure), which merges their levels; the layout with larger shrink and
+    max_shrink fits inside, and ranks better than the merged one."""
+    from hypermem.hierarchy.shadows import shadow_layout
+
+    edges = [(f"s{i}", f"s{i + 1}") for i in range(18)] + [(f"s{i}", f"leaf{i}_{k}") for i in range(18) for k in range(3)]
+    parent = {c: p for p, c in edges}
+    isa = []
+    for c in parent:
+        p = parent[c]
+        while p is not None:
+            isa.append((c, p))
+            p = parent.get(p)
+    rel = Relations(isa)
+    with pytest.warns(RuntimeWarning, match="beyond the radius"):
+        deep = shadow_layout(edges, dim=3)
+    assert deep.info["radius"] > deep.info["max_radius"]
+    assert reconstruction(deep, rel).mean_rank == 1.0  # exact, but not representable for training
+    with pytest.warns(RuntimeWarning, match=r"init: \d+ of 73 points lie beyond the ball's margin.*shrink"):
+        merged, _ = fit_poincare_embeddings(rel, dim=3, epochs=0, init=dict(deep))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        shallow = shadow_layout(edges, dim=3, shrink=1.2, max_shrink=0.55)
+        kept, _ = fit_poincare_embeddings(rel, dim=3, epochs=0, init=dict(shallow))
+    assert shallow.info["radius"] < shallow.info["max_radius"]
+    assert reconstruction(kept, rel).mean_rank < reconstruction(merged, rel).mean_rank - 2.0
 
 
 def test_split_and_cones_beat_poincare_link_prediction(small_closure):

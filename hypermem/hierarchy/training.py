@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -252,8 +253,17 @@ def _load_init(model: HierarchyEmbedding, rel: Relations, init) -> None:
     if not bool(torch.isfinite(init).all()):
         raise ValueError("init has non-finite coordinates")
     init = init.to(dtype=model.weight.dtype, device=model.weight.device)
+    if model.geometry == "poincare":
+        projected = model.ball.projx(init)
+        clipped = int((projected != init).any(dim=1).sum())
+        if clipped:
+            warnings.warn(f"init: {clipped} of {init.shape[0]} points lie beyond the ball's margin for "
+                          f"{init.dtype} (radius {model.ball.max_radius(init.dtype):.3g}) and are projected onto it, "
+                          f"which merges their levels; a shallower start (e.g. shadow_layout with larger shrink "
+                          f"and max_shrink) keeps them apart", RuntimeWarning, stacklevel=4)
+        init = projected
     with torch.no_grad():
-        model.weight.copy_(model.ball.projx(init) if model.geometry == "poincare" else init)
+        model.weight.copy_(init)
 
 
 def fit_poincare_embeddings(edges, dim: int = 10, epochs: int = 200, lr: float = 0.3, negatives: int = 50,
