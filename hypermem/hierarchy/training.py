@@ -292,7 +292,12 @@ def fit_poincare_embeddings(edges, dim: int = 10, epochs: int = 200, lr: float =
     given points instead of Nickel & Kiela's small random ones (a ``node -> point``
     mapping, or an ``(n, dim)`` tensor in the order of the relation's nodes), e.g. the
     shadow layout ``sarkar_layout(tree, dim=dim, edge_length="isa")`` of a spanning tree,
-    which training then adapts to the pairs the tree leaves out (second parents).
+    which training then adapts to the pairs the tree leaves out (second parents).  Start
+    points beyond the ball's margin (a layout deeper than ``ball.max_radius(dtype)``) are
+    projected onto it with a warning; keep deep trees inside with
+    ``shadow_layout(tree, dim=dim, shrink=1.5, max_shrink=0.6)`` (WordNet nouns: radius
+    23.6 instead of 35.5, and a sample mean rank of 7.1 after 8 minutes of training
+    instead of 11).
     ``workers=2`` (or more) runs each epoch's steps in that many threads on the shared
     table (Hogwild, as Nickel & Kiela's trainer does; needs numba, CPU, ``rsgd``): 1.5-1.8x
     the pairs a second on two cores (WordNet nouns), not bit-for-bit reproducible.
