@@ -166,14 +166,7 @@ def test_init_beyond_the_margin_warns_and_a_shallower_layout_fits():
     from hypermem.hierarchy.shadows import shadow_layout
 
     edges = [(f"s{i}", f"s{i + 1}") for i in range(18)] + [(f"s{i}", f"leaf{i}_{k}") for i in range(18) for k in range(3)]
-    parent = {c: p for p, c in edges}
-    isa = []
-    for c in parent:
-        p = parent[c]
-        while p is not None:
-            isa.append((c, p))
-            p = parent.get(p)
-    rel = Relations(isa)
+    rel = Relations([(c, a) for a, c in transitive_closure(children_map(edges)[0], "s0")])
     with pytest.warns(RuntimeWarning, match="beyond the radius"):
         deep = shadow_layout(edges, dim=3)
     assert deep.info["radius"] > deep.info["max_radius"]
