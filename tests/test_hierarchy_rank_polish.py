@@ -75,6 +75,11 @@ def test_cost_differences_are_exact(seed):
             moved = X.clone()
             moved[u] = cand[i]
             assert float(cost[i] - cost[0]) == pytest.approx(total_excess(moved, rel) - base, abs=1e-9)
+        # with a bound, the candidates that cannot beat it are cut short (inf), the others stay exact
+        bound = float(cost.median())
+        pruned = state.cost(u, cand, bound=bound)
+        assert torch.equal(pruned, torch.where(cost < bound, cost, torch.full_like(cost, math.inf)))
+        assert bool((pruned == math.inf).any()) and bool(torch.isfinite(pruned).any())
 
 
 def test_polish_lowers_the_exact_mean_rank(device):

@@ -24,7 +24,10 @@ For each node :func:`polish_ranks` scores a set of candidate points (along the g
 towards the node's partners and its worst-ranked descendants, around those partners, then
 random steps of 2, 1, 0.5 and 0.25 around the best so far) and moves the node when the sum
 of the three terms drops.  Every move lowers ``S`` (so the mean rank) by the amount
-reported.  Nodes are visited worst first: alternately the query whose row holds the most
+reported.  The three terms are non-negative, so candidates are scored term by term, cheapest
+first, and one whose partial sum already reaches the cost of the best point so far is
+dropped: on the nouns 40% fall after ``S_row`` and 80% before ``S_desc``.  The per-node
+context (partners, descendants and their key rows) is built once per visit.  Nodes are visited worst first: alternately the query whose row holds the most
 excess in pairs ranked above ``min_rank`` and the partner that holds the most.
 
 Distances are compared through the monotone key ``||x - y||^2 / ((1 - c||x||^2)(1 -
@@ -72,6 +75,7 @@ _REFINE = (2.0, 1.0, 0.5, 0.25)
 """Hyperbolic step lengths of the random candidates around the best point so far."""
 
 
+
 @dataclass
 class PolishReport:
     """What :func:`polish_ranks` did: nodes visited and moved, the summed rank excess before and
@@ -105,14 +109,36 @@ class _RankState:
         self.roff[1:] = torch.bincount(self.pairs[:, 1], minlength=rel.n).cumsum(0)
         self.row = self.pairs[:, 0]
         self.row_end = self.off[1:]
+        self.row_len = self.off[1:] - self.off[:-1]
         self.key = self.pair_keys(torch.arange(self.pairs.shape[0], device=x.device))
-        self.sorted_keys = (self.row.to(torch.float64) * _ROW_SPACING + self._log(self.key)).sort().values
         self.max_key = torch.full((rel.n,), -math.inf, dtype=x.dtype, device=x.device)
-        self.max_key.scatter_reduce_(0, self.row, self.key, "amax")
+        self.sorted_keys = torch.empty(self.pairs.shape[0], dtype=torch.float64, device=x.device)
+        self._refresh_rows(torch.arange(rel.n, device=x.device))
+        self._visit: _Visit | None = None
 
     @staticmethod
     def _log(k: torch.Tensor) -> torch.Tensor:
         return torch.log(k.to(torch.float64)).clamp(-_LOG_CLAMP, _LOG_CLAMP)
+
+    def _refresh_rows(self, rows: torch.Tensor) -> None:
+        """Re-sort the keys of ``rows`` into their segments of :attr:`sorted_keys` (ascending
+        ``row * spacing + log(key)``) and refresh their :attr:`max_key`."""
+        lens = self.row_len[rows]
+        total = int(lens.sum())
+        if total == 0:
+            return
+        dev = self.x.device
+        rowpos = torch.repeat_interleave(torch.arange(rows.numel(), device=dev), lens)
+        first = torch.repeat_interleave(self.off[rows], lens)
+        colpos = torch.arange(total, device=dev) - torch.repeat_interleave(lens.cumsum(0) - lens, lens)
+        idx = first + colpos
+        block = torch.full((rows.numel(), int(lens.max())), -math.inf, dtype=self.key.dtype, device=dev)
+        block[rowpos, colpos] = self.key[idx]
+        block = block.sort(dim=1, descending=True).values
+        self.max_key[rows] = block[:, 0]
+        # ascending within each row: position j of a row of length L holds block[L - 1 - j]
+        asc = block[rowpos, lens[rowpos] - 1 - colpos]
+        self.sorted_keys[idx] = self.row[idx].to(torch.float64) * _ROW_SPACING + self._log(asc)
 
     def keys(self, q: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
         """``(m, n)`` keys of the evaluation (a fresh key function each call: its cache is keyed
@@ -133,58 +159,100 @@ class _RankState:
     def reverse_pairs(self, u: int) -> torch.Tensor:
         return self.rev[self.roff[u]:self.roff[u + 1]]
 
-    def cost(self, u: int, cand: torch.Tensor) -> torch.Tensor:
-        """``S_row + S_intruder + S_desc`` (module docstring) with ``u`` at each row of ``cand``."""
-        m, n = cand.shape[0], self.n
-        d = self.keys(cand, self.x)
-        d[:, u] = math.inf
+    def visit(self, u: int) -> _Visit:
+        """What the costs of ``u``'s candidates share (kept until ``u`` or another node moves)."""
+        if self._visit is not None and self._visit.u == u:
+            return self._visit
+        n, dev = self.n, self.x.device
         anc = self.partners(u)
-        k = anc.numel()
-        related = torch.zeros(n, dtype=torch.bool, device=d.device)
+        related = torch.zeros(n, dtype=torch.bool, device=dev)
         related[anc] = True
         related[u] = True
-        # S_row: each unrelated w is closer than the partners whose key is above its own
-        if k:
-            d_anc = d[:, anc].sort(dim=1).values
-            d_un = d[:, ~related]
-            s_row = (k * d_un.shape[1] - torch.searchsorted(d_anc, d_un, right=True).sum(1)).to(torch.float64)
-        else:
-            s_row = torch.zeros(m, dtype=torch.float64, device=d.device)
-        # S_intruder: rows of the nodes that do not have u as a partner
         desc = self.pairs[self.reverse_pairs(u), 0]
-        skip = torch.zeros(n, dtype=torch.bool, device=d.device)
+        skip = torch.zeros(n, dtype=torch.bool, device=dev)
         skip[desc] = True
         skip[u] = True
-        ii, ww = torch.nonzero((d < self.max_key[None, :]) & ~skip[None, :], as_tuple=True)
-        q = ww.to(torch.float64) * _ROW_SPACING + self._log(d[ii, ww])
-        above = self.row_end[ww] - torch.searchsorted(self.sorted_keys, q, right=True)
-        s_int = torch.zeros(m, dtype=torch.float64, device=d.device).index_add_(0, ii, above.to(torch.float64))
-        # S_desc: rank of (w, u) in the rows of u's descendants
-        s_desc = torch.zeros(m, dtype=torch.float64, device=d.device)
-        if desc.numel():
+        dw = None
+        if desc.numel():  # keys from each descendant w to every z, w's partners and w itself at inf
             dw = self.keys(self.x[desc], self.x)
-            rows = torch.repeat_interleave(torch.arange(desc.numel(), device=d.device),
-                                           self.off[desc + 1] - self.off[desc])
-            cols = torch.cat([self.partners(int(w)) for w in desc.tolist()])
+            lens = self.row_len[desc]
+            rows = torch.repeat_interleave(torch.arange(desc.numel(), device=dev), lens)
+            starts = torch.repeat_interleave(self.off[desc], lens)
+            cols = self.tgt[starts + torch.arange(rows.numel(), device=dev)
+                            - torch.repeat_interleave(lens.cumsum(0) - lens, lens)]
             dw[rows, cols] = math.inf
-            dw[torch.arange(desc.numel(), device=d.device), desc] = math.inf
-            dx, order = self.keys(self.x[desc], cand).sort(dim=1)  # (|desc|, m)
-            below = _count_below(dw, dx)
-            s_desc = torch.zeros_like(below).scatter_(1, order, below).sum(0).to(torch.float64)
-        return s_row + s_int + s_desc
+            dw[torch.arange(desc.numel(), device=dev), desc] = math.inf
+        self._visit = _Visit(u, anc, related, desc, skip, dw)
+        return self._visit
+
+    def cost(self, u: int, cand: torch.Tensor, bound: float = math.inf) -> torch.Tensor:
+        """``S_row + S_intruder + S_desc`` (module docstring) with ``u`` at each row of ``cand``.
+
+        The three terms are non-negative, so a candidate whose partial sum already reaches
+        ``bound`` cannot cost less than ``bound``: it gets ``inf`` and its remaining terms are
+        skipped (the others are exact)."""
+        v = self.visit(u)
+        m, dev = cand.shape[0], cand.device
+        d = self.keys(cand, self.x)
+        d[:, u] = math.inf
+        # S_row: each unrelated w is closer than the partners whose key is above its own; only
+        # the w below the farthest partner count
+        total = torch.zeros(m, dtype=torch.float64, device=dev)
+        k = v.anc.numel()
+        if k:
+            # the candidates' partner keys as one sorted array of ``i * spacing + log(key)``
+            d_anc = d[:, v.anc]
+            rows = torch.arange(m, device=dev, dtype=torch.float64)[:, None] * _ROW_SPACING
+            flat = (rows + self._log(d_anc)).sort(dim=1).values.flatten()
+            ii, ww = torch.nonzero(d < d_anc.amax(1, keepdim=True), as_tuple=True)
+            keep = ~v.related[ww]
+            ii, ww = ii[keep], ww[keep]
+            q = ii.to(torch.float64) * _ROW_SPACING + self._log(d[ii, ww])
+            above = (ii + 1) * k - torch.searchsorted(flat, q, right=True)
+            total.index_add_(0, ii, above.to(torch.float64))
+        alive = torch.nonzero(total < bound).squeeze(1)
+        # S_intruder: rows of the nodes that do not have u as a partner
+        if alive.numel():
+            da = d[alive]
+            ii, ww = torch.nonzero((da < self.max_key[None, :]) & ~v.skip[None, :], as_tuple=True)
+            total.index_add_(0, alive[ii], self._count_above(ww, da[ii, ww]))
+            alive = alive[total[alive] < bound]
+        # S_desc: rank of (w, u) in the rows of u's descendants
+        if alive.numel() and v.dw is not None:
+            dx, order = self.keys(self.x[v.desc], cand[alive]).sort(dim=1)  # (|desc|, alive)
+            below = _count_below(v.dw, dx)
+            total[alive] += torch.zeros_like(below).scatter_(1, order, below).sum(0).to(torch.float64)
+        total[total >= bound] = math.inf
+        return total
+
+    def _count_above(self, rows: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        """``#{v in R(w) : key(w, v) > q}`` for each ``(w, q)``: one :func:`torch.searchsorted`
+        of ``w * spacing + log(q)`` in :attr:`sorted_keys` answers every row at once."""
+        key = rows.to(torch.float64) * _ROW_SPACING + self._log(q)
+        return (self.row_end[rows] - torch.searchsorted(self.sorted_keys, key, right=True)).to(torch.float64)
 
     def move(self, u: int, point: torch.Tensor) -> None:
         """Put ``u`` at ``point`` and refresh the keys of its pairs and of the rows they sit in."""
         self.x[u] = point
+        self._visit = None
         rev = self.reverse_pairs(u)
         idx = torch.cat([torch.arange(int(self.off[u]), int(self.off[u + 1]), device=self.x.device), rev])
         self.key[idx] = self.pair_keys(idx)
-        for w in [u] + self.pairs[rev, 0].tolist():
-            s0, s1 = int(self.off[w]), int(self.off[w + 1])
-            if s1 > s0:
-                seg = self.key[s0:s1]
-                self.sorted_keys[s0:s1] = (w * _ROW_SPACING + self._log(seg)).sort().values
-                self.max_key[w] = seg.max()
+        rows = torch.cat([torch.tensor([u], device=self.x.device), self.pairs[rev, 0]])
+        self._refresh_rows(rows)
+
+
+@dataclass
+class _Visit:
+    """Per-node context of :meth:`_RankState.cost`: partners, the related and skipped masks,
+    the descendants and their key rows."""
+
+    u: int
+    anc: torch.Tensor
+    related: torch.Tensor
+    desc: torch.Tensor
+    skip: torch.Tensor
+    dw: torch.Tensor | None
 
 
 def _steps_around(ball: PoincareBall, y: torch.Tensor, lengths, per_length: int,
@@ -312,13 +380,15 @@ def polish_ranks(points: Mapping[Hashable, object] | torch.Tensor,
         visited += 1
         worst = state.pairs[rev[torch.argsort(ranks[rev], descending=True)[:worst_descendants]], 0]
         cand = _candidates(state, ball, u, worst, g)
-        cost = state.cost(u, cand)
-        now = float(cost[0])
+        now = float(state.cost(u, cand[:1])[0])
+        cost = state.cost(u, cand[1:], bound=now)
         i = int(torch.argmin(cost))
-        best, best_cost = cand[i], float(cost[i])
+        best, best_cost = cand[0], now
+        if float(cost[i]) < now:
+            best, best_cost = cand[1 + i], float(cost[i])
         for _ in range(refine_rounds):
-            more = ball.project(torch.cat([best[None], _steps_around(ball, best, _REFINE, 4, g)]))
-            c = state.cost(u, more)
+            more = ball.project(_steps_around(ball, best, _REFINE, 4, g))
+            c = state.cost(u, more, bound=best_cost)
             j = int(torch.argmin(c))
             if float(c[j]) < best_cost:
                 best, best_cost = more[j], float(c[j])
