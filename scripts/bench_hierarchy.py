@@ -337,6 +337,7 @@ def bench_nouns(args) -> None:
         t = time.perf_counter()
         limit = args.nouns_max_seconds - train_s if args.nouns_max_seconds else args.nouns_polish_seconds
         X, rep = polish_ranks(X, rel, max_seconds=limit, min_rank=args.nouns_polish_min_rank,
+                              passes=args.nouns_polish_passes,
                               log=lambda s, t0=t: print("  " + s, flush=True))
         train_s += time.perf_counter() - t
         print(f"  polish: {rep.visited} nodes visited, {rep.moved} moved, mean rank {rep.mean_rank_before:.3f} -> "
@@ -392,6 +393,8 @@ def main() -> int:
                    help="the last this many seconds of --nouns-max-seconds polish the mean rank (polish_ranks)")
     p.add_argument("--nouns-polish-min-rank", type=float, default=100.0,
                    help="polish_ranks(min_rank=...): the nodes with pairs ranked above it are visited, worst first")
+    p.add_argument("--nouns-polish-passes", type=int, default=1,
+                   help="polish_ranks(passes=...): list the nodes afresh when a list is done within the time")
     p.add_argument("--nouns-full-eval", action="store_true",
                    help="with --nouns-eval-queries: evaluate on all nouns at the end too (not counted in the time)")
     p.add_argument("--threads", type=int, default=1)
