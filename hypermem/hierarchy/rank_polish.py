@@ -27,7 +27,8 @@ best so far) and moves the node when the sum of the three terms drops.  Every mo
 ``S`` (so the mean rank) by the amount reported.  The three terms are non-negative, so
 candidates are scored term by term, cheapest first, and one whose partial sum already
 reaches the cost of the best point so far is dropped (with a wider candidate set on the
-nouns, 40% fell after ``S_row`` and 80% before ``S_desc``).  The per-node context (partners, descendants and their key rows) is built once per visit.
+nouns, 40% fell after ``S_row`` and 80% before ``S_desc``).  The per-node context
+(partners, descendants and their key rows) is built once per visit.
 
 Nodes are visited worst first: alternately the query whose row holds the most
 excess in pairs ranked above ``min_rank`` and the partner that holds the most.
@@ -79,7 +80,6 @@ _REFINE = (2.0, 1.0, 0.5, 0.25)
 """Hyperbolic step lengths of the random candidates around the best point so far."""
 
 
-
 @dataclass
 class PolishReport:
     """What :func:`polish_ranks` did: nodes visited and moved, the summed rank excess before and
@@ -115,9 +115,10 @@ class _RankState:
         self.row_end = self.off[1:]
         self.row_len = self.off[1:] - self.off[:-1]
         self.key = self.pair_keys(torch.arange(self.pairs.shape[0], device=x.device))
+        # one global sort here (a padded (n, longest row) block would not fit for deep closures)
+        self.sorted_keys = (self.row.to(torch.float64) * _ROW_SPACING + self._log(self.key)).sort().values
         self.max_key = torch.full((rel.n,), -math.inf, dtype=x.dtype, device=x.device)
-        self.sorted_keys = torch.empty(self.pairs.shape[0], dtype=torch.float64, device=x.device)
-        self._refresh_rows(torch.arange(rel.n, device=x.device))
+        self.max_key.scatter_reduce_(0, self.row, self.key, "amax")
         self._visit: _Visit | None = None
 
     @staticmethod
@@ -125,8 +126,9 @@ class _RankState:
         return torch.log(k.to(torch.float64)).clamp(-_LOG_CLAMP, _LOG_CLAMP)
 
     def _refresh_rows(self, rows: torch.Tensor) -> None:
-        """Re-sort the keys of ``rows`` into their segments of :attr:`sorted_keys` (ascending
-        ``row * spacing + log(key)``) and refresh their :attr:`max_key`."""
+        """Re-sort the keys of ``rows`` (the few a move touches) into their segments of
+        :attr:`sorted_keys` (ascending ``row * spacing + log(key)``) and refresh their
+        :attr:`max_key`."""
         lens = self.row_len[rows]
         total = int(lens.sum())
         if total == 0:
