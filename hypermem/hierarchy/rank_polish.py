@@ -114,42 +114,43 @@ class _RankState:
         self.row = self.pairs[:, 0]
         self.row_end = self.off[1:]
         self.row_len = self.off[1:] - self.off[:-1]
+        self._key_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
         self.key = self.pair_keys(torch.arange(self.pairs.shape[0], device=x.device))
-        # one global sort here (a padded (n, longest row) block would not fit for deep closures)
-        self.sorted_keys = (self.row.to(torch.float64) * _ROW_SPACING + self._log(self.key)).sort().values
+        self.sorted_keys = torch.empty(self.pairs.shape[0], dtype=torch.float64, device=x.device)
         self.max_key = torch.full((rel.n,), -math.inf, dtype=x.dtype, device=x.device)
-        self.max_key.scatter_reduce_(0, self.row, self.key, "amax")
+        self._refresh_rows(torch.arange(rel.n, device=x.device))
         self._visit: _Visit | None = None
 
     @staticmethod
-    def _log(k: torch.Tensor) -> torch.Tensor:
-        return torch.log(k.to(torch.float64)).clamp(-_LOG_CLAMP, _LOG_CLAMP)
+    def _row_keys(rows: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        """``row * spacing + log(key)``: sorting these sorts by row, then by key within a row."""
+        return rows.to(torch.float64) * _ROW_SPACING + torch.log(keys.to(torch.float64)).clamp(-_LOG_CLAMP, _LOG_CLAMP)
+
+    def _segments(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """For the CSR rows ``rows``: each of their pairs' position in ``rows`` and pair index."""
+        lens = self.row_len[rows]
+        local = torch.repeat_interleave(torch.arange(rows.numel(), device=rows.device), lens)
+        shift = torch.repeat_interleave(self.off[rows] - (lens.cumsum(0) - lens), lens)
+        return local, shift + torch.arange(local.numel(), device=rows.device)
 
     def _refresh_rows(self, rows: torch.Tensor) -> None:
-        """Re-sort the keys of ``rows`` (the few a move touches) into their segments of
-        :attr:`sorted_keys` (ascending ``row * spacing + log(key)``) and refresh their
-        :attr:`max_key`."""
-        lens = self.row_len[rows]
-        total = int(lens.sum())
-        if total == 0:
-            return
-        dev = self.x.device
-        rowpos = torch.repeat_interleave(torch.arange(rows.numel(), device=dev), lens)
-        first = torch.repeat_interleave(self.off[rows], lens)
-        colpos = torch.arange(total, device=dev) - torch.repeat_interleave(lens.cumsum(0) - lens, lens)
-        idx = first + colpos
-        block = torch.full((rows.numel(), int(lens.max())), -math.inf, dtype=self.key.dtype, device=dev)
-        block[rowpos, colpos] = self.key[idx]
-        block = block.sort(dim=1, descending=True).values
-        self.max_key[rows] = block[:, 0]
-        # ascending within each row: position j of a row of length L holds block[L - 1 - j]
-        asc = block[rowpos, lens[rowpos] - 1 - colpos]
-        self.sorted_keys[idx] = self.row[idx].to(torch.float64) * _ROW_SPACING + self._log(asc)
+        """Re-sort the keys of ``rows`` into their segments of :attr:`sorted_keys` (ascending
+        :meth:`_row_keys`) and refresh their :attr:`max_key`: the rows' pairs, taken in row
+        order, sorted together, fill exactly those segments."""
+        rows = rows.unique()
+        _, idx = self._segments(rows)
+        self.sorted_keys[idx] = self._row_keys(self.row[idx], self.key[idx]).sort().values
+        self.max_key[rows] = -math.inf
+        self.max_key.scatter_reduce_(0, self.row[idx], self.key[idx], "amax")
 
     def keys(self, q: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
-        """``(m, n)`` keys of the evaluation (a fresh key function each call: its cache is keyed
-        on the tensor object, and :meth:`move` changes ``x`` in place)."""
-        return _poincare_rank_key(self.c)(q, p)
+        """``(m, n)`` keys of the evaluation.  The key function caches ``p``'s norms by tensor
+        object; :meth:`move` changes :attr:`x` in place, so it drops the one kept for ``x``."""
+        if p is not self.x:
+            return _poincare_rank_key(self.c)(q, p)
+        if self._key_fn is None:
+            self._key_fn = _poincare_rank_key(self.c)
+        return self._key_fn(q, p)
 
     def pair_keys(self, idx: torch.Tensor) -> torch.Tensor:
         """The same key for the listed pairs only (row by row, no ``(m, n)`` block)."""
@@ -181,12 +182,8 @@ class _RankState:
         dw = None
         if desc.numel():  # keys from each descendant w to every z, w's partners and w itself at inf
             dw = self.keys(self.x[desc], self.x)
-            lens = self.row_len[desc]
-            rows = torch.repeat_interleave(torch.arange(desc.numel(), device=dev), lens)
-            starts = torch.repeat_interleave(self.off[desc], lens)
-            cols = self.tgt[starts + torch.arange(rows.numel(), device=dev)
-                            - torch.repeat_interleave(lens.cumsum(0) - lens, lens)]
-            dw[rows, cols] = math.inf
+            local, idx = self._segments(desc)
+            dw[local, self.tgt[idx]] = math.inf
             dw[torch.arange(desc.numel(), device=dev), desc] = math.inf
         self._visit = _Visit(u, anc, related, desc, skip, dw)
         return self._visit
@@ -208,13 +205,11 @@ class _RankState:
         if k:
             # the candidates' partner keys as one sorted array of ``i * spacing + log(key)``
             d_anc = d[:, v.anc]
-            rows = torch.arange(m, device=dev, dtype=torch.float64)[:, None] * _ROW_SPACING
-            flat = (rows + self._log(d_anc)).sort(dim=1).values.flatten()
+            flat = self._row_keys(torch.arange(m, device=dev)[:, None], d_anc).sort(dim=1).values.flatten()
             ii, ww = torch.nonzero(d < d_anc.amax(1, keepdim=True), as_tuple=True)
             keep = ~v.related[ww]
             ii, ww = ii[keep], ww[keep]
-            q = ii.to(torch.float64) * _ROW_SPACING + self._log(d[ii, ww])
-            above = (ii + 1) * k - torch.searchsorted(flat, q, right=True)
+            above = (ii + 1) * k - torch.searchsorted(flat, self._row_keys(ii, d[ii, ww]), right=True)
             total.index_add_(0, ii, above.to(torch.float64))
         alive = torch.nonzero(total < bound).squeeze(1)
         # S_intruder: rows of the nodes that do not have u as a partner
@@ -234,13 +229,14 @@ class _RankState:
     def _count_above(self, rows: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
         """``#{v in R(w) : key(w, v) > q}`` for each ``(w, q)``: one :func:`torch.searchsorted`
         of ``w * spacing + log(q)`` in :attr:`sorted_keys` answers every row at once."""
-        key = rows.to(torch.float64) * _ROW_SPACING + self._log(q)
-        return (self.row_end[rows] - torch.searchsorted(self.sorted_keys, key, right=True)).to(torch.float64)
+        return (self.row_end[rows] - torch.searchsorted(self.sorted_keys, self._row_keys(rows, q),
+                                                        right=True)).to(torch.float64)
 
     def move(self, u: int, point: torch.Tensor) -> None:
         """Put ``u`` at ``point`` and refresh the keys of its pairs and of the rows they sit in."""
         self.x[u] = point
         self._visit = None
+        self._key_fn = None
         rev = self.reverse_pairs(u)
         idx = torch.cat([torch.arange(int(self.off[u]), int(self.off[u + 1]), device=self.x.device), rev])
         self.key[idx] = self.pair_keys(idx)
