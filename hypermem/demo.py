@@ -4,7 +4,7 @@ Two demos (``hypermem demo --dataset NAME``):
 
 * ``mammals`` (the default) — the WordNet mammal hierarchy (1,180 synsets, 6,540
   closure pairs, shipped in :mod:`hypermem.data`): trains Poincaré embeddings (Nickel &
-  Kiela 2017) with the shipped Lightning config ``configs/mammals_poincare.yaml``
+  Kiela 2017) with the shipped Lightning config ``mammals_poincare`` (:mod:`hypermem.configs`)
   (TensorBoard logs under ``runs/``), loads the trained points into a
   :class:`~hypermem.store.Memory` with the synsets' glosses as text
   (:func:`embedding_to_memory`), reports the reconstruction MAP of the memory's points,
@@ -29,6 +29,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from .configs import config_path
 from .train.export import embedding_to_memory  # noqa: F401  (re-exported: the demo's one-call export)
 
 DEMO_NOW = datetime(2025, 6, 1, 9, 0, tzinfo=timezone.utc)
@@ -81,9 +82,8 @@ def build_events_memory(now: datetime = DEMO_NOW):
     return mem
 
 
-MAMMALS_CONFIG = "configs/mammals_poincare.yaml"
-"""The shipped Lightning config of the mammals demo (relative to the working folder or to
-the source checkout)."""
+MAMMALS_CONFIG = "mammals_poincare"
+"""The shipped Lightning config of the mammals demo (a name in :mod:`hypermem.configs`)."""
 
 DEFAULT_DEMO = "mammals"
 """``hypermem demo`` without ``--dataset``."""
@@ -116,16 +116,9 @@ DEMO_SEARCHES: dict[str, list[dict[str, Any]]] = {
 
 # ---------------------------------------------------------------------------- WordNet mammals
 def find_config(config: str | Path | None = None) -> Path:
-    """The config file: ``config`` (default :data:`MAMMALS_CONFIG`) as given, or else
-    relative to the source checkout holding this package."""
-    path = Path(MAMMALS_CONFIG if config is None else config)
-    if path.is_file():
-        return path
-    beside = Path(__file__).resolve().parents[1] / path
-    if not path.is_absolute() and beside.is_file():
-        return beside
-    raise FileNotFoundError(f"no such config file: {path} (the demo's is {MAMMALS_CONFIG} in the hypermem "
-                            "source checkout)")
+    """The config file: ``config`` (default :data:`MAMMALS_CONFIG`) as a path, or a config
+    shipped in the package by name (see :func:`hypermem.configs.config_path`)."""
+    return config_path(MAMMALS_CONFIG if config is None else config)
 
 
 def _check_epochs(epochs: Any) -> int | None:

@@ -2,10 +2,11 @@
 
 ::
 
-    python -m hypermem.train fit --config configs/mammals_poincare.yaml
-    python -m hypermem.train fit --config configs/mammals_poincare.yaml --model.dim=5 --trainer.max_epochs=50
-    hypermem train --config configs/mammals_poincare.yaml          # the same through the hypermem command
-    python -m hypermem.train fit --config configs/mammals_poincare.yaml --ckpt_path=last   # resume
+    python -m hypermem.train fit --config mammals_poincare        # a shipped config, by name
+    python -m hypermem.train fit --config mammals_poincare --model.dim=5 --trainer.max_epochs=50
+    hypermem train --config mammals_poincare          # the same through the hypermem command
+    hypermem train --config path/to/my.yaml           # or any config file
+    python -m hypermem.train fit --config mammals_poincare --ckpt_path=last   # resume
 
 Every key of the YAML file (``model.*``, ``data.*``, ``trainer.*``) can be overridden on the
 command line.  Without a subcommand, ``fit`` is assumed.  Logs (TensorBoard) and
@@ -33,6 +34,26 @@ def _quiet() -> None:
     warnings.filterwarnings("ignore", message="(?s).*skip_none parameter was deprecated")
 
 
+def resolve_config_args(argv: list[str]) -> list[str]:
+    """``argv`` with each ``--config NAME`` / ``--config=NAME`` of a shipped config replaced by
+    its file (:func:`hypermem.configs.config_path`); existing paths are kept as given."""
+    from ..configs import config_path
+
+    out = list(argv)
+    for i, arg in enumerate(out):
+        if arg == "--config" and i + 1 < len(out):
+            j, value, prefix = i + 1, out[i + 1], ""
+        elif arg.startswith("--config="):
+            j, value, prefix = i, arg[len("--config="):], "--config="
+        else:
+            continue
+        try:
+            out[j] = prefix + str(config_path(value))
+        except FileNotFoundError:
+            pass  # not a file and not a shipped name: LightningCLI reports it
+    return out
+
+
 def main(args: list[str] | None = None, run: bool = True):
     """Run the CLI (``args`` defaults to ``sys.argv[1:]``); returns the ``LightningCLI``."""
     _quiet()
@@ -42,7 +63,7 @@ def main(args: list[str] | None = None, run: bool = True):
     from .hierarchy_data import HierarchyDataModule
     from .hierarchy_module import HierarchyModule
 
-    argv = list(sys.argv[1:] if args is None else args)
+    argv = resolve_config_args(list(sys.argv[1:] if args is None else args))
     if run and (not argv or argv[0] not in SUBCOMMANDS + ("-h", "--help")):
         argv = ["fit"] + argv
     trainer_defaults = {
