@@ -5,7 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .sexpr import SExpr, format_sexpr, is_symbol, parse_sexpr, to_sexpr
+from .sexpr import (
+    MAX_DEPTH,
+    SExpr,
+    SExprTooDeepError,
+    depth_of,
+    excerpt,
+    format_sexpr,
+    is_symbol,
+    parse_sexpr,
+    to_sexpr,
+)
 
 CHARACTERIZES = "**"
 """The operator of the characterisation form ``(wff ** ep)`` (episodic logic: the formula
@@ -17,7 +27,9 @@ class Eventuality:
     """A formula ``wff`` that characterises the episode ``ep``: ``(wff ** ep)``.
 
     ``wff`` is an S-expression (a symbol, or nested tuples/lists of symbols; stored as
-    tuples); ``ep`` is an episode symbol (a constant such as ``E3`` or a variable).
+    tuples) at most ``MAX_DEPTH - 1`` lists deep, so that ``(wff ** ep)`` stays within
+    :data:`~hypermem.episodic.sexpr.MAX_DEPTH`; ``ep`` is an episode symbol (a constant
+    such as ``E3`` or a variable).
 
     Example::
 
@@ -32,16 +44,22 @@ class Eventuality:
     ep: str
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "wff", to_sexpr(self.wff, "Eventuality wff"))
+        wff = to_sexpr(self.wff, "Eventuality wff")
+        if depth_of(wff) >= MAX_DEPTH:
+            raise SExprTooDeepError(f"an Eventuality wff may nest at most {MAX_DEPTH - 1} levels, so that "
+                                    f"(<wff> ** <episode>) fits hypermem.episodic.sexpr.MAX_DEPTH = {MAX_DEPTH}")
+        object.__setattr__(self, "wff", wff)
         if not isinstance(self.ep, str) or not is_symbol(self.ep):
-            raise ValueError(f"Eventuality ep must be an episode symbol such as 'E3', got {self.ep!r}")
+            raise ValueError(f"Eventuality ep must be an episode symbol such as 'E3', got "
+                             f"{excerpt(self.ep, 0) if isinstance(self.ep, str) else type(self.ep).__name__}")
 
     @classmethod
     def from_sexpr(cls, expr: Any) -> Eventuality:
         """From the characterisation form ``(wff ** ep)`` as an S-expression."""
         expr = to_sexpr(expr, "eventuality")
         if not (isinstance(expr, tuple) and len(expr) == 3 and expr[1] == CHARACTERIZES):
-            raise ValueError(f"an eventuality is written (<wff> ** <episode>), got {format_sexpr(expr)!r}")
+            raise ValueError(f"an eventuality is written (<wff> ** <episode>), got "
+                             f"{excerpt(format_sexpr(expr), 0)}")
         return cls(expr[0], expr[2])
 
     @classmethod
@@ -53,7 +71,7 @@ class Eventuality:
         """
         expr = parse_sexpr(text)
         if not (isinstance(expr, tuple) and len(expr) == 3 and expr[1] == CHARACTERIZES):
-            raise ValueError(f"an eventuality is written (<wff> ** <episode>), got {text!r}")
+            raise ValueError(f"an eventuality is written (<wff> ** <episode>), got {excerpt(text, 0)}")
         return cls(expr[0], expr[2])
 
     def to_sexpr(self) -> SExpr:

@@ -54,7 +54,21 @@ def matches(pattern: SExpr, expr: SExpr) -> bool:
 
 
 def substitute(expr: SExpr, bindings: Mapping[str, SExpr]) -> SExpr:
-    """``expr`` with every bound variable replaced by its value."""
+    """``expr`` with every bound variable replaced by its value (walked iteratively)."""
     if isinstance(expr, str):
         return bindings.get(expr, expr) if is_variable(expr) else expr
-    return tuple(substitute(e, bindings) for e in expr)
+    frames: list[tuple[tuple, list[int], list[SExpr]]] = [(expr, [0], [])]
+    while True:
+        seq, pos, built = frames[-1]
+        if pos[0] == len(seq):
+            frames.pop()
+            if not frames:
+                return tuple(built)
+            frames[-1][2].append(tuple(built))
+            continue
+        e = seq[pos[0]]
+        pos[0] += 1
+        if isinstance(e, str):
+            built.append(bindings.get(e, e) if is_variable(e) else e)
+        else:
+            frames.append((e, [0], []))

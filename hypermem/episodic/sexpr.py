@@ -10,6 +10,12 @@ string with backslash escapes (``"hello there"``) is one symbol, kept with its q
 A symbol that starts with ``?`` and has at least one more character is a *variable*
 (``?x``); a lone ``?`` is an ordinary symbol (the question mark of ULF).
 
+**Limits.**  A formula may nest at most :data:`MAX_DEPTH` (256) lists deep: deeper text
+or nested lists are refused with :class:`SExprTooDeepError` (a :class:`SExprSyntaxError`)
+before anything is built, so no later step (hashing, comparison, printing, storing) can
+hit Python's recursion limit.  Every function here walks formulas iteratively.  Error
+messages quote a short excerpt of the text around the problem, never the whole input.
+
 Example::
 
     >>> from hypermem.episodic import parse_sexpr, format_sexpr
@@ -22,6 +28,7 @@ Example::
 from __future__ import annotations
 
 import re
+import reprlib
 from typing import Any
 
 SExpr = str | tuple["SExpr", ...]
@@ -31,8 +38,34 @@ _TOKEN_RE = re.compile(r'\s*(?:(\()|(\))|("(?:[^"\\]|\\.)*")|([^\s()"]+)|("))', 
 _SYMBOL_RE = re.compile(r'[^\s()"]+|"(?:[^"\\]|\\.)*"', re.DOTALL)
 
 
+MAX_DEPTH = 256
+"""Deepest nesting of lists a formula may have (``"((a))"`` has depth 2, a symbol 0)."""
+
+EXCERPT = 40
+"""Characters of the input quoted on each side of the position in an error message."""
+
+_short = reprlib.Repr()
+_short.maxstring = _short.maxother = 2 * EXCERPT
+_short.maxlevel = 4
+
+
 class SExprSyntaxError(ValueError):
     """A malformed S-expression text (unbalanced brackets, an unterminated string, ...)."""
+
+
+class SExprTooDeepError(SExprSyntaxError):
+    """A formula nested deeper than :data:`MAX_DEPTH` lists (text or Python lists)."""
+
+
+def excerpt(text: str, at: int) -> str:
+    """The quoted text around position ``at`` (``EXCERPT`` characters each side, ``...``
+    where cut), for error messages."""
+    lo, hi = max(0, at - EXCERPT), min(len(text), at + EXCERPT)
+    return ("..." if lo else "") + repr(text[lo:hi]) + ("..." if hi < len(text) else "")
+
+
+def _too_deep(what: str) -> SExprTooDeepError:
+    return SExprTooDeepError(f"{what} is nested deeper than {MAX_DEPTH} levels (hypermem.episodic.sexpr.MAX_DEPTH)")
 
 
 def is_symbol(x: Any) -> bool:
@@ -47,27 +80,73 @@ def is_variable(x: Any) -> bool:
 
 def has_variables(expr: SExpr) -> bool:
     """Whether a variable occurs anywhere in ``expr``."""
-    if isinstance(expr, str):
-        return is_variable(expr)
-    return any(has_variables(e) for e in expr)
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, str):
+            if is_variable(e):
+                return True
+        else:
+            stack.extend(e)
+    return False
 
 
 def to_sexpr(expr: Any, what: str = "formula") -> SExpr:
     """Check ``expr`` and return it in canonical form (nested tuples of symbols).
 
-    Raises ``TypeError`` for anything but strings, tuples and lists, and ``ValueError``
+    Raises ``TypeError`` for anything but strings, tuples and lists, ``ValueError``
     for a string that is not a valid symbol (empty, or with white space or brackets
-    outside a quoted string).
+    outside a quoted string) and :class:`SExprTooDeepError` for lists nested deeper than
+    :data:`MAX_DEPTH` (a list that contains itself is one).
     """
     if isinstance(expr, str):
-        if not is_symbol(expr):
-            raise ValueError(f"{what}: {expr!r} is not a symbol (a symbol is a non-empty run of characters "
-                             "without white space, '(' or ')', or a double-quoted string)")
-        return expr
-    if isinstance(expr, (tuple, list)):
-        return tuple(to_sexpr(e, what) for e in expr)
-    raise TypeError(f"{what} must be a symbol (str) or a list/tuple of S-expressions, "
-                    f"got {type(expr).__name__}: {expr!r}")
+        return _check_symbol(expr, what)
+    if not isinstance(expr, (tuple, list)):
+        raise _not_sexpr(expr, what)
+    # Iterative post-order walk: each frame is (source sequence, next index, built items).
+    frames: list[tuple[Any, list[int], list[SExpr]]] = [(expr, [0], [])]
+    while True:
+        seq, pos, built = frames[-1]
+        if pos[0] == len(seq):
+            frames.pop()
+            done = tuple(built)
+            if not frames:
+                return done
+            frames[-1][2].append(done)
+            continue
+        e = seq[pos[0]]
+        pos[0] += 1
+        if isinstance(e, str):
+            built.append(_check_symbol(e, what))
+        elif isinstance(e, (tuple, list)):
+            if len(frames) >= MAX_DEPTH:
+                raise _too_deep(what)
+            frames.append((e, [0], []))
+        else:
+            raise _not_sexpr(e, what)
+
+
+def _check_symbol(x: str, what: str) -> str:
+    if not is_symbol(x):
+        raise ValueError(f"{what}: {_short.repr(x)} is not a symbol (a symbol is a non-empty run of characters "
+                         "without white space, '(' or ')', or a double-quoted string)")
+    return x
+
+
+def _not_sexpr(x: Any, what: str) -> TypeError:
+    return TypeError(f"{what} must be a symbol (str) or a list/tuple of S-expressions, "
+                     f"got {type(x).__name__}: {_short.repr(x)}")
+
+
+def depth_of(expr: SExpr) -> int:
+    """How many lists deep ``expr`` nests (a symbol: 0, ``()``: 1, ``(a (b))``: 2)."""
+    deepest, stack = 0, [(expr, 0)]
+    while stack:
+        e, d = stack.pop()
+        if not isinstance(e, str):
+            deepest = max(deepest, d + 1)
+            stack.extend((x, d + 1) for x in e)
+    return deepest
 
 
 def parse_sexpr(text: str) -> SExpr:
@@ -75,7 +154,9 @@ def parse_sexpr(text: str) -> SExpr:
 
     ``"(a (b c))"`` gives ``('a', ('b', 'c'))``, ``"a"`` gives ``'a'`` and ``"()"`` the
     empty tuple.  Raises :class:`SExprSyntaxError` (a ``ValueError``) for empty text,
-    unbalanced brackets, an unterminated string or text after the expression.
+    unbalanced brackets, an unterminated string or text after the expression, and
+    :class:`SExprTooDeepError` for nesting deeper than :data:`MAX_DEPTH`; the message
+    quotes a short excerpt around the position.
     """
     if not isinstance(text, str):
         raise TypeError(f"parse_sexpr takes a string, got {type(text).__name__}")
@@ -89,22 +170,25 @@ def parse_sexpr(text: str) -> SExpr:
         opening, closing, quoted, plain, bad_quote = m.groups()
         at = m.start(m.lastindex)
         if opening:
+            if len(stack) > MAX_DEPTH:
+                raise SExprTooDeepError(f"formula nested deeper than {MAX_DEPTH} levels at position {at}: "
+                                        f"{excerpt(text, at)} (hypermem.episodic.sexpr.MAX_DEPTH)")
             stack.append([])
         elif closing:
             if len(stack) == 1:
-                raise SExprSyntaxError(f"unbalanced ')' at position {at} in {text!r}")
+                raise SExprSyntaxError(f"unbalanced ')' at position {at} in {excerpt(text, at)}")
             done = tuple(stack.pop())
             stack[-1].append(done)
         elif quoted or plain:
             stack[-1].append(quoted or plain)
         elif bad_quote:
-            raise SExprSyntaxError(f"unterminated string starting at position {at} in {text!r}")
+            raise SExprSyntaxError(f"unterminated string starting at position {at} in {excerpt(text, at)}")
         pos = m.end()
         if len(stack) == 1 and len(stack[0]) > 1:
-            raise SExprSyntaxError(f"text after the expression at position {at} in {text!r}; "
+            raise SExprSyntaxError(f"text after the expression at position {at} in {excerpt(text, at)}; "
                                    "parse_sexpr reads exactly one expression")
     if len(stack) > 1:
-        raise SExprSyntaxError(f"{len(stack) - 1} unclosed '(' in {text!r}")
+        raise SExprSyntaxError(f"{len(stack) - 1} unclosed '(' in {excerpt(text, len(text))}")
     if not stack[0]:
         raise SExprSyntaxError("empty text: expected an S-expression")
     return stack[0][0]
@@ -120,6 +204,24 @@ def format_sexpr(expr: Any) -> str:
 
 
 def _format(expr: SExpr) -> str:
-    if isinstance(expr, str):
-        return expr
-    return "(" + " ".join(_format(e) for e in expr) + ")"
+    # Iterative: tokens are pushed in reverse, a tuple opens "(" and schedules its ")".
+    out: list[str] = []
+    stack: list[Any] = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, str):
+            if out and out[-1] != "(":
+                out.append(" ")
+            out.append(e)
+        elif e is _CLOSE:
+            out.append(")")
+        else:
+            if out and out[-1] != "(":
+                out.append(" ")
+            out.append("(")
+            stack.append(_CLOSE)
+            stack.extend(reversed(e))
+    return "".join(out)
+
+
+_CLOSE = object()
