@@ -1,0 +1,352 @@
+"""What the framework adapters share: time and metadata conversion, one filter language,
+upserts, query points, relevance scores and maximal marginal relevance over a
+:class:`~hypermem.store.Memory`.  Imports no framework."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import torch
+
+from ..geometry import poincare as P
+from ..store import Memory, MemoryRecord, SearchResult
+from ..temporal.clock import from_seconds, to_utc
+
+STORE_KEYS = ("parent", "t", "valid_from", "valid_until")
+"""Metadata keys that become :meth:`Memory.add` arguments instead of metadata."""
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "<missing>"
+
+
+MISSING: Any = _Missing()
+
+
+# ---------------------------------------------------------------------------- time
+def to_time(value: Any, name: str = "time") -> datetime | None:
+    """``value`` (a datetime, an ISO 8601 string or POSIX seconds) as an aware UTC datetime;
+    ``None`` stays ``None``.  A naive datetime or string is taken to be UTC."""
+    if value is None or isinstance(value, datetime):
+        return None if value is None else to_utc(value)
+    if isinstance(value, str):
+        try:
+            return to_utc(datetime.fromisoformat(value.replace("Z", "+00:00")))
+        except ValueError:
+            raise ValueError(f"{name} must be an ISO 8601 time, got {value!r}") from None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number of POSIX seconds, got {value!r}")
+        return from_seconds(value)
+    raise TypeError(f"{name} must be a datetime, an ISO 8601 string or POSIX seconds, got {type(value).__name__}")
+
+
+def iso(t: datetime | None) -> str | None:
+    return None if t is None else t.isoformat()
+
+
+# ---------------------------------------------------------------------------- metadata
+def split_metadata(metadata: Mapping[str, Any] | None, where: str = "metadata") -> tuple[dict, dict]:
+    """``(store arguments, remaining metadata)``: the :data:`STORE_KEYS` of ``metadata``
+    become the ``parent`` / ``t`` / ``valid_from`` / ``valid_until`` of :meth:`Memory.add`
+    (times parsed by :func:`to_time`); the rest stays metadata.  ``metadata`` is not changed."""
+    if metadata is None:
+        return {}, {}
+    if not isinstance(metadata, Mapping):
+        raise TypeError(f"{where} must be a dict, got {type(metadata).__name__}")
+    meta = dict(metadata)
+    args: dict[str, Any] = {}
+    parent = meta.pop("parent", None)
+    if parent is not None:
+        if not isinstance(parent, str) or not parent:
+            raise TypeError(f"{where}: 'parent' must be a memory id (a non-empty str), got {parent!r}")
+        args["parent"] = parent
+    for key in ("t", "valid_from", "valid_until"):
+        t = to_time(meta.pop(key, None), f"{where}: {key!r}")
+        if t is not None:
+            args[key] = t
+    return args, meta
+
+
+def record_metadata(rec: MemoryRecord, include_time: bool = False) -> dict[str, Any]:
+    """The inverse of :func:`split_metadata`: the record's metadata plus ``parent`` and the
+    validity window when set (times as ISO strings), and ``t`` with ``include_time``."""
+    out = dict(rec.meta)
+    if rec.parent_id is not None:
+        out["parent"] = rec.parent_id
+    if include_time:
+        out["t"] = iso(rec.t)
+    if rec.valid_from is not None:
+        out["valid_from"] = iso(rec.valid_from)
+    if rec.valid_until is not None:
+        out["valid_until"] = iso(rec.valid_until)
+    return out
+
+
+def meta_field(rec: MemoryRecord, key: str) -> Any:
+    """One field as :func:`record_metadata` shows it (``MISSING`` when absent)."""
+    if key == "parent":
+        return MISSING if rec.parent_id is None else rec.parent_id
+    if key in ("valid_from", "valid_until"):
+        t = getattr(rec, key)
+        return MISSING if t is None else iso(t)
+    return rec.meta.get(key, MISSING)
+
+
+# ---------------------------------------------------------------------------- filters
+def _ordered(op: str) -> Callable[[Any, Any], bool]:
+    cmp = {"$gt": lambda a, b: a > b, "$gte": lambda a, b: a >= b, "$lt": lambda a, b: a < b,
+           "$lte": lambda a, b: a <= b}[op]
+
+    def test(v: Any, x: Any) -> bool:
+        if v is MISSING or v is None:
+            return False
+        try:
+            return bool(cmp(v, x))
+        except TypeError:
+            return False
+    return test
+
+
+def _text(case: bool) -> Callable[[Any, Any], bool]:
+    def test(v: Any, x: Any) -> bool:
+        if not isinstance(v, str) or not isinstance(x, str):
+            return False
+        return x in v if case else x.lower() in v.lower()
+    return test
+
+
+def _seq(v: Any) -> bool:
+    return isinstance(v, (list, tuple, str))
+
+
+OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
+    "$eq": lambda v, x: v is not MISSING and v == x,
+    "$ne": lambda v, x: v is MISSING or v != x,
+    "$gt": _ordered("$gt"), "$gte": _ordered("$gte"), "$lt": _ordered("$lt"), "$lte": _ordered("$lte"),
+    "$in": lambda v, x: v is not MISSING and v in x,
+    "$nin": lambda v, x: v is MISSING or v not in x,
+    "$contains": lambda v, x: _seq(v) and x in v,
+    "$all": lambda v, x: _seq(v) and all(i in v for i in x),
+    "$any": lambda v, x: _seq(v) and any(i in v for i in x),
+    "$exists": lambda v, x: (v is not MISSING) == bool(x),
+    "$empty": lambda v, x: (v is MISSING or v is None or v == "" or v == []) == bool(x),
+    "$text_match": _text(True),
+    "$text_match_insensitive": _text(False),
+}
+"""The filter operators: ``{"field": {"$op": value}}``."""
+
+_LIST_OPS = ("$in", "$nin", "$all", "$any")
+
+
+def _matches(v: Any, want: Any) -> bool:
+    """``v`` against one filter value: a dict of operators, a nested dict (each key
+    matched recursively, as LangGraph's stores do) or a plain value (equality)."""
+    if isinstance(want, Mapping):
+        if any(isinstance(k, str) and k.startswith("$") for k in want):
+            return all(OPERATORS[op](v, x) for op, x in want.items())
+        return isinstance(v, Mapping) and all(_matches(v.get(k, MISSING), w) for k, w in want.items())
+    return v is not MISSING and v == want
+
+
+def _check_spec(spec: Any, path: str) -> None:
+    if not isinstance(spec, Mapping):
+        raise TypeError(f"filter {path} must be a dict, got {type(spec).__name__}")
+    for key, want in spec.items():
+        if not isinstance(key, str):
+            raise TypeError(f"filter {path}: keys must be strings, got {key!r}")
+        if key in ("$and", "$or"):
+            if not isinstance(want, (list, tuple)):
+                raise TypeError(f"filter {path}{key} takes a list of filters, got {type(want).__name__}")
+            for i, sub in enumerate(want):
+                _check_spec(sub, f"{path}{key}[{i}].")
+        elif key == "$not":
+            _check_spec(want, f"{path}$not.")
+        elif key.startswith("$"):
+            raise ValueError(f"unknown filter combinator {key!r}; use $and, $or, $not")
+        elif isinstance(want, Mapping) and any(isinstance(k, str) and k.startswith("$") for k in want):
+            for op, x in want.items():
+                if op not in OPERATORS:
+                    raise ValueError(f"unknown filter operator {op!r} for {path}{key}; "
+                                     f"choose one of {sorted(OPERATORS)}")
+                if op in _LIST_OPS and not isinstance(x, (list, tuple, set, frozenset)):
+                    raise TypeError(f"filter operator {op} for {path}{key} takes a list, got {type(x).__name__}")
+
+
+def _compile(spec: Mapping, lookup: Callable[[Any, str], Any]) -> Callable[[Any], bool]:
+    tests: list[Callable[[Any], bool]] = []
+    for key, want in spec.items():
+        if key == "$and":
+            subs = [_compile(s, lookup) for s in want]
+            tests.append(lambda r, subs=subs: all(s(r) for s in subs))
+        elif key == "$or":
+            subs = [_compile(s, lookup) for s in want]
+            tests.append(lambda r, subs=subs: any(s(r) for s in subs))
+        elif key == "$not":
+            sub = _compile(want, lookup)
+            tests.append(lambda r, sub=sub: not sub(r))
+        else:
+            tests.append(lambda r, key=key, want=want: _matches(lookup(r, key), want))
+    return lambda r: all(t(r) for t in tests)
+
+
+def compile_filter(spec: Any, lookup: Callable[[Any, str], Any] = meta_field) -> Callable[[Any], bool] | None:
+    """A predicate on records from a filter: ``None`` (no filter), a callable (used as is)
+    or a dict ``{"field": value | {"$op": value}, "$and": [...], "$or": [...], "$not": {...}}``
+    with the :data:`OPERATORS`.  ``lookup(record, field)`` reads a field (``MISSING`` when
+    absent; a missing field matches only ``$ne``, ``$nin``, ``$exists: False`` and ``$empty``).
+    The spec is checked here, so a bad operator fails before any search."""
+    if spec is None:
+        return None
+    if callable(spec) and not isinstance(spec, Mapping):
+        return spec
+    _check_spec(spec, "")
+    return _compile(spec, lookup)
+
+
+def all_of(*preds: Callable[[Any], bool] | None) -> Callable[[Any], bool] | None:
+    """The conjunction of the predicates that are not ``None`` (``None`` if none are)."""
+    ps = [p for p in preds if p is not None]
+    if not ps:
+        return None
+    return ps[0] if len(ps) == 1 else (lambda r: all(p(r) for p in ps))
+
+
+# ---------------------------------------------------------------------------- store access
+def open_memory(source: Any = None, embedder: Any = None, **kwargs: Any) -> Memory:
+    """A :class:`Memory` from ``source``: a ``Memory`` (used as is), ``None`` (a new one
+    with ``embedder`` and the ``Memory`` keyword arguments), or a path to a file written by
+    :meth:`Memory.save` (loaded; a path that does not exist yet gives a new memory)."""
+    if isinstance(source, Memory):
+        if embedder is not None or kwargs:
+            raise ValueError("pass either a Memory or the arguments to build one (embedder, ...), not both")
+        return source
+    if source is None:
+        return Memory(embedder=embedder, **kwargs)
+    if isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        if "://" in path:
+            raise ValueError(f"cannot open {path!r}: only Memory objects and local files written by "
+                             f"Memory.save are supported")
+        if os.path.exists(path):
+            return Memory.load(path, embedder=embedder, **kwargs)
+        return Memory(embedder=embedder, **kwargs)
+    raise TypeError(f"expected a Memory, a file path or None, got {type(source).__name__}")
+
+
+def upsert(memory: Memory, items: Sequence[dict[str, Any]]) -> list[str]:
+    """Add the items (dicts of :meth:`Memory.add_many` keys) whose id is new and replace
+    those whose id exists (or repeats in ``items``; the later one wins).  New items are
+    stored with one ``add_many`` call, parents before children.  A replaced memory keeps
+    its children; its text, metadata, times and parent become the item's.  Returns the ids
+    in the order of ``items``."""
+    new, old, seen = [], [], set()
+    for it in items:
+        i = it.get("id")
+        (old if i is not None and (i in seen or i in memory) else new).append(it)
+        if i is not None:
+            seen.add(i)
+    ordered = _parents_first(new)
+    added = dict(zip(map(id, ordered), memory.add_many(ordered) if ordered else []))
+    for it in old:
+        _replace(memory, it)
+    return [added.get(id(it), it.get("id")) for it in items]
+
+
+def _parents_first(items: list[dict]) -> list[dict]:
+    """Stable order in which every item's parent (when it is in ``items``) comes first."""
+    pos = {it["id"]: n for n, it in enumerate(items) if it.get("id") is not None}
+    if not any(it.get("parent") in pos for it in items):
+        return items
+    out, done = [], set()
+
+    def visit(n: int, path: set) -> None:
+        if n in done:
+            return
+        if n in path:
+            raise ValueError(f"the items' parents form a cycle through {items[n].get('id')!r}")
+        p = pos.get(items[n].get("parent"))
+        if p is not None:
+            visit(p, path | {n})
+        done.add(n)
+        out.append(items[n])
+
+    for n in range(len(items)):
+        visit(n, set())
+    return out
+
+
+def _replace(memory: Memory, it: dict[str, Any]) -> None:
+    i = it["id"]
+    t = it.get("t") or memory.clock()
+    if it.get("embedding") is None and it.get("point") is None:
+        memory.update(i, text=it["text"], meta=it.get("meta") or {}, t=t, valid_from=it.get("valid_from"),
+                      valid_until=it.get("valid_until"))
+        memory.link(i, it.get("parent"))
+        return
+    # A new vector: update() re-embeds from the text, so the memory is stored again under its id.
+    kids = memory.children(i)
+    for c in kids:
+        memory.link(c, None)
+    memory.remove(i)
+    memory.add_many([{**it, "t": t}])
+    for c in kids:
+        memory.link(c, i)
+
+
+def query_point(memory: Memory, vector: Any) -> torch.Tensor:
+    """The query point of an embedding: its direction at radius ``base_depth``, where
+    :meth:`Memory.search` puts a text query (``p = tanh(sqrt(c) r / 2) u / sqrt(c)``)."""
+    v = torch.as_tensor(vector, dtype=torch.float64).detach().cpu()
+    if v.shape != (memory.dim,):
+        raise ValueError(f"the query embedding must have shape ({memory.dim},), got {tuple(v.shape)}")
+    if not bool(torch.isfinite(v).all()) or not bool(v.abs().sum() > 0):
+        raise ValueError("the query embedding must be finite and not all zeros")
+    return P.point_at(v, memory.base_depth, memory.curvature)
+
+
+def search(memory: Memory, query: Any, k: int, predicate: Callable | None = None, *, vector: bool = False,
+           **kwargs: Any) -> list[SearchResult]:
+    """:meth:`Memory.search` for a text or (``vector=True``) an embedding query, with a
+    record predicate as ``filters``; ``kwargs`` are ``mode``, ``root``, ``at_time`` (any
+    :func:`to_time` form), ``metric`` and the other search arguments."""
+    if "at_time" in kwargs:
+        kwargs["at_time"] = to_time(kwargs["at_time"], "at_time")
+    if vector:
+        query = query_point(memory, query)
+        kwargs.setdefault("query_depth", memory.base_depth)
+    return memory.search(query, k=k, filters=predicate, **kwargs)
+
+
+def relevance(score: float) -> float:
+    """``min(1, exp(score))`` in ``[0, 1]``: with ``score = -d + time_coef * log(w)`` (no depth
+    bias) it is ``exp(-d) * w ** time_coef``, 1 for an exact match at full weight."""
+    return min(1.0, math.exp(score)) if score < 700 else 1.0
+
+
+def mmr(memory: Memory, results: list[SearchResult], k: int, lambda_mult: float = 0.5) -> list[SearchResult]:
+    """Maximal marginal relevance (Carbonell & Goldstein, SIGIR 1998) in hyperbolic units:
+    pick ``argmax lambda * score(c) + (1 - lambda) * min_s d(c, s)`` over the picked ``s``,
+    where ``score`` is the search score and ``d`` the shell distance at ``base_depth``
+    (the distance the scores use), so both terms are in the same units."""
+    if not 0.0 <= lambda_mult <= 1.0:
+        raise ValueError(f"lambda_mult must be in [0, 1], got {lambda_mult!r}")
+    if len(results) <= 1 or k <= 1:
+        return results[:k]
+    pts = torch.stack([memory.point(r.id).to(torch.float64) for r in results])
+    D = P.shell_distance(pts[:, None, :], pts[None, :, :], memory.base_depth, memory.curvature)
+    score = torch.tensor([r.score for r in results], dtype=torch.float64)
+    picked = [int(torch.argmax(score))]
+    nearest = D[picked[0]].clone()
+    while len(picked) < min(k, len(results)):
+        gain = lambda_mult * score + (1.0 - lambda_mult) * nearest
+        gain[picked] = -math.inf
+        j = int(torch.argmax(gain))
+        picked.append(j)
+        nearest = torch.minimum(nearest, D[j])
+    return [results[j] for j in picked]

@@ -1,0 +1,238 @@
+"""LangChain adapter: :class:`HypermemVectorStore`, a ``langchain_core`` ``VectorStore`` over a
+:class:`~hypermem.store.Memory`, and the embedder bridges :class:`HypermemEmbeddings` (a
+hypermem embedder as LangChain ``Embeddings``) and :class:`LangChainEmbedder` (the reverse).
+
+Install with ``pip install "hypermem-torch[langchain]"``.  Example::
+
+    from hypermem.integrations.langchain import HypermemVectorStore
+    store = HypermemVectorStore()                       # a new Memory, hashing embedder
+    [topic] = store.add_texts(["animals"])
+    store.add_texts(["dogs are loyal"], metadatas=[{"parent": topic, "t": "2026-01-05T10:00:00"}])
+    store.as_retriever(search_kwargs={"k": 3, "mode": "subtree", "root": topic}).invoke("loyal")
+
+Metadata keys ``parent``, ``t``, ``valid_from`` and ``valid_until`` are the store's
+arguments (see :func:`hypermem.integrations._common.split_metadata`); returned documents
+show ``parent`` and the validity window when set (ISO strings) and ``t`` with
+``include_time=True``.  Scores are hypermem's search scores
+(``-distance + depth_bias * depth + time_coef * log(time_weight)``, higher is better);
+relevance scores are ``min(1, exp(score))``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+try:
+    from langchain_core.documents import Document
+    from langchain_core.embeddings import Embeddings
+    from langchain_core.vectorstores import VectorStore
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError("hypermem.integrations.langchain needs langchain-core: "
+                      "pip install 'hypermem-torch[langchain]'") from exc
+
+from ..embed import embed_checked
+from ..store import Memory, SearchResult
+from . import _common as C
+
+
+class HypermemEmbeddings(Embeddings):
+    """A hypermem embedder (anything with ``dim`` and ``embed(texts)``, e.g.
+    :class:`~hypermem.HashingEmbedder`) as LangChain ``Embeddings``."""
+
+    def __init__(self, embedder: Any):
+        if not callable(getattr(embedder, "embed", None)) or not hasattr(embedder, "dim"):
+            raise TypeError(f"expected a hypermem embedder (dim and embed(texts)), got {type(embedder).__name__}")
+        self.embedder = embedder
+
+    @property
+    def dim(self) -> int:
+        return int(self.embedder.dim)
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        return embed_checked(self.embedder, list(texts)).tolist()
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
+
+
+class LangChainEmbedder:
+    """LangChain ``Embeddings`` as a hypermem embedder (``dim`` and ``embed(texts)``, which
+    calls ``embed_documents``).  ``dim`` is measured by embedding one probe text when not given."""
+
+    def __init__(self, embeddings: Embeddings, dim: int | None = None):
+        if not isinstance(embeddings, Embeddings):
+            raise TypeError(f"expected langchain_core Embeddings, got {type(embeddings).__name__}")
+        self.embeddings = embeddings
+        if dim is None:
+            dim = len(embeddings.embed_query("dimension probe"))
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 2:
+            raise ValueError(f"the embeddings must have dimension >= 2, got {dim!r}")
+        self.dim = dim
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.embeddings.embed_documents(list(texts))
+
+    def __repr__(self) -> str:
+        return f"LangChainEmbedder({type(self.embeddings).__name__}, dim={self.dim})"
+
+
+def as_embedder(embedding: Any) -> Any:
+    """A hypermem embedder from LangChain ``Embeddings`` (unwrapping :class:`HypermemEmbeddings`),
+    or ``embedding`` itself when it already is one; ``None`` stays ``None`` (the default)."""
+    if embedding is None or not isinstance(embedding, Embeddings):
+        return embedding
+    if isinstance(embedding, HypermemEmbeddings):
+        return embedding.embedder
+    return LangChainEmbedder(embedding)
+
+
+_SEARCH_KEYS = frozenset({"mode", "root", "at_time", "metric", "query_depth", "touch", "use_index", "oversample"})
+
+
+class HypermemVectorStore(VectorStore):
+    """A LangChain ``VectorStore`` backed by a hypermem :class:`~hypermem.store.Memory`.
+
+    Parameters
+    ----------
+    embedding: LangChain ``Embeddings`` (or a hypermem embedder) for a new memory; default
+        hypermem's :class:`~hypermem.HashingEmbedder`.
+    memory: a ``Memory`` to wrap, or a path to a file written by :meth:`Memory.save` (loaded,
+        or a new memory saved there by :meth:`save`).  Not together with ``embedding`` for a
+        ``Memory``: its embedder is used.
+    include_time: show each memory's time ``t`` (ISO string) in the returned metadata.
+    memory_kwargs: ``Memory`` arguments for a new memory (``decay``, ``time_coef``, ...).
+
+    Search keyword arguments (also as ``as_retriever(search_kwargs=...)``): ``k``, ``mode``
+    (``nearest``, ``subtree``, ``children``, ``ancestors``, ``siblings``, ``cone``), ``root``
+    (a memory id), ``at_time`` (datetime, ISO string or POSIX seconds), ``filter`` (a dict of
+    metadata values and operators, see :func:`~hypermem.integrations._common.compile_filter`,
+    or a callable on the :class:`~hypermem.MemoryRecord`), and ``metric``, ``query_depth``,
+    ``touch``, ``use_index``, ``oversample`` of :meth:`Memory.search`.
+    """
+
+    def __init__(self, embedding: Any = None, memory: Memory | str | None = None, *, include_time: bool = False,
+                 **memory_kwargs: Any):
+        embedder = as_embedder(embedding)
+        if isinstance(memory, Memory) and embedder is not None:
+            raise ValueError("pass either memory=<Memory> (its embedder is used) or embedding=, not both")
+        self.path = None if memory is None or isinstance(memory, Memory) else memory
+        self.memory = C.open_memory(memory, embedder, **memory_kwargs)
+        self.include_time = bool(include_time)
+
+    # ------------------------------------------------------------------ embeddings
+    @property
+    def embeddings(self) -> Embeddings:
+        """The memory's embedder as LangChain ``Embeddings``."""
+        e = self.memory.embedder
+        return e.embeddings if isinstance(e, LangChainEmbedder) else HypermemEmbeddings(e)
+
+    def _select_relevance_score_fn(self) -> Callable[[float], float]:
+        return C.relevance
+
+    # ------------------------------------------------------------------ writing
+    def add_texts(self, texts: Iterable[str], metadatas: list[dict] | None = None, *, ids: list[str | None] | None = None,
+                  **kwargs: Any) -> list[str]:
+        """Store texts (one embedding call for the new ones); an id that exists is replaced.
+        ``parent`` / ``t`` / ``valid_from`` / ``valid_until`` in a metadata dict become the
+        store's arguments; a parent must exist or come earlier among ``texts``."""
+        if kwargs:
+            raise TypeError(f"add_texts got unexpected keyword arguments {sorted(kwargs)}")
+        texts = list(texts)
+        metadatas = [None] * len(texts) if metadatas is None else list(metadatas)
+        ids = [None] * len(texts) if ids is None else list(ids)
+        if len(metadatas) != len(texts) or len(ids) != len(texts):
+            raise ValueError(f"got {len(texts)} texts, {len(metadatas)} metadatas and {len(ids)} ids; "
+                             f"they must be as many")
+        items = []
+        for n, (text, meta, id_) in enumerate(zip(texts, metadatas, ids)):
+            args, rest = C.split_metadata(meta, f"metadatas[{n}]")
+            items.append({"text": text, "id": id_, "meta": rest, **args})
+        return C.upsert(self.memory, items)
+
+    def delete(self, ids: list[str] | None = None, *, cascade: bool = False, **kwargs: Any) -> bool:
+        """Remove the memories ``ids`` (unknown ids are ignored; ``None`` removes all).
+        A removed memory's children move to its parent unless ``cascade`` removes them too."""
+        if kwargs:
+            raise TypeError(f"delete got unexpected keyword arguments {sorted(kwargs)}")
+        mem = self.memory
+        if ids is None:
+            for r in mem.roots():
+                mem.remove(r, cascade=True)
+            return True
+        for i in ids:
+            if i not in mem:
+                continue
+            if not cascade:
+                up = mem.parent(i)
+                for c in mem.children(i):
+                    mem.link(c, up)
+            mem.remove(i, cascade=cascade)
+        return True
+
+    def save(self, path: str | None = None) -> None:
+        """Write the memory with :meth:`Memory.save` (to ``path`` or the file it was opened from)."""
+        path = path or self.path
+        if path is None:
+            raise ValueError("no path: pass one, or open the store with memory=<path>")
+        self.memory.save(path)
+
+    # ------------------------------------------------------------------ reading
+    def _doc(self, rec: Any) -> Document:
+        return Document(id=rec.id, page_content=rec.text, metadata=C.record_metadata(rec, self.include_time))
+
+    def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
+        return [self._doc(self.memory.get(i)) for i in ids if i in self.memory]
+
+    def _search(self, query: Any, k: int, filter: Any, vector: bool, kwargs: dict) -> list[SearchResult]:
+        unknown = set(kwargs) - _SEARCH_KEYS
+        if unknown:
+            raise TypeError(f"unexpected search arguments {sorted(unknown)}; allowed: k, filter, "
+                            f"{', '.join(sorted(_SEARCH_KEYS))}")
+        if not vector:
+            query, vector = self.embeddings.embed_query(query), True
+        return C.search(self.memory, query, k, C.compile_filter(filter), vector=vector, **kwargs)
+
+    def similarity_search_with_score(self, query: str, k: int = 4, filter: Any = None,
+                                     **kwargs: Any) -> list[tuple[Document, float]]:
+        """Documents with hypermem's search score (higher is better)."""
+        return [(self._doc(r.record), r.score) for r in self._search(query, k, filter, False, kwargs)]
+
+    def similarity_search(self, query: str, k: int = 4, filter: Any = None, **kwargs: Any) -> list[Document]:
+        return [d for d, _ in self.similarity_search_with_score(query, k, filter, **kwargs)]
+
+    def similarity_search_by_vector_with_score(self, embedding: list[float], k: int = 4, filter: Any = None,
+                                               **kwargs: Any) -> list[tuple[Document, float]]:
+        return [(self._doc(r.record), r.score) for r in self._search(embedding, k, filter, True, kwargs)]
+
+    def similarity_search_by_vector(self, embedding: list[float], k: int = 4, filter: Any = None,
+                                    **kwargs: Any) -> list[Document]:
+        return [d for d, _ in self.similarity_search_by_vector_with_score(embedding, k, filter, **kwargs)]
+
+    def max_marginal_relevance_search_by_vector(self, embedding: list[float], k: int = 4, fetch_k: int = 20,
+                                                lambda_mult: float = 0.5, filter: Any = None,
+                                                **kwargs: Any) -> list[Document]:
+        """The ``fetch_k`` best by score, then ``k`` of them by maximal marginal relevance
+        (:func:`hypermem.integrations._common.mmr`, hyperbolic shell distances)."""
+        hits = self._search(embedding, max(k, fetch_k), filter, True, kwargs)
+        return [self._doc(r.record) for r in C.mmr(self.memory, hits, k, lambda_mult)]
+
+    def max_marginal_relevance_search(self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5,
+                                      filter: Any = None, **kwargs: Any) -> list[Document]:
+        return self.max_marginal_relevance_search_by_vector(self.embeddings.embed_query(query), k, fetch_k,
+                                                            lambda_mult, filter, **kwargs)
+
+    # ------------------------------------------------------------------ building
+    @classmethod
+    def from_texts(cls, texts: list[str], embedding: Any = None, metadatas: list[dict] | None = None, *,
+                   ids: list[str] | None = None, memory: Memory | str | None = None,
+                   **kwargs: Any) -> HypermemVectorStore:
+        """A store over a new memory (or ``memory``) holding ``texts``."""
+        store = cls(embedding=embedding, memory=memory, **kwargs)
+        store.add_texts(texts, metadatas, ids=ids)
+        return store
+
+    def __repr__(self) -> str:
+        return f"HypermemVectorStore({self.memory!r})"
