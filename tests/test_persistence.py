@@ -438,7 +438,7 @@ def corrupt_with(path, sql, *params):
     ("UPDATE records SET point = x'0000' WHERE id = 'dog'", (), "point of memory 'dog' has 2 bytes"),
     ("UPDATE records SET parent_id = 'ghost' WHERE id = 'dog'", (), "unknown parent 'ghost'"),
     ("UPDATE records SET parent_id = 'puppy' WHERE id = 'dog'", (), "cycle"),
-    ("UPDATE records SET meta = 'not json' WHERE id = 'dog'", (), "meta of memory 'dog' is not JSON"),
+    ("UPDATE records SET meta = 'not json' WHERE id = 'dog'", (), "meta of memory 'dog' is not valid JSON"),
     ("UPDATE records SET t = 'yesterday' WHERE id = 'dog'", (), "not an ISO 8601 time"),
     ("DELETE FROM records WHERE id = 'cat'", (), "truncated"),
     ("DELETE FROM hypermem_rows WHERE pos = 2", (), "hypermem_rows does not match"),

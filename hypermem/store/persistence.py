@@ -46,16 +46,30 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from ..embed import HashingEmbedder
 from ..geometry import poincare as P
-from ..temporal import policy_from_spec, policy_spec
+from ..temporal import policy_spec
 from ..temporal.clock import to_seconds, to_utc
 from .atomic import atomic_sqlite, atomic_write_text
 from .placement import unit
 from .records import MemoryRecord
+from .validation import (
+    MAX_JSON_DEPTH,
+    MemoryFileError,
+    check_config_types,
+    check_dim,
+    check_geometry,
+    check_json_depth,
+    decay_from_spec,
+    embedder_from_spec,
+    is_int,
+    json_depth_over,
+    load_json,
+    open_sqlite_readonly,
+    stack_vectors,
+)
 
 FORMAT_VERSION = 1
 CONFIG_KEYS = ("curvature", "base_depth", "depth_step", "inherit", "cone_constrained", "cone_k", "metric",
@@ -67,11 +81,6 @@ POINT_TOLERANCE = 1e-6
 
 __all__ = ["FORMAT_VERSION", "MemoryFileError", "PersistenceMixin", "embedder_spec", "embedder_from_spec",
            "save", "load", "to_json", "from_json", "to_payload", "from_payload"]
-
-
-class MemoryFileError(ValueError):
-    """A memory file (SQLite or JSON) that is corrupt, truncated, of another format
-    version or otherwise not loadable."""
 
 
 # ---------------------------------------------------------------------------- specs
@@ -90,46 +99,11 @@ def embedder_spec(embedder: Any) -> dict[str, Any]:
     return {"type": type(embedder).__name__, "dim": int(embedder.dim), "custom": True}
 
 
-def embedder_from_spec(spec: Any, embedder: Any = None, where: str = "the file") -> Any:
-    """The embedder to use for a loaded memory: ``embedder`` if given (its ``dim`` must
-    match the spec's), else the hashing embedder rebuilt from ``spec``.  A custom spec
-    without ``embedder`` is a ``ValueError``: no silent substitute."""
-    if not isinstance(spec, Mapping):
-        raise MemoryFileError(f"{where}: the embedder spec is missing or not an object")
-    dim = spec.get("dim")
-    if embedder is not None:
-        got = getattr(embedder, "dim", None)
-        if dim is not None and got != dim:
-            raise ValueError(f"dimension mismatch: {where} holds {dim}-dimensional memories but the embedder "
-                             f"passed has dim={got!r}")
-        return embedder
-    if spec.get("type") == "hashing":
-        try:
-            return HashingEmbedder(dim=int(dim), ngram_range=tuple(spec.get("ngram_range", (3, 5))),
-                                   seed=int(spec.get("seed", 0)))
-        except (TypeError, ValueError) as exc:
-            raise MemoryFileError(f"{where}: bad hashing embedder spec {spec!r} ({exc})") from None
-    raise ValueError(f"{where} was saved with a custom embedder {spec.get('type')!r} (dim {dim}): pass "
-                     f"embedder=<the same embedder> to load it")
-
-
-def _decay_from_spec(spec: Any, decay: Any, where: str) -> Any:
-    if decay is not None:
-        return decay
-    if spec is not None and not isinstance(spec, Mapping):
-        raise MemoryFileError(f"{where}: the decay spec is not an object")
-    try:
-        return policy_from_spec(spec)
-    except ValueError:
-        raise ValueError(f"{where} was saved with a custom decay policy {spec.get('type')!r}: pass "
-                         f"decay=<the same policy> to load it") from None
-    except (KeyError, TypeError) as exc:
-        raise MemoryFileError(f"{where}: bad decay spec {spec!r} ({exc!r})") from None
-
-
 # ---------------------------------------------------------------------------- snapshot
 def _exact_json(value: Any, what: str) -> str:
-    """``json.dumps(value)``, refusing anything that would not load back equal."""
+    """``json.dumps(value)``, refusing anything that would not load back equal (or that
+    nests deeper than the loaders accept)."""
+    check_json_depth(value, what)
     try:
         text = json.dumps(value, allow_nan=False, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
@@ -218,23 +192,9 @@ def save(memory, path: str | os.PathLike) -> None:
             (pos, _blob(snap["directions"][pos]), depths[pos], r["sibling_index"]) for pos, r in enumerate(recs)))
 
 
-def _open_readonly(path: str | os.PathLike) -> sqlite3.Connection:
-    p = Path(os.fspath(path))
-    if not p.exists():
-        raise FileNotFoundError(errno.ENOENT, "no such memory file", str(p))
-    if p.is_dir():
-        raise IsADirectoryError(errno.EISDIR, "a folder, not a memory file", str(p))
-    try:
-        return sqlite3.connect(p.resolve().as_uri() + "?mode=ro", uri=True)
-    except sqlite3.OperationalError:
-        if not p.exists():
-            raise FileNotFoundError(errno.ENOENT, "no such memory file", str(p)) from None
-        raise
-
-
 def _read_sqlite(path: str | os.PathLike) -> tuple[dict, list[dict], dict[int, tuple]]:
     where = f"{os.fspath(path)!r}"
-    con = _open_readonly(path)
+    con = open_sqlite_readonly(path)
     try:
         try:
             check = con.execute("PRAGMA quick_check").fetchall()
@@ -245,10 +205,9 @@ def _read_sqlite(path: str | os.PathLike) -> tuple[dict, list[dict], dict[int, t
                 raise MemoryFileError(f"{where} is a SQLite file but not a memory file (tables: {sorted(tables)})")
             config = {}
             for key, value in con.execute("SELECT key, value FROM config"):
-                try:
-                    config[key] = json.loads(value)
-                except (TypeError, json.JSONDecodeError):
-                    raise MemoryFileError(f"{where}: config value of {key!r} is not JSON: {value!r}") from None
+                if not isinstance(key, str) or key in config:
+                    raise MemoryFileError(f"{where}: the config table has a bad or repeated key {str(key)[:40]!r}")
+                config[key] = load_json(value, where, f"the config value of {key[:40]!r}")
             _check_format(config, where)
             cols = [r[1] for r in con.execute("PRAGMA table_info(records)")]
             missing = [c for c in RECORD_COLUMNS if c not in cols]
@@ -263,6 +222,8 @@ def _read_sqlite(path: str | os.PathLike) -> tuple[dict, list[dict], dict[int, t
             if "hypermem_rows" in tables:
                 for pos, direction, depth, sib in con.execute(
                         "SELECT pos, direction, depth, sibling_index FROM hypermem_rows ORDER BY pos"):
+                    if not is_int(pos) or pos in extra:
+                        raise MemoryFileError(f"{where}: hypermem_rows has a bad or repeated pos {str(pos)[:40]!r}")
                     extra[pos] = (direction, depth, sib)
         except sqlite3.DatabaseError as exc:
             with open(path, "rb") as f:
@@ -284,12 +245,12 @@ def load(path: str | os.PathLike, embedder: Any = None, decay: Any = None, clock
     config, rows, extra = _read_sqlite(path)
     where = f"{os.fspath(path)!r}"
     _check_count(config, rows, where)
+    positions = [r["pos"] for r in rows]
+    if not all(is_int(q) for q in positions) or len(set(positions)) != len(positions):
+        raise MemoryFileError(f"{where}: the records table has a bad or repeated pos (the row order)")
     for r in rows:
         if r["meta"] is not None:
-            try:
-                r["meta"] = json.loads(r["meta"])
-            except (TypeError, json.JSONDecodeError):
-                raise MemoryFileError(f"{where}: the meta of memory {r['id']!r} is not JSON") from None
+            r["meta"] = load_json(r["meta"], where, f"the meta of memory {str(r['id'])[:40]!r}")
     dim = _config_dim(config, where)
     points = _stack([r["point"] for r in rows], dim, "point", rows, where)
     embeddings = _stack([r["embedding"] for r in rows], dim, "embedding", rows, where)
@@ -343,25 +304,34 @@ def from_json(source: str | os.PathLike | Mapping, embedder: Any = None, decay: 
     if isinstance(source, Mapping):
         doc, where = source, "the JSON document"
     else:
-        if isinstance(source, str) and source.lstrip().startswith("{"):
-            text, where = source, "the JSON text"
-        elif isinstance(source, (str, os.PathLike)):
-            p = Path(os.fspath(source))
-            where = f"{str(p)!r}"
-            if not p.exists():
-                raise FileNotFoundError(errno.ENOENT, "no such memory file", str(p))
-            text = p.read_text(encoding="utf-8")
-        else:
-            raise TypeError(f"from_json takes a path, JSON text or a dict, got {type(source).__name__}")
-        try:
-            doc = json.loads(text, parse_constant=_no_constant)
-        except (json.JSONDecodeError, ValueError) as exc:
-            raise MemoryFileError(f"{where} is not valid JSON ({exc})") from None
+        text, where = _json_source(source)
+        doc = load_json(text, where, "the document", depth=None)
     return from_payload(doc, embedder, decay, clock, device, dtype, cls, where=where)
 
 
-def _no_constant(name: str):
-    raise ValueError(f"non-finite number {name} in the file")
+def _json_source(source: Any) -> tuple[str | bytes, str]:
+    """``(text or bytes, where)`` of a ``from_json`` source: text that starts like JSON (or
+    parses as JSON and names no file) is the document itself, anything else a path."""
+    if isinstance(source, str) and source.lstrip()[:1] in ("{", "["):
+        return source, "the JSON text"
+    if not isinstance(source, (str, os.PathLike)):
+        raise TypeError(f"from_json takes a path, JSON text or a dict, got {type(source).__name__}")
+    p = Path(os.fspath(source))
+    try:
+        exists = p.exists()
+    except OSError:  # e.g. a name too long for the file system
+        exists = False
+    if not exists:
+        if isinstance(source, str):
+            try:
+                json.loads(source)
+                return source, "the JSON text"
+            except (ValueError, RecursionError):
+                pass
+        raise FileNotFoundError(errno.ENOENT, "no such memory file", str(p))
+    if p.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "a folder, not a memory file", str(p))
+    return p.read_bytes(), f"{str(p)!r}"
 
 
 def from_payload(doc: Any, embedder: Any = None, decay: Any = None, clock: Callable | None = None,
@@ -372,6 +342,8 @@ def from_payload(doc: Any, embedder: Any = None, decay: Any = None, clock: Calla
             or not isinstance(doc.get("records"), list):
         raise MemoryFileError(f"{where} is not a memory document (needs 'config' and 'records')")
     config = dict(doc["config"])
+    if json_depth_over(config, MAX_JSON_DEPTH):
+        raise MemoryFileError(f"{where}: the config nests deeper than {MAX_JSON_DEPTH} levels")
     _check_format(config, where)
     dim = _config_dim(config, where)
     rows = []
@@ -411,14 +383,14 @@ def _check_format(config: Mapping, where: str) -> None:
 
 def _check_count(config: Mapping, rows: list, where: str) -> None:
     count = config.get("count")
+    if count is not None and not is_int(count):
+        raise MemoryFileError(f"{where}: the saved count is {str(count)[:40]!r}, not an integer")
     if count is not None and count != len(rows):
         raise MemoryFileError(f"{where} holds {len(rows)} records but was saved with {count}: truncated file")
 
 
 def _config_dim(config: Mapping, where: str) -> int:
-    dim = config.get("dim")
-    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 2:
-        raise MemoryFileError(f"{where}: bad dimension {dim!r} in the config")
+    dim = check_dim(config.get("dim"), where, "config dim")
     spec = config.get("embedder")
     if isinstance(spec, Mapping) and spec.get("dim") not in (None, dim):
         raise MemoryFileError(f"{where}: the embedder spec says dim {spec.get('dim')} but the config says {dim}")
@@ -426,33 +398,8 @@ def _config_dim(config: Mapping, where: str) -> int:
 
 
 def _stack(values: list, dim: int, what: str, rows: list[dict], where: str) -> torch.Tensor:
-    """``(n, dim)`` float64 tensor from blobs or lists, each checked for length and finiteness."""
-    out = torch.zeros(len(values), dim, dtype=torch.float64)
-    for i, v in enumerate(values):
-        if isinstance(v, (bytes, bytearray, memoryview)):
-            v = bytes(v)
-            if len(v) != 8 * dim:
-                raise MemoryFileError(f"{where}: the {what} of memory {rows[i].get('id')!r} has {len(v)} bytes, "
-                                      f"expected {8 * dim} (dimension mismatch or a truncated file)")
-            arr = np.frombuffer(v, dtype="<f8")
-        elif isinstance(v, list):
-            if len(v) != dim:
-                raise MemoryFileError(f"{where}: the {what} of memory {rows[i].get('id')!r} has {len(v)} values, "
-                                      f"expected {dim} (dimension mismatch)")
-            try:
-                arr = np.asarray(v, dtype=np.float64)
-            except (TypeError, ValueError):
-                raise MemoryFileError(f"{where}: the {what} of memory {rows[i].get('id')!r} holds non-numbers") \
-                    from None
-            if arr.shape != (dim,):
-                raise MemoryFileError(f"{where}: the {what} of memory {rows[i].get('id')!r} is not a flat list")
-        else:
-            raise MemoryFileError(f"{where}: the {what} of memory {rows[i].get('id')!r} is missing or of type "
-                                  f"{type(v).__name__}")
-        if not np.isfinite(arr).all():
-            raise MemoryFileError(f"{where}: the {what} of memory {rows[i].get('id')!r} has non-finite values")
-        out[i] = torch.from_numpy(arr.astype(np.float64))
-    return out
+    """``(n, dim)`` float64 tensor from blobs or lists (:func:`~hypermem.store.validation.stack_vectors`)."""
+    return stack_vectors(values, dim, what, [r.get("id") for r in rows], where)
 
 
 def _floats(values: list, what: str, rows: list[dict], where: str) -> torch.Tensor:
@@ -491,10 +438,14 @@ def _parse_records(rows: list[dict], where: str) -> list[MemoryRecord]:
         parent = r.get("parent")
         if parent is not None and not isinstance(parent, str):
             raise MemoryFileError(f"{where}: the parent of memory {rid!r} is not an id: {parent!r}")
-        meta = r.get("meta") or {}
+        meta = r.get("meta")
+        meta = {} if meta is None else meta
         if not isinstance(meta, dict):
             raise MemoryFileError(f"{where}: the meta of memory {rid!r} is not an object")
-        acc = r.get("access_count") or 0
+        if json_depth_over(meta, MAX_JSON_DEPTH):
+            raise MemoryFileError(f"{where}: the meta of memory {rid!r} nests deeper than {MAX_JSON_DEPTH} levels")
+        acc = r.get("access_count")
+        acc = 0 if acc is None else acc
         if isinstance(acc, bool) or not isinstance(acc, int) or acc < 0:
             raise MemoryFileError(f"{where}: the access count of memory {rid!r} is {acc!r}")
         vf = _time(r.get("valid_from"), "valid_from", rid, where)
@@ -542,12 +493,9 @@ def _build(config, rows, points, embeddings, geometry, where, embedder, decay, c
     if cls is None:
         from .memory import Memory as cls
     emb = embedder_from_spec(config.get("embedder"), embedder, where)
-    dec = _decay_from_spec(config.get("decay"), decay, where)
-    kwargs = {}
-    for key in CONFIG_KEYS:
-        if key not in config:
-            raise MemoryFileError(f"{where}: the config lacks {key!r}")
-        kwargs[key] = config[key]
+    dec = decay_from_spec(config.get("decay"), decay, where)
+    check_config_types(config, CONFIG_KEYS, where)
+    kwargs = {key: config[key] for key in CONFIG_KEYS}
     try:
         memory = cls(embedder=emb, decay=dec, clock=clock, dtype=_dtype_of(config, dtype, where),
                      device=device if device is not None else "cpu", **kwargs)
@@ -570,6 +518,7 @@ def _build(config, rows, points, embeddings, geometry, where, embedder, decay, c
         siblings = list(range(len(records)))
     else:
         directions, depths, siblings = geometry
+        check_geometry(directions, depths, siblings, [r.parent_id for r in records], [r.id for r in records], where)
         if records:
             again = P.point_at(directions, depths, c)
             gap = float((again - points).abs().max())

@@ -3,10 +3,12 @@
 from .clock import from_seconds, to_seconds, to_utc, utcnow
 from .policies import (
     MIN_WEIGHT,
+    CustomPolicyError,
     DecayPolicy,
     Ebbinghaus,
     HalfLife,
     NoDecay,
+    PolicySpecError,
     Product,
     ValidityWindow,
     generative_agents_recency,
@@ -16,10 +18,12 @@ from .policies import (
 
 __all__ = [
     "MIN_WEIGHT",
+    "CustomPolicyError",
     "DecayPolicy",
     "Ebbinghaus",
     "HalfLife",
     "NoDecay",
+    "PolicySpecError",
     "Product",
     "ValidityWindow",
     "generative_agents_recency",

@@ -26,6 +26,7 @@ Forms from the literature:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
@@ -200,19 +201,53 @@ def policy_spec(policy: DecayPolicy) -> dict:
     return {"type": type(policy).__name__, "custom": True}
 
 
-def policy_from_spec(spec: dict | None) -> DecayPolicy:
-    """Rebuild a built-in policy from :func:`policy_spec`; ``ValueError`` for a custom one."""
+class PolicySpecError(ValueError):
+    """A decay spec that is malformed: not an object, no ``type``, or a built-in policy with
+    missing, unknown or invalid parameters (``{"type": "half_life", "hours": -1}``)."""
+
+
+class CustomPolicyError(ValueError):
+    """A decay spec of a policy that is not built in: it cannot be rebuilt from the file,
+    the caller must pass the policy itself."""
+
+
+_PARAMS = {"none": (), "half_life": ("hours",), "ebbinghaus": ("stability_hours", "boost_per_access"),
+           "validity": ("outside_weight",), "product": ("policies",)}
+MAX_PRODUCT_DEPTH = 8
+"""Deepest nesting of ``product`` specs :func:`policy_from_spec` rebuilds."""
+
+
+def policy_from_spec(spec: Mapping | None, _depth: int = 0) -> DecayPolicy:
+    """Rebuild a built-in policy from :func:`policy_spec` (``None``: :class:`NoDecay`).
+
+    Every key is checked: :class:`PolicySpecError` for a malformed spec (wrong shape,
+    missing or unknown keys, a bad parameter such as ``hours: -1``, products nested deeper
+    than :data:`MAX_PRODUCT_DEPTH`), :class:`CustomPolicyError` for a policy that is not
+    built in; both are ``ValueError``.
+    """
     if spec is None:
         return NoDecay()
+    if not isinstance(spec, Mapping):
+        raise PolicySpecError(f"a decay spec must be an object with a 'type', got {type(spec).__name__}")
     t = spec.get("type")
-    if t == "none":
-        return NoDecay()
-    if t == "half_life":
-        return HalfLife(hours=spec["hours"])
-    if t == "ebbinghaus":
-        return Ebbinghaus(stability_hours=spec["stability_hours"], boost_per_access=spec["boost_per_access"])
-    if t == "validity":
-        return ValidityWindow(outside_weight=spec["outside_weight"])
+    if not isinstance(t, str):
+        raise PolicySpecError(f"a decay spec needs a string 'type', got {type(t).__name__}")
+    if t not in _PARAMS:
+        raise CustomPolicyError(f"the decay policy {t[:80]!r} is not built in; pass decay=<the same policy> to "
+                                f"restore it")
+    names = _PARAMS[t]
+    keys = set(spec) - {"type"}
+    if keys != set(names):
+        raise PolicySpecError(f"the {t!r} decay spec takes exactly the keys {sorted(names)}, got {sorted(map(str, keys))}")
     if t == "product":
-        return Product(*[policy_from_spec(p) for p in spec["policies"]])
-    raise ValueError(f"the decay policy {t!r} is not built in; pass decay=<the same policy> to restore it")
+        parts = spec["policies"]
+        if not isinstance(parts, list) or not parts:
+            raise PolicySpecError("the 'product' decay spec needs a non-empty list of policies")
+        if _depth >= MAX_PRODUCT_DEPTH:
+            raise PolicySpecError(f"'product' decay specs nested deeper than {MAX_PRODUCT_DEPTH} levels")
+        return Product(*[policy_from_spec(p, _depth + 1) for p in parts])
+    build = {"none": NoDecay, "half_life": HalfLife, "ebbinghaus": Ebbinghaus, "validity": ValidityWindow}[t]
+    try:
+        return build(**{k: spec[k] for k in names})
+    except (TypeError, ValueError) as exc:
+        raise PolicySpecError(f"bad {t!r} decay spec: {exc}") from None

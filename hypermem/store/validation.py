@@ -1,0 +1,268 @@
+r"""Checks every memory loader applies to what it reads from a file.
+
+A file is data from anywhere: the loaders of :mod:`hypermem.store.persistence` and
+:mod:`hypermem.episodic.persistence` check each field they read and raise
+:class:`MemoryFileError` naming the file and the field, never ``TypeError``,
+``RecursionError`` or an allocation failure, and never reinterpret a value (``"false"``
+is not a boolean, ``"0.5"`` is not a number, ``true`` is not ``1.0``).
+
+Limits (all refused before anything is allocated or built):
+
+* :data:`MAX_JSON_DEPTH` — a JSON value (metadata, a config value, an episode list) may
+  nest at most 100 arrays/objects deep; deeper text is refused by the JSON reader itself,
+  however deep (no recursion error).
+* :data:`MAX_DIM` — a declared dimension may be at most ``2**20``; and a declared
+  dimension must agree with the length of every stored vector before any tensor of that
+  size is made.
+* ``NaN``/``Infinity`` are refused in every JSON value (``save`` never writes them).
+
+SQLite files are opened read-only and *immutable* (:func:`open_sqlite_readonly`): a load
+never writes, so no ``-wal``/``-shm``/journal file appears beside the file.  No load runs
+code from the file (no pickle).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import math
+import os
+import sqlite3
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..embed import HashingEmbedder
+from ..temporal import CustomPolicyError, PolicySpecError, policy_from_spec
+
+MAX_JSON_DEPTH = 100
+"""Deepest nesting of arrays/objects in a JSON value a loader accepts (and ``save`` writes)."""
+
+MAX_DIM = 1 << 20
+"""Largest vector dimension a file may declare (1,048,576)."""
+
+UNIT_TOLERANCE = 1e-5
+"""Largest ``| ||u|| - 1 |`` allowed for a stored unit direction (float32 stores round)."""
+
+__all__ = ["MAX_DIM", "MAX_JSON_DEPTH", "MemoryFileError", "UNIT_TOLERANCE", "check_dim", "check_json_depth",
+           "decay_from_spec", "embedder_from_spec", "load_json", "open_sqlite_readonly", "stack_vectors"]
+
+
+class MemoryFileError(ValueError):
+    """A memory file (SQLite or JSON) that is corrupt, truncated, of another format
+    version or otherwise not loadable."""
+
+
+# ---------------------------------------------------------------------------- JSON
+def _no_constant(name: str):
+    raise ValueError(f"non-finite number {name}")
+
+
+def json_depth_over(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests more than ``limit`` lists/dicts deep (iterative, so a
+    self-containing value is simply too deep)."""
+    stack = [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, (list, tuple, dict)):
+            if d > limit:
+                return True
+            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return False
+
+
+def check_json_depth(value: Any, what: str, limit: int = MAX_JSON_DEPTH) -> None:
+    """``ValueError`` when ``value`` nests deeper than ``limit`` (``save`` calls this, so
+    that it writes nothing the loaders refuse)."""
+    if json_depth_over(value, limit):
+        raise ValueError(f"{what} nests deeper than {limit} levels (hypermem.store.validation.MAX_JSON_DEPTH)")
+
+
+def load_json(text: Any, where: str, what: str, depth: int | None = MAX_JSON_DEPTH) -> Any:
+    """Parse the JSON ``text`` (or UTF-8 bytes) of one field, refusing non-text, malformed
+    JSON, NaN and Infinity, and nesting deeper than ``depth`` (``MemoryFileError`` naming
+    ``what``).  ``depth=None`` skips the walk (a whole document, whose fields are checked
+    one by one); text too deep for the JSON reader is refused either way."""
+    if isinstance(text, (bytes, bytearray)):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise MemoryFileError(f"{where}: {what} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at "
+                                  f"position {exc.start})") from None
+    if not isinstance(text, str):
+        raise MemoryFileError(f"{where}: {what} is not JSON text (got {type(text).__name__})")
+    try:
+        value = json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise MemoryFileError(f"{where}: {what} nests too deep for the JSON reader") from None
+    except ValueError as exc:  # JSONDecodeError is a ValueError
+        raise MemoryFileError(f"{where}: {what} is not valid JSON ({str(exc)[:120]})") from None
+    if depth is not None and json_depth_over(value, depth):
+        raise MemoryFileError(f"{where}: {what} nests deeper than {depth} levels")
+    return value
+
+
+# ---------------------------------------------------------------------------- fields
+def is_int(v: Any) -> bool:
+    """A true integer (not a bool)."""
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def is_number(v: Any) -> bool:
+    """A finite int or float (not a bool, not a string)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def check_dim(dim: Any, where: str, what: str = "the dimension") -> int:
+    """A declared dimension: an integer in ``[2, MAX_DIM]``."""
+    if not is_int(dim) or not 2 <= dim <= MAX_DIM:
+        raise MemoryFileError(f"{where}: bad {what} {str(dim)[:40]!r}: expected an integer from 2 to {MAX_DIM}")
+    return dim
+
+
+def stack_vectors(values: list, dim: int, what: str, names: list, where: str) -> torch.Tensor:
+    """``(n, dim)`` float64 tensor from raw little-endian float64 blobs or JSON lists of
+    numbers, each checked for type, length and finiteness *before* the tensor is made.
+    ``names[i]`` names row ``i`` in messages."""
+    arrays = []
+    for i, v in enumerate(values):
+        label = f"{where}: the {what} of memory {names[i]!r}"
+        if isinstance(v, (bytes, bytearray, memoryview)):
+            v = bytes(v)
+            if len(v) != 8 * dim:
+                raise MemoryFileError(f"{label} has {len(v)} bytes, expected {8 * dim} (dimension mismatch or "
+                                      f"a truncated file)")
+            arr = np.frombuffer(v, dtype="<f8")
+        elif isinstance(v, list):
+            if len(v) != dim:
+                raise MemoryFileError(f"{label} has {len(v)} values, expected {dim} (dimension mismatch)")
+            if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
+                bad = next(x for x in v if not isinstance(x, (int, float)) or isinstance(x, bool))
+                raise MemoryFileError(f"{label} holds {type(bad).__name__} values, expected numbers")
+            arr = np.asarray(v, dtype=np.float64)
+        else:
+            raise MemoryFileError(f"{label} is missing or of type {type(v).__name__}")
+        if not np.isfinite(arr).all():
+            raise MemoryFileError(f"{label} has non-finite values")
+        arrays.append(arr)
+    if not arrays:
+        return torch.zeros(0, dim, dtype=torch.float64)
+    return torch.from_numpy(np.stack(arrays).astype(np.float64))
+
+
+# ---------------------------------------------------------------------------- specs
+def embedder_from_spec(spec: Any, embedder: Any = None, where: str = "the file") -> Any:
+    """The embedder to use for a loaded memory: ``embedder`` if given (its ``dim`` must
+    match the spec's), else the hashing embedder rebuilt from ``spec`` (every key
+    checked).  A custom spec without ``embedder`` is a ``ValueError``: no silent substitute."""
+    if not isinstance(spec, Mapping):
+        raise MemoryFileError(f"{where}: the embedder spec is missing or not an object")
+    dim = check_dim(spec.get("dim"), where, "embedder spec dim")
+    if embedder is not None:
+        got = getattr(embedder, "dim", None)
+        if got != dim:
+            raise ValueError(f"dimension mismatch: {where} holds {dim}-dimensional memories but the embedder "
+                             f"passed has dim={got!r}")
+        return embedder
+    kind = spec.get("type")
+    if kind == "hashing":
+        ngram, seed = spec.get("ngram_range", [3, 5]), spec.get("seed", 0)
+        if not (isinstance(ngram, list) and len(ngram) == 2 and all(is_int(n) for n in ngram)) or not is_int(seed):
+            raise MemoryFileError(f"{where}: bad hashing embedder spec: ngram_range must be a list of 2 integers "
+                                  f"and seed an integer, got {str(ngram)[:40]} and {str(seed)[:40]}")
+        try:
+            return HashingEmbedder(dim=dim, ngram_range=tuple(ngram), seed=seed)
+        except (TypeError, ValueError) as exc:
+            raise MemoryFileError(f"{where}: bad hashing embedder spec ({exc})") from None
+    name = kind[:80] if isinstance(kind, str) else kind
+    raise ValueError(f"{where} was saved with a custom embedder {name!r} (dim {dim}): pass "
+                     f"embedder=<the same embedder> to load it")
+
+
+def decay_from_spec(spec: Any, decay: Any, where: str) -> Any:
+    """The decay policy of a loaded memory: ``decay`` if given, else the built-in policy
+    rebuilt from ``spec`` (``None`` is no decay).  A malformed spec or a built-in policy
+    with a bad parameter is a :class:`MemoryFileError`; a custom policy a ``ValueError``
+    asking for ``decay=``."""
+    if decay is not None:
+        return decay
+    try:
+        return policy_from_spec(spec)
+    except PolicySpecError as exc:
+        raise MemoryFileError(f"{where}: bad decay spec ({exc})") from None
+    except CustomPolicyError:
+        raise ValueError(f"{where} was saved with a custom decay policy {str(spec.get('type'))[:80]!r}: pass "
+                         f"decay=<the same policy> to load it") from None
+
+
+# ---------------------------------------------------------------------------- files
+def open_sqlite_readonly(path: str | os.PathLike) -> sqlite3.Connection:
+    """A read-only connection that never writes beside the file.
+
+    The file is opened ``mode=ro&immutable=1``: SQLite takes no locks and creates no
+    ``-wal``/``-shm``/journal file, even for a database left in WAL journal mode.  A
+    non-empty ``-wal`` file beside it holds committed changes the main file lacks, which an
+    immutable read would silently miss: that file is refused (:class:`MemoryFileError`)
+    rather than read stale.  Missing path: ``FileNotFoundError``; a folder:
+    ``IsADirectoryError``.
+    """
+    p = Path(os.fspath(path))
+    if not p.exists():
+        raise FileNotFoundError(errno.ENOENT, "no such memory file", str(p))
+    if p.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "a folder, not a memory file", str(p))
+    wal = p.with_name(p.name + "-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        raise MemoryFileError(f"{str(p)!r} has unfinished changes in {wal.name!r} (SQLite write-ahead log); "
+                              f"checkpoint it first (sqlite3 {p.name} 'PRAGMA wal_checkpoint(TRUNCATE)'): "
+                              f"a load never writes")
+    try:
+        return sqlite3.connect(p.resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
+    except sqlite3.Error as exc:
+        raise MemoryFileError(f"{str(p)!r} cannot be opened ({exc})") from None
+
+
+# ---------------------------------------------------------------------------- store config and geometry
+_BOOL_KEYS = ("cone_constrained",)
+_STR_KEYS = ("metric",)
+
+
+def check_config_types(config: Mapping, keys: tuple[str, ...], where: str) -> None:
+    """The store settings ``keys`` of a loaded config: ``cone_constrained`` a JSON boolean,
+    ``metric`` a string, the others finite numbers (the store's constructor then checks
+    their ranges).  Missing keys and other types are a :class:`MemoryFileError`."""
+    for key in keys:
+        if key not in config:
+            raise MemoryFileError(f"{where}: the config lacks {key!r}")
+        v = config[key]
+        ok = isinstance(v, bool) if key in _BOOL_KEYS else isinstance(v, str) if key in _STR_KEYS else is_number(v)
+        if not ok:
+            kind = "true or false" if key in _BOOL_KEYS else "a string" if key in _STR_KEYS else "a finite number"
+            raise MemoryFileError(f"{where}: the config value of {key!r} must be {kind}, got {str(v)[:40]!r}")
+
+
+def check_geometry(directions: torch.Tensor, depths: torch.Tensor, siblings: list, parents: list,
+                   names: list, where: str) -> None:
+    """Stored unit directions (``| ||u|| - 1 | <= UNIT_TOLERANCE``), depths ``>= 0`` and
+    sibling indices (integers ``>= 0``, distinct among the children of one parent)."""
+    if len(names):
+        off = (torch.linalg.vector_norm(directions, dim=1) - 1).abs()
+        worst = int(torch.argmax(off))
+        if not float(off[worst]) <= UNIT_TOLERANCE:
+            raise MemoryFileError(f"{where}: the direction of memory {names[worst]!r} is not a unit vector "
+                                  f"(norm {float(off[worst]) + 1:.6g})")
+        low = int(torch.argmin(depths))
+        if not float(depths[low]) >= 0:
+            raise MemoryFileError(f"{where}: the depth of memory {names[low]!r} is negative ({float(depths[low])})")
+    seen: set[tuple] = set()
+    for i, sib in enumerate(siblings):
+        if not is_int(sib) or sib < 0:
+            raise MemoryFileError(f"{where}: the sibling_index of memory {names[i]!r} is {str(sib)[:40]!r}, "
+                                  f"not an integer >= 0")
+        if parents[i] is not None:
+            if (parents[i], sib) in seen:
+                raise MemoryFileError(f"{where}: two children of {parents[i]!r} have sibling_index {sib}")
+            seen.add((parents[i], sib))
