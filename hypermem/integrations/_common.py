@@ -299,6 +299,24 @@ def _replace(memory: Memory, it: dict[str, Any]) -> None:
         memory.link(c, i)
 
 
+def remove(memory: Memory, ids: Sequence[str] | None, cascade: bool = False) -> list[str]:
+    """Remove the memories ``ids`` (unknown ids are ignored; ``None`` removes all).  A removed
+    memory's children move up to its parent unless ``cascade`` removes them too.  Returns
+    the removed ids."""
+    if ids is None:
+        return [g for r in memory.roots() for g in memory.remove(r, cascade=True)]
+    gone: list[str] = []
+    for i in ids:
+        if i not in memory:
+            continue
+        if not cascade:
+            up = memory.parent(i)
+            for c in memory.children(i):
+                memory.link(c, up)
+        gone.extend(memory.remove(i, cascade=cascade))
+    return gone
+
+
 def query_point(memory: Memory, vector: Any) -> torch.Tensor:
     """The query point of an embedding: its direction at radius ``base_depth``, where
     :meth:`Memory.search` puts a text query (``p = tanh(sqrt(c) r / 2) u / sqrt(c)``)."""

@@ -157,19 +157,7 @@ class HypermemVectorStore(VectorStore):
         A removed memory's children move to its parent unless ``cascade`` removes them too."""
         if kwargs:
             raise TypeError(f"delete got unexpected keyword arguments {sorted(kwargs)}")
-        mem = self.memory
-        if ids is None:
-            for r in mem.roots():
-                mem.remove(r, cascade=True)
-            return True
-        for i in ids:
-            if i not in mem:
-                continue
-            if not cascade:
-                up = mem.parent(i)
-                for c in mem.children(i):
-                    mem.link(c, up)
-            mem.remove(i, cascade=cascade)
+        C.remove(self.memory, ids, cascade)
         return True
 
     def save(self, path: str | None = None) -> None:

@@ -1,0 +1,255 @@
+"""LlamaIndex adapter: :class:`HypermemVectorStore`, a ``BasePydanticVectorStore`` over a
+:class:`~hypermem.store.Memory`, and :class:`HypermemEmbedding`, a hypermem embedder as a
+LlamaIndex ``BaseEmbedding``.
+
+Install with ``pip install "hypermem-torch[llama-index]"``.  Example (no LLM)::
+
+    from llama_index.core import StorageContext, VectorStoreIndex
+    from llama_index.core.schema import TextNode
+    from hypermem import HashingEmbedder, Memory
+    from hypermem.integrations.llama_index import HypermemEmbedding, HypermemVectorStore
+
+    mem = Memory(embedder=HashingEmbedder(dim=128))
+    store = HypermemVectorStore(mem)
+    index = VectorStoreIndex([TextNode(text="dogs are loyal", id_="dog")],
+                             storage_context=StorageContext.from_defaults(vector_store=store),
+                             embed_model=HypermemEmbedding(mem.embedder))
+    index.as_retriever(similarity_top_k=2).retrieve("loyal dogs")
+
+A node's ``PARENT`` relationship becomes the memory's parent when that node is stored (or
+comes in the same ``add``); ``t`` / ``valid_from`` / ``valid_until`` in a node's metadata
+become the memory's times.  ``MetadataFilters`` (every operator, ``and`` / ``or`` / ``not``,
+nested) become hypermem filters.  ``query(..., mode=, root=, at_time=, ...)`` (LlamaIndex's
+``vector_store_kwargs``) pass hypermem's search arguments; similarities are
+``min(1, exp(score))``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+try:
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+    from llama_index.core.bridge.pydantic import PrivateAttr
+    from llama_index.core.schema import BaseNode, MetadataMode, NodeRelationship
+    from llama_index.core.vector_stores.types import (
+        BasePydanticVectorStore,
+        FilterCondition,
+        FilterOperator,
+        MetadataFilters,
+        VectorStoreQuery,
+        VectorStoreQueryMode,
+        VectorStoreQueryResult,
+    )
+    from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError("hypermem.integrations.llama_index needs llama-index-core: "
+                      "pip install 'hypermem-torch[llama-index]'") from exc
+
+from ..embed import embed_checked
+from ..store import Memory, MemoryRecord
+from . import _common as C
+
+_OPS = {
+    FilterOperator.EQ: "$eq", FilterOperator.NE: "$ne", FilterOperator.GT: "$gt", FilterOperator.GTE: "$gte",
+    FilterOperator.LT: "$lt", FilterOperator.LTE: "$lte", FilterOperator.IN: "$in", FilterOperator.NIN: "$nin",
+    FilterOperator.ANY: "$any", FilterOperator.ALL: "$all", FilterOperator.CONTAINS: "$contains",
+    FilterOperator.TEXT_MATCH: "$text_match", FilterOperator.TEXT_MATCH_INSENSITIVE: "$text_match_insensitive",
+}
+_SEARCH_KEYS = frozenset({"mode", "root", "at_time", "metric", "query_depth", "touch", "use_index", "oversample"})
+
+
+def filter_spec(filters: MetadataFilters | None) -> dict | None:
+    """LlamaIndex ``MetadataFilters`` as a hypermem filter dict
+    (:func:`hypermem.integrations._common.compile_filter`); ``not`` matches when none of its
+    filters match, as in LlamaIndex's own stores."""
+    if filters is None or not filters.filters:
+        return None
+    parts = []
+    for f in filters.filters:
+        if isinstance(f, MetadataFilters):
+            sub = filter_spec(f)
+            if sub is not None:
+                parts.append(sub)
+        elif f.operator == FilterOperator.IS_EMPTY:
+            parts.append({f.key: {"$empty": True}})
+        elif f.operator in _OPS:
+            parts.append({f.key: {_OPS[f.operator]: f.value}})
+        else:
+            raise ValueError(f"unsupported filter operator {f.operator!r} for key {f.key!r}")
+    cond = filters.condition or FilterCondition.AND
+    if cond == FilterCondition.AND:
+        return {"$and": parts}
+    if cond == FilterCondition.OR:
+        return {"$or": parts}
+    if cond == FilterCondition.NOT:
+        return {"$not": {"$or": parts}}
+    raise ValueError(f"unsupported filter condition {cond!r}")
+
+
+def _field(rec: MemoryRecord, key: str) -> Any:
+    return rec.meta.get(key, C.MISSING)
+
+
+class HypermemEmbedding(BaseEmbedding):
+    """A hypermem embedder (``dim`` and ``embed(texts)``) as a LlamaIndex ``BaseEmbedding``:
+    queries and documents get the same vectors."""
+
+    _embedder: Any = PrivateAttr()
+
+    def __init__(self, embedder: Any = None, **kwargs: Any):
+        from ..embed import HashingEmbedder
+
+        embedder = HashingEmbedder() if embedder is None else embedder
+        if not callable(getattr(embedder, "embed", None)) or not hasattr(embedder, "dim"):
+            raise TypeError(f"expected a hypermem embedder (dim and embed(texts)), got {type(embedder).__name__}")
+        kwargs.setdefault("model_name", f"hypermem-{type(embedder).__name__}")
+        super().__init__(**kwargs)
+        self._embedder = embedder
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "HypermemEmbedding"
+
+    @property
+    def embedder(self) -> Any:
+        return self._embedder
+
+    def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+        return embed_checked(self._embedder, list(texts)).tolist() if texts else []
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return self._get_text_embeddings([text])[0]
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return self._get_text_embedding(query)
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return self._get_query_embedding(query)
+
+    async def _aget_text_embedding(self, text: str) -> list[float]:
+        return self._get_text_embedding(text)
+
+
+class HypermemVectorStore(BasePydanticVectorStore):
+    """A LlamaIndex vector store backed by a hypermem :class:`~hypermem.store.Memory`.
+
+    ``memory``: a ``Memory``, a path to a file written by :meth:`Memory.save` (loaded, or a
+    new memory that :meth:`persist` writes there), or ``None`` (a new memory built with
+    ``memory_kwargs``).  Node embeddings must have the memory's ``dim``; a node without one
+    is embedded by the memory's embedder.  Each node is stored whole (LlamaIndex's
+    ``node_to_metadata_dict``) in the memory's metadata, so queries return full nodes.
+    """
+
+    stores_text: bool = True
+    is_embedding_query: bool = True
+    flat_metadata: bool = False
+    _memory: Memory = PrivateAttr()
+    _path: str | None = PrivateAttr(default=None)
+
+    def __init__(self, memory: Memory | str | None = None, **memory_kwargs: Any):
+        super().__init__()
+        self._memory = C.open_memory(memory, **memory_kwargs)
+        self._path = None if memory is None or isinstance(memory, Memory) else str(memory)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "HypermemVectorStore"
+
+    @property
+    def client(self) -> Memory:
+        """The :class:`~hypermem.store.Memory`."""
+        return self._memory
+
+    @property
+    def memory(self) -> Memory:
+        return self._memory
+
+    # ------------------------------------------------------------------ writing
+    def add(self, nodes: Sequence[BaseNode], **add_kwargs: Any) -> list[str]:
+        """Store the nodes (an existing node id is replaced); returns their ids."""
+        mem = self._memory
+        batch = {n.node_id for n in nodes}
+        items = []
+        for n in nodes:
+            args, _ = C.split_metadata({k: n.metadata[k] for k in ("t", "valid_from", "valid_until")
+                                        if k in n.metadata}, f"node {n.node_id!r} metadata")
+            parent = n.relationships.get(NodeRelationship.PARENT)
+            pid = getattr(parent, "node_id", None)
+            if pid is not None and (pid in batch or pid in mem) and pid != n.node_id:
+                args["parent"] = pid
+            items.append({"id": n.node_id, "text": n.get_content(metadata_mode=MetadataMode.NONE),
+                          "meta": node_to_metadata_dict(n, remove_text=True, flat_metadata=self.flat_metadata),
+                          "embedding": n.embedding, **args})
+        return C.upsert(mem, items)
+
+    def _matching(self, node_ids: Sequence[str] | None, filters: MetadataFilters | None) -> list[MemoryRecord]:
+        pred = C.compile_filter(filter_spec(filters), _field)
+        mem = self._memory
+        recs = [mem.get(i) for i in node_ids if i in mem] if node_ids is not None else list(mem)
+        return [r for r in recs if pred is None or pred(r)]
+
+    def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
+        """Remove every node of the source document ``ref_doc_id`` (children of a removed
+        node that belong to another document move up to its parent)."""
+        ids = [r.id for r in self._memory if r.meta.get("ref_doc_id") == ref_doc_id]
+        C.remove(self._memory, ids, cascade=bool(delete_kwargs.get("cascade", False)))
+
+    def delete_nodes(self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None,
+                     **delete_kwargs: Any) -> None:
+        """Remove the nodes among ``node_ids`` (all when ``None``) that match ``filters``."""
+        ids = [r.id for r in self._matching(node_ids, filters)]
+        C.remove(self._memory, ids, cascade=bool(delete_kwargs.get("cascade", False)))
+
+    def clear(self) -> None:
+        C.remove(self._memory, None)
+
+    def persist(self, persist_path: str | None = None, fs: Any = None) -> None:
+        """Write the memory with :meth:`Memory.save` (one SQLite file) to ``persist_path``, or
+        to the file it was opened from."""
+        if fs is not None:
+            raise ValueError("HypermemVectorStore.persist writes local files only (fs must be None)")
+        path = persist_path or self._path
+        if path is None:
+            raise ValueError("no path: pass persist_path, or open the store with memory=<path>")
+        self._memory.save(path)
+
+    # ------------------------------------------------------------------ reading
+    def _node(self, rec: MemoryRecord) -> BaseNode:
+        return metadata_dict_to_node(rec.meta, text=rec.text)
+
+    def get_nodes(self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None) -> list[BaseNode]:
+        return [self._node(r) for r in self._matching(node_ids, filters)]
+
+    def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
+        """Top ``similarity_top_k`` by hypermem's score, filters and non-empty ``node_ids`` /
+        ``doc_ids`` applied before the cut; ``mode=MMR`` re-ranks ``mmr_prefetch_k`` (default 4k)
+        candidates with ``lambda = mmr_threshold`` (default 0.5)."""
+        unknown = set(kwargs) - _SEARCH_KEYS - {"mmr_prefetch_k"}
+        if unknown:
+            raise TypeError(f"unexpected query arguments {sorted(unknown)}; allowed: {sorted(_SEARCH_KEYS)}")
+        if query.mode not in (VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.MMR):
+            raise ValueError(f"HypermemVectorStore supports the default and mmr query modes, got {query.mode!r}")
+        preds = [C.compile_filter(filter_spec(query.filters), _field)]
+        if query.node_ids:  # an empty list is no restriction: VectorStoreIndex passes [] for stores with text
+            wanted = set(query.node_ids)
+            preds.append(lambda r: r.id in wanted)
+        if query.doc_ids:
+            docs = set(query.doc_ids)
+            preds.append(lambda r: r.meta.get("ref_doc_id") in docs)
+        k = query.similarity_top_k
+        mmr = query.mode == VectorStoreQueryMode.MMR
+        fetch = max(k, int(kwargs.pop("mmr_prefetch_k", 4 * k))) if mmr else k
+        q, vector = query.query_embedding, True
+        if q is None:
+            q, vector = query.query_str, False
+        hits = C.search(self._memory, q, fetch, C.all_of(*preds), vector=vector, **kwargs)
+        if mmr:
+            lam = 0.5 if query.mmr_threshold is None else query.mmr_threshold
+            hits = C.mmr(self._memory, hits, k, lam)
+        return VectorStoreQueryResult(nodes=[self._node(h.record) for h in hits],
+                                      similarities=[C.relevance(h.score) for h in hits], ids=[h.id for h in hits])
+
+
+__all__ = ["HypermemVectorStore", "HypermemEmbedding", "filter_spec"]

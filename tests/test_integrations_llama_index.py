@@ -1,0 +1,164 @@
+"""The LlamaIndex adapter: a real VectorStoreIndex over a hypermem Memory with the hashing
+embedder (no LLM), filters, parent relationships, deletion and persistence."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+pytest.importorskip("llama_index.core", reason="the llama-index extra is not installed (pip install '.[llama-index]')")
+
+from llama_index.core import StorageContext, VectorStoreIndex  # noqa: E402
+from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode  # noqa: E402
+from llama_index.core.vector_stores.types import (  # noqa: E402
+    FilterCondition,
+    FilterOperator,
+    MetadataFilter,
+    MetadataFilters,
+    VectorStoreQuery,
+    VectorStoreQueryMode,
+)
+
+from hypermem import HalfLife, HashingEmbedder, Memory  # noqa: E402
+from hypermem.integrations._common import query_point as store_point  # noqa: E402
+from hypermem.integrations.llama_index import HypermemEmbedding, HypermemVectorStore  # noqa: E402
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def _node(id_, text, doc=None, parent=None, **meta):
+    n = TextNode(id_=id_, text=text, metadata=meta)
+    if doc is not None:
+        n.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=doc)
+    if parent is not None:
+        n.relationships[NodeRelationship.PARENT] = RelatedNodeInfo(node_id=parent)
+    return n
+
+
+@pytest.fixture()
+def index():
+    mem = Memory(embedder=HashingEmbedder(dim=128), clock=lambda: T0, decay=HalfLife(hours=24))
+    store = HypermemVectorStore(mem)
+    nodes = [
+        _node("animals", "animals", doc="zoo", topic="bio"),
+        _node("dog", "dogs are loyal animals that fetch", doc="zoo", parent="animals", topic="bio", legs=4),
+        _node("bird", "birds fly and sing", doc="zoo", parent="animals", topic="bio", legs=2),
+        _node("cars", "cars have engines and wheels", doc="garage", topic="tech", legs=0,
+              t=(T0 - timedelta(hours=24)).isoformat()),
+    ]
+    idx = VectorStoreIndex(nodes, storage_context=StorageContext.from_defaults(vector_store=store),
+                           embed_model=HypermemEmbedding(mem.embedder))
+    return idx, store, mem
+
+
+def test_vector_store_index_retrieves_through_hypermem(index):
+    idx, store, mem = index
+    assert len(mem) == 4 and mem.parent("dog") == "animals" and mem.children("animals") == ["dog", "bird"]
+    assert mem.get("cars").t == T0 - timedelta(hours=24)
+    hits = idx.as_retriever(similarity_top_k=2).retrieve("loyal dogs fetch")
+    assert hits[0].node.node_id == "dog" and hits[0].node.text == "dogs are loyal animals that fetch"
+    assert hits[0].node.metadata == {"topic": "bio", "legs": 4}
+    assert hits[0].node.ref_doc_id == "zoo"
+    q = HypermemEmbedding(mem.embedder).get_query_embedding("loyal dogs fetch")
+    direct = mem.search(store_point(mem, q), k=2, query_depth=mem.base_depth)
+    assert [h.node.node_id for h in hits] == [r.id for r in direct]
+    assert [h.score for h in hits] == pytest.approx([min(1.0, math.exp(r.score)) for r in direct], abs=1e-9)
+    assert all(0.0 <= h.score <= 1.0 for h in hits)
+    # structure through vector_store_kwargs
+    sub = idx.as_retriever(similarity_top_k=5, vector_store_kwargs={"mode": "children", "root": "animals"})
+    assert {h.node.node_id for h in sub.retrieve("engines")} == {"dog", "bird"}
+
+
+def test_metadata_filters_map_to_hypermem_filters(index):
+    idx, store, mem = index
+    e = HypermemEmbedding(mem.embedder).get_query_embedding("animals")
+
+    def ids(filters, k=10):
+        res = store.query(VectorStoreQuery(query_embedding=e, similarity_top_k=k, filters=filters))
+        return set(res.ids)
+
+    F, Op = MetadataFilter, FilterOperator
+    assert ids(MetadataFilters(filters=[F(key="topic", value="tech")])) == {"cars"}
+    assert ids(MetadataFilters(filters=[F(key="legs", value=2, operator=Op.GT)])) == {"dog"}
+    assert ids(MetadataFilters(filters=[F(key="legs", value=[0, 2], operator=Op.IN)])) == {"cars", "bird"}
+    assert ids(MetadataFilters(filters=[F(key="legs", value=4, operator=Op.NE)])) == {"animals", "bird", "cars"}
+    assert ids(MetadataFilters(filters=[F(key="legs", value=None, operator=Op.IS_EMPTY)])) == {"animals"}
+    assert ids(MetadataFilters(filters=[F(key="topic", value="te", operator=Op.TEXT_MATCH)])) == {"cars"}
+    either = MetadataFilters(filters=[F(key="legs", value=4), F(key="topic", value="tech")],
+                             condition=FilterCondition.OR)
+    assert ids(either) == {"dog", "cars"}
+    assert ids(MetadataFilters(filters=[F(key="legs", value=4), F(key="topic", value="tech")],
+                               condition=FilterCondition.NOT)) == {"animals", "bird"}
+    nested = MetadataFilters(filters=[F(key="topic", value="bio"), either])
+    assert ids(nested) == {"dog"}
+    # filters apply before the top-k cut
+    assert ids(MetadataFilters(filters=[F(key="topic", value="tech")]), k=1) == {"cars"}
+    res = store.query(VectorStoreQuery(query_embedding=e, similarity_top_k=10, doc_ids=["garage"]))
+    assert res.ids == ["cars"]
+    res = store.query(VectorStoreQuery(query_embedding=e, similarity_top_k=10, node_ids=["bird", "cars"]))
+    assert set(res.ids) == {"bird", "cars"}
+
+
+def test_query_by_text_at_time_and_mmr(index):
+    idx, store, mem = index
+    # query_str without an embedding: the memory's embedder embeds it
+    now = store.query(VectorStoreQuery(query_str="engines wheels", similarity_top_k=4))
+    assert now.ids == [r.id for r in mem.search("engines wheels", k=4)]
+    later = store.query(VectorStoreQuery(query_str="engines wheels", similarity_top_k=4),
+                        at_time=T0 + timedelta(hours=24))
+    before, after = dict(zip(now.ids, now.similarities)), dict(zip(later.ids, later.similarities))
+    assert after == pytest.approx({i: v / 2 for i, v in before.items()})  # one more half-life each
+    mmr = store.query(VectorStoreQuery(query_str="animals", similarity_top_k=3, mode=VectorStoreQueryMode.MMR,
+                                       mmr_threshold=0.5))
+    assert len(mmr.ids) == 3 and len(set(mmr.ids)) == 3
+    with pytest.raises(ValueError, match="mode"):
+        store.query(VectorStoreQuery(query_str="x", mode=VectorStoreQueryMode.HYBRID))
+    with pytest.raises(TypeError, match="colour"):
+        store.query(VectorStoreQuery(query_str="x"), colour="red")
+
+
+def test_get_delete_and_clear(index):
+    idx, store, mem = index
+    assert [n.node_id for n in store.get_nodes(["bird", "nope", "dog"])] == ["bird", "dog"]
+    assert {n.node_id for n in store.get_nodes(filters=MetadataFilters(filters=[MetadataFilter(key="topic",
+                                                                                             value="bio")]))} \
+        == {"animals", "dog", "bird"}
+    store.delete_nodes(["animals"])
+    assert "animals" not in mem and mem.parent("dog") is None  # children kept, moved up
+    idx.delete_ref_doc("garage")
+    assert "cars" not in mem and set(mem.ids) == {"dog", "bird"}
+    store.clear()
+    assert len(mem) == 0
+
+
+def test_readding_a_node_replaces_it_and_keeps_children(index):
+    idx, store, mem = index
+    emb = HypermemEmbedding(mem.embedder)
+    n = _node("animals", "living creatures", doc="zoo", topic="bio")
+    n.embedding = emb.get_text_embedding(n.text)
+    store.add([n])
+    assert mem.get("animals").text == "living creatures" and mem.children("animals") == ["dog", "bird"]
+    assert mem.embedding("animals").tolist() == pytest.approx(n.embedding)
+
+
+def test_parent_unknown_to_the_store_stays_in_the_node(tmp_path):
+    store = HypermemVectorStore(Memory(embedder=HashingEmbedder(dim=32)))
+    store.add([_node("c", "child text", parent="elsewhere")])
+    assert store.memory.parent("c") is None
+    assert store.get_nodes(["c"])[0].parent_node.node_id == "elsewhere"
+    with pytest.raises(ValueError, match="shape"):
+        bad = _node("x", "wrong size")
+        bad.embedding = [1.0, 2.0]
+        store.add([bad])
+
+
+def test_persist_and_reopen(tmp_path):
+    path = str(tmp_path / "li.db")
+    store = HypermemVectorStore(path, embedder=HashingEmbedder(dim=32))
+    store.add([_node("a", "alpha text", doc="d", k=1)])
+    store.persist()
+    again = HypermemVectorStore(path)
+    [node] = again.get_nodes(["a"])
+    assert node.text == "alpha text" and node.metadata == {"k": 1} and node.ref_doc_id == "d"
