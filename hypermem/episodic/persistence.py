@@ -25,20 +25,29 @@ a missing file is ``FileNotFoundError``.  Embeddings are reused, never recompute
 from __future__ import annotations
 
 import json
-import math
 import os
 import sqlite3
 from collections.abc import Callable
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from ..store.atomic import atomic_sqlite
-from ..store.persistence import MemoryFileError, embedder_from_spec, embedder_spec
-from ..temporal import policy_from_spec, policy_spec
+from ..store.persistence import embedder_spec
+from ..store.validation import (
+    MemoryFileError,
+    check_dim,
+    decay_from_spec,
+    embedder_from_spec,
+    is_int,
+    is_number,
+    load_json,
+    open_sqlite_readonly,
+    short,
+    stack_vectors,
+)
+from ..temporal import policy_spec
 from ..temporal.clock import to_utc
 from .eventuality import Eventuality
 from .memory import EpisodicMemory, check_importance
@@ -93,10 +102,7 @@ def _read(path: str | os.PathLike) -> tuple[dict[str, Any], list[dict[str, Any]]
         raise FileNotFoundError(f"no such episodic memory file: {where}")
     if os.path.isdir(path):
         raise IsADirectoryError(f"{where} is a folder, not an episodic memory file")
-    try:
-        con = sqlite3.connect(Path(os.fspath(path)).resolve().as_uri() + "?mode=ro", uri=True)
-    except sqlite3.Error as exc:
-        raise MemoryFileError(f"{where} cannot be opened ({exc})") from None
+    con = open_sqlite_readonly(path)
     try:
         check = con.execute("PRAGMA quick_check").fetchall()
         if check != [("ok",)]:
@@ -104,16 +110,16 @@ def _read(path: str | os.PathLike) -> tuple[dict[str, Any], list[dict[str, Any]]
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if not {"config", "memories"} <= tables:
             raise MemoryFileError(f"{where} is not an episodic memory file (tables: {sorted(tables)})")
-        config = {}
+        config: dict[str, Any] = {}
         for key, value in con.execute("SELECT key, value FROM config"):
-            try:
-                config[key] = json.loads(value)
-            except (TypeError, json.JSONDecodeError):
-                raise MemoryFileError(f"{where}: the config value of {key!r} is not JSON") from None
+            if not isinstance(key, str) or key in config:
+                raise MemoryFileError(f"{where}: the config table has a bad or repeated key {short(key)}")
+            config[key] = load_json(value, where, f"the config value of {short(key)}")
         if config.get("kind") != KIND:
-            raise MemoryFileError(f"{where} is not an episodic memory file (kind {config.get('kind')!r})")
-        if config.get("format") != FORMAT_VERSION:
-            raise MemoryFileError(f"{where} has format version {config.get('format')!r}; this hypermem reads "
+            raise MemoryFileError(f"{where} is not an episodic memory file (kind {short(config.get('kind'))})")
+        fmt = config.get("format")
+        if not is_int(fmt) or fmt != FORMAT_VERSION:
+            raise MemoryFileError(f"{where} has format version {short(fmt)}; this hypermem reads "
                                   f"format {FORMAT_VERSION}")
         cols = [r[1] for r in con.execute("PRAGMA table_info(memories)")]
         if cols != list(COLUMNS):
@@ -123,20 +129,40 @@ def _read(path: str | os.PathLike) -> tuple[dict[str, Any], list[dict[str, Any]]
         raise MemoryFileError(f"{where} is not a readable episodic memory file (SQLite: {exc})") from None
     finally:
         con.close()
+    _check_rows(config, rows, where)
     return config, rows
+
+
+def _check_rows(config: dict[str, Any], rows: list[dict[str, Any]], where: str) -> None:
+    """The saved count matches the rows (nothing deleted or added); every ``seq`` is an
+    integer, distinct, below ``next``."""
+    count, nxt = config.get("count"), config.get("next")
+    if not is_int(count) or count != len(rows):
+        raise MemoryFileError(f"{where} holds {len(rows)} memories but was saved with count {short(count)}: "
+                              f"rows were deleted or added")
+    seqs = [r["seq"] for r in rows]
+    bad = [s for s in seqs if not is_int(s) or s < 0]
+    if bad:
+        raise MemoryFileError(f"{where}: a memory has the key number (seq) {short(bad[0])}, not an integer >= 0")
+    if len(set(seqs)) != len(seqs):
+        dup = next(s for s in seqs if seqs.count(s) > 1)
+        raise MemoryFileError(f"{where}: the key number (seq) {dup} is used by two memories")
+    if not is_int(nxt) or any(s >= nxt for s in seqs):
+        raise MemoryFileError(f"{where}: bad next key number {short(nxt)} (must exceed every seq)")
 
 
 def _time(value: Any, what: str, seq: Any, where: str, optional: bool = False) -> datetime | None:
     if value is None and optional:
         return None
     if not isinstance(value, str):
-        raise MemoryFileError(f"{where}: the {what} of memory {seq} is not an ISO 8601 time: {value!r}")
+        raise MemoryFileError(f"{where}: the {what} of memory {seq} is not an ISO 8601 time: {short(value)}")
     try:
         t = datetime.fromisoformat(value)
     except ValueError:
-        raise MemoryFileError(f"{where}: the {what} of memory {seq} is not an ISO 8601 time: {value!r}") from None
+        raise MemoryFileError(f"{where}: the {what} of memory {seq} is not an ISO 8601 time: {short(value)}") \
+            from None
     if t.tzinfo is None:
-        raise MemoryFileError(f"{where}: the {what} of memory {seq} has no time zone: {value!r}")
+        raise MemoryFileError(f"{where}: the {what} of memory {seq} has no time zone: {short(value)}")
     return to_utc(t)
 
 
@@ -148,15 +174,13 @@ def _memory(r: dict[str, Any], clock: Callable, where: str) -> EpisodicMemory:
         raise MemoryFileError(f"{where}: the formula of memory {seq} is malformed ({exc})") from None
     if wff is None:
         raise MemoryFileError(f"{where}: memory {seq} has no formula")
-    try:
-        episodes = json.loads(r["episodes"]) if isinstance(r["episodes"], str) else None
-    except json.JSONDecodeError:
-        episodes = None
+    episodes = load_json(r["episodes"], where, f"the episode list of memory {seq}", depth=1)
     if not isinstance(episodes, list) or not episodes or not all(is_symbol(e) for e in episodes) \
             or len(set(episodes)) != len(episodes):
-        raise MemoryFileError(f"{where}: memory {seq} has a bad episode list {r['episodes']!r}")
+        raise MemoryFileError(f"{where}: memory {seq} has a bad episode list {short(r['episodes'])} (a "
+                              f"non-empty list of distinct episode symbols)")
     if not is_symbol(r["event_ep"]):
-        raise MemoryFileError(f"{where}: memory {seq} has a bad episode {r['event_ep']!r}")
+        raise MemoryFileError(f"{where}: memory {seq} has a bad episode {short(r['event_ep'])}")
     try:
         importance = check_importance(r["importance"])
     except ValueError:
@@ -167,29 +191,17 @@ def _memory(r: dict[str, Any], clock: Callable, where: str) -> EpisodicMemory:
     acc = r["access_count"]
     if isinstance(acc, bool) or not isinstance(acc, int) or acc < 0:
         raise MemoryFileError(f"{where}: memory {seq} has access count {acc!r}")
-    m = EpisodicMemory(Eventuality(wff, r["event_ep"]), importance,
-                       telic=None if r["telic"] is None else bool(r["telic"]), clock=clock)
+    try:
+        event = Eventuality(wff, r["event_ep"])
+    except ValueError as exc:
+        raise MemoryFileError(f"{where}: the formula of memory {seq} is not an eventuality's ({exc})") from None
+    m = EpisodicMemory(event, importance, telic=None if r["telic"] is None else bool(r["telic"]), clock=clock)
     m.episodes = list(episodes)
     m.start_time = _time(r["start_time"], "start time", seq, where)
     m.end_time = _time(r["end_time"], "end time", seq, where, optional=True)
     m.last_access = _time(r["last_access"], "last access", seq, where)
     m.access_count = acc
     return m
-
-
-def _embeddings(rows: list[dict[str, Any]], dim: int, where: str) -> torch.Tensor:
-    out = torch.zeros(len(rows), dim, dtype=torch.float64)
-    for j, r in enumerate(rows):
-        blob = r["embedding"]
-        if not isinstance(blob, bytes) or len(blob) != 8 * dim:
-            got = "none" if blob is None else f"{len(blob)} bytes" if isinstance(blob, bytes) else type(blob).__name__
-            raise MemoryFileError(f"{where}: the embedding of memory {r['seq']} is {got}, expected {8 * dim} bytes "
-                                  f"(dimension mismatch or a truncated file)")
-        arr = np.frombuffer(blob, dtype="<f8")
-        if not np.isfinite(arr).all():
-            raise MemoryFileError(f"{where}: the embedding of memory {r['seq']} has non-finite values")
-        out[j] = torch.from_numpy(arr.astype(np.float64))
-    return out
 
 
 def load_storage(path: str | os.PathLike, embedder: Any = None, clock: Callable | None = None, decay: Any = None,
@@ -206,25 +218,22 @@ def load_storage(path: str | os.PathLike, embedder: Any = None, clock: Callable 
     cls = cls or MemoryStorage
     where = repr(os.fspath(path))
     config, rows = _read(path)
+    seqs = [r["seq"] for r in rows]
     spec = config.get("embedder")
-    saved_dim = None
+    emb = None
     if spec is not None:
+        if not isinstance(spec, dict):
+            raise MemoryFileError(f"{where}: the embedder spec is not an object")
+        # The declared dimension is checked against every stored blob before anything is allocated.
+        emb = stack_vectors([r["embedding"] for r in rows], check_dim(spec.get("dim"), where, "embedder spec dim"),
+                            "embedding", seqs, where)
         embedder = embedder_from_spec(spec, embedder, where)
-        saved_dim = spec.get("dim")
-    decay_spec = config.get("decay")
-    if decay is None and decay_spec is not None:
-        try:
-            decay = policy_from_spec(decay_spec)
-        except ValueError:
-            raise ValueError(f"{where} was saved with a custom decay policy {decay_spec.get('type')!r}: pass "
-                             f"decay=<the same policy> to load it") from None
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise MemoryFileError(f"{where}: bad decay spec {decay_spec!r} ({exc!r})") from None
-    dtype = _DTYPES.get(config.get("dtype"))
-    curvature = config.get("curvature")
-    if dtype is None or isinstance(curvature, bool) or not isinstance(curvature, (int, float)) \
-            or not math.isfinite(curvature) or curvature <= 0:
-        raise MemoryFileError(f"{where}: bad dtype {config.get('dtype')!r} or curvature {curvature!r}")
+    if config.get("decay") is not None:
+        decay = decay_from_spec(config["decay"], decay, where)
+    name, curvature = config.get("dtype"), config.get("curvature")
+    dtype = _DTYPES.get(name) if isinstance(name, str) else None
+    if dtype is None or not is_number(curvature) or curvature <= 0:
+        raise MemoryFileError(f"{where}: bad dtype {short(name)} or curvature {short(curvature)}")
     try:
         storage = cls(embedder=embedder, importance_threshold=config.get("importance_threshold"), clock=clock,
                       telic_predicates=config.get("telic_predicates"), decay=decay, curvature=curvature,
@@ -232,16 +241,11 @@ def load_storage(path: str | os.PathLike, embedder: Any = None, clock: Callable 
     except (TypeError, ValueError) as exc:
         raise MemoryFileError(f"{where}: bad storage settings ({exc})") from None
     mems = [_memory(r, storage.clock, where) for r in rows]
-    seqs = [r["seq"] for r in rows]
-    nxt = config.get("next")
-    if isinstance(nxt, bool) or not isinstance(nxt, int) or any(s >= nxt for s in seqs):
-        raise MemoryFileError(f"{where}: bad next key number {nxt!r}")
     wffs = [m.get_wff() for m in mems]
     if len(set(wffs)) != len(wffs):
         raise MemoryFileError(f"{where}: a formula is stored twice (duplicates are merged when stored)")
     if storage.hyperbolic is not None:
-        if saved_dim is not None:
-            emb = _embeddings(rows, int(saved_dim), where)
+        if emb is not None:
             items = [{"text": format_sexpr(w), "id": f"m{s}", "t": m.start_time, "embedding": emb[j]}
                      for j, (w, s, m) in enumerate(zip(wffs, seqs, mems))]
         else:
@@ -251,5 +255,5 @@ def load_storage(path: str | os.PathLike, embedder: Any = None, clock: Callable 
         storage._register(m, s)
         if r["in_context"]:
             storage.context.add(m)
-    storage._next = nxt
+    storage._next = config["next"]
     return storage

@@ -68,6 +68,7 @@ from .validation import (
     json_depth_over,
     load_json,
     open_sqlite_readonly,
+    short,
     stack_vectors,
 )
 
@@ -206,8 +207,8 @@ def _read_sqlite(path: str | os.PathLike) -> tuple[dict, list[dict], dict[int, t
             config = {}
             for key, value in con.execute("SELECT key, value FROM config"):
                 if not isinstance(key, str) or key in config:
-                    raise MemoryFileError(f"{where}: the config table has a bad or repeated key {str(key)[:40]!r}")
-                config[key] = load_json(value, where, f"the config value of {key[:40]!r}")
+                    raise MemoryFileError(f"{where}: the config table has a bad or repeated key {short(key)}")
+                config[key] = load_json(value, where, f"the config value of {short(key)}")
             _check_format(config, where)
             cols = [r[1] for r in con.execute("PRAGMA table_info(records)")]
             missing = [c for c in RECORD_COLUMNS if c not in cols]
@@ -223,7 +224,7 @@ def _read_sqlite(path: str | os.PathLike) -> tuple[dict, list[dict], dict[int, t
                 for pos, direction, depth, sib in con.execute(
                         "SELECT pos, direction, depth, sibling_index FROM hypermem_rows ORDER BY pos"):
                     if not is_int(pos) or pos in extra:
-                        raise MemoryFileError(f"{where}: hypermem_rows has a bad or repeated pos {str(pos)[:40]!r}")
+                        raise MemoryFileError(f"{where}: hypermem_rows has a bad or repeated pos {short(pos)}")
                     extra[pos] = (direction, depth, sib)
         except sqlite3.DatabaseError as exc:
             with open(path, "rb") as f:
@@ -250,7 +251,7 @@ def load(path: str | os.PathLike, embedder: Any = None, decay: Any = None, clock
         raise MemoryFileError(f"{where}: the records table has a bad or repeated pos (the row order)")
     for r in rows:
         if r["meta"] is not None:
-            r["meta"] = load_json(r["meta"], where, f"the meta of memory {str(r['id'])[:40]!r}")
+            r["meta"] = load_json(r["meta"], where, f"the meta of memory {short(r['id'])}")
     dim = _config_dim(config, where)
     points = _stack([r["point"] for r in rows], dim, "point", rows, where)
     embeddings = _stack([r["embedding"] for r in rows], dim, "embedding", rows, where)
@@ -384,7 +385,7 @@ def _check_format(config: Mapping, where: str) -> None:
 def _check_count(config: Mapping, rows: list, where: str) -> None:
     count = config.get("count")
     if count is not None and not is_int(count):
-        raise MemoryFileError(f"{where}: the saved count is {str(count)[:40]!r}, not an integer")
+        raise MemoryFileError(f"{where}: the saved count is {short(count)}, not an integer")
     if count is not None and count != len(rows):
         raise MemoryFileError(f"{where} holds {len(rows)} records but was saved with {count}: truncated file")
 

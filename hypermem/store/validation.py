@@ -27,6 +27,7 @@ import errno
 import json
 import math
 import os
+import reprlib
 import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
@@ -54,6 +55,17 @@ __all__ = ["MAX_DIM", "MAX_JSON_DEPTH", "MemoryFileError", "UNIT_TOLERANCE", "ch
 class MemoryFileError(ValueError):
     """A memory file (SQLite or JSON) that is corrupt, truncated, of another format
     version or otherwise not loadable."""
+
+
+_repr = reprlib.Repr()
+_repr.maxstring = _repr.maxother = 40
+_repr.maxlevel, _repr.maxlist, _repr.maxdict = 3, 6, 6
+
+
+def short(value: Any) -> str:
+    """A short ``repr`` of a value read from a file, for error messages (bounded in
+    length and depth, however big or deep the value)."""
+    return _repr.repr(value)
 
 
 # ---------------------------------------------------------------------------- JSON
@@ -119,7 +131,7 @@ def is_number(v: Any) -> bool:
 def check_dim(dim: Any, where: str, what: str = "the dimension") -> int:
     """A declared dimension: an integer in ``[2, MAX_DIM]``."""
     if not is_int(dim) or not 2 <= dim <= MAX_DIM:
-        raise MemoryFileError(f"{where}: bad {what} {str(dim)[:40]!r}: expected an integer from 2 to {MAX_DIM}")
+        raise MemoryFileError(f"{where}: bad {what} {short(dim)}: expected an integer from 2 to {MAX_DIM}")
     return dim
 
 
@@ -172,13 +184,12 @@ def embedder_from_spec(spec: Any, embedder: Any = None, where: str = "the file")
         ngram, seed = spec.get("ngram_range", [3, 5]), spec.get("seed", 0)
         if not (isinstance(ngram, list) and len(ngram) == 2 and all(is_int(n) for n in ngram)) or not is_int(seed):
             raise MemoryFileError(f"{where}: bad hashing embedder spec: ngram_range must be a list of 2 integers "
-                                  f"and seed an integer, got {str(ngram)[:40]} and {str(seed)[:40]}")
+                                  f"and seed an integer, got {short(ngram)} and {short(seed)}")
         try:
             return HashingEmbedder(dim=dim, ngram_range=tuple(ngram), seed=seed)
         except (TypeError, ValueError) as exc:
             raise MemoryFileError(f"{where}: bad hashing embedder spec ({exc})") from None
-    name = kind[:80] if isinstance(kind, str) else kind
-    raise ValueError(f"{where} was saved with a custom embedder {name!r} (dim {dim}): pass "
+    raise ValueError(f"{where} was saved with a custom embedder {short(kind)} (dim {dim}): pass "
                      f"embedder=<the same embedder> to load it")
 
 
@@ -194,7 +205,7 @@ def decay_from_spec(spec: Any, decay: Any, where: str) -> Any:
     except PolicySpecError as exc:
         raise MemoryFileError(f"{where}: bad decay spec ({exc})") from None
     except CustomPolicyError:
-        raise ValueError(f"{where} was saved with a custom decay policy {str(spec.get('type'))[:80]!r}: pass "
+        raise ValueError(f"{where} was saved with a custom decay policy {short(spec.get('type'))}: pass "
                          f"decay=<the same policy> to load it") from None
 
 
@@ -241,7 +252,7 @@ def check_config_types(config: Mapping, keys: tuple[str, ...], where: str) -> No
         ok = isinstance(v, bool) if key in _BOOL_KEYS else isinstance(v, str) if key in _STR_KEYS else is_number(v)
         if not ok:
             kind = "true or false" if key in _BOOL_KEYS else "a string" if key in _STR_KEYS else "a finite number"
-            raise MemoryFileError(f"{where}: the config value of {key!r} must be {kind}, got {str(v)[:40]!r}")
+            raise MemoryFileError(f"{where}: the config value of {key!r} must be {kind}, got {short(v)}")
 
 
 def check_geometry(directions: torch.Tensor, depths: torch.Tensor, siblings: list, parents: list,
@@ -260,7 +271,7 @@ def check_geometry(directions: torch.Tensor, depths: torch.Tensor, siblings: lis
     seen: set[tuple] = set()
     for i, sib in enumerate(siblings):
         if not is_int(sib) or sib < 0:
-            raise MemoryFileError(f"{where}: the sibling_index of memory {names[i]!r} is {str(sib)[:40]!r}, "
+            raise MemoryFileError(f"{where}: the sibling_index of memory {names[i]!r} is {short(sib)}, "
                                   f"not an integer >= 0")
         if parents[i] is not None:
             if (parents[i], sib) in seen:
