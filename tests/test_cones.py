@@ -65,3 +65,18 @@ def test_finite_gradients_float32_near_boundary():
     e = cone_energy(x, y, ball) + cone_energy(y * 0, x, ball)
     e.sum().backward()
     assert torch.isfinite(x.grad).all() and torch.isfinite(y.grad).all()
+
+
+def test_undefined_inner_cone_contains_everything():
+    ball = PoincareBall(1.0)
+    eps_k = (math.sqrt(1 + 4 * DEFAULT_K**2) - 1) / (2 * DEFAULT_K)  # K (1 - e^2) / e = 1
+    inner = torch.tensor([[eps_k * 0.5, 0.0], [0.0, 1e-6]], dtype=torch.float64)
+    outer = torch.tensor([[eps_k * 1.01, 0.0]], dtype=torch.float64)
+    assert torch.equal(half_aperture(inner, ball), torch.full((2,), math.pi, dtype=torch.float64))
+    assert float(half_aperture(outer, ball)) < math.pi / 2
+    anywhere = ball.random_points(50, 2, seed=0)
+    for x in inner:
+        assert bool(in_cone(x, anywhere, ball).all())
+        assert float(cone_energy(x, anywhere, ball).max()) == 0.0
+    # a curvature-2 ball scales the region by 1 / sqrt(2)
+    assert float(half_aperture(inner[:1] / math.sqrt(2), 2.0)) == math.pi

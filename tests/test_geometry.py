@@ -2,6 +2,7 @@
 
 import math
 
+import geoopt
 import numpy as np
 import pytest
 import torch
@@ -85,11 +86,11 @@ def test_exp_log_inverse(dim, c, seed):
     torch.testing.assert_close(ball.expmap0(ball.logmap0(y)), y, atol=1e-9, rtol=1e-9)
     torch.testing.assert_close(ball.expmap(x, ball.logmap(x, y)), y, atol=1e-8, rtol=1e-8)
     v = torch.randn(8, dim, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
-    v = v / v.norm(dim=-1, keepdim=True) * 2.0 / ball.conformal_factor(x).unsqueeze(-1)  # a step of length 2
+    v = v / v.norm(dim=-1, keepdim=True) * 2.0 / ball.conformal_factor(x)  # a step of length 2 ((n, 1) factor)
     torch.testing.assert_close(ball.logmap(x, ball.expmap(x, v)), v, atol=1e-7, rtol=1e-7)
     # the exponential map moves by the Riemannian norm: d(x, exp_x(v)) = lambda_x ||v||
     torch.testing.assert_close(ball.distance(x, ball.expmap(x, v)),
-                               ball.conformal_factor(x) * v.norm(dim=-1), atol=1e-6, rtol=1e-6)
+                               ball.lambda_x(x) * v.norm(dim=-1), atol=1e-6, rtol=1e-6)
     # geodesic endpoints and midpoint
     torch.testing.assert_close(ball.geodesic(0.0, x, y), x, atol=1e-9, rtol=1e-9)
     torch.testing.assert_close(ball.geodesic(1.0, x, y), y, atol=1e-8, rtol=1e-8)
@@ -152,10 +153,15 @@ def test_shell_distance(dim, c, seed, depth):
     torch.testing.assert_close(ball.shell_distance_from_cosine(cos, depth), direct, atol=1e-6, rtol=1e-6)
 
 
-def test_array_and_list_inputs_become_float64_and_dtypes_are_kept():
+def test_list_inputs_become_float64_and_dtypes_are_kept():
     ball = PoincareBall()
     out = ball.distance([[0.1, 0.2]], np.array([[0.3, -0.1]]))
     assert out.dtype == torch.float64 and isinstance(out, torch.Tensor)
+    p32 = np.array([[0.1, 0.2]], dtype=np.float32)
+    assert ball.distance(p32, p32 * 0.5).dtype == torch.float32  # NumPy float32 stays float32
+    assert ball.distance(p32, [[0.3, 0.1]]).dtype == torch.float32  # lists follow the array
+    assert ball.distance(p32, p32.astype(np.float64)).dtype == torch.float64  # promoted
+    assert ball.distance(np.array([[0, 0]]), [[0.1, 0.0]]).dtype == torch.float64  # integers: float64
     x32 = torch.tensor([[0.1, 0.2]], dtype=torch.float32)
     assert ball.distance(x32, x32 * 0.5).dtype == torch.float32
     assert ball.distance(x32, [[0.3, 0.1]]).dtype == torch.float32  # array-likes follow the tensor
@@ -222,7 +228,7 @@ def test_finite_values_and_gradients_at_origin_and_boundary(dtype, c):
         lambda a, b: ball.logmap(a, b).sum(-1),
         lambda a, b: ball.expmap(a, 0.1 * b).sum(-1),
         lambda a, b: ball.mobius_add(a, b).sum(-1) + ball.mobius_scalar_mul(0.5, a).sum(-1),
-        lambda a, b: ball.to_lorentz(a).sum(-1) + ball.conformal_factor(b),
+        lambda a, b: ball.to_lorentz(a).sum(-1) + ball.lambda_x(b),
         lambda a, b: ball.pairwise_distance(a, b).sum(-1),
     ]
     for a, b in cases:
@@ -282,8 +288,6 @@ def test_gradcheck_float64():
 
 
 def test_geoopt_integration_manifold_parameter_and_optimizers():
-    import geoopt
-
     ball = PoincareBall(1.0)
     target = ball.point_at([1.0, 2.0, -1.0], 3.0)
     for opt_cls in (geoopt.optim.RiemannianSGD, geoopt.optim.RiemannianAdam):
@@ -316,3 +320,87 @@ def test_same_results_on_device(device):
     torch.testing.assert_close(out.cpu(), ref)
     torch.testing.assert_close(ball.shell_distance(x.to(device), y.to(device), 1.0).cpu(),
                                ball.shell_distance(x, y, 1.0))
+
+
+def test_every_geoopt_method_uses_hypermems_numerics():
+    from hypermem.geometry.vocabulary import RATIONAL_INHERITED
+
+    ours = {name for cls in PoincareBall.__mro__[:2] for name in vars(cls)}
+    public = {n for cls in geoopt.PoincareBall.__mro__ if cls.__module__.startswith("geoopt")
+              for n, v in vars(cls).items() if callable(v) and not n.startswith("_")}
+    left = sorted(public - ours - RATIONAL_INHERITED)
+    assert not left, f"geoopt methods with geoopt's clamps or margins: {left}"
+    assert "_check_point_on_manifold" in ours
+
+
+def test_geoopt_names_agree_with_hypermem_names_on_deep_points():
+    ball = PoincareBall()
+    x = ball.point_at(torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]], dtype=torch.float64),
+                      torch.tensor([20.0, 18.0], dtype=torch.float64))
+    o = torch.zeros(3, dtype=torch.float64)
+    torch.testing.assert_close(ball.dist(x, o), torch.tensor([20.0, 18.0], dtype=torch.float64), rtol=1e-6, atol=0)
+    assert torch.equal(ball.dist(x, o), ball.distance(x, o))
+    assert torch.equal(ball.dist0(x, keepdim=True), ball.distance_to_origin(x).unsqueeze(-1))
+    assert torch.equal(ball.lambda_x(x, keepdim=True), ball.conformal_factor(x))
+    torch.testing.assert_close(ball.dist(x[0], x[1]), ball.distance_arcosh(x[0], x[1]), rtol=1e-6, atol=0)
+    torch.testing.assert_close(ball.mobius_matvec(torch.eye(3, dtype=torch.float64), x), x, rtol=1e-12, atol=0)
+    torch.testing.assert_close(ball.dist0(ball.mobius_scalar_mul(0.5, x)), torch.tensor([10.0, 9.0],
+                               dtype=torch.float64), rtol=1e-6, atol=0)
+    torch.testing.assert_close(ball.weighted_midpoint(x[:1].expand(3, 3)), x[0], rtol=1e-6, atol=0)
+    ok, reason = ball.check_point_on_manifold(x, explain=True)
+    assert ok, reason
+    assert not ball.check_point_on_manifold(torch.tensor([1.5, 0.0], dtype=torch.float64))
+    # geoopt's parameter and optimizer keep the deep point (hypermem's float64 margin 1e-10)
+    p = geoopt.ManifoldParameter(x.clone(), manifold=ball)
+    opt = geoopt.optim.RiemannianSGD([p], lr=1e-3)
+    ball.dist(p, o).sum().backward()
+    opt.step()
+    assert float(ball.dist0(p.detach()).min()) > 17.0
+
+
+def test_geoopt_names_match_geoopts_formulas_inside_its_range():
+    ball, ref = PoincareBall(1.7), geoopt.PoincareBall(c=torch.tensor(1.7, dtype=torch.float64))
+    g = torch.Generator().manual_seed(3)
+    x, y, v = (torch.randn(6, 4, generator=g, dtype=torch.float64) * 0.2 for _ in range(3))
+    m = torch.randn(5, 4, generator=g, dtype=torch.float64)
+    t = torch.tensor(0.3, dtype=torch.float64)
+    w = torch.rand(6, generator=g, dtype=torch.float64)
+    cases = [("dist", (x, y)), ("dist0", (x,)), ("mobius_sub", (x, y)), ("mobius_coadd", (x, y)),
+             ("mobius_cosub", (x, y)), ("mobius_pointwise_mul", (v, x)), ("mobius_matvec", (m, x)),
+             ("geodesic", (t, x, y)), ("geodesic_unit", (t, x, v)), ("transp", (x, y, v)),
+             ("dist2plane", (x, y, v)), ("norm", (x, v)), ("lambda_x", (x,)), ("logmap0", (x,)),
+             ("expmap", (x, v)), ("logmap", (x, y))]
+    for name, args in cases:
+        torch.testing.assert_close(getattr(ball, name)(*args), getattr(ref, name)(*args), rtol=1e-9, atol=1e-12,
+                                   msg=name)
+    torch.testing.assert_close(ball.inner(x, v, keepdim=True), ref.inner(x, v, keepdim=True))
+    torch.testing.assert_close(ball.weighted_midpoint(x, w), ref.weighted_midpoint(x, w))
+    torch.testing.assert_close(ball.weighted_midpoint(x, w, lincomb=True), ref.weighted_midpoint(x, w, lincomb=True))
+    torch.testing.assert_close(ball.mobius_fn_apply(torch.tanh, x), ref.mobius_fn_apply(torch.tanh, x))
+
+
+def test_geodesic_takes_geoopts_and_the_references_argument_order():
+    ball = PoincareBall()
+    x = torch.tensor([[0.1, 0.2], [0.3, -0.4]], dtype=torch.float64)
+    y = torch.tensor([[-0.5, 0.1], [0.2, 0.2]], dtype=torch.float64)
+    want = ball.geodesic(0.25, x, y)  # geoopt: (t, x, y)
+    assert torch.equal(ball.geodesic(x, y, 0.25), want)  # the reference: (x, y, t)
+    assert torch.equal(ball.geodesic(x, y, t=0.25), want)
+    t = torch.tensor([[0.25], [0.25]], dtype=torch.float64)
+    assert torch.equal(ball.geodesic(x, y, t), want)  # t of shape (n, 1) at the end
+    assert torch.equal(ball.geodesic(t, x, y), want)
+    torch.testing.assert_close(ball.distance(x, want), 0.25 * ball.distance(x, y))
+    with pytest.raises(TypeError, match="three arguments"):
+        ball.geodesic(x, y)
+
+
+def test_pairwise_distance_keeps_full_precision_for_nearby_points():
+    ball = PoincareBall()
+    g = torch.Generator().manual_seed(0)
+    for dtype, tol in ((torch.float64, 1e-12), (torch.float32, 1e-5)):
+        x = (torch.randn(30, 5, generator=g, dtype=torch.float64) * 0.2).to(dtype)
+        assert torch.equal(ball.pairwise_distance(x, x).diagonal(), torch.zeros(30, dtype=dtype))
+        y = x + (1e-7 if dtype == torch.float64 else 1e-3)
+        exact = ball.distance_arcosh(x.double(), y.double())  # differences, not the matmul shortcut
+        got = ball.pairwise_distance(x, y).diagonal().double()
+        assert float(((got - exact).abs() / exact).max()) < tol

@@ -3,6 +3,7 @@
 import itertools
 import random
 
+import numpy as np
 import pytest
 import torch
 
@@ -82,3 +83,36 @@ def test_tied_scores_share_a_threshold():
     t, f = best_threshold([0.5, 0.5, 0.9], [True, False, False])
     assert f == pytest.approx(2 / 3) and 0.5 <= t < 0.9
     assert list(itertools.islice([t], 1))
+
+
+def test_reconstruction_refuses_input_it_cannot_score():
+    pts = {"a": np.array([0.1, 0.0]), "b": np.array([0.5, 0.1]), "c": np.array([0.1, 0.6])}
+    closure = [("b", "a"), ("c", "a")]
+    assert reconstruction(pts, closure).map == 1.0
+    with pytest.raises(ValueError, match="no pairs"):
+        reconstruction(pts, [])
+    with pytest.raises(ValueError, match="no pairs"):
+        reconstruction(torch.zeros(0, 2), [])
+    for bad in ([1.5, 0.0], [1.0, 0.0], [0.6, 0.8]):  # outside, on the boundary (twice)
+        with pytest.raises(ValueError, match="not inside the Poincaré ball.*'b'"):
+            reconstruction({**pts, "b": np.array(bad)}, closure)
+    with pytest.raises(ValueError, match="not inside"):
+        reconstruction({**pts, "b": np.array([0.6, 0.0])}, closure, PoincareBall(4.0))  # radius 0.5
+    assert reconstruction({**pts, "b": np.array([1.5, 0.0])}, closure, "euclidean").n_pairs == 2
+    for bad in (np.array([0.1, 0.0, 0.0]), np.array([[0.1, 0.0]]), np.array(0.1)):
+        with pytest.raises(ValueError, match="one dimension.*'b'"):
+            reconstruction({**pts, "b": bad}, closure)
+
+
+def test_reconstruction_takes_a_numpy_distance_callable():
+    import poincare_memory
+
+    ref = poincare_memory.PoincareBall()
+    g = np.random.default_rng(0)
+    pts = {i: g.normal(size=3) * 0.2 for i in range(12)}
+    closure = [(i, i // 2) for i in range(1, 12)]
+    ours = reconstruction(pts, closure)
+    theirs = reconstruction(pts, closure, ref.distance)  # returns NumPy arrays
+    assert theirs.map == pytest.approx(ours.map) and theirs.mean_rank == pytest.approx(ours.mean_rank)
+    assert reconstruction(pts, closure, lambda x, y: np.linalg.norm(np.asarray(x) - np.asarray(y), axis=-1)).map \
+        == pytest.approx(reconstruction(pts, closure, "euclidean").map)

@@ -8,18 +8,26 @@ import torch
 from . import poincare as P
 from .conversion import as_points, check_curvature
 from .numerics import ball_margin, max_radius
+from .vocabulary import GeooptVocabulary
+from .vocabulary import check_dim as _check_dim
 
 
-class PoincareBall(geoopt.PoincareBall):
+class PoincareBall(GeooptVocabulary, geoopt.PoincareBall):
     r"""Poincaré ball of curvature ``-curvature`` (``curvature > 0``).
 
     A subclass of :class:`geoopt.PoincareBall`, so it works with
     :class:`geoopt.ManifoldParameter`, :class:`geoopt.optim.RiemannianSGD` and
     :class:`geoopt.optim.RiemannianAdam`.  It adds the methods of hypermem's API; each
     delegates to the pure function of the same name in :mod:`hypermem.geometry.poincare`
-    with ``c = curvature``.  The manifold's projection (``projx``, used by geoopt's
-    optimizers) keeps points at the dtype-aware margin of
+    with ``c = curvature``.  geoopt's own method names (``dist``, ``dist0``, ``lambda_x``,
+    ``inner``, ``mobius_matvec``, ``weighted_midpoint``...) are computed with the same
+    functions (:mod:`hypermem.geometry.vocabulary`), so ``ball.dist == ball.distance`` and
+    geoopt's optimizers and :class:`geoopt.ManifoldParameter` see the same ball.  The
+    manifold's projection (``projx``, ``retr``) keeps points at the dtype-aware margin of
     :func:`hypermem.geometry.numerics.ball_margin`.
+
+    Results are torch tensors; NumPy input keeps its floating dtype (float32 in, float32
+    out) and ``np.asarray(result)`` gives an array back.
 
     Example::
 
@@ -76,9 +84,11 @@ class PoincareBall(geoopt.PoincareBall):
         return max_radius(dtype, self.curvature)
 
     # -- hypermem API -----------------------------------------------------------------
-    def conformal_factor(self, x) -> torch.Tensor:
-        """``lambda_x = 2 / (1 - c ||x||^2)``."""
-        return P.conformal_factor(x, self._c())
+    def conformal_factor(self, x, keepdim: bool = True) -> torch.Tensor:
+        """``lambda_x = 2 / (1 - c ||x||^2)``, shape ``x.shape[:-1] + (1,)`` (as the NumPy
+        reference: it multiplies vectors directly); ``keepdim=False`` drops the last axis,
+        like geoopt's :meth:`lambda_x`."""
+        return P.conformal_factor(x, self._c(), keepdim=keepdim)
 
     def mobius_add(self, x, y, *, dim: int = -1, project: bool = True) -> torch.Tensor:  # type: ignore[override]
         """Möbius addition ``x ⊕_c y``; see :func:`hypermem.geometry.poincare.mobius_add`."""
@@ -137,11 +147,6 @@ class PoincareBall(geoopt.PoincareBall):
         """Logarithmic map at the origin."""
         _check_dim(dim)
         return P.logmap0(y, self._c())
-
-    def geodesic(self, t, x, y, *, dim: int = -1) -> torch.Tensor:  # type: ignore[override]
-        """Point at fraction ``t`` along the geodesic from ``x`` to ``y``."""
-        _check_dim(dim)
-        return P.geodesic(t, x, y, self._c())
 
     def point_at(self, direction, hyperbolic_radius) -> torch.Tensor:
         """Point at hyperbolic distance ``hyperbolic_radius`` from the origin along ``direction``."""
@@ -202,7 +207,3 @@ class PoincareBall(geoopt.PoincareBall):
         _check_dim(dim)
         return P.project(x + u, self._c())
 
-
-def _check_dim(dim: int) -> None:
-    if dim != -1:
-        raise ValueError(f"hypermem's PoincareBall reduces over the last dimension only (dim=-1), got dim={dim}")

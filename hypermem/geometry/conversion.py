@@ -3,8 +3,10 @@
 Conventions (all of :mod:`hypermem.geometry`):
 
 * inputs may be torch tensors, NumPy arrays or nested lists;
-* torch floating tensors keep their dtype and device; NumPy arrays and lists become
-  float64 (or, next to a torch tensor, that tensor's dtype and device);
+* torch floating tensors keep their dtype and device; NumPy floating arrays keep their
+  dtype (float16, float32 or float64) and go to the CPU; lists, scalars and integer
+  arrays become float64; next to a torch tensor, everything takes that tensor's dtype
+  and device (torch tensors decide, then NumPy arrays);
 * points have their coordinates in the last dimension and may carry any number of
   leading batch dimensions, which broadcast.
 """
@@ -35,20 +37,35 @@ def as_tensor(x: Any, *, dtype: torch.dtype | None = None, device: torch.device 
         if device is not None and t.device != torch.device(device):
             t = t.to(device)
         return t
+    if dtype is None:
+        dtype = numpy_float_dtype(x) or torch.float64
     try:
-        arr = np.asarray(x, dtype=np.float64)
+        arr = np.asarray(x, dtype=_NP_OF[dtype] if dtype in _NP_OF else np.float64)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{name} must be a tensor, an array or a nested list of numbers, "
                         f"got {type(x).__name__}") from exc
-    return torch.as_tensor(arr, dtype=dtype or torch.float64, device=device)
+    return torch.as_tensor(arr, dtype=dtype, device=device)
+
+
+_NP_FLOATS = {np.dtype(np.float16): torch.float16, np.dtype(np.float32): torch.float32,
+              np.dtype(np.float64): torch.float64}
+_NP_OF = {torch.float16: np.float16, torch.float32: np.float32, torch.float64: np.float64}
+
+
+def numpy_float_dtype(x: Any) -> torch.dtype | None:
+    """The torch dtype of a NumPy floating array or scalar (float16/32/64), else None."""
+    if isinstance(x, (np.ndarray, np.generic)):
+        return _NP_FLOATS.get(x.dtype)
+    return None
 
 
 def as_tensors(*xs: Any, names: tuple[str, ...] | None = None) -> tuple[torch.Tensor, ...]:
     """Convert several inputs together.
 
     Torch tensors among the inputs decide the dtype (promoted between them) and the
-    device (the first one's); array-likes follow them.  Without any torch tensor,
-    everything becomes float64 on the CPU.
+    device (the first one's); array-likes follow them.  Without any torch tensor, NumPy
+    floating arrays decide the dtype (promoted between them, so two float32 arrays stay
+    float32), on the CPU; lists and scalars alone become float64.
     """
     names = names or tuple(f"input {i}" for i in range(len(xs)))
     tensors = [x for x in xs if _is_tensor(x)]
@@ -62,7 +79,12 @@ def as_tensors(*xs: Any, names: tuple[str, ...] | None = None) -> tuple[torch.Te
             if t.device != device:
                 raise ValueError(f"inputs are on different devices: {device} and {t.device}")
     else:
-        dtype, device = torch.float64, None
+        dtype, device = None, None
+        for x in xs:
+            nd = numpy_float_dtype(x)
+            if nd is not None:
+                dtype = nd if dtype is None else torch.promote_types(dtype, nd)
+        dtype = dtype or torch.float64
     return tuple(as_tensor(x, dtype=dtype, device=device, name=n) for x, n in zip(xs, names))
 
 

@@ -93,12 +93,12 @@ def arcosh1p(u: torch.Tensor) -> torch.Tensor:
     """``arcosh(1 + u) = log1p(u + sqrt(u (u + 2)))`` for ``u >= 0``.
 
     Written in terms of ``u = z - 1`` so that small distances keep full relative
-    precision (``arcosh(z)`` loses half the digits when ``z`` is near 1).  ``u`` is
-    clamped to a tiny positive floor, which makes the gradient finite (and zero) at
-    ``u = 0``.
+    precision (``arcosh(z)`` loses half the digits when ``z`` is near 1).  ``u <= 0``
+    gives exactly 0 (so ``d(x, x) = 0``); the formula itself sees ``u`` clamped to a tiny
+    positive floor, which keeps the gradient finite (and zero) at ``u = 0``.
     """
-    u = u.clamp_min(tiny(u.dtype))
-    return torch.log1p(u + torch.sqrt(u * (u + 2.0)))
+    v = u.clamp_min(tiny(u.dtype))
+    return torch.where(u > 0, torch.log1p(v + torch.sqrt(v * (v + 2.0))), torch.zeros_like(v))
 
 
 def safe_norm(x: torch.Tensor, dim: int = -1, keepdim: bool = False) -> torch.Tensor:

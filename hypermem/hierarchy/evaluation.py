@@ -33,6 +33,7 @@ import math
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from ..geometry import PoincareBall
@@ -92,27 +93,46 @@ def _euclidean_rank_key(q: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
     return out.mul_(-2.0).add_((q * q).sum(-1)[:, None]).add_((p * p).sum(-1)[None, :]).clamp_(min=0.0)
 
 
+def _ball_curvature(distance) -> float | None:
+    """The curvature of the Poincaré ball ``distance`` names, or None (another geometry)."""
+    if distance is None or (isinstance(distance, str) and distance == "poincare"):
+        return 1.0
+    if getattr(distance, "geometry", None) == "poincare":  # a HierarchyEmbedding
+        return distance.ball.curvature
+    if isinstance(distance, PoincareBall):
+        return distance.curvature
+    return None
+
+
 def _pairwise_fn(distance) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """Turn the ``distance`` argument into an all-pairs function ``(B, d), (n, d) -> (B, n)``
     whose values rank like the distances (reconstruction only needs the ranking)."""
-    if distance is None or distance == "poincare":
-        return _poincare_rank_key(1.0)
-    if distance == "euclidean":
+    if isinstance(distance, str) and distance == "euclidean":
         return _euclidean_rank_key
-    geometry = getattr(distance, "geometry", None)  # a HierarchyEmbedding
-    if geometry == "euclidean":
+    if getattr(distance, "geometry", None) == "euclidean":
         return _euclidean_rank_key
-    if geometry == "poincare":
-        return _poincare_rank_key(distance.ball.curvature)
-    if isinstance(distance, PoincareBall) and not distance._learnable:
-        return _poincare_rank_key(distance.curvature)
+    c = _ball_curvature(distance)
+    if c is not None and not getattr(distance, "_learnable", False):
+        return _poincare_rank_key(c)
     if hasattr(distance, "pairwise_distance"):
-        return distance.pairwise_distance
+        return _as_tensor_output(distance.pairwise_distance)
     if callable(distance):
-        # a row-wise distance that broadcasts, like ball.distance
-        return lambda q, p: distance(q[:, None, :], p[None, :, :])
+        # a row-wise distance that broadcasts, like ball.distance (NumPy results are fine)
+        fn = _as_tensor_output(distance)
+        return lambda q, p: fn(q[:, None, :], p[None, :, :])
     raise ValueError(f"distance must be 'poincare', 'euclidean', an object with pairwise_distance "
                      f"(a PoincareBall) or a broadcasting callable, got {distance!r}")
+
+
+def _as_tensor_output(fn):
+    """``fn`` with its result turned into a tensor on the inputs' device (a user's NumPy
+    distance returns arrays)."""
+    def wrapped(q: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+        out = fn(q, p)
+        if not isinstance(out, torch.Tensor):
+            out = torch.as_tensor(np.asarray(out, dtype=np.float64), device=q.device)
+        return out
+    return wrapped
 
 
 def _points_tensor(points, nodes, device=None) -> tuple[torch.Tensor, list]:
@@ -122,6 +142,12 @@ def _points_tensor(points, nodes, device=None) -> tuple[torch.Tensor, list]:
         if missing:
             raise ValueError(f"no point for node {missing[0]!r}")
         rows = [as_tensor(points[n], name=f"points[{n!r}]") for n in labels]
+        for n, r in zip(labels, rows):
+            if r.dim() != 1 or r.shape != rows[0].shape:
+                raise ValueError(f"points must all be vectors of one dimension: node {labels[0]!r} has shape "
+                                 f"{tuple(rows[0].shape)}, node {n!r} has shape {tuple(r.shape)}")
+        if not rows:
+            raise ValueError("points is empty: there is nothing to evaluate")
         x = torch.stack([r.to(rows[0].dtype) for r in rows])
     else:
         x = as_tensor(points, name="points")
@@ -171,9 +197,14 @@ def reconstruction(points: Mapping[Hashable, object] | torch.Tensor,
     if isinstance(closure, Relations) and nodes is None and not isinstance(points, Mapping):
         nodes = closure.nodes
     x, labels = _points_tensor(points, nodes, device)
+    c = _ball_curvature(distance)
+    if c is not None:
+        _check_in_ball(x, labels, c)
     rel = as_relations(closure, nodes=labels, device=x.device)
     if rel.n != x.shape[0]:
         raise ValueError(f"{x.shape[0]} points but {rel.n} nodes in the closure")
+    if rel.pairs.numel() == 0:
+        raise ValueError("the closure has no pairs: reconstruction needs at least one related (u, v) pair")
     pair = _pairwise_fn(distance)
     n = rel.n
     offsets, targets = rel.csr()
@@ -238,6 +269,17 @@ def reconstruction(points: Mapping[Hashable, object] | torch.Tensor,
         if per_query else None,
         pair_ranks=pair_ranks,
     )
+
+
+def _check_in_ball(x: torch.Tensor, labels: list, c: float) -> None:
+    """Points of a Poincaré evaluation must lie strictly inside the ball ``c ||x||^2 < 1``:
+    on or beyond the boundary every distance is infinite or meaningless (and all ties)."""
+    bad = (c * (x * x).sum(-1) >= 1.0).nonzero()
+    if bad.numel():
+        i = int(bad[0])
+        raise ValueError(f"{bad.numel()} point(s) are not inside the Poincaré ball of curvature {c:g}: node "
+                         f"{labels[i]!r} has norm {float(x[i].norm()):.6g} (radius {c ** -0.5:.6g}); project "
+                         f"them (PoincareBall.project) or evaluate with distance='euclidean'")
 
 
 def _count_below(d: torch.Tensor, thresholds: torch.Tensor) -> torch.Tensor:

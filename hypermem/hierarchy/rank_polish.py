@@ -262,7 +262,7 @@ def _steps_around(ball: PoincareBall, y: torch.Tensor, lengths, per_length: int,
     """Random points at the given hyperbolic distances from ``y`` (``per_length`` each)."""
     lengths = torch.tensor(lengths, dtype=y.dtype, device=y.device).repeat_interleave(per_length)
     v = torch.randn(lengths.numel(), y.shape[0], generator=g, dtype=y.dtype).to(y.device)
-    v = v / v.norm(dim=1, keepdim=True) * (lengths / ball.conformal_factor(y))[:, None]
+    v = v / v.norm(dim=1, keepdim=True) * (lengths / ball.lambda_x(y))[:, None]
     return ball.expmap(y[None].expand(v.shape[0], -1), v)
 
 

@@ -12,8 +12,13 @@ ball of curvature ``-c`` are scaled by ``sqrt(c)`` first):
   / (||x|| ||x - y|| sqrt(1 + ||x||^2 ||y||^2 - 2 <x,y>)))``;
 * energy (eq. 30): ``E(x, y) = max(0, Xi(x, y) - psi(x))``, zero inside the cone.
 
-``psi`` is defined for ``||x|| >= eps_K`` with ``K(1-eps^2)/eps = 1``; closer to the origin
-the argument of ``arcsin`` is clamped to 1 (the cone becomes a half-space).
+``psi`` is defined for ``||x|| >= eps_K`` with ``K(1-eps^2)/eps = 1``, i.e.
+``eps_K = (sqrt(1 + 4K^2) - 1) / (2K)`` (0.0990 for ``K = 0.1``).  Inside that central
+region the cone is undefined; as in the NumPy reference it is taken to contain
+everything: ``psi = pi``, so ``in_cone(x, y)`` holds for every ``y`` and the energy is 0.
+Ganea et al. keep trained points out of the region (``hypermem.hierarchy.cones``
+projects them onto its boundary), so training and the store's cone placement (parents at
+depth >= ``base_depth``, outside the region) never see the jump from ``pi/2`` to ``pi``.
 """
 
 from __future__ import annotations
@@ -48,7 +53,9 @@ def _check_k(K: float) -> None:
 
 
 def half_aperture(x, ball=None, K: float = DEFAULT_K) -> torch.Tensor:
-    """Half-aperture ``psi(x) = arcsin(K (1 - ||x||^2) / ||x||)`` (radians), shape ``x.shape[:-1]``.
+    """Half-aperture ``psi(x) = arcsin(K (1 - ||x||^2) / ||x||)`` (radians), shape ``x.shape[:-1]``;
+    ``pi`` inside the central region where the argument exceeds 1 (the cone is undefined
+    there and contains everything; see the module docstring).
 
     ``ball`` is a :class:`~hypermem.geometry.PoincareBall` or a curvature (default 1).
     """
@@ -57,7 +64,9 @@ def half_aperture(x, ball=None, K: float = DEFAULT_K) -> torch.Tensor:
     x = x * _scale(ball)
     n = safe_norm(x)
     eps = _ACOS_EPS.get(x.dtype, 1e-6)
-    return torch.asin((K * (1.0 - n * n) / n).clamp(-1.0 + eps, 1.0 - eps))
+    arg = K * (1.0 - n * n) / n
+    psi = torch.asin(arg.clamp(-1.0 + eps, 1.0 - eps))
+    return torch.where(arg > 1.0, torch.full_like(psi, math.pi), psi)
 
 
 def cone_angle(x, y, ball=None) -> torch.Tensor:
