@@ -13,6 +13,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from urllib.parse import quote
 
+import numpy as np
 import pytest
 import torch
 
@@ -128,7 +129,7 @@ def test_weight_timeline_matches_the_policy_at_every_time():
     for s, ws in zip(tl["seconds"], tl["weights"]):
         want = mem.time_weights(at_time=datetime.fromtimestamp(s, timezone.utc)).tolist()
         assert all(abs(a - b) <= 5e-4 * b for a, b in zip(ws, want))  # 4 significant digits
-    assert tl["seconds"][0] == min(r.t.timestamp() for r in mem) and tl["seconds"][-1] > NOW.timestamp()
+    assert tl["seconds"][0] == min(r.t.timestamp() for r in mem) and tl["seconds"][-1] >= NOW.timestamp()
     with pytest.raises(ValueError, match="steps"):
         weight_timeline(mem, steps=1)
 
@@ -167,8 +168,12 @@ def test_render_html_escapes_everything_and_embeds_the_snapshot():
     data = re.search(r'<script type="application/json" id="hm-data">(.*?)</script>', page, flags=re.S).group(1)
     doc = json.loads(data)
     assert doc["title"] == title
-    assert doc["snapshot"]["nodes"] == json.loads(json.dumps(to_dict(mem)))["nodes"]
-    assert script_json({"x": "</script>"}) == '{"x": "\\u003c/script\\u003e"}'
+    # The compact columns hold every memory as it is stored (texts, ids, parents, metadata).
+    assert doc["ids"] == mem.ids and doc["texts"] == [r.text for r in mem] and doc["n"] == len(mem)
+    parents = np.frombuffer(base64.b64decode(doc["parent"]), dtype="<i4").tolist()
+    assert parents == [-1 if r.parent_id is None else mem.ids.index(r.parent_id) for r in mem]
+    assert {int(k): v for k, v in doc["meta"].items()} == {i: r.meta for i, r in enumerate(mem) if r.meta}
+    assert script_json({"x": "</script>"}) == '{"x":"\\u003c/script\\u003e"}'
 
 
 def test_inspect_writes_the_page_and_jupyter_gets_an_iframe(tmp_path):
@@ -198,7 +203,7 @@ def test_open_browser_and_an_empty_memory(tmp_path, monkeypatch):
     mem.inspect(tmp_path / "p.html", open_browser=True)
     assert opened[1] == (tmp_path / "p.html").resolve().as_uri()
     empty = Memory()
-    assert to_dict(empty)["nodes"] == [] and '"nodes": []' in render_html(empty)
+    assert to_dict(empty)["nodes"] == [] and '"ids":[]' in render_html(empty)
 
 
 def test_plot_draws_every_memory(tmp_path):
@@ -255,12 +260,13 @@ def test_inspector_in_headless_chromium_with_hostile_text(tmp_path):
     assert attr(dom, "data-errors") == "0", re.search(r'<pre id="hm-errors"[^>]*>(.*?)</pre>', dom, re.S)
     assert attr(dom, "data-points-drawn") == str(len(mem)) == attr(dom, "data-drawn")
     assert "data-pwned=\"" not in dom
-    # The hostile text is on the page as text, in the table and the tree.
-    assert dom.count(html.escape(HOSTILE, quote=False)) >= 2
+    # The hostile text is on the page as text: in the table's text cell and as its title.
+    assert dom.count(html.escape(HOSTILE, quote=False)) >= 1
+    assert re.search(r'<td title="[^"]*">' + re.escape(html.escape(HOSTILE, quote=False)) + "</td>", dom)
     assert len(re.findall(r"<tr data-id=", dom)) == len(mem)
     assert attr(dom, "data-selected") == sel
     assert attr(dom, "data-highlighted") == "3"  # itself, its parent, its child
-    rows = re.findall(r'<tr data-id="[^"]*" class="hm-(self|ancestor|descendant)"', dom)
+    rows = re.findall(r'<tr data-id="[^"]*" data-row="\d+" class="hm-(self|ancestor|descendant)"', dom)
     labels = re.findall(r'class="hm-label hm-(self|ancestor|descendant)"', dom)
     assert sorted(rows) == sorted(labels) == ["ancestor", "descendant", "self"]
     data = shot.read_bytes()

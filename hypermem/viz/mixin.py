@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import tempfile
 import webbrowser
-from datetime import datetime
+from collections.abc import Callable
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 __all__ = ["InspectMixin"]
 
@@ -15,11 +17,15 @@ class InspectMixin:
     """Looking at a memory: the HTML inspector, the Jupyter view and a matplotlib plot."""
 
     def inspect(self, path: str | os.PathLike | None = None, open_browser: bool = False, title: str | None = None,
-                layout: str = "auto", at_time: datetime | None = None) -> str:
-        """The self-contained offline inspector page (Poincaré disk, time slider, sortable
-        table, collapsible tree, filter; see :mod:`hypermem.viz.html`).  Returns the HTML;
-        writes it (atomically) when ``path`` is given; ``open_browser`` opens it (in a
-        temporary file when there is no ``path``).
+                layout: str = "auto", at_time: datetime | None = None, label: Callable[[Any], str] | None = None,
+                future: timedelta | None = None) -> str:
+        """The self-contained offline inspector page (a hyperbolic browser of the Poincaré
+        disk with focus + context, labels, time slider, table, tree, filter and search; see
+        :mod:`hypermem.viz.html`).  ``label`` maps a record to its short label (default: the
+        meta keys ``label``, ``name``, ``lemma``, ``title``, else the text's first words);
+        ``future`` lets the time slider run past now.  Returns the HTML; writes it
+        (atomically) when ``path`` is given; ``open_browser`` opens it (in a temporary file
+        when there is no ``path``).
 
         >>> from hypermem import Memory
         >>> mem = Memory(); _ = mem.add("animals")
@@ -29,7 +35,7 @@ class InspectMixin:
         from ..store.atomic import atomic_write_text
         from .html import render_html
 
-        page = render_html(self, title=title, at_time=at_time, layout=layout)
+        page = render_html(self, title=title, at_time=at_time, layout=layout, label=label, future=future)
         if path is not None:
             atomic_write_text(path, page)
         if open_browser:

@@ -1,0 +1,106 @@
+// core.js: the data (decoded from the compact embedded format), the tree arrays and the
+// Möbius transformations of the unit disk.  Concatenated with disk.js, panels.js and
+// boot.js inside one strict-mode function by hypermem/viz/html.py.
+var errEl = document.getElementById("hm-errors");
+window.hmPendingErrors.forEach(function (m) { errEl.hidden = false; errEl.textContent += m + "\n"; });
+var MARKS = {};
+function mark(name, since) { MARKS[name] = Math.round((performance.now() - since) * 10) / 10; }
+var tStart = performance.now();
+var D = JSON.parse(document.getElementById("hm-data").textContent);
+var N = D.n, IDS = D.ids, TEXTS = D.texts, LABELS = D.labels;
+
+function decode(s, Type) {
+  var bin = atob(s), n = bin.length, bytes = new Uint8Array(n);
+  for (var i = 0; i < n; i++) { bytes[i] = bin.charCodeAt(i); }
+  return new Type(bytes.buffer);
+}
+var PARENT = decode(D.parent, Int32Array), RAD = decode(D.radius, Float32Array);
+var ANG = decode(D.angle, Uint32Array), TIME = decode(D.time, Float32Array);
+var ACCESS = D.access ? decode(D.access, Uint32Array) : null;
+var W = D.weights ? decode(D.weights, Uint8Array) : null;
+var SQRT_C = Math.sqrt(D.config.curvature);
+
+// Unit-disk positions: x + iy = tanh(radius / 2) exp(i angle).
+var X = new Float64Array(N), Y = new Float64Array(N);
+for (var i0 = 0; i0 < N; i0++) {
+  var th = ANG[i0] * (2 * Math.PI / 4294967296), rr = Math.tanh(RAD[i0] / 2);
+  X[i0] = rr * Math.cos(th); Y[i0] = rr * Math.sin(th);
+}
+
+// Children in CSR form (row order), roots, breadth-first order and levels.
+var KSTART = new Int32Array(N + 1), KIDS = new Int32Array(N), ROOTS = [];
+(function () {
+  for (var i = 0; i < N; i++) { if (PARENT[i] >= 0) { KSTART[PARENT[i] + 1] += 1; } else { ROOTS.push(i); } }
+  for (var k = 0; k < N; k++) { KSTART[k + 1] += KSTART[k]; }
+  var fill = KSTART.slice(0, N);
+  for (var j = 0; j < N; j++) { if (PARENT[j] >= 0) { KIDS[fill[PARENT[j]]++] = j; } }
+})();
+function nKids(i) { return KSTART[i + 1] - KSTART[i]; }
+var ORDER = new Int32Array(N), LEVEL = new Int32Array(N);
+(function () {
+  var head = 0, tail = 0;
+  ROOTS.forEach(function (r) { ORDER[tail++] = r; });
+  while (head < tail) {
+    var p = ORDER[head++];
+    for (var k = KSTART[p]; k < KSTART[p + 1]; k++) { LEVEL[KIDS[k]] = LEVEL[p] + 1; ORDER[tail++] = KIDS[k]; }
+  }
+})();
+var ROW = new Map();
+for (var i1 = 0; i1 < N; i1++) { ROW.set(IDS[i1], i1); }
+function label(i) { return LABELS[i] || TEXTS[i]; }
+function meta(i) { return D.meta[String(i)] || {}; }
+function metaText(i) { var m = D.meta[String(i)]; return m ? JSON.stringify(m) : ""; }
+var HAY = new Array(N), LAB_LOW = new Array(N);
+for (var i2 = 0; i2 < N; i2++) {
+  LAB_LOW[i2] = label(i2).toLowerCase();
+  HAY[i2] = (IDS[i2] + "\n" + LAB_LOW[i2] + "\n" + TEXTS[i2] + "\n" + metaText(i2)).toLowerCase();
+}
+
+var TL = D.timeline, STEPS = TL.seconds.length;
+var state = { t: TL.index, selected: -1, hasSel: false, filter: "", focus: -1, sortKey: "row", sortDir: 1 };
+var MATCH = new Uint8Array(N).fill(1), ROLE = new Int8Array(N);  // ROLE: 1 self, 2 ancestor, 3 descendant
+var ROLE_NAMES = ["other", "self", "ancestor", "descendant"];
+function weight(i) { return W ? W[state.t * N + i] / 255 : 1; }
+function timeOf(i) { return D.t0 + TIME[i]; }
+function iso(s) { return new Date(s * 1000).toISOString().slice(0, 16).replace("T", " "); }
+function depthOf(i) { return RAD[i] / SQRT_C; }
+function fmt(x, d) { return (typeof x === "number" && isFinite(x)) ? x.toFixed(d) : ""; }
+function el(tag, text, cls) {
+  var e = document.createElement(tag);
+  if (text !== undefined && text !== null) { e.textContent = String(text); }
+  if (cls) { e.className = cls; }
+  return e;
+}
+
+// ---------------------------------------------------------------- Möbius view
+// The view is a disk automorphism z -> (a z + b) / (conj(b) z + conj(a)) with
+// |a|^2 - |b|^2 = 1 (a rotation composed with a translation), kept as [ar, ai, br, bi].
+// The translation that moves the point w to the centre, z -> (z - w) / (1 - conj(w) z),
+// is a = 1 / k, b = -w / k with k = sqrt(1 - |w|^2) (Lamping, Rao & Pirolli 1995).
+var IDENTITY = [1, 0, 0, 0];
+function translation(wx, wy) {
+  var k = Math.sqrt(Math.max(1 - wx * wx - wy * wy, 1e-300));
+  return [1 / k, 0, -wx / k, -wy / k];
+}
+function compose(m1, m2) {  // m1 after m2: the matrix product [[a1, b1], [b1*, a1*]] [[a2, b2], [b2*, a2*]]
+  var ar = m1[0] * m2[0] - m1[1] * m2[1] + m1[2] * m2[2] + m1[3] * m2[3];
+  var ai = m1[0] * m2[1] + m1[1] * m2[0] + m1[3] * m2[2] - m1[2] * m2[3];
+  var br = m1[0] * m2[2] - m1[1] * m2[3] + m1[2] * m2[0] + m1[3] * m2[1];
+  var bi = m1[0] * m2[3] + m1[1] * m2[2] + m1[3] * m2[0] - m1[2] * m2[1];
+  var s = Math.sqrt(Math.max(ar * ar + ai * ai - br * br - bi * bi, 1e-300));
+  return [ar / s, ai / s, br / s, bi / s];
+}
+function apply(m, x, y, out) {
+  var nr = m[0] * x - m[1] * y + m[2], ni = m[0] * y + m[1] * x + m[3];
+  var dr = m[2] * x + m[3] * y + m[0], di = m[2] * y - m[3] * x - m[1];
+  var dd = dr * dr + di * di;
+  out[0] = (nr * dr + ni * di) / dd; out[1] = (ni * dr - nr * di) / dd;
+  return out;
+}
+// The point a fraction f of the way from the centre to w along the geodesic (a diameter).
+function along(wx, wy, f) {
+  var r = Math.sqrt(wx * wx + wy * wy);
+  if (r < 1e-300) { return [0, 0]; }
+  var s = Math.tanh(f * Math.atanh(Math.min(r, 1 - 1e-16))) / r;
+  return [wx * s, wy * s];
+}

@@ -1,0 +1,229 @@
+// disk.js: drawing the Poincaré disk through the current Möbius view, with level of
+// detail (one point per 3 x 3 pixel cell, breadth first, once the memory is large),
+// geodesic links, non-overlapping labels (largest nodes first), hit testing.
+var canvas = document.getElementById("hm-disk");
+var ctx = canvas.getContext("2d");
+var CSS = 600, dpr = window.devicePixelRatio || 1;
+canvas.width = Math.round(CSS * dpr); canvas.height = Math.round(CSS * dpr);
+canvas.style.width = CSS + "px"; canvas.style.height = CSS + "px";
+var RPX = CSS / 2 - 14, C0 = CSS / 2, CELL = 3, GRID = Math.ceil(CSS / CELL);
+var LOD_ALL = 4000;  // up to this many memories every point is drawn
+var COLORS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"];
+var ROLE_COLORS = [null, "#000000", "#ff7f0e", "#d62728"];
+var view = IDENTITY.slice();
+var VX = new Float64Array(N), VY = new Float64Array(N), SIZE = new Float32Array(N);
+var OCC = new Int32Array(GRID * GRID), DRAWN = new Int32Array(N), nDrawn = 0, LABELED = [];
+var LABEL_W = new Float32Array(N).fill(-1);
+var tmp = [0, 0];
+
+function transformAll() {
+  var m = view;
+  for (var i = 0; i < N; i++) {
+    apply(m, X[i], Y[i], tmp);
+    VX[i] = tmp[0]; VY[i] = tmp[1];
+  }
+}
+function pxX(x) { return C0 + x * RPX; }
+function pxY(y) { return C0 - y * RPX; }
+// Drawn radius in pixels: the Euclidean size of a fixed hyperbolic disk, ~ (1 - |z|^2).
+function sizeOf(i) {
+  var q = 1 - VX[i] * VX[i] - VY[i] * VY[i];
+  return 1 + 8 * Math.max(q, 0) * (0.45 + 0.55 * Math.sqrt(weight(i)));
+}
+
+function geodesicPath(ax, ay, bx, by) {
+  // The geodesic through a and b is an arc of the circle orthogonal to the boundary: its
+  // centre c solves 2 c.a = |a|^2 + 1 and 2 c.b = |b|^2 + 1.  Short links are drawn straight.
+  var pa0 = pxX(ax), pa1 = pxY(ay), pb0 = pxX(bx), pb1 = pxY(by);
+  var det = ax * by - ay * bx, dx = pb0 - pa0, dy = pb1 - pa1;
+  ctx.moveTo(pa0, pa1);
+  if (dx * dx + dy * dy < 900 || Math.abs(det) < 1e-9) { ctx.lineTo(pb0, pb1); return; }
+  var ka = (ax * ax + ay * ay + 1) / 2, kb = (bx * bx + by * by + 1) / 2;
+  var cx = (ka * by - kb * ay) / det, cy = (ax * kb - bx * ka) / det;
+  var r = Math.sqrt(Math.max(cx * cx + cy * cy - 1, 0));
+  if (!isFinite(r) || r > 1e4) { ctx.lineTo(pb0, pb1); return; }
+  var pcx = pxX(cx), pcy = pxY(cy);
+  var t0 = Math.atan2(pa1 - pcy, pa0 - pcx), t1 = Math.atan2(pb1 - pcy, pb0 - pcx), d = t1 - t0;
+  while (d > Math.PI) { d -= 2 * Math.PI; }
+  while (d < -Math.PI) { d += 2 * Math.PI; }
+  ctx.arc(pcx, pcy, r * RPX, t0, t0 + d, d < 0);
+}
+
+function drawGrid() {
+  ctx.fillStyle = "#f7f7fb"; ctx.strokeStyle = "#444"; ctx.lineWidth = 1.5;
+  ctx.beginPath(); ctx.arc(C0, C0, RPX, 0, 2 * Math.PI); ctx.fill(); ctx.stroke();
+  // Hyperbolic circles r = 1, 2, ... around the origin, moved by the view: a hyperbolic circle of
+  // radius s around c is the Euclidean circle of centre c (1 - t^2) / (1 - t^2 |c|^2) and radius
+  // t (1 - |c|^2) / (1 - t^2 |c|^2), t = tanh(s / 2).
+  apply(view, 0, 0, tmp);
+  var cx = tmp[0], cy = tmp[1], c2 = cx * cx + cy * cy;
+  ctx.setLineDash([3, 4]); ctx.strokeStyle = "#ccc"; ctx.lineWidth = 1;
+  ctx.fillStyle = "#999"; ctx.font = "10px sans-serif";
+  for (var depth = 1; depth <= 16; depth++) {
+    var t = Math.tanh(SQRT_C * depth / 2), den = 1 - t * t * c2;
+    var rad = t * (1 - c2) / den * RPX;
+    if (rad < 3 || t > 0.999) { break; }
+    var ex = pxX(cx * (1 - t * t) / den), ey = pxY(cy * (1 - t * t) / den);
+    ctx.beginPath(); ctx.arc(ex, ey, rad, 0, 2 * Math.PI); ctx.stroke();
+    if (depth <= 4) { ctx.fillText("r=" + depth, ex + 3, ey - rad + 11); }
+  }
+  ctx.setLineDash([]);
+}
+
+// Choose the points to draw: every one for small memories; else breadth first (shallow
+// memories first), one per grid cell, matches of the filter before the rest, while the
+// selected memory and its relatives are always drawn.
+function choose() {
+  OCC.fill(0);
+  nDrawn = 0;
+  var all = N <= LOD_ALL, filtering = state.filter !== "";
+  for (var pass = 0; pass < (filtering ? 2 : 1); pass++) {
+    for (var k = 0; k < N; k++) {
+      var i = ORDER[k];
+      if (filtering && (MATCH[i] === 1) !== (pass === 0)) { continue; }
+      var x = VX[i], y = VY[i];
+      var gx = Math.floor(pxX(x) / CELL), gy = Math.floor(pxY(y) / CELL);
+      var cell = (gx < 0 || gy < 0 || gx >= GRID || gy >= GRID) ? -1 : gy * GRID + gx;
+      var keep = all || (state.hasSel && ROLE[i] > 0 && ROLE[i] < 3) || i === state.focus;
+      if (cell >= 0 && OCC[cell] === 0) { OCC[cell] = i + 1; keep = true; }
+      if (keep) { DRAWN[nDrawn++] = i; SIZE[i] = sizeOf(i); }
+    }
+  }
+}
+
+function drawLinks() {
+  var dimPath = [], hotPath = [];
+  ctx.lineWidth = 1;
+  ctx.beginPath();
+  ctx.strokeStyle = "rgba(90,90,110,0.35)";
+  for (var k = 0; k < nDrawn; k++) {
+    var i = DRAWN[k], p = PARENT[i];
+    if (p < 0) { continue; }
+    if (state.hasSel && ROLE[i] > 1 && ROLE[p] > 0) { hotPath.push(i); continue; }
+    if (state.filter && !MATCH[i] && !MATCH[p]) { dimPath.push(i); continue; }
+    var dx = (VX[i] - VX[p]) * RPX, dy = (VY[i] - VY[p]) * RPX;
+    if (dx * dx + dy * dy < 2.25) { continue; }
+    geodesicPath(VX[p], VY[p], VX[i], VY[i]);
+  }
+  ctx.stroke();
+  ctx.beginPath(); ctx.strokeStyle = "rgba(90,90,110,0.07)";
+  dimPath.forEach(function (i) { geodesicPath(VX[PARENT[i]], VY[PARENT[i]], VX[i], VY[i]); });
+  ctx.stroke();
+  ctx.lineWidth = 2;
+  [2, 3].forEach(function (role) {
+    ctx.beginPath(); ctx.strokeStyle = ROLE_COLORS[role];
+    hotPath.forEach(function (i) {
+      if ((role === 3) === (ROLE[i] === 3)) { geodesicPath(VX[PARENT[i]], VY[PARENT[i]], VX[i], VY[i]); }
+    });
+    ctx.stroke();
+  });
+  if (state.hasSel && state.selected >= 0 && PARENT[state.selected] >= 0 && ROLE[state.selected] === 1) {
+    var s = state.selected, p = PARENT[s];
+    ctx.beginPath(); ctx.strokeStyle = ROLE_COLORS[2];
+    geodesicPath(VX[p], VY[p], VX[s], VY[s]); ctx.stroke();
+  }
+}
+
+function drawPoints() {
+  // Buckets by colour and by one of four opacities, one path each.
+  var buckets = new Map();
+  for (var k = 0; k < nDrawn; k++) {
+    var i = DRAWN[k], w = weight(i), role = state.hasSel ? ROLE[i] : -1;
+    var alpha = MATCH[i] ? 0.35 + 0.65 * w : 0.06;
+    if (role === 0) { alpha = Math.min(alpha, 0.15); } else if (role > 0) { alpha = 1; }
+    var color = role > 0 ? ROLE_COLORS[role] : COLORS[LEVEL[i] % COLORS.length];
+    var key = color + Math.min(3, Math.floor(alpha * 4));
+    var b = buckets.get(key);
+    if (!b) { b = { color: color, alpha: Math.min(3, Math.floor(alpha * 4)) / 4 + 0.12, rows: [] }; buckets.set(key, b); }
+    b.rows.push(i);
+  }
+  buckets.forEach(function (b) {
+    ctx.globalAlpha = Math.min(1, b.alpha); ctx.fillStyle = b.color;
+    ctx.beginPath();
+    b.rows.forEach(function (i) {
+      var x = pxX(VX[i]), y = pxY(VY[i]), r = SIZE[i] + (state.hasSel && ROLE[i] > 0 ? 1 : 0);
+      if (r < 1.6) { ctx.rect(x - r, y - r, 2 * r, 2 * r); } else { ctx.moveTo(x + r, y); ctx.arc(x, y, r, 0, 2 * Math.PI); }
+    });
+    ctx.fill();
+  });
+  ctx.globalAlpha = 1;
+}
+
+// Labels for the nodes with room: largest drawn nodes first, each label placed right of its
+// node unless it would overlap a label already placed.
+function drawLabels() {
+  LABELED = [];
+  var cand = [];
+  for (var k = 0; k < nDrawn; k++) {
+    var i = DRAWN[k];
+    if (SIZE[i] >= 2.5 && (!state.filter || MATCH[i])) { cand.push(i); }
+  }
+  cand.sort(function (a, b) { return SIZE[b] - SIZE[a] || a - b; });
+  if (state.selected >= 0 && cand.indexOf(state.selected) > 0) {
+    cand.splice(cand.indexOf(state.selected), 1); cand.unshift(state.selected);
+  }
+  ctx.font = "11px sans-serif"; ctx.textBaseline = "middle";
+  var boxes = [], limit = Math.min(cand.length, 400);
+  for (var c = 0; c < limit && boxes.length < 90; c++) {
+    var j = cand[c], text = label(j);
+    if (text.length > 28) { text = text.slice(0, 27) + "\u2026"; }
+    if (LABEL_W[j] < 0) { LABEL_W[j] = ctx.measureText(text).width; }
+    var x = pxX(VX[j]) + SIZE[j] + 2, y = pxY(VY[j]), w = LABEL_W[j];
+    var box = [x - 1, y - 7, x + w + 1, y + 7];
+    if (box[2] > CSS || box[1] < 0 || box[3] > CSS) { continue; }
+    var clash = false;
+    for (var b = 0; b < boxes.length && !clash; b++) {
+      var o = boxes[b];
+      clash = box[0] < o[2] && o[0] < box[2] && box[1] < o[3] && o[1] < box[3];
+    }
+    if (clash) { continue; }
+    boxes.push(box);
+    LABELED.push(j);
+    ctx.fillStyle = "rgba(247,247,251,0.8)"; ctx.fillRect(box[0], box[1], box[2] - box[0], box[3] - box[1]);
+    ctx.fillStyle = state.hasSel && ROLE[j] > 0 ? ROLE_COLORS[ROLE[j]] : "#222";
+    ctx.fillText(text, x, y);
+  }
+  ctx.textBaseline = "alphabetic";
+}
+
+function draw() {
+  var t0 = performance.now();
+  transformAll();
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  ctx.clearRect(0, 0, CSS, CSS);
+  drawGrid();
+  choose();
+  drawLinks();
+  drawPoints();
+  drawLabels();
+  if (state.selected >= 0) {
+    var s = state.selected;
+    ctx.strokeStyle = "#000"; ctx.lineWidth = 2;
+    ctx.beginPath(); ctx.arc(pxX(VX[s]), pxY(VY[s]), SIZE[s] + 5, 0, 2 * Math.PI); ctx.stroke();
+  }
+  canvas.setAttribute("data-points-drawn", String(nDrawn));
+  canvas.setAttribute("data-labels-drawn", String(LABELED.length));
+  document.body.setAttribute("data-drawn", String(nDrawn));
+  mark("draw", t0);
+}
+
+// The drawn memory nearest the pointer (within 12 px), from the occupancy grid and the labels.
+function nearest(mx, my) {
+  var best = -1, bd = 144, g0 = Math.floor(mx / CELL), g1 = Math.floor(my / CELL), reach = 5;
+  function consider(i) {
+    var dx = pxX(VX[i]) - mx, dy = pxY(VY[i]) - my, d = dx * dx + dy * dy;
+    if (d < bd && (!state.filter || MATCH[i])) { bd = d; best = i; }
+  }
+  for (var gy = Math.max(0, g1 - reach); gy <= Math.min(GRID - 1, g1 + reach); gy++) {
+    for (var gx = Math.max(0, g0 - reach); gx <= Math.min(GRID - 1, g0 + reach); gx++) {
+      if (OCC[gy * GRID + gx]) { consider(OCC[gy * GRID + gx] - 1); }
+    }
+  }
+  if (N <= LOD_ALL) { for (var k = 0; k < nDrawn; k++) { consider(DRAWN[k]); } }
+  return best;
+}
+function eventXY(ev) {
+  var rect = canvas.getBoundingClientRect();
+  return [ev.clientX - rect.left, ev.clientY - rect.top];
+}
+function toDisk(p) { return [(p[0] - C0) / RPX, (C0 - p[1]) / RPX]; }

@@ -1,0 +1,302 @@
+// panels.js: summary, details of the selected memory, time slider, the virtualised table,
+// the lazily built tree, the filter and the search box.
+var st = D.stats;
+document.getElementById("hm-summary").textContent = N + " memories \u00b7 " + st.roots + " roots \u00b7 " +
+  "max level " + st.max_level + " \u00b7 dim " + st.dim + " \u00b7 curvature " + st.curvature +
+  " \u00b7 layout " + D.layout + " \u00b7 decay: " + D.decay.words + " \u00b7 now " + D.now;
+
+// ---------------------------------------------------------------- selection
+function setRoles(i) {
+  ROLE.fill(0);
+  state.hasSel = i >= 0;
+  if (i < 0) { return 0; }
+  ROLE[i] = 1;
+  for (var cur = PARENT[i]; cur >= 0; cur = PARENT[cur]) { ROLE[cur] = 2; }
+  var stack = [i], count = 0;
+  while (stack.length) {
+    var p = stack.pop();
+    for (var k = KSTART[p]; k < KSTART[p + 1]; k++) { ROLE[KIDS[k]] = 3; count += 1; stack.push(KIDS[k]); }
+  }
+  return count;
+}
+function select(i) {
+  state.selected = i;
+  var count = setRoles(i), panel = document.getElementById("hm-selected");
+  panel.textContent = "";
+  document.body.setAttribute("data-selected", i < 0 ? "" : IDS[i]);
+  var related = 0;
+  if (i >= 0) {
+    for (var a = PARENT[i]; a >= 0; a = PARENT[a]) { related += 1; }
+    related += 1 + count;
+    panel.appendChild(el("h3", label(i)));
+    panel.appendChild(el("p", TEXTS[i], "hm-fulltext"));
+    var anc = [];
+    for (var c = PARENT[i]; c >= 0 && anc.length < 12; c = PARENT[c]) { anc.push(label(c)); }
+    var valid = D.valid[String(i)] || [null, null], dl = el("dl");
+    [["id", IDS[i]], ["parent", PARENT[i] < 0 ? "(root)" : label(PARENT[i]) + "  [" + IDS[PARENT[i]] + "]"],
+     ["level", LEVEL[i]], ["depth", fmt(depthOf(i), 4)], ["time", iso(timeOf(i))],
+     ["weight", fmt(weight(i), 3)], ["accesses", ACCESS ? ACCESS[i] : 0],
+     ["last accessed", D.last_accessed[String(i)] || "never"],
+     ["valid", (valid[0] || "\u2212\u221e") + " \u2026 " + (valid[1] || "+\u221e")],
+     ["ancestors", anc.join(" \u2190 ") || "none"], ["children", String(nKids(i))],
+     ["descendants", String(count)], ["meta", JSON.stringify(meta(i))]].forEach(function (kv) {
+      dl.appendChild(el("dt", kv[0])); dl.appendChild(el("dd", kv[1]));
+    });
+    panel.appendChild(dl);
+    revealInTree(i);
+  }
+  document.body.setAttribute("data-highlighted", String(related));
+  renderRows(); markTree();
+}
+
+// ---------------------------------------------------------------- slider
+var slider = document.getElementById("hm-time"), timeLabel = document.getElementById("hm-time-label");
+slider.min = "0"; slider.max = String(STEPS - 1); slider.value = String(TL.index);
+if (D.decay.constant) {
+  document.getElementById("hm-time-row").hidden = true;
+  document.getElementById("hm-time-note").textContent = "No decay: time does not change the weights.";
+}
+function showTime() {
+  var s = TL.seconds[state.t];
+  timeLabel.textContent = TL.labels[state.t] + (state.t === TL.index ? " (now)" : s > D.now_s ? " (future)" : "");
+}
+slider.addEventListener("input", function () {
+  var t0 = performance.now();
+  state.t = Number(slider.value); showTime();
+  if (state.sortKey === "weight") { sortRows(); } else { renderRows(); }
+  draw();
+  mark("slider", t0);
+});
+
+// ---------------------------------------------------------------- table (virtualised)
+var COLUMNS = [["id", "id"], ["label", "label"], ["text", "text"], ["level", "level"], ["depth", "depth"],
+               ["time", "time"], ["weight", "weight"], ["access", "accesses"], ["meta", "meta"]];
+var ROW_H = 24, VISIBLE = 40;
+var wrap = document.getElementById("hm-table-wrap"), thead = document.querySelector("#hm-table thead tr");
+var tbody = document.querySelector("#hm-table tbody");
+var PERM = new Int32Array(N), VIEWROWS = new Int32Array(N), nView = N;
+for (var ip = 0; ip < N; ip++) { PERM[ip] = ip; VIEWROWS[ip] = ip; }
+COLUMNS.forEach(function (c) {
+  var th = el("th", c[1]);
+  th.setAttribute("data-key", c[0]);
+  th.addEventListener("click", function () {
+    state.sortDir = state.sortKey === c[0] ? -state.sortDir : 1;
+    state.sortKey = c[0];
+    thead.querySelectorAll("th").forEach(function (h) { h.removeAttribute("aria-sort"); });
+    th.setAttribute("aria-sort", state.sortDir > 0 ? "ascending" : "descending");
+    sortRows();
+  });
+  thead.appendChild(th);
+});
+function keyOf(k) {
+  if (k === "row") { return null; }
+  var out = new Array(N);
+  for (var i = 0; i < N; i++) {
+    out[i] = k === "id" ? IDS[i] : k === "label" ? LAB_LOW[i] : k === "text" ? TEXTS[i] : k === "level" ? LEVEL[i] :
+      k === "depth" ? RAD[i] : k === "time" ? TIME[i] : k === "weight" ? (W ? W[state.t * N + i] : 255) :
+      k === "access" ? (ACCESS ? ACCESS[i] : 0) : metaText(i);
+  }
+  return out;
+}
+function sortRows() {
+  var keys = keyOf(state.sortKey), dir = state.sortDir;
+  for (var i = 0; i < N; i++) { PERM[i] = i; }
+  if (keys) {
+    PERM.sort(function (a, b) {
+      var x = keys[a], y = keys[b];
+      return x === y ? a - b : (x < y ? -dir : dir);
+    });
+  }
+  filterRows();
+}
+function filterRows() {
+  nView = 0;
+  for (var k = 0; k < N; k++) { if (MATCH[PERM[k]]) { VIEWROWS[nView++] = PERM[k]; } }
+  document.getElementById("hm-count").textContent = nView + " of " + N + " memories";
+  renderRows();
+}
+function pad(h) {
+  var tr = el("tr", null, "hm-pad"), td = el("td");
+  td.colSpan = COLUMNS.length; td.style.height = h + "px"; td.style.padding = "0"; td.style.border = "0";
+  tr.appendChild(td);
+  return tr;
+}
+function renderRows() {
+  var first = Math.max(0, Math.floor(wrap.scrollTop / ROW_H) - 5), last = Math.min(nView, first + VISIBLE);
+  var frag = document.createDocumentFragment();
+  frag.appendChild(pad(first * ROW_H));
+  for (var k = first; k < last; k++) {
+    var i = VIEWROWS[k], tr = el("tr");
+    tr.setAttribute("data-id", IDS[i]);
+    tr.setAttribute("data-row", String(i));
+    if (state.hasSel && ROLE[i] > 0) { tr.className = "hm-" + ROLE_NAMES[ROLE[i]]; }
+    [IDS[i], label(i), TEXTS[i], LEVEL[i], fmt(depthOf(i), 3), iso(timeOf(i)), fmt(weight(i), 3),
+     ACCESS ? ACCESS[i] : 0, metaText(i)].forEach(function (v, c) {
+      var td = el("td", v);
+      if (c === 2) { td.title = TEXTS[i]; }
+      tr.appendChild(td);
+    });
+    frag.appendChild(tr);
+  }
+  frag.appendChild(pad((nView - last) * ROW_H));
+  tbody.textContent = "";
+  tbody.appendChild(frag);
+}
+wrap.addEventListener("scroll", function () { renderRows(); });
+tbody.addEventListener("click", function (ev) {
+  var tr = ev.target.closest("tr[data-row]");
+  if (tr) { var i = Number(tr.getAttribute("data-row")); pick(state.selected === i ? -1 : i); }
+});
+
+// ---------------------------------------------------------------- tree (built as it opens)
+var treeRoot = document.getElementById("hm-tree"), treeItems = new Map(), CHUNK = 200;
+var fullTree = el("ul", null, "hm-tree"), filterTreeEl = null;
+function treeItem(i, into, filtered) {
+  var li = el("li"), lab = el("span", label(i), "hm-label");
+  lab.title = TEXTS[i] + "  [" + IDS[i] + "]";
+  lab.setAttribute("data-row", String(i));
+  var kids = nKids(i);
+  if (kids && !filtered) {
+    var det = el("details"), sum = el("summary"), ul = el("ul");
+    sum.appendChild(lab); sum.appendChild(el("span", " (" + kids + ")", "hm-n"));
+    det.appendChild(sum); det.appendChild(ul); li.appendChild(det);
+    det.addEventListener("toggle", function () { if (det.open && !ul.firstChild) { addKids(i, ul, 0); } });
+    treeItems.set(i, { label: lab, det: det, ul: ul });
+  } else {
+    li.appendChild(lab);
+    if (!filtered) { treeItems.set(i, { label: lab, det: null, ul: null }); }
+  }
+  into.appendChild(li);
+  return li;
+}
+function addRows(rows, ul, from) {
+  var end = Math.min(rows.length, from + CHUNK);
+  for (var k = from; k < end; k++) { treeItem(rows[k], ul, false); }
+  if (end < rows.length) {
+    var more = el("li", "\u2026 " + (rows.length - end) + " more", "hm-more");
+    more.addEventListener("click", function () { ul.removeChild(more); addRows(rows, ul, end); markTree(); });
+    ul.appendChild(more);
+  }
+}
+function kidsOf(i) { return Array.prototype.slice.call(KIDS.subarray(KSTART[i], KSTART[i + 1])); }
+function addKids(i, ul, from) { addRows(kidsOf(i), ul, from); markTree(); }
+function buildTree() {
+  addRows(ROOTS, fullTree, 0);
+  // Open the first levels while that stays small.
+  var budget = 300;
+  for (var k = 0; k < N && budget > 0; k++) {
+    var i = ORDER[k], t = treeItems.get(i);
+    if (LEVEL[i] > 1) { break; }
+    if (t && t.det) { budget -= nKids(i); t.det.open = true; if (!t.ul.firstChild) { addRows(kidsOf(i), t.ul, 0); } }
+  }
+  treeRoot.appendChild(fullTree);
+}
+function revealInTree(i) {
+  if (filterTreeEl) { return; }
+  var path = [];
+  for (var c = i; c >= 0; c = PARENT[c]) { path.push(c); }
+  for (var k = path.length - 1; k >= 0; k--) {
+    var node = path[k], t = treeItems.get(node);
+    while (!t) {  // not built yet: it is beyond a "more" link of its parent's list
+      var more = (PARENT[node] < 0 ? fullTree : treeItems.get(PARENT[node]).ul).querySelector(":scope > .hm-more");
+      if (!more) { return; }
+      more.click(); t = treeItems.get(node);
+    }
+    if (t.det && (k > 0 || nKids(node) <= CHUNK)) {
+      t.det.open = true;
+      if (!t.ul.firstChild) { addRows(kidsOf(node), t.ul, 0); }
+    }
+  }
+  var lab = treeItems.get(i).label;
+  var top = lab.offsetTop - treeRoot.offsetTop;
+  if (top < treeRoot.scrollTop || top > treeRoot.scrollTop + treeRoot.clientHeight - 20) {
+    treeRoot.scrollTop = Math.max(0, top - treeRoot.clientHeight / 3);
+  }
+}
+function markTree() {
+  treeItems.forEach(function (t, i) {
+    var role = state.hasSel ? ROLE[i] : 0;
+    t.label.className = "hm-label" + (role ? " hm-" + ROLE_NAMES[role] : "");
+  });
+}
+// While filtering: the first matches with their ancestors, as a separate open tree.
+function filterTree() {
+  if (filterTreeEl) { treeRoot.removeChild(filterTreeEl); filterTreeEl = null; }
+  if (!state.filter) { fullTree.hidden = false; return; }
+  fullTree.hidden = true;
+  filterTreeEl = el("ul", null, "hm-tree");
+  var keep = new Map(), shown = 0;
+  for (var i = 0; i < N && shown < CHUNK; i++) {
+    if (!MATCH[i]) { continue; }
+    shown += 1;
+    var chain = [];
+    for (var c = i; c >= 0 && !keep.has(c); c = PARENT[c]) { chain.push(c); }
+    for (var k = chain.length - 1; k >= 0; k--) {
+      var node = chain[k], p = PARENT[node];
+      var li = treeItem(node, p >= 0 ? keep.get(p) : filterTreeEl, true), sub = el("ul");
+      li.appendChild(sub);
+      keep.set(node, sub);
+    }
+  }
+  if (shown === CHUNK) { filterTreeEl.appendChild(el("li", "(first " + CHUNK + " matches)", "hm-more")); }
+  treeRoot.appendChild(filterTreeEl);
+}
+treeRoot.addEventListener("click", function (ev) {
+  var lab = ev.target.closest(".hm-label");
+  if (!lab) { return; }
+  ev.preventDefault();
+  var i = Number(lab.getAttribute("data-row"));
+  pick(state.selected === i ? -1 : i);
+});
+
+// ---------------------------------------------------------------- filter
+var filterBox = document.getElementById("hm-filter");
+function applyFilter(text) {
+  var t0 = performance.now();
+  state.filter = text.trim().toLowerCase();
+  if (!state.filter) { MATCH.fill(1); } else {
+    for (var i = 0; i < N; i++) { MATCH[i] = HAY[i].indexOf(state.filter) >= 0 ? 1 : 0; }
+  }
+  filterRows(); filterTree(); draw();
+  mark("filter", t0);
+}
+filterBox.addEventListener("input", function () { applyFilter(filterBox.value); });
+
+// ---------------------------------------------------------------- search (focuses a memory)
+var searchBox = document.getElementById("hm-search"), results = document.getElementById("hm-results");
+function searchRows(q, limit) {
+  q = q.trim().toLowerCase();
+  var out = [];
+  if (!q) { return out; }
+  var seen = new Uint8Array(N);
+  var tests = [function (i) { return LAB_LOW[i] === q; }, function (i) { return LAB_LOW[i].indexOf(q) === 0; },
+               function (i) { return LAB_LOW[i].indexOf(q) >= 0; }, function (i) { return HAY[i].indexOf(q) >= 0; }];
+  for (var t = 0; t < tests.length && out.length < limit; t++) {
+    for (var i = 0; i < N && out.length < limit; i++) {
+      if (!seen[i] && tests[t](i)) { seen[i] = 1; out.push(i); }
+    }
+  }
+  return out;
+}
+function showResults() {
+  var t0 = performance.now();
+  results.textContent = "";
+  searchRows(searchBox.value, 10).forEach(function (i) {
+    var li = el("li"), b = el("button", label(i));
+    b.type = "button"; b.title = TEXTS[i]; b.setAttribute("data-row", String(i));
+    li.appendChild(b); li.appendChild(el("span", " " + IDS[i], "hm-n"));
+    results.appendChild(li);
+  });
+  mark("search", t0);
+}
+searchBox.addEventListener("input", showResults);
+searchBox.addEventListener("keydown", function (ev) {
+  if (ev.key !== "Enter") { return; }
+  ev.preventDefault();
+  var first = searchRows(searchBox.value, 1);
+  if (first.length) { pick(first[0]); }
+});
+results.addEventListener("click", function (ev) {
+  var b = ev.target.closest("button[data-row]");
+  if (b) { pick(Number(b.getAttribute("data-row"))); }
+});
