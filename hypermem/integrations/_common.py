@@ -239,6 +239,14 @@ def open_memory(source: Any = None, embedder: Any = None, **kwargs: Any) -> Memo
     raise TypeError(f"expected a Memory, a file path or None, got {type(source).__name__}")
 
 
+def save_memory(memory: Memory, path: str | os.PathLike | None, opened_from: str | os.PathLike | None) -> None:
+    """:meth:`Memory.save` to ``path``, or to the file the adapter was opened from."""
+    path = path or opened_from
+    if path is None:
+        raise ValueError("no path: pass one, or open the store with memory=<path>")
+    memory.save(path)
+
+
 def upsert(memory: Memory, items: Sequence[dict[str, Any]]) -> list[str]:
     """Add the items (dicts of :meth:`Memory.add_many` keys) whose id is new and replace
     those whose id exists (or repeats in ``items``; the later one wins).  New items are

@@ -162,10 +162,7 @@ class HypermemVectorStore(VectorStore):
 
     def save(self, path: str | None = None) -> None:
         """Write the memory with :meth:`Memory.save` (to ``path`` or the file it was opened from)."""
-        path = path or self.path
-        if path is None:
-            raise ValueError("no path: pass one, or open the store with memory=<path>")
-        self.memory.save(path)
+        C.save_memory(self.memory, path, self.path)
 
     # ------------------------------------------------------------------ reading
     def _doc(self, rec: Any) -> Document:

@@ -210,10 +210,7 @@ class HypermemVectorStore(BasePydanticVectorStore):
         to the file it was opened from."""
         if fs is not None:
             raise ValueError("HypermemVectorStore.persist writes local files only (fs must be None)")
-        path = persist_path or self._path
-        if path is None:
-            raise ValueError("no path: pass persist_path, or open the store with memory=<path>")
-        self._memory.save(path)
+        C.save_memory(self._memory, persist_path, self._path)
 
     # ------------------------------------------------------------------ reading
     def _node(self, rec: MemoryRecord) -> BaseNode:

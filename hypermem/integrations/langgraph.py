@@ -1,0 +1,293 @@
+"""LangGraph adapter: :class:`HypermemStore`, a ``langgraph`` ``BaseStore`` (long-term memory
+across threads) over a :class:`~hypermem.store.Memory`.
+
+Install with ``pip install "hypermem-torch[langgraph]"``.  Example::
+
+    from hypermem.integrations.langgraph import HypermemStore
+    store = HypermemStore()
+    store.put(("users", "alice", "prefs"), "food", {"text": "likes spicy ramen"})
+    store.search(("users", "alice"), query="what does alice eat?", limit=3)
+
+**Namespaces are the hierarchy.**  A namespace ``(a, b, c)`` is a parent chain of
+memories ``a -> a.b -> a.b.c`` (ids ``ns:a``, ``ns:a.b``, ``ns:a.b.c``; their texts are the
+paths ``a/b/c``) and its items are children of its last node, so a namespace-prefix search
+is a ``subtree`` search of :meth:`Memory.search`, and items sit near their namespaces in
+the ball.  Namespace nodes without items are removed with their last item.
+
+**TTL is the validity window.**  ``put(..., ttl=minutes)`` sets the item's ``valid_until``
+to ``now + ttl`` (``now`` from the memory's clock); reads refresh it when ``refresh_ttl``.
+An item whose window has ended is gone for every read, before :meth:`HypermemStore.sweep_ttl`
+removes it.
+
+**Search.**  With a ``query``, items are ranked by hypermem's score (``-distance +
+time_coef * log(time_weight) + ...``: the memory's decay policy applies) and
+``SearchItem.score`` is ``min(1, exp(score))``; items put with ``index=False`` follow
+unscored.  Without a query, the most recently updated come first.  The text of an item
+is its ``index`` fields (``index={"fields": [...]}``, default the whole value as JSON).
+``filter`` matches the item's value with LangGraph's operators (``$eq``, ``$ne``, ``$gt``,
+``$gte``, ``$lt``, ``$lte``) and hypermem's others (see
+:func:`~hypermem.integrations._common.compile_filter`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from typing import Any
+
+try:
+    from langgraph.store.base import (
+        BaseStore,
+        GetOp,
+        IndexConfig,
+        InvalidNamespaceError,
+        Item,
+        ListNamespacesOp,
+        MatchCondition,
+        Op,
+        PutOp,
+        Result,
+        SearchItem,
+        SearchOp,
+        TTLConfig,
+    )
+    from langgraph.store.base import validate_op_namespace as _validate_labels
+    from langgraph.store.base.embed import ensure_embeddings, get_text_at_path, tokenize_path
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError("hypermem.integrations.langgraph needs langgraph-checkpoint: "
+                      "pip install 'hypermem-torch[langgraph]'") from exc
+
+from ..store import Memory, MemoryRecord
+from . import _common as C
+from .langchain import LangChainEmbedder
+
+_KIND = "langgraph"
+
+
+def namespace_id(namespace: tuple[str, ...]) -> str:
+    """Memory id of a namespace node (labels cannot contain ``.``, so the join is unambiguous)."""
+    return "ns:" + ".".join(namespace)
+
+
+def item_id(namespace: tuple[str, ...], key: str) -> str:
+    """Memory id of an item."""
+    return "item:" + json.dumps([list(namespace), key], ensure_ascii=False)
+
+
+def _value_field(rec: MemoryRecord, key: str) -> Any:
+    return rec.meta["value"].get(key, C.MISSING)
+
+
+def _is_item(rec: MemoryRecord) -> bool:
+    return rec.meta.get(_KIND) == "item"
+
+
+def _matches_path(cond: MatchCondition, ns: tuple[str, ...]) -> bool:
+    path = tuple(cond.path)
+    if len(ns) < len(path):
+        return False
+    if cond.match_type == "prefix":
+        part = ns[: len(path)]
+    elif cond.match_type == "suffix":
+        part = ns[len(ns) - len(path):]
+    else:
+        raise ValueError(f"unknown namespace match type {cond.match_type!r}; use 'prefix' or 'suffix'")
+    return all(p == "*" or p == n for p, n in zip(path, part))
+
+
+class HypermemStore(BaseStore):
+    """A LangGraph ``BaseStore`` backed by a hypermem :class:`~hypermem.store.Memory`.
+
+    Parameters
+    ----------
+    memory: a ``Memory``, a path to a file written by :meth:`Memory.save` (loaded, or a new
+        memory that :meth:`save` writes there), or ``None`` (a new memory).
+    index: LangGraph's ``IndexConfig``: ``embed`` (LangChain ``Embeddings`` or a function of
+        texts) becomes a new memory's embedder (``dims`` its dimension); ``fields`` choose the
+        text of each item.  Without ``embed`` the memory's own embedder is used.
+    ttl: LangGraph's ``TTLConfig`` (``default_ttl`` in minutes, ``refresh_on_read``).
+    memory_kwargs: ``Memory`` arguments for a new memory (``decay``, ``clock``, ...).
+    """
+
+    supports_ttl: bool = True
+
+    def __init__(self, memory: Memory | str | None = None, *, index: IndexConfig | None = None,
+                 ttl: TTLConfig | None = None, **memory_kwargs: Any):
+        index = dict(index or {})
+        embedder = memory_kwargs.pop("embedder", None)
+        if index.get("embed") is not None:
+            if isinstance(memory, Memory) or embedder is not None:
+                raise ValueError("pass either index={'embed': ...} or memory=<Memory> / embedder=, not both")
+            embedder = LangChainEmbedder(ensure_embeddings(index["embed"]), dim=index.get("dims"))
+        self.path = None if memory is None or isinstance(memory, Memory) else memory
+        self.memory = C.open_memory(memory, embedder, **memory_kwargs)
+        self.index_config = index
+        self._fields = [(f, f if f == "$" else tokenize_path(f)) for f in (index.get("fields") or ["$"])]
+        self.ttl_config = ttl
+        self._lock = threading.RLock()
+
+    # ------------------------------------------------------------------ batch
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run the operations: reads see the store as it was before the batch, then the
+        writes are applied (the last write of a key wins)."""
+        ops = list(ops)
+        for op in ops:
+            _validate_labels(op)
+            if isinstance(op, PutOp) and not op.namespace:
+                raise InvalidNamespaceError("Namespace cannot be empty.")
+        with self._lock:
+            now = C.to_time(self.memory.clock())
+            results: list[Result] = []
+            puts: dict[tuple, PutOp] = {}
+            for op in ops:
+                if isinstance(op, GetOp):
+                    results.append(self._get(op, now))
+                elif isinstance(op, SearchOp):
+                    results.append(self._search(op, now))
+                elif isinstance(op, ListNamespacesOp):
+                    results.append(self._list_namespaces(op, now))
+                elif isinstance(op, PutOp):
+                    puts[(tuple(op.namespace), op.key)] = op
+                    results.append(None)
+                else:
+                    raise TypeError(f"unknown store operation {type(op).__name__}")
+            if puts:
+                self._apply_puts(list(puts.values()), now)
+            return results
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        ops = list(ops)
+        return await asyncio.get_running_loop().run_in_executor(None, self.batch, ops)
+
+    # ------------------------------------------------------------------ reads
+    def _live(self, rec: MemoryRecord, now: datetime) -> bool:
+        return rec.valid_until is None or rec.valid_until > now
+
+    def _item(self, rec: MemoryRecord, score: float | None = None, search: bool = False) -> Item:
+        m = rec.meta
+        fields = dict(value=m["value"], key=m["key"], namespace=tuple(m["namespace"]),
+                      created_at=C.to_time(m["created_at"]), updated_at=rec.t)
+        return SearchItem(score=score, **fields) if search else Item(**fields)
+
+    def _refresh(self, recs: list[MemoryRecord], refresh: bool, now: datetime) -> None:
+        if not refresh:
+            return
+        for r in recs:
+            if r.meta.get("ttl") is not None:
+                self.memory.update(r.id, valid_until=now + timedelta(minutes=r.meta["ttl"]))
+
+    def _get(self, op: GetOp, now: datetime) -> Item | None:
+        i = item_id(tuple(op.namespace), op.key)
+        if i not in self.memory or not self._live(rec := self.memory.get(i), now):
+            return None
+        self._refresh([rec], op.refresh_ttl, now)
+        return self._item(rec)
+
+    def _search(self, op: SearchOp, now: datetime) -> list[SearchItem]:
+        mem, prefix = self.memory, tuple(op.namespace_prefix)
+        if op.limit < 1 or op.offset < 0:
+            raise ValueError(f"search needs limit >= 1 and offset >= 0, got limit={op.limit}, offset={op.offset}")
+        root = namespace_id(prefix) if prefix else None
+        if root is not None and root not in mem:
+            return []
+        if root is None:
+            pool = [r for r in mem if _is_item(r)]
+        else:
+            pool = [mem.get(i) for i in mem.descendants(root)]
+            pool = [r for r in pool if _is_item(r)]
+        value_filter = C.compile_filter(op.filter, _value_field)
+        keep = {r.id for r in pool if self._live(r, now) and (value_filter is None or value_filter(r))}
+        want = op.offset + op.limit
+        if op.query:
+            ranked = [r for r in pool if r.id in keep and r.meta.get("indexed")]
+            scored: list[tuple[MemoryRecord, float | None]] = []
+            if ranked:
+                ok = {r.id for r in ranked}
+                q, vector = op.query, False
+                if isinstance(mem.embedder, LangChainEmbedder):
+                    q, vector = mem.embedder.embeddings.embed_query(op.query), True
+                hits = C.search(mem, q, want, lambda r: r.id in ok, vector=vector,
+                                mode="nearest" if root is None else "subtree", root=root)
+                scored = [(h.record, C.relevance(h.score)) for h in hits]
+            rest = [r for r in pool if r.id in keep and not r.meta.get("indexed")]
+            scored += [(r, None) for r in rest[: max(0, want - len(scored))]]
+        else:
+            scored = [(r, None) for r in sorted((r for r in pool if r.id in keep), key=lambda r: r.t, reverse=True)]
+        page = scored[op.offset: want]
+        self._refresh([r for r, _ in page], op.refresh_ttl, now)
+        return [self._item(mem.get(r.id), s, search=True) for r, s in page]
+
+    def _list_namespaces(self, op: ListNamespacesOp, now: datetime) -> list[tuple[str, ...]]:
+        spaces = {tuple(r.meta["namespace"]) for r in self.memory if _is_item(r) and self._live(r, now)}
+        if op.match_conditions:
+            spaces = {ns for ns in spaces if all(_matches_path(c, ns) for c in op.match_conditions)}
+        if op.max_depth is not None:
+            spaces = {ns[: op.max_depth] for ns in spaces}
+        return sorted(spaces)[op.offset: op.offset + op.limit]
+
+    # ------------------------------------------------------------------ writes
+    def _text(self, value: dict, index: Any) -> str | None:
+        if index is False:
+            return None
+        fields = self._fields if index is None else [(f, f if f == "$" else tokenize_path(f)) for f in index]
+        texts = [t for _, path in fields for t in get_text_at_path(value, path)]
+        text = "\n".join(t for t in texts if t.strip())
+        return text or None
+
+    def _apply_puts(self, puts: list[PutOp], now: datetime) -> None:
+        mem = self.memory
+        gone = [item_id(tuple(op.namespace), op.key) for op in puts if op.value is None]
+        removed = C.remove(mem, [i for i in gone if i in mem])
+        writes = [op for op in puts if op.value is not None]
+        chains = {tuple(op.namespace)[:n] for op in writes for n in range(1, len(op.namespace) + 1)}
+        new_ns = sorted((ns for ns in chains if namespace_id(ns) not in mem), key=len)
+        if new_ns:
+            mem.add_many([{"id": namespace_id(ns), "text": "/".join(ns),
+                           "parent": namespace_id(ns[:-1]) if len(ns) > 1 else None,
+                           "meta": {_KIND: "namespace", "namespace": list(ns)}} for ns in new_ns])
+        items = []
+        for op in writes:
+            ns, i = tuple(op.namespace), item_id(tuple(op.namespace), op.key)
+            if not isinstance(op.value, dict):
+                raise TypeError(f"the value of {ns}/{op.key!r} must be a dict, got {type(op.value).__name__}")
+            text = self._text(op.value, op.index)
+            created = mem.get(i).meta["created_at"] if i in mem and self._live(mem.get(i), now) else C.iso(now)
+            ttl = op.ttl if op.ttl is not None else (self.ttl_config or {}).get("default_ttl")
+            if ttl is not None and not (isinstance(ttl, (int, float)) and ttl > 0):
+                raise ValueError(f"ttl must be a positive number of minutes, got {ttl!r}")
+            items.append({"id": i, "parent": namespace_id(ns), "t": now,
+                          "text": text or json.dumps(op.value, sort_keys=True, ensure_ascii=False),
+                          "valid_until": None if ttl is None else now + timedelta(minutes=ttl),
+                          "meta": {_KIND: "item", "namespace": list(ns), "key": op.key, "value": op.value,
+                                   "created_at": created, "indexed": text is not None, "ttl": ttl}})
+        if items:
+            C.upsert(mem, items)
+        self._prune(set(removed))
+
+    def _prune(self, removed: set[str]) -> None:
+        """Remove namespace nodes left without children."""
+        if not removed:
+            return
+        mem = self.memory
+        for r in [r for r in mem if r.meta.get(_KIND) == "namespace"][::-1]:
+            if r.id in mem and not mem.children(r.id):
+                mem.remove(r.id)
+
+    def sweep_ttl(self) -> int:
+        """Remove the items whose TTL has run out (and namespaces left empty); returns how many items."""
+        with self._lock:
+            now = C.to_time(self.memory.clock())
+            dead = [r.id for r in self.memory if _is_item(r) and not self._live(r, now)]
+            C.remove(self.memory, dead)
+            self._prune(set(dead))
+            return len(dead)
+
+    def save(self, path: str | None = None) -> None:
+        """Write the memory with :meth:`Memory.save` (to ``path`` or the file it was opened from)."""
+        C.save_memory(self.memory, path, self.path)
+
+    def __repr__(self) -> str:
+        return f"HypermemStore({self.memory!r})"
