@@ -51,6 +51,27 @@ def _positive_int(text: str) -> int:
     return v
 
 
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not v > 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return v
+
+
+def _read_text(path: Path) -> str:
+    """The UTF-8 text of an input file; anything else is a one-line error naming the file."""
+    data = path.read_bytes()
+    if data.startswith(b"SQLite format 3\x00"):
+        raise UserError(f"{path} is a SQLite file; import reads memory JSON (Memory.to_json) or JSON lines")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at position {exc.start})") from None
+
+
 def _is_json_file(path: Path) -> bool:
     if path.suffix.lower() == ".json":
         return True
@@ -171,10 +192,12 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_items(path: Path) -> list[dict[str, Any]]:
+def _read_items(path: Path, text: str) -> list[dict[str, Any]]:
     """Items of ``Memory.add_many`` from JSON lines (or a JSON list): text, and optionally
-    id, parent, t / valid_from / valid_until (ISO 8601), meta."""
-    text = path.read_text(encoding="utf-8")
+    id, parent, t / valid_from / valid_until (ISO 8601), meta.  Values nested deeper than
+    ``MAX_JSON_DEPTH`` are refused (the saved file could not be loaded)."""
+    from .store.validation import MAX_JSON_DEPTH, json_depth_over
+
     try:
         stripped = text.lstrip()
         if stripped.startswith("["):
@@ -183,12 +206,18 @@ def _read_items(path: Path) -> list[dict[str, Any]]:
             items = [json.loads(line) for line in text.splitlines() if line.strip()]
     except json.JSONDecodeError as exc:
         raise UserError(f"{path}: not JSON lines ({exc})") from None
+    except RecursionError:
+        raise UserError(f"{path}: a value nests too deep for the JSON reader") from None
+    if not isinstance(items, list):
+        raise UserError(f"{path}: expected JSON lines or a JSON list of items")
     out = []
     for i, item in enumerate(items):
         if isinstance(item, str):
             item = {"text": item}
         if not isinstance(item, dict):
             raise UserError(f"{path}: item #{i} is not an object or a string")
+        if json_depth_over(item, MAX_JSON_DEPTH + 1):
+            raise UserError(f"{path}: item #{i} nests deeper than {MAX_JSON_DEPTH} levels")
         item = dict(item)
         for key in ("t", "valid_from", "valid_until"):
             if isinstance(item.get(key), str):
@@ -206,19 +235,25 @@ def _cmd_import(args: argparse.Namespace) -> int:
         raise UserError(f"no such file: {args.source}")
     if out.exists() and not args.force:
         raise UserError(f"{out} exists; pass --force to replace it")
-    head = src.read_text(encoding="utf-8")[:4096].lstrip()
-    if head.startswith("{") and '"config"' in head:
-        from .store import Memory
+    if src.is_dir():
+        raise UserError(f"{args.source} is a folder, not a file")
+    text = _read_text(src)
+    head = text[:4096].lstrip()
+    from .store import Memory
 
+    if head.startswith("{") and '"config"' in head:
         mem = Memory.from_json(src)
     else:
         from .embed import HashingEmbedder
-        from .store import Memory
         from .temporal import HalfLife
 
-        decay = HalfLife(hours=args.half_life) if args.half_life else None
+        decay = HalfLife(hours=args.half_life) if args.half_life is not None else None
         mem = Memory(embedder=HashingEmbedder(dim=args.dim), decay=decay)
-        mem.add_many(_read_items(src))
+        items = _read_items(src, text)
+        try:
+            mem.add_many(items)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise UserError(f"{src}: {exc.args[0] if isinstance(exc, KeyError) and exc.args else exc}") from None
     mem.save(out)
     print(f"wrote {out} ({len(mem)} memories)")
     return 0
@@ -307,7 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("output", help="the SQLite memory file to write")
     p.add_argument("--dim", type=_positive_int, default=256, help="hashing embedder dimension for items "
                    "(default: 256)")
-    p.add_argument("--half-life", type=float, default=None, help="decay half-life in hours for items "
+    p.add_argument("--half-life", type=_positive_float, default=None, help="decay half-life in hours for items "
                    "(default: no decay)")
     p.add_argument("--force", action="store_true", help="replace OUTPUT if it exists")
     p.set_defaults(func=_cmd_import)
