@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..geometry import poincare as P
@@ -117,44 +118,54 @@ def structural_coordinates(memory) -> torch.Tensor:
     True
     """
     with memory._lock:
-        ids = memory.ids
-        parent = {i: memory.get(i).parent_id for i in ids}
-        kids = {i: memory.children(i) for i in ids}
+        row = memory._row
+        parent = np.array([-1 if r.parent_id is None else row[r.parent_id] for r in memory], dtype=np.int64)
         depths = memory.depths.detach().to("cpu", torch.float64)
         dirs = memory.directions.detach().to("cpu", torch.float64)
-    n = len(ids)
+    n = len(parent)
     if n == 0:
         return torch.zeros(0, 2, dtype=torch.float64)
-    semantic = (torch.atan2(dirs[:, 1], dirs[:, 0]) if dirs.shape[1] == 2 else _principal_angles(dirs)).tolist()
-    row = {i: r for r, i in enumerate(ids)}
+    semantic = (torch.atan2(dirs[:, 1], dirs[:, 0]) if dirs.shape[1] == 2 else _principal_angles(dirs)).numpy()
+    return _on_disk(torch.from_numpy(_radial_tree_angles(parent, semantic)), depths, memory.curvature)
 
-    def by_angle(group: list[str]) -> list[str]:
-        return sorted(group, key=lambda i: (semantic[row[i]], row[i]))
 
-    roots = by_angle([i for i in ids if parent[i] is None])
-    # Breadth-first order, then leaf counts bottom-up (no recursion: chains may be deep).
-    order, frontier = [], roots
-    while frontier:
-        order.extend(frontier)
-        frontier = [k for p in frontier for k in kids[p]]
-    leaves = {}
-    for i in reversed(order):
-        leaves[i] = sum(leaves[k] for k in kids[i]) or 1
-    angle = torch.zeros(n, dtype=torch.float64)
-    wedges = []
-    start, total = 0.0, sum(leaves[r] for r in roots)
-    for r in roots:
-        width = 2 * math.pi * leaves[r] / total
-        wedges.append((r, start, width))
-        start += width
-    while wedges:
-        nxt = []
-        for node, lo, width in wedges:
-            angle[row[node]] = lo + width / 2
-            s = lo
-            for k in by_angle(kids[node]):
-                w = width * leaves[k] / leaves[node]
-                nxt.append((k, s, w))
-                s += w
-        wedges = nxt
-    return _on_disk(angle, depths, memory.curvature)
+def _radial_tree_angles(parent: np.ndarray, semantic: np.ndarray) -> np.ndarray:
+    """Angles of the radial tree, vectorised level by level.  The roots are the children of
+    a virtual node owning the whole circle; a node's wedge is its parent's times its share
+    of the parent's leaves, siblings in the order of their semantic angle (then row), and
+    the node sits in the middle of its wedge."""
+    n = len(parent)
+    par = np.where(parent < 0, n, parent)  # row n: the virtual root
+    frontier = np.array([n])
+    kids_sorted = np.argsort(par, kind="stable")
+    starts = np.searchsorted(par[kids_sorted], np.arange(n + 2))
+    levels = []
+    while frontier.size:  # breadth first, no recursion (chains may be deep)
+        lo, counts = starts[frontier], starts[frontier + 1] - starts[frontier]
+        first_of = np.cumsum(counts) - counts  # where each frontier node's children start
+        kids = kids_sorted[np.arange(counts.sum()) - np.repeat(first_of, counts) + np.repeat(lo, counts)]
+        if kids.size:
+            levels.append(kids)
+        frontier = kids
+    has_kids = np.zeros(n + 1, dtype=bool)
+    has_kids[par] = True
+    leaves = np.where(has_kids, 0.0, 1.0)
+    for kids in reversed(levels):  # leaf counts bottom up
+        np.add.at(leaves, par[kids], leaves[kids])
+    # Each node's share of its parent's wedge and its offset among its siblings.
+    order = np.lexsort((np.arange(n), semantic, par[:n]))
+    run = np.cumsum(leaves[order])
+    first = np.r_[True, par[order][1:] != par[order][:-1]]
+    group_start = np.maximum.accumulate(np.where(first, np.arange(n), 0))
+    before = run - leaves[order] - (run - leaves[order])[group_start]
+    offset = np.empty(n)
+    offset[order] = before
+    lo_ = np.zeros(n + 1)
+    width = np.zeros(n + 1)
+    width[n] = 2 * math.pi
+    for kids in levels:
+        p = par[kids]
+        scale = width[p] / leaves[p]
+        lo_[kids] = lo_[p] + scale * offset[kids]
+        width[kids] = scale * leaves[kids]
+    return lo_[:n] + width[:n] / 2

@@ -47,11 +47,12 @@ def first_words(text: str, words: int = 5, chars: int = 40) -> str:
     >>> first_words("any warm-blooded vertebrate having the skin more or less covered with hair")
     'any warm-blooded vertebrate having the…'
     """
-    parts = text.split()
+    parts = text.split(None, words)
     out = " ".join(parts[:words])
+    cut = len(parts) > words
     if len(out) > chars:
-        out = out[: chars - 1].rstrip()
-    return out + ("…" if out != " ".join(parts) else "")
+        out, cut = out[: chars - 1].rstrip(), True
+    return out + "…" if cut else out
 
 
 def memory_labels(records: list, label: Callable[[Any], Any] | None = None) -> list[str]:
@@ -67,8 +68,9 @@ def memory_labels(records: list, label: Callable[[Any], Any] | None = None) -> l
                 raise TypeError(f"label({r.id!r}) returned {type(v).__name__}, expected a string")
             out.append(v)
             continue
-        meta = r.meta
-        v = next((meta[k] for k in LABEL_KEYS if isinstance(meta.get(k), str) and meta[k].strip()), None)
+        meta, v = r.meta, None
+        if meta:
+            v = next((meta[k] for k in LABEL_KEYS if isinstance(meta.get(k), str) and meta[k].strip()), None)
         out.append(v if v is not None else first_words(r.text))
     return out
 
