@@ -3,12 +3,20 @@
 The main names are importable from here::
 
     from hypermem import Memory, PoincareBall, HashingEmbedder, HalfLife
+
+Every name the NumPy reference ``poincare-memory`` exports at its top level is here too
+(``fit_poincare_embeddings``, ``sarkar_layout``, ``reconstruction``, ``in_cone``, ...).
+The hierarchy functions are loaded on first use (module ``__getattr__``, PEP 562), so
+``import hypermem`` costs no more than the store needs and never imports Lightning.
 """
+
+import importlib
 
 from .embed import BallProjector, CallableEmbedder, Embedder, HashingEmbedder, SentenceTransformerEmbedder
 from .geometry import PoincareBall
+from .geometry.lorentz import lorentz_distance, to_mips_vectors
 from .index import MIPSIndex
-from .retrieval import DEFAULT_K, combine, cone_energy
+from .retrieval import DEFAULT_K, combine, cone_energy, in_cone
 from .store import Memory, MemoryRecord, SearchResult
 from .temporal import (
     MIN_WEIGHT,
@@ -22,6 +30,30 @@ from .temporal import (
 )
 
 __version__ = "0.1.0"
+
+_LAZY = {
+    "fit_poincare_embeddings": "hypermem.hierarchy.training",
+    "fit_euclidean_embeddings": "hypermem.hierarchy.training",
+    "sarkar_layout": "hypermem.hierarchy.sarkar",
+    "max_safe_depth": "hypermem.hierarchy.sarkar",
+    "reconstruction": "hypermem.hierarchy.evaluation",
+    "transitive_closure": "hypermem.hierarchy.tree",
+}
+"""Names loaded on first access (the hierarchy package is not needed by the store)."""
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'hypermem' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "Memory",
@@ -45,5 +77,14 @@ __all__ = [
     "DEFAULT_K",
     "combine",
     "cone_energy",
+    "in_cone",
+    "lorentz_distance",
+    "to_mips_vectors",
+    "fit_poincare_embeddings",
+    "fit_euclidean_embeddings",
+    "sarkar_layout",
+    "max_safe_depth",
+    "reconstruction",
+    "transitive_closure",
     "__version__",
 ]

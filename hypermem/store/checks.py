@@ -1,0 +1,142 @@
+"""Argument checks of the memory store: numbers, metadata, times and ``add_many`` batches."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+import torch
+
+from ..embed import check_texts
+from ..geometry import PoincareBall
+from ..temporal.clock import to_utc
+from .records import MemoryRecord
+
+MODES = ("nearest", "subtree", "children", "ancestors", "siblings", "cone")
+METRICS = ("shell", "hyperbolic")
+ADD_KEYS = frozenset({"text", "parent", "t", "id", "meta", "valid_from", "valid_until", "embedding", "point"})
+CONE_TOL = 1e-9
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "<unset>"
+
+
+_UNSET: Any = _Unset()
+
+Filter = Mapping[str, Any] | Callable[[MemoryRecord], bool] | None
+
+
+def _finite(name: str, value: Any, *, positive: bool = False, lo: float | None = None,
+            hi: float | None = None) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    v = float(value)
+    if not math.isfinite(v):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if positive and v <= 0:
+        raise ValueError(f"{name} must be positive, got {value!r}")
+    if lo is not None and v < lo or hi is not None and v > hi:
+        raise ValueError(f"{name} must be in [{lo}, {hi}], got {value!r}")
+    return v
+
+
+def _check_meta(meta: Any, where: str) -> dict:
+    """Metadata must survive a JSON round trip unchanged (so every store can be saved):
+    string keys, JSON values, no NaN, no tuples or sets."""
+    if meta is None or (type(meta) is dict and not meta):
+        return {}
+    if not isinstance(meta, Mapping):
+        raise TypeError(f"{where}: meta must be a dict, got {type(meta).__name__}")
+    meta = dict(meta)
+    try:
+        back = json.loads(json.dumps(meta, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{where}: meta must be JSON-serialisable ({exc})") from exc
+    if back != meta:
+        raise ValueError(f"{where}: meta must be plain JSON (string keys; lists, not tuples): it does not "
+                         f"survive a JSON round trip unchanged")
+    return meta
+
+
+def _check_time(value: Any, name: str, where: str | int) -> datetime | None:
+    """``value`` as an aware UTC datetime (``None`` stays ``None``); ``where`` names the
+    call or, as an int, the ``add_many`` item (formatted only for an error)."""
+    if value is None:
+        return None
+    if type(value) is datetime and value.tzinfo is timezone.utc:
+        return value
+    if not isinstance(value, datetime):
+        where = f"item #{where}" if isinstance(where, int) else where
+        raise TypeError(f"{where}: {name} must be a datetime or None, got {type(value).__name__}")
+    return to_utc(value)
+
+
+class _Batch:
+    """The columns of an ``add_many`` call, checked (all or nothing: nothing is stored if
+    any item is bad)."""
+
+    __slots__ = ("texts", "ids", "parents", "times", "valid_from", "valid_until", "metas", "embeddings", "points")
+
+    @classmethod
+    def check(cls, items: list, dim: int, ball: PoincareBall) -> _Batch:
+        b = cls()
+        n = len(items)
+        texts, ids, parents = [None] * n, [None] * n, [None] * n
+        times, vfrom, vuntil, metas = [None] * n, [None] * n, [None] * n, [None] * n
+        b.embeddings, b.points = {}, {}
+        # One pass; the common cases (str, None, no metadata) cost no call.
+        for i, it in enumerate(items):
+            if not isinstance(it, Mapping):
+                raise TypeError(f"item #{i} must be a dict of add() arguments, got {type(it).__name__}")
+            if not it.keys() <= ADD_KEYS:
+                raise ValueError(f"item #{i} has unknown keys {sorted(it.keys() - ADD_KEYS)}; "
+                                 f"allowed: {sorted(ADD_KEYS)}")
+            get = it.get
+            text = get("text")
+            if type(text) is not str or not text.strip():
+                if "text" not in it:
+                    raise ValueError(f"item #{i} has no 'text'")
+                check_texts([text], what=f"item #{i} text")  # raises the precise error
+            texts[i] = text
+            id_ = get("id")
+            if id_ is not None:
+                if not isinstance(id_, str) or not id_.strip():
+                    raise ValueError(f"item #{i}: id must be a non-empty string, got {id_!r}")
+                ids[i] = id_
+            par = get("parent")
+            if par is not None:
+                if not isinstance(par, str):
+                    raise TypeError(f"item #{i}: parent must be a memory id (str), got {type(par).__name__}")
+                parents[i] = par
+            t = get("t")
+            if t is not None:
+                times[i] = _check_time(t, "t", i)
+            vf, vu = get("valid_from"), get("valid_until")
+            if vf is not None or vu is not None:  # validity windows are rare: no calls without one
+                vf = vfrom[i] = _check_time(vf, "valid_from", i)
+                vu = vuntil[i] = _check_time(vu, "valid_until", i)
+                if vf is not None and vu is not None and vu < vf:
+                    raise ValueError(f"item #{i}: valid_until ({vu}) is before valid_from ({vf})")
+            meta = get("meta")
+            metas[i] = {} if meta is None else _check_meta(meta, f"item #{i}")
+            if get("embedding") is not None:
+                e = torch.as_tensor(it["embedding"], dtype=torch.float64).detach().cpu()
+                if e.shape != (dim,):
+                    raise ValueError(f"item #{i}: embedding must have shape ({dim},), got {tuple(e.shape)}")
+                if not bool(torch.isfinite(e).all()):
+                    raise ValueError(f"item #{i}: embedding has non-finite values")
+                b.embeddings[i] = e
+            if get("point") is not None:
+                p = torch.as_tensor(it["point"], dtype=torch.float64).detach().cpu()
+                if p.shape != (dim,):
+                    raise ValueError(f"item #{i}: point must have shape ({dim},), got {tuple(p.shape)}")
+                ball.check_inside(p, name=f"item #{i} point")
+                b.points[i] = p
+        b.texts, b.ids, b.parents, b.times = texts, ids, parents, times
+        b.valid_from, b.valid_until, b.metas = vfrom, vuntil, metas
+        return b

@@ -1,0 +1,331 @@
+"""Search of the memory store: temporal weights, query points, candidates, ranking, index.
+
+:class:`SearchMixin` holds the query side of :class:`~hypermem.store.memory.Memory`; the
+store's tensors (``_dir``, ``_depth``, ``_time``...) and lock come from the class itself.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..embed import check_texts, embed_checked
+from ..geometry import poincare as P
+from ..index import HyperbolicDistance, MIPSIndex, ShellDistance, exact_topk
+from ..retrieval.cones import cone_energy
+from ..temporal import MIN_WEIGHT, NoDecay
+from ..temporal.clock import to_seconds, to_utc
+from .checks import CONE_TOL, METRICS, MODES, Filter, _finite
+from .placement import unit
+from .records import SearchResult
+
+
+class SearchMixin:
+    """Ranking by ``-distance + depth_bias * depth + time_coef * log(time_weight)``."""
+
+    # ------------------------------------------------------------------ time
+    def _now(self, at_time: datetime | None) -> datetime:
+        return to_utc(at_time) if at_time is not None else to_utc(self.clock())
+
+    def _weights_all(self, at_time: datetime | None) -> torch.Tensor:
+        n = self._n
+        w = self.decay.weight(to_seconds(self._now(at_time)), self._time[:n], self._access[:n],
+                              self._vfrom[:n], self._vuntil[:n])
+        w = torch.as_tensor(w, dtype=torch.float64, device=self.device)
+        if w.shape != (n,):
+            raise ValueError(f"the decay policy returned shape {tuple(w.shape)}, expected ({n},)")
+        return w
+
+    def time_weights(self, ids: Sequence[str] | None = None, at_time: datetime | None = None) -> torch.Tensor:
+        """Temporal weights in ``[MIN_WEIGHT, 1]`` of ``ids`` (all memories if None) at ``at_time``."""
+        with self._lock:
+            w = self._weights_all(at_time)
+            if ids is None:
+                return w
+            rows = [self._row[self._rec(i).id] for i in ids]
+            return w[torch.tensor(rows, dtype=torch.long, device=self.device)]
+
+    # ------------------------------------------------------------------ queries
+    def embed_query(self, query: str, depth: float | None = None) -> torch.Tensor:
+        """Point for a free-text query: direction from the embedder, depth given or ``base_depth``."""
+        check_texts([query], what="query")
+        e = embed_checked(self.embedder, [query])[0]
+        d = self.base_depth if depth is None else _finite("depth", depth, lo=0.0)
+        return P.point_at(e.to(self.device, self.dtype), d, self.curvature)
+
+    def _query_dirs(self, queries: Sequence[Any], query_depth: float | None):
+        """Unit directions ``(B, dim)`` and hyperbolic radii ``(B,)`` of the queries."""
+        texts = [q for q in queries if isinstance(q, str)]
+        if texts:
+            check_texts(texts, what="query")
+            emb = iter(embed_checked(self.embedder, texts))
+        dirs, radii = [], []
+        default = self.base_depth if query_depth is None else _finite("query_depth", query_depth, lo=0.0)
+        for q in queries:
+            if isinstance(q, str):
+                dirs.append(next(emb))
+                radii.append(default)
+                continue
+            if q is None:
+                raise ValueError("a query in a batch cannot be None")
+            if not isinstance(q, (torch.Tensor, np.ndarray, list, tuple)):
+                raise TypeError(f"a query must be text or a point (tensor, array, list), got {type(q).__name__}")
+            p = torch.as_tensor(q).detach().to("cpu", torch.float64)
+            if p.shape != (self.dim,):
+                raise ValueError(f"a query must be text or a point of shape ({self.dim},), got shape "
+                                 f"{tuple(p.shape)}")
+            self.ball.check_inside(p, name="query point")
+            dirs.append(p)
+            radii.append(default if query_depth is not None else float(P.distance_to_origin(p, self.curvature)))
+        D = unit(torch.stack(dirs)).to(self.device, self.dtype)
+        return D, torch.tensor(radii, dtype=self.dtype, device=self.device)
+
+    def _candidates(self, mode: str, root: str | None) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """Candidate rows (None: all) and, in cone mode, the energies of the candidates."""
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}; choose one of {MODES}")
+        if mode == "nearest":
+            return None, None
+        if root is None:
+            raise ValueError(f"mode={mode!r} needs root=<memory id>")
+        self._rec(root)
+        if mode == "subtree":
+            ids = [root, *self.descendants(root)]
+        elif mode == "children":
+            ids = self.children(root)
+        elif mode == "ancestors":
+            ids = self.ancestors(root)
+        elif mode == "siblings":
+            ids = self.siblings(root)
+        else:
+            n = self._n
+            pts = P.point_at(self._dir[:n].to(torch.float64), self._depth[:n].to(torch.float64), self.curvature)
+            r = self._row[root]
+            energy = cone_energy(pts[r], pts, self.curvature, self.cone_k)
+            inside = energy <= CONE_TOL
+            inside[r] = False
+            rows = inside.nonzero().squeeze(1)
+            return rows, energy[rows]
+        rows = torch.tensor(sorted(self._row[i] for i in ids), dtype=torch.long, device=self.device)
+        return rows, None
+
+    def _filter_rows(self, rows: torch.Tensor | None, filters: Filter) -> torch.Tensor | None:
+        if filters is None:
+            return rows
+        if callable(filters):
+            keep_fn = filters
+        elif isinstance(filters, Mapping):
+            items = list(filters.items())
+
+            def keep_fn(rec):
+                return all(k in rec.meta and rec.meta[k] == v for k, v in items)
+        else:
+            raise TypeError(f"filters must be a dict or a callable, got {type(filters).__name__}")
+        cand = range(self._n) if rows is None else rows.tolist()
+        kept = [r for r in cand if keep_fn(self._records[self._ids[r]])]
+        return torch.tensor(kept, dtype=torch.long, device=self.device)
+
+    def search(self, query: Any = None, k: int = 5, mode: str = "nearest", root: str | None = None,
+               at_time: datetime | None = None, filters: Filter = None, metric: str | None = None,
+               query_depth: float | None = None, touch: bool = True, use_index: bool | None = None,
+               oversample: int = 8) -> list[SearchResult]:
+        """Rank memories by ``-distance + depth_bias*depth + time_coef*log(time_weight)``.
+
+        ``mode`` restricts the candidates: ``nearest`` (all), ``subtree`` / ``children`` /
+        ``ancestors`` / ``siblings`` of ``root``, or ``cone`` (points inside the entailment
+        cone of ``root``).  ``query`` is text, a point in the ball, or None for structural
+        modes (then candidates are ranked by time weight and depth only).  ``filters`` (a
+        metadata dict that must match, or a callable on the record) apply before the
+        top-k cut.  ``metric`` overrides the default; ``query_depth`` places the query for
+        ``metric="hyperbolic"`` (default ``base_depth``; a point query keeps its own depth).
+        ``touch`` counts an access for every returned memory, after scoring.
+        ``use_index`` (True, or None once :meth:`build_index` was called) uses the index
+        for ``nearest`` search: with an exact backend the answer is the same; with faiss the
+        ``k * oversample`` index candidates are re-scored exactly.
+        """
+        return self._search([query], k, mode, root, at_time, filters, metric, query_depth, touch, use_index,
+                            oversample, allow_none=True)[0]
+
+    def search_batch(self, queries: Sequence[Any], k: int = 5, **kwargs: Any) -> list[list[SearchResult]]:
+        """:meth:`search` for many queries at once (one embedding call, one batched scoring):
+        one list per query, equal to calling :meth:`search` for each.
+
+        With ``touch=True`` and a policy that depends on access counts (Ebbinghaus), each
+        search changes the next one's weights, so the queries are then run one by one."""
+        if isinstance(queries, str):
+            raise TypeError("search_batch takes a list of queries, got a single string")
+        queries = list(queries)
+        allowed = {"mode", "root", "at_time", "filters", "metric", "query_depth", "touch", "use_index",
+                   "oversample"}
+        unknown = set(kwargs) - allowed
+        if unknown:
+            raise TypeError(f"search_batch got unexpected keyword arguments {sorted(unknown)}")
+        if not queries:
+            return []
+        touch = kwargs.get("touch", True)
+        if touch and _uses_access_counts(self.decay):
+            return [self.search(q, k=k, **kwargs) for q in queries]
+        return self._search(queries, k, kwargs.get("mode", "nearest"), kwargs.get("root"), kwargs.get("at_time"),
+                            kwargs.get("filters"), kwargs.get("metric"), kwargs.get("query_depth"), touch,
+                            kwargs.get("use_index"), kwargs.get("oversample", 8), allow_none=False)
+
+    def _search(self, queries, k, mode, root, at_time, filters, metric, query_depth, touch, use_index,
+                oversample, allow_none):
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"k must be an integer >= 1, got {k!r}")
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}; choose one of {MODES}")
+        metric = self.metric if metric is None else metric
+        if metric not in METRICS:
+            raise ValueError(f"unknown metric {metric!r}; choose one of {METRICS}")
+        if isinstance(oversample, bool) or not isinstance(oversample, int) or oversample < 1:
+            raise ValueError(f"oversample must be an integer >= 1, got {oversample!r}")
+        no_query = allow_none and queries[0] is None
+        if no_query and mode == "nearest":
+            raise ValueError("mode='nearest' needs a query; omit the query only with a structural mode")
+        if not no_query:
+            Q, q_radius = self._query_dirs(queries, query_depth)  # embedder runs outside the lock
+        with self._lock:
+            n = self._n
+            if n == 0:
+                if root is not None and mode != "nearest":
+                    self._rec(root)
+                return [[] for _ in queries]
+            rows, energies = self._candidates(mode, root)
+            rows = self._filter_rows(rows, filters)
+            if rows is not None and rows.numel() == 0:
+                return [[] for _ in queries]
+            weights = self._weights_all(at_time)
+            bias = torch.zeros(n, dtype=self.dtype, device=self.device)
+            if self.time_coef != 0.0:
+                bias += (self.time_coef * weights.clamp_min(MIN_WEIGHT).log()).to(self.dtype)
+            if self.depth_bias != 0.0:
+                bias += self.depth_bias * self._depth[:n]
+            if no_query:
+                scores, idx, dist = self._rank_by_bias(bias, rows, k)
+            else:
+                scores, idx, dist = self._rank(Q, q_radius, bias, rows, k, metric, use_index, oversample)
+            results = self._results(scores, idx, dist, weights, rows, energies)
+            if touch:
+                self._touch([r.record.id for res in results for r in res])
+            return results
+
+    def _rank_by_bias(self, bias, rows, k):
+        cand = torch.arange(self._n, device=self.device) if rows is None else rows
+        b = bias[cand]
+        order = torch.argsort(-b, stable=True)[:k]  # ties: insertion order
+        idx = cand[order].unsqueeze(0)
+        s = b[order].unsqueeze(0)
+        return s, idx, torch.zeros_like(s)
+
+    def _distance_model(self, metric, q_radius, rows):
+        if metric == "shell":
+            g = ShellDistance(self.curvature, self.base_depth)
+            return g, g.inverse
+        key_r = self._depth[: self._n] if rows is None else self._depth[rows]
+        return HyperbolicDistance(self.curvature, q_radius, key_r), None
+
+    def _rank(self, Q, q_radius, bias, rows, k, metric, use_index, oversample):
+        use = (self._index is not None) if use_index is None else bool(use_index)
+        if use and rows is None and metric == "shell":
+            index = self._ensure_index()
+            if not index.exact:
+                return self._rank_approx(index, Q, bias, k, oversample)
+        keys = self._dir[: self._n] if rows is None else self._dir[rows]
+        b = bias if rows is None else bias[rows]
+        g, inv = self._distance_model(metric, q_radius, rows)
+        # directions are unit vectors: every product is a cosine, at most 1
+        scores, local, dist = exact_topk(Q, keys, k, g, b, inv, max_product=1.0)
+        idx = local if rows is None else torch.where(local >= 0, rows[local.clamp_min(0)], local)
+        return scores, idx, dist
+
+    def _rank_approx(self, index, Q, bias, k, oversample):
+        """faiss: the index's ``k * oversample`` shell-nearest candidates, re-scored exactly."""
+        shell_q = P.point_at(Q.to(torch.float64), self.base_depth, self.curvature)
+        _, cand = index.search(shell_q, k=min(self._n, k * oversample))
+        cand = cand.to(self.device)
+        g = ShellDistance(self.curvature, self.base_depth)
+        out_s, out_i, out_d = [], [], []
+        for qi in range(Q.shape[0]):
+            c = cand[qi][cand[qi] >= 0]
+            s, local, d = exact_topk(Q[qi: qi + 1], self._dir[c], k, g, bias[c], None)
+            out_s.append(s)
+            out_i.append(torch.where(local >= 0, c[local.clamp_min(0)], local))
+            out_d.append(d)
+        return torch.cat(out_s), torch.cat(out_i), torch.cat(out_d)
+
+    def _results(self, scores, idx, dist, weights, rows, energies):
+        s_l, i_l, d_l = scores.tolist(), idx.tolist(), dist.tolist()
+        hit = sorted({i for row in i_l for i in row if i >= 0})
+        if not hit:
+            return [[] for _ in i_l]
+        hit_t = torch.tensor(hit, dtype=torch.long, device=self.device)
+        w_of = dict(zip(hit, weights[hit_t].tolist()))
+        dep_of = dict(zip(hit, self._depth[hit_t].tolist()))
+        energy_of = None
+        if energies is not None:
+            energy_of = dict(zip(rows.tolist(), energies.tolist()))
+        out = []
+        for s_row, i_row, d_row in zip(s_l, i_l, d_l):
+            res = []
+            for s, i, d in zip(s_row, i_row, d_row):
+                if i < 0 or s == -math.inf:
+                    continue
+                res.append(SearchResult(record=self._records[self._ids[i]], score=float(s), distance=float(d),
+                                        time_weight=float(w_of[i]), depth=float(dep_of[i]),
+                                        cone_energy=None if energy_of is None else float(energy_of[i])))
+            out.append(res)
+        return out
+
+    def _touch(self, ids: list[str]) -> None:
+        if not ids:
+            return
+        now = to_utc(self.clock())
+        rows = []
+        for i in ids:
+            rec = self._records[i]
+            rec.access_count += 1
+            rec.last_accessed = now
+            rows.append(self._row[i])
+        uniq = Counter(rows)
+        idx = torch.tensor(list(uniq), dtype=torch.long, device=self.device)
+        self._access[idx] += torch.tensor(list(uniq.values()), dtype=torch.float64, device=self.device)
+
+    # ------------------------------------------------------------------ index
+    def build_index(self, backend: str = "auto") -> MIPSIndex:
+        """Build (or rebuild) the shell-metric nearest-neighbour index over all memories.
+
+        ``"auto"``/``"torch"``/``"numpy"`` are exact (search answers do not change);
+        ``"faiss"`` (the ``ann`` extra) is approximate HNSW.  The index is rebuilt
+        automatically after changes."""
+        with self._lock:
+            self._index = MIPSIndex(self.ball, backend=backend)
+            self._index_version = -1
+            return self._ensure_index()
+
+    def _ensure_index(self) -> MIPSIndex:
+        if self._index_version != self._version:
+            shell = P.point_at(self._dir[: self._n].to(torch.float64), self.base_depth, self.curvature)
+            self._index.build(shell)
+            self._index_version = self._version
+        return self._index
+
+
+def _uses_access_counts(policy: Any) -> bool:
+    """Whether a policy's weights depend on access counts (custom policies: assume so,
+    unless they say ``uses_access_counts = False``)."""
+    from ..temporal import Ebbinghaus, HalfLife, Product, ValidityWindow
+
+    if isinstance(policy, (NoDecay, HalfLife, ValidityWindow)):
+        return False
+    if isinstance(policy, Ebbinghaus):
+        return True
+    if isinstance(policy, Product):
+        return any(_uses_access_counts(p) for p in policy.policies)
+    return bool(getattr(policy, "uses_access_counts", True))
