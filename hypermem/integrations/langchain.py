@@ -115,6 +115,10 @@ class HypermemVectorStore(VectorStore):
 
     def __init__(self, embedding: Any = None, memory: Memory | str | None = None, *, include_time: bool = False,
                  **memory_kwargs: Any):
+        if "embedder" in memory_kwargs:  # the Memory spelling of embedding=
+            if embedding is not None:
+                raise ValueError("pass embedding= or embedder=, not both")
+            embedding = memory_kwargs.pop("embedder")
         embedder = as_embedder(embedding)
         if isinstance(memory, Memory) and embedder is not None:
             raise ValueError("pass either memory=<Memory> (its embedder is used) or embedding=, not both")
