@@ -177,7 +177,11 @@ def test_modes():
     assert set(ids(m.search("dog", mode="ancestors", root="puppy", k=10))) == {"dog", "animal"}
     assert set(ids(m.search("dog", mode="siblings", root="cat", k=10))) == {"dog", "wolf"}
     assert m.search("dog", mode="children", root="puppy", k=3) == []
+    with pytest.warns(UserWarning, match="cone_constrained=True"):  # default placement: empty cones
+        assert m.search(None, mode="cone", root="animal", k=10) == []
+    m = make_tree(cone_constrained=True)
     cone = m.search(None, mode="cone", root="animal", k=10)
+    assert {r.record.id for r in cone} == {"dog", "cat", "wolf", "puppy"}
     assert all(r.cone_energy == 0.0 for r in cone)
     for r in cone:
         assert float(cone_energy(m.point("animal"), m.point(r.record.id), m.ball, m.cone_k)) == 0.0

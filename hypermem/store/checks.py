@@ -10,7 +10,6 @@ from typing import Any
 
 import torch
 
-from ..embed import check_texts
 from ..geometry import PoincareBall
 from ..temporal.clock import to_utc
 from .records import MemoryRecord
@@ -83,8 +82,10 @@ class _Batch:
     __slots__ = ("texts", "ids", "parents", "times", "valid_from", "valid_until", "metas", "embeddings", "points")
 
     @classmethod
-    def check(cls, items: list, dim: int, ball: PoincareBall) -> _Batch:
+    def check(cls, items: list, dim: int, ball: PoincareBall, single: bool = False) -> _Batch:
+        """``single``: the batch of one ``add()`` call (errors then name ``add()``, not an item)."""
         b = cls()
+        at = _at_add if single else _at_item
         n = len(items)
         texts, ids, parents = [None] * n, [None] * n, [None] * n
         times, vfrom, vuntil, metas = [None] * n, [None] * n, [None] * n, [None] * n
@@ -100,43 +101,71 @@ class _Batch:
             text = get("text")
             if type(text) is not str or not text.strip():
                 if "text" not in it:
-                    raise ValueError(f"item #{i} has no 'text'")
-                check_texts([text], what=f"item #{i} text")  # raises the precise error
+                    raise ValueError(f"{at(i)} has no 'text'")
+                if not isinstance(text, str):
+                    raise TypeError(f"{at(i)}: text must be a string, got {type(text).__name__}")
+                if not text.strip():
+                    raise ValueError(f"{at(i)}: text is blank: a memory's text must be a non-empty string")
             texts[i] = text
             id_ = get("id")
             if id_ is not None:
                 if not isinstance(id_, str) or not id_.strip():
-                    raise ValueError(f"item #{i}: id must be a non-empty string, got {id_!r}")
+                    raise ValueError(f"{at(i)}: id must be a non-empty string, got {id_!r}")
                 ids[i] = id_
             par = get("parent")
             if par is not None:
                 if not isinstance(par, str):
-                    raise TypeError(f"item #{i}: parent must be a memory id (str), got {type(par).__name__}")
+                    raise TypeError(f"{at(i)}: parent must be a memory id (str), got {type(par).__name__}")
                 parents[i] = par
             t = get("t")
             if t is not None:
-                times[i] = _check_time(t, "t", i)
+                times[i] = _check_time(t, "t", at(i) if single else i)
             vf, vu = get("valid_from"), get("valid_until")
             if vf is not None or vu is not None:  # validity windows are rare: no calls without one
-                vf = vfrom[i] = _check_time(vf, "valid_from", i)
-                vu = vuntil[i] = _check_time(vu, "valid_until", i)
+                vf = vfrom[i] = _check_time(vf, "valid_from", at(i) if single else i)
+                vu = vuntil[i] = _check_time(vu, "valid_until", at(i) if single else i)
                 if vf is not None and vu is not None and vu < vf:
-                    raise ValueError(f"item #{i}: valid_until ({vu}) is before valid_from ({vf})")
+                    raise ValueError(f"{at(i)}: valid_until ({vu}) is before valid_from ({vf})")
             meta = get("meta")
-            metas[i] = {} if meta is None else _check_meta(meta, f"item #{i}")
+            metas[i] = {} if meta is None else _check_meta(meta, at(i))
             if get("embedding") is not None:
                 e = torch.as_tensor(it["embedding"], dtype=torch.float64).detach().cpu()
                 if e.shape != (dim,):
-                    raise ValueError(f"item #{i}: embedding must have shape ({dim},), got {tuple(e.shape)}")
+                    raise ValueError(f"{at(i)}: embedding must have shape ({dim},), got {tuple(e.shape)}")
                 if not bool(torch.isfinite(e).all()):
-                    raise ValueError(f"item #{i}: embedding has non-finite values")
+                    raise ValueError(f"{at(i)}: embedding has non-finite values")
                 b.embeddings[i] = e
             if get("point") is not None:
                 p = torch.as_tensor(it["point"], dtype=torch.float64).detach().cpu()
                 if p.shape != (dim,):
-                    raise ValueError(f"item #{i}: point must have shape ({dim},), got {tuple(p.shape)}")
-                ball.check_inside(p, name=f"item #{i} point")
+                    raise ValueError(f"{at(i)}: point must have shape ({dim},), got {tuple(p.shape)}")
+                ball.check_inside(p, name=f"{at(i)} point")
                 b.points[i] = p
         b.texts, b.ids, b.parents, b.times = texts, ids, parents, times
         b.valid_from, b.valid_until, b.metas = vfrom, vuntil, metas
         return b
+
+
+def _at_item(i: int) -> str:
+    return f"item #{i}"
+
+
+def _at_add(i: int) -> str:
+    return "add()"
+
+
+def _usable_device(device: str | torch.device) -> torch.device:
+    """``device`` as a torch device, or a ``ValueError`` saying why tensors cannot live there
+    (``"cuda"`` on a machine without CUDA raises a bare ``AssertionError`` in torch)."""
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device={device!r} is not a torch device ({exc})") from exc
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} but CUDA is not available here (torch.cuda.is_available() is "
+                         f"False; torch {torch.__version__}); use device='cpu'")
+    try:
+        torch.empty(0, device=dev)
+    except (RuntimeError, AssertionError) as exc:
+        raise ValueError(f"device={device!r} cannot hold tensors here: {exc}") from exc
+    return dev

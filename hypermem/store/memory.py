@@ -20,7 +20,7 @@ from ..retrieval.cones import DEFAULT_K
 from ..temporal import DecayPolicy, NoDecay
 from ..temporal.clock import to_seconds, to_utc, utcnow
 from ..viz.mixin import InspectMixin
-from .checks import _UNSET, METRICS, MODES, _Batch, _check_meta, _check_time, _finite
+from .checks import _UNSET, METRICS, MODES, _Batch, _check_meta, _check_time, _finite, _usable_device
 from .gc_pause import gc_paused
 from .persistence import PersistenceMixin
 from .placement import child_directions, unit
@@ -83,7 +83,8 @@ class Memory(SearchMixin, ViewsMixin, PersistenceMixin, InspectMixin):
     cone_k: the ``K`` of the entailment cones.
     metric: default distance of :meth:`search`, ``"shell"`` or ``"hyperbolic"``.
     time_coef, depth_bias: score weights (see :func:`hypermem.retrieval.combine`).
-    clock: callable returning "now" as a datetime; override in tests and simulations.
+    clock: callable returning "now" as a datetime; override in tests and simulations.  Times
+        are stored in UTC; a naive datetime (from the clock or an argument) is taken as UTC.
     dtype: ``torch.float64`` (default) or ``torch.float32`` for directions and depths.
     device: where the tensors live (``"cpu"``, ``"cuda"``, ...).
     """
@@ -119,7 +120,7 @@ class Memory(SearchMixin, ViewsMixin, PersistenceMixin, InspectMixin):
         if dtype not in (torch.float32, torch.float64):
             raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
         self.dtype = dtype
-        self.device = torch.device(device)
+        self.device = _usable_device(device)
         self._lock = threading.RLock()
         self._ids: list[str] = []
         self._row: dict[str, int] = {}
@@ -194,33 +195,6 @@ class Memory(SearchMixin, ViewsMixin, PersistenceMixin, InspectMixin):
         return (f"Memory(n={self._n}, dim={self.dim}, curvature={self.curvature:g}, metric={self.metric!r}, "
                 f"decay={self.decay!r}, dtype={self.dtype}, device={self.device})")
 
-    @property
-    def ids(self) -> list[str]:
-        """Ids in insertion order."""
-        return list(self._ids)
-
-    @property
-    def points(self) -> torch.Tensor:
-        """All points ``(n, dim)`` in insertion order (computed from directions and depths)."""
-        with self._lock:
-            n = self._n
-            return P.point_at(self._dir[:n], self._depth[:n], self.curvature)
-
-    @property
-    def directions(self) -> torch.Tensor:
-        """Unit directions ``(n, dim)`` (a view of the store's tensor; do not modify)."""
-        return self._dir[: self._n]
-
-    @property
-    def depths(self) -> torch.Tensor:
-        """Hyperbolic radii ``(n,)`` (a view; do not modify)."""
-        return self._depth[: self._n]
-
-    @property
-    def embeddings(self) -> torch.Tensor:
-        """Raw embeddings ``(n, dim)``, float64 on the CPU (a view; do not modify)."""
-        return self._emb[: self._n]
-
     def _rec(self, id: str) -> MemoryRecord:
         try:
             return self._records[id]
@@ -231,29 +205,20 @@ class Memory(SearchMixin, ViewsMixin, PersistenceMixin, InspectMixin):
         """The record of ``id`` (``KeyError`` if unknown)."""
         return self._rec(id)
 
-    def depth(self, id: str) -> float:
-        """Hyperbolic distance of ``id``'s point from the origin."""
-        self._rec(id)
-        return float(self._depth[self._row[id]])
-
-    def point(self, id: str) -> torch.Tensor:
-        """The point ``(dim,)`` of ``id``."""
-        self._rec(id)
-        r = self._row[id]
-        return P.point_at(self._dir[r], self._depth[r], self.curvature)
-
-    def embedding(self, id: str) -> torch.Tensor:
-        self._rec(id)
-        return self._emb[self._row[id]].clone()
-
     # ------------------------------------------------------------------ adding
     def add(self, text: str, parent: str | None = None, t: datetime | None = None, id: str | None = None,
             meta: Mapping[str, Any] | None = None, valid_from: datetime | None = None,
             valid_until: datetime | None = None) -> str:
-        """Store a memory; returns its id."""
+        """Store a memory; returns its id.
+
+        ``t`` (default: the clock's now), ``valid_from`` and ``valid_until`` are datetimes;
+        aware ones are converted to UTC, **naive ones are taken to be UTC already** (as
+        the NumPy reference does), so pass ``datetime.now(timezone.utc)``, not
+        ``datetime.now()``, on a machine whose clock is not in UTC."""
         item = {"text": text, "parent": parent, "t": t, "id": id, "meta": meta, "valid_from": valid_from,
                 "valid_until": valid_until}
-        return self.add_many([item])[0]
+        with gc_paused():
+            return self._add_many([item], single=True)[0]
 
     def add_many(self, items: Iterable[Mapping[str, Any]]) -> list[str]:
         """Store many memories with one embedding call; all or nothing.
@@ -266,8 +231,8 @@ class Memory(SearchMixin, ViewsMixin, PersistenceMixin, InspectMixin):
         with gc_paused():  # bulk allocation without cyclic collections (hypermem.store.gc_pause)
             return self._add_many(items)
 
-    def _add_many(self, items: Iterable[Mapping[str, Any]]) -> list[str]:
-        batch = _Batch.check(list(items), self.dim, self.ball)
+    def _add_many(self, items: Iterable[Mapping[str, Any]], single: bool = False) -> list[str]:
+        batch = _Batch.check(list(items), self.dim, self.ball, single)
         if not batch.texts:
             return []
         todo = [i for i in range(len(batch.texts)) if i not in batch.embeddings]
@@ -514,3 +479,4 @@ class Memory(SearchMixin, ViewsMixin, PersistenceMixin, InspectMixin):
                 self._children.setdefault(parent, []).append(child)
             self._replace_subtree(child)
             self._version += 1
+

@@ -7,6 +7,7 @@ store's tensors (``_dir``, ``_depth``, ``_time``...) and lock come from the clas
 from __future__ import annotations
 
 import math
+import warnings
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -18,7 +19,7 @@ import torch
 from ..embed import check_texts, embed_checked
 from ..geometry import poincare as P
 from ..index import HyperbolicDistance, MIPSIndex, ShellDistance, exact_topk
-from ..retrieval.cones import cone_energy
+from ..retrieval.cones import cone_energy, half_aperture
 from ..temporal import MIN_WEIGHT, NoDecay
 from ..temporal.clock import to_seconds, to_utc
 from .checks import CONE_TOL, METRICS, MODES, Filter, _finite
@@ -87,7 +88,7 @@ class SearchMixin:
         return D, torch.tensor(radii, dtype=self.dtype, device=self.device)
 
     def _candidates(self, mode: str, root: str | None) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        """Candidate rows (None: all) and, in cone mode, the energies of the candidates."""
+        """Candidate rows (None: all) and, in cone mode, the cone energy of every memory."""
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; choose one of {MODES}")
         if mode == "nearest":
@@ -111,7 +112,13 @@ class SearchMixin:
             inside = energy <= CONE_TOL
             inside[r] = False
             rows = inside.nonzero().squeeze(1)
-            return rows, energy[rows]
+            if rows.numel() == 0 and not self.cone_constrained:
+                psi = math.degrees(float(half_aperture(pts[r], self.curvature, self.cone_k)))
+                warnings.warn(f"no memory lies inside the entailment cone of {root!r} (half-aperture {psi:.1f} "
+                              f"degrees): this store was made without cone_constrained=True, so children are "
+                              f"placed by inherit={self.inherit:g} and rarely fall in a cone; use "
+                              f"Memory(cone_constrained=True) for cone queries, or mode='subtree'", stacklevel=4)
+            return rows, energy.to(self.device)
         rows = torch.tensor(sorted(self._row[i] for i in ids), dtype=torch.long, device=self.device)
         return rows, None
 
@@ -134,7 +141,7 @@ class SearchMixin:
     def search(self, query: Any = None, k: int = 5, mode: str = "nearest", root: str | None = None,
                at_time: datetime | None = None, filters: Filter = None, metric: str | None = None,
                query_depth: float | None = None, touch: bool = True, use_index: bool | None = None,
-               oversample: int = 8) -> list[SearchResult]:
+               oversample: int = 8, valid_only: bool = False) -> list[SearchResult]:
         """Rank memories by ``-distance + depth_bias*depth + time_coef*log(time_weight)``.
 
         ``mode`` restricts the candidates: ``nearest`` (all), ``subtree`` / ``children`` /
@@ -146,11 +153,24 @@ class SearchMixin:
         ``metric="hyperbolic"`` (default ``base_depth``; a point query keeps its own depth).
         ``touch`` counts an access for every returned memory, after scoring.
         ``use_index`` (True, or None once :meth:`build_index` was called) uses the index
-        for ``nearest`` search: with an exact backend the answer is the same; with faiss the
+        for ``nearest`` search (True before any :meth:`build_index` builds the default exact
+        one): with an exact backend the answer is the same; with faiss the
         ``k * oversample`` index candidates are re-scored exactly.
+
+        **Time.** ``at_time`` (default: the clock's now) is the moment the search is asked
+        at: it sets the temporal weights, and memories created after an explicit
+        ``at_time`` (their ``t`` later than it) are left out, as if the store were searched
+        then.  A memory outside its validity window (``valid_from``/``valid_until``) is kept
+        with the policy's weight (``ValidityWindow`` gives ``MIN_WEIGHT``, NoDecay 1);
+        ``valid_only=True`` leaves it out.  Naive datetimes are taken as UTC.
+
+        **Cones.** ``mode="cone"`` returns the memories whose points lie in ``root``'s
+        entailment cone.  Only a store made with ``cone_constrained=True`` places children
+        inside their parent's cone; on another store the cone is usually empty (a warning
+        says so): use ``mode="subtree"`` there.
         """
         return self._search([query], k, mode, root, at_time, filters, metric, query_depth, touch, use_index,
-                            oversample, allow_none=True)[0]
+                            oversample, allow_none=True, valid_only=valid_only)[0]
 
     def search_batch(self, queries: Sequence[Any], k: int = 5, **kwargs: Any) -> list[list[SearchResult]]:
         """:meth:`search` for many queries at once (one embedding call, one batched scoring):
@@ -162,7 +182,7 @@ class SearchMixin:
             raise TypeError("search_batch takes a list of queries, got a single string")
         queries = list(queries)
         allowed = {"mode", "root", "at_time", "filters", "metric", "query_depth", "touch", "use_index",
-                   "oversample"}
+                   "oversample", "valid_only"}
         unknown = set(kwargs) - allowed
         if unknown:
             raise TypeError(f"search_batch got unexpected keyword arguments {sorted(unknown)}")
@@ -173,10 +193,11 @@ class SearchMixin:
             return [self.search(q, k=k, **kwargs) for q in queries]
         return self._search(queries, k, kwargs.get("mode", "nearest"), kwargs.get("root"), kwargs.get("at_time"),
                             kwargs.get("filters"), kwargs.get("metric"), kwargs.get("query_depth"), touch,
-                            kwargs.get("use_index"), kwargs.get("oversample", 8), allow_none=False)
+                            kwargs.get("use_index"), kwargs.get("oversample", 8), allow_none=False,
+                            valid_only=kwargs.get("valid_only", False))
 
     def _search(self, queries, k, mode, root, at_time, filters, metric, query_depth, touch, use_index,
-                oversample, allow_none):
+                oversample, allow_none, valid_only=False):
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValueError(f"k must be an integer >= 1, got {k!r}")
         if mode not in MODES:
@@ -199,6 +220,7 @@ class SearchMixin:
                 return [[] for _ in queries]
             rows, energies = self._candidates(mode, root)
             rows = self._filter_rows(rows, filters)
+            rows = self._rows_at(rows, at_time, bool(valid_only))
             if rows is not None and rows.numel() == 0:
                 return [[] for _ in queries]
             weights = self._weights_all(at_time)
@@ -215,6 +237,22 @@ class SearchMixin:
             if touch:
                 self._touch([r.record.id for res in results for r in res])
             return results
+
+    def _rows_at(self, rows: torch.Tensor | None, at_time: datetime | None, valid_only: bool):
+        """``rows`` (None: all) less the memories created after an explicit ``at_time`` and,
+        with ``valid_only``, those outside their validity window at that time."""
+        if at_time is None and not valid_only:
+            return rows
+        n = self._n
+        now = to_seconds(self._now(at_time))
+        keep = torch.ones(n, dtype=torch.bool, device=self.device)
+        if at_time is not None:
+            keep &= self._time[:n] <= now
+        if valid_only:
+            keep &= (self._vfrom[:n] <= now) & (self._vuntil[:n] >= now)
+        if rows is None:
+            return None if bool(keep.all()) else keep.nonzero().squeeze(1)
+        return rows[keep[rows]]
 
     def _rank_by_bias(self, bias, rows, k):
         cand = torch.arange(self._n, device=self.device) if rows is None else rows
@@ -269,8 +307,8 @@ class SearchMixin:
         w_of = dict(zip(hit, weights[hit_t].tolist()))
         dep_of = dict(zip(hit, self._depth[hit_t].tolist()))
         energy_of = None
-        if energies is not None:
-            energy_of = dict(zip(rows.tolist(), energies.tolist()))
+        if energies is not None:  # the energy of every memory (cone mode)
+            energy_of = dict(zip(hit, energies[hit_t].tolist()))
         out = []
         for s_row, i_row, d_row in zip(s_l, i_l, d_l):
             res = []
@@ -310,6 +348,9 @@ class SearchMixin:
             return self._ensure_index()
 
     def _ensure_index(self) -> MIPSIndex:
+        if self._index is None:  # search(use_index=True) before any build_index(): the default one
+            self._index = MIPSIndex(self.ball, backend="auto")
+            self._index_version = -1
         if self._index_version != self._version:
             shell = P.point_at(self._dir[: self._n].to(torch.float64), self.base_depth, self.curvature)
             self._index.build(shell)

@@ -5,12 +5,43 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+import torch
+
+from ..geometry import poincare as P
 from ..temporal import policy_spec
 from ..temporal.clock import from_seconds
 
 
 class ViewsMixin:
     """Navigation (``parent``, ``children``, ``ancestors``...) and summaries of a store."""
+
+    # ------------------------------------------------------------------ columns
+    @property
+    def ids(self) -> list[str]:
+        """Ids in insertion order."""
+        return list(self._ids)
+
+    @property
+    def points(self) -> torch.Tensor:
+        """All points ``(n, dim)`` in insertion order (computed from directions and depths)."""
+        with self._lock:
+            n = self._n
+            return P.point_at(self._dir[:n], self._depth[:n], self.curvature)
+
+    @property
+    def directions(self) -> torch.Tensor:
+        """Unit directions ``(n, dim)`` (a view of the store's tensor; do not modify)."""
+        return self._dir[: self._n]
+
+    @property
+    def depths(self) -> torch.Tensor:
+        """Hyperbolic radii ``(n,)`` (a view; do not modify)."""
+        return self._depth[: self._n]
+
+    @property
+    def embeddings(self) -> torch.Tensor:
+        """Raw embeddings ``(n, dim)``, float64 on the CPU (a view; do not modify)."""
+        return self._emb[: self._n]
 
     # ------------------------------------------------------------------ navigation
     def parent(self, id: str) -> str | None:
@@ -50,6 +81,21 @@ class ViewsMixin:
     def level(self, id: str) -> int:
         self._rec(id)
         return self._levels[self._row[id]]
+
+    def depth(self, id: str) -> float:
+        """Hyperbolic distance of ``id``'s point from the origin."""
+        self._rec(id)
+        return float(self._depth[self._row[id]])
+
+    def point(self, id: str) -> torch.Tensor:
+        """The point ``(dim,)`` of ``id``."""
+        self._rec(id)
+        r = self._row[id]
+        return P.point_at(self._dir[r], self._depth[r], self.curvature)
+
+    def embedding(self, id: str) -> torch.Tensor:
+        self._rec(id)
+        return self._emb[self._row[id]].clone()
 
     # ------------------------------------------------------------------ views
     def stats(self, at_time: datetime | None = None) -> dict[str, Any]:
