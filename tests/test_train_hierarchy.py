@@ -13,7 +13,7 @@ pytest.importorskip("lightning")
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = str(ROOT / "configs" / "mammals_poincare.yaml")
 QUICK = ["--trainer.max_epochs=2", "--trainer.limit_train_batches=5", "--trainer.check_val_every_n_epoch=1",
-         "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false", "--trainer.log_every_n_steps=1",
+         "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false",
          "--model.burn_in=1", "--data.burn_in=1", "--data.batch_size=64", "--data.negatives=10",
          "--data.batches_per_step=1"]
 
@@ -31,34 +31,68 @@ def _run_cli(tmp: Path, *extra: str):
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
+    import contextlib
+    import io
+
     tmp = tmp_path_factory.mktemp("train")
-    cli = _run_cli(tmp, "--model.dim=5", "--trainer.logger.init_args.name=quick")
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        cli = _run_cli(tmp, "--model.dim=5", "--trainer.logger.init_args.name=quick")
+    cli.hypermem_stdout = buf.getvalue()
     return tmp, cli
 
 
 def _events(logdir: Path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    acc = EventAccumulator(str(logdir), size_guidance={"images": 0, "scalars": 0})
+    acc = EventAccumulator(str(logdir), size_guidance={"images": 0, "scalars": 0, "histograms": 0})
     acc.Reload()
     return acc
 
 
-def test_tensorboard_has_loss_lr_map_image_and_projector(trained):
+def test_tensorboard_has_one_step_axis_hp_metric_images_histograms_and_projectors(trained):
     tmp, cli = trained
     logdir = tmp / cli.trainer.logger.log_dir
     assert logdir.is_relative_to(tmp / "runs" / "quick") and logdir.is_dir()
     acc = _events(logdir)
     tags = acc.Tags()
-    for tag in ("train/loss_step", "train/loss_epoch", "val/map", "val/mean_rank"):
+    for tag in ("train/loss_step", "train/loss_epoch", "train/lr", "val/map", "val/mean_rank", "hp_metric"):
         assert tag in tags["scalars"], tags["scalars"]
-    assert any(t.startswith("lr-") for t in tags["scalars"]), tags["scalars"]
-    maps = [e.value for e in acc.Scalars("val/map")]
-    assert len(maps) == 2 and all(0.0 <= m <= 1.0 for m in maps)
-    assert "embedding/disk" in tags["images"]
-    assert (logdir / "projector_config.pbtxt").is_file()
+    # 2 epochs of 5 optimizer steps (batches_per_step=1): every value sits on the optimizer-step axis
+    assert [e.step for e in acc.Scalars("train/loss_step")] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+    assert [e.step for e in acc.Scalars("train/lr")] == list(range(1, 11))
+    assert [e.step for e in acc.Scalars("train/loss_epoch")] == [5, 10]
+    maps = acc.Scalars("val/map")
+    assert [e.step for e in maps] == [5, 10] and all(0.0 <= e.value <= 1.0 for e in maps)
+    assert [e.step for e in acc.Images("embedding/disk")] == [5, 10]
+    for hist in ("embedding/norm", "embedding/depth"):
+        events = acc.Histograms(hist)
+        assert [e.step for e in events] == [5, 10]
+        assert events[-1].histogram_value.num == 1180
+    depth = acc.Histograms("embedding/depth")[-1].histogram_value
+    assert 0 < depth.min <= depth.max < 20  # hyperbolic distances to the origin, not norms
+    (hp,) = acc.Scalars("hp_metric")
+    assert hp.step == 10 and hp.value == pytest.approx(maps[-1].value)  # the real final metric, not -1
+    ckpt_steps = {int(p.stem.split("step=")[1]) for p in logdir.glob("checkpoints/best-*.ckpt")}
+    assert ckpt_steps <= {5, 10} and ckpt_steps
+    projector = (logdir / "projector_config.pbtxt").read_text()
+    assert projector.count("embeddings {") == 2  # one per validation
+    assert sorted(p.parent.name for p in logdir.rglob("metadata.tsv")) == ["hierarchy", "hierarchy"]
+    assert {p.parent.parent.name for p in logdir.rglob("metadata.tsv")} == {"00005", "00010"}
     meta = next(logdir.rglob("metadata.tsv")).read_text().splitlines()
     assert meta[0] == "name\tgloss" and len(meta) == 1181 and any(line.startswith("dog.n.01\t") for line in meta)
+
+
+def test_run_prints_final_metrics_checkpoints_and_log_folder(trained):
+    tmp, cli = trained
+    out = cli.hypermem_stdout
+    assert "final metrics (epoch 2, step 10): val/map" in out
+    best = cli.trainer.checkpoint_callbacks[1].best_model_path
+    assert f"best checkpoint: {best}" in out and "best-epoch=" in best
+    assert f"last checkpoint: {cli.trainer.log_dir}/checkpoints/last.ckpt" in out
+    assert f"logs: {cli.trainer.log_dir}" in out
+    # no progress bar without a terminal: one short line per epoch instead
+    assert "\r" not in out and out.count("\nepoch ") + out.startswith("epoch ") == 2
 
 
 def test_config_values_and_overrides(trained):

@@ -6,20 +6,42 @@
     python -m hypermem.train fit --config mammals_poincare --model.dim=5 --trainer.max_epochs=50
     hypermem train --config mammals_poincare          # the same through the hypermem command
     hypermem train --config path/to/my.yaml           # or any config file
-    python -m hypermem.train fit --config mammals_poincare --ckpt_path=last   # resume
+    python -m hypermem.train fit --config mammals_poincare --ckpt_path=last   # resume the latest run
+    python -m hypermem.train fit --help               # every option
 
 Every key of the YAML file (``model.*``, ``data.*``, ``trainer.*``) can be overridden on the
-command line.  Without a subcommand, ``fit`` is assumed.  Logs (TensorBoard) and
-checkpoints go under ``runs/`` unless the config says otherwise.
+command line.  Without a subcommand, ``fit`` is assumed.
+
+**Where a run goes.**  TensorBoard logs and checkpoints go to
+``<save_dir>/<name>/version_<N>/`` (``save_dir`` ``runs`` by default).  Unless the config
+or the command line names the run (``trainer.logger.init_args.name``), the name is the
+config's file name followed by the ``model.*`` and ``data.*`` overrides of the command
+line: ``--config mammals_poincare --model.dim=5 --data.negatives=10`` logs under
+``runs/mammals_poincare-dim=5-data.negatives=10/`` (:func:`run_name`).
+
+**Resuming.**  The shipped configs keep ``checkpoints/last.ckpt`` (rewritten after every
+epoch) beside the best checkpoint by ``val/map``.  ``--ckpt_path=last`` takes the
+``last.ckpt`` of the most recent version of the run's name and continues in that version's
+folder, so TensorBoard shows one set of curves; the batches are seeded per epoch, so the
+result equals the uninterrupted run's.
+
+**Output.**  A run ends with its final metrics, the best and last checkpoint paths and the
+log folder.  When stdout is not a terminal the progress bar is off (it would write
+``\\r`` updates into the file) and one line per validation is printed instead.  A mistyped
+option prints the error, the nearest valid option and how to list them, in a few lines.
 """
 
 from __future__ import annotations
 
+import difflib
 import logging
+import re
 import sys
 import warnings
+from pathlib import Path
 
 SUBCOMMANDS = ("fit", "validate", "test", "predict")
+DEFAULT_PROG = "python -m hypermem.train"
 
 
 def _quiet() -> None:
@@ -32,6 +54,7 @@ def _quiet() -> None:
     # jsonargparse 4.49+ deprecations triggered inside Lightning's CLI, not by user configs
     warnings.filterwarnings("ignore", message="(?s).*instantiate_classes.*was deprecated")
     warnings.filterwarnings("ignore", message="(?s).*skip_none parameter was deprecated")
+    warnings.filterwarnings("ignore", message="(?s).*add_instantiator.*was deprecated")
 
 
 def resolve_config_args(argv: list[str]) -> list[str]:
@@ -54,25 +77,151 @@ def resolve_config_args(argv: list[str]) -> list[str]:
     return out
 
 
-def main(args: list[str] | None = None, run: bool = True):
-    """Run the CLI (``args`` defaults to ``sys.argv[1:]``); returns the ``LightningCLI``."""
-    _quiet()
+def _options(argv: list[str]) -> list[tuple[str, str | None]]:
+    """``(key, value)`` of the ``--key=value`` / ``--key value`` options of ``argv``."""
+    out = []
+    for i, arg in enumerate(argv):
+        if not arg.startswith("--"):
+            continue
+        key, eq, value = arg[2:].partition("=")
+        if not eq:
+            nxt = argv[i + 1] if i + 1 < len(argv) else None
+            value = nxt if nxt is not None and not nxt.startswith("--") else None
+        out.append((key, value))
+    return out
+
+
+def run_name(argv: list[str]) -> str:
+    """The run's name from the command line: the last ``--config``'s file name, then
+    ``-key=value`` for each ``model.*`` override and ``-data.key=value`` for each ``data.*`` one
+    (``hierarchy`` without a config)."""
+    opts = _options(argv)
+    configs = [v for k, v in opts if k == "config" and v]
+    name = Path(configs[-1]).stem if configs else "hierarchy"
+    for key, value in opts:
+        if value is not None and key.startswith(("model.", "data.")):
+            short = key[len("model."):] if key.startswith("model.") else key
+            name += "-" + short + "=" + re.sub(r"[^A-Za-z0-9.+_:-]", "", value).replace(":", "_")
+    return name[:150]
+
+
+def latest_last_checkpoint(save_dir: str | Path, name: str) -> tuple[int, Path] | None:
+    """``(version, path)`` of the most recently written ``version_*/checkpoints/last.ckpt``
+    under ``save_dir/name``, or ``None``."""
+    found = []
+    for ckpt in Path(save_dir, name).glob("version_*/checkpoints/last.ckpt"):
+        m = re.fullmatch(r"version_(\d+)", ckpt.parent.parent.name)
+        if m:
+            found.append((ckpt.stat().st_mtime, int(m.group(1)), ckpt))
+    if not found:
+        return None
+    _, version, path = max(found)
+    return version, path
+
+
+class _ConfigError(Exception):
+    pass
+
+
+def _cli_class():
     from lightning.pytorch.cli import LightningCLI
 
-    _quiet()  # lightning resets its logger level on import
+    class HierarchyCLI(LightningCLI):
+        """LightningCLI with the run name and ``--ckpt_path=last`` of the module docstring."""
+
+        argv: list[str] = []
+        prog: str = DEFAULT_PROG
+
+        def parse_arguments(self, parser, args) -> None:
+            try:
+                super().parse_arguments(parser, args)
+            except Exception as exc:
+                if type(exc).__name__ != "ArgumentError":
+                    raise
+                raise _ConfigError(_short_error(exc, parser, self.argv, self.prog)) from None
+
+        def before_instantiate_classes(self) -> None:
+            cfg = self.config[self.subcommand] if self.subcommand else self.config
+            logger = cfg.trainer.get("logger")
+            init = None
+            if logger is not None and not isinstance(logger, bool) and "TensorBoardLogger" in str(
+                    logger.get("class_path", "")):
+                init = logger.init_args
+                if init.get("name") in (None, "lightning_logs"):
+                    init.name = run_name(self.argv)
+            if self.subcommand == "fit" and cfg.get("ckpt_path") == "last" and init is not None:
+                hit = latest_last_checkpoint(init.get("save_dir") or ".", init.name)
+                if hit is None:
+                    raise _ConfigError(f"--ckpt_path=last: no {Path(init.get('save_dir') or '.', init.name)}"
+                                       "/version_*/checkpoints/last.ckpt to resume; train first or give a path")
+                init.version, cfg.ckpt_path = hit[0], str(hit[1])
+                # the folder holds this run's own checkpoints: Lightning's warning does not apply
+                warnings.filterwarnings("ignore", message="Checkpoint directory .* exists and is not empty")
+
+    return HierarchyCLI
+
+
+def _parser_keys(parser) -> list[str]:
+    keys = []
+    for action in getattr(parser, "_actions", []):
+        for opt in getattr(action, "option_strings", []):
+            if opt.startswith("--"):
+                keys.append(opt)
+        sub = getattr(action, "_name_parser_map", None)
+        if sub:
+            for p in sub.values():
+                keys.extend(_parser_keys(p))
+    return keys
+
+
+def _short_error(exc: Exception, parser, argv: list[str], prog: str) -> str:
+    """At most five lines: the error, the nearest valid option, a tip that works."""
+    lines = [line for line in str(exc).strip().splitlines() if line.strip()]
+    head = lines[0] if lines else type(exc).__name__
+    out = [f"error: {head[:300]}"]
+    unknown = re.findall(r"(--[\w.\-]+)", head) if "unrecognized" in head or "not accept" in head else []
+    keys = sorted(set(_parser_keys(parser)))
+    for bad in unknown[:2]:
+        near = difflib.get_close_matches(bad, keys, n=1, cutoff=0.6)
+        if near:
+            out.append(f"did you mean {near[0]}?  ({bad} is not an option)")
+    sub = argv[0] if argv and argv[0] in SUBCOMMANDS else "fit"
+    out.append(f"tip: `{prog} {sub} --help` lists every option")
+    return "\n".join(out[:5])
+
+
+def main(args: list[str] | None = None, run: bool = True, prog: str = DEFAULT_PROG):
+    """Run the CLI (``args`` defaults to ``sys.argv[1:]``); returns the ``LightningCLI``.
+
+    A mistake in the options or the config prints a few lines to stderr and exits with
+    status 2 (``SystemExit``)."""
+    _quiet()
+    import lightning  # noqa: F401  (its import resets the logger levels)
+
+    _quiet()
+    from .hierarchy_callbacks import ProgressLines, RunSummary
     from .hierarchy_data import HierarchyDataModule
     from .hierarchy_module import HierarchyModule
 
     argv = resolve_config_args(list(sys.argv[1:] if args is None else args))
     if run and (not argv or argv[0] not in SUBCOMMANDS + ("-h", "--help")):
         argv = ["fit"] + argv
+    tty = sys.stdout.isatty()
     trainer_defaults = {
         "logger": {"class_path": "lightning.pytorch.loggers.TensorBoardLogger",
-                   "init_args": {"save_dir": "runs", "name": "hierarchy"}},
+                   "init_args": {"save_dir": "runs", "default_hp_metric": False}},
         "accelerator": "auto",
         "devices": 1,
-        "log_every_n_steps": 10,
+        "log_every_n_steps": 1,
+        "enable_progress_bar": tty,
+        "callbacks": [RunSummary()] + ([] if tty else [ProgressLines()]),
     }
-    return LightningCLI(HierarchyModule, HierarchyDataModule, args=argv, run=run, seed_everything_default=0,
-                        trainer_defaults=trainer_defaults, save_config_kwargs={"overwrite": True},
-                        parser_kwargs={"default_env": False})
+    cls = _cli_class()
+    cls.argv, cls.prog = argv, prog
+    try:
+        return cls(HierarchyModule, HierarchyDataModule, args=argv, run=run, seed_everything_default=0,
+                   trainer_defaults=trainer_defaults, save_config_kwargs={"overwrite": True},
+                   parser_kwargs={"default_env": False, "exit_on_error": False, "prog": prog})
+    except _ConfigError as exc:
+        print(str(exc) if str(exc).startswith("error:") else f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None

@@ -12,6 +12,11 @@ burn-in, uniform afterwards) so every batch is a dict ``{"pairs", "neg", "mask",
 can travel together).
 Under DDP, Lightning shards the pairs across processes with its distributed sampler.
 
+Every epoch's shuffle and negatives come from generators seeded by ``(seed, epoch, rank)``
+(:class:`EpochShuffle`, :meth:`HierarchyDataModule.set_epoch`), not from a stream that
+runs across epochs: a run resumed from a checkpoint at the end of epoch ``e`` draws the
+same batches as an uninterrupted run from epoch ``e + 1`` on.
+
 With ``link_split`` set (a fraction of non-basic edges, e.g. 0.5), the closure is split
 as Ganea et al. (2018) do (:func:`~hypermem.hierarchy.splits.link_prediction_split`):
 training sees the basic edges plus that fraction of the others, and the module reports
@@ -25,7 +30,7 @@ from pathlib import Path
 
 import lightning.pytorch as pl
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, Sampler
 
 from ..data import wordnet
 from ..hierarchy.relations import Relations
@@ -45,6 +50,29 @@ class _Pairs(Dataset):
 
     def __getitems__(self, indices):  # a whole batch in one indexing (DataLoader's batched fetch)
         return self.pairs[torch.as_tensor(indices)]
+
+
+def epoch_seed(seed: int, epoch: int, stream: int = 0) -> int:
+    """A seed for ``(seed, epoch, stream)`` (distinct streams for shuffles and negatives)."""
+    return (int(seed) * 1_000_003 + int(epoch) * 7_919 + int(stream) * 104_729) % (2**63 - 1)
+
+
+class EpochShuffle(Sampler):
+    """A random permutation of ``range(n)`` that depends only on ``(seed, epoch)``;
+    Lightning calls :meth:`set_epoch` before each epoch (also when resuming)."""
+
+    def __init__(self, n: int, seed: int = 0):
+        self.n, self.seed, self.epoch = int(n), int(seed), 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self):
+        g = torch.Generator().manual_seed(epoch_seed(self.seed, self.epoch))
+        return iter(torch.randperm(self.n, generator=g).tolist())
 
 
 class _One(Dataset):
@@ -159,8 +187,11 @@ class HierarchyDataModule(pl.LightningDataModule):
         return self.relations.nodes
 
     def set_epoch(self, epoch: int) -> None:
-        """Tell the sampler which epoch runs (burn-in negatives before ``burn_in``)."""
+        """Tell the sampler which epoch runs (burn-in negatives before ``burn_in``) and
+        reseed the negatives for ``(seed, epoch, rank)``."""
         self.epoch = int(epoch)
+        if self.relations is not None:
+            self._generator.manual_seed(epoch_seed(self.seed, self.epoch, 1 + _rank()))
 
     def collate(self, items) -> dict:
         pairs = items if isinstance(items, torch.Tensor) else torch.stack(items)
@@ -173,10 +204,10 @@ class HierarchyDataModule(pl.LightningDataModule):
         return {"pairs": pairs, "neg": neg, "mask": mask, "batch_size": self.batch_size}
 
     def train_dataloader(self) -> DataLoader:
-        return DataLoader(_Pairs(self.train_relations.pairs), batch_size=self.batch_size * self.batches_per_step,
-                          shuffle=True,
-                          collate_fn=self.collate, num_workers=self.num_workers,
-                          generator=torch.Generator().manual_seed(self.seed))
+        pairs = _Pairs(self.train_relations.pairs)
+        return DataLoader(pairs, batch_size=self.batch_size * self.batches_per_step,
+                          sampler=EpochShuffle(len(pairs), self.seed), collate_fn=self.collate,
+                          num_workers=self.num_workers)
 
     def val_dataloader(self) -> DataLoader:
         return DataLoader(_One(), batch_size=1)

@@ -24,18 +24,31 @@ DDP synchronises) and the optimizer's step.
 Each validation epoch (``trainer.check_val_every_n_epoch``) evaluates the whole
 embedding: reconstruction MAP and mean rank (``val/map``, ``val/mean_rank``) and, with a
 link-prediction split, F1 (``val/f1``, ``test/f1``).  With a TensorBoard logger the
-global-zero process also adds a Poincaré-disk picture (``embedding/disk``) and, at the end
-of training, the embedding projector with the node names (and glosses) as labels.
+global-zero process also adds, at each validation, a Poincaré-disk picture
+(``embedding/disk``), histograms of the points' Euclidean norms and hyperbolic depths
+(``embedding/norm``, ``embedding/depth``) and the embedding projector with the node names
+(and glosses) as labels; at the end of training ``hp_metric`` is the final ``val/map``.
+
+**One step axis.**  Everything is logged against ``global_step``, the number of optimizer
+steps (one per ``batch_size`` pairs), which is also the ``step=`` of checkpoint names:
+the scalars through Lightning's ``step`` metric, the pictures, histograms and projector
+directly.  ``train/loss`` (mean per pair) and ``train/lr`` are logged at every Lightning
+step, i.e. every group of ``batches_per_step`` optimizer steps (set
+``trainer.log_every_n_steps: 1``).
+
+**Precision.**  The embedding keeps its ``dtype`` under ``trainer.precision`` (e.g.
+``bf16-mixed``): the loss is computed with autocast off, because the Poincaré distance's
+``1 - |x|^2`` needs float64 near the boundary (bf16 has 8 bits of mantissa: points at
+depth 5 would all sit on the boundary).  Mixed precision therefore changes nothing here.
 """
 
 from __future__ import annotations
 
-import math
+import warnings
 
 import lightning.pytorch as pl
 import torch
 
-from ..geometry import PoincareBall
 from ..hierarchy.cones import (
     DEFAULT_MARGIN,
     cone_loss,
@@ -49,10 +62,40 @@ from ..hierarchy.fused_sgd import candidates, softmax_sgd_steps
 from ..hierarchy.losses import softmax_ranking_loss
 from ..hierarchy.model import HierarchyEmbedding
 from ..hierarchy.training import OPTIMIZERS, lr_factor, make_optimizer
+from ..nn.curvature import make_ball
 from ..retrieval.cones import DEFAULT_K
+from .hierarchy_logging import log_embedding_state, log_final_metric, tensorboard_writer
 
 KINDS = ("poincare", "euclidean", "cones")
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def _integer_steps(optimizer: torch.optim.Optimizer) -> None:
+    """Keep geoopt's Adam step counts Python integers after ``load_state_dict``: torch turns
+    them into float32 tensors, and the bias corrections ``1 - beta^step`` would then be
+    float32 numbers, so a resumed run would drift (~1e-6) from an uninterrupted one."""
+    for state in optimizer.state.values():
+        if isinstance(state.get("step"), torch.Tensor):
+            state["step"] = int(state["step"].item())
+
+
+def load_init_weights(path: str, trusted: bool = False) -> torch.Tensor:
+    """``embedding.weight`` of a checkpoint of this module (``torch.load(weights_only=True)``
+    unless ``trusted``: then any pickled object is accepted, and may run code)."""
+    import pickle
+
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=not trusted)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"init_from: no such checkpoint {path!r}") from None
+    except pickle.UnpicklingError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"init_from {path!r} holds objects that torch.load(weights_only=True) refuses ({first}); "
+                         "if you trust the file, pass --model.init_from_trusted=true") from None
+    weight = state.get("state_dict", {}).get("embedding.weight") if isinstance(state, dict) else None
+    if not isinstance(weight, torch.Tensor) or weight.dim() != 2:
+        raise ValueError(f"init_from {path!r} is not a checkpoint of HierarchyModule (no state_dict/embedding.weight)")
+    return weight
 
 
 class HierarchyModule(pl.LightningModule):
@@ -76,10 +119,15 @@ class HierarchyModule(pl.LightningModule):
         Initial coordinates uniform in ``[-init_range, init_range]``.
     K, margin:
         Cone aperture constant and max-margin ``gamma`` (``kind=cones``).
-    init_epochs, init_from, init_max_radius:
+    schedule_epochs:
+        Epochs the learning-rate schedule spans (``None``: ``trainer.max_epochs``).  Set it
+        to the planned length when a run is trained in parts (``--ckpt_path=last``).
+    init_epochs, init_from, init_max_radius, init_from_trusted:
         Cones start from a Poincaré embedding: ``init_from`` (a checkpoint of this
         module) or ``init_epochs`` of Nickel & Kiela training; its radii are scaled to at
-        most ``init_max_radius``.
+        most ``init_max_radius``.  ``init_from`` is read with ``torch.load(weights_only=True)``
+        (tensors and plain containers only, no code runs); ``init_from_trusted=True`` allows
+        any pickled object, for files you trust.
     eval_chunk:
         Queries per block in the reconstruction evaluation (``None``: automatic).
     log_images, log_projector:
@@ -91,7 +139,8 @@ class HierarchyModule(pl.LightningModule):
                  curvature: float = 1.0, dtype: str = "float64", init_range: float = 1e-3, seed: int = 0,
                  K: float = DEFAULT_K, margin: float = DEFAULT_MARGIN, init_epochs: int = 100,
                  init_from: str | None = None, init_max_radius: float = 3.0, eval_chunk: int | None = None,
-                 log_images: bool = True, log_projector: bool = True):
+                 log_images: bool = True, log_projector: bool = True, schedule_epochs: int | None = None,
+                 init_from_trusted: bool = False):
         super().__init__()
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
@@ -99,11 +148,14 @@ class HierarchyModule(pl.LightningModule):
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
         if dtype not in _DTYPES:
             raise ValueError(f"dtype must be one of {tuple(_DTYPES)}, got {dtype!r}")
+        if schedule_epochs is not None and (isinstance(schedule_epochs, bool) or int(schedule_epochs) < 1):
+            raise ValueError(f"schedule_epochs must be a positive integer or None, got {schedule_epochs!r}")
         self.save_hyperparameters()
         self.automatic_optimization = False  # see the module docstring
-        self.ball = PoincareBall(curvature)
+        self.ball = make_ball(curvature)  # a buffer: never trained here
         self.embedding: HierarchyEmbedding | None = None
         self.nodes: list = []
+        self.final_metrics: dict = {}  # the last evaluation: step, epoch, map, mean_rank (f1, test_f1)
 
     # -- building the table once the data is known ---------------------------------------
     def setup(self, stage: str) -> None:
@@ -122,16 +174,18 @@ class HierarchyModule(pl.LightningModule):
     def _init_cones(self, dm) -> None:
         hp = self.hparams
         if hp.init_from:
-            state = torch.load(hp.init_from, map_location="cpu", weights_only=False)["state_dict"]
-            init = state["embedding.weight"]
+            init = load_init_weights(hp.init_from, trusted=hp.init_from_trusted)
         else:
             from ..hierarchy.training import fit_poincare_embeddings
 
             pts, _ = fit_poincare_embeddings(dm.train_relations, dim=hp.dim, epochs=hp.init_epochs, seed=hp.seed,
                                              ball=self.ball, dtype=_DTYPES[hp.dtype])
             init = torch.stack([pts[n] for n in dm.train_relations.nodes])
+        w = self.embedding.weight
+        if tuple(init.shape) != tuple(w.shape):
+            raise ValueError(f"init_from {hp.init_from!r} has {tuple(init.shape)} points, this embedding "
+                             f"{tuple(w.shape)} (same data and model.dim needed)")
         with torch.no_grad():
-            w = self.embedding.weight
             w.copy_(squash_radii(self.ball.projx(init.to(w.dtype)), hp.init_max_radius, self.ball.curvature))
         constrain_cone_shell(self.embedding, hp.K)
 
@@ -139,10 +193,38 @@ class HierarchyModule(pl.LightningModule):
     def configure_optimizers(self):
         hp = self.hparams
         opt = make_optimizer([self.embedding.weight], hp.optimizer, hp.lr)
-        epochs = self.trainer.max_epochs if self.trainer.max_epochs and self.trainer.max_epochs > 0 else 1
+        opt.register_load_state_dict_post_hook(_integer_steps)
+        epochs = self.schedule_epochs()
         sched = torch.optim.lr_scheduler.LambdaLR(
             opt, lambda e: lr_factor(e, epochs, hp.burn_in, hp.burn_in_lr_factor, hp.final_lr_factor))
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "epoch"}}
+
+    def schedule_epochs(self) -> int:
+        """Epochs the learning-rate schedule spans (``schedule_epochs`` or ``max_epochs``)."""
+        if self.hparams.schedule_epochs is not None:
+            return int(self.hparams.schedule_epochs)
+        m = self.trainer.max_epochs
+        return m if m and m > 0 else 1
+
+    def on_fit_start(self) -> None:
+        hp, epochs = self.hparams, self.schedule_epochs()
+        dm_burn = getattr(self.trainer.datamodule, "burn_in", 0)
+        burn = max(hp.burn_in, dm_burn)
+        if burn >= epochs:
+            warnings.warn(f"the burn-in lasts {burn} epochs (model.burn_in={hp.burn_in}, data.burn_in={dm_burn}) but "
+                          f"training lasts {epochs}: every epoch runs at lr * {hp.burn_in_lr_factor:g} with burn-in "
+                          "negatives; lower --model.burn_in and --data.burn_in or raise --trainer.max_epochs",
+                          UserWarning, stacklevel=2)
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["hypermem_schedule_epochs"] = self.schedule_epochs()
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        saved = checkpoint.get("hypermem_schedule_epochs")
+        if saved is not None and self._trainer is not None and saved != self.schedule_epochs():
+            warnings.warn(f"the checkpoint's learning-rate schedule spans {saved} epochs, this run's "
+                          f"{self.schedule_epochs()}: the rest of the run follows the new schedule; pass "
+                          f"--model.schedule_epochs={saved} to continue the old one", UserWarning, stacklevel=2)
 
     def on_train_epoch_start(self) -> None:
         dm = self.trainer.datamodule
@@ -152,10 +234,11 @@ class HierarchyModule(pl.LightningModule):
     def forward(self, pairs: torch.Tensor, neg: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Summed loss of a batch (``pairs`` ``(B, 2)``, negatives and their mask)."""
         hp = self.hparams
-        if hp.kind == "cones":
-            return cone_loss(self.embedding, pairs, neg, mask, K=hp.K, margin=hp.margin)
-        d_pos, d_neg = self.embedding(pairs[:, 0], pairs[:, 1], neg)
-        return softmax_ranking_loss(d_pos, d_neg, mask, reduction="sum")
+        with torch.autocast(pairs.device.type, enabled=False):  # see "Precision" in the module docstring
+            if hp.kind == "cones":
+                return cone_loss(self.embedding, pairs, neg, mask, K=hp.K, margin=hp.margin)
+            d_pos, d_neg = self.embedding(pairs[:, 0], pairs[:, 1], neg)
+            return softmax_ranking_loss(d_pos, d_neg, mask, reduction="sum")
 
     def uses_closed_form_step(self) -> bool:
         """Whether batches take the autograd-free Riemannian SGD step (Poincaré or
@@ -185,7 +268,16 @@ class HierarchyModule(pl.LightningModule):
             raise FloatingPointError(f"loss is {float(total)} at epoch {self.current_epoch}; lower lr")
         n = pairs.shape[0]
         self.log("train/loss", total / n, prog_bar=True, on_step=True, on_epoch=True, batch_size=n)
+        self.log("train/lr", float(self.optimizers().param_groups[0]["lr"]), on_step=True, on_epoch=False)
+        self._log_step_axis()
         return total
+
+    def _log_step_axis(self, on_epoch: bool = False) -> None:
+        """Lightning's ``step`` metric (the x value of the scalars logged with it, see "One
+        step axis" in the module docstring) and the epoch."""
+        for name, value in (("step", self.global_step), ("epoch", self.current_epoch)):
+            self.log(name, float(value), on_step=not on_epoch, on_epoch=on_epoch, reduce_fx="max",
+                     rank_zero_only=True)
 
     def _step(self, pairs: torch.Tensor, neg: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """A forward, ``manual_backward`` and optimizer step on one batch (Adam, cones, DDP)."""
@@ -200,6 +292,7 @@ class HierarchyModule(pl.LightningModule):
 
     def on_train_epoch_end(self) -> None:
         self.lr_schedulers().step()  # manual optimisation: the per-epoch schedule steps here
+        self._log_step_axis(on_epoch=True)
 
     # -- evaluation -----------------------------------------------------------------------
     def validation_step(self, batch, batch_idx):
@@ -234,36 +327,28 @@ class HierarchyModule(pl.LightningModule):
         if "f1" in res:
             self.log("val/f1", res["f1"], rank_zero_only=True)
             self.log("test/f1", res["test_f1"], rank_zero_only=True)
-        if self.hparams.log_images and self.trainer.is_global_zero:
-            self._log_disk()
-
-    def _tensorboard(self):
-        exp = getattr(self.logger, "experiment", None) if self.logger is not None else None
-        return exp if exp is not None and hasattr(exp, "add_figure") else None
-
-    def _log_disk(self) -> None:
-        tb = self._tensorboard()
-        if tb is None:
-            return
-        from .hierarchy_figures import poincare_disk_figure
-
-        pts = self.embedding.points()
-        if self.hparams.kind != "euclidean":
-            pts = pts * math.sqrt(self.ball.curvature)
-        else:
-            pts = pts / pts.norm(dim=1).max().clamp_min(1e-12)
-        fig = poincare_disk_figure(pts, self.nodes, getattr(self.trainer.datamodule, "tree", None),
-                                   title=f"{self.hparams.kind} dim {self.hparams.dim}, epoch {self.current_epoch + 1}")
-        tb.add_figure("embedding/disk", fig, global_step=self.global_step)
+        self._log_step_axis(on_epoch=True)
+        self.final_metrics = {"step": self.global_step, "epoch": self.current_epoch + 1, **res}
+        tb = tensorboard_writer(self.logger)
+        if tb is not None and self.trainer.is_global_zero:
+            log_embedding_state(tb, self, self.global_step)
 
     def on_train_end(self) -> None:
-        tb = self._tensorboard()
-        if tb is None or not self.hparams.log_projector or not self.trainer.is_global_zero:
+        """The final metrics (an evaluation now when the last validation was earlier) and
+        ``hp_metric`` on the global-zero process."""
+        if not self.trainer.is_global_zero or self.embedding is None:
             return
-        glosses = getattr(self.trainer.datamodule, "glosses", {}) or {}
-        meta = [[str(n), glosses.get(n, "")[:80]] for n in self.nodes]
-        tb.add_embedding(self.embedding.points().float().cpu(), metadata=meta, metadata_header=["name", "gloss"],
-                         global_step=self.global_step, tag="hierarchy")
+        tb = tensorboard_writer(self.logger)
+        if self.final_metrics.get("step") != self.global_step:
+            res = self.evaluate()
+            self.final_metrics = {"step": self.global_step, "epoch": self.current_epoch, **res}
+            if tb is not None:
+                for key, tag in (("map", "val/map"), ("mean_rank", "val/mean_rank"), ("f1", "val/f1")):
+                    if key in res:
+                        tb.add_scalar(tag, res[key], global_step=self.global_step)
+                log_embedding_state(tb, self, self.global_step)
+        if tb is not None:
+            log_final_metric(tb, dict(self.hparams), float(self.final_metrics["map"]), self.global_step)
 
     # -- export ---------------------------------------------------------------------------
     def points_dict(self) -> dict:

@@ -1,0 +1,38 @@
+r"""The curvature of the nn layers: a buffer by default, a trained parameter on request.
+
+A layer's ball (:class:`hypermem.geometry.PoincareBall`, a :class:`geoopt.PoincareBall`)
+stores ``c`` as ``isp_c = softplus^{-1}(c)``.  geoopt always makes it an
+``nn.Parameter`` (with ``requires_grad=False`` when the curvature is fixed), so a fixed
+curvature would show up in ``named_parameters()`` and in optimizers' parameter lists
+without ever getting a gradient.  :func:`make_ball` keeps a fixed curvature as a buffer
+(saved in the ``state_dict`` under the same name, moved by ``.to()``), and a learnable one
+as geoopt's parameter: ``c = softplus(isp_c)`` stays positive whatever the optimizer does,
+and the layers then compute with the tensor ``c`` so gradients reach it.
+
+Curvature is trained like any Euclidean parameter (``torch.optim.Adam`` or geoopt's
+``RiemannianAdam``, which treats non-manifold parameters as Euclidean).  Changing ``c``
+changes the ball's radius ``1/sqrt(c)``: points stored as Poincaré coordinates (the keys
+of :class:`~hypermem.nn.HyperbolicMemory`) stay inside it because geoopt's Riemannian
+optimizers project them onto the current ball at every step.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..geometry import PoincareBall
+
+
+def make_ball(curvature: float = 1.0, learnable: bool = False) -> PoincareBall:
+    """A :class:`~hypermem.geometry.PoincareBall` whose ``isp_c`` is a buffer unless ``learnable``."""
+    ball = PoincareBall(curvature, learnable=bool(learnable))
+    if not learnable:
+        isp = ball._parameters.pop("isp_c")
+        ball.register_buffer("isp_c", isp.detach().clone())
+    return ball
+
+
+def ball_c(ball: PoincareBall) -> float | torch.Tensor:
+    """``c`` for the formulas: the tensor ``softplus(isp_c)`` (with gradient) when the
+    curvature is learnable, the exact Python float otherwise."""
+    return ball.c if ball._learnable else ball.curvature

@@ -1,0 +1,73 @@
+"""Callbacks the hierarchy CLI adds to every run (:mod:`hypermem.train.hierarchy_cli`).
+
+* :class:`RunSummary` — at the end of ``fit``, prints the final metrics, the best and the
+  last checkpoint and the log folder (global-zero process only).
+* :class:`ProgressLines` — when the progress bar is off (stdout is not a terminal), one
+  line per epoch: epoch, step, the last loss, and the validation metrics when it validated.
+"""
+
+from __future__ import annotations
+
+import time
+
+import lightning.pytorch as pl
+
+_SHOWN = ("val/map", "val/mean_rank", "val/f1", "test/f1")
+
+
+def _fmt(metrics: dict) -> str:
+    return "  ".join(f"{k} {float(v):.4g}" for k, v in metrics.items())
+
+
+class ProgressLines(pl.Callback):
+    """One line per epoch on stdout when the trainer has no progress bar."""
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.progress_bar_callback is not None or not trainer.is_global_zero:
+            return
+        m = trainer.callback_metrics
+        shown = {}
+        if "train/loss_step" in m:
+            shown["train/loss"] = m["train/loss_step"]
+        final = getattr(pl_module, "final_metrics", {}) or {}
+        if final.get("epoch") == trainer.current_epoch + 1:
+            shown.update({k: m[k] for k in _SHOWN if k in m})
+        print(f"epoch {trainer.current_epoch + 1}/{trainer.max_epochs}  step {trainer.global_step}  {_fmt(shown)}",
+              flush=True)
+
+
+class RunSummary(pl.Callback):
+    """Print where a run ended and where its files are (see the module docstring)."""
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._start = time.perf_counter()
+
+    def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not trainer.is_global_zero:
+            return
+        print(self.summary(trainer, pl_module), flush=True)
+
+    def summary(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> str:
+        seconds = time.perf_counter() - getattr(self, "_start", time.perf_counter())
+        state = "interrupted" if trainer.interrupted else "done"
+        lines = [f"{state}: {trainer.current_epoch} epochs, {trainer.global_step} optimizer steps in {seconds:.1f} s"]
+        final = dict(getattr(pl_module, "final_metrics", {}) or {})
+        if final:
+            names = {"map": "val/map", "mean_rank": "val/mean_rank", "f1": "val/f1", "test_f1": "test/f1"}
+            shown = {names[k]: v for k, v in final.items() if k in names}
+            lines.append(f"final metrics (epoch {final.get('epoch')}, step {final.get('step')}): {_fmt(shown)}")
+        from lightning.pytorch.callbacks import ModelCheckpoint
+
+        for cb in trainer.callbacks:
+            if not isinstance(cb, ModelCheckpoint):
+                continue
+            if cb.monitor and cb.best_model_path:
+                score = "" if cb.best_model_score is None else f" ({cb.monitor} {float(cb.best_model_score):.4g})"
+                lines.append(f"best checkpoint: {cb.best_model_path}{score}")
+            elif not cb.monitor and cb.best_model_path:  # no monitor: the newest checkpoint
+                lines.append(f"last checkpoint: {cb.best_model_path}")
+            if cb.last_model_path:
+                lines.append(f"last checkpoint: {cb.last_model_path}")
+        if trainer.log_dir:
+            lines.append(f"logs: {trainer.log_dir}  (tensorboard --logdir {trainer.log_dir})")
+        return "\n".join(lines)

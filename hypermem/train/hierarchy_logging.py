@@ -1,0 +1,59 @@
+"""TensorBoard output of :class:`~hypermem.train.hierarchy_module.HierarchyModule` beyond scalars.
+
+At each validation, against ``global_step`` (the optimizer-step count, the x axis of the
+scalars too): the Poincaré-disk picture (``embedding/disk``), histograms of the points'
+Euclidean norms (``embedding/norm``) and hyperbolic depths ``d(0, x)`` (``embedding/depth``;
+Poincaré and cones only), and the embedding projector (tag ``hierarchy``, one entry per
+validation, node names and glosses as labels).  At the end of training, ``hp_metric``
+(the final ``val/map``) with the run's hyperparameters, for TensorBoard's HPARAMS tab.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def tensorboard_writer(logger) -> Any | None:
+    """The ``SummaryWriter`` of a TensorBoard logger, ``None`` for any other logger."""
+    exp = getattr(logger, "experiment", None) if logger is not None else None
+    return exp if exp is not None and hasattr(exp, "add_figure") and hasattr(exp, "add_histogram") else None
+
+
+def log_embedding_state(tb, module, step: int) -> None:
+    """Disk picture, norm/depth histograms and projector of ``module``'s embedding at ``step``."""
+    from .hierarchy_figures import poincare_disk_figure
+
+    hp = module.hparams
+    pts = module.embedding.points().detach()
+    norms = pts.norm(dim=1)
+    tb.add_histogram("embedding/norm", norms.float().cpu(), global_step=step)
+    if hp.kind != "euclidean":
+        tb.add_histogram("embedding/depth", module.ball.distance_to_origin(pts).float().cpu(), global_step=step)
+    if hp.log_images:
+        shown = pts * math.sqrt(module.ball.curvature) if hp.kind != "euclidean" else \
+            pts / norms.max().clamp_min(1e-12)
+        fig = poincare_disk_figure(shown, module.nodes, getattr(module.trainer.datamodule, "tree", None),
+                                   title=f"{hp.kind} dim {hp.dim}, epoch {module.current_epoch + 1}, step {step}")
+        tb.add_figure("embedding/disk", fig, global_step=step)
+    if hp.log_projector:
+        glosses = getattr(module.trainer.datamodule, "glosses", {}) or {}
+        meta = [[_tsv(n), _tsv(glosses.get(n, ""))[:80]] for n in module.nodes]
+        tb.add_embedding(pts.float().cpu(), metadata=meta, metadata_header=["name", "gloss"], global_step=step,
+                         tag="hierarchy")
+
+
+def _tsv(text) -> str:
+    return " ".join(str(text).split())  # no tabs or newlines inside a metadata cell
+
+
+def log_final_metric(tb, hparams: dict, value: float, step: int) -> None:
+    """``hp_metric = value`` at ``step`` and the hyperparameters (TensorBoard's HPARAMS tab)."""
+    from torch.utils.tensorboard.summary import hparams as hparams_summary
+
+    clean = {k: (v if isinstance(v, (bool, int, float, str)) else str(v)) for k, v in hparams.items()}
+    writer = tb._get_file_writer()
+    for summary in hparams_summary(clean, {"hp_metric": value}):
+        writer.add_summary(summary)
+    tb.add_scalar("hp_metric", value, global_step=step)
+    tb.flush()

@@ -1,0 +1,84 @@
+"""Resuming a Lightning run: ``--ckpt_path=last`` continues the latest run's version with
+the results of an uninterrupted run; the TensorBoard files keep one step axis."""
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+pytest.importorskip("lightning")
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE = ["fit", "--config", "mammals_poincare", "--trainer.limit_train_batches=4", "--trainer.check_val_every_n_epoch=1",
+        "--trainer.enable_model_summary=false", "--model.burn_in=1", "--data.burn_in=1", "--data.batch_size=64",
+        "--data.negatives=10", "--data.batches_per_step=2", "--model.dim=5", "--model.schedule_epochs=5",
+        "--model.log_images=false", "--model.log_projector=false"]
+
+
+def _run(tmp: Path, *extra: str):
+    from hypermem.train.hierarchy_cli import main
+
+    cwd = os.getcwd()
+    os.chdir(tmp)
+    try:
+        return main([*BASE, *extra])
+    finally:
+        os.chdir(cwd)
+
+
+def _state(path: Path) -> dict:
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def _scalars(logdir: Path, tag: str) -> list[tuple[int, float]]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(logdir), size_guidance={"scalars": 0})
+    acc.Reload()
+    return [(e.step, e.value) for e in acc.Scalars(tag)]
+
+
+@pytest.mark.parametrize("optimizer", ["rsgd", "radam"])
+def test_three_epochs_then_resume_to_five_equals_five(tmp_path, optimizer):
+    opt = f"--model.optimizer={optimizer}"
+    first = _run(tmp_path, opt, "--trainer.max_epochs=3", "--trainer.logger.init_args.name=parts")
+    log_dir = Path(first.trainer.log_dir)
+    assert (tmp_path / log_dir / "checkpoints" / "last.ckpt").is_file()
+    assert _state(tmp_path / log_dir / "checkpoints" / "last.ckpt")["epoch"] == 2
+    resumed = _run(tmp_path, opt, "--trainer.max_epochs=5", "--trainer.logger.init_args.name=parts", "--ckpt_path=last")
+    assert Path(resumed.trainer.log_dir) == log_dir  # the same logger version continues
+    whole = _run(tmp_path, opt, "--trainer.max_epochs=5", "--trainer.logger.init_args.name=whole")
+    assert resumed.trainer.global_step == whole.trainer.global_step == 5 * 4 * 2
+    a = _state(tmp_path / log_dir / "checkpoints" / "last.ckpt")
+    b = _state(tmp_path / whole.trainer.log_dir / "checkpoints" / "last.ckpt")
+    assert a["epoch"] == b["epoch"] == 4
+    wa, wb = a["state_dict"]["embedding.weight"], b["state_dict"]["embedding.weight"]
+    assert torch.equal(wa, wb) and not torch.equal(wa, first.model.embedding.weight.detach().cpu())
+    if optimizer == "radam":  # the optimizer's moments were restored too
+        sa, sb = a["optimizer_states"][0]["state"][0], b["optimizer_states"][0]["state"][0]
+        assert torch.equal(sa["exp_avg"], sb["exp_avg"]) and torch.equal(sa["exp_avg_sq"], sb["exp_avg_sq"])
+    # one set of curves: the resumed run's validations follow the first run's in the same folder
+    parts = _scalars(tmp_path / log_dir, "val/map")
+    assert [s for s, _ in parts] == [8, 16, 24, 32, 40]
+    assert parts == _scalars(tmp_path / whole.trainer.log_dir, "val/map")
+
+
+def test_ckpt_path_last_without_a_run_is_a_short_error(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        _run(tmp_path, "--trainer.max_epochs=1", "--ckpt_path=last")
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no runs/mammals_poincare-" in err[0] and "last.ckpt" in err[0]
+
+
+def test_latest_last_checkpoint_takes_the_newest(tmp_path):
+    from hypermem.train.hierarchy_cli import latest_last_checkpoint
+
+    assert latest_last_checkpoint(tmp_path, "run") is None
+    for v, t in ((0, 100), (3, 300), (12, 200)):
+        ck = tmp_path / "run" / f"version_{v}" / "checkpoints" / "last.ckpt"
+        ck.parent.mkdir(parents=True)
+        ck.write_bytes(b"x")
+        os.utime(ck, (t, t))
+    assert latest_last_checkpoint(tmp_path, "run") == (3, tmp_path / "run" / "version_3" / "checkpoints" / "last.ckpt")
