@@ -96,6 +96,7 @@ def test_lr_schedule():
     assert lr_factor(0, 10, 2, 0.1, 0.01) == 0.1
     assert lr_factor(2, 10, 2, 0.1, 0.01) == 1.0
     assert lr_factor(9, 10, 2, 0.1, 0.01) == pytest.approx(0.01)
+    assert [lr_factor(e, 10, 2, 0.1, 1.0) for e in range(10)] == [0.1, 0.1] + [1.0] * 8  # constant after
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +105,7 @@ def small_closure():
 
 
 def test_poincare_beats_euclidean_in_two_dimensions(small_closure):
-    kw = dict(dim=2, epochs=40, negatives=20, batch_size=64, seed=0)
+    kw = dict(dim=2, epochs=40, negatives=20, batch_size=64, seed=0, final_lr_factor=0.01)
     p_pts, p_rep = fit_poincare_embeddings(small_closure, burn_in=3, lr=1.0, **kw)
     e_pts, _ = fit_euclidean_embeddings(small_closure, **kw)
     rp = reconstruction(p_pts, small_closure, "poincare")
@@ -262,11 +263,9 @@ def test_dense_and_sorted_membership_agree():
     assert torch.equal(dense, sorted_) and bool(dense[500:].all())
 
 
-@pytest.mark.parametrize("c", [1.0, 2.0])
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-def test_compiled_epoch_equals_the_torch_steps(c, dtype):
-    """The numba epoch takes the same Riemannian SGD steps as softmax_sgd_step, batch
-    after batch (to rounding), and keeps every point inside the ball."""
+def compiled_epoch_matches_torch_steps(geometry, c, dtype, spread, tol, loss_rel):
+    """Run softmax_sgd_epoch and the torch steps of softmax_sgd_step from the same start
+    on 200 pairs with batches of 1, 16 and 200; check they agree; return the inputs."""
     pytest.importorskip("numba")
     from hypermem.hierarchy.compiled_sgd import compiled_epoch_available, softmax_sgd_epoch
     from hypermem.hierarchy.fused_sgd import sample_epoch, softmax_sgd_step
@@ -275,25 +274,115 @@ def test_compiled_epoch_equals_the_torch_steps(c, dtype):
     g = torch.Generator().manual_seed(0)
     pairs = rel.pairs[torch.randperm(len(rel), generator=g)][:200]
     cand, masked_out = sample_epoch(NegativeSampler(rel, generator=g), pairs, 12, unigram=False)
-    start = ((torch.rand(rel.n, 4, generator=g, dtype=torch.float64) - 0.5) * 0.8).to(dtype)
-    assert compiled_epoch_available(start)
+    start = ((torch.rand(rel.n, 4, generator=g, dtype=torch.float64) - 0.5) * spread).to(dtype)
+    assert compiled_epoch_available(start, geometry)
     for bs in (1, 16, 200):
         A, B = start.clone(), start.clone()
         loss_a = sum(float(softmax_sgd_step(A, pairs[s:s + bs, 0], cand[s:s + bs], masked_out[s:s + bs], 0.5,
-                                            curvature=c)) for s in range(0, len(pairs), bs))
-        loss_b = softmax_sgd_epoch(B, pairs[:, 0], cand, masked_out, 0.5, bs, curvature=c)
-        tol = 1e-9 if dtype == torch.float64 else 1e-3
-        # points near the boundary amplify rounding differences in the summed loss
-        assert float((A - B).abs().max()) < tol and loss_b == pytest.approx(loss_a, rel=1e3 * tol)
-        assert not torch.equal(B, start) and bool((B.norm(dim=1) * c ** 0.5 < 1).all())
+                                            geometry, c)) for s in range(0, len(pairs), bs))
+        loss_b = softmax_sgd_epoch(B, pairs[:, 0], cand, masked_out, 0.5, bs, curvature=c, geometry=geometry)
+        assert float((A - B).abs().max()) < tol and loss_b == pytest.approx(loss_a, rel=loss_rel)
+        assert not torch.equal(B, start)
+        if geometry == "poincare":
+            assert bool((B.norm(dim=1) * c ** 0.5 < 1).all())
+    return start, pairs, cand, masked_out
+
+
+@pytest.mark.parametrize("c", [1.0, 2.0])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_compiled_epoch_equals_the_torch_steps(c, dtype):
+    """The numba epoch takes the same Riemannian SGD steps as softmax_sgd_step, batch
+    after batch (to rounding), and keeps every point inside the ball."""
+    from hypermem.hierarchy.compiled_sgd import compiled_epoch_available, softmax_sgd_epoch
+
+    tol = 1e-9 if dtype == torch.float64 else 1e-3
+    # points near the boundary amplify rounding differences in the summed loss
+    start, pairs, cand, masked_out = compiled_epoch_matches_torch_steps("poincare", c, dtype, 0.8, tol, 1e3 * tol)
     # a point pushed to the boundary comes back inside, as the torch projection does
     A = start.clone()
     A[0] = A[0] / A[0].norm() * 0.999999 / c ** 0.5
     softmax_sgd_epoch(A, pairs[:, 0], cand, masked_out, 50.0, 8, curvature=c)
     assert bool(torch.isfinite(A).all()) and bool((A.norm(dim=1) * c ** 0.5 < 1).all())
-    assert not compiled_epoch_available(start, "euclidean")
+    assert not compiled_epoch_available(start, "lorentz")
     with pytest.raises(ValueError, match="batch_size"):
         softmax_sgd_epoch(start.clone(), pairs[:, 0], cand, masked_out, 0.5, 0)
+    with pytest.raises(ValueError, match="geometry"):
+        softmax_sgd_epoch(start.clone(), pairs[:, 0], cand, masked_out, 0.5, 8, geometry="lorentz")
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_compiled_euclidean_epoch_equals_the_torch_steps(dtype):
+    """The Euclidean baseline's compiled epoch: the plain SGD steps of softmax_sgd_step
+    (summed loss, ``x -= lr grad``), batch after batch, with a candidate on top of its
+    anchor kept finite."""
+    from hypermem.hierarchy.compiled_sgd import softmax_sgd_epoch
+
+    tol = 1e-9 if dtype == torch.float64 else 1e-4
+    start, pairs, cand, masked_out = compiled_epoch_matches_torch_steps("euclidean", 1.0, dtype, 3.0, tol, 10 * tol)
+    same = start.clone()
+    same[pairs[0, 1]] = same[pairs[0, 0]]  # the first positive sits on its anchor
+    softmax_sgd_epoch(same, pairs[:, 0], cand, masked_out, 0.5, 16, geometry="euclidean")
+    assert bool(torch.isfinite(same).all())
+
+
+def test_lr_acts_on_the_summed_loss_like_poincare_memory():
+    """One batch, the same negatives: hypermem's step with ``lr`` is poincare-memory's
+    step with ``lr`` (gradients of the batch summed, Riemannian factor
+    ``(1 - ||x||^2)^2 / 4`` at the current points), so its ``lr`` values carry over."""
+    rsgd = pytest.importorskip("poincare_memory.hierarchy.rsgd")
+    import numpy as np
+
+    from hypermem.hierarchy.fused_sgd import softmax_sgd_step
+
+    rng = np.random.default_rng(0)
+    theta = rng.uniform(-0.4, 0.4, size=(40, 5))
+    u = rng.integers(0, 40, 16)
+    v = (u + 1) % 40
+    neg = (u[:, None] + rng.integers(2, 40, (16, 7))) % 40  # never the anchor; rows repeat
+    lr = 0.1
+    # the reference's step, from its own distance/gradient and loss helpers
+    tu, tv, tn = theta[u], theta[v], theta[neg]
+    d_pos, g_u_pos = rsgd._poincare_distance_and_grad(tu, tv)
+    _, g_v_pos = rsgd._poincare_distance_and_grad(tv, tu)
+    d_neg, g_u_neg = rsgd._poincare_distance_and_grad(tu[:, None, :], tn)
+    _, g_n = rsgd._poincare_distance_and_grad(tn, tu[:, None, :])
+    loss, dpos, dneg = rsgd._softmax_neg_log_prob(d_pos, d_neg)
+    grad = np.zeros_like(theta)
+    np.add.at(grad, u, dpos[:, None] * g_u_pos + np.sum(dneg[..., None] * g_u_neg, axis=1))
+    np.add.at(grad, v, dpos[:, None] * g_v_pos)
+    np.add.at(grad, neg.ravel(), (dneg[..., None] * g_n).reshape(-1, 5))
+    want = theta - lr * ((1 - (theta ** 2).sum(1, keepdims=True)) ** 2 / 4) * grad
+    w = torch.from_numpy(theta.copy())
+    cand = torch.from_numpy(np.concatenate([v[:, None], neg], axis=1))
+    got = softmax_sgd_step(w, torch.from_numpy(u), cand, torch.zeros(cand.shape, dtype=torch.bool), lr)
+    assert float(got) == pytest.approx(float(loss.sum()), rel=1e-6)
+    assert np.allclose(w.numpy(), want, rtol=0, atol=1e-8)
+    assert not np.allclose(want, theta, rtol=0, atol=1e-4)  # the step moved the points
+    mean_step = theta - lr / 16 * ((1 - (theta ** 2).sum(1, keepdims=True)) ** 2 / 4) * grad
+    assert not np.allclose(w.numpy(), mean_step, rtol=0, atol=1e-4)  # not a mean over the batch
+
+
+def test_seed_values_reach_the_reference_quality():
+    """poincare-memory's documented values (100 epochs, lr 0.1, 10 negatives, 10 burn-in
+    epochs at lr/10, batches of 64) mean the same schedule here (constant lr after the
+    burn-in), and reach at least the reference's MAP on the same closure, for both
+    geometries."""
+    ref = pytest.importorskip("poincare_memory.hierarchy.rsgd")
+    closure = balanced_isa(3, 4)  # 121 nodes, 360 pairs
+    seed_values = dict(dim=5, epochs=100, lr=0.1, negatives=10, burn_in=10, burn_in_lr_factor=0.1,
+                       batch_size=64, seed=0)
+    pts, rep = fit_poincare_embeddings(closure, **seed_values)
+    ref_pts, ref_rep = ref.fit_poincare_embeddings(closure, **seed_values)
+    assert rep.settings["final_lr_factor"] == 1.0 and len(rep.losses) == len(ref_rep.losses) == 100
+    ours = reconstruction(pts, closure, "poincare").map
+    theirs = reconstruction({k: torch.from_numpy(x) for k, x in ref_pts.items()}, closure, "poincare").map
+    assert ours >= theirs - 0.01, (ours, theirs)
+    euclid = dict(dim=5, epochs=100, lr=0.05, negatives=10, batch_size=64, seed=0)
+    e_pts, _ = fit_euclidean_embeddings(closure, **euclid)
+    e_ref, _ = ref.fit_euclidean_embeddings(closure, **euclid)
+    ours = reconstruction(e_pts, closure, "euclidean").map
+    theirs = reconstruction({k: torch.from_numpy(x) for k, x in e_ref.items()}, closure, "euclidean").map
+    assert ours >= theirs - 0.01, (ours, theirs)
 
 
 def test_hogwild_workers_split_the_epoch():

@@ -1,4 +1,4 @@
-r"""Many Riemannian SGD steps on Nickel & Kiela's loss in one compiled call (CPU, numba).
+r"""Many SGD steps on Nickel & Kiela's loss in one compiled call (CPU, numba).
 
 The update is the one of :func:`~hypermem.hierarchy.fused_sgd.softmax_sgd_step` (itself
 geoopt's :class:`~geoopt.optim.RiemannianSGD` on the summed softmax loss of Nickel &
@@ -9,7 +9,9 @@ for the batch ``b`` (pairs ``s .. s + B``) every gradient is taken at the curren
 ``dL/dd_bj = [j = 0] - softmax(-d_b)_j``,
 
 the updates ``-lr ((1 - c||.||^2)^2 / 4) grad`` are summed per row, added, and the rows
-touched are projected back into the ball, before the next batch starts.
+touched are projected back into the ball, before the next batch starts.  The Euclidean
+baseline (``geometry="euclidean"``) takes the same steps with ``d_bj = ||x - y_j||``,
+``dd/dx = (x - y) / d`` and the plain update ``-lr grad`` (no projection).
 
 In torch every batch costs about 60 small tensor operations, whose dispatch dominates a
 CPU epoch at the batch sizes hierarchy embeddings use (32-128 pairs); here the whole
@@ -17,7 +19,7 @@ epoch is one loop nest compiled by `numba <https://numba.pydata.org>`_ (the ``fa
 extra), which computes the same numbers (to rounding: sums run in another order).
 :func:`compiled_epoch_available` says whether it can run;
 :func:`~hypermem.hierarchy.fused_sgd.softmax_sgd_steps` takes the torch steps otherwise (no
-numba, a GPU tensor, another geometry).
+numba, a GPU tensor).
 """
 
 from __future__ import annotations
@@ -32,18 +34,22 @@ from ..geometry.numerics import ball_margin, tiny
 from ..geometry.poincare import project
 from .lazy_jit import HAVE_NUMBA, lazy_njit
 
+GEOMETRIES = ("poincare", "euclidean")
+
 
 def compiled_epoch_available(weight: torch.Tensor, geometry: str = "poincare") -> bool:
     """Whether :func:`softmax_sgd_epoch` can run on ``weight``: numba installed, a CPU
-    float32/float64 table, Poincaré geometry."""
-    return (HAVE_NUMBA and geometry == "poincare" and weight.device.type == "cpu"
+    float32/float64 table, Poincaré or Euclidean geometry."""
+    return (HAVE_NUMBA and geometry in GEOMETRIES and weight.device.type == "cpu"
             and weight.dtype in (torch.float32, torch.float64) and weight.dim() == 2)
 
 
 def softmax_sgd_epoch(weight: torch.Tensor, anchors: torch.Tensor, cand: torch.Tensor, masked_out: torch.Tensor,
-                      lr: float, batch_size: int, curvature: float = 1.0, workers: int = 1) -> float:
+                      lr: float, batch_size: int, curvature: float = 1.0, workers: int = 1,
+                      geometry: str = "poincare") -> float:
     """Riemannian SGD steps over all pairs, ``batch_size`` pairs a step, in place on
-    ``weight`` ``(n, d)``; returns the summed loss.
+    ``weight`` ``(n, d)``; returns the summed loss.  ``geometry="euclidean"``: plain SGD
+    steps on the Euclidean distance (``curvature`` is ignored).
 
     ``anchors`` ``(P,)``, ``cand`` ``(P, 1 + k)`` (column 0 the positive), ``masked_out``
     ``(P, 1 + k)`` candidates to ignore, as for
@@ -57,7 +63,9 @@ def softmax_sgd_epoch(weight: torch.Tensor, anchors: torch.Tensor, cand: torch.T
     be lost, so results are no longer bit-for-bit reproducible; every row is projected
     back into the ball at the end.
     """
-    if not compiled_epoch_available(weight):
+    if geometry not in GEOMETRIES:
+        raise ValueError(f"geometry must be one of {GEOMETRIES}, got {geometry!r}")
+    if not compiled_epoch_available(weight, geometry):
         raise RuntimeError("the compiled epoch needs numba (pip install 'hypermem-torch[fast]') and a CPU table")
     if batch_size < 1:
         raise ValueError(f"batch_size must be positive, got {batch_size}")
@@ -71,23 +79,30 @@ def softmax_sgd_epoch(weight: torch.Tensor, anchors: torch.Tensor, cand: torch.T
     a = np.ascontiguousarray(anchors.numpy(), dtype=np.int64)
     cnd = np.ascontiguousarray(cand.numpy(), dtype=np.int64)
     m = np.ascontiguousarray(masked_out.numpy(), dtype=np.bool_)
-    rest = (float(lr), int(batch_size), c, limit, tiny(weight.dtype))
+    poincare = geometry == "poincare"
+    rest = (float(lr), int(batch_size), c, limit, tiny(weight.dtype) if poincare else _EUCLIDEAN_FLOOR, poincare)
     P = a.shape[0]
     workers = min(int(workers), max(1, -(-P // batch_size)))
     if workers == 1:
-        return float(_poincare_epoch(W, a, cnd, m, *rest))
+        return float(_epoch(W, a, cnd, m, *rest))
     # contiguous parts of whole batches, one per thread
     per = -(-P // (workers * batch_size)) * batch_size
     parts = [(s, min(s + per, P)) for s in range(0, P, per)]
     with ThreadPoolExecutor(len(parts)) as pool:
-        totals = list(pool.map(lambda se: _poincare_epoch(W, a[se[0]:se[1]], cnd[se[0]:se[1]], m[se[0]:se[1]], *rest),
+        totals = list(pool.map(lambda se: _epoch(W, a[se[0]:se[1]], cnd[se[0]:se[1]], m[se[0]:se[1]], *rest),
                                parts))
-    with torch.no_grad():  # rows that two threads pushed out together
-        weight.copy_(project(weight, c))
+    if poincare:
+        with torch.no_grad():  # rows that two threads pushed out together
+            weight.copy_(project(weight, c))
     return float(sum(totals))
 
 
-def _poincare_epoch_py(W, anchors, cand, masked, lr, batch_size, c, limit, floor):  # pragma: no cover - compiled
+_EUCLIDEAN_FLOOR = 1e-15
+"""Smallest Euclidean distance in a step (as the torch step's clamp): a candidate on
+top of its anchor gets a finite gradient."""
+
+
+def _epoch_py(W, anchors, cand, masked, lr, batch_size, c, limit, floor, poincare):  # pragma: no cover - compiled
     n, dim = W.shape
     P, K = cand.shape
     sc = math.sqrt(c)
@@ -117,21 +132,27 @@ def _poincare_epoch_py(W, anchors, cand, masked, lr, batch_size, c, limit, floor
             top = -np.inf
             for j in range(K):
                 v = cand[p, j]
-                yy = 0.0
-                xyj = 0.0
-                for t in range(dim):
-                    yy += W[v, t] * W[v, t]
-                    xyj += W[v, t] * W[u, t]
-                yy *= c
-                xyj *= c
-                xy[j] = xyj
-                beta[j] = 1.0 - yy
-                e[j] = yy - 2.0 * xyj
-                z = (e[j] + xx) / (beta[j] * (alpha * 0.5))
-                if z < floor:
-                    z = floor
-                root[j] = math.sqrt((z + 2.0) * z)
-                d[j] = math.log1p(z + root[j]) / sc
+                if poincare:
+                    yy = 0.0
+                    xyj = 0.0
+                    for t in range(dim):
+                        yy += W[v, t] * W[v, t]
+                        xyj += W[v, t] * W[u, t]
+                    yy *= c
+                    xyj *= c
+                    xy[j] = xyj
+                    beta[j] = 1.0 - yy
+                    e[j] = yy - 2.0 * xyj
+                    z = (e[j] + xx) / (beta[j] * (alpha * 0.5))
+                    if z < floor:
+                        z = floor
+                    root[j] = math.sqrt((z + 2.0) * z)
+                    d[j] = math.log1p(z + root[j]) / sc
+                else:
+                    sq = 0.0
+                    for t in range(dim):
+                        sq += (W[u, t] - W[v, t]) ** 2
+                    d[j] = max(math.sqrt(sq), floor)
                 if not masked[p, j] and -d[j] > top:
                     top = -d[j]
             norm = 0.0
@@ -148,17 +169,25 @@ def _poincare_epoch_py(W, anchors, cand, masked, lr, batch_size, c, limit, floor
             coef_x = 0.0
             for j in range(K):
                 pj = 0.0 if masked[p, j] else math.exp(-d[j] - lse)
-                g = ((1.0 if j == 0 else 0.0) - pj) / root[j]
+                g = (1.0 if j == 0 else 0.0) - pj  # dL/dd_j
                 if g == 0.0:
                     continue  # a masked candidate: no update
-                cu = g / beta[j]
-                coef_x += cu * (e[j] + 1.0)
                 v = cand[p, j]
                 if slot[v] < 0:
                     slot[v] = nrows
                     rows[nrows] = v
                     nrows += 1
                 sv = slot[v]
+                if not poincare:  # x -= lr g (x - y) / d,  y += lr g (x - y) / d
+                    w = lr * g / d[j]
+                    for t in range(dim):
+                        step = w * (W[u, t] - W[v, t])
+                        delta[su, t] -= step
+                        delta[sv, t] += step
+                    continue
+                g /= root[j]
+                cu = g / beta[j]
+                coef_x += cu * (e[j] + 1.0)
                 cv = g * (k / alpha)
                 a_y = (xx + 1.0 - 2.0 * xy[j]) * cv
                 b_y = -cv * beta[j]
@@ -169,7 +198,7 @@ def _poincare_epoch_py(W, anchors, cand, masked, lr, batch_size, c, limit, floor
             coef_x *= k
             for t in range(dim):
                 delta[su, t] += coef_x * W[u, t]
-        # apply the batch's summed update, project the rows it touched, reset the buffer
+        # apply the batch's summed update, project the rows it touched (Poincaré), reset the buffer
         for i in range(nrows):
             r = rows[i]
             sq = 0.0
@@ -178,7 +207,7 @@ def _poincare_epoch_py(W, anchors, cand, masked, lr, batch_size, c, limit, floor
                 delta[i, t] = 0.0
                 sq += W[r, t] * W[r, t]
             nr = math.sqrt(sq)
-            if nr > limit:
+            if poincare and nr > limit:
                 f = limit / nr
                 for t in range(dim):
                     W[r, t] *= f
@@ -186,4 +215,4 @@ def _poincare_epoch_py(W, anchors, cand, masked, lr, batch_size, c, limit, floor
     return total
 
 
-_poincare_epoch = lazy_njit(_poincare_epoch_py)
+_epoch = lazy_njit(_epoch_py)

@@ -55,11 +55,11 @@ def softmax_sgd_steps(weight: torch.Tensor, anchors: torch.Tensor, cand: torch.T
                       workers: int = 1) -> float:
     """:func:`softmax_sgd_step` batch after batch over all ``P`` pairs (``batch_size``
     pairs a step); returns the summed loss.  One compiled call when it can run
-    (:func:`~hypermem.hierarchy.compiled_sgd.softmax_sgd_epoch`: numba, a CPU table,
-    Poincaré; ``workers`` threads Hogwild-style), the torch steps otherwise (``workers``
-    is then ignored)."""
+    (:func:`~hypermem.hierarchy.compiled_sgd.softmax_sgd_epoch`: numba, a CPU table;
+    ``workers`` threads Hogwild-style), the torch steps otherwise (``workers`` is then
+    ignored)."""
     if compiled_epoch_available(weight, geometry):
-        return softmax_sgd_epoch(weight, anchors, cand, masked_out, lr, batch_size, curvature, workers)
+        return softmax_sgd_epoch(weight, anchors, cand, masked_out, lr, batch_size, curvature, workers, geometry)
     total = torch.zeros((), dtype=torch.float64, device=weight.device)
     for b in range(0, anchors.shape[0], batch_size):
         total += softmax_sgd_step(weight, anchors[b:b + batch_size], cand[b:b + batch_size],

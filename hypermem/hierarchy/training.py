@@ -12,7 +12,12 @@ Nickel & Kiela, "Poincaré Embeddings for Learning Hierarchical Representations"
   the default) or :class:`geoopt.optim.RiemannianAdam` (``optimizer="radam"``);
 * a *burn-in*: the first ``burn_in`` epochs use ``lr * burn_in_lr_factor`` and draw
   negatives by ``degree^0.75``, which places the points roughly before the real
-  learning rate spreads them out.
+  learning rate spreads them out; then ``lr`` itself, constant unless a
+  ``final_lr_factor < 1`` asks for a linear decay (:func:`lr_factor`).
+
+``lr`` is the step on the loss *summed* over a batch (each pair's gradient adds to the
+rows it touches; no division by the batch size), as in poincare-memory's trainer, so
+the same ``lr`` and ``batch_size`` mean the same steps in both.
 
 Everything is batched on tensors: one epoch is a random permutation of the pairs cut
 into batches.  With Riemannian SGD and the default loss, the negatives of the whole
@@ -20,7 +25,8 @@ epoch are drawn at once and every batch is one closed-form step
 (:func:`~hypermem.hierarchy.fused_sgd.softmax_sgd_step`: the update of geoopt's
 ``RiemannianSGD`` to rounding, without autograd or a pass over the whole table);
 on a CPU with numba installed (the ``fast`` extra) the whole epoch of such steps is one
-compiled call (:func:`~hypermem.hierarchy.fused_sgd.softmax_sgd_steps`, Poincaré);
+compiled call (:func:`~hypermem.hierarchy.fused_sgd.softmax_sgd_steps`, Poincaré and
+Euclidean);
 otherwise (Riemannian Adam, a custom ``loss_fn`` or ``after_step``) each batch draws its
 negatives and runs a forward, a backward and a geoopt optimizer step.  The same code
 runs on a GPU with ``device="cuda"``.
@@ -269,7 +275,7 @@ def _load_init(model: HierarchyEmbedding, rel: Relations, init) -> None:
 def fit_poincare_embeddings(edges, dim: int = 10, epochs: int = 200, lr: float = 0.3, negatives: int = 50,
                             burn_in: int = 20, burn_in_lr_factor: float = 0.1, batch_size: int = 32,
                             seed: int = 0, ball: PoincareBall | None = None, *, optimizer: str = "rsgd",
-                            final_lr_factor: float = 0.01,
+                            final_lr_factor: float = 1.0,
                             device: torch.device | str | None = None, dtype: torch.dtype = torch.float64,
                             sparse: bool | None = None, nodes: Sequence[Hashable] | None = None,
                             eval_every: int = 0, log: Callable[[str], None] | None = None,
@@ -281,12 +287,37 @@ def fit_poincare_embeddings(edges, dim: int = 10, epochs: int = 200, lr: float =
     hierarchy, ``(hyponym, hypernym)``) or a :class:`Relations`.  Returns ``node -> point``
     (1-D tensors, in the ball of ``ball``'s curvature) and a :class:`TrainingReport`.
 
-    The defaults (Riemannian SGD, lr 0.3 on summed losses, batches of 32 pairs, 50
-    negatives, 20 burn-in epochs at lr/10, then a linear decay to lr/100) reach a
-    reconstruction MAP of 0.97 (mean rank 1.19) on the WordNet mammal closure at
-    ``dim=10`` (0.956 at ``dim=5``); smaller batches mean more updates per epoch, and
-    with the autograd-free step of :mod:`~hypermem.hierarchy.fused_sgd` (used for
-    ``optimizer="rsgd"``) an epoch of the mammals takes a fraction of a second.  ``optimizer="radam"`` uses Riemannian Adam; ``sparse`` (default: for more
+    The arguments shared with poincare-memory's function of the same name (``dim`` to
+    ``ball``) mean the same training: Riemannian SGD with step ``lr`` on the loss summed
+    over each batch of ``batch_size`` pairs, ``negatives`` per pair, ``burn_in`` epochs at
+    ``lr * burn_in_lr_factor``, then ``lr`` (constant: ``final_lr_factor=1``).  Two
+    differences follow Nickel & Kiela more closely: a negative is never ``u`` itself or a
+    node related to ``u`` (poincare-memory draws uniformly over all nodes, related ones
+    included), and burn-in negatives are drawn by ``degree^0.75``.
+    The defaults, on the WordNet mammal closure at ``dim=10`` (reconstruction MAP / mean
+    rank; ``benchmarks/bench_seed_parity.py``):
+
+    =====================  ===================  ===================
+    argument               hypermem's default   poincare-memory's
+    =====================  ===================  ===================
+    ``epochs``             200                  100
+    ``lr``                 0.3                  0.1
+    ``negatives``          50                   10
+    ``burn_in``            20                   10
+    ``burn_in_lr_factor``  0.1                  0.1
+    ``batch_size``         32                   64
+    ``final_lr_factor``    1.0 (constant lr)    (constant lr)
+    MAP / mean rank        0.972 / 1.21         0.905 / 1.48 here
+    =====================  ===================  ===================
+
+    (the last cell: hypermem trained with poincare-memory's values; poincare-memory
+    itself reaches 0.899 / 1.57 with them).  ``final_lr_factor=0.01`` (after the burn-in,
+    a linear decay to ``lr/100``) gives 0.974 / 1.20 with the defaults, but 0.826 with
+    poincare-memory's values, whose 100 epochs at ``lr=0.1`` need the full step.
+    Smaller batches mean more updates per epoch; with the autograd-free step of
+    :mod:`~hypermem.hierarchy.fused_sgd` (used for ``optimizer="rsgd"``) an epoch of the
+    mammals takes a fraction of a second.
+    ``optimizer="radam"`` uses Riemannian Adam; ``sparse`` (default: for more
     than 20,000 nodes) uses sparse gradients and geoopt's sparse optimizers;
     ``eval_every`` records the reconstruction MAP during training.  ``init`` starts from
     given points instead of Nickel & Kiela's small random ones (a ``node -> point``
@@ -308,13 +339,16 @@ def fit_poincare_embeddings(edges, dim: int = 10, epochs: int = 200, lr: float =
 
 def fit_euclidean_embeddings(edges, dim: int = 10, epochs: int = 200, lr: float = 0.05, negatives: int = 50,
                              batch_size: int = 128, seed: int = 0, *, burn_in: int = 0,
-                             burn_in_lr_factor: float = 0.1, final_lr_factor: float = 0.01,
+                             burn_in_lr_factor: float = 0.1, final_lr_factor: float = 1.0,
                              optimizer: str = "rsgd",
                              device: torch.device | str | None = None, dtype: torch.dtype = torch.float64,
                              sparse: bool | None = None, nodes: Sequence[Hashable] | None = None,
                              eval_every: int = 0, log: Callable[[str], None] | None = None
                              ) -> tuple[dict, TrainingReport]:
     """Same loss and sampling as :func:`fit_poincare_embeddings` with the Euclidean
-    distance ``||u - v||`` (the baseline of Nickel & Kiela)."""
+    distance ``||u - v||`` (the baseline of Nickel & Kiela): plain SGD with step ``lr``
+    on the loss summed over each batch, constant (no burn-in, ``final_lr_factor=1``), as
+    poincare-memory's function of the same name, whose defaults are 100 epochs, 10
+    negatives and batches of 64 (hypermem's: 200, 50, 128)."""
     return _fit(edges, "euclidean", dim, epochs, lr, negatives, burn_in, burn_in_lr_factor, final_lr_factor,
                 batch_size, seed, None, optimizer, device, dtype, sparse, nodes, eval_every, log)
