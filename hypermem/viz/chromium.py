@@ -118,8 +118,11 @@ class Chromium:
     def open(self, url: str, ready: str = "document.body && document.body.getAttribute('data-ready') === '1'") -> float:
         """Navigate to ``url`` and wait for its load event and the ``ready`` expression;
         returns the wall seconds that took."""
-        t0 = time.monotonic()
+        # From a blank page, so that a new fragment of the same file loads it afresh.
         self._events = [e for e in self._events if e["method"] != "Page.loadEventFired"]
+        self.call("Page.navigate", {"url": "about:blank"})
+        self.wait_event("Page.loadEventFired")
+        t0 = time.monotonic()
         self.call("Page.navigate", {"url": url})
         self.wait_event("Page.loadEventFired")
         self.wait_for(ready)

@@ -39,7 +39,8 @@ def _iso(t: datetime | None) -> str | None:
 
 
 def to_dict(memory, at_time: datetime | None = None, layout: str = "auto") -> dict[str, Any]:
-    """A JSON-able snapshot: config, stats, and one node per memory (id, text, parent,
+    """A JSON-able snapshot: config (with the ``layout`` used, as the NumPy reference records
+    it), stats, and one node per memory (id, text, parent,
     children, level, depth, disk coordinates ``x``/``y``, time, weight at ``at_time``,
     access count, validity, meta).
 
@@ -74,7 +75,7 @@ def to_dict(memory, at_time: datetime | None = None, layout: str = "auto") -> di
         "now": now.isoformat(),
         "config": {"curvature": memory.curvature, "dim": memory.dim, "base_depth": memory.base_depth,
                    "depth_step": memory.depth_step, "metric": memory.metric, "decay": policy_spec(memory.decay),
-                   "embedder": embedder_spec(memory.embedder)},
+                   "embedder": embedder_spec(memory.embedder), "layout": used},
         "stats": stats,
         "nodes": nodes,
     }

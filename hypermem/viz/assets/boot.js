@@ -108,15 +108,21 @@ window.hmProbe = function (id) {
   return { x: VX[i], y: VY[i], px: pxX(VX[i]), py: pxY(VY[i]), label: label(i),
            drawn: Array.prototype.indexOf.call(DRAWN.subarray(0, nDrawn), i) >= 0, labeled: LABELED.indexOf(i) >= 0 };
 };
+window.hmFocus = function (id, animate) {
+  var i = id === null ? -1 : ROW.get(id);
+  if (i === undefined) { throw new Error("no memory " + id); }
+  select(i); focusOn(i, animate !== false);
+};
+window.hmDraw = function () { var t0 = performance.now(); draw(); return performance.now() - t0; };
 window.hmState = function () {
   return { focus: state.focus >= 0 ? IDS[state.focus] : null, selected: state.selected >= 0 ? IDS[state.selected] : null,
-           animating: anim !== null, drawn: nDrawn, labels: LABELED.map(function (i) { return IDS[i]; }),
+           animating: anim !== null, drawn: nDrawn, labels: LABELED.map(function (i) { return IDS[i]; }), labelBoxes: LABEL_BOXES,
            view: view.slice(), timings: MARKS, rows: nView };
 };
 mark("decode", tStart);
-buildTree();
+buildTree(); mark("buildTree", tStart);
 showTime();
-filterRows();
+filterRows(); mark("table", tStart);
 var params = new URLSearchParams(window.location.hash.replace(/^#/, ""));
 if (params.get("filter")) { filterBox.value = params.get("filter"); applyFilter(filterBox.value); }
 var preSel = params.get("select"), preFocus = params.get("focus");

@@ -7,12 +7,17 @@ var MARKS = {};
 function mark(name, since) { MARKS[name] = Math.round((performance.now() - since) * 10) / 10; }
 var tStart = performance.now();
 var D = JSON.parse(document.getElementById("hm-data").textContent);
+mark("parse", tStart);
 var N = D.n, IDS = D.ids, TEXTS = D.texts, LABELS = D.labels;
 
 function decode(s, Type) {
-  var bin = atob(s), n = bin.length, bytes = new Uint8Array(n);
-  for (var i = 0; i < n; i++) { bytes[i] = bin.charCodeAt(i); }
-  return new Type(bytes.buffer);
+  var bytes;
+  if (typeof Uint8Array.fromBase64 === "function") { bytes = Uint8Array.fromBase64(s); } else {
+    var bin = atob(s), n = bin.length;
+    bytes = new Uint8Array(n);
+    for (var i = 0; i < n; i++) { bytes[i] = bin.charCodeAt(i); }
+  }
+  return new Type(bytes.buffer, bytes.byteOffset, bytes.byteLength / Type.BYTES_PER_ELEMENT);
 }
 var PARENT = decode(D.parent, Int32Array), RAD = decode(D.radius, Float32Array);
 var ANG = decode(D.angle, Uint32Array), TIME = decode(D.time, Float32Array);
@@ -45,17 +50,46 @@ var ORDER = new Int32Array(N), LEVEL = new Int32Array(N);
     for (var k = KSTART[p]; k < KSTART[p + 1]; k++) { LEVEL[KIDS[k]] = LEVEL[p] + 1; ORDER[tail++] = KIDS[k]; }
   }
 })();
+mark("tree", tStart);
 var ROW = new Map();
 for (var i1 = 0; i1 < N; i1++) { ROW.set(IDS[i1], i1); }
 function label(i) { return LABELS[i] || TEXTS[i]; }
 function meta(i) { return D.meta[String(i)] || {}; }
 function metaText(i) { var m = D.meta[String(i)]; return m ? JSON.stringify(m) : ""; }
-var HAY = new Array(N), LAB_LOW = new Array(N);
-for (var i2 = 0; i2 < N; i2++) {
-  LAB_LOW[i2] = label(i2).toLowerCase();
-  HAY[i2] = (IDS[i2] + "\n" + LAB_LOW[i2] + "\n" + TEXTS[i2] + "\n" + metaText(i2)).toLowerCase();
+// The filter's haystack: one lower-case string of every memory's id, label, text and metadata,
+// "\u0001" between memories; HAY_AT[i] is where memory i starts (a match maps back by bisection).
+var LAB_LOW = new Array(N), HAY_AT = new Int32Array(N + 1), HAY;
+(function () {
+  var parts = new Array(N), at = 0;
+  for (var i = 0; i < N; i++) {
+    LAB_LOW[i] = label(i).toLowerCase();
+    parts[i] = IDS[i] + "\n" + LAB_LOW[i] + "\n" + TEXTS[i] + "\n" + metaText(i);
+    HAY_AT[i] = at; at += parts[i].length + 1;
+  }
+  HAY_AT[N] = at;
+  HAY = parts.join("\u0001").toLowerCase();
+  if (HAY.length + 1 !== at) {  // lower-casing changed some lengths: measure each memory
+    at = 0;
+    for (var j = 0; j < N; j++) { parts[j] = parts[j].toLowerCase(); HAY_AT[j] = at; at += parts[j].length + 1; }
+    HAY_AT[N] = at; HAY = parts.join("\u0001");
+  }
+})();
+function rowAt(pos) {  // the memory whose part of HAY holds position pos
+  var lo = 0, hi = N - 1;
+  while (lo < hi) { var mid = (lo + hi + 1) >> 1; if (HAY_AT[mid] <= pos) { lo = mid; } else { hi = mid - 1; } }
+  return lo;
 }
-
+// Mark in out (Uint8Array) every memory whose haystack contains q; returns the count.
+function findAll(q, out) {
+  out.fill(0);
+  var count = 0, pos = HAY.indexOf(q);
+  while (pos >= 0) {
+    var i = rowAt(pos);
+    if (!out[i]) { out[i] = 1; count += 1; }
+    pos = HAY.indexOf(q, HAY_AT[i + 1]);
+  }
+  return count;
+}
 var TL = D.timeline, STEPS = TL.seconds.length;
 var state = { t: TL.index, selected: -1, hasSel: false, filter: "", focus: -1, sortKey: "row", sortDir: 1 };
 var MATCH = new Uint8Array(N).fill(1), ROLE = new Int8Array(N);  // ROLE: 1 self, 2 ancestor, 3 descendant

@@ -12,7 +12,7 @@ var COLORS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", 
 var ROLE_COLORS = [null, "#000000", "#ff7f0e", "#d62728"];
 var view = IDENTITY.slice();
 var VX = new Float64Array(N), VY = new Float64Array(N), SIZE = new Float32Array(N);
-var OCC = new Int32Array(GRID * GRID), DRAWN = new Int32Array(N), nDrawn = 0, LABELED = [];
+var OCC = new Int32Array(GRID * GRID), DRAWN = new Int32Array(N), nDrawn = 0, LABELED = [], LABEL_BOXES = [];
 var LABEL_W = new Float32Array(N).fill(-1);
 var tmp = [0, 0];
 
@@ -81,8 +81,7 @@ function choose() {
     for (var k = 0; k < N; k++) {
       var i = ORDER[k];
       if (filtering && (MATCH[i] === 1) !== (pass === 0)) { continue; }
-      var x = VX[i], y = VY[i];
-      var gx = Math.floor(pxX(x) / CELL), gy = Math.floor(pxY(y) / CELL);
+      var gx = Math.floor((C0 + VX[i] * RPX) / CELL), gy = Math.floor((C0 - VY[i] * RPX) / CELL);
       var cell = (gx < 0 || gy < 0 || gx >= GRID || gy >= GRID) ? -1 : gy * GRID + gx;
       var keep = all || (state.hasSel && ROLE[i] > 0 && ROLE[i] < 3) || i === state.focus;
       if (cell >= 0 && OCC[cell] === 0) { OCC[cell] = i + 1; keep = true; }
@@ -184,17 +183,18 @@ function drawLabels() {
     ctx.fillText(text, x, y);
   }
   ctx.textBaseline = "alphabetic";
+  LABEL_BOXES = boxes;
 }
 
 function draw() {
   var t0 = performance.now();
-  transformAll();
+  transformAll(); mark("draw.transform", t0);
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
   ctx.clearRect(0, 0, CSS, CSS);
   drawGrid();
-  choose();
-  drawLinks();
-  drawPoints();
+  choose(); mark("draw.choose", t0);
+  drawLinks(); mark("draw.links", t0);
+  drawPoints(); mark("draw.points", t0);
   drawLabels();
   if (state.selected >= 0) {
     var s = state.selected;

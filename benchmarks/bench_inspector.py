@@ -1,0 +1,108 @@
+"""Benchmark of the HTML inspector at scale, timed by Chromium itself.
+
+Builds a memory of ``--n`` synthetic memories (a random forest: 5 roots, each memory's
+parent drawn from the earlier ones, HalfLife(72 h) decay, texts like "memory 123 about
+topic 26"), times ``inspect()`` in Python, then opens the page in headless Chromium over
+the DevTools protocol (:class:`hypermem.viz.chromium.Chromium`) and reads the page's own
+``performance.now()`` figures:
+
+* load: ``performance.now()`` when the page is ready (first drawing, table and tree
+  done), measured from the navigation start;
+* a filter keystroke, a slider step and a re-focus (no animation), each from just before
+  the input event to the next animation frame after it (``requestAnimationFrame`` then a
+  ``setTimeout(0)``, so the frame with the new drawing has been produced), median of
+  ``--repeat`` runs.
+
+    python benchmarks/bench_inspector.py --n 100000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import random
+import statistics
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from hypermem import HalfLife, HashingEmbedder, Memory
+from hypermem.viz.chromium import Chromium
+
+T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
+NEXT_FRAME = "await new Promise(r => requestAnimationFrame(() => setTimeout(r, 0)))"
+
+
+def build(n: int, seed: int = 0) -> Memory:
+    rnd = random.Random(seed)
+    mem = Memory(embedder=HashingEmbedder(dim=16), decay=HalfLife(72), clock=lambda: T0 + timedelta(days=30))
+    items = []
+    for i in range(n):
+        parent = None if i < 5 else f"m{rnd.randrange(max(1, i // 4), i) if i > 20 else rnd.randrange(0, 5)}"
+        items.append({"id": f"m{i}", "text": f"memory {i} about topic {i % 97}", "parent": parent,
+                      "t": T0 + timedelta(hours=rnd.random() * 700)})
+    mem.add_many(items)
+    return mem
+
+
+ACTIONS = {
+    "filter keystroke": "const box = document.getElementById('hm-filter'); box.value = {arg}; "
+                        "box.dispatchEvent(new Event('input'));",
+    "slider step": "const s = document.getElementById('hm-time'); s.value = String({arg}); "
+                   "s.dispatchEvent(new Event('input'));",
+    "re-focus": "hmFocus({arg}, false);",
+}
+
+
+def timed(browser: Chromium, action: str, arg) -> tuple[float, float]:
+    js = ("(async () => { const t0 = performance.now(); " + ACTIONS[action].format(arg=json.dumps(arg))
+          + " const t1 = performance.now(); " + NEXT_FRAME + "; return [t1 - t0, performance.now() - t0]; })()")
+    return tuple(browser.evaluate(js))
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=100_000)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
+    args = ap.parse_args(argv)
+    mem = build(args.n)
+    t = time.perf_counter()
+    page = mem.inspect()
+    inspect_s = time.perf_counter() - t
+    res = {"n": args.n, "inspect_s": round(inspect_s, 3), "page_bytes": len(page.encode()),
+           "bytes_per_memory": round(len(page.encode()) / args.n, 1), "python": platform.python_version()}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "page.html"
+        path.write_text(page, encoding="utf-8")
+        with Chromium() as browser:
+            res["open_wall_s"] = round(browser.open(path.as_uri()), 3)
+            res["chromium"] = browser.call("Runtime.evaluate", {"expression": "navigator.userAgent",
+                                                                "returnByValue": True})["result"]["value"]
+            marks = browser.evaluate("hmState().timings")
+            res["load_ms"] = marks["ready"]
+            res["load_marks_ms"] = marks
+            assert browser.evaluate("document.documentElement.getAttribute('data-errors')") == "0"
+            steps = int(browser.evaluate("Number(document.getElementById('hm-time').max)"))
+            ids = [f"m{random.Random(k).randrange(args.n)}" for k in range(args.repeat)]
+            plan = {"filter keystroke": ["t", "to", "top", "topi", "topic 4", "topic 42", "memory 9"][: args.repeat],
+                    "slider step": [steps - 1 - k for k in range(1, args.repeat + 1)],
+                    "re-focus": ids}
+            for action, values in plan.items():
+                runs = [timed(browser, action, v) for v in values]
+                res[action] = {"handler_ms": round(statistics.median(r[0] for r in runs), 1),
+                               "to_next_frame_ms": round(statistics.median(r[1] for r in runs), 1),
+                               "max_to_next_frame_ms": round(max(r[1] for r in runs), 1)}
+            res["drawn_points"] = browser.evaluate("hmState().drawn")
+            res["last_marks_ms"] = browser.evaluate("hmState().timings")
+    if args.out is not None:
+        args.out.write_text(json.dumps(res, indent=1))
+    print(json.dumps(res, indent=1))
+    return res
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)
