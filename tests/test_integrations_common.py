@@ -123,3 +123,14 @@ def test_open_memory(tmp_path):
     fresh.add("hello", id="h", t=T0 - timedelta(days=1))
     fresh.save(path)
     assert C.open_memory(path).get("h").text == "hello"
+
+
+def test_plain_equality_filters_go_to_the_store_as_they_are(recs):
+    assert C.store_filter({"a": 1}) == {"a": 1}
+    for spec in ({"a": {"$gt": 1}}, {"parent": "x"}, {"$or": [{"a": 1}]}, {"nested": {"b": 2}}):
+        assert callable(C.store_filter(spec))
+    mem = Memory(embedder=HashingEmbedder(dim=16))
+    for r in recs:
+        mem.add(r.text, id=r.id, meta=r.meta)
+    assert [h.id for h in mem.search("text", k=4, filters=C.store_filter({"a": 1}))] == \
+        [h.id for h in mem.search("text", k=4, filters=C.compile_filter({"a": 1}))] == ["r0"]

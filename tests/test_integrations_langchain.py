@@ -60,6 +60,10 @@ def test_metadata_parent_and_times_go_to_the_store():
     assert cat.metadata == {"parent": "animals", "valid_until": (T0 + timedelta(days=1)).isoformat()}
     timed = HypermemVectorStore(memory=mem, include_time=True).get_by_ids(["dog"])[0]
     assert timed.metadata["t"] == "2025-12-31T12:00:00+00:00"
+    # every Memory.search argument passes through, valid_only too
+    later = T0 + timedelta(days=2)
+    assert "cat" in {d.id for d in store.similarity_search("cats", k=5, at_time=later)}
+    assert "cat" not in {d.id for d in store.similarity_search("cats", k=5, at_time=later, valid_only=True)}
 
 
 def test_parent_in_the_same_batch_may_come_after_its_child():

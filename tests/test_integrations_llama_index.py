@@ -162,3 +162,14 @@ def test_persist_and_reopen(tmp_path):
     again = HypermemVectorStore(path)
     [node] = again.get_nodes(["a"])
     assert node.text == "alpha text" and node.metadata == {"k": 1} and node.ref_doc_id == "d"
+
+
+def test_memories_stored_without_llama_index_come_back_as_text_nodes():
+    mem = Memory(embedder=HashingEmbedder(dim=32))
+    mem.add("animals", id="a")
+    mem.add("dogs bark", id="d", parent="a", meta={"kind": "fact"})
+    store = HypermemVectorStore(mem)
+    res = store.query(VectorStoreQuery(query_str="dogs bark", similarity_top_k=1))
+    [node] = res.nodes
+    assert node.node_id == "d" and node.text == "dogs bark" and node.metadata == {"kind": "fact", "parent": "a"}
+    assert node.parent_node.node_id == "a"

@@ -4,6 +4,7 @@ upserts, query points, relevance scores and maximal marginal relevance over a
 
 from __future__ import annotations
 
+import inspect
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -209,6 +210,17 @@ def compile_filter(spec: Any, lookup: Callable[[Any, str], Any] = meta_field) ->
     return _compile(spec, lookup)
 
 
+def store_filter(spec: Any, lookup: Callable[[Any, str], Any] = meta_field) -> Any:
+    """What to pass as :meth:`Memory.search`'s ``filters``: a dict of plain values on
+    ordinary metadata keys is passed as it is (the store's own equality test, the same
+    semantics); anything else is compiled by :func:`compile_filter`."""
+    if (lookup is meta_field and isinstance(spec, Mapping) and spec
+            and all(isinstance(k, str) and not k.startswith("$") and k not in STORE_KEYS
+                    and not isinstance(v, Mapping) for k, v in spec.items())):
+        return dict(spec)
+    return compile_filter(spec, lookup)
+
+
 def all_of(*preds: Callable[[Any], bool] | None) -> Callable[[Any], bool] | None:
     """The conjunction of the predicates that are not ``None`` (``None`` if none are)."""
     ps = [p for p in preds if p is not None]
@@ -336,17 +348,28 @@ def query_point(memory: Memory, vector: Any) -> torch.Tensor:
     return P.point_at(v, memory.base_depth, memory.curvature)
 
 
-def search(memory: Memory, query: Any, k: int, predicate: Callable | None = None, *, vector: bool = False,
+SEARCH_KEYS = frozenset(inspect.signature(Memory.search).parameters) - {"self", "query", "k", "filters"}
+"""The :meth:`Memory.search` arguments an adapter passes through (``mode``, ``root``, ``at_time``, ...)."""
+
+
+def check_search_keys(kwargs: Mapping[str, Any], where: str, extra: Sequence[str] = ()) -> None:
+    unknown = set(kwargs) - SEARCH_KEYS - set(extra)
+    if unknown:
+        raise TypeError(f"{where} got unexpected arguments {sorted(unknown)}; allowed: "
+                        f"{', '.join(sorted(SEARCH_KEYS | set(extra)))}")
+
+
+def search(memory: Memory, query: Any, k: int, filters: Any = None, *, vector: bool = False,
            **kwargs: Any) -> list[SearchResult]:
     """:meth:`Memory.search` for a text or (``vector=True``) an embedding query, with a
-    record predicate as ``filters``; ``kwargs`` are ``mode``, ``root``, ``at_time`` (any
+    record predicate or a :func:`store_filter` as ``filters``; ``kwargs`` are ``mode``, ``root``, ``at_time`` (any
     :func:`to_time` form), ``metric`` and the other search arguments."""
     if "at_time" in kwargs:
         kwargs["at_time"] = to_time(kwargs["at_time"], "at_time")
     if vector:
         query = query_point(memory, query)
         kwargs.setdefault("query_depth", memory.base_depth)
-    return memory.search(query, k=k, filters=predicate, **kwargs)
+    return memory.search(query, k=k, filters=filters, **kwargs)
 
 
 def relevance(score: float) -> float:

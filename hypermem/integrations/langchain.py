@@ -89,9 +89,6 @@ def as_embedder(embedding: Any) -> Any:
     return LangChainEmbedder(embedding)
 
 
-_SEARCH_KEYS = frozenset({"mode", "root", "at_time", "metric", "query_depth", "touch", "use_index", "oversample"})
-
-
 class HypermemVectorStore(VectorStore):
     """A LangChain ``VectorStore`` backed by a hypermem :class:`~hypermem.store.Memory`.
 
@@ -110,7 +107,7 @@ class HypermemVectorStore(VectorStore):
     (a memory id), ``at_time`` (datetime, ISO string or POSIX seconds), ``filter`` (a dict of
     metadata values and operators, see :func:`~hypermem.integrations._common.compile_filter`,
     or a callable on the :class:`~hypermem.MemoryRecord`), and ``metric``, ``query_depth``,
-    ``touch``, ``use_index``, ``oversample`` of :meth:`Memory.search`.
+    ``touch``, ``use_index``, ``oversample`` and the other arguments of :meth:`Memory.search`.
     """
 
     def __init__(self, embedding: Any = None, memory: Memory | str | None = None, *, include_time: bool = False,
@@ -176,13 +173,10 @@ class HypermemVectorStore(VectorStore):
         return [self._doc(self.memory.get(i)) for i in ids if i in self.memory]
 
     def _search(self, query: Any, k: int, filter: Any, vector: bool, kwargs: dict) -> list[SearchResult]:
-        unknown = set(kwargs) - _SEARCH_KEYS
-        if unknown:
-            raise TypeError(f"unexpected search arguments {sorted(unknown)}; allowed: k, filter, "
-                            f"{', '.join(sorted(_SEARCH_KEYS))}")
+        C.check_search_keys(kwargs, "search", ("k", "filter"))
         if not vector:
             query, vector = self.embeddings.embed_query(query), True
-        return C.search(self.memory, query, k, C.compile_filter(filter), vector=vector, **kwargs)
+        return C.search(self.memory, query, k, C.store_filter(filter), vector=vector, **kwargs)
 
     def similarity_search_with_score(self, query: str, k: int = 4, filter: Any = None,
                                      **kwargs: Any) -> list[tuple[Document, float]]:

@@ -193,29 +193,27 @@ class HypermemStore(BaseStore):
         root = namespace_id(prefix) if prefix else None
         if root is not None and root not in mem:
             return []
-        if root is None:
-            pool = [r for r in mem if _is_item(r)]
-        else:
-            pool = [mem.get(i) for i in mem.descendants(root)]
-            pool = [r for r in pool if _is_item(r)]
-        value_filter = C.compile_filter(op.filter, _value_field)
-        keep = {r.id for r in pool if self._live(r, now) and (value_filter is None or value_filter(r))}
+        vf = C.compile_filter(op.filter, _value_field)
+
+        def keep(r: MemoryRecord) -> bool:
+            return _is_item(r) and self._live(r, now) and (vf is None or vf(r))
+
+        def pool() -> list[MemoryRecord]:
+            recs = mem if root is None else (mem.get(i) for i in mem.descendants(root))
+            return [r for r in recs if keep(r)]
+
         want = op.offset + op.limit
         if op.query:
-            ranked = [r for r in pool if r.id in keep and r.meta.get("indexed")]
-            scored: list[tuple[MemoryRecord, float | None]] = []
-            if ranked:
-                ok = {r.id for r in ranked}
-                q, vector = op.query, False
-                if isinstance(mem.embedder, LangChainEmbedder):
-                    q, vector = mem.embedder.embeddings.embed_query(op.query), True
-                hits = C.search(mem, q, want, lambda r: r.id in ok, vector=vector,
-                                mode="nearest" if root is None else "subtree", root=root)
-                scored = [(h.record, C.relevance(h.score)) for h in hits]
-            rest = [r for r in pool if r.id in keep and not r.meta.get("indexed")]
-            scored += [(r, None) for r in rest[: max(0, want - len(scored))]]
+            q, vector = op.query, False
+            if isinstance(mem.embedder, LangChainEmbedder):
+                q, vector = mem.embedder.embeddings.embed_query(op.query), True
+            hits = C.search(mem, q, want, lambda r: keep(r) and r.meta["indexed"], vector=vector,
+                            mode="nearest" if root is None else "subtree", root=root)
+            scored: list[tuple[MemoryRecord, float | None]] = [(h.record, C.relevance(h.score)) for h in hits]
+            if len(scored) < want:  # unindexed items follow, unscored
+                scored += [(r, None) for r in pool() if not r.meta["indexed"]][: want - len(scored)]
         else:
-            scored = [(r, None) for r in sorted((r for r in pool if r.id in keep), key=lambda r: r.t, reverse=True)]
+            scored = [(r, None) for r in sorted(pool(), key=lambda r: r.t, reverse=True)]
         page = scored[op.offset: want]
         self._refresh([r for r, _ in page], op.refresh_ttl, now)
         return [self._item(mem.get(r.id), s, search=True) for r, s in page]

@@ -32,7 +32,7 @@ from typing import Any
 try:
     from llama_index.core.base.embeddings.base import BaseEmbedding
     from llama_index.core.bridge.pydantic import PrivateAttr
-    from llama_index.core.schema import BaseNode, MetadataMode, NodeRelationship
+    from llama_index.core.schema import BaseNode, MetadataMode, NodeRelationship, RelatedNodeInfo, TextNode
     from llama_index.core.vector_stores.types import (
         BasePydanticVectorStore,
         FilterCondition,
@@ -57,7 +57,6 @@ _OPS = {
     FilterOperator.ANY: "$any", FilterOperator.ALL: "$all", FilterOperator.CONTAINS: "$contains",
     FilterOperator.TEXT_MATCH: "$text_match", FilterOperator.TEXT_MATCH_INSENSITIVE: "$text_match_insensitive",
 }
-_SEARCH_KEYS = frozenset({"mode", "root", "at_time", "metric", "query_depth", "touch", "use_index", "oversample"})
 
 
 def filter_spec(filters: MetadataFilters | None) -> dict | None:
@@ -214,7 +213,13 @@ class HypermemVectorStore(BasePydanticVectorStore):
 
     # ------------------------------------------------------------------ reading
     def _node(self, rec: MemoryRecord) -> BaseNode:
-        return metadata_dict_to_node(rec.meta, text=rec.text)
+        if "_node_content" in rec.meta:
+            return metadata_dict_to_node(rec.meta, text=rec.text)
+        # a memory stored without LlamaIndex: a TextNode of its text, metadata and parent
+        node = TextNode(id_=rec.id, text=rec.text, metadata=C.record_metadata(rec))
+        if rec.parent_id is not None:
+            node.relationships[NodeRelationship.PARENT] = RelatedNodeInfo(node_id=rec.parent_id)
+        return node
 
     def get_nodes(self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None) -> list[BaseNode]:
         return [self._node(r) for r in self._matching(node_ids, filters)]
@@ -223,9 +228,7 @@ class HypermemVectorStore(BasePydanticVectorStore):
         """Top ``similarity_top_k`` by hypermem's score, filters and non-empty ``node_ids`` /
         ``doc_ids`` applied before the cut; ``mode=MMR`` re-ranks ``mmr_prefetch_k`` (default 4k)
         candidates with ``lambda = mmr_threshold`` (default 0.5)."""
-        unknown = set(kwargs) - _SEARCH_KEYS - {"mmr_prefetch_k"}
-        if unknown:
-            raise TypeError(f"unexpected query arguments {sorted(unknown)}; allowed: {sorted(_SEARCH_KEYS)}")
+        C.check_search_keys(kwargs, "query", ("mmr_prefetch_k",))
         if query.mode not in (VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.MMR):
             raise ValueError(f"HypermemVectorStore supports the default and mmr query modes, got {query.mode!r}")
         preds = [C.compile_filter(filter_spec(query.filters), _field)]

@@ -1,0 +1,124 @@
+"""Overhead of the framework adapters against a direct ``Memory.search``.
+
+Each row times one query path over the same memories (hashing embedder) and prints the
+median milliseconds per query and the difference to the direct call it wraps:
+
+* LangChain: ``similarity_search``, the retriever's ``invoke``, a metadata ``filter``
+  (against ``Memory.search(filters=...)``), MMR over 20 candidates;
+* LlamaIndex: ``HypermemVectorStore.query`` with a query embedding, and a
+  ``VectorIndexRetriever.retrieve`` (embeds the query too);
+* LangGraph: ``HypermemStore.search`` with a query in a namespace prefix (against the
+  same subtree search with the same item filter).
+
+Run: ``python benchmarks/bench_integrations.py [--n 10000] [--queries 100] [--dim 256]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+
+import torch
+
+from hypermem import HashingEmbedder, Memory
+
+WORDS = ("apple river stone cloud engine garden violin harbor lantern meadow copper falcon winter "
+         "pepper canyon ribbon marble tiger orbit velvet").split()
+
+
+def _text(i: int) -> str:
+    return " ".join(WORDS[(i * p) % len(WORDS)] for p in (1, 3, 7, 11)) + f" item {i}"
+
+
+def _time(fn: Callable[[str], object], queries: list[str]) -> float:
+    for q in queries[:5]:
+        fn(q)
+    ts = []
+    for q in queries:
+        t = time.perf_counter()
+        fn(q)
+        ts.append(time.perf_counter() - t)
+    return statistics.median(ts) * 1e3
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=10_000, help="memories")
+    ap.add_argument("--queries", type=int, default=100)
+    ap.add_argument("--dim", type=int, default=256)
+    ap.add_argument("--k", type=int, default=10)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    from langchain_core.documents import Document  # noqa: F401  (import cost outside the timings)
+    from langgraph.store.base import PutOp
+    from llama_index.core.indices.vector_store.retrievers import VectorIndexRetriever
+    from llama_index.core.vector_stores.types import VectorStoreQuery
+
+    from hypermem.integrations import _common as C
+    from hypermem.integrations.langchain import HypermemVectorStore as LCStore
+    from hypermem.integrations.langgraph import HypermemStore, item_id
+    from hypermem.integrations.llama_index import HypermemEmbedding
+    from hypermem.integrations.llama_index import HypermemVectorStore as LIStore
+
+    n, k = args.n, args.k
+    queries = [_text(i * 7919 + 13) for i in range(args.queries)]
+    emb = HashingEmbedder(dim=args.dim)
+    mem = Memory(embedder=emb)
+    groups = max(1, n // 100)
+    mem.add_many([{"text": f"topic {g}", "id": f"g{g}"} for g in range(groups)])
+    mem.add_many([{"text": _text(i), "id": f"m{i}", "parent": f"g{i % groups}", "meta": {"shard": i % 4}}
+                  for i in range(n - groups)])
+    lc = LCStore(memory=mem)
+    li = LIStore(mem)
+    li_embed = HypermemEmbedding(emb)
+    rows: list[tuple[str, float, float]] = []
+
+    def row(name: str, direct: Callable, adapter: Callable) -> None:
+        d, a = _time(direct, queries), _time(adapter, queries)
+        rows.append((name, d, a))
+
+    row("LangChain similarity_search", lambda q: mem.search(q, k=k), lambda q: lc.similarity_search(q, k=k))
+    retriever = lc.as_retriever(search_kwargs={"k": k})
+    row("LangChain retriever.invoke", lambda q: mem.search(q, k=k), retriever.invoke)
+    row("LangChain filter={'shard': 1}", lambda q: mem.search(q, k=k, filters={"shard": 1}),
+        lambda q: lc.similarity_search(q, k=k, filter={"shard": 1}))
+    row("LangChain MMR (fetch_k=20)", lambda q: mem.search(q, k=20),
+        lambda q: lc.max_marginal_relevance_search(q, k=k, fetch_k=20))
+    qvecs = {q: li_embed.get_query_embedding(q) for q in queries}
+    row("LlamaIndex store.query (embedding)",
+        lambda q: mem.search(C.query_point(mem, qvecs[q]), k=k, query_depth=mem.base_depth),
+        lambda q: li.query(VectorStoreQuery(query_embedding=qvecs[q], similarity_top_k=k)))
+    li_ret = VectorIndexRetriever(index=_index(li, li_embed), similarity_top_k=k, embed_model=li_embed)
+    row("LlamaIndex retriever.retrieve", lambda q: mem.search(q, k=k), li_ret.retrieve)
+
+    # LangGraph: its own memory, items in 4 x groups/4 namespaces
+    lg = HypermemStore(embedder=emb)
+    lg.batch([PutOp(("users", f"u{i % 4}", f"g{i % groups}"), f"k{i}", {"text": _text(i)}) for i in range(n)])
+    lmem = lg.memory
+    ok = {item_id(("users", "u1", f"g{i % groups}"), f"k{i}") for i in range(1, n, 4)}
+    row("LangGraph search(('users','u1'), query)",
+        lambda q: lmem.search(q, k=k, mode="subtree", root="ns:users.u1", filters=lambda r: r.id in ok),
+        lambda q: lg.search(("users", "u1"), query=q, limit=k))
+
+    print(f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.processor() or platform.machine()}, "
+          f"torch {torch.__version__}, 1 thread; n={n} memories, dim={args.dim}, k={k}, "
+          f"{args.queries} queries, median ms/query")
+    print("| path | direct Memory.search | adapter | overhead |")
+    print("|---|---:|---:|---:|")
+    for name, d, a in rows:
+        print(f"| {name} | {d:.3f} | {a:.3f} | {a - d:+.3f} ms ({a / d:.2f}x) |")
+
+
+def _index(store, embed_model):
+    from llama_index.core import StorageContext, VectorStoreIndex
+
+    return VectorStoreIndex([], storage_context=StorageContext.from_defaults(vector_store=store),
+                            embed_model=embed_model)
+
+
+if __name__ == "__main__":
+    main()
