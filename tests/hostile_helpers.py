@@ -4,7 +4,10 @@ import hashlib
 import sqlite3
 from pathlib import Path
 
+import pytest
 from hypothesis import strategies as st
+
+from hypermem.store.validation import MemoryFileError
 
 
 def deep_json(n: int, opener: str = "[", closer: str = "]") -> str:
@@ -64,3 +67,13 @@ def not_a(kind: str):
                          st.lists(st.integers(), max_size=2)),
     }
     return pool[kind]
+
+
+def refused_without_a_trace(load, path: Path, match: str) -> None:
+    """``load(path)`` is a MemoryFileError naming the file and matching ``match``, and the
+    folder (names and bytes) is unchanged: a failed load writes nothing."""
+    before = folder_state(path.parent)
+    with pytest.raises(MemoryFileError, match=match) as info:
+        load(path)
+    assert str(path) in str(info.value)
+    assert folder_state(path.parent) == before

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from hostile_helpers import deep_json, execute, folder_state, loosen, nested, not_a
+from hostile_helpers import refused_without_a_trace as refused
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -54,14 +55,8 @@ def saved(tmp_path) -> Path:
     return path
 
 
-def refused_without_a_trace(path: Path, match: str) -> None:
-    """Loading ``path`` is a MemoryFileError naming the file and matching ``match``, and the
-    folder (names and bytes) is unchanged."""
-    before = folder_state(path.parent)
-    with pytest.raises(MemoryFileError, match=match) as info:
-        Memory.load(path)
-    assert str(path) in str(info.value)
-    assert folder_state(path.parent) == before
+def refused_without_a_trace(path, match):
+    refused(lambda p: Memory.load(p), path, match)
 
 
 # ---------------------------------------------------------------------------- depth
