@@ -5,7 +5,7 @@
   hypermem tree MEMORY [--root ID]               print the hierarchy
   hypermem search MEMORY [QUERY] [-k K] [--mode MODE] [--root ID]
   hypermem stats MEMORY [--json]                 summary numbers
-  hypermem export MEMORY OUT.json|OUT.csv        portable JSON (exact) or a CSV table
+  hypermem export MEMORY OUT.json|OUT.csv        portable JSON (exact) or a CSV table (by extension or --format)
   hypermem import SOURCE OUT.db                  memory JSON, or JSON lines of items, to a SQLite memory
 
 MEMORY is a file written by ``Memory.save`` (SQLite) or ``Memory.to_json`` (JSON).
@@ -110,7 +110,19 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             raise UserError(f"{', '.join(given)}: only for the mammals demo (--dataset mammals)")
     from .demo import run_demo
 
-    result = run_demo(args.out, dataset=args.dataset, inspector=not args.no_inspector, **training)
+    out, name = args.out or "out/hypermem-demo", None
+    if args.output is not None:  # the NumPy reference's form: -o STEM writes STEM.db and STEM.html
+        if args.out is not None:
+            raise UserError("give either -o STEM or --out FOLDER, not both")
+        stem = Path(args.output)
+        if not stem.name or stem.name in (".", ".."):
+            raise UserError(f"-o needs a file stem such as demo/memory, got {args.output!r}")
+        if stem.suffix.lower() in (".db", ".html", ".json", ".sqlite"):
+            stem = stem.with_suffix("")
+        out, name = stem.parent, stem.name
+    if name is not None:
+        training["name"] = name
+    result = run_demo(out, dataset=args.dataset, inspector=not args.no_inspector, **training)
     if args.open and result["html"] is not None:
         import webbrowser
 
@@ -171,7 +183,10 @@ def _cmd_stats(args: argparse.Namespace) -> int:
 def _cmd_export(args: argparse.Namespace) -> int:
     mem = load_memory(args.memory)
     out = Path(args.output)
-    fmt = args.format or ("csv" if out.suffix.lower() == ".csv" else "json")
+    fmt = args.format or {".json": "json", ".csv": "csv"}.get(out.suffix.lower())
+    if fmt is None:
+        raise UserError(f"cannot tell the format from {args.output!r}: name the file .json or .csv, or pass "
+                        f"--format json|csv")
     if fmt == "json":
         mem.to_json(out, indent=args.indent)
     else:
@@ -276,11 +291,14 @@ def build_parser() -> argparse.ArgumentParser:
                                "them into a memory with the glosses as text, print the reconstruction MAP and "
                                "hierarchical searches, write the inspector page. events: a small hierarchy of "
                                "time-stamped events. Both are saved as SQLite and JSON.")
-    from_demo.add_argument("--out", default="out/hypermem-demo", help="output folder (default: %(default)s)")
+    from_demo.add_argument("--out", help="output folder (default: out/hypermem-demo); the files are "
+                           "DATASET.db, .json and .html")
+    from_demo.add_argument("-o", "--output", metavar="STEM", help="write STEM.db, STEM.json and STEM.html "
+                           "instead (the NumPy reference's `hypermem demo -o STEM`)")
     from_demo.add_argument("--dataset", default="mammals", choices=_demo_names(), help="which demo "
                            "(default: %(default)s)")
-    from_demo.add_argument("--config", help="mammals: the Lightning config (default: "
-                           "configs/mammals_poincare.yaml)")
+    from_demo.add_argument("--config", help="mammals: the Lightning config, a file or a shipped name "
+                           "(default: mammals_poincare)")
     from_demo.add_argument("--epochs", type=_positive_int, help="mammals: train this many epochs (default: the "
                            "config's)")
     from_demo.add_argument("--runs", help="mammals: TensorBoard logs and checkpoints folder (default: runs)")
@@ -329,7 +347,8 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Export a memory: JSON (everything, exact round trip) or CSV (the table).")
     _memory_arg(p)
     p.add_argument("output", help="the file to write (.json or .csv)")
-    p.add_argument("--format", choices=("json", "csv"), help="default: from the output's extension")
+    p.add_argument("--format", choices=("json", "csv"), help="default: from the output's extension (.json or "
+                   ".csv; another extension needs --format)")
     p.add_argument("--indent", type=int, default=None, help="JSON indentation")
     p.add_argument("--at", type=_time_arg, help="CSV weights as of this time (ISO 8601; default: now)")
     p.set_defaults(func=_cmd_export)
@@ -362,7 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _cmd_train(args: argparse.Namespace) -> int:
     from .train.hierarchy_cli import main as train_main
 
-    train_main(list(args.args))
+    train_main(list(args.args), prog="hypermem train")
     return 0
 
 

@@ -268,30 +268,34 @@ def _run_searches(mem, searches: list[dict[str, Any]], echo: Callable[[str], Any
 
 
 def run_demo(out_dir: str | Path = "out/hypermem-demo", dataset: str = DEFAULT_DEMO, inspector: bool = True,
-             echo: Callable[[str], Any] = print, **options: Any) -> dict[str, Any]:
+             echo: Callable[[str], Any] = print, name: str | None = None, **options: Any) -> dict[str, Any]:
     """Run the ``dataset`` demo (``mammals``: :func:`run_mammals_demo`, which takes the
-    ``options``; ``events``: :func:`run_events_demo`).  Returns the paths written and the
+    ``options``; ``events``: :func:`run_events_demo`).  The files are ``out_dir/NAME.db``,
+    ``.json`` and ``.html``, ``NAME`` the dataset's name unless ``name`` is given (``hypermem
+    demo -o STEM`` passes ``STEM``'s folder and name).  Returns the paths written and the
     search results (ids)."""
     if dataset not in DEMOS:
         raise ValueError(f"unknown demo dataset {dataset!r}; choose one of {sorted(DEMOS)}")
+    if name is not None and (not isinstance(name, str) or not name.strip() or Path(name).name != name):
+        raise ValueError(f"name must be a plain file name (no folder), got {name!r}")
     if dataset == "mammals":
-        return run_mammals_demo(out_dir, inspector=inspector, echo=echo, **options)
+        return run_mammals_demo(out_dir, inspector=inspector, echo=echo, name=name, **options)
     if options:
         raise ValueError(f"the {dataset!r} demo takes no options {sorted(options)} (they are for the mammals demo)")
-    return run_events_demo(out_dir, inspector=inspector, echo=echo)
+    return run_events_demo(out_dir, inspector=inspector, echo=echo, name=name)
 
 
 def run_events_demo(out_dir: str | Path = "out/hypermem-demo", inspector: bool = True,
-                    echo: Callable[[str], Any] = print) -> dict[str, Any]:
+                    echo: Callable[[str], Any] = print, name: str | None = None) -> dict[str, Any]:
     """Build the events demo, save it (SQLite and JSON), check that it loads back equal,
     write the inspector, and print the tree, the stats and a few searches."""
     dataset = "events"
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     mem = build_events_memory()
-    page = out / f"{dataset}.html"
+    page = out / f"{name or dataset}.html"
     echo(f"hypermem demo '{dataset}': {len(mem)} memories, {len(mem.roots())} roots, decay {mem.decay!r}")
-    db, js = _save_and_check(mem, out, dataset, echo)
+    db, js = _save_and_check(mem, out, name or dataset, echo)
     if inspector:
         mem.inspect(page, title=f"hypermem demo: {dataset}")
         echo(f"  inspector: {page.resolve().as_uri()}")
@@ -307,7 +311,8 @@ def run_events_demo(out_dir: str | Path = "out/hypermem-demo", inspector: bool =
 
 def run_mammals_demo(out_dir: str | Path = "out/hypermem-demo", config: str | Path | None = None,
                      epochs: int | None = None, runs_dir: str | Path = "runs", progress: bool = True,
-                     inspector: bool = True, echo: Callable[[str], Any] = print) -> dict[str, Any]:
+                     inspector: bool = True, echo: Callable[[str], Any] = print,
+                     name: str | None = None) -> dict[str, Any]:
     """The WordNet mammals demo: train (:func:`train_mammals`; logs under ``runs_dir``),
     load the trained points into a memory with the glosses as text, report the
     reconstruction MAP and mean rank of the memory's points, save and check the memory,
@@ -344,8 +349,8 @@ def run_mammals_demo(out_dir: str | Path = "out/hypermem-demo", config: str | Pa
     echo(f"reconstruction of the {rec.n_pairs} closure pairs by the memory's points: MAP {rec.map:.4f}, "
          f"mean rank {rec.mean_rank:.3f}" + (f" (Lightning's last val/map: {val_map:.4f})" if val_map is not None
                                               else ""))
-    db, js = _save_and_check(mem, out, "mammals", echo)
-    page = out / "mammals.html"
+    db, js = _save_and_check(mem, out, name or "mammals", echo)
+    page = out / f"{name or 'mammals'}.html"
     if inspector:
         mem.inspect(page, title="hypermem demo: WordNet mammals")
         echo(f"  inspector: {page.resolve().as_uri()}")

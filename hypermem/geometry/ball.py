@@ -71,6 +71,11 @@ class PoincareBall(GeooptVocabulary, geoopt.PoincareBall):
     __hash__ = torch.nn.Module.__hash__
 
     @property
+    def sqrt_c(self) -> float:
+        """``sqrt(c)`` as a Python float (the NumPy reference's attribute)."""
+        return self.curvature**0.5
+
+    @property
     def radius(self) -> float:  # type: ignore[override]
         """Euclidean radius ``1 / sqrt(c)`` of the ball."""
         return 1.0 / self.curvature**0.5

@@ -9,6 +9,11 @@ file is removed and the old file is untouched.  A process killed with ``SIGKILL`
 wrong moment may leave a stray ``.<name>.*.tmp`` file next to the target, never a broken
 target.
 
+File mode: a replaced file keeps its mode; a new one gets ``0o666`` less the process
+umask, as ``open()`` would give it (the temporary file's private ``0o600`` from
+:func:`tempfile.mkstemp` is not left on the result).  Set the umask (e.g. ``umask 077``)
+to keep memory files private.
+
 Example::
 
     >>> import os, tempfile
@@ -61,6 +66,29 @@ def _check_target(path: str | os.PathLike) -> Path:
     return target
 
 
+def _umask() -> int:
+    """The process umask, read without changing it where the OS tells it (Linux), else by
+    setting and restoring it."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _mode_for(target: Path) -> int:
+    """The mode the new file gets: the replaced file's, or ``0o666`` less the umask."""
+    try:
+        return target.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        return 0o666 & ~_umask()
+
+
 @contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a fresh temporary path next to ``path``; write the new content there.
@@ -74,6 +102,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     os.close(fd)
     tmp = Path(tmp_name)
     try:
+        os.chmod(tmp, _mode_for(target))
         yield tmp
         fsync_path(tmp)
         os.replace(tmp, target)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any
@@ -169,3 +170,14 @@ def _usable_device(device: str | torch.device) -> torch.device:
     except (RuntimeError, AssertionError) as exc:
         raise ValueError(f"device={device!r} cannot hold tensors here: {exc}") from exc
     return dev
+
+
+_OTHER_FORMATS = {".json": "to_json", ".jsonl": "to_json", ".csv": "to_dataframe().to_csv", ".html": "inspect",
+                  ".htm": "inspect"}
+
+
+def _check_sqlite_name(path: str | os.PathLike) -> None:
+    suffix = os.path.splitext(os.fspath(path))[1].lower()
+    if suffix in _OTHER_FORMATS:
+        raise ValueError(f"save() writes a SQLite file, but {os.fspath(path)!r} names a {suffix} file: use "
+                         f"memory.{_OTHER_FORMATS[suffix]}(path) for that format, or a .db name for SQLite")

@@ -53,6 +53,7 @@ from ..geometry import poincare as P
 from ..temporal import policy_spec
 from ..temporal.clock import to_seconds, to_utc
 from .atomic import atomic_sqlite, atomic_write_text
+from .checks import _check_sqlite_name
 from .placement import unit
 from .records import MemoryRecord
 from .validation import (
@@ -172,7 +173,11 @@ def save(memory, path: str | os.PathLike) -> None:
     >>> path = os.path.join(tempfile.mkdtemp(), "mem.db")
     >>> save(mem, path); len(load(path))
     1
+
+    A name ending in another format's extension (``.json``, ``.csv``, ``.html``...) is a
+    ``ValueError`` before anything is written; JSON is :func:`to_json`.
     """
+    _check_sqlite_name(path)
     snap = _snapshot(memory)
     recs = snap["records"]
     with atomic_sqlite(path) as con:
@@ -563,7 +568,9 @@ class PersistenceMixin:
     def save(self, path: str | os.PathLike) -> None:
         """Write the memory to one SQLite file, atomically: a crash or an error in the
         middle leaves the previous file intact.  Metadata that JSON cannot hold exactly is
-        refused (``ValueError``).  See :mod:`hypermem.store.persistence` for the format.
+        refused (``ValueError``), and so is a ``.json``/``.csv``/``.html`` path (use
+        :meth:`to_json`, :meth:`inspect`).  A new file's mode is ``0o666`` less the umask.
+        See :mod:`hypermem.store.persistence` for the format.
 
         >>> import os, tempfile
         >>> from hypermem import Memory
