@@ -44,6 +44,7 @@ from ..store.validation import (
     is_number,
     load_json,
     open_sqlite_readonly,
+    read_sqlite_header,
     short,
     stack_vectors,
 )
@@ -104,17 +105,7 @@ def _read(path: str | os.PathLike) -> tuple[dict[str, Any], list[dict[str, Any]]
         raise IsADirectoryError(f"{where} is a folder, not an episodic memory file")
     con = open_sqlite_readonly(path)
     try:
-        check = con.execute("PRAGMA quick_check").fetchall()
-        if check != [("ok",)]:
-            raise MemoryFileError(f"{where} is corrupt (SQLite integrity check: {check[0][0]})")
-        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if not {"config", "memories"} <= tables:
-            raise MemoryFileError(f"{where} is not an episodic memory file (tables: {sorted(tables)})")
-        config: dict[str, Any] = {}
-        for key, value in con.execute("SELECT key, value FROM config"):
-            if not isinstance(key, str) or key in config:
-                raise MemoryFileError(f"{where}: the config table has a bad or repeated key {short(key)}")
-            config[key] = load_json(value, where, f"the config value of {short(key)}")
+        _, config = read_sqlite_header(con, where, {"config", "memories"}, "an episodic memory")
         if config.get("kind") != KIND:
             raise MemoryFileError(f"{where} is not an episodic memory file (kind {short(config.get('kind'))})")
         fmt = config.get("format")

@@ -69,6 +69,7 @@ from .validation import (
     json_depth_over,
     load_json,
     open_sqlite_readonly,
+    read_sqlite_header,
     short,
     stack_vectors,
 )
@@ -203,17 +204,7 @@ def _read_sqlite(path: str | os.PathLike) -> tuple[dict, list[dict], dict[int, t
     con = open_sqlite_readonly(path)
     try:
         try:
-            check = con.execute("PRAGMA quick_check").fetchall()
-            if check != [("ok",)]:
-                raise MemoryFileError(f"{where} is corrupt (SQLite integrity check: {check[0][0]})")
-            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-            if not {"config", "records"} <= tables:
-                raise MemoryFileError(f"{where} is a SQLite file but not a memory file (tables: {sorted(tables)})")
-            config = {}
-            for key, value in con.execute("SELECT key, value FROM config"):
-                if not isinstance(key, str) or key in config:
-                    raise MemoryFileError(f"{where}: the config table has a bad or repeated key {short(key)}")
-                config[key] = load_json(value, where, f"the config value of {short(key)}")
+            tables, config = read_sqlite_header(con, where, {"config", "records"}, "a memory")
             _check_format(config, where)
             cols = [r[1] for r in con.execute("PRAGMA table_info(records)")]
             missing = [c for c in RECORD_COLUMNS if c not in cols]

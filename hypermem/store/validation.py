@@ -210,6 +210,24 @@ def decay_from_spec(spec: Any, decay: Any, where: str) -> Any:
 
 
 # ---------------------------------------------------------------------------- files
+def read_sqlite_header(con: sqlite3.Connection, where: str, required: set[str], kind: str) -> tuple[set, dict]:
+    """``(table names, config)`` of a memory file: the SQLite integrity check, the
+    ``required`` tables (else "not a ``kind`` file") and the ``config`` table, every key a
+    distinct string and every value JSON read by :func:`load_json`."""
+    check = con.execute("PRAGMA quick_check").fetchall()
+    if check != [("ok",)]:
+        raise MemoryFileError(f"{where} is corrupt (SQLite integrity check: {check[0][0]})")
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if not required <= tables:
+        raise MemoryFileError(f"{where} is a SQLite file but not {kind} file (tables: {sorted(tables)})")
+    config: dict[str, Any] = {}
+    for key, value in con.execute("SELECT key, value FROM config"):
+        if not isinstance(key, str) or key in config:
+            raise MemoryFileError(f"{where}: the config table has a bad or repeated key {short(key)}")
+        config[key] = load_json(value, where, f"the config value of {short(key)}")
+    return tables, config
+
+
 def open_sqlite_readonly(path: str | os.PathLike) -> sqlite3.Connection:
     """A read-only connection that never writes beside the file.
 
