@@ -34,15 +34,23 @@ def _text(i: int) -> str:
     return " ".join(WORDS[(i * p) % len(WORDS)] for p in (1, 3, 7, 11)) + f" item {i}"
 
 
-def _time(fn: Callable[[str], object], queries: list[str]) -> float:
+def _time_pair(direct: Callable[[str], object], adapter: Callable[[str], object],
+               queries: list[str]) -> tuple[float, float, float]:
+    """Median ms of each path and median of the per-query differences; the two calls
+    alternate query by query, so a busy machine slows both alike."""
     for q in queries[:5]:
-        fn(q)
-    ts = []
+        direct(q), adapter(q)
+    d, a = [], []
     for q in queries:
-        t = time.perf_counter()
-        fn(q)
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts) * 1e3
+        t0 = time.perf_counter()
+        direct(q)
+        t1 = time.perf_counter()
+        adapter(q)
+        t2 = time.perf_counter()
+        d.append(t1 - t0)
+        a.append(t2 - t1)
+    diff = statistics.median(y - x for x, y in zip(d, a))
+    return statistics.median(d) * 1e3, statistics.median(a) * 1e3, diff * 1e3
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -75,11 +83,10 @@ def main(argv: list[str] | None = None) -> None:
     lc = LCStore(memory=mem)
     li = LIStore(mem)
     li_embed = HypermemEmbedding(emb)
-    rows: list[tuple[str, float, float]] = []
+    rows: list[tuple[str, float, float, float]] = []
 
     def row(name: str, direct: Callable, adapter: Callable) -> None:
-        d, a = _time(direct, queries), _time(adapter, queries)
-        rows.append((name, d, a))
+        rows.append((name, *_time_pair(direct, adapter, queries)))
 
     row("LangChain similarity_search", lambda q: mem.search(q, k=k), lambda q: lc.similarity_search(q, k=k))
     retriever = lc.as_retriever(search_kwargs={"k": k})
@@ -106,11 +113,11 @@ def main(argv: list[str] | None = None) -> None:
 
     print(f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.processor() or platform.machine()}, "
           f"torch {torch.__version__}, 1 thread; n={n} memories, dim={args.dim}, k={k}, "
-          f"{args.queries} queries, median ms/query")
-    print("| path | direct Memory.search | adapter | overhead |")
+          f"{args.queries} queries, median ms/query, direct and adapter alternating")
+    print("| path | direct Memory.search (ms) | adapter (ms) | overhead (median of per-query differences) |")
     print("|---|---:|---:|---:|")
-    for name, d, a in rows:
-        print(f"| {name} | {d:.3f} | {a:.3f} | {a - d:+.3f} ms ({a / d:.2f}x) |")
+    for name, d, a, diff in rows:
+        print(f"| {name} | {d:.2f} | {a:.2f} | {diff:+.2f} ms ({a / d:.2f}x) |")
 
 
 def _index(store, embed_model):
