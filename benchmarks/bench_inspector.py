@@ -14,6 +14,11 @@ the DevTools protocol (:class:`hypermem.viz.chromium.Chromium`) and reads the pa
   ``--repeat`` runs.
 
     python benchmarks/bench_inspector.py --n 100000
+
+``--screenshots docs/`` instead trains the WordNet mammals demo memory
+(:func:`hypermem.demo.build_mammals_memory`, ``--epochs``), writes its page and takes
+``inspector_mammals.png`` (as it opens) and ``inspector_mammals_focus.png`` (after a click
+on ``--focus``, which the page moves to the centre).
 """
 
 from __future__ import annotations
@@ -63,12 +68,39 @@ def timed(browser: Chromium, action: str, arg) -> tuple[float, float]:
     return tuple(browser.evaluate(js))
 
 
+def screenshots(out: Path, epochs: int | None, focus: str) -> dict:
+    from hypermem.demo import build_mammals_memory
+
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        mem, _ = build_mammals_memory(epochs=epochs, runs_dir=Path(tmp) / "runs", progress=False, echo=lambda s: None)
+        page = Path(tmp) / "mammals.html"
+        mem.inspect(page, title="hypermem demo: WordNet mammals")
+        clip = {"x": 0, "y": 0, "width": 1280, "height": 800}
+        with Chromium(width=1280, height=1000) as browser:
+            browser.open(page.as_uri())
+            browser.screenshot(out / "inspector_mammals.png", clip=clip)
+            r = browser.evaluate("document.getElementById('hm-disk').getBoundingClientRect().toJSON()")
+            p = browser.evaluate(f"hmProbe({json.dumps(focus)})")
+            browser.click(r["x"] + p["px"], r["y"] + p["py"])
+            browser.wait_for(f"!hmState().animating && hmState().focus === {json.dumps(focus)}", timeout=20)
+            browser.screenshot(out / "inspector_mammals_focus.png", clip=clip)
+            return {"memories": len(mem), "focus": focus, "labels_drawn": len(browser.evaluate("hmState().labels"))}
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
+    ap.add_argument("--screenshots", type=Path, default=None, help="take the mammals demo's screenshots here")
+    ap.add_argument("--epochs", type=int, default=None, help="mammals training epochs (default: the config's)")
+    ap.add_argument("--focus", default="carnivore.n.01", help="the memory the second screenshot focuses")
     args = ap.parse_args(argv)
+    if args.screenshots is not None:
+        res = screenshots(args.screenshots, args.epochs, args.focus)
+        print(json.dumps(res))
+        return res
     mem = build(args.n)
     t = time.perf_counter()
     page = mem.inspect()
