@@ -223,8 +223,6 @@ def _read_items(path: Path, text: str) -> list[dict[str, Any]]:
         raise UserError(f"{path}: not JSON lines ({exc})") from None
     except RecursionError:
         raise UserError(f"{path}: a value nests too deep for the JSON reader") from None
-    if not isinstance(items, list):
-        raise UserError(f"{path}: expected JSON lines or a JSON list of items")
     out = []
     for i, item in enumerate(items):
         if isinstance(item, str):
