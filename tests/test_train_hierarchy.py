@@ -187,3 +187,90 @@ def test_ddp_on_two_cpu_processes(tmp_path):
     # each of the two processes ran limit_train_batches=5 steps on its shard: 5 global steps
     assert state["global_step"] == 5
     assert torch.isfinite(state["state_dict"]["embedding.weight"]).all()
+
+
+@pytest.mark.parametrize("typo, near", [("--model.dimm=3", "--model.dim"), ("--data.negativs=5", "--data.negatives"),
+                                        ("--trainer.max_epocs=5", "--trainer.max_epochs")])
+def test_config_typo_prints_at_most_five_lines_with_the_nearest_key_and_a_working_tip(capsys, typo, near):
+    from hypermem.train.hierarchy_cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["fit", "--config", CONFIG, typo])
+    assert exc.value.code == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert 1 < len(lines) <= 5 and not captured.out, captured.err
+    assert lines[0].startswith("error:") and typo.split("=")[0] in lines[0]
+    assert f"did you mean {near}?" in captured.err
+    tip = next(line for line in lines if line.startswith("tip:"))
+    assert "`python -m hypermem.train fit --help`" in tip
+    with pytest.raises(SystemExit) as helped:  # the tip works
+        main(["fit", "--help"])
+    assert helped.value.code == 0 and near in capsys.readouterr().out
+
+
+def test_bad_value_is_one_error_line(capsys):
+    from hypermem.train.hierarchy_cli import main
+
+    with pytest.raises(SystemExit):
+        main(["fit", "--config", CONFIG, "--model.dim=abc"], prog="hypermem train")
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 2 and "model.dim" in lines[0] and "abc" in lines[0]
+    assert lines[1] == "tip: `hypermem train fit --help` lists every option"
+
+
+def test_run_name_follows_the_config_and_the_overrides():
+    from hypermem.train.hierarchy_cli import main, run_name
+
+    assert run_name(["fit", "--config", "/x/mammals_poincare.yaml", "--model.dim=5", "--trainer.max_epochs=3"]) \
+        == "mammals_poincare-dim=5"
+    assert run_name(["--config=a/b.yaml", "--data.dataset", "wordnet:dog.n.01", "--model.kind", "cones"]) \
+        == "b-data.dataset=wordnet_dog.n.01-kind=cones"
+    cli = main(["--config", CONFIG, "--model.dim=5"], run=False)
+    assert cli.trainer.logger.name == "mammals_poincare-dim=5"  # not the YAML's dim 10
+    named = main(["--config", CONFIG, "--model.dim=5", "--trainer.logger.init_args.name=mine"], run=False)
+    assert named.trainer.logger.name == "mine"
+
+
+def test_shipped_config_off_a_terminal_is_quiet_and_warns_about_a_long_burn_in(tmp_path):
+    """One epoch of the shipped config with stdout piped: no progress-bar bytes, no
+    log_every_n_steps warning, a burn-in warning (20 epochs of burn-in > 1 epoch)."""
+    cmd = [sys.executable, "-m", "hypermem.train", "fit", "--config", "mammals_poincare", "--trainer.max_epochs=1",
+           "--model.log_projector=false"]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "\r" not in proc.stdout and "\r" not in proc.stderr
+    assert len(proc.stdout) + len(proc.stderr) < 6000, proc.stdout + proc.stderr
+    assert "log_every_n_steps" not in proc.stderr
+    assert "the burn-in lasts 20 epochs" in proc.stderr and "--model.burn_in" in proc.stderr
+    assert "epoch 1/1  step 103" in proc.stdout and "last checkpoint: runs/mammals_poincare-log_projector=false/version_0/" in proc.stdout
+
+
+def test_init_from_loads_weights_only_unless_trusted(trained, tmp_path):
+    from hypermem.train.hierarchy_module import load_init_weights
+
+    tmp, cli = trained
+    ckpt = tmp / cli.trainer.log_dir / "checkpoints" / "last.ckpt"
+    w = load_init_weights(str(ckpt))
+    assert torch.equal(w, cli.model.embedding.weight.detach().cpu())
+    marker = tmp_path / "ran"
+    bad = tmp_path / "crafted.ckpt"
+    torch.save({"state_dict": {"embedding.weight": torch.zeros(3, 2)}, "x": _RunsCode(str(marker))}, bad)
+    with pytest.raises(ValueError, match="init_from_trusted"):
+        load_init_weights(str(bad))
+    assert not marker.exists()  # nothing ran
+    with pytest.raises(ValueError, match="not a checkpoint of HierarchyModule"):
+        torch.save({"weights": torch.zeros(2)}, tmp_path / "other.pt")
+        load_init_weights(str(tmp_path / "other.pt"))
+    with pytest.raises(FileNotFoundError, match="init_from"):
+        load_init_weights(str(tmp_path / "missing.ckpt"))
+    assert load_init_weights(str(bad), trusted=True).shape == (3, 2) and marker.exists()
+
+
+class _RunsCode:
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))

@@ -176,8 +176,10 @@ def _parser_keys(parser) -> list[str]:
 
 def _short_error(exc: Exception, parser, argv: list[str], prog: str) -> str:
     """At most five lines: the error, the nearest valid option, a tip that works."""
-    lines = [line for line in str(exc).strip().splitlines() if line.strip()]
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
     head = lines[0] if lines else type(exc).__name__
+    if head.endswith(":") and len(lines) > 1:  # 'Parser key "model.dim":' then the reason
+        head += " " + lines[1]
     out = [f"error: {head[:300]}"]
     unknown = re.findall(r"(--[\w.\-]+)", head) if "unrecognized" in head or "not accept" in head else []
     keys = sorted(set(_parser_keys(parser)))
