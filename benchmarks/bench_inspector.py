@@ -68,14 +68,17 @@ def timed(browser: Chromium, action: str, arg) -> tuple[float, float]:
     return tuple(browser.evaluate(js))
 
 
-def screenshots(out: Path, epochs: int | None, focus: str) -> dict:
+def screenshots(out: Path, epochs: int | None, focus: str, page: Path | None) -> dict:
     from hypermem.demo import build_mammals_memory
 
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        mem, _ = build_mammals_memory(epochs=epochs, runs_dir=Path(tmp) / "runs", progress=False, echo=lambda s: None)
-        page = Path(tmp) / "mammals.html"
-        mem.inspect(page, title="hypermem demo: WordNet mammals")
+        page = page or Path(tmp) / "mammals.html"
+        if not page.exists():
+            mem, _ = build_mammals_memory(epochs=epochs, runs_dir=Path(tmp) / "runs", progress=False,
+                                          echo=lambda s: None)
+            mem.inspect(page, title="hypermem demo: WordNet mammals")
+        page = page.resolve()
         clip = {"x": 0, "y": 0, "width": 1280, "height": 800}
         with Chromium(width=1280, height=1000) as browser:
             browser.open(page.as_uri())
@@ -85,7 +88,7 @@ def screenshots(out: Path, epochs: int | None, focus: str) -> dict:
             browser.click(r["x"] + p["px"], r["y"] + p["py"])
             browser.wait_for(f"!hmState().animating && hmState().focus === {json.dumps(focus)}", timeout=20)
             browser.screenshot(out / "inspector_mammals_focus.png", clip=clip)
-            return {"memories": len(mem), "focus": focus, "labels_drawn": len(browser.evaluate("hmState().labels"))}
+            return {"focus": focus, "labels_drawn": len(browser.evaluate("hmState().labels"))}
 
 
 def main(argv=None) -> dict:
@@ -96,9 +99,10 @@ def main(argv=None) -> dict:
     ap.add_argument("--screenshots", type=Path, default=None, help="take the mammals demo's screenshots here")
     ap.add_argument("--epochs", type=int, default=None, help="mammals training epochs (default: the config's)")
     ap.add_argument("--focus", default="carnivore.n.01", help="the memory the second screenshot focuses")
+    ap.add_argument("--page", type=Path, default=None, help="the mammals page (written there; reused if it exists)")
     args = ap.parse_args(argv)
     if args.screenshots is not None:
-        res = screenshots(args.screenshots, args.epochs, args.focus)
+        res = screenshots(args.screenshots, args.epochs, args.focus, args.page)
         print(json.dumps(res))
         return res
     mem = build(args.n)

@@ -14,6 +14,7 @@ descriptor 4.
 from __future__ import annotations
 
 import base64
+import fcntl
 import json
 import os
 import select
@@ -47,16 +48,17 @@ class Chromium:
         cmd_r, cmd_w = os.pipe()   # we write commands, the browser reads them on fd 3
         out_r, out_w = os.pipe()   # the browser writes on fd 4, we read
 
-        def fds():
-            os.dup2(cmd_r, 3)
-            os.dup2(out_w, 4)
+        def fds():  # in the child: the pipe ends as descriptors 3 and 4 (via high copies: they may be 3 or 4)
+            a, b = fcntl.fcntl(cmd_r, fcntl.F_DUPFD, 10), fcntl.fcntl(out_w, fcntl.F_DUPFD, 10)
+            os.dup2(a, 3)
+            os.dup2(b, 4)
 
         self._proc = subprocess.Popen(
             [exe, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
              "--disable-component-update", "--disable-sync", "--remote-debugging-pipe",
              f"--user-data-dir={self._profile.name}", f"--window-size={width},{height}", "about:blank"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            preexec_fn=fds, pass_fds=(3, 4))
+            preexec_fn=fds, close_fds=False)
         os.close(cmd_r)
         os.close(out_w)
         self._w, self._r = cmd_w, out_r

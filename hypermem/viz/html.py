@@ -105,7 +105,7 @@ _BODY = """<body data-drawn="0">
  aria-label="the memories in the Poincaré disk"></canvas>
 <div class="hm-row" id="hm-time-row"><label for="hm-time">time</label><input type="range" id="hm-time">
 <output id="hm-time-label"></output></div><p id="hm-time-note"></p>
-<p class="legend">Radius = exact hyperbolic depth (dashed: r = 1, 2, … around the origin); lines are
+<p class="legend">Radius = exact hyperbolic depth (grey circles: r = 1, 2, … around the origin); lines are
 geodesics from parent to child; size shrinks towards the rim and grows with the time weight at the
 slider's time. Click or drag a memory to bring it to the centre (a Möbius translation of the disk);
 <kbd>Home</kbd> the origin, <kbd>↑</kbd> parent, <kbd>↓</kbd> child, <kbd>←</kbd> <kbd>→</kbd> siblings.

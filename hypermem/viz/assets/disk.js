@@ -57,7 +57,7 @@ function drawGrid() {
   // t (1 - |c|^2) / (1 - t^2 |c|^2), t = tanh(s / 2).
   apply(view, 0, 0, tmp);
   var cx = tmp[0], cy = tmp[1], c2 = cx * cx + cy * cy;
-  ctx.setLineDash([3, 4]); ctx.strokeStyle = "#ccc"; ctx.lineWidth = 1;
+  ctx.strokeStyle = "#e2e2ea"; ctx.lineWidth = 1;
   ctx.fillStyle = "#999"; ctx.font = "10px sans-serif";
   for (var depth = 1; depth <= 16; depth++) {
     var t = Math.tanh(SQRT_C * depth / 2), den = 1 - t * t * c2;
@@ -67,7 +67,6 @@ function drawGrid() {
     ctx.beginPath(); ctx.arc(ex, ey, rad, 0, 2 * Math.PI); ctx.stroke();
     if (depth <= 4) { ctx.fillText("r=" + depth, ex + 3, ey - rad + 11); }
   }
-  ctx.setLineDash([]);
 }
 
 // Choose the points to draw: every one for small memories; else breadth first (shallow

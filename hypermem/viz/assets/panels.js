@@ -74,7 +74,7 @@ var COLUMNS = [["id", "id"], ["label", "label"], ["text", "text"], ["level", "le
 var ROW_H = 24, VISIBLE = 40;
 var wrap = document.getElementById("hm-table-wrap"), thead = document.querySelector("#hm-table thead tr");
 var tbody = document.querySelector("#hm-table tbody");
-var PERM = new Int32Array(N), VIEWROWS = new Int32Array(N), nView = N;
+var PERM = new Int32Array(N), VIEWROWS = new Int32Array(N), nView = N, scrolled = 0;
 for (var ip = 0; ip < N; ip++) { PERM[ip] = ip; VIEWROWS[ip] = ip; }
 COLUMNS.forEach(function (c) {
   var th = el("th", c[1]);
@@ -122,7 +122,7 @@ function pad(h) {
   return tr;
 }
 function renderRows() {
-  var first = Math.max(0, Math.floor(wrap.scrollTop / ROW_H) - 5), last = Math.min(nView, first + VISIBLE);
+  var first = Math.max(0, Math.min(Math.floor(scrolled / ROW_H) - 5, nView - VISIBLE)), last = Math.min(nView, first + VISIBLE);
   var frag = document.createDocumentFragment();
   frag.appendChild(pad(first * ROW_H));
   for (var k = first; k < last; k++) {
@@ -142,7 +142,8 @@ function renderRows() {
   tbody.textContent = "";
   tbody.appendChild(frag);
 }
-wrap.addEventListener("scroll", function () { renderRows(); });
+// scrollTop is read only here, so that other updates never force a layout.
+wrap.addEventListener("scroll", function () { scrolled = wrap.scrollTop; renderRows(); });
 tbody.addEventListener("click", function (ev) {
   var tr = ev.target.closest("tr[data-row]");
   if (tr) { var i = Number(tr.getAttribute("data-row")); pick(state.selected === i ? -1 : i); }
