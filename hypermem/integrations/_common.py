@@ -387,7 +387,7 @@ def mmr(memory: Memory, results: list[SearchResult], k: int, lambda_mult: float 
         raise ValueError(f"lambda_mult must be in [0, 1], got {lambda_mult!r}")
     if len(results) <= 1 or k <= 1:
         return results[:k]
-    pts = torch.stack([memory.point(r.id).to(torch.float64) for r in results])
+    pts = torch.stack([memory.point(r.id).to("cpu", torch.float64) for r in results])  # k points, any device
     D = P.shell_distance(pts[:, None, :], pts[None, :, :], memory.base_depth, memory.curvature)
     score = torch.tensor([r.score for r in results], dtype=torch.float64)
     picked = [int(torch.argmax(score))]
