@@ -327,3 +327,13 @@ def test_arbitrary_json_is_a_memory_file_error_or_a_memory(value):
             Memory.from_json(json.dumps(doc))
         except MemoryFileError:
             pass
+
+
+@pytest.mark.parametrize("meta", [{"x": float("nan")}, {"x": float("inf")}, {"x": {1, 2}}, {"x": object()}])
+def test_a_parsed_document_cannot_smuggle_what_json_cannot_hold(meta):
+    doc = mutated("records.0.meta", meta)
+    with pytest.raises(MemoryFileError, match="meta of memory 'a' is not plain finite JSON"):
+        Memory.from_json(doc)
+    doc = mutated("records.0.point", [float("nan")] * DIM)
+    with pytest.raises(MemoryFileError, match="point of memory 'a' has non-finite values"):
+        Memory.from_json(doc)

@@ -441,6 +441,10 @@ def _parse_records(rows: list[dict], where: str) -> list[MemoryRecord]:
             raise MemoryFileError(f"{where}: the meta of memory {rid!r} is not an object")
         if json_depth_over(meta, MAX_JSON_DEPTH):
             raise MemoryFileError(f"{where}: the meta of memory {rid!r} nests deeper than {MAX_JSON_DEPTH} levels")
+        try:  # a parsed document passed as a dict may hold what no JSON file can (NaN, sets, objects)
+            json.dumps(meta, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise MemoryFileError(f"{where}: the meta of memory {rid!r} is not plain finite JSON ({exc})") from None
         acc = r.get("access_count")
         acc = 0 if acc is None else acc
         if isinstance(acc, bool) or not isinstance(acc, int) or acc < 0:

@@ -118,6 +118,9 @@ def load_json(text: Any, where: str, what: str, depth: int | None = MAX_JSON_DEP
 
 
 # ---------------------------------------------------------------------------- fields
+_PLAIN_NUMBERS = {int, float}
+
+
 def is_int(v: Any) -> bool:
     """A true integer (not a bool)."""
     return isinstance(v, int) and not isinstance(v, bool)
@@ -151,9 +154,11 @@ def stack_vectors(values: list, dim: int, what: str, names: list, where: str) ->
         elif isinstance(v, list):
             if len(v) != dim:
                 raise MemoryFileError(f"{label} has {len(v)} values, expected {dim} (dimension mismatch)")
-            if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
-                bad = next(x for x in v if not isinstance(x, (int, float)) or isinstance(x, bool))
-                raise MemoryFileError(f"{label} holds {type(bad).__name__} values, expected numbers")
+            types = set(map(type, v))  # one C-level pass; exact types, so bool is not int
+            if not types <= _PLAIN_NUMBERS:
+                bad = next((t for t in types if not issubclass(t, (int, float)) or issubclass(t, bool)), None)
+                if bad is not None:
+                    raise MemoryFileError(f"{label} holds {bad.__name__} values, expected numbers")
             arr = np.asarray(v, dtype=np.float64)
         else:
             raise MemoryFileError(f"{label} is missing or of type {type(v).__name__}")
