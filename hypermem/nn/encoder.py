@@ -37,6 +37,7 @@ from torch import nn
 
 from ..geometry import PoincareBall
 from ..geometry import poincare as P
+from .curvature import ball_c
 
 DEPTH_MODES = ("expmap", "fixed", "learned")
 
@@ -47,7 +48,9 @@ class BallEncoder(nn.Module):
     Parameters
     ----------
     in_features, out_features: sizes of the input features and of the ball.
-    curvature: positive ``c``.
+    curvature: positive ``c``, or a :class:`~hypermem.geometry.PoincareBall` to share with
+        other layers (e.g. a :class:`~hypermem.nn.HyperbolicMemory`'s ``ball``).
+    learn_curvature: train ``c`` (see :mod:`hypermem.nn.curvature`); otherwise a buffer.
     depth: ``None`` (exponential map of ``W x + b``), a positive float (fixed radius) or
         ``"learned"`` (a learned radius per input).
     min_depth: smallest learned radius (``depth="learned"``).
@@ -56,16 +59,18 @@ class BallEncoder(nn.Module):
     bias: whether the linear map has a bias.
     """
 
-    def __init__(self, in_features: int, out_features: int, curvature: float = 1.0,
+    def __init__(self, in_features: int, out_features: int, curvature: float | PoincareBall = 1.0,
                  depth: float | str | None = None, min_depth: float = 0.05, init_depth: float = 1.0,
                  init: str = "default", bias: bool = True, dtype: torch.dtype | None = None,
-                 device: str | torch.device | None = None):
+                 device: str | torch.device | None = None, learn_curvature: bool = False):
         super().__init__()
         if isinstance(in_features, bool) or not isinstance(in_features, int) or in_features < 1:
             raise ValueError(f"in_features must be a positive integer, got {in_features!r}")
         if isinstance(out_features, bool) or not isinstance(out_features, int) or out_features < 2:
             raise ValueError(f"out_features must be an integer >= 2, got {out_features!r}")
-        self.ball = PoincareBall(curvature)
+        from .memory import shared_or_new_ball
+
+        self.ball = shared_or_new_ball(curvature, learn_curvature)
         self.linear = nn.Linear(in_features, out_features, bias=bias, dtype=dtype, device=device)
         if init == "identity":
             if in_features != out_features:
@@ -105,8 +110,12 @@ class BallEncoder(nn.Module):
         return self.ball.curvature
 
     def extra_repr(self) -> str:
-        d = {"expmap": "expmap0", "fixed": f"fixed {self.fixed_depth:g}", "learned": "learned"}[self.mode]
-        return f"curvature={self.curvature:g}, depth={d}"
+        if self.mode == "fixed":
+            d = f"fixed {self.fixed_depth:g}"
+        else:
+            d = "expmap0" if self.mode == "expmap" else f"learned (min {self.min_depth:g})"
+        learn = ", learn_curvature=True" if self.ball._learnable else ""
+        return f"curvature={self.curvature:g}{learn}, depth={d}"
 
     def depth_of(self, x: torch.Tensor) -> torch.Tensor | None:
         """The radius chosen for each input ``(B,)`` (``None`` in expmap mode)."""
@@ -125,4 +134,4 @@ class BallEncoder(nn.Module):
         v = self.linear(x)
         if self.mode == "expmap":
             return self.ball.expmap0(v)
-        return P.point_at(v, self.depth_of(x), self.curvature)
+        return P.point_at(v, self.depth_of(x), ball_c(self.ball))

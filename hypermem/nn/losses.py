@@ -39,6 +39,7 @@ from ..geometry import poincare as P
 from ..hierarchy.losses import reduce_loss as _reduce
 from ..hierarchy.losses import softmax_ranking_loss
 from ..retrieval.cones import DEFAULT_K, cone_energy
+from .indices import as_indices
 
 
 def _curvature(ball) -> float:
@@ -74,6 +75,7 @@ def hyperbolic_info_nce(queries: torch.Tensor, keys: torch.Tensor, targets: torc
         d = P.distance_arcosh(queries.unsqueeze(1), keys, c)
     else:
         raise ValueError(f"keys must have shape (N, d) or (B, N, d), got {tuple(keys.shape)}")
+    targets = as_indices("targets", targets, d.device)
     return _reduce(F.cross_entropy(-d / temperature, targets, reduction="none"), reduction)
 
 
@@ -87,7 +89,7 @@ def memory_info_nce(memory, queries: torch.Tensor, targets: torch.Tensor, k: int
     backward cost ``O(B k d)``.  ``exclude`` ``(B,)`` or ``(B, m)``: slots that are neither
     answer nor negative (for instance the query's own slot).
     """
-    targets = torch.as_tensor(targets, device=memory.keys.device).long()
+    targets = as_indices("targets", targets, memory.keys.device)
     if targets.dim() != 1 or targets.shape[0] != queries.shape[0]:
         raise ValueError(f"targets must have shape ({queries.shape[0]},), got {tuple(targets.shape)}")
     if bool((targets < 0).any()) or bool((targets >= len(memory)).any()):
@@ -98,7 +100,7 @@ def memory_info_nce(memory, queries: torch.Tensor, targets: torch.Tensor, k: int
         return _reduce(loss, reduction)
     ex = targets.unsqueeze(1)
     if exclude is not None:
-        extra = torch.as_tensor(exclude, device=ex.device).long()
+        extra = as_indices("exclude", exclude, ex.device)
         ex = torch.cat([ex, extra.unsqueeze(1) if extra.dim() == 1 else extra], 1)
     negatives = memory.select(queries, k, exclude=ex, at_time=at_time)
     cand = torch.cat([targets.unsqueeze(1), negatives], 1)

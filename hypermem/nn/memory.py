@@ -57,10 +57,9 @@ Example::
 from __future__ import annotations
 
 import math
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 import geoopt
@@ -70,14 +69,23 @@ from torch import nn
 
 from ..geometry import PoincareBall
 from ..geometry import poincare as P
-from ..geometry.numerics import arcosh1p, safe_norm, tiny
+from ..geometry.numerics import safe_norm
 from ..index import HyperbolicDistance, ShellDistance, exact_topk
-from ..temporal import MIN_WEIGHT, NoDecay
-from ..temporal.clock import to_seconds, to_utc, utcnow
+from ..temporal import NoDecay
+from ..temporal.clock import utcnow
+from .curvature import ball_c, make_ball
+from .distance import all_distance, gathered_distance
+from .indices import as_indices
+from .slot_writes import TIME_BUFFERS as _TIME_BUFFERS
+from .slot_writes import SlotWrites
+from .store_bridge import StoreBridge
+from .time_scores import TimeScores
 
 METRICS = ("shell", "hyperbolic")
-_TIME_BUFFERS = ("timestamps", "access_counts", "valid_from", "valid_until")
-"""float64 buffers (POSIX seconds, counts) that keep float64 whatever the module's dtype."""
+MIN_TEMPERATURE = 1e-3
+"""Floor of the temperature: ``tau = max(exp(log_temperature), MIN_TEMPERATURE)``."""
+MAX_TEMPERATURE = 1e4
+"""Ceiling of the temperature (scores ``-d / tau`` never collapse to 0 / NaN either way)."""
 
 
 @dataclass
@@ -87,7 +95,8 @@ class Readout:
     ``read`` ``(batch, value_dim)``: the weighted sum of the values; ``weights``
     ``(batch, k)``: the softmax over the read slots (rows sum to 1); ``indices``
     ``(batch, k)``: the slots read (all slots in order for a full read; ``-1`` where fewer
-    than ``k`` slots were left after exclusions, with weight 0); ``distances`` ``(batch, k)``;
+    than ``k`` slots were left after exclusions, with weight 0; a query whose slots were all
+    excluded gets all-zero weights and a zero read); ``distances`` ``(batch, k)``;
     ``scores`` ``(batch, k)``: the logits of the softmax (``-inf`` for missing slots).
     """
 
@@ -98,47 +107,24 @@ class Readout:
     scores: torch.Tensor
 
 
-# -- distances with gradient ------------------------------------------------------------------
-def _from_products(qk: torch.Tensor, q2: torch.Tensor, k2: torch.Tensor, metric: str, curvature: float,
-                   base_depth: float) -> torch.Tensor:
-    """Distances from inner products ``<q, k>`` and squared norms (broadcasting shapes)."""
-    c = curvature
-    t = tiny(qk.dtype)
-    if metric == "hyperbolic":
-        diff2 = (q2 + k2 - 2.0 * qk).clamp_min(0.0)
-        a = (1.0 - c * q2).clamp_min(t)
-        b = (1.0 - c * k2).clamp_min(t)
-        return arcosh1p(2.0 * c * diff2 / (a * b)) / math.sqrt(c)
-    cos = qk / (q2.clamp_min(t) * k2.clamp_min(t)).sqrt()
-    # ||u - v|| / 2 = sqrt((1 - cos) / 2) for unit directions u, v
-    half_chord = ((1.0 - cos) * 0.5).clamp_min(t).sqrt()
-    sc = math.sqrt(c)
-    return (2.0 / sc) * torch.asinh(math.sinh(sc * base_depth) * half_chord)
+_LOG_TAU_MIN, _LOG_TAU_MAX = math.log(MIN_TEMPERATURE), math.log(MAX_TEMPERATURE)
 
 
-def gathered_distance(queries: torch.Tensor, keys: torch.Tensor, metric: str, curvature: float,
-                      base_depth: float) -> torch.Tensor:
-    """Distances ``(B, m)`` between queries ``(B, d)`` and per-query keys ``(B, m, d)``.
-
-    One batched matrix product of queries and keys plus the keys' squared norms, then
-    the formulas of the module docstring written in terms of ``<q, k>``, ``||q||^2`` and
-    ``||k||^2`` (as :func:`all_distance` does, so a top-k read and a full read agree to
-    rounding): cost ``O(B m d)``.
-    """
-    qk = torch.bmm(keys, queries.unsqueeze(2)).squeeze(2)
-    q2 = queries.pow(2).sum(-1, keepdim=True)
-    k2 = keys.pow(2).sum(-1)
-    return _from_products(qk, q2, k2, metric, curvature, base_depth)
+def _attention(scores: torch.Tensor) -> torch.Tensor:
+    """``softmax`` over each row; a row with no slot left (every score ``-inf``: all
+    excluded) gets weight 0 everywhere, so its read is the zero vector, not NaN."""
+    empty = torch.isneginf(scores).all(dim=1, keepdim=True)
+    return torch.softmax(scores.masked_fill(empty, 0.0), dim=1).masked_fill(empty, 0.0)
 
 
-def all_distance(queries: torch.Tensor, keys: torch.Tensor, metric: str, curvature: float,
-                 base_depth: float) -> torch.Tensor:
-    """Distances ``(B, N)`` between queries ``(B, d)`` and all keys ``(N, d)`` (one matrix
-    product; memory ``O(B N)``)."""
-    qk = queries @ keys.T
-    q2 = queries.pow(2).sum(-1, keepdim=True)
-    k2 = keys.pow(2).sum(-1).unsqueeze(0)
-    return _from_products(qk, q2, k2, metric, curvature, base_depth)
+def shared_or_new_ball(curvature, learnable: bool) -> PoincareBall:
+    """``curvature`` itself when it is a ball (shared between layers), else :func:`make_ball`."""
+    if isinstance(curvature, PoincareBall):
+        if learnable and not curvature._learnable:
+            raise ValueError("learn_curvature=True with a shared ball whose curvature is fixed; "
+                             "build the ball with make_ball(c, learnable=True)")
+        return curvature
+    return make_ball(curvature, learnable)
 
 
 def _as_float(name: str, value: Any, positive: bool = False) -> float:
@@ -149,7 +135,7 @@ def _as_float(name: str, value: Any, positive: bool = False) -> float:
     return float(value)
 
 
-class HyperbolicMemory(nn.Module):
+class HyperbolicMemory(SlotWrites, TimeScores, StoreBridge, nn.Module):
     """A memory layer on the Poincaré ball (see the module docstring for the maths).
 
     Parameters
@@ -157,13 +143,20 @@ class HyperbolicMemory(nn.Module):
     keys: ``(N, d)`` points strictly inside the ball of curvature ``-curvature``.
     values: ``(N, value_dim)``; ``None`` stores no values and reads the keys' tangent
         vectors at the origin, ``log_0(k_j)``, instead.
-    curvature: positive ``c``.
+    curvature: positive ``c``, or a :class:`~hypermem.geometry.PoincareBall` to share (e.g.
+        ``encoder.ball``, so an encoder and the memory train one curvature).
+    learn_curvature: train ``c`` (geoopt's ``softplus`` parametrisation, gradients from
+        every read; see :mod:`hypermem.nn.curvature`).  Otherwise ``c`` is a buffer.
     metric: ``"hyperbolic"`` (distance to the key itself) or ``"shell"`` (angle only, both
         points moved to ``base_depth``; what :class:`hypermem.store.Memory` uses by default).
     temperature: initial ``tau`` (held as ``log_temperature``; trainable when
-        ``learn_temperature``).
+        ``learn_temperature``).  Reads use ``tau`` clamped to ``[MIN_TEMPERATURE,
+        MAX_TEMPERATURE]``, so an optimizer that drives ``log_temperature`` to ``-inf``
+        leaves the scores finite (the clamp passes no gradient beyond the bounds).
     learn_keys, learn_values: train the keys (a ``geoopt.ManifoldParameter``, optimise it
-        with :class:`geoopt.optim.RiemannianAdam`) / the values (else a buffer).
+        with :class:`geoopt.optim.RiemannianAdam`, which keeps them in the ball; a read
+        raises ``ValueError`` when another optimizer moved a key out of it) / the values
+        (else a buffer).
     depth: ``(N,)`` per-slot depth for the ``depth_bias`` term (``None``: the keys' own
         distance to the origin).
     timestamps, access_counts, valid_from, valid_until: ``(N,)`` float64 POSIX seconds /
@@ -177,17 +170,18 @@ class HyperbolicMemory(nn.Module):
     clock: callable returning "now" (used when ``at_time`` is not given).
     """
 
-    def __init__(self, keys, values=None, *, curvature: float = 1.0, metric: str = "hyperbolic",
+    def __init__(self, keys, values=None, *, curvature: float | PoincareBall = 1.0, metric: str = "hyperbolic",
                  temperature: float = 1.0, learn_temperature: bool = True, learn_keys: bool = True,
                  learn_values: bool = False, depth=None, timestamps=None, access_counts=None, valid_from=None,
                  valid_until=None, importance=None, decay=None, time_coef: float = 1.0,
                  depth_bias: float = 0.0, base_depth: float = 1.0, ids: Sequence[str] | None = None,
                  sparse_grad: bool = False, clock: Callable[[], datetime] | None = None,
-                 dtype: torch.dtype | None = None, device: str | torch.device | None = None):
+                 dtype: torch.dtype | None = None, device: str | torch.device | None = None,
+                 learn_curvature: bool = False):
         super().__init__()
         if metric not in METRICS:
             raise ValueError(f"unknown metric {metric!r}; choose one of {METRICS}")
-        self.ball = PoincareBall(curvature)
+        self.ball = shared_or_new_ball(curvature, learn_curvature)
         self.metric = metric
         self.base_depth = _as_float("base_depth", base_depth, positive=True)
         self.time_coef = _as_float("time_coef", time_coef)
@@ -230,49 +224,6 @@ class HyperbolicMemory(nn.Module):
         self._key_cache: tuple | None = None
 
     # ------------------------------------------------------------------ checks and helpers
-    def _slot_tensor(self, name, value, n, matrix=False, positive=False):
-        if value is None:
-            return None
-        K = self.keys
-        t = torch.as_tensor(value).detach().to(device=K.device, dtype=K.dtype).clone()
-        if matrix and (t.dim() != 2 or t.shape[0] != n):
-            raise ValueError(f"{name} must have shape ({n}, value_dim), got {tuple(t.shape)}")
-        if not matrix and t.shape != (n,):
-            raise ValueError(f"{name} must have shape ({n},), got {tuple(t.shape)}")
-        if not bool(torch.isfinite(t).all()):
-            raise ValueError(f"{name} has non-finite values")
-        if positive and not bool((t > 0).all()):
-            raise ValueError(f"{name} must be positive")
-        return t
-
-    def _time_tensor(self, name, value, n):
-        if value is None:
-            return None
-        t = torch.as_tensor(value, dtype=torch.float64).detach().to(self.keys.device).clone()
-        if t.shape != (n,):
-            raise ValueError(f"{name} must have shape ({n},), got {tuple(t.shape)}")
-        if name in ("timestamps", "access_counts") and not bool(torch.isfinite(t).all()):
-            raise ValueError(f"{name} has non-finite values")
-        return t
-
-    @staticmethod
-    def _check_ids(ids, n, taken=(), start=0):
-        if ids is None:
-            out, used = [], set(taken)
-            for i in range(n):
-                name = str(start + i)
-                while name in used:
-                    name = uuid.uuid4().hex[:16]
-                out.append(name)
-                used.add(name)
-            return out
-        ids = [str(i) for i in ids]
-        if len(ids) != n:
-            raise ValueError(f"got {len(ids)} ids for {n} slots")
-        if len(set(ids)) != n or set(ids) & set(taken):
-            raise ValueError("slot ids must be distinct")
-        return ids
-
     def _apply(self, fn, recurse=True):
         # Timestamps and counts stay float64 whatever dtype the module is cast to.
         saved = {n: self._buffers.pop(n) for n in _TIME_BUFFERS if n in self._buffers}
@@ -304,9 +255,15 @@ class HyperbolicMemory(nn.Module):
         return self.ball.curvature
 
     @property
+    def _c(self) -> float | torch.Tensor:
+        """``c`` for formulas with gradient (a tensor when the curvature is learnable)."""
+        return ball_c(self.ball)
+
+    @property
     def temperature(self) -> torch.Tensor:
-        """``tau = exp(log_temperature)`` (a differentiable 0-d tensor)."""
-        return self.log_temperature.exp()
+        """``tau = exp(log_temperature)`` clamped to ``[MIN_TEMPERATURE, MAX_TEMPERATURE]``
+        (a differentiable 0-d tensor)."""
+        return self.log_temperature.clamp(_LOG_TAU_MIN, _LOG_TAU_MAX).exp()
 
     def index_of(self, ids: str | Sequence[str]) -> torch.Tensor:
         """Slot indices of ``ids`` (``KeyError`` naming an unknown id)."""
@@ -324,50 +281,28 @@ class HyperbolicMemory(nn.Module):
         """Unit directions ``(N, d)`` and hyperbolic radii ``(N,)`` of the keys, cached until
         the keys change (in-place optimizer steps bump the tensor's version)."""
         K = self.keys
-        stamp = (K._version, K.data_ptr(), tuple(K.shape), K.dtype, K.device)
+        stamp = (K._version, K.data_ptr(), tuple(K.shape), K.dtype, K.device, self.curvature)
         if self._key_cache is None or self._key_cache[0] != stamp:
+            self._check_keys()
             with torch.no_grad():
                 n = safe_norm(K, keepdim=True)
                 radius = P.distance_to_origin(K, self.curvature)
                 self._key_cache = (stamp, K / n, radius)
         return self._key_cache[1], self._key_cache[2]
 
-    def time_weights(self, at_time: datetime | float | None = None) -> torch.Tensor | None:
-        """Per-slot weight ``(N,)`` in ``[MIN_WEIGHT, ...]``: the policy's weight at ``at_time``
-        (default: the clock) times the importance; ``None`` when neither is set."""
-        w = None
-        if self.timestamps is not None and not isinstance(self.decay, NoDecay):
-            now = to_seconds(to_utc(at_time) if isinstance(at_time, datetime) else at_time) \
-                if at_time is not None else to_seconds(to_utc(self.clock()))
-            n = len(self)
-            dev = self.keys.device
-            acc = self.access_counts if self.access_counts is not None else \
-                torch.zeros(n, dtype=torch.float64, device=dev)
-            lo = self.valid_from if self.valid_from is not None else \
-                torch.full((n,), -math.inf, dtype=torch.float64, device=dev)
-            hi = self.valid_until if self.valid_until is not None else \
-                torch.full((n,), math.inf, dtype=torch.float64, device=dev)
-            w = torch.as_tensor(self.decay.weight(now, self.timestamps, acc, lo, hi), dtype=torch.float64,
-                                device=dev)
-            if w.shape != (n,):
-                raise ValueError(f"the decay policy returned shape {tuple(w.shape)}, expected ({n},)")
-        if self.importance is not None:
-            imp = self.importance.to(torch.float64)
-            w = imp if w is None else w * imp
-        return None if w is None else w.clamp_min(MIN_WEIGHT)
-
-    def slot_bias(self, at_time: datetime | float | None = None) -> torch.Tensor | None:
-        """``depth_bias * depth + time_coef * log(time_weight)`` per slot ``(N,)`` (no
-        gradient), or ``None`` when it is zero.  With ``depth=None`` the depth is the
-        keys' distance to the origin."""
-        bias = None
-        if self.depth_bias != 0.0:
-            d = self.depth if self.depth is not None else self._key_geometry()[1]
-            bias = self.depth_bias * d.detach()
-        tb = self._time_term(None, at_time)
-        if tb is not None:
-            bias = tb if bias is None else bias + tb
-        return bias
+    def _check_keys(self) -> None:
+        """``ValueError`` when a key left the ball (an optimizer that is not Riemannian moved it)."""
+        if torch.compiler.is_compiling():
+            return  # checked by the eager reads; a data-dependent branch would break the graph
+        with torch.no_grad():
+            inside = P.is_inside(self.keys, self.curvature)
+            if not bool(inside.all()):
+                bad = int((~inside).nonzero()[0])
+                norm = float(self.keys[bad].norm())
+                raise ValueError(f"key #{bad} has left the Poincaré ball of curvature {self.curvature:g} (norm "
+                                 f"{norm:.6g}, radius {self.ball.radius:.6g}): an optimizer that ignores the geometry "
+                                 "(torch.optim.SGD/Adam) moved it; optimise the keys with "
+                                 "geoopt.optim.RiemannianAdam (or RiemannianSGD), which keeps them inside")
 
     def _depth_term(self, idx: torch.Tensor | None) -> torch.Tensor | None:
         """``depth_bias * depth`` of the slots ``idx`` (all slots for ``None``), with gradient
@@ -378,17 +313,8 @@ class HyperbolicMemory(nn.Module):
             d = self.depth if idx is None else self.depth[idx]
         else:
             K = self.keys if idx is None else self._gather(self.keys, idx)
-            d = P.distance_to_origin(K, self.curvature)
+            d = P.distance_to_origin(K, self._c)
         return self.depth_bias * d
-
-    def _time_term(self, idx: torch.Tensor | None, at_time) -> torch.Tensor | None:
-        if self.time_coef == 0.0:
-            return None
-        w = self.time_weights(at_time)
-        if w is None:
-            return None
-        tb = (self.time_coef * w.log()).to(self.keys.dtype)
-        return tb if idx is None else tb[idx]
 
     def _gather(self, table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
         """Rows ``table[idx]`` for ``idx`` of any shape (``-1`` reads row 0; mask it after)."""
@@ -404,6 +330,8 @@ class HyperbolicMemory(nn.Module):
             raise TypeError(f"queries must be a tensor of shape (batch, {self.dim}), got {type(queries).__name__}")
         if queries.dim() != 2 or queries.shape[1] != self.dim:
             raise ValueError(f"queries must have shape (batch, {self.dim}), got {tuple(queries.shape)}")
+        if queries.dtype in (torch.bfloat16, torch.float16) and torch.is_autocast_enabled(queries.device.type):
+            queries = queries.to(self.keys.dtype)  # under autocast: distances in the keys' dtype
         if queries.dtype != self.keys.dtype or queries.device != self.keys.device:
             raise ValueError(f"queries are {queries.dtype} on {queries.device} but the memory is "
                              f"{self.keys.dtype} on {self.keys.device}; move one of them")
@@ -424,11 +352,13 @@ class HyperbolicMemory(nn.Module):
         queries = self._check_queries(queries)
         if indices.dim() != 2 or indices.shape[0] != queries.shape[0]:
             raise ValueError(f"indices must have shape ({queries.shape[0]}, m), got {tuple(indices.shape)}")
-        idx = indices.to(self.keys.device, torch.long)
+        idx = as_indices("indices", indices, self.keys.device)
         if bool((idx >= len(self)).any()) or bool((idx < -1).any()):
             raise IndexError(f"slot indices must be in [-1, {len(self) - 1}]")
         K = self._gather(self.keys, idx)
-        dist = gathered_distance(queries, K, self.metric, self.curvature, self.base_depth)
+        if not torch.compiler.is_compiling():
+            self._key_geometry()
+        dist = gathered_distance(queries, K, self.metric, self._c, self.base_depth)
         scores = -dist / self.temperature
         for term in (self._depth_term(idx), self._time_term(idx, at_time)):
             if term is not None:
@@ -442,7 +372,9 @@ class HyperbolicMemory(nn.Module):
     def score_all(self, queries: torch.Tensor, at_time=None) -> tuple[torch.Tensor, torch.Tensor]:
         """Scores and distances ``(B, N)`` against every slot, with gradient (memory ``O(B N)``)."""
         queries = self._check_queries(queries)
-        dist = all_distance(queries, self.keys, self.metric, self.curvature, self.base_depth)
+        if not torch.compiler.is_compiling():
+            self._key_geometry()  # checks the keys once per change (cached)
+        dist = all_distance(queries, self.keys, self.metric, self._c, self.base_depth)
         scores = -dist / self.temperature
         for term in (self._depth_term(None), self._time_term(None, at_time)):
             if term is not None:
@@ -502,10 +434,7 @@ class HyperbolicMemory(nn.Module):
     def _check_exclude(self, exclude, B):
         if exclude is None:
             return None
-        ex = torch.as_tensor(exclude, device=self.keys.device)
-        if ex.dtype not in (torch.int64, torch.int32):
-            raise TypeError(f"exclude must hold slot indices (integers), got {ex.dtype}")
-        ex = ex.long()
+        ex = as_indices("exclude", exclude, self.keys.device)
         if ex.dim() == 1:
             ex = ex.unsqueeze(1)
         if ex.dim() != 2 or ex.shape[0] != B:
@@ -533,275 +462,16 @@ class HyperbolicMemory(nn.Module):
                 mask[rows[valid], ex[valid]] = True
                 scores = scores.masked_fill(mask, -math.inf)
             idx = torch.arange(len(self), device=self.keys.device).expand(B, -1)
-            weights = torch.softmax(scores, dim=1)
-            values = self.values if self.values is not None else P.logmap0(self.keys, self.curvature)
+            weights = _attention(scores)
+            values = self.values if self.values is not None else P.logmap0(self.keys, self._c)
             read = weights @ values
             return Readout(read, weights, idx, dist, scores)
         idx = self.select(queries, k, exclude, at_time)
         scores, dist = self.score_slots(queries, idx, at_time)
-        weights = torch.softmax(scores, dim=1)
+        weights = _attention(scores)
         if self.values is not None:
             V = self._gather(self.values, idx)
         else:
-            V = P.logmap0(self._gather(self.keys, idx), self.curvature)
+            V = P.logmap0(self._gather(self.keys, idx), self._c)
         read = torch.bmm(weights.unsqueeze(1), V).squeeze(1)
         return Readout(read, weights, idx, dist, scores)
-
-    # ------------------------------------------------------------------ writing (no gradient)
-    def _resize(self, keep: torch.Tensor | None, add: dict[str, torch.Tensor | None] | None, n_add: int) -> None:
-        """Rebuild every per-slot tensor: keep the rows ``keep`` and append the rows ``add``."""
-        def new_rows(name, old):
-            parts = [old if keep is None else old[keep]]
-            if n_add:
-                extra = None if add is None else add.get(name)
-                if extra is None:
-                    extra = _default_rows(name, old, n_add)
-                parts.append(extra.to(old.device, old.dtype))
-            return torch.cat(parts, 0)
-
-        with torch.no_grad():
-            K = new_rows("keys", self.keys.data)
-            self.keys = geoopt.ManifoldParameter(K, manifold=self.ball, requires_grad=self.keys.requires_grad)
-            if self.values is not None:
-                V = new_rows("values", self.values.data)
-                if isinstance(self.values, nn.Parameter):
-                    self.values = nn.Parameter(V)
-                else:
-                    self.values = V
-            for name in ("depth", "importance", *_TIME_BUFFERS):
-                old = getattr(self, name)
-                if old is not None:
-                    setattr(self, name, new_rows(name, old))
-        self._key_cache = None
-
-    def append(self, keys, values=None, *, ids: Sequence[str] | None = None, depth=None, timestamps=None,
-               access_counts=None, valid_from=None, valid_until=None, importance=None) -> list[str]:
-        """Add slots (no gradient); returns their ids.  All or nothing.
-
-        Parameters are replaced by larger ones, so create the optimizer again after writing.
-        Optional per-slot tensors the memory has but that are not given get defaults (depth:
-        the keys' distance to the origin; timestamps: now; counts 0; open windows;
-        importance 1).
-        """
-        K = torch.as_tensor(keys).detach().to(self.keys.device, self.keys.dtype)
-        if K.dim() != 2 or K.shape[1] != self.dim:
-            raise ValueError(f"keys must have shape (m, {self.dim}), got {tuple(K.shape)}")
-        m = K.shape[0]
-        self.ball.check_inside(K, name="keys")
-        add: dict[str, torch.Tensor | None] = {"keys": K}
-        if self.values is None:
-            if values is not None:
-                raise ValueError("this memory stores no values; pass values=None")
-        else:
-            if values is None:
-                raise ValueError(f"values of shape ({m}, {self.values.shape[1]}) are needed")
-            V = torch.as_tensor(values).detach().to(self.keys.device, self.keys.dtype)
-            if V.shape != (m, self.values.shape[1]):
-                raise ValueError(f"values must have shape ({m}, {self.values.shape[1]}), got {tuple(V.shape)}")
-            add["values"] = V
-        for name, value in (("depth", depth), ("importance", importance)):
-            if value is not None:
-                if getattr(self, name) is None:
-                    raise ValueError(f"this memory has no {name}; build it with {name}=...")
-                add[name] = self._slot_tensor(name, value, m, positive=name == "importance")
-        for name, value in zip(_TIME_BUFFERS, (timestamps, access_counts, valid_from, valid_until)):
-            if value is not None:
-                if getattr(self, name) is None:
-                    raise ValueError(f"this memory has no {name}; build it with {name}=...")
-                add[name] = self._time_tensor(name, value, m)
-        if self.depth is not None and "depth" not in add:
-            add["depth"] = P.distance_to_origin(K, self.curvature)
-        if self.timestamps is not None and "timestamps" not in add:
-            add["timestamps"] = torch.full((m,), to_seconds(to_utc(self.clock())), dtype=torch.float64)
-        new_ids = self._check_ids(ids, m, taken=self.ids, start=len(self))
-        self._resize(None, add, m)
-        self.ids.extend(new_ids)
-        if self.records is not None:
-            self.records.extend([None] * m)
-        return new_ids
-
-    def update(self, slots, keys=None, values=None, *, depth=None, timestamps=None, importance=None) -> None:
-        """Overwrite slots in place (no gradient).  ``slots``: indices or ids.  All or nothing."""
-        idx = self._slots(slots)
-        m = int(idx.numel())
-        with torch.no_grad():
-            new: list[tuple[torch.Tensor, torch.Tensor]] = []
-            if keys is not None:
-                K = torch.as_tensor(keys).detach().to(self.keys.device, self.keys.dtype).reshape(m, self.dim)
-                self.ball.check_inside(K, name="keys")
-                new.append((self.keys, K))
-            if values is not None:
-                if self.values is None:
-                    raise ValueError("this memory stores no values")
-                V = torch.as_tensor(values).detach().to(self.keys.device, self.keys.dtype)
-                new.append((self.values, V.reshape(m, self.values.shape[1])))
-            for name, value in (("depth", depth), ("importance", importance)):
-                if value is not None:
-                    if getattr(self, name) is None:
-                        raise ValueError(f"this memory has no {name}")
-                    new.append((getattr(self, name), self._slot_tensor(name, value, m, positive=name == "importance")))
-            if timestamps is not None:
-                if self.timestamps is None:
-                    raise ValueError("this memory has no timestamps")
-                new.append((self.timestamps, self._time_tensor("timestamps", timestamps, m)))
-            for table, rows in new:
-                table[idx] = rows
-        self._key_cache = None
-
-    def remove(self, slots) -> list[str]:
-        """Remove slots (indices or ids); returns the removed ids.  Create the optimizer again after."""
-        idx = self._slots(slots)
-        keep = torch.ones(len(self), dtype=torch.bool, device=self.keys.device)
-        keep[idx] = False
-        if not bool(keep.any()):
-            raise ValueError("cannot remove every slot (a memory needs at least one)")
-        gone = [self.ids[i] for i in idx.tolist()]
-        kept = keep.nonzero().squeeze(1)
-        self._resize(kept, None, 0)
-        kl = kept.tolist()
-        self.ids = [self.ids[i] for i in kl]
-        if self.records is not None:
-            self.records = [self.records[i] for i in kl]
-        return gone
-
-    def _slots(self, slots) -> torch.Tensor:
-        if isinstance(slots, str) or (isinstance(slots, (list, tuple)) and slots and isinstance(slots[0], str)):
-            idx = self.index_of(slots)
-        else:
-            idx = torch.as_tensor(slots, dtype=torch.long, device=self.keys.device).reshape(-1)
-            if bool((idx < 0).any()) or bool((idx >= len(self)).any()):
-                raise IndexError(f"slot indices must be in [0, {len(self) - 1}]")
-        if idx.numel() != int(torch.unique(idx).numel()):
-            raise ValueError("slots are repeated")
-        return idx
-
-    # ------------------------------------------------------------------ the store
-    @classmethod
-    def from_memory(cls, memory, learn_keys: bool = True, learn_values: bool = False,
-                    temperature: float = 1.0, learn_temperature: bool = True, sparse_grad: bool = False,
-                    dtype: torch.dtype | None = None) -> HyperbolicMemory:
-        """A layer holding the slots of a :class:`hypermem.store.Memory`.
-
-        Keys are the store's points, values its raw embeddings, depth, timestamps, access
-        counts and validity windows its records'; metric, curvature, base depth, score
-        weights, temporal policy and clock are the store's.  ``ids`` are the store's ids.
-        """
-        with memory._lock:
-            if len(memory) == 0:
-                raise ValueError("the memory is empty; a layer needs at least one slot")
-            dt = memory.dtype if dtype is None else dtype
-            n = len(memory)
-            layer = cls(memory.points.to(dt), memory.embeddings.to(dt), curvature=memory.curvature,
-                        metric=memory.metric, temperature=temperature, learn_temperature=learn_temperature,
-                        learn_keys=learn_keys, learn_values=learn_values, depth=memory.depths.to(dt),
-                        timestamps=memory._time[:n], access_counts=memory._access[:n],
-                        valid_from=memory._vfrom[:n], valid_until=memory._vuntil[:n], decay=memory.decay,
-                        time_coef=memory.time_coef, depth_bias=memory.depth_bias, base_depth=memory.base_depth,
-                        ids=memory.ids, sparse_grad=sparse_grad, clock=memory.clock, dtype=dt,
-                        device=memory.device)
-            layer.records = [memory.get(i) for i in memory.ids]
-            layer._store_config = {
-                "embedder": memory.embedder, "curvature": memory.curvature, "decay": memory.decay,
-                "base_depth": memory.base_depth, "depth_step": memory.depth_step, "inherit": memory.inherit,
-                "cone_constrained": memory.cone_constrained, "cone_k": memory.cone_k, "metric": memory.metric,
-                "time_coef": memory.time_coef, "depth_bias": memory.depth_bias, "clock": memory.clock,
-                "dtype": memory.dtype, "device": memory.device,
-            }
-        return layer
-
-    def to_memory(self, embedder=None, texts: Sequence[str] | None = None, parents: Sequence[str | None] | None = None):
-        """A :class:`hypermem.store.Memory` holding the slots as they are now.
-
-        Each slot becomes a memory at its key (``point``), with its value as the stored
-        embedding when the value has the embedder's dimension.  Records (text, parent,
-        time, metadata, validity, access counts) come from :meth:`from_memory` when the
-        layer was built that way; otherwise ``texts`` (default the ids) and ``parents``
-        (ids, default none) describe them.  ``embedder`` defaults to the source store's
-        (or a :class:`~hypermem.embed.HashingEmbedder` of the keys' dimension).
-        """
-        from ..embed import HashingEmbedder
-        from ..store import Memory
-
-        cfg = dict(self._store_config or {})
-        if embedder is not None:
-            cfg["embedder"] = embedder
-        cfg.setdefault("embedder", HashingEmbedder(dim=self.dim))
-        if int(cfg["embedder"].dim) != self.dim:
-            raise ValueError(f"the embedder has dimension {cfg['embedder'].dim}, the keys {self.dim}")
-        cfg.update(curvature=self.curvature, metric=self.metric, base_depth=self.base_depth,
-                   time_coef=self.time_coef, depth_bias=self.depth_bias, decay=self.decay, clock=self.clock)
-        cfg.setdefault("dtype", self.keys.dtype)
-        cfg.setdefault("device", self.keys.device)
-        n = len(self)
-        if texts is not None and len(texts) != n:
-            raise ValueError(f"got {len(texts)} texts for {n} slots")
-        if parents is not None and len(parents) != n:
-            raise ValueError(f"got {len(parents)} parents for {n} slots")
-        recs = self.records if self.records is not None else [None] * n
-        K = self.keys.detach().to("cpu", torch.float64)
-        V = None if self.values is None else self.values.detach().to("cpu", torch.float64)
-        items = []
-        for i in range(n):
-            rec = recs[i]
-            item: dict[str, Any] = {"id": self.ids[i], "point": K[i]}
-            if rec is not None and texts is None:
-                item.update(text=rec.text, parent=rec.parent_id, t=rec.t, meta=dict(rec.meta),
-                            valid_from=rec.valid_from, valid_until=rec.valid_until)
-            else:
-                item["text"] = texts[i] if texts is not None else self.ids[i]
-                if parents is not None:
-                    item["parent"] = parents[i]
-                if self.timestamps is not None:
-                    item["t"] = datetime.fromtimestamp(float(self.timestamps[i]), tz=timezone.utc)
-            if V is not None and V.shape[1] == self.dim:
-                item["embedding"] = V[i]
-            else:
-                item["embedding"] = K[i] / K[i].norm().clamp_min(1e-300)
-            items.append(item)
-        mem = Memory(**cfg)
-        ids = mem.add_many(_parents_first(items))
-        if self.access_counts is not None:
-            acc = self.access_counts.detach().cpu().tolist()
-            pos = {i: r for r, i in enumerate(self.ids)}
-            with mem._lock:
-                for id_ in ids:
-                    r = pos[id_]
-                    rec = mem.get(id_)
-                    rec.access_count = int(acc[r])
-                    src = recs[r]
-                    rec.last_accessed = None if src is None else src.last_accessed
-                    mem._access[mem._row[id_]] = float(acc[r])
-        return mem
-
-
-def _default_rows(name: str, old: torch.Tensor, m: int) -> torch.Tensor:
-    if name == "access_counts":
-        return torch.zeros(m, dtype=old.dtype)
-    if name == "valid_from":
-        return torch.full((m,), -math.inf, dtype=old.dtype)
-    if name == "valid_until":
-        return torch.full((m,), math.inf, dtype=old.dtype)
-    if name == "importance":
-        return torch.ones(m, dtype=old.dtype)
-    raise ValueError(f"{name} of the new slots must be given")
-
-
-def _parents_first(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Order items so that every parent precedes its children (stable otherwise)."""
-    by_id = {it["id"]: it for it in items}
-    done: set[str] = set()
-    out: list[dict[str, Any]] = []
-    for it in items:
-        stack = []
-        cur = it
-        while cur is not None and cur["id"] not in done:
-            stack.append(cur)
-            p = cur.get("parent")
-            cur = by_id.get(p) if p is not None else None
-            if cur is not None and cur in stack:
-                raise ValueError(f"the slots' parents form a cycle through {cur['id']!r}")
-        for s in reversed(stack):
-            if s["id"] not in done:
-                done.add(s["id"])
-                out.append(s)
-    return out

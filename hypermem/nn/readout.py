@@ -46,6 +46,8 @@ import math
 import torch
 from torch import nn
 
+from .indices import as_indices
+
 COMBINE = ("logaddexp", "sum")
 CHILDREN = ("max", "logsumexp")
 
@@ -141,7 +143,7 @@ class ParentVote(nn.Module):
         voted = torch.where(sel_vote >= 0, parent[sel_vote.clamp_min(0)], torch.full_like(sel_vote, -1))
         parts = [sel_own, voted]
         if targets is not None:
-            parts.insert(0, torch.as_tensor(targets, device=dev).long().reshape(B, 1))
+            parts.insert(0, as_indices("targets", targets, dev).reshape(B, 1))
         raw = torch.cat(parts, 1)
         own_raw, _ = memory.score_slots(own_queries, raw, at_time=at_time)
         if same:  # the voters' scores are the own scores of sel_own

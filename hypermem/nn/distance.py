@@ -1,0 +1,67 @@
+r"""Hyperbolic and shell distances with gradient, written with inner products.
+
+The formulas of :mod:`hypermem.nn.memory` (Nickel & Kiela 2017, eq. 1, and the shell
+distance of :class:`hypermem.store.Memory`) in terms of ``<q, k>``, ``||q||^2`` and
+``||k||^2``, so a full read (one matrix product) and a top-k read (one batched product of
+the gathered keys) agree to rounding.  ``curvature`` is a float or a 0-d tensor (a
+learnable curvature, :mod:`hypermem.nn.curvature`).  The products run with autocast off
+in the keys' dtype: in bfloat16 ``1 - c|k|^2`` has 8 bits of mantissa, and keys at depth
+3 already sit on the boundary.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..geometry.numerics import arcosh1p, tiny
+
+Curvature = float | torch.Tensor
+
+
+def _from_products(qk: torch.Tensor, q2: torch.Tensor, k2: torch.Tensor, metric: str, curvature: Curvature,
+                   base_depth: float) -> torch.Tensor:
+    """Distances from inner products ``<q, k>`` and squared norms (broadcasting shapes)."""
+    c = curvature
+    t = tiny(qk.dtype)
+    if metric == "hyperbolic":
+        diff2 = (q2 + k2 - 2.0 * qk).clamp_min(0.0)
+        a = (1.0 - c * q2).clamp_min(t)
+        b = (1.0 - c * k2).clamp_min(t)
+        return arcosh1p(2.0 * c * diff2 / (a * b)) / c**0.5
+    cos = qk / (q2.clamp_min(t) * k2.clamp_min(t)).sqrt()
+    # ||u - v|| / 2 = sqrt((1 - cos) / 2) for unit directions u, v
+    half_chord = ((1.0 - cos) * 0.5).clamp_min(t).sqrt()
+    sc = c**0.5
+    scale = torch.sinh(sc * base_depth) if isinstance(sc, torch.Tensor) else math.sinh(sc * base_depth)
+    return (2.0 / sc) * torch.asinh(scale * half_chord)
+
+
+def gathered_distance(queries: torch.Tensor, keys: torch.Tensor, metric: str, curvature: Curvature,
+                      base_depth: float) -> torch.Tensor:
+    """Distances ``(B, m)`` between queries ``(B, d)`` and per-query keys ``(B, m, d)``.
+
+    One batched matrix product of queries and keys plus the keys' squared norms, then
+    the formulas of :mod:`hypermem.nn.memory` written in terms of ``<q, k>``, ``||q||^2`` and
+    ``||k||^2`` (as :func:`all_distance` does, so a top-k read and a full read agree to
+    rounding): cost ``O(B m d)``.
+    """
+    with torch.autocast(keys.device.type, enabled=False):
+        queries = queries.to(keys.dtype)
+        qk = torch.bmm(keys, queries.unsqueeze(2)).squeeze(2)
+        q2 = queries.pow(2).sum(-1, keepdim=True)
+        k2 = keys.pow(2).sum(-1)
+        return _from_products(qk, q2, k2, metric, curvature, base_depth)
+
+
+def all_distance(queries: torch.Tensor, keys: torch.Tensor, metric: str, curvature: Curvature,
+                 base_depth: float) -> torch.Tensor:
+    """Distances ``(B, N)`` between queries ``(B, d)`` and all keys ``(N, d)`` (one matrix
+    product; memory ``O(B N)``)."""
+    with torch.autocast(keys.device.type, enabled=False):
+        queries = queries.to(keys.dtype)
+        qk = queries @ keys.T
+        q2 = queries.pow(2).sum(-1, keepdim=True)
+        k2 = keys.pow(2).sum(-1).unsqueeze(0)
+        return _from_products(qk, q2, k2, metric, curvature, base_depth)

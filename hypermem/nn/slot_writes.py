@@ -1,0 +1,222 @@
+"""Writing the slots of :class:`~hypermem.nn.HyperbolicMemory` (no gradient): append, update, remove.
+
+A mixin of :class:`~hypermem.nn.HyperbolicMemory`; every write checks all its inputs
+before it changes anything (all or nothing).
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Sequence
+
+import geoopt
+import torch
+from torch import nn
+
+from ..geometry import poincare as P
+from ..temporal.clock import to_seconds, to_utc
+from .indices import as_indices
+
+TIME_BUFFERS = ("timestamps", "access_counts", "valid_from", "valid_until")
+"""float64 buffers (POSIX seconds, counts) that keep float64 whatever the module's dtype."""
+
+
+class SlotWrites:
+    """``append``, ``update`` and ``remove`` of :class:`~hypermem.nn.HyperbolicMemory`, and
+    the checks of per-slot data they share with its constructor."""
+
+    def _slot_tensor(self, name, value, n, matrix=False, positive=False):
+        if value is None:
+            return None
+        K = self.keys
+        t = torch.as_tensor(value).detach().to(device=K.device, dtype=K.dtype).clone()
+        if matrix and (t.dim() != 2 or t.shape[0] != n):
+            raise ValueError(f"{name} must have shape ({n}, value_dim), got {tuple(t.shape)}")
+        if not matrix and t.shape != (n,):
+            raise ValueError(f"{name} must have shape ({n},), got {tuple(t.shape)}")
+        if not bool(torch.isfinite(t).all()):
+            raise ValueError(f"{name} has non-finite values")
+        if positive and not bool((t > 0).all()):
+            raise ValueError(f"{name} must be positive")
+        return t
+
+    def _time_tensor(self, name, value, n):
+        if value is None:
+            return None
+        t = torch.as_tensor(value, dtype=torch.float64).detach().to(self.keys.device).clone()
+        if t.shape != (n,):
+            raise ValueError(f"{name} must have shape ({n},), got {tuple(t.shape)}")
+        if name in ("timestamps", "access_counts") and not bool(torch.isfinite(t).all()):
+            raise ValueError(f"{name} has non-finite values")
+        return t
+
+    @staticmethod
+    def _check_ids(ids, n, taken=(), start=0):
+        if ids is None:
+            out, used = [], set(taken)
+            for i in range(n):
+                name = str(start + i)
+                while name in used:
+                    name = uuid.uuid4().hex[:16]
+                out.append(name)
+                used.add(name)
+            return out
+        ids = [str(i) for i in ids]
+        if len(ids) != n:
+            raise ValueError(f"got {len(ids)} ids for {n} slots")
+        if len(set(ids)) != n or set(ids) & set(taken):
+            raise ValueError("slot ids must be distinct")
+        return ids
+
+    # ------------------------------------------------------------------ writing (no gradient)
+    def _resize(self, keep: torch.Tensor | None, add: dict[str, torch.Tensor | None] | None, n_add: int) -> None:
+        """Rebuild every per-slot tensor: keep the rows ``keep`` and append the rows ``add``."""
+        def new_rows(name, old):
+            parts = [old if keep is None else old[keep]]
+            if n_add:
+                extra = None if add is None else add.get(name)
+                if extra is None:
+                    extra = _default_rows(name, old, n_add)
+                parts.append(extra.to(old.device, old.dtype))
+            return torch.cat(parts, 0)
+
+        with torch.no_grad():
+            K = new_rows("keys", self.keys.data)
+            self.keys = geoopt.ManifoldParameter(K, manifold=self.ball, requires_grad=self.keys.requires_grad)
+            if self.values is not None:
+                V = new_rows("values", self.values.data)
+                if isinstance(self.values, nn.Parameter):
+                    self.values = nn.Parameter(V)
+                else:
+                    self.values = V
+            for name in ("depth", "importance", *TIME_BUFFERS):
+                old = getattr(self, name)
+                if old is not None:
+                    setattr(self, name, new_rows(name, old))
+        self._key_cache = None
+
+    def append(self, keys, values=None, *, ids: Sequence[str] | None = None, depth=None, timestamps=None,
+               access_counts=None, valid_from=None, valid_until=None, importance=None) -> list[str]:
+        """Add slots (no gradient); returns their ids.  All or nothing.
+
+        Parameters are replaced by larger ones, so create the optimizer again after writing.
+        Optional per-slot tensors the memory has but that are not given get defaults (depth:
+        the keys' distance to the origin; timestamps: now; counts 0; open windows;
+        importance 1).
+        """
+        K = torch.as_tensor(keys).detach()
+        if K.dim() != 2 or K.shape[1] != self.dim:
+            raise ValueError(f"keys must have shape (m, {self.dim}), got {tuple(K.shape)}")
+        m = K.shape[0]
+        K = self._rows("keys", K, m, self.dim)
+        add: dict[str, torch.Tensor | None] = {"keys": K}
+        if self.values is None:
+            if values is not None:
+                raise ValueError("this memory stores no values; pass values=None")
+        else:
+            if values is None:
+                raise ValueError(f"values of shape ({m}, {self.values.shape[1]}) are needed")
+            add["values"] = self._rows("values", values, m, self.values.shape[1])
+        for name, value in (("depth", depth), ("importance", importance)):
+            if value is not None:
+                if getattr(self, name) is None:
+                    raise ValueError(f"this memory has no {name}; build it with {name}=...")
+                add[name] = self._slot_tensor(name, value, m, positive=name == "importance")
+        for name, value in zip(TIME_BUFFERS, (timestamps, access_counts, valid_from, valid_until)):
+            if value is not None:
+                if getattr(self, name) is None:
+                    raise ValueError(f"this memory has no {name}; build it with {name}=...")
+                add[name] = self._time_tensor(name, value, m)
+        if self.depth is not None and "depth" not in add:
+            add["depth"] = P.distance_to_origin(K, self.curvature)
+        if self.timestamps is not None and "timestamps" not in add:
+            add["timestamps"] = torch.full((m,), to_seconds(to_utc(self.clock())), dtype=torch.float64)
+        new_ids = self._check_ids(ids, m, taken=self.ids, start=len(self))
+        self._resize(None, add, m)
+        self.ids.extend(new_ids)
+        if self.records is not None:
+            self.records.extend([None] * m)
+        return new_ids
+
+    def update(self, slots, keys=None, values=None, *, depth=None, timestamps=None, importance=None) -> None:
+        """Overwrite slots in place (no gradient).  ``slots``: indices or ids.  All or nothing."""
+        idx = self._slots(slots)
+        m = int(idx.numel())
+        with torch.no_grad():
+            new: list[tuple[torch.Tensor, torch.Tensor]] = []
+            if keys is not None:
+                new.append((self.keys, self._rows("keys", keys, m, self.dim)))
+            if values is not None:
+                if self.values is None:
+                    raise ValueError("this memory stores no values")
+                new.append((self.values, self._rows("values", values, m, self.values.shape[1])))
+            for name, value in (("depth", depth), ("importance", importance)):
+                if value is not None:
+                    if getattr(self, name) is None:
+                        raise ValueError(f"this memory has no {name}")
+                    new.append((getattr(self, name), self._slot_tensor(name, value, m, positive=name == "importance")))
+            if timestamps is not None:
+                if self.timestamps is None:
+                    raise ValueError("this memory has no timestamps")
+                new.append((self.timestamps, self._time_tensor("timestamps", timestamps, m)))
+            for table, rows in new:
+                table[idx] = rows
+        self._key_cache = None
+
+    def _rows(self, name: str, value, m: int, width: int) -> torch.Tensor:
+        """``(m, width)`` finite rows of ``value`` in the keys' dtype (one row may be given
+        as ``(width,)`` when ``m == 1``); keys must lie inside the ball."""
+        t = torch.as_tensor(value).detach()
+        if m == 1 and t.shape == (width,):
+            t = t.unsqueeze(0)
+        if t.shape != (m, width):
+            raise ValueError(f"{name} must have shape ({m}, {width}) for {m} slot(s), got {tuple(t.shape)}")
+        if not (t.is_floating_point() or t.dtype in (torch.int32, torch.int64)):
+            raise TypeError(f"{name} must hold real numbers, got {t.dtype}")
+        t = t.to(self.keys.device, self.keys.dtype)
+        if not bool(torch.isfinite(t).all()):
+            raise ValueError(f"{name} has non-finite values (NaN or infinity)")
+        if name == "keys":
+            self.ball.check_inside(t, name="keys")
+        return t
+
+    def remove(self, slots) -> list[str]:
+        """Remove slots (indices or ids); returns the removed ids.  Create the optimizer again after."""
+        idx = self._slots(slots)
+        keep = torch.ones(len(self), dtype=torch.bool, device=self.keys.device)
+        keep[idx] = False
+        if not bool(keep.any()):
+            raise ValueError("cannot remove every slot (a memory needs at least one)")
+        gone = [self.ids[i] for i in idx.tolist()]
+        kept = keep.nonzero().squeeze(1)
+        self._resize(kept, None, 0)
+        kl = kept.tolist()
+        self.ids = [self.ids[i] for i in kl]
+        if self.records is not None:
+            self.records = [self.records[i] for i in kl]
+        return gone
+
+    def _slots(self, slots) -> torch.Tensor:
+        if isinstance(slots, str) or (isinstance(slots, (list, tuple)) and slots and isinstance(slots[0], str)):
+            idx = self.index_of(slots)
+        else:
+            idx = as_indices("slots", slots, self.keys.device).reshape(-1)
+            if bool((idx < 0).any()) or bool((idx >= len(self)).any()):
+                raise IndexError(f"slot indices must be in [0, {len(self) - 1}]")
+        if idx.numel() != int(torch.unique(idx).numel()):
+            raise ValueError("slots are repeated")
+        return idx
+
+
+
+def _default_rows(name: str, old: torch.Tensor, m: int) -> torch.Tensor:
+    if name == "access_counts":
+        return torch.zeros(m, dtype=old.dtype)
+    if name == "valid_from":
+        return torch.full((m,), -math.inf, dtype=old.dtype)
+    if name == "valid_until":
+        return torch.full((m,), math.inf, dtype=old.dtype)
+    if name == "importance":
+        return torch.ones(m, dtype=old.dtype)
+    raise ValueError(f"{name} of the new slots must be given")

@@ -1,0 +1,132 @@
+"""Between :class:`~hypermem.nn.HyperbolicMemory` and :class:`hypermem.store.Memory`:
+``from_memory`` and ``to_memory`` (a mixin of the layer)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+import torch
+
+
+class StoreBridge:
+    """``from_memory`` / ``to_memory`` of :class:`~hypermem.nn.HyperbolicMemory`."""
+
+    @classmethod
+    def from_memory(cls, memory, learn_keys: bool = True, learn_values: bool = False,
+                    temperature: float = 1.0, learn_temperature: bool = True, sparse_grad: bool = False,
+                    dtype: torch.dtype | None = None):
+        """A layer holding the slots of a :class:`hypermem.store.Memory`.
+
+        Keys are the store's points, values its raw embeddings, depth, timestamps, access
+        counts and validity windows its records'; metric, curvature, base depth, score
+        weights, temporal policy and clock are the store's.  ``ids`` are the store's ids.
+        """
+        with memory._lock:
+            if len(memory) == 0:
+                raise ValueError("the memory is empty; a layer needs at least one slot")
+            dt = memory.dtype if dtype is None else dtype
+            n = len(memory)
+            layer = cls(memory.points.to(dt), memory.embeddings.to(dt), curvature=memory.curvature,
+                        metric=memory.metric, temperature=temperature, learn_temperature=learn_temperature,
+                        learn_keys=learn_keys, learn_values=learn_values, depth=memory.depths.to(dt),
+                        timestamps=memory._time[:n], access_counts=memory._access[:n],
+                        valid_from=memory._vfrom[:n], valid_until=memory._vuntil[:n], decay=memory.decay,
+                        time_coef=memory.time_coef, depth_bias=memory.depth_bias, base_depth=memory.base_depth,
+                        ids=memory.ids, sparse_grad=sparse_grad, clock=memory.clock, dtype=dt,
+                        device=memory.device)
+            layer.records = [memory.get(i) for i in memory.ids]
+            layer._store_config = {
+                "embedder": memory.embedder, "curvature": memory.curvature, "decay": memory.decay,
+                "base_depth": memory.base_depth, "depth_step": memory.depth_step, "inherit": memory.inherit,
+                "cone_constrained": memory.cone_constrained, "cone_k": memory.cone_k, "metric": memory.metric,
+                "time_coef": memory.time_coef, "depth_bias": memory.depth_bias, "clock": memory.clock,
+                "dtype": memory.dtype, "device": memory.device,
+            }
+        return layer
+
+    def to_memory(self, embedder=None, texts: Sequence[str] | None = None, parents: Sequence[str | None] | None = None):
+        """A :class:`hypermem.store.Memory` holding the slots as they are now.
+
+        Each slot becomes a memory at its key (``point``), with its value as the stored
+        embedding when the value has the embedder's dimension.  Records (text, parent,
+        time, metadata, validity, access counts) come from :meth:`from_memory` when the
+        layer was built that way; otherwise ``texts`` (default the ids) and ``parents``
+        (ids, default none) describe them.  ``embedder`` defaults to the source store's
+        (or a :class:`~hypermem.embed.HashingEmbedder` of the keys' dimension).
+        """
+        from ..embed import HashingEmbedder
+        from ..store import Memory
+
+        cfg = dict(self._store_config or {})
+        if embedder is not None:
+            cfg["embedder"] = embedder
+        cfg.setdefault("embedder", HashingEmbedder(dim=self.dim))
+        if int(cfg["embedder"].dim) != self.dim:
+            raise ValueError(f"the embedder has dimension {cfg['embedder'].dim}, the keys {self.dim}")
+        cfg.update(curvature=self.curvature, metric=self.metric, base_depth=self.base_depth,
+                   time_coef=self.time_coef, depth_bias=self.depth_bias, decay=self.decay, clock=self.clock)
+        cfg.setdefault("dtype", self.keys.dtype)
+        cfg.setdefault("device", self.keys.device)
+        n = len(self)
+        if texts is not None and len(texts) != n:
+            raise ValueError(f"got {len(texts)} texts for {n} slots")
+        if parents is not None and len(parents) != n:
+            raise ValueError(f"got {len(parents)} parents for {n} slots")
+        recs = self.records if self.records is not None else [None] * n
+        K = self.keys.detach().to("cpu", torch.float64)
+        V = None if self.values is None else self.values.detach().to("cpu", torch.float64)
+        items = []
+        for i in range(n):
+            rec = recs[i]
+            item: dict[str, Any] = {"id": self.ids[i], "point": K[i]}
+            if rec is not None and texts is None:
+                item.update(text=rec.text, parent=rec.parent_id, t=rec.t, meta=dict(rec.meta),
+                            valid_from=rec.valid_from, valid_until=rec.valid_until)
+            else:
+                item["text"] = texts[i] if texts is not None else self.ids[i]
+                if parents is not None:
+                    item["parent"] = parents[i]
+                if self.timestamps is not None:
+                    item["t"] = datetime.fromtimestamp(float(self.timestamps[i]), tz=timezone.utc)
+            if V is not None and V.shape[1] == self.dim:
+                item["embedding"] = V[i]
+            else:
+                item["embedding"] = K[i] / K[i].norm().clamp_min(1e-300)
+            items.append(item)
+        mem = Memory(**cfg)
+        ids = mem.add_many(_parents_first(items))
+        if self.access_counts is not None:
+            acc = self.access_counts.detach().cpu().tolist()
+            pos = {i: r for r, i in enumerate(self.ids)}
+            with mem._lock:
+                for id_ in ids:
+                    r = pos[id_]
+                    rec = mem.get(id_)
+                    rec.access_count = int(acc[r])
+                    src = recs[r]
+                    rec.last_accessed = None if src is None else src.last_accessed
+                    mem._access[mem._row[id_]] = float(acc[r])
+        return mem
+
+
+def _parents_first(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Order items so that every parent precedes its children (stable otherwise)."""
+    by_id = {it["id"]: it for it in items}
+    done: set[str] = set()
+    out: list[dict[str, Any]] = []
+    for it in items:
+        stack = []
+        cur = it
+        while cur is not None and cur["id"] not in done:
+            stack.append(cur)
+            p = cur.get("parent")
+            cur = by_id.get(p) if p is not None else None
+            if cur is not None and cur in stack:
+                raise ValueError(f"the slots' parents form a cycle through {cur['id']!r}")
+        for s in reversed(stack):
+            if s["id"] not in done:
+                done.add(s["id"])
+                out.append(s)
+    return out

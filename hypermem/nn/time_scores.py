@@ -1,0 +1,67 @@
+r"""The slot bias of :class:`~hypermem.nn.HyperbolicMemory`'s score (a mixin of the layer).
+
+``b_j = depth_bias * depth_j + time_coef * log w_j(t)``, where ``w_j(t)`` is the temporal
+policy's weight of slot ``j`` at time ``t`` (:mod:`hypermem.temporal`) times its
+importance, floored at ``MIN_WEIGHT`` — the bias terms of
+:meth:`hypermem.store.Memory.search`.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+
+import torch
+
+from ..temporal import MIN_WEIGHT, NoDecay
+from ..temporal.clock import to_seconds, to_utc
+
+
+class TimeScores:
+    """``time_weights``, ``slot_bias`` and the time term of the scores."""
+
+    def time_weights(self, at_time: datetime | float | None = None) -> torch.Tensor | None:
+        """Per-slot weight ``(N,)`` in ``[MIN_WEIGHT, ...]``: the policy's weight at ``at_time``
+        (default: the clock) times the importance; ``None`` when neither is set."""
+        w = None
+        if self.timestamps is not None and not isinstance(self.decay, NoDecay):
+            now = to_seconds(to_utc(at_time) if isinstance(at_time, datetime) else at_time) \
+                if at_time is not None else to_seconds(to_utc(self.clock()))
+            n = len(self)
+            dev = self.keys.device
+            acc = self.access_counts if self.access_counts is not None else \
+                torch.zeros(n, dtype=torch.float64, device=dev)
+            lo = self.valid_from if self.valid_from is not None else \
+                torch.full((n,), -math.inf, dtype=torch.float64, device=dev)
+            hi = self.valid_until if self.valid_until is not None else \
+                torch.full((n,), math.inf, dtype=torch.float64, device=dev)
+            w = torch.as_tensor(self.decay.weight(now, self.timestamps, acc, lo, hi), dtype=torch.float64,
+                                device=dev)
+            if w.shape != (n,):
+                raise ValueError(f"the decay policy returned shape {tuple(w.shape)}, expected ({n},)")
+        if self.importance is not None:
+            imp = self.importance.to(torch.float64)
+            w = imp if w is None else w * imp
+        return None if w is None else w.clamp_min(MIN_WEIGHT)
+
+    def slot_bias(self, at_time: datetime | float | None = None) -> torch.Tensor | None:
+        """``depth_bias * depth + time_coef * log(time_weight)`` per slot ``(N,)`` (no
+        gradient), or ``None`` when it is zero.  With ``depth=None`` the depth is the
+        keys' distance to the origin."""
+        bias = None
+        if self.depth_bias != 0.0:
+            d = self.depth if self.depth is not None else self._key_geometry()[1]
+            bias = self.depth_bias * d.detach()
+        tb = self._time_term(None, at_time)
+        if tb is not None:
+            bias = tb if bias is None else bias + tb
+        return bias
+
+    def _time_term(self, idx: torch.Tensor | None, at_time) -> torch.Tensor | None:
+        if self.time_coef == 0.0:
+            return None
+        w = self.time_weights(at_time)
+        if w is None:
+            return None
+        tb = (self.time_coef * w.log()).to(self.keys.dtype)
+        return tb if idx is None else tb[idx]
