@@ -8,9 +8,11 @@ from hypermem.retrieval import combine
 from hypermem.retrieval.scoring import MIN_WEIGHT as SCORING_MIN_WEIGHT
 from hypermem.temporal import (
     MIN_WEIGHT,
+    CustomPolicyError,
     Ebbinghaus,
     HalfLife,
     NoDecay,
+    PolicySpecError,
     Product,
     ValidityWindow,
     generative_agents_recency,
@@ -84,6 +86,30 @@ def test_specs_round_trip():
     spec = policy_spec(Custom())
     with pytest.raises(ValueError, match="not built in"):
         policy_from_spec(spec)
+
+
+@pytest.mark.parametrize("spec", [
+    ["half_life"], "none", 3, {"type": 3}, {"hours": 1}, {"type": "half_life"}, {"type": "half_life", "hours": -1},
+    {"type": "half_life", "hours": True}, {"type": "half_life", "hours": 1, "x": 0}, {"type": "none", "hours": 1},
+    {"type": "ebbinghaus", "stability_hours": 1}, {"type": "validity", "outside_weight": "0.1"},
+    {"type": "product", "policies": []}, {"type": "product", "policies": "half_life"},
+    {"type": "product", "policies": [{"type": "half_life", "hours": 0}]},
+])
+def test_malformed_specs_are_policy_spec_errors(spec):
+    with pytest.raises(PolicySpecError):
+        policy_from_spec(spec)
+
+
+def test_nested_products_have_a_depth_limit_and_custom_types_their_own_error():
+    spec = {"type": "none"}
+    for _ in range(8):
+        spec = {"type": "product", "policies": [spec]}
+    assert policy_from_spec(spec) is not None
+    with pytest.raises(PolicySpecError, match="nested deeper"):
+        policy_from_spec({"type": "product", "policies": [spec]})
+    with pytest.raises(CustomPolicyError, match="not built in"):
+        policy_from_spec({"type": "MyPolicy", "custom": True})
+    assert not issubclass(CustomPolicyError, PolicySpecError) and issubclass(PolicySpecError, ValueError)
 
 
 def test_combine():
