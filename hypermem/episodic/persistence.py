@@ -17,9 +17,13 @@ rename; an exception or a crash leaves the previous file intact):
 
 The hash tables are functions of the memories (``ep_ht`` of the episode lists, ``wff_ht``
 of the formulas), so :func:`load_storage` rebuilds them equal.  Loading executes nothing
-from the file (no pickle), checks every field and raises
-:class:`~hypermem.store.persistence.MemoryFileError` (a ``ValueError``) naming the problem;
-a missing file is ``FileNotFoundError``.  Embeddings are reused, never recomputed.
+from the file (no pickle) and writes nothing (a read-only, immutable connection), checks
+every field with :mod:`hypermem.store.validation` (the saved ``count`` against the rows,
+``seq`` distinct integers below ``next``, JSON depth and NaN, the embedder's ``dim``
+against every blob before anything is allocated, formulas within
+:data:`~hypermem.episodic.sexpr.MAX_DEPTH`) and raises
+:class:`~hypermem.store.validation.MemoryFileError` (a ``ValueError``) naming the file and
+the field; a missing file is ``FileNotFoundError``.  Embeddings are reused, never recomputed.
 """
 
 from __future__ import annotations
