@@ -68,17 +68,20 @@ def timed(browser: Chromium, action: str, arg) -> tuple[float, float]:
     return tuple(browser.evaluate(js))
 
 
-def screenshots(out: Path, epochs: int | None, focus: str, page: Path | None) -> dict:
+def screenshots(out: Path, epochs: int | None, focus: str, db: Path | None) -> dict:
     from hypermem.demo import build_mammals_memory
 
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        page = page or Path(tmp) / "mammals.html"
-        if not page.exists():
+        if db is not None and db.exists():
+            mem = Memory.load(db)
+        else:
             mem, _ = build_mammals_memory(epochs=epochs, runs_dir=Path(tmp) / "runs", progress=False,
                                           echo=lambda s: None)
-            mem.inspect(page, title="hypermem demo: WordNet mammals")
-        page = page.resolve()
+            if db is not None:
+                mem.save(db)
+        page = Path(tmp) / "mammals.html"
+        mem.inspect(page, title="hypermem demo: WordNet mammals")
         clip = {"x": 0, "y": 0, "width": 1280, "height": 800}
         with Chromium(width=1280, height=1000) as browser:
             browser.open(page.as_uri())
@@ -99,10 +102,10 @@ def main(argv=None) -> dict:
     ap.add_argument("--screenshots", type=Path, default=None, help="take the mammals demo's screenshots here")
     ap.add_argument("--epochs", type=int, default=None, help="mammals training epochs (default: the config's)")
     ap.add_argument("--focus", default="carnivore.n.01", help="the memory the second screenshot focuses")
-    ap.add_argument("--page", type=Path, default=None, help="the mammals page (written there; reused if it exists)")
+    ap.add_argument("--db", type=Path, default=None, help="the trained mammals memory (saved there; reused if it exists)")
     args = ap.parse_args(argv)
     if args.screenshots is not None:
-        res = screenshots(args.screenshots, args.epochs, args.focus, args.page)
+        res = screenshots(args.screenshots, args.epochs, args.focus, args.db)
         print(json.dumps(res))
         return res
     mem = build(args.n)

@@ -8,6 +8,7 @@ from datetime import datetime
 import torch
 
 from .export import coordinates
+from .payload import memory_labels
 
 __all__ = ["plot", "geodesic_arc"]
 
@@ -46,7 +47,8 @@ def plot(memory, ax=None, labels: bool = False, at_time: datetime | None = None,
 
     Radii are the exact depths (see :mod:`hypermem.viz.layout`), parent links are
     geodesics, colour is the hierarchy level, size and opacity the time weight at
-    ``at_time``.  ``labels`` writes each memory's text (cut to ``max_label`` characters).
+    ``at_time``.  ``labels`` writes each memory's short label (as in the inspector: meta ``label``,
+    ``name``, ``lemma`` or ``title``, else the first words; cut to ``max_label`` characters).
 
     >>> import matplotlib; matplotlib.use("Agg")
     >>> from hypermem import Memory
@@ -79,8 +81,8 @@ def plot(memory, ax=None, labels: bool = False, at_time: datetime | None = None,
     ax.scatter(xs, ys, s=[12 + 40 * v for v in w], c=[_rgba(c, 0.25 + 0.75 * v) for c, v in zip(colors, w)],
                zorder=2, edgecolors="none")
     if labels:
-        for i, r in enumerate(records):
-            text = r.text if len(r.text) <= max_label else r.text[: max_label - 1] + "…"
+        for i, name in enumerate(memory_labels(records)):
+            text = name if len(name) <= max_label else name[: max_label - 1] + "…"
             ax.annotate(text, (xs[i], ys[i]), fontsize=7, xytext=(3, 3), textcoords="offset points")
     ax.set_xlim(-1.05, 1.05)
     ax.set_ylim(-1.05, 1.05)

@@ -116,7 +116,8 @@ window.hmFocus = function (id, animate) {
 window.hmDraw = function () { var t0 = performance.now(); draw(); return performance.now() - t0; };
 window.hmState = function () {
   return { focus: state.focus >= 0 ? IDS[state.focus] : null, selected: state.selected >= 0 ? IDS[state.selected] : null,
-           animating: anim !== null, drawn: nDrawn, labels: LABELED.map(function (i) { return IDS[i]; }), labelBoxes: LABEL_BOXES,
+           animating: anim !== null, drawn: nDrawn, labelBoxes: LABEL_BOXES,
+           labels: LABELED.map(function (i) { return IDS[i]; }),
            view: view.slice(), timings: MARKS, rows: nView };
 };
 mark("decode", tStart);

@@ -147,28 +147,29 @@ function drawPoints() {
   ctx.globalAlpha = 1;
 }
 
-// Labels for the nodes with room: largest drawn nodes first, each label placed right of its
-// node unless it would overlap a label already placed.
+// Labels for the nodes with room: largest drawn nodes first, each label beside its node (on the
+// side towards the centre) unless it would overlap a label already placed.
 function drawLabels() {
   LABELED = [];
   var cand = [];
   for (var k = 0; k < nDrawn; k++) {
     var i = DRAWN[k];
-    if (SIZE[i] >= 2.5 && (!state.filter || MATCH[i])) { cand.push(i); }
+    if (SIZE[i] >= 1.25 && (!state.filter || MATCH[i])) { cand.push(i); }
   }
   cand.sort(function (a, b) { return SIZE[b] - SIZE[a] || a - b; });
   if (state.selected >= 0 && cand.indexOf(state.selected) > 0) {
     cand.splice(cand.indexOf(state.selected), 1); cand.unshift(state.selected);
   }
   ctx.font = "11px sans-serif"; ctx.textBaseline = "middle";
-  var boxes = [], limit = Math.min(cand.length, 400);
-  for (var c = 0; c < limit && boxes.length < 90; c++) {
+  var boxes = [], limit = Math.min(cand.length, 600);
+  for (var c = 0; c < limit && boxes.length < 80; c++) {
     var j = cand[c], text = label(j);
     if (text.length > 28) { text = text.slice(0, 27) + "\u2026"; }
     if (LABEL_W[j] < 0) { LABEL_W[j] = ctx.measureText(text).width; }
-    var x = pxX(VX[j]) + SIZE[j] + 2, y = pxY(VY[j]), w = LABEL_W[j];
+    var px = pxX(VX[j]), y = pxY(VY[j]), w = LABEL_W[j];
+    var x = px <= C0 + 40 ? px + SIZE[j] + 2 : px - SIZE[j] - 2 - w;
     var box = [x - 1, y - 7, x + w + 1, y + 7];
-    if (box[2] > CSS || box[1] < 0 || box[3] > CSS) { continue; }
+    if (box[0] < 0 || box[2] > CSS || box[1] < 0 || box[3] > CSS) { continue; }
     var clash = false;
     for (var b = 0; b < boxes.length && !clash; b++) {
       var o = boxes[b];
