@@ -337,3 +337,10 @@ def test_a_parsed_document_cannot_smuggle_what_json_cannot_hold(meta):
     doc = mutated("records.0.point", [float("nan")] * DIM)
     with pytest.raises(MemoryFileError, match="point of memory 'a' has non-finite values"):
         Memory.from_json(doc)
+
+
+def test_a_hot_rollback_journal_is_refused_not_read_torn(saved):
+    (saved.parent / "m.db-journal").write_bytes(b"\xd9\xd5\x05\xf9\x20\xa1\x63\xd7" + b"\0" * 504)
+    refused_without_a_trace(saved, "rollback journal of an interrupted write")
+    (saved.parent / "m.db-journal").write_bytes(b"")  # an empty journal is no pending transaction
+    assert len(Memory.load(saved)) == 3

@@ -238,21 +238,23 @@ def open_sqlite_readonly(path: str | os.PathLike) -> sqlite3.Connection:
 
     The file is opened ``mode=ro&immutable=1``: SQLite takes no locks and creates no
     ``-wal``/``-shm``/journal file, even for a database left in WAL journal mode.  A
-    non-empty ``-wal`` file beside it holds committed changes the main file lacks, which an
-    immutable read would silently miss: that file is refused (:class:`MemoryFileError`)
-    rather than read stale.  Missing path: ``FileNotFoundError``; a folder:
-    ``IsADirectoryError``.
+    non-empty ``-wal`` file beside it holds committed changes the main file lacks, and a
+    non-empty ``-journal`` (a writer that crashed in rollback mode) means the main file may
+    hold half a transaction; an immutable read would silently miss either, so such a file
+    is refused (:class:`MemoryFileError`) rather than read stale or torn.  Missing path:
+    ``FileNotFoundError``; a folder: ``IsADirectoryError``.
     """
     p = Path(os.fspath(path))
     if not p.exists():
         raise FileNotFoundError(errno.ENOENT, "no such memory file", str(p))
     if p.is_dir():
         raise IsADirectoryError(errno.EISDIR, "a folder, not a memory file", str(p))
-    wal = p.with_name(p.name + "-wal")
-    if wal.exists() and wal.stat().st_size > 0:
-        raise MemoryFileError(f"{str(p)!r} has unfinished changes in {wal.name!r} (SQLite write-ahead log); "
-                              f"checkpoint it first (sqlite3 {p.name} 'PRAGMA wal_checkpoint(TRUNCATE)'): "
-                              f"a load never writes")
+    for suffix, what in (("-wal", "write-ahead log"), ("-journal", "rollback journal of an interrupted write")):
+        side = p.with_name(p.name + suffix)
+        if side.is_file() and side.stat().st_size > 0:
+            raise MemoryFileError(f"{str(p)!r} has unfinished changes in {side.name!r} (SQLite {what}); open it "
+                                  f"once with sqlite3 to finish them (e.g. sqlite3 {p.name} 'PRAGMA "
+                                  f"wal_checkpoint(TRUNCATE)'): a load never writes")
     try:
         return sqlite3.connect(p.resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
     except sqlite3.Error as exc:
