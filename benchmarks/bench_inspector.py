@@ -69,7 +69,7 @@ def timed(browser: Chromium, action: str, arg) -> tuple[float, float]:
 
 
 def screenshots(out: Path, epochs: int | None, focus: str, db: Path | None) -> dict:
-    from hypermem.demo import build_mammals_memory
+    from hypermem.demo import DEMO_NOW, build_mammals_memory
 
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -81,7 +81,7 @@ def screenshots(out: Path, epochs: int | None, focus: str, db: Path | None) -> d
             if db is not None:
                 mem.save(db)
         page = Path(tmp) / "mammals.html"
-        mem.inspect(page, title="hypermem demo: WordNet mammals")
+        mem.inspect(page, title="hypermem demo: WordNet mammals", at_time=DEMO_NOW)
         clip = {"x": 0, "y": 0, "width": 1280, "height": 800}
         with Chromium(width=1280, height=1000) as browser:
             browser.open(page.as_uri())

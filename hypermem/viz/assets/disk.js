@@ -13,7 +13,7 @@ var ROLE_COLORS = [null, "#000000", "#ff7f0e", "#d62728"];
 var view = IDENTITY.slice();
 var VX = new Float64Array(N), VY = new Float64Array(N), SIZE = new Float32Array(N);
 var OCC = new Int32Array(GRID * GRID), DRAWN = new Int32Array(N), nDrawn = 0, LABELED = [], LABEL_BOXES = [];
-var LABEL_W = new Float32Array(N).fill(-1);
+var LABEL_W = new Float32Array(N).fill(-1), SIZE_FRAME = new Int32Array(N), frameNo = 0;
 var tmp = [0, 0];
 
 function transformAll() {
@@ -74,6 +74,7 @@ function drawGrid() {
 // selected memory and its relatives are always drawn.
 function choose() {
   OCC.fill(0);
+  frameNo += 1;
   nDrawn = 0;
   var all = N <= LOD_ALL, filtering = state.filter !== "";
   for (var pass = 0; pass < (filtering ? 2 : 1); pass++) {
@@ -84,7 +85,7 @@ function choose() {
       var cell = (gx < 0 || gy < 0 || gx >= GRID || gy >= GRID) ? -1 : gy * GRID + gx;
       var keep = all || (state.hasSel && ROLE[i] > 0 && ROLE[i] < 3) || i === state.focus;
       if (cell >= 0 && OCC[cell] === 0) { OCC[cell] = i + 1; keep = true; }
-      if (keep) { DRAWN[nDrawn++] = i; SIZE[i] = sizeOf(i); }
+      if (keep) { DRAWN[nDrawn++] = i; SIZE[i] = sizeOf(i); SIZE_FRAME[i] = frameNo; }
     }
   }
 }
@@ -149,6 +150,7 @@ function drawPoints() {
 
 // Labels for the nodes with room: largest drawn nodes first, each label beside its node (on the
 // side towards the centre) unless it would overlap a label already placed.
+function drawnNow(i) { return SIZE_FRAME[i] === frameNo; }
 function drawLabels() {
   LABELED = [];
   var cand = [];
@@ -157,8 +159,14 @@ function drawLabels() {
     if (SIZE[i] >= 1.25 && (!state.filter || MATCH[i])) { cand.push(i); }
   }
   cand.sort(function (a, b) { return SIZE[b] - SIZE[a] || a - b; });
-  if (state.selected >= 0 && cand.indexOf(state.selected) > 0) {
-    cand.splice(cand.indexOf(state.selected), 1); cand.unshift(state.selected);
+  // The context of the memory in focus comes first: itself, its parent, its children.
+  var c0 = state.focus >= 0 ? state.focus : state.selected;
+  if (c0 >= 0) {
+    var first = [c0];
+    if (PARENT[c0] >= 0) { first.push(PARENT[c0]); }
+    for (var q = KSTART[c0]; q < KSTART[c0 + 1] && first.length < 40; q++) { first.push(KIDS[q]); }
+    var front = new Set(first.filter(function (i) { return drawnNow(i) && (!state.filter || MATCH[i]); }));
+    cand = Array.from(front).concat(cand.filter(function (i) { return !front.has(i); }));
   }
   ctx.font = "11px sans-serif"; ctx.textBaseline = "middle";
   var boxes = [], limit = Math.min(cand.length, 600);
