@@ -27,9 +27,12 @@ shortest round-trip ``repr``, so the round trip is exact.
 **Safety.**  Saving is atomic (:mod:`hypermem.store.atomic`): a crash or an exception
 leaves the previous file intact.  Metadata that JSON cannot hold *exactly* (a set, an
 object, a tuple, a non-string key, NaN) is refused, never stringified.  Loading never
-executes code from the file (no pickle); it checks the format version, the dimensions,
-every blob, the parents and the integrity of the SQLite file, and raises
-:class:`MemoryFileError` (a ``ValueError``) naming the problem.  A missing file is a
+executes code from the file (no pickle) and never writes (a read-only, immutable SQLite
+connection); it checks every field it reads (:mod:`hypermem.store.load_checks`,
+:mod:`hypermem.store.validation`: the format version, the count, the dimensions against
+every blob before allocating, types without conversion, unit directions, JSON depth and
+NaN, the parents, the integrity of the SQLite file) and raises :class:`MemoryFileError`
+(a ``ValueError``) naming the file and the field.  A missing file is a
 ``FileNotFoundError`` and creates nothing.  The hashing embedder and the built-in decay
 policies are rebuilt from their specs; anything custom must be passed back.
 """
@@ -51,16 +54,25 @@ import torch
 from ..embed import HashingEmbedder
 from ..geometry import poincare as P
 from ..temporal import policy_spec
-from ..temporal.clock import to_seconds, to_utc
+from ..temporal.clock import to_seconds
 from .atomic import atomic_sqlite, atomic_write_text
 from .checks import _check_sqlite_name
+from .load_checks import (
+    FORMAT_VERSION,
+    check_count,
+    check_format,
+    config_dim,
+    floats,
+    hierarchy_levels,
+    parse_records,
+    stack_rows,
+)
 from .placement import unit
 from .records import MemoryRecord
 from .validation import (
     MAX_JSON_DEPTH,
     MemoryFileError,
     check_config_types,
-    check_dim,
     check_geometry,
     check_json_depth,
     decay_from_spec,
@@ -71,10 +83,8 @@ from .validation import (
     open_sqlite_readonly,
     read_sqlite_header,
     short,
-    stack_vectors,
 )
 
-FORMAT_VERSION = 1
 CONFIG_KEYS = ("curvature", "base_depth", "depth_step", "inherit", "cone_constrained", "cone_k", "metric",
                "time_coef", "depth_bias")
 RECORD_COLUMNS = ("pos", "id", "text", "parent_id", "t", "valid_from", "valid_until", "access_count",
@@ -205,7 +215,7 @@ def _read_sqlite(path: str | os.PathLike) -> tuple[dict, list[dict], dict[int, t
     try:
         try:
             tables, config = read_sqlite_header(con, where, {"config", "records"}, "a memory")
-            _check_format(config, where)
+            check_format(config, where)
             cols = [r[1] for r in con.execute("PRAGMA table_info(records)")]
             missing = [c for c in RECORD_COLUMNS if c not in cols]
             if missing:
@@ -241,23 +251,23 @@ def load(path: str | os.PathLike, embedder: Any = None, decay: Any = None, clock
     """
     config, rows, extra = _read_sqlite(path)
     where = f"{os.fspath(path)!r}"
-    _check_count(config, rows, where)
+    check_count(config, rows, where)
     positions = [r["pos"] for r in rows]
     if not all(is_int(q) for q in positions) or len(set(positions)) != len(positions):
         raise MemoryFileError(f"{where}: the records table has a bad or repeated pos (the row order)")
     for r in rows:
         if r["meta"] is not None:
             r["meta"] = load_json(r["meta"], where, f"the meta of memory {short(r['id'])}")
-    dim = _config_dim(config, where)
-    points = _stack([r["point"] for r in rows], dim, "point", rows, where)
-    embeddings = _stack([r["embedding"] for r in rows], dim, "embedding", rows, where)
+    dim = config_dim(config, where)
+    points = stack_rows([r["point"] for r in rows], dim, "point", rows, where)
+    embeddings = stack_rows([r["embedding"] for r in rows], dim, "embedding", rows, where)
     geometry = None
     if extra:
         if sorted(extra) != [r["pos"] for r in rows]:
             raise MemoryFileError(f"{where}: hypermem_rows does not match the records table")
         ex = [extra[r["pos"]] for r in rows]
-        directions = _stack([e[0] for e in ex], dim, "direction", rows, where)
-        depths = _floats([e[1] for e in ex], "depth", rows, where)
+        directions = stack_rows([e[0] for e in ex], dim, "direction", rows, where)
+        depths = floats([e[1] for e in ex], "depth", rows, where)
         geometry = (directions, depths, [e[2] for e in ex])
     return _build(config, rows, points, embeddings, geometry, where, embedder, decay, clock, device, dtype, cls)
 
@@ -341,8 +351,8 @@ def from_payload(doc: Any, embedder: Any = None, decay: Any = None, clock: Calla
     config = dict(doc["config"])
     if json_depth_over(config, MAX_JSON_DEPTH):
         raise MemoryFileError(f"{where}: the config nests deeper than {MAX_JSON_DEPTH} levels")
-    _check_format(config, where)
-    dim = _config_dim(config, where)
+    check_format(config, where)
+    dim = config_dim(config, where)
     rows = []
     for i, r in enumerate(doc["records"]):
         if not isinstance(r, Mapping):
@@ -351,133 +361,18 @@ def from_payload(doc: Any, embedder: Any = None, decay: Any = None, clock: Calla
         if missing:
             raise MemoryFileError(f"{where}: record #{i} lacks {missing}")
         rows.append(dict(r, pos=i))
-    _check_count(config, rows, where)
-    points = _stack([r["point"] for r in rows], dim, "point", rows, where)
-    embeddings = _stack([r["embedding"] for r in rows], dim, "embedding", rows, where)
+    check_count(config, rows, where)
+    points = stack_rows([r["point"] for r in rows], dim, "point", rows, where)
+    embeddings = stack_rows([r["embedding"] for r in rows], dim, "embedding", rows, where)
     geometry = None
     has = ["direction" in r for r in rows]
     if rows and all(has):
-        geometry = (_stack([r["direction"] for r in rows], dim, "direction", rows, where),
-                    _floats([r.get("depth") for r in rows], "depth", rows, where),
+        geometry = (stack_rows([r["direction"] for r in rows], dim, "direction", rows, where),
+                    floats([r.get("depth") for r in rows], "depth", rows, where),
                     [r.get("sibling_index", 0) for r in rows])
     elif any(has):
         raise MemoryFileError(f"{where}: some records have a direction and others do not")
     return _build(config, rows, points, embeddings, geometry, where, embedder, decay, clock, device, dtype, cls)
-
-
-# ---------------------------------------------------------------------------- checks
-def _check_format(config: Mapping, where: str) -> None:
-    fmt = config.get("format")
-    if fmt is None:
-        raise MemoryFileError(f"{where} has no format version: not a memory file")
-    if isinstance(fmt, bool) or not isinstance(fmt, int):
-        raise MemoryFileError(f"{where}: format version must be an integer, got {fmt!r}")
-    if fmt != FORMAT_VERSION:
-        newer = " (written by a newer version?)" if fmt > FORMAT_VERSION else ""
-        raise MemoryFileError(f"{where} has format version {fmt}{newer}; this hypermem reads format "
-                              f"{FORMAT_VERSION}")
-
-
-def _check_count(config: Mapping, rows: list, where: str) -> None:
-    count = config.get("count")
-    if count is not None and not is_int(count):
-        raise MemoryFileError(f"{where}: the saved count is {short(count)}, not an integer")
-    if count is not None and count != len(rows):
-        raise MemoryFileError(f"{where} holds {len(rows)} records but was saved with {count}: truncated file")
-
-
-def _config_dim(config: Mapping, where: str) -> int:
-    dim = check_dim(config.get("dim"), where, "config dim")
-    spec = config.get("embedder")
-    if isinstance(spec, Mapping) and spec.get("dim") not in (None, dim):
-        raise MemoryFileError(f"{where}: the embedder spec says dim {spec.get('dim')} but the config says {dim}")
-    return dim
-
-
-def _stack(values: list, dim: int, what: str, rows: list[dict], where: str) -> torch.Tensor:
-    """``(n, dim)`` float64 tensor from blobs or lists (:func:`~hypermem.store.validation.stack_vectors`)."""
-    return stack_vectors(values, dim, what, [r.get("id") for r in rows], where)
-
-
-def _floats(values: list, what: str, rows: list[dict], where: str) -> torch.Tensor:
-    for i, v in enumerate(values):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise MemoryFileError(f"{where}: the {what} of memory {rows[i].get('id')!r} is {v!r}, not a finite "
-                                  f"number")
-    return torch.tensor([float(v) for v in values], dtype=torch.float64)
-
-
-def _time(value: Any, what: str, rid: Any, where: str, required: bool = False) -> datetime | None:
-    if value is None:
-        if required:
-            raise MemoryFileError(f"{where}: memory {rid!r} has no {what}")
-        return None
-    if not isinstance(value, str):
-        raise MemoryFileError(f"{where}: the {what} of memory {rid!r} is not an ISO 8601 string: {value!r}")
-    try:
-        return to_utc(datetime.fromisoformat(value))
-    except ValueError:
-        raise MemoryFileError(f"{where}: the {what} of memory {rid!r} is not an ISO 8601 time: {value!r}") from None
-
-
-def _parse_records(rows: list[dict], where: str) -> list[MemoryRecord]:
-    records, seen = [], set()
-    for r in rows:
-        rid = r.get("id")
-        if not isinstance(rid, str) or not rid:
-            raise MemoryFileError(f"{where}: record at position {r.get('pos')} has a bad id {rid!r}")
-        if rid in seen:
-            raise MemoryFileError(f"{where}: duplicate id {rid!r}")
-        seen.add(rid)
-        text = r.get("text")
-        if not isinstance(text, str):
-            raise MemoryFileError(f"{where}: the text of memory {rid!r} is not a string")
-        parent = r.get("parent")
-        if parent is not None and not isinstance(parent, str):
-            raise MemoryFileError(f"{where}: the parent of memory {rid!r} is not an id: {parent!r}")
-        meta = r.get("meta")
-        meta = {} if meta is None else meta
-        if not isinstance(meta, dict):
-            raise MemoryFileError(f"{where}: the meta of memory {rid!r} is not an object")
-        if json_depth_over(meta, MAX_JSON_DEPTH):
-            raise MemoryFileError(f"{where}: the meta of memory {rid!r} nests deeper than {MAX_JSON_DEPTH} levels")
-        try:  # a parsed document passed as a dict may hold what no JSON file can (NaN, sets, objects)
-            json.dumps(meta, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise MemoryFileError(f"{where}: the meta of memory {rid!r} is not plain finite JSON ({exc})") from None
-        acc = r.get("access_count")
-        acc = 0 if acc is None else acc
-        if isinstance(acc, bool) or not isinstance(acc, int) or acc < 0:
-            raise MemoryFileError(f"{where}: the access count of memory {rid!r} is {acc!r}")
-        vf = _time(r.get("valid_from"), "valid_from", rid, where)
-        vu = _time(r.get("valid_until"), "valid_until", rid, where)
-        if vf is not None and vu is not None and vu < vf:
-            raise MemoryFileError(f"{where}: memory {rid!r} has valid_until before valid_from")
-        records.append(MemoryRecord(id=rid, text=text, parent_id=parent, t=_time(r.get("t"), "time", rid, where,
-                                                                                  required=True),
-                                    meta=meta, valid_from=vf, valid_until=vu, access_count=acc,
-                                    last_accessed=_time(r.get("last_accessed"), "last_accessed", rid, where)))
-    return records
-
-
-def _levels(records: list[MemoryRecord], where: str) -> list[int]:
-    """Hierarchy level of every record; refuses unknown parents and cycles."""
-    parent = {r.id: r.parent_id for r in records}
-    level: dict[str, int] = {}
-    for r in records:
-        chain, cur = [], r.id
-        while cur is not None and cur not in level:
-            if cur in chain:
-                raise MemoryFileError(f"{where}: the parents of memory {cur!r} form a cycle")
-            chain.append(cur)
-            p = parent[cur]
-            if p is not None and p not in parent:
-                raise MemoryFileError(f"{where}: memory {cur!r} has an unknown parent {p!r}")
-            cur = p
-        base = -1 if cur is None else level[cur]
-        for j, node in enumerate(reversed(chain)):
-            level[node] = base + 1 + j
-    return [level[r.id] for r in records]
 
 
 # ---------------------------------------------------------------------------- restore
@@ -505,8 +400,8 @@ def _build(config, rows, points, embeddings, geometry, where, embedder, decay, c
     if memory.dim != config["dim"]:
         raise ValueError(f"dimension mismatch: {where} holds {config['dim']}-dimensional memories but the "
                          f"embedder has dim={memory.dim}")
-    records = _parse_records(rows, where)
-    levels = _levels(records, where)
+    records = parse_records(rows, where)
+    levels = hierarchy_levels(records, where)
     c = memory.curvature
     if records:
         try:

@@ -1,0 +1,143 @@
+"""Checks of a loaded memory document (SQLite rows or JSON records), shared by
+:func:`hypermem.store.persistence.load` and :func:`~hypermem.store.persistence.from_payload`:
+the format version, the saved count, the declared dimension, the vectors, every field of
+every record and the parent links (unknown parents and cycles, walked iteratively).  Each
+raises :class:`~hypermem.store.validation.MemoryFileError` naming the file and the field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import torch
+
+from ..temporal.clock import to_utc
+from .records import MemoryRecord
+from .validation import (
+    MAX_JSON_DEPTH,
+    MemoryFileError,
+    check_dim,
+    is_int,
+    json_depth_over,
+    short,
+    stack_vectors,
+)
+
+FORMAT_VERSION = 1
+
+def check_format(config: Mapping, where: str) -> None:
+    fmt = config.get("format")
+    if fmt is None:
+        raise MemoryFileError(f"{where} has no format version: not a memory file")
+    if isinstance(fmt, bool) or not isinstance(fmt, int):
+        raise MemoryFileError(f"{where}: format version must be an integer, got {fmt!r}")
+    if fmt != FORMAT_VERSION:
+        newer = " (written by a newer version?)" if fmt > FORMAT_VERSION else ""
+        raise MemoryFileError(f"{where} has format version {fmt}{newer}; this hypermem reads format "
+                              f"{FORMAT_VERSION}")
+
+
+def check_count(config: Mapping, rows: list, where: str) -> None:
+    count = config.get("count")
+    if count is not None and not is_int(count):
+        raise MemoryFileError(f"{where}: the saved count is {short(count)}, not an integer")
+    if count is not None and count != len(rows):
+        raise MemoryFileError(f"{where} holds {len(rows)} records but was saved with {count}: truncated file")
+
+
+def config_dim(config: Mapping, where: str) -> int:
+    dim = check_dim(config.get("dim"), where, "config dim")
+    spec = config.get("embedder")
+    if isinstance(spec, Mapping) and spec.get("dim") not in (None, dim):
+        raise MemoryFileError(f"{where}: the embedder spec says dim {spec.get('dim')} but the config says {dim}")
+    return dim
+
+
+def stack_rows(values: list, dim: int, what: str, rows: list[dict], where: str) -> torch.Tensor:
+    """``(n, dim)`` float64 tensor from blobs or lists (:func:`~hypermem.store.validation.stack_vectors`)."""
+    return stack_vectors(values, dim, what, [r.get("id") for r in rows], where)
+
+
+def floats(values: list, what: str, rows: list[dict], where: str) -> torch.Tensor:
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise MemoryFileError(f"{where}: the {what} of memory {rows[i].get('id')!r} is {v!r}, not a finite "
+                                  f"number")
+    return torch.tensor([float(v) for v in values], dtype=torch.float64)
+
+
+def parse_time(value: Any, what: str, rid: Any, where: str, required: bool = False) -> datetime | None:
+    if value is None:
+        if required:
+            raise MemoryFileError(f"{where}: memory {rid!r} has no {what}")
+        return None
+    if not isinstance(value, str):
+        raise MemoryFileError(f"{where}: the {what} of memory {rid!r} is not an ISO 8601 string: {value!r}")
+    try:
+        return to_utc(datetime.fromisoformat(value))
+    except ValueError:
+        raise MemoryFileError(f"{where}: the {what} of memory {rid!r} is not an ISO 8601 time: {value!r}") from None
+
+
+def parse_records(rows: list[dict], where: str) -> list[MemoryRecord]:
+    records, seen = [], set()
+    for r in rows:
+        rid = r.get("id")
+        if not isinstance(rid, str) or not rid:
+            raise MemoryFileError(f"{where}: record at position {r.get('pos')} has a bad id {rid!r}")
+        if rid in seen:
+            raise MemoryFileError(f"{where}: duplicate id {rid!r}")
+        seen.add(rid)
+        text = r.get("text")
+        if not isinstance(text, str):
+            raise MemoryFileError(f"{where}: the text of memory {rid!r} is not a string")
+        parent = r.get("parent")
+        if parent is not None and not isinstance(parent, str):
+            raise MemoryFileError(f"{where}: the parent of memory {rid!r} is not an id: {parent!r}")
+        meta = r.get("meta")
+        meta = {} if meta is None else meta
+        if not isinstance(meta, dict):
+            raise MemoryFileError(f"{where}: the meta of memory {rid!r} is not an object")
+        if json_depth_over(meta, MAX_JSON_DEPTH):
+            raise MemoryFileError(f"{where}: the meta of memory {rid!r} nests deeper than {MAX_JSON_DEPTH} levels")
+        try:  # a parsed document passed as a dict may hold what no JSON file can (NaN, sets, objects)
+            json.dumps(meta, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise MemoryFileError(f"{where}: the meta of memory {rid!r} is not plain finite JSON ({exc})") from None
+        acc = r.get("access_count")
+        acc = 0 if acc is None else acc
+        if isinstance(acc, bool) or not isinstance(acc, int) or acc < 0:
+            raise MemoryFileError(f"{where}: the access count of memory {rid!r} is {acc!r}")
+        vf = parse_time(r.get("valid_from"), "valid_from", rid, where)
+        vu = parse_time(r.get("valid_until"), "valid_until", rid, where)
+        if vf is not None and vu is not None and vu < vf:
+            raise MemoryFileError(f"{where}: memory {rid!r} has valid_until before valid_from")
+        records.append(MemoryRecord(id=rid, text=text, parent_id=parent, t=parse_time(r.get("t"), "time", rid, where,
+                                                                                  required=True),
+                                    meta=meta, valid_from=vf, valid_until=vu, access_count=acc,
+                                    last_accessed=parse_time(r.get("last_accessed"), "last_accessed", rid, where)))
+    return records
+
+
+def hierarchy_levels(records: list[MemoryRecord], where: str) -> list[int]:
+    """Hierarchy level of every record; refuses unknown parents and cycles."""
+    parent = {r.id: r.parent_id for r in records}
+    level: dict[str, int] = {}
+    for r in records:
+        chain, cur = [], r.id
+        while cur is not None and cur not in level:
+            if cur in chain:
+                raise MemoryFileError(f"{where}: the parents of memory {cur!r} form a cycle")
+            chain.append(cur)
+            p = parent[cur]
+            if p is not None and p not in parent:
+                raise MemoryFileError(f"{where}: memory {cur!r} has an unknown parent {p!r}")
+            cur = p
+        base = -1 if cur is None else level[cur]
+        for j, node in enumerate(reversed(chain)):
+            level[node] = base + 1 + j
+    return [level[r.id] for r in records]
