@@ -85,6 +85,11 @@ def test_compiled_sampler_draws_the_same_distribution():
     a = NegativeSampler(rel, generator=torch.Generator().manual_seed(5)).sample_compiled(u[:50], 7)
     b = NegativeSampler(rel, generator=torch.Generator().manual_seed(5)).sample_compiled(u[:50], 7)
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    # with positives: the (B, 1 + k) candidate layout, the same negatives after column 0
+    pos = rel.pairs[:50, 1]
+    c = NegativeSampler(rel, generator=torch.Generator().manual_seed(5)).sample_compiled(u[:50], 7, positives=pos)
+    assert c[0].shape == (50, 8) and torch.equal(c[0][:, 0], pos) and bool(c[1][:, 0].all())
+    assert torch.equal(c[0][:, 1:], a[0]) and torch.equal(c[1][:, 1:], a[1])
     # a node related to every other one has no valid negative: all masked
     star = Relations([(i, 0) for i in range(1, 6)])
     neg, ok = NegativeSampler(star, generator=torch.Generator().manual_seed(0)).sample_compiled(
@@ -424,7 +429,8 @@ def test_hogwild_workers_split_the_epoch():
     assert bool(torch.isfinite(out).all()) and bool((out.norm(dim=1) < 1).all())
 
     closure = balanced_isa(4, 3)
-    pts, rep = fit_poincare_embeddings(closure, dim=5, epochs=60, burn_in=5, lr=1.0, batch_size=8, workers=2)
+    pts, rep = fit_poincare_embeddings(closure, dim=5, epochs=60, burn_in=5, lr=1.0, batch_size=8, workers=2,
+                                       final_lr_factor=0.01)
     assert rep.settings["workers"] == 2 and rep.losses[-1] < rep.losses[0]
     assert all(float(x.norm()) < 1.0 for x in pts.values())
     assert reconstruction(pts, closure, "poincare").map > 0.9

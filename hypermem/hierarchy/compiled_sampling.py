@@ -35,25 +35,33 @@ def partner_lists(check: Relations) -> tuple[np.ndarray, np.ndarray]:
 
 
 def sample_negatives(offsets: np.ndarray, partners: np.ndarray, anchors: torch.Tensor, k: int,
-                     weights: torch.Tensor | None, retries: int, generator: torch.Generator | None
-                     ) -> tuple[torch.Tensor, torch.Tensor]:
+                     weights: torch.Tensor | None, retries: int, generator: torch.Generator | None,
+                     positives: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``(negatives, valid)``, both ``(P, k)``, for the anchors ``(P,)``; ``weights``
-    (``(n,)``, summing to 1) draws by weight instead of uniformly."""
+    (``(n,)``, summing to 1) draws by weight instead of uniformly.
+
+    With ``positives`` ``(P,)`` the result is ``(candidates, valid)``, both ``(P, 1 + k)``:
+    column 0 the positive (always valid), then the negatives, written in place (the
+    layout of :func:`~hypermem.hierarchy.fused_sgd.candidates`, without a copy)."""
     if not HAVE_NUMBA:
         raise RuntimeError("compiled sampling needs numba (pip install 'hypermem-torch[fast]')")
     seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
     n = offsets.shape[0] - 1
     cdf = np.cumsum(weights.to(torch.float64).cpu().numpy()) if weights is not None else np.zeros(1)
-    neg, ok = _draw(offsets, partners, np.ascontiguousarray(anchors.cpu().numpy(), dtype=np.int64), int(k), n,
-                    cdf, weights is not None, int(retries), seed)
+    a = np.ascontiguousarray(anchors.cpu().numpy(), dtype=np.int64)
+    col = 0 if positives is None else 1
+    neg = np.empty((a.shape[0], col + int(k)), dtype=np.int64)
+    ok = np.empty((a.shape[0], col + int(k)), dtype=np.bool_)
+    if positives is not None:
+        neg[:, 0] = positives.cpu().numpy()
+        ok[:, 0] = True
+    _draw(offsets, partners, a, int(k), n, cdf, weights is not None, int(retries), seed, neg, ok, col)
     return torch.from_numpy(neg), torch.from_numpy(ok)
 
 
-def _draw_py(offsets, partners, anchors, k, n, cdf, weighted, retries, seed):  # pragma: no cover - compiled
+def _draw_py(offsets, partners, anchors, k, n, cdf, weighted, retries, seed, neg, ok, col):  # pragma: no cover
     np.random.seed(seed)
     P = anchors.shape[0]
-    neg = np.empty((P, k), dtype=np.int64)
-    ok = np.empty((P, k), dtype=np.bool_)
     for p in range(P):
         u = anchors[p]
         lo, hi = offsets[u], offsets[u + 1]
@@ -63,8 +71,8 @@ def _draw_py(offsets, partners, anchors, k, n, cdf, weighted, retries, seed):  #
             for _ in range(retries + 1):
                 if weighted:
                     v = min(np.searchsorted(cdf, np.random.random() * cdf[-1], side="right"), n - 1)
-                else:
-                    v = np.random.randint(0, n)
+                else:  # uniform; a scaled float draw is several times faster than randint
+                    v = min(int(np.random.random() * n), n - 1)
                 if v == u:
                     continue
                 a, b = lo, hi  # is v among u's sorted partners?
@@ -77,9 +85,8 @@ def _draw_py(offsets, partners, anchors, k, n, cdf, weighted, retries, seed):  #
                 if a == hi or partners[a] != v:
                     good = True
                     break
-            neg[p, j] = v
-            ok[p, j] = good
-    return neg, ok
+            neg[p, col + j] = v
+            ok[p, col + j] = good
 
 
 _draw = lazy_njit(_draw_py)

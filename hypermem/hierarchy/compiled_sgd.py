@@ -114,6 +114,7 @@ def _epoch_py(W, anchors, cand, masked, lr, batch_size, c, limit, floor, poincar
     rows = np.empty(batch_size * (K + 1), dtype=np.int64)
     delta = np.zeros((batch_size * (K + 1), dim), dtype=W.dtype)
     d = np.empty(K, dtype=np.float64)
+    ex = np.empty(K, dtype=np.float64)
     root = np.empty(K, dtype=np.float64)
     beta = np.empty(K, dtype=np.float64)
     e = np.empty(K, dtype=np.float64)
@@ -151,14 +152,15 @@ def _epoch_py(W, anchors, cand, masked, lr, batch_size, c, limit, floor, poincar
                 else:
                     sq = 0.0
                     for t in range(dim):
-                        sq += (W[u, t] - W[v, t]) ** 2
+                        diff = W[u, t] - W[v, t]
+                        sq += diff * diff
                     d[j] = max(math.sqrt(sq), floor)
                 if not masked[p, j] and -d[j] > top:
                     top = -d[j]
             norm = 0.0
             for j in range(K):
-                if not masked[p, j]:
-                    norm += math.exp(-d[j] - top)
+                ex[j] = 0.0 if masked[p, j] else math.exp(-d[j] - top)
+                norm += ex[j]
             lse = top + math.log(norm)
             total += d[0] + lse  # -log p_0
             if slot[u] < 0:
@@ -168,8 +170,7 @@ def _epoch_py(W, anchors, cand, masked, lr, batch_size, c, limit, floor, poincar
             su = slot[u]
             coef_x = 0.0
             for j in range(K):
-                pj = 0.0 if masked[p, j] else math.exp(-d[j] - lse)
-                g = (1.0 if j == 0 else 0.0) - pj  # dL/dd_j
+                g = (1.0 if j == 0 else 0.0) - ex[j] / norm  # dL/dd_j = [j = 0] - softmax(-d)_j
                 if g == 0.0:
                     continue  # a masked candidate: no update
                 v = cand[p, j]

@@ -44,7 +44,8 @@ def sample_epoch(sampler: NegativeSampler, pairs: torch.Tensor, negatives: int, 
     pairs (in one compiled call with numba on a CPU:
     :meth:`~hypermem.hierarchy.sampling.NegativeSampler.sample_compiled`)."""
     if compiled_sampling_available(sampler.relations):
-        return candidates(pairs, *sampler.sample_compiled(pairs[:, 0], negatives, unigram=unigram))
+        cand, valid = sampler.sample_compiled(pairs[:, 0], negatives, unigram=unigram, positives=pairs[:, 1])
+        return cand, valid.logical_not_()
     parts = [candidates(part, *sampler.sample(part[:, 0], negatives, unigram=unigram))
              for part in pairs.split(chunk)]
     return torch.cat([c for c, _ in parts]), torch.cat([m for _, m in parts])

@@ -70,16 +70,20 @@ class NegativeSampler:
         uu = u[:, None].expand_as(neg)
         return (neg != uu) & ~self._check.contains(uu, neg)
 
-    def sample_compiled(self, u: torch.Tensor, k: int, unigram: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    def sample_compiled(self, u: torch.Tensor, k: int, unigram: bool = False,
+                        positives: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Like :meth:`sample`, in one compiled call
         (:mod:`~hypermem.hierarchy.compiled_sampling`; needs numba and CPU tensors): the
-        same distribution, other numbers (seeded from this sampler's generator)."""
+        same distribution, other numbers (seeded from this sampler's generator).  With
+        ``positives`` ``(B,)``: ``(candidates, valid)`` of shape ``(B, 1 + k)``, the
+        positives in column 0 (see :func:`~hypermem.hierarchy.compiled_sampling.sample_negatives`)."""
         if k < 1:
             raise ValueError(f"need at least one negative, got k={k}")
         lists = self.__dict__.get("_partner_lists")
         if lists is None:
             lists = self._partner_lists = partner_lists(self._check)
-        return sample_negatives(*lists, u, k, self._unigram if unigram else None, self.retries, self.generator)
+        return sample_negatives(*lists, u, k, self._unigram if unigram else None, self.retries, self.generator,
+                                positives)
 
     def sample(self, u: torch.Tensor, k: int, unigram: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """``(negatives, mask)``, both ``(B, k)``; ``mask`` is ``False`` where no valid
