@@ -12,11 +12,10 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$VENV/bin/python" -m pip install -q --upgrade pip
 fi
 VPY="$VENV/bin/python"
-# torch first, pinned to the local CPU wheel (an unpinned torch pulls a multi-GB CUDA build).
-if ! "$VPY" -c "import torch" >/dev/null 2>&1; then
-  echo "[setup] installing torch==2.13.0"
-  "$VPY" -m pip install -q torch==2.13.0
-fi
+# torch is pinned in the same pip call as the package (an unpinned or separately resolved torch
+# pulls a multi-GB CUDA build), with numpy in that call too: torch does not depend on numpy, and a
+# torch installed before numpy prints "Failed to initialize NumPy" at every import.
+TORCH_PIN="torch==2.13.0"
 EXTRAS="${HYPERMEM_EXTRAS:-dev}"
 # The stamp holds the pyproject's hash and the extras installed with it; an install is
 # needed when the pyproject changed or an extra is missing (demo.sh after test.sh reuses
@@ -34,9 +33,13 @@ done
 if [ ! -f "$STAMP" ] || [ "$NEED" = 1 ]; then
   ALL="$(echo "$HAVE,$EXTRAS" | tr ',' '\n' | sed '/^$/d' | sort -u | paste -sd, -)"
   echo "[setup] installing hypermem-torch[$ALL]"
-  TORCH_VERSION="$("$VPY" -c 'import torch; print(torch.__version__.split("+")[0])')"
-  "$VPY" -m pip install -q "torch==$TORCH_VERSION" -e ".[$ALL]" 2>&1 | grep -v "is ignored" || true
+  if "$VPY" -c "import torch" >/dev/null 2>&1; then  # keep the torch already there
+    TORCH_PIN="torch==$("$VPY" -c 'import torch; print(torch.__version__.split("+")[0])')"
+  fi
+  "$VPY" -m pip install -q "$TORCH_PIN" numpy -e ".[$ALL]" 2>&1 | grep -v "is ignored" || true
   "$VPY" -c "import hypermem" || { echo "[setup] hypermem did not install"; exit 1; }
+  "$VPY" -W error -c "import numpy, torch; torch.from_numpy(numpy.zeros(1))" \
+    || { echo "[setup] torch cannot see numpy; reinstall with: $VPY -m pip install numpy"; exit 1; }
   echo "$HASH $ALL" > "$STAMP"
 fi
 # Optional system packages (WordNet database, Chromium for page tests): best effort.

@@ -7,6 +7,7 @@ JUPYTER_PATH folder that points at ``sys.executable``), whatever ``python`` is o
 import json
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -14,37 +15,52 @@ import pytest
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
 
 
-@pytest.fixture(scope="module")
-def kernel_env(tmp_path_factory):
-    spec_dir = tmp_path_factory.mktemp("jupyter")
+@contextmanager
+def kernel_for(python: str | Path, spec_dir: Path):
+    """A ``python3`` kernelspec in ``spec_dir`` that runs ``python``, on JUPYTER_PATH (and the
+    offline, one-thread environment) while the block runs."""
     kernel = spec_dir / "kernels" / "python3"
-    kernel.mkdir(parents=True)
+    kernel.mkdir(parents=True, exist_ok=True)
     (kernel / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": "Python 3 (hypermem tests)", "language": "python"}))
     old = {k: os.environ.get(k) for k in ("JUPYTER_PATH", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
                                           "OMP_NUM_THREADS", "PYTHONWARNINGS")}
     os.environ["JUPYTER_PATH"] = str(spec_dir) + (os.pathsep + old["JUPYTER_PATH"] if old["JUPYTER_PATH"] else "")
     os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1",
                       PYTHONWARNINGS="ignore::DeprecationWarning")
-    yield
-    for k, v in old.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
-def test_notebook_runs(path, kernel_env, tmp_path):
+def run_notebook(path: Path, folder: Path) -> list:
+    """Execute the notebook with the ``python3`` kernel in ``folder`` (its working folder);
+    returns the notebook's outputs.  Raises CellExecutionError, naming the cell, on an error."""
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     pytest.importorskip("ipykernel")
     nb = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=600,
-                                     resources={"metadata": {"path": str(tmp_path)}})
-    client.execute()  # raises CellExecutionError, naming the cell, on any error
-    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+                                     resources={"metadata": {"path": str(folder)}})
+    client.execute()
+    return [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+
+
+@pytest.fixture(scope="module")
+def kernel_env(tmp_path_factory):
+    with kernel_for(sys.executable, tmp_path_factory.mktemp("jupyter")):
+        yield
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebook_runs(path, kernel_env, tmp_path):
+    outputs = run_notebook(path, tmp_path)
     assert not [o for o in outputs if o.get("output_type") == "error"]
 
 
