@@ -271,3 +271,30 @@ def test_loading_a_wal_mode_file_creates_no_files(saved):
     finally:
         writer.close()
     assert MemoryStorage.load(saved).importance_threshold == 0.25
+
+
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False)
+                           | st.text(max_size=4),
+                           lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=6), kids,
+                                                                                     max_size=3),
+                           max_leaves=10)
+CONFIG_KEYS = ["count", "curvature", "decay", "dtype", "embedder", "format", "importance_threshold", "kind", "next",
+               "telic_predicates"]
+
+
+@HOSTILE
+@given(key=st.sampled_from(CONFIG_KEYS), value=JSON_VALUES)
+def test_any_json_config_value_loads_or_is_a_memory_file_error(tmp_path_factory, saved_bytes, key, value):
+    """Never another exception type; and when it loads, the value was one the loader
+    accepts as it is (here: the same number of memories)."""
+    path = tmp_path_factory.mktemp("c") / "e.db"
+    path.write_bytes(saved_bytes)
+    execute(path, "UPDATE config SET value = ? WHERE key = ?", json.dumps(value), key)
+    before = folder_state(path.parent)
+    try:
+        assert len(MemoryStorage.load(path)) == 31
+    except MemoryFileError as exc:
+        assert str(path) in str(exc)
+    except ValueError as exc:  # a custom embedder or decay policy: pass it back
+        assert key in ("decay", "embedder") and "custom" in str(exc)
+    assert folder_state(path.parent) == before
