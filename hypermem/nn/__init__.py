@@ -6,17 +6,35 @@
 * :class:`ParentVote` — a hierarchy-aware readout: a slot scored as an answer from its
   own key and its children's keys;
 * :class:`BallEncoder` — a learnable map from Euclidean features into the ball;
+* :class:`HyperbolicMemoryConfig`, :class:`BallEncoderConfig` — the layers' options as
+  config objects a YAML file builds (``class_path``/``init_args``; :mod:`~hypermem.nn.config`);
+* :func:`make_ball` — a ball with a fixed (buffer) or learnable curvature, shareable
+  between layers (:mod:`~hypermem.nn.curvature`);
 * :mod:`~hypermem.nn.losses` — hyperbolic InfoNCE (over points or memory slots), the
   Nickel & Kiela ranking loss, the entailment-cone loss.
 """
 
+from .config import BallEncoderConfig, HyperbolicMemoryConfig
+from .curvature import make_ball
 from .encoder import BallEncoder
 from .losses import entailment_cone_loss, hyperbolic_info_nce, memory_info_nce, poincare_ranking_loss
-from .memory import HyperbolicMemory, Readout, all_distance, gathered_distance
+from .memory import (
+    MAX_TEMPERATURE,
+    MIN_TEMPERATURE,
+    HyperbolicMemory,
+    Readout,
+    all_distance,
+    gathered_distance,
+)
 from .readout import ParentVote
 
 __all__ = [
     "HyperbolicMemory",
+    "HyperbolicMemoryConfig",
+    "BallEncoderConfig",
+    "make_ball",
+    "MIN_TEMPERATURE",
+    "MAX_TEMPERATURE",
     "Readout",
     "BallEncoder",
     "ParentVote",

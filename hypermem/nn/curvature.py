@@ -36,3 +36,31 @@ def ball_c(ball: PoincareBall) -> float | torch.Tensor:
     """``c`` for the formulas: the tensor ``softplus(isp_c)`` (with gradient) when the
     curvature is learnable, the exact Python float otherwise."""
     return ball.c if ball._learnable else ball.curvature
+
+
+class FollowingBall(PoincareBall):
+    """The manifold of points stored on a ball whose curvature is learned: the same ``c``
+    (it shares the ball's ``isp_c`` parameter), and each Riemannian step starts from the
+    point projected onto the current ball.  An optimizer may update ``c`` before the
+    points in the same step; a point then lies just outside the shrunken ball, where the
+    parallel transport of Adam's momentum diverges (``~1e281``)."""
+
+    def __init__(self, ball: PoincareBall):
+        super().__init__(ball.curvature, learnable=True)
+        del self._parameters["isp_c"]
+        self.isp_c = ball.isp_c
+
+    def egrad2rgrad(self, x, grad, *, dim: int = -1) -> torch.Tensor:  # type: ignore[override]
+        return super().egrad2rgrad(self.projx(x), grad, dim=dim)
+
+    def retr_transp(self, x, u, v, *, dim: int = -1):  # type: ignore[override]
+        return super().retr_transp(self.projx(x), u, v, dim=dim)
+
+    def expmap_transp(self, x, u, v, *, dim: int = -1):  # type: ignore[override]
+        return super().expmap_transp(self.projx(x), u, v, dim=dim)
+
+
+def points_manifold(ball: PoincareBall) -> PoincareBall:
+    """The manifold for a ``ManifoldParameter`` of points on ``ball``: the ball itself, or a
+    :class:`FollowingBall` of it when its curvature is learnable."""
+    return FollowingBall(ball) if ball._learnable else ball

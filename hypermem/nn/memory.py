@@ -73,7 +73,7 @@ from ..geometry.numerics import safe_norm
 from ..index import HyperbolicDistance, ShellDistance, exact_topk
 from ..temporal import NoDecay
 from ..temporal.clock import utcnow
-from .curvature import ball_c, make_ball
+from .curvature import ball_c, make_ball, points_manifold
 from .distance import all_distance, gathered_distance
 from .indices import as_indices
 from .slot_writes import TIME_BUFFERS as _TIME_BUFFERS
@@ -146,7 +146,9 @@ class HyperbolicMemory(SlotWrites, TimeScores, StoreBridge, nn.Module):
     curvature: positive ``c``, or a :class:`~hypermem.geometry.PoincareBall` to share (e.g.
         ``encoder.ball``, so an encoder and the memory train one curvature).
     learn_curvature: train ``c`` (geoopt's ``softplus`` parametrisation, gradients from
-        every read; see :mod:`hypermem.nn.curvature`).  Otherwise ``c`` is a buffer.
+        every read; see :mod:`hypermem.nn.curvature`).  Otherwise ``c`` is a buffer.  When
+        ``c`` changes, the next read projects the keys onto the new ball (in place, as
+        geoopt's optimizers do after a step).
     metric: ``"hyperbolic"`` (distance to the key itself) or ``"shell"`` (angle only, both
         points moved to ``base_depth``; what :class:`hypermem.store.Memory` uses by default).
     temperature: initial ``tau`` (held as ``log_temperature``; trainable when
@@ -203,7 +205,8 @@ class HyperbolicMemory(SlotWrites, TimeScores, StoreBridge, nn.Module):
             raise ValueError(f"keys must have shape (N, d) with N >= 1 and d >= 2, got {tuple(K.shape)}")
         self.ball.check_inside(K, name="keys")
         n = K.shape[0]
-        self.keys = geoopt.ManifoldParameter(K.clone(), manifold=self.ball, requires_grad=bool(learn_keys))
+        self.__dict__["keys_manifold"] = points_manifold(self.ball)  # not a submodule: shares isp_c
+        self.keys = geoopt.ManifoldParameter(K.clone(), manifold=self.keys_manifold, requires_grad=bool(learn_keys))
         V = None if values is None else self._slot_tensor("values", values, n, matrix=True)
         if V is not None and learn_values:
             self.values = nn.Parameter(V)
@@ -283,6 +286,12 @@ class HyperbolicMemory(SlotWrites, TimeScores, StoreBridge, nn.Module):
         K = self.keys
         stamp = (K._version, K.data_ptr(), tuple(K.shape), K.dtype, K.device, self.curvature)
         if self._key_cache is None or self._key_cache[0] != stamp:
+            if self.ball._learnable:  # the ball moved with c: keep the keys on it (in place)
+                with torch.no_grad():
+                    inside = self.ball.projx(K.detach())
+                    if not torch.equal(inside, K.detach()):
+                        K.copy_(inside)
+                stamp = (K._version, *stamp[1:])
             self._check_keys()
             with torch.no_grad():
                 n = safe_norm(K, keepdim=True)

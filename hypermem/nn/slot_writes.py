@@ -83,7 +83,8 @@ class SlotWrites:
 
         with torch.no_grad():
             K = new_rows("keys", self.keys.data)
-            self.keys = geoopt.ManifoldParameter(K, manifold=self.ball, requires_grad=self.keys.requires_grad)
+            self.keys = geoopt.ManifoldParameter(K, manifold=self.keys_manifold,
+                                                 requires_grad=self.keys.requires_grad)
             if self.values is not None:
                 V = new_rows("values", self.values.data)
                 if isinstance(self.values, nn.Parameter):
