@@ -110,8 +110,9 @@ function sortRows() {
   filterRows();
 }
 function filterRows() {
-  nView = 0;
-  for (var k = 0; k < N; k++) { if (MATCH[PERM[k]]) { VIEWROWS[nView++] = PERM[k]; } }
+  var perm = PERM, match = MATCH, rows = VIEWROWS, nv = 0;
+  for (var k = 0, n = N; k < n; k++) { if (match[perm[k]]) { rows[nv++] = perm[k]; } }
+  nView = nv;
   document.getElementById("hm-count").textContent = nView + " of " + N + " memories";
   renderRows();
 }
@@ -221,13 +222,13 @@ function markTree() {
   });
 }
 // While filtering: the first matches with their ancestors, as a separate open tree.
-function filterTree() {
+function filterTree(count) {
   if (filterTreeEl) { treeRoot.removeChild(filterTreeEl); filterTreeEl = null; }
   if (!state.filter) { fullTree.hidden = false; return; }
   fullTree.hidden = true;
   filterTreeEl = el("ul", null, "hm-tree");
   var keep = new Map(), shown = 0;
-  for (var i = 0; i < N && shown < CHUNK; i++) {
+  for (var i = 0; i < N && shown < CHUNK && keep.size < 4 * CHUNK; i++) {
     if (!MATCH[i]) { continue; }
     shown += 1;
     var chain = [];
@@ -239,7 +240,7 @@ function filterTree() {
       keep.set(node, sub);
     }
   }
-  if (shown === CHUNK) { filterTreeEl.appendChild(el("li", "(first " + CHUNK + " matches)", "hm-more")); }
+  if (shown < count) { filterTreeEl.appendChild(el("li", "(the first " + shown + " of " + count + " matches)", "hm-more")); }
   treeRoot.appendChild(filterTreeEl);
 }
 treeRoot.addEventListener("click", function (ev) {
@@ -255,10 +256,11 @@ var filterBox = document.getElementById("hm-filter");
 function applyFilter(text) {
   var t0 = performance.now();
   state.filter = text.trim().toLowerCase();
-  if (!state.filter) { MATCH.fill(1); } else { findAll(state.filter, MATCH); }
+  var count = N;
+  if (!state.filter) { MATCH.fill(1); } else { count = findAll(state.filter, MATCH); }
   mark("filter.match", t0);
   filterRows(); mark("filter.rows", t0);
-  filterTree(); mark("filter.tree", t0);
+  filterTree(count); mark("filter.tree", t0);
   draw();
   mark("filter", t0);
 }
