@@ -20,6 +20,7 @@ from ..retrieval.cones import DEFAULT_K
 from ..temporal import DecayPolicy, NoDecay
 from ..temporal.clock import to_seconds, to_utc, utcnow
 from ..viz.mixin import InspectMixin
+from .backends import DurableMixin
 from .checks import _UNSET, METRICS, MODES, _Batch, _check_meta, _check_time, _finite, _usable_device
 from .gc_pause import gc_paused
 from .persistence import PersistenceMixin
@@ -34,7 +35,7 @@ _PLACE_BLOCK = 4096
 """Children placed per vectorised block in ``add_many`` (see ``Memory._place_batch``)."""
 
 
-class Memory(SearchMixin, ViewsMixin, PersistenceMixin, InspectMixin):
+class Memory(SearchMixin, ViewsMixin, PersistenceMixin, InspectMixin, DurableMixin):
     r"""Hierarchy-aware, time-aware memory for agents and RAG, on torch tensors.
 
     Each memory gets a point in the Poincaré ball.  Its direction comes from its text

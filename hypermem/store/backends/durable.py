@@ -1,0 +1,241 @@
+"""A :class:`~hypermem.store.Memory` bound to durable storage (write-through).
+
+:meth:`Memory.open` returns an instance of a subclass made here: the store keeps its
+tensors in the process (search is the in-process exact search, unchanged), and every
+mutating call writes the rows it changed to the storage in **one transaction** before
+it returns:
+
+* ``add`` / ``add_many`` (:meth:`Memory._insert`): the new rows;
+* ``update``: the memory's row, and with new text its subtree's rows (their directions
+  are re-placed);
+* ``link``: the moved subtree's rows; ``remove``: the removed ids;
+* the touches of ``search`` / ``search_batch``: ``access_count + n`` and
+  ``last_accessed`` of the touched rows (increments, so two processes' touches add up).
+
+**Failure.**  If writing fails the transaction is rolled back and the in-process state
+is rebuilt from the storage, so the call leaves no trace and raises
+:class:`StorageError`; if even that read fails (a server gone), the rebuild happens at
+the start of the next call.
+
+**Other processes.**  Each transaction carries a version counter.  A call that writes
+first takes the storage's write lock and, when another process committed since this one
+last read, rebuilds the in-process state from the storage (a full read: its cost is the
+store's size, paid only after someone else wrote).  ``search``, ``search_batch``,
+``get``, ``stats``, ``table`` and :meth:`refresh` check the counter (one small query) and
+rebuild the same way, so a reader sees every memory committed before that call began.
+A ``read_only=True`` memory refuses every mutating call and records no accesses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from ..records import MemoryRecord
+from .rows import encode, restore
+
+__all__ = ["StorageError", "DurableMixin", "durable_class"]
+
+
+class StorageError(RuntimeError):
+    """Durable storage failed (connection lost, disk full, read-only store...)."""
+
+
+class DurableMixin:
+    """``Memory.open`` / ``close`` / context manager; a plain ``Memory`` is not durable."""
+
+    _storage: Any = None
+
+    @classmethod
+    def open(cls, target, read_only: bool = False, **memory_kwargs: Any):
+        """A memory bound to durable storage at ``target``: a file path (SQLite, WAL,
+        write-through) or a ``postgresql://`` URL (PostgreSQL + pgvector).
+
+        A new target is created with the ``Memory`` keyword arguments; an existing one is
+        read back (its stored settings win; passing a different value is a ``ValueError``;
+        custom embedders and decay policies must be passed again).  ``read_only=True``
+        opens an existing target for reading only.  Storage options:
+        ``vector_dtype="float32"`` stores embeddings as float32 (half the disk; reopened
+        directions then differ from the writer's by float32 rounding), SQLite
+        ``synchronous="FULL"`` (default; ``"NORMAL"`` survives a process kill but not a
+        power cut).  See :mod:`hypermem.store.backends`."""
+        from .opening import open_memory
+
+        return open_memory(cls, target, read_only=read_only, **memory_kwargs)
+
+    @property
+    def storage(self):
+        """The storage this memory writes through to (``None`` for an in-process store)."""
+        return self._storage
+
+    def close(self) -> None:
+        """Close the storage connection (a no-op for an in-process store).  Every call that
+        returned is already committed; nothing is flushed here."""
+        st = self._storage
+        if st is not None:
+            st.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class DurableStore:
+    """Overrides of the mutating paths of ``Memory``; mixed in before the user's class."""
+
+    _read_only = False
+    _synced = -1
+    _stale = False
+
+    # ------------------------------------------------------------------ bookkeeping
+    def _bind(self, storage, read_only: bool) -> None:
+        self._storage = storage
+        self._read_only = read_only
+        self._load()
+
+    def _load(self, in_transaction: bool = False) -> None:
+        """Rebuild the in-process state from the storage (inside the caller's transaction
+        when ``in_transaction``)."""
+        version, rows = self._storage.load_rows(in_transaction=in_transaction)
+        restore(self, rows)
+        self._seq = {r["id"]: int(r["seq"]) for r in rows}
+        self._sib = {r["id"]: int(r["sib"]) for r in rows}
+        self._counter = 1 + max([*self._seq.values(), *self._sib.values()], default=-1)
+        self._synced = version
+        self._stale = False
+        self._index_version = -1
+
+    def _tick(self) -> int:
+        self._counter += 1
+        return self._counter - 1
+
+    def refresh(self) -> bool:
+        """Read what other processes committed since this one last read (a full rebuild of
+        the in-process state when anything changed).  Returns whether anything did."""
+        with self._lock:
+            st = self._storage
+            if st is None or st.closed:
+                raise StorageError("this memory's storage is closed")
+            try:
+                changed = self._stale or st.current_version() != self._synced
+                if changed:
+                    self._load()
+            except st.db_errors as exc:
+                raise st.error(exc) from exc
+            return changed
+
+    @contextlib.contextmanager
+    def _writing(self, what: str):
+        """One write transaction: lock, sync when another process wrote, commit or undo."""
+        if self._read_only:
+            raise StorageError(f"{what}: this memory was opened read_only=True")
+        with self._lock:
+            st = self._storage
+            if st is None or st.closed:
+                raise StorageError(f"{what}: this memory's storage is closed")
+            try:
+                st.begin()
+                if self._stale or st.version() != self._synced:
+                    self._load(in_transaction=True)
+            except st.db_errors as exc:
+                st.rollback()
+                raise st.error(exc) from exc
+            v0 = self._version
+            try:
+                yield st
+                self._synced = st.bump()
+                st.commit()
+            except Exception as exc:
+                st.rollback()
+                if self._version != v0 or getattr(self, "_touched", False):
+                    self._undo()
+                if not isinstance(exc, st.db_errors):
+                    raise
+                raise st.error(exc) from exc
+            finally:
+                self._touched = False
+
+    def _undo(self) -> None:
+        try:
+            self._load()
+        except Exception:
+            self._stale = True
+
+    def _put(self, st, ids) -> None:
+        st.upsert(encode(self, ids, self._seq, self._sib, st.vector_dtype, st.time_text, st.always_direction))
+
+    # ------------------------------------------------------------------ mutations
+    def _insert(self, batch, emb, owned: bool = False) -> list[str]:
+        with self._writing("add") as st:
+            ids = super()._insert(batch, emb, owned)
+            for i in ids:
+                self._seq[i] = self._sib[i] = self._tick()
+            self._put(st, ids)
+            return ids
+
+    def update(self, id: str, text: str | None = None, meta=None, t=None, **kwargs: Any) -> None:
+        with self._writing("update") as st:
+            super().update(id, text=text, meta=meta, t=t, **kwargs)
+            self._put(st, [id, *self.descendants(id)] if text is not None else [id])
+
+    def remove(self, id: str, cascade: bool = False) -> list[str]:
+        with self._writing("remove") as st:
+            gone = super().remove(id, cascade=cascade)
+            st.delete(gone)
+            for i in gone:
+                self._seq.pop(i, None)
+                self._sib.pop(i, None)
+            return gone
+
+    def link(self, child: str, parent: str | None) -> None:
+        with self._writing("link") as st:
+            before = self._records[child].parent_id if child in self._records else None
+            super().link(child, parent)
+            if before != parent:
+                self._sib[child] = self._tick()
+                self._put(st, [child, *self.descendants(child)])
+
+    def _touch(self, ids: list[str]) -> None:
+        if self._read_only or not ids:
+            return
+        with self._writing("touch") as st:
+            super()._touch(ids)
+            self._touched = True
+            counts: dict[str, int] = {}
+            for i in ids:
+                counts[i] = counts.get(i, 0) + 1
+            st.touch([(n, self._records[i].last_accessed, i) for i, n in counts.items()])
+
+    # ------------------------------------------------------------------ reads
+    def _search(self, *args: Any, **kwargs: Any):
+        self.refresh()
+        return super()._search(*args, **kwargs)
+
+    def get(self, id: str) -> MemoryRecord:
+        self.refresh()
+        return super().get(id)
+
+    def stats(self, *args: Any, **kwargs: Any):
+        self.refresh()
+        return super().stats(*args, **kwargs)
+
+    def table(self, *args: Any, **kwargs: Any):
+        self.refresh()
+        return super().table(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return super().__repr__()[:-1] + f", storage={self._storage!r})"
+
+
+_CLASSES: dict[type, type] = {}
+
+
+def durable_class(cls: type) -> type:
+    """The durable subclass of ``cls`` (one per class, made once)."""
+    if issubclass(cls, DurableStore):
+        return cls
+    if cls not in _CLASSES:
+        _CLASSES[cls] = type(f"Durable{cls.__name__}", (DurableStore, cls), {"__module__": cls.__module__})
+    return _CLASSES[cls]

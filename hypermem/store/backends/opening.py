@@ -1,0 +1,80 @@
+"""``Memory.open``: pick the storage for a target, create it or read it back."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..persistence import CONFIG_KEYS, _config
+from ..validation import check_config_types, decay_from_spec, embedder_from_spec
+from .durable import StorageError, durable_class
+
+_STORAGE_KEYS = ("vector_dtype", "synchronous")
+_URL_PREFIXES = ("postgresql://", "postgres://")
+
+
+def is_url(target: Any) -> bool:
+    return isinstance(target, str) and target.startswith(_URL_PREFIXES)
+
+
+def make_storage(target: Any, read_only: bool, options: dict[str, Any]):
+    if is_url(target):
+        from .postgres import PostgresStorage
+
+        if "synchronous" in options:
+            raise ValueError("synchronous= is a SQLite option; a PostgreSQL server sets its own durability")
+        return PostgresStorage(target, read_only=read_only, **options)
+    if isinstance(target, str) and "://" in target:
+        raise ValueError(f"cannot open {target!r}: a target is a file path (SQLite) or a postgresql:// URL")
+    if not isinstance(target, (str, os.PathLike)):
+        raise TypeError(f"Memory.open takes a file path or a postgresql:// URL, got {type(target).__name__}")
+    from .sqlite import SqliteStorage
+
+    return SqliteStorage(target, read_only=read_only, **options)
+
+
+def _stored_config(memory) -> dict[str, Any]:
+    cfg = _config(memory)
+    cfg.pop("count", None)
+    return cfg
+
+
+def open_memory(cls: type, target: Any, read_only: bool = False, **kwargs: Any):
+    """See :meth:`hypermem.store.Memory.open`."""
+    options = {k: kwargs.pop(k) for k in _STORAGE_KEYS if k in kwargs}
+    storage = make_storage(target, read_only, options)
+    try:
+        config = storage.config()
+        if config is None:
+            if read_only:
+                raise FileNotFoundError(f"{target!r} holds no memory yet; open it once without read_only")
+            mem = durable_class(cls)(**kwargs)
+            storage.create(_stored_config(mem))
+        else:
+            mem = _from_config(cls, config, kwargs, repr(str(target)))
+        mem._bind(storage, read_only)
+    except BaseException as exc:
+        storage.close()
+        if isinstance(exc, storage.db_errors):
+            raise storage.error(exc) from exc
+        raise
+    return mem
+
+
+def _from_config(cls: type, config: dict[str, Any], kwargs: dict[str, Any], where: str):
+    check_config_types(config, CONFIG_KEYS, where)
+    for key in CONFIG_KEYS:
+        if key in kwargs and kwargs[key] != config[key]:
+            raise ValueError(f"{where} was created with {key}={config[key]!r}; cannot open it with "
+                             f"{key}={kwargs[key]!r}")
+        kwargs[key] = config[key]
+    kwargs["embedder"] = embedder_from_spec(config.get("embedder"), kwargs.get("embedder"), where)
+    kwargs["decay"] = decay_from_spec(config.get("decay"), kwargs.get("decay"), where)
+    import torch
+
+    if "dtype" not in kwargs:
+        name = config.get("dtype", "float64")
+        if name not in ("float32", "float64"):
+            raise StorageError(f"{where}: unknown dtype {name!r} in the stored settings")
+        kwargs["dtype"] = getattr(torch, name)
+    return durable_class(cls)(**kwargs)

@@ -1,0 +1,148 @@
+r"""Rows of durable storage: what one memory is on disk, and the store rebuilt from rows.
+
+**One vector per memory.**  A row holds the raw embedding (float64 bytes, or float32
+with ``vector_dtype="float32"``), the hyperbolic depth (one double) and the record's
+fields.  The unit direction is *not* stored when it is what placement derives from the
+embedding (:mod:`hypermem.store.placement`: a root's direction is ``unit(e)``, a child's
+``child_directions(unit(e), u_parent, r_parent, r, ...)``); it is stored (``direction``,
+float64 bytes) only for a memory whose direction differs bit for bit from that
+derivation (an explicit ``point=``, a store loaded from a file).  Rebuilding applies the
+same placement functions generation by generation, so a reopened float64 store has the
+directions it had when it was written.
+
+``seq`` is the insertion order (the store's row order); ``sib`` orders the children of
+one parent (a counter value given when a memory is added or linked).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import torch
+
+from ...temporal.clock import to_utc
+from ..persistence import _restore
+from ..placement import child_directions, unit
+from ..records import MemoryRecord
+
+COLUMNS = ("id", "seq", "sib", "text", "parent_id", "t", "valid_from", "valid_until", "access_count",
+           "last_accessed", "meta", "depth", "embedding", "direction")
+"""Columns of the memories table, in the order of a row tuple."""
+
+VECTOR_DTYPES = {"float64": "<f8", "float32": "<f4"}
+
+
+def vector_bytes(v: torch.Tensor, dtype: str = "float64") -> bytes:
+    """Little-endian bytes of a 1-d tensor (``float64`` or ``float32``)."""
+    return v.detach().to("cpu", torch.float64).numpy().astype(VECTOR_DTYPES[dtype], copy=False).tobytes()
+
+
+def vector_from(blob: bytes, dim: int, what: str, id: str) -> torch.Tensor:
+    """Float64 tensor ``(dim,)`` from the bytes of :func:`vector_bytes` (either width)."""
+    width = len(blob) // dim if dim else 0
+    if width not in (4, 8) or width * dim != len(blob):
+        raise ValueError(f"the stored {what} of memory {id!r} has {len(blob)} bytes, not {dim} floats")
+    arr = np.frombuffer(blob, dtype="<f8" if width == 8 else "<f4").astype(np.float64)
+    return torch.from_numpy(arr)
+
+
+def _iso(t: datetime | None) -> str | None:
+    return None if t is None else t.isoformat()
+
+
+def _time(s: Any) -> datetime | None:
+    if s is None:
+        return None
+    return to_utc(s if isinstance(s, datetime) else datetime.fromisoformat(s))
+
+
+def derived_directions(memory, rows: Sequence[int]) -> torch.Tensor:
+    """What placement gives rows ``rows`` of ``memory`` from their embeddings and their
+    parents' current directions (store dtype, store device)."""
+    rows = list(rows)
+    e = unit(memory._emb[rows].to(memory.device))
+    par = [memory._records[memory._ids[r]].parent_id for r in rows]
+    kid = [j for j, p in enumerate(par) if p is not None]
+    if kid:
+        prow = [memory._row[par[j]] for j in kid]
+        e[kid] = child_directions(e[kid], memory._dir[prow].to(torch.float64), memory._depth[prow].to(torch.float64),
+                                  memory._depth[[rows[j] for j in kid]].to(torch.float64), memory.inherit,
+                                  memory.cone_constrained, memory.cone_k, memory.curvature)
+    return e.to(memory.dtype)
+
+
+def encode(memory, ids: Sequence[str], seq: Mapping[str, int], sib: Mapping[str, int],
+           vector_dtype: str = "float64", time_text: bool = True, always_direction: bool = False) -> list[tuple]:
+    """Row tuples (:data:`COLUMNS`) of the memories ``ids`` as they are now in ``memory``;
+    ``time_text``: times as ISO 8601 text (else datetimes); ``always_direction``: store
+    every direction (for a server that searches them), not only the underived ones."""
+    if not ids:
+        return []
+    rows = [memory._row[i] for i in ids]
+    derived = derived_directions(memory, rows)
+    same = (derived == memory._dir[rows]).all(dim=1).tolist()
+    depths = memory._depth[rows].to(torch.float64).tolist()
+    tt = _iso if time_text else (lambda t: t)
+    out = []
+    for j, (i, r) in enumerate(zip(ids, rows)):
+        rec = memory._records[i]
+        direction = None if same[j] and not always_direction else vector_bytes(memory._dir[r])
+        out.append((i, seq[i], sib[i], rec.text, rec.parent_id, tt(rec.t), tt(rec.valid_from), tt(rec.valid_until),
+                    int(rec.access_count), tt(rec.last_accessed), json.dumps(rec.meta, allow_nan=False), depths[j],
+                    vector_bytes(memory._emb[r], vector_dtype), direction))
+    return out
+
+
+def _levels(records: list[MemoryRecord], pos: Mapping[str, int]) -> list[int]:
+    """Hierarchy level of every record (parents may sit after their children once links
+    moved them); an unknown parent or a cycle is a ``ValueError``."""
+    level: dict[int, int] = {}
+    for j in range(len(records)):
+        chain, cur = [], j
+        while cur not in level and records[cur].parent_id is not None:
+            if len(chain) > len(records):
+                raise ValueError(f"the stored parents of memory {records[j].id!r} form a cycle")
+            chain.append(cur)
+            p = records[cur].parent_id
+            if p not in pos:
+                raise ValueError(f"stored memory {records[cur].id!r} has an unknown parent {p!r}")
+            cur = pos[p]
+        base = level.setdefault(cur, 0) if records[cur].parent_id is None else level[cur]
+        for k, node in enumerate(reversed(chain)):
+            level[node] = base + 1 + k
+    return [level[j] for j in range(len(records))]
+
+
+def restore(memory, rows: list[Mapping[str, Any]]) -> None:
+    """Replace ``memory``'s whole state by ``rows`` (dicts keyed by :data:`COLUMNS`, any order)."""
+    rows = sorted(rows, key=lambda r: r["seq"])
+    n, dim, dev, dt = len(rows), memory.dim, memory.device, memory.dtype
+    records = [MemoryRecord(id=r["id"], text=r["text"], parent_id=r["parent_id"], t=_time(r["t"]),
+                            meta=json.loads(r["meta"]) if isinstance(r["meta"], str) else dict(r["meta"]),
+                            valid_from=_time(r["valid_from"]), valid_until=_time(r["valid_until"]),
+                            access_count=int(r["access_count"]), last_accessed=_time(r["last_accessed"]))
+               for r in rows]
+    pos = {rec.id: j for j, rec in enumerate(records)}
+    levels = _levels(records, pos)
+    gen_of: list[list[int]] = [[] for _ in range(max(levels, default=-1) + 1)]
+    for j, lv in enumerate(levels):
+        gen_of[lv].append(j)
+    emb = torch.stack([vector_from(r["embedding"], dim, "embedding", r["id"]) for r in rows]) if n else \
+        torch.zeros(0, dim, dtype=torch.float64)
+    depth = torch.tensor([float(r["depth"]) for r in rows], dtype=torch.float64)
+    with memory._lock:
+        _restore(memory, records, levels, [int(r["sib"]) for r in rows], torch.zeros(n, dim, dtype=torch.float64),
+                 depth, emb)
+        for gen in gen_of:  # parents are placed before their children
+            derive = [j for j in gen if rows[j]["direction"] is None]
+            if derive:
+                memory._dir[derive] = derived_directions(memory, derive)
+            for j in gen:
+                if rows[j]["direction"] is not None:
+                    memory._dir[j] = vector_from(rows[j]["direction"], dim, "direction", rows[j]["id"]).to(dev, dt)
+        memory._version += 1
+        memory._index_version = -1
