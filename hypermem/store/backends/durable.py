@@ -209,6 +209,15 @@ class DurableStore:
             st.touch([(n, self._records[i].last_accessed, i) for i, n in counts.items()])
 
     # ------------------------------------------------------------------ reads
+    def search_server(self, query: Any, k: int = 5, **kwargs: Any):
+        """Search run by the PostgreSQL server over the stored rows: exact with a certified
+        early stop, or ``ann=True`` (HNSW, re-scored exactly); see
+        :mod:`hypermem.store.backends.pg_search`."""
+        search = getattr(self._storage, "search", None)
+        if search is None:
+            raise StorageError(f"{self._storage!r} has no server-side search (PostgreSQL has); use search()")
+        return search(self, query, k, **kwargs)
+
     def _search(self, *args: Any, **kwargs: Any):
         self.refresh()
         return super()._search(*args, **kwargs)

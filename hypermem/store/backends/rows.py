@@ -97,6 +97,14 @@ def encode(memory, ids: Sequence[str], seq: Mapping[str, int], sib: Mapping[str,
     return out
 
 
+def record_of(r: Mapping[str, Any]) -> MemoryRecord:
+    """The record of a stored row (times as ISO text or datetimes, meta as JSON text or a dict)."""
+    return MemoryRecord(id=r["id"], text=r["text"], parent_id=r["parent_id"], t=_time(r["t"]),
+                        meta=json.loads(r["meta"]) if isinstance(r["meta"], str) else dict(r["meta"]),
+                        valid_from=_time(r["valid_from"]), valid_until=_time(r["valid_until"]),
+                        access_count=int(r["access_count"]), last_accessed=_time(r["last_accessed"]))
+
+
 def _levels(records: list[MemoryRecord], pos: Mapping[str, int]) -> list[int]:
     """Hierarchy level of every record (parents may sit after their children once links
     moved them); an unknown parent or a cycle is a ``ValueError``."""
@@ -121,11 +129,7 @@ def restore(memory, rows: list[Mapping[str, Any]]) -> None:
     """Replace ``memory``'s whole state by ``rows`` (dicts keyed by :data:`COLUMNS`, any order)."""
     rows = sorted(rows, key=lambda r: r["seq"])
     n, dim, dev, dt = len(rows), memory.dim, memory.device, memory.dtype
-    records = [MemoryRecord(id=r["id"], text=r["text"], parent_id=r["parent_id"], t=_time(r["t"]),
-                            meta=json.loads(r["meta"]) if isinstance(r["meta"], str) else dict(r["meta"]),
-                            valid_from=_time(r["valid_from"]), valid_until=_time(r["valid_until"]),
-                            access_count=int(r["access_count"]), last_accessed=_time(r["last_accessed"]))
-               for r in rows]
+    records = [record_of(r) for r in rows]
     pos = {rec.id: j for j, rec in enumerate(records)}
     levels = _levels(records, pos)
     gen_of: list[list[int]] = [[] for _ in range(max(levels, default=-1) + 1)]

@@ -1,0 +1,190 @@
+r"""Search run by the PostgreSQL server: exact with a certified early stop, or HNSW.
+
+Both rank by the store's score ``-distance + depth_bias * depth + time_coef * log(w)``
+with the shell metric, computed in float64 **in Python by the same functions as the
+in-process search** (:class:`hypermem.index.ShellDistance`, the decay policy's
+``weight``, :func:`hypermem.index.exact_topk` over the rows read); SQL only chooses which
+rows to read and in what order.
+
+**Exact, certified early stop.**  ``ORDER BY dirv <#> q`` reads rows by decreasing float32
+cosine ``s~`` between the stored and the query direction.  For unit vectors rounded to
+float32 and summed in float32, ``|s~ - s| <= eps = (d + 4) 2^-23`` (each product's relative
+error is below ``(d + 2) 2^-24`` and ``sum |u_i q_i| <= 1``).  Every row not read yet
+therefore has ``s <= s~_last + eps``, distance ``>= g(min(1, s~_last + eps))`` (``g``
+decreases) and score ``<= -g(min(1, s~_last + eps)) + B``, where ``B`` bounds the other
+terms for this query: ``depth_bias * max depth`` (``min depth`` when ``depth_bias < 0``)
+plus ``0`` for the time term (weights are at most 1; ``time_coef * log(MIN_WEIGHT)`` when
+``time_coef < 0``).  Rows are read in growing batches and the scan stops as soon as that
+bound is below the k-th best exact score: no unread row can enter the top k, so the
+answer equals the full exact search (ties broken by insertion order, as in process).
+
+**ANN.**  ``ORDER BY lor <-> q~`` over the HNSW index (``vector_l2_ops`` on the Lorentz
+vectors made Euclidean, :mod:`.postgres`) fetches ``k * oversample`` candidates with
+``hnsw.ef_search = ef_search``; they are re-scored exactly as above.  Recall against the
+exact answer is measured in ``benchmarks/bench_storage.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import torch
+
+from ...geometry import poincare as P
+from ...index import ShellDistance, exact_topk
+from ...temporal import MIN_WEIGHT
+from ...temporal.clock import to_seconds
+from ..records import SearchResult
+from .rows import COLUMNS, record_of, vector_from
+
+SERVER_MODES = ("nearest", "subtree", "children", "ancestors", "siblings")
+_SUBTREE = ("id IN (WITH RECURSIVE sub(id) AS (SELECT %s::text UNION ALL SELECT m.id FROM hypermem_memories m "
+            "JOIN sub ON m.parent_id = sub.id) SELECT id FROM sub)")
+_ANCESTORS = ("id IN (WITH RECURSIVE up(id, parent_id) AS (SELECT id, parent_id FROM hypermem_memories WHERE id = "
+              "%s UNION ALL SELECT m.id, m.parent_id FROM hypermem_memories m JOIN up ON m.id = up.parent_id) "
+              "SELECT parent_id FROM up WHERE parent_id IS NOT NULL)")
+
+
+def float32_cosine_error(dim: int) -> float:
+    """Bound on ``|float32 cosine - exact cosine|`` of unit vectors (module docstring)."""
+    return (dim + 4) * 2.0 ** -23
+
+
+def _where(mode: str, root: str | None, at_time: datetime | None, now: datetime, filters, valid_only: bool):
+    clauses, params = [], []
+    if mode != "nearest":
+        if root is None:
+            raise ValueError(f"mode={mode!r} needs root=<memory id>")
+        if mode == "subtree":
+            clauses.append(_SUBTREE)
+        elif mode == "children":
+            clauses.append("parent_id = %s")
+        elif mode == "ancestors":
+            clauses.append(_ANCESTORS)
+        else:
+            clauses.append("parent_id IS NOT DISTINCT FROM (SELECT parent_id FROM hypermem_memories WHERE id = %s) "
+                           "AND id <> %s")
+            params.append(root)
+        params.append(root)
+    if at_time is not None:
+        clauses.append("t <= %s")
+        params.append(now)
+    if valid_only:
+        clauses.append("(valid_from IS NULL OR valid_from <= %s) AND (valid_until IS NULL OR valid_until >= %s)")
+        params += [now, now]
+    if filters:
+        clauses.append("meta @> %s::jsonb")  # a superset prefilter; equality is checked in Python
+        params.append(json.dumps(dict(filters)))
+    return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+def _bias(memory, rows: list[dict], now: float) -> torch.Tensor:
+    """``time_coef * log(max(w, MIN_WEIGHT)) + depth_bias * depth`` of rows (as in ``Memory.search``)."""
+    f64 = {"dtype": torch.float64}
+    t = torch.tensor([to_seconds(r["t"]) for r in rows], **f64)
+    acc = torch.tensor([float(r["access_count"]) for r in rows], **f64)
+    vf = torch.tensor([to_seconds(r["valid_from"], -math.inf) for r in rows], **f64)
+    vu = torch.tensor([to_seconds(r["valid_until"], math.inf) for r in rows], **f64)
+    w = torch.as_tensor(memory.decay.weight(now, t, acc, vf, vu), **f64)
+    depth = torch.tensor([float(r["depth"]) for r in rows], **f64)
+    bias = torch.zeros(len(rows), **f64)
+    if memory.time_coef != 0.0:
+        bias += memory.time_coef * w.clamp_min(MIN_WEIGHT).log()
+    if memory.depth_bias != 0.0:
+        bias += memory.depth_bias * depth
+    return bias, w, depth
+
+
+def _top(memory, q: torch.Tensor, rows: list[dict], k: int, now: float, filters):
+    """Exact top-k of the rows (insertion order breaks ties); ``(results, kth score)``."""
+    if filters:
+        items = list(filters.items())
+        rows = [r for r in rows if all(key in r["meta"] and r["meta"][key] == v for key, v in items)]
+    if not rows:
+        return [], -math.inf
+    rows = sorted(rows, key=lambda r: r["seq"])
+    dim = memory.dim
+    keys = torch.stack([vector_from(r["direction"], dim, "direction", r["id"]) for r in rows])
+    bias, w, depth = _bias(memory, rows, now)
+    g = ShellDistance(memory.curvature, memory.base_depth)
+    s, idx, dist = exact_topk(q.unsqueeze(0), keys, k, g, bias, g.inverse, max_product=1.0)
+    out = []
+    for sc, i, d in zip(s[0].tolist(), idx[0].tolist(), dist[0].tolist()):
+        if i >= 0 and sc != -math.inf:
+            out.append(SearchResult(record=record_of(rows[i]), score=float(sc), distance=float(d),
+                                    time_weight=float(w[i]), depth=float(depth[i])))
+    kth = out[k - 1].score if len(out) >= k else -math.inf
+    return out, kth
+
+
+def server_search(st, memory, query: Any, k: int = 5, mode: str = "nearest", root: str | None = None,
+                  at_time: datetime | None = None, filters: Mapping[str, Any] | None = None, valid_only: bool = False,
+                  ann: bool = False, ef_search: int = 100, oversample: int = 4, stats: dict | None = None):
+    """Search run by the server (see the module docstring); ``stats``, when given, receives
+    ``rows_read``.  The shell metric only; no touches (the server search is read-only)."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be an integer >= 1, got {k!r}")
+    if mode not in SERVER_MODES:
+        raise ValueError(f"the server search supports modes {SERVER_MODES}, got {mode!r} (cone mode runs in "
+                         f"process: Memory.search)")
+    if filters is not None and not isinstance(filters, Mapping):
+        raise TypeError("the server search takes a metadata dict as filters (a callable runs in process)")
+    Q, _ = memory._query_dirs([query], None)
+    q = Q[0].to("cpu", torch.float64)
+    now_dt = memory._now(at_time)
+    now = to_seconds(now_dt)
+    where, params = _where(mode, root, at_time, now_dt, filters, valid_only)
+    con = st.con
+    cols = ", ".join(COLUMNS)
+    try:
+        if ann:
+            qy = P.to_lorentz(P.point_at(q, memory.base_depth, memory.curvature), memory.curvature)
+            qv = torch.cat([qy, qy.new_zeros(1)]).numpy().astype("float32")
+            con.execute(f"SET LOCAL hnsw.ef_search = {int(ef_search)}")
+            if where:
+                con.execute("SET LOCAL hnsw.iterative_scan = strict_order")
+            cur = con.execute(f"SELECT {cols} FROM hypermem_memories{where} ORDER BY lor <-> %s LIMIT %s",
+                              (*params, qv, k * oversample))
+            rows = [dict(zip(COLUMNS, r)) for r in cur]
+            if stats is not None:
+                stats["rows_read"] = len(rows)
+            return _top(memory, q, rows, k, now, filters)[0]
+        return _exact(con, memory, q, k, now, where, params, filters, stats)
+    finally:
+        con.rollback()
+
+
+def _exact(con, memory, q, k, now, where, params, filters, stats):
+    lo, hi = con.execute(f"SELECT min(depth), max(depth) FROM hypermem_memories{where}", params).fetchone()
+    if lo is None:
+        return []
+    bound_bias = memory.depth_bias * (hi if memory.depth_bias > 0 else lo)
+    if memory.time_coef < 0:
+        bound_bias += memory.time_coef * math.log(MIN_WEIGHT)
+    g = ShellDistance(memory.curvature, memory.base_depth)
+    eps = float32_cosine_error(memory.dim)
+    q32 = q.numpy().astype("float32")
+    rows: list[dict] = []
+    out: list[SearchResult] = []
+    size = max(4 * k, 64)
+    with con.cursor(name="hypermem_exact_scan") as cur:
+        cur.execute(f"SELECT {', '.join(COLUMNS)}, (dirv <#> %s) FROM hypermem_memories{where} "
+                    f"ORDER BY dirv <#> %s, seq", (q32, *params, q32))
+        while True:
+            batch = cur.fetchmany(size)
+            rows.extend(dict(zip(COLUMNS, r)) for r in batch)
+            out, kth = _top(memory, q, rows, k, now, filters)
+            if len(batch) < size:
+                break  # every row read
+            s_last = min(1.0, -float(batch[-1][-1]) + eps)
+            bound = -float(g(torch.tensor([s_last], dtype=torch.float64))[0]) + bound_bias
+            if bound < kth:
+                break  # certified: no unread row can beat the k-th score
+            size *= 2
+    if stats is not None:
+        stats["rows_read"] = len(rows)
+    return out

@@ -1,0 +1,256 @@
+r"""PostgreSQL + pgvector storage for a durable memory (the ``postgres`` extra).
+
+Schema (in the connection's schema; put one memory per schema, e.g. a URL with
+``options=-csearch_path%3Dtenant_a``):
+
+* ``hypermem_config (key text PRIMARY KEY, value jsonb)``: the store's settings;
+* ``hypermem_state (key text PRIMARY KEY, value bigint)``: ``version``; a write
+  transaction starts with ``SELECT ... FOR UPDATE`` on it, which serialises writers from
+  any number of clients;
+* ``hypermem_memories``: the record (``text``, ``meta jsonb``, ``parent_id`` with an index
+  for the recursive subtree / ancestor queries, ``t``, ``valid_from`` / ``valid_until``
+  and ``last_accessed`` as ``timestamptz``, ``access_count``), ``depth float8``, the raw
+  ``embedding`` and the unit ``direction`` as float64 bytes, and two pgvector columns the
+  server searches with:
+
+  - ``dirv vector(d)``: the direction in float32.  The shell distance decreases with the
+    cosine (:class:`hypermem.index.ShellDistance`), so ``ORDER BY dirv <#> q`` reads rows in
+    order of distance (up to float32 rounding, bounded in :mod:`.pg_search`);
+  - ``lor vector(d + 2)``: the shell point on the hyperboloid
+    (:func:`hypermem.geometry.poincare.to_lorentz`), time coordinate negated
+    (:func:`hypermem.geometry.lorentz.to_mips_vectors`: then ``x' . y = <x, y>_L``) and
+    made Euclidean by one more coordinate ``sqrt(M^2 - |x'|^2)`` (0 for the query), so that
+    ``|x~ - y~|^2 = M^2 + |y|^2 - 2 <x, y>_L`` orders by hyperbolic distance.  An HNSW
+    index ``vector_l2_ops`` on it (:meth:`PostgresStorage.build_ann_index`) is a metric
+    index; ``vector_ip_ops`` on raw Lorentz vectors is not (inner products are no metric).
+
+A lost connection (a restarted server) raises :class:`StorageError` naming it; the next
+call opens a new connection.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import torch
+
+from ...geometry import poincare as P
+from ...geometry.lorentz import to_mips_vectors
+from .durable import StorageError
+from .rows import COLUMNS, VECTOR_DTYPES, vector_from
+
+try:
+    import psycopg
+    from pgvector.psycopg import register_vector
+except ImportError as exc:  # pragma: no cover - the extra is missing
+    raise ImportError('PostgreSQL storage needs the postgres extra: pip install "hypermem-torch[postgres]"') from exc
+
+LAYOUT = 1
+_COLS = COLUMNS + ("dirv", "lor")
+_UPSERT = (f"INSERT INTO hypermem_memories ({', '.join(_COLS)}) VALUES ("
+           + ", ".join("%s::jsonb" if c == "meta" else "%s" for c in _COLS)
+           + ") ON CONFLICT (id) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in _COLS[1:]))
+
+
+def shell_lorentz(directions: torch.Tensor, depth: float, c: float) -> torch.Tensor:
+    """Negated-time hyperboloid coordinates ``(n, d + 1)`` of the shell points of unit
+    ``directions`` (float64)."""
+    return to_mips_vectors(P.to_lorentz(P.point_at(directions, depth, c), c))
+
+
+class PostgresStorage:
+    """Storage in a PostgreSQL database with pgvector (see the module docstring)."""
+
+    time_text = False
+    always_direction = True
+
+    def __init__(self, url: str, read_only: bool = False, vector_dtype: str | None = None):
+        if vector_dtype is not None and vector_dtype not in VECTOR_DTYPES:
+            raise ValueError(f"vector_dtype must be one of {tuple(VECTOR_DTYPES)}, got {vector_dtype!r}")
+        self.url = url
+        self.read_only = read_only
+        self.vector_dtype = vector_dtype or "float64"
+        self.db_errors = (psycopg.Error,)
+        self._con = None
+        self.closed = False
+        self.dim: int | None = None
+        self.shell: tuple[float, float] | None = None
+        self.check = self.con  # connect now: a bad URL fails here
+
+    def __repr__(self) -> str:
+        safe = self.url.split("@")[-1] if "@" in self.url else self.url
+        return f"PostgresStorage({safe!r}{', read_only' if self.read_only else ''})"
+
+    @property
+    def con(self):
+        """The connection, opened again after a lost one."""
+        if self.closed:
+            raise StorageError("this memory's storage is closed")
+        if self._con is None or self._con.closed or self._con.broken:
+            try:
+                con = psycopg.connect(self.url, autocommit=False)
+                if not self.read_only:
+                    con.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                    con.commit()
+                register_vector(con)
+                if self.read_only:
+                    con.execute("SET default_transaction_read_only = on")
+                    con.commit()
+            except psycopg.Error as exc:
+                raise self.error(exc) from exc
+            self._con = con
+        return self._con
+
+    def error(self, exc: BaseException) -> StorageError:
+        if isinstance(exc, psycopg.OperationalError):
+            self._drop()
+            return StorageError(f"PostgreSQL connection lost or refused ({str(exc).strip()}); nothing of this call "
+                                f"was committed; the next call reconnects")
+        return StorageError(f"PostgreSQL storage: {str(exc).strip()}")
+
+    def _drop(self) -> None:
+        con, self._con = self._con, None
+        if con is not None:
+            try:
+                con.close()
+            except Exception:  # noqa: BLE001 - a broken connection may fail to close
+                pass
+
+    # ------------------------------------------------------------------ layout
+    def config(self) -> dict[str, Any] | None:
+        con = self.con
+        exists = con.execute("SELECT to_regclass('hypermem_config') IS NOT NULL").fetchone()[0]
+        if not exists:
+            con.rollback()
+            return None
+        cfg = dict(con.execute("SELECT key, value FROM hypermem_config").fetchall())
+        con.rollback()
+        if cfg.get("layout") != LAYOUT:
+            raise StorageError(f"the database has storage layout {cfg.get('layout')!r}; this hypermem reads {LAYOUT}")
+        self._configure(cfg)
+        return cfg
+
+    def _configure(self, cfg: dict[str, Any]) -> None:
+        self.vector_dtype = cfg.get("vector_dtype", "float64")
+        self.dim = int(cfg["dim"])
+        self.shell = (float(cfg["base_depth"]), float(cfg["curvature"]))
+        self.m2 = float(cfg["lorentz_m2"])
+
+    def create(self, config: dict[str, Any]) -> None:
+        d = int(config["dim"])
+        rho, c = float(config["base_depth"]), float(config["curvature"])
+        e = torch.zeros(1, d, dtype=torch.float64)
+        e[0, 0] = 1.0
+        m2 = float(shell_lorentz(e, rho, c).pow(2).sum()) * (1 + 1e-9)  # every shell point has this norm
+        cfg = dict(config, layout=LAYOUT, vector_dtype=self.vector_dtype, lorentz_m2=m2)
+        con = self.con
+        try:
+            con.execute("CREATE TABLE hypermem_config (key text PRIMARY KEY, value jsonb NOT NULL)")
+            con.execute("CREATE TABLE hypermem_state (key text PRIMARY KEY, value bigint NOT NULL)")
+            con.execute(f"CREATE TABLE hypermem_memories (id text PRIMARY KEY, seq bigint NOT NULL, sib bigint NOT "
+                        f"NULL, text text NOT NULL, parent_id text, t timestamptz NOT NULL, valid_from timestamptz, "
+                        f"valid_until timestamptz, access_count bigint NOT NULL, last_accessed timestamptz, meta "
+                        f"jsonb NOT NULL, depth float8 NOT NULL, embedding bytea NOT NULL, direction bytea NOT NULL, "
+                        f"dirv vector({d}) NOT NULL, lor vector({d + 2}) NOT NULL)")
+            con.execute("CREATE INDEX hypermem_memories_parent ON hypermem_memories (parent_id)")
+            with con.cursor() as cur:
+                cur.executemany("INSERT INTO hypermem_config VALUES (%s, %s::jsonb)",
+                                [(k, json.dumps(v, allow_nan=False)) for k, v in cfg.items()])
+            con.execute("INSERT INTO hypermem_state VALUES ('version', 0)")
+            con.commit()
+        except BaseException:
+            con.rollback()
+            raise
+        self._configure(cfg)
+
+    def build_ann_index(self, m: int = 16, ef_construction: int = 64) -> None:
+        """Create (or re-create) the HNSW index over ``lor`` with ``vector_l2_ops``."""
+        con = self.con
+        try:
+            con.execute("DROP INDEX IF EXISTS hypermem_memories_lor")
+            con.execute(f"CREATE INDEX hypermem_memories_lor ON hypermem_memories USING hnsw (lor vector_l2_ops) "
+                        f"WITH (m = {int(m)}, ef_construction = {int(ef_construction)})")
+            con.commit()
+        except psycopg.Error as exc:
+            con.rollback()
+            raise self.error(exc) from exc
+
+    # ------------------------------------------------------------------ transactions
+    def begin(self) -> None:
+        _ = self.con  # reconnect if needed; psycopg opens the transaction at the first statement
+
+    def version(self) -> int:
+        return int(self.con.execute("SELECT value FROM hypermem_state WHERE key = 'version' FOR UPDATE").fetchone()[0])
+
+    def current_version(self) -> int:
+        con = self.con
+        v = int(con.execute("SELECT value FROM hypermem_state WHERE key = 'version'").fetchone()[0])
+        con.rollback()
+        return v
+
+    def bump(self) -> int:
+        return int(self.con.execute("UPDATE hypermem_state SET value = value + 1 WHERE key = 'version' "
+                                    "RETURNING value").fetchone()[0])
+
+    def commit(self) -> None:
+        self.con.commit()
+
+    def rollback(self) -> None:
+        con = self._con
+        if con is not None and not con.closed and not con.broken:
+            try:
+                con.rollback()
+            except psycopg.Error:
+                self._drop()
+
+    # ------------------------------------------------------------------ rows
+    def upsert(self, rows: list[tuple]) -> None:
+        if not rows:
+            return
+        rho, c = self.shell
+        dirs = torch.stack([vector_from(r[13], self.dim, "direction", r[0]) for r in rows])
+        lor = shell_lorentz(dirs, rho, c)
+        aug = (self.m2 - lor.pow(2).sum(1)).clamp_min(0.0).sqrt().unsqueeze(1)
+        lor = torch.cat([lor, aug], 1).numpy().astype(np.float32)
+        d32 = dirs.numpy().astype(np.float32)
+        with self.con.cursor() as cur:
+            cur.executemany(_UPSERT, [r + (d32[j], lor[j]) for j, r in enumerate(rows)])
+
+    def delete(self, ids: list[str]) -> None:
+        self.con.execute("DELETE FROM hypermem_memories WHERE id = ANY(%s)", (list(ids),))
+
+    def touch(self, items: list[tuple]) -> None:
+        with self.con.cursor() as cur:
+            cur.executemany("UPDATE hypermem_memories SET access_count = access_count + %s, last_accessed = %s "
+                            "WHERE id = %s", items)
+
+    def load_rows(self, in_transaction: bool = False) -> tuple[int, list[dict[str, Any]]]:
+        con = self.con
+        try:
+            if not in_transaction:
+                con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            version = int(con.execute("SELECT value FROM hypermem_state WHERE key = 'version'").fetchone()[0])
+            cur = con.execute(f"SELECT {', '.join(COLUMNS)} FROM hypermem_memories ORDER BY seq")
+            rows = [dict(zip(COLUMNS, r)) for r in cur]
+        finally:
+            if not in_transaction:
+                con.rollback()
+        return version, rows
+
+    def search(self, memory, query, k: int = 5, **kwargs: Any):
+        """The server's own search (:func:`hypermem.store.backends.pg_search.server_search`)."""
+        from .pg_search import server_search
+
+        try:
+            return server_search(self, memory, query, k, **kwargs)
+        except psycopg.Error as exc:
+            self.rollback()
+            raise self.error(exc) from exc
+
+    def close(self) -> None:
+        if not self.closed:
+            self._drop()
+            self.closed = True
+
