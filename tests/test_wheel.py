@@ -99,3 +99,16 @@ def test_train_by_config_name_from_an_installed_wheel(venv, tmp_path):
     _run([venv / "hypermem", "train", "--config", "mammals_poincare", "--trainer.max_epochs=1",
           "--trainer.enable_progress_bar=false"], cwd=tmp_path, env=_env(tmp_path))
     assert list((tmp_path / "runs").rglob("events.out.tfevents.*"))
+
+
+def test_every_notebook_runs_on_the_installed_wheel(venv, tmp_path):
+    from test_notebooks import NOTEBOOKS, kernel_for, run_notebook
+
+    with kernel_for(venv / "python", tmp_path / "jupyter"):
+        for path in NOTEBOOKS:
+            folder = tmp_path / path.stem
+            folder.mkdir()
+            outputs = run_notebook(path, folder)
+            assert not [o for o in outputs if o.get("output_type") == "error"], path.name
+            text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
+            assert "Failed to initialize NumPy" not in text, path.name
