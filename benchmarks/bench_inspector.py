@@ -10,8 +10,8 @@ the DevTools protocol (:class:`hypermem.viz.chromium.Chromium`) and reads the pa
   done), measured from the navigation start;
 * a filter keystroke, a slider step and a re-focus (no animation), each from just before
   the input event to the next animation frame after it (``requestAnimationFrame`` then a
-  ``setTimeout(0)``, so the frame with the new drawing has been produced), median of
-  ``--repeat`` runs.
+  ``setTimeout(0)``, so the frame with the new drawing has been produced); min, median and max of
+  ``--repeat`` runs (the machine may be shared).
 
     python benchmarks/bench_inspector.py --n 100000
 
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import random
 import statistics
@@ -62,6 +63,12 @@ ACTIONS = {
 }
 
 
+def summary(values, digits: int = 1) -> dict:
+    """Min, median and max."""
+    return {"min": round(min(values), digits), "median": round(statistics.median(values), digits),
+            "max": round(max(values), digits)}
+
+
 def timed(browser: Chromium, action: str, arg) -> tuple[float, float]:
     js = ("(async () => { const t0 = performance.now(); " + ACTIONS[action].format(arg=json.dumps(arg))
           + " const t1 = performance.now(); " + NEXT_FRAME + "; return [t1 - t0, performance.now() - t0]; })()")
@@ -97,7 +104,8 @@ def screenshots(out: Path, epochs: int | None, focus: str, db: Path | None) -> d
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=100_000)
-    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=12, help="runs of each interaction")
+    ap.add_argument("--loads", type=int, default=3, help="page loads")
     ap.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
     ap.add_argument("--screenshots", type=Path, default=None, help="take the mammals demo's screenshots here")
     ap.add_argument("--epochs", type=int, default=None, help="mammals training epochs (default: the config's)")
@@ -118,25 +126,27 @@ def main(argv=None) -> dict:
         path = Path(tmp) / "page.html"
         path.write_text(page, encoding="utf-8")
         with Chromium() as browser:
-            res["open_wall_s"] = round(browser.open(path.as_uri()), 3)
-            res["chromium"] = browser.call("Runtime.evaluate", {"expression": "navigator.userAgent",
-                                                                "returnByValue": True})["result"]["value"]
-            marks = browser.evaluate("hmState().timings")
-            res["load_ms"] = marks["ready"]
-            res["load_marks_ms"] = marks
+            res["load_avg_before"] = [round(v, 2) for v in os.getloadavg()]
+            loads, walls = [], []
+            for _ in range(args.loads):
+                walls.append(browser.open(path.as_uri()))
+                loads.append(browser.evaluate("hmState().timings")["ready"])
+            res["load_ms"] = summary(loads)
+            res["open_wall_s"] = summary(walls, 3)
+            res["chromium"] = browser.evaluate("navigator.userAgent")
+            res["load_marks_ms"] = browser.evaluate("hmState().timings")
             assert browser.evaluate("document.documentElement.getAttribute('data-errors')") == "0"
             steps = int(browser.evaluate("Number(document.getElementById('hm-time').max)"))
-            ids = [f"m{random.Random(k).randrange(args.n)}" for k in range(args.repeat)]
-            plan = {"filter keystroke": ["t", "to", "top", "topi", "topic 4", "topic 42", "memory 9"][: args.repeat],
-                    "slider step": [steps - 1 - k for k in range(1, args.repeat + 1)],
-                    "re-focus": ids}
+            words = ["t", "to", "top", "topi", "topic", "topic ", "topic 4", "topic 42", "m", "me", "mem", "memory 9"]
+            plan = {"filter keystroke": [words[k % len(words)] for k in range(args.repeat)],
+                    "slider step": [(steps - 1 - k) % (steps + 1) for k in range(1, args.repeat + 1)],
+                    "re-focus": [f"m{random.Random(k).randrange(args.n)}" for k in range(args.repeat)]}
             for action, values in plan.items():
                 runs = [timed(browser, action, v) for v in values]
-                res[action] = {"handler_ms": round(statistics.median(r[0] for r in runs), 1),
-                               "to_next_frame_ms": round(statistics.median(r[1] for r in runs), 1),
-                               "max_to_next_frame_ms": round(max(r[1] for r in runs), 1)}
+                res[action] = {"handler_ms": summary([r[0] for r in runs]),
+                               "to_next_frame_ms": summary([r[1] for r in runs])}
             res["drawn_points"] = browser.evaluate("hmState().drawn")
-            res["last_marks_ms"] = browser.evaluate("hmState().timings")
+            res["load_avg_after"] = [round(v, 2) for v in os.getloadavg()]
     if args.out is not None:
         args.out.write_text(json.dumps(res, indent=1))
     print(json.dumps(res, indent=1))

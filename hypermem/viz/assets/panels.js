@@ -151,7 +151,7 @@ tbody.addEventListener("click", function (ev) {
 });
 
 // ---------------------------------------------------------------- tree (built as it opens)
-var treeRoot = document.getElementById("hm-tree"), treeItems = new Map(), CHUNK = 200;
+var treeRoot = document.getElementById("hm-tree"), treeItems = new Map(), CHUNK = 200, FILTER_SHOWN = 60;
 var fullTree = el("ul", null, "hm-tree"), filterTreeEl = null;
 function treeItem(i, into, filtered) {
   var li = el("li"), lab = el("span", label(i), "hm-label");
@@ -228,7 +228,7 @@ function filterTree(count) {
   fullTree.hidden = true;
   filterTreeEl = el("ul", null, "hm-tree");
   var keep = new Map(), shown = 0;
-  for (var i = 0; i < N && shown < CHUNK && keep.size < 4 * CHUNK; i++) {
+  for (var i = 0; i < N && shown < FILTER_SHOWN && keep.size < 4 * FILTER_SHOWN; i++) {
     if (!MATCH[i]) { continue; }
     shown += 1;
     var chain = [];
