@@ -69,6 +69,17 @@ def test_numpy_float32_in_gives_float32_out():
     assert np.asarray(ball.distance(P64, Q64)).dtype == np.float64
 
 
+def test_ball_projector_places_float32_embeddings_as_float64_points_like_the_reference():
+    from hypermem import BallProjector
+
+    emb = RNG.normal(size=(5, 8)).astype(np.float32)  # what sentence-transformers returns
+    ours = np.asarray(BallProjector(PoincareBall()).at_depth(emb, 12.0))
+    theirs = ref.BallProjector(ref.PoincareBall()).at_depth(emb, 12.0)
+    assert ours.dtype == theirs.dtype == np.float64
+    np.testing.assert_allclose(ours, theirs, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(PoincareBall().distance_to_origin(ours)), 12.0, rtol=1e-9)
+
+
 def test_pairwise_distance_diagonal_is_zero_and_nearby_distances_keep_their_digits():
     ball, rball = PoincareBall(), ref.PoincareBall()
     assert np.array_equal(np.diag(np.asarray(ball.pairwise_distance(P64, P64))), np.zeros(40))
