@@ -173,7 +173,7 @@ def test_render_html_escapes_everything_and_embeds_the_snapshot():
     parents = np.frombuffer(base64.b64decode(doc["parent"]), dtype="<i4").tolist()
     assert parents == [-1 if r.parent_id is None else mem.ids.index(r.parent_id) for r in mem]
     assert {int(k): v for k, v in doc["meta"].items()} == {i: r.meta for i, r in enumerate(mem) if r.meta}
-    assert script_json({"x": "</script>"}) == '{"x":"\\u003c/script\\u003e"}'
+    assert script_json({"x": "</script>"}) == '{"x": "\\u003c/script\\u003e"}'
 
 
 def test_inspect_writes_the_page_and_jupyter_gets_an_iframe(tmp_path):
@@ -203,7 +203,7 @@ def test_open_browser_and_an_empty_memory(tmp_path, monkeypatch):
     mem.inspect(tmp_path / "p.html", open_browser=True)
     assert opened[1] == (tmp_path / "p.html").resolve().as_uri()
     empty = Memory()
-    assert to_dict(empty)["nodes"] == [] and '"ids":[]' in render_html(empty)
+    assert to_dict(empty)["nodes"] == [] and '"ids": []' in render_html(empty)
 
 
 def test_plot_draws_every_memory(tmp_path):

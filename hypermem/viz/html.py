@@ -86,14 +86,14 @@ def page_assets() -> dict[str, str]:
 
 
 def script_json(obj: Any) -> str:
-    r"""JSON that is safe inside an HTML ``<script>`` element: compact, ASCII only, and ``<``,
-    ``>``, ``&`` escaped as ``\u003c`` ``\u003e`` ``\u0026`` (U+2028/9 are ``\u2028``/``\u2029``
+    r"""JSON that is safe inside an HTML ``<script>`` element: ASCII only, and ``<``, ``>``,
+    ``&`` escaped as ``\u003c`` ``\u003e`` ``\u0026`` (U+2028/9 are ``\u2028``/``\u2029``
     through the ASCII escaping), so no string in it can end the element or open a comment.
 
     >>> script_json({"text": "</script><!--"})
-    '{"text":"\\u003c/script\\u003e\\u003c!--"}'
+    '{"text": "\\u003c/script\\u003e\\u003c!--"}'
     """
-    text = json.dumps(obj, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+    text = json.dumps(obj, ensure_ascii=True, allow_nan=False)
     return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
 
 
