@@ -115,9 +115,9 @@ class SearchMixin:
             if rows.numel() == 0 and not self.cone_constrained:
                 psi = math.degrees(float(half_aperture(pts[r], self.curvature, self.cone_k)))
                 warnings.warn(f"no memory lies inside the entailment cone of {root!r} (half-aperture {psi:.1f} "
-                              f"degrees): this store was made without cone_constrained=True, so children are "
-                              f"placed by inherit={self.inherit:g} and rarely fall in a cone; use "
-                              f"Memory(cone_constrained=True) for cone queries, or mode='subtree'", stacklevel=4)
+                              f"degrees): this store was made without cone_constrained=True, so a child need "
+                              f"not lie in its parent's cone (they are narrow); use Memory(cone_constrained=True) "
+                              f"for cone queries, or mode='subtree'", stacklevel=4)
             return rows, energy.to(self.device)
         rows = torch.tensor(sorted(self._row[i] for i in ids), dtype=torch.long, device=self.device)
         return rows, None
