@@ -30,6 +30,7 @@ import os
 import reprlib
 import sqlite3
 from collections.abc import Mapping
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -140,34 +141,44 @@ def check_dim(dim: Any, where: str, what: str = "the dimension") -> int:
 
 def stack_vectors(values: list, dim: int, what: str, names: list, where: str) -> torch.Tensor:
     """``(n, dim)`` float64 tensor from raw little-endian float64 blobs or JSON lists of
-    numbers, each checked for type, length and finiteness *before* the tensor is made.
-    ``names[i]`` names row ``i`` in messages."""
-    arrays = []
-    for i, v in enumerate(values):
-        label = f"{where}: the {what} of memory {names[i]!r}"
-        if isinstance(v, (bytes, bytearray, memoryview)):
-            v = bytes(v)
-            if len(v) != 8 * dim:
-                raise MemoryFileError(f"{label} has {len(v)} bytes, expected {8 * dim} (dimension mismatch or "
+    numbers, each checked for kind, length, element type (exact ``int``/``float``: no
+    strings, no booleans) and finiteness *before* the tensor is made.  ``names[i]`` names
+    row ``i`` in messages.  Lists are checked in one C-level pass and converted at once."""
+    def label(i: int) -> str:
+        return f"{where}: the {what} of memory {names[i]!r}"
+
+    blob = (bytes, bytearray, memoryview)
+    for i, v in enumerate(values):  # kinds and lengths first: no element is touched yet
+        if isinstance(v, blob):
+            size = v.nbytes if isinstance(v, memoryview) else len(v)
+            if size != 8 * dim:
+                raise MemoryFileError(f"{label(i)} has {size} bytes, expected {8 * dim} (dimension mismatch or "
                                       f"a truncated file)")
-            arr = np.frombuffer(v, dtype="<f8")
         elif isinstance(v, list):
             if len(v) != dim:
-                raise MemoryFileError(f"{label} has {len(v)} values, expected {dim} (dimension mismatch)")
-            types = set(map(type, v))  # one C-level pass; exact types, so bool is not int
-            if not types <= _PLAIN_NUMBERS:
-                bad = next((t for t in types if not issubclass(t, (int, float)) or issubclass(t, bool)), None)
-                if bad is not None:
-                    raise MemoryFileError(f"{label} holds {bad.__name__} values, expected numbers")
-            arr = np.asarray(v, dtype=np.float64)
+                raise MemoryFileError(f"{label(i)} has {len(v)} values, expected {dim} (dimension mismatch)")
         else:
-            raise MemoryFileError(f"{label} is missing or of type {type(v).__name__}")
-        if not np.isfinite(arr).all():
-            raise MemoryFileError(f"{label} has non-finite values")
-        arrays.append(arr)
-    if not arrays:
+            raise MemoryFileError(f"{label(i)} is missing or of type {type(v).__name__}")
+    if not values:
         return torch.zeros(0, dim, dtype=torch.float64)
-    return torch.from_numpy(np.stack(arrays).astype(np.float64))
+    lists = [v for v in values if isinstance(v, list)]
+    if lists and not set(map(type, chain.from_iterable(lists))) <= _PLAIN_NUMBERS:
+        for i, v in enumerate(values):  # name the first row holding a non-number
+            bad = next((t for t in set(map(type, v)) if not issubclass(t, (int, float)) or issubclass(t, bool)),
+                       None) if isinstance(v, list) else None
+            if bad is not None:
+                raise MemoryFileError(f"{label(i)} holds {bad.__name__} values, expected numbers")
+    if len(lists) == len(values):
+        arr = np.array(values, dtype=np.float64)
+    elif not lists:
+        arr = np.frombuffer(b"".join(bytes(v) for v in values), dtype="<f8").reshape(len(values), dim)
+    else:
+        arr = np.stack([np.asarray(v, dtype=np.float64) if isinstance(v, list) else np.frombuffer(bytes(v), "<f8")
+                        for v in values])
+    finite = np.isfinite(arr).all(axis=1)
+    if not finite.all():
+        raise MemoryFileError(f"{label(int(np.argmin(finite)))} has non-finite values")
+    return torch.from_numpy(arr.astype(np.float64))  # a fresh, writable, native-order copy
 
 
 # ---------------------------------------------------------------------------- specs
