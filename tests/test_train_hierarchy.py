@@ -274,3 +274,20 @@ class _RunsCode:
 
     def __reduce__(self):
         return (open, (self.path, "w"))
+
+
+@pytest.mark.parametrize("kind", ["poincare", "cones"])
+def test_bf16_mixed_precision_leaves_the_embedding_math_in_its_dtype(tmp_path, kind):
+    """Under precision=bf16-mixed the loss runs with autocast off: the same weights as in
+    full precision (Riemannian Adam through autograd, and the cone loss)."""
+    extra = ["--model.dim=5", "--trainer.max_epochs=1", "--trainer.limit_train_batches=3", "--trainer.logger=false",
+             "--trainer.enable_checkpointing=false", "--trainer.callbacks=null", "--model.optimizer=radam",
+             "--model.log_images=false", "--model.log_projector=false", "--trainer.limit_val_batches=0",
+             "--model.dtype=float32"]  # float32: what autocast would cast to bf16 (float64 it leaves alone)
+    if kind == "cones":
+        extra += ["--model.kind=cones", "--model.init_epochs=1", "--data.negatives_kind=both_ends"]
+    full = _run_cli(tmp_path, *extra)
+    half = _run_cli(tmp_path, *extra, "--trainer.precision=bf16-mixed")
+    assert half.trainer.precision == "bf16-mixed"
+    a, b = full.model.embedding.weight.detach(), half.model.embedding.weight.detach()
+    assert b.dtype == torch.float32 and torch.equal(a, b)

@@ -26,8 +26,8 @@ folder, so TensorBoard shows one set of curves; the batches are seeded per epoch
 result equals the uninterrupted run's.
 
 **Output.**  A run ends with its final metrics, the best and last checkpoint paths and the
-log folder.  When stdout is not a terminal the progress bar is off (it would write
-``\\r`` updates into the file) and one line per validation is printed instead.  A mistyped
+log folder.  When stdout is not a terminal the progress bar and the model summary are off
+(the bar would write ``\\r`` updates into the file) and one line per epoch is printed instead.  A mistyped
 option prints the error, the nearest valid option and how to list them, in a few lines.
 """
 
@@ -216,6 +216,7 @@ def main(args: list[str] | None = None, run: bool = True, prog: str = DEFAULT_PR
         "devices": 1,
         "log_every_n_steps": 1,
         "enable_progress_bar": tty,
+        "enable_model_summary": tty,
         "callbacks": [RunSummary()] + ([] if tty else [ProgressLines()]),
     }
     cls = _cli_class()

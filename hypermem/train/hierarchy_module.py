@@ -39,7 +39,8 @@ step, i.e. every group of ``batches_per_step`` optimizer steps (set
 **Precision.**  The embedding keeps its ``dtype`` under ``trainer.precision`` (e.g.
 ``bf16-mixed``): the loss is computed with autocast off, because the Poincaré distance's
 ``1 - |x|^2`` needs float64 near the boundary (bf16 has 8 bits of mantissa: points at
-depth 5 would all sit on the boundary).  Mixed precision therefore changes nothing here.
+depth 5 would all sit on the boundary); the optimizer's step runs with autocast off too.
+Mixed precision therefore changes nothing here.
 """
 
 from __future__ import annotations
@@ -262,8 +263,9 @@ class HierarchyModule(pl.LightningModule):
                 opt.step()  # no gradients: the weights stay, Lightning's step counter advances
         else:
             total = torch.zeros((), dtype=torch.float64, device=pairs.device)
-            for s in range(0, pairs.shape[0], size):
-                total += self._step(pairs[s:s + size], neg[s:s + size], mask[s:s + size]).detach().to(torch.float64)
+            with torch.autocast(pairs.device.type, enabled=False):  # forward, backward and the Riemannian step
+                for s in range(0, pairs.shape[0], size):
+                    total += self._step(pairs[s:s + size], neg[s:s + size], mask[s:s + size]).detach().double()
         if not torch.isfinite(total):
             raise FloatingPointError(f"loss is {float(total)} at epoch {self.current_epoch}; lower lr")
         n = pairs.shape[0]
