@@ -14,8 +14,13 @@ timed calls, interleaved (hypermem, reference, hypermem, ...) so that load from 
 jobs on a shared machine hits both alike.  Reported: the median wall clock of the call,
 the ratio of the medians, and the reconstruction MAP / mean rank of the points of each
 side (hypermem's evaluator for both; ``--ref-eval`` also runs the reference's evaluator
-on both sets of points, which agrees).  With ``--defaults`` hypermem's own default call
-``fit_poincare_embeddings(closure, dim=10)`` is measured once as well.
+on both sets of points, which agrees).  ``--quality-seeds N`` also trains both sides
+once with each of the seeds ``1 .. N-1`` (untimed) and reports the MAP over all ``N``
+seeds (mean, min, max), since one seed's difference can be noise.  With ``--defaults``
+hypermem's own default call ``fit_poincare_embeddings(closure, dim=10)`` is measured once
+as well; ``--decayed`` also trains hypermem once with ``final_lr_factor=0.01`` (a linear
+decay to ``lr/100`` after the burn-in, hypermem's default before 2026-12-01) with the
+reference's Poincaré values and, with ``--defaults``, with hypermem's defaults.
 
 Usage::
 
@@ -46,10 +51,12 @@ SEED_VALUES = {
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=3, help="timed calls per side after the warm-up")
-    ap.add_argument("--geometries", nargs="+", choices=sorted(SEED_VALUES), default=["poincare", "euclidean"])
+    ap.add_argument("--geometries", nargs="*", choices=sorted(SEED_VALUES), default=["poincare", "euclidean"])
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--ref-eval", action="store_true", help="also score both sides with the reference's evaluator")
+    ap.add_argument("--quality-seeds", type=int, default=1, help="MAP over seeds 0 .. N-1 (the extra ones untimed)")
     ap.add_argument("--defaults", action="store_true", help="also time hypermem's default call once")
+    ap.add_argument("--decayed", action="store_true", help="also train hypermem with final_lr_factor=0.01")
     ap.add_argument("--json", help="write the results here")
     return ap.parse_args(argv)
 
@@ -118,18 +125,35 @@ def main(argv=None) -> dict:
                 print(f"{geometry:9s} {name:9s} {times[name][-1]:7.2f} s  MAP {q[0]:.4f}  mean rank {q[1]:.3f}",
                       flush=True)
         med = {name: statistics.median(t) for name, t in times.items()}
+        maps = {name: [quality[name][0]] for name in sides}
+        for seed in range(1, args.quality_seeds):
+            for name, fit in sides.items():
+                points, _ = fit(closure, **{**values, "seed": seed})
+                maps[name].append(score(points, geometry)[0])
+        if args.quality_seeds > 1:
+            for name, m in maps.items():
+                print(f"{geometry:9s} {name:9s} MAP over seeds 0-{args.quality_seeds - 1}: mean {statistics.mean(m):.4f}"
+                      f" (min {min(m):.4f}, max {max(m):.4f})", flush=True)
         out["results"][geometry] = {"values": values, "times": times, "median_s": med,
-                                    "ratio": med["reference"] / med["hypermem"], "quality": quality}
+                                    "ratio": med["reference"] / med["hypermem"], "quality": quality,
+                                    "map_by_seed": maps}
         print(f"{geometry}: median hypermem {med['hypermem']:.2f} s, reference {med['reference']:.2f} s, "
               f"ratio {med['reference'] / med['hypermem']:.1f}x; MAP hypermem {quality['hypermem'][0]:.4f}, "
               f"reference {quality['reference'][0]:.4f}", flush=True)
+    extra = {}
     if args.defaults:
+        extra["hypermem_defaults"] = dict(dim=10)
+    if args.decayed:
+        extra["hypermem_seed_values_decayed"] = dict(SEED_VALUES["poincare"], final_lr_factor=0.01)
+        if args.defaults:
+            extra["hypermem_defaults_decayed"] = dict(dim=10, final_lr_factor=0.01)
+    for label, kwargs in extra.items():
         t0 = time.perf_counter()
-        points, _ = fit_poincare_embeddings(closure, dim=10)
+        points, _ = fit_poincare_embeddings(closure, **kwargs)
         seconds = time.perf_counter() - t0
         q = score(points, "poincare")
-        out["results"]["hypermem_defaults"] = {"seconds": seconds, "quality": q}
-        print(f"hypermem defaults: {seconds:.2f} s  MAP {q[0]:.4f}  mean rank {q[1]:.3f}", flush=True)
+        out["results"][label] = {"kwargs": kwargs, "seconds": seconds, "quality": q}
+        print(f"{label}: {seconds:.2f} s  MAP {q[0]:.4f}  mean rank {q[1]:.3f}", flush=True)
     out["load_after"] = os.getloadavg()[0]
     if args.json:
         with open(args.json, "w") as fh:

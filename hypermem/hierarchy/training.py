@@ -295,25 +295,25 @@ def fit_poincare_embeddings(edges, dim: int = 10, epochs: int = 200, lr: float =
     node related to ``u`` (poincare-memory draws uniformly over all nodes, related ones
     included), and burn-in negatives are drawn by ``degree^0.75``.
     The defaults, on the WordNet mammal closure at ``dim=10`` (reconstruction MAP / mean
-    rank; ``benchmarks/bench_seed_parity.py``):
+    rank, seed 0; ``benchmarks/bench_seed_parity.py``):
 
-    =====================  ===================  ===================
-    argument               hypermem's default   poincare-memory's
-    =====================  ===================  ===================
-    ``epochs``             200                  100
-    ``lr``                 0.3                  0.1
-    ``negatives``          50                   10
-    ``burn_in``            20                   10
-    ``burn_in_lr_factor``  0.1                  0.1
-    ``batch_size``         32                   64
-    ``final_lr_factor``    1.0 (constant lr)    (constant lr)
-    MAP / mean rank        0.972 / 1.21         0.905 / 1.48 here
-    =====================  ===================  ===================
+    =========================  ===================  ===================
+    argument                   hypermem's default   poincare-memory's
+    =========================  ===================  ===================
+    ``epochs``                 200                  100
+    ``lr``                     0.3                  0.1
+    ``negatives``              50                   10
+    ``burn_in``                20                   10
+    ``burn_in_lr_factor``      0.1                  0.1
+    ``batch_size``             32                   64
+    ``final_lr_factor``        1.0 (constant lr)    (constant lr)
+    hypermem, MAP / mean rank  0.976 / 1.20         0.909 / 1.47
+    poincare-memory            (not measured)       0.899 / 1.57
+    =========================  ===================  ===================
 
-    (the last cell: hypermem trained with poincare-memory's values; poincare-memory
-    itself reaches 0.899 / 1.57 with them).  ``final_lr_factor=0.01`` (after the burn-in,
-    a linear decay to ``lr/100``) gives 0.974 / 1.20 with the defaults, but 0.826 with
-    poincare-memory's values, whose 100 epochs at ``lr=0.1`` need the full step.
+    ``final_lr_factor=0.01`` (after the burn-in, a linear decay to ``lr/100``) gives 0.974
+    / 1.20 with the defaults and 0.833 / 2.42 with poincare-memory's values, whose 100
+    epochs at ``lr=0.1`` need the full step.
     Smaller batches mean more updates per epoch; with the autograd-free step of
     :mod:`~hypermem.hierarchy.fused_sgd` (used for ``optimizer="rsgd"``) an epoch of the
     mammals takes a fraction of a second.
