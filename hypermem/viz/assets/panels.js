@@ -46,7 +46,7 @@ function select(i) {
     revealInTree(i);
   }
   document.body.setAttribute("data-highlighted", String(related));
-  renderRows(); markTree();
+  markRows(); markTree();
 }
 
 // ---------------------------------------------------------------- slider
@@ -63,7 +63,7 @@ function showTime() {
 slider.addEventListener("input", function () {
   var t0 = performance.now();
   state.t = Number(slider.value); showTime();
-  if (state.sortKey === "weight") { sortRows(); } else { renderRows(); }
+  if (state.sortKey === "weight") { sortRows(); } else { updateWeights(); }
   draw();
   mark("slider", t0);
 });
@@ -71,7 +71,7 @@ slider.addEventListener("input", function () {
 // ---------------------------------------------------------------- table (virtualised)
 var COLUMNS = [["id", "id"], ["label", "label"], ["text", "text"], ["level", "level"], ["depth", "depth"],
                ["time", "time"], ["weight", "weight"], ["access", "accesses"], ["meta", "meta"]];
-var ROW_H = 24, VISIBLE = 40;
+var ROW_H = 24, VISIBLE = 30, WEIGHT_COL = 6;
 var wrap = document.getElementById("hm-table-wrap"), thead = document.querySelector("#hm-table thead tr");
 var tbody = document.querySelector("#hm-table tbody");
 var PERM = new Int32Array(N), VIEWROWS = new Int32Array(N), nView = N, scrolled = 0;
@@ -144,6 +144,22 @@ function renderRows() {
   tbody.appendChild(frag);
 }
 // scrollTop is read only here, so that other updates never force a layout.
+// A selection changes only the classes of the rows on screen.
+function markRows() {
+  var trs = tbody.children;
+  for (var k = 0; k < trs.length; k++) {
+    var tr = trs[k], i = tr.hasAttribute("data-row") ? Number(tr.getAttribute("data-row")) : -1;
+    if (i >= 0) { tr.className = state.hasSel && ROLE[i] > 0 ? "hm-" + ROLE_NAMES[ROLE[i]] : ""; }
+  }
+}
+// A slider step changes only the weight column of the rows on screen.
+function updateWeights() {
+  var trs = tbody.children;
+  for (var k = 0; k < trs.length; k++) {
+    var tr = trs[k];
+    if (tr.hasAttribute("data-row")) { tr.children[WEIGHT_COL].textContent = fmt(weight(Number(tr.getAttribute("data-row"))), 3); }
+  }
+}
 wrap.addEventListener("scroll", function () { scrolled = wrap.scrollTop; renderRows(); });
 tbody.addEventListener("click", function (ev) {
   var tr = ev.target.closest("tr[data-row]");
