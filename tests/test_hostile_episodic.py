@@ -298,3 +298,11 @@ def test_any_json_config_value_loads_or_is_a_memory_file_error(tmp_path_factory,
     except ValueError as exc:  # a custom embedder or decay policy: pass it back
         assert key in ("decay", "embedder") and "custom" in str(exc)
     assert folder_state(path.parent) == before
+
+
+@pytest.mark.parametrize("key,value", [("importance_threshold", "1" + "0" * 400), ("curvature", "1" + "0" * 400),
+                                       ("decay", '{"type": "ebbinghaus", "stability_hours": 1, "boost_per_access": '
+                                                 + "1" + "0" * 400 + "}")])
+def test_integers_beyond_float64_in_the_config(saved, key, value):
+    execute(saved, "UPDATE config SET value = ? WHERE key = ?", value, key)
+    refused_without_a_trace(saved, "bad storage settings|curvature|bad decay spec")

@@ -315,7 +315,8 @@ def test_non_utf8_json_file_names_the_file(data, tmp_path):
 
 
 @HOSTILE
-@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=4),
+@given(st.recursive(st.none() | st.booleans() | st.integers(-2**1100, 2**1100) | st.floats(allow_nan=False)
+                    | st.text(max_size=4),
                     lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=3), kids, max_size=3),
                     max_leaves=12))
 def test_arbitrary_json_is_a_memory_file_error_or_a_memory(value):
@@ -344,3 +345,23 @@ def test_a_hot_rollback_journal_is_refused_not_read_torn(saved):
     refused_without_a_trace(saved, "rollback journal of an interrupted write")
     (saved.parent / "m.db-journal").write_bytes(b"")  # an empty journal is no pending transaction
     assert len(Memory.load(saved)) == 3
+
+
+BIG = 10**400  # a JSON integer that no float64 holds
+
+
+@pytest.mark.parametrize("field,match", [
+    ("config.curvature", "config value of 'curvature' must be a finite number"),
+    ("config.time_coef", "config value of 'time_coef'"),
+    ("records.1.depth", "depth of memory 'd' is"),
+    ("records.1.access_count", "access count of memory 'd'"),
+    ("config.decay", "bad decay spec"),
+])
+def test_integers_beyond_float64_are_refused_not_overflow_errors(field, match):
+    value = {"type": "half_life", "hours": BIG} if field == "config.decay" else BIG
+    with pytest.raises(MemoryFileError, match=match):
+        load_doc(mutated(field, value))
+    doc = copy.deepcopy(DOC)
+    doc["records"][0]["embedding"][3] = BIG
+    with pytest.raises(MemoryFileError, match="embedding of memory 'a'"):
+        load_doc(doc)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
@@ -26,7 +27,10 @@ def check_importance(value: Any, what: str = "importance") -> float:
     """``value`` as a float in ``[0, 1]``, or ``ValueError`` (NaN, out of range, not a number)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{what} must be a number in [0, 1], got {value!r}")
-    v = float(value)
+    try:
+        v = float(value)
+    except OverflowError:  # an int beyond float64
+        v = math.inf
     if not (0.0 <= v <= 1.0):  # also rejects NaN
         raise ValueError(f"{what} must be a number in [0, 1], got {value!r}")
     return v

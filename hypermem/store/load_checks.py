@@ -8,7 +8,6 @@ raises :class:`~hypermem.store.validation.MemoryFileError` naming the file and t
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -22,6 +21,7 @@ from .validation import (
     MemoryFileError,
     check_dim,
     is_int,
+    is_number,
     json_depth_over,
     short,
     stack_vectors,
@@ -64,8 +64,8 @@ def stack_rows(values: list, dim: int, what: str, rows: list[dict], where: str) 
 
 def floats(values: list, what: str, rows: list[dict], where: str) -> torch.Tensor:
     for i, v in enumerate(values):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise MemoryFileError(f"{where}: the {what} of memory {rows[i].get('id')!r} is {v!r}, not a finite "
+        if not is_number(v):
+            raise MemoryFileError(f"{where}: the {what} of memory {rows[i].get('id')!r} is {short(v)}, not a finite "
                                   f"number")
     return torch.tensor([float(v) for v in values], dtype=torch.float64)
 
@@ -110,8 +110,8 @@ def parse_records(rows: list[dict], where: str) -> list[MemoryRecord]:
             raise MemoryFileError(f"{where}: the meta of memory {rid!r} is not plain finite JSON ({exc})") from None
         acc = r.get("access_count")
         acc = 0 if acc is None else acc
-        if isinstance(acc, bool) or not isinstance(acc, int) or acc < 0:
-            raise MemoryFileError(f"{where}: the access count of memory {rid!r} is {acc!r}")
+        if not is_int(acc) or not 0 <= acc < 2**63:
+            raise MemoryFileError(f"{where}: the access count of memory {rid!r} is {short(acc)}")
         vf = parse_time(r.get("valid_from"), "valid_from", rid, where)
         vu = parse_time(r.get("valid_until"), "valid_until", rid, where)
         if vf is not None and vu is not None and vu < vf:

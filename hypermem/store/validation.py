@@ -129,7 +129,12 @@ def is_int(v: Any) -> bool:
 
 def is_number(v: Any) -> bool:
     """A finite int or float (not a bool, not a string)."""
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return math.isfinite(v)
+    except OverflowError:  # an int beyond float64
+        return False
 
 
 def check_dim(dim: Any, where: str, what: str = "the dimension") -> int:
@@ -169,7 +174,11 @@ def stack_vectors(values: list, dim: int, what: str, names: list, where: str) ->
             if bad is not None:
                 raise MemoryFileError(f"{label(i)} holds {bad.__name__} values, expected numbers")
     if len(lists) == len(values):
-        arr = np.array(values, dtype=np.float64)
+        try:
+            arr = np.array(values, dtype=np.float64)
+        except OverflowError:
+            big = next(i for i, v in enumerate(values) if not all(map(is_number, v)))
+            raise MemoryFileError(f"{label(big)} holds an integer beyond float64") from None
     elif not lists:
         arr = np.frombuffer(b"".join(bytes(v) for v in values), dtype="<f8").reshape(len(values), dim)
     else:

@@ -42,7 +42,10 @@ MIN_WEIGHT = 1e-6
 def _check_positive(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{name} must be a finite positive number, got {value!r}")
-    v = float(value)
+    try:
+        v = float(value)
+    except OverflowError:  # an int beyond float64
+        v = math.inf
     if not math.isfinite(v) or v <= 0:
         raise ValueError(f"{name} must be a finite positive number, got {value!r}")
     return v
@@ -249,5 +252,5 @@ def policy_from_spec(spec: Mapping | None, _depth: int = 0) -> DecayPolicy:
     build = {"none": NoDecay, "half_life": HalfLife, "ebbinghaus": Ebbinghaus, "validity": ValidityWindow}[t]
     try:
         return build(**{k: spec[k] for k in names})
-    except (TypeError, ValueError) as exc:
-        raise PolicySpecError(f"bad {t!r} decay spec: {exc}") from None
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise PolicySpecError(f"bad {t!r} decay spec: {str(exc)[:200]}") from None
