@@ -116,34 +116,42 @@ function filterRows() {
   document.getElementById("hm-count").textContent = nView + " of " + N + " memories";
   renderRows();
 }
-function pad(h) {
-  var tr = el("tr", null, "hm-pad"), td = el("td");
-  td.colSpan = COLUMNS.length; td.style.height = h + "px"; td.style.padding = "0"; td.style.border = "0";
+// The rows on screen are a fixed pool of VISIBLE <tr> between two spacer rows; rendering
+// rewrites their cells (no new elements, so little style and layout work).
+var padTop = el("tr", null, "hm-pad"), padBottom = el("tr", null, "hm-pad"), POOL = [];
+[padTop, padBottom].forEach(function (tr) {
+  var td = el("td");
+  td.colSpan = COLUMNS.length; td.style.padding = "0"; td.style.border = "0";
   tr.appendChild(td);
-  return tr;
+});
+tbody.appendChild(padTop);
+for (var ir = 0; ir < Math.min(VISIBLE, N); ir++) {
+  var trp = el("tr");
+  COLUMNS.forEach(function () { trp.appendChild(el("td")); });
+  POOL.push(trp); tbody.appendChild(trp);
 }
+tbody.appendChild(padBottom);
 function renderRows() {
   var first = Math.max(0, Math.min(Math.floor(scrolled / ROW_H) - 5, nView - VISIBLE)), last = Math.min(nView, first + VISIBLE);
-  var frag = document.createDocumentFragment();
-  frag.appendChild(pad(first * ROW_H));
-  for (var k = first; k < last; k++) {
-    var i = VIEWROWS[k], tr = el("tr");
+  padTop.firstChild.style.height = first * ROW_H + "px";
+  padBottom.firstChild.style.height = (nView - last) * ROW_H + "px";
+  for (var p = 0; p < POOL.length; p++) {
+    var tr = POOL[p], k = first + p;
+    if (k >= last) {
+      if (!tr.hidden) { tr.hidden = true; tr.removeAttribute("data-id"); tr.removeAttribute("data-row"); }
+      continue;
+    }
+    var i = VIEWROWS[k], cells = tr.children;
+    tr.hidden = false;
     tr.setAttribute("data-id", IDS[i]);
     tr.setAttribute("data-row", String(i));
-    if (state.hasSel && ROLE[i] > 0) { tr.className = "hm-" + ROLE_NAMES[ROLE[i]]; }
-    [IDS[i], label(i), TEXTS[i], LEVEL[i], fmt(depthOf(i), 3), iso(timeOf(i)), fmt(weight(i), 3),
-     ACCESS ? ACCESS[i] : 0, metaText(i)].forEach(function (v, c) {
-      var td = el("td", v);
-      if (c === 2) { td.title = TEXTS[i]; }
-      tr.appendChild(td);
-    });
-    frag.appendChild(tr);
+    tr.className = state.hasSel && ROLE[i] > 0 ? "hm-" + ROLE_NAMES[ROLE[i]] : "";
+    var values = [IDS[i], label(i), TEXTS[i], LEVEL[i], fmt(depthOf(i), 3), iso(timeOf(i)), fmt(weight(i), 3),
+                  ACCESS ? ACCESS[i] : 0, metaText(i)];
+    for (var c = 0; c < values.length; c++) { cells[c].textContent = String(values[c]); }
+    cells[2].title = TEXTS[i];
   }
-  frag.appendChild(pad((nView - last) * ROW_H));
-  tbody.textContent = "";
-  tbody.appendChild(frag);
 }
-// scrollTop is read only here, so that other updates never force a layout.
 // A selection changes only the classes of the rows on screen.
 function markRows() {
   var trs = tbody.children;
@@ -160,6 +168,7 @@ function updateWeights() {
     if (tr.hasAttribute("data-row")) { tr.children[WEIGHT_COL].textContent = fmt(weight(Number(tr.getAttribute("data-row"))), 3); }
   }
 }
+// scrollTop is read only here, so that other updates never force a layout.
 wrap.addEventListener("scroll", function () { scrolled = wrap.scrollTop; renderRows(); });
 tbody.addEventListener("click", function (ev) {
   var tr = ev.target.closest("tr[data-row]");
