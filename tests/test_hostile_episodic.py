@@ -306,3 +306,10 @@ def test_any_json_config_value_loads_or_is_a_memory_file_error(tmp_path_factory,
 def test_integers_beyond_float64_in_the_config(saved, key, value):
     execute(saved, "UPDATE config SET value = ? WHERE key = ?", value, key)
     refused_without_a_trace(saved, "bad storage settings|curvature|bad decay spec")
+
+
+@pytest.mark.parametrize("column", ["start_time", "end_time", "last_access"])
+@pytest.mark.parametrize("value", ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00"])
+def test_times_that_leave_the_datetime_range_in_utc(saved, column, value):
+    execute(saved, f"UPDATE memories SET {column} = ? WHERE seq = 2", value)
+    refused_without_a_trace(saved, "of memory 2 is outside the datetime range in UTC")

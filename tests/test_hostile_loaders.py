@@ -365,3 +365,13 @@ def test_integers_beyond_float64_are_refused_not_overflow_errors(field, match):
     doc["records"][0]["embedding"][3] = BIG
     with pytest.raises(MemoryFileError, match="embedding of memory 'a'"):
         load_doc(doc)
+
+
+@pytest.mark.parametrize("field", ["t", "valid_from", "valid_until", "last_accessed"])
+@pytest.mark.parametrize("value,match", [("0001-01-01T00:00:00+14:00", "outside the datetime range"),
+                                         ("9999-12-31T23:59:59-14:00", "outside the datetime range"),
+                                         ("2025-13-01T00:00:00", "not an ISO 8601 time"), (17, "not an ISO 8601")])
+def test_times_outside_the_range_or_malformed(field, value, match):
+    with pytest.raises(MemoryFileError, match=match) as info:
+        load_doc(mutated(f"records.0.{field}", value))
+    assert f"the {'time' if field == 't' else field} of memory 'a'" in str(info.value)

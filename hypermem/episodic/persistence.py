@@ -32,7 +32,6 @@ import json
 import os
 import sqlite3
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 import torch
@@ -46,6 +45,7 @@ from ..store.validation import (
     embedder_from_spec,
     is_int,
     is_number,
+    iso_time,
     load_json,
     open_sqlite_readonly,
     read_sqlite_header,
@@ -53,7 +53,6 @@ from ..store.validation import (
     stack_vectors,
 )
 from ..temporal import policy_spec
-from ..temporal.clock import to_utc
 from .eventuality import Eventuality
 from .memory import EpisodicMemory, check_importance
 from .sexpr import SExprSyntaxError, format_sexpr, is_symbol, parse_sexpr
@@ -146,21 +145,6 @@ def _check_rows(config: dict[str, Any], rows: list[dict[str, Any]], where: str) 
         raise MemoryFileError(f"{where}: bad next key number {short(nxt)} (must exceed every seq)")
 
 
-def _time(value: Any, what: str, seq: Any, where: str, optional: bool = False) -> datetime | None:
-    if value is None and optional:
-        return None
-    if not isinstance(value, str):
-        raise MemoryFileError(f"{where}: the {what} of memory {seq} is not an ISO 8601 time: {short(value)}")
-    try:
-        t = datetime.fromisoformat(value)
-    except ValueError:
-        raise MemoryFileError(f"{where}: the {what} of memory {seq} is not an ISO 8601 time: {short(value)}") \
-            from None
-    if t.tzinfo is None:
-        raise MemoryFileError(f"{where}: the {what} of memory {seq} has no time zone: {short(value)}")
-    return to_utc(t)
-
-
 def _memory(r: dict[str, Any], clock: Callable, where: str) -> EpisodicMemory:
     seq = r["seq"]
     try:
@@ -192,9 +176,9 @@ def _memory(r: dict[str, Any], clock: Callable, where: str) -> EpisodicMemory:
         raise MemoryFileError(f"{where}: the formula of memory {seq} is not an eventuality's ({exc})") from None
     m = EpisodicMemory(event, importance, telic=None if r["telic"] is None else bool(r["telic"]), clock=clock)
     m.episodes = list(episodes)
-    m.start_time = _time(r["start_time"], "start time", seq, where)
-    m.end_time = _time(r["end_time"], "end time", seq, where, optional=True)
-    m.last_access = _time(r["last_access"], "last access", seq, where)
+    m.start_time = iso_time(r["start_time"], f"{where}: the start time of memory {seq}", aware=True)
+    m.end_time = iso_time(r["end_time"], f"{where}: the end time of memory {seq}", required=False, aware=True)
+    m.last_access = iso_time(r["last_access"], f"{where}: the last access of memory {seq}", aware=True)
     m.access_count = acc
     return m
 

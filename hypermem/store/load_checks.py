@@ -14,7 +14,6 @@ from typing import Any
 
 import torch
 
-from ..temporal.clock import to_utc
 from .records import MemoryRecord
 from .validation import (
     MAX_JSON_DEPTH,
@@ -22,6 +21,7 @@ from .validation import (
     check_dim,
     is_int,
     is_number,
+    iso_time,
     json_depth_over,
     short,
     stack_vectors,
@@ -71,16 +71,7 @@ def floats(values: list, what: str, rows: list[dict], where: str) -> torch.Tenso
 
 
 def parse_time(value: Any, what: str, rid: Any, where: str, required: bool = False) -> datetime | None:
-    if value is None:
-        if required:
-            raise MemoryFileError(f"{where}: memory {rid!r} has no {what}")
-        return None
-    if not isinstance(value, str):
-        raise MemoryFileError(f"{where}: the {what} of memory {rid!r} is not an ISO 8601 string: {value!r}")
-    try:
-        return to_utc(datetime.fromisoformat(value))
-    except ValueError:
-        raise MemoryFileError(f"{where}: the {what} of memory {rid!r} is not an ISO 8601 time: {value!r}") from None
+    return iso_time(value, f"{where}: the {what} of memory {rid!r}", required=required)
 
 
 def parse_records(rows: list[dict], where: str) -> list[MemoryRecord]:

@@ -30,6 +30,7 @@ import os
 import reprlib
 import sqlite3
 from collections.abc import Mapping
+from datetime import datetime
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ import torch
 
 from ..embed import HashingEmbedder
 from ..temporal import CustomPolicyError, PolicySpecError, policy_from_spec
+from ..temporal.clock import to_utc
 
 MAX_JSON_DEPTH = 100
 """Deepest nesting of arrays/objects in a JSON value a loader accepts (and ``save`` writes)."""
@@ -135,6 +137,29 @@ def is_number(v: Any) -> bool:
         return math.isfinite(v)
     except OverflowError:  # an int beyond float64
         return False
+
+
+def iso_time(value: Any, label: str, required: bool = True, aware: bool = False) -> datetime | None:
+    """An ISO 8601 time read from a file as an aware UTC datetime (a naive one is UTC
+    unless ``aware`` demands a zone); ``label`` names the field ("'f.db': the start time of
+    memory 3").  Text that is no time, or one that leaves the datetime range once moved to
+    UTC (``0001-01-01T00:00+14:00``), is a :class:`MemoryFileError`."""
+    if value is None:
+        if required:
+            raise MemoryFileError(f"{label} is missing")
+        return None
+    if not isinstance(value, str):
+        raise MemoryFileError(f"{label} is not an ISO 8601 time: {short(value)}")
+    try:
+        t = datetime.fromisoformat(value)
+    except ValueError:
+        raise MemoryFileError(f"{label} is not an ISO 8601 time: {short(value)}") from None
+    if aware and t.tzinfo is None:
+        raise MemoryFileError(f"{label} has no time zone: {short(value)}")
+    try:
+        return to_utc(t)
+    except OverflowError:
+        raise MemoryFileError(f"{label} is outside the datetime range in UTC: {short(value)}") from None
 
 
 def check_dim(dim: Any, where: str, what: str = "the dimension") -> int:
