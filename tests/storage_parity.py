@@ -84,3 +84,17 @@ def assert_same(a: Memory, b: Memory, tol: float = TOL) -> None:
         assert [r.id for r in ra] == [r.id for r in rb], kw
         for x, y in zip(ra, rb):
             assert abs(x.score - y.score) <= tol and abs(x.distance - y.distance) <= tol, kw
+
+
+def check_script_and_reopen(target) -> tuple[Memory, Memory]:
+    """Run :func:`script` on an in-process store and on a durable one at ``target``; both
+    must agree live and after reopening.  Returns (in-process, reopened)."""
+    ref = Memory(**settings())
+    with Memory.open(target, **settings()) as mem:
+        script(ref)
+        script(mem)
+        assert_same(ref, mem)
+    again = Memory.open(target, embedder=HashingEmbedder(dim=32), clock=stepping_clock())
+    assert_same(ref, again)
+    assert again.stats()["decay"] == ref.stats()["decay"]
+    return ref, again

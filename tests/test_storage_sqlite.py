@@ -12,7 +12,7 @@ import time
 
 import pytest
 import torch
-from storage_parity import assert_same, script, settings, stepping_clock
+from storage_parity import assert_same, check_script_and_reopen, script, settings
 
 from hypermem import HashingEmbedder, Memory
 from hypermem.store.backends import StorageError
@@ -27,14 +27,7 @@ def path(tmp_path):
 
 
 def test_every_method_matches_the_in_process_store(path):
-    ref = Memory(**settings())
-    with Memory.open(path, **settings()) as mem:
-        script(ref)
-        script(mem)
-        assert_same(ref, mem)
-    again = Memory.open(path, embedder=HashingEmbedder(dim=32), decay=ref.decay, clock=stepping_clock())
-    assert_same(ref, again)
-    assert again.stats()["decay"] == ref.stats()["decay"]
+    ref, again = check_script_and_reopen(path)
     again.close()
 
 

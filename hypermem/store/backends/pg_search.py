@@ -12,9 +12,13 @@ float32 and summed in float32, ``|s~ - s| <= eps = (d + 4) 2^-23`` (each product
 error is below ``(d + 2) 2^-24`` and ``sum |u_i q_i| <= 1``).  Every row not read yet
 therefore has ``s <= s~_last + eps``, distance ``>= g(min(1, s~_last + eps))`` (``g``
 decreases) and score ``<= -g(min(1, s~_last + eps)) + B``, where ``B`` bounds the other
-terms for this query: ``depth_bias * max depth`` (``min depth`` when ``depth_bias < 0``)
-plus ``0`` for the time term (weights are at most 1; ``time_coef * log(MIN_WEIGHT)`` when
-``time_coef < 0``).  Rows are read in growing batches and the scan stops as soon as that
+terms over the rows this query may return (one aggregate query): ``depth_bias * max depth``
+(``min depth`` when ``depth_bias < 0``) plus ``time_coef * log(w_best)``.  For the built-in
+policies (:func:`monotone_policy`) a weight never decreases with a later ``t``, more
+accesses or a wider validity window, so ``w_best`` is the weight of a made-up memory with
+the latest ``t``, the most accesses and no window; for any other policy ``w_best = 1``
+(weights are at most 1).  With ``time_coef < 0`` the term is bounded by
+``time_coef * log(MIN_WEIGHT)``.  Rows are read in growing batches and the scan stops as soon as that
 bound is below the k-th best exact score: no unread row can enter the top k, so the
 answer equals the full exact search (ties broken by insertion order, as in process).
 
@@ -158,13 +162,36 @@ def server_search(st, memory, query: Any, k: int = 5, mode: str = "nearest", roo
         con.rollback()
 
 
+def monotone_policy(policy: Any) -> bool:
+    """Whether ``policy``'s weight never decreases with a later ``t``, more accesses or a
+    wider validity window (the built-in policies and their products)."""
+    from ...temporal import Ebbinghaus, HalfLife, NoDecay, Product, ValidityWindow
+
+    if isinstance(policy, Product):
+        return all(monotone_policy(p) for p in policy.policies)
+    return type(policy) in (NoDecay, HalfLife, Ebbinghaus, ValidityWindow)
+
+
+def bias_bound(memory, lo: float, hi: float, t_max: datetime, acc_max: int, now: float) -> float:
+    """Upper bound on ``time_coef * log(w) + depth_bias * depth`` of every row with depths in
+    ``[lo, hi]``, times up to ``t_max`` and at most ``acc_max`` accesses (module docstring)."""
+    bound = memory.depth_bias * (hi if memory.depth_bias > 0 else lo)
+    if memory.time_coef < 0:
+        return bound + memory.time_coef * math.log(MIN_WEIGHT)
+    if memory.time_coef > 0 and monotone_policy(memory.decay):
+        f64 = {"dtype": torch.float64}
+        w = memory.decay.weight(now, torch.tensor([to_seconds(t_max)], **f64), torch.tensor([float(acc_max)], **f64),
+                                torch.tensor([-math.inf], **f64), torch.tensor([math.inf], **f64))
+        bound += memory.time_coef * math.log(max(float(torch.as_tensor(w).reshape(-1)[0]), MIN_WEIGHT))
+    return bound
+
+
 def _exact(con, memory, q, k, now, where, params, filters, stats):
-    lo, hi = con.execute(f"SELECT min(depth), max(depth) FROM hypermem_memories{where}", params).fetchone()
+    lo, hi, t_max, acc_max = con.execute(f"SELECT min(depth), max(depth), max(t), max(access_count) FROM "
+                                         f"hypermem_memories{where}", params).fetchone()
     if lo is None:
         return []
-    bound_bias = memory.depth_bias * (hi if memory.depth_bias > 0 else lo)
-    if memory.time_coef < 0:
-        bound_bias += memory.time_coef * math.log(MIN_WEIGHT)
+    bound_bias = bias_bound(memory, lo, hi, t_max, acc_max, now)
     g = ShellDistance(memory.curvature, memory.base_depth)
     eps = float32_cosine_error(memory.dim)
     q32 = q.numpy().astype("float32")

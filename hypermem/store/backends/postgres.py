@@ -77,7 +77,7 @@ class PostgresStorage:
         self.closed = False
         self.dim: int | None = None
         self.shell: tuple[float, float] | None = None
-        self.check = self.con  # connect now: a bad URL fails here
+        self.con.rollback()  # connect now: a bad URL fails here
 
     def __repr__(self) -> str:
         safe = self.url.split("@")[-1] if "@" in self.url else self.url
