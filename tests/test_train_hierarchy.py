@@ -187,6 +187,8 @@ def test_ddp_on_two_cpu_processes(tmp_path):
     # each of the two processes ran limit_train_batches=5 steps on its shard: 5 global steps
     assert state["global_step"] == 5
     assert torch.isfinite(state["state_dict"]["embedding.weight"]).all()
+    assert proc.stdout.count("final metrics (epoch 1, step 5)") == 1  # printed once, by rank 0
+    assert "logs: runs/ddp/version_0" in proc.stdout
 
 
 @pytest.mark.parametrize("typo, near", [("--model.dimm=3", "--model.dim"), ("--data.negativs=5", "--data.negatives"),

@@ -43,11 +43,12 @@ class RunSummary(pl.Callback):
         self._start = time.perf_counter()
 
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        log_dir = trainer.log_dir  # a collective call under DDP: every process makes it
         if not trainer.is_global_zero:
             return
-        print(self.summary(trainer, pl_module), flush=True)
+        print(self.summary(trainer, pl_module, log_dir), flush=True)
 
-    def summary(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> str:
+    def summary(self, trainer: pl.Trainer, pl_module: pl.LightningModule, log_dir: str | None = None) -> str:
         seconds = time.perf_counter() - getattr(self, "_start", time.perf_counter())
         state = "interrupted" if trainer.interrupted else "done"
         lines = [f"{state}: {trainer.current_epoch} epochs, {trainer.global_step} optimizer steps in {seconds:.1f} s"]
@@ -68,6 +69,6 @@ class RunSummary(pl.Callback):
                 lines.append(f"last checkpoint: {cb.best_model_path}")
             if cb.last_model_path:
                 lines.append(f"last checkpoint: {cb.last_model_path}")
-        if trainer.log_dir:
-            lines.append(f"logs: {trainer.log_dir}  (tensorboard --logdir {trainer.log_dir})")
+        if log_dir:
+            lines.append(f"logs: {log_dir}  (tensorboard --logdir {log_dir})")
         return "\n".join(lines)
