@@ -114,7 +114,7 @@ def test_open_memory(tmp_path):
     with pytest.raises(ValueError, match="not both"):
         C.open_memory(m, HashingEmbedder())
     with pytest.raises(ValueError, match="://"):
-        C.open_memory("postgresql://x/y")
+        C.open_memory("mysql://x/y")
     with pytest.raises(TypeError, match="int"):
         C.open_memory(3)
     path = tmp_path / "m.db"

@@ -140,6 +140,22 @@ def test_a_failed_write_leaves_no_trace(path, monkeypatch):
     assert Memory.open(path).ids == ["k", "f"]
 
 
+def test_framework_adapters_open_durable_targets(path, tmp_path):
+    from hypermem.integrations import _common as C
+
+    Memory.open(path, embedder=HashingEmbedder(dim=16)).add("durable", id="d")
+    mem = C.open_memory(path)
+    assert mem.storage is not None and mem.get("d").text == "durable"
+    mem.add("written through", id="w")
+    C.save_memory(mem, None, path)  # nothing to do: already committed
+    assert Memory.open(path).ids == ["d", "w"]
+    copy = str(tmp_path / "copy.db")
+    C.save_memory(mem, copy, path)  # another path: an ordinary snapshot
+    assert Memory.load(copy).ids == ["d", "w"]
+    with pytest.raises(StorageError, match="PostgreSQL"):
+        C.open_memory("postgresql://nobody@127.0.0.1:1/none?connect_timeout=2")
+
+
 # ---------------------------------------------------------------------------- processes
 _WRITER = """
 import sys

@@ -232,8 +232,10 @@ def all_of(*preds: Callable[[Any], bool] | None) -> Callable[[Any], bool] | None
 # ---------------------------------------------------------------------------- store access
 def open_memory(source: Any = None, embedder: Any = None, **kwargs: Any) -> Memory:
     """A :class:`Memory` from ``source``: a ``Memory`` (used as is), ``None`` (a new one
-    with ``embedder`` and the ``Memory`` keyword arguments), or a path to a file written by
-    :meth:`Memory.save` (loaded; a path that does not exist yet gives a new memory)."""
+    with ``embedder`` and the ``Memory`` keyword arguments), a ``postgresql://`` URL or the
+    path of a durable SQLite file (:meth:`Memory.open`: write-through), or a path to a file
+    written by :meth:`Memory.save` (loaded; a path that does not exist yet gives a new
+    in-process memory)."""
     if isinstance(source, Memory):
         if embedder is not None or kwargs:
             raise ValueError("pass either a Memory or the arguments to build one (embedder, ...), not both")
@@ -241,10 +243,11 @@ def open_memory(source: Any = None, embedder: Any = None, **kwargs: Any) -> Memo
     if source is None:
         return Memory(embedder=embedder, **kwargs)
     if isinstance(source, (str, os.PathLike)):
+        from ..store.backends.opening import is_durable_file
+
         path = os.fspath(source)
-        if "://" in path:
-            raise ValueError(f"cannot open {path!r}: only Memory objects and local files written by "
-                             f"Memory.save are supported")
+        if "://" in path or is_durable_file(path):
+            return Memory.open(path, embedder=embedder, **kwargs)
         if os.path.exists(path):
             return Memory.load(path, embedder=embedder, **kwargs)
         return Memory(embedder=embedder, **kwargs)
@@ -256,6 +259,8 @@ def save_memory(memory: Memory, path: str | os.PathLike | None, opened_from: str
     path = path or opened_from
     if path is None:
         raise ValueError("no path: pass one, or open the store with memory=<path>")
+    if memory.storage is not None and os.fspath(path) == getattr(memory.storage, "path", None):
+        return  # a durable memory committed every call already
     memory.save(path)
 
 

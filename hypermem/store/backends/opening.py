@@ -17,6 +17,23 @@ def is_url(target: Any) -> bool:
     return isinstance(target, str) and target.startswith(_URL_PREFIXES)
 
 
+def is_durable_file(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is an SQLite file written by ``Memory.open`` (not by ``Memory.save``)."""
+    import sqlite3
+    from urllib.parse import quote
+
+    if not os.path.isfile(path):
+        return False
+    try:
+        con = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=ro", uri=True)
+        try:
+            return con.execute("SELECT 1 FROM sqlite_master WHERE name = 'hm_config'").fetchone() is not None
+        finally:
+            con.close()
+    except sqlite3.DatabaseError:
+        return False
+
+
 def make_storage(target: Any, read_only: bool, options: dict[str, Any]):
     if is_url(target):
         from .postgres import PostgresStorage
