@@ -38,7 +38,11 @@ def _time_arg(text: str) -> datetime:
         t = datetime.fromisoformat(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {text!r} (e.g. 2025-06-01T09:00)") from None
-    return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
+    t = t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
+    try:
+        return t.astimezone(timezone.utc)
+    except OverflowError:
+        raise argparse.ArgumentTypeError(f"{text!r} is outside the datetime range in UTC") from None
 
 
 def _positive_int(text: str) -> int:

@@ -98,3 +98,12 @@ def test_hostile_memory_files_for_the_reading_commands(capsys, tmp_path):
         line = fails(capsys, *command)
         assert "bad memory file" in line and "config dim" in line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json"]
+
+
+def test_times_outside_the_datetime_range_are_one_line(capsys, tmp_path):
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"text": "a", "t": "0001-01-01T00:00:00+14:00"}\n')
+    assert "outside the datetime range" in fails(capsys, "import", src, tmp_path / "o.db")
+    Memory().save(tmp_path / "m.db")
+    line = fails(capsys, "search", tmp_path / "m.db", "x", "--at", "9999-12-31T23:59:59-14:00", code=2)
+    assert "--at" in line and "outside the datetime range" in line
