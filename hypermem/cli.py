@@ -66,12 +66,15 @@ def _positive_float(text: str) -> float:
 
 
 def _read_text(path: Path) -> str:
-    """The UTF-8 text of an input file; anything else is a one-line error naming the file."""
+    """The UTF-8 text of an input file (a byte-order mark is dropped); anything else is a
+    one-line error naming the file."""
+    if path.is_char_device() or path.is_block_device():
+        raise UserError(f"{path} is a device, not a file")
     data = path.read_bytes()
     if data.startswith(b"SQLite format 3\x00"):
         raise UserError(f"{path} is a SQLite file; import reads memory JSON (Memory.to_json) or JSON lines")
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise UserError(f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at position {exc.start})") from None
 

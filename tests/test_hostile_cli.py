@@ -107,3 +107,12 @@ def test_times_outside_the_datetime_range_are_one_line(capsys, tmp_path):
     Memory().save(tmp_path / "m.db")
     line = fails(capsys, "search", tmp_path / "m.db", "x", "--at", "9999-12-31T23:59:59-14:00", code=2)
     assert "--at" in line and "outside the datetime range" in line
+
+
+def test_byte_order_mark_and_devices(capsys, tmp_path):
+    src = tmp_path / "bom.jsonl"
+    src.write_bytes(b'\xef\xbb\xbf{"text": "a"}\n')
+    assert main(["import", str(src), str(tmp_path / "o.db")]) == 0
+    assert len(Memory.load(tmp_path / "o.db")) == 1
+    capsys.readouterr()
+    assert "is a device" in fails(capsys, "import", "/dev/zero", tmp_path / "z.db")

@@ -375,3 +375,11 @@ def test_times_outside_the_range_or_malformed(field, value, match):
     with pytest.raises(MemoryFileError, match=match) as info:
         load_doc(mutated(f"records.0.{field}", value))
     assert f"the {'time' if field == 't' else field} of memory 'a'" in str(info.value)
+
+
+def test_a_byte_order_mark_is_no_content_and_a_device_is_no_file(tmp_path):
+    path = tmp_path / "bom.json"
+    path.write_bytes(b"\xef\xbb\xbf" + MEM.to_json().encode())
+    assert len(Memory.from_json(path)) == 3
+    with pytest.raises(MemoryFileError, match="is a device"):
+        Memory.from_json("/dev/zero")  # reading it would never end

@@ -75,6 +75,7 @@ from .validation import (
     check_config_types,
     check_geometry,
     check_json_depth,
+    check_regular_file,
     decay_from_spec,
     embedder_from_spec,
     is_int,
@@ -338,6 +339,7 @@ def _json_source(source: Any) -> tuple[str | bytes, str]:
         raise FileNotFoundError(errno.ENOENT, "no such memory file", str(p))
     if p.is_dir():
         raise IsADirectoryError(errno.EISDIR, "a folder, not a memory file", str(p))
+    check_regular_file(p)
     return p.read_bytes(), f"{str(p)!r}"
 
 

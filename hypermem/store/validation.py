@@ -29,6 +29,7 @@ import math
 import os
 import reprlib
 import sqlite3
+import stat
 from collections.abc import Mapping
 from datetime import datetime
 from itertools import chain
@@ -103,7 +104,7 @@ def load_json(text: Any, where: str, what: str, depth: int | None = MAX_JSON_DEP
     one by one); text too deep for the JSON reader is refused either way."""
     if isinstance(text, (bytes, bytearray)):
         try:
-            text = bytes(text).decode("utf-8")
+            text = bytes(text).decode("utf-8-sig")  # a byte-order mark is no content
         except UnicodeDecodeError as exc:
             raise MemoryFileError(f"{where}: {what} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at "
                                   f"position {exc.start})") from None
@@ -276,6 +277,14 @@ def read_sqlite_header(con: sqlite3.Connection, where: str, required: set[str], 
             raise MemoryFileError(f"{where}: the config table has a bad or repeated key {short(key)}")
         config[key] = load_json(value, where, f"the config value of {short(key)}")
     return tables, config
+
+
+def check_regular_file(p: Path) -> None:
+    """Refuse a device (``/dev/zero``, ``/dev/urandom``: reading it never ends) before
+    reading a path; FIFOs (a pipe) and regular files are read."""
+    mode = p.stat().st_mode
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        raise MemoryFileError(f"{str(p)!r} is a device, not a memory file")
 
 
 def open_sqlite_readonly(path: str | os.PathLike) -> sqlite3.Connection:
