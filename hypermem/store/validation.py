@@ -52,8 +52,10 @@ MAX_DIM = 1 << 20
 UNIT_TOLERANCE = 1e-5
 """Largest ``| ||u|| - 1 |`` allowed for a stored unit direction (float32 stores round)."""
 
-__all__ = ["MAX_DIM", "MAX_JSON_DEPTH", "MemoryFileError", "UNIT_TOLERANCE", "check_dim", "check_json_depth",
-           "decay_from_spec", "embedder_from_spec", "load_json", "open_sqlite_readonly", "stack_vectors"]
+__all__ = ["MAX_DIM", "MAX_JSON_DEPTH", "MemoryFileError", "UNIT_TOLERANCE", "check_config_types", "check_dim",
+           "check_geometry", "check_json_depth", "check_regular_file", "decay_from_spec", "embedder_from_spec",
+           "is_int", "is_number", "iso_time", "json_depth_over", "load_json", "open_sqlite_readonly",
+           "read_sqlite_header", "short", "stack_vectors"]
 
 
 class MemoryFileError(ValueError):
