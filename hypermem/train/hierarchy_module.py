@@ -211,11 +211,12 @@ class HierarchyModule(pl.LightningModule):
         hp, epochs = self.hparams, self.schedule_epochs()
         dm_burn = getattr(self.trainer.datamodule, "burn_in", 0)
         burn = max(hp.burn_in, dm_burn)
-        if burn >= epochs:
-            warnings.warn(f"the burn-in lasts {burn} epochs (model.burn_in={hp.burn_in}, data.burn_in={dm_burn}) but "
-                          f"training lasts {epochs}: every epoch runs at lr * {hp.burn_in_lr_factor:g} with burn-in "
-                          "negatives; lower --model.burn_in and --data.burn_in or raise --trainer.max_epochs",
-                          UserWarning, stacklevel=2)
+        if burn >= epochs and self.trainer.is_global_zero:  # attributed to this module, not Lightning's caller
+            warnings.warn_explicit(f"the burn-in lasts {burn} epochs (model.burn_in={hp.burn_in}, data.burn_in="
+                                   f"{dm_burn}) but training lasts {epochs}: every epoch runs at lr * "
+                                   f"{hp.burn_in_lr_factor:g} with burn-in negatives; lower --model.burn_in and "
+                                   "--data.burn_in or raise --trainer.max_epochs", UserWarning, __name__, 0,
+                                   module=__name__)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["hypermem_schedule_epochs"] = self.schedule_epochs()
@@ -223,9 +224,10 @@ class HierarchyModule(pl.LightningModule):
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         saved = checkpoint.get("hypermem_schedule_epochs")
         if saved is not None and self._trainer is not None and saved != self.schedule_epochs():
-            warnings.warn(f"the checkpoint's learning-rate schedule spans {saved} epochs, this run's "
-                          f"{self.schedule_epochs()}: the rest of the run follows the new schedule; pass "
-                          f"--model.schedule_epochs={saved} to continue the old one", UserWarning, stacklevel=2)
+            warnings.warn_explicit(f"the checkpoint's learning-rate schedule spans {saved} epochs, this run's "
+                                   f"{self.schedule_epochs()}: the rest of the run follows the new schedule; pass "
+                                   f"--model.schedule_epochs={saved} to continue the old one", UserWarning,
+                                   __name__, 0, module=__name__)
 
     def on_train_epoch_start(self) -> None:
         dm = self.trainer.datamodule
