@@ -225,3 +225,20 @@ def test_focus_in_the_address_for_a_deep_node_near_the_rim(browser, tmp_path):
     want = float(mem.depth("c8") - mem.depth("c7")) * math.sqrt(mem.curvature)
     assert abs(d - want) < 1e-4  # same direction in 8-D, so the drawn gap is the depth gap
     assert torch.isfinite(torch.tensor([p["x"], p["y"], q["x"], q["y"]])).all()
+
+
+def test_empty_single_and_flat_memories_load_without_errors(browser, tmp_path):
+    open_page(browser, tmp_path, Memory(clock=lambda: NOW))
+    assert browser.evaluate("hmState().drawn") == 0
+    browser.key("ArrowDown")
+    browser.key("Home")
+    one = Memory(clock=lambda: NOW)
+    one.add("alone", id="a", t=T0)
+    open_page(browser, tmp_path, one, "#focus=a")
+    assert browser.evaluate("hmState().focus") == "a" and browser.evaluate("hmState().labels") == ["a"]
+    flat = Memory(embedder=HashingEmbedder(dim=8), clock=lambda: NOW)
+    flat.add_many([{"text": f"note {i}", "t": T0 + timedelta(hours=i)} for i in range(50)])
+    open_page(browser, tmp_path, flat, layout="projection")
+    assert browser.evaluate("hmState().drawn") == 50
+    assert "layout projection" in browser.evaluate("document.getElementById('hm-summary').textContent")
+    assert browser.evaluate("document.documentElement.getAttribute('data-errors')") == "0"

@@ -37,7 +37,9 @@ network at all.  A memory whose text is ``<script>alert(1)</script>`` shows as t
 ``data-highlighted``, ``data-focus`` and ``data-timings`` (milliseconds measured with
 ``performance.now()``) on ``<body>``) and every script error or policy violation
 (``data-errors`` on ``<html>``, the text in ``#hm-errors``); ``window.hmProbe(id)`` tells
-where a memory is drawn.  So a headless browser can tell whether it worked.
+where a memory is drawn, ``hmState()`` the focus, selection, labels and timings, and
+``hmFocus(id, animate)`` focuses a memory.  So a headless browser (e.g.
+:class:`hypermem.viz.chromium.Chromium`) can tell whether it worked.
 """
 
 from __future__ import annotations
