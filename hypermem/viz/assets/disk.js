@@ -173,7 +173,7 @@ function drawLabels() {
   }
   ctx.font = "11px sans-serif"; ctx.textBaseline = "middle";
   var boxes = [], limit = Math.min(cand.length, 600);
-  for (var c = 0; c < limit && boxes.length < 80; c++) {
+  for (var c = 0; c < limit && boxes.length < 60; c++) {
     var j = cand[c], text = label(j);
     if (text.length > 28) { text = text.slice(0, 27) + "\u2026"; }
     if (LABEL_W[j] < 0) { LABEL_W[j] = ctx.measureText(text).width; }
