@@ -62,6 +62,10 @@ def test_three_epochs_then_resume_to_five_equals_five(tmp_path, optimizer):
     parts = _scalars(tmp_path / log_dir, "val/map")
     assert [s for s, _ in parts] == [8, 16, 24, 32, 40]
     assert parts == _scalars(tmp_path / whole.trainer.log_dir, "val/map")
+    # the loss of every group of batches_per_step=2 optimizer steps, on the optimizer-step axis
+    losses = _scalars(tmp_path / log_dir, "train/loss_step")
+    assert [s for s, _ in losses] == list(range(2, 41, 2))
+    assert losses == _scalars(tmp_path / whole.trainer.log_dir, "train/loss_step")
 
 
 def test_ckpt_path_last_without_a_run_is_a_short_error(tmp_path, capsys):
