@@ -6,6 +6,7 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from installed_wheel import venv, wheel  # noqa: E402,F401  (session fixtures: the installed wheel)
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
