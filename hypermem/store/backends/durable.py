@@ -127,8 +127,10 @@ class DurableStore:
             return changed
 
     @contextlib.contextmanager
-    def _writing(self, what: str):
-        """One write transaction: lock, sync when another process wrote, commit or undo."""
+    def _writing(self, what: str, sync: bool = True):
+        """One write transaction: lock, sync when another process wrote (``sync``; a search's
+        touches do not rebuild the state its results come from: the next call does), commit
+        or undo."""
         if self._read_only:
             raise StorageError(f"{what}: this memory was opened read_only=True")
         with self._lock:
@@ -137,15 +139,17 @@ class DurableStore:
                 raise StorageError(f"{what}: this memory's storage is closed")
             try:
                 st.begin()
-                if self._stale or st.version() != self._synced:
+                behind = self._stale or st.version() != self._synced
+                if behind and sync:
                     self._load(in_transaction=True)
+                    behind = False
             except st.db_errors as exc:
                 st.rollback()
                 raise st.error(exc) from exc
             v0 = self._version
             try:
                 yield st
-                self._synced = st.bump()
+                version = st.bump()
                 st.commit()
             except Exception as exc:
                 st.rollback()
@@ -156,6 +160,10 @@ class DurableStore:
                 raise st.error(exc) from exc
             finally:
                 self._touched = False
+            if behind:
+                self._stale = True
+            else:
+                self._synced = version
 
     def _undo(self) -> None:
         try:
@@ -200,7 +208,7 @@ class DurableStore:
     def _touch(self, ids: list[str]) -> None:
         if self._read_only or not ids:
             return
-        with self._writing("touch") as st:
+        with self._writing("touch", sync=False) as st:
             super()._touch(ids)
             self._touched = True
             counts: dict[str, int] = {}

@@ -22,10 +22,16 @@ the latest ``t``, the most accesses and no window; for any other policy ``w_best
 bound is below the k-th best exact score: no unread row can enter the top k, so the
 answer equals the full exact search (ties broken by insertion order, as in process).
 
-**ANN.**  ``ORDER BY lor <-> q~`` over the HNSW index (``vector_l2_ops`` on the Lorentz
-vectors made Euclidean, :mod:`.postgres`) fetches ``k * oversample`` candidates with
-``hnsw.ef_search = ef_search``; they are re-scored exactly as above.  Recall against the
-exact answer is measured in ``benchmarks/bench_storage.py``.
+The frontier cosine is the largest one among the last eighth of the latest batch (in the
+exact order, the last row's).
+
+**ANN.**  The same batched scan and stop, reading rows in the order of the HNSW index
+(``ORDER BY lor <-> q~``, ``vector_l2_ops`` on the Lorentz vectors made Euclidean,
+:mod:`.postgres`; ``hnsw.iterative_scan = strict_order`` so that the index keeps producing
+rows, ``hnsw.ef_search = ef_search``; the first batch is ``k * oversample`` rows).  Every
+row read is scored exactly in float64; the answer misses only rows that the approximate
+index order leaves behind the frontier.  Recall against the exact answer is measured in
+``benchmarks/bench_storage.py``.
 """
 
 from __future__ import annotations
@@ -143,21 +149,18 @@ def server_search(st, memory, query: Any, k: int = 5, mode: str = "nearest", roo
     now = to_seconds(now_dt)
     where, params = _where(mode, root, at_time, now_dt, filters, valid_only)
     con = st.con
-    cols = ", ".join(COLUMNS)
     try:
+        con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")  # one snapshot for every batch
         if ann:
             qy = P.to_lorentz(P.point_at(q, memory.base_depth, memory.curvature), memory.curvature)
             qv = torch.cat([qy, qy.new_zeros(1)]).numpy().astype("float32")
-            con.execute(f"SET LOCAL hnsw.ef_search = {int(ef_search)}")
-            if where:
-                con.execute("SET LOCAL hnsw.iterative_scan = strict_order")
-            cur = con.execute(f"SELECT {cols} FROM hypermem_memories{where} ORDER BY lor <-> %s LIMIT %s",
-                              (*params, qv, k * oversample))
-            rows = [dict(zip(COLUMNS, r)) for r in cur]
-            if stats is not None:
-                stats["rows_read"] = len(rows)
-            return _top(memory, q, rows, k, now, filters)[0]
-        return _exact(con, memory, q, k, now, where, params, filters, stats)
+            for setting in (f"hnsw.ef_search = {int(ef_search)}", "hnsw.iterative_scan = strict_order",
+                            "enable_seqscan = off", "enable_sort = off"):
+                con.execute(f"SET LOCAL {setting}")
+            return _scan(con, memory, q, k, now, where, params, filters, stats, "lor <-> %s", qv,
+                         max(k * oversample, 16))
+        return _scan(con, memory, q, k, now, where, params, filters, stats, "dirv <#> %s, seq",
+                     q.numpy().astype("float32"), max(4 * k, 64))
     finally:
         con.rollback()
 
@@ -186,7 +189,9 @@ def bias_bound(memory, lo: float, hi: float, t_max: datetime, acc_max: int, now:
     return bound
 
 
-def _exact(con, memory, q, k, now, where, params, filters, stats):
+def _scan(con, memory, q, k, now, where, params, filters, stats, order, order_arg, size):
+    """Read rows in the order ``order`` in growing batches until the bound of the module
+    docstring is below the k-th exact score (or every row is read)."""
     lo, hi, t_max, acc_max = con.execute(f"SELECT min(depth), max(depth), max(t), max(access_count) FROM "
                                          f"hypermem_memories{where}", params).fetchone()
     if lo is None:
@@ -197,20 +202,23 @@ def _exact(con, memory, q, k, now, where, params, filters, stats):
     q32 = q.numpy().astype("float32")
     rows: list[dict] = []
     out: list[SearchResult] = []
-    size = max(4 * k, 64)
-    with con.cursor(name="hypermem_exact_scan") as cur:
-        cur.execute(f"SELECT {', '.join(COLUMNS)}, (dirv <#> %s) FROM hypermem_memories{where} "
-                    f"ORDER BY dirv <#> %s, seq", (q32, *params, q32))
+    cols = ", ".join(COLUMNS)
+    with con.cursor(name="hypermem_scan") as cur:  # narrow rows: a sort stays in memory
+        cur.execute(f"SELECT id, (dirv <#> %s) FROM hypermem_memories{where} ORDER BY {order}",
+                    (q32, *params, order_arg))
         while True:
             batch = cur.fetchmany(size)
-            rows.extend(dict(zip(COLUMNS, r)) for r in batch)
+            if batch:
+                full = con.execute(f"SELECT {cols} FROM hypermem_memories WHERE id = ANY(%s)",
+                                   ([b[0] for b in batch],))
+                rows.extend(dict(zip(COLUMNS, r)) for r in full)
             out, kth = _top(memory, q, rows, k, now, filters)
             if len(batch) < size:
                 break  # every row read
-            s_last = min(1.0, -float(batch[-1][-1]) + eps)
-            bound = -float(g(torch.tensor([s_last], dtype=torch.float64))[0]) + bound_bias
+            s_front = min(1.0, max(-float(b[1]) for b in batch[-max(1, len(batch) // 8):]) + eps)
+            bound = -float(g(torch.tensor([s_front], dtype=torch.float64))[0]) + bound_bias
             if bound < kth:
-                break  # certified: no unread row can beat the k-th score
+                break  # no unread row can beat the k-th score (certified in the exact order)
             size *= 2
     if stats is not None:
         stats["rows_read"] = len(rows)
