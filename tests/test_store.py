@@ -506,3 +506,17 @@ def test_device_and_float32(device):
     assert m.points.device.type == device.type and m.points.dtype == torch.float32
     got = [r.record.id for r in m.search("loyal dogs", k=4, touch=False)]
     assert got == [r.record.id for r in ref.search("loyal dogs", k=4, touch=False)]
+
+
+@pytest.mark.parametrize("shape", ["list", "dict"])
+def test_deep_meta_is_a_value_error_and_stores_nothing(shape):
+    deep: object = "leaf"
+    for _ in range(5000):
+        deep = [deep] if shape == "list" else {"k": deep}
+    mem = Memory()
+    mem.add("kept")
+    for call in (lambda: mem.add("deep", meta={"x": deep}),
+                 lambda: mem.add_many([{"text": "a"}, {"text": "deep", "meta": {"x": deep}}])):
+        with pytest.raises(ValueError, match="meta nests deeper than"):
+            call()
+    assert [r.text for r in mem] == ["kept"]

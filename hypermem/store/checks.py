@@ -14,6 +14,7 @@ import torch
 from ..geometry import PoincareBall
 from ..temporal.clock import to_utc
 from .records import MemoryRecord
+from .validation import check_json_depth
 
 MODES = ("nearest", "subtree", "children", "ancestors", "siblings", "cone")
 METRICS = ("shell", "hyperbolic")
@@ -53,6 +54,7 @@ def _check_meta(meta: Any, where: str) -> dict:
     if not isinstance(meta, Mapping):
         raise TypeError(f"{where}: meta must be a dict, got {type(meta).__name__}")
     meta = dict(meta)
+    check_json_depth(meta, f"{where}: meta")  # before json.dumps, which recurses
     try:
         back = json.loads(json.dumps(meta, allow_nan=False))
     except (TypeError, ValueError) as exc:
