@@ -180,7 +180,7 @@ class HierarchyModule(pl.LightningModule):
             from ..hierarchy.training import fit_poincare_embeddings
 
             pts, _ = fit_poincare_embeddings(dm.train_relations, dim=hp.dim, epochs=hp.init_epochs, seed=hp.seed,
-                                             ball=self.ball, dtype=_DTYPES[hp.dtype])
+                                             ball=self.ball, dtype=_DTYPES[hp.dtype], final_lr_factor=0.01)
             init = torch.stack([pts[n] for n in dm.train_relations.nodes])
         w = self.embedding.weight
         if tuple(init.shape) != tuple(w.shape):
