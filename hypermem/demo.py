@@ -140,8 +140,7 @@ def train_mammals(config: str | Path | None = None, epochs: int | None = None, r
     under ``runs_dir``; ``progress=False`` hides Lightning's progress bar and model
     summary; ``args`` are more command-line overrides (``"--model.dim=5"``).
     ``threads``: torch threads while training (default 1: the batches are small and a
-    thread pool costs more than it saves; on a busy 2-core machine two threads made
-    training six times slower); None keeps torch's setting.
+    thread pool costs more than it saves); None keeps torch's setting.
     Returns the ``LightningCLI`` (``.model``, ``.datamodule``, ``.trainer``).
     """
     import torch

@@ -26,8 +26,7 @@ worst-ranked descendants, then two rounds of random steps of 2, 1, 0.5 and 0.25 
 best so far) and moves the node when the sum of the three terms drops.  Every move lowers
 ``S`` (so the mean rank) by the amount reported.  The three terms are non-negative, so
 candidates are scored term by term, cheapest first, and one whose partial sum already
-reaches the cost of the best point so far is dropped (with a wider candidate set on the
-nouns, 40% fell after ``S_row`` and 80% before ``S_desc``).  The per-node context
+reaches the cost of the best point so far is dropped.  The per-node context
 (partners, descendants and their key rows) is built once per visit.
 
 Nodes are visited worst first: alternately the query whose row holds the most
@@ -41,12 +40,9 @@ one :func:`torch.searchsorted` answers every row at once.  The ``log`` is clampe
 ``[-199, 199]`` and resolves keys to about ``1e-8`` relative: pairs closer to a tie than
 that may be counted on either side, which the final evaluation settles.
 
-On all 82,115 WordNet nouns (dim 10, two CPU cores), after 26 minutes of training from the
-shadow layout, 27 minutes of polishing with ``min_rank=5`` visit 39,590 nodes and move 27,379 of
-them: mean rank 4.742 -> 3.969, MAP 0.9065 (``scripts/bench_hierarchy.py
---nouns-polish-seconds 2000 --nouns-polish-min-rank 5``, 2026-12-01).  The nodes it helps most
-have a second parent in another branch: in a training-only hour, 300 such pairs ranked above
-1,000 held a fifth of all the rank excess.
+The nodes it helps most have a second parent in another branch of the hierarchy: such
+pairs hold much of the rank excess that training leaves.  Measured runs (the WordNet nouns):
+``benchmarks/RESULTS.md``.
 """
 
 from __future__ import annotations
@@ -70,11 +66,7 @@ _LOG_CLAMP = 199.0
 """``log(key)`` is clamped to ``[-_LOG_CLAMP, _LOG_CLAMP]`` so rows never overlap."""
 
 _AROUND = (0.7,)
-"""Hyperbolic distances of the random candidates around each partner and worst descendant.
-On the nouns (100 s from the 1,500th worst node of a trained embedding, 2026-12-01), one
-point at 0.7 around each partner and around 4 worst descendants visited 1,264 nodes and
-lowered the mean rank by 0.062; three points along the geodesic to each and two around each
-(0.7, 2.0), with 10 descendants, visited 359 for 0.023."""
+"""Hyperbolic distances of the random candidates around each partner and worst descendant."""
 
 _REFINE = (2.0, 1.0, 0.5, 0.25)
 """Hyperbolic step lengths of the random candidates around the best point so far."""
@@ -323,8 +315,7 @@ def polish_ranks(points: Mapping[Hashable, object] | torch.Tensor,
         Rounds of random steps around the best candidate.
     passes:
         Lists to work through: when one is done within the limits, the per-pair ranks are
-        computed again and the nodes listed afresh (on the nouns, a second pass after a
-        27-minute polish lowered the mean rank from 3.969 to 3.903 in 330 s).
+        computed again and the nodes listed afresh.
     pair_ranks:
         Every pair's rank if already known (``reconstruction(..., per_pair=True)``); computed
         otherwise (counted in the time).
