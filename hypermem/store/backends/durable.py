@@ -20,7 +20,8 @@ the start of the next call.
 **Other processes.**  Each transaction carries a version counter.  A call that writes
 first takes the storage's write lock and, when another process committed since this one
 last read, rebuilds the in-process state from the storage (a full read: its cost is the
-store's size, paid only after someone else wrote).  ``search``, ``search_batch``,
+store's size, paid only after someone else wrote; a search's touches are written as
+increments without a rebuild, which the next call then makes).  ``search``, ``search_batch``,
 ``get``, ``stats``, ``table`` and :meth:`refresh` check the counter (one small query) and
 rebuild the same way, so a reader sees every memory committed before that call began.
 A ``read_only=True`` memory refuses every mutating call and records no accesses.
