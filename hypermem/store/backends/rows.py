@@ -97,6 +97,17 @@ def encode(memory, ids: Sequence[str], seq: Mapping[str, int], sib: Mapping[str,
     return out
 
 
+def _stack(blobs: list[bytes], dim: int, ids: list[str]) -> torch.Tensor:
+    """``(n, dim)`` float64 from embedding blobs: one buffer when they all have one width."""
+    if not blobs:
+        return torch.zeros(0, dim, dtype=torch.float64)
+    width = len(blobs[0])
+    if width in (4 * dim, 8 * dim) and all(len(b) == width for b in blobs):
+        arr = np.frombuffer(b"".join(blobs), dtype="<f8" if width == 8 * dim else "<f4").reshape(len(blobs), dim)
+        return torch.from_numpy(arr.astype(np.float64))
+    return torch.stack([vector_from(b, dim, "embedding", i) for b, i in zip(blobs, ids)])
+
+
 def record_of(r: Mapping[str, Any]) -> MemoryRecord:
     """The record of a stored row (times as ISO text or datetimes, meta as JSON text or a dict)."""
     return MemoryRecord(id=r["id"], text=r["text"], parent_id=r["parent_id"], t=_time(r["t"]),
@@ -135,8 +146,7 @@ def restore(memory, rows: list[Mapping[str, Any]]) -> None:
     gen_of: list[list[int]] = [[] for _ in range(max(levels, default=-1) + 1)]
     for j, lv in enumerate(levels):
         gen_of[lv].append(j)
-    emb = torch.stack([vector_from(r["embedding"], dim, "embedding", r["id"]) for r in rows]) if n else \
-        torch.zeros(0, dim, dtype=torch.float64)
+    emb = _stack([r["embedding"] for r in rows], dim, [r["id"] for r in rows])
     depth = torch.tensor([float(r["depth"]) for r in rows], dtype=torch.float64)
     with memory._lock:
         _restore(memory, records, levels, [int(r["sib"]) for r in rows], torch.zeros(n, dim, dtype=torch.float64),
