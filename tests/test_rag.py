@@ -103,8 +103,9 @@ def test_split_by_synset_queries_not_in_memory_answers_are_parents(mammals_data)
     d = mammals_data
     h = load_mammals()
     parent_of = {c: p for p, c in h.tree}
-    assert d.n_slots + d.n_test == len(h.nodes) and d.n_test == 60
+    assert d.n_slots + d.n_test + d.n_val == len(h.nodes) and d.n_test == d.n_val == 60
     assert not set(d.test_names) & set(d.slot_names)
+    assert [d.slot_names[t] for t in d.val_target.tolist()] == [parent_of[n] for n in d.val_names]
     assert [d.slot_names[t] for t in d.test_target.tolist()] == [parent_of[n] for n in d.test_names]
     assert all(p < i for i, p in enumerate(d.slot_parent.tolist()))  # parents first
     kids = d.children()
@@ -158,8 +159,12 @@ def test_end_to_end_lightning_run_writes_tensorboard_events(mammals_data, tmp_pa
            "model": {"k": 8}, "eval": {"batch_size": 30}}
     summary = run_comparison(cfg, data=mammals_data, log=None)
     assert set(SYSTEMS) <= set(summary["results"])
-    for m in summary["results"].values():
-        assert 0.0 <= m["hits@1"] <= m["hits@10"] <= 1.0 and 0.0 < m["mrr"] <= 1.0
+    for r in summary["results"].values():
+        for m in (r["val"], r["test"]):
+            assert 0.0 <= m["hits@1"] <= m["hits@10"] <= 1.0 and 0.0 < m["mrr"] <= 1.0
+    for name in (SYSTEMS[2], SYSTEMS[4]):
+        r = summary["results"][name]
+        assert r["steps_run"] == 3 and r["best_step"] in (0, 3) and r["train_cpu_seconds"] > 0
     assert (tmp_path / "results.json").is_file() and "(e) hyperbolic" in (tmp_path / "results.md").read_text()
     for name in ("linear", "hyperbolic"):
         acc = EventAccumulator(str(tmp_path / "tb" / name))

@@ -3,7 +3,12 @@ r"""End-to-end retrieval-augmented model trained through the hyperbolic memory (
 The task (data: :mod:`hypermem.train.rag_data`): a memory of WordNet noun synsets, each
 ``"lemma: gloss"`` embedded by the frozen all-MiniLM-L6-v2; a held-out synset must retrieve
 its hypernym.  Five systems are compared on the same held-out queries (Hits@1, Hits@10,
-MRR; the rank of the answer among all slots, ``1 + #{slots scoring higher}``):
+MRR; the rank of the best accepted answer among all slots, ties counted against it, see
+:func:`target_ranks`).
+
+The protocol: every choice (the number of steps by early stopping on validation MRR) is
+made on the validation queries; the test queries are scored once, at the end, for every
+system (the training-free ones included).
 
 (a) ``flat cosine`` — cosine between the query's and the slots' MiniLM embeddings (a plain
     vector store);
@@ -55,13 +60,13 @@ logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
 logging.getLogger("lightning.fabric").setLevel(logging.WARNING)
 
 DEFAULTS: dict[str, Any] = {
-    "data": {"root": None, "n_test": 2000, "seed": 0, "cache": True},
+    "data": {"root": None, "n_test": 2000, "n_val": None, "seed": 0, "cache": True},
     "store": {"base_depth": 1.0, "depth_step": 0.5, "inherit": 0.25},
     "model": {"temperature": 0.1, "learn_keys": True, "two_heads": False, "k": 32, "query_depth": None,
               "combine": "logaddexp", "children": "max", "metric": "shell"},
     "linear": {"temperature": 0.05},
     "train": {"epochs": 1, "max_steps": None, "batch_size": 256, "lr": 0.003, "key_lr": None, "seed": 0,
-              "threads": 0},
+              "threads": 0, "val_every": None, "patience": None},
     "eval": {"batch_size": 250},
     "out": "runs/rag_wordnet",
 }
@@ -72,9 +77,19 @@ SYSTEMS = ("(a) flat cosine", "(b) untrained store (shell)", "(c) learned linear
 
 # -- ranking ---------------------------------------------------------------------------------------
 def target_ranks(scores: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Rank of each target among its row: ``1 + #{j : scores_j > scores_target}`` ``(B,)``."""
-    t = scores.gather(1, targets.view(-1, 1))
-    return 1 + (scores > t).sum(1)
+    """Rank ``(B,)`` of the best accepted answer in each row, ties counted against it.
+
+    ``targets`` is ``(B,)`` or ``(B, m)`` (every accepted answer, ``-1`` padded).  With ``t``
+    the best accepted score of the row, the rank is ``1 + #{j not accepted : s_j >= t}``: a
+    slot that ties with the answer outranks it (a rule that does not know the answer would
+    break the tie at random; counting it against the answer is the pessimistic bound), and
+    the other accepted answers never count (the "filtered" rank).
+    """
+    t = targets.view(len(scores), -1).to(scores.device).long()
+    valid = t >= 0
+    best = scores.gather(1, t.clamp_min(0)).masked_fill(~valid, -math.inf).amax(1, keepdim=True)
+    accepted = torch.zeros_like(scores, dtype=torch.long).scatter_add_(1, t.clamp_min(0), valid.long()) > 0
+    return 1 + ((scores >= best) & ~accepted).sum(1)
 
 
 def ranking_metrics(ranks: torch.Tensor) -> dict[str, float]:
@@ -193,22 +208,31 @@ class HyperbolicRAG(nn.Module):
 
 class RAGModule(L.LightningModule):
     """Trains :class:`LinearCosine` or :class:`HyperbolicRAG` with InfoNCE on the answer and
-    logs ``train/loss``, ``train/temperature`` and the held-out ``val/hits@1``, ``val/hits@10``,
-    ``val/mrr`` to the logger (TensorBoard).
+    logs ``train/loss``, ``train/temperature`` and the *validation* ``val/hits@1``,
+    ``val/hits@10``, ``val/mrr`` to the logger (TensorBoard).
+
+    Early stopping on validation: the weights with the best ``val/mrr`` so far are kept
+    (:meth:`restore_best` puts them back after the run), and training stops after
+    ``patience`` validations without a better one (``None``: never early).
 
     Trainable keys get :class:`geoopt.optim.SparseRiemannianAdam` (only the rows a step read
     move); everything else :class:`geoopt.optim.RiemannianAdam` (manual optimisation, two
-    optimizers).
+    optimizers).  Frozen keys get no optimizer and no optimizer state.
     """
 
-    def __init__(self, model: nn.Module, lr: float = 3e-3, key_lr: float | None = None, eval_batch: int = 250):
+    def __init__(self, model: nn.Module, lr: float = 3e-3, key_lr: float | None = None, eval_batch: int = 250,
+                 patience: int | None = None):
         super().__init__()
         self.model = model
         self.lr = float(lr)
         self.key_lr = float(key_lr) if key_lr is not None else float(lr)
         self.eval_batch = int(eval_batch)
+        self.patience = None if patience is None else int(patience)
         self.automatic_optimization = False
         self._ranks: list[torch.Tensor] = []
+        self.best: dict[str, Any] = {"mrr": -math.inf, "step": 0, "state": None, "metrics": None}
+        self._bad = 0
+        self.batches = 0
 
     def _keys(self):
         mem = getattr(self.model, "memory", None)
@@ -234,6 +258,10 @@ class RAGModule(L.LightningModule):
         self.manual_backward(loss)
         for o in opts:
             o.step()
+        after = getattr(self.model, "after_step", None)
+        if after is not None:
+            after()
+        self.batches += 1
         self.log("train/loss", loss, prog_bar=False, on_step=True, on_epoch=False, batch_size=len(x))
         t = getattr(getattr(self.model, "memory", self.model), "log_temperature", None)
         if t is not None:
@@ -241,7 +269,7 @@ class RAGModule(L.LightningModule):
         return loss
 
     def validation_step(self, batch, batch_idx):
-        x, targets, _ = batch
+        x, targets = batch
         self._ranks.append(target_ranks(self.model.answer_scores(x), targets).cpu())
 
     def on_validation_epoch_end(self):
@@ -251,6 +279,27 @@ class RAGModule(L.LightningModule):
         self._ranks = []
         for key, value in m.items():
             self.log(f"val/{key}", value)
+        self.consider(m)
+
+    def consider(self, m: Mapping[str, float]) -> None:
+        """Keep the weights when the validation metrics ``m`` have the best MRR so far; ask the
+        trainer to stop after ``patience`` validations without improvement."""
+        if m["mrr"] > self.best["mrr"]:
+            state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+            self.best = {"mrr": m["mrr"], "step": self.batches, "state": state, "metrics": m}
+            self._bad = 0
+        else:
+            self._bad += 1
+            if self.patience is not None and self._bad > self.patience and self._trainer is not None:
+                self.trainer.should_stop = True
+
+    def restore_best(self) -> None:
+        """Put back the weights of the best validation MRR (no-op before any validation)."""
+        if self.best["state"] is not None:
+            self.model.load_state_dict(self.best["state"])
+            reset = getattr(self.model, "after_load", None)
+            if reset is not None:
+                reset()
 
 
 # -- the side-by-side run ----------------------------------------------------------------------------
@@ -269,34 +318,53 @@ def merge_config(base: Mapping[str, Any], over: Mapping[str, Any] | None) -> dic
     return out
 
 
-def _fit(module: RAGModule, dm: RAGDataModule, steps: int, logdir: Path, name: str, seed: int) -> float:
+def _validate(module: RAGModule, X: torch.Tensor, y: torch.Tensor, batch: int) -> None:
+    """Score the validation queries now and keep the weights if they are the best so far."""
+    was = module.model.training
+    module.model.eval()
+    module.consider(evaluate(module.model.answer_scores, X, y, batch))
+    module.model.train(was)
+
+
+def _fit(module: RAGModule, dm: RAGDataModule, steps: int, logdir: Path, name: str, seed: int,
+         val_every: int | None = None) -> dict[str, float]:
+    """Train at most ``steps`` batches, validating before, every ``val_every`` batches and at
+    the end; the best validation weights are restored.  Returns wall and CPU seconds, the
+    steps run and the step chosen."""
     from lightning.pytorch.loggers import TensorBoardLogger
 
     L.seed_everything(seed, workers=True, verbose=False)
+    Xv, yv = dm.val_queries()
+    _validate(module, Xv, yv, dm.eval_batch)  # step 0 is a candidate too
     # In manual optimisation Lightning counts every optimizer step: scale to count batches.
     n_opt = len(module.configure_optimizers())
+    every = max(1, int(val_every or steps))
     trainer = L.Trainer(max_steps=steps * n_opt, max_epochs=-1,
                         logger=TensorBoardLogger(str(logdir), name=name, version=""),
                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                        num_sanity_val_steps=0, limit_val_batches=0, log_every_n_steps=1, accelerator="cpu",
-                        devices=1)
-    t0 = time.perf_counter()
+                        num_sanity_val_steps=0, val_check_interval=every, check_val_every_n_epoch=None,
+                        log_every_n_steps=1, accelerator="cpu", devices=1)
+    t0, c0 = time.perf_counter(), time.process_time()
     trainer.fit(module, datamodule=dm)
-    seconds = time.perf_counter() - t0
-    trainer.limit_val_batches = 1.0
-    trainer.validate(module, datamodule=dm, verbose=False)
-    return seconds
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    if module.batches % every:
+        _validate(module, Xv, yv, dm.eval_batch)
+    module.restore_best()
+    return {"train_seconds": seconds, "train_cpu_seconds": cpu, "steps_run": module.batches,
+            "best_step": module.best["step"]}
 
 
 def run_comparison(config: Mapping[str, Any] | None = None, data: RAGData | None = None,
                    log: Callable[[str], None] | None = print) -> dict[str, Any]:
-    """Build the data, evaluate (a)-(e) on the held-out queries, train (c) and (e) with the
-    same data, batches and steps (TensorBoard logs under ``<out>/tb``), and write
-    ``<out>/results.json`` and ``<out>/results.md``.  Returns the results dict, plus the
-    trained models under ``"models"`` (``linear``, ``hyperbolic``, and the ``store``).
+    """Build the data, score (a)-(e) on the validation queries, train (c) and (e) with the
+    same data, batches and step budget (early stopping on validation MRR; TensorBoard logs
+    under ``<out>/tb``), then score every system once on the test queries, and write
+    ``<out>/results.json`` and ``<out>/results.md``.  Returns the results dict
+    (``results[system]`` holds ``val`` and ``test`` metrics), plus the trained models under
+    ``"models"`` (``linear``, ``hyperbolic``, and the ``store``).
 
     ``config`` overrides :data:`DEFAULTS` (nested keys).  ``data`` skips building the data
-    (tests pass a small one).
+    (tests pass a small one; it needs validation queries).
     """
     cfg = merge_config(DEFAULTS, config)
     say = log or (lambda m: None)
@@ -307,61 +375,75 @@ def run_comparison(config: Mapping[str, Any] | None = None, data: RAGData | None
     t0 = time.perf_counter()
     if data is None:
         dc = cfg["data"]
-        data = build_rag_data(dc["root"], n_test=dc["n_test"], seed=dc["seed"], cache=dc["cache"], log=say)
+        data = build_rag_data(dc["root"], n_test=dc["n_test"], n_val=dc["n_val"], seed=dc["seed"],
+                              cache=dc["cache"], log=say)
     say(f"{data} ({time.perf_counter() - t0:.0f}s)")
-    dm = RAGDataModule(data, batch_size=cfg["train"]["batch_size"], eval_batch=cfg["eval"]["batch_size"],
-                       seed=cfg["train"]["seed"])
-    X, y = dm.test_queries()
+    if data.n_val == 0:
+        raise ValueError("the data has no validation queries: every choice needs them (build it with n_val >= 1)")
+    tc = cfg["train"]
+    dm = RAGDataModule(data, batch_size=tc["batch_size"], eval_batch=cfg["eval"]["batch_size"], seed=tc["seed"])
+    Xv, yv = dm.val_queries()
     ev = cfg["eval"]["batch_size"]
-    results: dict[str, dict[str, float]] = {}
+    scorers: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {}
+    results: dict[str, dict[str, Any]] = {}
 
-    def record(name, score_fn, seconds=None):
-        m = evaluate(score_fn, X, y, ev)
-        if seconds is not None:
-            m["train_seconds"] = seconds
-        results[name] = m
-        say(f"{name:30s} Hits@1 {100 * m['hits@1']:5.1f}  Hits@10 {100 * m['hits@10']:5.1f}  MRR {m['mrr']:.3f}")
+    def record(name, score_fn, info=None):
+        scorers[name] = score_fn
+        results[name] = {"val": evaluate(score_fn, Xv, yv, ev), **(info or {})}
+        m = results[name]["val"]
+        say(f"{name:30s} val Hits@1 {100 * m['hits@1']:5.1f}  Hits@10 {100 * m['hits@10']:5.1f}  MRR {m['mrr']:.3f}")
 
     record(SYSTEMS[0], flat_cosine(data))
     sc = cfg["store"]
     store = build_store(data, sc["base_depth"], sc["depth_step"], sc["inherit"])
     record(SYSTEMS[1], store_scores(store))
     record(SYSTEMS[3], sibling_vote(data))
-    tc = cfg["train"]
     steps = tc["max_steps"] or max(1, int(tc["epochs"] * len(data.train_slots) / tc["batch_size"]))
+
+    def fit(model, name, key_lr=None):
+        module = RAGModule(model, tc["lr"], key_lr, eval_batch=ev, patience=tc["patience"])
+        return _fit(module, dm, steps, out / "tb", name, tc["seed"], tc["val_every"])
+
     linear = LinearCosine(data.slot_emb, cfg["linear"]["temperature"])
-    secs = _fit(RAGModule(linear, tc["lr"], eval_batch=ev), dm, steps, out / "tb", "linear", tc["seed"])
-    record(SYSTEMS[2], linear.answer_scores, secs)
+    record(SYSTEMS[2], linear.answer_scores, fit(linear, "linear"))
     mc = cfg["model"]
     model = HyperbolicRAG(store, data.slot_parent, data.dim, temperature=mc["temperature"],
                           learn_keys=mc["learn_keys"], two_heads=mc["two_heads"], k=mc["k"],
                           query_depth=mc["query_depth"], combine=mc["combine"], children=mc["children"],
                           metric=mc["metric"])
-    record("(e0) hyperbolic (untrained)", model.answer_scores)
-    secs = _fit(RAGModule(model, tc["lr"], tc["key_lr"], eval_batch=ev), dm, steps, out / "tb", "hyperbolic",
-                tc["seed"])
-    record(SYSTEMS[4], model.answer_scores, secs)
-    best = max((SYSTEMS[i] for i in range(4)), key=lambda s: results[s]["hits@10"])
-    e = results[SYSTEMS[4]]
+    untrained = copy.deepcopy(model)
+    record("(e0) hyperbolic (untrained)", untrained.answer_scores)
+    record(SYSTEMS[4], model.answer_scores, fit(model, "hyperbolic", tc["key_lr"]))
+    # every choice is made: the test queries, once, for every system
+    Xt, yt = dm.test_queries()
+    for name, fn in scorers.items():
+        results[name]["test"] = evaluate(fn, Xt, yt, ev)
+    base = [SYSTEMS[i] for i in range(4)]
+    best = max(base, key=lambda s: results[s]["test"]["hits@10"])
+    e = results[SYSTEMS[4]]["test"]
     summary = {
         "date": str(date.today()), "config": cfg, "data": repr(data), "steps": steps,
         "train_queries": len(data.train_slots), "results": results, "best_baseline": best,
-        "hits@10_gain_points": 100 * (e["hits@10"] - results[best]["hits@10"]),
-        "mrr_gain": e["mrr"] - max(results[SYSTEMS[i]]["mrr"] for i in range(4)),
+        "hits@10_gain_points": 100 * (e["hits@10"] - results[best]["test"]["hits@10"]),
+        "mrr_gain": e["mrr"] - max(results[s]["test"]["mrr"] for s in base),
         "seconds": time.perf_counter() - t0,
     }
     (out / "results.json").write_text(json.dumps(summary, indent=2, default=str))
     (out / "results.md").write_text(results_table(summary))
     summary["models"] = {"linear": linear, "hyperbolic": model, "store": store}
-    say(f"(e) vs best baseline {best}: {summary['hits@10_gain_points']:+.1f} Hits@10 points, "
+    say(f"(e) vs best baseline {best} on test: {summary['hits@10_gain_points']:+.1f} Hits@10 points, "
         f"MRR {summary['mrr_gain']:+.3f}; wrote {out / 'results.json'}")
     return summary
 
 
 def results_table(summary: Mapping[str, Any]) -> str:
-    """The results as a Markdown table."""
-    lines = ["| system | Hits@1 | Hits@10 | MRR | train time (s) |", "|---|---:|---:|---:|---:|"]
-    for name, m in summary["results"].items():
-        t = f"{m['train_seconds']:.0f}" if "train_seconds" in m else ""
-        lines.append(f"| {name} | {100 * m['hits@1']:.1f} | {100 * m['hits@10']:.1f} | {m['mrr']:.3f} | {t} |")
+    """The results as a Markdown table (test metrics; validation MRR and the chosen step beside)."""
+    lines = ["| system | Hits@1 | Hits@10 | MRR | val MRR | steps chosen / run | train CPU (s) |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for name, r in summary["results"].items():
+        m = r.get("test", r["val"])
+        steps = f"{r['best_step']} / {r['steps_run']}" if "best_step" in r else ""
+        t = f"{r['train_cpu_seconds']:.0f}" if "train_cpu_seconds" in r else ""
+        lines.append(f"| {name} | {100 * m['hits@1']:.1f} | {100 * m['hits@10']:.1f} | {m['mrr']:.3f} | "
+                     f"{r['val']['mrr']:.3f} | {steps} | {t} |")
     return "\n".join(lines) + "\n"

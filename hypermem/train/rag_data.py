@@ -3,11 +3,18 @@ r"""Data of the end-to-end RAG task: WordNet noun synsets with their glosses.
 The task.  A memory holds WordNet noun synsets, each as the text ``"lemma: gloss"``
 (``"dog: a member of the genus Canis ..."``), embedded by a frozen sentence encoder and
 placed in the ball by the hierarchy.  A *query* is a held-out synset (same text form);
-the answer is its hypernym (its parent in the tree form of
-:func:`hypermem.data.wordnet.build_hierarchy`: the deepest direct hypernym).  Queries are
-leaves of the tree, removed from the memory, so no query is in memory and the tree of the
-rest stays whole.  Training queries are the leaves left in the memory, each with its own
-slot excluded from the candidates (it cannot answer itself).
+the answer is its hypernym.  Training uses one answer, the parent in the tree form of
+:func:`hypermem.data.wordnet.build_hierarchy` (the deepest direct hypernym); evaluation
+accepts *every* direct hypernym in memory (``*_targets``: the tree parent plus the minimal
+elements of the query's ancestor set in the closure, i.e. its parents in the transitive
+reduction of the WordNet DAG).  Held-out queries are leaves of the tree, removed from the
+memory, so no held-out query is in memory and the tree of the rest stays whole.  There are
+two held-out sets: the *test* leaves, and the *validation* leaves, carved out of the leaves
+that would otherwise be training queries (drawn after the test leaves with their own
+random stream, so the test set of a seed does not depend on ``n_val``).  Every choice
+(steps, early stopping, options) is made on validation; test is scored once at the end.
+Training queries are the leaves left in the memory, each with its own slot excluded from
+the candidates (it cannot answer itself).
 
 Slots are numbered in breadth-first order of the memory's tree, so a parent always comes
 before its children (what :meth:`hypermem.store.Memory.add_many` needs).
@@ -20,8 +27,8 @@ Example::
 
     >>> from hypermem.embed import HashingEmbedder
     >>> data = build_rag_data("mammal.n.01", n_test=100, embedder=HashingEmbedder(dim=32), cache=False)
-    >>> data.n_slots + data.n_test == 1180, data.n_test
-    (True, 100)
+    >>> data.n_slots + data.n_test + data.n_val == 1180, data.n_test, data.n_val
+    (True, 100, 100)
     >>> bool((data.slot_parent[data.test_target] >= -1).all())
     True
 """
@@ -172,7 +179,13 @@ class RAGData:
     train_slots: ``(T,)`` slots used as training queries (leaves of the memory); the
         answer of slot ``s`` is ``slot_parent[s]``, and ``s`` itself is excluded.
     test_names, test_texts, test_emb: the held-out queries.
-    test_target: ``(Q,)`` slot of each held-out query's hypernym.
+    test_target: ``(Q,)`` slot of each held-out query's tree parent (its deepest direct
+        hypernym).
+    test_targets: ``(Q, m)`` every accepted answer (direct hypernyms in memory), ``-1``
+        padded; column 0 is ``test_target``.
+    val_names, val_texts, val_emb, val_target, val_targets: the same for the validation
+        queries (held out of the memory like the test queries, drawn from the leaves that
+        would otherwise train).
     """
 
     name: str
@@ -186,7 +199,22 @@ class RAGData:
     test_texts: list[str]
     test_emb: torch.Tensor
     test_target: torch.Tensor
+    test_targets: torch.Tensor | None = None
+    val_names: list[str] = field(default_factory=list)
+    val_texts: list[str] = field(default_factory=list)
+    val_emb: torch.Tensor | None = None
+    val_target: torch.Tensor | None = None
+    val_targets: torch.Tensor | None = None
     meta: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.test_targets is None:
+            self.test_targets = self.test_target.view(-1, 1)
+        if self.val_emb is None:
+            self.val_emb = self.slot_emb[:0]
+            self.val_target = self.test_target[:0]
+        if self.val_targets is None:
+            self.val_targets = self.val_target.view(-1, 1)
 
     @property
     def n_slots(self) -> int:
@@ -195,6 +223,10 @@ class RAGData:
     @property
     def n_test(self) -> int:
         return len(self.test_names)
+
+    @property
+    def n_val(self) -> int:
+        return len(self.val_names)
 
     @property
     def dim(self) -> int:
@@ -214,7 +246,7 @@ class RAGData:
 
     def __repr__(self) -> str:
         return (f"RAGData({self.name!r}, slots={self.n_slots}, train={len(self.train_slots)}, "
-                f"test={self.n_test}, dim={self.dim})")
+                f"val={self.n_val}, test={self.n_test}, dim={self.dim})")
 
 
 def load_hierarchy(root: str | None) -> wordnet.Hierarchy:
@@ -225,30 +257,54 @@ def load_hierarchy(root: str | None) -> wordnet.Hierarchy:
     return wordnet.build_hierarchy(root)
 
 
+def accepted_answers(h: wordnet.Hierarchy, parent_of: dict[str, str]) -> dict[str, list[str]]:
+    """Every direct hypernym of each node: its tree parent first, then the other minimal
+    elements of its ancestor set (ancestors ``v`` of ``u`` with no other ancestor ``w`` of
+    ``u`` below ``v``: the parents of ``u`` in the transitive reduction of the closure)."""
+    anc: dict[str, set[str]] = {}
+    for u, v in h.closure:
+        anc.setdefault(u, set()).add(v)
+    out: dict[str, list[str]] = {}
+    for u, a in anc.items():
+        below = set().union(*(anc.get(w, set()) for w in a))
+        first = [parent_of[u]] if u in parent_of else []
+        out[u] = first + sorted(v for v in a - below if v not in first)
+    return out
+
+
+def _padded(rows: Sequence[Sequence[int]]) -> torch.Tensor:
+    m = max((len(r) for r in rows), default=1)
+    return torch.tensor([list(r) + [-1] * (m - len(r)) for r in rows], dtype=torch.long).view(len(rows), m)
+
+
 def build_rag_data(root: str | None = None, n_test: int = 2000, seed: int = 0, embedder=None,
                    cache: bool | str | os.PathLike = True, hierarchy: wordnet.Hierarchy | None = None,
-                   log: Callable[[str], None] | None = None) -> RAGData:
-    """Split a WordNet noun hierarchy into memory, training queries and held-out queries.
+                   log: Callable[[str], None] | None = None, n_val: int | None = None) -> RAGData:
+    """Split a WordNet noun hierarchy into memory, training, validation and test queries.
 
     ``root``: the subtree (``None``: all 82,115 nouns; ``"mammal.n.01"``: the 1,180 shipped
     mammals).  ``n_test`` held-out leaves are drawn at random (``seed``) among the leaves
-    whose parent is not the root.  Texts are embedded by ``embedder`` (default the offline
-    MiniLM) through the disk cache (see :func:`cached_embeddings`).
+    whose parent is not the root; then ``n_val`` (default ``n_test``) validation leaves among
+    the remaining ones (``random.Random(f"val-{seed}")``), also held out of the memory.
+    Texts are embedded by ``embedder`` (default the offline MiniLM) through the disk cache
+    (see :func:`cached_embeddings`).
     """
     h = hierarchy if hierarchy is not None else load_hierarchy(root)
-    if isinstance(n_test, bool) or not isinstance(n_test, int) or n_test < 1:
-        raise ValueError(f"n_test must be a positive integer, got {n_test!r}")
+    n_val = n_test if n_val is None else n_val
+    for name, n, low in (("n_test", n_test, 1), ("n_val", n_val, 0)):
+        if isinstance(n, bool) or not isinstance(n, int) or n < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {n!r}")
     children, roots = children_map(h.tree)
     top = single_root(roots, h.root if h.root in roots else None)
     order = bfs_order(children, top)
     leaves = [n for n in order if not children.get(n) and n != top]
     eligible = sorted(n for n in leaves if n not in set(children.get(top, ())))
-    if n_test > len(eligible) // 2:
-        raise ValueError(f"n_test={n_test} is too large for {h.name}: {len(eligible)} eligible leaves "
-                         f"(at most half of them are held out)")
-    rng = random.Random(seed)
-    test = set(rng.sample(eligible, n_test))
-    slots = [n for n in order if n not in test]
+    if n_test + n_val > len(eligible) // 2:
+        raise ValueError(f"n_test + n_val = {n_test + n_val} is too large for {h.name}: {len(eligible)} "
+                         f"eligible leaves (at most half of them are held out)")
+    test = set(random.Random(seed).sample(eligible, n_test))
+    val = set(random.Random(f"val-{seed}").sample([n for n in eligible if n not in test], n_val))
+    slots = [n for n in order if n not in test and n not in val]
     row = {n: i for i, n in enumerate(slots)}
     parent_of = {c: p for p, cs in children.items() for c in cs}
     slot_parent = torch.tensor([row[parent_of[n]] if n in parent_of else -1 for n in slots], dtype=torch.long)
@@ -259,24 +315,31 @@ def build_rag_data(root: str | None = None, n_test: int = 2000, seed: int = 0, e
     in_memory_children = torch.zeros(len(slots), dtype=torch.long)
     in_memory_children.index_add_(0, slot_parent.clamp_min(0), (slot_parent >= 0).long())
     train = torch.nonzero((in_memory_children == 0) & (slot_parent >= 0)).squeeze(1)
-    test_names = sorted(test)
+    test_names, val_names = sorted(test), sorted(val)
+    answers = accepted_answers(h, parent_of)
+
+    def targets(names):
+        return _padded([[row[a] for a in answers.get(n, [parent_of[n]]) if a in row] for n in names])
+
     # Embed every node in the hierarchy's own (sorted) order, so the cache does not depend
     # on the split.
     nodes = sorted(order)
     texts = [synset_text(n, h.glosses.get(n, "")) for n in nodes]
     emb_all = cached_embeddings(texts, embedder, cache=cache, log=log)
     pos = {n: i for i, n in enumerate(nodes)}
-    all_names = slots + test_names
+    all_names = slots + test_names + val_names
     take = torch.tensor([pos[n] for n in all_names], dtype=torch.long)
     emb = emb_all[take]
     texts = [texts[i] for i in take.tolist()]
-    m = len(slots)
+    m, q = len(slots), len(slots) + n_test
+    test_t, val_t = targets(test_names), targets(val_names)
     return RAGData(
         name=h.name, slot_names=slots, slot_texts=texts[:m], slot_parent=slot_parent, slot_level=level,
-        slot_emb=emb[:m], train_slots=train, test_names=test_names, test_texts=texts[m:], test_emb=emb[m:],
-        test_target=torch.tensor([row[parent_of[n]] for n in test_names], dtype=torch.long),
-        meta={"root": h.root, "seed": seed, "n_test": n_test, "model": _model_name(embedder) if embedder
-              is not None else DEFAULT_MODEL},
+        slot_emb=emb[:m], train_slots=train, test_names=test_names, test_texts=texts[m:q], test_emb=emb[m:q],
+        test_target=test_t[:, 0].clone(), test_targets=test_t, val_names=val_names, val_texts=texts[q:],
+        val_emb=emb[q:], val_target=val_t[:, 0].clone(), val_targets=val_t,
+        meta={"root": h.root, "seed": seed, "n_test": n_test, "n_val": n_val,
+              "model": _model_name(embedder) if embedder is not None else DEFAULT_MODEL},
     )
 
 
@@ -284,8 +347,9 @@ class RAGDataModule(L.LightningDataModule):
     """Batches of the RAG task for Lightning.
 
     Training batches are ``(features, answer slot, own slot)`` of the training queries
-    (shuffled with ``seed``); validation batches are ``(features, answer slot, -1)`` of the
-    held-out queries.
+    (shuffled with ``seed``); validation batches are ``(features, accepted answers)`` of the
+    *validation* queries (never the test queries: those are read once, by
+    :meth:`test_queries`, after every choice is made).
     """
 
     def __init__(self, data: RAGData, batch_size: int = 256, eval_batch: int = 250, seed: int = 0):
@@ -300,7 +364,12 @@ class RAGDataModule(L.LightningDataModule):
         return d.slot_emb[d.train_slots].float(), d.train_targets(), d.train_slots
 
     def test_queries(self) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.data.test_emb.float(), self.data.test_target
+        """Test features and accepted answers ``(Q, m)`` (``-1`` padded)."""
+        return self.data.test_emb.float(), self.data.test_targets
+
+    def val_queries(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Validation features and accepted answers ``(V, m)`` (``-1`` padded)."""
+        return self.data.val_emb.float(), self.data.val_targets
 
     def train_dataloader(self) -> DataLoader:
         g = torch.Generator().manual_seed(self.seed)
@@ -308,5 +377,7 @@ class RAGDataModule(L.LightningDataModule):
                           generator=g, drop_last=len(self.data.train_slots) > self.batch_size)
 
     def val_dataloader(self) -> DataLoader:
-        X, y = self.test_queries()
-        return DataLoader(TensorDataset(X, y, torch.full_like(y, -1)), batch_size=self.eval_batch)
+        X, y = self.val_queries()
+        if len(X) == 0:
+            raise ValueError("the data has no validation queries (build it with n_val >= 1)")
+        return DataLoader(TensorDataset(X, y), batch_size=self.eval_batch)
