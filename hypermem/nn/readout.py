@@ -121,15 +121,17 @@ class ParentVote(nn.Module):
         return self._combine(own, self.children_vote(vote), vote)
 
     def topk(self, memory, own_queries: torch.Tensor, vote_queries: torch.Tensor | None, k: int,
-             targets: torch.Tensor | None = None, exclude: torch.Tensor | None = None, at_time=None
-             ) -> tuple[torch.Tensor, torch.Tensor]:
+             targets: torch.Tensor | None = None, exclude: torch.Tensor | None = None, at_time=None,
+             select=None) -> tuple[torch.Tensor, torch.Tensor]:
         """Candidate slots ``(B, C)`` and their answer scores ``(B, C)`` from top-``k`` reads of
         ``memory`` (see the module docstring).
 
         ``targets`` ``(B,)`` are put first among the candidates (for a loss on the answer:
         ``cross_entropy(scores, 0)``).  ``exclude`` ``(B,)`` or ``(B, m)``: slots that are
         neither candidates nor voters (for instance the query's own slot).  Duplicates and
-        missing entries score ``-inf``.
+        missing entries score ``-inf``.  ``select(queries, k, exclude)`` replaces
+        ``memory.select`` for choosing the slots (it must return the same top-``k`` slots,
+        for instance :meth:`hypermem.train.rag.HyperbolicRAG.select`).
         """
         if len(memory) != self.parent.shape[0]:
             raise ValueError(f"the memory has {len(memory)} slots, the tree {self.parent.shape[0]}")
@@ -137,9 +139,12 @@ class ParentVote(nn.Module):
         B = own_queries.shape[0]
         dev = memory.keys.device
         parent = self.parent.to(dev)
-        sel_own = memory.select(own_queries, k, exclude=exclude, at_time=at_time)
+        if select is None:
+            def select(queries, k, exclude):
+                return memory.select(queries, k, exclude=exclude, at_time=at_time)
+        sel_own = select(own_queries, k, exclude)
         same = vote_queries is own_queries
-        sel_vote = sel_own if same else memory.select(vote_queries, k, exclude=exclude, at_time=at_time)
+        sel_vote = sel_own if same else select(vote_queries, k, exclude)
         voted = torch.where(sel_vote >= 0, parent[sel_vote.clamp_min(0)], torch.full_like(sel_vote, -1))
         parts = [sel_own, voted]
         if targets is not None:

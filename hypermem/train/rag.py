@@ -51,10 +51,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..embed import HashingEmbedder
+from ..geometry import poincare as P
+from ..geometry.numerics import safe_norm
 from ..nn import BallEncoder, HyperbolicMemory, ParentVote
 from ..store import Memory
+from .rag_baselines import LinearCosine, build_store, flat_cosine, sibling_vote, store_scores
 from .rag_data import RAGData, RAGDataModule, build_rag_data
+
+__all__ = ["DEFAULTS", "SYSTEMS", "HyperbolicRAG", "LinearCosine", "RAGModule", "build_store", "evaluate",
+           "flat_cosine", "ranking_metrics", "results_table", "run_comparison", "sibling_vote", "store_scores",
+           "target_ranks"]
 
 logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
 logging.getLogger("lightning.fabric").setLevel(logging.WARNING)
@@ -109,74 +115,25 @@ def evaluate(score_fn: Callable[[torch.Tensor], torch.Tensor], queries: torch.Te
     return ranking_metrics(torch.cat(ranks))
 
 
-# -- the training-free systems -------------------------------------------------------------------------
-def flat_cosine(data: RAGData) -> Callable[[torch.Tensor], torch.Tensor]:
-    """(a) cosine between query and slot embeddings."""
-    E = F.normalize(data.slot_emb, dim=1)
-    return lambda x: F.normalize(x, dim=1) @ E.T
-
-
-def sibling_vote(data: RAGData) -> Callable[[torch.Tensor], torch.Tensor]:
-    """(d) ``max(cos(q, e_p), max_{c in ch(p)} cos(q, e_c))`` for every slot ``p``."""
-    cos = flat_cosine(data)
-    vote = ParentVote(data.slot_parent, learn=False)
-    return lambda x: torch.maximum(cos(x), vote.children_vote(cos(x)))
-
-
-def build_store(data: RAGData, base_depth: float = 1.0, depth_step: float = 0.5, inherit: float = 0.25,
-                dtype: torch.dtype = torch.float32) -> Memory:
-    """The memory as a :class:`hypermem.store.Memory`: one record per slot (id = synset name,
-    text, parent), its embedding given, placed by the hierarchy."""
-    store = Memory(embedder=HashingEmbedder(dim=data.dim), base_depth=base_depth, depth_step=depth_step, inherit=inherit, dtype=dtype)
-    names, par = data.slot_names, data.slot_parent.tolist()
-    emb = data.slot_emb.double()
-    store.add_many([{"id": names[i], "text": data.slot_texts[i], "parent": None if par[i] < 0 else names[par[i]],
-                     "embedding": emb[i]} for i in range(data.n_slots)])
-    return store
-
-
-def store_scores(store: Memory) -> Callable[[torch.Tensor], torch.Tensor]:
-    """(b) the store's own score (shell metric, query at ``base_depth``) against every memory,
-    through :meth:`HyperbolicMemory.from_memory` (which scores like ``Memory.search``)."""
-    layer = HyperbolicMemory.from_memory(store, learn_keys=False, learn_temperature=False)
-    return lambda x: layer.score_all(store.ball.point_at(x.to(layer.keys.dtype), store.base_depth))[0]
-
-
-# -- the trained systems -------------------------------------------------------------------------------
-class LinearCosine(nn.Module):
-    """(c) ``cos(W x + b, e_j) / tau`` over all slots, ``W`` initialised to the identity."""
-
-    def __init__(self, slot_emb: torch.Tensor, temperature: float = 0.05):
-        super().__init__()
-        d = slot_emb.shape[1]
-        self.linear = nn.Linear(d, d)
-        with torch.no_grad():
-            self.linear.weight.copy_(torch.eye(d))
-            self.linear.bias.zero_()
-        self.log_temperature = nn.Parameter(torch.tensor(math.log(temperature)))
-        self.register_buffer("slots", F.normalize(slot_emb.float(), dim=1))
-
-    def answer_scores(self, x: torch.Tensor) -> torch.Tensor:
-        return F.normalize(self.linear(x), dim=1) @ self.slots.T / self.log_temperature.exp()
-
-    def train_scores(self, x, targets, exclude):
-        """Scores over all slots (``exclude`` masked); the label is the target itself."""
-        s = self.answer_scores(x)
-        s = s.scatter(1, exclude.view(-1, 1), -math.inf)
-        return None, s
-
-
+# -- the trained model -------------------------------------------------------------------------------
 class HyperbolicRAG(nn.Module):
     """(e) encoder -> hyperbolic memory -> hierarchy-aware readout.
 
     ``answer_scores`` ranks every slot exactly (:meth:`ParentVote.full`); ``train_scores``
-    uses exact top-``k`` reads (:meth:`ParentVote.topk`), so a training step costs the two
-    chunked searches plus ``O(batch x k)`` work with gradient.
+    uses exact top-``k`` reads (:meth:`ParentVote.topk`), so a training step costs the
+    searches plus ``O(batch x k)`` work with gradient.
+
+    The search (:meth:`select`): with the shell metric and no per-slot bias, the score
+    ``-d/tau`` is a decreasing function of the cosine between the query's and the key's
+    directions (:func:`hypermem.geometry.poincare.shell_distance_from_cosine`), so the
+    top-``k`` slots are the top-``k`` cosines: one matrix product of unit directions and a
+    ``topk``.  After an optimizer step, :meth:`after_step` refreshes the memory's cached key
+    directions and radii only for the rows that moved (the rows of the sparse key gradient).
     """
 
     def __init__(self, store: Memory, parent: torch.Tensor, feature_dim: int, temperature: float = 0.1,
                  learn_keys: bool = True, two_heads: bool = False, k: int = 32, query_depth: float | str | None = None,
-                 combine: str = "logaddexp", children: str = "max", metric: str = "shell"):
+                 combine: str = "logaddexp", children: str = "max", metric: str = "shell", fast: bool = True):
         super().__init__()
         depth = store.base_depth if query_depth is None else query_depth
         init = "identity" if feature_dim == store.dim else "default"
@@ -189,6 +146,7 @@ class HyperbolicRAG(nn.Module):
         self.memory.metric = metric
         self.readout = ParentVote(parent, combine=combine, children=children)
         self.k = int(k)
+        self.fast = bool(fast)
 
     def _queries(self, x):
         q = self.encoder(x)
@@ -200,10 +158,53 @@ class HyperbolicRAG(nn.Module):
         vote = own if v is q else self.memory.score_all(v)[0]
         return self.readout.full(own, vote)
 
+    @torch.no_grad()
+    def select(self, queries: torch.Tensor, k: int, exclude: torch.Tensor | None = None) -> torch.Tensor:
+        """The top-``k`` slots ``(B, k)`` of :meth:`HyperbolicMemory.select` (``exclude``
+        ``(B,)`` or ``(B, m)``, ``-1`` ignored; missing entries ``-1``), by one cosine matmul
+        and ``topk`` when the metric is the shell metric without slot bias, else by the
+        memory's own search."""
+        mem = self.memory
+        if not self.fast or mem.metric != "shell" or mem.slot_bias(None) is not None:
+            return mem.select(queries, k, exclude=exclude)
+        dirs, _ = mem._key_geometry()
+        q = queries.detach()
+        cos = (q / safe_norm(q, keepdim=True)) @ dirs.T
+        if exclude is not None:
+            ex = torch.as_tensor(exclude, device=cos.device).long()
+            ex = ex.view(len(q), -1)
+            rows = torch.arange(len(q), device=cos.device).unsqueeze(1).expand_as(ex)
+            ok = ex >= 0
+            cos[rows[ok], ex[ok]] = -math.inf
+        vals, idx = cos.topk(min(int(k), cos.shape[1]), dim=1)
+        idx = idx.masked_fill(vals == -math.inf, -1)
+        if idx.shape[1] < k:
+            idx = torch.cat([idx, idx.new_full((len(q), k - idx.shape[1]), -1)], 1)
+        return idx
+
     def train_scores(self, x, targets, exclude):
         """Candidates (answer first) and their scores; the label is position 0."""
         q, v = self._queries(x)
-        return self.readout.topk(self.memory, q, v, self.k, targets=targets, exclude=exclude)
+        return self.readout.topk(self.memory, q, v, self.k, targets=targets, exclude=exclude, select=self.select)
+
+    @torch.no_grad()
+    def after_step(self) -> None:
+        """Refresh the memory's cached key directions and radii for the rows the last sparse
+        key step moved (the other rows did not change), instead of all ``N`` rows."""
+        mem = self.memory
+        K, cache = mem.keys, mem._key_cache
+        if not self.fast or not K.requires_grad or K.grad is None or not K.grad.is_sparse or cache is None:
+            return
+        if cache[0][1:] != (K.data_ptr(), tuple(K.shape), K.dtype, K.device, mem.curvature):
+            return  # the cache is for other keys: the next read recomputes it
+        rows = K.grad.coalesce().indices()[0].unique()
+        kr = K[rows]
+        if not bool(P.is_inside(kr, mem.curvature).all()):
+            mem._check_keys()  # raises, naming the key that left the ball
+        dirs, radius = cache[1], cache[2]
+        dirs[rows] = kr / safe_norm(kr, keepdim=True)
+        radius[rows] = P.distance_to_origin(kr, mem.curvature)
+        mem._key_cache = ((K._version, *cache[0][1:]), dirs, radius)
 
 
 class RAGModule(L.LightningModule):

@@ -1,0 +1,81 @@
+"""The fast training step of the RAG model: the shell selection by one cosine matmul + topk,
+and the key cache refreshed only for the rows a sparse step moved."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from hypermem.data.wordnet import load_mammals
+from hypermem.embed import HashingEmbedder
+from hypermem.geometry import poincare as P
+from hypermem.train.rag import HyperbolicRAG, RAGModule, build_store
+from hypermem.train.rag_data import build_rag_data
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def data():
+    return build_rag_data("mammal.n.01", n_test=40, n_val=40, seed=2, embedder=HashingEmbedder(dim=24),
+                          cache=False, hierarchy=load_mammals())
+
+
+def model_for(data, **kw):
+    return HyperbolicRAG(build_store(data), data.slot_parent, data.dim, k=16, **kw)
+
+
+def test_cosine_selection_is_the_memory_search(data):
+    model = model_for(data)
+    q = model.encoder(data.val_emb[:20]).detach()
+    exclude = data.train_slots[:20]
+    ex2 = torch.stack([exclude, torch.full_like(exclude, -1)], 1)
+    for ex in (None, exclude, ex2):
+        fast = model.select(q, 16, ex)
+        ref = model.memory.select(q, 16, exclude=ex)
+        assert torch.equal(fast.sort(1).values, ref.sort(1).values)
+    assert not bool((model.select(q, 16, exclude) == exclude.view(-1, 1)).any())
+    # the selection is the top-k of the shell score, a decreasing function of the cosine
+    # (shell_distance_from_cosine): the k-th selected score bounds every other slot's
+    scores = model.memory.score_all(q)[0]
+    sel = model.select(q, 16)
+    kth = scores.gather(1, sel).min(1).values
+    outside = torch.ones_like(scores, dtype=torch.bool).scatter_(1, sel, False)
+    assert bool((scores.masked_fill(~outside, -1e9) <= kth.unsqueeze(1) + 1e-6).all())
+    # more slots asked than exist: padded with -1
+    assert int((model.select(q[:2], data.n_slots + 3) < 0).sum()) == 2 * 3
+
+
+def test_only_the_moved_rows_are_refreshed_and_the_cache_stays_exact(data):
+    torch.manual_seed(0)
+    model = model_for(data, learn_keys=True)
+    module = RAGModule(model, lr=0.05)
+    opts = module.configure_optimizers()
+    x, y, own = data.slot_emb[data.train_slots[:32]], data.train_targets()[:32], data.train_slots[:32]
+    before = model.memory.keys.detach().clone()
+    for _ in range(3):
+        cand, scores = model.train_scores(x, y, own)
+        loss = F.cross_entropy(scores, torch.zeros_like(y))
+        for o in opts:
+            o.zero_grad()
+        loss.backward()
+        for o in opts:
+            o.step()
+        model.after_step()
+    K = model.memory.keys.detach()
+    moved = (K != before).any(1)
+    assert 0 < int(moved.sum()) < len(K)  # a sparse step moves some rows, not all
+    dirs, radius = model.memory._key_cache[1].clone(), model.memory._key_cache[2].clone()
+    stamp = model.memory._key_cache[0]
+    model.memory._key_geometry()
+    assert model.memory._key_cache[0] == stamp  # after_step left a current cache: no recompute
+    assert torch.allclose(dirs, K / K.norm(dim=1, keepdim=True), atol=1e-6)
+    assert torch.allclose(radius, P.distance_to_origin(K), atol=1e-5)
+
+
+def test_frozen_keys_get_no_optimizer_state(data):
+    model = model_for(data, learn_keys=False)
+    opts = RAGModule(model).configure_optimizers()
+    assert len(opts) == 1
+    assert all(p is not model.memory.keys for g in opts[0].param_groups for p in g["params"])
