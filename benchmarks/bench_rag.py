@@ -24,9 +24,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 def step_seconds(data, fast: bool, learn_keys: bool, steps: int, batch: int, k: int) -> tuple[float, float]:
     import torch
-    import torch.nn.functional as F
 
-    from hypermem.train.rag import HyperbolicRAG, RAGModule, build_store
+    from hypermem.train.rag import HyperbolicRAG, RAGModule, build_store, train_step
 
     torch.manual_seed(0)
     model = HyperbolicRAG(build_store(data), data.slot_parent, data.dim, k=k, learn_keys=learn_keys, fast=fast)
@@ -37,14 +36,7 @@ def step_seconds(data, fast: bool, learn_keys: bool, steps: int, batch: int, k: 
         rows = data.train_slots[order[(i * batch) % len(order):][:batch]]
         x, y = data.slot_emb[rows], data.slot_parent[rows]
         c0, w0 = time.process_time(), time.perf_counter()
-        _, scores = model.train_scores(x, y, rows)
-        loss = F.cross_entropy(scores, torch.zeros_like(y))
-        for o in opts:
-            o.zero_grad()
-        loss.backward()
-        for o in opts:
-            o.step()
-        model.after_step()
+        train_step(model, opts, x, y, rows)
         if i:  # the first step fills the caches
             cpu += time.process_time() - c0
             wall += time.perf_counter() - w0

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from hypermem.data.wordnet import load_mammals
 from hypermem.embed import HashingEmbedder
 from hypermem.geometry import poincare as P
-from hypermem.train.rag import HyperbolicRAG, RAGModule, build_store
+from hypermem.train.rag import HyperbolicRAG, RAGModule, build_store, train_step
 from hypermem.train.rag_data import build_rag_data
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -55,14 +54,7 @@ def test_only_the_moved_rows_are_refreshed_and_the_cache_stays_exact(data):
     x, y, own = data.slot_emb[data.train_slots[:32]], data.train_targets()[:32], data.train_slots[:32]
     before = model.memory.keys.detach().clone()
     for _ in range(3):
-        cand, scores = model.train_scores(x, y, own)
-        loss = F.cross_entropy(scores, torch.zeros_like(y))
-        for o in opts:
-            o.zero_grad()
-        loss.backward()
-        for o in opts:
-            o.step()
-        model.after_step()
+        train_step(model, opts, x, y, own)
     K = model.memory.keys.detach()
     moved = (K != before).any(1)
     assert 0 < int(moved.sum()) < len(K)  # a sparse step moves some rows, not all
@@ -79,3 +71,24 @@ def test_frozen_keys_get_no_optimizer_state(data):
     opts = RAGModule(model).configure_optimizers()
     assert len(opts) == 1
     assert all(p is not model.memory.keys for g in opts[0].param_groups for p in g["params"])
+
+
+def test_the_euclidean_twin_trains_through_the_same_readout(data):
+    from hypermem.train.rag_baselines import EuclideanTwin, store_directions
+
+    dirs = store_directions(build_store(data))
+    assert torch.allclose(dirs.norm(dim=1), torch.ones(len(dirs)), atol=1e-5)
+    twin = EuclideanTwin(dirs, data.slot_parent, k=data.n_slots)
+    x, y, own = data.slot_emb[data.train_slots[:8]], data.train_targets()[:8], data.train_slots[:8]
+    # k = all slots and nothing excluded: every child votes, so the top-k scores are the full
+    # readout's
+    cand, scores = twin.train_scores(x, y, torch.full_like(y, -1))
+    full = twin.answer_scores(x)
+    ok = cand >= 0
+    assert torch.allclose(scores[ok], full.gather(1, cand.clamp_min(0))[ok], atol=1e-4)
+    cand, scores = twin.train_scores(x, y, own)
+    assert torch.equal(cand[:, 0], y) and not bool((cand[:, 1:] == own.view(-1, 1)).any())
+    opts = RAGModule(twin).configure_optimizers()
+    w = twin.linear.weight.detach().clone()
+    train_step(twin, opts, x, y, own)
+    assert not torch.equal(twin.linear.weight, w) and not twin.memory.keys.requires_grad

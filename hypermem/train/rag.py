@@ -2,7 +2,7 @@ r"""End-to-end retrieval-augmented model trained through the hyperbolic memory (
 
 The task (data: :mod:`hypermem.train.rag_data`): a memory of WordNet noun synsets, each
 ``"lemma: gloss"`` embedded by the frozen all-MiniLM-L6-v2; a held-out synset must retrieve
-its hypernym.  Five systems are compared on the same held-out queries (Hits@1, Hits@10,
+its hypernym.  Seven systems are compared on the same held-out queries (Hits@1, Hits@10,
 MRR; the rank of the best accepted answer among all slots, ties counted against it, see
 :func:`target_ranks`).
 
@@ -26,9 +26,15 @@ system (the training-free ones included).
     start at the store's hierarchy placement and are trained, and the hierarchy-aware
     readout :class:`~hypermem.nn.ParentVote` (each candidate scored from its own key and its
     children's keys), trained end to end through exact top-k reads with InfoNCE on the
-    answer only.
+    answer only;
+(f) ``direction cosine + vote`` — training-free: cosine with the store's key directions
+    over ``linear.temperature``, through the untrained ``logaddexp`` vote;
+(g) ``Euclidean twin`` — everything as (e) (linear query map, the same readout trained
+    through the same top-k reads, keys at the store's directions, frozen) but cosine scores
+    (:class:`~hypermem.train.rag_baselines.EuclideanTwin`): what the hyperbolic memory
+    must beat to show the geometry is the reason.
 
-:class:`RAGModule` is the Lightning module that trains (c) or (e) and logs to TensorBoard;
+:class:`RAGModule` is the Lightning module that trains (c), (e) or (g) and logs to TensorBoard;
 :func:`run_comparison` runs the whole side-by-side evaluation from a config (see
 ``configs/rag_wordnet.yaml`` and ``scripts/train_rag.py``).
 """
@@ -55,12 +61,22 @@ from ..geometry import poincare as P
 from ..geometry.numerics import safe_norm
 from ..nn import BallEncoder, HyperbolicMemory, ParentVote
 from ..store import Memory
-from .rag_baselines import LinearCosine, build_store, flat_cosine, sibling_vote, store_scores
+from .rag_baselines import (
+    EuclideanTwin,
+    LinearCosine,
+    build_store,
+    cosine_topk,
+    direction_vote,
+    flat_cosine,
+    sibling_vote,
+    store_directions,
+    store_scores,
+)
 from .rag_data import RAGData, RAGDataModule, build_rag_data
 
 __all__ = ["DEFAULTS", "SYSTEMS", "HyperbolicRAG", "LinearCosine", "RAGModule", "build_store", "evaluate",
            "flat_cosine", "ranking_metrics", "results_table", "run_comparison", "sibling_vote", "store_scores",
-           "target_ranks"]
+           "target_ranks", "train_step"]
 
 logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
 logging.getLogger("lightning.fabric").setLevel(logging.WARNING)
@@ -78,7 +94,7 @@ DEFAULTS: dict[str, Any] = {
 }
 
 SYSTEMS = ("(a) flat cosine", "(b) untrained store (shell)", "(c) learned linear", "(d) sibling vote",
-           "(e) hyperbolic (trained)")
+           "(e) hyperbolic (trained)", "(f) direction cosine + vote", "(g) Euclidean twin (trained)")
 
 
 # -- ranking ---------------------------------------------------------------------------------------
@@ -168,19 +184,7 @@ class HyperbolicRAG(nn.Module):
         if not self.fast or mem.metric != "shell" or mem.slot_bias(None) is not None:
             return mem.select(queries, k, exclude=exclude)
         dirs, _ = mem._key_geometry()
-        q = queries.detach()
-        cos = (q / safe_norm(q, keepdim=True)) @ dirs.T
-        if exclude is not None:
-            ex = torch.as_tensor(exclude, device=cos.device).long()
-            ex = ex.view(len(q), -1)
-            rows = torch.arange(len(q), device=cos.device).unsqueeze(1).expand_as(ex)
-            ok = ex >= 0
-            cos[rows[ok], ex[ok]] = -math.inf
-        vals, idx = cos.topk(min(int(k), cos.shape[1]), dim=1)
-        idx = idx.masked_fill(vals == -math.inf, -1)
-        if idx.shape[1] < k:
-            idx = torch.cat([idx, idx.new_full((len(q), k - idx.shape[1]), -1)], 1)
-        return idx
+        return cosine_topk(queries / safe_norm(queries, keepdim=True), dirs, k, exclude)
 
     def train_scores(self, x, targets, exclude):
         """Candidates (answer first) and their scores; the label is position 0."""
@@ -205,6 +209,25 @@ class HyperbolicRAG(nn.Module):
         dirs[rows] = kr / safe_norm(kr, keepdim=True)
         radius[rows] = P.distance_to_origin(kr, mem.curvature)
         mem._key_cache = ((K._version, *cache[0][1:]), dirs, radius)
+
+
+def train_step(model: nn.Module, optimizers, x: torch.Tensor, targets: torch.Tensor, exclude: torch.Tensor,
+               backward: Callable[[torch.Tensor], None] | None = None) -> torch.Tensor:
+    """One step of InfoNCE on the answer: ``model.train_scores``, cross-entropy, backward
+    (``backward(loss)``, default ``loss.backward()``), every optimizer's step, then
+    ``model.after_step()`` when the model has one.  Returns the loss."""
+    cand, scores = model.train_scores(x, targets, exclude)
+    labels = targets if cand is None else torch.zeros_like(targets)
+    loss = F.cross_entropy(scores, labels)
+    for o in optimizers:
+        o.zero_grad()
+    (backward or torch.Tensor.backward)(loss)
+    for o in optimizers:
+        o.step()
+    after = getattr(model, "after_step", None)
+    if after is not None:
+        after()
+    return loss
 
 
 class RAGModule(L.LightningModule):
@@ -249,19 +272,9 @@ class RAGModule(L.LightningModule):
 
     def training_step(self, batch, batch_idx):
         x, targets, exclude = batch
-        cand, scores = self.model.train_scores(x, targets, exclude)
-        labels = targets if cand is None else torch.zeros_like(targets)
-        loss = F.cross_entropy(scores, labels)
         opts = self.optimizers()
         opts = opts if isinstance(opts, list) else [opts]
-        for o in opts:
-            o.zero_grad()
-        self.manual_backward(loss)
-        for o in opts:
-            o.step()
-        after = getattr(self.model, "after_step", None)
-        if after is not None:
-            after()
+        loss = train_step(self.model, opts, x, targets, exclude, backward=self.manual_backward)
         self.batches += 1
         self.log("train/loss", loss, prog_bar=False, on_step=True, on_epoch=False, batch_size=len(x))
         t = getattr(getattr(self.model, "memory", self.model), "log_temperature", None)
@@ -415,11 +428,17 @@ def run_comparison(config: Mapping[str, Any] | None = None, data: RAGData | None
     untrained = copy.deepcopy(model)
     record("(e0) hyperbolic (untrained)", untrained.answer_scores)
     record(SYSTEMS[4], model.answer_scores, fit(model, "hyperbolic", tc["key_lr"]))
+    dirs = store_directions(store)
+    tau = cfg["linear"]["temperature"]
+    record(SYSTEMS[5], direction_vote(dirs, data.slot_parent, tau))
+    twin = EuclideanTwin(dirs, data.slot_parent, tau, k=mc["k"], learn_keys=False, combine=mc["combine"],
+                         children=mc["children"])
+    record(SYSTEMS[6], twin.answer_scores, fit(twin, "euclidean_twin"))
     # every choice is made: the test queries, once, for every system
     Xt, yt = dm.test_queries()
     for name, fn in scorers.items():
         results[name]["test"] = evaluate(fn, Xt, yt, ev)
-    base = [SYSTEMS[i] for i in range(4)]
+    base = [SYSTEMS[i] for i in (0, 1, 2, 3, 5, 6)]
     best = max(base, key=lambda s: results[s]["test"]["hits@10"])
     e = results[SYSTEMS[4]]["test"]
     summary = {
@@ -427,11 +446,12 @@ def run_comparison(config: Mapping[str, Any] | None = None, data: RAGData | None
         "train_queries": len(data.train_slots), "results": results, "best_baseline": best,
         "hits@10_gain_points": 100 * (e["hits@10"] - results[best]["test"]["hits@10"]),
         "mrr_gain": e["mrr"] - max(results[s]["test"]["mrr"] for s in base),
+        "twin_gain": {m: e[m] - results[SYSTEMS[6]]["test"][m] for m in e},
         "seconds": time.perf_counter() - t0,
     }
     (out / "results.json").write_text(json.dumps(summary, indent=2, default=str))
     (out / "results.md").write_text(results_table(summary))
-    summary["models"] = {"linear": linear, "hyperbolic": model, "store": store}
+    summary["models"] = {"linear": linear, "hyperbolic": model, "twin": twin, "store": store}
     say(f"(e) vs best baseline {best} on test: {summary['hits@10_gain_points']:+.1f} Hits@10 points, "
         f"MRR {summary['mrr_gain']:+.3f}; wrote {out / 'results.json'}")
     return summary

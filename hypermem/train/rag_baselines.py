@@ -53,16 +53,22 @@ def store_scores(store: Memory) -> Callable[[torch.Tensor], torch.Tensor]:
     return lambda x: layer.score_all(store.ball.point_at(x.to(layer.keys.dtype), store.base_depth))[0]
 
 
+def identity_linear(d: int) -> nn.Linear:
+    """``nn.Linear(d, d)`` initialised to the identity map (weight ``I``, bias 0)."""
+    lin = nn.Linear(d, d)
+    with torch.no_grad():
+        lin.weight.copy_(torch.eye(d))
+        lin.bias.zero_()
+    return lin
+
+
 class LinearCosine(nn.Module):
     """(c) ``cos(W x + b, e_j) / tau`` over all slots, ``W`` initialised to the identity."""
 
     def __init__(self, slot_emb: torch.Tensor, temperature: float = 0.05):
         super().__init__()
         d = slot_emb.shape[1]
-        self.linear = nn.Linear(d, d)
-        with torch.no_grad():
-            self.linear.weight.copy_(torch.eye(d))
-            self.linear.bias.zero_()
+        self.linear = identity_linear(d)
         self.log_temperature = nn.Parameter(torch.tensor(math.log(temperature)))
         self.register_buffer("slots", F.normalize(slot_emb.float(), dim=1))
 
@@ -74,3 +80,91 @@ class LinearCosine(nn.Module):
         s = self.answer_scores(x)
         s = s.scatter(1, exclude.view(-1, 1), -math.inf)
         return None, s
+
+
+# -- the Euclidean twin of (e) and its training-free version ------------------------------------------
+@torch.no_grad()
+def cosine_topk(qdirs: torch.Tensor, dirs: torch.Tensor, k: int, exclude: torch.Tensor | None = None
+                ) -> torch.Tensor:
+    """Top-``k`` slots ``(B, k)`` by cosine of unit query directions ``(B, d)`` with unit key
+    directions ``(N, d)``: one matmul and ``topk``.  ``exclude`` ``(B,)`` or ``(B, m)``
+    (``-1`` ignored) are never returned; missing entries are ``-1``."""
+    cos = qdirs.detach() @ dirs.T
+    B = cos.shape[0]
+    if exclude is not None:
+        ex = torch.as_tensor(exclude, device=cos.device).long().view(B, -1)
+        rows = torch.arange(B, device=cos.device).unsqueeze(1).expand_as(ex)
+        ok = ex >= 0
+        cos[rows[ok], ex[ok]] = -math.inf
+    vals, idx = cos.topk(min(int(k), cos.shape[1]), dim=1)
+    idx = idx.masked_fill(vals == -math.inf, -1)
+    if idx.shape[1] < k:
+        idx = torch.cat([idx, idx.new_full((B, k - idx.shape[1]), -1)], 1)
+    return idx
+
+
+def store_directions(store: Memory) -> torch.Tensor:
+    """Unit directions ``(N, d)`` (float32) of the store's keys (its hierarchy placement)."""
+    keys = HyperbolicMemory.from_memory(store, learn_keys=False, learn_temperature=False).keys
+    return F.normalize(keys.detach().float(), dim=1)
+
+
+class CosineMemory(nn.Module):
+    """A Euclidean memory with the interface :meth:`ParentVote.topk` reads: unit keys, scores
+    ``cos(q, k_j) / tau`` (``tau`` learned), exact top-``k`` by :func:`cosine_topk`."""
+
+    def __init__(self, dirs: torch.Tensor, temperature: float, learn_keys: bool = False):
+        super().__init__()
+        self.keys = nn.Parameter(dirs.clone(), requires_grad=bool(learn_keys))
+        self.log_temperature = nn.Parameter(torch.tensor(math.log(temperature)))
+
+    def __len__(self) -> int:
+        return self.keys.shape[0]
+
+    def _unit_keys(self, idx=None):
+        K = self.keys if idx is None else self.keys[idx.clamp_min(0)]
+        return F.normalize(K, dim=-1)
+
+    def select(self, queries, k, exclude=None, at_time=None):
+        return cosine_topk(F.normalize(queries, dim=1), self._unit_keys(), k, exclude)
+
+    def score_all(self, queries, at_time=None):
+        s = F.normalize(queries, dim=1) @ self._unit_keys().T / self.log_temperature.exp()
+        return s, -s
+
+    def score_slots(self, queries, indices, at_time=None):
+        q = F.normalize(queries, dim=1).unsqueeze(1)
+        s = (q * self._unit_keys(indices)).sum(-1) / self.log_temperature.exp()
+        s = s.masked_fill(indices < 0, -math.inf)
+        return s, -s
+
+
+class EuclideanTwin(nn.Module):
+    """(g) the Euclidean twin of (e): the same linear query map (identity init), the same
+    :class:`ParentVote` readout trained through the same exact top-``k`` reads, keys at the
+    store's directions, but cosine scores ``cos(W x + b, k_j) / tau`` instead of the
+    hyperbolic (shell) distance."""
+
+    def __init__(self, dirs: torch.Tensor, parent: torch.Tensor, temperature: float = 0.05, k: int = 32,
+                 learn_keys: bool = False, combine: str = "logaddexp", children: str = "max"):
+        super().__init__()
+        d = dirs.shape[1]
+        self.linear = identity_linear(d)
+        self.memory = CosineMemory(dirs, temperature, learn_keys)
+        self.readout = ParentVote(parent, combine=combine, children=children)
+        self.k = int(k)
+
+    def answer_scores(self, x: torch.Tensor) -> torch.Tensor:
+        return self.readout.full(self.memory.score_all(self.linear(x))[0])
+
+    def train_scores(self, x, targets, exclude):
+        """Candidates (answer first) and their scores; the label is position 0."""
+        return self.readout.topk(self.memory, self.linear(x), None, self.k, targets=targets, exclude=exclude)
+
+
+def direction_vote(dirs: torch.Tensor, parent: torch.Tensor, temperature: float = 0.05
+                   ) -> Callable[[torch.Tensor], torch.Tensor]:
+    """(f) training-free: ``cos(x, k_j) / tau`` with the store's key directions, through the
+    untrained ``logaddexp`` vote of :class:`ParentVote` (biases 0)."""
+    vote = ParentVote(parent, learn=False)
+    return lambda x: vote.full(F.normalize(x, dim=1) @ dirs.T / temperature)
