@@ -30,14 +30,27 @@ def combine(distances, time_weights=None, depths=None, time_coef: float = 1.0,
     if depths is not None:
         args.append(depths)
     ts = as_tensors(*args, names=("distances", "time_weights", "depths")[: len(args)])
-    d = ts[0]
-    score = -d
-    i = 1
-    if time_weights is not None:
-        w = ts[i]
-        i += 1
-        if time_coef != 0.0:
-            score = score + time_coef * w.clamp_min(MIN_WEIGHT).log()
+    w = ts[1] if time_weights is not None else None
+    dep = ts[-1] if depths is not None else None
+    return -ts[0] + score_bias(w, dep, time_coef, depth_bias, like=ts[0])
+
+
+def score_bias(time_weights: torch.Tensor | None, depths: torch.Tensor | None, time_coef: float,
+               depth_bias: float, like: torch.Tensor | None = None) -> torch.Tensor:
+    r"""The query-independent part of the score, ``time_coef * log(max(w, MIN_WEIGHT)) +
+    depth_bias * depth`` (a term is left out when its coefficient is 0 or its values are None).
+
+    :func:`combine` adds it to ``-distance``; the store's search, its index kernel and the
+    durable backends rank by ``-distance + score_bias(...)`` through this one function.  The
+    result has the dtype and device of ``depths`` (else ``like``, else ``time_weights``); the
+    logarithm is taken in the weights' own dtype first.
+    """
+    ref = depths if depths is not None else like if like is not None else time_weights
+    if ref is None:
+        raise ValueError("score_bias needs depths, time_weights or like= for the shape")
+    out = torch.zeros(ref.shape, dtype=ref.dtype, device=ref.device)
+    if time_weights is not None and time_coef != 0.0:
+        out += (time_coef * time_weights.clamp_min(MIN_WEIGHT).log()).to(ref.dtype)
     if depths is not None and depth_bias != 0.0:
-        score = score + depth_bias * ts[i]
-    return score
+        out += depth_bias * depths
+    return out

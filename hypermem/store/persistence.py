@@ -422,12 +422,13 @@ def _build(config, rows, points, embeddings, geometry, where, embedder, decay, c
             gap = float((again - points).abs().max())
             if not gap <= POINT_TOLERANCE:
                 raise MemoryFileError(f"{where}: stored points and directions/depths disagree by {gap:.3g}")
-    _restore(memory, records, levels, siblings, directions, depths, embeddings)
+    restore_state(memory, records, levels, siblings, directions, depths, embeddings)
     return memory
 
 
-def _restore(memory, records, levels, siblings, directions, depths, embeddings) -> None:
-    """Fill a fresh, empty memory's state directly (no embedding, no placement)."""
+def restore_state(memory, records, levels, siblings, directions, depths, embeddings) -> None:
+    """Fill a fresh, empty memory's state directly (no embedding, no placement): the loaders
+    (SQLite, JSON) and the durable backends restore a store through this one function."""
     n = len(records)
     dev, dt = memory.device, memory.dtype
     with memory._lock:

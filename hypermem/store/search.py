@@ -20,7 +20,8 @@ from ..embed import check_texts, embed_checked
 from ..geometry import poincare as P
 from ..index import HyperbolicDistance, MIPSIndex, ShellDistance, exact_topk
 from ..retrieval.cones import cone_energy, half_aperture
-from ..temporal import MIN_WEIGHT, NoDecay
+from ..retrieval.scoring import score_bias
+from ..temporal import NoDecay
 from ..temporal.clock import to_seconds, to_utc
 from .checks import CONE_TOL, METRICS, MODES, Filter, _finite
 from .placement import unit
@@ -224,11 +225,7 @@ class SearchMixin:
             if rows is not None and rows.numel() == 0:
                 return [[] for _ in queries]
             weights = self._weights_all(at_time)
-            bias = torch.zeros(n, dtype=self.dtype, device=self.device)
-            if self.time_coef != 0.0:
-                bias += (self.time_coef * weights.clamp_min(MIN_WEIGHT).log()).to(self.dtype)
-            if self.depth_bias != 0.0:
-                bias += self.depth_bias * self._depth[:n]
+            bias = score_bias(weights, self._depth[:n], self.time_coef, self.depth_bias)
             if no_query:
                 scores, idx, dist = self._rank_by_bias(bias, rows, k)
             else:

@@ -46,6 +46,7 @@ import torch
 
 from ...geometry import poincare as P
 from ...index import ShellDistance, exact_topk
+from ...retrieval.scoring import score_bias
 from ...temporal import MIN_WEIGHT
 from ...temporal.clock import to_seconds
 from ..records import SearchResult
@@ -101,12 +102,7 @@ def _bias(memory, rows: list[dict], now: float) -> torch.Tensor:
     vu = torch.tensor([to_seconds(r["valid_until"], math.inf) for r in rows], **f64)
     w = torch.as_tensor(memory.decay.weight(now, t, acc, vf, vu), **f64)
     depth = torch.tensor([float(r["depth"]) for r in rows], **f64)
-    bias = torch.zeros(len(rows), **f64)
-    if memory.time_coef != 0.0:
-        bias += memory.time_coef * w.clamp_min(MIN_WEIGHT).log()
-    if memory.depth_bias != 0.0:
-        bias += memory.depth_bias * depth
-    return bias, w, depth
+    return score_bias(w, depth, memory.time_coef, memory.depth_bias), w, depth
 
 
 def _top(memory, q: torch.Tensor, rows: list[dict], k: int, now: float, filters):

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from ...temporal.clock import to_utc
-from ..persistence import _restore
+from ..persistence import restore_state
 from ..placement import child_directions, unit
 from ..records import MemoryRecord
 
@@ -149,7 +149,7 @@ def restore(memory, rows: list[Mapping[str, Any]]) -> None:
     emb = _stack([r["embedding"] for r in rows], dim, [r["id"] for r in rows])
     depth = torch.tensor([float(r["depth"]) for r in rows], dtype=torch.float64)
     with memory._lock:
-        _restore(memory, records, levels, [int(r["sib"]) for r in rows], torch.zeros(n, dim, dtype=torch.float64),
+        restore_state(memory, records, levels, [int(r["sib"]) for r in rows], torch.zeros(n, dim, dtype=torch.float64),
                  depth, emb)
         for gen in gen_of:  # parents are placed before their children
             derive = [j for j in gen if rows[j]["direction"] is None]
