@@ -9,8 +9,10 @@ HypermemVectorStore`:
   the keys the recent one wins (the older one is the closer match in words: without
   recency it would win);
 * **structure**: ``search_kwargs={"mode": "subtree", "root": <room>}`` asks about one room;
-* **restart**: the memory is saved to one SQLite file, the agent "restarts" from it and
-  answers the same way, then keeps observing.
+* **restart**: the memory lives in one SQLite file opened with :meth:`Memory.open`
+  (write-through: every observation is committed before ``add_texts`` returns), so the
+  agent can stop at any moment without saving; it "restarts" from the file, answers the
+  same way, then keeps observing.
 
 Run: ``python examples/agent_memory.py [--dir DIR]`` (needs the ``langchain`` extra).
 """
@@ -72,10 +74,10 @@ class ScriptedAgent:
 
 
 def open_store(path: Path, clock: Clock) -> HypermemVectorStore:
-    """The agent's memory: the file at ``path`` if it exists (loaded), else a new memory
-    that ``store.save()`` writes there."""
-    return HypermemVectorStore(memory=str(path), embedding=HashingEmbedder(dim=256), decay=HalfLife(hours=24),
-                               clock=clock)
+    """The agent's memory: the durable SQLite file at ``path`` (created when missing),
+    every write committed as it happens."""
+    memory = Memory.open(path, embedder=HashingEmbedder(dim=256), decay=HalfLife(hours=24), clock=clock)
+    return HypermemVectorStore(memory=memory)
 
 
 def run(workdir: Path) -> dict[str, list[str]]:
@@ -91,12 +93,14 @@ def run(workdir: Path) -> dict[str, list[str]]:
         "what is in the kitchen?": agent.recall("what is on the table or in the fridge?", room="kitchen"),
         "what did I see in the study?": agent.recall("what did I see?", room="study"),
     }
-    agent.store.save()
-    timeless = ScriptedAgent(HypermemVectorStore(memory=Memory.load(path, clock=clock)), clock)
-    timeless.store.memory.time_coef = 0.0  # the same memories, ranked without recency
-    answers["without recency: where are the keys?"] = timeless.recall("where are the keys?", k=1)
+    # a second reader of the same file: the same memories, ranked without recency
+    with Memory.open(path, read_only=True, embedder=HashingEmbedder(dim=256), clock=clock) as reader:
+        reader.time_coef = 0.0
+        timeless = ScriptedAgent(HypermemVectorStore(memory=reader), clock)
+        answers["without recency: where are the keys?"] = timeless.recall("where are the keys?", k=1)
 
-    # restart: a new process would do exactly this
+    # restart: the agent stops without saving or closing anything (as a crash would) and a
+    # new process opens the file again; here, a new store in this one
     clock2 = Clock(clock.now)
     again = ScriptedAgent(open_store(path, clock2), clock2)
     answers["after restart: where are the keys?"] = again.recall("where are the keys?", k=1)
