@@ -8,6 +8,13 @@ time.process_time (CPU seconds of this process, all threads) and wall seconds pe
 
     .venv/bin/python benchmarks/bench_rag.py                 # all nouns
     .venv/bin/python benchmarks/bench_rag.py --root mammal.n.01
+
+--compare runs the whole comparison (hypermem.train.rag.run_comparison, every baseline,
+MiniLM embeddings from the cache) once per --seeds (data split and training seed) and
+prints test metrics as mean and 95% t-interval over the seeds, and the paired difference
+(e) - (g) (hyperbolic minus its Euclidean twin) and (e) - (c):
+
+    .venv/bin/python benchmarks/bench_rag.py --compare --root mammal.n.01 --seeds 0 1 2
 """
 
 from __future__ import annotations
@@ -43,6 +50,55 @@ def step_seconds(data, fast: bool, learn_keys: bool, steps: int, batch: int, k: 
     return cpu / steps, wall / steps
 
 
+def interval(values) -> tuple[float, float]:
+    """Mean and half-width of the 95% Student-t interval of ``values`` (0 for one value)."""
+    import numpy as np
+    from scipy import stats
+
+    v = np.asarray(values, dtype=float)
+    if len(v) < 2:
+        return float(v.mean()), 0.0
+    return float(v.mean()), float(stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v)))
+
+
+def compare(args) -> None:
+    from hypermem.train.rag import SYSTEMS, run_comparison
+
+    runs = []
+    for seed in args.seeds:
+        cfg = {"data": {"root": args.root, "n_test": args.n_test, "seed": seed},
+               "train": {"seed": seed, "batch_size": args.batch, "epochs": args.epochs, "val_every": args.val_every,
+                         "patience": 3, "threads": args.threads},
+               "model": {"k": args.k}, "out": f"{args.out}/seed{seed}"}
+        runs.append(run_comparison(cfg, log=None))
+        r = runs[-1]["results"]
+        print(f"seed {seed}: " + ", ".join(f"{n.split(')')[0]})  {100 * r[n]['test']['hits@10']:.1f}"
+                                           for n in r), flush=True)
+    names = list(runs[0]["results"])
+    print(f"\n{runs[0]['data']} x {len(runs)} seeds {args.seeds}; test metrics, mean ± 95% interval")
+    print("| system | Hits@1 | Hits@10 | MRR | steps chosen (mean) | train CPU s (mean) |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for n in names:
+        cells = []
+        for m, f in (("hits@1", 100), ("hits@10", 100), ("mrr", 1)):
+            mean, half = interval([f * run["results"][n]["test"][m] for run in runs])
+            cells.append(f"{mean:.1f} ± {half:.1f}" if f == 100 else f"{mean:.3f} ± {half:.3f}")
+        r0 = runs[0]["results"][n]
+        steps = f"{sum(run['results'][n]['best_step'] for run in runs) / len(runs):.0f}" if "best_step" in r0 else ""
+        cpu = (f"{sum(run['results'][n]['train_cpu_seconds'] for run in runs) / len(runs):.0f}"
+               if "best_step" in r0 else "")
+        print(f"| {n} | {' | '.join(cells)} | {steps} | {cpu} |")
+    for other in (SYSTEMS[6], SYSTEMS[2]):
+        cells = []
+        for m, f in (("hits@1", 100), ("hits@10", 100), ("mrr", 1)):
+            d = [f * (run["results"][SYSTEMS[4]]["test"][m] - run["results"][other]["test"][m]) for run in runs]
+            mean, half = interval(d)
+            cells.append(f"{mean:+.1f} [{mean - half:+.1f}, {mean + half:+.1f}]" if f == 100 else
+                         f"{mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}]")
+        print(f"| paired (e) - {other} | {' | '.join(cells)} | | |")
+    print(f"whole run {sum(run['seconds'] for run in runs):.0f} s wall")
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--root", default=None, help="subtree (default: all nouns)")
@@ -51,7 +107,16 @@ def main(argv=None) -> None:
     p.add_argument("--k", type=int, default=32)
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--minilm", action="store_true", help="embed with MiniLM (cached) instead of hashing")
+    p.add_argument("--compare", action="store_true", help="the whole comparison over --seeds")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--n-test", type=int, default=200)
+    p.add_argument("--epochs", type=float, default=10)
+    p.add_argument("--val-every", type=int, default=8)
+    p.add_argument("--out", default="runs/bench_rag")
     args = p.parse_args(argv)
+    if args.compare:
+        compare(args)
+        return
     import torch
 
     from hypermem.embed import HashingEmbedder
