@@ -5,8 +5,11 @@ with the baselines (see hypermem.train.rag).
     .venv/bin/python scripts/train_rag.py --config configs/rag_wordnet.yaml
     .venv/bin/python scripts/train_rag.py --set data.root=mammal.n.01 --set data.n_test=200 --set out=runs/rag_mammals
 
-Prints the table, writes <out>/results.json, <out>/results.md and TensorBoard logs under
-<out>/tb (tensorboard --logdir <out>/tb).
+Every choice (the step kept by early stopping) is made on the validation leaves; the test leaves
+are scored once at the end. Prints the table (test metrics, validation MRR beside), writes
+<out>/results.json, <out>/results.md and TensorBoard logs under <out>/tb (tensorboard --logdir
+<out>/tb; val/* are validation curves). For several seeds with intervals:
+benchmarks/bench_rag.py --compare.
 """
 
 from __future__ import annotations
