@@ -76,8 +76,8 @@ def compare(args) -> None:
                                            for n in r), flush=True)
     names = list(runs[0]["results"])
     print(f"\n{runs[0]['data']} x {len(runs)} seeds {args.seeds}; test metrics, mean ± 95% interval")
-    print("| system | Hits@1 | Hits@10 | MRR | steps chosen (mean) | train CPU s (mean) |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| system | Hits@1 | Hits@10 | MRR | steps chosen (mean) | train CPU s (mean) | trained params |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for n in names:
         cells = []
         for m, f in (("hits@1", 100), ("hits@10", 100), ("mrr", 1)):
@@ -87,7 +87,8 @@ def compare(args) -> None:
         steps = f"{sum(run['results'][n]['best_step'] for run in runs) / len(runs):.0f}" if "best_step" in r0 else ""
         cpu = (f"{sum(run['results'][n]['train_cpu_seconds'] for run in runs) / len(runs):.0f}"
                if "best_step" in r0 else "")
-        print(f"| {n} | {' | '.join(cells)} | {steps} | {cpu} |")
+        params = f"{r0['trainable_params']:,}" if "trainable_params" in r0 else ""
+        print(f"| {n} | {' | '.join(cells)} | {steps} | {cpu} | {params} |")
     for other in (SYSTEMS[6], SYSTEMS[2]):
         cells = []
         for m, f in (("hits@1", 100), ("hits@10", 100), ("mrr", 1)):
@@ -95,7 +96,7 @@ def compare(args) -> None:
             mean, half = interval(d)
             cells.append(f"{mean:+.1f} [{mean - half:+.1f}, {mean + half:+.1f}]" if f == 100 else
                          f"{mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}]")
-        print(f"| paired (e) - {other} | {' | '.join(cells)} | | |")
+        print(f"| paired (e) - {other} | {' | '.join(cells)} | | | |")
     print(f"whole run {sum(run['seconds'] for run in runs):.0f} s wall")
 
 

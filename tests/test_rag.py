@@ -165,6 +165,9 @@ def test_end_to_end_lightning_run_writes_tensorboard_events(mammals_data, tmp_pa
     for name in (SYSTEMS[2], SYSTEMS[4]):
         r = summary["results"][name]
         assert r["steps_run"] == 3 and r["best_step"] in (0, 3) and r["train_cpu_seconds"] > 0
+    d = mammals_data.dim
+    assert summary["results"][SYSTEMS[2]]["trainable_params"] == d * d + d + 1  # W, b, temperature
+    assert summary["results"][SYSTEMS[6]]["trainable_params"] == d * d + d + 1 + 2  # + the vote's biases
     assert (tmp_path / "results.json").is_file() and "(e) hyperbolic" in (tmp_path / "results.md").read_text()
     for name in ("linear", "hyperbolic"):
         acc = EventAccumulator(str(tmp_path / "tb" / name))

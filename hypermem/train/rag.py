@@ -416,7 +416,9 @@ def run_comparison(config: Mapping[str, Any] | None = None, data: RAGData | None
 
     def fit(model, name, key_lr=None):
         module = RAGModule(model, tc["lr"], key_lr, eval_batch=ev, patience=tc["patience"])
-        return _fit(module, dm, steps, out / "tb", name, tc["seed"], tc["val_every"])
+        info = _fit(module, dm, steps, out / "tb", name, tc["seed"], tc["val_every"])
+        info["trainable_params"] = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        return info
 
     linear = LinearCosine(data.slot_emb, cfg["linear"]["temperature"])
     record(SYSTEMS[2], linear.answer_scores, fit(linear, "linear"))
@@ -459,12 +461,13 @@ def run_comparison(config: Mapping[str, Any] | None = None, data: RAGData | None
 
 def results_table(summary: Mapping[str, Any]) -> str:
     """The results as a Markdown table (test metrics; validation MRR and the chosen step beside)."""
-    lines = ["| system | Hits@1 | Hits@10 | MRR | val MRR | steps chosen / run | train CPU (s) |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| system | Hits@1 | Hits@10 | MRR | val MRR | steps chosen / run | trained params | train CPU (s) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for name, r in summary["results"].items():
         m = r.get("test", r["val"])
         steps = f"{r['best_step']} / {r['steps_run']}" if "best_step" in r else ""
         t = f"{r['train_cpu_seconds']:.0f}" if "train_cpu_seconds" in r else ""
+        n = f"{r['trainable_params']:,}" if "trainable_params" in r else ""
         lines.append(f"| {name} | {100 * m['hits@1']:.1f} | {100 * m['hits@10']:.1f} | {m['mrr']:.3f} | "
-                     f"{r['val']['mrr']:.3f} | {steps} | {t} |")
+                     f"{r['val']['mrr']:.3f} | {steps} | {n} | {t} |")
     return "\n".join(lines) + "\n"
