@@ -60,7 +60,7 @@ def test_only_the_moved_rows_are_refreshed_and_the_cache_stays_exact(data):
     assert 0 < int(moved.sum()) < len(K)  # a sparse step moves some rows, not all
     dirs, radius = model.memory._key_cache[1].clone(), model.memory._key_cache[2].clone()
     stamp = model.memory._key_cache[0]
-    model.memory._key_geometry()
+    model.memory.key_geometry()
     assert model.memory._key_cache[0] == stamp  # after_step left a current cache: no recompute
     assert torch.allclose(dirs, K / K.norm(dim=1, keepdim=True), atol=1e-6)
     assert torch.allclose(radius, P.distance_to_origin(K), atol=1e-5)

@@ -280,7 +280,7 @@ class HyperbolicMemory(SlotWrites, TimeScores, StoreBridge, nn.Module):
         return torch.tensor(out, dtype=torch.long, device=self.keys.device)
 
     # ------------------------------------------------------------------ scoring pieces
-    def _key_geometry(self) -> tuple[torch.Tensor, torch.Tensor]:
+    def key_geometry(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Unit directions ``(N, d)`` and hyperbolic radii ``(N,)`` of the keys, cached until
         the keys change (in-place optimizer steps bump the tensor's version)."""
         K = self.keys
@@ -298,6 +298,20 @@ class HyperbolicMemory(SlotWrites, TimeScores, StoreBridge, nn.Module):
                 radius = P.distance_to_origin(K, self.curvature)
                 self._key_cache = (stamp, K / n, radius)
         return self._key_cache[1], self._key_cache[2]
+
+    @torch.no_grad()
+    def refresh_key_rows(self, rows: torch.Tensor) -> None:
+        """Update :meth:`key_geometry`'s cache for ``rows`` only, after a step that moved just those
+        keys (a sparse optimizer step); with no cache for these keys the next read recomputes."""
+        K, cache = self.keys, self._key_cache
+        if cache is None or cache[0][1:] != (K.data_ptr(), tuple(K.shape), K.dtype, K.device, self.curvature):
+            return
+        kr = K[rows]
+        if not bool(P.is_inside(kr, self.curvature).all()):
+            self._check_keys()  # raises, naming the key that left the ball
+        cache[1][rows] = kr / safe_norm(kr, keepdim=True)
+        cache[2][rows] = P.distance_to_origin(kr, self.curvature)
+        self._key_cache = ((K._version, *cache[0][1:]), cache[1], cache[2])
 
     def _check_keys(self) -> None:
         """``ValueError`` when a key left the ball (an optimizer that is not Riemannian moved it)."""
@@ -366,7 +380,7 @@ class HyperbolicMemory(SlotWrites, TimeScores, StoreBridge, nn.Module):
             raise IndexError(f"slot indices must be in [-1, {len(self) - 1}]")
         K = self._gather(self.keys, idx)
         if not torch.compiler.is_compiling():
-            self._key_geometry()
+            self.key_geometry()
         dist = gathered_distance(queries, K, self.metric, self._c, self.base_depth)
         scores = -dist / self.temperature
         for term in (self._depth_term(idx), self._time_term(idx, at_time)):
@@ -382,7 +396,7 @@ class HyperbolicMemory(SlotWrites, TimeScores, StoreBridge, nn.Module):
         """Scores and distances ``(B, N)`` against every slot, with gradient (memory ``O(B N)``)."""
         queries = self._check_queries(queries)
         if not torch.compiler.is_compiling():
-            self._key_geometry()  # checks the keys once per change (cached)
+            self.key_geometry()  # checks the keys once per change (cached)
         dist = all_distance(queries, self.keys, self.metric, self._c, self.base_depth)
         scores = -dist / self.temperature
         for term in (self._depth_term(None), self._time_term(None, at_time)):
@@ -406,7 +420,7 @@ class HyperbolicMemory(SlotWrites, TimeScores, StoreBridge, nn.Module):
         B = queries.shape[0]
         ex = self._check_exclude(exclude, B)
         extra = 0 if ex is None else ex.shape[1]
-        dirs, radius = self._key_geometry()
+        dirs, radius = self.key_geometry()
         qn = safe_norm(queries, keepdim=True)
         qdir = queries / qn
         if bias is None:

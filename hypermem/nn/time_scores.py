@@ -50,7 +50,7 @@ class TimeScores:
         keys' distance to the origin."""
         bias = None
         if self.depth_bias != 0.0:
-            d = self.depth if self.depth is not None else self._key_geometry()[1]
+            d = self.depth if self.depth is not None else self.key_geometry()[1]
             bias = self.depth_bias * d.detach()
         tb = self._time_term(None, at_time)
         if tb is not None:

@@ -57,7 +57,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..geometry import poincare as P
 from ..geometry.numerics import safe_norm
 from ..nn import BallEncoder, HyperbolicMemory, ParentVote
 from ..store import Memory
@@ -183,7 +182,7 @@ class HyperbolicRAG(nn.Module):
         mem = self.memory
         if not self.fast or mem.metric != "shell" or mem.slot_bias(None) is not None:
             return mem.select(queries, k, exclude=exclude)
-        dirs, _ = mem._key_geometry()
+        dirs, _ = mem.key_geometry()
         return cosine_topk(queries / safe_norm(queries, keepdim=True), dirs, k, exclude)
 
     def train_scores(self, x, targets, exclude):
@@ -195,20 +194,10 @@ class HyperbolicRAG(nn.Module):
     def after_step(self) -> None:
         """Refresh the memory's cached key directions and radii for the rows the last sparse
         key step moved (the other rows did not change), instead of all ``N`` rows."""
-        mem = self.memory
-        K, cache = mem.keys, mem._key_cache
-        if not self.fast or not K.requires_grad or K.grad is None or not K.grad.is_sparse or cache is None:
+        K = self.memory.keys
+        if not self.fast or not K.requires_grad or K.grad is None or not K.grad.is_sparse:
             return
-        if cache[0][1:] != (K.data_ptr(), tuple(K.shape), K.dtype, K.device, mem.curvature):
-            return  # the cache is for other keys: the next read recomputes it
-        rows = K.grad.coalesce().indices()[0].unique()
-        kr = K[rows]
-        if not bool(P.is_inside(kr, mem.curvature).all()):
-            mem._check_keys()  # raises, naming the key that left the ball
-        dirs, radius = cache[1], cache[2]
-        dirs[rows] = kr / safe_norm(kr, keepdim=True)
-        radius[rows] = P.distance_to_origin(kr, mem.curvature)
-        mem._key_cache = ((K._version, *cache[0][1:]), dirs, radius)
+        self.memory.refresh_key_rows(K.grad.coalesce().indices()[0].unique())
 
 
 def train_step(model: nn.Module, optimizers, x: torch.Tensor, targets: torch.Tensor, exclude: torch.Tensor,
