@@ -326,12 +326,10 @@ def fit_poincare_embeddings(edges, dim: int = 10, epochs: int = 200, lr: float =
     which training then adapts to the pairs the tree leaves out (second parents).  Start
     points beyond the ball's margin (a layout deeper than ``ball.max_radius(dtype)``) are
     projected onto it with a warning; keep deep trees inside with
-    ``shadow_layout(tree, dim=dim, shrink=1.5, max_shrink=0.6)`` (WordNet nouns: radius
-    23.6 instead of 35.5, and a sample mean rank of 7.1 after 8 minutes of training
-    instead of 11).
+    ``shadow_layout(tree, dim=dim, shrink=1.5, max_shrink=0.6)``.
     ``workers=2`` (or more) runs each epoch's steps in that many threads on the shared
-    table (Hogwild, as Nickel & Kiela's trainer does; needs numba, CPU, ``rsgd``): 1.5-1.8x
-    the pairs a second on two cores (WordNet nouns), not bit-for-bit reproducible.
+    table (Hogwild, as Nickel & Kiela's trainer does; needs numba, CPU, ``rsgd``), not
+    bit-for-bit reproducible.
     """
     return _fit(edges, "poincare", dim, epochs, lr, negatives, burn_in, burn_in_lr_factor, final_lr_factor,
                 batch_size, seed, ball, optimizer, device, dtype, sparse, nodes, eval_every, log, init, workers)
