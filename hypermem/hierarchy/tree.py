@@ -132,24 +132,29 @@ def _topological(children: Mapping[N, Sequence[N]], root: N) -> tuple[list[N], d
             if left[c] == 0:
                 queue.append(c)
     if len(order) != len(kids):
-        cycle = _cycle_among({n for n in kids if left[n] > 0}, kids)
+        cycle = _cycle_among([n for n in kids if left[n] > 0], kids)
         raise ValueError(f"the children contain a cycle: {_describe_cycle(cycle)}")
     return order, kids, n_parents
 
 
-def _cycle_among(stuck: set, kids: Mapping[N, Sequence[N]]) -> list[N]:
+def _cycle_among(stuck: list, kids: Mapping[N, Sequence[N]]) -> list[N]:
     """A cycle through the nodes Kahn's algorithm could not order (each has a parent
-    among them), as ``[a, b, ..., a]`` in the parent -> child direction."""
-    parent = {c: p for p in stuck for c in kids[p] if c in stuck}
-    node = next(iter(stuck))
+    among them), as ``[a, b, ..., a]`` in the parent -> child direction, starting at its
+    node that comes first in ``stuck`` (the same message on every run)."""
+    stuck_set = set(stuck)
+    parent = {c: p for p in stuck for c in kids[p] if c in stuck_set}
+    node = stuck[0]
     pos: dict = {}
     path: list = []
     while node not in pos:
         pos[node] = len(path)
         path.append(node)
         node = parent[node]
-    cyc = path[pos[node]:]  # child -> parent steps
-    return list(reversed(cyc)) + [cyc[-1]]
+    cyc = list(reversed(path[pos[node]:]))  # parent -> child steps
+    rank = {n: i for i, n in enumerate(stuck)}
+    start = min(range(len(cyc)), key=lambda i: rank[cyc[i]])
+    cyc = cyc[start:] + cyc[:start]
+    return cyc + [cyc[0]]
 
 
 def single_root(roots: Sequence[N], root: N | None = None) -> N:
