@@ -216,7 +216,9 @@ def test_focus_in_the_address_for_a_deep_node_near_the_rim(browser, tmp_path):
     for k in range(1, 9):
         prev = mem.add(f"level {k}", id=f"c{k}", parent=prev)
     xy = layout_xy(mem)
-    assert 1 - math.hypot(*xy["c8"]) < 1e-3
+    # the layout keeps the exact depth, which puts c8 within 1e-3 of the rim
+    rim = math.tanh(math.sqrt(mem.curvature) * float(mem.depth("c8")) / 2)
+    assert math.hypot(*xy["c8"]) == pytest.approx(rim, abs=1e-12) and 1 - rim < 1e-3
     open_page(browser, tmp_path, mem, "#focus=c8")
     p, q = browser.evaluate("hmProbe('c8')"), browser.evaluate("hmProbe('c7')")
     assert math.hypot(p["x"], p["y"]) < 1e-9

@@ -4,10 +4,12 @@ hypermem embedder as LangChain ``Embeddings``) and :class:`LangChainEmbedder` (t
 
 Install with ``pip install "hypermem-torch[langchain]"``.  Example::
 
+    from datetime import datetime, timedelta, timezone
     from hypermem.integrations.langchain import HypermemVectorStore
     store = HypermemVectorStore()                       # a new Memory, hashing embedder
     [topic] = store.add_texts(["animals"])
-    store.add_texts(["dogs are loyal"], metadatas=[{"parent": topic, "t": "2026-01-05T10:00:00"}])
+    seen = datetime.now(timezone.utc) - timedelta(hours=3)   # or an ISO 8601 string
+    store.add_texts(["dogs are loyal"], metadatas=[{"parent": topic, "t": seen}])
     store.as_retriever(search_kwargs={"k": 3, "mode": "subtree", "root": topic}).invoke("loyal")
 
 Metadata keys ``parent``, ``t``, ``valid_from`` and ``valid_until`` are the store's
