@@ -237,3 +237,10 @@ def test_two_processes_write_and_search_at_once(path):
     assert len(mem) == 86 and len(mem.children("root")) == 80
     assert max(int(o) for o in outs) == 86
     assert sum(r.access_count for r in mem) == 2 * 40 * 3
+
+
+@pytest.mark.parametrize("name", ["mem.json", "mem.CSV", "page.html"])
+def test_open_refuses_another_formats_name_and_writes_nothing(tmp_path, name):
+    with pytest.raises(ValueError, match=r"Memory.open\(\) writes a SQLite file"):
+        Memory.open(tmp_path / name)
+    assert list(tmp_path.iterdir()) == []

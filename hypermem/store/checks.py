@@ -178,8 +178,10 @@ _OTHER_FORMATS = {".json": "to_json", ".jsonl": "to_json", ".csv": "to_dataframe
                   ".htm": "inspect"}
 
 
-def _check_sqlite_name(path: str | os.PathLike) -> None:
+def check_sqlite_name(path: str | os.PathLike, call: str = "save()") -> None:
+    """``ValueError`` when ``path`` ends in another format's extension (``.json``, ``.csv``,
+    ``.html``...): ``call`` (``save()``, ``Memory.open()``) writes SQLite, whatever the name."""
     suffix = os.path.splitext(os.fspath(path))[1].lower()
     if suffix in _OTHER_FORMATS:
-        raise ValueError(f"save() writes a SQLite file, but {os.fspath(path)!r} names a {suffix} file: use "
+        raise ValueError(f"{call} writes a SQLite file, but {os.fspath(path)!r} names a {suffix} file: use "
                          f"memory.{_OTHER_FORMATS[suffix]}(path) for that format, or a .db name for SQLite")

@@ -56,7 +56,7 @@ from ..geometry import poincare as P
 from ..temporal import policy_spec
 from ..temporal.clock import to_seconds
 from .atomic import atomic_sqlite, atomic_write_text
-from .checks import _check_sqlite_name
+from .checks import check_sqlite_name
 from .load_checks import (
     FORMAT_VERSION,
     check_count,
@@ -189,7 +189,7 @@ def save(memory, path: str | os.PathLike) -> None:
     A name ending in another format's extension (``.json``, ``.csv``, ``.html``...) is a
     ``ValueError`` before anything is written; JSON is :func:`to_json`.
     """
-    _check_sqlite_name(path)
+    check_sqlite_name(path)
     snap = _snapshot(memory)
     recs = snap["records"]
     with atomic_sqlite(path) as con:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ..checks import check_sqlite_name
 from ..persistence import CONFIG_KEYS, _config
 from ..validation import check_config_types, decay_from_spec, embedder_from_spec
 from .durable import StorageError, durable_class
@@ -45,6 +46,7 @@ def make_storage(target: Any, read_only: bool, options: dict[str, Any]):
         raise ValueError(f"cannot open {target!r}: a target is a file path (SQLite) or a postgresql:// URL")
     if not isinstance(target, (str, os.PathLike)):
         raise TypeError(f"Memory.open takes a file path or a postgresql:// URL, got {type(target).__name__}")
+    check_sqlite_name(target, "Memory.open()")
     from .sqlite import SqliteStorage
 
     return SqliteStorage(target, read_only=read_only, **options)
