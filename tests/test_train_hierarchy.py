@@ -294,3 +294,14 @@ def test_bf16_mixed_precision_leaves_the_embedding_math_in_its_dtype(tmp_path, k
     assert half.trainer.precision == "bf16-mixed"
     a, b = full.model.embedding.weight.detach(), half.model.embedding.weight.detach()
     assert b.dtype == torch.float32 and torch.equal(a, b)
+
+
+def test_unknown_config_name_lists_the_shipped_configs(capsys):
+    from hypermem.train.hierarchy_cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["fit", "--config", "mammals_poincaree"])
+    assert exc.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 3 and "does not exist" in lines[0]
+    assert "mammals_poincare," in lines[1] and "mammals_cones" in lines[1]

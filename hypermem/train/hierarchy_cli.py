@@ -40,6 +40,8 @@ import sys
 import warnings
 from pathlib import Path
 
+from ..configs import available, config_path
+
 SUBCOMMANDS = ("fit", "validate", "test", "predict")
 DEFAULT_PROG = "python -m hypermem.train"
 
@@ -60,8 +62,6 @@ def _quiet() -> None:
 def resolve_config_args(argv: list[str]) -> list[str]:
     """``argv`` with each ``--config NAME`` / ``--config=NAME`` of a shipped config replaced by
     its file (:func:`hypermem.configs.config_path`); existing paths are kept as given."""
-    from ..configs import config_path
-
     out = list(argv)
     for i, arg in enumerate(out):
         if arg == "--config" and i + 1 < len(out):
@@ -187,6 +187,8 @@ def _short_error(exc: Exception, parser, argv: list[str], prog: str) -> str:
         near = difflib.get_close_matches(bad, keys, n=1, cutoff=0.6)
         if near:
             out.append(f"did you mean {near[0]}?  ({bad} is not an option)")
+    if 'key "config"' in head and "does not exist" in head:
+        out.append(f"--config takes a file or a shipped config's name: {', '.join(available())}")
     sub = argv[0] if argv and argv[0] in SUBCOMMANDS else "fit"
     out.append(f"tip: `{prog} {sub} --help` lists every option")
     return "\n".join(out[:5])
