@@ -132,7 +132,9 @@ def _iso(t: datetime | None) -> str | None:
     return None if t is None else t.isoformat()
 
 
-def _config(memory) -> dict[str, Any]:
+def memory_config(memory) -> dict[str, Any]:
+    """The settings of ``memory`` as the JSON config that save, to_json and the durable
+    backends store (format, curvature, dim, the Memory arguments, embedder and decay specs)."""
     cfg: dict[str, Any] = {"format": FORMAT_VERSION, "curvature": float(memory.curvature), "dim": int(memory.dim)}
     for key in CONFIG_KEYS[1:]:
         cfg[key] = getattr(memory, key)
@@ -165,7 +167,7 @@ def _snapshot(memory) -> dict[str, Any]:
         directions = memory._dir[:n].detach().to("cpu", torch.float64).clone()
         depths = memory._depth[:n].detach().to("cpu", torch.float64).clone()
         embeddings = memory._emb[:n].detach().to("cpu", torch.float64).clone()
-        config = _config(memory)
+        config = memory_config(memory)
     points = P.point_at(directions, depths, config["curvature"])
     return {"config": config, "records": records, "points": points, "directions": directions, "depths": depths,
             "embeddings": embeddings}

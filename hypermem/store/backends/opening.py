@@ -6,7 +6,7 @@ import os
 from typing import Any
 
 from ..checks import check_sqlite_name
-from ..persistence import CONFIG_KEYS, _config
+from ..persistence import CONFIG_KEYS, memory_config
 from ..validation import check_config_types, decay_from_spec, embedder_from_spec
 from .durable import StorageError, durable_class
 
@@ -53,7 +53,7 @@ def make_storage(target: Any, read_only: bool, options: dict[str, Any]):
 
 
 def _stored_config(memory) -> dict[str, Any]:
-    cfg = _config(memory)
+    cfg = memory_config(memory)
     cfg.pop("count", None)
     return cfg
 
