@@ -14,10 +14,10 @@ Example::
     [['E3', 'E4']]
 """
 
+from .episodic_memory import DEFAULT_TELIC_PREDICATES, EpisodicMemory
 from .eventuality import CHARACTERIZES, Eventuality
 from .keys import lookup_key, predicate_of, wff_keys
 from .matching import match, matches, substitute
-from .memory import DEFAULT_TELIC_PREDICATES, EpisodicMemory
 from .sexpr import (
     SExpr,
     SExprSyntaxError,

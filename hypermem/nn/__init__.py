@@ -17,8 +17,7 @@
 from .config import BallEncoderConfig, HyperbolicMemoryConfig
 from .curvature import make_ball
 from .encoder import BallEncoder
-from .losses import entailment_cone_loss, hyperbolic_info_nce, memory_info_nce, poincare_ranking_loss
-from .memory import (
+from .hyperbolic_memory import (
     MAX_TEMPERATURE,
     MIN_TEMPERATURE,
     HyperbolicMemory,
@@ -26,6 +25,7 @@ from .memory import (
     all_distance,
     gathered_distance,
 )
+from .losses import entailment_cone_loss, hyperbolic_info_nce, memory_info_nce, poincare_ranking_loss
 from .readout import ParentVote
 
 __all__ = [

@@ -99,7 +99,7 @@ class HyperbolicMemoryConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        from .memory import METRICS
+        from .hyperbolic_memory import METRICS
 
         _positive_int("slots", self.slots)
         _positive_int("dim", self.dim, 2)
@@ -115,7 +115,7 @@ class HyperbolicMemoryConfig:
     def build(self, ball=None, dtype: torch.dtype | None = None, device=None):
         """The memory layer (``dtype`` default ``torch.get_default_dtype()``); ``ball`` shares
         an existing ball instead of ``curvature``/``learn_curvature``."""
-        from .memory import HyperbolicMemory
+        from .hyperbolic_memory import HyperbolicMemory
 
         dtype = dtype or torch.get_default_dtype()
         g = torch.Generator().manual_seed(int(self.seed))

@@ -1,6 +1,6 @@
 r"""Hyperbolic and shell distances with gradient, written with inner products.
 
-The formulas of :mod:`hypermem.nn.memory` (Nickel & Kiela 2017, eq. 1, and the shell
+The formulas of :mod:`hypermem.nn.hyperbolic_memory` (Nickel & Kiela 2017, eq. 1, and the shell
 distance of :class:`hypermem.store.Memory`) in terms of ``<q, k>``, ``||q||^2`` and
 ``||k||^2``, so a full read (one matrix product) and a top-k read (one batched product of
 the gathered keys) agree to rounding.  ``curvature`` is a float or a 0-d tensor (a
@@ -43,7 +43,7 @@ def gathered_distance(queries: torch.Tensor, keys: torch.Tensor, metric: str, cu
     """Distances ``(B, m)`` between queries ``(B, d)`` and per-query keys ``(B, m, d)``.
 
     One batched matrix product of queries and keys plus the keys' squared norms, then
-    the formulas of :mod:`hypermem.nn.memory` written in terms of ``<q, k>``, ``||q||^2`` and
+    the formulas of :mod:`hypermem.nn.hyperbolic_memory` written in terms of ``<q, k>``, ``||q||^2`` and
     ``||k||^2`` (as :func:`all_distance` does, so a top-k read and a full read agree to
     rounding): cost ``O(B m d)``.
     """

@@ -68,7 +68,7 @@ class BallEncoder(nn.Module):
             raise ValueError(f"in_features must be a positive integer, got {in_features!r}")
         if isinstance(out_features, bool) or not isinstance(out_features, int) or out_features < 2:
             raise ValueError(f"out_features must be an integer >= 2, got {out_features!r}")
-        from .memory import shared_or_new_ball
+        from .hyperbolic_memory import shared_or_new_ball
 
         self.ball = shared_or_new_ball(curvature, learn_curvature)
         self.linear = nn.Linear(in_features, out_features, bias=bias, dtype=dtype, device=device)
