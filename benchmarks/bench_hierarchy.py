@@ -22,9 +22,9 @@ Runs, on the same WordNet closures in the same process, and prints a table:
 
 Usage::
 
-    .venv/bin/python scripts/bench_hierarchy.py                    # mammals, sarkar, cones
-    .venv/bin/python scripts/bench_hierarchy.py --only sarkar --nouns
-    nohup .venv/bin/python scripts/bench_hierarchy.py --only nouns --nouns > nouns.log 2>&1 &
+    .venv/bin/python benchmarks/bench_hierarchy.py                    # mammals, sarkar, cones
+    .venv/bin/python benchmarks/bench_hierarchy.py --only sarkar --nouns
+    nohup .venv/bin/python benchmarks/bench_hierarchy.py --only nouns --nouns > nouns.log 2>&1 &
 
 Timings are wall clock with ``torch.set_num_threads(--threads)``; the machine is shared,
 so they are noisy.

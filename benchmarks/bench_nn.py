@@ -2,8 +2,8 @@
 """Speed and memory of HyperbolicMemory's top-k read (forward + backward) vs the exact top-k
 search alone.
 
-    .venv/bin/python scripts/bench_nn.py                      # 1,000,000 slots, dim 64, batch 256, k 32
-    .venv/bin/python scripts/bench_nn.py --slots 200000 --repeats 1 --metrics shell
+    .venv/bin/python benchmarks/bench_nn.py                      # 1,000,000 slots, dim 64, batch 256, k 32
+    .venv/bin/python benchmarks/bench_nn.py --slots 200000 --repeats 1 --metrics shell
 
 Time: the median over ``--repeats`` runs (after one warm-up) of
 

@@ -11,8 +11,8 @@ Side by side, in one run, on the same data:
 
 Usage::
 
-    python scripts/bench_search.py                       # the README's settings
-    python scripts/bench_search.py --n 2000 --m 20000 --batch 50 --ref-queries 2   # smoke
+    python benchmarks/bench_search.py                       # the README's settings
+    python benchmarks/bench_search.py --n 2000 --m 20000 --batch 50 --ref-queries 2   # smoke
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ def bench_batch(m: int, batch: int, k: int, dtype: torch.dtype) -> dict:
         cos = D @ q
         dist = P.shell_distance_from_cosine(cos, 1.0)
         ref_top = torch.topk(bias - dist, k).indices.tolist()
-        agree += [mem._row[r.record.id] for r in out[qi]] == ref_top
+        agree += [mem.state.row[r.record.id] for r in out[qi]] == ref_top
     res["exact_vs_float64_bruteforce"] = f"{agree}/{min(5, batch)}"
     # The same search with the distance alone (no decay, no depth bias): no bias to prune
     # by, so every product is computed, as faiss does.
