@@ -3,6 +3,7 @@
 * :class:`PoincareBall` — a :class:`geoopt.PoincareBall` with hypermem's methods;
 * :mod:`~hypermem.geometry.poincare` — the pure functions behind it;
 * :mod:`~hypermem.geometry.lorentz` — hyperboloid helpers and the MIPS trick;
+* :mod:`~hypermem.geometry.cones` — entailment cones (Ganea et al. 2018);
 * :mod:`~hypermem.geometry.numerics` — per-dtype margins and clamped special functions.
 """
 

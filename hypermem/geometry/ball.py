@@ -56,9 +56,17 @@ class PoincareBall(GeooptVocabulary, geoopt.PoincareBall):
         """The curvature magnitude as a Python float."""
         return float(self.c.detach()) if self._learnable else self._curvature
 
-    def _c(self):
-        # Learnable: the tensor (keeps the graph); fixed: the exact Python float.
+    @property
+    def learnable(self) -> bool:
+        """Whether the curvature is a trainable parameter."""
+        return self._learnable
+
+    def curvature_arg(self) -> float | torch.Tensor:
+        """The curvature as the functions of :mod:`hypermem.geometry` take it: the tensor of a
+        learnable ball (keeps the graph), the exact Python float of a fixed one."""
         return self.c if self._learnable else self._curvature
+
+    _c = curvature_arg
 
     def extra_repr(self) -> str:
         return f"curvature={self.curvature:g}" + (", learnable=True" if self._learnable else "")

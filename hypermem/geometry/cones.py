@@ -19,6 +19,10 @@ everything: ``psi = pi``, so ``in_cone(x, y)`` holds for every ``y`` and the ene
 Ganea et al. keep trained points out of the region (``hypermem.hierarchy.cones``
 projects them onto its boundary), so training and the store's cone placement (parents at
 depth >= ``base_depth``, outside the region) never see the jump from ``pi/2`` to ``pi``.
+
+This module is the one home of these formulas: the store's cone search and placement,
+cone training (:mod:`hypermem.hierarchy.cones`), the cone loss of :mod:`hypermem.nn` and the
+seed import path :mod:`hypermem.retrieval.cones` (a re-export) all use it.
 """
 
 from __future__ import annotations
@@ -27,8 +31,8 @@ import math
 
 import torch
 
-from ..geometry.conversion import as_points
-from ..geometry.numerics import safe_norm, sq_norm, tiny
+from .conversion import as_points, check_curvature
+from .numerics import safe_norm, sq_norm, tiny
 
 DEFAULT_K = 0.1
 """Aperture constant ``K`` of Ganea et al. (2018); they use 0.1."""
@@ -37,13 +41,13 @@ _ACOS_EPS = {torch.float32: 1e-6, torch.float64: 1e-12}
 
 
 def _scale(ball) -> float | torch.Tensor:
+    """``sqrt(c)`` of ``ball``: None (c = 1), a curvature, or a ball (a learnable
+    :class:`~hypermem.geometry.PoincareBall` gives its tensor, which keeps the graph)."""
     if ball is None:
         return 1.0
     if isinstance(ball, (int, float)):
-        from ..geometry.conversion import check_curvature
-
         return math.sqrt(check_curvature(ball))
-    c = ball._c() if hasattr(ball, "_c") else ball.c
+    c = ball.curvature_arg() if callable(getattr(ball, "curvature_arg", None)) else ball.c
     return c**0.5 if isinstance(c, torch.Tensor) else math.sqrt(c)
 
 

@@ -2,7 +2,7 @@ r"""Training hyperbolic entailment cones (Ganea, Bécigneul & Hofmann, ICML 2018
 
 Every point ``x`` owns a cone with half-aperture ``psi(x) = arcsin(K (1 - ||x||^2) / ||x||)``;
 "``y`` is a ``x``" is modelled by ``y`` lying in the cone of ``x``, with the energy
-``E(x, y) = max(0, Xi(x, y) - psi(x))`` (:func:`hypermem.retrieval.cones.cone_energy`).
+``E(x, y) = max(0, Xi(x, y) - psi(x))`` (:func:`hypermem.geometry.cones.cone_energy`).
 The loss (their eq. 32) is a max-margin loss over positive pairs ``P`` and negative
 pairs ``N``:
 
@@ -29,8 +29,8 @@ import math
 import torch
 
 from ..geometry import poincare as P
-from ..retrieval.cones import DEFAULT_K, cone_energy
-from .losses import reduce_loss
+from ..geometry.cones import DEFAULT_K, cone_energy
+from .ranking_loss import reduce_loss
 from .model import HierarchyEmbedding
 from .relations import Relations
 
