@@ -82,8 +82,8 @@ def assert_same(a: Memory, b: Memory, exact: bool = True):
     else:
         torch.testing.assert_close(a.points.cpu(), b.points.cpu(), rtol=0, atol=1e-12)
     assert torch.equal(a.embeddings, b.embeddings)
-    for name in ("_time", "_access", "_vfrom", "_vuntil"):
-        assert torch.equal(getattr(a, name)[:n].cpu(), getattr(b, name)[:n].cpu()), name
+    for name in ("time", "access", "valid_from", "valid_until"):
+        assert torch.equal(getattr(a.state, name)[:n].cpu(), getattr(b.state, name)[:n].cpu()), name
     assert a.stats() == b.stats()
 
 

@@ -7,7 +7,7 @@ rename; an exception or a crash leaves the previous file intact):
 * ``config (key TEXT PRIMARY KEY, value TEXT)`` — JSON values: ``kind``
   (``"hypermem.episodic"``), ``format`` (``1``), ``importance_threshold``,
   ``telic_predicates``, ``decay`` (a :func:`hypermem.temporal.policy_spec` or ``null``),
-  ``embedder`` (a :func:`hypermem.store.persistence.embedder_spec` or ``null``),
+  ``embedder`` (a :func:`hypermem.embed.spec.embedder_spec` or ``null``),
   ``curvature``, ``dtype``, ``next`` (the next memory key number), ``count``.
 * ``memories (seq, wff, event_ep, episodes, importance, telic, start_time, end_time,
   last_access, access_count, in_context, embedding)`` — one row per memory in insertion
@@ -37,7 +37,7 @@ from typing import Any
 import torch
 
 from ..store.atomic import atomic_sqlite
-from ..store.persistence import embedder_spec
+from ..embed.spec import embedder_spec
 from ..store.validation import (
     MemoryFileError,
     check_dim,
@@ -53,8 +53,8 @@ from ..store.validation import (
     stack_vectors,
 )
 from ..temporal import policy_spec
+from .episodic_memory import EpisodicMemory, check_importance
 from .eventuality import Eventuality
-from .memory import EpisodicMemory, check_importance
 from .sexpr import SExprSyntaxError, format_sexpr, is_symbol, parse_sexpr
 
 KIND = "hypermem.episodic"

@@ -9,6 +9,9 @@ from typing import Any
 
 import torch
 
+from ..embed import HashingEmbedder
+from ..store import Memory
+
 
 class StoreBridge:
     """``from_memory`` / ``to_memory`` of :class:`~hypermem.nn.HyperbolicMemory`."""
@@ -23,7 +26,8 @@ class StoreBridge:
         counts and validity windows its records'; metric, curvature, base depth, score
         weights, temporal policy and clock are the store's.  ``ids`` are the store's ids.
         """
-        with memory._lock:
+        state = memory.state
+        with state.lock:
             if len(memory) == 0:
                 raise ValueError("the memory is empty; a layer needs at least one slot")
             dt = memory.dtype if dtype is None else dtype
@@ -31,8 +35,8 @@ class StoreBridge:
             layer = cls(memory.points.to(dt), memory.embeddings.to(dt), curvature=memory.curvature,
                         metric=memory.metric, temperature=temperature, learn_temperature=learn_temperature,
                         learn_keys=learn_keys, learn_values=learn_values, depth=memory.depths.to(dt),
-                        timestamps=memory._time[:n], access_counts=memory._access[:n],
-                        valid_from=memory._vfrom[:n], valid_until=memory._vuntil[:n], decay=memory.decay,
+                        timestamps=state.time[:n], access_counts=state.access[:n],
+                        valid_from=state.valid_from[:n], valid_until=state.valid_until[:n], decay=memory.decay,
                         time_coef=memory.time_coef, depth_bias=memory.depth_bias, base_depth=memory.base_depth,
                         ids=memory.ids, sparse_grad=sparse_grad, clock=memory.clock, dtype=dt,
                         device=memory.device)
@@ -56,9 +60,6 @@ class StoreBridge:
         (ids, default none) describe them.  ``embedder`` defaults to the source store's
         (or a :class:`~hypermem.embed.HashingEmbedder` of the keys' dimension).
         """
-        from ..embed import HashingEmbedder
-        from ..store import Memory
-
         cfg = dict(self._store_config or {})
         if embedder is not None:
             cfg["embedder"] = embedder
@@ -100,14 +101,11 @@ class StoreBridge:
         if self.access_counts is not None:
             acc = self.access_counts.detach().cpu().tolist()
             pos = {i: r for r, i in enumerate(self.ids)}
-            with mem._lock:
+            with mem.state.lock:
                 for id_ in ids:
                     r = pos[id_]
-                    rec = mem.get(id_)
-                    rec.access_count = int(acc[r])
                     src = recs[r]
-                    rec.last_accessed = None if src is None else src.last_accessed
-                    mem._access[mem._row[id_]] = float(acc[r])
+                    mem.state.set_access(id_, int(acc[r]), None if src is None else src.last_accessed)
         return mem
 
 

@@ -3,39 +3,42 @@
 from __future__ import annotations
 
 import math
-import threading
+import os
+import tempfile
 import uuid
+import webbrowser
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from ..embed import HashingEmbedder, check_texts, embed_checked
 from ..geometry import PoincareBall
-from ..geometry import poincare as P
+from ..geometry.cones import DEFAULT_K
 from ..index import MIPSIndex
-from ..retrieval.cones import DEFAULT_K
 from ..temporal import DecayPolicy, NoDecay
 from ..temporal.clock import to_seconds, to_utc, utcnow
-from ..viz.mixin import InspectMixin
+from ..viz.html import iframe_html, render_html
+from ..viz.mpl import plot
+from .atomic import atomic_write_text
 from .backends import DurableMixin
 from .checks import _UNSET, METRICS, MODES, _Batch, _check_meta, _check_time, _finite, _usable_device
 from .gc_pause import gc_paused
-from .persistence import PersistenceMixin
-from .placement import child_directions, unit
+from .persistence import from_json as memory_from_json
+from .persistence import load as load_memory
+from .persistence import save as save_memory
+from .persistence import to_json as memory_to_json
+from .placement import Placer
 from .records import MemoryRecord
 from .search import SearchMixin
+from .state import MemoryState
 from .views import ViewsMixin
 
 __all__ = ["Memory", "MODES", "METRICS"]
 
-_PLACE_BLOCK = 4096
-"""Children placed per vectorised block in ``add_many`` (see ``Memory._place_batch``)."""
-
-
-class Memory(SearchMixin, ViewsMixin, PersistenceMixin, InspectMixin, DurableMixin):
+class Memory(SearchMixin, ViewsMixin, DurableMixin):
     r"""Hierarchy-aware, time-aware memory for agents and RAG, on torch tensors.
 
     Each memory gets a point in the Poincaré ball.  Its direction comes from its text
@@ -122,55 +125,13 @@ class Memory(SearchMixin, ViewsMixin, PersistenceMixin, InspectMixin, DurableMix
             raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
         self.dtype = dtype
         self.device = _usable_device(device)
-        self._lock = threading.RLock()
-        self._ids: list[str] = []
-        self._row: dict[str, int] = {}
-        self._records: dict[str, MemoryRecord] = {}
-        self._children: dict[str, list[str]] = {}
-        self._levels: list[int] = []
-        self._n = 0
-        self._version = 0
+        self.state = MemoryState(dim, dtype, self.device)
+        """The rows and columns of this store (:class:`~hypermem.store.state.MemoryState`):
+        what persistence, the backends, the inspector and the ``nn`` layer read."""
+        self.placer = Placer(self)
+        """Where new and re-parented memories go (:class:`~hypermem.store.placement.Placer`)."""
         self._index: MIPSIndex | None = None
         self._index_version = -1
-        self._alloc(0)
-
-    # ------------------------------------------------------------------ storage
-    def _alloc(self, cap: int) -> None:
-        d, dev, dt = self.dim, self.device, self.dtype
-        self._dir = torch.zeros(cap, d, dtype=dt, device=dev)
-        self._depth = torch.zeros(cap, dtype=dt, device=dev)
-        self._time = torch.zeros(cap, dtype=torch.float64, device=dev)
-        self._access = torch.zeros(cap, dtype=torch.float64, device=dev)
-        self._vfrom = torch.zeros(cap, dtype=torch.float64, device=dev)
-        self._vuntil = torch.zeros(cap, dtype=torch.float64, device=dev)
-        self._emb = torch.zeros(cap, d, dtype=torch.float64)
-
-    _TENSORS = ("_dir", "_depth", "_time", "_access", "_vfrom", "_vuntil", "_emb")
-
-    def _reserve(self, extra: int) -> None:
-        need = self._n + extra
-        cap = self._dir.shape[0]
-        if need <= cap:
-            return
-        new_cap = max(need, 2 * cap, 64)
-        for name in self._TENSORS:
-            old = getattr(self, name)
-            new = old.new_empty((new_cap,) + tuple(old.shape[1:]))
-            new[: self._n] = old[: self._n]
-            setattr(self, name, new)
-
-    def _keep_rows(self, keep: torch.Tensor) -> None:
-        """Compact storage to the rows where ``keep`` (CPU bool, length n) is true."""
-        idx = keep.nonzero().squeeze(1)
-        m = int(idx.numel())
-        for name in self._TENSORS:
-            t = getattr(self, name)
-            ii = idx.to(t.device)
-            t[:m] = t[: self._n].index_select(0, ii)
-        self._ids = [self._ids[i] for i in idx.tolist()]
-        self._levels = [self._levels[i] for i in idx.tolist()]
-        self._row = {i: r for r, i in enumerate(self._ids)}
-        self._n = m
 
     # ------------------------------------------------------------------ basics
     @property
@@ -183,28 +144,22 @@ class Memory(SearchMixin, ViewsMixin, PersistenceMixin, InspectMixin, DurableMix
         return self.ball.curvature
 
     def __len__(self) -> int:
-        return self._n
+        return self.state.n
 
     def __contains__(self, id: object) -> bool:
-        return id in self._records
+        return id in self.state.records
 
     def __iter__(self) -> Iterator[MemoryRecord]:
-        with self._lock:
-            return iter([self._records[i] for i in self._ids])
+        with self.state.lock:
+            return iter([self.state.records[i] for i in self.state.ids])
 
     def __repr__(self) -> str:
-        return (f"Memory(n={self._n}, dim={self.dim}, curvature={self.curvature:g}, metric={self.metric!r}, "
+        return (f"Memory(n={self.state.n}, dim={self.dim}, curvature={self.curvature:g}, metric={self.metric!r}, "
                 f"decay={self.decay!r}, dtype={self.dtype}, device={self.device})")
-
-    def _rec(self, id: str) -> MemoryRecord:
-        try:
-            return self._records[id]
-        except (KeyError, TypeError):
-            raise KeyError(f"unknown memory id {id!r}") from None
 
     def get(self, id: str) -> MemoryRecord:
         """The record of ``id`` (``KeyError`` if unknown)."""
-        return self._rec(id)
+        return self.state.record(id)
 
     # ------------------------------------------------------------------ adding
     def add(self, text: str, parent: str | None = None, t: datetime | None = None, id: str | None = None,
@@ -245,7 +200,7 @@ class Memory(SearchMixin, ViewsMixin, PersistenceMixin, InspectMixin, DurableMix
                 emb[todo] = embed_checked(self.embedder, [batch.texts[i] for i in todo])
             for i, e in batch.embeddings.items():
                 emb[i] = e
-        with self._lock:
+        with self.state.lock:
             return self._insert(batch, emb, owned)
 
     def _insert(self, batch: _Batch, emb: torch.Tensor, owned: bool = False) -> list[str]:
@@ -253,7 +208,7 @@ class Memory(SearchMixin, ViewsMixin, PersistenceMixin, InspectMixin, DurableMix
         an empty store may keep it as its raw-embedding column instead of copying it."""
         # Validate everything before touching any state (all or nothing).
         m = len(batch.texts)
-        records, parents = self._records, batch.parents
+        records, parents = self.state.records, batch.parents
         new_ids: list[str] = []
         batch_pos: dict[str, int] = {}
         for i, id_ in enumerate(batch.ids):
@@ -273,7 +228,7 @@ class Memory(SearchMixin, ViewsMixin, PersistenceMixin, InspectMixin, DurableMix
         # generation after it).
         levels = [0] * m
         gen = [0] * m
-        row, lv_store = self._row, self._levels
+        row, lv_store = self.state.row, self.state.levels
         for i, par in enumerate(parents):
             if par is None:
                 continue
@@ -284,117 +239,39 @@ class Memory(SearchMixin, ViewsMixin, PersistenceMixin, InspectMixin, DurableMix
                 levels[i] = lv_store[row[par]] + 1
         # Capacity first (rows past _n are not part of the store until the commit below),
         # so float64 directions are placed straight into their storage rows.
-        self._reserve(m)
-        n0 = self._n
+        self.state.reserve(m)
+        n0 = self.state.n
         sl = slice(n0, n0 + m)
         dev = self.device
-        out = self._dir[sl] if self.dtype == torch.float64 else None
-        dirs, depths = self._place_batch(batch, emb, levels, gen, batch_pos, out=out)
+        out = self.state.direction[sl] if self.dtype == torch.float64 else None
+        dirs, depths = self.placer.place_batch(batch, emb, levels, gen, batch_pos, out=out)
         # Commit.
         if out is None:
-            self._dir[sl] = dirs.to(dev, self.dtype)
-        self._depth[sl] = depths.to(dev, self.dtype)
-        if owned and n0 == 0 and self._emb.shape == emb.shape and emb.is_contiguous():
-            self._emb = emb  # the first batch's fresh embeddings become the column (no copy)
+            self.state.direction[sl] = dirs.to(dev, self.dtype)
+        self.state.depth[sl] = depths.to(dev, self.dtype)
+        if owned and n0 == 0 and self.state.embedding.shape == emb.shape and emb.is_contiguous():
+            self.state.embedding = emb  # the first batch's fresh embeddings become the column (no copy)
         else:
-            self._emb[sl] = emb
+            self.state.embedding[sl] = emb
         times = [now if t is None else t for t in batch.times]
-        self._time[sl] = torch.tensor([t.timestamp() for t in times], dtype=torch.float64, device=dev)
-        self._access[sl] = 0.0
-        self._vfrom[sl] = torch.tensor([-math.inf if v is None else v.timestamp() for v in batch.valid_from],
+        self.state.time[sl] = torch.tensor([t.timestamp() for t in times], dtype=torch.float64, device=dev)
+        self.state.access[sl] = 0.0
+        self.state.valid_from[sl] = torch.tensor([-math.inf if v is None else v.timestamp() for v in batch.valid_from],
                                        dtype=torch.float64, device=dev)
-        self._vuntil[sl] = torch.tensor([math.inf if v is None else v.timestamp() for v in batch.valid_until],
+        self.state.valid_until[sl] = torch.tensor([math.inf if v is None else v.timestamp() for v in batch.valid_until],
                                         dtype=torch.float64, device=dev)
         records.update(zip(new_ids, map(MemoryRecord, new_ids, batch.texts, parents, times, batch.metas,
                                         batch.valid_from, batch.valid_until)))
         row.update(zip(new_ids, range(n0, n0 + m)))
-        children = self._children
+        children = self.state.children
         for id_, par in zip(new_ids, parents):
             if par is not None:
                 children.setdefault(par, []).append(id_)
-        self._ids.extend(new_ids)
-        self._levels.extend(levels)
-        self._n = n0 + m
-        self._version += 1
+        self.state.ids.extend(new_ids)
+        self.state.levels.extend(levels)
+        self.state.n = n0 + m
+        self.state.changed()
         return new_ids
-
-    def _place_batch(self, batch: _Batch, emb, levels, gen, batch_pos, out=None):
-        """Directions (float64, store device; written to ``out`` when given) and depths for
-        a batch of new memories.
-
-        Generation by generation (a memory whose parent is in the same batch comes one
-        generation after it), each generation placed in one vectorised call."""
-        dev = self.device
-        c = self.curvature
-        # Roots keep their unit embedding; children's rows are overwritten generation by
-        # generation (each child's own row is read just before it is replaced).
-        dirs = unit(emb.to(dev), out=out)
-        e = dirs
-        depths = self.base_depth + self.depth_step * torch.tensor(levels, dtype=torch.float64, device=dev)
-        gen_a = np.asarray(gen)
-        m = len(batch.texts)
-        explicit = np.zeros(m, dtype=bool)
-        explicit[list(batch.points)] = True
-        par_batch = np.array([-1 if p is None else batch_pos.get(p, -1) for p in batch.parents])
-        par_store = np.array([-1 if p is None or p in batch_pos else self._row[p] for p in batch.parents])
-        if explicit.any():
-            ex = sorted(batch.points)
-            pts = torch.stack([batch.points[i] for i in ex]).to(dev)
-            dirs[ex] = unit(pts)
-            depths[ex] = P.distance_to_origin(pts, c)
-        has_parent = (par_batch >= 0) | (par_store >= 0)
-        for g in range(int(gen_a.max()) + 1):
-            gen_kids = np.nonzero((gen_a == g) & has_parent & ~explicit)[0]
-            # Blocks of _PLACE_BLOCK rows keep every temporary small enough for the
-            # allocator to reuse freed memory (a fresh large buffer costs a page fault per
-            # 4 KiB, which here dominated the arithmetic).
-            for b0 in range(0, gen_kids.size, _PLACE_BLOCK):
-                self._place_children(gen_kids[b0:b0 + _PLACE_BLOCK], dirs, e, depths, par_batch, par_store)
-        return dirs, depths
-
-    def _place_children(self, kids: np.ndarray, dirs, e, depths, par_batch, par_store) -> None:
-        """Directions of the children ``kids`` (batch positions), written into ``dirs``."""
-        dev = self.device
-        pdir = torch.empty(kids.size, self.dim, dtype=torch.float64, device=dev)
-        pdep = torch.empty(kids.size, dtype=torch.float64, device=dev)
-        in_batch = par_batch[kids] >= 0
-        if in_batch.any():
-            src = torch.from_numpy(par_batch[kids][in_batch]).to(dev)
-            pdir[torch.from_numpy(in_batch).to(dev)] = dirs[src]
-            pdep[torch.from_numpy(in_batch).to(dev)] = depths[src]
-        if (~in_batch).any():
-            src = torch.from_numpy(par_store[kids][~in_batch]).to(dev)
-            mask = torch.from_numpy(~in_batch).to(dev)
-            pdir[mask] = self._dir[src].to(torch.float64)
-            pdep[mask] = self._depth[src].to(torch.float64)
-        k_t = torch.from_numpy(kids).to(dev)
-        dirs[k_t] = child_directions(e[k_t], pdir, pdep, depths[k_t], self.inherit, self.cone_constrained,
-                                     self.cone_k, self.curvature)
-
-    def _replace_subtree(self, root: str) -> None:
-        """Recompute levels, depths and directions of ``root`` and its descendants."""
-        c = self.curvature
-        frontier = [root]
-        while frontier:
-            rows = [self._row[i] for i in frontier]
-            e = unit(self._emb[rows].to(self.device))
-            par = [self._records[i].parent_id for i in frontier]
-            lv = [0 if p is None else self._levels[self._row[p]] + 1 for p in par]
-            for r, v in zip(rows, lv):
-                self._levels[r] = v
-            depth = torch.tensor([self.base_depth + v * self.depth_step for v in lv], dtype=torch.float64,
-                                 device=self.device)
-            dirs = e.clone()
-            kid_pos = [j for j, p in enumerate(par) if p is not None]
-            if kid_pos:
-                prow = [self._row[par[j]] for j in kid_pos]
-                dirs[kid_pos] = child_directions(e[kid_pos], self._dir[prow].to(torch.float64),
-                                                 self._depth[prow].to(torch.float64), depth[kid_pos],
-                                                 self.inherit, self.cone_constrained, self.cone_k, c)
-            idx = torch.tensor(rows, device=self.device)
-            self._dir[idx] = dirs.to(self.dtype)
-            self._depth[idx] = depth.to(self.dtype)
-            frontier = [k for i in frontier for k in self._children.get(i, ())]
 
     # ------------------------------------------------------------------ changing
     def update(self, id: str, text: str | None = None, meta: Mapping[str, Any] | None = None,
@@ -402,7 +279,7 @@ class Memory(SearchMixin, ViewsMixin, PersistenceMixin, InspectMixin, DurableMix
         """Change a memory in place.  New text re-embeds it and re-places its subtree;
         ``meta`` replaces the metadata dict; ``valid_from`` / ``valid_until`` may be set to None.
         All or nothing."""
-        self._rec(id)
+        self.state.record(id)
         where = f"update({id!r})"
         if text is not None:
             check_texts([text], what="text")
@@ -411,60 +288,60 @@ class Memory(SearchMixin, ViewsMixin, PersistenceMixin, InspectMixin, DurableMix
         vf = valid_from if valid_from is _UNSET else _check_time(valid_from, "valid_from", where)
         vu = valid_until if valid_until is _UNSET else _check_time(valid_until, "valid_until", where)
         e = embed_checked(self.embedder, [text])[0] if text is not None else None
-        with self._lock:
-            rec = self._rec(id)
+        with self.state.lock:
+            rec = self.state.record(id)
             lo = rec.valid_from if vf is _UNSET else vf
             hi = rec.valid_until if vu is _UNSET else vu
             if lo is not None and hi is not None and hi < lo:
                 raise ValueError(f"{where}: valid_until ({hi}) is before valid_from ({lo})")
-            r = self._row[id]
+            r = self.state.row[id]
             if e is not None:
                 rec.text = text
-                self._emb[r] = e
-                self._replace_subtree(id)
+                self.state.embedding[r] = e
+                self.placer.replace_subtree(id)
             if new_meta is not None:
                 rec.meta = new_meta
             if t is not None:
                 rec.t = t
-                self._time[r] = to_seconds(t)
+                self.state.time[r] = to_seconds(t)
             if vf is not _UNSET:
                 rec.valid_from = vf
-                self._vfrom[r] = to_seconds(vf, -math.inf)
+                self.state.valid_from[r] = to_seconds(vf, -math.inf)
             if vu is not _UNSET:
                 rec.valid_until = vu
-                self._vuntil[r] = to_seconds(vu, math.inf)
-            self._version += 1
+                self.state.valid_until[r] = to_seconds(vu, math.inf)
+            self.state.changed()
 
     def remove(self, id: str, cascade: bool = False) -> list[str]:
         """Remove a memory; with ``cascade`` its whole subtree.  Returns the removed ids."""
-        with self._lock:
-            rec = self._rec(id)
-            kids = self._children.get(id, [])
+        with self.state.lock:
+            rec = self.state.record(id)
+            kids = self.state.children.get(id, [])
             if kids and not cascade:
                 raise ValueError(f"{id!r} has {len(kids)} children; pass cascade=True to remove the subtree")
             gone = [id, *self.descendants(id)]
             gone_set = set(gone)
-            keep = torch.ones(self._n, dtype=torch.bool)
-            keep[[self._row[i] for i in gone]] = False
+            keep = torch.ones(self.state.n, dtype=torch.bool)
+            keep[[self.state.row[i] for i in gone]] = False
             if rec.parent_id is not None:
-                self._children[rec.parent_id].remove(id)
-                if not self._children[rec.parent_id]:
-                    del self._children[rec.parent_id]
+                self.state.children[rec.parent_id].remove(id)
+                if not self.state.children[rec.parent_id]:
+                    del self.state.children[rec.parent_id]
             for i in gone:
-                del self._records[i]
-                self._children.pop(i, None)
-            self._keep_rows(keep)
-            assert not (gone_set & set(self._row))
-            self._version += 1
+                del self.state.records[i]
+                self.state.children.pop(i, None)
+            self.state.keep_rows(keep)
+            assert not (gone_set & set(self.state.row))
+            self.state.changed()
             return gone
 
     def link(self, child: str, parent: str | None) -> None:
         """Re-parent ``child`` under ``parent`` (``None``: make it a root) and re-place its
         subtree.  Refuses cycles."""
-        with self._lock:
-            rec = self._rec(child)
+        with self.state.lock:
+            rec = self.state.record(child)
             if parent is not None:
-                self._rec(parent)
+                self.state.record(parent)
                 if parent == child:
                     raise ValueError(f"cannot link {child!r} under itself")
                 if parent in set(self.descendants(child)):
@@ -472,12 +349,89 @@ class Memory(SearchMixin, ViewsMixin, PersistenceMixin, InspectMixin, DurableMix
             if rec.parent_id == parent:
                 return
             if rec.parent_id is not None:
-                self._children[rec.parent_id].remove(child)
-                if not self._children[rec.parent_id]:
-                    del self._children[rec.parent_id]
+                self.state.children[rec.parent_id].remove(child)
+                if not self.state.children[rec.parent_id]:
+                    del self.state.children[rec.parent_id]
             rec.parent_id = parent
             if parent is not None:
-                self._children.setdefault(parent, []).append(child)
-            self._replace_subtree(child)
-            self._version += 1
+                self.state.children.setdefault(parent, []).append(child)
+            self.placer.replace_subtree(child)
+            self.state.changed()
 
+    # ------------------------------------------------------------------ files
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the memory to one SQLite file, atomically: a crash or an error in the
+        middle leaves the previous file intact.  Metadata that JSON cannot hold exactly is
+        refused (``ValueError``), and so is a ``.json``/``.csv``/``.html`` path (use
+        :meth:`to_json`, :meth:`inspect`).  A new file's mode is ``0o666`` less the umask.
+        See :mod:`hypermem.store.persistence` for the format.
+
+        >>> import os, tempfile
+        >>> from hypermem import Memory
+        >>> mem = Memory(); _ = mem.add("animals", id="a")
+        >>> path = os.path.join(tempfile.mkdtemp(), "mem.db")
+        >>> mem.save(path)
+        >>> Memory.load(path).get("a").text
+        'animals'
+        """
+        save_memory(self, path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, embedder: Any = None, decay: Any = None, clock: Callable | None = None,
+             device: str | torch.device | None = None, dtype: torch.dtype | None = None):
+        """Read a file written by :meth:`save` (or by ``poincare-memory`` 0.1.4), using the
+        saved embeddings (nothing is re-embedded).  The hashing embedder and built-in decay
+        policies are restored; pass ``embedder=`` / ``decay=`` for custom ones.  Missing
+        file: ``FileNotFoundError``; corrupt, truncated or other-version file:
+        :class:`MemoryFileError`; dimension mismatch: ``ValueError``."""
+        return load_memory(path, embedder=embedder, decay=decay, clock=clock, device=device, dtype=dtype, cls=cls)
+
+    def to_json(self, path: str | os.PathLike | None = None, indent: int | None = None) -> str:
+        """Portable JSON (config, records, points, embeddings, directions, depths); the round
+        trip through :meth:`from_json` is exact.  Returns the text; writes it if ``path``."""
+        return memory_to_json(self, path=path, indent=indent)
+
+    @classmethod
+    def from_json(cls, source: str | os.PathLike | Mapping, embedder: Any = None, decay: Any = None,
+                  clock: Callable | None = None, device: str | torch.device | None = None,
+                  dtype: torch.dtype | None = None):
+        """Inverse of :meth:`to_json`: ``source`` is a path, the JSON text or the parsed dict."""
+        return memory_from_json(source, embedder=embedder, decay=decay, clock=clock, device=device, dtype=dtype, cls=cls)
+
+    # ------------------------------------------------------------------ looking
+    def inspect(self, path: str | os.PathLike | None = None, open_browser: bool = False, title: str | None = None,
+                layout: str = "auto", at_time: datetime | None = None, label: Callable[[Any], str] | None = None,
+                future: timedelta | None = None) -> str:
+        """The self-contained offline inspector page (a hyperbolic browser of the Poincaré
+        disk with focus + context, labels, time slider, table, tree, filter and search; see
+        :mod:`hypermem.viz.html`).  ``label`` maps a record to its short label (default: the
+        meta keys ``label``, ``name``, ``lemma``, ``title``, else the text's first words);
+        ``future`` lets the time slider run past now.  Returns the HTML; writes it
+        (atomically) when ``path`` is given; ``open_browser`` opens it (in a temporary file
+        when there is no ``path``).
+
+        >>> from hypermem import Memory
+        >>> mem = Memory(); _ = mem.add("animals")
+        >>> mem.inspect().startswith("<!DOCTYPE html>")
+        True
+        """
+        page = render_html(self, title=title, at_time=at_time, layout=layout, label=label, future=future)
+        if path is not None:
+            atomic_write_text(path, page)
+        if open_browser:
+            if path is None:
+                fd, name = tempfile.mkstemp(prefix="hypermem-", suffix=".html")
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    f.write(page)
+                path = name
+            webbrowser.open(Path(path).resolve().as_uri())
+        return page
+
+    def _repr_html_(self) -> str:
+        """Jupyter shows the inspector inline (in a sandboxed iframe)."""
+        return iframe_html(render_html(self))
+
+    def plot(self, ax=None, labels: bool = False, at_time: datetime | None = None, layout: str = "auto"):
+        """Matplotlib drawing in the Poincaré disk (the ``viz`` extra); returns the axes.
+        See :func:`hypermem.viz.plot`."""
+        return plot(self, ax=ax, labels=labels, at_time=at_time, layout=layout)

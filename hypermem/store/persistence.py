@@ -51,7 +51,7 @@ from typing import Any
 
 import torch
 
-from ..embed import HashingEmbedder
+from ..embed.spec import embedder_spec
 from ..geometry import poincare as P
 from ..temporal import policy_spec
 from ..temporal.clock import to_seconds
@@ -93,26 +93,11 @@ RECORD_COLUMNS = ("pos", "id", "text", "parent_id", "t", "valid_from", "valid_un
 POINT_TOLERANCE = 1e-6
 """Largest disagreement allowed between a stored point and ``point_at(direction, depth)``."""
 
-__all__ = ["FORMAT_VERSION", "MemoryFileError", "PersistenceMixin", "embedder_spec", "embedder_from_spec",
+__all__ = ["FORMAT_VERSION", "MemoryFileError", "embedder_spec", "embedder_from_spec",
            "save", "load", "to_json", "from_json", "to_payload", "from_payload"]
 
 
 # ---------------------------------------------------------------------------- specs
-def embedder_spec(embedder: Any) -> dict[str, Any]:
-    """JSON-able description of an embedder.
-
-    ``{"type": "hashing", "dim", "ngram_range", "seed"}`` for :class:`HashingEmbedder`
-    (the reference's format); ``{"type": ClassName, "dim", "custom": True}`` otherwise.
-
-    >>> embedder_spec(HashingEmbedder(dim=64))
-    {'type': 'hashing', 'dim': 64, 'ngram_range': [3, 5], 'seed': 0}
-    """
-    if isinstance(embedder, HashingEmbedder):
-        return {"type": "hashing", "dim": int(embedder.dim), "ngram_range": list(embedder.ngram_range),
-                "seed": int(embedder.seed)}
-    return {"type": type(embedder).__name__, "dim": int(embedder.dim), "custom": True}
-
-
 # ---------------------------------------------------------------------------- snapshot
 def _exact_json(value: Any, what: str) -> str:
     """``json.dumps(value)``, refusing anything that would not load back equal (or that
@@ -148,15 +133,15 @@ def memory_config(memory) -> dict[str, Any]:
 def _snapshot(memory) -> dict[str, Any]:
     """Everything :func:`save` writes, copied under the memory's lock: config, records
     (plain values, meta already JSON text) and float64 CPU tensors."""
-    with memory._lock:
-        n = memory._n
-        ids = list(memory._ids)
+    with memory.state.lock:
+        n = memory.state.n
+        ids = list(memory.state.ids)
         records = []
         sibling = {}
-        for kids in memory._children.values():
+        for kids in memory.state.children.values():
             sibling.update((k, j) for j, k in enumerate(kids))
         for i in ids:
-            rec: MemoryRecord = memory._records[i]
+            rec: MemoryRecord = memory.state.records[i]
             records.append({
                 "id": rec.id, "text": rec.text, "parent": rec.parent_id, "t": _iso(rec.t),
                 "valid_from": _iso(rec.valid_from), "valid_until": _iso(rec.valid_until),
@@ -164,9 +149,9 @@ def _snapshot(memory) -> dict[str, Any]:
                 "meta": _exact_json(rec.meta, f"the meta of memory {rec.id!r}"),
                 "sibling_index": sibling.get(i, 0),
             })
-        directions = memory._dir[:n].detach().to("cpu", torch.float64).clone()
-        depths = memory._depth[:n].detach().to("cpu", torch.float64).clone()
-        embeddings = memory._emb[:n].detach().to("cpu", torch.float64).clone()
+        directions = memory.state.direction[:n].detach().to("cpu", torch.float64).clone()
+        depths = memory.state.depth[:n].detach().to("cpu", torch.float64).clone()
+        embeddings = memory.state.embedding[:n].detach().to("cpu", torch.float64).clone()
         config = memory_config(memory)
     points = P.point_at(directions, depths, config["curvature"])
     return {"config": config, "records": records, "points": points, "directions": directions, "depths": depths,
@@ -391,7 +376,7 @@ def _dtype_of(config: Mapping, dtype: torch.dtype | None, where: str) -> torch.d
 
 def _build(config, rows, points, embeddings, geometry, where, embedder, decay, clock, device, dtype, cls):
     if cls is None:
-        from .memory import Memory as cls
+        raise TypeError("the store class to build is missing: call Memory.load / Memory.from_json")
     emb = embedder_from_spec(config.get("embedder"), embedder, where)
     dec = decay_from_spec(config.get("decay"), decay, where)
     check_config_types(config, CONFIG_KEYS, where)
@@ -433,68 +418,24 @@ def restore_state(memory, records, levels, siblings, directions, depths, embeddi
     (SQLite, JSON) and the durable backends restore a store through this one function."""
     n = len(records)
     dev, dt = memory.device, memory.dtype
-    with memory._lock:
-        memory._alloc(n)
-        memory._dir[:n] = directions.to(dev, dt)
-        memory._depth[:n] = depths.to(dev, dt)
-        memory._emb[:n] = embeddings
+    with memory.state.lock:
+        memory.state.alloc(n)
+        memory.state.direction[:n] = directions.to(dev, dt)
+        memory.state.depth[:n] = depths.to(dev, dt)
+        memory.state.embedding[:n] = embeddings
         f64 = {"dtype": torch.float64, "device": dev}
-        memory._time[:n] = torch.tensor([to_seconds(r.t) for r in records], **f64)
-        memory._access[:n] = torch.tensor([float(r.access_count) for r in records], **f64)
-        memory._vfrom[:n] = torch.tensor([to_seconds(r.valid_from, -math.inf) for r in records], **f64)
-        memory._vuntil[:n] = torch.tensor([to_seconds(r.valid_until, math.inf) for r in records], **f64)
-        memory._ids = [r.id for r in records]
-        memory._row = {r.id: i for i, r in enumerate(records)}
-        memory._records = {r.id: r for r in records}
+        memory.state.time[:n] = torch.tensor([to_seconds(r.t) for r in records], **f64)
+        memory.state.access[:n] = torch.tensor([float(r.access_count) for r in records], **f64)
+        memory.state.valid_from[:n] = torch.tensor([to_seconds(r.valid_from, -math.inf) for r in records], **f64)
+        memory.state.valid_until[:n] = torch.tensor([to_seconds(r.valid_until, math.inf) for r in records], **f64)
+        memory.state.ids = [r.id for r in records]
+        memory.state.row = {r.id: i for i, r in enumerate(records)}
+        memory.state.records = {r.id: r for r in records}
         children: dict[str, list[tuple[Any, int, str]]] = {}
         for i, r in enumerate(records):
             if r.parent_id is not None:
                 children.setdefault(r.parent_id, []).append((siblings[i], i, r.id))
-        memory._children = {p: [k for _, _, k in sorted(kids)] for p, kids in children.items()}
-        memory._levels = list(levels)
-        memory._n = n
-        memory._version += 1
-
-
-# ---------------------------------------------------------------------------- mixin
-class PersistenceMixin:
-    """``save`` / ``load`` / ``to_json`` / ``from_json`` for :class:`~hypermem.store.Memory`."""
-
-    def save(self, path: str | os.PathLike) -> None:
-        """Write the memory to one SQLite file, atomically: a crash or an error in the
-        middle leaves the previous file intact.  Metadata that JSON cannot hold exactly is
-        refused (``ValueError``), and so is a ``.json``/``.csv``/``.html`` path (use
-        :meth:`to_json`, :meth:`inspect`).  A new file's mode is ``0o666`` less the umask.
-        See :mod:`hypermem.store.persistence` for the format.
-
-        >>> import os, tempfile
-        >>> from hypermem import Memory
-        >>> mem = Memory(); _ = mem.add("animals", id="a")
-        >>> path = os.path.join(tempfile.mkdtemp(), "mem.db")
-        >>> mem.save(path)
-        >>> Memory.load(path).get("a").text
-        'animals'
-        """
-        save(self, path)
-
-    @classmethod
-    def load(cls, path: str | os.PathLike, embedder: Any = None, decay: Any = None, clock: Callable | None = None,
-             device: str | torch.device | None = None, dtype: torch.dtype | None = None):
-        """Read a file written by :meth:`save` (or by ``poincare-memory`` 0.1.4), using the
-        saved embeddings (nothing is re-embedded).  The hashing embedder and built-in decay
-        policies are restored; pass ``embedder=`` / ``decay=`` for custom ones.  Missing
-        file: ``FileNotFoundError``; corrupt, truncated or other-version file:
-        :class:`MemoryFileError`; dimension mismatch: ``ValueError``."""
-        return load(path, embedder=embedder, decay=decay, clock=clock, device=device, dtype=dtype, cls=cls)
-
-    def to_json(self, path: str | os.PathLike | None = None, indent: int | None = None) -> str:
-        """Portable JSON (config, records, points, embeddings, directions, depths); the round
-        trip through :meth:`from_json` is exact.  Returns the text; writes it if ``path``."""
-        return to_json(self, path=path, indent=indent)
-
-    @classmethod
-    def from_json(cls, source: str | os.PathLike | Mapping, embedder: Any = None, decay: Any = None,
-                  clock: Callable | None = None, device: str | torch.device | None = None,
-                  dtype: torch.dtype | None = None):
-        """Inverse of :meth:`to_json`: ``source`` is a path, the JSON text or the parsed dict."""
-        return from_json(source, embedder=embedder, decay=decay, clock=clock, device=device, dtype=dtype, cls=cls)
+        memory.state.children = {p: [k for _, _, k in sorted(kids)] for p, kids in children.items()}
+        memory.state.levels = list(levels)
+        memory.state.n = n
+        memory.state.changed()

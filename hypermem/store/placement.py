@@ -14,10 +14,11 @@ always inside, since the child is deeper).
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from ..geometry import poincare as P
-from ..retrieval.cones import cone_angle, half_aperture
+from ..geometry.cones import cone_angle, half_aperture
 
 CONE_MARGIN = 1e-7
 """Children are placed at least this many radians inside their parent's cone, so that
@@ -76,3 +77,96 @@ def child_directions(e: torch.Tensor, parent_dir: torch.Tensor, parent_depth: to
     u = u.clone()
     u[bad] = mix(eb, pb, hi)
     return u
+
+
+PLACE_BLOCK = 4096
+"""Children placed per vectorised block in ``add_many`` (see :meth:`Placer.place_batch`)."""
+
+
+class Placer:
+    """Places a store's memories (the module's rules) and writes them into its
+    :class:`~hypermem.store.state.MemoryState`: new batches generation by generation, and
+    whole subtrees again after a re-parenting or a new text.  It reads the store's public
+    settings (``base_depth``, ``depth_step``, ``inherit``, ``cone_constrained``,
+    ``cone_k``, ``curvature``, ``device``, ``dtype``) at each call."""
+
+    def __init__(self, memory):
+        self.memory = memory
+
+    def place_batch(self, batch, emb, levels, gen, batch_pos, out=None):
+        """Directions (float64, store device; written to ``out`` when given) and depths for
+        a batch of new memories.
+
+        Generation by generation (a memory whose parent is in the same batch comes one
+        generation after it), each generation placed in one vectorised call."""
+        dev = self.memory.device
+        c = self.memory.curvature
+        # Roots keep their unit embedding; children's rows are overwritten generation by
+        # generation (each child's own row is read just before it is replaced).
+        dirs = unit(emb.to(dev), out=out)
+        e = dirs
+        depths = self.memory.base_depth + self.memory.depth_step * torch.tensor(levels, dtype=torch.float64, device=dev)
+        gen_a = np.asarray(gen)
+        m = len(batch.texts)
+        explicit = np.zeros(m, dtype=bool)
+        explicit[list(batch.points)] = True
+        par_batch = np.array([-1 if p is None else batch_pos.get(p, -1) for p in batch.parents])
+        par_store = np.array([-1 if p is None or p in batch_pos else self.memory.state.row[p] for p in batch.parents])
+        if explicit.any():
+            ex = sorted(batch.points)
+            pts = torch.stack([batch.points[i] for i in ex]).to(dev)
+            dirs[ex] = unit(pts)
+            depths[ex] = P.distance_to_origin(pts, c)
+        has_parent = (par_batch >= 0) | (par_store >= 0)
+        for g in range(int(gen_a.max()) + 1):
+            gen_kids = np.nonzero((gen_a == g) & has_parent & ~explicit)[0]
+            # Blocks of PLACE_BLOCK rows keep every temporary small enough for the
+            # allocator to reuse freed memory (a fresh large buffer costs a page fault per
+            # 4 KiB, which here dominated the arithmetic).
+            for b0 in range(0, gen_kids.size, PLACE_BLOCK):
+                self._place_children(gen_kids[b0:b0 + PLACE_BLOCK], dirs, e, depths, par_batch, par_store)
+        return dirs, depths
+
+    def _place_children(self, kids: np.ndarray, dirs, e, depths, par_batch, par_store) -> None:
+        """Directions of the children ``kids`` (batch positions), written into ``dirs``."""
+        dev = self.memory.device
+        pdir = torch.empty(kids.size, self.memory.dim, dtype=torch.float64, device=dev)
+        pdep = torch.empty(kids.size, dtype=torch.float64, device=dev)
+        in_batch = par_batch[kids] >= 0
+        if in_batch.any():
+            src = torch.from_numpy(par_batch[kids][in_batch]).to(dev)
+            pdir[torch.from_numpy(in_batch).to(dev)] = dirs[src]
+            pdep[torch.from_numpy(in_batch).to(dev)] = depths[src]
+        if (~in_batch).any():
+            src = torch.from_numpy(par_store[kids][~in_batch]).to(dev)
+            mask = torch.from_numpy(~in_batch).to(dev)
+            pdir[mask] = self.memory.state.direction[src].to(torch.float64)
+            pdep[mask] = self.memory.state.depth[src].to(torch.float64)
+        k_t = torch.from_numpy(kids).to(dev)
+        dirs[k_t] = child_directions(e[k_t], pdir, pdep, depths[k_t], self.memory.inherit, self.memory.cone_constrained,
+                                     self.memory.cone_k, self.memory.curvature)
+
+    def replace_subtree(self, root: str) -> None:
+        """Recompute levels, depths and directions of ``root`` and its descendants."""
+        c = self.memory.curvature
+        frontier = [root]
+        while frontier:
+            rows = [self.memory.state.row[i] for i in frontier]
+            e = unit(self.memory.state.embedding[rows].to(self.memory.device))
+            par = [self.memory.state.records[i].parent_id for i in frontier]
+            lv = [0 if p is None else self.memory.state.levels[self.memory.state.row[p]] + 1 for p in par]
+            for r, v in zip(rows, lv):
+                self.memory.state.levels[r] = v
+            depth = torch.tensor([self.memory.base_depth + v * self.memory.depth_step for v in lv], dtype=torch.float64,
+                                 device=self.memory.device)
+            dirs = e.clone()
+            kid_pos = [j for j, p in enumerate(par) if p is not None]
+            if kid_pos:
+                prow = [self.memory.state.row[par[j]] for j in kid_pos]
+                dirs[kid_pos] = child_directions(e[kid_pos], self.memory.state.direction[prow].to(torch.float64),
+                                                 self.memory.state.depth[prow].to(torch.float64), depth[kid_pos],
+                                                 self.memory.inherit, self.memory.cone_constrained, self.memory.cone_k, c)
+            idx = torch.tensor(rows, device=self.memory.device)
+            self.memory.state.direction[idx] = dirs.to(self.memory.dtype)
+            self.memory.state.depth[idx] = depth.to(self.memory.dtype)
+            frontier = [k for i in frontier for k in self.memory.state.children.get(i, ())]

@@ -18,8 +18,8 @@ import torch
 
 from ..embed import check_texts, embed_checked
 from ..geometry import poincare as P
+from ..geometry.cones import cone_energy, half_aperture
 from ..index import HyperbolicDistance, MIPSIndex, ShellDistance, exact_topk
-from ..retrieval.cones import cone_energy, half_aperture
 from ..retrieval.scoring import score_bias
 from ..temporal import NoDecay
 from ..temporal.clock import to_seconds, to_utc
@@ -36,9 +36,9 @@ class SearchMixin:
         return to_utc(at_time) if at_time is not None else to_utc(self.clock())
 
     def _weights_all(self, at_time: datetime | None) -> torch.Tensor:
-        n = self._n
-        w = self.decay.weight(to_seconds(self._now(at_time)), self._time[:n], self._access[:n],
-                              self._vfrom[:n], self._vuntil[:n])
+        n = self.state.n
+        w = self.decay.weight(to_seconds(self._now(at_time)), self.state.time[:n], self.state.access[:n],
+                              self.state.valid_from[:n], self.state.valid_until[:n])
         w = torch.as_tensor(w, dtype=torch.float64, device=self.device)
         if w.shape != (n,):
             raise ValueError(f"the decay policy returned shape {tuple(w.shape)}, expected ({n},)")
@@ -46,11 +46,11 @@ class SearchMixin:
 
     def time_weights(self, ids: Sequence[str] | None = None, at_time: datetime | None = None) -> torch.Tensor:
         """Temporal weights in ``[MIN_WEIGHT, 1]`` of ``ids`` (all memories if None) at ``at_time``."""
-        with self._lock:
+        with self.state.lock:
             w = self._weights_all(at_time)
             if ids is None:
                 return w
-            rows = [self._row[self._rec(i).id] for i in ids]
+            rows = [self.state.row[self.state.record(i).id] for i in ids]
             return w[torch.tensor(rows, dtype=torch.long, device=self.device)]
 
     # ------------------------------------------------------------------ queries
@@ -96,7 +96,7 @@ class SearchMixin:
             return None, None
         if root is None:
             raise ValueError(f"mode={mode!r} needs root=<memory id>")
-        self._rec(root)
+        self.state.record(root)
         if mode == "subtree":
             ids = [root, *self.descendants(root)]
         elif mode == "children":
@@ -106,9 +106,9 @@ class SearchMixin:
         elif mode == "siblings":
             ids = self.siblings(root)
         else:
-            n = self._n
-            pts = P.point_at(self._dir[:n].to(torch.float64), self._depth[:n].to(torch.float64), self.curvature)
-            r = self._row[root]
+            n = self.state.n
+            pts = P.point_at(self.state.direction[:n].to(torch.float64), self.state.depth[:n].to(torch.float64), self.curvature)
+            r = self.state.row[root]
             energy = cone_energy(pts[r], pts, self.curvature, self.cone_k)
             inside = energy <= CONE_TOL
             inside[r] = False
@@ -120,7 +120,7 @@ class SearchMixin:
                               f"not lie in its parent's cone (they are narrow); use Memory(cone_constrained=True) "
                               f"for cone queries, or mode='subtree'", stacklevel=4)
             return rows, energy.to(self.device)
-        rows = torch.tensor(sorted(self._row[i] for i in ids), dtype=torch.long, device=self.device)
+        rows = torch.tensor(sorted(self.state.row[i] for i in ids), dtype=torch.long, device=self.device)
         return rows, None
 
     def _filter_rows(self, rows: torch.Tensor | None, filters: Filter) -> torch.Tensor | None:
@@ -135,8 +135,8 @@ class SearchMixin:
                 return all(k in rec.meta and rec.meta[k] == v for k, v in items)
         else:
             raise TypeError(f"filters must be a dict or a callable, got {type(filters).__name__}")
-        cand = range(self._n) if rows is None else rows.tolist()
-        kept = [r for r in cand if keep_fn(self._records[self._ids[r]])]
+        cand = range(self.state.n) if rows is None else rows.tolist()
+        kept = [r for r in cand if keep_fn(self.state.records[self.state.ids[r]])]
         return torch.tensor(kept, dtype=torch.long, device=self.device)
 
     def search(self, query: Any = None, k: int = 5, mode: str = "nearest", root: str | None = None,
@@ -213,11 +213,11 @@ class SearchMixin:
             raise ValueError("mode='nearest' needs a query; omit the query only with a structural mode")
         if not no_query:
             Q, q_radius = self._query_dirs(queries, query_depth)  # embedder runs outside the lock
-        with self._lock:
-            n = self._n
+        with self.state.lock:
+            n = self.state.n
             if n == 0:
                 if root is not None and mode != "nearest":
-                    self._rec(root)
+                    self.state.record(root)
                 return [[] for _ in queries]
             rows, energies = self._candidates(mode, root)
             rows = self._filter_rows(rows, filters)
@@ -225,7 +225,7 @@ class SearchMixin:
             if rows is not None and rows.numel() == 0:
                 return [[] for _ in queries]
             weights = self._weights_all(at_time)
-            bias = score_bias(weights, self._depth[:n], self.time_coef, self.depth_bias)
+            bias = score_bias(weights, self.state.depth[:n], self.time_coef, self.depth_bias)
             if no_query:
                 scores, idx, dist = self._rank_by_bias(bias, rows, k)
             else:
@@ -240,19 +240,19 @@ class SearchMixin:
         with ``valid_only``, those outside their validity window at that time."""
         if at_time is None and not valid_only:
             return rows
-        n = self._n
+        n = self.state.n
         now = to_seconds(self._now(at_time))
         keep = torch.ones(n, dtype=torch.bool, device=self.device)
         if at_time is not None:
-            keep &= self._time[:n] <= now
+            keep &= self.state.time[:n] <= now
         if valid_only:
-            keep &= (self._vfrom[:n] <= now) & (self._vuntil[:n] >= now)
+            keep &= (self.state.valid_from[:n] <= now) & (self.state.valid_until[:n] >= now)
         if rows is None:
             return None if bool(keep.all()) else keep.nonzero().squeeze(1)
         return rows[keep[rows]]
 
     def _rank_by_bias(self, bias, rows, k):
-        cand = torch.arange(self._n, device=self.device) if rows is None else rows
+        cand = torch.arange(self.state.n, device=self.device) if rows is None else rows
         b = bias[cand]
         order = torch.argsort(-b, stable=True)[:k]  # ties: insertion order
         idx = cand[order].unsqueeze(0)
@@ -263,7 +263,7 @@ class SearchMixin:
         if metric == "shell":
             g = ShellDistance(self.curvature, self.base_depth)
             return g, g.inverse
-        key_r = self._depth[: self._n] if rows is None else self._depth[rows]
+        key_r = self.state.depth[: self.state.n] if rows is None else self.state.depth[rows]
         return HyperbolicDistance(self.curvature, q_radius, key_r), None
 
     def _rank(self, Q, q_radius, bias, rows, k, metric, use_index, oversample):
@@ -272,7 +272,7 @@ class SearchMixin:
             index = self._ensure_index()
             if not index.exact:
                 return self._rank_approx(index, Q, bias, k, oversample)
-        keys = self._dir[: self._n] if rows is None else self._dir[rows]
+        keys = self.state.direction[: self.state.n] if rows is None else self.state.direction[rows]
         b = bias if rows is None else bias[rows]
         g, inv = self._distance_model(metric, q_radius, rows)
         # directions are unit vectors: every product is a cosine, at most 1
@@ -283,13 +283,13 @@ class SearchMixin:
     def _rank_approx(self, index, Q, bias, k, oversample):
         """faiss: the index's ``k * oversample`` shell-nearest candidates, re-scored exactly."""
         shell_q = P.point_at(Q.to(torch.float64), self.base_depth, self.curvature)
-        _, cand = index.search(shell_q, k=min(self._n, k * oversample))
+        _, cand = index.search(shell_q, k=min(self.state.n, k * oversample))
         cand = cand.to(self.device)
         g = ShellDistance(self.curvature, self.base_depth)
         out_s, out_i, out_d = [], [], []
         for qi in range(Q.shape[0]):
             c = cand[qi][cand[qi] >= 0]
-            s, local, d = exact_topk(Q[qi: qi + 1], self._dir[c], k, g, bias[c], None)
+            s, local, d = exact_topk(Q[qi: qi + 1], self.state.direction[c], k, g, bias[c], None)
             out_s.append(s)
             out_i.append(torch.where(local >= 0, c[local.clamp_min(0)], local))
             out_d.append(d)
@@ -302,7 +302,7 @@ class SearchMixin:
             return [[] for _ in i_l]
         hit_t = torch.tensor(hit, dtype=torch.long, device=self.device)
         w_of = dict(zip(hit, weights[hit_t].tolist()))
-        dep_of = dict(zip(hit, self._depth[hit_t].tolist()))
+        dep_of = dict(zip(hit, self.state.depth[hit_t].tolist()))
         energy_of = None
         if energies is not None:  # the energy of every memory (cone mode)
             energy_of = dict(zip(hit, energies[hit_t].tolist()))
@@ -312,7 +312,7 @@ class SearchMixin:
             for s, i, d in zip(s_row, i_row, d_row):
                 if i < 0 or s == -math.inf:
                     continue
-                res.append(SearchResult(record=self._records[self._ids[i]], score=float(s), distance=float(d),
+                res.append(SearchResult(record=self.state.records[self.state.ids[i]], score=float(s), distance=float(d),
                                         time_weight=float(w_of[i]), depth=float(dep_of[i]),
                                         cone_energy=None if energy_of is None else float(energy_of[i])))
             out.append(res)
@@ -324,13 +324,13 @@ class SearchMixin:
         now = to_utc(self.clock())
         rows = []
         for i in ids:
-            rec = self._records[i]
+            rec = self.state.records[i]
             rec.access_count += 1
             rec.last_accessed = now
-            rows.append(self._row[i])
+            rows.append(self.state.row[i])
         uniq = Counter(rows)
         idx = torch.tensor(list(uniq), dtype=torch.long, device=self.device)
-        self._access[idx] += torch.tensor(list(uniq.values()), dtype=torch.float64, device=self.device)
+        self.state.access[idx] += torch.tensor(list(uniq.values()), dtype=torch.float64, device=self.device)
 
     # ------------------------------------------------------------------ index
     def build_index(self, backend: str = "auto") -> MIPSIndex:
@@ -339,7 +339,7 @@ class SearchMixin:
         ``"auto"``/``"torch"``/``"numpy"`` are exact (search answers do not change);
         ``"faiss"`` (the ``ann`` extra) is approximate HNSW.  The index is rebuilt
         automatically after changes."""
-        with self._lock:
+        with self.state.lock:
             self._index = MIPSIndex(self.ball, backend=backend)
             self._index_version = -1
             return self._ensure_index()
@@ -348,10 +348,10 @@ class SearchMixin:
         if self._index is None:  # search(use_index=True) before any build_index(): the default one
             self._index = MIPSIndex(self.ball, backend="auto")
             self._index_version = -1
-        if self._index_version != self._version:
-            shell = P.point_at(self._dir[: self._n].to(torch.float64), self.base_depth, self.curvature)
+        if self._index_version != self.state.version:
+            shell = P.point_at(self.state.direction[: self.state.n].to(torch.float64), self.base_depth, self.curvature)
             self._index.build(shell)
-            self._index_version = self._version
+            self._index_version = self.state.version
         return self._index
 
 

@@ -5,25 +5,17 @@
 * :func:`to_dict`, :func:`to_networkx`, :func:`weight_timeline` — snapshots
   (:mod:`hypermem.viz.export`);
 * :func:`render_html` — the self-contained inspector page (:mod:`hypermem.viz.html`);
-* :func:`plot` — matplotlib (:mod:`hypermem.viz.mpl`, imported on use).
+* :func:`plot` — matplotlib (:mod:`hypermem.viz.mpl`; matplotlib is imported on use).
 """
 
 from .export import LAYOUTS, to_dict, to_networkx, weight_timeline
 from .html import render_html
 from .layout import disk_coordinates, projection_coordinates, structural_coordinates
-from .mixin import InspectMixin
-
-
-def plot(memory, ax=None, labels: bool = False, at_time=None, layout: str = "auto"):
-    """Matplotlib drawing of ``memory`` in the Poincaré disk; see :func:`hypermem.viz.mpl.plot`."""
-    from .mpl import plot as _plot
-
-    return _plot(memory, ax=ax, labels=labels, at_time=at_time, layout=layout)
+from .mpl import plot
 
 
 __all__ = [
     "LAYOUTS",
-    "InspectMixin",
     "disk_coordinates",
     "plot",
     "projection_coordinates",

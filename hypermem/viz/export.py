@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from ..embed.spec import embedder_spec
 from ..temporal import policy_spec
 from ..temporal.clock import from_seconds, to_seconds, to_utc
 from .layout import has_hierarchy, projection_coordinates, structural_coordinates
@@ -50,11 +51,9 @@ def to_dict(memory, at_time: datetime | None = None, layout: str = "auto") -> di
     >>> snap["layout"], [n["id"] for n in snap["nodes"]], snap["nodes"][1]["parent"]
     ('structural', ['a', 'd'], 'a')
     """
-    from ..store.persistence import embedder_spec
-
     now = to_utc(at_time) if at_time is not None else to_utc(memory.clock())
     xy, used = coordinates(memory, layout)
-    with memory._lock:
+    with memory.state.lock:
         records = list(memory)
         weights = memory.time_weights(at_time=now).tolist() if records else []
         depths = memory.depths.tolist()
@@ -98,9 +97,9 @@ def weight_timeline(memory, steps: int = 61, at_time: datetime | None = None) ->
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 2:
         raise ValueError(f"steps must be an integer >= 2, got {steps!r}")
     now = to_seconds(to_utc(at_time) if at_time is not None else to_utc(memory.clock()))
-    with memory._lock:
+    with memory.state.lock:
         n = len(memory)
-        times = memory._time[:n].tolist()
+        times = memory.state.time[:n].tolist()
         lo = min(times, default=now)
         hi = max(max(times, default=now), now)
         span = max(hi - lo, HOUR)
@@ -128,7 +127,7 @@ def to_networkx(memory, at_time: datetime | None = None):
     except ImportError as exc:
         raise ImportError('to_networkx needs networkx: pip install networkx') from exc
     g = nx.DiGraph(curvature=memory.curvature, dim=memory.dim)
-    with memory._lock:
+    with memory.state.lock:
         records = list(memory)
         weights = memory.time_weights(at_time=at_time).tolist() if records else []
         for i, r in enumerate(records):

@@ -97,7 +97,7 @@ def has_hierarchy(memory) -> bool:
 def projection_coordinates(memory) -> torch.Tensor:
     """The semantic projection of a memory's points (see :func:`disk_coordinates`),
     computed from its stored directions and exact depths."""
-    with memory._lock:
+    with memory.state.lock:
         dirs = memory.directions.detach().to("cpu", torch.float64)
         depths = memory.depths.detach().to("cpu", torch.float64)
     if dirs.shape[1] == 2:
@@ -117,8 +117,8 @@ def structural_coordinates(memory) -> torch.Tensor:
     >>> bool(xy[1].norm() > xy[0].norm())   # the child is drawn deeper
     True
     """
-    with memory._lock:
-        row = memory._row
+    with memory.state.lock:
+        row = memory.state.row
         parent = np.array([-1 if r.parent_id is None else row[r.parent_id] for r in memory], dtype=np.int64)
         depths = memory.depths.detach().to("cpu", torch.float64)
         dirs = memory.directions.detach().to("cpu", torch.float64)

@@ -64,7 +64,7 @@ def plot(memory, ax=None, labels: bool = False, at_time: datetime | None = None,
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 6))
     xy, used = coordinates(memory, layout)
-    with memory._lock:
+    with memory.state.lock:
         records = list(memory)
         weights = memory.time_weights(at_time=at_time) if records else torch.zeros(0, dtype=torch.float64)
         levels = [memory.level(r.id) for r in records]

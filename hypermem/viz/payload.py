@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..embed.spec import embedder_spec
 from ..temporal import policy_spec
 from ..temporal.clock import HOUR, from_seconds, to_seconds, to_utc
 from .export import coordinates
@@ -128,21 +129,19 @@ def _future_seconds(future: timedelta | None) -> float:
 def pack(memory, at_time: datetime | None = None, layout: str = "auto", label: Callable | None = None,
          timeline_steps: int = 41, future: timedelta | None = None) -> dict[str, Any]:
     """The page's data (see the module docstring), JSON-able."""
-    from ..store.persistence import embedder_spec
-
     fut = _future_seconds(future)
     now_dt = to_utc(at_time) if at_time is not None else to_utc(memory.clock())
     now = to_seconds(now_dt)
     xy, used = coordinates(memory, layout)
-    with memory._lock:
+    with memory.state.lock:
         n = len(memory)
         ids = memory.ids
         records = list(memory)
-        row = memory._row
+        row = memory.state.row
         parent = np.array([-1 if r.parent_id is None else row[r.parent_id] for r in records], dtype="<i4")
         depths = memory.depths.detach().to("cpu", torch.float64)
-        times = memory._time[:n].detach().to("cpu", torch.float64)
-        access = memory._access[:n].detach().to("cpu", torch.float64).numpy()
+        times = memory.state.time[:n].detach().to("cpu", torch.float64)
+        access = memory.state.access[:n].detach().to("cpu", torch.float64).numpy()
         stats = memory.stats(at_time=now_dt)
         spec = policy_spec(memory.decay)
         oldest = float(times.min()) if n else now
@@ -150,7 +149,7 @@ def pack(memory, at_time: datetime | None = None, layout: str = "auto", label: C
         constant = spec.get("type") == "none"
         weights = None
         if n and not constant:
-            w = torch.stack([memory._weights_all(from_seconds(s)).to("cpu", torch.float64) for s in grid])
+            w = torch.stack([memory.time_weights(at_time=from_seconds(s)).to("cpu", torch.float64) for s in grid])
             weights = (w.clamp(0, 1) * 255).round().to(torch.uint8).numpy()
     sc = math.sqrt(memory.curvature)
     xy64 = xy.to(torch.float64)

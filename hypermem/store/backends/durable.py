@@ -115,7 +115,7 @@ class DurableStore:
     def refresh(self) -> bool:
         """Read what other processes committed since this one last read (a full rebuild of
         the in-process state when anything changed).  Returns whether anything did."""
-        with self._lock:
+        with self.state.lock:
             st = self._storage
             if st is None or st.closed:
                 raise StorageError("this memory's storage is closed")
@@ -134,7 +134,7 @@ class DurableStore:
         or undo."""
         if self._read_only:
             raise StorageError(f"{what}: this memory was opened read_only=True")
-        with self._lock:
+        with self.state.lock:
             st = self._storage
             if st is None or st.closed:
                 raise StorageError(f"{what}: this memory's storage is closed")
@@ -147,14 +147,14 @@ class DurableStore:
             except st.db_errors as exc:
                 st.rollback()
                 raise st.error(exc) from exc
-            v0 = self._version
+            v0 = self.state.version
             try:
                 yield st
                 version = st.bump()
                 st.commit()
             except Exception as exc:
                 st.rollback()
-                if self._version != v0 or getattr(self, "_touched", False):
+                if self.state.version != v0 or getattr(self, "_touched", False):
                     self._undo()
                 if not isinstance(exc, st.db_errors):
                     raise
@@ -200,7 +200,7 @@ class DurableStore:
 
     def link(self, child: str, parent: str | None) -> None:
         with self._writing("link") as st:
-            before = self._records[child].parent_id if child in self._records else None
+            before = self.state.records[child].parent_id if child in self.state.records else None
             super().link(child, parent)
             if before != parent:
                 self._sib[child] = self._tick()
@@ -215,7 +215,7 @@ class DurableStore:
             counts: dict[str, int] = {}
             for i in ids:
                 counts[i] = counts.get(i, 0) + 1
-            st.touch([(n, self._records[i].last_accessed, i) for i, n in counts.items()])
+            st.touch([(n, self.state.records[i].last_accessed, i) for i, n in counts.items()])
 
     # ------------------------------------------------------------------ reads
     def search_server(self, query: Any, k: int = 5, **kwargs: Any):

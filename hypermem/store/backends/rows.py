@@ -64,13 +64,13 @@ def derived_directions(memory, rows: Sequence[int]) -> torch.Tensor:
     """What placement gives rows ``rows`` of ``memory`` from their embeddings and their
     parents' current directions (store dtype, store device)."""
     rows = list(rows)
-    e = unit(memory._emb[rows].to(memory.device))
-    par = [memory._records[memory._ids[r]].parent_id for r in rows]
+    e = unit(memory.state.embedding[rows].to(memory.device))
+    par = [memory.state.records[memory.state.ids[r]].parent_id for r in rows]
     kid = [j for j, p in enumerate(par) if p is not None]
     if kid:
-        prow = [memory._row[par[j]] for j in kid]
-        e[kid] = child_directions(e[kid], memory._dir[prow].to(torch.float64), memory._depth[prow].to(torch.float64),
-                                  memory._depth[[rows[j] for j in kid]].to(torch.float64), memory.inherit,
+        prow = [memory.state.row[par[j]] for j in kid]
+        e[kid] = child_directions(e[kid], memory.state.direction[prow].to(torch.float64), memory.state.depth[prow].to(torch.float64),
+                                  memory.state.depth[[rows[j] for j in kid]].to(torch.float64), memory.inherit,
                                   memory.cone_constrained, memory.cone_k, memory.curvature)
     return e.to(memory.dtype)
 
@@ -82,18 +82,18 @@ def encode(memory, ids: Sequence[str], seq: Mapping[str, int], sib: Mapping[str,
     every direction (for a server that searches them), not only the underived ones."""
     if not ids:
         return []
-    rows = [memory._row[i] for i in ids]
+    rows = [memory.state.row[i] for i in ids]
     derived = derived_directions(memory, rows)
-    same = (derived == memory._dir[rows]).all(dim=1).tolist()
-    depths = memory._depth[rows].to(torch.float64).tolist()
+    same = (derived == memory.state.direction[rows]).all(dim=1).tolist()
+    depths = memory.state.depth[rows].to(torch.float64).tolist()
     tt = _iso if time_text else (lambda t: t)
     out = []
     for j, (i, r) in enumerate(zip(ids, rows)):
-        rec = memory._records[i]
-        direction = None if same[j] and not always_direction else vector_bytes(memory._dir[r])
+        rec = memory.state.records[i]
+        direction = None if same[j] and not always_direction else vector_bytes(memory.state.direction[r])
         out.append((i, seq[i], sib[i], rec.text, rec.parent_id, tt(rec.t), tt(rec.valid_from), tt(rec.valid_until),
                     int(rec.access_count), tt(rec.last_accessed), json.dumps(rec.meta, allow_nan=False), depths[j],
-                    vector_bytes(memory._emb[r], vector_dtype), direction))
+                    vector_bytes(memory.state.embedding[r], vector_dtype), direction))
     return out
 
 
@@ -148,15 +148,15 @@ def restore(memory, rows: list[Mapping[str, Any]]) -> None:
         gen_of[lv].append(j)
     emb = _stack([r["embedding"] for r in rows], dim, [r["id"] for r in rows])
     depth = torch.tensor([float(r["depth"]) for r in rows], dtype=torch.float64)
-    with memory._lock:
+    with memory.state.lock:
         restore_state(memory, records, levels, [int(r["sib"]) for r in rows], torch.zeros(n, dim, dtype=torch.float64),
                  depth, emb)
         for gen in gen_of:  # parents are placed before their children
             derive = [j for j in gen if rows[j]["direction"] is None]
             if derive:
-                memory._dir[derive] = derived_directions(memory, derive)
+                memory.state.direction[derive] = derived_directions(memory, derive)
             for j in gen:
                 if rows[j]["direction"] is not None:
-                    memory._dir[j] = vector_from(rows[j]["direction"], dim, "direction", rows[j]["id"]).to(dev, dt)
-        memory._version += 1
+                    memory.state.direction[j] = vector_from(rows[j]["direction"], dim, "direction", rows[j]["id"]).to(dev, dt)
+        memory.state.changed()
         memory._index_version = -1

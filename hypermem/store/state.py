@@ -1,0 +1,138 @@
+"""The public state of a memory store: its rows, its columns and its lock.
+
+A :class:`~hypermem.store.Memory` keeps one row per memory, in insertion order, and a set
+of column tensors with one entry per row.  :class:`MemoryState` holds them; it is the one
+object through which persistence, the durable backends, the inspector, the ``nn`` layer
+and the episodic layer read (and, for the loaders, write) a store.  Nothing outside it
+touches the store's attributes.
+
+Columns (rows ``0 .. n-1`` are live; capacity past ``n`` is spare room)::
+
+    direction   (cap, dim)  unit direction of each point   store dtype, store device
+    depth       (cap,)      hyperbolic distance to 0        store dtype, store device
+    time        (cap,)      creation time, POSIX seconds    float64, store device
+    access      (cap,)      access count                    float64, store device
+    valid_from  (cap,)      validity start (-inf: always)   float64, store device
+    valid_until (cap,)      validity end (+inf: forever)    float64, store device
+    embedding   (cap, dim)  raw text embedding              float64, CPU
+
+The point of row ``i`` is ``point_at(direction[i], depth[i])``
+(:func:`hypermem.geometry.poincare.point_at`).
+
+Bookkeeping: ``ids`` (row -> id), ``row`` (id -> row), ``records`` (id ->
+:class:`~hypermem.store.records.MemoryRecord`), ``children`` (id -> child ids in insertion
+order), ``levels`` (row -> level in the hierarchy), ``n`` and ``version`` (bumped by every
+change of a point, a record or the hierarchy; an index or a mirror compares it to know it
+is stale).
+
+**Locking.** ``lock`` is re-entrant; hold it while reading several fields that must agree
+(``with mem.state.lock: ...``), and always while writing.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+
+from ..geometry.poincare import point_at
+from .records import MemoryRecord
+
+__all__ = ["MemoryState", "COLUMNS"]
+
+COLUMNS = ("direction", "depth", "time", "access", "valid_from", "valid_until", "embedding")
+"""The per-row tensors of :class:`MemoryState`, in a fixed order."""
+
+
+class MemoryState:
+    """Rows and columns of one store (see the module docstring for the layout).
+
+    >>> import torch
+    >>> s = MemoryState(dim=3, dtype=torch.float64, device="cpu")
+    >>> s.reserve(2); s.direction.shape[0] >= 2, s.n
+    (True, 0)
+    """
+
+    def __init__(self, dim: int, dtype: torch.dtype, device: torch.device | str):
+        self.dim, self.dtype, self.device = int(dim), dtype, torch.device(device)
+        self.lock = threading.RLock()
+        self.ids: list[str] = []
+        self.row: dict[str, int] = {}
+        self.records: dict[str, MemoryRecord] = {}
+        self.children: dict[str, list[str]] = {}
+        self.levels: list[int] = []
+        self.n = 0
+        self.version = 0
+        self.alloc(0)
+
+    # ------------------------------------------------------------------ capacity
+    def alloc(self, cap: int) -> None:
+        """Fresh, zeroed columns of capacity ``cap`` (the rows are not touched)."""
+        d, dev, dt = self.dim, self.device, self.dtype
+        self.direction = torch.zeros(cap, d, dtype=dt, device=dev)
+        self.depth = torch.zeros(cap, dtype=dt, device=dev)
+        f64 = {"dtype": torch.float64, "device": dev}
+        self.time = torch.zeros(cap, **f64)
+        self.access = torch.zeros(cap, **f64)
+        self.valid_from = torch.zeros(cap, **f64)
+        self.valid_until = torch.zeros(cap, **f64)
+        self.embedding = torch.zeros(cap, d, dtype=torch.float64)
+
+    def reserve(self, extra: int) -> None:
+        """Room for ``extra`` more rows (capacity at least doubles, so appends are amortised O(1))."""
+        need = self.n + extra
+        cap = self.direction.shape[0]
+        if need <= cap:
+            return
+        new_cap = max(need, 2 * cap, 64)
+        for name in COLUMNS:
+            old = getattr(self, name)
+            new = old.new_empty((new_cap,) + tuple(old.shape[1:]))
+            new[: self.n] = old[: self.n]
+            setattr(self, name, new)
+
+    def keep_rows(self, keep: torch.Tensor) -> None:
+        """Compact the columns, ``ids`` and ``levels`` to the rows where ``keep`` (CPU bool,
+        length ``n``) is true; ``records`` and ``children`` are the caller's to update."""
+        idx = keep.nonzero().squeeze(1)
+        m = int(idx.numel())
+        for name in COLUMNS:
+            t = getattr(self, name)
+            t[:m] = t[: self.n].index_select(0, idx.to(t.device))
+        self.ids = [self.ids[i] for i in idx.tolist()]
+        self.levels = [self.levels[i] for i in idx.tolist()]
+        self.row = {i: r for r, i in enumerate(self.ids)}
+        self.n = m
+
+    def set_access(self, id: str, count: int, last_accessed=None) -> None:
+        """Set the access count (record and column) and last access time of ``id``."""
+        with self.lock:
+            rec = self.record(id)
+            rec.access_count, rec.last_accessed = int(count), last_accessed
+            self.access[self.row[id]] = float(count)
+
+    def changed(self) -> None:
+        """Mark a change (an index or a mirror built at an older ``version`` is stale)."""
+        self.version += 1
+
+    # ------------------------------------------------------------------ reading
+    def record(self, id: str) -> MemoryRecord:
+        """The record of ``id``; ``KeyError`` naming it when unknown."""
+        try:
+            return self.records[id]
+        except (KeyError, TypeError):
+            raise KeyError(f"unknown memory id {id!r}") from None
+
+    def rows_of(self, ids) -> list[int]:
+        """Rows of ``ids`` (``KeyError`` for an unknown one)."""
+        return [self.row[self.record(i).id] for i in ids]
+
+    def points(self, curvature: float, rows=None) -> torch.Tensor:
+        """Points of ``rows`` (all live rows when None) in float64: ``point_at(direction, depth)``."""
+        d = self.direction[: self.n] if rows is None else self.direction[rows]
+        r = self.depth[: self.n] if rows is None else self.depth[rows]
+        return point_at(d.to(torch.float64), r.to(torch.float64), curvature)
+
+    def __repr__(self) -> str:
+        return f"MemoryState(n={self.n}, dim={self.dim}, dtype={self.dtype}, device={self.device}, " \
+               f"version={self.version})"
