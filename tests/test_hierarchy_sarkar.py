@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+from tree_helpers import balanced_tree
 
 from hypermem.geometry import PoincareBall
 from hypermem.hierarchy import Relations, children_map, reconstruction, transitive_closure
@@ -14,19 +15,6 @@ from hypermem.hierarchy.sarkar import (
     sarkar_layout,
     spread_directions,
 )
-
-
-def balanced_tree(branching, depth):
-    edges, frontier, nxt = [], [0], 1
-    for _ in range(depth):
-        new = []
-        for p in frontier:
-            for _ in range(branching):
-                edges.append((p, nxt))
-                new.append(nxt)
-                nxt += 1
-        frontier = new
-    return edges
 
 
 @pytest.mark.parametrize("dim", [2, 3, 5])

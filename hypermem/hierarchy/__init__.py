@@ -8,7 +8,7 @@
   shadow-cone is-a score); :mod:`~hypermem.hierarchy.spanning` picks a DAG's spanning tree;
 * :mod:`~hypermem.hierarchy.training` — Poincaré / Euclidean embeddings (Nickel & Kiela 2017)
   trained with geoopt's Riemannian optimizers (:mod:`~hypermem.hierarchy.model`,
-  :mod:`~hypermem.hierarchy.losses`, :mod:`~hypermem.hierarchy.sampling`,
+  :mod:`~hypermem.hierarchy.ranking_loss`, :mod:`~hypermem.hierarchy.sampling`,
   :mod:`~hypermem.hierarchy.fused`, the autograd-free SGD step of
   :mod:`~hypermem.hierarchy.fused_sgd` and its compiled epoch,
   :mod:`~hypermem.hierarchy.compiled_sgd`);

@@ -47,32 +47,24 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Hashable, Iterable, Mapping
-from functools import lru_cache
 
 import torch
 
 from ..geometry import PoincareBall
 from ..geometry import poincare as P
+from .directions import householder, min_angle, spread_directions, stack_templates, template
+from .layout import Layout
+from .shadows import shadow_layout
 from .tree import bfs_order, depths, tree_from_edges
+
+__all__ = ["Layout", "choose_tau", "decaying_edge_lengths", "max_safe_depth", "min_angle", "sarkar_layout",
+           "spread_directions"]
 
 DEFAULT_EPS = 0.1
 """Distortion target used to choose ``tau`` when ``tau=None``."""
 
 _FIT_FRACTION = 0.97
 
-
-class Layout(dict):
-    """``node -> point`` mapping returned by :func:`sarkar_layout`, with extras.
-
-    Attributes: ``points`` (``(n, d)`` tensor in the order of ``nodes``), ``nodes``,
-    ``tau`` (the scale used) and ``info`` (a dict: ``tau``, ``tau_chosen``, ``eps_bound``,
-    ``min_angle``, ``max_degree``, ``depth``, ``max_radius``, ``dim``).
-    """
-
-    points: torch.Tensor
-    nodes: list
-    tau: float
-    info: dict
 
 
 def max_safe_depth(ball: PoincareBall | None, tau: float, dtype: torch.dtype = torch.float64) -> int:
@@ -92,145 +84,6 @@ def _check_tau(tau) -> None:
         raise ValueError(f"tau must be a finite positive number, got {tau!r}")
 
 
-# -- spreading directions --------------------------------------------------------------------
-def spread_directions(k: int, dim: int, avoid=None, seed: int = 0, iterations: int = 200,
-                      dtype: torch.dtype = torch.float64) -> torch.Tensor:
-    """``k`` unit vectors in ``R^dim`` spread apart (and away from ``avoid`` if given).
-
-    * ``dim = 2``: exact angles.  Without ``avoid`` the ``k`` directions are evenly spaced
-      (``2 pi j / k``); with ``avoid`` the circle is cut into ``k + 1`` even slots and
-      ``avoid`` takes one of them.
-    * ``dim >= 3``: a seeded Thomson-style relaxation on the sphere: points repel with
-      the Riesz energy ``sum_{i<j} ||x_i - x_j||^{-s}`` (``s = dim``, which favours a large
-      minimum angle), by projected normalised gradient steps; ``avoid`` is a fixed extra
-      point that repels the others.
-
-    Returns a ``(k, dim)`` tensor (float64 by default).
-    """
-    if int(k) != k or k < 0 or int(dim) != dim or dim < 1:
-        raise ValueError(f"need integers k >= 0 and dim >= 1, got k={k}, dim={dim}")
-    k, dim = int(k), int(dim)
-    if k == 0:
-        return torch.zeros(0, dim, dtype=dtype)
-    if dim == 1:
-        if k > 2 - (avoid is not None):
-            raise ValueError(f"a line holds at most {2 - (avoid is not None)} spread directions, asked for {k}")
-    fixed = avoid is not None
-    template = _template(k, dim, fixed, int(seed), int(iterations))
-    out = template[1:] if fixed else template
-    if fixed:
-        a = torch.as_tensor(avoid, dtype=torch.float64).reshape(-1)
-        if a.numel() != dim or float(a.norm()) == 0.0:
-            raise ValueError(f"avoid must be a non-zero vector with {dim} coordinates, got {tuple(a.shape)}")
-        out = _householder(a / a.norm(), out)
-    return out.to(dtype)
-
-
-_EXACT_UP_TO = 24
-_BUCKET_GROWTH = 1.25
-
-
-def _bucket(n: int) -> int:
-    """Template size used for ``n`` points: ``n`` itself up to 24, else the next size on
-    a geometric grid (ratio 1.25), so a tree with hundreds of distinct degrees needs
-    only a few dozen relaxations; the first ``n`` points of a larger spread set are
-    still spread (their minimum angle is at least that of the whole set)."""
-    if n <= _EXACT_UP_TO:
-        return n
-    b = _EXACT_UP_TO
-    while b < n:
-        b = int(math.ceil(b * _BUCKET_GROWTH))
-    return b
-
-
-def _template(k: int, dim: int, fixed: bool, seed: int, iterations: int, largest: int | None = None
-              ) -> torch.Tensor:
-    """``k`` spread directions (plus ``e_1`` first when ``fixed``), float64.
-
-    Sizes above 24 are prefixes of one relaxed set of size ``_bucket(largest)`` (the
-    largest size the tree needs), so a tree needs one large relaxation only."""
-    n = k + int(fixed)
-    if dim <= 2 or n <= _EXACT_UP_TO:
-        return _relaxed(n, dim, fixed, seed, iterations)
-    big = _bucket(max(n, largest or n))
-    return _relaxed(big, dim, fixed, seed, iterations if big <= 128 else max(40, iterations // 4))[:n]
-
-
-@lru_cache(maxsize=1024)
-def _relaxed(n: int, dim: int, fixed: bool, seed: int, iterations: int) -> torch.Tensor:
-    """``n`` spread unit vectors (``e_1`` first and fixed when ``fixed``), cached.
-
-    The relaxation runs hundreds of tiny tensor operations: on one thread (restored
-    afterwards), since a thread pool only adds synchronisation to them."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return _relax(n, dim, fixed, seed, iterations)
-    finally:
-        torch.set_num_threads(threads)
-
-
-def _relax(n: int, dim: int, fixed: bool, seed: int, iterations: int) -> torch.Tensor:
-    if dim == 1:
-        return torch.tensor([[1.0], [-1.0]], dtype=torch.float64)[:n]
-    if dim == 2:
-        ang = 2.0 * math.pi * torch.arange(n, dtype=torch.float64) / n
-        return torch.stack([ang.cos(), ang.sin()], dim=1)
-    if n <= 2 * dim and n > dim + 1:
-        # cross-polytope vertices +-e_i: all angles >= 90 degrees
-        eye = torch.eye(dim, dtype=torch.float64)
-        return torch.cat([eye, -eye])[torch.tensor([i // 2 + (i % 2) * dim for i in range(n)])]
-    g = torch.Generator().manual_seed(seed * 1_000_003 + n * 131 + dim)
-    x = torch.randn(n, dim, generator=g, dtype=torch.float64)
-    if fixed:
-        x[0] = 0.0
-        x[0, 0] = 1.0
-    x = x / x.norm(dim=1, keepdim=True)
-    if n == 1:
-        return x
-    s = float(dim)
-    step = 0.5 / math.sqrt(n)
-    eye = torch.eye(n, dtype=torch.bool)
-    for it in range(max(iterations, 1)):
-        # unit vectors: ||x_i - x_j||^2 = 2 - 2 <x_i, x_j>; the force on x_i is
-        # sum_j w_ij (x_i - x_j) = x_i sum_j w_ij - (W x)_i  (no (n, n, d) tensor)
-        dist2 = (2.0 - 2.0 * (x @ x.T)).clamp_min(1e-12).masked_fill(eye, 1.0)
-        w = dist2.pow(-(s + 2) / 2).masked_fill(eye, 0.0)
-        grad = x * w.sum(1, keepdim=True) - w @ x  # repulsive force (descent direction)
-        grad = grad - (grad * x).sum(1, keepdim=True) * x  # tangent to the sphere
-        gn = grad.norm(dim=1, keepdim=True).clamp_min(1e-300)
-        lr = step * (1.0 - it / max(iterations, 1)) + 1e-3
-        x = x + lr * grad / gn
-        if fixed:
-            x[0] = 0.0
-            x[0, 0] = 1.0
-        x = x / x.norm(dim=1, keepdim=True)
-    return x
-
-
-def _householder(a: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-    """Reflect rows of ``t`` by the Householder map sending ``e_1`` to the unit vector ``a``.
-
-    ``a`` has shape ``(d,)`` or ``(m, d)`` (one per row of ``t``)."""
-    e1 = torch.zeros_like(a)
-    e1[..., 0] = 1.0
-    w = e1 - a
-    wn = w.norm(dim=-1, keepdim=True)
-    ok = wn > 1e-12
-    w = torch.where(ok, w / wn.clamp_min(1e-300), torch.zeros_like(w))
-    return t - 2.0 * (t * w).sum(-1, keepdim=True) * w
-
-
-def min_angle(directions: torch.Tensor) -> float:
-    """Smallest angle (radians) between distinct rows of ``directions`` (pi for < 2 rows)."""
-    if directions.shape[0] < 2:
-        return math.pi
-    u = directions / directions.norm(dim=1, keepdim=True)
-    cos = (u @ u.T).clamp(-1.0, 1.0)
-    cos.fill_diagonal_(-1.0)
-    return float(torch.acos(cos.max()))
-
-
 def choose_tau(max_degree: int, depth: int, dim: int, ball: PoincareBall | None = None,
                eps: float = DEFAULT_EPS, seed: int = 0, dtype: torch.dtype = torch.float64) -> dict:
     """``tau`` for a tree with ``max_degree`` children per node and ``depth`` levels.
@@ -244,7 +97,7 @@ def choose_tau(max_degree: int, depth: int, dim: int, ball: PoincareBall | None 
         raise ValueError(f"eps must be positive, got {eps}")
     ball = ball or PoincareBall()
     # worst case: the root's children have no parent slot, other nodes have one
-    dirs = _template(max(max_degree, 1), dim, True, seed, 200, max_degree + 1) if dim > 1 \
+    dirs = template(max(max_degree, 1), dim, True, seed, 200, max_degree + 1) if dim > 1 \
         else torch.tensor([[1.0], [-1.0]])
     theta = min_angle(dirs)
     L = math.log(1.0 / math.sin(theta / 2.0)) if theta < math.pi else 0.0
@@ -272,12 +125,15 @@ def sarkar_layout(edges: Iterable[tuple[Hashable, Hashable]], ball: PoincareBall
     needs none.  Warns when the deepest node would pass the largest radius
     representable in ``dtype`` (the projection then compresses the deep levels).
 
-    ``edge_length="isa"`` builds the layout for the reconstruction protocol in which
-    every node ranks its *ancestors* (the closure in ``(hyponym, hypernym)`` order):
-    :func:`hypermem.hierarchy.shadows.shadow_layout` (nested boundary shadows, ``dim >= 2``;
-    ``tau`` is not used), under which each node's ancestors are its nearest nodes (MAP
-    1.0 on the WordNet mammal and noun trees in 10-D).  With distance-preserving edge
-    lengths a node's children and siblings crowd out its remote ancestors instead.
+    ``edge_length="isa"`` is kept for compatibility and does **not** run Sarkar's
+    construction: it returns ``shadow_layout(edges, ball=ball, dim=dim, root=root,
+    seed=seed, dtype=dtype, device=device)`` (:func:`hypermem.hierarchy.shadows.shadow_layout`,
+    nested boundary shadows, ``dim >= 2``; ``tau`` is ignored), the layout for the
+    reconstruction protocol in which every node ranks its *ancestors* (the closure in
+    ``(hyponym, hypernym)`` order): each node's ancestors are its nearest nodes.  Call
+    :func:`~hypermem.hierarchy.shadows.shadow_layout` directly in new code (it also takes
+    ``shrink``, ``max_shrink`` and ``gamma``).  With distance-preserving edge lengths a
+    node's children and siblings crowd out its remote ancestors instead.
 
     Returns a :class:`Layout`: a ``node -> point`` dict with ``.points``, ``.nodes``,
     ``.tau`` and ``.info``.
@@ -296,8 +152,6 @@ def sarkar_layout(edges: Iterable[tuple[Hashable, Hashable]], ball: PoincareBall
     if isinstance(edge_length, str):
         if edge_length != "isa":
             raise ValueError(f"edge_length must be a mapping, None or 'isa', got {edge_length!r}")
-        from .shadows import shadow_layout
-
         return shadow_layout(edges, ball=ball, dim=dim, root=root, seed=seed, dtype=dtype, device=device)
     if int(dim) != dim or dim < 1:
         raise ValueError(f"dim must be a positive integer, got {dim!r}")
@@ -350,8 +204,8 @@ def sarkar_layout(edges: Iterable[tuple[Hashable, Hashable]], ball: PoincareBall
     frame = torch.zeros(len(order), dim, dtype=torch.float64)  # parent's direction in each node's frame
     # templates for all degrees in use, concatenated: row offset of degree k (with parent slot)
     degs = sorted({int(k) for k in degree.tolist() if k > 0})
-    tpl_fixed, off_fixed = _stack_templates(degs, dim, True, seed)
-    tpl_root = _template(int(degree[0]), dim, False, seed, 200) if int(degree[0]) > 0 else None
+    tpl_fixed, off_fixed = stack_templates(degs, dim, True, seed)
+    tpl_root = template(int(degree[0]), dim, False, seed, 200) if int(degree[0]) > 0 else None
     lv = torch.tensor([level[n] for n in order], dtype=torch.int64)
     for d in range(1, max_depth + 1):
         idx = torch.nonzero(lv == d).flatten()
@@ -360,7 +214,7 @@ def sarkar_layout(edges: Iterable[tuple[Hashable, Hashable]], ball: PoincareBall
             u = tpl_root[slot[idx]]
         else:
             rows = torch.tensor([off_fixed[int(k)] for k in degree[par].tolist()], dtype=torch.int64) + slot[idx] + 1
-            u = _householder(frame[par], tpl_fixed[rows])
+            u = householder(frame[par], tpl_fixed[rows])
         x = pts[par].to(torch.float64)
         r = tau * lengths[idx]
         y = P.point_at(u, r, c)  # child in the parent's frame
@@ -394,18 +248,6 @@ def decaying_edge_lengths(edges: Iterable[tuple[Hashable, Hashable]], ratio: flo
     children, top = tree_from_edges(edges, root)
     dep = depths(children, top)
     return {(p, c): ratio ** (dep[c] - 1) for p, cs in children.items() for c in cs if p in dep}
-
-
-def _stack_templates(degs: list[int], dim: int, fixed: bool, seed: int, iterations: int = 200
-                     ) -> tuple[torch.Tensor, dict[int, int]]:
-    rows, offsets, off = [], {}, 0
-    largest = max(degs, default=0) + int(fixed)
-    for k in degs:
-        t = _template(k, dim, fixed, seed, iterations, largest)
-        offsets[k] = off
-        off += t.shape[0]
-        rows.append(t)
-    return (torch.cat(rows) if rows else torch.zeros(0, dim, dtype=torch.float64)), offsets
 
 
 def _longest_path(parent_idx: torch.Tensor, lengths: torch.Tensor) -> float:

@@ -62,7 +62,8 @@ from collections.abc import Hashable, Iterable
 import torch
 
 from ..geometry import PoincareBall
-from .sarkar import Layout, _stack_templates, min_angle
+from .directions import min_angle, stack_templates
+from .layout import Layout
 from .tree import bfs_order, depths, tree_from_edges
 
 _ITERATIONS = 60
@@ -142,7 +143,7 @@ def _sphere_plan(order: list, children: dict, index: dict, dim: int, max_shrink:
     n, m = len(order), dim - 1
     degree = [len(children.get(b, ())) for b in order]
     degs = sorted({k for k in degree if k > 0})
-    stacked, offset_of = _stack_templates(degs, m, False, seed, _ITERATIONS)
+    stacked, offset_of = stack_templates(degs, m, False, seed, _ITERATIONS)
     factor = {}
     for k in degs:
         sigma = 2.0 * math.sin(min_angle(stacked[offset_of[k]:offset_of[k] + k]) / 2.0) if k > 1 else 2.0
@@ -173,7 +174,7 @@ def shadow_layout(edges: Iterable[tuple[Hashable, Hashable]], ball: PoincareBall
     radius that ``ball`` keeps inside its margin in ``dtype`` (the points are *not*
     projected: rankings stay exact, but :meth:`PoincareBall.project` would clip them).
 
-    Returns a :class:`~hypermem.hierarchy.sarkar.Layout` (``node -> point`` with
+    Returns a :class:`~hypermem.hierarchy.layout.Layout` (``node -> point`` with
     ``.points``, ``.nodes``, ``.tau`` (``nan``: no edge scale), ``.shadow_centres``
     ``(n, dim - 1)`` and ``.shadow_radii`` ``(n,)`` (float64, in the order of ``.nodes``:
     exact at any depth, for :func:`shadow_isa_score`) and ``.info``: ``dim``,

@@ -5,7 +5,7 @@ Nickel & Kiela, "Poincaré Embeddings for Learning Hierarchical Representations"
 
 * one point per node in the unit ball (:class:`~hypermem.hierarchy.model.HierarchyEmbedding`);
 * the softmax loss over the positive and ``k`` negatives not related to the source
-  (:func:`~hypermem.hierarchy.losses.softmax_ranking_loss`, eq. 6), negatives drawn on
+  (:func:`~hypermem.hierarchy.ranking_loss.softmax_ranking_loss`, eq. 6), negatives drawn on
   tensors by :class:`~hypermem.hierarchy.sampling.NegativeSampler`;
 * Riemannian SGD: ``theta <- proj(theta - lr (1 - ||theta||^2)^2 / 4 grad)`` (eqs. 4-5),
   i.e. :class:`geoopt.optim.RiemannianSGD` on hypermem's ball (``optimizer="rsgd"``,
@@ -46,7 +46,7 @@ import torch
 
 from ..geometry import PoincareBall
 from .fused_sgd import sample_epoch, softmax_sgd_steps
-from .losses import softmax_ranking_loss
+from .ranking_loss import softmax_ranking_loss
 from .model import HierarchyEmbedding
 from .relations import Relations, as_relations
 from .sampling import NegativeSampler

@@ -2,7 +2,7 @@
 
 One module, three ``kind`` values, sharing :class:`~hypermem.hierarchy.model.HierarchyEmbedding`:
 
-* ``poincare`` — Nickel & Kiela's softmax loss (:func:`~hypermem.hierarchy.losses.softmax_ranking_loss`)
+* ``poincare`` — Nickel & Kiela's softmax loss (:func:`~hypermem.hierarchy.ranking_loss.softmax_ranking_loss`)
   in the Poincaré ball;
 * ``euclidean`` — the same loss with the Euclidean distance (their baseline);
 * ``cones`` — Ganea et al.'s max-margin cone loss (:func:`~hypermem.hierarchy.cones.cone_loss`),
@@ -60,7 +60,7 @@ from ..hierarchy.cones import (
 )
 from ..hierarchy.evaluation import link_prediction, reconstruction
 from ..hierarchy.fused_sgd import candidates, softmax_sgd_steps
-from ..hierarchy.losses import softmax_ranking_loss
+from ..hierarchy.ranking_loss import softmax_ranking_loss
 from ..hierarchy.model import HierarchyEmbedding
 from ..hierarchy.training import OPTIMIZERS, lr_factor, make_optimizer
 from ..nn.curvature import make_ball

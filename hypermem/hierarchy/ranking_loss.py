@@ -1,4 +1,4 @@
-r"""Losses for hierarchy embeddings.
+r"""The softmax ranking loss of hierarchy embeddings (Nickel & Kiela), and torch-style reductions.
 
 Nickel & Kiela (NeurIPS 2017, eq. 6): for a related pair ``(u, v)`` and negatives
 ``N(u)`` (nodes not related to ``u``),

@@ -4,28 +4,21 @@ import warnings
 
 import pytest
 import torch
+from tree_helpers import balanced_tree
 
 from hypermem.geometry.poincare import distance_arcosh
 from hypermem.hierarchy import Relations, children_map, reconstruction, transitive_closure
 from hypermem.hierarchy.cones import cone_score, fit_entailment_cones, inner_radius, poincare_isa_score
 from hypermem.hierarchy.evaluation import link_prediction
 from hypermem.hierarchy.fused import anchor_distance
-from hypermem.hierarchy.losses import softmax_ranking_loss
+from hypermem.hierarchy.ranking_loss import softmax_ranking_loss
 from hypermem.hierarchy.sampling import NegativeSampler
 from hypermem.hierarchy.splits import link_prediction_split, transitive_reduction
 from hypermem.hierarchy.training import fit_euclidean_embeddings, fit_poincare_embeddings, lr_factor
 
 
 def balanced_isa(branching, depth):
-    edges, frontier, nxt = [], [0], 1
-    for _ in range(depth):
-        new = []
-        for p in frontier:
-            for _ in range(branching):
-                edges.append((p, nxt))
-                new.append(nxt)
-                nxt += 1
-        frontier = new
+    edges = balanced_tree(branching, depth)
     ch, roots = children_map(edges)
     return [(d, a) for a, d in transitive_closure(ch, roots[0])]  # (hyponym, hypernym)
 
@@ -209,7 +202,7 @@ def test_split_and_cones_beat_poincare_link_prediction(small_closure):
 
     cones, rep = cone_f1(40)
     assert rep.losses[-1] < 0.5 * rep.losses[0]
-    # with 29 test positives the F1 is too noisy to rank methods; scripts/bench_hierarchy.py
+    # with 29 test positives the F1 is too noisy to rank methods; benchmarks/bench_hierarchy.py
     # compares cones and the Poincaré baseline on the mammal split
     assert 0.25 < cones.f1 <= 1.0 and 0.25 < base.f1 <= 1.0, (cones, base)
 
