@@ -134,7 +134,7 @@ class EpisodicMemory:
         pred = predicate_of(self.event.wff)
         return isinstance(pred, str) and pred in self.telic_predicates
 
-    def _merge(self, other: EpisodicMemory) -> None:
+    def absorb(self, other: EpisodicMemory) -> None:
         """Absorb a duplicate of this formula: its episodes, the larger importance, the
         earlier start, the later access; the end stays open if either is open."""
         for ep in other.episodes:

@@ -36,8 +36,8 @@ from typing import Any
 
 import torch
 
-from ..store.atomic import atomic_sqlite
 from ..embed.spec import embedder_spec
+from ..store.atomic import atomic_sqlite
 from ..store.validation import (
     MemoryFileError,
     check_dim,
@@ -68,24 +68,25 @@ __all__ = ["KIND", "FORMAT_VERSION", "save_storage", "load_storage"]
 
 def save_storage(storage, path: str | os.PathLike) -> None:
     """Write ``storage`` to the SQLite file ``path``, atomically (see the module docstring)."""
-    with storage._lock:
-        mems = storage._ordered(storage.memories)
+    with storage.lock:
+        mems = list(storage)
         hyper = storage.hyperbolic
         emb = None
         if hyper is not None:
             row = {k: r for r, k in enumerate(hyper.ids)}
             rows = [row[storage.key_of(m)] for m in mems]
             emb = hyper.embeddings[rows].detach().to("cpu", torch.float64).numpy().astype("<f8")
+        settings = storage.hyperbolic_settings
         config = {
             "kind": KIND, "format": FORMAT_VERSION, "importance_threshold": storage.importance_threshold,
             "telic_predicates": sorted(storage.telic_predicates),
             "decay": None if storage.decay is None else policy_spec(storage.decay),
             "embedder": None if storage.embedder is None else embedder_spec(storage.embedder),
-            "curvature": float(storage._hyper_config["curvature"]),
-            "dtype": str(storage._hyper_config["dtype"]).replace("torch.", ""),
-            "next": storage._next, "count": len(mems),
+            "curvature": float(settings["curvature"]),
+            "dtype": str(settings["dtype"]).replace("torch.", ""),
+            "next": storage.next_seq, "count": len(mems),
         }
-        records = [(storage._seq[m], format_sexpr(m.get_wff()), m.event.ep, json.dumps(m.episodes),
+        records = [(storage.seq(m), format_sexpr(m.get_wff()), m.event.ep, json.dumps(m.episodes),
                     m.importance, None if m.telic is None else int(m.telic), m.start_time.isoformat(),
                     None if m.end_time is None else m.end_time.isoformat(), m.last_access.isoformat(),
                     int(m.access_count), int(m in storage.context), None if emb is None else emb[j].tobytes())
@@ -192,9 +193,8 @@ def load_storage(path: str | os.PathLike, embedder: Any = None, clock: Callable 
     embedder loads with the ``embedder`` given (the formulas are then embedded) or none.
     ``decay`` likewise for a custom decay policy.
     """
-    from .storage import MemoryStorage
-
-    cls = cls or MemoryStorage
+    if cls is None:
+        raise TypeError("the storage class to build is missing: call MemoryStorage.load")
     where = repr(os.fspath(path))
     config, rows = _read(path)
     seqs = [r["seq"] for r in rows]
@@ -230,9 +230,5 @@ def load_storage(path: str | os.PathLike, embedder: Any = None, clock: Callable 
         else:
             items = [{"text": format_sexpr(w), "id": f"m{s}", "t": m.start_time} for w, s, m in zip(wffs, seqs, mems)]
         storage.hyperbolic.add_many(items)
-    for m, s, r in zip(mems, seqs, rows):
-        storage._register(m, s)
-        if r["in_context"]:
-            storage.context.add(m)
-    storage._next = config["next"]
+    storage.restore([(m, s, bool(r["in_context"])) for m, s, r in zip(mems, seqs, rows)], config["next"])
     return storage

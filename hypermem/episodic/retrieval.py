@@ -28,7 +28,7 @@ import torch
 
 from ..index import ShellDistance
 from ..temporal.clock import to_seconds
-from .memory import EpisodicMemory, check_importance
+from .episodic_memory import EpisodicMemory, check_importance
 
 
 def minmax(x: torch.Tensor) -> torch.Tensor:

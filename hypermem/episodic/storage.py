@@ -19,12 +19,13 @@ from typing import Any
 
 import torch
 
-from ..store import Memory as HyperbolicMemory
+from ..store import Memory as MemoryStore
 from ..temporal.clock import to_utc, utcnow
+from .episodic_memory import DEFAULT_TELIC_PREDICATES, EpisodicMemory, as_memory_list, check_importance
 from .eventuality import Eventuality
 from .keys import Key, lookup_key, predicate_of, wff_keys
 from .matching import matches
-from .memory import DEFAULT_TELIC_PREDICATES, EpisodicMemory, as_memory_list, check_importance
+from .persistence import load_storage, save_storage
 from .retrieval import RetrievalMixin
 from .sexpr import SExpr, format_sexpr, is_symbol, is_variable, parse_sexpr, to_sexpr
 
@@ -103,7 +104,7 @@ class MemoryStorage(RetrievalMixin):
         self.decay = decay
         self.embedder = embedder
         self._hyper_config = {"curvature": curvature, "dtype": dtype, "device": device}
-        self.hyperbolic: HyperbolicMemory | None = self._new_hyperbolic()
+        self.hyperbolic: MemoryStore | None = self._new_hyperbolic()
         self.memories: set[EpisodicMemory] = set()
         self.ep_ht: dict[str, set[EpisodicMemory]] = {}
         self.wff_ht: dict[Key, set[EpisodicMemory]] = {}
@@ -113,10 +114,10 @@ class MemoryStorage(RetrievalMixin):
         self._next = 0
         self._lock = threading.RLock()
 
-    def _new_hyperbolic(self) -> HyperbolicMemory | None:
+    def _new_hyperbolic(self) -> MemoryStore | None:
         if self.embedder is None:
             return None
-        return HyperbolicMemory(embedder=self.embedder, clock=self.clock, **self._hyper_config)
+        return MemoryStore(embedder=self.embedder, clock=self.clock, **self._hyper_config)
 
     # ------------------------------------------------------------------ basics
     def __len__(self) -> int:
@@ -151,6 +152,29 @@ class MemoryStorage(RetrievalMixin):
 
     def _ordered(self, memories: Iterable[EpisodicMemory]) -> list[EpisodicMemory]:
         return sorted(memories, key=self._seq.__getitem__)
+
+    # ------------------------------------------------------------------ state (persistence)
+    lock = property(lambda self: self._lock, doc="The re-entrant lock (hold it to read several fields at once).")
+    next_seq = property(lambda self: self._next, doc="The insertion number the next new memory gets.")
+
+    def seq(self, memory: EpisodicMemory) -> int:
+        """The insertion number of a stored memory (its hyperbolic id is ``f"m{seq}"``)."""
+        return self._seq[memory]
+
+    @property
+    def hyperbolic_settings(self) -> dict[str, Any]:
+        """``curvature``, ``dtype`` and ``device`` of the hyperbolic index (a copy)."""
+        return dict(self._hyper_config)
+
+    def restore(self, entries: Iterable[tuple[EpisodicMemory, int, bool]], next_seq: int) -> None:
+        """Register loaded memories: ``(memory, seq, in_context)`` in insertion order, then
+        the next insertion number (the loader has added their formulas to ``hyperbolic``)."""
+        with self._lock:
+            for m, seq, in_context in entries:
+                self._register(m, seq)
+                if in_context:
+                    self.context.add(m)
+            self._next = int(next_seq)
 
     def _now(self) -> datetime:
         now = self.clock()
@@ -207,7 +231,7 @@ class MemoryStorage(RetrievalMixin):
             self._next = first + len(new)
             for m, target in plan:
                 if target is not m:
-                    target._merge(m)
+                    target.absorb(m)
                     for ep in target.episodes:
                         self.ep_ht.setdefault(ep, set()).add(target)
                 if context:
@@ -455,8 +479,6 @@ class MemoryStorage(RetrievalMixin):
     def save(self, path: Any) -> None:
         """Write the whole storage to one SQLite file, atomically (see
         :mod:`hypermem.episodic.persistence`)."""
-        from .persistence import save_storage
-
         save_storage(self, path)
 
     @classmethod
@@ -464,8 +486,6 @@ class MemoryStorage(RetrievalMixin):
              decay: Any = None) -> MemoryStorage:
         """Read a storage written by :meth:`save`: memories, times, episodes, context and
         indexes.  ``embedder``/``decay`` are needed only when saved ones were custom."""
-        from .persistence import load_storage
-
         return load_storage(path, embedder=embedder, clock=clock, decay=decay, cls=cls)
 
 

@@ -13,7 +13,6 @@ from .html import render_html
 from .layout import disk_coordinates, projection_coordinates, structural_coordinates
 from .mpl import plot
 
-
 __all__ = [
     "LAYOUTS",
     "disk_coordinates",
