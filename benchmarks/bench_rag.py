@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""CPU seconds of one training step of the RAG model (hypermem.train.rag.HyperbolicRAG).
+"""CPU seconds of one training step of the RAG model (hypermem.nn.HyperbolicRAG).
 
 The step cost depends on the sizes (slots, dim, batch, k), not on what the embeddings say, so
 the texts are embedded by the fast HashingEmbedder (dim 384, like MiniLM) unless
@@ -9,7 +9,7 @@ time.process_time (CPU seconds of this process, all threads) and wall seconds pe
     .venv/bin/python benchmarks/bench_rag.py                 # all nouns
     .venv/bin/python benchmarks/bench_rag.py --root mammal.n.01
 
---compare runs the whole comparison (hypermem.train.rag.run_comparison, every baseline,
+--compare runs the whole comparison (experiments/rag/comparison.py run_comparison, every baseline,
 MiniLM embeddings from the cache) once per --seeds (data split and training seed) and
 prints test metrics as mean and 95% t-interval over the seeds, and the paired difference
 (e) - (g) (hyperbolic minus its Euclidean twin) and (e) - (c):
@@ -32,7 +32,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 def step_seconds(data, fast: bool, learn_keys: bool, steps: int, batch: int, k: int) -> tuple[float, float]:
     import torch
 
-    from hypermem.train.rag import HyperbolicRAG, RAGModule, build_store, train_step
+    from experiments.rag.comparison import RAGModule, build_store, train_step
+    from hypermem.nn import HyperbolicRAG
 
     torch.manual_seed(0)
     model = HyperbolicRAG(build_store(data), data.slot_parent, data.dim, k=k, learn_keys=learn_keys, fast=fast)
@@ -62,7 +63,7 @@ def interval(values) -> tuple[float, float]:
 
 
 def compare(args) -> None:
-    from hypermem.train.rag import SYSTEMS, run_comparison
+    from experiments.rag.comparison import SYSTEMS, run_comparison
 
     runs = []
     for seed in args.seeds:
@@ -120,8 +121,8 @@ def main(argv=None) -> None:
         return
     import torch
 
+    from experiments.rag.data import build_rag_data
     from hypermem.embed import HashingEmbedder
-    from hypermem.train.rag_data import build_rag_data
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -1,4 +1,6 @@
 import os
+import sys
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -7,6 +9,10 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from installed_wheel import venv, wheel  # noqa: E402,F401  (session fixtures: the installed wheel)
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(1, str(ROOT))  # experiments/ and benchmarks/ are not installed: import them from the checkout
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 

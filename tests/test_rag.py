@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -90,8 +92,8 @@ def test_parent_vote_refuses_bad_trees():
 # -- data ------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def mammals_data():
+    from experiments.rag.data import build_rag_data
     from hypermem.data.wordnet import load_mammals
-    from hypermem.train.rag_data import build_rag_data
 
     return build_rag_data("mammal.n.01", n_test=60, seed=1, embedder=HashingEmbedder(dim=32), cache=False,
                           hierarchy=load_mammals())
@@ -115,7 +117,7 @@ def test_split_by_synset_queries_not_in_memory_answers_are_parents(mammals_data)
 
 
 def test_embedding_cache_is_reused_and_serves_subsets(tmp_path):
-    from hypermem.train.rag_data import cached_embeddings
+    from experiments.rag.data import cached_embeddings
 
     calls = []
 
@@ -135,7 +137,7 @@ def test_embedding_cache_is_reused_and_serves_subsets(tmp_path):
 
 # -- baselines and the Lightning run --------------------------------------------------------------------
 def test_ranks_and_the_store_baseline_score_like_memory_search(mammals_data):
-    from hypermem.train.rag import build_store, ranking_metrics, store_scores, target_ranks
+    from experiments.rag.comparison import build_store, ranking_metrics, store_scores, target_ranks
 
     s = torch.tensor([[0.1, 0.5, 0.3], [0.9, 0.2, 0.1]])
     r = target_ranks(s, torch.tensor([2, 0]))
@@ -153,7 +155,7 @@ def test_ranks_and_the_store_baseline_score_like_memory_search(mammals_data):
 def test_end_to_end_lightning_run_writes_tensorboard_events(mammals_data, tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from hypermem.train.rag import SYSTEMS, run_comparison
+    from experiments.rag.comparison import SYSTEMS, run_comparison
 
     cfg = {"out": str(tmp_path), "train": {"max_steps": 3, "batch_size": 64},
            "model": {"k": 8}, "eval": {"batch_size": 30}}
@@ -176,3 +178,17 @@ def test_end_to_end_lightning_run_writes_tensorboard_events(mammals_data, tmp_pa
         assert "train/loss" in tags and "val/hits@10" in tags
         losses = [e.value for e in acc.Scalars("train/loss")]
         assert len(losses) == 3 and all(math.isfinite(v) for v in losses)
+
+
+@pytest.mark.slow
+def test_the_experiment_notebook_runs_from_the_checkout(tmp_path, monkeypatch):
+    """experiments/rag/rag_end_to_end.ipynb (the small comparison) runs top to bottom; the
+    experiment is not installed, so the kernel finds it through PYTHONPATH (the checkout)."""
+    from test_notebooks import kernel_for, run_notebook
+
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.setenv("PYTHONPATH", str(root))
+    with kernel_for(sys.executable, tmp_path / "jupyter"):
+        outputs = run_notebook(root / "experiments" / "rag" / "rag_end_to_end.ipynb", tmp_path)
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    assert "(e) hyperbolic" in "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")

@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 import torch
 
+from experiments.rag.comparison import RAGModule, build_store, train_step
+from experiments.rag.data import build_rag_data
 from hypermem.data.wordnet import load_mammals
 from hypermem.embed import HashingEmbedder
 from hypermem.geometry import poincare as P
-from hypermem.train.rag import HyperbolicRAG, RAGModule, build_store, train_step
-from hypermem.train.rag_data import build_rag_data
+from hypermem.nn import HyperbolicRAG
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -74,7 +75,7 @@ def test_frozen_keys_get_no_optimizer_state(data):
 
 
 def test_the_euclidean_twin_trains_through_the_same_readout(data):
-    from hypermem.train.rag_baselines import EuclideanTwin, store_directions
+    from experiments.rag.baselines import EuclideanTwin, store_directions
 
     dirs = store_directions(build_store(data))
     assert torch.allclose(dirs.norm(dim=1), torch.ones(len(dirs)), atol=1e-5)

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from experiments.rag.comparison import LinearCosine, RAGModule, ranking_metrics, target_ranks
+from experiments.rag.data import RAGDataModule, accepted_answers, build_rag_data
 from hypermem.data.wordnet import Hierarchy, load_mammals
 from hypermem.embed import HashingEmbedder
 from hypermem.nn import ParentVote
-from hypermem.train.rag import LinearCosine, RAGModule, ranking_metrics, target_ranks
-from hypermem.train.rag_data import RAGDataModule, accepted_answers, build_rag_data
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -6,6 +6,8 @@
 * :class:`ParentVote` — a hierarchy-aware readout: a slot scored as an answer from its
   own key and its children's keys;
 * :class:`BallEncoder` — a learnable map from Euclidean features into the ball;
+* :class:`HyperbolicRAG` — a retrieval model of the three: encoder, memory with trainable
+  keys started at a store's placement, parent-vote readout (:mod:`~hypermem.nn.rag_model`);
 * :class:`HyperbolicMemoryConfig`, :class:`BallEncoderConfig` — the layers' options as
   config objects a YAML file builds (``class_path``/``init_args``; :mod:`~hypermem.nn.config`);
 * :func:`make_ball` — a ball with a fixed (buffer) or learnable curvature, shareable
@@ -26,6 +28,7 @@ from .hyperbolic_memory import (
     gathered_distance,
 )
 from .losses import entailment_cone_loss, hyperbolic_info_nce, memory_info_nce, poincare_ranking_loss
+from .rag_model import HyperbolicRAG
 from .readout import ParentVote
 
 __all__ = [
@@ -38,6 +41,7 @@ __all__ = [
     "Readout",
     "BallEncoder",
     "ParentVote",
+    "HyperbolicRAG",
     "gathered_distance",
     "all_distance",
     "hyperbolic_info_nce",

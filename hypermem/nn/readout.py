@@ -131,7 +131,7 @@ class ParentVote(nn.Module):
         neither candidates nor voters (for instance the query's own slot).  Duplicates and
         missing entries score ``-inf``.  ``select(queries, k, exclude)`` replaces
         ``memory.select`` for choosing the slots (it must return the same top-``k`` slots,
-        for instance :meth:`hypermem.train.rag.HyperbolicRAG.select`).
+        for instance :meth:`hypermem.nn.HyperbolicRAG.select`).
         """
         if len(memory) != self.parent.shape[0]:
             raise ValueError(f"the memory has {len(memory)} slots, the tree {self.parent.shape[0]}")

@@ -1,9 +1,9 @@
-r"""The baselines of the WordNet RAG benchmark (:mod:`hypermem.train.rag`).
+r"""The baselines of the WordNet RAG benchmark (:mod:`experiments.rag.comparison`).
 
 (a) flat cosine, (b) the untrained store, (c) a learned linear map scored by cosine, (d)
 the training-free sibling vote; each is a function of the query features that returns
 scores ``(B, N)`` over all slots (or, for (c), a module with ``answer_scores`` and
-``train_scores`` like :class:`hypermem.train.rag.HyperbolicRAG`).
+``train_scores`` like :class:`hypermem.nn.HyperbolicRAG`).
 """
 
 from __future__ import annotations
@@ -15,10 +15,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..embed import HashingEmbedder
-from ..nn import HyperbolicMemory, ParentVote
-from ..store import Memory
-from .rag_data import RAGData
+from hypermem.embed import HashingEmbedder
+from hypermem.nn import HyperbolicMemory, ParentVote
+from hypermem.nn.rag_model import cosine_topk
+from hypermem.store import Memory
+
+from .data import RAGData
 
 
 def flat_cosine(data: RAGData) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -83,26 +85,6 @@ class LinearCosine(nn.Module):
 
 
 # -- the Euclidean twin of (e) and its training-free version ------------------------------------------
-@torch.no_grad()
-def cosine_topk(qdirs: torch.Tensor, dirs: torch.Tensor, k: int, exclude: torch.Tensor | None = None
-                ) -> torch.Tensor:
-    """Top-``k`` slots ``(B, k)`` by cosine of unit query directions ``(B, d)`` with unit key
-    directions ``(N, d)``: one matmul and ``topk``.  ``exclude`` ``(B,)`` or ``(B, m)``
-    (``-1`` ignored) are never returned; missing entries are ``-1``."""
-    cos = qdirs.detach() @ dirs.T
-    B = cos.shape[0]
-    if exclude is not None:
-        ex = torch.as_tensor(exclude, device=cos.device).long().view(B, -1)
-        rows = torch.arange(B, device=cos.device).unsqueeze(1).expand_as(ex)
-        ok = ex >= 0
-        cos[rows[ok], ex[ok]] = -math.inf
-    vals, idx = cos.topk(min(int(k), cos.shape[1]), dim=1)
-    idx = idx.masked_fill(vals == -math.inf, -1)
-    if idx.shape[1] < k:
-        idx = torch.cat([idx, idx.new_full((B, k - idx.shape[1]), -1)], 1)
-    return idx
-
-
 def store_directions(store: Memory) -> torch.Tensor:
     """Unit directions ``(N, d)`` (float32) of the store's keys (its hierarchy placement)."""
     keys = HyperbolicMemory.from_memory(store, learn_keys=False, learn_temperature=False).keys

@@ -1,6 +1,6 @@
 r"""End-to-end retrieval-augmented model trained through the hyperbolic memory (WordNet hypernyms).
 
-The task (data: :mod:`hypermem.train.rag_data`): a memory of WordNet noun synsets, each
+The task (data: :mod:`experiments.rag.data`): a memory of WordNet noun synsets, each
 ``"lemma: gloss"`` embedded by the frozen all-MiniLM-L6-v2; a held-out synset must retrieve
 its hypernym.  Seven systems are compared on the same held-out queries (Hits@1, Hits@10,
 MRR; the rank of the best accepted answer among all slots, ties counted against it, see
@@ -21,7 +21,7 @@ system (the training-free ones included).
 (d) ``sibling vote`` — training-free use of the hierarchy: a candidate parent scores the
     best cosine among itself and its children (the query's nearest siblings vote for
     their parent);
-(e) ``hyperbolic (trained)`` — :class:`HyperbolicRAG`: frozen sentence features, a learnable
+(e) ``hyperbolic (trained)`` — :class:`hypermem.nn.HyperbolicRAG`: frozen sentence features, a learnable
     :class:`~hypermem.nn.BallEncoder`, a :class:`~hypermem.nn.HyperbolicMemory` whose keys
     start at the store's hierarchy placement and are trained, and the hierarchy-aware
     readout :class:`~hypermem.nn.ParentVote` (each candidate scored from its own key and its
@@ -31,12 +31,12 @@ system (the training-free ones included).
     over ``linear.temperature``, through the untrained ``logaddexp`` vote;
 (g) ``Euclidean twin`` — everything as (e) (linear query map, the same readout trained
     through the same top-k reads, keys at the store's directions, frozen) but cosine scores
-    (:class:`~hypermem.train.rag_baselines.EuclideanTwin`): what the hyperbolic memory
+    (:class:`~experiments.rag.baselines.EuclideanTwin`): what the hyperbolic memory
     must beat to show the geometry is the reason.
 
 :class:`RAGModule` is the Lightning module that trains (c), (e) or (g) and logs to TensorBoard;
 :func:`run_comparison` runs the whole side-by-side evaluation from a config (see
-``configs/rag_wordnet.yaml`` and ``scripts/train_rag.py``).
+``experiments/rag/rag_wordnet.yaml`` and ``experiments/rag/train_rag.py``).
 """
 
 from __future__ import annotations
@@ -57,28 +57,23 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..geometry.numerics import safe_norm
-from ..nn import BallEncoder, HyperbolicMemory, ParentVote
-from ..store import Memory
-from .rag_baselines import (
+from hypermem.nn import HyperbolicRAG
+
+from .baselines import (
     EuclideanTwin,
     LinearCosine,
     build_store,
-    cosine_topk,
     direction_vote,
     flat_cosine,
     sibling_vote,
     store_directions,
     store_scores,
 )
-from .rag_data import RAGData, RAGDataModule, build_rag_data
+from .data import RAGData, RAGDataModule, build_rag_data
 
 __all__ = ["DEFAULTS", "SYSTEMS", "HyperbolicRAG", "LinearCosine", "RAGModule", "build_store", "evaluate",
            "flat_cosine", "ranking_metrics", "results_table", "run_comparison", "sibling_vote", "store_scores",
            "target_ranks", "train_step"]
-
-logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
-logging.getLogger("lightning.fabric").setLevel(logging.WARNING)
 
 DEFAULTS: dict[str, Any] = {
     "data": {"root": None, "n_test": 2000, "n_val": None, "seed": 0, "cache": True},
@@ -130,76 +125,7 @@ def evaluate(score_fn: Callable[[torch.Tensor], torch.Tensor], queries: torch.Te
     return ranking_metrics(torch.cat(ranks))
 
 
-# -- the trained model -------------------------------------------------------------------------------
-class HyperbolicRAG(nn.Module):
-    """(e) encoder -> hyperbolic memory -> hierarchy-aware readout.
-
-    ``answer_scores`` ranks every slot exactly (:meth:`ParentVote.full`); ``train_scores``
-    uses exact top-``k`` reads (:meth:`ParentVote.topk`), so a training step costs the
-    searches plus ``O(batch x k)`` work with gradient.
-
-    The search (:meth:`select`): with the shell metric and no per-slot bias, the score
-    ``-d/tau`` is a decreasing function of the cosine between the query's and the key's
-    directions (:func:`hypermem.geometry.poincare.shell_distance_from_cosine`), so the
-    top-``k`` slots are the top-``k`` cosines: one matrix product of unit directions and a
-    ``topk``.  After an optimizer step, :meth:`after_step` refreshes the memory's cached key
-    directions and radii only for the rows that moved (the rows of the sparse key gradient).
-    """
-
-    def __init__(self, store: Memory, parent: torch.Tensor, feature_dim: int, temperature: float = 0.1,
-                 learn_keys: bool = True, two_heads: bool = False, k: int = 32, query_depth: float | str | None = None,
-                 combine: str = "logaddexp", children: str = "max", metric: str = "shell", fast: bool = True):
-        super().__init__()
-        depth = store.base_depth if query_depth is None else query_depth
-        init = "identity" if feature_dim == store.dim else "default"
-        self.encoder = BallEncoder(feature_dim, store.dim, curvature=store.curvature, depth=depth, init=init,
-                                   init_depth=store.base_depth)
-        self.vote_encoder = BallEncoder(feature_dim, store.dim, curvature=store.curvature, depth=depth, init=init,
-                                        init_depth=store.base_depth) if two_heads else None
-        self.memory = HyperbolicMemory.from_memory(store, learn_keys=learn_keys, temperature=temperature,
-                                                   sparse_grad=True, dtype=torch.float32)
-        self.memory.metric = metric
-        self.readout = ParentVote(parent, combine=combine, children=children)
-        self.k = int(k)
-        self.fast = bool(fast)
-
-    def _queries(self, x):
-        q = self.encoder(x)
-        return q, (q if self.vote_encoder is None else self.vote_encoder(x))
-
-    def answer_scores(self, x: torch.Tensor) -> torch.Tensor:
-        q, v = self._queries(x)
-        own = self.memory.score_all(q)[0]
-        vote = own if v is q else self.memory.score_all(v)[0]
-        return self.readout.full(own, vote)
-
-    @torch.no_grad()
-    def select(self, queries: torch.Tensor, k: int, exclude: torch.Tensor | None = None) -> torch.Tensor:
-        """The top-``k`` slots ``(B, k)`` of :meth:`HyperbolicMemory.select` (``exclude``
-        ``(B,)`` or ``(B, m)``, ``-1`` ignored; missing entries ``-1``), by one cosine matmul
-        and ``topk`` when the metric is the shell metric without slot bias, else by the
-        memory's own search."""
-        mem = self.memory
-        if not self.fast or mem.metric != "shell" or mem.slot_bias(None) is not None:
-            return mem.select(queries, k, exclude=exclude)
-        dirs, _ = mem.key_geometry()
-        return cosine_topk(queries / safe_norm(queries, keepdim=True), dirs, k, exclude)
-
-    def train_scores(self, x, targets, exclude):
-        """Candidates (answer first) and their scores; the label is position 0."""
-        q, v = self._queries(x)
-        return self.readout.topk(self.memory, q, v, self.k, targets=targets, exclude=exclude, select=self.select)
-
-    @torch.no_grad()
-    def after_step(self) -> None:
-        """Refresh the memory's cached key directions and radii for the rows the last sparse
-        key step moved (the other rows did not change), instead of all ``N`` rows."""
-        K = self.memory.keys
-        if not self.fast or not K.requires_grad or K.grad is None or not K.grad.is_sparse:
-            return
-        self.memory.refresh_key_rows(K.grad.coalesce().indices()[0].unique())
-
-
+# -- training -----------------------------------------------------------------------------------------
 def train_step(model: nn.Module, optimizers, x: torch.Tensor, targets: torch.Tensor, exclude: torch.Tensor,
                backward: Callable[[torch.Tensor], None] | None = None) -> torch.Tensor:
     """One step of InfoNCE on the answer: ``model.train_scores``, cross-entropy, backward
@@ -321,6 +247,13 @@ def merge_config(base: Mapping[str, Any], over: Mapping[str, Any] | None) -> dic
     return out
 
 
+def quiet_lightning() -> None:
+    """Lightning's INFO lines (accelerator, parameter counts) off for the comparison's short fits
+    (set when a fit starts, not at import)."""
+    for name in ("lightning.pytorch", "lightning.fabric"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
 def _validate(module: RAGModule, X: torch.Tensor, y: torch.Tensor, batch: int) -> None:
     """Score the validation queries now and keep the weights if they are the best so far."""
     was = module.model.training
@@ -336,6 +269,7 @@ def _fit(module: RAGModule, dm: RAGDataModule, steps: int, logdir: Path, name: s
     steps run and the step chosen."""
     from lightning.pytorch.loggers import TensorBoardLogger
 
+    quiet_lightning()
     L.seed_everything(seed, workers=True, verbose=False)
     Xv, yv = dm.val_queries()
     _validate(module, Xv, yv, dm.eval_batch)  # step 0 is a candidate too

@@ -1,9 +1,9 @@
 #!/usr/bin/env python
 """Train and evaluate the end-to-end RAG model through the hyperbolic memory, side by side
-with the baselines (see hypermem.train.rag).
+with the baselines (see experiments/rag/comparison.py).
 
-    .venv/bin/python scripts/train_rag.py --config configs/rag_wordnet.yaml
-    .venv/bin/python scripts/train_rag.py --set data.root=mammal.n.01 --set data.n_test=200 --set out=runs/rag_mammals
+    .venv/bin/python experiments/rag/train_rag.py --config experiments/rag/rag_wordnet.yaml
+    .venv/bin/python experiments/rag/train_rag.py --set data.root=mammal.n.01 --set data.n_test=200 --set out=runs/rag_mammals
 
 Every choice (the step kept by early stopping) is made on the validation leaves; the test leaves
 are scored once at the end. Prints the table (test metrics, validation MRR beside), writes
@@ -22,10 +22,15 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+if sys.path and Path(sys.path[0] or ".").resolve() == HERE:
+    sys.path.pop(0)  # this folder: its data.py must not shadow a top-level module of that name
+sys.path.insert(0, str(ROOT))  # the checkout: experiments/ is not installed
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+from experiments.rag.comparison import results_table, run_comparison  # noqa: E402
 
 
 def parse_value(text: str):
@@ -46,7 +51,7 @@ def apply_set(cfg: dict, assignment: str) -> None:
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--config", default=str(ROOT / "configs" / "rag_wordnet.yaml"))
+    p.add_argument("--config", default=str(HERE / "rag_wordnet.yaml"))
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
     args = p.parse_args(argv)
     cfg = yaml.safe_load(Path(args.config).read_text()) or {}
@@ -54,8 +59,6 @@ def main(argv=None) -> None:
         apply_set(cfg, a)
     warnings.filterwarnings("ignore", message=".*torch.jit.script.*")
     warnings.filterwarnings("ignore", message=".*LeafSpec.*")
-    from hypermem.train.rag import results_table, run_comparison
-
     summary = run_comparison(cfg)
     print()
     print(results_table(summary))

@@ -50,9 +50,9 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from ..data import wordnet
-from ..embed import embed_checked
-from ..hierarchy.tree import bfs_order, children_map, single_root
+from hypermem.data import wordnet
+from hypermem.embed import SentenceTransformerEmbedder, embed_checked
+from hypermem.hierarchy.tree import bfs_order, children_map, single_root
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -118,8 +118,6 @@ def cached_embeddings(texts: Sequence[str], embedder=None, cache: bool | str | o
         if found is not None:
             return found
     if embedder is None:
-        from ..embed import SentenceTransformerEmbedder
-
         embedder = SentenceTransformerEmbedder()
     out = np.zeros((len(texts), int(embedder.dim)), dtype=np.float32)
     t0 = time.perf_counter()
