@@ -23,7 +23,7 @@ from ..temporal.clock import to_seconds, to_utc, utcnow
 from ..viz.html import iframe_html, render_html
 from ..viz.mpl import plot
 from .atomic import atomic_write_text
-from .backends import DurableMixin
+from .backends.opening import open_memory
 from .checks import _UNSET, METRICS, MODES, _Batch, _check_meta, _check_time, _finite, _usable_device
 from .gc_pause import gc_paused
 from .persistence import from_json as memory_from_json
@@ -38,7 +38,7 @@ from .views import ViewsMixin
 
 __all__ = ["Memory", "MODES", "METRICS"]
 
-class Memory(SearchMixin, ViewsMixin, DurableMixin):
+class Memory(SearchMixin, ViewsMixin):
     r"""Hierarchy-aware, time-aware memory for agents and RAG, on torch tensors.
 
     Each memory gets a point in the Poincaré ball.  Its direction comes from its text
@@ -435,3 +435,39 @@ class Memory(SearchMixin, ViewsMixin, DurableMixin):
         """Matplotlib drawing in the Poincaré disk (the ``viz`` extra); returns the axes.
         See :func:`hypermem.viz.plot`."""
         return plot(self, ax=ax, labels=labels, at_time=at_time, layout=layout)
+
+    # ------------------------------------------------------------------ durable storage
+    _storage: Any = None
+
+    @classmethod
+    def open(cls, target, read_only: bool = False, **memory_kwargs: Any):
+        """A memory bound to durable storage at ``target``: a file path (SQLite, WAL,
+        write-through) or a ``postgresql://`` URL (PostgreSQL + pgvector).
+
+        A new target is created with the ``Memory`` keyword arguments; an existing one is
+        read back (its stored settings win; passing a different value is a ``ValueError``;
+        custom embedders and decay policies must be passed again).  ``read_only=True``
+        opens an existing target for reading only.  Storage options:
+        ``vector_dtype="float32"`` stores embeddings as float32 (half the disk; reopened
+        directions then differ from the writer's by float32 rounding), SQLite
+        ``synchronous="FULL"`` (default; ``"NORMAL"`` survives a process kill but not a
+        power cut).  See :mod:`hypermem.store.backends`."""
+        return open_memory(cls, target, read_only=read_only, **memory_kwargs)
+
+    @property
+    def storage(self):
+        """The storage this memory writes through to (``None`` for an in-process store)."""
+        return self._storage
+
+    def close(self) -> None:
+        """Close the storage connection (a no-op for an in-process store).  Every call that
+        returned is already committed; nothing is flushed here."""
+        st = self._storage
+        if st is not None:
+            st.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -9,6 +9,6 @@ itself (:mod:`~hypermem.store.backends.pg_search`): an exact search with a certi
 stop and an HNSW search re-scored in float64.  See ``docs/storage.md``.
 """
 
-from .durable import DurableMixin, StorageError, durable_class
+from .durable import StorageError, durable_class
 
-__all__ = ["DurableMixin", "StorageError", "durable_class"]
+__all__ = ["StorageError", "durable_class"]

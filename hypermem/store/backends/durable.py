@@ -35,52 +35,11 @@ from typing import Any
 from ..records import MemoryRecord
 from .rows import encode, restore
 
-__all__ = ["StorageError", "DurableMixin", "durable_class"]
+__all__ = ["StorageError", "durable_class"]
 
 
 class StorageError(RuntimeError):
     """Durable storage failed (connection lost, disk full, read-only store...)."""
-
-
-class DurableMixin:
-    """``Memory.open`` / ``close`` / context manager; a plain ``Memory`` is not durable."""
-
-    _storage: Any = None
-
-    @classmethod
-    def open(cls, target, read_only: bool = False, **memory_kwargs: Any):
-        """A memory bound to durable storage at ``target``: a file path (SQLite, WAL,
-        write-through) or a ``postgresql://`` URL (PostgreSQL + pgvector).
-
-        A new target is created with the ``Memory`` keyword arguments; an existing one is
-        read back (its stored settings win; passing a different value is a ``ValueError``;
-        custom embedders and decay policies must be passed again).  ``read_only=True``
-        opens an existing target for reading only.  Storage options:
-        ``vector_dtype="float32"`` stores embeddings as float32 (half the disk; reopened
-        directions then differ from the writer's by float32 rounding), SQLite
-        ``synchronous="FULL"`` (default; ``"NORMAL"`` survives a process kill but not a
-        power cut).  See :mod:`hypermem.store.backends`."""
-        from .opening import open_memory
-
-        return open_memory(cls, target, read_only=read_only, **memory_kwargs)
-
-    @property
-    def storage(self):
-        """The storage this memory writes through to (``None`` for an in-process store)."""
-        return self._storage
-
-    def close(self) -> None:
-        """Close the storage connection (a no-op for an in-process store).  Every call that
-        returned is already committed; nothing is flushed here."""
-        st = self._storage
-        if st is not None:
-            st.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
 
 class DurableStore:

@@ -1,0 +1,39 @@
+"""The package's import contracts ([tool.importlinter] in pyproject.toml): layers, no
+import cycles (imports inside functions included), private modules kept private."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+LINT = Path(sys.executable).with_name("lint-imports")
+
+
+@pytest.mark.skipif(not LINT.exists(), reason="import-linter is not installed (the dev extra)")
+def test_import_contracts_hold():
+    out = subprocess.run([str(LINT), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+    assert "3 kept, 0 broken" in out.stdout
+
+
+def test_a_layer_violation_is_caught(tmp_path):
+    """The contract is live: a store module importing the training layer breaks it."""
+    if not LINT.exists():
+        pytest.skip("import-linter is not installed (the dev extra)")
+    pkg = tmp_path / "hypermem"
+    for sub in ("store", "train", "geometry"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "store" / "bad.py").write_text("def f():\n    from ..train import x\n")
+    (tmp_path / ".importlinter").write_text(
+        "[importlinter]\nroot_package = hypermem\n\n[importlinter:contract:layers]\nname = layers\n"
+        "type = layers\ncontainers = hypermem\nlayers =\n    train\n    store\n    geometry\n")
+    out = subprocess.run([str(LINT), "--no-cache"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                         env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 1, out.stdout
+    assert "hypermem.store.bad -> hypermem.train" in out.stdout
