@@ -15,7 +15,7 @@ import math
 
 import torch
 
-from .conversion import as_points
+from .conversion import as_points, check_curvature
 from .numerics import arcosh1p
 
 
@@ -28,10 +28,15 @@ def lorentz_inner(X, Y) -> torch.Tensor:
 
 def lorentz_distance(X, Y, curvature: float = 1.0) -> torch.Tensor:
     r"""Geodesic distance on the hyperboloid: ``(1/sqrt(c)) arcosh(-c <X, Y>_L)``."""
-    from .conversion import check_curvature
+    return distance_from_lorentz_inner(lorentz_inner(X, Y), check_curvature(curvature))
 
-    c = check_curvature(curvature)
-    return arcosh1p(-c * lorentz_inner(X, Y) - 1.0) / math.sqrt(c)
+
+def distance_from_lorentz_inner(inner: torch.Tensor, c: float = 1.0) -> torch.Tensor:
+    r"""``(1/sqrt(c)) arcosh(-c <X, Y>_L)`` from the Lorentzian inner product (Nickel & Kiela
+    2018), evaluated as ``arcosh1p(-c <X, Y>_L - 1)`` (precise for close points).  The one
+    home of the formula: :func:`lorentz_distance` and the MIPS index
+    (:class:`hypermem.index.MIPSIndex`) use it."""
+    return arcosh1p(-c * inner - 1.0) / math.sqrt(c)
 
 
 def to_mips_vectors(X) -> torch.Tensor:

@@ -53,6 +53,13 @@ _TINY = {
 }
 
 
+MIN_WEIGHT = 1e-6
+"""Floor of a temporal weight before its logarithm enters a score (``ln 1e-6 ~ -13.8``):
+the smallest weight any built-in policy of :mod:`hypermem.temporal` returns and the floor
+of :func:`hypermem.retrieval.scoring.score_bias`.  Defined here, below both, so the two
+share one value without importing each other."""
+
+
 def ball_margin(dtype: torch.dtype) -> float:
     """Relative margin ``m`` that keeps points at ``sqrt(c)||x|| <= 1 - m`` for ``dtype``."""
     return _MARGINS.get(dtype, 1e-3)

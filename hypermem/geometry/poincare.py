@@ -95,11 +95,30 @@ def distance_arcosh(x, y, c: Curvature = 1.0) -> torch.Tensor:
     Evaluated as ``arcosh1p`` of the fraction, which keeps small distances precise.
     """
     x, y = as_points(x, y)
-    t = tiny(x.dtype)
-    a = (1.0 - c * sq_norm(x)).clamp_min(t)
-    b = (1.0 - c * sq_norm(y)).clamp_min(t)
-    u = 2.0 * c * sq_norm(x - y) / (a * b)
-    return arcosh1p(u) / _sqrt_c(c)
+    return arcosh_distance(sq_norm(x - y), boundary_gap(sq_norm(x), c), boundary_gap(sq_norm(y), c), c)
+
+
+def boundary_gap(sq, c: Curvature = 1.0) -> torch.Tensor:
+    r"""``1 - c ||x||^2`` from the squared norm ``sq``, floored at the dtype's ``tiny``
+    (``2 / lambda_x``: the factor of both distance formulas that vanishes at the boundary)."""
+    return (1.0 - c * sq).clamp_min(tiny(sq.dtype))
+
+
+def arcosh_distance(sq_diff: torch.Tensor, gap_x: torch.Tensor, gap_y: torch.Tensor,
+                    c: Curvature = 1.0) -> torch.Tensor:
+    r"""The arcosh distance from its parts (Nickel & Kiela 2017, eq. 1, curvature c):
+
+    ``d_c = (1 / sqrt(c)) arcosh(1 + 2c sq_diff / (gap_x gap_y))``
+
+    with ``sq_diff = ||x - y||^2`` and ``gap = 1 - c||.||^2`` (:func:`boundary_gap`, or any
+    equal form: the index takes it from the hyperbolic radius).  The one home of the
+    formula: :func:`distance_arcosh`, :func:`pairwise_distance`, the index's
+    :class:`~hypermem.index.HyperbolicDistance` and the differentiable memory's distances
+    (:mod:`hypermem.nn.distance`) evaluate it here; the closed-form training kernels
+    (:mod:`hypermem.hierarchy.fused`, ``fused_sgd``, ``compiled_sgd``) keep their own copy
+    and ``tests/test_formula_contract.py`` checks them against it.
+    """
+    return arcosh1p(2.0 * c * sq_diff / (gap_x * gap_y)) / _sqrt_c(c)
 
 
 def distance_to_origin(x, c: Curvature = 1.0) -> torch.Tensor:
@@ -124,11 +143,9 @@ def pairwise_distance(x, y, c: Curvature = 1.0) -> torch.Tensor:
     if x.dim() < 2 or y.dim() < 2:
         raise ValueError(f"pairwise_distance needs (n, d) and (m, d) inputs, got shapes "
                          f"{tuple(x.shape)} and {tuple(y.shape)}")
-    t = tiny(x.dtype)
     d2 = torch.cdist(x, y, compute_mode="donot_use_mm_for_euclid_dist").square()
-    a = (1.0 - c * sq_norm(x)).clamp_min(t).unsqueeze(-1)
-    b = (1.0 - c * sq_norm(y)).clamp_min(t).unsqueeze(-2)
-    return arcosh1p(2.0 * c * d2 / (a * b)) / _sqrt_c(c)
+    gap_x = boundary_gap(sq_norm(x), c).unsqueeze(-1)
+    return arcosh_distance(d2, gap_x, boundary_gap(sq_norm(y), c).unsqueeze(-2), c)
 
 
 def expmap0(v, c: Curvature = 1.0) -> torch.Tensor:
@@ -273,8 +290,7 @@ def shell_distance(x, y, depth, c: Curvature = 1.0) -> torch.Tensor:
     zero = (sq_norm(x) == 0) | (sq_norm(y) == 0)
     half_chord = torch.where(zero, torch.full_like(half_chord, math.sqrt(0.5)), half_chord)
     depth_t = as_tensor(depth, dtype=x.dtype, device=x.device, name="depth")
-    sc = _sqrt_c(c)
-    return 2.0 / sc * torch.asinh(torch.sinh(sc * depth_t) * half_chord)
+    return shell_distance_from_half_chord(half_chord, shell_scale(depth_t, c), c)
 
 
 def shell_distance_from_cosine(cos, depth, c: Curvature = 1.0) -> torch.Tensor:
@@ -286,9 +302,31 @@ def shell_distance_from_cosine(cos, depth, c: Curvature = 1.0) -> torch.Tensor:
     """
     (cos,) = as_tensors(cos, names=("cos",))
     depth_t = as_tensor(depth, dtype=cos.dtype, device=cos.device, name="depth")
-    sc = _sqrt_c(c)
     s = ((1.0 - cos.clamp(-1.0, 1.0)) * 0.5).clamp_min(tiny(cos.dtype)).sqrt()
-    return 2.0 / sc * torch.asinh(torch.sinh(sc * depth_t) * s)
+    return shell_distance_from_half_chord(s, shell_scale(depth_t, c), c)
+
+
+def shell_scale(depth, c: Curvature = 1.0):
+    r"""``sinh(sqrt(c) rho)`` of the shell at hyperbolic radius ``rho = depth``: a Python
+    float for a float depth and curvature, else a tensor."""
+    sc = _sqrt_c(c)
+    x = sc * depth
+    return torch.sinh(x) if isinstance(x, torch.Tensor) else math.sinh(x)
+
+
+def shell_distance_from_half_chord(half_chord, scale, c: Curvature = 1.0) -> torch.Tensor:
+    r"""The shell distance from its parts: ``d = (2 / sqrt(c)) arsinh(scale * h)`` with
+    ``scale = sinh(sqrt(c) rho)`` (:func:`shell_scale`) and ``h = sin(theta / 2) =
+    ||u - v|| / 2 = sqrt((1 - cos theta) / 2)`` for unit directions (the hyperbolic law of
+    cosines, see :func:`shell_distance`).
+
+    The one home of the formula: :func:`shell_distance`, :func:`shell_distance_from_cosine`
+    and the differentiable memory's distances (:mod:`hypermem.nn.distance`) evaluate it
+    here; the search kernel's :class:`~hypermem.index.ShellDistance` keeps an in-place copy
+    (its hot loop) that ``tests/test_formula_contract.py`` checks against it.
+    """
+    sc = _sqrt_c(c)
+    return 2.0 / sc * torch.asinh(scale * half_chord)
 
 
 def random_points(n: int, dim: int, max_hyperbolic_radius: float = 2.0, seed: int | None = None,

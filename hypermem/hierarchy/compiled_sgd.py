@@ -19,7 +19,9 @@ epoch is one loop nest compiled by `numba <https://numba.pydata.org>`_ (the ``fa
 extra), which computes the same numbers (to rounding: sums run in another order).
 :func:`compiled_epoch_available` says whether it can run;
 :func:`~hypermem.hierarchy.fused_sgd.softmax_sgd_steps` takes the torch steps otherwise (no
-numba, a GPU tensor).
+numba, a GPU tensor).  A numba kernel cannot call torch, so the distance is a copy of
+:func:`hypermem.geometry.poincare.arcosh_distance` in scalar code;
+``tests/test_formula_contract.py`` checks the kernel's steps against the torch tiers.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ import torch
 
 from ..geometry import PoincareBall
 from ..geometry.conversion import as_tensor
-from ..geometry.numerics import tiny
+from ..geometry.poincare import boundary_gap
 from .relations import Relations, as_relations
 
 
@@ -68,18 +68,21 @@ def euclidean_pairwise(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return torch.cdist(x, y)
 
 
-def _poincare_rank_key(c: float) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+def poincare_rank_key(c: float) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """All-pairs ``||x - y||^2 / ((1 - c||x||^2)(1 - c||y||^2))``: the Poincaré distance is
-    ``arcosh(1 + 2c * key) / sqrt(c)``, increasing in the key, so ranks are the same and
-    the ``arcosh`` (several passes over the ``(B, n)`` block) is skipped."""
+    ``arcosh(1 + 2c * key) / sqrt(c)`` (:func:`hypermem.geometry.poincare.arcosh_distance`
+    of the same parts), increasing in the key, so ranks are the same and the ``arcosh``
+    (several passes over the ``(B, n)`` block) is skipped.  The block is built in place
+    (one ``(B, n)`` allocation); ``tests/test_formula_contract.py`` checks it against
+    :mod:`hypermem.geometry`."""
     cache: dict = {}
 
     def key(q: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
         if cache.get("p") is not p:
             p2 = (p * p).sum(-1)
-            cache.update(p=p, p2=p2, ip=1.0 / (1.0 - c * p2).clamp_min(tiny(p.dtype)))
+            cache.update(p=p, p2=p2, ip=1.0 / boundary_gap(p2, c))
         q2 = (q * q).sum(-1)
-        iq = 1.0 / (1.0 - c * q2).clamp_min(tiny(q.dtype))
+        iq = 1.0 / boundary_gap(q2, c)
         out = q @ p.T
         out.mul_(-2.0).add_(q2[:, None]).add_(cache["p2"][None, :]).clamp_(min=0.0)
         return out.mul_(iq[:, None]).mul_(cache["ip"][None, :])
@@ -112,8 +115,8 @@ def _pairwise_fn(distance) -> Callable[[torch.Tensor, torch.Tensor], torch.Tenso
     if getattr(distance, "geometry", None) == "euclidean":
         return _euclidean_rank_key
     c = _ball_curvature(distance)
-    if c is not None and not getattr(distance, "_learnable", False):
-        return _poincare_rank_key(c)
+    if c is not None and not getattr(distance, "learnable", False):
+        return poincare_rank_key(c)
     if hasattr(distance, "pairwise_distance"):
         return _as_tensor_output(distance.pairwise_distance)
     if callable(distance):
@@ -135,7 +138,9 @@ def _as_tensor_output(fn):
     return wrapped
 
 
-def _points_tensor(points, nodes, device=None) -> tuple[torch.Tensor, list]:
+def points_tensor(points, nodes, device=None) -> tuple[torch.Tensor, list]:
+    """``(n, d)`` points and their labels from a mapping ``{node: point}`` (in ``nodes``'
+    order when given) or from a tensor (labels ``nodes`` or ``0..n-1``)."""
     if isinstance(points, Mapping):
         labels = list(points.keys()) if nodes is None else list(nodes)
         missing = [n for n in labels if n not in points]
@@ -196,7 +201,7 @@ def reconstruction(points: Mapping[Hashable, object] | torch.Tensor,
     """
     if isinstance(closure, Relations) and nodes is None and not isinstance(points, Mapping):
         nodes = closure.nodes
-    x, labels = _points_tensor(points, nodes, device)
+    x, labels = points_tensor(points, nodes, device)
     c = _ball_curvature(distance)
     if c is not None:
         _check_in_ball(x, labels, c)
@@ -238,7 +243,7 @@ def reconstruction(points: Mapping[Hashable, object] | torch.Tensor,
         d_rel = torch.gather(d, 1, tgt).masked_fill(~valid, math.inf)
         d_rel, order = d_rel.sort(dim=1)
         # #nodes strictly closer than each related distance, minus the related ones among them
-        closer_all = _count_below(d, d_rel)
+        closer_all = count_below(d, d_rel)
         closer_rel = torch.searchsorted(d_rel, d_rel, side="left")
         unrelated_closer = (closer_all - closer_rel).to(torch.float64)
         k = (col + 1).to(torch.float64)[None, :]
@@ -282,7 +287,7 @@ def _check_in_ball(x: torch.Tensor, labels: list, c: float) -> None:
                          f"them (PoincareBall.project) or evaluate with distance='euclidean'")
 
 
-def _count_below(d: torch.Tensor, thresholds: torch.Tensor) -> torch.Tensor:
+def count_below(d: torch.Tensor, thresholds: torch.Tensor) -> torch.Tensor:
     """``out[b, k] = #{w : d[b, w] < thresholds[b, k]}`` for row-wise sorted thresholds.
 
     The values below each row's largest threshold are gathered and compared with the

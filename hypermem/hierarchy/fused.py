@@ -15,6 +15,10 @@ and symmetrically for ``v``.  A ball of curvature ``-c`` scales the points by
 ``sqrt(c)`` (``d_c(u, v) = d_1(sqrt(c) u, sqrt(c) v) / sqrt(c)``), which leaves the
 gradient formula in the scaled points unchanged.  ``gamma - 1`` is kept as ``z`` so
 ``arcosh(1 + z) = log1p(z + sqrt(z (z + 2)))`` stays precise for close points.
+
+The home of the distance is :func:`hypermem.geometry.poincare.arcosh_distance`; this is a
+copy because the backward reuses the forward's ``sqrt(z (z + 2))``, and
+``tests/test_formula_contract.py`` checks it against the home.
 """
 
 from __future__ import annotations

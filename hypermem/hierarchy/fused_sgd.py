@@ -1,7 +1,7 @@
 r"""Riemannian SGD on Nickel & Kiela's softmax loss, one batch at a time without autograd.
 
 The update is exactly the one of :class:`geoopt.optim.RiemannianSGD` (no momentum) on
-the loss of :func:`~hypermem.hierarchy.losses.softmax_ranking_loss` summed over the
+the loss of :func:`~hypermem.hierarchy.ranking_loss.softmax_ranking_loss` summed over the
 batch (Nickel & Kiela, NeurIPS 2017, eqs. 4-6), computed in closed form:
 
 * distances ``d_bj = d(x_{u_b}, x_{c_bj})`` to the candidates ``c_b0`` (the positive) and
@@ -16,7 +16,9 @@ batch (Nickel & Kiela, NeurIPS 2017, eqs. 4-6), computed in closed form:
 Skipping autograd, the optimizer's dense pass over the whole table and the per-batch
 negative draws (:func:`sample_epoch` draws the negatives of a whole epoch at once) makes
 an epoch on the WordNet mammals several times faster than the generic loop, on a CPU,
-with the same result up to rounding.
+with the same result up to rounding.  The distance is written out in the step (it shares
+its intermediates with the closed-form gradient); ``tests/test_formula_contract.py`` checks
+it against :func:`hypermem.geometry.poincare.arcosh_distance`, its home.
 """
 
 from __future__ import annotations

@@ -55,8 +55,8 @@ from dataclasses import dataclass
 import torch
 
 from ..geometry import PoincareBall
-from ..geometry.numerics import tiny
-from .evaluation import _count_below, _poincare_rank_key, _points_tensor, reconstruction
+from ..geometry.poincare import boundary_gap
+from .evaluation import count_below, poincare_rank_key, points_tensor, reconstruction
 from .relations import Relations, as_relations
 
 _ROW_SPACING = 400.0
@@ -139,18 +139,17 @@ class _RankState:
         """``(m, n)`` keys of the evaluation.  The key function caches ``p``'s norms by tensor
         object; :meth:`move` changes :attr:`x` in place, so it drops the one kept for ``x``."""
         if p is not self.x:
-            return _poincare_rank_key(self.c)(q, p)
+            return poincare_rank_key(self.c)(q, p)
         if self._key_fn is None:
-            self._key_fn = _poincare_rank_key(self.c)
+            self._key_fn = poincare_rank_key(self.c)
         return self._key_fn(q, p)
 
     def pair_keys(self, idx: torch.Tensor) -> torch.Tensor:
         """The same key for the listed pairs only (row by row, no ``(m, n)`` block)."""
         a, b = self.x[self.pairs[idx, 0]], self.x[self.pairs[idx, 1]]
         a2, b2 = (a * a).sum(-1), (b * b).sum(-1)
-        t = tiny(a.dtype)
-        return (a2 + b2 - 2.0 * (a * b).sum(-1)).clamp(min=0.0) / (
-            (1.0 - self.c * a2).clamp_min(t) * (1.0 - self.c * b2).clamp_min(t))
+        sq_diff = (a2 + b2 - 2.0 * (a * b).sum(-1)).clamp(min=0.0)
+        return sq_diff / (boundary_gap(a2, self.c) * boundary_gap(b2, self.c))
 
     def partners(self, u: int) -> torch.Tensor:
         return self.tgt[self.off[u]:self.off[u + 1]]
@@ -213,7 +212,7 @@ class _RankState:
         # S_desc: rank of (w, u) in the rows of u's descendants
         if alive.numel() and v.dw is not None:
             dx, order = self.keys(self.x[v.desc], cand[alive]).sort(dim=1)  # (|desc|, alive)
-            below = _count_below(v.dw, dx)
+            below = count_below(v.dw, dx)
             total[alive] += torch.zeros_like(below).scatter_(1, order, below).sum(0).to(torch.float64)
         total[total >= bound] = math.inf
         return total
@@ -345,7 +344,7 @@ def polish_ranks(points: Mapping[Hashable, object] | torch.Tensor,
     ball = ball if ball is not None else PoincareBall(1.0)
     if isinstance(closure, Relations) and nodes is None and not isinstance(points, Mapping):
         nodes = closure.nodes
-    x, labels = _points_tensor(points, nodes)
+    x, labels = points_tensor(points, nodes)
     rel = as_relations(closure, nodes=labels, device=x.device)
     if rel.n != x.shape[0]:
         raise ValueError(f"{x.shape[0]} points but {rel.n} nodes in the closure")

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from ..geometry import PoincareBall, to_mips_vectors
-from ..geometry.numerics import arcosh1p
+from ..geometry.lorentz import distance_from_lorentz_inner
 from .topk import exact_topk
 
 BACKENDS = ("auto", "torch", "numpy", "faiss")
@@ -109,7 +109,7 @@ class MIPSIndex:
             # exact inner products of the candidates, in the stored precision
             V = self._vectors.to(Q.device)
             ip = (V[ind_t.clamp_min(0).to(Q.device)] * Q.unsqueeze(1)).sum(-1)
-            dist = arcosh1p(-c * ip - 1.0) / math.sqrt(c)
+            dist = distance_from_lorentz_inner(ip, c)
             dist = torch.where(ind_t.to(Q.device) < 0, torch.full_like(dist, math.inf), dist)
             order = torch.argsort(dist, dim=1, stable=True)
             out = torch.gather(dist, 1, order), torch.gather(ind_t.to(Q.device), 1, order)
@@ -121,11 +121,11 @@ class MIPSIndex:
             order = np.argsort(-np.take_along_axis(ip, part, 1), axis=1, kind="stable")
             ind = np.take_along_axis(part, order, 1)
             best = np.take_along_axis(ip, ind, 1)
-            dist = arcosh1p(torch.as_tensor(-c * best - 1.0)) / math.sqrt(c)
+            dist = distance_from_lorentz_inner(torch.as_tensor(best), c)
             out = _pad(dist.to(Q.dtype), torch.as_tensor(ind), int(k))
         else:
             def distance(s, idx):
-                return arcosh1p(-c * s - 1.0) / math.sqrt(c)
+                return distance_from_lorentz_inner(s, c)
 
             _, ind, dist = exact_topk(Q, self._vectors.to(Q.dtype), int(k), distance)
             out = dist, ind

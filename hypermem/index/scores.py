@@ -11,6 +11,12 @@ the cosine ``s`` between a query direction and a stored direction.
   ``g = (1 / sqrt(c)) arcosh(1 + 2c ||q - p||^2 / ((1 - c r_q^2)(1 - c r_j^2)))``.
   ``1 - c r^2 = 1 / cosh^2(sqrt(c) R / 2)`` is taken from the hyperbolic radius ``R``,
   which keeps it precise near the boundary.
+
+The formulas have their home in :mod:`hypermem.geometry.poincare`: the hyperbolic model
+evaluates :func:`~hypermem.geometry.poincare.arcosh_distance` there; the shell model keeps
+an in-place copy of :func:`~hypermem.geometry.poincare.shell_distance_from_half_chord` (it
+runs on every chunk of the search's hot loop, where the generic form would allocate two
+more ``(B, chunk)`` blocks), checked against it by ``tests/test_formula_contract.py``.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import math
 
 import torch
 
-from ..geometry.numerics import arcosh1p
+from ..geometry.poincare import arcosh_distance, shell_scale
 
 _SLACK = {torch.float32: 1e-5, torch.float64: 1e-12}
 
@@ -29,7 +35,7 @@ class ShellDistance:
 
     def __init__(self, curvature: float, depth: float):
         self.sc = math.sqrt(curvature)
-        self.scale = math.sinh(self.sc * depth)
+        self.scale = shell_scale(depth, curvature)
 
     def __call__(self, s: torch.Tensor, idx: torch.Tensor | None = None) -> torch.Tensor:
         half = (1.0 - s).mul_(0.5).clamp_(min=0.0).sqrt_()
@@ -60,4 +66,4 @@ class HyperbolicDistance:
         kn, ka = self.kn[idx], self.ka[idx]
         qn, qa = self.qn.unsqueeze(1), self.qa.unsqueeze(1)
         sq = (qn - kn).pow(2) + 2.0 * qn * kn * (1.0 - s).clamp_min(0.0)
-        return arcosh1p(2.0 * self.c * sq / (qa * ka)) / self.sc
+        return arcosh_distance(sq, qa, ka, self.c)

@@ -11,31 +11,28 @@ in the keys' dtype: in bfloat16 ``1 - c|k|^2`` has 8 bits of mantissa, and keys 
 
 from __future__ import annotations
 
-import math
-
 import torch
 
-from ..geometry.numerics import arcosh1p, tiny
+from ..geometry.numerics import tiny
+from ..geometry.poincare import arcosh_distance, boundary_gap, shell_distance_from_half_chord, shell_scale
 
 Curvature = float | torch.Tensor
 
 
 def _from_products(qk: torch.Tensor, q2: torch.Tensor, k2: torch.Tensor, metric: str, curvature: Curvature,
                    base_depth: float) -> torch.Tensor:
-    """Distances from inner products ``<q, k>`` and squared norms (broadcasting shapes)."""
+    """Distances from inner products ``<q, k>`` and squared norms (broadcasting shapes):
+    the formulas of :func:`hypermem.geometry.poincare.arcosh_distance` and
+    :func:`~hypermem.geometry.poincare.shell_distance_from_half_chord`."""
     c = curvature
     t = tiny(qk.dtype)
     if metric == "hyperbolic":
         diff2 = (q2 + k2 - 2.0 * qk).clamp_min(0.0)
-        a = (1.0 - c * q2).clamp_min(t)
-        b = (1.0 - c * k2).clamp_min(t)
-        return arcosh1p(2.0 * c * diff2 / (a * b)) / c**0.5
+        return arcosh_distance(diff2, boundary_gap(q2, c), boundary_gap(k2, c), c)
     cos = qk / (q2.clamp_min(t) * k2.clamp_min(t)).sqrt()
     # ||u - v|| / 2 = sqrt((1 - cos) / 2) for unit directions u, v
     half_chord = ((1.0 - cos) * 0.5).clamp_min(t).sqrt()
-    sc = c**0.5
-    scale = torch.sinh(sc * base_depth) if isinstance(sc, torch.Tensor) else math.sinh(sc * base_depth)
-    return (2.0 / sc) * torch.asinh(scale * half_chord)
+    return shell_distance_from_half_chord(half_chord, shell_scale(base_depth, c), c)
 
 
 def gathered_distance(queries: torch.Tensor, keys: torch.Tensor, metric: str, curvature: Curvature,

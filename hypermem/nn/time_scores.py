@@ -3,17 +3,19 @@ r"""The slot bias of :class:`~hypermem.nn.HyperbolicMemory`'s score (a mixin of 
 ``b_j = depth_bias * depth_j + time_coef * log w_j(t)``, where ``w_j(t)`` is the temporal
 policy's weight of slot ``j`` at time ``t`` (:mod:`hypermem.temporal`) times its
 importance, floored at ``MIN_WEIGHT`` — the bias terms of
-:meth:`hypermem.store.Memory.search`.
+:meth:`hypermem.store.Memory.search`.  The policy is asked through
+:func:`hypermem.temporal.policy_weights` and the time term is
+:func:`hypermem.retrieval.scoring.score_bias`, the homes of both formulas.
 """
 
 from __future__ import annotations
 
-import math
 from datetime import datetime
 
 import torch
 
-from ..temporal import MIN_WEIGHT, NoDecay
+from ..retrieval.scoring import score_bias
+from ..temporal import MIN_WEIGHT, NoDecay, policy_weights
 from ..temporal.clock import to_seconds, to_utc
 
 
@@ -27,18 +29,8 @@ class TimeScores:
         if self.timestamps is not None and not isinstance(self.decay, NoDecay):
             now = to_seconds(to_utc(at_time) if isinstance(at_time, datetime) else at_time) \
                 if at_time is not None else to_seconds(to_utc(self.clock()))
-            n = len(self)
-            dev = self.keys.device
-            acc = self.access_counts if self.access_counts is not None else \
-                torch.zeros(n, dtype=torch.float64, device=dev)
-            lo = self.valid_from if self.valid_from is not None else \
-                torch.full((n,), -math.inf, dtype=torch.float64, device=dev)
-            hi = self.valid_until if self.valid_until is not None else \
-                torch.full((n,), math.inf, dtype=torch.float64, device=dev)
-            w = torch.as_tensor(self.decay.weight(now, self.timestamps, acc, lo, hi), dtype=torch.float64,
-                                device=dev)
-            if w.shape != (n,):
-                raise ValueError(f"the decay policy returned shape {tuple(w.shape)}, expected ({n},)")
+            w = policy_weights(self.decay, now, self.timestamps, self.access_counts, self.valid_from,
+                               self.valid_until)
         if self.importance is not None:
             imp = self.importance.to(torch.float64)
             w = imp if w is None else w * imp
@@ -63,5 +55,5 @@ class TimeScores:
         w = self.time_weights(at_time)
         if w is None:
             return None
-        tb = (self.time_coef * w.log()).to(self.keys.dtype)
+        tb = score_bias(w, None, self.time_coef, 0.0).to(self.keys.dtype)
         return tb if idx is None else tb[idx]

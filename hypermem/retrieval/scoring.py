@@ -1,12 +1,17 @@
-"""Combining geometry and time into one retrieval score."""
+r"""Combining geometry and time into one retrieval score (the one home of the formula).
+
+``score = -distance + depth_bias * depth + time_coef * log(max(time_weight, MIN_WEIGHT))``:
+:func:`combine` evaluates it; :func:`score_bias` is its query-independent part, which the
+store's search (through :func:`hypermem.index.exact_topk`), the durable backends and the
+differentiable memory (:mod:`hypermem.nn.time_scores`) add to ``-distance``.
+"""
 
 from __future__ import annotations
 
 import torch
 
 from ..geometry.conversion import as_tensors
-
-MIN_WEIGHT = 1e-6  # equals hypermem.temporal.MIN_WEIGHT (tested)
+from ..geometry.numerics import MIN_WEIGHT
 
 
 def combine(distances, time_weights=None, depths=None, time_coef: float = 1.0,

@@ -14,6 +14,7 @@ from .policies import (
     generative_agents_recency,
     policy_from_spec,
     policy_spec,
+    policy_weights,
 )
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "generative_agents_recency",
     "policy_from_spec",
     "policy_spec",
+    "policy_weights",
     "utcnow",
     "to_utc",
     "to_seconds",

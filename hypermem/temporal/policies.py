@@ -33,10 +33,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
+from ..geometry.numerics import MIN_WEIGHT
 from .clock import HOUR, seconds_tensor, to_seconds
 
-MIN_WEIGHT = 1e-6
-"""Smallest weight any built-in policy returns (``log`` stays finite: ``ln 1e-6 ~ -13.8``)."""
+# MIN_WEIGHT (1e-6, hypermem.geometry.numerics): the smallest weight any built-in policy returns.
 
 
 def _check_positive(name: str, value: Any) -> float:
@@ -193,6 +193,31 @@ class Product:
 
     def __repr__(self) -> str:
         return f"Product({', '.join(map(repr, self.policies))})"
+
+
+def policy_weights(policy: DecayPolicy, now: datetime | float, times: torch.Tensor,
+                   access_counts: torch.Tensor | None = None, valid_from: torch.Tensor | None = None,
+                   valid_until: torch.Tensor | None = None) -> torch.Tensor:
+    """``policy.weight(...)`` of ``N`` memories as a float64 tensor ``(N,)`` on the device of
+    ``times``: the one place a weight vector is asked of a policy.
+
+    Missing columns are filled in (no accesses, open validity bounds); a result of another
+    shape (a custom policy's bug) raises ``ValueError``.  The weights are the policy's own
+    (the built-in ones are floored at ``MIN_WEIGHT``); callers that multiply in an importance
+    floor the product themselves.
+    """
+    n, dev = times.shape[0], times.device
+    if access_counts is None:
+        access_counts = torch.zeros(n, dtype=torch.float64, device=dev)
+    if valid_from is None:
+        valid_from = torch.full((n,), -math.inf, dtype=torch.float64, device=dev)
+    if valid_until is None:
+        valid_until = torch.full((n,), math.inf, dtype=torch.float64, device=dev)
+    w = torch.as_tensor(policy.weight(to_seconds(now), times, access_counts, valid_from, valid_until),
+                        dtype=torch.float64, device=dev)
+    if w.shape != (n,):
+        raise ValueError(f"the decay policy returned shape {tuple(w.shape)}, expected ({n},)")
+    return w
 
 
 def policy_spec(policy: DecayPolicy) -> dict:
