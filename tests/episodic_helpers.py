@@ -1,22 +1,9 @@
-"""Shared helpers of the episodic-memory tests: a fake clock and a storage snapshot."""
+"""Shared helpers of the episodic-memory tests: their epoch ``T0`` (where the ``clock`` fixture
+of conftest.py starts in a module that imports it) and a storage snapshot."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
-
-
-class FakeClock:
-    """A clock that only moves when told to (tests never sleep)."""
-
-    def __init__(self, start=T0):
-        self.now = start
-
-    def __call__(self):
-        return self.now
-
-    def tick(self, **kwargs):
-        self.now += timedelta(**kwargs)
-        return self.now
 
 
 def snapshot(storage):

@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from hypermem import Memory
-from hypermem.data.wordnet import load_mammals
 from hypermem.demo import DEMO_SEARCHES, run_demo, synset_texts
 from hypermem.embed import CallableEmbedder
 from hypermem.hierarchy import reconstruction
@@ -17,11 +16,6 @@ from hypermem.train.export import embedding_to_memory
 
 EPOCHS = 2
 pytestmark = pytest.mark.filterwarnings("ignore::Warning:lightning.pytorch.cli")
-
-
-@pytest.fixture(scope="module")
-def mammals():
-    return load_mammals()
 
 
 @pytest.fixture(scope="module")

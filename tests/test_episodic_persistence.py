@@ -4,7 +4,7 @@ import sqlite3
 
 import pytest
 import torch
-from episodic_helpers import FakeClock, snapshot
+from episodic_helpers import T0, snapshot  # noqa: F401  (T0: the start of the clock fixture)
 
 from hypermem import CallableEmbedder, HalfLife, HashingEmbedder
 from hypermem.episodic import EpisodicMemory, Eventuality, MemoryStorage
@@ -29,8 +29,7 @@ def _day(clock, embedder=..., **kwargs):
     return s
 
 
-def test_round_trip_keeps_everything(tmp_path):
-    clock = FakeClock()
+def test_round_trip_keeps_everything(tmp_path, clock):
     s = _day(clock)
     path = tmp_path / "episodic.db"
     s.save(path)
@@ -52,8 +51,7 @@ def test_round_trip_keeps_everything(tmp_path):
     assert s.key_of(a) == t.key_of(b)
 
 
-def test_round_trip_without_embedder_and_with_decay(tmp_path):
-    clock = FakeClock()
+def test_round_trip_without_embedder_and_with_decay(tmp_path, clock):
     s = _day(clock, embedder=None, decay=HalfLife(hours=2.0))
     s.save(tmp_path / "e.db")
     t = MemoryStorage.load(tmp_path / "e.db", clock=clock)
@@ -65,8 +63,7 @@ def test_round_trip_without_embedder_and_with_decay(tmp_path):
         "(Block1 between.p Block2 Block3)"
 
 
-def test_save_replaces_the_old_file(tmp_path):
-    clock = FakeClock()
+def test_save_replaces_the_old_file(tmp_path, clock):
     s = _day(clock)
     path = tmp_path / "e.db"
     s.save(path)
@@ -76,9 +73,8 @@ def test_save_replaces_the_old_file(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["e.db"]  # no temporary file left
 
 
-def test_custom_embedder_must_be_passed_back(tmp_path):
+def test_custom_embedder_must_be_passed_back(tmp_path, clock):
     emb = CallableEmbedder(lambda texts: [[1.0, float(len(t))] for t in texts], dim=2)
-    clock = FakeClock()
     s = _day(clock, embedder=emb)
     s.save(tmp_path / "e.db")
     with pytest.raises(ValueError, match="custom embedder"):
@@ -113,8 +109,7 @@ def test_missing_and_bad_files(tmp_path):
     ("start_time", "yesterday", "ISO 8601"),
     ("embedding", b"\x00" * 8, "bytes"),
 ])
-def test_corrupt_fields_are_named(tmp_path, column, value, message):
-    clock = FakeClock()
+def test_corrupt_fields_are_named(tmp_path, column, value, message, clock):
     _day(clock).save(tmp_path / "e.db")
     con = sqlite3.connect(tmp_path / "e.db")
     con.execute(f"UPDATE memories SET {column} = ? WHERE seq = 0", (value,))
@@ -124,8 +119,7 @@ def test_corrupt_fields_are_named(tmp_path, column, value, message):
         MemoryStorage.load(tmp_path / "e.db")
 
 
-def test_other_format_version_is_refused(tmp_path):
-    clock = FakeClock()
+def test_other_format_version_is_refused(tmp_path, clock):
     _day(clock).save(tmp_path / "e.db")
     con = sqlite3.connect(tmp_path / "e.db")
     con.execute("UPDATE config SET value = '2' WHERE key = 'format'")
@@ -135,8 +129,7 @@ def test_other_format_version_is_refused(tmp_path):
         MemoryStorage.load(tmp_path / "e.db")
 
 
-def test_awkward_file_names(tmp_path):
-    clock = FakeClock()
+def test_awkward_file_names(tmp_path, clock):
     s = _day(clock)
     path = tmp_path / "my day #1 ?50%.db"
     s.save(path)

@@ -5,7 +5,7 @@ import math
 
 import pytest
 import torch
-from episodic_helpers import T0, FakeClock, snapshot
+from episodic_helpers import T0, snapshot
 
 from hypermem import CallableEmbedder, HalfLife, HashingEmbedder, PoincareBall
 from hypermem.episodic import DEFAULT_TELIC_PREDICATES, EpisodicMemory, Eventuality, Memory, MemoryStorage
@@ -13,11 +13,6 @@ from hypermem.episodic.storage import REBUILD_AT
 
 BETWEEN = ("Block1", "between.p", "Block2", "Block3")
 ON = ("Block1", "on.p", "Table")
-
-
-@pytest.fixture
-def clock():
-    return FakeClock()
 
 
 @pytest.fixture

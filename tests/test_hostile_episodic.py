@@ -6,7 +6,7 @@ import json
 import sqlite3
 
 import pytest
-from episodic_helpers import FakeClock, snapshot
+from episodic_helpers import T0, snapshot
 from hostile_helpers import deep_json, execute, folder_state, loosen, nested
 from hostile_helpers import refused_without_a_trace as refused
 from hypothesis import HealthCheck, given, settings
@@ -129,8 +129,7 @@ def test_depth_boundary_for_text_and_lists(depth, width):
 
 
 # ---------------------------------------------------------------------------- loader
-def _storage(embedder=True):
-    clock = FakeClock()
+def _storage(clock, embedder=True):
     s = MemoryStorage(embedder=HashingEmbedder(dim=16) if embedder else None, clock=clock, decay=HalfLife(5))
     for i in range(31):
         s.instantiate(f"((a{i} p.v b) ** E{i})", importance=0.5)
@@ -138,9 +137,9 @@ def _storage(embedder=True):
 
 
 @pytest.fixture(scope="module")
-def saved_bytes(tmp_path_factory):
+def saved_bytes(tmp_path_factory, make_clock):
     path = tmp_path_factory.mktemp("saved") / "e.db"
-    _storage().save(path)
+    _storage(make_clock(T0)).save(path)
     return path.read_bytes()
 
 

@@ -28,19 +28,6 @@ DATA = [
 ]
 
 
-class Clock:
-    def __init__(self):
-        self.now = T0
-
-    def __call__(self):
-        return self.now
-
-
-@pytest.fixture()
-def clock():
-    return Clock()
-
-
 @pytest.fixture()
 def store(clock):
     s = HypermemStore(embedder=HashingEmbedder(dim=128), clock=clock)

@@ -135,12 +135,12 @@ def test_time_and_depth_terms_change_the_ranking_like_the_store_formula():
 
 
 # -- the store round trip ----------------------------------------------------------------------------
-def test_memory_to_module_to_memory_round_trip():
+def test_memory_to_module_to_memory_round_trip(clock):
     from hypermem import HalfLife as HL
     from hypermem import Memory
 
-    clock = [NOW]
-    mem = Memory(decay=HL(hours=48), clock=lambda: clock[0], depth_bias=0.1)
+    # the shared clock of conftest stands at 2026-01-01 (NOW)
+    mem = Memory(decay=HL(hours=48), clock=clock, depth_bias=0.1)
     animal = mem.add("animals", t=NOW - timedelta(days=2), meta={"kind": "class"})
     dog = mem.add("dogs bark loudly", parent=animal, t=NOW - timedelta(hours=5))
     mem.add("puppies are young dogs", parent=dog)

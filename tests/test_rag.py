@@ -91,19 +91,16 @@ def test_parent_vote_refuses_bad_trees():
 
 # -- data ------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def mammals_data():
+def mammals_data(mammals):
     from experiments.rag.data import build_rag_data
-    from hypermem.data.wordnet import load_mammals
 
     return build_rag_data("mammal.n.01", n_test=60, seed=1, embedder=HashingEmbedder(dim=32), cache=False,
-                          hierarchy=load_mammals())
+                          hierarchy=mammals)
 
 
-def test_split_by_synset_queries_not_in_memory_answers_are_parents(mammals_data):
-    from hypermem.data.wordnet import load_mammals
-
+def test_split_by_synset_queries_not_in_memory_answers_are_parents(mammals_data, mammals):
     d = mammals_data
-    h = load_mammals()
+    h = mammals
     parent_of = {c: p for p, c in h.tree}
     assert d.n_slots + d.n_test + d.n_val == len(h.nodes) and d.n_test == d.n_val == 60
     assert not set(d.test_names) & set(d.slot_names)

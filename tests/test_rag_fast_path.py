@@ -8,7 +8,6 @@ import torch
 
 from experiments.rag.comparison import RAGModule, build_store, train_step
 from experiments.rag.data import build_rag_data
-from hypermem.data.wordnet import load_mammals
 from hypermem.embed import HashingEmbedder
 from hypermem.geometry import poincare as P
 from hypermem.nn import HyperbolicRAG
@@ -17,9 +16,9 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
-def data():
+def data(mammals):
     return build_rag_data("mammal.n.01", n_test=40, n_val=40, seed=2, embedder=HashingEmbedder(dim=24),
-                          cache=False, hierarchy=load_mammals())
+                          cache=False, hierarchy=mammals)
 
 
 def model_for(data, **kw):

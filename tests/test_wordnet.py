@@ -9,11 +9,6 @@ needs_wordnet = pytest.mark.skipif(not wordnet.available(),
                                    reason="WordNet not installed (apt-get install -y wordnet-base)")
 
 
-@pytest.fixture(scope="module")
-def mammals():
-    return wordnet.load_mammals()
-
-
 def test_shipped_mammals(mammals):
     assert len(mammals.nodes) == 1180 and len(mammals.closure) == 6540 and len(mammals.tree) == 1179
     assert mammals.root == "mammal.n.01"
