@@ -39,7 +39,7 @@ def conformal_factor(x, c: Curvature = 1.0, keepdim: bool = False) -> torch.Tens
     r"""Conformal factor ``lambda_x = 2 / (1 - c ||x||^2)``, shape ``x.shape[:-1]``
     (``x.shape[:-1] + (1,)`` with ``keepdim``, ready to multiply vectors)."""
     (x,) = as_points(x, names=("x",))
-    return 2.0 / (1.0 - c * sq_norm(x, keepdim=keepdim)).clamp_min(tiny(x.dtype))
+    return 2.0 / boundary_gap(sq_norm(x, keepdim=keepdim), c)
 
 
 def mobius_add(x, y, c: Curvature = 1.0) -> torch.Tensor:
