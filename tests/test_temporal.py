@@ -18,6 +18,7 @@ from hypermem.temporal import (
     generative_agents_recency,
     policy_from_spec,
     policy_spec,
+    policy_weights,
 )
 
 NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
@@ -117,3 +118,23 @@ def test_combine():
     s = combine([1.0, 2.0], time_weights=[1.0, 0.5], depths=[1.0, 3.0], time_coef=2.0, depth_bias=0.1)
     torch.testing.assert_close(s, torch.tensor([-1.0 + 0.1, -2.0 + 2 * math.log(0.5) + 0.3], dtype=torch.float64))
     assert torch.isfinite(combine([0.0], time_weights=[0.0])).all()
+
+
+def test_policy_weights_fills_missing_columns_and_checks_the_shape():
+    times = secs([NOW - timedelta(hours=24), NOW - timedelta(hours=48), NOW + timedelta(hours=1)])
+    w = policy_weights(HalfLife(24.0), NOW, times)
+    assert w.dtype == torch.float64 and w.shape == (3,)
+    torch.testing.assert_close(w, torch.tensor([0.5, 0.25, 1.0], dtype=torch.float64))
+    acc = torch.tensor([0.0, 2.0, 0.0], dtype=torch.float64)
+    e = Ebbinghaus(24.0, 0.5)
+    torch.testing.assert_close(policy_weights(e, NOW.timestamp(), times, acc),
+                               e.weight(NOW, times, acc, [None] * 3, [None] * 3))
+    inside = policy_weights(ValidityWindow(0.1), NOW, times, None, None, times + 3600.0)
+    torch.testing.assert_close(inside, torch.tensor([0.1, 0.1, 1.0], dtype=torch.float64))
+
+    class Scalar:
+        def weight(self, now, times, access_counts, valid_from, valid_until):
+            return torch.tensor(1.0)
+
+    with pytest.raises(ValueError, match=r"the decay policy returned shape \(\), expected \(3,\)"):
+        policy_weights(Scalar(), NOW, times)
