@@ -31,7 +31,8 @@ from .sexpr import (
 from .storage import NOT, MemoryStorage, negated
 
 Memory = EpisodicMemory
-"""The design document's name for :class:`EpisodicMemory`."""
+"""The design document's name for :class:`EpisodicMemory` (``eta.memory.Memory``), kept as an
+alias for code written against it; this package's modules say ``EpisodicMemory``."""
 
 __all__ = [
     "CHARACTERIZES",
