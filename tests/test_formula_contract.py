@@ -75,7 +75,8 @@ def unit(x):
     return x / x.norm(dim=-1, keepdim=True)
 
 
-cases = pytest.mark.parametrize("dtype,band,c", [(d, b, c) for d in DTYPES for b in BANDS for c in CURVATURES])
+cases = pytest.mark.parametrize("dtype,band,c",
+                                [(d, b, c) for d in DTYPES for b in BANDS for c in CURVATURES])
 
 
 # ---------------------------------------------------------------------------- arcosh distance
@@ -89,7 +90,8 @@ def test_every_arcosh_distance_matches_geometry(dtype, band, c):
         "geometry.distance": P.distance(x, y, c),
         "geometry.pairwise_distance": P.pairwise_distance(x, y, c).diagonal(),
         "PoincareBall.dist": ball.dist(x, y),
-        "geometry.lorentz_distance": lorentz_distance(P.to_lorentz(x.double(), c), P.to_lorentz(y.double(), c), c),
+        "geometry.lorentz_distance": lorentz_distance(P.to_lorentz(x.double(), c), P.to_lorentz(y.double(), c),
+                                                      c),
         "nn.all_distance": all_distance(x, y, "hyperbolic", c, 1.0).diagonal(),
         "nn.gathered_distance": gathered_distance(x, y.unsqueeze(1), "hyperbolic", c, 1.0)[:, 0],
         "hierarchy.fused.anchor_distance": anchor_distance(x, y.unsqueeze(1), c)[:, 0],
@@ -246,8 +248,9 @@ def test_nn_layer_scores_are_the_combined_formula(metric):
     keys = points("middle", torch.float64, 1.0, 12, n=10)
     times = torch.tensor([(T0 + timedelta(hours=7 * i)).timestamp() for i in range(10)], dtype=torch.float64)
     importance = torch.linspace(0.2, 1.0, 10, dtype=torch.float64)
-    layer = HyperbolicMemory(keys, None, metric=metric, temperature=0.5, timestamps=times, importance=importance,
-                             decay=HalfLife(30.0), time_coef=0.6, depth_bias=0.2, clock=lambda: now)
+    layer = HyperbolicMemory(keys, None, metric=metric, temperature=0.5, timestamps=times,
+                             importance=importance, decay=HalfLife(30.0), time_coef=0.6, depth_bias=0.2,
+                             clock=lambda: now)
     w = (policy_weights(HalfLife(30.0), now, times) * importance).clamp_min(MIN_WEIGHT)
     torch.testing.assert_close(layer.time_weights(), w, rtol=0, atol=0)
     depth = P.distance_to_origin(keys)
@@ -268,7 +271,8 @@ def test_exact_topk_ranks_by_minus_distance_plus_bias():
     x, q = points("middle", torch.float64, 1.0, 14, n=300), points("middle", torch.float64, 1.0, 15, n=5)
     bias = score_bias(torch.rand(300, dtype=torch.float64), P.distance_to_origin(x), 1.0, 0.3)
     g = ShellDistance(1.0, 1.0)
-    scores, idx, dist = exact_topk(unit(q), unit(x), 7, g, bias, g.inverse, chunk_elements=1024, max_product=1.0)
+    scores, idx, dist = exact_topk(unit(q), unit(x), 7, g, bias, g.inverse, chunk_elements=1024,
+                                   max_product=1.0)
     ref_d = P.shell_distance(q.unsqueeze(1), x, 1.0)
     ref = -ref_d + bias
     torch.testing.assert_close(idx, torch.argsort(-ref, dim=1, stable=True)[:, :7])
