@@ -8,13 +8,18 @@ from tree_helpers import balanced_tree
 
 from hypermem.geometry.poincare import distance_arcosh
 from hypermem.hierarchy import Relations, children_map, reconstruction, transitive_closure
-from hypermem.hierarchy.cones import cone_score, fit_entailment_cones, inner_radius, poincare_isa_score
+from hypermem.hierarchy.cones import cone_score, inner_radius, poincare_isa_score
 from hypermem.hierarchy.evaluation import link_prediction
 from hypermem.hierarchy.fused import anchor_distance
 from hypermem.hierarchy.ranking_loss import softmax_ranking_loss
 from hypermem.hierarchy.sampling import NegativeSampler
 from hypermem.hierarchy.splits import link_prediction_split, transitive_reduction
-from hypermem.hierarchy.training import fit_euclidean_embeddings, fit_poincare_embeddings, lr_factor
+from hypermem.hierarchy.training import (
+    fit_entailment_cones,
+    fit_euclidean_embeddings,
+    fit_poincare_embeddings,
+    lr_factor,
+)
 
 
 def balanced_isa(branching, depth):
@@ -429,3 +434,58 @@ def test_hogwild_workers_split_the_epoch():
     assert reconstruction(pts, closure, "poincare").map > 0.9
     with pytest.raises(ValueError, match="workers"):
         fit_poincare_embeddings(closure, epochs=1, workers=0)
+
+
+@pytest.mark.parametrize("name", ["rsgd", "sarkar", "evaluation", "tree"])
+def test_the_references_hierarchy_module_paths_import_from_hypermem(name):
+    """``poincare_memory.hierarchy.<name>`` documents its functions under that path (the
+    trainers in ``rsgd``): each has its namesake in ``hypermem.hierarchy.<name>``, and the
+    trainers there are hypermem's own."""
+    import importlib
+    import inspect
+
+    ref = importlib.import_module(f"poincare_memory.hierarchy.{name}")
+    ours = importlib.import_module(f"hypermem.hierarchy.{name}")
+    own = [n for n, obj in vars(ref).items() if not n.startswith("_") and (inspect.isfunction(obj) or
+                                                                          inspect.isclass(obj))
+           and obj.__module__ == ref.__name__]
+    assert own and [n for n in own if not hasattr(ours, n)] == []
+    if name == "rsgd":
+        from hypermem.hierarchy.rsgd import TrainingReport, fit_euclidean_embeddings, fit_poincare_embeddings
+
+        assert fit_poincare_embeddings is globals()["fit_poincare_embeddings"]
+        assert fit_euclidean_embeddings is globals()["fit_euclidean_embeddings"]
+        assert TrainingReport.__module__ == "hypermem.hierarchy.training"
+
+
+def test_configs_are_frozen_and_fit_hierarchy_is_what_the_fit_functions_run(small_closure):
+    import dataclasses
+
+    from hypermem.hierarchy.objectives import ConeConfig, EuclideanConfig, PoincareConfig
+    from hypermem.hierarchy.training import fit_hierarchy
+
+    config = PoincareConfig(dim=3, epochs=3, burn_in=1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.lr = 1.0
+    assert (EuclideanConfig().lr, EuclideanConfig().batch_size, ConeConfig().optimizer) == (0.05, 128, "radam")
+    a, rep_a = fit_hierarchy(small_closure, config)
+    b, rep_b = fit_poincare_embeddings(small_closure, dim=3, epochs=3, burn_in=1)
+    assert rep_a.losses == rep_b.losses and rep_a.settings == rep_b.settings
+    assert all(torch.equal(a[n], b[n]) for n in a)
+    with pytest.raises(TypeError, match="config"):
+        fit_hierarchy(small_closure, {"dim": 3})
+
+
+def test_one_place_chooses_the_speed_tier():
+    from hypermem.hierarchy.compiled_sgd import compiled_epoch_available
+    from hypermem.hierarchy.objectives import objective_for
+    from hypermem.hierarchy.steps import choose_tier
+
+    w = torch.zeros(4, 2, dtype=torch.float64)
+    fast = "compiled" if compiled_epoch_available(w) else "closed_form"
+    assert choose_tier(objective_for("poincare"), "rsgd", w) == fast
+    assert choose_tier(objective_for("euclidean"), "rsgd", w) == fast
+    assert choose_tier(objective_for("poincare"), "radam", w) == "autograd"
+    assert choose_tier(objective_for("poincare"), "rsgd", w, processes=2) == "autograd"
+    assert choose_tier(objective_for("poincare"), "rsgd", w, custom=True) == "autograd"
+    assert choose_tier(objective_for("cones"), "rsgd", w) == "autograd"

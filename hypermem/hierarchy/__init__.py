@@ -5,14 +5,19 @@
 * :mod:`~hypermem.hierarchy.sarkar` — Sarkar's training-free construction (Sala et al. 2018),
   and :mod:`~hypermem.hierarchy.shadows`, the layout whose nested boundary shadows put every
   node's ancestors nearest (with :func:`~hypermem.hierarchy.shadows.shadow_isa_score`, a
-  shadow-cone is-a score); :mod:`~hypermem.hierarchy.spanning` picks a DAG's spanning tree;
+  shadow-cone is-a score); both spread children along :mod:`~hypermem.hierarchy.directions`
+  and return a :class:`~hypermem.hierarchy.layout.Layout`; :mod:`~hypermem.hierarchy.spanning`
+  picks a DAG's spanning tree;
 * :mod:`~hypermem.hierarchy.training` — Poincaré / Euclidean embeddings (Nickel & Kiela 2017)
-  trained with geoopt's Riemannian optimizers (:mod:`~hypermem.hierarchy.model`,
-  :mod:`~hypermem.hierarchy.ranking_loss`, :mod:`~hypermem.hierarchy.sampling`,
-  :mod:`~hypermem.hierarchy.fused`, the autograd-free SGD step of
-  :mod:`~hypermem.hierarchy.fused_sgd` and its compiled epoch,
-  :mod:`~hypermem.hierarchy.compiled_sgd`);
-* :mod:`~hypermem.hierarchy.cones` — entailment-cone training (Ganea et al. 2018), with the
+  and entailment cones (Ganea et al. 2018), one frozen configuration per objective
+  (:mod:`~hypermem.hierarchy.objectives`), the steps and their speed tiers in
+  :mod:`~hypermem.hierarchy.steps` (autograd with geoopt; the closed-form step of
+  :mod:`~hypermem.hierarchy.fused_sgd`; its compiled epoch,
+  :mod:`~hypermem.hierarchy.compiled_sgd`), with :mod:`~hypermem.hierarchy.model`,
+  :mod:`~hypermem.hierarchy.ranking_loss`, :mod:`~hypermem.hierarchy.sampling` and
+  :mod:`~hypermem.hierarchy.fused`; :mod:`~hypermem.hierarchy.rsgd` is poincare-memory's path
+  to the trainers;
+* :mod:`~hypermem.hierarchy.cones` — the entailment-cone loss and scores, with the
   link-prediction splits of :mod:`~hypermem.hierarchy.splits`;
 * :mod:`~hypermem.hierarchy.evaluation` — reconstruction MAP / mean rank, link-prediction F1;
   :mod:`~hypermem.hierarchy.rank_polish` moves single nodes to lower the exact mean rank.
@@ -27,7 +32,7 @@ Example::
     0.96...
 """
 
-from .cones import fit_entailment_cones
+
 from .evaluation import (
     LinkPredictionResult,
     ReconstructionResult,
@@ -39,7 +44,7 @@ from .rank_polish import PolishReport, polish_ranks
 from .relations import Relations
 from .sarkar import decaying_edge_lengths, max_safe_depth, sarkar_layout, spread_directions
 from .shadows import shadow_layout
-from .training import TrainingReport, fit_euclidean_embeddings, fit_poincare_embeddings
+from .training import TrainingReport, fit_entailment_cones, fit_euclidean_embeddings, fit_poincare_embeddings
 from .tree import children_map, depths, transitive_closure
 
 __all__ = [

@@ -1,4 +1,4 @@
-r"""Training Poincaré (and Euclidean) hierarchy embeddings with geoopt.
+r"""Training Poincaré / Euclidean hierarchy embeddings and entailment cones.
 
 Nickel & Kiela, "Poincaré Embeddings for Learning Hierarchical Representations"
 (NeurIPS 2017):
@@ -7,30 +7,31 @@ Nickel & Kiela, "Poincaré Embeddings for Learning Hierarchical Representations"
 * the softmax loss over the positive and ``k`` negatives not related to the source
   (:func:`~hypermem.hierarchy.ranking_loss.softmax_ranking_loss`, eq. 6), negatives drawn on
   tensors by :class:`~hypermem.hierarchy.sampling.NegativeSampler`;
-* Riemannian SGD: ``theta <- proj(theta - lr (1 - ||theta||^2)^2 / 4 grad)`` (eqs. 4-5),
-  i.e. :class:`geoopt.optim.RiemannianSGD` on hypermem's ball (``optimizer="rsgd"``,
-  the default) or :class:`geoopt.optim.RiemannianAdam` (``optimizer="radam"``);
+* Riemannian SGD: ``theta <- proj(theta - lr (1 - ||theta||^2)^2 / 4 grad)`` (eqs. 4-5)
+  (``optimizer="rsgd"``, the default) or :class:`geoopt.optim.RiemannianAdam`
+  (``optimizer="radam"``);
 * a *burn-in*: the first ``burn_in`` epochs use ``lr * burn_in_lr_factor`` and draw
   negatives by ``degree^0.75``, which places the points roughly before the real
   learning rate spreads them out; then ``lr`` itself, constant unless a
   ``final_lr_factor < 1`` asks for a linear decay (:func:`lr_factor`).
 
+Ganea, Bécigneul & Hofmann's entailment cones (ICML 2018) train with the same loop
+(:func:`fit_entailment_cones`).
+
 ``lr`` is the step on the loss *summed* over a batch (each pair's gradient adds to the
 rows it touches; no division by the batch size), as in poincare-memory's trainer, so
 the same ``lr`` and ``batch_size`` mean the same steps in both.
 
-Everything is batched on tensors: one epoch is a random permutation of the pairs cut
-into batches.  With Riemannian SGD and the default loss, the negatives of the whole
-epoch are drawn at once and every batch is one closed-form step
-(:func:`~hypermem.hierarchy.fused_sgd.softmax_sgd_step`: the update of geoopt's
-``RiemannianSGD`` to rounding, without autograd or a pass over the whole table);
-on a CPU with numba installed (the ``fast`` extra) the whole epoch of such steps is one
-compiled call (:func:`~hypermem.hierarchy.fused_sgd.softmax_sgd_steps`, Poincaré and
-Euclidean);
-otherwise (Riemannian Adam, a custom ``loss_fn`` or ``after_step``) each batch draws its
-negatives and runs a forward, a backward and a geoopt optimizer step.  The same code
-runs on a GPU with ``device="cuda"``.
-:mod:`hypermem.train` wraps the same pieces in a Lightning loop.
+The settings are one frozen dataclass per objective
+(:class:`~hypermem.hierarchy.objectives.PoincareConfig`, ``EuclideanConfig``,
+``ConeConfig``); the ``fit_*`` functions build them from their arguments and call
+:func:`fit_hierarchy`, whose loop is :func:`train_embedding`.  One epoch is a random
+permutation of the pairs cut into batches; each step runs in the speed tier
+:func:`~hypermem.hierarchy.steps.choose_tier` picks (autograd, closed form, compiled).
+In the closed-form tiers the negatives of the whole epoch are drawn at once and the
+epoch's steps run in one call; otherwise each batch draws its negatives and takes one
+autograd step.  The same code runs on a GPU with ``device="cuda"``.
+:mod:`hypermem.train` runs the same objectives and steps in a Lightning loop.
 """
 
 from __future__ import annotations
@@ -41,17 +42,19 @@ import warnings
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-import geoopt
 import torch
 
 from ..geometry import PoincareBall
-from .fused_sgd import sample_epoch, softmax_sgd_steps
-from .ranking_loss import softmax_ranking_loss
+from .cones import DEFAULT_K, DEFAULT_MARGIN
+from .evaluation import reconstruction
+from .fused_sgd import sample_epoch
 from .model import HierarchyEmbedding
+from .objectives import ConeConfig, EuclideanConfig, PoincareConfig, RankingConfig, RankingObjective
 from .relations import Relations, as_relations
-from .sampling import NegativeSampler
+from .steps import OPTIMIZERS, autograd_step, choose_tier, make_optimizer, make_step_optimizer, take_step
 
-OPTIMIZERS = ("rsgd", "radam")
+__all__ = ["OPTIMIZERS", "TrainingReport", "fit_entailment_cones", "fit_euclidean_embeddings", "fit_hierarchy",
+           "fit_poincare_embeddings", "lr_factor", "make_optimizer", "poincare_start", "train_embedding"]
 
 
 @dataclass
@@ -66,21 +69,6 @@ class TrainingReport:
     seconds: float = 0.0
     history: list[dict] = field(default_factory=list)
     settings: dict = field(default_factory=dict)
-
-
-def make_optimizer(params, optimizer: str = "rsgd", lr: float = 1.0, sparse: bool = False
-                   ) -> torch.optim.Optimizer:
-    """geoopt's Riemannian SGD (``"rsgd"``) or Adam (``"radam"``), sparse variants when
-    ``sparse``."""
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
-    if not (lr > 0 and math.isfinite(lr)):
-        raise ValueError(f"lr must be a finite positive number, got {lr!r}")
-    if optimizer == "rsgd":
-        cls = geoopt.optim.SparseRiemannianSGD if sparse else geoopt.optim.RiemannianSGD
-    else:
-        cls = geoopt.optim.SparseRiemannianAdam if sparse else geoopt.optim.RiemannianAdam
-    return cls(params, lr=lr)
 
 
 def _check_positive_int(name: str, value) -> int:
@@ -102,42 +90,24 @@ def lr_factor(epoch: int, epochs: int, burn_in: int, burn_in_lr_factor: float, f
 LossFn = Callable[[HierarchyEmbedding, torch.Tensor, bool], torch.Tensor]
 
 
-def softmax_objective(relations: Relations, negatives: int, generator: torch.Generator | None = None,
-                      symmetric_negatives: bool = False) -> LossFn:
-    """Nickel & Kiela's loss as a ``loss_fn(model, batch, burning)`` for :func:`train_embedding`.
-
-    Negatives are nodes ``v'`` with ``(u, v')`` not in the relation (their directed
-    rule; ``symmetric_negatives`` also excludes ``(v', u)``), drawn by ``degree^0.75``
-    during the burn-in and uniformly afterwards.
-    """
-    negatives = _check_positive_int("negatives", negatives)
-    if negatives < 1:
-        raise ValueError("negatives must be at least 1")
-    sampler = NegativeSampler(relations, symmetric=symmetric_negatives, generator=generator)
-
-    def loss_fn(model: HierarchyEmbedding, batch: torch.Tensor, burning: bool) -> torch.Tensor:
-        u, v = batch[:, 0], batch[:, 1]
-        neg, mask = sampler.sample(u, negatives, unigram=burning)
-        d_pos, d_neg = model(u, v, neg)
-        return softmax_ranking_loss(d_pos, d_neg, mask, reduction="sum")
-
-    return loss_fn
-
-
 def train_embedding(model: HierarchyEmbedding, relations: Relations, *, epochs: int, lr: float,
                     batch_size: int, negatives: int = 50, burn_in: int = 0, burn_in_lr_factor: float = 0.1,
                     final_lr_factor: float = 1.0, symmetric_negatives: bool = False,
                     optimizer: str = "rsgd", seed: int = 0, loss_fn: LossFn | None = None,
                     after_step: Callable[[HierarchyEmbedding], None] | None = None,
                     eval_every: int = 0, evaluate: Callable[[HierarchyEmbedding], dict] | None = None,
-                    log: Callable[[str], None] | None = None, workers: int = 1) -> TrainingReport:
+                    log: Callable[[str], None] | None = None, workers: int = 1, objective=None,
+                    generator: torch.Generator | None = None) -> TrainingReport:
     """Train ``model`` on the pairs of ``relations`` (on the model's device).
 
-    Each epoch shuffles the pairs; every batch gets ``loss_fn(model, batch, burning)``
-    (default: :func:`softmax_objective`), a backward pass and an optimizer step, then
-    ``after_step(model)`` (e.g. a constraint).  With ``optimizer="rsgd"``, no ``loss_fn``
-    and no ``after_step`` the same update runs in closed form
-    (:mod:`~hypermem.hierarchy.fused_sgd`, negatives drawn once per epoch).  The learning rate follows
+    ``objective`` (default: Nickel & Kiela's loss in the model's geometry,
+    :class:`~hypermem.hierarchy.objectives.RankingObjective`) draws ``negatives`` per pair
+    (from ``generator``, default the loop's, seeded by ``seed``), gives the loss and the
+    constraint after each step.  A custom ``loss_fn(model, batch, burning)`` (and
+    ``after_step(model)``, e.g. a constraint) replaces it, through autograd.  Each epoch
+    shuffles the pairs; the steps run in the tier of
+    :func:`~hypermem.hierarchy.steps.choose_tier` (closed form for ``optimizer="rsgd"`` on
+    the ranking loss: negatives drawn once per epoch).  The learning rate follows
     :func:`lr_factor`.  ``evaluate(model) -> dict`` runs every ``eval_every`` epochs and
     after the last one; its results go to the report's ``history``.  ``workers > 1`` runs
     the compiled closed-form epoch in that many threads at once (Hogwild, see
@@ -159,14 +129,16 @@ def train_embedding(model: HierarchyEmbedding, relations: Relations, *, epochs: 
     rel = relations.to(device)
     g = torch.Generator(device=device)
     g.manual_seed(int(seed))
+    custom = loss_fn is not None or after_step is not None
     if loss_fn is None and _check_positive_int("negatives", negatives) < 1:
         raise ValueError("negatives must be at least 1")
-    fused = loss_fn is None and optimizer == "rsgd" and after_step is None
-    sampler = NegativeSampler(rel, symmetric=symmetric_negatives, generator=g) if fused else None
-    if loss_fn is None and not fused:
-        loss_fn = softmax_objective(rel, negatives, g, symmetric_negatives)
-    opt = make_optimizer([model.weight], optimizer, lr, sparse=model.sparse)
-    curvature = model.ball.curvature if model.geometry == "poincare" else 1.0
+    objective = objective if objective is not None else RankingObjective(model.geometry)
+    tier = choose_tier(objective, optimizer, model.weight, custom=custom)
+    if tier != "autograd":
+        sampler = objective.sampler(rel, g, symmetric_negatives)
+    elif loss_fn is None:
+        draw = objective.draw(rel, negatives, generator if generator is not None else g, symmetric_negatives)
+    opt = make_step_optimizer(tier, model, optimizer, lr)
     pairs = rel.pairs
     n_pairs = pairs.shape[0]
     losses: list[float] = []
@@ -178,21 +150,19 @@ def train_embedding(model: HierarchyEmbedding, relations: Relations, *, epochs: 
             group["lr"] = lr * lr_factor(epoch, epochs, burn_in, burn_in_lr_factor, final_lr_factor)
         perm = torch.randperm(n_pairs, device=device, generator=g)
         total = torch.zeros((), dtype=torch.float64, device=device)
-        if fused:
-            step_lr = opt.param_groups[0]["lr"]
+        if tier != "autograd":
             shuffled = pairs[perm]
-            cand, mask = sample_epoch(sampler, shuffled, negatives, unigram=burning)
-            total += softmax_sgd_steps(model.weight.data, shuffled[:, 0], cand, mask, step_lr, batch_size,
-                                       model.geometry, curvature, workers)
+            cand, masked_out = sample_epoch(sampler, shuffled, negatives, unigram=burning)
+            total += opt.steps(shuffled[:, 0], cand, masked_out, batch_size, workers)
         else:
             for b in range(0, n_pairs, batch_size):
-                loss = loss_fn(model, pairs[perm[b:b + batch_size]], burning)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                if after_step is not None:
-                    after_step(model)
-                total += loss.detach().to(torch.float64)
+                batch = pairs[perm[b:b + batch_size]]
+                if loss_fn is None:
+                    loss = take_step(opt, tier, objective, model, batch, *draw(batch, burning))
+                else:
+                    loss = autograd_step(opt, lambda b=batch, burn=burning: loss_fn(model, b, burn),
+                                         None if after_step is None else lambda: after_step(model))
+                total += loss.to(torch.float64)
         mean = float(total) / n_pairs
         if not math.isfinite(mean):
             raise FloatingPointError(f"loss became {mean} at epoch {epoch + 1}; lower lr (now {lr})")
@@ -211,35 +181,38 @@ def train_embedding(model: HierarchyEmbedding, relations: Relations, *, epochs: 
                           seconds=time.perf_counter() - start, history=history)
 
 
-def _fit(edges, geometry: str, dim: int, epochs: int, lr: float, negatives: int, burn_in: int,
-         burn_in_lr_factor: float, final_lr_factor: float, batch_size: int, seed: int,
-         ball: PoincareBall | None, optimizer: str,
-         device, dtype, sparse: bool | None, nodes: Sequence[Hashable] | None, eval_every: int,
-         log, init=None, workers: int = 1) -> tuple[dict, TrainingReport]:
-    rel = as_relations(edges, nodes=nodes, device=device)
-    if sparse is None:
-        sparse = rel.n > 20000
-    model = HierarchyEmbedding(rel.n, dim, geometry=geometry, ball=ball, sparse=sparse, seed=seed,
-                               dtype=dtype, device=device)
+def fit_hierarchy(edges, config: RankingConfig | ConeConfig, *, nodes: Sequence[Hashable] | None = None,
+                  log: Callable[[str], None] | None = None, init: Mapping | torch.Tensor | None = None
+                  ) -> tuple[dict, TrainingReport]:
+    """Train the objective of ``config`` on ``edges`` (``(u, v)`` related pairs or a
+    :class:`Relations`): :class:`~hypermem.hierarchy.objectives.PoincareConfig`,
+    ``EuclideanConfig`` or ``ConeConfig``.  ``nodes`` fixes the node order, ``init`` the
+    starting points (see :func:`fit_poincare_embeddings` and :func:`fit_entailment_cones`),
+    ``log`` receives progress lines.  Returns ``node -> point`` and a :class:`TrainingReport`.
+    """
+    if isinstance(config, ConeConfig):
+        return _fit_cones(edges, config, nodes, log, init)
+    if not isinstance(config, RankingConfig):
+        raise TypeError(f"config must be a PoincareConfig, EuclideanConfig or ConeConfig, got {type(config).__name__}")
+    rel = as_relations(edges, nodes=nodes, device=config.device)
+    sparse = rel.n > 20000 if config.sparse is None else config.sparse
+    model = HierarchyEmbedding(rel.n, config.dim, geometry=config.geometry, ball=config.ball, sparse=sparse,
+                               seed=config.seed, dtype=config.dtype, device=config.device)
     if init is not None:
         _load_init(model, rel, init)
     evaluate = None
-    if eval_every:
-        from .evaluation import reconstruction
-
+    if config.eval_every:
         def evaluate(m):
             r = reconstruction(m.points(), rel, m)
             return {"map": r.mean_average_precision, "mean_rank": r.mean_rank}
 
-    report = train_embedding(model, rel, epochs=epochs, lr=lr, negatives=negatives, batch_size=batch_size,
-                             burn_in=burn_in, burn_in_lr_factor=burn_in_lr_factor,
-                             final_lr_factor=final_lr_factor, optimizer=optimizer,
-                             seed=seed, eval_every=eval_every, evaluate=evaluate, log=log, workers=workers)
-    report.settings = {"geometry": geometry, "dim": dim, "epochs": epochs, "lr": lr, "negatives": negatives,
-                       "burn_in": burn_in, "burn_in_lr_factor": burn_in_lr_factor,
-                       "final_lr_factor": final_lr_factor, "batch_size": batch_size,
-                       "optimizer": optimizer, "seed": seed, "dtype": str(dtype), "device": str(model.weight.device),
-                       "sparse": sparse, "workers": workers}
+    c = config
+    report = train_embedding(model, rel, epochs=c.epochs, lr=c.lr, negatives=c.negatives, batch_size=c.batch_size,
+                             burn_in=c.burn_in, burn_in_lr_factor=c.burn_in_lr_factor,
+                             final_lr_factor=c.final_lr_factor, optimizer=c.optimizer, seed=c.seed,
+                             eval_every=c.eval_every, evaluate=evaluate, log=log, workers=c.workers,
+                             objective=c.objective())
+    report.settings = c.settings(model.weight.device, sparse)
     pts = model.points()
     return {node: pts[i] for i, node in enumerate(rel.nodes)}, report
 
@@ -322,7 +295,7 @@ def fit_poincare_embeddings(edges, dim: int = 10, epochs: int = 200, lr: float =
     ``eval_every`` records the reconstruction MAP during training.  ``init`` starts from
     given points instead of Nickel & Kiela's small random ones (a ``node -> point``
     mapping, or an ``(n, dim)`` tensor in the order of the relation's nodes), e.g. the
-    shadow layout ``sarkar_layout(tree, dim=dim, edge_length="isa")`` of a spanning tree,
+    shadow layout ``shadow_layout(tree, dim=dim)`` of a spanning tree,
     which training then adapts to the pairs the tree leaves out (second parents).  Start
     points beyond the ball's margin (a layout deeper than ``ball.max_radius(dtype)``) are
     projected onto it with a warning; keep deep trees inside with
@@ -331,8 +304,9 @@ def fit_poincare_embeddings(edges, dim: int = 10, epochs: int = 200, lr: float =
     table (Hogwild, as Nickel & Kiela's trainer does; needs numba, CPU, ``rsgd``), not
     bit-for-bit reproducible.
     """
-    return _fit(edges, "poincare", dim, epochs, lr, negatives, burn_in, burn_in_lr_factor, final_lr_factor,
-                batch_size, seed, ball, optimizer, device, dtype, sparse, nodes, eval_every, log, init, workers)
+    return fit_hierarchy(edges, PoincareConfig(dim, epochs, lr, negatives, burn_in, burn_in_lr_factor, batch_size, seed,
+                                              ball, optimizer, final_lr_factor, device, dtype, sparse, eval_every,
+                                              workers), nodes=nodes, log=log, init=init)
 
 
 def fit_euclidean_embeddings(edges, dim: int = 10, epochs: int = 200, lr: float = 0.05, negatives: int = 50,
@@ -348,5 +322,60 @@ def fit_euclidean_embeddings(edges, dim: int = 10, epochs: int = 200, lr: float 
     on the loss summed over each batch, constant (no burn-in, ``final_lr_factor=1``), as
     poincare-memory's function of the same name, whose defaults are 100 epochs, 10
     negatives and batches of 64 (hypermem's: 200, 50, 128)."""
-    return _fit(edges, "euclidean", dim, epochs, lr, negatives, burn_in, burn_in_lr_factor, final_lr_factor,
-                batch_size, seed, None, optimizer, device, dtype, sparse, nodes, eval_every, log)
+    config = EuclideanConfig(dim=dim, epochs=epochs, lr=lr, negatives=negatives, burn_in=burn_in,
+                             burn_in_lr_factor=burn_in_lr_factor, batch_size=batch_size, seed=seed, optimizer=optimizer,
+                             final_lr_factor=final_lr_factor, device=device, dtype=dtype, sparse=sparse,
+                             eval_every=eval_every)
+    return fit_hierarchy(edges, config, nodes=nodes, log=log)
+
+
+def poincare_start(relations: Relations, dim: int, epochs: int, seed: int = 0, ball: PoincareBall | None = None,
+                   device=None, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """The ``(n, dim)`` Poincaré embedding (in the order of ``relations.nodes``) that cone
+    training starts from: ``epochs`` of :func:`fit_poincare_embeddings` with the defaults
+    and a decay to ``lr / 100`` (``final_lr_factor=0.01``)."""
+    pts, _ = fit_poincare_embeddings(relations, dim=dim, epochs=epochs, seed=seed, ball=ball, device=device,
+                                     dtype=dtype, final_lr_factor=0.01)
+    return torch.stack([pts[n] for n in relations.nodes])
+
+
+def fit_entailment_cones(edges, dim: int = 5, epochs: int = 100, lr: float = 0.01, negatives: int = 10,
+                         batch_size: int = 256, K: float = DEFAULT_K, margin: float = DEFAULT_MARGIN,
+                         init=None, init_epochs: int = 100, init_max_radius: float = 3.0, seed: int = 0,
+                         ball=None, *,
+                         optimizer: str = "radam", device=None, dtype: torch.dtype = torch.float64,
+                         nodes=None, log=None):
+    """Entailment-cone embeddings of ``(hyponym, hypernym)`` pairs (Ganea et al. 2018).
+
+    ``init`` is a starting embedding (``node -> point`` mapping or an ``(n, dim)`` tensor
+    in the node order); by default a Poincaré embedding is trained first for
+    ``init_epochs`` epochs (:func:`poincare_start`).  Its hyperbolic radii are scaled to at
+    most ``init_max_radius`` (:func:`~hypermem.hierarchy.cones.squash_radii`), and training
+    keeps the points in the shell of :func:`~hypermem.hierarchy.cones.constrain_cone_shell`.
+    Returns ``node -> point`` and a :class:`TrainingReport`.
+    """
+    config = ConeConfig(dim, epochs, lr, negatives, batch_size, K, margin, init_epochs, init_max_radius, seed, ball,
+                        optimizer, device, dtype)
+    return fit_hierarchy(edges, config, nodes=nodes, log=log, init=init)
+
+
+def _fit_cones(edges, config: ConeConfig, nodes, log, init) -> tuple[dict, TrainingReport]:
+    c = config
+    rel = as_relations(edges, nodes=nodes, device=c.device)
+    if init is None:
+        init = poincare_start(rel, c.dim, c.init_epochs, c.seed, c.ball, c.device, c.dtype)
+    elif isinstance(init, dict):
+        init = torch.stack([torch.as_tensor(init[n]) for n in rel.nodes])
+    init = torch.as_tensor(init).to(dtype=c.dtype, device=c.device if c.device is not None else init.device)
+    if init.shape != (rel.n, c.dim):
+        raise ValueError(f"init must have shape {(rel.n, c.dim)}, got {tuple(init.shape)}")
+    model = HierarchyEmbedding(rel.n, c.dim, "poincare", ball=c.ball, seed=c.seed, dtype=c.dtype, device=init.device)
+    objective = c.objective()
+    objective.start(model, init, c.init_max_radius)
+    g = torch.Generator(device=model.weight.device)
+    g.manual_seed(int(c.seed) + 1)
+    report = train_embedding(model, rel, epochs=c.epochs, lr=c.lr, batch_size=c.batch_size, negatives=c.negatives,
+                             optimizer=c.optimizer, seed=c.seed, objective=objective, generator=g, log=log)
+    report.settings = c.settings()
+    pts = model.points()
+    return {n: pts[i] for i, n in enumerate(rel.nodes)}, report

@@ -26,6 +26,7 @@ link-prediction F1 on the held-out pairs.
 from __future__ import annotations
 
 import gzip
+import os
 from pathlib import Path
 
 import lightning.pytorch as pl
@@ -33,6 +34,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from ..data import wordnet
+from ..hierarchy.cones import sample_cone_negatives
 from ..hierarchy.relations import Relations
 from ..hierarchy.sampling import NegativeSampler
 from ..hierarchy.splits import LinkSplit, link_prediction_split
@@ -196,8 +198,6 @@ class HierarchyDataModule(pl.LightningDataModule):
     def collate(self, items) -> dict:
         pairs = items if isinstance(items, torch.Tensor) else torch.stack(items)
         if self.negatives_kind == "both_ends":
-            from ..hierarchy.cones import sample_cone_negatives
-
             neg, mask = sample_cone_negatives(pairs, self.negatives, self.train_relations, self._generator)
         else:
             neg, mask = self._sampler.sample(pairs[:, 0], self.negatives, unigram=self.epoch < self.burn_in)
@@ -214,6 +214,4 @@ class HierarchyDataModule(pl.LightningDataModule):
 
 
 def _rank() -> int:
-    import os
-
     return int(os.environ.get("LOCAL_RANK", os.environ.get("RANK", "0")))

@@ -28,10 +28,11 @@ def log_embedding_state(tb, module, step: int) -> None:
     pts = module.embedding.points().detach()
     norms = pts.norm(dim=1)
     tb.add_histogram("embedding/norm", norms.float().cpu(), global_step=step)
-    if hp.kind != "euclidean":
+    in_ball = module.objective.geometry == "poincare"
+    if in_ball:
         tb.add_histogram("embedding/depth", module.ball.distance_to_origin(pts).float().cpu(), global_step=step)
     if hp.log_images:
-        shown = pts * math.sqrt(module.ball.curvature) if hp.kind != "euclidean" else \
+        shown = pts * math.sqrt(module.ball.curvature) if in_ball else \
             pts / norms.max().clamp_min(1e-12)
         fig = poincare_disk_figure(shown, module.nodes, getattr(module.trainer.datamodule, "tree", None),
                                    title=f"{hp.kind} dim {hp.dim}, epoch {module.current_epoch + 1}, step {step}")

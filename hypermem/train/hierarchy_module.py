@@ -2,24 +2,28 @@
 
 One module, three ``kind`` values, sharing :class:`~hypermem.hierarchy.model.HierarchyEmbedding`:
 
-* ``poincare`` — Nickel & Kiela's softmax loss (:func:`~hypermem.hierarchy.ranking_loss.softmax_ranking_loss`)
-  in the Poincaré ball;
+* ``poincare`` — Nickel & Kiela's softmax loss
+  (:func:`~hypermem.hierarchy.ranking_loss.softmax_ranking_loss`) in the Poincaré ball;
 * ``euclidean`` — the same loss with the Euclidean distance (their baseline);
 * ``cones`` — Ganea et al.'s max-margin cone loss (:func:`~hypermem.hierarchy.cones.cone_loss`),
   started from a Poincaré embedding (``init_epochs`` of Nickel & Kiela training, or
   ``init_from`` a checkpoint), the points kept in the cone shell.
 
-``configure_optimizers`` returns geoopt's ``RiemannianSGD`` (default) or
-``RiemannianAdam`` and a per-epoch schedule (burn-in at ``lr * burn_in_lr_factor``, then a
-linear decay to ``lr * final_lr_factor``; :func:`~hypermem.hierarchy.training.lr_factor`).
-The module optimises manually (Lightning's manual optimisation): for Poincaré and
-Euclidean embeddings with Riemannian SGD in a single process, each batch is one
-closed-form step (:func:`~hypermem.hierarchy.fused_sgd.softmax_sgd_step`, geoopt's
-``RiemannianSGD`` update without autograd, at the optimizer's current learning rate; with
-numba on a CPU all the batches of a Lightning step run in one compiled call,
-:func:`~hypermem.hierarchy.fused_sgd.softmax_sgd_steps`);
-otherwise (Riemannian Adam, cones, several processes) a forward, ``manual_backward`` (which
-DDP synchronises) and the optimizer's step.
+The objective of each ``kind`` (:func:`~hypermem.hierarchy.objectives.objective_for`)
+gives the loss, the negatives' use, the constraint after a step and the link-prediction
+score; the steps are the ones of the ``fit_*`` functions
+(:func:`~hypermem.hierarchy.steps.take_step`), in the speed tier
+:func:`~hypermem.hierarchy.steps.choose_tier` picks (for Poincaré and Euclidean embeddings
+with Riemannian SGD in one process, the closed-form step, compiled with numba on a CPU;
+otherwise autograd, whose ``manual_backward`` DDP synchronises).
+
+``configure_optimizers`` returns the optimizer of that tier (geoopt's ``RiemannianSGD`` /
+``RiemannianAdam``, or :class:`~hypermem.hierarchy.steps.ClosedFormSGD`, whose
+``step(batch=...)`` is the closed-form update) and a per-epoch schedule (burn-in at
+``lr * burn_in_lr_factor``, then a linear decay to ``lr * final_lr_factor``;
+:func:`~hypermem.hierarchy.training.lr_factor`).  The module optimises manually
+(Lightning's manual optimisation): every batch is one ``optimizer.step`` call, which is
+what Lightning's ``global_step`` counts.
 
 Each validation epoch (``trainer.check_val_every_n_epoch``) evaluates the whole
 embedding: reconstruction MAP and mean rank (``val/map``, ``val/mean_rank``) and, with a
@@ -39,35 +43,29 @@ step, i.e. every group of ``batches_per_step`` optimizer steps (set
 **Precision.**  The embedding keeps its ``dtype`` under ``trainer.precision`` (e.g.
 ``bf16-mixed``): the loss is computed with autocast off, because the Poincaré distance's
 ``1 - |x|^2`` needs float64 near the boundary (bf16 has 8 bits of mantissa: points at
-depth 5 would all sit on the boundary); the optimizer's step runs with autocast off too.
+depth 5 would all sit on the boundary); the whole training step runs with autocast off.
 Mixed precision therefore changes nothing here.
 """
 
 from __future__ import annotations
 
+import pickle
 import warnings
 
 import lightning.pytorch as pl
 import torch
 
-from ..hierarchy.cones import (
-    DEFAULT_MARGIN,
-    cone_loss,
-    cone_score,
-    constrain_cone_shell,
-    poincare_isa_score,
-    squash_radii,
-)
+from ..hierarchy.cones import DEFAULT_K, DEFAULT_MARGIN
 from ..hierarchy.evaluation import link_prediction, reconstruction
-from ..hierarchy.fused_sgd import candidates, softmax_sgd_steps
-from ..hierarchy.ranking_loss import softmax_ranking_loss
 from ..hierarchy.model import HierarchyEmbedding
-from ..hierarchy.training import OPTIMIZERS, lr_factor, make_optimizer
+from ..hierarchy.objectives import KINDS, objective_for
+from ..hierarchy.steps import OPTIMIZERS, choose_tier, make_step_optimizer, take_step
+from ..hierarchy.training import lr_factor, poincare_start
 from ..nn.curvature import make_ball
-from ..retrieval.cones import DEFAULT_K
 from .hierarchy_logging import log_embedding_state, log_final_metric, tensorboard_writer
 
-KINDS = ("poincare", "euclidean", "cones")
+__all__ = ["KINDS", "HierarchyModule", "load_init_weights"]
+
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
@@ -83,8 +81,6 @@ def _integer_steps(optimizer: torch.optim.Optimizer) -> None:
 def load_init_weights(path: str, trusted: bool = False) -> torch.Tensor:
     """``embedding.weight`` of a checkpoint of this module (``torch.load(weights_only=True)``
     unless ``trusted``: then any pickled object is accepted, and may run code)."""
-    import pickle
-
     try:
         state = torch.load(path, map_location="cpu", weights_only=not trusted)
     except FileNotFoundError:
@@ -143,8 +139,7 @@ class HierarchyModule(pl.LightningModule):
                  log_images: bool = True, log_projector: bool = True, schedule_epochs: int | None = None,
                  init_from_trusted: bool = False):
         super().__init__()
-        if kind not in KINDS:
-            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+        self.objective = objective_for(kind, K, margin)  # raises for an unknown kind
         if optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
         if dtype not in _DTYPES:
@@ -155,6 +150,7 @@ class HierarchyModule(pl.LightningModule):
         self.automatic_optimization = False  # see the module docstring
         self.ball = make_ball(curvature)  # a buffer: never trained here
         self.embedding: HierarchyEmbedding | None = None
+        self.tier = "autograd"  # set by configure_optimizers (steps.choose_tier)
         self.nodes: list = []
         self.final_metrics: dict = {}  # the last evaluation: step, epoch, map, mean_rank (f1, test_f1)
 
@@ -166,34 +162,29 @@ class HierarchyModule(pl.LightningModule):
         dm.setup(stage)
         self.nodes = dm.nodes
         hp = self.hparams
-        geometry = "euclidean" if hp.kind == "euclidean" else "poincare"
-        self.embedding = HierarchyEmbedding(len(self.nodes), hp.dim, geometry, ball=self.ball,
+        self.embedding = HierarchyEmbedding(len(self.nodes), hp.dim, self.objective.geometry, ball=self.ball,
                                             init_range=hp.init_range, seed=hp.seed, dtype=_DTYPES[hp.dtype])
-        if hp.kind == "cones":
-            self._init_cones(dm)
+        if self.objective.starts_from_poincare:
+            self._start_from_poincare(dm)
 
-    def _init_cones(self, dm) -> None:
+    def _start_from_poincare(self, dm) -> None:
         hp = self.hparams
         if hp.init_from:
             init = load_init_weights(hp.init_from, trusted=hp.init_from_trusted)
         else:
-            from ..hierarchy.training import fit_poincare_embeddings
-
-            pts, _ = fit_poincare_embeddings(dm.train_relations, dim=hp.dim, epochs=hp.init_epochs, seed=hp.seed,
-                                             ball=self.ball, dtype=_DTYPES[hp.dtype], final_lr_factor=0.01)
-            init = torch.stack([pts[n] for n in dm.train_relations.nodes])
+            init = poincare_start(dm.train_relations, hp.dim, hp.init_epochs, hp.seed, ball=self.ball,
+                                  dtype=_DTYPES[hp.dtype])
         w = self.embedding.weight
         if tuple(init.shape) != tuple(w.shape):
             raise ValueError(f"init_from {hp.init_from!r} has {tuple(init.shape)} points, this embedding "
                              f"{tuple(w.shape)} (same data and model.dim needed)")
-        with torch.no_grad():
-            w.copy_(squash_radii(self.ball.projx(init.to(w.dtype)), hp.init_max_radius, self.ball.curvature))
-        constrain_cone_shell(self.embedding, hp.K)
+        self.objective.start(self.embedding, init, hp.init_max_radius)
 
     # -- optimisation ---------------------------------------------------------------------
     def configure_optimizers(self):
         hp = self.hparams
-        opt = make_optimizer([self.embedding.weight], hp.optimizer, hp.lr)
+        self.tier = self.step_tier()
+        opt = make_step_optimizer(self.tier, self.embedding, hp.optimizer, hp.lr)
         opt.register_load_state_dict_post_hook(_integer_steps)
         epochs = self.schedule_epochs()
         sched = torch.optim.lr_scheduler.LambdaLR(
@@ -236,43 +227,40 @@ class HierarchyModule(pl.LightningModule):
 
     def forward(self, pairs: torch.Tensor, neg: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Summed loss of a batch (``pairs`` ``(B, 2)``, negatives and their mask)."""
-        hp = self.hparams
-        with torch.autocast(pairs.device.type, enabled=False):  # see "Precision" in the module docstring
-            if hp.kind == "cones":
-                return cone_loss(self.embedding, pairs, neg, mask, K=hp.K, margin=hp.margin)
-            d_pos, d_neg = self.embedding(pairs[:, 0], pairs[:, 1], neg)
-            return softmax_ranking_loss(d_pos, d_neg, mask, reduction="sum")
+        return self.objective.loss(self.embedding, pairs, neg, mask)
 
     def uses_closed_form_step(self) -> bool:
-        """Whether batches take the autograd-free Riemannian SGD step (Poincaré or
-        Euclidean, ``rsgd``, one process)."""
-        hp = self.hparams
-        return hp.kind != "cones" and hp.optimizer == "rsgd" and self.trainer.world_size == 1
+        """Whether batches take the autograd-free Riemannian SGD step: the tier of
+        :func:`~hypermem.hierarchy.steps.choose_tier` for this objective, optimizer and
+        number of processes is not ``"autograd"``."""
+        return self._chosen_tier() != "autograd"
+
+    def step_tier(self) -> str:
+        """The speed tier the steps run in (``"autograd"`` when :meth:`uses_closed_form_step`
+        says no)."""
+        return self._chosen_tier() if self.uses_closed_form_step() else "autograd"
+
+    def _chosen_tier(self) -> str:
+        return choose_tier(self.objective, self.hparams.optimizer, self.embedding.weight,
+                           processes=self.trainer.world_size)
 
     def training_step(self, batch, batch_idx):
         """One optimizer step per ``batch["batch_size"]`` pairs of the batch (the data
-        module may send several batches at once, ``batches_per_step``)."""
+        module may send several batches at once, ``batches_per_step``), each through
+        :func:`~hypermem.hierarchy.steps.take_step`."""
         pairs, neg, mask = batch["pairs"], batch["neg"], batch["mask"]
         size = int(batch.get("batch_size", pairs.shape[0]))
-        if self.uses_closed_form_step():
-            # all the batches of the group in one call (compiled with numba on a CPU)
-            opt = self.optimizers()
-            geometry = "euclidean" if self.hparams.kind == "euclidean" else "poincare"
-            total = torch.tensor(softmax_sgd_steps(self.embedding.weight.data, pairs[:, 0],
-                                                   *candidates(pairs, neg, mask), opt.param_groups[0]["lr"], size,
-                                                   geometry, self.ball.curvature), dtype=torch.float64)
-            for _ in range(0, pairs.shape[0], size):
-                opt.step()  # no gradients: the weights stay, Lightning's step counter advances
-        else:
-            total = torch.zeros((), dtype=torch.float64, device=pairs.device)
-            with torch.autocast(pairs.device.type, enabled=False):  # forward, backward and the Riemannian step
-                for s in range(0, pairs.shape[0], size):
-                    total += self._step(pairs[s:s + size], neg[s:s + size], mask[s:s + size]).detach().double()
+        opt = self.optimizers()
+        total = torch.zeros((), dtype=torch.float64, device=pairs.device)
+        with torch.autocast(pairs.device.type, enabled=False):  # see "Precision" in the module docstring
+            for s in range(0, pairs.shape[0], size):
+                total += take_step(opt, self.tier, self.objective, self.embedding, pairs[s:s + size],
+                                   neg[s:s + size], mask[s:s + size], self.manual_backward).to(total)
         if not torch.isfinite(total):
             raise FloatingPointError(f"loss is {float(total)} at epoch {self.current_epoch}; lower lr")
         n = pairs.shape[0]
         self.log("train/loss", total / n, prog_bar=True, on_step=True, on_epoch=True, batch_size=n)
-        self.log("train/lr", float(self.optimizers().param_groups[0]["lr"]), on_step=True, on_epoch=False)
+        self.log("train/lr", float(opt.param_groups[0]["lr"]), on_step=True, on_epoch=False)
         self._log_step_axis()
         return total
 
@@ -282,17 +270,6 @@ class HierarchyModule(pl.LightningModule):
         for name, value in (("step", self.global_step), ("epoch", self.current_epoch)):
             self.log(name, float(value), on_step=not on_epoch, on_epoch=on_epoch, reduce_fx="max",
                      rank_zero_only=True)
-
-    def _step(self, pairs: torch.Tensor, neg: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """A forward, ``manual_backward`` and optimizer step on one batch (Adam, cones, DDP)."""
-        opt = self.optimizers()
-        loss = self(pairs, neg, mask)
-        opt.zero_grad(set_to_none=True)
-        self.manual_backward(loss)
-        opt.step()
-        if self.hparams.kind == "cones":
-            constrain_cone_shell(self.embedding, self.hparams.K)
-        return loss
 
     def on_train_epoch_end(self) -> None:
         self.lr_schedulers().step()  # manual optimisation: the per-epoch schedule steps here
@@ -311,15 +288,12 @@ class HierarchyModule(pl.LightningModule):
         r = reconstruction(pts, dm.relations, self.embedding, chunk_size=self.hparams.eval_chunk)
         out["map"], out["mean_rank"] = r.mean_average_precision, r.mean_rank
         split = getattr(dm, "split", None)
-        if split is not None and self.hparams.kind != "euclidean":
-            if self.hparams.kind == "cones":
-                def score(p):
-                    return cone_score(pts, p.to(pts.device), self.ball, self.hparams.K)
-            else:
-                def score(p):
-                    return poincare_isa_score(pts, p.to(pts.device), self.ball.curvature)
-            lp = link_prediction(score(split.val_pairs), split.val_labels, score(split.test_pairs), split.test_labels)
-            out["f1"], out["test_f1"] = lp.validation_f1, lp.f1
+        if split is not None:
+            val = self.objective.isa_score(pts, split.val_pairs, self.ball)
+            if val is not None:  # the Euclidean baseline has no is-a score
+                lp = link_prediction(val, split.val_labels, self.objective.isa_score(pts, split.test_pairs, self.ball),
+                                     split.test_labels)
+                out["f1"], out["test_f1"] = lp.validation_f1, lp.f1
         return out
 
     def on_validation_epoch_end(self) -> None:
