@@ -489,3 +489,29 @@ def test_one_place_chooses_the_speed_tier():
     assert choose_tier(objective_for("poincare"), "rsgd", w, processes=2) == "autograd"
     assert choose_tier(objective_for("poincare"), "rsgd", w, custom=True) == "autograd"
     assert choose_tier(objective_for("cones"), "rsgd", w) == "autograd"
+
+
+@pytest.mark.parametrize("geometry", ["poincare", "euclidean"])
+def test_every_tier_takes_the_same_step_through_one_interface(geometry):
+    """take_step in the closed-form tiers (ClosedFormSGD, a RiemannianSGD whose step(batch=...)
+    is the update) moves the table as geoopt's RiemannianSGD does through autograd."""
+    from hypermem.hierarchy.compiled_sgd import compiled_epoch_available
+    from hypermem.hierarchy.model import HierarchyEmbedding
+    from hypermem.hierarchy.objectives import objective_for
+    from hypermem.hierarchy.steps import ClosedFormSGD, make_step_optimizer, take_step
+
+    g = torch.Generator().manual_seed(3)
+    pairs = torch.randint(0, 30, (16, 2), generator=g)
+    neg = torch.randint(0, 30, (16, 5), generator=g)
+    valid = torch.rand(16, 5, generator=g) > 0.2
+    objective = objective_for(geometry)
+    tiers = ["autograd", "closed_form"] + (["compiled"] if compiled_epoch_available(torch.zeros(1, 1)) else [])
+    weights, losses = [], []
+    for tier in tiers:
+        model = HierarchyEmbedding(30, 3, geometry, seed=1, init_range=0.3)
+        opt = make_step_optimizer(tier, model, "rsgd", 0.5)
+        assert isinstance(opt, ClosedFormSGD) == (tier != "autograd")
+        losses.append(float(take_step(opt, tier, objective, model, pairs, neg, valid)))
+        weights.append(model.points())
+    for w, loss in zip(weights[1:], losses[1:]):
+        assert float((w - weights[0]).abs().max()) < 1e-12 and loss == pytest.approx(losses[0], rel=1e-12)

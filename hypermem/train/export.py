@@ -12,6 +12,13 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+import torch
+
+from ..embed import HashingEmbedder
+from ..hierarchy.tree import bfs_order, children_map, parents_of
+from ..store import Memory
+from ..temporal import utcnow
+
 
 def embedding_to_memory(points: Mapping[Any, Any], tree: Iterable[tuple[Any, Any]] = (),
                         texts: Mapping[Any, str] | None = None, curvature: float = 1.0, t: datetime | None = None,
@@ -51,13 +58,6 @@ def embedding_to_memory(points: Mapping[Any, Any], tree: Iterable[tuple[Any, Any
     >>> mem.ancestors("dog"), mem.get("dog").text, round(float(mem.point("cat")[0]), 6)
     (['mammal'], 'a domestic canine', -0.5)
     """
-    import torch
-
-    from ..embed import HashingEmbedder
-    from ..hierarchy.tree import bfs_order, children_map, parents_of
-    from ..store import Memory
-    from ..temporal import utcnow
-
     t = utcnow() if t is None else t
 
     if not points:
