@@ -1,5 +1,6 @@
 """Training: the fused distance, negative sampling, Poincaré vs Euclidean, cones."""
 
+import math
 import warnings
 
 import pytest
@@ -515,3 +516,20 @@ def test_every_tier_takes_the_same_step_through_one_interface(geometry):
         weights.append(model.points())
     for w, loss in zip(weights[1:], losses[1:]):
         assert float((w - weights[0]).abs().max()) < 1e-12 and loss == pytest.approx(losses[0], rel=1e-12)
+
+
+def test_a_custom_loss_fn_trains_through_autograd(small_closure):
+    from hypermem.hierarchy.model import HierarchyEmbedding
+    from hypermem.hierarchy.objectives import cone_objective
+    from hypermem.hierarchy.training import softmax_objective, train_embedding
+
+    rel = Relations(small_closure)
+    for loss_fn in (softmax_objective(rel, 5), cone_objective(rel, 4)):
+        model = HierarchyEmbedding(rel.n, 3, init_range=0.3)
+        calls = []
+        rep = train_embedding(model, rel, epochs=2, lr=0.01, batch_size=16, loss_fn=loss_fn,
+                              after_step=calls.append)
+        assert len(rep.losses) == 2 and all(math.isfinite(x) for x in rep.losses)
+        assert len(calls) == 2 * -(-len(rel) // 16) and calls[0] is model
+    with pytest.raises(ValueError, match="negatives"):
+        softmax_objective(rel, 0)

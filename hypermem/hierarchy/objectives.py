@@ -139,6 +139,35 @@ def objective_for(kind: str, K: float = DEFAULT_K, margin: float = DEFAULT_MARGI
     return ConeObjective(K, margin) if kind == "cones" else RankingObjective(kind)
 
 
+LossFn = Callable[[HierarchyEmbedding, torch.Tensor, bool], torch.Tensor]
+"""``loss_fn(model, batch, burning) -> summed loss``, the custom-loss form of
+:func:`~hypermem.hierarchy.training.train_embedding`."""
+
+
+def as_loss_fn(objective, relations: Relations, negatives: int, generator: torch.Generator | None = None,
+               symmetric: bool = False) -> LossFn:
+    """``objective``'s loss with its own negatives as a ``loss_fn(model, batch, burning)``."""
+    draw = objective.draw(relations, negatives, generator, symmetric)
+    return lambda model, batch, burning: objective.loss(model, batch, *draw(batch, burning))
+
+
+def softmax_objective(relations: Relations, negatives: int, generator: torch.Generator | None = None,
+                      symmetric_negatives: bool = False) -> LossFn:
+    """Nickel & Kiela's loss as a ``loss_fn(model, batch, burning)``: negatives are nodes
+    ``v'`` with ``(u, v')`` not in the relation (their directed rule; ``symmetric_negatives``
+    also excludes ``(v', u)``), drawn by ``degree^0.75`` during the burn-in and uniformly
+    afterwards."""
+    if isinstance(negatives, bool) or int(negatives) != negatives or negatives < 1:
+        raise ValueError(f"negatives must be at least 1, got {negatives!r}")
+    return as_loss_fn(RankingObjective(), relations, int(negatives), generator, symmetric_negatives)
+
+
+def cone_objective(relations: Relations, negatives: int = 10, K: float = DEFAULT_K, margin: float = DEFAULT_MARGIN,
+                   generator: torch.Generator | None = None) -> LossFn:
+    """The cone loss as a ``loss_fn(model, batch, burning)``."""
+    return as_loss_fn(ConeObjective(K, margin), relations, negatives, generator)
+
+
 @dataclass(frozen=True)
 class RankingConfig:
     """Settings of the softmax ranking objective (the defaults of

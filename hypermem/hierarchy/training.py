@@ -49,12 +49,21 @@ from .cones import DEFAULT_K, DEFAULT_MARGIN
 from .evaluation import reconstruction
 from .fused_sgd import sample_epoch
 from .model import HierarchyEmbedding
-from .objectives import ConeConfig, EuclideanConfig, PoincareConfig, RankingConfig, RankingObjective
+from .objectives import (
+    ConeConfig,
+    EuclideanConfig,
+    LossFn,
+    PoincareConfig,
+    RankingConfig,
+    RankingObjective,
+    softmax_objective,
+)
 from .relations import Relations, as_relations
 from .steps import OPTIMIZERS, autograd_step, choose_tier, make_optimizer, make_step_optimizer, take_step
 
 __all__ = ["OPTIMIZERS", "TrainingReport", "fit_entailment_cones", "fit_euclidean_embeddings", "fit_hierarchy",
-           "fit_poincare_embeddings", "lr_factor", "make_optimizer", "poincare_start", "train_embedding"]
+           "fit_poincare_embeddings", "lr_factor", "make_optimizer", "poincare_start", "softmax_objective",
+           "train_embedding"]
 
 
 @dataclass
@@ -85,9 +94,6 @@ def lr_factor(epoch: int, epochs: int, burn_in: int, burn_in_lr_factor: float, f
     span = max(epochs - burn_in - 1, 1)
     t = min(max(epoch - burn_in, 0) / span, 1.0)
     return 1.0 + (final_lr_factor - 1.0) * t
-
-
-LossFn = Callable[[HierarchyEmbedding, torch.Tensor, bool], torch.Tensor]
 
 
 def train_embedding(model: HierarchyEmbedding, relations: Relations, *, epochs: int, lr: float,
