@@ -40,11 +40,18 @@ from .evaluation import (
     link_prediction,
     reconstruction,
 )
+from .objectives import ConeConfig, EuclideanConfig, PoincareConfig
 from .rank_polish import PolishReport, polish_ranks
 from .relations import Relations
 from .sarkar import decaying_edge_lengths, max_safe_depth, sarkar_layout, spread_directions
 from .shadows import shadow_layout
-from .training import TrainingReport, fit_entailment_cones, fit_euclidean_embeddings, fit_poincare_embeddings
+from .training import (
+    TrainingReport,
+    fit_entailment_cones,
+    fit_euclidean_embeddings,
+    fit_hierarchy,
+    fit_poincare_embeddings,
+)
 from .tree import children_map, depths, transitive_closure
 
 __all__ = [
@@ -60,6 +67,10 @@ __all__ = [
     "fit_poincare_embeddings",
     "fit_euclidean_embeddings",
     "fit_entailment_cones",
+    "fit_hierarchy",
+    "PoincareConfig",
+    "EuclideanConfig",
+    "ConeConfig",
     "TrainingReport",
     "reconstruction",
     "ReconstructionResult",
