@@ -49,13 +49,17 @@ warnings.filterwarnings("ignore", category=RuntimeWarning, message=".*sarkar_lay
 
 from hypermem.data import wordnet  # noqa: E402
 from hypermem.hierarchy import Relations, children_map, polish_ranks, reconstruction, transitive_closure  # noqa: E402
-from hypermem.hierarchy.cones import cone_score, fit_entailment_cones, poincare_isa_score  # noqa: E402
+from hypermem.hierarchy.cones import cone_score, poincare_isa_score  # noqa: E402
 from hypermem.hierarchy.evaluation import link_prediction  # noqa: E402
 from hypermem.hierarchy.sarkar import decaying_edge_lengths, sarkar_layout  # noqa: E402
 from hypermem.hierarchy.shadows import DEFAULT_MAX_SHRINK, DEFAULT_SHRINK, shadow_isa_score, shadow_layout  # noqa: E402
 from hypermem.hierarchy.spanning import ancestor_tree  # noqa: E402
 from hypermem.hierarchy.splits import link_prediction_split  # noqa: E402
-from hypermem.hierarchy.training import fit_euclidean_embeddings, fit_poincare_embeddings  # noqa: E402
+from hypermem.hierarchy.training import (  # noqa: E402
+    fit_entailment_cones,
+    fit_euclidean_embeddings,
+    fit_poincare_embeddings,
+)
 
 ROWS: list[dict] = []
 

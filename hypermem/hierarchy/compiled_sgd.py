@@ -18,7 +18,7 @@ CPU epoch at the batch sizes hierarchy embeddings use (32-128 pairs); here the w
 epoch is one loop nest compiled by `numba <https://numba.pydata.org>`_ (the ``fast``
 extra), which computes the same numbers (to rounding: sums run in another order).
 :func:`compiled_epoch_available` says whether it can run;
-:func:`~hypermem.hierarchy.fused_sgd.softmax_sgd_steps` takes the torch steps otherwise (no
+:func:`~hypermem.hierarchy.steps.choose_tier` picks the torch steps otherwise (no
 numba, a GPU tensor).  A numba kernel cannot call torch, so the distance is a copy of
 :func:`hypermem.geometry.poincare.arcosh_distance` in scalar code;
 ``tests/test_formula_contract.py`` checks the kernel's steps against the torch tiers.

@@ -30,8 +30,8 @@ import torch
 
 from ..geometry import poincare as P
 from ..geometry.cones import DEFAULT_K, cone_energy
-from .ranking_loss import reduce_loss
 from .model import HierarchyEmbedding
+from .ranking_loss import reduce_loss
 from .relations import Relations
 
 DEFAULT_MARGIN = 0.01
@@ -115,61 +115,3 @@ def poincare_isa_score(points: torch.Tensor, pairs: torch.Tensor, c: float = 1.0
     u, v = points[pairs[:, 0]], points[pairs[:, 1]]
     d = P.distance_arcosh(u, v, c)
     return (1.0 + alpha * (v.norm(dim=-1) - u.norm(dim=-1))) * d
-
-
-def cone_objective(relations: Relations, negatives: int = 10, K: float = DEFAULT_K, margin: float = DEFAULT_MARGIN,
-                   generator: torch.Generator | None = None):
-    """The cone loss as a ``loss_fn(model, batch, burning)`` for
-    :func:`hypermem.hierarchy.training.train_embedding`."""
-    if int(negatives) < 1:
-        raise ValueError(f"negatives must be at least 1, got {negatives}")
-
-    def loss_fn(model: HierarchyEmbedding, batch: torch.Tensor, burning: bool) -> torch.Tensor:
-        neg, mask = sample_cone_negatives(batch, int(negatives), relations, generator)
-        return cone_loss(model, batch, neg, mask, K=K, margin=margin)
-
-    return loss_fn
-
-
-def fit_entailment_cones(edges, dim: int = 5, epochs: int = 100, lr: float = 0.01, negatives: int = 10,
-                         batch_size: int = 256, K: float = DEFAULT_K, margin: float = DEFAULT_MARGIN,
-                         init=None, init_epochs: int = 100, init_max_radius: float = 3.0, seed: int = 0,
-                         ball=None, *,
-                         optimizer: str = "radam", device=None, dtype: torch.dtype = torch.float64,
-                         nodes=None, log=None):
-    """Entailment-cone embeddings of ``(hyponym, hypernym)`` pairs (Ganea et al. 2018).
-
-    ``init`` is a starting embedding (``node -> point`` mapping or an ``(n, dim)`` tensor
-    in the node order); by default a Poincaré embedding is trained first for
-    ``init_epochs`` epochs (:func:`~hypermem.hierarchy.training.fit_poincare_embeddings`).
-    Its hyperbolic radii are scaled to at most ``init_max_radius``
-    (:func:`squash_radii`), and training keeps the points in the shell of
-    :func:`constrain_cone_shell`.
-    Returns ``node -> point`` and a :class:`~hypermem.hierarchy.training.TrainingReport`.
-    """
-    from .relations import as_relations
-    from .training import fit_poincare_embeddings, train_embedding
-
-    rel = as_relations(edges, nodes=nodes, device=device)
-    if init is None:
-        pts, _ = fit_poincare_embeddings(rel, dim=dim, epochs=init_epochs, seed=seed, ball=ball, device=device,
-                                         dtype=dtype, final_lr_factor=0.01)
-        init = torch.stack([pts[n] for n in rel.nodes])
-    elif isinstance(init, dict):
-        init = torch.stack([torch.as_tensor(init[n]) for n in rel.nodes])
-    init = torch.as_tensor(init).to(dtype=dtype, device=device if device is not None else init.device)
-    if init.shape != (rel.n, dim):
-        raise ValueError(f"init must have shape {(rel.n, dim)}, got {tuple(init.shape)}")
-    model = HierarchyEmbedding(rel.n, dim, "poincare", ball=ball, seed=seed, dtype=dtype, device=init.device)
-    with torch.no_grad():
-        model.weight.copy_(squash_radii(model.ball.projx(init), init_max_radius, model.ball.curvature))
-    constrain_cone_shell(model, K)
-    g = torch.Generator(device=model.weight.device)
-    g.manual_seed(int(seed) + 1)
-    report = train_embedding(model, rel, epochs=epochs, lr=lr, batch_size=batch_size, optimizer=optimizer,
-                             seed=seed, loss_fn=cone_objective(rel.to(model.weight.device), negatives, K, margin, g),
-                             after_step=lambda m: constrain_cone_shell(m, K), log=log)
-    report.settings = {"kind": "cones", "dim": dim, "epochs": epochs, "lr": lr, "negatives": negatives,
-                       "batch_size": batch_size, "K": K, "margin": margin, "init_epochs": init_epochs}
-    pts = model.points()
-    return {n: pts[i] for i, n in enumerate(rel.nodes)}, report

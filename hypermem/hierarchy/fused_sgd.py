@@ -29,7 +29,6 @@ import torch
 
 from ..geometry.numerics import ball_margin, tiny
 from .compiled_sampling import compiled_sampling_available
-from .compiled_sgd import compiled_epoch_available, softmax_sgd_epoch
 from .sampling import NegativeSampler
 
 
@@ -51,23 +50,6 @@ def sample_epoch(sampler: NegativeSampler, pairs: torch.Tensor, negatives: int, 
     parts = [candidates(part, *sampler.sample(part[:, 0], negatives, unigram=unigram))
              for part in pairs.split(chunk)]
     return torch.cat([c for c, _ in parts]), torch.cat([m for _, m in parts])
-
-
-def softmax_sgd_steps(weight: torch.Tensor, anchors: torch.Tensor, cand: torch.Tensor, masked_out: torch.Tensor,
-                      lr: float, batch_size: int, geometry: str = "poincare", curvature: float = 1.0,
-                      workers: int = 1) -> float:
-    """:func:`softmax_sgd_step` batch after batch over all ``P`` pairs (``batch_size``
-    pairs a step); returns the summed loss.  One compiled call when it can run
-    (:func:`~hypermem.hierarchy.compiled_sgd.softmax_sgd_epoch`: numba, a CPU table;
-    ``workers`` threads Hogwild-style), the torch steps otherwise (``workers`` is then
-    ignored)."""
-    if compiled_epoch_available(weight, geometry):
-        return softmax_sgd_epoch(weight, anchors, cand, masked_out, lr, batch_size, curvature, workers, geometry)
-    total = torch.zeros((), dtype=torch.float64, device=weight.device)
-    for b in range(0, anchors.shape[0], batch_size):
-        total += softmax_sgd_step(weight, anchors[b:b + batch_size], cand[b:b + batch_size],
-                                  masked_out[b:b + batch_size], lr, geometry, curvature).to(torch.float64)
-    return float(total)
 
 
 @torch.no_grad()

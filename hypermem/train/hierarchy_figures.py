@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 
-def disk_coordinates(points: torch.Tensor) -> torch.Tensor:
+def principal_plane_coordinates(points: torch.Tensor) -> torch.Tensor:
     """``(n, 2)`` coordinates: the points themselves in 2-D; otherwise the projection on the
     two leading principal directions, rescaled to each point's original norm."""
     x = points.detach().to("cpu", torch.float64)
@@ -34,7 +34,7 @@ def poincare_disk_figure(points: torch.Tensor, nodes: list, edges: list | None =
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 
-    xy = disk_coordinates(points)
+    xy = principal_plane_coordinates(points)
     fig, ax = plt.subplots(figsize=(6, 6), dpi=80)
     ax.add_patch(plt.Circle((0, 0), 1.0, fill=False, color="0.5", lw=1))
     if edges:
