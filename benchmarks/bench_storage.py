@@ -165,7 +165,7 @@ def _raw_hnsw(mem, query: str, ef: int) -> list[str]:
 
     from hypermem.geometry import poincare as P
 
-    q = mem._query_dirs([query], None)[0][0].to(torch.float64)
+    q = mem.searcher.query_directions([query], None)[0][0].to(torch.float64)
     y = P.to_lorentz(P.point_at(q, mem.base_depth, mem.curvature), mem.curvature)
     qv = torch.cat([y, y.new_zeros(1)]).numpy().astype("float32")
     con = mem.storage.con

@@ -275,7 +275,7 @@ def test_index_equals_exact(backend):
     assert idx == exact
     m.add("red things exactly", id="new")
     after = [r.record.id for r in m.search("red things", k=10, touch=False, use_index=True)]
-    assert len(m._index) == 401  # rebuilt after the change
+    assert len(m.searcher.index) == 401  # rebuilt after the change
     assert after == [r.record.id for r in m.search("red things", k=10, touch=False, use_index=False)]
     assert "new" in after
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import tempfile
-import uuid
 import webbrowser
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
@@ -17,7 +17,6 @@ import torch
 from ..embed import HashingEmbedder, check_texts, embed_checked
 from ..geometry import PoincareBall
 from ..geometry.cones import DEFAULT_K
-from ..index import MIPSIndex
 from ..temporal import DecayPolicy, NoDecay
 from ..temporal.clock import to_seconds, to_utc, utcnow
 from ..viz.html import iframe_html, render_html
@@ -32,13 +31,27 @@ from .persistence import save as save_memory
 from .persistence import to_json as memory_to_json
 from .placement import Placer
 from .records import MemoryRecord
-from .search import SearchMixin
+from .search import Searcher
 from .state import MemoryState
-from .views import ViewsMixin
+from .views import MemoryViews
 
 __all__ = ["Memory", "MODES", "METRICS"]
 
-class Memory(SearchMixin, ViewsMixin):
+def _calls(collaborator: str, cls: type, name: str):
+    """A ``Memory`` method that calls ``self.<collaborator>.<name>`` (the signature and the
+    docstring are ``cls.<name>``'s); for a property of ``cls``, a read-only property."""
+    target = getattr(cls, name)
+    if isinstance(target, property):
+        return property(lambda self: getattr(getattr(self, collaborator), name), doc=target.__doc__)
+
+    @functools.wraps(target)
+    def method(self, *args, **kwargs):
+        return getattr(getattr(self, collaborator), name)(*args, **kwargs)
+
+    return method
+
+
+class Memory:
     r"""Hierarchy-aware, time-aware memory for agents and RAG, on torch tensors.
 
     Each memory gets a point in the Poincaré ball.  Its direction comes from its text
@@ -130,8 +143,11 @@ class Memory(SearchMixin, ViewsMixin):
         what persistence, the backends, the inspector and the ``nn`` layer read."""
         self.placer = Placer(self)
         """Where new and re-parented memories go (:class:`~hypermem.store.placement.Placer`)."""
-        self._index: MIPSIndex | None = None
-        self._index_version = -1
+        self.views = MemoryViews(self)
+        """Columns, navigation and summaries (:class:`~hypermem.store.views.MemoryViews`)."""
+        self.searcher = Searcher(self)
+        """The query side (:class:`~hypermem.store.search.Searcher`): ``search``,
+        ``search_batch``, ``time_weights``, ``embed_query`` and ``build_index`` call it."""
 
     # ------------------------------------------------------------------ basics
     @property
@@ -207,71 +223,56 @@ class Memory(SearchMixin, ViewsMixin):
         """Store a checked batch (all or nothing).  ``owned``: nobody else holds ``emb``, so
         an empty store may keep it as its raw-embedding column instead of copying it."""
         # Validate everything before touching any state (all or nothing).
-        m = len(batch.texts)
-        records, parents = self.state.records, batch.parents
-        new_ids: list[str] = []
-        batch_pos: dict[str, int] = {}
-        for i, id_ in enumerate(batch.ids):
-            if id_ is None:
-                id_ = uuid.uuid4().hex[:16]
-                while id_ in records or id_ in batch_pos:
-                    id_ = uuid.uuid4().hex[:16]
-            elif id_ in records or id_ in batch_pos:
-                raise ValueError(f"duplicate id {id_!r}")
-            par = parents[i]
-            if par is not None and par not in records and par not in batch_pos:
-                raise KeyError(f"unknown parent id {par!r} (item #{i}; parents must precede their children)")
-            batch_pos[id_] = i
-            new_ids.append(id_)
+        st = self.state
+        new_ids, batch_pos = st.new_ids(batch.ids, batch.parents)
         now = to_utc(self.clock())
-        # Levels and generations (a memory whose parent is in this batch comes one
-        # generation after it).
-        levels = [0] * m
-        gen = [0] * m
-        row, lv_store = self.state.row, self.state.levels
-        for i, par in enumerate(parents):
-            if par is None:
-                continue
-            j = batch_pos.get(par)
-            if j is not None:
-                levels[i], gen[i] = levels[j] + 1, gen[j] + 1
-            else:
-                levels[i] = lv_store[row[par]] + 1
-        # Capacity first (rows past _n are not part of the store until the commit below),
+        levels, gen = st.batch_levels(batch.parents, batch_pos)
+        # Capacity first (rows past n are not part of the store until the commit below),
         # so float64 directions are placed straight into their storage rows.
-        self.state.reserve(m)
-        n0 = self.state.n
-        sl = slice(n0, n0 + m)
-        dev = self.device
-        out = self.state.direction[sl] if self.dtype == torch.float64 else None
+        m = len(new_ids)
+        st.reserve(m)
+        sl = slice(st.n, st.n + m)
+        out = st.direction[sl] if self.dtype == torch.float64 else None
         dirs, depths = self.placer.place_batch(batch, emb, levels, gen, batch_pos, out=out)
         # Commit.
         if out is None:
-            self.state.direction[sl] = dirs.to(dev, self.dtype)
-        self.state.depth[sl] = depths.to(dev, self.dtype)
-        if owned and n0 == 0 and self.state.embedding.shape == emb.shape and emb.is_contiguous():
-            self.state.embedding = emb  # the first batch's fresh embeddings become the column (no copy)
-        else:
-            self.state.embedding[sl] = emb
+            st.direction[sl] = dirs.to(self.device, self.dtype)
+        st.depth[sl] = depths.to(self.device, self.dtype)
         times = [now if t is None else t for t in batch.times]
-        self.state.time[sl] = torch.tensor([t.timestamp() for t in times], dtype=torch.float64, device=dev)
-        self.state.access[sl] = 0.0
-        self.state.valid_from[sl] = torch.tensor([-math.inf if v is None else v.timestamp() for v in batch.valid_from],
-                                       dtype=torch.float64, device=dev)
-        self.state.valid_until[sl] = torch.tensor([math.inf if v is None else v.timestamp() for v in batch.valid_until],
-                                        dtype=torch.float64, device=dev)
-        records.update(zip(new_ids, map(MemoryRecord, new_ids, batch.texts, parents, times, batch.metas,
-                                        batch.valid_from, batch.valid_until)))
-        row.update(zip(new_ids, range(n0, n0 + m)))
-        children = self.state.children
-        for id_, par in zip(new_ids, parents):
-            if par is not None:
-                children.setdefault(par, []).append(id_)
-        self.state.ids.extend(new_ids)
-        self.state.levels.extend(levels)
-        self.state.n = n0 + m
-        self.state.changed()
+        records = list(map(MemoryRecord, new_ids, batch.texts, batch.parents, times, batch.metas, batch.valid_from,
+                           batch.valid_until))
+        st.append_rows(records, levels, emb, owned)
         return new_ids
+
+    # ------------------------------------------------------------------ searching
+    search = _calls("searcher", Searcher, "search")
+    search_batch = _calls("searcher", Searcher, "search_batch")
+    time_weights = _calls("searcher", Searcher, "time_weights")
+    embed_query = _calls("searcher", Searcher, "embed_query")
+    build_index = _calls("searcher", Searcher, "build_index")
+
+    # ------------------------------------------------------------------ views (store.views.MemoryViews)
+    ids, points, directions, depths, embeddings = (
+        _calls("views", MemoryViews, n) for n in ("ids", "points", "directions", "depths", "embeddings"))
+    parent, children, ancestors, descendants, siblings, roots, level, depth, point, embedding = (
+        _calls("views", MemoryViews, n) for n in ("parent", "children", "ancestors", "descendants", "siblings",
+                                                   "roots", "level", "depth", "point", "embedding"))
+    stats, table, to_dataframe, tree = (_calls("views", MemoryViews, n) for n in ("stats", "table", "to_dataframe",
+                                                                                   "tree"))
+
+    def touch(self, ids: Iterable[str]) -> None:
+        """Count one access now (the clock's) of each id in ``ids``, as a search with
+        ``touch=True`` does for what it returns (a repeated id counts each time)."""
+        ids = list(ids)
+        with self.state.lock:
+            for i in ids:
+                self.state.record(i)
+            self.state.touch(ids, to_utc(self.clock()))
+
+    def refresh(self) -> bool:
+        """Re-read what other processes committed (a store bound by :meth:`open`); an
+        in-process store has nothing to re-read and returns False."""
+        return False
 
     # ------------------------------------------------------------------ changing
     def update(self, id: str, text: str | None = None, meta: Mapping[str, Any] | None = None,

@@ -1,15 +1,15 @@
 """Search of the memory store: temporal weights, query points, candidates, ranking, index.
 
-:class:`SearchMixin` holds the query side of :class:`~hypermem.store.memory.Memory`; the
-store's tensors (``_dir``, ``_depth``, ``_time``...) and lock come from the class itself.
+:class:`Searcher` is the query side of :class:`~hypermem.store.memory.Memory`: it reads the
+store's columns through its public :class:`~hypermem.store.state.MemoryState`.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
@@ -28,47 +28,78 @@ from .placement import unit
 from .records import SearchResult
 
 
-class SearchMixin:
-    """Ranking by ``-distance + depth_bias * depth + time_coef * log(time_weight)``."""
+@dataclass(frozen=True)
+class SearchOptions:
+    """The keyword arguments of :meth:`Searcher.search` past ``query`` and ``k``."""
+
+    mode: str = "nearest"
+    root: str | None = None
+    at_time: datetime | None = None
+    filters: Filter = None
+    metric: str | None = None
+    query_depth: float | None = None
+    touch: bool = True
+    use_index: bool | None = None
+    oversample: int = 8
+    valid_only: bool = False
+
+
+class Searcher:
+    """The query side of a store: ranking by
+    ``-distance + depth_bias * depth + time_coef * log(time_weight)`` over its
+    :class:`~hypermem.store.state.MemoryState`, and its nearest-neighbour index.
+
+    It reads the store's public settings (``metric``, ``decay``, ``time_coef``...) at each
+    call, so changing them on the store takes effect at once.  ``Memory.search``,
+    ``search_batch``, ``time_weights``, ``embed_query`` and ``build_index`` call it."""
+
+    def __init__(self, memory):
+        self.memory = memory
+        self.index: MIPSIndex | None = None
+        self._index_version = -1
+
+    def invalidate(self) -> None:
+        """Forget the index's freshness (it is rebuilt before its next use)."""
+        self._index_version = -1
 
     # ------------------------------------------------------------------ time
-    def _now(self, at_time: datetime | None) -> datetime:
-        return to_utc(at_time) if at_time is not None else to_utc(self.clock())
+    def now(self, at_time: datetime | None) -> datetime:
+        return to_utc(at_time) if at_time is not None else to_utc(self.memory.clock())
 
-    def _weights_all(self, at_time: datetime | None) -> torch.Tensor:
-        n = self.state.n
-        w = self.decay.weight(to_seconds(self._now(at_time)), self.state.time[:n], self.state.access[:n],
-                              self.state.valid_from[:n], self.state.valid_until[:n])
-        w = torch.as_tensor(w, dtype=torch.float64, device=self.device)
+    def weights(self, at_time: datetime | None) -> torch.Tensor:
+        n = self.memory.state.n
+        w = self.memory.decay.weight(to_seconds(self.now(at_time)), self.memory.state.time[:n], self.memory.state.access[:n],
+                              self.memory.state.valid_from[:n], self.memory.state.valid_until[:n])
+        w = torch.as_tensor(w, dtype=torch.float64, device=self.memory.device)
         if w.shape != (n,):
             raise ValueError(f"the decay policy returned shape {tuple(w.shape)}, expected ({n},)")
         return w
 
     def time_weights(self, ids: Sequence[str] | None = None, at_time: datetime | None = None) -> torch.Tensor:
         """Temporal weights in ``[MIN_WEIGHT, 1]`` of ``ids`` (all memories if None) at ``at_time``."""
-        with self.state.lock:
-            w = self._weights_all(at_time)
+        with self.memory.state.lock:
+            w = self.weights(at_time)
             if ids is None:
                 return w
-            rows = [self.state.row[self.state.record(i).id] for i in ids]
-            return w[torch.tensor(rows, dtype=torch.long, device=self.device)]
+            rows = [self.memory.state.row[self.memory.state.record(i).id] for i in ids]
+            return w[torch.tensor(rows, dtype=torch.long, device=self.memory.device)]
 
     # ------------------------------------------------------------------ queries
     def embed_query(self, query: str, depth: float | None = None) -> torch.Tensor:
         """Point for a free-text query: direction from the embedder, depth given or ``base_depth``."""
         check_texts([query], what="query")
-        e = embed_checked(self.embedder, [query])[0]
-        d = self.base_depth if depth is None else _finite("depth", depth, lo=0.0)
-        return P.point_at(e.to(self.device, self.dtype), d, self.curvature)
+        e = embed_checked(self.memory.embedder, [query])[0]
+        d = self.memory.base_depth if depth is None else _finite("depth", depth, lo=0.0)
+        return P.point_at(e.to(self.memory.device, self.memory.dtype), d, self.memory.curvature)
 
-    def _query_dirs(self, queries: Sequence[Any], query_depth: float | None):
+    def query_directions(self, queries: Sequence[Any], query_depth: float | None):
         """Unit directions ``(B, dim)`` and hyperbolic radii ``(B,)`` of the queries."""
         texts = [q for q in queries if isinstance(q, str)]
         if texts:
             check_texts(texts, what="query")
-            emb = iter(embed_checked(self.embedder, texts))
+            emb = iter(embed_checked(self.memory.embedder, texts))
         dirs, radii = [], []
-        default = self.base_depth if query_depth is None else _finite("query_depth", query_depth, lo=0.0)
+        default = self.memory.base_depth if query_depth is None else _finite("query_depth", query_depth, lo=0.0)
         for q in queries:
             if isinstance(q, str):
                 dirs.append(next(emb))
@@ -79,14 +110,14 @@ class SearchMixin:
             if not isinstance(q, (torch.Tensor, np.ndarray, list, tuple)):
                 raise TypeError(f"a query must be text or a point (tensor, array, list), got {type(q).__name__}")
             p = torch.as_tensor(q).detach().to("cpu", torch.float64)
-            if p.shape != (self.dim,):
-                raise ValueError(f"a query must be text or a point of shape ({self.dim},), got shape "
+            if p.shape != (self.memory.dim,):
+                raise ValueError(f"a query must be text or a point of shape ({self.memory.dim},), got shape "
                                  f"{tuple(p.shape)}")
-            self.ball.check_inside(p, name="query point")
+            self.memory.ball.check_inside(p, name="query point")
             dirs.append(p)
-            radii.append(default if query_depth is not None else float(P.distance_to_origin(p, self.curvature)))
-        D = unit(torch.stack(dirs)).to(self.device, self.dtype)
-        return D, torch.tensor(radii, dtype=self.dtype, device=self.device)
+            radii.append(default if query_depth is not None else float(P.distance_to_origin(p, self.memory.curvature)))
+        D = unit(torch.stack(dirs)).to(self.memory.device, self.memory.dtype)
+        return D, torch.tensor(radii, dtype=self.memory.dtype, device=self.memory.device)
 
     def _candidates(self, mode: str, root: str | None) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """Candidate rows (None: all) and, in cone mode, the cone energy of every memory."""
@@ -96,31 +127,31 @@ class SearchMixin:
             return None, None
         if root is None:
             raise ValueError(f"mode={mode!r} needs root=<memory id>")
-        self.state.record(root)
+        self.memory.state.record(root)
         if mode == "subtree":
-            ids = [root, *self.descendants(root)]
+            ids = [root, *self.memory.descendants(root)]
         elif mode == "children":
-            ids = self.children(root)
+            ids = self.memory.children(root)
         elif mode == "ancestors":
-            ids = self.ancestors(root)
+            ids = self.memory.ancestors(root)
         elif mode == "siblings":
-            ids = self.siblings(root)
+            ids = self.memory.siblings(root)
         else:
-            n = self.state.n
-            pts = P.point_at(self.state.direction[:n].to(torch.float64), self.state.depth[:n].to(torch.float64), self.curvature)
-            r = self.state.row[root]
-            energy = cone_energy(pts[r], pts, self.curvature, self.cone_k)
+            n = self.memory.state.n
+            pts = P.point_at(self.memory.state.direction[:n].to(torch.float64), self.memory.state.depth[:n].to(torch.float64), self.memory.curvature)
+            r = self.memory.state.row[root]
+            energy = cone_energy(pts[r], pts, self.memory.curvature, self.memory.cone_k)
             inside = energy <= CONE_TOL
             inside[r] = False
             rows = inside.nonzero().squeeze(1)
-            if rows.numel() == 0 and not self.cone_constrained:
-                psi = math.degrees(float(half_aperture(pts[r], self.curvature, self.cone_k)))
+            if rows.numel() == 0 and not self.memory.cone_constrained:
+                psi = math.degrees(float(half_aperture(pts[r], self.memory.curvature, self.memory.cone_k)))
                 warnings.warn(f"no memory lies inside the entailment cone of {root!r} (half-aperture {psi:.1f} "
                               f"degrees): this store was made without cone_constrained=True, so a child need "
                               f"not lie in its parent's cone (they are narrow); use Memory(cone_constrained=True) "
                               f"for cone queries, or mode='subtree'", stacklevel=4)
-            return rows, energy.to(self.device)
-        rows = torch.tensor(sorted(self.state.row[i] for i in ids), dtype=torch.long, device=self.device)
+            return rows, energy.to(self.memory.device)
+        rows = torch.tensor(sorted(self.memory.state.row[i] for i in ids), dtype=torch.long, device=self.memory.device)
         return rows, None
 
     def _filter_rows(self, rows: torch.Tensor | None, filters: Filter) -> torch.Tensor | None:
@@ -135,9 +166,9 @@ class SearchMixin:
                 return all(k in rec.meta and rec.meta[k] == v for k, v in items)
         else:
             raise TypeError(f"filters must be a dict or a callable, got {type(filters).__name__}")
-        cand = range(self.state.n) if rows is None else rows.tolist()
-        kept = [r for r in cand if keep_fn(self.state.records[self.state.ids[r]])]
-        return torch.tensor(kept, dtype=torch.long, device=self.device)
+        cand = range(self.memory.state.n) if rows is None else rows.tolist()
+        kept = [r for r in cand if keep_fn(self.memory.state.records[self.memory.state.ids[r]])]
+        return torch.tensor(kept, dtype=torch.long, device=self.memory.device)
 
     def search(self, query: Any = None, k: int = 5, mode: str = "nearest", root: str | None = None,
                at_time: datetime | None = None, filters: Filter = None, metric: str | None = None,
@@ -170,8 +201,9 @@ class SearchMixin:
         inside their parent's cone; on another store the cone is usually empty (a warning
         says so): use ``mode="subtree"`` there.
         """
-        return self._search([query], k, mode, root, at_time, filters, metric, query_depth, touch, use_index,
-                            oversample, allow_none=True, valid_only=valid_only)[0]
+        opts = SearchOptions(mode, root, at_time, filters, metric, query_depth, touch, use_index, oversample,
+                             valid_only)
+        return self.run([query], k, opts, allow_none=True)[0]
 
     def search_batch(self, queries: Sequence[Any], k: int = 5, **kwargs: Any) -> list[list[SearchResult]]:
         """:meth:`search` for many queries at once (one embedding call, one batched scoring):
@@ -182,28 +214,28 @@ class SearchMixin:
         if isinstance(queries, str):
             raise TypeError("search_batch takes a list of queries, got a single string")
         queries = list(queries)
-        allowed = {"mode", "root", "at_time", "filters", "metric", "query_depth", "touch", "use_index",
-                   "oversample", "valid_only"}
-        unknown = set(kwargs) - allowed
+        unknown = set(kwargs) - {f.name for f in fields(SearchOptions)}
         if unknown:
             raise TypeError(f"search_batch got unexpected keyword arguments {sorted(unknown)}")
         if not queries:
             return []
         touch = kwargs.get("touch", True)
-        if touch and _uses_access_counts(self.decay):
+        if touch and _uses_access_counts(self.memory.decay):
             return [self.search(q, k=k, **kwargs) for q in queries]
-        return self._search(queries, k, kwargs.get("mode", "nearest"), kwargs.get("root"), kwargs.get("at_time"),
-                            kwargs.get("filters"), kwargs.get("metric"), kwargs.get("query_depth"), touch,
-                            kwargs.get("use_index"), kwargs.get("oversample", 8), allow_none=False,
-                            valid_only=kwargs.get("valid_only", False))
+        return self.run(queries, k, SearchOptions(**kwargs), allow_none=False)
 
-    def _search(self, queries, k, mode, root, at_time, filters, metric, query_depth, touch, use_index,
-                oversample, allow_none, valid_only=False):
+    def run(self, queries: Sequence[Any], k: int, opts: SearchOptions, allow_none: bool) -> list[list[SearchResult]]:
+        r"""One list of results per query (``allow_none``: a single None query, for the
+        structural modes); the store first :meth:`~hypermem.store.Memory.refresh`\es and, with
+        ``opts.touch``, :meth:`~hypermem.store.Memory.touch`\es what it returns."""
+        mode, root, at_time, metric, oversample = opts.mode, opts.root, opts.at_time, opts.metric, opts.oversample
+        memory = self.memory
+        memory.refresh()
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValueError(f"k must be an integer >= 1, got {k!r}")
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; choose one of {MODES}")
-        metric = self.metric if metric is None else metric
+        metric = self.memory.metric if metric is None else metric
         if metric not in METRICS:
             raise ValueError(f"unknown metric {metric!r}; choose one of {METRICS}")
         if isinstance(oversample, bool) or not isinstance(oversample, int) or oversample < 1:
@@ -212,27 +244,27 @@ class SearchMixin:
         if no_query and mode == "nearest":
             raise ValueError("mode='nearest' needs a query; omit the query only with a structural mode")
         if not no_query:
-            Q, q_radius = self._query_dirs(queries, query_depth)  # embedder runs outside the lock
-        with self.state.lock:
-            n = self.state.n
+            Q, q_radius = self.query_directions(queries, opts.query_depth)  # embedder runs outside the lock
+        with self.memory.state.lock:
+            n = self.memory.state.n
             if n == 0:
                 if root is not None and mode != "nearest":
-                    self.state.record(root)
+                    self.memory.state.record(root)
                 return [[] for _ in queries]
             rows, energies = self._candidates(mode, root)
-            rows = self._filter_rows(rows, filters)
-            rows = self._rows_at(rows, at_time, bool(valid_only))
+            rows = self._filter_rows(rows, opts.filters)
+            rows = self._rows_at(rows, at_time, bool(opts.valid_only))
             if rows is not None and rows.numel() == 0:
                 return [[] for _ in queries]
-            weights = self._weights_all(at_time)
-            bias = score_bias(weights, self.state.depth[:n], self.time_coef, self.depth_bias)
+            weights = self.weights(at_time)
+            bias = score_bias(weights, self.memory.state.depth[:n], self.memory.time_coef, self.memory.depth_bias)
             if no_query:
                 scores, idx, dist = self._rank_by_bias(bias, rows, k)
             else:
-                scores, idx, dist = self._rank(Q, q_radius, bias, rows, k, metric, use_index, oversample)
+                scores, idx, dist = self._rank(Q, q_radius, bias, rows, k, metric, opts.use_index, oversample)
             results = self._results(scores, idx, dist, weights, rows, energies)
-            if touch:
-                self._touch([r.record.id for res in results for r in res])
+            if opts.touch:
+                memory.touch([r.record.id for res in results for r in res])
             return results
 
     def _rows_at(self, rows: torch.Tensor | None, at_time: datetime | None, valid_only: bool):
@@ -240,19 +272,19 @@ class SearchMixin:
         with ``valid_only``, those outside their validity window at that time."""
         if at_time is None and not valid_only:
             return rows
-        n = self.state.n
-        now = to_seconds(self._now(at_time))
-        keep = torch.ones(n, dtype=torch.bool, device=self.device)
+        n = self.memory.state.n
+        now = to_seconds(self.now(at_time))
+        keep = torch.ones(n, dtype=torch.bool, device=self.memory.device)
         if at_time is not None:
-            keep &= self.state.time[:n] <= now
+            keep &= self.memory.state.time[:n] <= now
         if valid_only:
-            keep &= (self.state.valid_from[:n] <= now) & (self.state.valid_until[:n] >= now)
+            keep &= (self.memory.state.valid_from[:n] <= now) & (self.memory.state.valid_until[:n] >= now)
         if rows is None:
             return None if bool(keep.all()) else keep.nonzero().squeeze(1)
         return rows[keep[rows]]
 
     def _rank_by_bias(self, bias, rows, k):
-        cand = torch.arange(self.state.n, device=self.device) if rows is None else rows
+        cand = torch.arange(self.memory.state.n, device=self.memory.device) if rows is None else rows
         b = bias[cand]
         order = torch.argsort(-b, stable=True)[:k]  # ties: insertion order
         idx = cand[order].unsqueeze(0)
@@ -261,18 +293,18 @@ class SearchMixin:
 
     def _distance_model(self, metric, q_radius, rows):
         if metric == "shell":
-            g = ShellDistance(self.curvature, self.base_depth)
+            g = ShellDistance(self.memory.curvature, self.memory.base_depth)
             return g, g.inverse
-        key_r = self.state.depth[: self.state.n] if rows is None else self.state.depth[rows]
-        return HyperbolicDistance(self.curvature, q_radius, key_r), None
+        key_r = self.memory.state.depth[: self.memory.state.n] if rows is None else self.memory.state.depth[rows]
+        return HyperbolicDistance(self.memory.curvature, q_radius, key_r), None
 
     def _rank(self, Q, q_radius, bias, rows, k, metric, use_index, oversample):
-        use = (self._index is not None) if use_index is None else bool(use_index)
+        use = (self.index is not None) if use_index is None else bool(use_index)
         if use and rows is None and metric == "shell":
-            index = self._ensure_index()
+            index = self.ensure_index()
             if not index.exact:
                 return self._rank_approx(index, Q, bias, k, oversample)
-        keys = self.state.direction[: self.state.n] if rows is None else self.state.direction[rows]
+        keys = self.memory.state.direction[: self.memory.state.n] if rows is None else self.memory.state.direction[rows]
         b = bias if rows is None else bias[rows]
         g, inv = self._distance_model(metric, q_radius, rows)
         # directions are unit vectors: every product is a cosine, at most 1
@@ -282,14 +314,14 @@ class SearchMixin:
 
     def _rank_approx(self, index, Q, bias, k, oversample):
         """faiss: the index's ``k * oversample`` shell-nearest candidates, re-scored exactly."""
-        shell_q = P.point_at(Q.to(torch.float64), self.base_depth, self.curvature)
-        _, cand = index.search(shell_q, k=min(self.state.n, k * oversample))
-        cand = cand.to(self.device)
-        g = ShellDistance(self.curvature, self.base_depth)
+        shell_q = P.point_at(Q.to(torch.float64), self.memory.base_depth, self.memory.curvature)
+        _, cand = index.search(shell_q, k=min(self.memory.state.n, k * oversample))
+        cand = cand.to(self.memory.device)
+        g = ShellDistance(self.memory.curvature, self.memory.base_depth)
         out_s, out_i, out_d = [], [], []
         for qi in range(Q.shape[0]):
             c = cand[qi][cand[qi] >= 0]
-            s, local, d = exact_topk(Q[qi: qi + 1], self.state.direction[c], k, g, bias[c], None)
+            s, local, d = exact_topk(Q[qi: qi + 1], self.memory.state.direction[c], k, g, bias[c], None)
             out_s.append(s)
             out_i.append(torch.where(local >= 0, c[local.clamp_min(0)], local))
             out_d.append(d)
@@ -300,9 +332,9 @@ class SearchMixin:
         hit = sorted({i for row in i_l for i in row if i >= 0})
         if not hit:
             return [[] for _ in i_l]
-        hit_t = torch.tensor(hit, dtype=torch.long, device=self.device)
+        hit_t = torch.tensor(hit, dtype=torch.long, device=self.memory.device)
         w_of = dict(zip(hit, weights[hit_t].tolist()))
-        dep_of = dict(zip(hit, self.state.depth[hit_t].tolist()))
+        dep_of = dict(zip(hit, self.memory.state.depth[hit_t].tolist()))
         energy_of = None
         if energies is not None:  # the energy of every memory (cone mode)
             energy_of = dict(zip(hit, energies[hit_t].tolist()))
@@ -312,25 +344,11 @@ class SearchMixin:
             for s, i, d in zip(s_row, i_row, d_row):
                 if i < 0 or s == -math.inf:
                     continue
-                res.append(SearchResult(record=self.state.records[self.state.ids[i]], score=float(s), distance=float(d),
+                res.append(SearchResult(record=self.memory.state.records[self.memory.state.ids[i]], score=float(s), distance=float(d),
                                         time_weight=float(w_of[i]), depth=float(dep_of[i]),
                                         cone_energy=None if energy_of is None else float(energy_of[i])))
             out.append(res)
         return out
-
-    def _touch(self, ids: list[str]) -> None:
-        if not ids:
-            return
-        now = to_utc(self.clock())
-        rows = []
-        for i in ids:
-            rec = self.state.records[i]
-            rec.access_count += 1
-            rec.last_accessed = now
-            rows.append(self.state.row[i])
-        uniq = Counter(rows)
-        idx = torch.tensor(list(uniq), dtype=torch.long, device=self.device)
-        self.state.access[idx] += torch.tensor(list(uniq.values()), dtype=torch.float64, device=self.device)
 
     # ------------------------------------------------------------------ index
     def build_index(self, backend: str = "auto") -> MIPSIndex:
@@ -339,20 +357,20 @@ class SearchMixin:
         ``"auto"``/``"torch"``/``"numpy"`` are exact (search answers do not change);
         ``"faiss"`` (the ``ann`` extra) is approximate HNSW.  The index is rebuilt
         automatically after changes."""
-        with self.state.lock:
-            self._index = MIPSIndex(self.ball, backend=backend)
+        with self.memory.state.lock:
+            self.index = MIPSIndex(self.memory.ball, backend=backend)
             self._index_version = -1
-            return self._ensure_index()
+            return self.ensure_index()
 
-    def _ensure_index(self) -> MIPSIndex:
-        if self._index is None:  # search(use_index=True) before any build_index(): the default one
-            self._index = MIPSIndex(self.ball, backend="auto")
+    def ensure_index(self) -> MIPSIndex:
+        if self.index is None:  # search(use_index=True) before any build_index(): the default one
+            self.index = MIPSIndex(self.memory.ball, backend="auto")
             self._index_version = -1
-        if self._index_version != self.state.version:
-            shell = P.point_at(self.state.direction[: self.state.n].to(torch.float64), self.base_depth, self.curvature)
-            self._index.build(shell)
-            self._index_version = self.state.version
-        return self._index
+        if self._index_version != self.memory.state.version:
+            shell = P.point_at(self.memory.state.direction[: self.memory.state.n].to(torch.float64), self.memory.base_depth, self.memory.curvature)
+            self.index.build(shell)
+            self._index_version = self.memory.state.version
+        return self.index
 
 
 def _uses_access_counts(policy: Any) -> bool:

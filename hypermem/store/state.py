@@ -31,11 +31,15 @@ is stale).
 
 from __future__ import annotations
 
+import math
 import threading
+import uuid
+from collections import Counter
 
 import torch
 
 from ..geometry.poincare import point_at
+from ..temporal.clock import to_seconds
 from .records import MemoryRecord
 
 __all__ = ["MemoryState", "COLUMNS"]
@@ -104,12 +108,90 @@ class MemoryState:
         self.row = {i: r for r, i in enumerate(self.ids)}
         self.n = m
 
+    def touch(self, ids, now) -> None:
+        """One access of each id in ``ids`` at ``now`` (a repeated id counts each time):
+        the records' ``access_count`` / ``last_accessed`` and the ``access`` column."""
+        if not ids:
+            return
+        with self.lock:
+            rows = []
+            for i in ids:
+                rec = self.records[i]
+                rec.access_count += 1
+                rec.last_accessed = now
+                rows.append(self.row[i])
+            uniq = Counter(rows)
+            idx = torch.tensor(list(uniq), dtype=torch.long, device=self.device)
+            self.access[idx] += torch.tensor(list(uniq.values()), dtype=torch.float64, device=self.device)
+
     def set_access(self, id: str, count: int, last_accessed=None) -> None:
         """Set the access count (record and column) and last access time of ``id``."""
         with self.lock:
             rec = self.record(id)
             rec.access_count, rec.last_accessed = int(count), last_accessed
             self.access[self.row[id]] = float(count)
+
+    # ------------------------------------------------------------------ appending
+    def new_ids(self, ids, parents) -> tuple[list[str], dict[str, int]]:
+        """Ids for a batch (None: a fresh random one) and each id's batch position, checked
+        before anything is stored: no id already here or twice in the batch, every parent
+        stored or earlier in the batch."""
+        records = self.records
+        new: list[str] = []
+        pos: dict[str, int] = {}
+        for i, (id_, par) in enumerate(zip(ids, parents)):
+            if id_ is None:
+                id_ = uuid.uuid4().hex[:16]
+                while id_ in records or id_ in pos:
+                    id_ = uuid.uuid4().hex[:16]
+            elif id_ in records or id_ in pos:
+                raise ValueError(f"duplicate id {id_!r}")
+            if par is not None and par not in records and par not in pos:
+                raise KeyError(f"unknown parent id {par!r} (item #{i}; parents must precede their children)")
+            pos[id_] = i
+            new.append(id_)
+        return new, pos
+
+    def batch_levels(self, parents, batch_pos: dict[str, int]) -> tuple[list[int], list[int]]:
+        """Levels of a batch's memories and their generations (a memory whose parent is in
+        the batch comes one generation after it; the rest are generation 0)."""
+        levels, gen = [0] * len(parents), [0] * len(parents)
+        for i, par in enumerate(parents):
+            if par is None:
+                continue
+            j = batch_pos.get(par)
+            if j is not None:
+                levels[i], gen[i] = levels[j] + 1, gen[j] + 1
+            else:
+                levels[i] = self.levels[self.row[par]] + 1
+        return levels, gen
+
+    def append_rows(self, records: list[MemoryRecord], levels: list[int], embeddings: torch.Tensor,
+                    owned: bool = False) -> None:
+        """Commit rows ``n .. n+m-1`` (their ``direction`` and ``depth`` already written, in
+        reserved capacity): times, validity, zero accesses, embeddings, records, hierarchy.
+        ``owned``: nobody else holds ``embeddings``, so an empty state may keep the tensor as
+        its column instead of copying it."""
+        n0, m = self.n, len(records)
+        sl, f64 = slice(n0, n0 + m), {"dtype": torch.float64, "device": self.device}
+        if owned and n0 == 0 and self.embedding.shape == embeddings.shape and embeddings.is_contiguous():
+            self.embedding = embeddings  # the first batch's fresh embeddings become the column (no copy)
+        else:
+            self.embedding[sl] = embeddings
+        self.time[sl] = torch.tensor([r.t.timestamp() for r in records], **f64)
+        self.access[sl] = 0.0
+        self.valid_from[sl] = torch.tensor([to_seconds(r.valid_from, -math.inf) for r in records], **f64)
+        self.valid_until[sl] = torch.tensor([to_seconds(r.valid_until, math.inf) for r in records], **f64)
+        ids = [r.id for r in records]
+        self.records.update(zip(ids, records))
+        self.row.update(zip(ids, range(n0, n0 + m)))
+        for r in records:
+            if r.parent_id is not None:
+                self.children.setdefault(r.parent_id, []).append(r.id)
+        self.ids.extend(ids)
+        self.levels.extend(levels)
+        self.n = n0 + m
+        self.changed()
 
     def changed(self) -> None:
         """Mark a change (an index or a mirror built at an older ``version`` is stale)."""

@@ -65,7 +65,7 @@ class DurableStore:
         self._counter = 1 + max([*self._seq.values(), *self._sib.values()], default=-1)
         self._synced = version
         self._stale = False
-        self._index_version = -1
+        self.searcher.invalidate()
 
     def _tick(self) -> int:
         self._counter += 1
@@ -165,11 +165,12 @@ class DurableStore:
                 self._sib[child] = self._tick()
                 self._put(st, [child, *self.descendants(child)])
 
-    def _touch(self, ids: list[str]) -> None:
+    def touch(self, ids) -> None:
+        ids = list(ids)
         if self._read_only or not ids:
             return
         with self._writing("touch", sync=False) as st:
-            super()._touch(ids)
+            super().touch(ids)
             self._touched = True
             counts: dict[str, int] = {}
             for i in ids:
@@ -185,10 +186,6 @@ class DurableStore:
         if search is None:
             raise StorageError(f"{self._storage!r} has no server-side search (PostgreSQL has); use search()")
         return search(self, query, k, **kwargs)
-
-    def _search(self, *args: Any, **kwargs: Any):
-        self.refresh()
-        return super()._search(*args, **kwargs)
 
     def get(self, id: str) -> MemoryRecord:
         self.refresh()

@@ -139,9 +139,9 @@ def server_search(st, memory, query: Any, k: int = 5, mode: str = "nearest", roo
                          f"process: Memory.search)")
     if filters is not None and not isinstance(filters, Mapping):
         raise TypeError("the server search takes a metadata dict as filters (a callable runs in process)")
-    Q, _ = memory._query_dirs([query], None)
+    Q, _ = memory.searcher.query_directions([query], None)
     q = Q[0].to("cpu", torch.float64)
-    now_dt = memory._now(at_time)
+    now_dt = memory.searcher.now(at_time)
     now = to_seconds(now_dt)
     where, params = _where(mode, root, at_time, now_dt, filters, valid_only)
     con = st.con

@@ -39,6 +39,7 @@ import torch
 from ...geometry import poincare as P
 from ...geometry.lorentz import to_mips_vectors
 from .durable import StorageError
+from .pg_search import server_search
 from .rows import COLUMNS, VECTOR_DTYPES, vector_from
 
 try:
@@ -241,8 +242,6 @@ class PostgresStorage:
 
     def search(self, memory, query, k: int = 5, **kwargs: Any):
         """The server's own search (:func:`hypermem.store.backends.pg_search.server_search`)."""
-        from .pg_search import server_search
-
         try:
             return server_search(self, memory, query, k, **kwargs)
         except psycopg.Error as exc:

@@ -159,4 +159,4 @@ def restore(memory, rows: list[Mapping[str, Any]]) -> None:
                 if rows[j]["direction"] is not None:
                     memory.state.direction[j] = vector_from(rows[j]["direction"], dim, "direction", rows[j]["id"]).to(dev, dt)
         memory.state.changed()
-        memory._index_version = -1
+        memory.searcher.invalidate()
