@@ -157,6 +157,49 @@ def test_two_clients_write_and_search_at_once(pg_url):
     assert sum(r.access_count for r in mem) == 2 * 30 * 3
 
 
+def test_a_stale_writer_rereads_under_the_write_lock(pg_url):
+    """A writer marked stale (its search's touches found another process's commit) re-reads
+    the rows only after taking the write lock: a commit by someone else cannot slip in between
+    (it used to, and the writer then missed that memory and reused its insertion number)."""
+    import threading
+
+    a = Memory.open(pg_url, embedder=HashingEmbedder(dim=16))
+    a.add("root", id="root")
+    b = Memory.open(pg_url)
+    done = threading.Event()
+
+    def b_adds_once(rec):  # runs inside a's search, after its refresh and before its touches
+        if "b0" not in b:
+            b.add("b's first note", id="b0", parent="root")
+        return True
+
+    a.search("note", k=1, filters=b_adds_once)  # a's touches find b's commit: a is stale
+
+    state = {"ticks": 0}
+    real_clock = a.clock
+
+    def clock():  # called inside a's add, after its re-read: b tries to commit right then
+        state["ticks"] += 1
+        if state["ticks"] == 1:
+            threading.Thread(target=lambda: (b.add("b's second note", id="b1", parent="root"), done.set()),
+                             daemon=True).start()
+            done.wait(2.0)  # with the lock held by a, b waits for a's commit instead
+        return real_clock()
+
+    a.clock = clock
+    a.add("a's note", id="a0", parent="root")
+    assert done.wait(30)
+    a.clock = real_clock
+    a.refresh()
+    fresh = Memory.open(pg_url)
+    assert sorted(fresh.ids) == sorted(a.ids) == ["a0", "b0", "b1", "root"]
+    with fresh.storage.con.cursor() as cur:
+        seqs = [r[0] for r in cur.execute("SELECT seq FROM hypermem_memories")]
+    assert len(set(seqs)) == 4
+    for m in (a, b, fresh):
+        m.close()
+
+
 def test_a_restarted_server_gives_a_clear_error_then_reconnects(pg_server, pg_url):
     mem = Memory.open(pg_url, embedder=HashingEmbedder(dim=16))
     mem.add("before the restart", id="a")

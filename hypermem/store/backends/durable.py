@@ -99,7 +99,9 @@ class DurableStore:
                 raise StorageError(f"{what}: this memory's storage is closed")
             try:
                 st.begin()
-                behind = self._stale or st.version() != self._synced
+                # version() first, always: on PostgreSQL it takes the write lock (FOR UPDATE),
+                # so no other writer commits between the re-read below and this commit.
+                behind = st.version() != self._synced or self._stale
                 if behind and sync:
                     self._load(in_transaction=True)
                     behind = False
