@@ -27,7 +27,8 @@ def make_ball(curvature: float = 1.0, learnable: bool = False) -> PoincareBall:
     """A :class:`~hypermem.geometry.PoincareBall` whose ``isp_c`` is a buffer unless ``learnable``."""
     ball = PoincareBall(curvature, learnable=bool(learnable))
     if not learnable:
-        isp = ball._parameters.pop("isp_c")
+        isp = ball.isp_c
+        del ball.isp_c  # nn.Module.__delattr__: the parameter goes, a buffer of the same name replaces it
         ball.register_buffer("isp_c", isp.detach().clone())
     return ball
 
@@ -35,7 +36,7 @@ def make_ball(curvature: float = 1.0, learnable: bool = False) -> PoincareBall:
 def ball_c(ball: PoincareBall) -> float | torch.Tensor:
     """``c`` for the formulas: the tensor ``softplus(isp_c)`` (with gradient) when the
     curvature is learnable, the exact Python float otherwise."""
-    return ball.c if ball._learnable else ball.curvature
+    return ball.c if ball.learnable else ball.curvature
 
 
 class FollowingBall(PoincareBall):
@@ -47,7 +48,7 @@ class FollowingBall(PoincareBall):
 
     def __init__(self, ball: PoincareBall):
         super().__init__(ball.curvature, learnable=True)
-        del self._parameters["isp_c"]
+        del self.isp_c  # the shared parameter of the ball replaces its own
         self.isp_c = ball.isp_c
 
     def egrad2rgrad(self, x, grad, *, dim: int = -1) -> torch.Tensor:  # type: ignore[override]
@@ -63,4 +64,4 @@ class FollowingBall(PoincareBall):
 def points_manifold(ball: PoincareBall) -> PoincareBall:
     """The manifold for a ``ManifoldParameter`` of points on ``ball``: the ball itself, or a
     :class:`FollowingBall` of it when its curvature is learnable."""
-    return FollowingBall(ball) if ball._learnable else ball
+    return FollowingBall(ball) if ball.learnable else ball

@@ -114,7 +114,7 @@ class BallEncoder(nn.Module):
             d = f"fixed {self.fixed_depth:g}"
         else:
             d = "expmap0" if self.mode == "expmap" else f"learned (min {self.min_depth:g})"
-        learn = ", learn_curvature=True" if self.ball._learnable else ""
+        learn = ", learn_curvature=True" if self.ball.learnable else ""
         return f"curvature={self.curvature:g}{learn}, depth={d}"
 
     def depth_of(self, x: torch.Tensor) -> torch.Tensor | None:

@@ -120,7 +120,7 @@ def _attention(scores: torch.Tensor) -> torch.Tensor:
 def shared_or_new_ball(curvature, learnable: bool) -> PoincareBall:
     """``curvature`` itself when it is a ball (shared between layers), else :func:`make_ball`."""
     if isinstance(curvature, PoincareBall):
-        if learnable and not curvature._learnable:
+        if learnable and not curvature.learnable:
             raise ValueError("learn_curvature=True with a shared ball whose curvature is fixed; "
                              "build the ball with make_ball(c, learnable=True)")
         return curvature
@@ -286,7 +286,7 @@ class HyperbolicMemory(SlotWrites, TimeScores, StoreBridge, nn.Module):
         K = self.keys
         stamp = (K._version, K.data_ptr(), tuple(K.shape), K.dtype, K.device, self.curvature)
         if self._key_cache is None or self._key_cache[0] != stamp:
-            if self.ball._learnable:  # the ball moved with c: keep the keys on it (in place)
+            if self.ball.learnable:  # the ball moved with c: keep the keys on it (in place)
                 with torch.no_grad():
                     inside = self.ball.projx(K.detach())
                     if not torch.equal(inside, K.detach()):

@@ -36,9 +36,9 @@ import torch
 import torch.nn.functional as F
 
 from ..geometry import poincare as P
+from ..geometry.cones import DEFAULT_K, cone_energy
 from ..hierarchy.ranking_loss import reduce_loss as _reduce
 from ..hierarchy.ranking_loss import softmax_ranking_loss
-from ..geometry.cones import DEFAULT_K, cone_energy
 from .indices import as_indices
 
 
