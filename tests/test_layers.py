@@ -37,3 +37,13 @@ def test_a_layer_violation_is_caught(tmp_path):
                          env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"})
     assert out.returncode == 1, out.stdout
     assert "hypermem.store.bad -> hypermem.train" in out.stdout
+
+
+def test_ruff_is_clean():
+    """The lint rules of [tool.ruff] hold for the package, tests, benchmarks and experiments."""
+    ruff = Path(sys.executable).with_name("ruff")
+    if not ruff.exists():
+        pytest.skip("ruff is not installed (the dev extra)")
+    out = subprocess.run([str(ruff), "check", "--no-cache", "hypermem", "tests", "benchmarks", "experiments",
+                          "scripts", "examples"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-4000:]
