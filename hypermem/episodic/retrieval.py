@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from ..index import ShellDistance
+from ..temporal import policy_weights
 from ..temporal.clock import to_seconds
 from .episodic_memory import EpisodicMemory, check_importance
 
@@ -74,8 +75,7 @@ class RetrievalMixin:
         counts = torch.tensor([float(m.access_count) for m in mems], dtype=torch.float64, device=device)
         start = torch.tensor([to_seconds(m.start_time) for m in mems], dtype=torch.float64, device=device)
         end = torch.tensor([to_seconds(m.end_time, math.inf) for m in mems], dtype=torch.float64, device=device)
-        w = self.decay.weight(to_seconds(self._now()), last, counts, start, end)
-        return torch.as_tensor(w, dtype=torch.float64, device=device)
+        return policy_weights(self.decay, self._now(), last, counts, start, end)
 
     def _salience(self, mems: list[EpisodicMemory], query: str | None, device: torch.device) -> torch.Tensor:
         """``-d_shell(query, memory)`` for each memory; ones without a query or an embedder."""

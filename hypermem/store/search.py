@@ -21,7 +21,7 @@ from ..geometry import poincare as P
 from ..geometry.cones import cone_energy, half_aperture
 from ..index import HyperbolicDistance, MIPSIndex, ShellDistance, exact_topk
 from ..retrieval.scoring import score_bias
-from ..temporal import NoDecay
+from ..temporal import NoDecay, policy_weights
 from ..temporal.clock import to_seconds, to_utc
 from .checks import CONE_TOL, METRICS, MODES, Filter, _finite
 from .placement import unit
@@ -67,13 +67,11 @@ class Searcher:
         return to_utc(at_time) if at_time is not None else to_utc(self.memory.clock())
 
     def weights(self, at_time: datetime | None) -> torch.Tensor:
-        n = self.memory.state.n
-        w = self.memory.decay.weight(to_seconds(self.now(at_time)), self.memory.state.time[:n], self.memory.state.access[:n],
-                              self.memory.state.valid_from[:n], self.memory.state.valid_until[:n])
-        w = torch.as_tensor(w, dtype=torch.float64, device=self.memory.device)
-        if w.shape != (n,):
-            raise ValueError(f"the decay policy returned shape {tuple(w.shape)}, expected ({n},)")
-        return w
+        """The decay policy's weight of every memory at ``at_time`` (float64 ``(n,)``)."""
+        st = self.memory.state
+        n = st.n
+        return policy_weights(self.memory.decay, self.now(at_time), st.time[:n], st.access[:n], st.valid_from[:n],
+                              st.valid_until[:n])
 
     def time_weights(self, ids: Sequence[str] | None = None, at_time: datetime | None = None) -> torch.Tensor:
         """Temporal weights in ``[MIN_WEIGHT, 1]`` of ``ids`` (all memories if None) at ``at_time``."""

@@ -47,7 +47,7 @@ import torch
 from ...geometry import poincare as P
 from ...index import ShellDistance, exact_topk
 from ...retrieval.scoring import score_bias
-from ...temporal import MIN_WEIGHT
+from ...temporal import MIN_WEIGHT, policy_weights
 from ...temporal.clock import to_seconds
 from ..records import SearchResult
 from .rows import COLUMNS, record_of, vector_from
@@ -100,7 +100,7 @@ def _bias(memory, rows: list[dict], now: float) -> torch.Tensor:
     acc = torch.tensor([float(r["access_count"]) for r in rows], **f64)
     vf = torch.tensor([to_seconds(r["valid_from"], -math.inf) for r in rows], **f64)
     vu = torch.tensor([to_seconds(r["valid_until"], math.inf) for r in rows], **f64)
-    w = torch.as_tensor(memory.decay.weight(now, t, acc, vf, vu), **f64)
+    w = policy_weights(memory.decay, now, t, acc, vf, vu)
     depth = torch.tensor([float(r["depth"]) for r in rows], **f64)
     return score_bias(w, depth, memory.time_coef, memory.depth_bias), w, depth
 
@@ -179,9 +179,9 @@ def bias_bound(memory, lo: float, hi: float, t_max: datetime, acc_max: int, now:
         return bound + memory.time_coef * math.log(MIN_WEIGHT)
     if memory.time_coef > 0 and monotone_policy(memory.decay):
         f64 = {"dtype": torch.float64}
-        w = memory.decay.weight(now, torch.tensor([to_seconds(t_max)], **f64), torch.tensor([float(acc_max)], **f64),
-                                torch.tensor([-math.inf], **f64), torch.tensor([math.inf], **f64))
-        bound += memory.time_coef * math.log(max(float(torch.as_tensor(w).reshape(-1)[0]), MIN_WEIGHT))
+        w = policy_weights(memory.decay, now, torch.tensor([to_seconds(t_max)], **f64),
+                           torch.tensor([float(acc_max)], **f64))
+        bound += memory.time_coef * math.log(max(float(w[0]), MIN_WEIGHT))
     return bound
 
 
