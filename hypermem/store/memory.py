@@ -441,7 +441,7 @@ class Memory:
     _storage: Any = None
 
     @classmethod
-    def open(cls, target, read_only: bool = False, **memory_kwargs: Any):
+    def open(cls, target, read_only: bool = False, mirror: bool = True, **memory_kwargs: Any):
         """A memory bound to durable storage at ``target``: a file path (SQLite, WAL,
         write-through) or a ``postgresql://`` URL (PostgreSQL + pgvector).
 
@@ -452,8 +452,15 @@ class Memory:
         ``vector_dtype="float32"`` stores embeddings as float32 (half the disk; reopened
         directions then differ from the writer's by float32 rounding), SQLite
         ``synchronous="FULL"`` (default; ``"NORMAL"`` survives a process kill but not a
-        power cut).  See :mod:`hypermem.store.backends`."""
-        return open_memory(cls, target, read_only=read_only, **memory_kwargs)
+        power cut).
+
+        ``mirror=False`` (PostgreSQL only; a SQLite path is a ``ValueError``) returns a
+        :class:`~hypermem.store.backends.server.ServerMemory` instead: no copy of the rows
+        in the process (its RAM does not grow with the store), every call reads the server
+        (other processes' writes are visible at once), searches run on the server; cone
+        mode, the hyperbolic metric and callable filters need the mirror.  See
+        :mod:`hypermem.store.backends`."""
+        return open_memory(cls, target, read_only=read_only, mirror=mirror, **memory_kwargs)
 
     @property
     def storage(self):

@@ -9,6 +9,7 @@ from ..checks import check_sqlite_name
 from ..persistence import CONFIG_KEYS, memory_config
 from ..validation import check_config_types, decay_from_spec, embedder_from_spec
 from .durable import StorageError, durable_class
+from .server import ServerMemory
 
 _STORAGE_KEYS = ("vector_dtype", "synchronous")
 _URL_PREFIXES = ("postgresql://", "postgres://")
@@ -58,8 +59,11 @@ def _stored_config(memory) -> dict[str, Any]:
     return cfg
 
 
-def open_memory(cls: type, target: Any, read_only: bool = False, **kwargs: Any):
+def open_memory(cls: type, target: Any, read_only: bool = False, mirror: bool = True, **kwargs: Any):
     """See :meth:`hypermem.store.Memory.open`."""
+    if not mirror and not is_url(target):
+        raise ValueError(f"mirror=False needs a postgresql:// URL (the server searches and places the rows), got "
+                         f"{target!r}; a SQLite file is opened with its in-process mirror: Memory.open(path)")
     options = {k: kwargs.pop(k) for k in _STORAGE_KEYS if k in kwargs}
     storage = make_storage(target, read_only, options)
     try:
@@ -67,10 +71,14 @@ def open_memory(cls: type, target: Any, read_only: bool = False, **kwargs: Any):
         if config is None:
             if read_only:
                 raise FileNotFoundError(f"{target!r} holds no memory yet; open it once without read_only")
-            mem = durable_class(cls)(**kwargs)
+            mem = (durable_class(cls) if mirror else cls)(**kwargs)
             storage.create(_stored_config(mem))
         else:
-            mem = _from_config(cls, config, kwargs, repr(str(target)))
+            mem = (durable_class(cls) if mirror else cls)(**_settings(config, kwargs, repr(str(target))))
+        if not mirror:
+            if not read_only:
+                storage.ensure_client_indexes()
+            return ServerMemory(storage, mem, read_only)
         mem._bind(storage, read_only)
     except BaseException as exc:
         storage.close()
@@ -80,7 +88,8 @@ def open_memory(cls: type, target: Any, read_only: bool = False, **kwargs: Any):
     return mem
 
 
-def _from_config(cls: type, config: dict[str, Any], kwargs: dict[str, Any], where: str):
+def _settings(config: dict[str, Any], kwargs: dict[str, Any], where: str) -> dict[str, Any]:
+    """The ``Memory`` keyword arguments of a stored memory (the stored settings win)."""
     check_config_types(config, CONFIG_KEYS, where)
     for key in CONFIG_KEYS:
         if key in kwargs and kwargs[key] != config[key]:
@@ -96,4 +105,4 @@ def _from_config(cls: type, config: dict[str, Any], kwargs: dict[str, Any], wher
         if name not in ("float32", "float64"):
             raise StorageError(f"{where}: unknown dtype {name!r} in the stored settings")
         kwargs["dtype"] = getattr(torch, name)
-    return durable_class(cls)(**kwargs)
+    return kwargs

@@ -66,6 +66,13 @@ def float32_cosine_error(dim: int) -> float:
 
 
 def _where(mode: str, root: str | None, at_time: datetime | None, now: datetime, filters, valid_only: bool):
+    return where_clause(mode, root, now if at_time is not None else None, now if valid_only else None, filters)
+
+
+def where_clause(mode: str, root: str | None, t_max: datetime | None, valid_at: datetime | None, filters):
+    """``(" WHERE ...", params)`` choosing the candidate rows: the mode's rows of ``root``,
+    created at ``t_max`` or before (when given), valid at ``valid_at`` (when given), whose
+    metadata contains ``filters`` (a superset prefilter; equality is checked in Python)."""
     clauses, params = [], []
     if mode != "nearest":
         if root is None:
@@ -81,14 +88,14 @@ def _where(mode: str, root: str | None, at_time: datetime | None, now: datetime,
                            "AND id <> %s")
             params.append(root)
         params.append(root)
-    if at_time is not None:
+    if t_max is not None:
         clauses.append("t <= %s")
-        params.append(now)
-    if valid_only:
+        params.append(t_max)
+    if valid_at is not None:
         clauses.append("(valid_from IS NULL OR valid_from <= %s) AND (valid_until IS NULL OR valid_until >= %s)")
-        params += [now, now]
+        params += [valid_at, valid_at]
     if filters:
-        clauses.append("meta @> %s::jsonb")  # a superset prefilter; equality is checked in Python
+        clauses.append("meta @> %s::jsonb")
         params.append(json.dumps(dict(filters)))
     return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
@@ -148,17 +155,60 @@ def server_search(st, memory, query: Any, k: int = 5, mode: str = "nearest", roo
     try:
         con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")  # one snapshot for every batch
         if ann:
-            qy = P.to_lorentz(P.point_at(q, memory.base_depth, memory.curvature), memory.curvature)
-            qv = torch.cat([qy, qy.new_zeros(1)]).numpy().astype("float32")
-            for setting in (f"hnsw.ef_search = {int(ef_search)}", "hnsw.iterative_scan = strict_order",
-                            "enable_seqscan = off", "enable_sort = off"):
-                con.execute(f"SET LOCAL {setting}")
-            return _scan(con, memory, q, k, now, where, params, filters, stats, "lor <-> %s", qv,
-                         max(k * oversample, 16))
-        return _scan(con, memory, q, k, now, where, params, filters, stats, "dirv <#> %s, seq",
-                     q.numpy().astype("float32"), max(4 * k, 64))
+            ann_settings(con, ef_search)
+        bounds = candidate_bounds(con, where, params)
+        return scan(con, memory, q, k, now, bounds, where, params, filters, ann, oversample, stats)
     finally:
         con.rollback()
+
+
+def ann_settings(con, ef_search: int) -> None:
+    """Settings of the current transaction for reading rows in HNSW order (module docstring)."""
+    for setting in (f"hnsw.ef_search = {int(ef_search)}", "hnsw.iterative_scan = strict_order",
+                    "enable_seqscan = off", "enable_sort = off"):
+        con.execute(f"SET LOCAL {setting}")
+
+
+def candidate_bounds(con, where: str, params: list) -> tuple | None:
+    """``(min depth, max depth, latest t, most accesses)`` of the candidate rows (None: no row)."""
+    bounds = con.execute(f"SELECT min(depth), max(depth), max(t), max(access_count) FROM hypermem_memories{where}",
+                         params).fetchone()
+    return None if bounds[0] is None else bounds
+
+
+def scan(con, memory, q: torch.Tensor, k: int, now: float, bounds: tuple | None, where: str, params: list,
+         filters=None, ann: bool = False, oversample: int = 4, stats: dict | None = None) -> list[SearchResult]:
+    """The exact top ``k`` of the candidate rows for the unit query direction ``q`` (float64,
+    CPU), weights at ``now`` (POSIX seconds): the certified scan in cosine order, or in HNSW
+    order with ``ann`` (after :func:`ann_settings`); ``bounds`` from :func:`candidate_bounds`."""
+    if bounds is None:
+        if stats is not None:
+            stats["rows_read"] = 0
+        return []
+    if ann:
+        qy = P.to_lorentz(P.point_at(q, memory.base_depth, memory.curvature), memory.curvature)
+        qv = torch.cat([qy, qy.new_zeros(1)]).numpy().astype("float32")
+        return _scan(con, memory, q, k, now, bounds, where, params, filters, stats, "lor <-> %s", qv,
+                     max(k * oversample, 16))
+    return _scan(con, memory, q, k, now, bounds, where, params, filters, stats, "dirv <#> %s, seq",
+                 q.numpy().astype("float32"), max(4 * k, 64))
+
+
+def rank_by_bias(con, memory, k: int, now: float, where: str, params: list, filters=None) -> list[SearchResult]:
+    """The ``k`` candidate rows of highest ``time_coef * log(w) + depth_bias * depth`` (distance 0;
+    ties by insertion order), as ``Memory.search`` ranks a structural mode without a query."""
+    rows = [dict(zip(COLUMNS, r)) for r in con.execute(f"SELECT {', '.join(COLUMNS)} FROM hypermem_memories{where}",
+                                                          params)]
+    if filters:
+        items = list(filters.items())
+        rows = [r for r in rows if all(key in r["meta"] and r["meta"][key] == v for key, v in items)]
+    if not rows:
+        return []
+    rows.sort(key=lambda r: r["seq"])
+    bias, w, depth = _bias(memory, rows, now)
+    order = torch.argsort(-bias, stable=True)[:k].tolist()
+    return [SearchResult(record=record_of(rows[i]), score=float(bias[i]), distance=0.0, time_weight=float(w[i]),
+                         depth=float(depth[i])) for i in order]
 
 
 def monotone_policy(policy: Any) -> bool:
@@ -185,13 +235,10 @@ def bias_bound(memory, lo: float, hi: float, t_max: datetime, acc_max: int, now:
     return bound
 
 
-def _scan(con, memory, q, k, now, where, params, filters, stats, order, order_arg, size):
+def _scan(con, memory, q, k, now, bounds, where, params, filters, stats, order, order_arg, size):
     """Read rows in the order ``order`` in growing batches until the bound of the module
     docstring is below the k-th exact score (or every row is read)."""
-    lo, hi, t_max, acc_max = con.execute(f"SELECT min(depth), max(depth), max(t), max(access_count) FROM "
-                                         f"hypermem_memories{where}", params).fetchone()
-    if lo is None:
-        return []
+    lo, hi, t_max, acc_max = bounds
     bound_bias = bias_bound(memory, lo, hi, t_max, acc_max, now)
     g = ShellDistance(memory.curvature, memory.base_depth)
     eps = float32_cosine_error(memory.dim)

@@ -178,6 +178,18 @@ class PostgresStorage:
             con.rollback()
             raise self.error(exc) from exc
 
+    def ensure_client_indexes(self) -> None:
+        """The indexes the mirror-free client reads by (:mod:`.server`): ``seq`` (insertion
+        order, the next insertion number) and ``sib`` (the order of siblings)."""
+        con = self.con
+        try:
+            con.execute("CREATE INDEX IF NOT EXISTS hypermem_memories_seq ON hypermem_memories (seq)")
+            con.execute("CREATE INDEX IF NOT EXISTS hypermem_memories_sib ON hypermem_memories (sib)")
+            con.commit()
+        except psycopg.Error as exc:
+            con.rollback()
+            raise self.error(exc) from exc
+
     # ------------------------------------------------------------------ transactions
     def begin(self) -> None:
         _ = self.con  # reconnect if needed; psycopg opens the transaction at the first statement
