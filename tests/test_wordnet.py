@@ -64,3 +64,49 @@ def test_all_nouns_counts():
     assert "perceived" in g["entity.n.01"]
     with pytest.raises(KeyError, match="dog.n.01"):
         wordnet.glosses(["no_such.n.01"])
+
+
+def _tiny_database(tmp_path):
+    (tmp_path / "data.noun").write_text(
+        "  1 licence header line\n"
+        "00001740 03 n 01 entity 0 000 | that which is perceived or known\n"
+        "00002000 05 n 02 dog 0 domestic_dog 0 001 @ 00001740 n 0000 | a member of the genus Canis\n"
+        "00003000 06 n 01 leash 0 001 @ 00001740 n 0000 | restraint for an animal\n")
+    (tmp_path / "index.noun").write_text(
+        "  1 licence header line\n"
+        "dog n 1 1 @ 1 0 00002000\n"
+        "domestic_dog n 1 0 1 0 00002000\n"
+        "entity n 1 0 1 0 00001740\n"
+        "leash n 1 0 1 0 00003000\n")
+    return tmp_path
+
+
+def test_lex_filenum_is_parsed(tmp_path):
+    d = _tiny_database(tmp_path)
+    synsets = wordnet.read_nouns(d)
+    assert {n: s.lex_filenum for n, s in synsets.items()} == {"entity.n.01": 3, "dog.n.01": 5, "leash.n.01": 6}
+    assert synsets["dog.n.01"].hypernyms == ("entity.n.01",)
+    assert wordnet.lex_classes(["dog.n.01"], d) == {"dog.n.01": 5}
+    assert wordnet.NOUN_LEX_FILES[5] == "noun.animal" and sorted(wordnet.NOUN_LEX_FILES) == list(range(3, 29))
+    with pytest.raises(KeyError, match="cat.n.01"):
+        wordnet.lex_classes(["cat.n.01"], d)
+    assert wordnet.Synset("x.n.01", 1, ("x",), "", (), ()).lex_filenum == -1  # the old six-field form
+
+
+def test_sampled_hierarchy_keeps_every_ancestor(tmp_path):
+    d = _tiny_database(tmp_path)
+    for seed in range(4):
+        h = wordnet.sampled_hierarchy(1, seed=seed, path=d)
+        assert h.root == "entity.n.01" and "entity.n.01" in h.nodes and 1 <= len(h.nodes) <= 2
+        assert h.tree == [("entity.n.01", n) for n in h.nodes if n != "entity.n.01"]
+        assert h.closure == [(n, "entity.n.01") for n in h.nodes if n != "entity.n.01"]
+    assert len(wordnet.sampled_hierarchy(3, path=d).nodes) == 3
+    with pytest.raises(ValueError, match="n_sample"):
+        wordnet.sampled_hierarchy(0, path=d)
+
+
+@needs_wordnet
+def test_lex_classes_of_the_database():
+    lex = wordnet.lex_classes()
+    assert len(lex) == 82115 and set(lex.values()) == set(range(3, 29))
+    assert lex["dog.n.01"] == 5 and lex["entity.n.01"] == 3 and lex["leash.n.01"] == 6

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -58,6 +59,15 @@ ROOT = "entity.n.01"
 MAMMAL_EXCLUDED = ("female_mammal.n.01", "tusker.n.01")
 """Two non-taxonomic leaves (a sex, a feature) left out of the mammal hierarchy, which
 gives the 1,180 synsets and 6,540 pairs of Nickel & Kiela's mammal closure."""
+
+NOUN_LEX_FILES = {
+    3: "noun.Tops", 4: "noun.act", 5: "noun.animal", 6: "noun.artifact", 7: "noun.attribute", 8: "noun.body",
+    9: "noun.cognition", 10: "noun.communication", 11: "noun.event", 12: "noun.feeling", 13: "noun.food",
+    14: "noun.group", 15: "noun.location", 16: "noun.motive", 17: "noun.object", 18: "noun.person",
+    19: "noun.phenomenon", 20: "noun.plant", 21: "noun.possession", 22: "noun.process", 23: "noun.quantity",
+    24: "noun.relation", 25: "noun.shape", 26: "noun.state", 27: "noun.substance", 28: "noun.time",
+}
+"""The 26 noun lexicographer files (``lex_filenum`` -> name; WordNet's ``lexnames(5WN)``)."""
 
 _HYPERNYM_POINTERS = ("@", "@i")
 _SHIPPED = {
@@ -78,6 +88,9 @@ class Synset:
     gloss: str
     hypernyms: tuple[str, ...]
     instance_hypernyms: tuple[str, ...]
+    lex_filenum: int = -1
+    """The lexicographer file (``lex_filenum`` of ``data.noun``): 3-28, named in
+    :data:`NOUN_LEX_FILES`; ``-1`` when unknown."""
 
     @property
     def parents(self) -> tuple[str, ...]:
@@ -151,7 +164,7 @@ def _sense_names(index_file: Path) -> dict[int, str]:
 def _read_nouns_cached(directory: str) -> dict[str, Synset]:
     d = Path(directory)
     senses = _sense_names(d / "index.noun")
-    raw: list[tuple[int, tuple[str, ...], list[int], list[int], str]] = []
+    raw: list[tuple[int, tuple[str, ...], list[int], list[int], str, int]] = []
     with open(d / "data.noun", encoding="utf-8") as fh:
         for line in fh:
             if line.startswith(" "):
@@ -171,7 +184,7 @@ def _read_nouns_cached(directory: str) -> dict[str, Synset]:
                     hyper.append(int(off))
                 elif pos == "n" and sym == "@i":
                     inst.append(int(off))
-            raw.append((offset, words, hyper, inst, gloss.strip()))
+            raw.append((offset, words, hyper, inst, gloss.strip(), int(parts[1])))
     names: dict[int, str] = {}
     for offset, words, *_ in raw:
         lemma = words[0].lower()
@@ -180,10 +193,10 @@ def _read_nouns_cached(directory: str) -> dict[str, Synset]:
             raise ValueError(f"synset {offset:08d} ({lemma}) is missing from index.noun")
         names[offset] = f"{lemma}.n.{sense:02d}"
     out: dict[str, Synset] = {}
-    for offset, words, hyper, inst, gloss in raw:
+    for offset, words, hyper, inst, gloss, lex in raw:
         name = names[offset]
         out[name] = Synset(name, offset, words, gloss, tuple(names[o] for o in hyper),
-                           tuple(names[o] for o in inst))
+                           tuple(names[o] for o in inst), lex)
     return out
 
 
@@ -323,14 +336,20 @@ def glosses(names: Iterable[str] | None = None, path: str | os.PathLike | None =
 
     ``names=None`` returns all 82,115.  Unknown names raise ``KeyError``.
     """
+    return _synset_field("gloss", names, path)
+
+
+def _synset_field(attr: str, names: Iterable[str] | None, path: str | os.PathLike | None) -> dict:
+    """``{name: getattr(synset, attr)}`` for ``names`` (all nouns for ``None``); ``KeyError``
+    naming an unknown synset."""
     synsets = read_nouns(path)
     if names is None:
-        return {n: s.gloss for n, s in synsets.items()}
+        return {n: getattr(s, attr) for n, s in synsets.items()}
     out = {}
     for n in names:
         if n not in synsets:
             raise KeyError(f"unknown noun synset {n!r} (names look like 'dog.n.01')")
-        out[n] = synsets[n].gloss
+        out[n] = getattr(synsets[n], attr)
     return out
 
 
@@ -360,6 +379,30 @@ def build_hierarchy(root: str | None = None, path: str | os.PathLike | None = No
     g = {n: synsets[n].gloss for n in nodes} if with_glosses else {}
     return Hierarchy(name="nouns" if root is None else top.split(".")[0] + "s", root=top, nodes=nodes,
                      closure=closure, tree=tree, glosses=g)
+
+
+def lex_classes(names: Iterable[str] | None = None, path: str | os.PathLike | None = None) -> dict[str, int]:
+    """The lexicographer file number (3-28, see :data:`NOUN_LEX_FILES`) of noun synsets by
+    name (``names=None``: all 82,115).  Unknown names raise ``KeyError``."""
+    return _synset_field("lex_filenum", names, path)
+
+
+def sampled_hierarchy(n_sample: int, seed: int = 0, path: str | os.PathLike | None = None) -> Hierarchy:
+    """``n_sample`` noun synsets drawn at random (``random.Random(seed)``) from all nouns,
+    with every ancestor of each (so the hierarchy stays whole, rooted at ``entity.n.01``):
+    closure, tree and glosses of those nodes, as :func:`build_hierarchy` gives for a subtree."""
+    directory = str(_require(path).resolve())
+    synsets = _read_nouns_cached(directory)
+    ancestors = _ancestors_cached(directory)
+    if isinstance(n_sample, bool) or not isinstance(n_sample, int) or not 1 <= n_sample <= len(synsets):
+        raise ValueError(f"n_sample must be an integer in [1, {len(synsets)}], got {n_sample!r}")
+    keep = set(random.Random(seed).sample(sorted(synsets), n_sample)) | {ROOT}
+    for n in list(keep):
+        keep |= ancestors[n]
+    nodes = sorted(keep)
+    return Hierarchy(name=f"nouns-sample{n_sample}-{seed}", root=ROOT, nodes=nodes,
+                     closure=closure_pairs(ancestors, nodes), tree=tree_edges(_parents(synsets), nodes, ROOT),
+                     glosses={n: synsets[n].gloss for n in nodes})
 
 
 def load_nouns(path: str | os.PathLike | None = None) -> Hierarchy:

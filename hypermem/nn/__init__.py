@@ -27,6 +27,7 @@ from .hyperbolic_memory import (
     all_distance,
     gathered_distance,
 )
+from .latent_reader import CosineKeys, LatentRetrievalReader, PairReader
 from .losses import entailment_cone_loss, hyperbolic_info_nce, memory_info_nce, poincare_ranking_loss
 from .rag_model import HyperbolicRAG
 from .readout import ParentVote
@@ -42,6 +43,9 @@ __all__ = [
     "BallEncoder",
     "ParentVote",
     "HyperbolicRAG",
+    "LatentRetrievalReader",
+    "PairReader",
+    "CosineKeys",
     "gathered_distance",
     "all_distance",
     "hyperbolic_info_nce",
