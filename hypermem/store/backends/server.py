@@ -24,7 +24,6 @@ reconnects.
 from __future__ import annotations
 
 import contextlib
-import math
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
@@ -34,7 +33,7 @@ import torch
 
 from ...embed import check_texts, embed_checked
 from ...geometry import poincare as P
-from ...temporal import policy_spec, policy_weights
+from ...temporal import policy_spec
 from ...temporal.clock import from_seconds, to_seconds, to_utc
 from ..checks import _UNSET, METRICS, MODES, _Batch, _check_meta, _check_time
 from ..records import MemoryRecord, SearchResult
@@ -259,7 +258,7 @@ class ServerMemory:
                 f"SELECT count(*), count(*) FILTER (WHERE parent_id IS NULL), min(depth), max(depth), min(t), max(t), "
                 f"coalesce(sum(access_count), 0) FROM {_M}").fetchone()
             hist = W.level_histogram(con) if n else {}
-            mean_w = self._mean_weight(con, at_time, n) if n else None
+            mean_w = W.mean_weight(con, self.decay, self._query.now(at_time), n) if n else None
         return {"count": int(n), "roots": int(roots), "max_level": max(hist, default=0), "levels": hist,
                 "dim": self.dim, "curvature": self.curvature, "metric": self.metric, "decay": policy_spec(self.decay),
                 "depth_min": None if not n else float(dmin), "depth_max": None if not n else float(dmax),
@@ -267,21 +266,6 @@ class ServerMemory:
                 "newest": from_seconds(to_seconds(tmax)).isoformat() if n else None,
                 "mean_time_weight": mean_w, "accesses": int(acc),
                 "dtype": str(self.dtype).replace("torch.", ""), "device": str(self.device)}
-
-    def _mean_weight(self, con, at_time, n: int) -> float:
-        now = self._query.now(at_time)
-        total = 0.0
-        f64 = {"dtype": torch.float64}
-        with con.cursor(name="hypermem_weights") as cur:
-            cur.execute(f"SELECT t, access_count, valid_from, valid_until FROM {_M}")
-            while batch := cur.fetchmany(50_000):
-                cols = list(zip(*batch))
-                w = policy_weights(self.decay, now, torch.tensor([to_seconds(t) for t in cols[0]], **f64),
-                                   torch.tensor([float(a) for a in cols[1]], **f64),
-                                   torch.tensor([to_seconds(t, -math.inf) for t in cols[2]], **f64),
-                                   torch.tensor([to_seconds(t, math.inf) for t in cols[3]], **f64))
-                total += float(w.sum())
-        return total / n
 
     # ------------------------------------------------------------------ searching
     def search(self, query: Any = None, k: int = 5, mode: str = "nearest", root: str | None = None,

@@ -1,5 +1,6 @@
-r"""The writes of the mirror-free PostgreSQL client (:mod:`.server`), each inside the
-caller's write transaction: they read only the rows a change needs, place new and moved
+r"""The SQL of the mirror-free PostgreSQL client (:mod:`.server`): the recursive queries its
+navigation and its writes share, the streamed mean weight of ``stats``, and the writes,
+each inside the caller's write transaction: they read only the rows a change needs, place new and moved
 memories with the pure functions of :mod:`hypermem.store.placement` (as
 :class:`~hypermem.store.placement.Placer` does in process), and write the changed rows.
 
@@ -17,6 +18,7 @@ child take the next value of ``max(seq, sib) + 1`` over the table, read under th
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -24,7 +26,8 @@ from typing import Any
 import torch
 
 from ...geometry import poincare as P
-from ...temporal.clock import to_utc
+from ...temporal import policy_weights
+from ...temporal.clock import to_seconds, to_utc
 from ..placement import child_directions, unit
 from ..state import MemoryState
 from .rows import COLUMNS, vector_bytes, vector_from
@@ -212,3 +215,20 @@ def update_fields(con, id: str, fields: dict[str, Any]) -> None:
         sets = ", ".join(f"{c} = %s::jsonb" if c == "meta" else f"{c} = %s" for c in fields)
         vals = [json.dumps(v, allow_nan=False) if c == "meta" else v for c, v in fields.items()]
         con.execute(f"UPDATE {_M} SET {sets} WHERE id = %s", (*vals, id))
+
+
+def mean_weight(con, decay, now, n: int) -> float:
+    """Mean time weight at ``now`` of the ``n`` stored memories, streamed in chunks (a
+    server-side cursor: no column of the whole store in the process)."""
+    total = 0.0
+    f64 = {"dtype": torch.float64}
+    with con.cursor(name="hypermem_weights") as cur:
+        cur.execute(f"SELECT t, access_count, valid_from, valid_until FROM {_M}")
+        while batch := cur.fetchmany(50_000):
+            t, acc, vf, vu = zip(*batch)
+            w = policy_weights(decay, now, torch.tensor([to_seconds(x) for x in t], **f64),
+                               torch.tensor([float(a) for a in acc], **f64),
+                               torch.tensor([to_seconds(x, -math.inf) for x in vf], **f64),
+                               torch.tensor([to_seconds(x, math.inf) for x in vu], **f64))
+            total += float(w.sum())
+    return total / n
