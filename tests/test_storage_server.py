@@ -20,6 +20,7 @@ from storage_parity import T0, TOL, queries, script, settings, stepping_clock
 from hypermem import HashingEmbedder, Memory
 from hypermem.store.backends import StorageError
 from hypermem.store.backends.server import ServerMemory
+from hypermem.temporal import HalfLife
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 pg_server, pg_url = pg_fixture.pg_server, pg_fixture.pg_url  # the real-server fixtures
@@ -151,6 +152,29 @@ def test_other_clients_writes_are_seen_at_once(pg_url):
     assert mirrored.refresh() and mirrored.ids == ["nm"]
     for m in (a, b, mirrored):
         m.close()
+
+
+def test_batched_touches_and_the_hnsw_search(pg_url):
+    """A batch's touches land once per hit on shared records (as in process); ``ann=True``
+    re-scores the HNSW candidates exactly; ``stats`` counts the rows read."""
+    kw = dict(embedder=HashingEmbedder(dim=32), decay=HalfLife(hours=24 * 365), depth_bias=0.3,
+              clock=stepping_clock())
+    ref, srv = Memory(**kw), Memory.open(pg_url, mirror=False, **{**kw, "clock": stepping_clock()})
+    for mem in (ref, srv):
+        roots = mem.add_many([{"text": f"topic {i}", "id": f"r{i}"} for i in range(10)])
+        mem.add_many([{"text": f"note {j} with word{j % 23}", "id": f"n{j}", "parent": roots[j % 10]}
+                      for j in range(400)])
+    qs = ["word3 note", "word3", "topic 2"]
+    for a, b in zip(ref.search_batch(qs, k=5), srv.search_batch(qs, k=5)):
+        _same_results(a, b)
+    assert [r.to_dict() for r in srv] == [r.to_dict() for r in ref]
+    srv.storage.build_ann_index()
+    truth = {r.id: r.score for r in ref.search("word7 note", k=410, touch=False, at_time=AT)}
+    read: dict = {}
+    got = srv.search("word7 note", k=10, ann=True, touch=False, at_time=AT, stats=read)
+    assert len(got) == 10 and read["rows_read"] >= 10
+    assert all(abs(r.score - truth[r.id]) <= TOL for r in got)
+    srv.close()
 
 
 def _ingest(mem, start: int, n: int, dim: int):
