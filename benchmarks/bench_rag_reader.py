@@ -10,11 +10,13 @@ Each seed draws its own validation/test split of the same noun sample; choices (
 are made on validation, test is scored once.
 
     .venv/bin/python benchmarks/bench_rag_reader.py --seeds 0 1 2
+    .venv/bin/python benchmarks/bench_rag_reader.py --systems hyperbolic --query-depth learned
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -42,41 +44,55 @@ def main(argv=None) -> None:
     p.add_argument("--k", type=int, default=8)
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--metric", default="hyperbolic", choices=["hyperbolic", "shell"])
+    p.add_argument("--query-depth", default=None, help="hyperbolic query radius: a number or 'learned'")
+    p.add_argument("--systems", nargs="+", default=None, help="a subset of the systems (default all)")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--out", default="runs/bench_rag_reader/results.json", help="every run's metrics ('' for none)")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
-    cfg = {"reader": {"hidden": args.hidden}, "memory": {"k": args.k, "metric": args.metric},
-           "train": {"steps": args.steps, "batch": args.batch}}
+    depth = args.query_depth if args.query_depth in (None, "learned") else float(args.query_depth)
+    systems = [n for n in SYSTEMS if args.systems is None or n.split()[0] in args.systems]
+    cfg = {"reader": {"hidden": args.hidden}, "memory": {"k": args.k, "metric": args.metric, "query_depth": depth},
+           "train": {"steps": args.steps, "batch": args.batch}, "systems": systems}
     runs, t0 = [], time.perf_counter()
     for seed in args.seeds:
         data = build_reader_data(args.n_sample, 0, seed, args.n_test, args.n_test)
         out = run_reader_task(cfg, seed=seed, data=data, log=None)
         runs.append(out)
         r = out["results"]
-        print(f"seed {seed}: " + ", ".join(f"{n} {100 * r[n]['test']['accuracy']:.1f}" for n in SYSTEMS)
+        print(f"seed {seed}: " + ", ".join(f"{n} {100 * r[n]['test']['accuracy']:.1f}" for n in systems)
               + f" (test majority class {100 * out['test_majority']:.1f})", flush=True)
     print(f"\n{runs[0]['data']}, {runs[0]['classes_in_memory']} classes in memory, x {len(runs)} seeds "
           f"{args.seeds}; k {args.k}, steps {args.steps}, batch {args.batch}, reader hidden {args.hidden}, "
-          f"metric {args.metric}; test, mean ± 95% interval")
-    print("| system | accuracy | macro-F1 | NLL | steps chosen (mean) | train CPU s (mean) | trained params |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for n in SYSTEMS:
+          f"metric {args.metric}, query depth {depth}; test, mean ± 95% interval")
+    print("| system | accuracy | macro-F1 | NLL | val accuracy | steps chosen (mean) | train CPU s (mean) "
+          "| trained params |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for n in systems:
         cells = []
         for m, f, _ in METRICS:
             mean, half = interval([f * run["results"][n]["test"][m] for run in runs])
             cells.append(f"{mean:.1f} ± {half:.1f}" if f == 100 else f"{mean:.3f} ± {half:.3f}")
+        val, half = interval([100 * run["results"][n]["val"]["accuracy"] for run in runs])
+        cells.append(f"{val:.1f} ± {half:.1f}")
         steps = sum(run["results"][n]["best_step"] for run in runs) / len(runs)
         cpu = sum(run["results"][n]["train_cpu_seconds"] for run in runs) / len(runs)
         print(f"| {n} | {' | '.join(cells)} | {steps:.0f} | {cpu:.0f} | "
               f"{runs[0]['results'][n]['trainable_params']:,} |")
     for a, b in ((SYSTEMS[2], SYSTEMS[1]), (SYSTEMS[2], SYSTEMS[0]), (SYSTEMS[1], SYSTEMS[0])):
+        if a not in systems or b not in systems:
+            continue
         cells = []
         for m, f, _ in METRICS:
             mean, half = interval([f * (run["results"][a]["test"][m] - run["results"][b]["test"][m]) for run in runs])
             cells.append(f"{mean:+.1f} [{mean - half:+.1f}, {mean + half:+.1f}]" if f == 100 else
                          f"{mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}]")
-        print(f"| paired {a} - {b} | {' | '.join(cells)} | | | |")
+        print(f"| paired {a} - {b} | {' | '.join(cells)} | | | | |")
     print(f"whole run {time.perf_counter() - t0:.0f} s wall, {time.process_time():.0f} CPU s")
+    if args.out:
+        keep = [{k: v for k, v in run.items() if k != "models"} for run in runs]
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps({"seeds": args.seeds, "runs": keep}, indent=2, default=str))
 
 
 if __name__ == "__main__":

@@ -56,6 +56,7 @@ DEFAULTS: dict[str, Any] = {
     "reader": {"hidden": 128, "dropout": 0.1},
     "memory": {"k": 8, "euclid_temperature": 0.05, "hyp_temperature": 0.1, "metric": "hyperbolic",
                "query_depth": None, "learn_keys": True},
+    "systems": list(SYSTEMS),
     "train": {"steps": 300, "batch": 256, "lr": 3e-3, "key_lr": None, "val_every": 20, "patience": 4},
 }
 
@@ -137,8 +138,9 @@ def make_systems(data: ReaderData, cfg: Mapping[str, Any]) -> dict[str, nn.Modul
                                        dtype=torch.float32, sparse_grad=True)
     hyp.metric = mc["metric"]
     depth = store.base_depth if mc["query_depth"] is None else mc["query_depth"]
-    enc = BallEncoder(d, store.dim, curvature=store.curvature, depth=depth, init="identity",
-                      init_depth=store.base_depth)
+    # a learned query depth starts at the keys' mean hyperbolic radius (where the slots are)
+    init_depth = float(hyp.key_geometry()[1].mean()) if depth == "learned" else store.base_depth
+    enc = BallEncoder(d, store.dim, curvature=store.curvature, depth=depth, init="identity", init_depth=init_depth)
     return {
         SYSTEMS[0]: ReaderAlone(d, C, rc["hidden"], rc["dropout"]),
         SYSTEMS[1]: MemoryReader(identity_linear(d), LatentRetrievalReader(euclid, reader(), mc["k"])),
@@ -236,7 +238,7 @@ def run_reader_task(config: Mapping[str, Any] | None = None, seed: int = 0, data
         dc = cfg["data"]
         data = build_reader_data(dc["n_sample"], dc["sample_seed"], seed, dc["n_test"], dc["n_val"], dc["cache"])
     results: dict[str, dict[str, Any]] = {}
-    models = make_systems(data, cfg)
+    models = {n: m for n, m in make_systems(data, cfg).items() if n in cfg["systems"]}
     for name, model in models.items():
         info = fit(model, data, cfg["train"], seed)
         results[name] = info
