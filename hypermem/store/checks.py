@@ -27,12 +27,12 @@ class _Unset:
         return "<unset>"
 
 
-_UNSET: Any = _Unset()
+UNSET: Any = _Unset()
 
 Filter = Mapping[str, Any] | Callable[[MemoryRecord], bool] | None
 
 
-def _finite(name: str, value: Any, *, positive: bool = False, lo: float | None = None,
+def check_finite(name: str, value: Any, *, positive: bool = False, lo: float | None = None,
             hi: float | None = None) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{name} must be a finite number, got {value!r}")
@@ -46,7 +46,7 @@ def _finite(name: str, value: Any, *, positive: bool = False, lo: float | None =
     return v
 
 
-def _check_meta(meta: Any, where: str) -> dict:
+def check_meta(meta: Any, where: str) -> dict:
     """Metadata must survive a JSON round trip unchanged (so every store can be saved):
     string keys, JSON values, no NaN, no tuples or sets."""
     if meta is None or (type(meta) is dict and not meta):
@@ -65,7 +65,7 @@ def _check_meta(meta: Any, where: str) -> dict:
     return meta
 
 
-def _check_time(value: Any, name: str, where: str | int) -> datetime | None:
+def check_time(value: Any, name: str, where: str | int) -> datetime | None:
     """``value`` as an aware UTC datetime (``None`` stays ``None``); ``where`` names the
     call or, as an int, the ``add_many`` item (formatted only for an error)."""
     if value is None:
@@ -78,14 +78,14 @@ def _check_time(value: Any, name: str, where: str | int) -> datetime | None:
     return to_utc(value)
 
 
-class _Batch:
+class Batch:
     """The columns of an ``add_many`` call, checked (all or nothing: nothing is stored if
     any item is bad)."""
 
     __slots__ = ("texts", "ids", "parents", "times", "valid_from", "valid_until", "metas", "embeddings", "points")
 
     @classmethod
-    def check(cls, items: list, dim: int, ball: PoincareBall, single: bool = False) -> _Batch:
+    def check(cls, items: list, dim: int, ball: PoincareBall, single: bool = False) -> Batch:
         """``single``: the batch of one ``add()`` call (errors then name ``add()``, not an item)."""
         b = cls()
         at = _at_add if single else _at_item
@@ -122,15 +122,15 @@ class _Batch:
                 parents[i] = par
             t = get("t")
             if t is not None:
-                times[i] = _check_time(t, "t", at(i) if single else i)
+                times[i] = check_time(t, "t", at(i) if single else i)
             vf, vu = get("valid_from"), get("valid_until")
             if vf is not None or vu is not None:  # validity windows are rare: no calls without one
-                vf = vfrom[i] = _check_time(vf, "valid_from", at(i) if single else i)
-                vu = vuntil[i] = _check_time(vu, "valid_until", at(i) if single else i)
+                vf = vfrom[i] = check_time(vf, "valid_from", at(i) if single else i)
+                vu = vuntil[i] = check_time(vu, "valid_until", at(i) if single else i)
                 if vf is not None and vu is not None and vu < vf:
                     raise ValueError(f"{at(i)}: valid_until ({vu}) is before valid_from ({vf})")
             meta = get("meta")
-            metas[i] = {} if meta is None else _check_meta(meta, at(i))
+            metas[i] = {} if meta is None else check_meta(meta, at(i))
             if get("embedding") is not None:
                 e = torch.as_tensor(it["embedding"], dtype=torch.float64).detach().cpu()
                 if e.shape != (dim,):
@@ -157,7 +157,7 @@ def _at_add(i: int) -> str:
     return "add()"
 
 
-def _usable_device(device: str | torch.device) -> torch.device:
+def usable_device(device: str | torch.device) -> torch.device:
     """``device`` as a torch device, or a ``ValueError`` saying why tensors cannot live there
     (``"cuda"`` on a machine without CUDA raises a bare ``AssertionError`` in torch)."""
     try:

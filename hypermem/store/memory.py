@@ -23,7 +23,7 @@ from ..viz.html import iframe_html, render_html
 from ..viz.mpl import plot
 from .atomic import atomic_write_text
 from .backends.opening import open_memory
-from .checks import _UNSET, METRICS, MODES, _Batch, _check_meta, _check_time, _finite, _usable_device
+from .checks import METRICS, MODES, UNSET, Batch, check_finite, check_meta, check_time, usable_device
 from .gc_pause import gc_paused
 from .persistence import from_json as memory_from_json
 from .persistence import load as load_memory
@@ -121,23 +121,23 @@ class Memory:
         self.decay = NoDecay() if decay is None else decay
         if not callable(getattr(self.decay, "weight", None)):
             raise TypeError(f"decay must be a policy with a weight() method, got {decay!r}")
-        self.base_depth = _finite("base_depth", base_depth, positive=True)
-        self.depth_step = _finite("depth_step", depth_step, positive=True)
-        self.inherit = _finite("inherit", inherit, lo=0.0, hi=1.0)
+        self.base_depth = check_finite("base_depth", base_depth, positive=True)
+        self.depth_step = check_finite("depth_step", depth_step, positive=True)
+        self.inherit = check_finite("inherit", inherit, lo=0.0, hi=1.0)
         self.cone_constrained = bool(cone_constrained)
-        self.cone_k = _finite("cone_k", cone_k, positive=True)
+        self.cone_k = check_finite("cone_k", cone_k, positive=True)
         if metric not in METRICS:
             raise ValueError(f"unknown metric {metric!r}; choose one of {METRICS}")
         self.metric = metric
-        self.time_coef = _finite("time_coef", time_coef)
-        self.depth_bias = _finite("depth_bias", depth_bias)
+        self.time_coef = check_finite("time_coef", time_coef)
+        self.depth_bias = check_finite("depth_bias", depth_bias)
         if clock is not None and not callable(clock):
             raise TypeError("clock must be a callable returning a datetime")
         self.clock = clock or utcnow
         if dtype not in (torch.float32, torch.float64):
             raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
         self.dtype = dtype
-        self.device = _usable_device(device)
+        self.device = usable_device(device)
         self.state = MemoryState(dim, dtype, self.device)
         """The rows and columns of this store (:class:`~hypermem.store.state.MemoryState`):
         what persistence, the backends, the inspector and the ``nn`` layer read."""
@@ -204,7 +204,7 @@ class Memory:
             return self._add_many(items)
 
     def _add_many(self, items: Iterable[Mapping[str, Any]], single: bool = False) -> list[str]:
-        batch = _Batch.check(list(items), self.dim, self.ball, single)
+        batch = Batch.check(list(items), self.dim, self.ball, single)
         if not batch.texts:
             return []
         todo = [i for i in range(len(batch.texts)) if i not in batch.embeddings]
@@ -219,7 +219,7 @@ class Memory:
         with self.state.lock:
             return self._insert(batch, emb, owned)
 
-    def _insert(self, batch: _Batch, emb: torch.Tensor, owned: bool = False) -> list[str]:
+    def _insert(self, batch: Batch, emb: torch.Tensor, owned: bool = False) -> list[str]:
         """Store a checked batch (all or nothing).  ``owned``: nobody else holds ``emb``, so
         an empty store may keep it as its raw-embedding column instead of copying it."""
         # Validate everything before touching any state (all or nothing).
@@ -276,7 +276,7 @@ class Memory:
 
     # ------------------------------------------------------------------ changing
     def update(self, id: str, text: str | None = None, meta: Mapping[str, Any] | None = None,
-               t: datetime | None = None, valid_from: Any = _UNSET, valid_until: Any = _UNSET) -> None:
+               t: datetime | None = None, valid_from: Any = UNSET, valid_until: Any = UNSET) -> None:
         """Change a memory in place.  New text re-embeds it and re-places its subtree;
         ``meta`` replaces the metadata dict; ``valid_from`` / ``valid_until`` may be set to None.
         All or nothing."""
@@ -284,15 +284,15 @@ class Memory:
         where = f"update({id!r})"
         if text is not None:
             check_texts([text], what="text")
-        new_meta = None if meta is None else _check_meta(meta, where)
-        t = _check_time(t, "t", where)
-        vf = valid_from if valid_from is _UNSET else _check_time(valid_from, "valid_from", where)
-        vu = valid_until if valid_until is _UNSET else _check_time(valid_until, "valid_until", where)
+        new_meta = None if meta is None else check_meta(meta, where)
+        t = check_time(t, "t", where)
+        vf = valid_from if valid_from is UNSET else check_time(valid_from, "valid_from", where)
+        vu = valid_until if valid_until is UNSET else check_time(valid_until, "valid_until", where)
         e = embed_checked(self.embedder, [text])[0] if text is not None else None
         with self.state.lock:
             rec = self.state.record(id)
-            lo = rec.valid_from if vf is _UNSET else vf
-            hi = rec.valid_until if vu is _UNSET else vu
+            lo = rec.valid_from if vf is UNSET else vf
+            hi = rec.valid_until if vu is UNSET else vu
             if lo is not None and hi is not None and hi < lo:
                 raise ValueError(f"{where}: valid_until ({hi}) is before valid_from ({lo})")
             r = self.state.row[id]
@@ -305,10 +305,10 @@ class Memory:
             if t is not None:
                 rec.t = t
                 self.state.time[r] = to_seconds(t)
-            if vf is not _UNSET:
+            if vf is not UNSET:
                 rec.valid_from = vf
                 self.state.valid_from[r] = to_seconds(vf, -math.inf)
-            if vu is not _UNSET:
+            if vu is not UNSET:
                 rec.valid_until = vu
                 self.state.valid_until[r] = to_seconds(vu, math.inf)
             self.state.changed()

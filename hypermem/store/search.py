@@ -23,7 +23,7 @@ from ..index import HyperbolicDistance, MIPSIndex, ShellDistance, exact_topk
 from ..retrieval.scoring import score_bias
 from ..temporal import NoDecay, policy_weights
 from ..temporal.clock import to_seconds, to_utc
-from .checks import CONE_TOL, METRICS, MODES, Filter, _finite
+from .checks import CONE_TOL, METRICS, MODES, Filter, check_finite
 from .placement import unit
 from .records import SearchResult
 
@@ -87,7 +87,7 @@ class Searcher:
         """Point for a free-text query: direction from the embedder, depth given or ``base_depth``."""
         check_texts([query], what="query")
         e = embed_checked(self.memory.embedder, [query])[0]
-        d = self.memory.base_depth if depth is None else _finite("depth", depth, lo=0.0)
+        d = self.memory.base_depth if depth is None else check_finite("depth", depth, lo=0.0)
         return P.point_at(e.to(self.memory.device, self.memory.dtype), d, self.memory.curvature)
 
     def query_directions(self, queries: Sequence[Any], query_depth: float | None):
@@ -97,7 +97,7 @@ class Searcher:
             check_texts(texts, what="query")
             emb = iter(embed_checked(self.memory.embedder, texts))
         dirs, radii = [], []
-        default = self.memory.base_depth if query_depth is None else _finite("query_depth", query_depth, lo=0.0)
+        default = self.memory.base_depth if query_depth is None else check_finite("query_depth", query_depth, lo=0.0)
         for q in queries:
             if isinstance(q, str):
                 dirs.append(next(emb))
@@ -218,7 +218,7 @@ class Searcher:
         if not queries:
             return []
         touch = kwargs.get("touch", True)
-        if touch and _uses_access_counts(self.memory.decay):
+        if touch and uses_access_counts(self.memory.decay):
             return [self.search(q, k=k, **kwargs) for q in queries]
         return self.run(queries, k, SearchOptions(**kwargs), allow_none=False)
 
@@ -371,7 +371,7 @@ class Searcher:
         return self.index
 
 
-def _uses_access_counts(policy: Any) -> bool:
+def uses_access_counts(policy: Any) -> bool:
     """Whether a policy's weights depend on access counts (custom policies: assume so,
     unless they say ``uses_access_counts = False``)."""
     from ..temporal import Ebbinghaus, HalfLife, Product, ValidityWindow
@@ -381,5 +381,5 @@ def _uses_access_counts(policy: Any) -> bool:
     if isinstance(policy, Ebbinghaus):
         return True
     if isinstance(policy, Product):
-        return any(_uses_access_counts(p) for p in policy.policies)
+        return any(uses_access_counts(p) for p in policy.policies)
     return bool(getattr(policy, "uses_access_counts", True))

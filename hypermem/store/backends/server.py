@@ -35,9 +35,9 @@ from ...embed import check_texts, embed_checked
 from ...geometry import poincare as P
 from ...temporal import policy_spec
 from ...temporal.clock import from_seconds, to_seconds, to_utc
-from ..checks import _UNSET, METRICS, MODES, _Batch, _check_meta, _check_time
+from ..checks import METRICS, MODES, UNSET, Batch, check_meta, check_time
 from ..records import MemoryRecord, SearchResult
-from ..search import Searcher, _uses_access_counts
+from ..search import Searcher, uses_access_counts
 from . import server_writes as W
 from .durable import StorageError
 from .pg_search import ann_settings, candidate_bounds, rank_by_bias, scan, where_clause
@@ -292,7 +292,7 @@ class ServerMemory:
             raise TypeError(f"search_batch got unexpected keyword arguments {sorted(unknown)}")
         if not queries:
             return []
-        if kwargs.get("touch", True) and _uses_access_counts(self.decay):
+        if kwargs.get("touch", True) and uses_access_counts(self.decay):
             return [self.search(q, k=k, **kwargs) for q in queries]  # each search's touches feed the next
         opts = {**_SEARCH_DEFAULTS, **kwargs}
         return self._run(queries, k, opts, allow_none=False)
@@ -411,7 +411,7 @@ class ServerMemory:
         return self._add_many(items)
 
     def _add_many(self, items, single: bool = False) -> list[str]:
-        batch = _Batch.check(list(items), self.dim, self.ball, single)
+        batch = Batch.check(list(items), self.dim, self.ball, single)
         if not batch.texts:
             return []
         todo = [i for i in range(len(batch.texts)) if i not in batch.embeddings]
@@ -424,21 +424,21 @@ class ServerMemory:
             return W.insert(self, st, batch, emb)
 
     def update(self, id: str, text: str | None = None, meta: Mapping[str, Any] | None = None,
-               t: datetime | None = None, valid_from: Any = _UNSET, valid_until: Any = _UNSET) -> None:
+               t: datetime | None = None, valid_from: Any = UNSET, valid_until: Any = UNSET) -> None:
         """``Memory.update``: new text re-embeds the memory and re-places its subtree."""
         self.get(id)
         where = f"update({id!r})"
         if text is not None:
             check_texts([text], what="text")
-        new_meta = None if meta is None else _check_meta(meta, where)
-        t = _check_time(t, "t", where)
-        vf = valid_from if valid_from is _UNSET else _check_time(valid_from, "valid_from", where)
-        vu = valid_until if valid_until is _UNSET else _check_time(valid_until, "valid_until", where)
+        new_meta = None if meta is None else check_meta(meta, where)
+        t = check_time(t, "t", where)
+        vf = valid_from if valid_from is UNSET else check_time(valid_from, "valid_from", where)
+        vu = valid_until if valid_until is UNSET else check_time(valid_until, "valid_until", where)
         e = embed_checked(self.embedder, [text])[0] if text is not None else None
         with self._write("update") as (st, _):
             rec = record_of(self._row(st.con, id))
-            lo = rec.valid_from if vf is _UNSET else vf
-            hi = rec.valid_until if vu is _UNSET else vu
+            lo = rec.valid_from if vf is UNSET else vf
+            hi = rec.valid_until if vu is UNSET else vu
             if lo is not None and hi is not None and hi < lo:
                 raise ValueError(f"{where}: valid_until ({hi}) is before valid_from ({lo})")
             if e is not None:
@@ -446,9 +446,9 @@ class ServerMemory:
             fields: dict[str, Any] = {} if new_meta is None else {"meta": new_meta}
             if t is not None:
                 fields["t"] = t
-            if vf is not _UNSET:
+            if vf is not UNSET:
                 fields["valid_from"] = vf
-            if vu is not _UNSET:
+            if vu is not UNSET:
                 fields["valid_until"] = vu
             W.update_fields(st.con, id, fields)
 
