@@ -10,7 +10,7 @@ Each seed draws its own validation/test split of the same noun sample; choices (
 are made on validation, test is scored once.
 
     .venv/bin/python benchmarks/bench_rag_reader.py --seeds 0 1 2
-    .venv/bin/python benchmarks/bench_rag_reader.py --systems hyperbolic --query-depth learned
+    .venv/bin/python benchmarks/bench_rag_reader.py --systems hyperbolic --metric hyperbolic --query-depth learned
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def main(argv=None) -> None:
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--k", type=int, default=8)
     p.add_argument("--hidden", type=int, default=128)
-    p.add_argument("--metric", default="hyperbolic", choices=["hyperbolic", "shell"])
+    p.add_argument("--metric", default="shell", choices=["hyperbolic", "shell"], help="shell: chosen on validation")
     p.add_argument("--query-depth", default=None, help="hyperbolic query radius: a number or 'learned'")
     p.add_argument("--systems", nargs="+", default=None, help="a subset of the systems (default all)")
     p.add_argument("--threads", type=int, default=2)

@@ -54,7 +54,7 @@ SYSTEMS = ("reader alone", "Euclidean memory", "hyperbolic memory")
 DEFAULTS: dict[str, Any] = {
     "data": {"n_sample": 2000, "sample_seed": 0, "n_test": 400, "n_val": 400, "cache": True},
     "reader": {"hidden": 128, "dropout": 0.1},
-    "memory": {"k": 8, "euclid_temperature": 0.05, "hyp_temperature": 0.1, "metric": "hyperbolic",
+    "memory": {"k": 8, "euclid_temperature": 0.05, "hyp_temperature": 0.1, "metric": "shell",
                "query_depth": None, "learn_keys": True},
     "systems": list(SYSTEMS),
     "train": {"steps": 300, "batch": 256, "lr": 3e-3, "key_lr": None, "val_every": 20, "patience": 4},
@@ -238,6 +238,7 @@ def run_reader_task(config: Mapping[str, Any] | None = None, seed: int = 0, data
         dc = cfg["data"]
         data = build_reader_data(dc["n_sample"], dc["sample_seed"], seed, dc["n_test"], dc["n_val"], dc["cache"])
     results: dict[str, dict[str, Any]] = {}
+    torch.manual_seed(seed)  # the initial weights depend on the seed only
     models = {n: m for n, m in make_systems(data, cfg).items() if n in cfg["systems"]}
     for name, model in models.items():
         info = fit(model, data, cfg["train"], seed)
