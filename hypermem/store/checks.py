@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from ..embed import check_texts, embed_checked
 from ..geometry import PoincareBall
 from ..temporal.clock import to_utc
 from .records import MemoryRecord
@@ -147,6 +148,40 @@ class Batch:
         b.texts, b.ids, b.parents, b.times = texts, ids, parents, times
         b.valid_from, b.valid_until, b.metas = vfrom, vuntil, metas
         return b
+
+    def embed(self, embedder, dim: int) -> tuple[torch.Tensor, bool]:
+        """The batch's embeddings ``(m, dim)`` float64: the embedder's (one call) for the items
+        without ``embedding=``, the given ones for the rest.  ``owned``: the tensor is fresh
+        (nobody else holds it), so a store may keep it as its column without a copy."""
+        todo = [i for i in range(len(self.texts)) if i not in self.embeddings]
+        if len(todo) == len(self.texts):
+            return embed_checked(embedder, self.texts, return_owned=True)
+        emb = torch.empty(len(self.texts), dim, dtype=torch.float64)
+        if todo:
+            emb[todo] = embed_checked(embedder, [self.texts[i] for i in todo])
+        for i, e in self.embeddings.items():
+            emb[i] = e
+        return emb, True
+
+
+def check_update(id: str, text: str | None, meta: Any, t: Any, valid_from: Any, valid_until: Any):
+    """The checked arguments of ``update(id, ...)``: ``(where, meta, t, valid_from,
+    valid_until)`` (``UNSET`` kept for a bound not given); ``text`` must be non-blank."""
+    where = f"update({id!r})"
+    if text is not None:
+        check_texts([text], what="text")
+    new_meta = None if meta is None else check_meta(meta, where)
+    vf = valid_from if valid_from is UNSET else check_time(valid_from, "valid_from", where)
+    vu = valid_until if valid_until is UNSET else check_time(valid_until, "valid_until", where)
+    return where, new_meta, check_time(t, "t", where), vf, vu
+
+
+def check_window(rec: MemoryRecord, valid_from: Any, valid_until: Any, where: str) -> None:
+    """Refuse an update that would leave ``rec``'s validity window ending before it starts."""
+    lo = rec.valid_from if valid_from is UNSET else valid_from
+    hi = rec.valid_until if valid_until is UNSET else valid_until
+    if lo is not None and hi is not None and hi < lo:
+        raise ValueError(f"{where}: valid_until ({hi}) is before valid_from ({lo})")
 
 
 def _at_item(i: int) -> str:

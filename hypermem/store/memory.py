@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from ..embed import HashingEmbedder, check_texts, embed_checked
+from ..embed import HashingEmbedder, embed_checked
 from ..geometry import PoincareBall
 from ..geometry.cones import DEFAULT_K
 from ..temporal import DecayPolicy, NoDecay
@@ -23,7 +23,7 @@ from ..viz.html import iframe_html, render_html
 from ..viz.mpl import plot
 from .atomic import atomic_write_text
 from .backends.opening import open_memory
-from .checks import METRICS, MODES, UNSET, Batch, check_finite, check_meta, check_time, usable_device
+from .checks import METRICS, MODES, UNSET, Batch, check_finite, check_update, check_window, usable_device
 from .gc_pause import gc_paused
 from .persistence import from_json as memory_from_json
 from .persistence import load as load_memory
@@ -207,15 +207,7 @@ class Memory:
         batch = Batch.check(list(items), self.dim, self.ball, single)
         if not batch.texts:
             return []
-        todo = [i for i in range(len(batch.texts)) if i not in batch.embeddings]
-        if len(todo) == len(batch.texts):
-            emb, owned = embed_checked(self.embedder, batch.texts, return_owned=True)
-        else:
-            emb, owned = torch.empty(len(batch.texts), self.dim, dtype=torch.float64), True
-            if todo:
-                emb[todo] = embed_checked(self.embedder, [batch.texts[i] for i in todo])
-            for i, e in batch.embeddings.items():
-                emb[i] = e
+        emb, owned = batch.embed(self.embedder, self.dim)
         with self.state.lock:
             return self._insert(batch, emb, owned)
 
@@ -281,20 +273,11 @@ class Memory:
         ``meta`` replaces the metadata dict; ``valid_from`` / ``valid_until`` may be set to None.
         All or nothing."""
         self.state.record(id)
-        where = f"update({id!r})"
-        if text is not None:
-            check_texts([text], what="text")
-        new_meta = None if meta is None else check_meta(meta, where)
-        t = check_time(t, "t", where)
-        vf = valid_from if valid_from is UNSET else check_time(valid_from, "valid_from", where)
-        vu = valid_until if valid_until is UNSET else check_time(valid_until, "valid_until", where)
+        where, new_meta, t, vf, vu = check_update(id, text, meta, t, valid_from, valid_until)
         e = embed_checked(self.embedder, [text])[0] if text is not None else None
         with self.state.lock:
             rec = self.state.record(id)
-            lo = rec.valid_from if vf is UNSET else vf
-            hi = rec.valid_until if vu is UNSET else vu
-            if lo is not None and hi is not None and hi < lo:
-                raise ValueError(f"{where}: valid_until ({hi}) is before valid_from ({lo})")
+            check_window(rec, vf, vu, where)
             r = self.state.row[id]
             if e is not None:
                 rec.text = text

@@ -31,11 +31,11 @@ from typing import Any
 
 import torch
 
-from ...embed import check_texts, embed_checked
+from ...embed import embed_checked
 from ...geometry import poincare as P
 from ...temporal import policy_spec
 from ...temporal.clock import from_seconds, to_seconds, to_utc
-from ..checks import METRICS, MODES, UNSET, Batch, check_meta, check_time
+from ..checks import METRICS, MODES, UNSET, Batch, check_update, check_window
 from ..records import MemoryRecord, SearchResult
 from ..search import Searcher, uses_access_counts
 from . import server_writes as W
@@ -414,12 +414,7 @@ class ServerMemory:
         batch = Batch.check(list(items), self.dim, self.ball, single)
         if not batch.texts:
             return []
-        todo = [i for i in range(len(batch.texts)) if i not in batch.embeddings]
-        emb = torch.empty(len(batch.texts), self.dim, dtype=torch.float64)
-        if todo:
-            emb[todo] = embed_checked(self.embedder, [batch.texts[i] for i in todo])
-        for i, e in batch.embeddings.items():
-            emb[i] = e
+        emb, _ = batch.embed(self.embedder, self.dim)
         with self._write("add") as (st, _):
             return W.insert(self, st, batch, emb)
 
@@ -427,20 +422,11 @@ class ServerMemory:
                t: datetime | None = None, valid_from: Any = UNSET, valid_until: Any = UNSET) -> None:
         """``Memory.update``: new text re-embeds the memory and re-places its subtree."""
         self.get(id)
-        where = f"update({id!r})"
-        if text is not None:
-            check_texts([text], what="text")
-        new_meta = None if meta is None else check_meta(meta, where)
-        t = check_time(t, "t", where)
-        vf = valid_from if valid_from is UNSET else check_time(valid_from, "valid_from", where)
-        vu = valid_until if valid_until is UNSET else check_time(valid_until, "valid_until", where)
+        where, new_meta, t, vf, vu = check_update(id, text, meta, t, valid_from, valid_until)
         e = embed_checked(self.embedder, [text])[0] if text is not None else None
         with self._write("update") as (st, _):
             rec = record_of(self._row(st.con, id))
-            lo = rec.valid_from if vf is UNSET else vf
-            hi = rec.valid_until if vu is UNSET else vu
-            if lo is not None and hi is not None and hi < lo:
-                raise ValueError(f"{where}: valid_until ({hi}) is before valid_from ({lo})")
+            check_window(rec, vf, vu, where)
             if e is not None:
                 W.replace_subtree(self, st, id, {"text": text, "embedding": W.embedding_bytes(e, st)})
             fields: dict[str, Any] = {} if new_meta is None else {"meta": new_meta}
