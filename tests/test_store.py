@@ -520,3 +520,28 @@ def test_deep_meta_is_a_value_error_and_stores_nothing(shape):
         with pytest.raises(ValueError, match="meta nests deeper than"):
             call()
     assert [r.text for r in mem] == ["kept"]
+
+
+def test_touch_counts_and_names_its_mistakes():
+    m = Memory()
+    m.add("animals", id="a")
+    m.add("dogs", parent="a", id="d")
+    m.touch(["d", "d", "a"])
+    assert m.get("d").access_count == 2 and m.get("a").access_count == 1
+    assert m.stats()["accesses"] == 3
+    with pytest.raises(TypeError, match=r"touch\(\) takes a list of ids, got str 'd'"):
+        m.touch("d")
+    with pytest.raises(KeyError, match="unknown memory id 'zz'"):
+        m.touch(["zz"])
+    assert m.get("d").access_count == 2  # nothing counted by a refused call
+
+
+def test_a_wrong_argument_is_named_as_memorys():
+    m = Memory()
+    m.add("animals", id="a")
+    with pytest.raises(TypeError, match=r"^Memory\.search\(\): got an unexpected keyword argument 'modee'"):
+        m.search("x", modee="subtree")
+    with pytest.raises(TypeError, match=r"^Memory\.children\(\): missing a required argument: 'id'"):
+        m.children()
+    with pytest.raises(TypeError, match="a query must be text or a point"):  # errors from inside stay as they are
+        m.search(5)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
@@ -162,6 +162,14 @@ class Batch:
         for i, e in self.embeddings.items():
             emb[i] = e
         return emb, True
+
+
+def check_ids(ids: Any, call: str) -> list:
+    """``ids`` as a list; a single string (a common slip for ``[id]``) or a non-iterable is a
+    ``TypeError`` naming ``call``."""
+    if isinstance(ids, str) or not isinstance(ids, Iterable):
+        raise TypeError(f"{call} takes a list of ids, got {type(ids).__name__} {ids!r:.60}")
+    return list(ids)
 
 
 def check_update(id: str, text: str | None, meta: Any, t: Any, valid_from: Any, valid_until: Any):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 import os
 import tempfile
@@ -23,7 +24,17 @@ from ..viz.html import iframe_html, render_html
 from ..viz.mpl import plot
 from .atomic import atomic_write_text
 from .backends.opening import open_memory
-from .checks import METRICS, MODES, UNSET, Batch, check_finite, check_update, check_window, usable_device
+from .checks import (
+    METRICS,
+    MODES,
+    UNSET,
+    Batch,
+    check_finite,
+    check_ids,
+    check_update,
+    check_window,
+    usable_device,
+)
 from .gc_pause import gc_paused
 from .persistence import from_json as memory_from_json
 from .persistence import load as load_memory
@@ -44,9 +55,18 @@ def _calls(collaborator: str, cls: type, name: str):
     if isinstance(target, property):
         return property(lambda self: getattr(getattr(self, collaborator), name), doc=target.__doc__)
 
+    signature = inspect.signature(target)
+
     @functools.wraps(target)
     def method(self, *args, **kwargs):
-        return getattr(getattr(self, collaborator), name)(*args, **kwargs)
+        try:
+            return getattr(getattr(self, collaborator), name)(*args, **kwargs)
+        except TypeError:
+            try:  # a wrong argument is named as Memory's, not as the collaborator's
+                signature.bind(self, *args, **kwargs)
+            except TypeError as exc:
+                raise TypeError(f"Memory.{name}(): {exc}") from None
+            raise
 
     return method
 
@@ -255,7 +275,7 @@ class Memory:
     def touch(self, ids: Iterable[str]) -> None:
         """Count one access now (the clock's) of each id in ``ids``, as a search with
         ``touch=True`` does for what it returns (a repeated id counts each time)."""
-        ids = list(ids)
+        ids = check_ids(ids, "touch()")
         with self.state.lock:
             for i in ids:
                 self.state.record(i)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from ..checks import check_ids
 from ..records import MemoryRecord
 from .rows import encode, restore
 
@@ -168,7 +169,7 @@ class DurableStore:
                 self._put(st, [child, *self.descendants(child)])
 
     def touch(self, ids) -> None:
-        ids = list(ids)
+        ids = check_ids(ids, "touch()")
         if self._read_only or not ids:
             return
         with self._writing("touch", sync=False) as st:

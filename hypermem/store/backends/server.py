@@ -35,7 +35,7 @@ from ...embed import embed_checked
 from ...geometry import poincare as P
 from ...temporal import policy_spec
 from ...temporal.clock import from_seconds, to_seconds, to_utc
-from ..checks import METRICS, MODES, UNSET, Batch, check_update, check_window
+from ..checks import METRICS, MODES, UNSET, Batch, check_ids, check_update, check_window
 from ..records import MemoryRecord, SearchResult
 from ..search import Searcher, uses_access_counts
 from . import server_writes as W
@@ -380,7 +380,7 @@ class ServerMemory:
 
     def touch(self, ids: Iterable[str]) -> None:
         """Count one access now (the clock's) of each id in ``ids`` (a repeated id counts each time)."""
-        ids = list(ids)
+        ids = check_ids(ids, "touch()")
         if self.read_only:
             return
         with self._write("touch") as (st, tx):
