@@ -185,7 +185,7 @@ def _memory(r: dict[str, Any], clock: Callable, where: str) -> EpisodicMemory:
 
 
 def load_storage(path: str | os.PathLike, embedder: Any = None, clock: Callable | None = None, decay: Any = None,
-                 cls: type | None = None, device: str | torch.device = "cpu"):
+                 *, cls: type, device: str | torch.device = "cpu"):
     """Read a storage written by :func:`save_storage` (see the module docstring).
 
     ``embedder`` is needed when the file was saved with a custom embedder (a hashing
@@ -193,8 +193,6 @@ def load_storage(path: str | os.PathLike, embedder: Any = None, clock: Callable 
     embedder loads with the ``embedder`` given (the formulas are then embedded) or none.
     ``decay`` likewise for a custom decay policy.
     """
-    if cls is None:
-        raise TypeError("the storage class to build is missing: call MemoryStorage.load")
     where = repr(os.fspath(path))
     config, rows = _read(path)
     seqs = [r["seq"] for r in rows]

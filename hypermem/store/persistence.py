@@ -170,7 +170,7 @@ def save(memory, path: str | os.PathLike) -> None:
     >>> from hypermem import Memory
     >>> mem = Memory(); _ = mem.add("hello")
     >>> path = os.path.join(tempfile.mkdtemp(), "mem.db")
-    >>> save(mem, path); len(load(path))
+    >>> save(mem, path); len(Memory.load(path))
     1
 
     A name ending in another format's extension (``.json``, ``.csv``, ``.html``...) is a
@@ -230,8 +230,9 @@ def _read_sqlite(path: str | os.PathLike) -> tuple[dict, list[dict], dict[int, t
 
 
 def load(path: str | os.PathLike, embedder: Any = None, decay: Any = None, clock: Callable | None = None,
-         device: str | torch.device | None = None, dtype: torch.dtype | None = None, cls: type | None = None):
-    """Read a memory written by :func:`save` (or by ``poincare-memory`` 0.1.4).
+         device: str | torch.device | None = None, dtype: torch.dtype | None = None, *, cls: type):
+    """Read a memory written by :func:`save` (or by ``poincare-memory`` 0.1.4) as an instance
+    of ``cls`` (``Memory.load`` passes itself; this module does not import the store class).
 
     The embeddings stored in the file are used as they are: nothing is re-embedded.
     ``embedder`` / ``decay`` are needed only when the file was saved with custom ones;
@@ -282,7 +283,7 @@ def to_json(memory, path: str | os.PathLike | None = None, indent: int | None = 
 
     >>> from hypermem import Memory
     >>> mem = Memory(); _ = mem.add("hello", id="h")
-    >>> from_json(to_json(mem)).get("h").text
+    >>> Memory.from_json(to_json(mem)).get("h").text
     'hello'
     """
     text = json.dumps(to_payload(memory), indent=indent, allow_nan=False)
@@ -293,15 +294,15 @@ def to_json(memory, path: str | os.PathLike | None = None, indent: int | None = 
 
 def from_json(source: str | os.PathLike | Mapping, embedder: Any = None, decay: Any = None,
               clock: Callable | None = None, device: str | torch.device | None = None,
-              dtype: torch.dtype | None = None, cls: type | None = None):
-    """Inverse of :func:`to_json`: ``source`` is a path, the JSON text itself, or the
-    parsed document (a dict)."""
+              dtype: torch.dtype | None = None, *, cls: type):
+    """Inverse of :func:`to_json` (``Memory.from_json`` calls it with ``cls=Memory``):
+    ``source`` is a path, the JSON text itself, or the parsed document (a dict)."""
     if isinstance(source, Mapping):
         doc, where = source, "the JSON document"
     else:
         text, where = _json_source(source)
         doc = load_json(text, where, "the document", depth=None)
-    return from_payload(doc, embedder, decay, clock, device, dtype, cls, where=where)
+    return from_payload(doc, embedder, decay, clock, device, dtype, cls=cls, where=where)
 
 
 def _json_source(source: Any) -> tuple[str | bytes, str]:
@@ -332,7 +333,7 @@ def _json_source(source: Any) -> tuple[str | bytes, str]:
 
 def from_payload(doc: Any, embedder: Any = None, decay: Any = None, clock: Callable | None = None,
                  device: str | torch.device | None = None, dtype: torch.dtype | None = None,
-                 cls: type | None = None, where: str = "the JSON document"):
+                 *, cls: type, where: str = "the JSON document"):
     """Build a memory from the parsed JSON document of :func:`to_payload`."""
     if not isinstance(doc, Mapping) or not isinstance(doc.get("config"), Mapping) \
             or not isinstance(doc.get("records"), list):
@@ -375,8 +376,6 @@ def _dtype_of(config: Mapping, dtype: torch.dtype | None, where: str) -> torch.d
 
 
 def _build(config, rows, points, embeddings, geometry, where, embedder, decay, clock, device, dtype, cls):
-    if cls is None:
-        raise TypeError("the store class to build is missing: call Memory.load / Memory.from_json")
     emb = embedder_from_spec(config.get("embedder"), embedder, where)
     dec = decay_from_spec(config.get("decay"), decay, where)
     check_config_types(config, CONFIG_KEYS, where)
