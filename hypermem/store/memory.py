@@ -156,9 +156,7 @@ class Memory:
         self.clock = clock or utcnow
         if dtype not in (torch.float32, torch.float64):
             raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
-        self.dtype = dtype
-        self.device = usable_device(device)
-        self.state = MemoryState(dim, dtype, self.device)
+        self.state = MemoryState(dim, dtype, usable_device(device))
         """The rows and columns of this store (:class:`~hypermem.store.state.MemoryState`):
         what persistence, the backends, the inspector and the ``nn`` layer read."""
         self.placer = Placer(self)
@@ -174,6 +172,16 @@ class Memory:
     def dim(self) -> int:
         """Dimension of the ball (the embedder's)."""
         return int(self.embedder.dim)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """Dtype of directions and depths (the state's)."""
+        return self.state.dtype
+
+    @property
+    def device(self) -> torch.device:
+        """Where the tensors live (the state's)."""
+        return self.state.device
 
     @property
     def curvature(self) -> float:
