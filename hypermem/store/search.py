@@ -79,7 +79,7 @@ class Searcher:
             w = self.weights(at_time)
             if ids is None:
                 return w
-            rows = [self.memory.state.row[self.memory.state.record(i).id] for i in ids]
+            rows = self.memory.state.rows_of(ids)
             return w[torch.tensor(rows, dtype=torch.long, device=self.memory.device)]
 
     # ------------------------------------------------------------------ queries
@@ -135,8 +135,7 @@ class Searcher:
         elif mode == "siblings":
             ids = self.memory.siblings(root)
         else:
-            n = self.memory.state.n
-            pts = P.point_at(self.memory.state.direction[:n].to(torch.float64), self.memory.state.depth[:n].to(torch.float64), self.memory.curvature)
+            pts = self.memory.state.points(self.memory.curvature)  # float64
             r = self.memory.state.row[root]
             energy = cone_energy(pts[r], pts, self.memory.curvature, self.memory.cone_k)
             inside = energy <= CONE_TOL
