@@ -11,8 +11,9 @@ time.process_time (CPU seconds of this process, all threads) and wall seconds pe
 
 --compare runs the whole comparison (experiments/rag/comparison.py run_comparison, every baseline,
 MiniLM embeddings from the cache) once per --seeds (data split and training seed) and
-prints test metrics as mean and 95% t-interval over the seeds, and the paired difference
-(e) - (g) (hyperbolic minus its Euclidean twin) and (e) - (c):
+prints test metrics as mean and 95% t-interval over the seeds, and the paired differences
+(e) - (g) (hyperbolic minus its Euclidean twin), (e) - (c) and (e) - (h) (the linear map with
+the same readout):
 
     .venv/bin/python benchmarks/bench_rag.py --compare --root mammal.n.01 --seeds 0 1 2
 """
@@ -67,9 +68,10 @@ def compare(args) -> None:
 
     runs = []
     for seed in args.seeds:
-        cfg = {"data": {"root": args.root, "n_test": args.n_test, "seed": seed},
+        cfg = {"data": {"root": args.root, "n_test": args.n_test, "n_val": args.n_val, "seed": seed},
                "train": {"seed": seed, "batch_size": args.batch, "epochs": args.epochs, "val_every": args.val_every,
-                         "patience": 3, "threads": args.threads},
+                         "patience": args.patience, "threads": args.threads},
+               "linear": {"epochs": args.linear_epochs},
                "model": {"k": args.k}, "out": f"{args.out}/seed{seed}"}
         runs.append(run_comparison(cfg, log=None))
         r = runs[-1]["results"]
@@ -77,7 +79,7 @@ def compare(args) -> None:
                                            for n in r), flush=True)
     names = list(runs[0]["results"])
     print(f"\n{runs[0]['data']} x {len(runs)} seeds {args.seeds}; test metrics, mean ± 95% interval")
-    print("| system | Hits@1 | Hits@10 | MRR | steps chosen (mean) | train CPU s (mean) | trained params |")
+    print("| system | Hits@1 | Hits@10 | MRR | steps chosen / run (mean) | train CPU s (mean) | trained params |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for n in names:
         cells = []
@@ -85,12 +87,13 @@ def compare(args) -> None:
             mean, half = interval([f * run["results"][n]["test"][m] for run in runs])
             cells.append(f"{mean:.1f} ± {half:.1f}" if f == 100 else f"{mean:.3f} ± {half:.3f}")
         r0 = runs[0]["results"][n]
-        steps = f"{sum(run['results'][n]['best_step'] for run in runs) / len(runs):.0f}" if "best_step" in r0 else ""
+        steps = (f"{sum(run['results'][n]['best_step'] for run in runs) / len(runs):.0f} / "
+                 f"{sum(run['results'][n]['steps_run'] for run in runs) / len(runs):.0f}" if "best_step" in r0 else "")
         cpu = (f"{sum(run['results'][n]['train_cpu_seconds'] for run in runs) / len(runs):.0f}"
                if "best_step" in r0 else "")
         params = f"{r0['trainable_params']:,}" if "trainable_params" in r0 else ""
         print(f"| {n} | {' | '.join(cells)} | {steps} | {cpu} | {params} |")
-    for other in (SYSTEMS[6], SYSTEMS[2]):
+    for other in (SYSTEMS[6], SYSTEMS[2], SYSTEMS[7]):
         cells = []
         for m, f in (("hits@1", 100), ("hits@10", 100), ("mrr", 1)):
             d = [f * (run["results"][SYSTEMS[4]]["test"][m] - run["results"][other]["test"][m]) for run in runs]
@@ -98,7 +101,9 @@ def compare(args) -> None:
             cells.append(f"{mean:+.1f} [{mean - half:+.1f}, {mean + half:+.1f}]" if f == 100 else
                          f"{mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}]")
         print(f"| paired (e) - {other} | {' | '.join(cells)} | | | |")
-    print(f"whole run {sum(run['seconds'] for run in runs):.0f} s wall")
+    print(f"whole run {sum(run['seconds'] for run in runs):.0f} s wall, "
+          f"{sum(run['cpu_seconds'] for run in runs):.0f} CPU s; per seed: "
+          + ", ".join(f"{run['steps']} steps ((c) {run['linear_steps']})" for run in runs))
 
 
 def main(argv=None) -> None:
@@ -114,6 +119,9 @@ def main(argv=None) -> None:
     p.add_argument("--n-test", type=int, default=200)
     p.add_argument("--epochs", type=float, default=10)
     p.add_argument("--val-every", type=int, default=8)
+    p.add_argument("--n-val", type=int, default=None, help="validation leaves (default: --n-test)")
+    p.add_argument("--patience", type=int, default=3)
+    p.add_argument("--linear-epochs", type=float, default=None, help="(c)'s own budget (default: --epochs)")
     p.add_argument("--out", default="runs/bench_rag")
     args = p.parse_args(argv)
     if args.compare:

@@ -92,3 +92,34 @@ def test_the_euclidean_twin_trains_through_the_same_readout(data):
     w = twin.linear.weight.detach().clone()
     train_step(twin, opts, x, y, own)
     assert not torch.equal(twin.linear.weight, w) and not twin.memory.keys.requires_grad
+
+
+def test_the_linear_readout_scores_the_raw_embeddings_through_the_same_vote(data):
+    from experiments.rag.baselines import LinearCosine, linear_readout
+
+    h = linear_readout(data.slot_emb, data.slot_parent, k=data.n_slots)
+    assert torch.allclose(h.memory.keys, torch.nn.functional.normalize(data.slot_emb.float(), dim=1))
+    assert not h.memory.keys.requires_grad
+    x, y = data.slot_emb[data.train_slots[:8]], data.train_targets()[:8]
+    # untrained (identity map, biases 0, the same tau): its own scores are (c)'s
+    lin = LinearCosine(data.slot_emb)
+    own_scores = h.memory.score_all(h.linear(x))[0]
+    assert torch.allclose(own_scores, lin.answer_scores(x), atol=1e-4)
+    # and its answer is (c)'s scores through the readout: every slot with children gains the vote
+    full = h.answer_scores(x)
+    assert torch.allclose(full, h.readout.full(lin.answer_scores(x)), atol=1e-4)
+    cand, scores = h.train_scores(x, y, torch.full_like(y, -1))
+    ok = cand >= 0
+    assert torch.allclose(scores[ok], full.gather(1, cand.clamp_min(0))[ok], atol=1e-4)
+
+
+def test_the_linear_map_masks_its_own_slot_in_place_without_breaking_backward(data):
+    from experiments.rag.baselines import LinearCosine
+
+    lin = LinearCosine(data.slot_emb)
+    x, y, own = data.slot_emb[data.train_slots[:8]], data.train_targets()[:8], data.train_slots[:8]
+    _, s = lin.train_scores(x, y, own)
+    assert bool(torch.isinf(s.gather(1, own.view(-1, 1))).all())
+    assert int(torch.isinf(s).sum()) == 8
+    torch.nn.functional.cross_entropy(s, y).backward()
+    assert lin.linear.weight.grad is not None and bool(torch.isfinite(lin.linear.weight.grad).all())

@@ -1,7 +1,8 @@
 r"""The baselines of the WordNet RAG benchmark (:mod:`experiments.rag.comparison`).
 
 (a) flat cosine, (b) the untrained store, (c) a learned linear map scored by cosine, (d)
-the training-free sibling vote; each is a function of the query features that returns
+the training-free sibling vote, (f) direction cosine + vote, (g) the Euclidean twin of (e),
+(h) the linear map (c) with the readout of (e); each is a function of the query features that returns
 scores ``(B, N)`` over all slots (or, for (c), a module with ``answer_scores`` and
 ``train_scores`` like :class:`hypermem.nn.HyperbolicRAG`).
 """
@@ -75,12 +76,17 @@ class LinearCosine(nn.Module):
         self.register_buffer("slots", F.normalize(slot_emb.float(), dim=1))
 
     def answer_scores(self, x: torch.Tensor) -> torch.Tensor:
-        return F.normalize(self.linear(x), dim=1) @ self.slots.T / self.log_temperature.exp()
+        # (q / tau) @ E^T: the temperature divides the (B, d) queries, not the (B, N) scores
+        return (F.normalize(self.linear(x), dim=1) / self.log_temperature.exp()) @ self.slots.T
 
     def train_scores(self, x, targets, exclude):
-        """Scores over all slots (``exclude`` masked); the label is the target itself."""
+        """Scores over all slots (``exclude`` masked, in place: the matmul's backward does not
+        need its output); the label is the target itself."""
         s = self.answer_scores(x)
-        s = s.scatter(1, exclude.view(-1, 1), -math.inf)
+        ex = exclude.view(len(s), -1).to(s.device).long()
+        rows = torch.arange(len(s), device=s.device).unsqueeze(1).expand_as(ex)
+        ok = ex >= 0
+        s[rows[ok], ex[ok]] = -math.inf
         return None, s
 
 
@@ -142,6 +148,18 @@ class EuclideanTwin(nn.Module):
     def train_scores(self, x, targets, exclude):
         """Candidates (answer first) and their scores; the label is position 0."""
         return self.readout.topk(self.memory, self.linear(x), None, self.k, targets=targets, exclude=exclude)
+
+
+def linear_readout(slot_emb: torch.Tensor, parent: torch.Tensor, temperature: float = 0.05, k: int = 32,
+                   combine: str = "logaddexp", children: str = "max") -> EuclideanTwin:
+    """(h) the linear map (c) with the readout of (e) and (g): ``cos(W x + b, e_j) / tau`` with the
+    slots' own (unit) sentence embeddings ``e_j`` — what (c) scores against — through the same
+    :class:`ParentVote`, trained like (g) through exact top-``k`` reads.  It differs from (g) only
+    in the keys (raw embeddings instead of the store's hierarchy-placed directions), and from
+    (c) only in the readout, so (e) - (h) is the hyperbolic memory against a plain vector store
+    with the same learned readout."""
+    return EuclideanTwin(F.normalize(slot_emb.float(), dim=1), parent, temperature, k=k, learn_keys=False,
+                         combine=combine, children=children)
 
 
 def direction_vote(dirs: torch.Tensor, parent: torch.Tensor, temperature: float = 0.05

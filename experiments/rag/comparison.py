@@ -32,7 +32,14 @@ system (the training-free ones included).
 (g) ``Euclidean twin`` — everything as (e) (linear query map, the same readout trained
     through the same top-k reads, keys at the store's directions, frozen) but cosine scores
     (:class:`~experiments.rag.baselines.EuclideanTwin`): what the hyperbolic memory
-    must beat to show the geometry is the reason.
+    must beat to show the geometry is the reason;
+(h) ``learned linear + readout`` — the linear map (c) (cosine with the slots' own MiniLM
+    embeddings) with the same readout as (e) and (g), trained like (g) through exact top-k
+    reads (:func:`~experiments.rag.baselines.linear_readout`): a plain vector store with the
+    learned readout.
+
+(c) is cheap, so it gets its own, larger step budget (``linear.epochs``) to be trained to
+convergence on validation; (e), (g) and (h) share ``train.epochs``.
 
 :class:`RAGModule` is the Lightning module that trains (c), (e) or (g) and logs to TensorBoard;
 :func:`run_comparison` runs the whole side-by-side evaluation from a config (see
@@ -57,7 +64,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from hypermem.nn import HyperbolicRAG
+from hypermem.nn import HyperbolicRAG, RowRiemannianAdam
 
 from .baselines import (
     EuclideanTwin,
@@ -65,6 +72,7 @@ from .baselines import (
     build_store,
     direction_vote,
     flat_cosine,
+    linear_readout,
     sibling_vote,
     store_directions,
     store_scores,
@@ -80,7 +88,7 @@ DEFAULTS: dict[str, Any] = {
     "store": {"base_depth": 1.0, "depth_step": 0.5, "inherit": 0.25},
     "model": {"temperature": 0.1, "learn_keys": True, "two_heads": False, "k": 32, "query_depth": None,
               "combine": "logaddexp", "children": "max", "metric": "shell"},
-    "linear": {"temperature": 0.05},
+    "linear": {"temperature": 0.05, "epochs": None},
     "train": {"epochs": 1, "max_steps": None, "batch_size": 256, "lr": 0.003, "key_lr": None, "seed": 0,
               "threads": 0, "val_every": None, "patience": None},
     "eval": {"batch_size": 250},
@@ -88,7 +96,8 @@ DEFAULTS: dict[str, Any] = {
 }
 
 SYSTEMS = ("(a) flat cosine", "(b) untrained store (shell)", "(c) learned linear", "(d) sibling vote",
-           "(e) hyperbolic (trained)", "(f) direction cosine + vote", "(g) Euclidean twin (trained)")
+           "(e) hyperbolic (trained)", "(f) direction cosine + vote", "(g) Euclidean twin (trained)",
+           "(h) learned linear + readout")
 
 
 # -- ranking ---------------------------------------------------------------------------------------
@@ -154,8 +163,8 @@ class RAGModule(L.LightningModule):
     (:meth:`restore_best` puts them back after the run), and training stops after
     ``patience`` validations without a better one (``None``: never early).
 
-    Trainable keys get :class:`geoopt.optim.SparseRiemannianAdam` (only the rows a step read
-    move); everything else :class:`geoopt.optim.RiemannianAdam` (manual optimisation, two
+    Trainable keys get :class:`hypermem.nn.RowRiemannianAdam` (geoopt's ``SparseRiemannianAdam``
+    update: only the rows a step read move); everything else :class:`geoopt.optim.RiemannianAdam` (manual optimisation, two
     optimizers).  Frozen keys get no optimizer and no optimizer state.
     """
 
@@ -182,7 +191,7 @@ class RAGModule(L.LightningModule):
         dense = [p for p in self.model.parameters() if p.requires_grad and p is not keys]
         opts = [geoopt.optim.RiemannianAdam(dense, lr=self.lr)]
         if keys is not None:
-            opts.append(geoopt.optim.SparseRiemannianAdam([keys], lr=self.key_lr))
+            opts.append(RowRiemannianAdam([keys], lr=self.key_lr))
         return opts
 
     def training_step(self, batch, batch_idx):
@@ -293,8 +302,8 @@ def _fit(module: RAGModule, dm: RAGDataModule, steps: int, logdir: Path, name: s
 
 def run_comparison(config: Mapping[str, Any] | None = None, data: RAGData | None = None,
                    log: Callable[[str], None] | None = print) -> dict[str, Any]:
-    """Build the data, score (a)-(e) on the validation queries, train (c) and (e) with the
-    same data, batches and step budget (early stopping on validation MRR; TensorBoard logs
+    """Build the data, score (a)-(h) on the validation queries, train (c), (e), (g) and (h) on
+    the same data and batches (one step budget, (c) its own) (early stopping on validation MRR; TensorBoard logs
     under ``<out>/tb``), then score every system once on the test queries, and write
     ``<out>/results.json`` and ``<out>/results.md``.  Returns the results dict
     (``results[system]`` holds ``val`` and ``test`` metrics), plus the trained models under
@@ -309,7 +318,7 @@ def run_comparison(config: Mapping[str, Any] | None = None, data: RAGData | None
         torch.set_num_threads(int(cfg["train"]["threads"]))
     out = Path(cfg["out"])
     out.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     if data is None:
         dc = cfg["data"]
         data = build_rag_data(dc["root"], n_test=dc["n_test"], n_val=dc["n_val"], seed=dc["seed"],
@@ -335,16 +344,20 @@ def run_comparison(config: Mapping[str, Any] | None = None, data: RAGData | None
     store = build_store(data, sc["base_depth"], sc["depth_step"], sc["inherit"])
     record(SYSTEMS[1], store_scores(store))
     record(SYSTEMS[3], sibling_vote(data))
-    steps = tc["max_steps"] or max(1, int(tc["epochs"] * len(data.train_slots) / tc["batch_size"]))
+    def budget(epochs):
+        return tc["max_steps"] or max(1, int(epochs * len(data.train_slots) / tc["batch_size"]))
 
-    def fit(model, name, key_lr=None):
+    steps = budget(tc["epochs"])
+    linear_steps = budget(cfg["linear"]["epochs"] or tc["epochs"])
+
+    def fit(model, name, key_lr=None, n=steps):
         module = RAGModule(model, tc["lr"], key_lr, eval_batch=ev, patience=tc["patience"])
-        info = _fit(module, dm, steps, out / "tb", name, tc["seed"], tc["val_every"])
+        info = _fit(module, dm, n, out / "tb", name, tc["seed"], tc["val_every"])
         info["trainable_params"] = sum(p.numel() for p in model.parameters() if p.requires_grad)
         return info
 
     linear = LinearCosine(data.slot_emb, cfg["linear"]["temperature"])
-    record(SYSTEMS[2], linear.answer_scores, fit(linear, "linear"))
+    record(SYSTEMS[2], linear.answer_scores, fit(linear, "linear", n=linear_steps))
     mc = cfg["model"]
     model = HyperbolicRAG(store, data.slot_parent, data.dim, temperature=mc["temperature"],
                           learn_keys=mc["learn_keys"], two_heads=mc["two_heads"], k=mc["k"],
@@ -359,24 +372,28 @@ def run_comparison(config: Mapping[str, Any] | None = None, data: RAGData | None
     twin = EuclideanTwin(dirs, data.slot_parent, tau, k=mc["k"], learn_keys=False, combine=mc["combine"],
                          children=mc["children"])
     record(SYSTEMS[6], twin.answer_scores, fit(twin, "euclidean_twin"))
+    lin_vote = linear_readout(data.slot_emb, data.slot_parent, tau, k=mc["k"], combine=mc["combine"],
+                              children=mc["children"])
+    record(SYSTEMS[7], lin_vote.answer_scores, fit(lin_vote, "linear_readout"))
     # every choice is made: the test queries, once, for every system
     Xt, yt = dm.test_queries()
     for name, fn in scorers.items():
         results[name]["test"] = evaluate(fn, Xt, yt, ev)
-    base = [SYSTEMS[i] for i in (0, 1, 2, 3, 5, 6)]
+    base = [SYSTEMS[i] for i in (0, 1, 2, 3, 5, 6, 7)]
     best = max(base, key=lambda s: results[s]["test"]["hits@10"])
     e = results[SYSTEMS[4]]["test"]
     summary = {
-        "date": str(date.today()), "config": cfg, "data": repr(data), "steps": steps,
+        "date": str(date.today()), "config": cfg, "data": repr(data), "steps": steps, "linear_steps": linear_steps,
         "train_queries": len(data.train_slots), "results": results, "best_baseline": best,
         "hits@10_gain_points": 100 * (e["hits@10"] - results[best]["test"]["hits@10"]),
         "mrr_gain": e["mrr"] - max(results[s]["test"]["mrr"] for s in base),
         "twin_gain": {m: e[m] - results[SYSTEMS[6]]["test"][m] for m in e},
-        "seconds": time.perf_counter() - t0,
+        "seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0,
     }
     (out / "results.json").write_text(json.dumps(summary, indent=2, default=str))
     (out / "results.md").write_text(results_table(summary))
-    summary["models"] = {"linear": linear, "hyperbolic": model, "twin": twin, "store": store}
+    summary["models"] = {"linear": linear, "hyperbolic": model, "twin": twin, "linear_readout": lin_vote,
+                         "store": store}
     say(f"(e) vs best baseline {best} on test: {summary['hits@10_gain_points']:+.1f} Hits@10 points, "
         f"MRR {summary['mrr_gain']:+.3f}; wrote {out / 'results.json'}")
     return summary
