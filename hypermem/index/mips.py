@@ -58,6 +58,22 @@ class MIPSIndex:
         self._vectors: torch.Tensor | None = None
         self._faiss = None
 
+    def __getstate__(self) -> dict:
+        """A faiss index is carried as its serialised bytes (it cannot be pickled as is)."""
+        state = dict(self.__dict__)
+        if state.get("_faiss") is not None:
+            import faiss
+
+            state["_faiss"] = faiss.serialize_index(state["_faiss"])
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if self._faiss is not None:
+            import faiss
+
+            self._faiss = faiss.deserialize_index(self._faiss)
+
     @property
     def exact(self) -> bool:
         """True for the exact backends (torch, numpy)."""

@@ -69,6 +69,16 @@ class MemoryState:
         self.version = 0
         self.alloc(0)
 
+    def __getstate__(self) -> dict:
+        """Everything but the lock (``copy.deepcopy`` and ``pickle`` of a store go through here)."""
+        state = dict(self.__dict__)
+        state.pop("lock", None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.lock = threading.RLock()
+
     # ------------------------------------------------------------------ capacity
     def alloc(self, cap: int) -> None:
         """Fresh, zeroed columns of capacity ``cap`` (the rows are not touched)."""

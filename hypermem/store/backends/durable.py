@@ -50,6 +50,11 @@ class DurableStore:
     _synced = -1
     _stale = False
 
+    def __getstate__(self):
+        """Refused: the rows live in the database (``copy.deepcopy`` and ``pickle`` call this)."""
+        raise TypeError(f"a {type(self).__name__} is backed by a database connection and cannot be pickled "
+                        "or copied: open the same store with Memory.open(...) where it is needed")
+
     # ------------------------------------------------------------------ bookkeeping
     def _bind(self, storage, read_only: bool) -> None:
         self._storage = storage

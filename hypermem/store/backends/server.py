@@ -70,6 +70,11 @@ class ServerMemory:
         self.lock = threading.RLock()
         self._query = Searcher(self)  # its query side only: query directions and "now"
 
+    def __getstate__(self):
+        """Refused: the rows live in the database (``copy.deepcopy`` and ``pickle`` call this)."""
+        raise TypeError(f"a {type(self).__name__} is backed by a database connection and cannot be pickled "
+                        "or copied: open the same store with Memory.open(...) where it is needed")
+
     # ------------------------------------------------------------------ basics
     @property
     def dim(self) -> int:
