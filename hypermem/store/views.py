@@ -15,7 +15,19 @@ from ..temporal.clock import from_seconds
 class MemoryViews:
     """Read-only views of a store through its :class:`~hypermem.store.state.MemoryState`:
     columns, navigation (``parent``, ``children``, ``ancestors``...) and summaries.  The
-    ``Memory`` methods of the same names call it."""
+    ``Memory`` methods of the same names call it; an unknown id raises ``KeyError``.
+
+    >>> from hypermem import Memory
+    >>> from hypermem.embed import HashingEmbedder
+    >>> mem = Memory(embedder=HashingEmbedder(dim=16))
+    >>> for text, id, parent in [("animal", "a", None), ("dog", "d", "a"), ("cat", "c", "a"),
+    ...                          ("puppy", "p", "d")]:
+    ...     _ = mem.add(text, id=id, parent=parent)
+    >>> mem.parent("p"), mem.children("a"), mem.siblings("d"), mem.roots()
+    ('d', ['d', 'c'], ['c'], ['a'])
+    >>> mem.ancestors("p"), mem.descendants("a"), mem.level("p")
+    (['d', 'a'], ['d', 'c', 'p'], 2)
+    """
 
     def __init__(self, memory):
         self.memory = memory
@@ -50,9 +62,11 @@ class MemoryViews:
 
     # ------------------------------------------------------------------ navigation
     def parent(self, id: str) -> str | None:
+        """The parent's id, ``None`` for a root."""
         return self.memory.state.record(id).parent_id
 
     def children(self, id: str) -> list[str]:
+        """Direct children, in the order they were added."""
         self.memory.state.record(id)
         return list(self.memory.state.children.get(id, ()))
 
@@ -76,14 +90,17 @@ class MemoryViews:
         return out
 
     def siblings(self, id: str) -> list[str]:
+        """The other children of the parent (for a root: the other roots)."""
         p = self.memory.state.record(id).parent_id
         pool = self.memory.state.children.get(p, ()) if p is not None else self.roots()
         return [i for i in pool if i != id]
 
     def roots(self) -> list[str]:
+        """Memories without a parent, in insertion order."""
         return [i for i in self.memory.state.ids if self.memory.state.records[i].parent_id is None]
 
     def level(self, id: str) -> int:
+        """Hierarchy level: 0 for a root, the parent's level + 1 below it."""
         self.memory.state.record(id)
         return self.memory.state.levels[self.memory.state.row[id]]
 
@@ -99,6 +116,7 @@ class MemoryViews:
         return P.point_at(self.memory.state.direction[r], self.memory.state.depth[r], self.memory.curvature)
 
     def embedding(self, id: str) -> torch.Tensor:
+        """A copy of ``id``'s raw text embedding ``(dim,)`` (float64, CPU)."""
         self.memory.state.record(id)
         return self.memory.state.embedding[self.memory.state.row[id]].clone()
 
