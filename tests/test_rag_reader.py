@@ -28,15 +28,20 @@ def _hyperbolic(n=12, d=4, dtype=torch.float64, seed=0):
     return HyperbolicMemory(keys, values, metric="hyperbolic", temperature=0.7, dtype=dtype)
 
 
-def _cosine(n=12, d=4, seed=0):
+def _cosine(n=12, d=4, seed=0, depth=False):
     g = torch.Generator().manual_seed(seed)
-    return CosineKeys(torch.randn(n, d, generator=g), temperature=0.3, values=torch.randn(n, 3, generator=g))
+    mem = CosineKeys(torch.randn(n, d, generator=g), temperature=0.3, values=torch.randn(n, 3, generator=g),
+                     depth=torch.randint(0, 4, (n,), generator=g).float() if depth else None)
+    if depth:  # a pull that depends on the query, so the top-k differs from the cosine's
+        with torch.no_grad():
+            mem.depth_head.weight.normal_(0.0, 3.0, generator=g)
+    return mem
 
 
-@pytest.mark.parametrize("kind", ["hyperbolic", "cosine"])
+@pytest.mark.parametrize("kind", ["hyperbolic", "cosine", "cosine+depth"])
 def test_marginal_equals_brute_force_sum(kind):
     torch.manual_seed(1)
-    mem = _hyperbolic() if kind == "hyperbolic" else _cosine()
+    mem = _hyperbolic() if kind == "hyperbolic" else _cosine(depth=kind == "cosine+depth")
     dt = mem.keys.dtype
     reader = PairReader(5, 3, n_classes=4, hidden=6).to(dt)
     model = LatentRetrievalReader(mem, reader, k=5)
@@ -61,30 +66,60 @@ def test_marginal_equals_brute_force_sum(kind):
     assert torch.allclose(marginal_log_probs(out.log_prior, out.log_likelihood), out.log_probs)
 
 
-def _query_model(dtype=torch.float64):
+def _query_model(dtype=torch.float64, learn_values=None, see_score=False):
     torch.manual_seed(2)
     mem = _hyperbolic(dtype=dtype)
     mem.keys.requires_grad_(True)
     enc = BallEncoder(5, 4, curvature=mem.ball, depth=0.8, dtype=dtype)
-    reader = PairReader(5, 3, n_classes=4).to(dtype)
-    return mem, enc, LatentRetrievalReader(mem, reader, k=4)
+    reader = PairReader(5, 3 + int(see_score), n_classes=4).to(dtype)
+    return mem, enc, LatentRetrievalReader(mem, reader, k=4, learn_values=learn_values, see_score=see_score)
 
 
-def test_query_map_and_keys_learn_only_through_the_read_weights():
-    mem, enc, model = _query_model()
+@pytest.mark.parametrize("learn_values,see_score", [(None, False), ("copy", False), ("zero", True)])
+def test_query_map_and_keys_learn_only_through_the_read_weights(learn_values, see_score):
+    mem, enc, model = _query_model(learn_values=learn_values, see_score=see_score)
     x = torch.randn(6, 5, dtype=torch.float64)
     y = torch.tensor([0, 1, 2, 3, 0, 1])
     out = model(enc(x), x)
     F.nll_loss(out.log_probs, y).backward()
     assert enc.linear.weight.grad.abs().sum() > 0 and mem.keys.grad.abs().sum() > 0
+    if learn_values is not None:  # a key-value memory: the answer loss teaches the slots read their values
+        read = torch.unique(out.indices)
+        assert model.values.grad[read].abs().sum(1).gt(0).all()
+        assert float(model.values.grad[[j for j in range(len(mem)) if j not in read.tolist()]].abs().sum()) == 0.0
     enc.zero_grad()
     mem.keys.grad = None
-    model.reader.zero_grad()
+    model.zero_grad()
     out = model(enc(x), x)
     F.nll_loss(marginal_log_probs(out.log_prior.detach(), out.log_likelihood), y).backward()
     assert enc.linear.weight.grad is None or float(enc.linear.weight.grad.abs().sum()) == 0.0
     assert mem.keys.grad is None or float(mem.keys.grad.abs().sum()) == 0.0
     assert model.reader.values.weight.grad.abs().sum() > 0  # the reader still learns
+
+
+def test_learned_values_start_from_the_slots_or_zero():
+    mem = _hyperbolic()
+    reader = PairReader(5, 3, n_classes=4).double()
+    copy = LatentRetrievalReader(mem, reader, k=2, learn_values="copy")
+    assert isinstance(copy.values, torch.nn.Parameter) and torch.equal(copy.values.detach(), mem.values)
+    assert copy.values.data_ptr() != mem.values.data_ptr()
+    zero = LatentRetrievalReader(mem, reader, k=2, learn_values="zero")
+    assert float(zero.values.detach().abs().sum()) == 0.0 and zero.values.shape == mem.values.shape
+    with pytest.raises(ValueError, match="learn_values"):
+        LatentRetrievalReader(mem, reader, k=2, learn_values="yes")
+
+
+def test_depth_pull_changes_the_read_towards_shallow_slots():
+    mem = CosineKeys(torch.tensor([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0]]), temperature=1.0,
+                     values=torch.eye(3), depth=torch.tensor([3.0, 0.0, 1.0]))
+    q = torch.tensor([[1.0, 0.1]])
+    assert mem.select(q, 1).tolist() == [[0]]  # beta = 0 at the start: the cosine's choice
+    with torch.no_grad():
+        mem.depth_head.bias.fill_(-1.0)  # beta < 0 pulls towards shallow slots
+    assert mem.select(q, 1).tolist() == [[1]]
+    scores = mem.score_slots(q, torch.tensor([[0, 1, 2]]))[0]
+    assert torch.allclose(scores, mem.score_all(q)[0])
+    assert torch.equal(scores.argmax(1), mem.select(q, 1)[:, 0])
 
 
 def test_finite_difference_with_fixed_topk():

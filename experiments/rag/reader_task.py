@@ -24,6 +24,15 @@ accuracy):
   :class:`~hypermem.nn.HyperbolicMemory` from the store (keys trained with Riemannian Adam),
   ``-d / tau`` with the configured metric.
 
+Options of the memories (``memory`` in the config): ``k``; ``values``: ``None`` (the slots'
+embeddings, fixed) or a trainable value per slot (``"copy"``: from the embedding, ``"zero"``),
+a key-value memory, with its own ``train.value_lr``; ``learn_keys`` / ``train.key_lr``; the
+initial read temperatures; ``see_score`` (the reader sees the detached read weight); the
+geometry lever ``metric="hyperbolic"`` with ``query_depth="learned"`` (a per-query radius: a
+query near the origin reads more general slots) and its Euclidean twin ``depth_bias`` (a
+learned per-query pull ``beta(q) level_j`` towards shallow or deep slots,
+:class:`~hypermem.nn.latent_reader.CosineKeys`).
+
 Metrics: accuracy (a tie with the answer counts against it), macro-F1 (argmax), NLL.
 """
 
@@ -55,9 +64,11 @@ DEFAULTS: dict[str, Any] = {
     "data": {"n_sample": 2000, "sample_seed": 0, "n_test": 400, "n_val": 400, "cache": True},
     "reader": {"hidden": 128, "dropout": 0.1},
     "memory": {"k": 8, "euclid_temperature": 0.05, "hyp_temperature": 0.1, "metric": "shell",
-               "query_depth": None, "learn_keys": True},
+               "query_depth": None, "learn_keys": True, "values": None, "see_score": False,
+               "depth_bias": False},
     "systems": list(SYSTEMS),
-    "train": {"steps": 300, "batch": 256, "lr": 3e-3, "key_lr": None, "val_every": 20, "patience": 4},
+    "train": {"steps": 300, "batch": 256, "lr": 3e-3, "key_lr": None, "value_lr": None, "val_every": 20,
+              "patience": 4},
 }
 
 
@@ -121,6 +132,9 @@ class MemoryReader(nn.Module):
         keys = self.latent.memory.keys
         return [keys] if keys.requires_grad else []
 
+    def value_params(self) -> list[nn.Parameter]:
+        return [self.latent.values] if isinstance(self.latent.values, nn.Parameter) else []
+
 
 def make_systems(data: ReaderData, cfg: Mapping[str, Any]) -> dict[str, nn.Module]:
     """The three systems of the module docstring, from one store placement."""
@@ -130,10 +144,12 @@ def make_systems(data: ReaderData, cfg: Mapping[str, Any]) -> dict[str, nn.Modul
     values = rag.slot_emb.float()
 
     def reader():
-        return PairReader(d, d, C, rc["hidden"], rc["dropout"])
+        return PairReader(d, d + int(mc["see_score"]), C, rc["hidden"], rc["dropout"])
+
+    read = {"k": mc["k"], "learn_values": mc["values"], "see_score": mc["see_score"]}
 
     euclid = CosineKeys(store_directions(store), mc["euclid_temperature"], mc["learn_keys"], values=values,
-                        sparse_grad=True)
+                        sparse_grad=True, depth=rag.slot_level.float() if mc["depth_bias"] else None)
     hyp = HyperbolicMemory.from_memory(store, learn_keys=mc["learn_keys"], temperature=mc["hyp_temperature"],
                                        dtype=torch.float32, sparse_grad=True)
     hyp.metric = mc["metric"]
@@ -143,9 +159,9 @@ def make_systems(data: ReaderData, cfg: Mapping[str, Any]) -> dict[str, nn.Modul
     enc = BallEncoder(d, store.dim, curvature=store.curvature, depth=depth, init="identity", init_depth=init_depth)
     return {
         SYSTEMS[0]: ReaderAlone(d, C, rc["hidden"], rc["dropout"]),
-        SYSTEMS[1]: MemoryReader(identity_linear(d), LatentRetrievalReader(euclid, reader(), mc["k"])),
-        SYSTEMS[2]: MemoryReader(enc, LatentRetrievalReader(hyp, reader(), mc["k"], values=values,
-                                                             select=full_select(hyp))),
+        SYSTEMS[1]: MemoryReader(identity_linear(d), LatentRetrievalReader(euclid, reader(), **read)),
+        SYSTEMS[2]: MemoryReader(enc, LatentRetrievalReader(hyp, reader(), values=values, select=full_select(hyp),
+                                                             **read)),
     }
 
 
@@ -188,8 +204,10 @@ def fit(model: nn.Module, data: ReaderData, tc: Mapping[str, Any], seed: int) ->
     X, Y, own = data.train_queries()
     Xv, Yv = data.rag.val_emb.float(), data.val_y
     keys = model.key_params() if hasattr(model, "key_params") else []
-    dense = [p for p in model.parameters() if p.requires_grad and all(p is not k for k in keys)]
-    opts = [geoopt.optim.RiemannianAdam(dense, lr=tc["lr"])]
+    vals = model.value_params() if hasattr(model, "value_params") else []
+    dense = [p for p in model.parameters() if p.requires_grad and all(p is not q for q in keys + vals)]
+    groups = [{"params": dense}] + ([{"params": vals, "lr": tc["value_lr"] or tc["lr"]}] if vals else [])
+    opts = [geoopt.optim.RiemannianAdam(groups, lr=tc["lr"])]
     if keys:  # sparse key gradients (the rows read): a sparse optimizer, state only where read
         opts.append(geoopt.optim.SparseRiemannianAdam(keys, lr=tc["key_lr"] or tc["lr"]))
     g = torch.Generator().manual_seed(seed)
@@ -229,9 +247,10 @@ def fit(model: nn.Module, data: ReaderData, tc: Mapping[str, Any], seed: int) ->
 
 
 def run_reader_task(config: Mapping[str, Any] | None = None, seed: int = 0, data: ReaderData | None = None,
-                    log=print) -> dict[str, Any]:
+                    log=print, test: bool = True) -> dict[str, Any]:
     """Train every system of :data:`SYSTEMS` on one split (``seed``), choose on validation,
-    then score each once on test.  Returns ``{"results": {system: {...}}, "data": ...}``."""
+    then score each once on test (``test=False``: validation only, for a sweep of options).
+    Returns ``{"results": {system: {...}}, "data": ...}``."""
     cfg = merge_config(DEFAULTS, config)
     say = log or (lambda m: None)
     if data is None:
@@ -247,7 +266,7 @@ def run_reader_task(config: Mapping[str, Any] | None = None, seed: int = 0, data
         say(f"{name:20s} val acc {100 * v['accuracy']:5.1f}  F1 {100 * v['macro_f1']:5.1f}  NLL {v['nll']:.3f}  "
             f"step {info['best_step']}/{info['steps_run']}  {info['train_cpu_seconds']:.0f} CPU s")
     Xt = data.rag.test_emb.float()
-    for name, model in models.items():  # every choice is made: test, once
+    for name, model in (models.items() if test else ()):  # every choice is made: test, once
         results[name]["test"] = class_metrics(model, Xt, data.test_y)
         results[name].pop("state", None)
     counts = torch.bincount(data.slot_y, minlength=data.n_classes)

@@ -15,7 +15,8 @@ for Knowledge-Intensive NLP Tasks", NeurIPS 2020):
 where ``s_z(q)`` is the memory's score (for :class:`~hypermem.nn.HyperbolicMemory`
 ``-d(q, k_z)/tau + ...``; for :class:`CosineKeys` ``cos(q, k_z)/tau``) and
 ``p(y | x, v_z)`` a reader over the query features and the slot's value ``v_z``
-(:class:`PairReader`).  The loss is ``-log p(y | x)`` on the answer only.  The top-``k``
+(:class:`PairReader`); ``v_z`` is fixed or, with ``learn_values``, a trainable value per slot
+(a key-value memory).  The loss is ``-log p(y | x)`` on the answer only.  The top-``k``
 is chosen without gradient; its scores are recomputed with gradient
 (``memory.score_slots``), so the query point, the keys and the temperature get gradient
 *only* through the read weights ``p(z | q)``; the reader gets it through ``p(y | x, v_z)``.
@@ -46,7 +47,12 @@ from torch import nn
 
 from .rag_model import cosine_topk
 
-__all__ = ["CosineKeys", "LatentRead", "LatentRetrievalReader", "PairReader", "full_select", "marginal_log_probs"]
+VALUE_MODES = (None, "copy", "zero")
+"""``learn_values`` of :class:`LatentRetrievalReader`: frozen values, or a trainable value per slot
+initialised from the given values (``"copy"``) or at 0 (``"zero"``)."""
+
+__all__ = ["VALUE_MODES", "CosineKeys", "LatentRead", "LatentRetrievalReader", "PairReader", "full_select",
+           "marginal_log_probs"]
 
 
 def marginal_log_probs(log_prior: torch.Tensor, log_likelihood: torch.Tensor) -> torch.Tensor:
@@ -68,35 +74,75 @@ class LatentRead:
 
 
 class CosineKeys(nn.Module):
-    """A Euclidean key set: scores ``cos(q, k_j) / tau`` (``tau`` learned), exact top-``k`` by
+    r"""A Euclidean key set: scores ``cos(q, k_j) / tau`` (``tau`` learned), exact top-``k`` by
     one matmul of unit vectors and ``topk``; ``values`` ``(N, dv)`` are kept as a buffer.
-    ``sparse_grad``: the keys' gradient is sparse (only the rows read), for a sparse optimizer."""
+    ``sparse_grad``: the keys' gradient is sparse (only the rows read), for a sparse optimizer.
+
+    ``depth`` ``(N,)`` (e.g. each slot's level in a tree) adds a learned, per-query pull
+    towards general or specific slots, the Euclidean counterpart of a hyperbolic query at a
+    learned radius (a query near the origin of the ball is closest to the shallow keys):
+
+    .. math::
+
+        s_j(q) = \frac{\cos(q, k_j)}{\tau} + \beta(q)\, \mathrm{depth}_j, \qquad
+        \beta(q) = w^\top \frac{q}{\lVert q \rVert} + b \quad (w, b \text{ start at } 0),
+
+    and the top-``k`` is then taken over these scores (one ``(B, N)`` matmul)."""
 
     def __init__(self, keys: torch.Tensor, temperature: float = 0.05, learn_keys: bool = True,
-                 values: torch.Tensor | None = None, sparse_grad: bool = False):
+                 values: torch.Tensor | None = None, sparse_grad: bool = False, depth: torch.Tensor | None = None):
         super().__init__()
         self.sparse_grad = bool(sparse_grad)
         self.keys = nn.Parameter(torch.as_tensor(keys).detach().clone().float(), requires_grad=bool(learn_keys))
         self.log_temperature = nn.Parameter(torch.tensor(math.log(float(temperature))))
         self.register_buffer("values", None if values is None else torch.as_tensor(values).detach().clone())
+        self.register_buffer("depth", None if depth is None else torch.as_tensor(depth).detach().clone().float())
+        self.depth_head = None
+        if depth is not None:
+            if self.depth.shape != (len(self),):
+                raise ValueError(f"depth must have shape ({len(self)},), got {tuple(self.depth.shape)}")
+            self.depth_head = nn.Linear(self.keys.shape[1], 1)
+            nn.init.zeros_(self.depth_head.weight)
+            nn.init.zeros_(self.depth_head.bias)
 
     def __len__(self) -> int:
         return int(self.keys.shape[0])
 
+    def _depth_term(self, u: torch.Tensor, indices: torch.Tensor | None) -> torch.Tensor | None:
+        """``beta(q) depth_j`` ``(B, m)`` (``indices=None``: every slot), or ``None``."""
+        if self.depth_head is None:
+            return None
+        depth = self.depth if indices is None else self.depth[indices.clamp_min(0)]
+        return self.depth_head(u) * depth
+
     @torch.no_grad()
     def select(self, queries: torch.Tensor, k: int, exclude: torch.Tensor | None = None, at_time=None
                ) -> torch.Tensor:
-        """The top-``k`` slots ``(B, k)`` by cosine (``exclude`` never returned; ``-1`` missing)."""
-        return cosine_topk(F.normalize(queries, dim=1), F.normalize(self.keys, dim=1), k, exclude)
+        """The top-``k`` slots ``(B, k)`` by score (``exclude`` never returned; ``-1`` missing)."""
+        if self.depth_head is None:
+            return cosine_topk(F.normalize(queries, dim=1), F.normalize(self.keys, dim=1), k, exclude)
+        return full_select(self)(queries, k, exclude)
+
+    def score_all(self, queries: torch.Tensor, at_time=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Scores and cosine distances ``(B, N)`` against every slot."""
+        u = F.normalize(queries, dim=1)
+        cos = u @ F.normalize(self.keys, dim=1).T
+        scores = cos / self.log_temperature.exp()
+        term = self._depth_term(u, None)
+        return (scores if term is None else scores + term), 1.0 - cos
 
     def score_slots(self, queries: torch.Tensor, indices: torch.Tensor, at_time=None
                     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Scores and cosine distances ``1 - cos`` ``(B, m)`` of the slots ``indices``, with
         gradient to the queries, the gathered keys and the temperature (``-1``: ``-inf``)."""
         K = F.normalize(F.embedding(indices.clamp_min(0), self.keys, sparse=self.sparse_grad), dim=-1)
-        cos = (F.normalize(queries, dim=1).unsqueeze(1) * K).sum(-1)
-        scores = (cos / self.log_temperature.exp()).masked_fill(indices < 0, -math.inf)
-        return scores, 1.0 - cos
+        u = F.normalize(queries, dim=1)
+        cos = (u.unsqueeze(1) * K).sum(-1)
+        scores = cos / self.log_temperature.exp()
+        term = self._depth_term(u, indices)
+        if term is not None:
+            scores = scores + term
+        return scores.masked_fill(indices < 0, -math.inf), 1.0 - cos
 
 
 class PairReader(nn.Module):
@@ -154,22 +200,40 @@ class LatentRetrievalReader(nn.Module):
     values: ``(N, dv)`` slot values (default ``memory.values``).
     select: ``select(queries, k, exclude) -> (B, k)`` in place of ``memory.select`` (it must
         return the same top-``k``; e.g. :func:`full_select` or :meth:`hypermem.nn.HyperbolicRAG.select`).
+    learn_values: ``None`` (the values are fixed), ``"copy"`` or ``"zero"``: a key-value
+        memory (Miller et al., "Key-Value Memory Networks for Directly Reading Documents",
+        EMNLP 2016) whose value ``u_z`` of each slot is a parameter, initialised from the values
+        or at 0; the answer loss then teaches every slot read what it stands for.  The keys
+        (what is searched) and the values (what is read) stay apart, so the query map and the
+        keys still learn only through ``p(z | q)``.
+    see_score: the reader also sees ``k p(z | q)`` of each slot (detached, so again no
+        gradient reaches the query or the keys through the reader); its ``value_dim`` is then
+        ``dv + 1``.
     """
 
     def __init__(self, memory: nn.Module, reader: nn.Module, k: int = 8, values: torch.Tensor | None = None,
-                 select=None):
+                 select=None, learn_values: str | None = None, see_score: bool = False):
         super().__init__()
         self.memory = memory
         self.reader = reader
         self.k = int(k)
         if self.k < 1:
             raise ValueError(f"k must be >= 1, got {k!r}")
-        if values is not None:
-            self.register_buffer("values", torch.as_tensor(values).detach().clone())
-        elif getattr(memory, "values", None) is None:
+        if learn_values not in VALUE_MODES:
+            raise ValueError(f"learn_values must be one of {VALUE_MODES}, got {learn_values!r}")
+        if values is None and getattr(memory, "values", None) is None:
             raise ValueError("the memory holds no values: pass values=(N, dv)")
-        else:
-            self.values = None
+        base = torch.as_tensor(memory.values if values is None else values).detach().clone()
+        self.learn_values = learn_values
+        self.see_score = bool(see_score)
+        if learn_values is None:
+            if values is not None:
+                self.register_buffer("values", base)
+            else:
+                self.values = None
+        else:  # a key-value memory: slot j's value u_j is a parameter
+            base = base if base.is_floating_point() else base.float()
+            self.values = nn.Parameter(base if learn_values == "copy" else torch.zeros_like(base))
         self.select_fn = select
 
     def slot_values(self) -> torch.Tensor:
@@ -186,6 +250,9 @@ class LatentRetrievalReader(nn.Module):
         scores, _ = self.memory.score_slots(queries, indices)
         log_prior = torch.log_softmax(scores, dim=1)
         V = self.slot_values()[indices.clamp_min(0)]
+        if self.see_score:  # the reader sees k p(z|q) (detached: no path from the reader to q or the keys)
+            w = (log_prior.detach().exp() * log_prior.shape[1]).unsqueeze(-1)
+            V = torch.cat([V.to(w.dtype), w], dim=-1)
         log_lik = torch.log_softmax(self.reader(features, V), dim=-1)
         return LatentRead(marginal_log_probs(log_prior, log_lik), log_prior, log_lik, indices)
 
