@@ -16,6 +16,9 @@ prints test metrics as mean and 95% t-interval over the seeds, and the paired di
 the same readout):
 
     .venv/bin/python benchmarks/bench_rag.py --compare --root mammal.n.01 --seeds 0 1 2
+
+--only-run writes each seed's <out>/seed<k>/results.json without the table (one process per
+seed, for instance), --aggregate prints the table of those files without running.
 """
 
 from __future__ import annotations
@@ -64,10 +67,15 @@ def interval(values) -> tuple[float, float]:
 
 
 def compare(args) -> None:
-    from experiments.rag.comparison import SYSTEMS, run_comparison
+    import json
+
+    from experiments.rag.comparison import run_comparison
 
     runs = []
     for seed in args.seeds:
+        if args.aggregate:  # the seeds' results.json of earlier runs (for instance one process per seed)
+            runs.append(json.loads(Path(f"{args.out}/seed{seed}/results.json").read_text()))
+            continue
         cfg = {"data": {"root": args.root, "n_test": args.n_test, "n_val": args.n_val, "seed": seed},
                "train": {"seed": seed, "batch_size": args.batch, "epochs": args.epochs, "val_every": args.val_every,
                          "patience": args.patience, "threads": args.threads},
@@ -77,8 +85,16 @@ def compare(args) -> None:
         r = runs[-1]["results"]
         print(f"seed {seed}: " + ", ".join(f"{n.split(')')[0]})  {100 * r[n]['test']['hits@10']:.1f}"
                                            for n in r), flush=True)
+    if not args.only_run:
+        table(runs, args.seeds)
+
+
+def table(runs, seeds) -> None:
+    """The Markdown tables of the seeds' summaries: mean ± 95% interval, paired differences."""
+    from experiments.rag.comparison import SYSTEMS
+
     names = list(runs[0]["results"])
-    print(f"\n{runs[0]['data']} x {len(runs)} seeds {args.seeds}; test metrics, mean ± 95% interval")
+    print(f"\n{runs[0]['data']} x {len(runs)} seeds {seeds}; test metrics, mean ± 95% interval")
     print("| system | Hits@1 | Hits@10 | MRR | steps chosen / run (mean) | train CPU s (mean) | trained params |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for n in names:
@@ -123,6 +139,8 @@ def main(argv=None) -> None:
     p.add_argument("--patience", type=int, default=3)
     p.add_argument("--linear-epochs", type=float, default=None, help="(c)'s own budget (default: --epochs)")
     p.add_argument("--out", default="runs/bench_rag")
+    p.add_argument("--only-run", action="store_true", help="run the seeds, write <out>/seed*/results.json, no table")
+    p.add_argument("--aggregate", action="store_true", help="the table of <out>/seed*/results.json, no run")
     args = p.parse_args(argv)
     if args.compare:
         compare(args)
