@@ -273,3 +273,16 @@ def run_reader_task(config: Mapping[str, Any] | None = None, seed: int = 0, data
     return {"results": results, "data": repr(data.rag), "config": copy.deepcopy(cfg), "models": models,
             "classes_in_memory": int((counts > 0).sum()), "majority_share": float(counts.max() / counts.sum()),
             "test_majority": float(torch.bincount(data.test_y).max() / len(data.test_y))}
+
+
+def reader_table(out: Mapping[str, Any]) -> str:
+    """A Markdown table of one :func:`run_reader_task` result: test accuracy, macro-F1 and NLL,
+    validation accuracy, the step kept, train CPU seconds and trained parameters per system."""
+    rows = ["| system | test acc | macro-F1 | NLL | val acc | step kept | train CPU s | trained params |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, r in out["results"].items():
+        t = r.get("test", {"accuracy": math.nan, "macro_f1": math.nan, "nll": math.nan})
+        rows.append(f"| {name} | {100 * t['accuracy']:.1f} | {100 * t['macro_f1']:.1f} | {t['nll']:.3f} | "
+                    f"{100 * r['val']['accuracy']:.1f} | {r['best_step']} | {r['train_cpu_seconds']:.1f} | "
+                    f"{r['trainable_params']:,} |")
+    return "\n".join(rows)
