@@ -14,6 +14,7 @@ from test_notebooks import kernel_for, run_notebook
 from experiments.rag.comparison import (
     SYSTEMS,
     build_store,
+    evaluate,
     ranking_metrics,
     run_comparison,
     store_scores,
@@ -95,6 +96,11 @@ def test_end_to_end_lightning_run_writes_tensorboard_events(mammals_data, tmp_pa
     for name, n in ((SYSTEMS[2], 5), (SYSTEMS[4], 3), (SYSTEMS[6], 3), (SYSTEMS[7], 3)):
         r = summary["results"][name]
         assert r["steps_run"] == n and r["best_step"] in (0, n) and r["train_cpu_seconds"] > 0
+    # a trained system's validation metrics are its restored best weights' (scored once, by _fit)
+    Xv, yv = mammals_data.val_emb.float(), mammals_data.val_targets
+    for key, name in (("linear", SYSTEMS[2]), ("hyperbolic", SYSTEMS[4]), ("linear_readout", SYSTEMS[7])):
+        fresh = evaluate(summary["models"][key].answer_scores, Xv, yv, 30)
+        assert fresh == pytest.approx(summary["results"][name]["val"], abs=1e-9)
     d = mammals_data.dim
     assert summary["results"][SYSTEMS[2]]["trainable_params"] == d * d + d + 1  # W, b, temperature
     for name in (SYSTEMS[6], SYSTEMS[7]):  # + the vote's biases
