@@ -87,7 +87,7 @@ def compare(args) -> None:
                          "patience": args.patience, "threads": args.threads},
                "linear": {"epochs": args.linear_epochs},
                "model": {"k": args.k}, "out": f"{args.out}/seed{seed}"}
-        runs.append(run_comparison(cfg, log=None))
+        runs.append(run_comparison(cfg, log=print if args.only_run else None))
         r = runs[-1]["results"]
         print(f"seed {seed}: " + ", ".join(f"{n.split(')')[0]})  {100 * r[n]['test']['hits@10']:.1f}"
                                            for n in r), flush=True)
