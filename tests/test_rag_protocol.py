@@ -47,6 +47,19 @@ def test_every_accepted_answer_counts_and_the_others_do_not_outrank_it():
     assert target_ranks(tie, torch.tensor([[0, 1, 2]])).tolist() == [1]
 
 
+def test_ranks_equal_the_definition_on_random_ties_and_repeated_answers():
+    g = torch.Generator().manual_seed(0)
+    scores = torch.randint(0, 4, (64, 30), generator=g).float()  # many ties
+    targets = torch.randint(-1, 30, (64, 3), generator=g)
+    targets[:, 1] = torch.where(torch.rand(64, generator=g) < 0.3, targets[:, 0], targets[:, 1])  # repeats
+    targets[targets[:, 0] < 0, 0] = 5  # at least one answer per row
+    ranks = target_ranks(scores, targets)
+    for b in range(64):
+        ans = {int(a) for a in targets[b] if a >= 0}
+        best = max(float(scores[b, a]) for a in ans)
+        assert int(ranks[b]) == 1 + sum(1 for j in range(30) if j not in ans and float(scores[b, j]) >= best)
+
+
 def dag_hierarchy():
     """r -> a, b, c; a -> a1..a6, x; b -> b1..b6; x is also a b (a second direct hypernym)."""
     def n(s):

@@ -112,9 +112,13 @@ def target_ranks(scores: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """
     t = targets.view(len(scores), -1).to(scores.device).long()
     valid = t >= 0
-    best = scores.gather(1, t.clamp_min(0)).masked_fill(~valid, -math.inf).amax(1, keepdim=True)
-    accepted = torch.zeros_like(scores, dtype=torch.long).scatter_add_(1, t.clamp_min(0), valid.long()) > 0
-    return 1 + ((scores >= best) & ~accepted).sum(1)
+    acc = scores.gather(1, t.clamp_min(0))
+    best = acc.masked_fill(~valid, -math.inf).amax(1, keepdim=True)
+    # #{j : s_j >= t} minus the distinct accepted answers among them (no (B, N) mask of answers)
+    m = t.shape[1]
+    earlier = torch.ones(m, m, dtype=torch.bool, device=t.device).tril(-1)
+    first = valid & ~((t.unsqueeze(2) == t.unsqueeze(1)) & earlier).any(2)
+    return 1 + (scores >= best).sum(1) - (first & (acc >= best)).sum(1)
 
 
 def ranking_metrics(ranks: torch.Tensor) -> dict[str, float]:
