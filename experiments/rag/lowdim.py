@@ -76,7 +76,7 @@ from hypermem.nn import ParentVote
 from .comparison import RAGModule, _fit, evaluate
 from .data import RAGData, RAGDataModule
 
-__all__ = ["GEOMETRIES", "DeepBall", "LowDimModule", "LowDimRAG", "closure_edges", "fit_keys", "pair_energy",
+__all__ = ["GEOMETRIES", "DeepBall", "LowDimModule", "LowDimRAG", "closure_edges", "fit_keys", "oracle_placement", "pair_energy",
            "ridge_query_map", "run_lowdim"]
 
 GEOMETRIES = ("poincare", "euclidean")
@@ -125,6 +125,43 @@ def fit_keys(data: RAGData, geometry: str, dim: int, seed: int = 0, epochs: int 
     cpu = time.process_time() - c0
     K = torch.stack([pts[n] for n in nodes]).double()
     return K, {"fit_cpu_seconds": cpu, **key_quality(K, data, geometry)}
+
+
+def oracle_placement(data: RAGData, geometry: str, dim: int, seed: int = 0, epochs: int = 200,
+                     betas: Sequence[float] = (0.0, 0.25, 0.5, 0.75, 0.9, 1.0)) -> dict[str, Any]:
+    """What the geometry could do with a perfectly placed query: keys fitted (as :func:`fit_keys`)
+    to the closure of the whole tree, the validation and test leaves included with their tree
+    parent (so a held-out leaf's point knows its answer: a diagnostic, not a system), then each
+    held-out leaf's accepted answers ranked among the memory's slots by
+    ``-(f_dist(p, k_j) - beta f_dist(0, k_j))`` from its fitted point ``p`` (ties against the
+    answer).  Returns the test metrics at ``beta = 0`` and at the ``beta`` of ``betas`` with the
+    best validation MRR."""
+    from .comparison import ranking_metrics, target_ranks
+
+    par = data.slot_parent.tolist()
+    n, held = data.n_slots, torch.cat([data.val_target, data.test_target]).tolist()
+    edges = closure_edges(par)
+    for i, t in enumerate(held):
+        while t >= 0:  # the held-out leaf, then its tree parent and the parent's ancestors
+            edges.append((n + i, t))
+            t = par[t]
+    nodes = list(range(n + len(held)))
+    fit = fit_poincare_embeddings if geometry == "poincare" else fit_euclidean_embeddings
+    pts, _ = fit(edges, dim=dim, epochs=epochs, lr=FIT_LR[geometry], seed=seed, nodes=nodes)
+    P = torch.stack([pts[v] for v in nodes]).double()
+    if geometry == "poincare":
+        P = gmath.project(P, k=torch.tensor(-1.0, dtype=P.dtype), eps=BALL_EPS)
+    K = P[:n]
+    f = pair_energy(P[n:], K, geometry, "dist")
+    depth = pair_energy(K.new_zeros(1, dim), K, geometry, "dist")
+    v = data.n_val
+
+    def metrics(beta, rows, targets):
+        return ranking_metrics(target_ranks(-(f[rows] - beta * depth), targets))
+
+    best = max(betas, key=lambda b: metrics(b, slice(0, v), data.val_targets)["mrr"])
+    return {"beta0": metrics(0.0, slice(v, None), data.test_targets), "beta": best,
+            "chosen": metrics(best, slice(v, None), data.test_targets)}
 
 
 def key_quality(K: torch.Tensor, data: RAGData, geometry: str) -> dict[str, float]:
