@@ -18,6 +18,7 @@ once on test.  Trials are cached in ``--trials`` (JSON lines), so a stopped swee
     .venv/bin/python benchmarks/bench_rag_reader.py --seeds 0 1 2
     .venv/bin/python benchmarks/bench_rag_reader.py --sweep --threads 1
     .venv/bin/python benchmarks/bench_rag_reader.py --combine a.json b.json   # systems run apart
+    .venv/bin/python benchmarks/bench_rag_reader.py --seeds 3 4 --chosen-from a.json b.json   # new splits
     .venv/bin/python benchmarks/bench_rag_reader.py --systems hyperbolic --metric hyperbolic --query-depth learned
 """
 
@@ -186,15 +187,20 @@ def main(argv=None) -> None:
     p.add_argument("--sweep-only", action="store_true", help="fill the trial cache, no test run (a shard of a sweep)")
     p.add_argument("--trials", default="runs/bench_rag_reader/sweep_trials.jsonl", help="the sweep's trial cache")
     p.add_argument("--combine", nargs="+", default=None,
-                   help="print the table of several --out files of the same seeds (systems run apart)")
+                   help="print one table from several --out files (systems or seeds run apart)")
+    p.add_argument("--chosen-from", nargs="+", default=None,
+                   help="--out files of sweeps: train their chosen configurations (e.g. on new seeds)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", default="runs/bench_rag_reader/results.json", help="every run's metrics ('' for none)")
     args = p.parse_args(argv)
     if args.combine:
-        files = [json.loads(Path(f).read_text()) for f in args.combine]
-        assert all(f["seeds"] == files[0]["seeds"] for f in files), "the files must hold the same seeds"
-        runs = [{n: r for f in files for n, r in f["runs"][i].items()} for i in range(len(files[0]["seeds"]))]
-        print("\n".join(table(runs, [n for n in SYSTEMS if n in runs[0]], interval)))
+        by_seed: dict[int, dict] = {}
+        for f in (json.loads(Path(name).read_text()) for name in args.combine):
+            for seed, run in zip(f["seeds"], f["runs"]):
+                by_seed.setdefault(seed, {}).update(run)
+        names = [n for n in SYSTEMS if all(n in run for run in by_seed.values())]
+        print(f"seeds {sorted(by_seed)}")
+        print("\n".join(table([by_seed[s] for s in sorted(by_seed)], names, interval)))
         return
     torch.set_num_threads(args.threads)
     depth = args.query_depth if args.query_depth in (None, "learned") else float(args.query_depth)
@@ -206,6 +212,8 @@ def main(argv=None) -> None:
     t0 = time.perf_counter()
     datas = {s: build_reader_data(args.n_sample, 0, s, args.n_test, args.n_test) for s in args.seeds}
     chosen = sweep(args, datas, base) if args.sweep or args.sweep_only else {n: base for n in systems}
+    for name in args.chosen_from or ():
+        chosen.update({n: c for n, c in json.loads(Path(name).read_text())["chosen"].items() if n in systems})
     if args.sweep_only:
         return
     runs = []
