@@ -38,8 +38,9 @@ system (the training-free ones included).
     reads (:func:`~experiments.rag.baselines.linear_readout`): a plain vector store with the
     learned readout.
 
-(c) is cheap, so it gets its own, larger step budget (``linear.epochs``) to be trained to
-convergence on validation; (e), (g) and (h) share ``train.epochs``.
+(c) can get its own step budget (``linear.epochs``, default ``train.epochs``) so that it is
+trained to convergence on validation (cheap on a subtree; on all nouns its full-softmax step
+over every slot is the most expensive one); (e), (g) and (h) share ``train.epochs``.
 
 :class:`RAGModule` is the Lightning module that trains (c), (e) or (g) and logs to TensorBoard;
 :func:`run_comparison` runs the whole side-by-side evaluation from a config (see
