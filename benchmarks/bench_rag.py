@@ -33,11 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
-def step_seconds(data, fast: bool, learn_keys: bool, steps: int, batch: int, k: int, key_opt: str = "row"
-                 ) -> tuple[float, float]:
-    """CPU and wall seconds of one training step; ``key_opt`` "row" (RAGModule's
-    RowRiemannianAdam for trainable keys) or "geoopt" (geoopt's SparseRiemannianAdam)."""
-    import geoopt
+def step_seconds(data, fast: bool, learn_keys: bool, steps: int, batch: int, k: int) -> tuple[float, float]:
+    """CPU and wall seconds of one training step (RAGModule's optimizers: geoopt's
+    SparseRiemannianAdam for trainable keys)."""
     import torch
 
     from experiments.rag.comparison import RAGModule, build_store, train_step
@@ -46,8 +44,6 @@ def step_seconds(data, fast: bool, learn_keys: bool, steps: int, batch: int, k: 
     torch.manual_seed(0)
     model = HyperbolicRAG(build_store(data), data.slot_parent, data.dim, k=k, learn_keys=learn_keys, fast=fast)
     opts = RAGModule(model).configure_optimizers()
-    if learn_keys and key_opt == "geoopt":
-        opts[-1] = geoopt.optim.SparseRiemannianAdam([model.memory.keys], lr=opts[-1].param_groups[0]["lr"])
     order = torch.randperm(len(data.train_slots))
     cpu = wall = 0.0
     for i in range(steps + 1):
@@ -165,10 +161,10 @@ def main(argv=None) -> None:
           f"batch {args.batch}, k {args.k}, {args.steps} timed steps")
     print("| selection and key cache | keys (optimizer) | CPU s / step | wall s / step |")
     print("|---|---|---:|---:|")
-    for fast, learn, opt in ((False, True, "geoopt"), (True, True, "geoopt"), (True, True, "row"), (True, False, "")):
-        cpu, wall = step_seconds(data, fast, learn, args.steps, args.batch, args.k, opt)
+    for fast, learn in ((False, True), (True, True), (True, False)):
+        cpu, wall = step_seconds(data, fast, learn, args.steps, args.batch, args.k)
         name = "cosine matmul + topk, moved rows refreshed" if fast else "memory.select (chunked), full refresh"
-        keys = {"geoopt": "trained (geoopt SparseRiemannianAdam)", "row": "trained (RowRiemannianAdam)"}.get(opt, "frozen")
+        keys = "trained (geoopt SparseRiemannianAdam)" if learn else "frozen"
         print(f"| {name} | {keys} | {cpu:.2f} | {wall:.2f} |", flush=True)
 
 

@@ -65,7 +65,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from hypermem.nn import HyperbolicRAG, RowRiemannianAdam
+from hypermem.nn import HyperbolicRAG
 
 from .baselines import (
     EuclideanTwin,
@@ -168,8 +168,8 @@ class RAGModule(L.LightningModule):
     (:meth:`restore_best` puts them back after the run), and training stops after
     ``patience`` validations without a better one (``None``: never early).
 
-    Trainable keys get :class:`hypermem.nn.RowRiemannianAdam` (geoopt's ``SparseRiemannianAdam``
-    update: only the rows a step read move); everything else :class:`geoopt.optim.RiemannianAdam` (manual optimisation, two
+    Trainable keys get :class:`geoopt.optim.SparseRiemannianAdam` (only the rows a step read
+    move); everything else :class:`geoopt.optim.RiemannianAdam` (manual optimisation, two
     optimizers).  Frozen keys get no optimizer and no optimizer state.
     """
 
@@ -196,7 +196,7 @@ class RAGModule(L.LightningModule):
         dense = [p for p in self.model.parameters() if p.requires_grad and p is not keys]
         opts = [geoopt.optim.RiemannianAdam(dense, lr=self.lr)]
         if keys is not None:
-            opts.append(RowRiemannianAdam([keys], lr=self.key_lr))
+            opts.append(geoopt.optim.SparseRiemannianAdam([keys], lr=self.key_lr))
         return opts
 
     def training_step(self, batch, batch_idx):

@@ -6,8 +6,6 @@
 * :class:`ParentVote` — a hierarchy-aware readout: a slot scored as an answer from its
   own key and its children's keys;
 * :class:`BallEncoder` — a learnable map from Euclidean features into the ball;
-* :class:`RowRiemannianAdam` — lazy Riemannian Adam over the rows a sparse key gradient
-  touches (geoopt's ``SparseRiemannianAdam`` update, cheaper bookkeeping);
 * :class:`HyperbolicRAG` — a retrieval model of the three: encoder, memory with trainable
   keys started at a store's placement, parent-vote readout (:mod:`~hypermem.nn.rag_model`);
 * :class:`HyperbolicMemoryConfig`, :class:`BallEncoderConfig` — the layers' options as
@@ -33,7 +31,6 @@ from .latent_reader import CosineKeys, LatentRetrievalReader, PairReader
 from .losses import entailment_cone_loss, hyperbolic_info_nce, memory_info_nce, poincare_ranking_loss
 from .rag_model import HyperbolicRAG
 from .readout import ParentVote
-from .row_adam import RowRiemannianAdam
 
 __all__ = [
     "HyperbolicMemory",
@@ -45,7 +42,6 @@ __all__ = [
     "Readout",
     "BallEncoder",
     "ParentVote",
-    "RowRiemannianAdam",
     "HyperbolicRAG",
     "LatentRetrievalReader",
     "PairReader",

@@ -33,7 +33,6 @@ from ..store import Memory
 from .encoder import BallEncoder
 from .hyperbolic_memory import HyperbolicMemory
 from .readout import ParentVote
-from .row_adam import moved_rows
 
 __all__ = ["HyperbolicRAG", "cosine_topk"]
 
@@ -122,6 +121,6 @@ class HyperbolicRAG(nn.Module):
         """Refresh the memory's cached key directions and radii for the rows the last sparse
         key step moved (the other rows did not change), instead of all ``N`` rows."""
         K = self.memory.keys
-        rows = moved_rows(K.grad) if self.fast and K.requires_grad else None
-        if rows is not None:  # after RowRiemannianAdam the gradient is coalesced: no second sort
-            self.memory.refresh_key_rows(rows)
+        if not self.fast or not K.requires_grad or K.grad is None or not K.grad.is_sparse:
+            return
+        self.memory.refresh_key_rows(K.grad.coalesce().indices()[0].unique())
