@@ -70,7 +70,12 @@ import torch
 from geoopt.manifolds.stereographic import math as gmath
 from torch import nn
 
-from hypermem.hierarchy import fit_euclidean_embeddings, fit_poincare_embeddings, reconstruction
+from hypermem.hierarchy import (
+    fit_euclidean_embeddings,
+    fit_poincare_embeddings,
+    reconstruction,
+    transitive_closure,
+)
 from hypermem.nn import ParentVote
 
 from .comparison import RAGModule, _fit, evaluate
@@ -101,15 +106,19 @@ class DeepBall(geoopt.PoincareBall):
 
 def closure_edges(parent: Sequence[int]) -> list[tuple[int, int]]:
     """Pairs ``(slot, ancestor)`` of the tree given by parent indices (``-1``: root): the
-    transitive closure that the hierarchy embeddings are trained on."""
+    transitive closure that the hierarchy embeddings are trained on
+    (:func:`hypermem.hierarchy.transitive_closure`), by slot, each slot's ancestors from its
+    parent up."""
     par = list(parent)
-    out = []
-    for s in range(len(par)):
-        p = par[s]
-        while p >= 0:
-            out.append((s, p))
-            p = par[p]
-    return out
+    children: dict[int, list[int]] = {}
+    for c, p in enumerate(par):
+        if p >= 0:
+            children.setdefault(p, []).append(c)
+    up: dict[int, list[int]] = {}
+    for root in (i for i, p in enumerate(par) if p < 0):
+        for a, d in transitive_closure(children, root):  # ancestors from the root down
+            up.setdefault(d, []).append(a)
+    return [(d, a) for d in sorted(up) for a in reversed(up[d])]
 
 
 def fit_keys(data: RAGData, geometry: str, dim: int, seed: int = 0, epochs: int = 200, lr: float | None = None
