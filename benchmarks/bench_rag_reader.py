@@ -25,7 +25,6 @@ once on test.  Trials are cached in ``--trials`` (JSON lines), so a stopped swee
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import os
 import sys
@@ -68,13 +67,6 @@ def stages(system: str, cfg: dict) -> list[list[dict]]:
         [{"memory": {tkey: 2 * mem[tkey]}}],
         [{"memory": {"see_score": True}}],
     ]
-
-
-def merged(cfg: dict, change: dict) -> dict:
-    out = copy.deepcopy(cfg)
-    for section, values in change.items():
-        out[section] = {**out[section], **values}
-    return out
 
 
 def trial(system: str, cfg: dict, args, datas, done: dict, path: Path) -> tuple[float, dict]:
@@ -122,14 +114,14 @@ def sweep(args, datas, base: dict, log=print) -> dict[str, dict]:
             stage = stages(system, cfg)[i]  # from the configuration kept so far
             winner = None
             for change in stage:
-                score, row = trial(system, merged(cfg, change), args, datas, done, path)
+                score, row = trial(system, merge_config(cfg, change), args, datas, done, path)
                 n += 1
                 log(f"  {json.dumps(change)}: val {100 * score:.2f} ({sum(row['cpu']) / len(row['cpu']):.0f} CPU s)",
                     flush=True)
                 if score > best:
                     best, winner = score, change
             if winner is not None:
-                cfg = merged(cfg, winner)
+                cfg = merge_config(cfg, winner)
                 log(f"  kept {json.dumps(winner)}", flush=True)
         assert n == TRIALS, (system, n)
         chosen[system] = {k: cfg[k] for k in ("reader", "memory", "train")}
