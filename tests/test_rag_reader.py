@@ -109,6 +109,21 @@ def test_learned_values_start_from_the_slots_or_zero():
         LatentRetrievalReader(mem, reader, k=2, learn_values="yes")
 
 
+def test_repr_and_state_dict_round_trip():
+    keys = CosineKeys(torch.eye(4), temperature=0.5, values=torch.eye(4), learn_keys=False)
+    model = LatentRetrievalReader(keys, PairReader(4, 5, n_classes=3), k=2, learn_values="zero", see_score=True)
+    text = repr(model)
+    assert "k=2, learn_values='zero', see_score=True" in text
+    assert "slots=4, dim=4, value_dim=4, learn_keys=False, depth_pull=False" in text
+    with torch.no_grad():
+        model.values.add_(torch.randn(4, 4))
+    twin = LatentRetrievalReader(CosineKeys(torch.eye(4), temperature=0.5, values=torch.eye(4), learn_keys=False),
+                                 PairReader(4, 5, n_classes=3), k=2, learn_values="zero", see_score=True)
+    twin.load_state_dict(model.state_dict())
+    x = torch.randn(3, 4)
+    assert torch.equal(model(x, x).log_probs, twin(x, x).log_probs)
+
+
 def test_depth_pull_changes_the_read_towards_shallow_slots():
     mem = CosineKeys(torch.tensor([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0]]), temperature=1.0,
                      values=torch.eye(3), depth=torch.tensor([3.0, 0.0, 1.0]))

@@ -108,6 +108,11 @@ class CosineKeys(nn.Module):
     def __len__(self) -> int:
         return int(self.keys.shape[0])
 
+    def extra_repr(self) -> str:
+        vd = None if self.values is None else self.values.shape[1]
+        return (f"slots={len(self)}, dim={self.keys.shape[1]}, value_dim={vd}, learn_keys={self.keys.requires_grad}, "
+                f"depth_pull={self.depth_head is not None}")
+
     def _depth_term(self, u: torch.Tensor, indices: torch.Tensor | None) -> torch.Tensor | None:
         """``beta(q) depth_j`` ``(B, m)`` (``indices=None``: every slot), or ``None``."""
         if self.depth_head is None:
@@ -235,6 +240,9 @@ class LatentRetrievalReader(nn.Module):
             base = base if base.is_floating_point() else base.float()
             self.values = nn.Parameter(base if learn_values == "copy" else torch.zeros_like(base))
         self.select_fn = select
+
+    def extra_repr(self) -> str:
+        return f"k={self.k}, learn_values={self.learn_values!r}, see_score={self.see_score}"
 
     def slot_values(self) -> torch.Tensor:
         return self.memory.values if self.values is None else self.values
