@@ -39,7 +39,7 @@ from ..checks import METRICS, MODES, UNSET, Batch, check_ids, check_update, chec
 from ..records import MemoryRecord, SearchResult
 from ..search import Searcher, uses_access_counts
 from . import server_writes as W
-from .durable import StorageError
+from .durable import DurableStore, StorageError
 from .pg_search import ann_settings, candidate_bounds, rank_by_bias, scan, where_clause
 from .rows import record_of, vector_from
 
@@ -70,10 +70,7 @@ class ServerMemory:
         self.lock = threading.RLock()
         self._query = Searcher(self)  # its query side only: query directions and "now"
 
-    def __getstate__(self):
-        """Refused: the rows live in the database (``copy.deepcopy`` and ``pickle`` call this)."""
-        raise TypeError(f"a {type(self).__name__} is backed by a database connection and cannot be pickled "
-                        "or copied: open the same store with Memory.open(...) where it is needed")
+    __getstate__ = DurableStore.__getstate__  # refused: the rows live in the database
 
     # ------------------------------------------------------------------ basics
     @property
