@@ -305,3 +305,32 @@ def test_unknown_config_name_lists_the_shipped_configs(capsys):
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 3 and "does not exist" in lines[0]
     assert "mammals_poincare," in lines[1] and "mammals_cones" in lines[1]
+
+
+@pytest.mark.parametrize("run", [True, False])
+def test_a_prefix_of_an_option_is_refused_with_did_you_mean(capsys, run):
+    from hypermem.train.hierarchy_cli import main
+
+    with pytest.raises(SystemExit) as exc:  # argparse's prefix matching took this as max_epochs
+        main(["--config", CONFIG, "--trainer.max_epoch=5"], run=run)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "did you mean --trainer.max_epochs?" in err and "--trainer.max_epoch is not an option" in err
+
+
+@pytest.mark.parametrize("yaml_text, bad, near", [("model:\n  dimm: 5\n", "model.dimm", "model.dim"),
+                                                   ("trainer:\n  max_epoch: 5\n", "trainer.max_epoch",
+                                                    "trainer.max_epochs"),
+                                                   ("modle:\n  dim: 5\n", "modle.dim", "model.dim")])
+@pytest.mark.parametrize("run", [True, False])
+def test_a_yaml_key_typo_names_the_file_and_the_nearest_key(capsys, tmp_path, yaml_text, bad, near, run):
+    from hypermem.train.hierarchy_cli import main
+
+    cfg = tmp_path / "mine.yaml"
+    cfg.write_text(yaml_text)
+    with pytest.raises(SystemExit) as exc:
+        main(["--config", CONFIG, "--config", str(cfg)], run=run)
+    assert exc.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 3, lines
+    assert lines[1] == f"did you mean {near}?  ({bad} in {cfg} is not an option)"

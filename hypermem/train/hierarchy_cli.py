@@ -29,6 +29,12 @@ result equals the uninterrupted run's.
 log folder.  When stdout is not a terminal the progress bar and the model summary are off
 (the bar would write ``\\r`` updates into the file) and one line per epoch is printed instead.  A mistyped
 option prints the error, the nearest valid option and how to list them, in a few lines.
+
+**Exact keys.**  Options are matched exactly, as LightningCLI users expect: argparse's prefix
+matching is off (``--trainer.max_epoch=5`` is refused with "did you mean
+--trainer.max_epochs?", not taken as ``max_epochs``).  A mistyped key inside a config file
+(``model: {dimm: 5}``) gets the same suggestion and names the file that holds it
+(:func:`_yaml_key_hint`).
 """
 
 from __future__ import annotations
@@ -174,6 +180,55 @@ def _parser_keys(parser) -> list[str]:
     return keys
 
 
+def _config_files(argv: list[str]) -> list[str]:
+    """The ``--config`` values of ``argv`` in order (paths after :func:`resolve_config_args`)."""
+    return [v for k, v in _options(argv) if k == "config" and v]
+
+
+def _flat_keys(tree, prefix: str = "") -> set[str]:
+    """Every dotted key of a nested mapping: ``{"model": {"dim": 5}}`` -> ``{"model", "model.dim"}``."""
+    out: set[str] = set()
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            name = f"{prefix}{key}"
+            out.add(name)
+            out |= _flat_keys(value, name + ".")
+    return out
+
+
+def _rejected_key(head: str) -> str | None:
+    """The dotted key of a "does not accept option" error: jsonargparse says ``Subcommand 'fit'
+    does not accept option 'model.dimm'`` or, without a subcommand, ``Group 'model' does not
+    accept option 'dimm'`` or ``Option 'modle.dim' is not accepted``."""
+    m = re.search(r"Option '([\w.\-]+)' is not accepted", head)
+    if m:
+        return m.group(1)
+    m = re.search(r"(Subcommand|Group) '([\w.\-]+)' does not accept option '([\w.\-]+)'", head)
+    if not m:
+        return None
+    return m.group(3) if m.group(1) == "Subcommand" else f"{m.group(2)}.{m.group(3)}"
+
+
+def _yaml_key_hint(key: str, argv: list[str], keys: list[str]) -> str | None:
+    """``did you mean model.dim?  (model.dimm in FILE is not an option)`` for a key of a
+    config file that the parser refused; ``FILE`` is the last ``--config`` file holding it."""
+    import yaml
+
+    where = None
+    for path in _config_files(argv):
+        try:
+            tree = yaml.safe_load(Path(path).read_text())
+        except (OSError, yaml.YAMLError, UnicodeDecodeError):
+            continue
+        if key in _flat_keys(tree):
+            where = path
+    near = difflib.get_close_matches(key, [k[2:] for k in keys], n=1, cutoff=0.6)
+    place = f" in {where}" if where else ""
+    if near:
+        return f"did you mean {near[0]}?  ({key}{place} is not an option)"
+    return f"{key}{place} is not an option" if where else None
+
+
 def _short_error(exc: Exception, parser, argv: list[str], prog: str) -> str:
     """At most five lines: the error, the nearest valid option, a tip that works."""
     lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
@@ -187,6 +242,10 @@ def _short_error(exc: Exception, parser, argv: list[str], prog: str) -> str:
         near = difflib.get_close_matches(bad, keys, n=1, cutoff=0.6)
         if near:
             out.append(f"did you mean {near[0]}?  ({bad} is not an option)")
+    rejected = None if unknown else _rejected_key(head)
+    hint = _yaml_key_hint(rejected, argv, keys) if rejected else None
+    if hint:
+        out.append(hint)
     if 'key "config"' in head and "does not exist" in head:
         out.append(f"--config takes a file or a shipped config's name: {', '.join(available())}")
     sub = argv[0] if argv and argv[0] in SUBCOMMANDS else "fit"
@@ -226,7 +285,8 @@ def main(args: list[str] | None = None, run: bool = True, prog: str = DEFAULT_PR
     try:
         return cls(HierarchyModule, HierarchyDataModule, args=argv, run=run, seed_everything_default=0,
                    trainer_defaults=trainer_defaults, save_config_kwargs={"overwrite": True},
-                   parser_kwargs={"default_env": False, "exit_on_error": False, "prog": prog})
+                   parser_kwargs={"default_env": False, "exit_on_error": False, "prog": prog,
+                                  "allow_abbrev": False, **{s: {"allow_abbrev": False} for s in SUBCOMMANDS}})
     except _ConfigError as exc:
         print(str(exc) if str(exc).startswith("error:") else f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
