@@ -15,18 +15,14 @@ import torch
 
 from ..geometry import poincare as P
 from ..store import Memory, MemoryRecord, SearchResult
+from ..store.filters import MISSING, check_filter, filter_keys
+from ..store.filters import compile_filter as _compile_filter
 from ..temporal.clock import from_seconds, to_utc
 
 STORE_KEYS = ("parent", "t", "valid_from", "valid_until")
 """Metadata keys that become :meth:`Memory.add` arguments instead of metadata."""
 
 
-class _Missing:
-    def __repr__(self) -> str:
-        return "<missing>"
-
-
-MISSING: Any = _Missing()
 
 
 # ---------------------------------------------------------------------------- time
@@ -100,125 +96,42 @@ def meta_field(rec: MemoryRecord, key: str) -> Any:
 
 
 # ---------------------------------------------------------------------------- filters
-def _ordered(op: str) -> Callable[[Any, Any], bool]:
-    cmp = {"$gt": lambda a, b: a > b, "$gte": lambda a, b: a >= b, "$lt": lambda a, b: a < b,
-           "$lte": lambda a, b: a <= b}[op]
-
-    def test(v: Any, x: Any) -> bool:
-        if v is MISSING or v is None:
-            return False
-        try:
-            return bool(cmp(v, x))
-        except TypeError:
-            return False
-    return test
-
-
-def _text(case: bool) -> Callable[[Any, Any], bool]:
-    def test(v: Any, x: Any) -> bool:
-        if not isinstance(v, str) or not isinstance(x, str):
-            return False
-        return x in v if case else x.lower() in v.lower()
-    return test
-
-
-def _seq(v: Any) -> bool:
-    return isinstance(v, (list, tuple, str))
-
-
-OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
-    "$eq": lambda v, x: v is not MISSING and v == x,
-    "$ne": lambda v, x: v is MISSING or v != x,
-    "$gt": _ordered("$gt"), "$gte": _ordered("$gte"), "$lt": _ordered("$lt"), "$lte": _ordered("$lte"),
-    "$in": lambda v, x: v is not MISSING and v in x,
-    "$nin": lambda v, x: v is MISSING or v not in x,
-    "$contains": lambda v, x: _seq(v) and x in v,
-    "$all": lambda v, x: _seq(v) and all(i in v for i in x),
-    "$any": lambda v, x: _seq(v) and any(i in v for i in x),
-    "$exists": lambda v, x: (v is not MISSING) == bool(x),
-    "$empty": lambda v, x: (v is MISSING or v is None or v == "" or v == []) == bool(x),
-    "$text_match": _text(True),
-    "$text_match_insensitive": _text(False),
-}
-"""The filter operators: ``{"field": {"$op": value}}``."""
-
-_LIST_OPS = ("$in", "$nin", "$all", "$any")
-
-
-def _matches(v: Any, want: Any) -> bool:
-    """``v`` against one filter value: a dict of operators, a nested dict (each key
-    matched recursively, as LangGraph's stores do) or a plain value (equality)."""
-    if isinstance(want, Mapping):
-        if any(isinstance(k, str) and k.startswith("$") for k in want):
-            return all(OPERATORS[op](v, x) for op, x in want.items())
-        return isinstance(v, Mapping) and all(_matches(v.get(k, MISSING), w) for k, w in want.items())
-    return v is not MISSING and v == want
-
-
-def _check_spec(spec: Any, path: str) -> None:
-    if not isinstance(spec, Mapping):
-        raise TypeError(f"filter {path} must be a dict, got {type(spec).__name__}")
-    for key, want in spec.items():
-        if not isinstance(key, str):
-            raise TypeError(f"filter {path}: keys must be strings, got {key!r}")
-        if key in ("$and", "$or"):
-            if not isinstance(want, (list, tuple)):
-                raise TypeError(f"filter {path}{key} takes a list of filters, got {type(want).__name__}")
-            for i, sub in enumerate(want):
-                _check_spec(sub, f"{path}{key}[{i}].")
-        elif key == "$not":
-            _check_spec(want, f"{path}$not.")
-        elif key.startswith("$"):
-            raise ValueError(f"unknown filter combinator {key!r}; use $and, $or, $not")
-        elif isinstance(want, Mapping) and any(isinstance(k, str) and k.startswith("$") for k in want):
-            for op, x in want.items():
-                if op not in OPERATORS:
-                    raise ValueError(f"unknown filter operator {op!r} for {path}{key}; "
-                                     f"choose one of {sorted(OPERATORS)}")
-                if op in _LIST_OPS and not isinstance(x, (list, tuple, set, frozenset)):
-                    raise TypeError(f"filter operator {op} for {path}{key} takes a list, got {type(x).__name__}")
-
-
-def _compile(spec: Mapping, lookup: Callable[[Any, str], Any]) -> Callable[[Any], bool]:
-    tests: list[Callable[[Any], bool]] = []
-    for key, want in spec.items():
-        if key == "$and":
-            subs = [_compile(s, lookup) for s in want]
-            tests.append(lambda r, subs=subs: all(s(r) for s in subs))
-        elif key == "$or":
-            subs = [_compile(s, lookup) for s in want]
-            tests.append(lambda r, subs=subs: any(s(r) for s in subs))
-        elif key == "$not":
-            sub = _compile(want, lookup)
-            tests.append(lambda r, sub=sub: not sub(r))
-        else:
-            tests.append(lambda r, key=key, want=want: _matches(lookup(r, key), want))
-    return lambda r: all(t(r) for t in tests)
-
-
 def compile_filter(spec: Any, lookup: Callable[[Any, str], Any] = meta_field) -> Callable[[Any], bool] | None:
-    """A predicate on records from a filter: ``None`` (no filter), a callable (used as is)
-    or a dict ``{"field": value | {"$op": value}, "$and": [...], "$or": [...], "$not": {...}}``
-    with the :data:`OPERATORS`.  ``lookup(record, field)`` reads a field (``MISSING`` when
-    absent; a missing field matches only ``$ne``, ``$nin``, ``$exists: False`` and ``$empty``).
-    The spec is checked here, so a bad operator fails before any search."""
-    if spec is None:
-        return None
-    if callable(spec) and not isinstance(spec, Mapping):
-        return spec
-    _check_spec(spec, "")
-    return _compile(spec, lookup)
+    """A predicate on records from a filter of the store's one filter language
+    (:mod:`hypermem.store.filters`; ``$eq``, ``$in``, ``$and``, ...); ``lookup(record, field)``
+    reads a field, by default :func:`meta_field` (``parent`` and the validity window too)."""
+    return _compile_filter(spec, lookup)
 
 
 def store_filter(spec: Any, lookup: Callable[[Any, str], Any] = meta_field) -> Any:
-    """What to pass as :meth:`Memory.search`'s ``filters``: a dict of plain values on
-    ordinary metadata keys is passed as it is (the store's own equality test, the same
-    semantics); anything else is compiled by :func:`compile_filter`."""
-    if (lookup is meta_field and isinstance(spec, Mapping) and spec
-            and all(isinstance(k, str) and not k.startswith("$") and k not in STORE_KEYS
-                    and not isinstance(v, Mapping) for k, v in spec.items())):
+    """What to pass as :meth:`Memory.search`'s ``filters``: a dict on ordinary metadata keys
+    is passed as it is (the store speaks the same language, and PostgreSQL runs it in SQL);
+    one that names ``parent``/``valid_from``/``valid_until`` or needs another ``lookup`` is
+    compiled by :func:`compile_filter`."""
+    if spec is None:
+        return None
+    if lookup is meta_field and isinstance(spec, Mapping) and not (filter_keys(spec) & set(STORE_KEYS)):
+        check_filter(spec)
         return dict(spec)
     return compile_filter(spec, lookup)
+
+
+def lists_as_values(spec: Any) -> Any:
+    """``spec`` with every plain list value made ``{"$eq": list}``: LangGraph's stores
+    compare a list value for equality, where the store's language reads it as ``$in``."""
+    if not isinstance(spec, Mapping):
+        return spec
+    out: dict[str, Any] = {}
+    for key, want in spec.items():
+        if key in ("$and", "$or") and isinstance(want, (list, tuple)):
+            out[key] = [lists_as_values(s) for s in want]
+        elif key == "$not" or (isinstance(want, Mapping) and not any(str(k).startswith("$") for k in want)):
+            out[key] = lists_as_values(want)
+        elif isinstance(want, list) and not str(key).startswith("$"):
+            out[key] = {"$eq": want}
+        else:
+            out[key] = want
+    return out
 
 
 def all_of(*preds: Callable[[Any], bool] | None) -> Callable[[Any], bool] | None:

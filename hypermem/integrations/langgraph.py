@@ -26,7 +26,8 @@ unscored.  Without a query, the most recently updated come first.  The text of a
 is its ``index`` fields (``index={"fields": [...]}``, default the whole value as JSON).
 ``filter`` matches the item's value with LangGraph's operators (``$eq``, ``$ne``, ``$gt``,
 ``$gte``, ``$lt``, ``$lte``) and hypermem's others (see
-:func:`~hypermem.integrations._common.compile_filter`).
+:func:`~hypermem.integrations._common.compile_filter`); as in LangGraph, a list value is
+compared for equality (in :meth:`Memory.search` it means ``$in``).
 """
 
 from __future__ import annotations
@@ -193,7 +194,7 @@ class HypermemStore(BaseStore):
         root = namespace_id(prefix) if prefix else None
         if root is not None and root not in mem:
             return []
-        vf = C.compile_filter(op.filter, _value_field)
+        vf = C.compile_filter(C.lists_as_values(op.filter), _value_field)
 
         def keep(r: MemoryRecord) -> bool:
             return _is_item(r) and self._live(r, now) and (vf is None or vf(r))

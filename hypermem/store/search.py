@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
@@ -24,6 +24,7 @@ from ..retrieval.scoring import score_bias
 from ..temporal import NoDecay, policy_weights
 from ..temporal.clock import to_seconds, to_utc
 from .checks import CONE_TOL, METRICS, MODES, Filter, check_finite
+from .filters import compile_filter, filter_keys
 from .placement import unit
 from .records import SearchResult
 
@@ -57,6 +58,8 @@ class Searcher:
         self.memory = memory
         self.index: MIPSIndex | None = None
         self._index_version = -1
+        self.warned_keys: set[str] = set()
+        """Filter keys already warned about by :meth:`warn_unknown_keys`."""
 
     def invalidate(self) -> None:
         """Forget the index's freshness (it is rebuilt before its next use)."""
@@ -152,20 +155,34 @@ class Searcher:
         return rows, None
 
     def _filter_rows(self, rows: torch.Tensor | None, filters: Filter) -> torch.Tensor | None:
+        """``rows`` (None: all) whose record passes ``filters``: a callable on the record, or
+        a dict of :mod:`hypermem.store.filters` on its metadata."""
         if filters is None:
             return rows
-        if callable(filters):
+        if callable(filters) and not isinstance(filters, Mapping):
             keep_fn = filters
         elif isinstance(filters, Mapping):
-            items = list(filters.items())
+            pred = compile_filter(filters)
 
             def keep_fn(rec):
-                return all(k in rec.meta and rec.meta[k] == v for k, v in items)
+                return pred(rec.meta)
         else:
             raise TypeError(f"filters must be a dict or a callable, got {type(filters).__name__}")
-        cand = range(self.memory.state.n) if rows is None else rows.tolist()
-        kept = [r for r in cand if keep_fn(self.memory.state.records[self.memory.state.ids[r]])]
+        st = self.memory.state
+        cand = range(st.n) if rows is None else rows.tolist()
+        kept = [r for r in cand if keep_fn(st.records[st.ids[r]])]
+        if not kept and isinstance(filters, Mapping):
+            self.warn_unknown_keys(filters, lambda key: any(key in rec.meta for rec in st.records.values()))
         return torch.tensor(kept, dtype=torch.long, device=self.memory.device)
+
+    def warn_unknown_keys(self, filters: Mapping, known: Callable[[str], bool]) -> None:
+        """Warn (once per store and key) when a filter that matched nothing names a
+        metadata key that no memory has: usually a misspelling, not an empty answer."""
+        for key in sorted(filter_keys(filters) - self.warned_keys):
+            if not known(key):
+                self.warned_keys.add(key)
+                warnings.warn(f"no memory has the metadata key {key!r} that the filter names, so the search "
+                              f"found nothing (a misspelled key?); this store warns once per key", stacklevel=5)
 
     def search(self, query: Any = None, k: int = 5, mode: str = "nearest", root: str | None = None,
                at_time: datetime | None = None, filters: Filter = None, metric: str | None = None,

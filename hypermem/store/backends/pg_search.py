@@ -36,7 +36,6 @@ index order leaves behind the frontier.  Recall against the exact answer is meas
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from datetime import datetime
@@ -49,6 +48,7 @@ from ...index import ShellDistance, exact_topk
 from ...retrieval.scoring import score_bias
 from ...temporal import MIN_WEIGHT, policy_weights
 from ...temporal.clock import to_seconds
+from ..filters import compile_filter, to_postgres
 from ..records import SearchResult
 from .rows import COLUMNS, record_of, vector_from
 
@@ -72,7 +72,8 @@ def _where(mode: str, root: str | None, at_time: datetime | None, now: datetime,
 def where_clause(mode: str, root: str | None, t_max: datetime | None, valid_at: datetime | None, filters):
     """``(" WHERE ...", params)`` choosing the candidate rows: the mode's rows of ``root``,
     created at ``t_max`` or before (when given), valid at ``valid_at`` (when given), whose
-    metadata contains ``filters`` (a superset prefilter; equality is checked in Python)."""
+    metadata passes ``filters`` (:func:`hypermem.store.filters.to_postgres`: a JSONB clause never
+    stricter than the Python predicate, which checks every row read)."""
     clauses, params = [], []
     if mode != "nearest":
         if root is None:
@@ -95,8 +96,10 @@ def where_clause(mode: str, root: str | None, t_max: datetime | None, valid_at: 
         clauses.append("(valid_from IS NULL OR valid_from <= %s) AND (valid_until IS NULL OR valid_until >= %s)")
         params += [valid_at, valid_at]
     if filters:
-        clauses.append("meta @> %s::jsonb")
-        params.append(json.dumps(dict(filters)))
+        clause, fparams = to_postgres(filters)
+        if clause is not None:
+            clauses.append(clause)
+            params += fparams
     return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
 
@@ -115,8 +118,8 @@ def _bias(memory, rows: list[dict], now: float) -> torch.Tensor:
 def _top(memory, q: torch.Tensor, rows: list[dict], k: int, now: float, filters):
     """Exact top-k of the rows (insertion order breaks ties); ``(results, kth score)``."""
     if filters:
-        items = list(filters.items())
-        rows = [r for r in rows if all(key in r["meta"] and r["meta"][key] == v for key, v in items)]
+        pred = compile_filter(filters)
+        rows = [r for r in rows if pred(r["meta"])]
     if not rows:
         return [], -math.inf
     rows = sorted(rows, key=lambda r: r["seq"])
@@ -200,8 +203,8 @@ def rank_by_bias(con, memory, k: int, now: float, where: str, params: list, filt
     rows = [dict(zip(COLUMNS, r)) for r in con.execute(f"SELECT {', '.join(COLUMNS)} FROM hypermem_memories{where}",
                                                           params)]
     if filters:
-        items = list(filters.items())
-        rows = [r for r in rows if all(key in r["meta"] and r["meta"][key] == v for key, v in items)]
+        pred = compile_filter(filters)
+        rows = [r for r in rows if pred(r["meta"])]
     if not rows:
         return []
     rows.sort(key=lambda r: r["seq"])

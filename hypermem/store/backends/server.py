@@ -342,10 +342,10 @@ class ServerMemory:
             if opts["ann"]:
                 ann_settings(con, opts["ef_search"])
             bounds = candidate_bounds(con, where, params)
-            if bounds is None:
-                return empty
             now = to_seconds(self._query.now(at_time))
-            if no_query:
+            if bounds is None:
+                results = empty
+            elif no_query:
                 results = [rank_by_bias(con, self, k, now, where, params, filters)]
             else:
                 results, read = [], 0
@@ -356,6 +356,9 @@ class ServerMemory:
                     read += one.get("rows_read", 0)
                 if opts["stats"] is not None:
                     opts["stats"]["rows_read"] = read
+            if filters and not any(results):
+                self._query.warn_unknown_keys(filters, lambda key: con.execute(
+                    f"SELECT EXISTS (SELECT 1 FROM {_M} WHERE meta ? %s)", (key,)).fetchone()[0])
         if opts["touch"]:
             self._touch_results(results)
         return results

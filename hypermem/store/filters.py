@@ -1,0 +1,324 @@
+r"""One filter language for every search of the store: in process, on PostgreSQL, in the adapters.
+
+A filter is ``None``, a callable on the record (used as it is), or a dict::
+
+    {"kind": "pet"}                                  # equality
+    {"kind": ["pet", "wild"]}                        # a list value means $in
+    {"n": {"$gte": 2, "$lt": 5}, "tag": {"$exists": True}}
+    {"$or": [{"kind": "pet"}, {"$not": {"owner": "bob"}}]}
+    {"place": {"room": "kitchen"}}                   # a nested dict matches nested metadata
+
+Operators: ``$eq $ne $in $nin $gt $gte $lt $lte $exists`` (every search, pushed down to
+PostgreSQL's JSONB), ``$contains $all $any $empty $text_match $text_match_insensitive``
+(checked in Python), combinators ``$and $or $not``.  Several keys in one dict must all hold.
+
+**Semantics** are JSON's, so that Python and SQL agree: equality is
+:func:`json_equal` (``True`` is not ``1``, ``1`` is ``1.0``, lists and dicts compare
+structurally); ``$gt``/... compare two numbers or two strings (by code point) and are false
+otherwise; a missing field matches only ``$ne``, ``$nin``, ``$exists: False``, ``$empty``
+and the negations.  An unknown operator or a malformed filter raises :class:`FilterError`
+(a ``ValueError``, also a ``TypeError`` for older callers) naming it, before any search.
+
+**SQL.** :func:`to_postgres` translates a filter into a JSONB ``WHERE`` clause that is
+*never stricter* than the Python predicate (exact for the pushed-down operators; a clause
+it cannot translate becomes ``TRUE``); the server search then checks every row it reads
+with :func:`compile_filter`, so the answer is the in-process one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+__all__ = ["MISSING", "OPERATORS", "FilterError", "check_filter", "compile_filter", "filter_keys", "json_equal",
+           "to_postgres"]
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "<missing>"
+
+
+MISSING: Any = _Missing()
+"""What a lookup returns for a field a record does not have."""
+
+
+class FilterError(ValueError, TypeError):
+    """A malformed filter or an unknown operator (the message names it)."""
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """Equality of two JSON values as PostgreSQL's ``jsonb =`` sees it: booleans equal only
+    booleans, numbers compare by value, lists element by element, dicts key by key."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if _number(a) or _number(b):
+        return _number(a) and _number(b) and a == b
+    if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
+        return (isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b)
+                and all(json_equal(x, y) for x, y in zip(a, b)))
+    if isinstance(a, Mapping) or isinstance(b, Mapping):
+        return (isinstance(a, Mapping) and isinstance(b, Mapping) and a.keys() == b.keys()
+                and all(json_equal(a[k], b[k]) for k in a))
+    return a == b
+
+
+def _member(v: Any, xs: Any) -> bool:
+    return any(json_equal(v, x) for x in xs)
+
+
+def _ordered(op: str) -> Callable[[Any, Any], bool]:
+    cmp = {"$gt": lambda a, b: a > b, "$gte": lambda a, b: a >= b, "$lt": lambda a, b: a < b,
+           "$lte": lambda a, b: a <= b}[op]
+
+    def test(v: Any, x: Any) -> bool:
+        if (_number(v) and _number(x)) or (isinstance(v, str) and isinstance(x, str)):
+            return bool(cmp(v, x))
+        return False
+    return test
+
+
+def _text(case: bool) -> Callable[[Any, Any], bool]:
+    def test(v: Any, x: Any) -> bool:
+        if not isinstance(v, str) or not isinstance(x, str):
+            return False
+        return x in v if case else x.lower() in v.lower()
+    return test
+
+
+def _contains(v: Any, x: Any) -> bool:
+    if isinstance(v, str):
+        return isinstance(x, str) and x in v
+    return isinstance(v, (list, tuple)) and _member(x, v)
+
+
+OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
+    "$eq": lambda v, x: v is not MISSING and json_equal(v, x),
+    "$ne": lambda v, x: v is MISSING or not json_equal(v, x),
+    "$gt": _ordered("$gt"), "$gte": _ordered("$gte"), "$lt": _ordered("$lt"), "$lte": _ordered("$lte"),
+    "$in": lambda v, x: v is not MISSING and _member(v, x),
+    "$nin": lambda v, x: v is MISSING or not _member(v, x),
+    "$exists": lambda v, x: (v is not MISSING) == bool(x),
+    "$contains": _contains,
+    "$all": lambda v, x: all(_contains(v, i) for i in x),
+    "$any": lambda v, x: any(_contains(v, i) for i in x),
+    "$empty": lambda v, x: (v is MISSING or v is None or v == "" or v == []) == bool(x),
+    "$text_match": _text(True),
+    "$text_match_insensitive": _text(False),
+}
+"""The field operators: ``{"field": {"$op": value}}``."""
+
+COMBINATORS = ("$and", "$or", "$not")
+_LIST_OPS = ("$in", "$nin", "$all", "$any")
+
+
+def _is_ops(want: Any) -> bool:
+    return isinstance(want, Mapping) and any(isinstance(k, str) and k.startswith("$") for k in want)
+
+
+def check_filter(spec: Any, path: str = "") -> None:
+    """Raise :class:`FilterError` naming the first malformed part of ``spec``."""
+    if not isinstance(spec, Mapping):
+        raise FilterError(f"filter {path or ''}must be a dict, got {type(spec).__name__}")
+    for key, want in spec.items():
+        if not isinstance(key, str):
+            raise FilterError(f"filter {path}: keys must be strings, got {key!r}")
+        if key in ("$and", "$or"):
+            if not isinstance(want, (list, tuple)):
+                raise FilterError(f"filter {path}{key} takes a list of filters, got {type(want).__name__}")
+            for i, sub in enumerate(want):
+                check_filter(sub, f"{path}{key}[{i}].")
+        elif key == "$not":
+            check_filter(want, f"{path}$not.")
+        elif key.startswith("$"):
+            raise FilterError(f"unknown filter combinator {key!r} at {path or 'the top'}; use $and, $or, $not "
+                              f"(field operators go inside a field: {{'field': {{'$eq': ...}}}})")
+        elif _is_ops(want):
+            for op, x in want.items():
+                if op not in OPERATORS:
+                    raise FilterError(f"unknown filter operator {op!r} for {path}{key}; "
+                                      f"choose one of {sorted(OPERATORS)}")
+                if op in _LIST_OPS and not isinstance(x, (list, tuple, set, frozenset)):
+                    raise FilterError(f"filter operator {op} for {path}{key} takes a list, got {type(x).__name__}")
+        elif isinstance(want, Mapping):
+            check_filter(want, f"{path}{key}.")
+
+
+def _matches(v: Any, want: Any) -> bool:
+    """``v`` against one filter value: operators, a nested dict (each key matched
+    recursively), a list (``$in``) or a plain value (equality)."""
+    if _is_ops(want):
+        return all(OPERATORS[op](v, x) for op, x in want.items())
+    if isinstance(want, Mapping):
+        return isinstance(v, Mapping) and all(_matches(v.get(k, MISSING), w) for k, w in want.items())
+    if isinstance(want, (list, tuple, set, frozenset)):
+        return v is not MISSING and _member(v, want)
+    return v is not MISSING and json_equal(v, want)
+
+
+def _compile(spec: Mapping, lookup: Callable[[Any, str], Any]) -> Callable[[Any], bool]:
+    tests: list[Callable[[Any], bool]] = []
+    for key, want in spec.items():
+        if key == "$and":
+            subs = [_compile(s, lookup) for s in want]
+            tests.append(lambda r, subs=subs: all(s(r) for s in subs))
+        elif key == "$or":
+            subs = [_compile(s, lookup) for s in want]
+            tests.append(lambda r, subs=subs: any(s(r) for s in subs))
+        elif key == "$not":
+            sub = _compile(want, lookup)
+            tests.append(lambda r, sub=sub: not sub(r))
+        else:
+            tests.append(lambda r, key=key, want=want: _matches(lookup(r, key), want))
+    return lambda r: all(t(r) for t in tests)
+
+
+def meta_lookup(meta: Mapping[str, Any], key: str) -> Any:
+    """A field of a metadata dict (``MISSING`` when absent): the store's lookup."""
+    return meta.get(key, MISSING)
+
+
+def compile_filter(spec: Any, lookup: Callable[[Any, str], Any] = meta_lookup) -> Callable[[Any], bool] | None:
+    """A predicate from a filter: ``None`` (no filter), a callable (used as is) or a dict
+    (module docstring).  ``lookup(obj, field)`` reads a field of what the predicate is
+    given (default: a metadata dict).  The spec is checked here, so a bad operator fails
+    before any search."""
+    if spec is None:
+        return None
+    if callable(spec) and not isinstance(spec, Mapping):
+        return spec
+    check_filter(spec)
+    return _compile(spec, lookup)
+
+
+def filter_keys(spec: Any) -> set[str]:
+    """The top-level fields a dict filter names (through ``$and``/``$or``/``$not``)."""
+    out: set[str] = set()
+    if isinstance(spec, Mapping):
+        for key, want in spec.items():
+            if key in ("$and", "$or"):
+                for sub in want:
+                    out |= filter_keys(sub)
+            elif key == "$not":
+                out |= filter_keys(want)
+            elif isinstance(key, str) and not key.startswith("$"):
+                out.add(key)
+    return out
+
+
+# ---------------------------------------------------------------------------- PostgreSQL
+_SQL_CMP = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+
+
+def _pg_field(path: list[str], op: str, x: Any, params: list) -> str | None:
+    """The JSONB clause of one operator on the field at ``path`` (``None``: not pushed
+    down); appends its parameters to ``params`` in placeholder order."""
+    def v() -> str:
+        params.append(list(path))
+        return "(meta #> %s::text[])"
+
+    if op == "$exists":
+        return f"({v()} IS NOT NULL)" if x else f"({v()} IS NULL)"
+    if op == "$eq":
+        clause = f"({v()} = %s::jsonb)"
+        params.append(json.dumps(x))
+        return clause
+    if op == "$ne":
+        clause = f"({v()} IS NULL OR {v()} <> %s::jsonb)"
+        params.append(json.dumps(x))
+        return clause
+    if op in ("$in", "$nin"):
+        absent = "" if op == "$in" else f"{v()} IS NULL OR NOT "
+        clause = f"({absent}{v()} IN (SELECT value FROM jsonb_array_elements(%s::jsonb)))"
+        params.append(json.dumps(list(x)))
+        return clause
+    if op in _SQL_CMP:
+        if _number(x):
+            clause = f"(jsonb_typeof({v()}) = 'number' AND {v()} {_SQL_CMP[op]} %s::jsonb)"
+            params.append(json.dumps(x))
+            return clause
+        if isinstance(x, str):
+            clause = f"(jsonb_typeof({v()}) = 'string' AND ({v()} #>> '{{}}') COLLATE \"C\" {_SQL_CMP[op]} %s)"
+            params.append(x)
+            return clause
+        return "FALSE"
+    return None
+
+
+def _pg_and(parts: list[str | None]) -> str | None:
+    known = [p for p in parts if p is not None]
+    if not known:
+        return None
+    return known[0] if len(known) == 1 else "(" + " AND ".join(known) + ")"
+
+
+def _pg_value(path: list[str], want: Any, params: list) -> tuple[str | None, bool]:
+    """``(clause or None, exact)`` of one field's filter value."""
+    if _is_ops(want):
+        parts = [_pg_field(path, op, x, params) for op, x in want.items()]
+        return _pg_and(parts), all(p is not None for p in parts)
+    if isinstance(want, Mapping):
+        # a nested dict needs an object there (an empty one matches any dict)
+        obj = "(jsonb_typeof(meta #> %s::text[]) = 'object')"
+        params.append(list(path))
+        subs = [_pg_value([*path, k], w, params) for k, w in want.items()]
+        return _pg_and([obj, *(s for s, _ in subs)]), all(ex for _, ex in subs)
+    if isinstance(want, (list, tuple, set, frozenset)):
+        return _pg_field(path, "$in", list(want), params), True
+    return _pg_field(path, "$eq", want, params), True
+
+
+def _pg(spec: Mapping, params: list) -> tuple[str | None, bool]:
+    """``(clause or None, exact)``: ``None`` means TRUE; ``exact`` whether the clause is
+    the predicate itself (needed under ``$not``, where a looser clause would be stricter)."""
+    parts: list[str | None] = []
+    exact = True
+    for key, want in spec.items():
+        mark = len(params)
+        if key in ("$and", "$or"):
+            subs = [_pg(s, params) for s in want]
+            exact &= all(ex for _, ex in subs)
+            clauses = [c for c, _ in subs]
+            if key == "$and":
+                parts.append(_pg_and(clauses))
+            elif not clauses:
+                parts.append("FALSE")  # an empty $or holds for nothing
+            elif all(c is not None for c in clauses):
+                parts.append("(" + " OR ".join(clauses) + ")")
+            else:  # one branch is TRUE: so is the $or
+                del params[mark:]
+                parts.append(None)
+        elif key == "$not":
+            sub, ex = _pg(want, params)
+            if ex and sub is not None:
+                parts.append(f"(NOT COALESCE({sub}, FALSE))")
+            elif ex:  # NOT TRUE
+                parts.append("FALSE")
+            else:
+                del params[mark:]
+                parts.append(None)
+                exact = False
+        else:
+            clause, ex = _pg_value([key], want, params)
+            exact &= ex
+            parts.append(clause)
+    return _pg_and(parts), exact
+
+
+def to_postgres(spec: Any, column: str = "meta") -> tuple[str | None, list]:
+    """``(clause, params)``: a ``WHERE`` clause on the JSONB column ``meta`` never
+    stricter than :func:`compile_filter`'s predicate (``None`` when nothing can be pushed
+    down).  ``spec`` must be a dict filter (checked)."""
+    if column != "meta":
+        raise ValueError("to_postgres filters the 'meta' column")
+    check_filter(spec)
+    params: list = []
+    clause, _ = _pg(spec, params)
+    if clause is None:
+        return None, []
+    return clause, params
