@@ -8,7 +8,8 @@
   hypermem export MEMORY OUT.json|OUT.csv        portable JSON (exact) or a CSV table (by extension or --format)
   hypermem import SOURCE OUT.db                  memory JSON, or JSON lines of items, to a SQLite memory
 
-MEMORY is a file written by ``Memory.save`` (SQLite) or ``Memory.to_json`` (JSON).
+MEMORY is a file written by ``Memory.save`` (SQLite) or ``Memory.to_json`` (JSON), a SQLite
+database of ``Memory.open`` or a ``postgresql://`` URL (both opened read-only).
 Mistakes (a missing file, an unknown id, a bad option) print one line and exit non-zero
 (set HYPERMEM_DEBUG=1 to get the traceback instead).
 """
@@ -87,16 +88,38 @@ def _is_json_file(path: Path) -> bool:
     return head.startswith(b"{")
 
 
-def load_memory(path: str):
-    """A memory from a SQLite file or a JSON file (by content)."""
+def load_memory(path: str, embedder: str | None = None):
+    """A memory from any store: a ``postgresql://`` URL or a SQLite database of
+    ``Memory.open`` (opened read-only), a SQLite file of ``Memory.save`` or a JSON file of
+    ``Memory.to_json`` (by content).  ``embedder`` (``minilm``, ``hashing`` or the folder of a
+    saved encoder) is needed only to embed a query; without it a memory made with another
+    embedder than the hashing one opens with a stand-in that says so when asked to embed."""
+    from .embed import StandIn, embedder_named
+    from .store import Memory
+    from .store.backends.opening import is_durable_file, is_url
+
+    if embedder is None or embedder == "hashing":
+        emb = StandIn(hint="pass --embedder minilm|hashing|PATH (the folder of a saved encoder)")
+    else:
+        emb = embedder_named(embedder)
+    if is_url(path):
+        return Memory.open(path, read_only=True, embedder=emb)
     p = Path(path)
     if not p.exists():
         raise UserError(f"no such memory file: {path}")
     if p.is_dir():
         raise UserError(f"{path} is a folder, not a memory file")
-    from .store import Memory
+    if is_durable_file(p):
+        return Memory.open(p, read_only=True, embedder=emb)
+    return Memory.from_json(p, embedder=emb) if _is_json_file(p) else Memory.load(p, embedder=emb)
 
-    return Memory.from_json(p) if _is_json_file(p) else Memory.load(p)
+
+def _default_output(memory: str, suffix: str) -> Path:
+    from .store.backends.opening import is_url
+
+    if is_url(memory):
+        raise UserError("a PostgreSQL store has no file name to derive the page's from: pass -o PAGE.html")
+    return Path(memory).with_suffix(suffix)
 
 
 def _print_json(obj: Any) -> None:
@@ -138,8 +161,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
+    out = Path(args.output) if args.output else _default_output(args.memory, ".html")
     mem = load_memory(args.memory)
-    out = Path(args.output) if args.output else Path(args.memory).with_suffix(".html")
     mem.inspect(out, open_browser=args.open, title=args.title or f"hypermem: {Path(args.memory).name}",
                 layout=args.layout, at_time=args.at)
     print(f"wrote {out} ({len(mem)} memories)")
@@ -156,7 +179,7 @@ def _cmd_tree(args: argparse.Namespace) -> int:
 
 
 def _cmd_search(args: argparse.Namespace) -> int:
-    mem = load_memory(args.memory)
+    mem = load_memory(args.memory, args.embedder)
     if args.mode != "nearest" and args.root is None:
         raise UserError(f"--mode {args.mode} needs --root ID")
     if args.query is None and args.mode == "nearest":
@@ -281,7 +304,8 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------- parser
 def _memory_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("memory", help="a memory file (SQLite from Memory.save, or JSON from Memory.to_json)")
+    p.add_argument("memory", help="a memory: a file of Memory.save (SQLite) or Memory.to_json (JSON), a "
+                   "database of Memory.open (SQLite) or a postgresql:// URL (opened read-only)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -339,6 +363,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--root", help="the memory id for subtree/children/ancestors/siblings/cone")
     p.add_argument("--metric", choices=METRICS, help="distance (default: the memory's)")
     p.add_argument("--at", type=_time_arg, help="search as of this time (ISO 8601; default: now)")
+    p.add_argument("--embedder", metavar="minilm|hashing|PATH", help="the embedder of the query: minilm "
+                   "(all-MiniLM-L6-v2, the embed extra), hashing, or the folder of a saved encoder; needed when "
+                   "the memory was made with another embedder than the hashing one")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_search)
 
@@ -400,8 +427,12 @@ def _error_line(exc: BaseException) -> str | None:
     """The one-line message for a user mistake, or None for an unexpected error (a bug)."""
     if isinstance(exc, UserError):
         return str(exc)
+    from .embed.choice import EmbedderMissing
+    from .store.backends.durable import StorageError
     from .store.persistence import MemoryFileError
 
+    if isinstance(exc, (EmbedderMissing, StorageError)):
+        return str(exc)
     if isinstance(exc, MemoryFileError):
         return f"bad memory file: {exc}"
     if isinstance(exc, OSError) and exc.filename is not None:

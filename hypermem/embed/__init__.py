@@ -2,6 +2,7 @@
 
 from .base import Embedder, check_texts, embed_checked
 from .callable import CallableEmbedder
+from .choice import StandIn, embedder_named
 from .hashing import HashingEmbedder
 from .projection import BallProjector
 from .sentence_transformer import SentenceTransformerEmbedder
@@ -12,6 +13,8 @@ __all__ = [
     "CallableEmbedder",
     "SentenceTransformerEmbedder",
     "BallProjector",
+    "StandIn",
+    "embedder_named",
     "check_texts",
     "embed_checked",
 ]

@@ -40,6 +40,7 @@ import numpy as np
 import torch
 
 from ..embed import HashingEmbedder
+from ..embed.choice import StandIn
 from ..temporal import CustomPolicyError, PolicySpecError, policy_from_spec
 from ..temporal.clock import to_utc
 
@@ -222,10 +223,13 @@ def stack_vectors(values: list, dim: int, what: str, names: list, where: str) ->
 def embedder_from_spec(spec: Any, embedder: Any = None, where: str = "the file") -> Any:
     """The embedder to use for a loaded memory: ``embedder`` if given (its ``dim`` must
     match the spec's), else the hashing embedder rebuilt from ``spec`` (every key
-    checked).  A custom spec without ``embedder`` is a ``ValueError``: no silent substitute."""
+    checked).  A custom spec without ``embedder`` is a ``ValueError``: no silent substitute.
+    ``embedder=StandIn()`` (a command that never embeds) gets a stand-in of the stored spec."""
     if not isinstance(spec, Mapping):
         raise MemoryFileError(f"{where}: the embedder spec is missing or not an object")
     dim = check_dim(spec.get("dim"), where, "embedder spec dim")
+    if isinstance(embedder, StandIn) and embedder.spec is None:  # opened to read, not to embed
+        embedder = embedder.resolve(spec)
     if embedder is not None:
         got = getattr(embedder, "dim", None)
         if got != dim:
@@ -272,6 +276,9 @@ def read_sqlite_header(con: sqlite3.Connection, where: str, required: set[str], 
         raise MemoryFileError(f"{where} is corrupt (SQLite integrity check: {check[0][0]})")
     tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     if not required <= tables:
+        if "hm_config" in tables:  # the write-through database of Memory.open (backends/sqlite.py)
+            raise MemoryFileError(f"{where} is a durable database written by Memory.open, not {kind} file of "
+                                  f"Memory.save: open it with Memory.open(path) (read_only=True to only read)")
         raise MemoryFileError(f"{where} is a SQLite file but not {kind} file (tables: {sorted(tables)})")
     config: dict[str, Any] = {}
     for key, value in con.execute("SELECT key, value FROM config"):

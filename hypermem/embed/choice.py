@@ -1,0 +1,75 @@
+"""Embedders by name, and a stand-in for tools that open a store without embedding anything.
+
+``embedder_named("minilm" | "hashing" | PATH)`` is what the command line and the MCP server
+take as ``--embedder``: the offline all-MiniLM-L6-v2 (the ``embed`` extra), the hashing
+embedder, or a saved encoder: a folder that ``SentenceTransformer`` loads (a hierarchy encoder
+saved by hypermem will be recognised here too, once it exists: :func:`embedder_named` is the
+one place that maps a name to an embedder).
+
+:class:`StandIn` is the embedder of a memory opened by a command that never embeds
+(``hypermem tree|stats|inspect|export``): it has the stored embedder's ``dim`` and
+``spec`` (so an export keeps the file's description of its embedder) and refuses to embed,
+saying which embedder the memory was made with and how to name it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from .hashing import HashingEmbedder
+
+__all__ = ["EMBEDDER_NAMES", "EmbedderMissing", "StandIn", "embedder_named"]
+
+EMBEDDER_NAMES = ("minilm", "hashing")
+
+
+class EmbedderMissing(RuntimeError):
+    """A memory opened without its embedder was asked to embed text."""
+
+
+class StandIn:
+    """The embedder of a store opened for reading structure only: ``dim`` and ``spec`` of
+    the stored embedder, no :meth:`embed` (it raises :class:`EmbedderMissing`)."""
+
+    def __init__(self, spec: Mapping[str, Any] | None = None, hint: str = "pass embedder=<the same embedder>"):
+        self.spec = None if spec is None else dict(spec)
+        self.hint = hint
+
+    @property
+    def dim(self) -> int | None:
+        return None if self.spec is None else int(self.spec["dim"])
+
+    def resolve(self, spec: Mapping[str, Any]) -> StandIn | None:
+        """For a stored ``spec``: ``None`` when it is a built-in embedder that the loader
+        rebuilds itself (the hashing embedder), else a stand-in of that spec."""
+        if spec.get("type") == "hashing":
+            return None
+        return StandIn(spec, self.hint)
+
+    def embed(self, texts: Sequence[str]) -> torch.Tensor:
+        kind = "an unknown embedder" if self.spec is None else f"the embedder {self.spec.get('type')!r}"
+        raise EmbedderMissing(f"this memory was made with {kind} (dim {self.dim}) and was opened without it; "
+                              f"{self.hint}")
+
+
+def embedder_named(name: str, dim: int | None = None) -> Any:
+    """The embedder called ``name``: ``"minilm"`` (all-MiniLM-L6-v2, offline, 384
+    dimensions), ``"hashing"`` (:class:`HashingEmbedder` of ``dim``, default 256) or the path
+    of a saved encoder folder (loaded by ``SentenceTransformer``)."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"an embedder name is 'minilm', 'hashing' or a folder path, got {name!r}")
+    if name.lower() == "minilm":
+        from .sentence_transformer import SentenceTransformerEmbedder
+
+        return SentenceTransformerEmbedder()
+    if name.lower() == "hashing":
+        return HashingEmbedder() if dim is None else HashingEmbedder(dim=dim)
+    if not os.path.isdir(name):
+        raise ValueError(f"unknown embedder {name!r}: choose 'minilm', 'hashing' or the folder of a saved encoder")
+    from .sentence_transformer import SentenceTransformerEmbedder
+
+    return SentenceTransformerEmbedder(model_name=name)
