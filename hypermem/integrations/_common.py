@@ -180,7 +180,8 @@ def save_memory(memory: Memory, path: str | os.PathLike | None, opened_from: str
 def upsert(memory: Memory, items: Sequence[dict[str, Any]]) -> list[str]:
     """Add the items (dicts of :meth:`Memory.add_many` keys) whose id is new and replace
     those whose id exists (or repeats in ``items``; the later one wins).  New items are
-    stored with one ``add_many`` call, parents before children.  A replaced memory keeps
+    stored with one ``add_many`` call (one embedder call), parents before children; a
+    replaced memory whose text is unchanged is not embedded again.  A replaced memory keeps
     its children; its text, metadata, times and parent become the item's.  Returns the ids
     in the order of ``items``."""
     new, old, seen = [], [], set()
@@ -223,7 +224,9 @@ def _replace(memory: Memory, it: dict[str, Any]) -> None:
     i = it["id"]
     t = it.get("t") or memory.clock()
     if it.get("embedding") is None and it.get("point") is None:
-        memory.update(i, text=it["text"], meta=it.get("meta") or {}, t=t, valid_from=it.get("valid_from"),
+        same = memory.get(i).text == it["text"]  # the same text is not embedded again
+        memory.update(i, text=None if same else it["text"], meta=it.get("meta") or {}, t=t,
+                      valid_from=it.get("valid_from"),
                       valid_until=it.get("valid_until"))
         memory.link(i, it.get("parent"))
         return

@@ -35,6 +35,7 @@ from ...embed import embed_checked
 from ...geometry import poincare as P
 from ...temporal import policy_spec
 from ...temporal.clock import from_seconds, to_seconds, to_utc
+from ..add_hint import OneByOne
 from ..checks import METRICS, MODES, UNSET, Batch, check_ids, check_update, check_window
 from ..records import MemoryRecord, SearchResult
 from ..search import Searcher, uses_access_counts
@@ -69,6 +70,7 @@ class ServerMemory:
         self.read_only = read_only
         self.lock = threading.RLock()
         self._query = Searcher(self)  # its query side only: query directions and "now"
+        self.one_by_one = OneByOne()  # the run of single add() calls (store.add_hint)
 
     __getstate__ = DurableStore.__getstate__  # refused: the rows live in the database
 
@@ -405,10 +407,13 @@ class ServerMemory:
     def add(self, text: str, parent: str | None = None, t: datetime | None = None, id: str | None = None,
             meta: Mapping[str, Any] | None = None, valid_from: datetime | None = None,
             valid_until: datetime | None = None) -> str:
-        """Store a memory; returns its id (``Memory.add``)."""
+        """Store a memory; returns its id (``Memory.add``; many: :meth:`add_many`, one transaction)."""
         item = {"text": text, "parent": parent, "t": t, "id": id, "meta": meta, "valid_from": valid_from,
                 "valid_until": valid_until}
-        return self._add_many([item], single=True)[0]
+        start = OneByOne.clock()
+        new = self._add_many([item], single=True)[0]
+        self.one_by_one.record(start, OneByOne.clock())
+        return new
 
     def add_many(self, items: Iterable[Mapping[str, Any]]) -> list[str]:
         """Store many memories in one transaction (``Memory.add_many``: ``embedding=`` and

@@ -1,0 +1,76 @@
+"""Pointers to add_many: the one-time hint on a long run of single adds, and the adapters'
+bulk paths calling the embedder once (issue 32, item 6)."""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import pytest
+import torch
+
+from hypermem import CallableEmbedder, HashingEmbedder, Memory
+from hypermem.integrations import _common as C
+from hypermem.store.add_hint import AddManyHint, OneByOne
+
+
+class Counting:
+    """A slow embedder that counts its calls."""
+
+    def __init__(self, delay=0.0):
+        self.calls, self.delay = 0, delay
+        self.inner = HashingEmbedder(dim=16)
+        self.dim = 16
+
+    def embed(self, texts):
+        self.calls += 1
+        time.sleep(self.delay)
+        return self.inner.embed(texts)
+
+
+def test_the_run_of_single_adds_is_told_once():
+    run = OneByOne(seconds=1.0, calls=3, gap=0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run.record(0.0, 0.6)
+        run.record(2.0, 2.6)           # a pause longer than gap: a new run
+        run.record(2.7, 3.0)
+        assert run.count == 2 and not run.told
+    with pytest.warns(AddManyHint, match="add_many"):
+        run.record(3.1, 3.5)            # 3 calls, 1.3 s
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for n in range(10):
+            run.record(4.0 + n, 4.9 + n)  # told already
+
+
+def test_a_slow_embedder_in_a_loop_gets_the_hint_and_a_cheap_one_does_not():
+    mem = Memory(embedder=Counting(delay=0.01))
+    mem.one_by_one = OneByOne(seconds=0.1, calls=5)
+    with pytest.warns(AddManyHint) as got:
+        for n in range(30):
+            mem.add(f"note {n}")
+    assert len([w for w in got if issubclass(w.category, AddManyHint)]) == 1
+    cheap = Memory(embedder=HashingEmbedder(dim=16))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for n in range(200):
+            cheap.add(f"note {n}")
+        mem2 = Memory(embedder=Counting(delay=0.01))
+        mem2.one_by_one = OneByOne(seconds=0.1, calls=5)
+        mem2.add_many([{"text": f"note {n}"} for n in range(30)])   # add_many is not counted
+
+
+def test_the_adapters_bulk_path_embeds_once_and_not_again_for_the_same_text():
+    emb = Counting()
+    mem = Memory(embedder=emb)
+    items = [{"text": f"note {n}", "id": f"n{n}"} for n in range(10)]
+    C.upsert(mem, items)
+    assert emb.calls == 1 and len(mem) == 10
+    C.upsert(mem, [dict(it, meta={"v": 1}) for it in items])      # the same texts: no embedding
+    assert emb.calls == 1 and mem.get("n3").meta == {"v": 1}
+    C.upsert(mem, [{"text": "a new text", "id": "n3"}])
+    assert emb.calls == 2 and mem.get("n3").text == "a new text"
+    ref = Memory(embedder=CallableEmbedder(lambda t: HashingEmbedder(dim=16).embed(t), dim=16))
+    ref.add("a new text", id="n3")
+    assert torch.allclose(mem.embedding("n3"), ref.embedding("n3"))
