@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from train_helpers import run_train, scalars
 
 pytest.importorskip("lightning")
 
@@ -17,26 +18,11 @@ BASE = ["fit", "--config", "mammals_poincare", "--trainer.limit_train_batches=4"
 
 
 def _run(tmp: Path, *extra: str):
-    from hypermem.train.hierarchy_cli import main
-
-    cwd = os.getcwd()
-    os.chdir(tmp)
-    try:
-        return main([*BASE, *extra])
-    finally:
-        os.chdir(cwd)
+    return run_train(tmp, [*BASE, *extra])
 
 
 def _state(path: Path) -> dict:
     return torch.load(path, map_location="cpu", weights_only=True)
-
-
-def _scalars(logdir: Path, tag: str) -> list[tuple[int, float]]:
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    acc = EventAccumulator(str(logdir), size_guidance={"scalars": 0})
-    acc.Reload()
-    return [(e.step, e.value) for e in acc.Scalars(tag)]
 
 
 @pytest.mark.parametrize("optimizer", ["rsgd", "radam"])
@@ -59,13 +45,13 @@ def test_three_epochs_then_resume_to_five_equals_five(tmp_path, optimizer):
         sa, sb = a["optimizer_states"][0]["state"][0], b["optimizer_states"][0]["state"][0]
         assert torch.equal(sa["exp_avg"], sb["exp_avg"]) and torch.equal(sa["exp_avg_sq"], sb["exp_avg_sq"])
     # one set of curves: the resumed run's validations follow the first run's in the same folder
-    parts = _scalars(tmp_path / log_dir, "val/map")
+    parts = scalars(tmp_path / log_dir, "val/map")
     assert [s for s, _ in parts] == [8, 16, 24, 32, 40]
-    assert parts == _scalars(tmp_path / whole.trainer.log_dir, "val/map")
+    assert parts == scalars(tmp_path / whole.trainer.log_dir, "val/map")
     # the loss of every group of batches_per_step=2 optimizer steps, on the optimizer-step axis
-    losses = _scalars(tmp_path / log_dir, "train/loss_step")
+    losses = scalars(tmp_path / log_dir, "train/loss_step")
     assert [s for s, _ in losses] == list(range(2, 41, 2))
-    assert losses == _scalars(tmp_path / whole.trainer.log_dir, "train/loss_step")
+    assert losses == scalars(tmp_path / whole.trainer.log_dir, "train/loss_step")
 
 
 def test_ckpt_path_last_without_a_run_is_a_short_error(tmp_path, capsys):

@@ -4,6 +4,12 @@
   last checkpoint and the log folder (global-zero process only).
 * :class:`ProgressLines` — when the progress bar is off (stdout is not a terminal), one
   line per epoch: epoch, step, the last loss, and the validation metrics when it validated.
+* :class:`ValidateLastEpoch` — the last epoch always validates, so the final metrics are a
+  validation like the others: a ``ModelCheckpoint(monitor="val/map")`` sees them and its best
+  checkpoint is the best of *all* validations (a 25-epoch run validating every 20 epochs
+  validates at epochs 20 and 25; a 5-epoch run at epoch 5).  :class:`HierarchyModule
+  <hypermem.train.hierarchy_module.HierarchyModule>` adds it to every trainer
+  (``configure_callbacks``).
 """
 
 from __future__ import annotations
@@ -72,3 +78,36 @@ class RunSummary(pl.Callback):
         if log_dir:
             lines.append(f"logs: {log_dir}  (tensorboard --logdir {log_dir})")
         return "\n".join(lines)
+
+
+class ValidateLastEpoch(pl.Callback):
+    """Validate at the last epoch (``max_epochs``) even when ``check_val_every_n_epoch`` does
+    not divide it (see the module docstring).
+
+    Lightning decides per epoch with ``(epoch + 1) % trainer.check_val_every_n_epoch == 0``;
+    for the last epoch this callback sets that attribute to 1 and restores it as soon as the
+    validation ended (before the checkpoint callbacks, which Lightning runs last: with the
+    value 1 a ``ModelCheckpoint`` would wait for the end of the training epoch instead of
+    saving at the end of validation).
+    Runs without epoch-based validation (``check_val_every_n_epoch=None``, validation off, no
+    ``max_epochs``) are left alone."""
+
+    def __init__(self) -> None:
+        self._saved: int | None = None
+
+    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        every, last = trainer.check_val_every_n_epoch, trainer.max_epochs
+        if (every is None or every == 1 or not trainer.enable_validation or last is None or last < 1
+                or trainer.current_epoch + 1 != last):
+            return
+        self._saved, trainer.check_val_every_n_epoch = every, 1
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._restore(trainer)
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._restore(trainer)
+
+    def _restore(self, trainer: pl.Trainer) -> None:
+        if self._saved is not None:
+            trainer.check_val_every_n_epoch, self._saved = self._saved, None

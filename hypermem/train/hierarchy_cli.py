@@ -23,7 +23,10 @@ line: ``--config mammals_poincare --model.dim=5 --data.negatives=10`` logs under
 epoch) beside the best checkpoint by ``val/map``.  ``--ckpt_path=last`` takes the
 ``last.ckpt`` of the most recent version of the run's name and continues in that version's
 folder, so TensorBoard shows one set of curves; the batches are seeded per epoch, so the
-result equals the uninterrupted run's.
+result equals the uninterrupted run's.  A resume with nothing left to do (the checkpoint
+already holds ``trainer.max_epochs`` epochs or ``trainer.max_steps`` steps) says that the run
+is already complete and writes nothing: no events file, no config, no checkpoint
+(:func:`finished_checkpoint`).
 
 **Output.**  A run ends with its final metrics, the best and last checkpoint paths and the
 log folder.  When stdout is not a terminal the progress bar and the model summary are off
@@ -125,7 +128,41 @@ def latest_last_checkpoint(save_dir: str | Path, name: str) -> tuple[int, Path] 
     return version, path
 
 
+def finished_checkpoint(path: str | Path, max_epochs: int | None, max_steps: int | None) -> str | None:
+    """A one-line message when the checkpoint at ``path`` has nothing left to train under
+    ``max_epochs`` / ``max_steps`` (Lightning's own stop rule: the epochs its fit loop
+    processed, or its ``global_step``), else ``None`` (also for a file it cannot read with
+    ``torch.load(weights_only=True)``: Lightning then reports what is wrong).
+
+    ``max_epochs=None`` with ``max_steps`` -1 or ``None`` is Lightning's default of 1000 epochs."""
+    import pickle
+
+    import torch
+
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        epochs = int(state["loops"]["fit_loop"]["epoch_progress"]["current"]["processed"])
+        steps = int(state["global_step"])
+    except (OSError, RuntimeError, KeyError, TypeError, ValueError, pickle.UnpicklingError):
+        return None
+    max_steps = -1 if max_steps is None else int(max_steps)
+    if max_epochs is None:
+        max_epochs = 1000 if max_steps == -1 else -1
+    if max_steps != -1 and steps >= max_steps:
+        limit = f"--trainer.max_steps={max_steps}"
+    elif max_epochs != -1 and epochs >= int(max_epochs):
+        limit = f"--trainer.max_epochs={max_epochs}"
+    else:
+        return None
+    return (f"already complete: {path} holds {epochs} epochs, {steps} optimizer steps, and this run stops at "
+            f"{limit}; nothing trained, nothing written (raise {limit.split('=')[0]} to train on)")
+
+
 class _ConfigError(Exception):
+    pass
+
+
+class _AlreadyComplete(Exception):
     pass
 
 
@@ -161,6 +198,10 @@ def _cli_class():
                     raise _ConfigError(f"--ckpt_path=last: no {Path(init.get('save_dir') or '.', init.name)}"
                                        "/version_*/checkpoints/last.ckpt to resume; train first or give a path")
                 init.version, cfg.ckpt_path = hit[0], str(hit[1])
+            if self.subcommand == "fit" and cfg.get("ckpt_path"):
+                done = finished_checkpoint(cfg.ckpt_path, cfg.trainer.get("max_epochs"), cfg.trainer.get("max_steps"))
+                if done:
+                    raise _AlreadyComplete(done)
                 # the folder holds this run's own checkpoints: Lightning's warning does not apply
                 warnings.filterwarnings("ignore", message="Checkpoint directory .* exists and is not empty")
 
@@ -257,7 +298,8 @@ def main(args: list[str] | None = None, run: bool = True, prog: str = DEFAULT_PR
     """Run the CLI (``args`` defaults to ``sys.argv[1:]``); returns the ``LightningCLI``.
 
     A mistake in the options or the config prints a few lines to stderr and exits with
-    status 2 (``SystemExit``)."""
+    status 2 (``SystemExit``).  A ``fit`` resumed from a checkpoint that has nothing left to
+    train prints one line and returns ``None`` (:func:`finished_checkpoint`)."""
     _quiet()
     import lightning  # noqa: F401  (its import resets the logger levels)
 
@@ -287,6 +329,9 @@ def main(args: list[str] | None = None, run: bool = True, prog: str = DEFAULT_PR
                    trainer_defaults=trainer_defaults, save_config_kwargs={"overwrite": True},
                    parser_kwargs={"default_env": False, "exit_on_error": False, "prog": prog,
                                   "allow_abbrev": False, **{s: {"allow_abbrev": False} for s in SUBCOMMANDS}})
+    except _AlreadyComplete as exc:
+        print(exc, flush=True)
+        return None
     except _ConfigError as exc:
         print(str(exc) if str(exc).startswith("error:") else f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None

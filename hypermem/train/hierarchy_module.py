@@ -25,7 +25,8 @@ otherwise autograd, whose ``manual_backward`` DDP synchronises).
 (Lightning's manual optimisation): every batch is one ``optimizer.step`` call, which is
 what Lightning's ``global_step`` counts.
 
-Each validation epoch (``trainer.check_val_every_n_epoch``) evaluates the whole
+Each validation epoch (``trainer.check_val_every_n_epoch``, and always the last epoch:
+:class:`~hypermem.train.hierarchy_callbacks.ValidateLastEpoch`) evaluates the whole
 embedding: reconstruction MAP and mean rank (``val/map``, ``val/mean_rank``) and, with a
 link-prediction split, F1 (``val/f1``, ``test/f1``).  With a TensorBoard logger the
 global-zero process also adds, at each validation, a Poincaré-disk picture
@@ -62,6 +63,7 @@ from ..hierarchy.objectives import KINDS, objective_for
 from ..hierarchy.steps import OPTIMIZERS, choose_tier, make_step_optimizer, take_step
 from ..hierarchy.training import lr_factor, poincare_start
 from ..nn.curvature import make_ball
+from .hierarchy_callbacks import ValidateLastEpoch
 from .hierarchy_logging import log_embedding_state, log_final_metric, tensorboard_writer
 
 __all__ = ["KINDS", "HierarchyModule", "load_init_weights"]
@@ -197,6 +199,11 @@ class HierarchyModule(pl.LightningModule):
             return int(self.hparams.schedule_epochs)
         m = self.trainer.max_epochs
         return m if m and m > 0 else 1
+
+    def configure_callbacks(self):
+        """:class:`~hypermem.train.hierarchy_callbacks.ValidateLastEpoch`: the final metrics are
+        a validation, so the best checkpoint by ``val/map`` is the best of all of them."""
+        return [ValidateLastEpoch()]
 
     def on_fit_start(self) -> None:
         hp, epochs = self.hparams, self.schedule_epochs()
