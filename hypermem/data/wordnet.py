@@ -53,6 +53,9 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+from .dag import hypernym_closure
+from .hierarchy_tasks import EntityHierarchy
+
 DEFAULT_WORDNET_DIR = "/usr/share/wordnet"
 MAMMAL = "mammal.n.01"
 ROOT = "entity.n.01"
@@ -206,40 +209,6 @@ def read_nouns(path: str | os.PathLike | None = None) -> dict[str, Synset]:
 
 
 # -- closure and tree ----------------------------------------------------------------------
-def hypernym_closure(parents: Mapping[str, Sequence[str]]) -> dict[str, set[str]]:
-    """All ancestors of every node of a DAG given as ``node -> direct parents``.
-
-    Iterative (Kahn's topological order), so depth is unlimited; raises ``ValueError``
-    naming a node on a cycle.
-    """
-    nodes = set(parents)
-    for ps in parents.values():
-        nodes.update(ps)
-    children: dict[str, list[str]] = {n: [] for n in nodes}
-    pending = {n: 0 for n in nodes}
-    for n, ps in parents.items():
-        for p in set(ps):
-            children[p].append(n)
-            pending[n] += 1
-    ancestors: dict[str, set[str]] = {n: set() for n in nodes}
-    queue = [n for n in nodes if pending[n] == 0]
-    done = 0
-    while queue:
-        p = queue.pop()
-        done += 1
-        for c in children[p]:
-            anc = ancestors[c]
-            anc.add(p)
-            anc |= ancestors[p]
-            pending[c] -= 1
-            if pending[c] == 0:
-                queue.append(c)
-    if done != len(nodes):
-        stuck = sorted(n for n in nodes if pending[n] > 0)[0]
-        raise ValueError(f"the hierarchy has a cycle through {stuck!r}")
-    return ancestors
-
-
 def _parents(synsets: Mapping[str, Synset]) -> dict[str, tuple[str, ...]]:
     return {n: s.parents for n, s in synsets.items()}
 
@@ -379,6 +348,19 @@ def build_hierarchy(root: str | None = None, path: str | os.PathLike | None = No
     g = {n: synsets[n].gloss for n in nodes} if with_glosses else {}
     return Hierarchy(name="nouns" if root is None else top.split(".")[0] + "s", root=top, nodes=nodes,
                      closure=closure, tree=tree, glosses=g)
+
+
+def hit_noun_hierarchy(path: str | os.PathLike | None = None) -> EntityHierarchy:
+    """WordNet's noun hierarchy as Hierarchy Transformers build it (He et al., NeurIPS 2024):
+    the synsets joined by hypernym (``@``) pointers, instance pointers left out -- 74,401
+    entities, 75,850 direct edges and 587,658 transitive pairs -- each entity named by its
+    first lemma with underscores as spaces (``dog.n.01`` is ``"dog"``; names repeat across
+    senses, as in HiT's data).  Split it into tasks with :mod:`hypermem.data.hierarchy_tasks`."""
+    synsets = read_nouns(path)
+    edges = [(n, p) for n, s in synsets.items() for p in s.hypernyms]
+    nodes = {e for pair in edges for e in pair}
+    names = {n: synsets[n].lemmas[0].replace("_", " ") for n in sorted(nodes)}
+    return EntityHierarchy(names, edges, name="wordnet-nouns")
 
 
 def lex_classes(names: Iterable[str] | None = None, path: str | os.PathLike | None = None) -> dict[str, int]:

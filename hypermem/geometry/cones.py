@@ -97,3 +97,23 @@ def cone_energy(x, y, ball=None, K: float = DEFAULT_K) -> torch.Tensor:
 def in_cone(x, y, ball=None, K: float = DEFAULT_K, tol: float = 1e-9) -> torch.Tensor:
     """Boolean mask: ``y`` is inside the entailment cone of ``x`` (energy <= ``tol``)."""
     return cone_energy(x, y, ball, K) <= tol
+
+
+def euclidean_cone_energy(x, y, scale: float = 1.0, K: float = DEFAULT_K) -> torch.Tensor:
+    r"""Energy of Ganea et al.'s *Euclidean* entailment cones (2018, sec. 3.1), the twin of
+    :func:`cone_energy` in R^d: ``max(0, Xi(x, y) - psi(x))`` with
+
+    ``psi(x) = arcsin(min(1, K / ||x||))``,  ``Xi(x, y) = arccos(<y - x, x> / (||x|| ||y - x||))``
+
+    after both points are multiplied by ``scale`` (e.g. ``1/sqrt(d)`` to measure them in the
+    units of a ball of radius ``sqrt(d)``, so that ``K`` means the same in both spaces)."""
+    _check_k(K)
+    x, y = as_points(x, y)
+    x = x * scale
+    y = y * scale
+    eps = _ACOS_EPS.get(x.dtype, 1e-6)
+    n = safe_norm(x)
+    psi = torch.asin((K / n).clamp(max=1.0 - eps))
+    diff = y - x
+    cos = (diff * x).sum(-1) / (n * safe_norm(diff))
+    return (torch.acos(cos.clamp(-1.0 + eps, 1.0 - eps)) - psi).clamp_min(0.0)

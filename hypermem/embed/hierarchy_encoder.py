@@ -1,0 +1,300 @@
+r"""A text encoder whose output is a point of a Poincaré ball (or, for its twin, of R^d).
+
+Hierarchy Transformers (HiT: He, Yuan, Chen & Horrocks, "Language Models as Hierarchy
+Encoders", NeurIPS 2024, arXiv 2401.11374) re-train a sentence encoder so that the
+geometry of its outputs carries a hierarchy: a parent lies near its children and nearer
+the origin.  The construction, kept here:
+
+* a sentence-transformers model of a transformer and a **mean pooling, no normalisation**;
+* its output ``x in R^d`` read as a point of the Poincaré ball of curvature ``-c``,
+  ``c = 1/d``: the ball of radius ``sqrt(d)`` circumscribes the output space (all-MiniLM-L6-v2's
+  mean-pooled outputs have Euclidean norms 6-8, well inside ``sqrt(384) = 19.6``); a point
+  on or beyond the boundary is pulled back inside (:func:`hypermem.geometry.poincare.project`);
+* "``c`` is-a ``p``" scored by ``-(d_c(c, p) + lambda (d_c(0, p) - d_c(0, c)))``
+  (:func:`hypermem.geometry.subsumption.hit_subsumption_score`), ``lambda`` and a decision
+  threshold chosen on validation data.
+
+``geometry="euclidean"`` is the twin: the same model, the same pooling, the point read in
+R^d and scored by ``-(||c - p|| + lambda (||p|| - ||c||))``; trained by
+:func:`hypermem.hierarchy.fit_hierarchy_encoder` with the same data, negatives, budget and the
+Euclidean analogues of the losses, it answers whether the ball itself helps.
+
+The encoder is an :class:`~hypermem.embed.Embedder` (``dim`` and ``embed``), so a store
+accepts it.  It saves itself as a sentence-transformers folder with one extra file
+(:mod:`hypermem.embed.encoder_folder`), and loads folders written by the
+``hierarchy-transformers`` package.
+
+Example::
+
+    >>> enc = HierarchyEncoder.from_pretrained("all-MiniLM-L6-v2")   # doctest: +SKIP
+    >>> x = enc.encode(["dog", "animal"])                              # doctest: +SKIP
+    >>> enc.subsumption_scores(x[:1], x[1:])                           # doctest: +SKIP
+    tensor([-3.86])
+    >>> enc.subsumption_scores(x[:, None], x[None, :]).shape           # doctest: +SKIP
+    torch.Size([2, 2])
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..geometry.poincare import project
+from ..geometry.subsumption import geometry_distance, geometry_norm, score_from_terms
+from .base import check_texts
+from .encoder_folder import (
+    CONFIG_FILE,
+    GEOMETRIES,
+    EncoderFolderError,
+    EncoderSettings,
+    check_modules,
+    read_settings,
+)
+from .sentence_transformer import DEFAULT_MODEL, local_minilm_path
+
+__all__ = ["HierarchyEncoder", "EncoderFolderError"]
+
+
+@contextlib.contextmanager
+def _quiet_loading():
+    """Silence the 'Loading weights' / 'Writing model shards' bars of transformers."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:  # pragma: no cover - sentence-transformers needs transformers
+        yield
+        return
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            hf_logging.enable_progress_bar()
+
+
+def _sentence_transformers():
+    try:
+        import sentence_transformers
+        import sentence_transformers.models  # noqa: F401
+    except ImportError as exc:
+        raise ImportError('HierarchyEncoder needs sentence-transformers: pip install "hypermem-torch[embed]"') from exc
+    return sentence_transformers
+
+
+def resolve_base(base: str) -> str:
+    """The local folder of a base model: the offline all-MiniLM-L6-v2 for its names, else
+    ``base`` as given (a folder, or a hub name already in the local cache)."""
+    return local_minilm_path() if base in (DEFAULT_MODEL, "all-MiniLM-L6-v2") else str(base)
+
+
+class HierarchyEncoder:
+    """A sentence encoder into the Poincaré ball (``geometry="poincare"``) or R^d (its twin).
+
+    Build one with :meth:`from_pretrained` (an untrained base model), :meth:`load` (a saved
+    folder, hypermem's or HiT's) or :func:`hypermem.hierarchy.fit_hierarchy_encoder`.
+
+    Attributes: ``model`` (the :class:`sentence_transformers.SentenceTransformer`, an
+    ``nn.Module``), ``geometry``, ``dim``, ``curvature`` (``1/dim`` in the ball, ``None`` in
+    R^d), ``centripetal_weight`` (the score's ``lambda``), ``threshold`` (the score above which
+    :meth:`predict` says "is-a"; ``None`` until chosen on validation), ``max_length`` (tokens
+    kept per text), ``metrics`` (the validation figures recorded at training).
+    """
+
+    returns_fresh_tensors = True
+
+    def __init__(self, model, geometry: str = "poincare", *, centripetal_weight: float = 1.0,
+                 threshold: float | None = None, max_length: int = 32, batch_size: int = 128,
+                 base: str = "", metrics: dict[str, float] | None = None,
+                 config: dict[str, Any] | None = None) -> None:
+        if geometry not in GEOMETRIES:
+            raise ValueError(f"geometry must be one of {GEOMETRIES}, got {geometry!r}")
+        self.model = model
+        self.geometry = geometry
+        self._dim = int(self._pooled_dim(model))
+        self.curvature = 1.0 / self._dim if geometry == "poincare" else None
+        self.centripetal_weight = float(centripetal_weight)
+        self.threshold = None if threshold is None else float(threshold)
+        self.max_length = int(max_length)
+        self.batch_size = int(batch_size)
+        self.base = base
+        self.metrics = dict(metrics or {})
+        self.config = dict(config or {})
+        self.source: str | None = None
+
+    @staticmethod
+    def _pooled_dim(model) -> int:
+        getdim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        return getdim()
+
+    # -- construction ----------------------------------------------------------------------
+    @classmethod
+    def from_pretrained(cls, base: str = "all-MiniLM-L6-v2", geometry: str = "poincare", *,
+                        device: str | torch.device | None = None, max_length: int = 32,
+                        **kwargs: Any) -> HierarchyEncoder:
+        """An untrained encoder on ``base``: its transformer and pooling, mean pooling
+        forced, any normalisation dropped (HiT's construction)."""
+        st = _sentence_transformers()
+        with _quiet_loading():
+            source = st.SentenceTransformer(resolve_base(base), device=str(device or "cpu"))
+        transformer = source[0]
+        pooling = st.models.Pooling(cls._pooled_dim(source), pooling_mode="mean")
+        transformer.max_seq_length = int(max_length)
+        model = st.SentenceTransformer(modules=[transformer, pooling], device=str(device or "cpu"))
+        return cls(model, geometry, max_length=max_length, base=str(base), **kwargs)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, *, device: str | torch.device | None = None) -> HierarchyEncoder:
+        """Load a folder written by :meth:`save` or by the ``hierarchy-transformers`` package.
+
+        The folder is checked first (:mod:`hypermem.embed.encoder_folder`: only
+        sentence-transformers Transformer and Pooling modules, ``safetensors`` weights, every
+        field of ``hypermem_encoder.json``); nothing in it runs code, nothing is written."""
+        folder = Path(path)
+        if not folder.is_dir():
+            raise FileNotFoundError(f"no such encoder folder: {str(path)!r}")
+        modules = check_modules(folder)
+        st = _sentence_transformers()
+        with _quiet_loading():
+            model = st.SentenceTransformer(str(folder), device=str(device or "cpu"), trust_remote_code=False,
+                                           local_files_only=True)
+        if "Normalize" in modules:
+            if not (folder / CONFIG_FILE).is_file():
+                raise EncoderFolderError(f"{folder}: a sentence-transformers model that normalises its output, "
+                                         "not a hierarchy encoder; start one from it with "
+                                         "HierarchyEncoder.from_pretrained(path)")
+            model = st.SentenceTransformer(modules=[model[0], model[1]], device=str(device or "cpu"))
+        s = read_settings(folder, cls._pooled_dim(model))
+        enc = cls(model, s.geometry, centripetal_weight=s.centripetal_weight, threshold=s.threshold,
+                  max_length=s.max_length, base=s.base, metrics=s.metrics, config=s.config)
+        if s.curvature is not None and abs(s.curvature - enc.curvature) > 1e-12 * max(1.0, enc.curvature):
+            enc.curvature = s.curvature
+        model[0].max_seq_length = enc.max_length
+        enc.source = str(folder.resolve())
+        return enc
+
+    def settings(self) -> EncoderSettings:
+        """What :meth:`save` writes to ``hypermem_encoder.json``."""
+        return EncoderSettings(self.geometry, self.dim, self.curvature, self.centripetal_weight, self.threshold,
+                               self.max_length, self.base, self.metrics, self.config)
+
+    def save(self, path: str | os.PathLike) -> str:
+        """Write the encoder to the folder ``path`` (created; the sentence-transformers layout
+        plus ``hypermem_encoder.json``); returns the folder's path."""
+        import json
+
+        folder = Path(path)
+        folder.mkdir(parents=True, exist_ok=True)
+        with _quiet_loading():
+            self.model.save(str(folder), safe_serialization=True)
+        tmp = folder / (CONFIG_FILE + ".tmp")
+        tmp.write_text(json.dumps(self.settings().to_json(), indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, folder / CONFIG_FILE)
+        return str(folder)
+
+    # -- the embedder protocol ------------------------------------------------------------
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.device
+
+    def __repr__(self) -> str:
+        c = f", curvature={self.curvature:.4g}" if self.curvature is not None else ""
+        t = "None" if self.threshold is None else f"{self.threshold:.4g}"
+        return (f"HierarchyEncoder(geometry={self.geometry!r}, dim={self.dim}{c}, "
+                f"centripetal_weight={self.centripetal_weight:.3g}, threshold={t}, base={self.base!r})")
+
+    def tokenize(self, texts: Sequence[str]) -> dict[str, torch.Tensor]:
+        """The model's input features for ``texts`` (truncated to ``max_length`` tokens)."""
+        tok = self.model.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_length,
+                                   return_tensors="pt")
+        return {k: v.to(self.device) for k, v in tok.items()}
+
+    def to_manifold(self, x: torch.Tensor) -> torch.Tensor:
+        """The pooled output as a point: pulled inside the ball (``poincare``), as is in R^d."""
+        return project(x, self.curvature) if self.geometry == "poincare" else x
+
+    def forward_features(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Points of tokenised inputs, with gradients (the training path)."""
+        return self.to_manifold(self.model(dict(features))["sentence_embedding"])
+
+    @torch.no_grad()
+    def encode(self, texts: Sequence[str], *, batch_size: int | None = None,
+               show_progress_bar: bool | None = None) -> torch.Tensor:
+        """Points of ``texts``: a float32 tensor ``(n, dim)`` on the model's device, in
+        batches (sorted by length inside, as sentence-transformers does); a progress bar
+        only when stderr is a terminal and there is more than one batch."""
+        texts = check_texts(texts)
+        bs = int(batch_size or self.batch_size)
+        if show_progress_bar is None:
+            show_progress_bar = sys.stderr.isatty() and len(texts) > bs
+        was = self.model.training
+        self.model.eval()
+        try:
+            x = self.model.encode(texts, batch_size=bs, convert_to_tensor=True, show_progress_bar=show_progress_bar,
+                                  normalize_embeddings=False)
+        finally:
+            self.model.train(was)
+        if len(texts) == 0:
+            return torch.zeros(0, self.dim, device=self.device)
+        return self.to_manifold(x.float())
+
+    def embed(self, texts: Sequence[str]) -> torch.Tensor:
+        """:meth:`encode` as an :class:`~hypermem.embed.Embedder`: float64 on the CPU."""
+        return self.encode(texts).to(device="cpu", dtype=torch.float64)
+
+    # -- scoring ---------------------------------------------------------------------------
+    def _points(self, x) -> torch.Tensor:
+        if isinstance(x, torch.Tensor):
+            if x.shape[-1] != self.dim:
+                raise ValueError(f"points must have {self.dim} coordinates in their last dimension, "
+                                 f"got shape {tuple(x.shape)}")
+            return x
+        return self.encode(x)
+
+    def norms(self, points: torch.Tensor) -> torch.Tensor:
+        """Each point's distance from the origin (hyperbolic in the ball, Euclidean in R^d):
+        the depth the centripetal term compares."""
+        return geometry_norm(points, self.curvature)
+
+    def score_terms(self, child: torch.Tensor, parent: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """``(d(c, p), h(c), h(p))`` of points (broadcast like :meth:`subsumption_scores`): the
+        score is ``-(d + lambda (h(p) - h(c)))`` for any ``lambda``
+        (:func:`hypermem.geometry.subsumption.score_from_terms`)."""
+        return geometry_distance(child, parent, self.curvature), self.norms(child), self.norms(parent)
+
+    def subsumption_scores(self, child, parent, centripetal_weight: float | None = None) -> torch.Tensor:
+        """How likely "``child`` is-a ``parent``" is; higher is likelier.
+
+        ``child`` and ``parent`` are lists of texts (scored pairwise, the same length) or
+        tensors of points from :meth:`encode`, broadcast over leading dimensions: ``(n, 1, d)``
+        against ``(1, m, d)`` gives ``(n, m)``.  The ball's score is HiT's
+        ``-(d(c, p) + lambda (|p| - |c|))`` with hyperbolic norms, the twin's
+        ``-(||c - p|| + lambda (||p|| - ||c||))`` (:mod:`hypermem.geometry.subsumption`);
+        ``lambda`` is ``centripetal_weight`` (default: the one chosen on validation)."""
+        if not isinstance(child, torch.Tensor) and not isinstance(parent, torch.Tensor) and \
+                len(list(child)) != len(list(parent)):
+            raise ValueError(f"texts are scored pairwise: got {len(child)} children and {len(parent)} parents "
+                             "(pass encoded points shaped (n, 1, d) and (1, m, d) for all pairs)")
+        c, p = self._points(child), self._points(parent)
+        lam = self.centripetal_weight if centripetal_weight is None else float(centripetal_weight)
+        p = p.to(device=c.device, dtype=c.dtype)
+        return score_from_terms(*self.score_terms(c, p), lam)
+
+    def predict(self, child, parent) -> torch.Tensor:
+        """``subsumption_scores(child, parent) > threshold`` (the threshold chosen on validation)."""
+        if self.threshold is None:
+            raise ValueError("this encoder has no threshold yet: choose one on validation data "
+                             "(hypermem.hierarchy.encoder_eval.choose_operating_point) or train it with "
+                             "fit_hierarchy_encoder, which does")
+        return self.subsumption_scores(child, parent) > self.threshold

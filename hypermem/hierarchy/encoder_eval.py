@@ -1,0 +1,168 @@
+r"""Evaluating a hierarchy encoder: HiT's F1 protocol and parent ranking for unseen texts.
+
+**F1 at 1 positive : 10 negatives** (He et al., "Language Models as Hierarchy Encoders",
+NeurIPS 2024, sec. 4.2): every pair ``(c, p)`` is scored by the encoder's subsumption score
+``s = -(d(c, p) + lambda (h(p) - h(c)))``; the centripetal weight ``lambda`` (a grid, HiT's
+0.0-4.9 by 0.1) and the threshold are chosen on validation pairs to maximise F1 -- the
+threshold exactly, over every cut of the sorted scores
+(:func:`hypermem.hierarchy.evaluation.best_threshold`) -- then precision, recall and F1 are
+reported once on test pairs.  The distances and norms are computed once; each ``lambda`` is a
+vector operation (:func:`hypermem.geometry.subsumption.score_from_terms`).
+
+**Ranking for unseen entities**: every known entity is a candidate parent of a held-out
+text; reported are the parent MRR (the reciprocal rank of the best-ranked true direct
+parent), Hits@1 / Hits@10, and the recall of the true ancestors in the top 10 by hop
+distance (1, 2, 3-4, 5+), each averaged over the texts that have such ancestors.
+
+A *scorer* is anything with ``encode(texts) -> (n, d)`` and ``score_terms(child, parent) ->
+(dist, h_child, h_parent)``: a :class:`~hypermem.embed.HierarchyEncoder`, or
+:class:`CosineScorer`, the pre-trained baseline (``dist = -cos``, no norm term).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from ..geometry.subsumption import score_from_terms
+from .evaluation import best_threshold, f1_at
+
+__all__ = ["LAMBDAS", "CosineScorer", "PairTerms", "OperatingPoint", "encode_entities", "pair_terms",
+           "choose_operating_point", "f1_report", "rank_parents", "HOP_BUCKETS"]
+
+LAMBDAS = tuple(round(0.1 * i, 1) for i in range(50))
+"""HiT's grid of centripetal weights."""
+
+HOP_BUCKETS = ((1, 1), (2, 2), (3, 4), (5, 10**9))
+
+
+class CosineScorer:
+    """A plain sentence embedder scored by cosine similarity: ``s(c, p) = cos(c, p)``
+    (``dist = -cos``, both norms 0, so ``lambda`` does nothing).  ``embedder`` is any
+    :class:`~hypermem.embed.Embedder`; its vectors are L2-normalised here."""
+
+    def __init__(self, embedder) -> None:
+        self.embedder = embedder
+
+    def encode(self, texts: Sequence[str]) -> torch.Tensor:
+        x = torch.as_tensor(self.embedder.embed(list(texts))).float()
+        return x / x.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+
+    def score_terms(self, child: torch.Tensor, parent: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        cos = torch.matmul(child.unsqueeze(-2), parent.unsqueeze(-1)).squeeze(-1).squeeze(-1)
+        zero = torch.zeros((), dtype=cos.dtype)
+        return -cos, zero, zero
+
+
+def encode_entities(scorer, names: Mapping[str, str], ids: Sequence[str]) -> dict[str, torch.Tensor]:
+    """``id -> point`` for the distinct ``ids`` (each text encoded once)."""
+    uniq = sorted(set(ids))
+    pts = scorer.encode([names[i] for i in uniq])
+    return {i: pts[j] for j, i in enumerate(uniq)}
+
+
+@dataclass
+class PairTerms:
+    """Distances and norms of labelled pairs: ``score(lambda) = -(dist + lambda (hp - hc))``."""
+
+    dist: torch.Tensor
+    hc: torch.Tensor
+    hp: torch.Tensor
+    labels: torch.Tensor
+
+    def scores(self, lam: float) -> torch.Tensor:
+        return score_from_terms(self.dist, self.hc, self.hp, lam)
+
+
+def pair_terms(scorer, points: Mapping[str, torch.Tensor], pairs: Sequence[tuple[str, str]],
+               labels: Sequence[int], chunk: int = 65536) -> PairTerms:
+    """:class:`PairTerms` of ``pairs`` (ids into ``points``), in chunks."""
+    parts = []
+    for s in range(0, len(pairs), chunk):
+        block = pairs[s:s + chunk]
+        c = torch.stack([points[a] for a, _ in block])
+        p = torch.stack([points[b] for _, b in block])
+        d, hc, hp = scorer.score_terms(c, p)
+        parts.append((d, hc.expand_as(d), hp.expand_as(d)))
+    return PairTerms(*(torch.cat([x[i] for x in parts]).double().cpu() for i in range(3)),
+                     labels=torch.as_tensor(labels, dtype=torch.bool))
+
+
+@dataclass
+class OperatingPoint:
+    """A chosen ``lambda`` and threshold with the F1, precision and recall they give."""
+
+    centripetal_weight: float
+    threshold: float
+    f1: float
+    precision: float = float("nan")
+    recall: float = float("nan")
+
+
+def choose_operating_point(terms: PairTerms, lambdas: Sequence[float] = LAMBDAS) -> OperatingPoint:
+    """The ``lambda`` and threshold of best F1 on ``terms`` (validation pairs)."""
+    best = None
+    for lam in lambdas:
+        s = terms.scores(lam)
+        t, f1 = best_threshold(-s, terms.labels)
+        if best is None or f1 > best.f1 + 1e-12:
+            best = OperatingPoint(float(lam), -t, f1)
+    f, p, r = f1_at(-terms.scores(best.centripetal_weight), terms.labels, -best.threshold)
+    return OperatingPoint(best.centripetal_weight, best.threshold, f, p, r)
+
+
+def f1_report(terms: PairTerms, point: OperatingPoint) -> OperatingPoint:
+    """F1, precision and recall of ``terms`` (test pairs) at a chosen operating point."""
+    f, p, r = f1_at(-terms.scores(point.centripetal_weight), terms.labels, -point.threshold)
+    return OperatingPoint(point.centripetal_weight, point.threshold, f, p, r)
+
+
+def rank_parents(scorer, names: Mapping[str, str], queries: Sequence[str], candidates: Sequence[str],
+                 parents: Mapping[str, Sequence[str]], ancestors_by_hop: Mapping[str, Mapping[str, int]],
+                 lambdas: Sequence[float] = (0.0,), k: int = 10, chunk: int = 64,
+                 candidate_points: torch.Tensor | None = None) -> dict[float, dict[str, float]]:
+    """Rank every candidate as a parent of each query text, for each ``lambda``.
+
+    ``parents[q]``: the true direct parents of ``q`` (ids among ``candidates``);
+    ``ancestors_by_hop[q]``: ``ancestor -> hops``.  Returns ``lambda -> metrics`` with ``mrr``,
+    ``hits@1``, ``hits@{k}`` and ``anc@{k}/hop=...`` recalls."""
+    cand_pts = scorer.encode([names[c] for c in candidates]) if candidate_points is None else candidate_points
+    q_pts = scorer.encode([names[q] for q in queries])
+    index = {c: i for i, c in enumerate(candidates)}
+    out: dict[float, dict[str, float]] = {}
+    for lam in lambdas:
+        rr, h1, hk = [], [], []
+        rec: dict[str, list[float]] = {f"anc@{k}/hop={_bucket(b)}": [] for b in HOP_BUCKETS}
+        for s in range(0, len(queries), chunk):
+            qs = queries[s:s + chunk]
+            d, hc, hp = scorer.score_terms(q_pts[s:s + chunk].unsqueeze(1), cand_pts.unsqueeze(0))
+            scores = score_from_terms(d, hc, hp, lam)
+            top = scores.topk(min(k, scores.shape[1]), dim=1).indices
+            for row, q in enumerate(qs):
+                true = [index[p] for p in parents.get(q, ()) if p in index]
+                if true:
+                    best = scores[row, true].max()
+                    rank = int((scores[row] > best).sum()) + 1
+                    rr.append(1.0 / rank)
+                    h1.append(float(rank <= 1))
+                    hk.append(float(rank <= k))
+                got = {candidates[j] for j in top[row].tolist()}
+                for b in HOP_BUCKETS:
+                    want = [a for a, hop in ancestors_by_hop.get(q, {}).items() if b[0] <= hop <= b[1] and a in index]
+                    if want:
+                        rec[f"anc@{k}/hop={_bucket(b)}"].append(sum(a in got for a in want) / len(want))
+        m = {"mrr": _mean(rr), "hits@1": _mean(h1), f"hits@{k}": _mean(hk), "queries": float(len(rr))}
+        m.update({key: _mean(v) for key, v in rec.items()})
+        out[float(lam)] = m
+    return out
+
+
+def _bucket(b: tuple[int, int]) -> str:
+    return str(b[0]) if b[0] == b[1] else (f"{b[0]}+" if b[1] > 1000 else f"{b[0]}-{b[1]}")
+
+
+def _mean(v: list[float]) -> float:
+    return sum(v) / len(v) if v else math.nan

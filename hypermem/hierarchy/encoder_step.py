@@ -1,0 +1,70 @@
+r"""One training step of a hierarchy encoder, shared by :func:`fit_hierarchy_encoder` and the
+Lightning module (:mod:`hypermem.train.encoder_module`).
+
+* :class:`TokenCache` tokenises every entity's text once (truncated to ``max_length``
+  tokens, no padding) and pads a batch's rows on demand: no tokenizer call in the loop;
+* :func:`batch_losses` encodes a batch's distinct entities once, maps them to the
+  encoder's space and returns the losses of :mod:`hypermem.hierarchy.encoder_losses`;
+* :func:`step_seed` makes dropout a function of ``(seed, step)``: a resumed run draws the
+  same masks as an uninterrupted one;
+* :func:`lr_factor` is the schedule: linear warm-up over the first ``warmup`` fraction of
+  the run, then linear decay to 0, where the fraction is of the steps planned or of the
+  time budget, whichever is further along.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from .encoder_batches import EncoderBatch
+from .encoder_losses import LossWeights, encoder_losses
+
+__all__ = ["TokenCache", "batch_losses", "step_seed", "lr_factor"]
+
+
+class TokenCache:
+    """Token ids of ``texts`` under ``tokenizer``, padded per batch by :meth:`features`."""
+
+    def __init__(self, tokenizer, texts: Sequence[str], max_length: int, chunk: int = 8192) -> None:
+        self.ids: list[list[int]] = []
+        for s in range(0, len(texts), chunk):
+            enc = tokenizer(list(texts[s:s + chunk]), truncation=True, max_length=int(max_length), padding=False)
+            self.ids.extend(enc["input_ids"])
+        self.pad = int(tokenizer.pad_token_id or 0)
+        self.uses_token_types = "token_type_ids" in getattr(tokenizer, "model_input_names", ())
+
+    def features(self, rows: Sequence[int], device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+        seqs = [self.ids[r] for r in rows]
+        width = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), width), self.pad, dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for i, s in enumerate(seqs):
+            ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+            mask[i, : len(s)] = 1
+        out = {"input_ids": ids.to(device), "attention_mask": mask.to(device)}
+        if self.uses_token_types:
+            out["token_type_ids"] = torch.zeros_like(out["input_ids"])
+        return out
+
+
+def batch_losses(encoder, tokens: TokenCache, batch: EncoderBatch, weights: LossWeights) -> dict[str, torch.Tensor]:
+    """Encode ``batch.entities`` once and return the loss terms and their sum ``"loss"``."""
+    dev = encoder.device
+    points = encoder.forward_features(tokens.features(batch.entities, dev))
+    return encoder_losses(points, batch.child.to(dev), batch.parent.to(dev), batch.negatives.to(dev),
+                          batch.candidates.to(dev) if weights.contrastive > 0 else None, encoder.curvature, weights)
+
+
+def step_seed(seed: int, step: int) -> int:
+    """The torch seed of optimizer step ``step`` (dropout masks)."""
+    return (int(seed) * 1_000_003 + int(step)) % (2**63 - 1)
+
+
+def lr_factor(progress: float, warmup: float) -> float:
+    """Learning-rate multiplier at ``progress`` in [0, 1]: warm-up to 1, then linear to 0."""
+    p = min(max(progress, 0.0), 1.0)
+    if warmup > 0 and p < warmup:
+        return max(p / warmup, 1e-3)
+    return max(0.0, (1.0 - p) / max(1e-9, 1.0 - warmup))

@@ -1,0 +1,49 @@
+"""A tiny sentence-transformers model built in the test run (random weights, MiniLM's
+tokenizer), and a small named hierarchy, for fast hierarchy-encoder tests."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+TREE = {
+    "animal": "entity", "plant": "entity", "artifact": "entity",
+    "mammal": "animal", "bird": "animal", "fish": "animal",
+    "dog": "mammal", "cat": "mammal", "horse": "mammal", "whale": "mammal",
+    "sparrow": "bird", "eagle": "bird", "owl": "bird", "salmon": "fish", "trout": "fish", "shark": "fish",
+    "tree": "plant", "flower": "plant", "oak": "tree", "pine": "tree", "rose": "flower", "tulip": "flower",
+    "tool": "artifact", "vehicle": "artifact", "hammer": "tool", "saw": "tool", "car": "vehicle", "bike": "vehicle",
+    "poodle": "dog", "beagle": "dog", "siamese cat": "cat", "tabby": "cat",
+}
+EDGES = sorted(TREE.items())
+NAMES = {e: e for pair in EDGES for e in pair}
+
+
+def tiny_model_folder(path: Path) -> Path:
+    """Write a 2-layer, 32-wide BERT with MiniLM's tokenizer as a sentence-transformers folder
+    (transformer + mean pooling); returns the folder."""
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("sentence_transformers")
+    import sentence_transformers as st
+    import sentence_transformers.models  # noqa: F401
+    from hypermem.embed.sentence_transformer import local_minilm_path
+
+    src = Path(local_minilm_path())
+    hf = path / "hf"
+    hf.mkdir(parents=True, exist_ok=True)
+    for f in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        if (src / f).is_file():
+            shutil.copy(src / f, hf / f)
+    cfg = transformers.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                  intermediate_size=64, max_position_embeddings=64)
+    import torch
+
+    torch.manual_seed(0)
+    transformers.BertModel(cfg).save_pretrained(hf, safe_serialization=True)
+    transformer = st.models.Transformer(str(hf), max_seq_length=16)
+    pooling = st.models.Pooling(32, pooling_mode="mean")
+    out = path / "tiny-st"
+    st.SentenceTransformer(modules=[transformer, pooling], device="cpu").save(str(out))
+    return out
