@@ -7,6 +7,7 @@
   hypermem stats MEMORY [--json]                 summary numbers
   hypermem export MEMORY OUT.json|OUT.csv        portable JSON (exact) or a CSV table (by extension or --format)
   hypermem import SOURCE OUT.db                  memory JSON, or JSON lines of items, to a SQLite memory
+  hypermem mcp --store agent.db [--http HOST:PORT]   an MCP server over a durable store (the mcp extra)
 
 MEMORY is a file written by ``Memory.save`` (SQLite) or ``Memory.to_json`` (JSON), a SQLite
 database of ``Memory.open`` or a ``postgresql://`` URL (both opened read-only).
@@ -406,8 +407,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the Lightning CLI")
     p.set_defaults(func=_cmd_train)
 
+    p = sub.add_parser("mcp", help="serve a durable store to agents over the Model Context Protocol",
+                       description="An MCP server (the mcp extra) with the tools remember, recall, "
+                       "recall_structure, forget, update, list_recent and the resource hypermem://stats, over "
+                       "stdio (what desktop agents launch) or streamable HTTP. The store is opened with "
+                       "Memory.open: every call is committed before it answers. See docs/mcp.md.")
+    p.add_argument("--store", required=True, help="a SQLite database path (created when new) or a "
+                   "postgresql:// URL")
+    p.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP at HOST:PORT (or PORT: on "
+                   "127.0.0.1) instead of stdio")
+    p.add_argument("--embedder", metavar="minilm|hashing|PATH", help="default: the store's own; for a new "
+                   "store all-MiniLM-L6-v2 when the embed extra is installed, else hashing (with a warning)")
+    p.set_defaults(func=_cmd_mcp)
+
     # Room for more subcommands: add them here with set_defaults(func=...).
     return parser
+
+
+def _cmd_mcp(args: argparse.Namespace) -> int:
+    try:
+        from .integrations import mcp_server
+    except ImportError as exc:
+        raise UserError(f"hypermem mcp needs the mcp extra: pip install 'hypermem-torch[mcp]' ({exc})") from None
+    if args.http is not None:
+        mcp_server.parse_http(args.http)  # a bad address fails before the store is opened
+    memory = mcp_server.open_store(args.store, mcp_server.choose_embedder(args.store, args.embedder))
+    try:
+        mcp_server.serve(memory, http=args.http)
+    finally:
+        memory.close()
+    return 0
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
