@@ -2,9 +2,10 @@
 
 ``embedder_named("minilm" | "hashing" | PATH)`` is what the command line and the MCP server
 take as ``--embedder``: the offline all-MiniLM-L6-v2 (the ``embed`` extra), the hashing
-embedder, or a saved encoder: a folder that ``SentenceTransformer`` loads (a hierarchy encoder
-saved by hypermem will be recognised here too, once it exists: :func:`embedder_named` is the
-one place that maps a name to an embedder).
+embedder, or a saved encoder: a folder written by
+:meth:`~hypermem.embed.hierarchy_encoder.HierarchyEncoder.save` (it holds ``hypermem_encoder.json``)
+or any other folder that ``SentenceTransformer`` loads.  :func:`embedder_named` is the one place
+that maps a name to an embedder.
 
 :class:`StandIn` is the embedder of a memory opened by a command that never embeds
 (``hypermem tree|stats|inspect|export``): it has the stored embedder's ``dim`` and
@@ -59,7 +60,7 @@ class StandIn:
 def embedder_named(name: str, dim: int | None = None) -> Any:
     """The embedder called ``name``: ``"minilm"`` (all-MiniLM-L6-v2, offline, 384
     dimensions), ``"hashing"`` (:class:`HashingEmbedder` of ``dim``, default 256) or the path
-    of a saved encoder folder (loaded by ``SentenceTransformer``)."""
+    of a saved encoder folder (a hierarchy encoder's, else loaded by ``SentenceTransformer``)."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"an embedder name is 'minilm', 'hashing' or a folder path, got {name!r}")
     if name.lower() == "minilm":
@@ -70,6 +71,12 @@ def embedder_named(name: str, dim: int | None = None) -> Any:
         return HashingEmbedder() if dim is None else HashingEmbedder(dim=dim)
     if not os.path.isdir(name):
         raise ValueError(f"unknown embedder {name!r}: choose 'minilm', 'hashing' or the folder of a saved encoder")
+    from .encoder_folder import CONFIG_FILE
+
+    if os.path.isfile(os.path.join(name, CONFIG_FILE)):  # saved by HierarchyEncoder.save
+        from .hierarchy_encoder import HierarchyEncoder
+
+        return HierarchyEncoder.load(name)
     from .sentence_transformer import SentenceTransformerEmbedder
 
     return SentenceTransformerEmbedder(model_name=name)
