@@ -25,9 +25,12 @@ def tiny_model_folder(path: Path) -> Path:
     """Write a 2-layer, 32-wide BERT with MiniLM's tokenizer as a sentence-transformers folder
     (transformer + mean pooling); returns the folder."""
     transformers = pytest.importorskip("transformers")
-    pytest.importorskip("sentence_transformers")
-    import sentence_transformers as st
-    import sentence_transformers.models  # noqa: F401
+    st = pytest.importorskip("sentence_transformers")
+    try:
+        from sentence_transformers.base.modules import Transformer
+        from sentence_transformers.sentence_transformer.modules import Pooling
+    except ImportError:  # sentence-transformers < 6
+        from sentence_transformers.models import Pooling, Transformer
     from hypermem.embed.sentence_transformer import local_minilm_path
 
     src = Path(local_minilm_path())
@@ -42,8 +45,8 @@ def tiny_model_folder(path: Path) -> Path:
 
     torch.manual_seed(0)
     transformers.BertModel(cfg).save_pretrained(hf, safe_serialization=True)
-    transformer = st.models.Transformer(str(hf), max_seq_length=16)
-    pooling = st.models.Pooling(32, pooling_mode="mean")
+    transformer = Transformer(str(hf), max_seq_length=16)
+    pooling = Pooling(32, pooling_mode="mean")
     out = path / "tiny-st"
     st.SentenceTransformer(modules=[transformer, pooling], device="cpu").save(str(out))
     return out

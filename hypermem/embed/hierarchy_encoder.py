@@ -83,10 +83,17 @@ def _quiet_loading():
 def _sentence_transformers():
     try:
         import sentence_transformers
-        import sentence_transformers.models  # noqa: F401
     except ImportError as exc:
         raise ImportError('HierarchyEncoder needs sentence-transformers: pip install "hypermem-torch[embed]"') from exc
     return sentence_transformers
+
+
+def _pooling_class():
+    try:  # sentence-transformers >= 6
+        from sentence_transformers.sentence_transformer.modules import Pooling
+    except ImportError:  # 3.x - 5.x
+        from sentence_transformers.models import Pooling
+    return Pooling
 
 
 def resolve_base(base: str) -> str:
@@ -145,7 +152,7 @@ class HierarchyEncoder:
         with _quiet_loading():
             source = st.SentenceTransformer(resolve_base(base), device=str(device or "cpu"))
         transformer = source[0]
-        pooling = st.models.Pooling(cls._pooled_dim(source), pooling_mode="mean")
+        pooling = _pooling_class()(cls._pooled_dim(source), pooling_mode="mean")
         transformer.max_seq_length = int(max_length)
         model = st.SentenceTransformer(modules=[transformer, pooling], device=str(device or "cpu"))
         return cls(model, geometry, max_length=max_length, base=str(base), **kwargs)

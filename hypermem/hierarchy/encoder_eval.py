@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..geometry.subsumption import score_from_terms
+from ..geometry.subsumption import broadcast_inner, score_from_terms
 from .evaluation import best_threshold, f1_at
 
 __all__ = ["LAMBDAS", "CosineScorer", "PairTerms", "OperatingPoint", "encode_entities", "pair_terms",
@@ -52,7 +52,7 @@ class CosineScorer:
         return x / x.norm(dim=-1, keepdim=True).clamp_min(1e-12)
 
     def score_terms(self, child: torch.Tensor, parent: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        cos = torch.matmul(child.unsqueeze(-2), parent.unsqueeze(-1)).squeeze(-1).squeeze(-1)
+        cos = broadcast_inner(child, parent)
         zero = torch.zeros((), dtype=cos.dtype)
         return -cos, zero, zero
 

@@ -1,0 +1,172 @@
+"""Hierarchy encoders on WordNet nouns (or any hierarchy in TSV files): HiT's F1 protocol and
+parent ranking for unseen entities, for the ball encoder, its Euclidean twin, pre-trained
+MiniLM (cosine, and HiT's untrained ball) -- every choice on validation, test once.
+
+    python benchmarks/bench_encoder.py --task unseen --system poincare --minutes 30 --seed 0 -o runs/enc
+    python benchmarks/bench_encoder.py --task mixed --system cosine -o runs/enc          # no training
+    python benchmarks/bench_encoder.py --task unseen --system euclidean --eval FOLDER -o runs/enc
+    python benchmarks/bench_encoder.py --edges e.tsv --names n.tsv --task unseen ...     # another hierarchy
+
+Systems: ``poincare`` / ``euclidean`` (trained by ``fit_hierarchy_encoder``), ``cosine``
+(pre-trained all-MiniLM-L6-v2, normalised, cosine score), ``pretrained-ball`` (the same model,
+mean pooling unnormalised, read in HiT's ball with lambda chosen on validation: HiT's
+"pre-trained" row).  Each run writes ``<out>/<task>-<system>-s<seed>/results.json`` and
+prints one line; ``--table`` prints the table of every results.json under ``-o``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+import torch  # noqa: E402
+
+from hypermem.data.hierarchy_files import read_hierarchy  # noqa: E402
+from hypermem.data.hierarchy_tasks import hop_distances, mixed_hop_task, multi_hop_task, unseen_entity_task  # noqa: E402
+from hypermem.embed import SentenceTransformerEmbedder  # noqa: E402
+from hypermem.embed.hierarchy_encoder import HierarchyEncoder  # noqa: E402
+from hypermem.hierarchy.encoder_eval import (  # noqa: E402
+    LAMBDAS,
+    CosineScorer,
+    choose_operating_point,
+    encode_entities,
+    f1_report,
+    pair_terms,
+    rank_parents,
+)
+from hypermem.hierarchy.encoder_training import fit_hierarchy_encoder  # noqa: E402
+
+TASKS = {"multi": multi_hop_task, "mixed": mixed_hop_task, "unseen": unseen_entity_task}
+
+
+def load_hierarchy(args):
+    if args.edges:
+        return read_hierarchy(args.edges, args.names)
+    from hypermem.data.wordnet import hit_noun_hierarchy
+
+    return hit_noun_hierarchy()
+
+
+def scorer_for(args, task, out: Path):
+    sysname = args.system
+    if sysname == "cosine":
+        return CosineScorer(SentenceTransformerEmbedder()), {}
+    if sysname == "pretrained-ball":
+        return HierarchyEncoder.from_pretrained("all-MiniLM-L6-v2", "poincare"), {}
+    if args.eval:
+        return HierarchyEncoder.load(args.eval), {}
+    cfg = json.loads(args.config) if args.config else {}
+    t0, c0 = time.monotonic(), time.process_time()
+    enc = fit_hierarchy_encoder(task.train_edges, task.hierarchy.names, geometry=sysname,
+                                max_minutes=args.minutes, epochs=args.epochs, seed=args.seed,
+                                validation_edges=task.val.positives, out=str(out / "encoder"),
+                                threads=args.threads, **cfg)
+    return enc, {"train_wall_s": time.monotonic() - t0, "train_cpu_s": time.process_time() - c0,
+                 "steps": enc.config["steps"], "history": enc.config["history"], "config": cfg}
+
+
+def f1_protocol(scorer, task) -> dict:
+    names = task.hierarchy.names
+    ids = [e for ps in (task.val, task.test)
+           for pos, r, h in zip(ps.positives, ps.random_negatives, ps.hard_negatives) for e in (*pos, *r, *h)]
+    pts = encode_entities(scorer, names, ids)
+    lambdas = LAMBDAS if isinstance(scorer, HierarchyEncoder) else (0.0,)
+    out = {}
+    for kind in ("random", "hard"):
+        vp, vl = task.val.pairs(kind)
+        tp, tl = task.test.pairs(kind)
+        op = choose_operating_point(pair_terms(scorer, pts, vp, vl), lambdas)
+        rep = f1_report(pair_terms(scorer, pts, tp, tl), op)
+        out[kind] = {"val_f1": op.f1, "lambda": op.centripetal_weight, "threshold": op.threshold,
+                     "test_f1": rep.f1, "test_precision": rep.precision, "test_recall": rep.recall}
+    return out
+
+
+def ranking(scorer, task) -> dict:
+    h = task.hierarchy
+    held = set(task.val_entities) | set(task.test_entities)
+    known = sorted(e for e in h.names if e not in held)
+    par = h.parents()
+    anc = hop_distances(h, task.val_entities + task.test_entities)
+    cand_pts = scorer.encode([h.names[c] for c in known])
+    lambdas = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0) if isinstance(scorer, HierarchyEncoder) else (0.0,)
+    val = rank_parents(scorer, h.names, task.val_entities, known, par, anc, lambdas, candidate_points=cand_pts)
+    lam = max(val, key=lambda x: val[x]["mrr"])
+    test = rank_parents(scorer, h.names, task.test_entities, known, par, anc, (lam,), candidate_points=cand_pts)
+    return {"lambda": lam, "val": val[lam], "test": test[lam]}
+
+
+def per_query_rr(scorer, task, lam: float) -> list[float]:
+    """Reciprocal rank of each test entity's best true parent (for paired intervals)."""
+    h = task.hierarchy
+    held = set(task.val_entities) | set(task.test_entities)
+    known = sorted(e for e in h.names if e not in held)
+    index = {c: i for i, c in enumerate(known)}
+    cand = scorer.encode([h.names[c] for c in known])
+    q = scorer.encode([h.names[e] for e in task.test_entities])
+    from hypermem.geometry.subsumption import score_from_terms
+
+    par, out = h.parents(), []
+    for s in range(0, len(q), 64):
+        sc = score_from_terms(*scorer.score_terms(q[s:s + 64].unsqueeze(1), cand.unsqueeze(0)), lam)
+        for row, e in enumerate(task.test_entities[s:s + 64]):
+            true = [index[p] for p in par.get(e, ()) if p in index]
+            if true:
+                out.append(1.0 / (int((sc[row] > sc[row, true].max()).sum()) + 1))
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--task", choices=sorted(TASKS), default="unseen")
+    ap.add_argument("--system", choices=["poincare", "euclidean", "cosine", "pretrained-ball"], default="poincare")
+    ap.add_argument("--minutes", type=float, default=None, help="training budget (wall minutes)")
+    ap.add_argument("--epochs", type=int, default=None)
+    ap.add_argument("--seed", type=int, default=0, help="seeds the split and the training")
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--config", default="", help="JSON of EncoderTrainConfig fields")
+    ap.add_argument("--eval", default="", help="evaluate a saved encoder folder instead of training")
+    ap.add_argument("--edges", default="", help="TSV/JSONL edges (child, parent) of another hierarchy")
+    ap.add_argument("--names", default="", help="TSV/JSONL names (id, text) of another hierarchy")
+    ap.add_argument("--tag", default="", help="suffix of the run folder")
+    ap.add_argument("-o", "--out", default="runs/bench_encoder")
+    args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    out = Path(args.out) / f"{args.task}-{args.system}-s{args.seed}{args.tag}"
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    h = load_hierarchy(args)
+    task = TASKS[args.task](h, seed=args.seed)
+    print(f"{task} ({time.monotonic() - t0:.1f} s)", flush=True)
+    scorer, train = scorer_for(args, task, out)
+    res = {"task": args.task, "system": args.system, "seed": args.seed, "hierarchy": h.name, **train,
+           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load": os.getloadavg()}
+    t1 = time.monotonic()
+    with torch.no_grad():
+        res["f1"] = f1_protocol(scorer, task)
+        if args.task == "unseen":
+            res["ranking"] = ranking(scorer, task)
+            res["test_rr"] = per_query_rr(scorer, task, res["ranking"]["lambda"])
+    res["eval_wall_s"] = time.monotonic() - t1
+    res["max_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    (out / "results.json").write_text(json.dumps(res, indent=1))
+    line = " ".join(f"{k}: F1 {v['test_f1']:.3f} (val {v['val_f1']:.3f}, lambda {v['lambda']})"
+                    for k, v in res["f1"].items())
+    if "ranking" in res:
+        r = res["ranking"]["test"]
+        line += f" | MRR {r['mrr']:.3f} H@1 {r['hits@1']:.3f} H@10 {r['hits@10']:.3f}"
+    print(f"{args.task} {args.system} seed {args.seed}: {line}\nresults: {out / 'results.json'}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

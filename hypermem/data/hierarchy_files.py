@@ -1,0 +1,134 @@
+"""A user's own hierarchy from files: edges and names, TSV or JSONL.
+
+* **edges**: one ``(child, parent)`` edge a line -- TSV ``child<TAB>parent`` (a first line
+  ``child<TAB>parent`` is a header and skipped), or JSONL ``{"child": ..., "parent": ...}``;
+* **names**: one entity a line -- TSV ``id<TAB>text``, or JSONL ``{"id": ..., "name": ...}``
+  (``"text"`` is accepted for ``"name"``).  Without a names file each id is its own text.
+
+The format follows the file's suffix (``.jsonl`` / ``.json`` is JSONL, anything else TSV).
+Every line is checked: a malformed line, a blank id or text, a self-loop, a repeated
+name, an edge whose entity has no name, or a cycle raises :class:`HierarchyFileError`
+naming the file and line.  Nothing is executed or written.
+
+Example::
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (d / "edges.tsv").write_text("dog\\tanimal\\ncat\\tanimal\\n")
+    >>> read_hierarchy(d / "edges.tsv")
+    EntityHierarchy('edges', entities=3, edges=2)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from .dag import hypernym_closure
+from .hierarchy_tasks import EntityHierarchy
+
+__all__ = ["HierarchyFileError", "read_edges", "read_names", "read_hierarchy"]
+
+MAX_LINE = 1 << 16
+
+
+class HierarchyFileError(ValueError):
+    """A hierarchy file that cannot be read; the message names the file and line."""
+
+
+def _lines(path: Path):
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {str(path)!r}")
+    with open(path, encoding="utf-8") as fh:
+        for no, line in enumerate(fh, 1):
+            if len(line) > MAX_LINE:
+                raise HierarchyFileError(f"{path}:{no}: line longer than {MAX_LINE} characters")
+            line = line.rstrip("\n").rstrip("\r")
+            if line.strip():
+                yield no, line
+
+
+def _jsonl(path: Path) -> bool:
+    return path.suffix.lower() in (".jsonl", ".json")
+
+
+def _field(obj, keys: tuple[str, ...], path: Path, no: int) -> str:
+    for k in keys:
+        if k in obj:
+            v = obj[k]
+            if not isinstance(v, (str, int)) or isinstance(v, bool) or not str(v).strip():
+                raise HierarchyFileError(f"{path}:{no}: field {k!r} must be a non-empty string, got {v!r}")
+            return str(v)
+    raise HierarchyFileError(f"{path}:{no}: missing field {keys[0]!r}")
+
+
+def _record(path: Path, no: int, line: str, keys: tuple[tuple[str, ...], tuple[str, ...]]) -> tuple[str, str]:
+    if _jsonl(path):
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise HierarchyFileError(f"{path}:{no}: not valid JSON ({exc.msg})") from None
+        if not isinstance(obj, dict):
+            raise HierarchyFileError(f"{path}:{no}: expected a JSON object")
+        return _field(obj, keys[0], path, no), _field(obj, keys[1], path, no)
+    parts = line.split("\t")
+    if len(parts) != 2 or not parts[0].strip() or not parts[1].strip():
+        raise HierarchyFileError(f"{path}:{no}: expected two non-empty tab-separated fields, got {line[:80]!r}")
+    return parts[0].strip(), parts[1].strip()
+
+
+def read_edges(path: str | os.PathLike) -> list[tuple[str, str]]:
+    """The ``(child, parent)`` edges of an edges file (module docstring)."""
+    path = Path(path)
+    edges: list[tuple[str, str]] = []
+    seen = set()
+    for no, line in _lines(path):
+        c, p = _record(path, no, line, (("child",), ("parent",)))
+        if no == 1 and not _jsonl(path) and (c, p) == ("child", "parent"):
+            continue
+        if c == p:
+            raise HierarchyFileError(f"{path}:{no}: {c!r} is its own parent")
+        if (c, p) not in seen:
+            seen.add((c, p))
+            edges.append((c, p))
+    if not edges:
+        raise HierarchyFileError(f"{path}: no edges")
+    return edges
+
+
+def read_names(path: str | os.PathLike) -> dict[str, str]:
+    """``id -> text`` of a names file (module docstring)."""
+    path = Path(path)
+    names: dict[str, str] = {}
+    for no, line in _lines(path):
+        i, t = _record(path, no, line, (("id",), ("name", "text")))
+        if no == 1 and not _jsonl(path) and (i, t) in (("id", "name"), ("id", "text")):
+            continue
+        if i in names:
+            raise HierarchyFileError(f"{path}:{no}: id {i!r} is named twice")
+        names[i] = t
+    return names
+
+
+def read_hierarchy(edges: str | os.PathLike, names: str | os.PathLike | None = None) -> EntityHierarchy:
+    """An :class:`~hypermem.data.hierarchy_tasks.EntityHierarchy` from an edges file and an
+    optional names file; checked for unnamed entities and cycles."""
+    e = read_edges(edges)
+    ids = {x for pair in e for x in pair}
+    if names:
+        n = read_names(names)
+        missing = sorted(ids - set(n))
+        if missing:
+            raise HierarchyFileError(f"{names}: no name for {len(missing)} entities of {edges}, e.g. {missing[:3]}")
+        n = {k: v for k, v in n.items() if k in ids}
+    else:
+        n = {x: x for x in sorted(ids)}
+    parents: dict[str, list[str]] = {}
+    for c, p in e:
+        parents.setdefault(c, []).append(p)
+    try:
+        hypernym_closure(parents)
+    except ValueError as exc:
+        raise HierarchyFileError(f"{edges}: {exc}") from None
+    return EntityHierarchy(n, e, name=Path(edges).stem)
