@@ -159,6 +159,8 @@ def test_server_search_speaks_the_language(pg_url):
             assert lean.search("note", filters={"knd": 1}) == []
         with pytest.raises(ValueError, match=r"\$near"):
             lean.search("note", filters={"kind": {"$near": 1}})
+        with pytest.raises(ValueError, match="hybrid"):
+            lean.search("note", hybrid=0.3)
     finally:
         lean.close()
         db.close()

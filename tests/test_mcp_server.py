@@ -206,3 +206,4 @@ def test_streamable_http_on_loopback(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+        proc.stderr.close()

@@ -8,6 +8,8 @@ differentiable memory (:mod:`hypermem.nn.time_scores`) add to ``-distance``.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..geometry.conversion import as_tensors
@@ -59,3 +61,24 @@ def score_bias(time_weights: torch.Tensor | None, depths: torch.Tensor | None, t
     if depths is not None and depth_bias != 0.0:
         out += depth_bias * depths
     return out
+
+
+RECENCY_DEFAULT = 0.1
+"""The default ``recency_weight`` of a store with a real embedder (chosen on LoCoMo 0-4)."""
+
+
+def calibrated_time_coef(recency_weight: float, spread: float) -> float:
+    r"""The ``time_coef`` that makes one half-life of age cost ``recency_weight`` times the
+    spread of distances: ``time_coef = recency_weight * spread / ln 2``.
+
+    With a half-life policy ``log w = -ln 2 * age / half_life``, so the time term is
+    ``-recency_weight * spread * age / half_life``: a memory one half-life older must be
+    ``recency_weight * spread`` closer to the query to tie.  ``spread`` is the standard
+    deviation of the distances between the store's memories
+    (:func:`hypermem.store.calibration.distance_spread`), the scale on which an embedder tells
+    relevant from irrelevant (about 0.2 for all-MiniLM-L6-v2 on LoCoMo, where ``ln 2 = 0.69``
+    per half-life lets age decide, issue 32).  ``recency_weight`` lies in ``[0, 1]``.
+    """
+    if not 0.0 <= recency_weight <= 1.0:
+        raise ValueError(f"recency_weight must be in [0, 1], got {recency_weight!r}")
+    return recency_weight * spread / math.log(2.0)

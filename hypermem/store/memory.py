@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-import inspect
 import math
 import os
 import tempfile
@@ -18,6 +16,7 @@ import torch
 from ..embed import HashingEmbedder, embed_checked
 from ..geometry import PoincareBall
 from ..geometry.cones import DEFAULT_K
+from ..retrieval.scoring import RECENCY_DEFAULT, calibrated_time_coef
 from ..temporal import DecayPolicy, NoDecay
 from ..temporal.clock import to_seconds, to_utc, utcnow
 from ..viz.html import iframe_html, render_html
@@ -25,6 +24,7 @@ from ..viz.mpl import plot
 from .add_hint import OneByOne
 from .atomic import atomic_write_text
 from .backends.opening import open_memory
+from .calibration import Spread
 from .checks import (
     METRICS,
     MODES,
@@ -36,7 +36,9 @@ from .checks import (
     check_window,
     usable_device,
 )
+from .delegation import calls as _calls
 from .gc_pause import gc_paused
+from .lexical import default_hybrid
 from .persistence import from_json as memory_from_json
 from .persistence import load as load_memory
 from .persistence import save as save_memory
@@ -48,29 +50,6 @@ from .state import MemoryState
 from .views import MemoryViews
 
 __all__ = ["Memory", "MODES", "METRICS"]
-
-def _calls(collaborator: str, cls: type, name: str):
-    """A ``Memory`` method that calls ``self.<collaborator>.<name>`` (the signature and the
-    docstring are ``cls.<name>``'s); for a property of ``cls``, a read-only property."""
-    target = getattr(cls, name)
-    if isinstance(target, property):
-        return property(lambda self: getattr(getattr(self, collaborator), name), doc=target.__doc__)
-
-    signature = inspect.signature(target)
-
-    @functools.wraps(target)
-    def method(self, *args, **kwargs):
-        try:
-            return getattr(getattr(self, collaborator), name)(*args, **kwargs)
-        except TypeError:
-            try:  # a wrong argument is named as Memory's, not as the collaborator's
-                signature.bind(self, *args, **kwargs)
-            except TypeError as exc:
-                raise TypeError(f"Memory.{name}(): {exc}") from None
-            raise
-
-    return method
-
 
 class Memory:
     r"""Hierarchy-aware, time-aware memory for agents and RAG, on torch tensors.
@@ -120,7 +99,11 @@ class Memory:
         close together; raise ``cone_k`` for more room.
     cone_k: the ``K`` of the entailment cones.
     metric: default distance of :meth:`search`, ``"shell"`` or ``"hyperbolic"``.
-    time_coef, depth_bias: score weights (see :func:`hypermem.retrieval.combine`).
+    time_coef, depth_bias: score weights (:func:`hypermem.retrieval.combine`); no ``time_coef``: 1.0
+        with the hashing embedder (the seed's), else calibrated by ``recency_weight``.
+    recency_weight: in ``[0, 1]``: one half-life of age costs that share of the distance spread
+        (:func:`hypermem.retrieval.scoring.calibrated_time_coef`); default 0.1.
+    hybrid: weight of the BM25 term of :meth:`search` (store.lexical); default 0.3, 0 with hashing.
     clock: callable returning "now" as a datetime; override in tests and simulations.  Times
         are stored in UTC; a naive datetime (from the clock or an argument) is taken as UTC.
     dtype: ``torch.float64`` (default) or ``torch.float32`` for directions and depths.
@@ -130,8 +113,9 @@ class Memory:
     def __init__(self, embedder=None, curvature: float = 1.0, decay: DecayPolicy | None = None,
                  base_depth: float = 1.0, depth_step: float = 0.5, inherit: float = 0.25,
                  cone_constrained: bool = False, cone_k: float = DEFAULT_K, metric: str = "shell",
-                 time_coef: float = 1.0, depth_bias: float = 0.0, clock: Callable[[], datetime] | None = None,
-                 dtype: torch.dtype = torch.float64, device: str | torch.device = "cpu"):
+                 time_coef: float | None = None, depth_bias: float = 0.0, clock: Callable[[], datetime] | None = None,
+                 dtype: torch.dtype = torch.float64, device: str | torch.device = "cpu", hybrid: float | None = None,
+                 recency_weight: float | None = None):
         self.embedder = HashingEmbedder() if embedder is None else embedder
         if not callable(getattr(self.embedder, "embed", None)) or not hasattr(self.embedder, "dim"):
             raise TypeError("embedder must have a dim attribute and an embed(texts) method")
@@ -150,26 +134,42 @@ class Memory:
         if metric not in METRICS:
             raise ValueError(f"unknown metric {metric!r}; choose one of {METRICS}")
         self.metric = metric
-        self.time_coef = check_finite("time_coef", time_coef)
+        self.spread = Spread()  # the distance spread that calibrates recency_weight (store.calibration)
+        self.time_coef = 1.0 if time_coef is None else time_coef  # explicit: the seed's meaning
+        if time_coef is None and (recency_weight is not None or not isinstance(self.embedder, HashingEmbedder)):
+            rw = RECENCY_DEFAULT if recency_weight is None else recency_weight
+            self.recency_weight = check_finite("recency_weight", rw, lo=0.0, hi=1.0)
+        elif recency_weight is not None:
+            raise ValueError("pass time_coef (the seed's coefficient) or recency_weight (calibrated), not both")
         self.depth_bias = check_finite("depth_bias", depth_bias)
+        self.hybrid = default_hybrid(self.embedder) if hybrid is None else check_finite("hybrid", hybrid, lo=0.0)
         if clock is not None and not callable(clock):
             raise TypeError("clock must be a callable returning a datetime")
         self.clock = clock or utcnow
         if dtype not in (torch.float32, torch.float64):
             raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
         self.state = MemoryState(dim, dtype, usable_device(device))
-        """The rows and columns of this store (:class:`~hypermem.store.state.MemoryState`):
-        what persistence, the backends, the inspector and the ``nn`` layer read."""
+        """The rows and columns (:class:`~hypermem.store.state.MemoryState`) that the others read."""
         self.placer = Placer(self)
         """Where new and re-parented memories go (:class:`~hypermem.store.placement.Placer`)."""
         self.views = MemoryViews(self)
         """Columns, navigation and summaries (:class:`~hypermem.store.views.MemoryViews`)."""
         self.one_by_one = OneByOne()  # the run of single add() calls (store.add_hint)
         self.searcher = Searcher(self)
-        """The query side (:class:`~hypermem.store.search.Searcher`): ``search``,
-        ``search_batch``, ``time_weights``, ``embed_query`` and ``build_index`` call it."""
+        """The query side (:class:`~hypermem.store.search.Searcher`) of search, search_batch, ..."""
 
     # ------------------------------------------------------------------ basics
+    @property
+    def time_coef(self) -> float:
+        """The time term's coefficient: as set, or ``calibrated_time_coef(recency_weight, spread)``."""
+        if self.recency_weight is None:
+            return self._time_coef
+        return calibrated_time_coef(self.recency_weight, self.spread.of(self))
+
+    @time_coef.setter
+    def time_coef(self, value: float) -> None:
+        self._time_coef, self.recency_weight = check_finite("time_coef", value), None
+
     @property
     def dim(self) -> int:
         """Dimension of the ball (the embedder's)."""

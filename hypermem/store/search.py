@@ -25,6 +25,7 @@ from ..temporal import NoDecay, policy_weights
 from ..temporal.clock import to_seconds, to_utc
 from .checks import CONE_TOL, METRICS, MODES, Filter, check_finite
 from .filters import compile_filter, filter_keys
+from .lexical import Lexical
 from .placement import unit
 from .records import SearchResult
 
@@ -43,6 +44,7 @@ class SearchOptions:
     use_index: bool | None = None
     oversample: int = 8
     valid_only: bool = False
+    hybrid: float | None = None
 
 
 class Searcher:
@@ -60,6 +62,8 @@ class Searcher:
         self._index_version = -1
         self.warned_keys: set[str] = set()
         """Filter keys already warned about by :meth:`warn_unknown_keys`."""
+        self.lexical = Lexical()
+        """The BM25 index of the texts, for ``hybrid`` searches (:mod:`hypermem.store.lexical`)."""
 
     def invalidate(self) -> None:
         """Forget the index's freshness (it is rebuilt before its next use)."""
@@ -187,8 +191,9 @@ class Searcher:
     def search(self, query: Any = None, k: int = 5, mode: str = "nearest", root: str | None = None,
                at_time: datetime | None = None, filters: Filter = None, metric: str | None = None,
                query_depth: float | None = None, touch: bool = True, use_index: bool | None = None,
-               oversample: int = 8, valid_only: bool = False) -> list[SearchResult]:
-        """Rank memories by ``-distance + depth_bias*depth + time_coef*log(time_weight)``.
+               oversample: int = 8, valid_only: bool = False, hybrid: float | None = None) -> list[SearchResult]:
+        """Rank memories by ``-distance + depth_bias*depth + time_coef*log(time_weight)``
+        (plus ``hybrid * bm25 / max bm25`` for a text query, below).
 
         ``mode`` restricts the candidates: ``nearest`` (all), ``subtree`` / ``children`` /
         ``ancestors`` / ``siblings`` of ``root``, or ``cone`` (points inside the entailment
@@ -210,13 +215,18 @@ class Searcher:
         with the policy's weight (``ValidityWindow`` gives ``MIN_WEIGHT``, NoDecay 1);
         ``valid_only=True`` leaves it out.  Naive datetimes are taken as UTC.
 
+        **Hybrid.** ``hybrid`` (default: the store's, 0.3 with a real embedder, 0 with the
+        hashing one) adds the Okapi BM25 score of each memory's text for a text query,
+        divided by the query's best BM25 score, times ``hybrid``
+        (:mod:`hypermem.store.lexical`); 0 turns it off.  ``SearchResult.score`` includes it.
+
         **Cones.** ``mode="cone"`` returns the memories whose points lie in ``root``'s
         entailment cone.  Only a store made with ``cone_constrained=True`` places children
         inside their parent's cone; on another store the cone is usually empty (a warning
         says so): use ``mode="subtree"`` there.
         """
         opts = SearchOptions(mode, root, at_time, filters, metric, query_depth, touch, use_index, oversample,
-                             valid_only)
+                             valid_only, hybrid)
         return self.run([query], k, opts, allow_none=True)[0]
 
     def search_batch(self, queries: Sequence[Any], k: int = 5, **kwargs: Any) -> list[list[SearchResult]]:
@@ -254,6 +264,7 @@ class Searcher:
             raise ValueError(f"unknown metric {metric!r}; choose one of {METRICS}")
         if isinstance(oversample, bool) or not isinstance(oversample, int) or oversample < 1:
             raise ValueError(f"oversample must be an integer >= 1, got {oversample!r}")
+        hybrid = self.memory.hybrid if opts.hybrid is None else check_finite("hybrid", opts.hybrid, lo=0.0)
         no_query = allow_none and queries[0] is None
         if no_query and mode == "nearest":
             raise ValueError("mode='nearest' needs a query; omit the query only with a structural mode")
@@ -274,6 +285,8 @@ class Searcher:
             bias = score_bias(weights, self.memory.state.depth[:n], self.memory.time_coef, self.memory.depth_bias)
             if no_query:
                 scores, idx, dist = self._rank_by_bias(bias, rows, k)
+            elif hybrid > 0 and any(isinstance(q, str) for q in queries):
+                scores, idx, dist = self._rank_hybrid(queries, hybrid, Q, q_radius, bias, rows, k, metric, opts)
             else:
                 scores, idx, dist = self._rank(Q, q_radius, bias, rows, k, metric, opts.use_index, oversample)
             results = self._results(scores, idx, dist, weights, rows, energies)
@@ -296,6 +309,15 @@ class Searcher:
         if rows is None:
             return None if bool(keep.all()) else keep.nonzero().squeeze(1)
         return rows[keep[rows]]
+
+    def _rank_hybrid(self, queries, weight, Q, q_radius, bias, rows, k, metric, opts):
+        """:meth:`_rank` per query, each text query's bias plus its lexical term."""
+        out = []
+        for i, q in enumerate(queries):
+            b = bias + self.lexical.term(self.memory.state, q, weight).to(bias.dtype) if isinstance(q, str) else bias
+            out.append(self._rank(Q[i: i + 1], q_radius[i: i + 1], b, rows, k, metric, opts.use_index,
+                                  opts.oversample))
+        return tuple(torch.cat(parts) for parts in zip(*out))
 
     def _rank_by_bias(self, bias, rows, k):
         cand = torch.arange(self.memory.state.n, device=self.memory.device) if rows is None else rows

@@ -54,7 +54,7 @@ _SETTINGS = ("embedder", "ball", "decay", "base_depth", "depth_step", "inherit",
              "metric", "time_coef", "depth_bias", "clock", "dtype", "device")
 _SEARCH_DEFAULTS = {"mode": "nearest", "root": None, "at_time": None, "filters": None, "metric": None,
                     "query_depth": None, "touch": True, "use_index": None, "oversample": 4, "valid_only": False,
-                    "ann": False, "ef_search": 100, "stats": None}
+                    "ann": False, "ef_search": 100, "stats": None, "hybrid": None}
 PAGE = 1000
 """Records per page of ``__iter__``."""
 
@@ -66,6 +66,7 @@ class ServerMemory:
     def __init__(self, storage, settings, read_only: bool = False):
         for name in _SETTINGS:
             setattr(self, name, getattr(settings, name))
+        self.hybrid = 0.0  # the server search has no lexical term (yet): the mirror's search has
         self._storage = storage
         self.read_only = read_only
         self.lock = threading.RLock()
@@ -276,14 +277,14 @@ class ServerMemory:
                at_time: datetime | None = None, filters: Mapping[str, Any] | None = None, metric: str | None = None,
                query_depth: float | None = None, touch: bool = True, use_index: bool | None = None,
                oversample: int = 4, valid_only: bool = False, ann: bool = False, ef_search: int = 100,
-               stats: dict | None = None) -> list[SearchResult]:
+               stats: dict | None = None, hybrid: float | None = None) -> list[SearchResult]:
         """``Memory.search``, run by the server: exact (certified early stop) or ``ann=True``
         (HNSW, ``ef_search``, ``k * oversample`` first candidates, re-scored exactly);
         ``stats`` receives ``rows_read``.  Cone mode, the hyperbolic metric, callable
         filters and ``use_index`` raise a ``ValueError`` (they run in process)."""
         opts = dict(mode=mode, root=root, at_time=at_time, filters=filters, metric=metric, query_depth=query_depth,
                     touch=touch, use_index=use_index, oversample=oversample, valid_only=valid_only, ann=ann,
-                    ef_search=ef_search, stats=stats)
+                    ef_search=ef_search, stats=stats, hybrid=hybrid)
         return self._run([query], k, opts, allow_none=True)[0]
 
     def search_batch(self, queries: Iterable[Any], k: int = 5, **kwargs: Any) -> list[list[SearchResult]]:
@@ -320,6 +321,8 @@ class ServerMemory:
             raise TypeError(f"filters must be a dict or a callable, got {type(filters).__name__}")
         if opts["use_index"]:
             raise ValueError("the server client has no in-process index: pass ann=True for the server's HNSW index")
+        if opts["hybrid"]:
+            raise ValueError(f"the server search has no lexical (BM25) term; hybrid search runs in process: {_MIRROR}")
         over = opts["oversample"]
         if isinstance(over, bool) or not isinstance(over, int) or over < 1:
             raise ValueError(f"oversample must be an integer >= 1, got {over!r}")

@@ -1,0 +1,48 @@
+"""The distance spread of a store, which calibrates its time term (``recency_weight``).
+
+:func:`distance_spread` is the standard deviation of the shell distances between the unit
+directions of up to :data:`SAMPLE` of the store's memories (spread evenly over its rows, every
+pair once): how far apart an embedder puts this store's texts, the scale against which a
+score term must be weighed (:func:`hypermem.retrieval.scoring.calibrated_time_coef`).  A store
+with fewer than :data:`MIN_ROWS` memories uses :data:`FALLBACK_SPREAD` (all-MiniLM-L6-v2's on
+LoCoMo).  :class:`Spread` keeps the value until the store changes.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..index import ShellDistance
+
+__all__ = ["FALLBACK_SPREAD", "MIN_ROWS", "SAMPLE", "Spread", "distance_spread"]
+
+SAMPLE = 256
+MIN_ROWS = 8
+FALLBACK_SPREAD = 0.2
+
+
+def distance_spread(state, curvature: float, base_depth: float) -> float:
+    """Standard deviation of the shell distances between sampled memories (module docstring)."""
+    n = state.n
+    if n < MIN_ROWS:
+        return FALLBACK_SPREAD
+    rows = torch.linspace(0, n - 1, min(n, SAMPLE), dtype=torch.float64).round().long().unique()
+    D = state.direction[rows.to(state.device)].to(torch.float64)
+    cos = (D @ D.T).clamp(-1.0, 1.0)
+    i, j = torch.triu_indices(len(rows), len(rows), offset=1)
+    d = ShellDistance(curvature, base_depth)(cos[i, j], None)
+    return float(d.std()) if d.numel() > 1 else FALLBACK_SPREAD
+
+
+class Spread:
+    """:func:`distance_spread` of a store, recomputed only when its ``state.version`` changes."""
+
+    def __init__(self) -> None:
+        self.version, self.value = -1, FALLBACK_SPREAD
+
+    def of(self, memory) -> float:
+        st = memory.state
+        if self.version != st.version:
+            self.value = distance_spread(st, memory.curvature, memory.base_depth)
+            self.version = st.version
+        return self.value
