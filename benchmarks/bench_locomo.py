@@ -15,7 +15,8 @@ turns in the top k; MRR is that of its first evidence turn (0 past rank 100).  S
   date with the seed's ``time_coef=1`` and with ``recency_weight``), and the hybrid search.
 
 Every setting is chosen on conversations 0-4 (``--split dev``); conversations 5-9
-(``--split test``) are reported once.  The data stays in its folder (CC BY-NC 4.0)::
+(``--split test``) are reported once.  The data stays in its folder (CC BY-NC 4.0).  Needs the
+``embed`` and ``bench`` extras (MiniLM, rank-bm25)::
 
     python benchmarks/bench_locomo.py ../shared/data/locomo --split dev
     python benchmarks/bench_locomo.py ../shared/data/locomo --split test --json out/locomo-test.json

@@ -4,8 +4,8 @@
 directions of up to :data:`SAMPLE` of the store's memories (spread evenly over its rows, every
 pair once): how far apart an embedder puts this store's texts, the scale against which a
 score term must be weighed (:func:`hypermem.retrieval.scoring.calibrated_time_coef`).  A store
-with fewer than :data:`MIN_ROWS` memories uses :data:`FALLBACK_SPREAD` (all-MiniLM-L6-v2's on
-LoCoMo).  :class:`Spread` keeps the value until the store changes.
+with fewer than :data:`MIN_ROWS` memories uses :data:`FALLBACK_SPREAD`, about all-MiniLM-L6-v2's
+on LoCoMo (0.106-0.142 over conversations 0-4, ``benchmarks/bench_locomo.py``).  :class:`Spread` keeps the value until the store changes.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ __all__ = ["FALLBACK_SPREAD", "MIN_ROWS", "SAMPLE", "Spread", "distance_spread"]
 
 SAMPLE = 256
 MIN_ROWS = 8
-FALLBACK_SPREAD = 0.2
+FALLBACK_SPREAD = 0.13
 
 
 def distance_spread(state, curvature: float, base_depth: float) -> float:
