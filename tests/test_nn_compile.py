@@ -31,7 +31,7 @@ def test_compiled_model_matches_eager_outputs_and_gradients(k):
     eager = _Model(k)
     compiled_model = _Model(k)
     compiled_model.load_state_dict(eager.state_dict())
-    compiled = torch.compile(compiled_model, backend="inductor")
+    compiled = torch.compile(compiled_model, backend="inductor", fullgraph=True)  # no graph break
     x = torch.randn(8, 6)
     target = torch.randint(0, 3, (8,))
     outs = []
@@ -46,3 +46,47 @@ def test_compiled_model_matches_eager_outputs_and_gradients(k):
                                           "encoder.linear.weight", "head.weight"} <= set(grads)
     for name, g in grads.items():
         assert torch.allclose(g, other[name], atol=1e-5, rtol=1e-4), name
+
+
+def _explained(fn, *args):
+    torch._dynamo.reset()
+    return torch._dynamo.explain(fn)(*args)
+
+
+@pytest.mark.parametrize("k", [None, 4])
+@pytest.mark.parametrize("options", [{}, {"metric": "shell"}, {"learn_curvature": True}, "timed"])
+def test_a_read_traces_as_one_graph_with_no_graph_break(k, options):
+    from hypermem.temporal import HalfLife
+
+    g = torch.Generator().manual_seed(0)
+    keys = P.point_at(torch.randn(32, 4, generator=g), torch.rand(32, generator=g) * 2 + 0.5)
+    if options == "timed":
+        options = {"decay": HalfLife(hours=1), "timestamps": torch.arange(32, dtype=torch.float64) * 60,
+                   "importance": torch.rand(32, generator=g) + 0.5, "depth_bias": 0.2}
+    memory = HyperbolicMemory(keys, torch.randn(32, 5, generator=g), learn_values=True, **options)
+    encoder = BallEncoder(6, 4, depth="learned")
+    exclude = torch.tensor([1, 2, -1, 3, 4, 5, 6, 7])
+
+    def loss(x):
+        return memory(encoder(x), k=k, exclude=exclude, at_time=3600.0).read.square().sum()
+
+    explained = _explained(loss, torch.randn(8, 6))
+    assert explained.graph_break_count == 0 and explained.graph_count == 1, explained.break_reasons
+    # fullgraph=True refuses any break; the backward is AOTAutograd's graph of the same one
+    compiled = torch.compile(loss, fullgraph=True, backend="aot_eager")
+    x = torch.randn(8, 6)
+    compiled(x).backward()
+    assert memory.values.grad is not None and encoder.linear.weight.grad is not None
+
+
+def test_a_compiled_read_on_cpu_still_refuses_a_nan_query():
+    g = torch.Generator().manual_seed(0)
+    keys = P.point_at(torch.randn(16, 4, generator=g), torch.rand(16, generator=g) + 0.5)
+    memory = HyperbolicMemory(keys)
+    torch._dynamo.reset()
+    read = torch.compile(lambda q: memory(q, k=3).read, fullgraph=True, backend="aot_eager")
+    q = 0.1 * torch.randn(2, 4)
+    assert torch.isfinite(read(q)).all()
+    q[1, 0] = float("nan")
+    with pytest.raises(RuntimeError, match="a query has NaN or inf coordinates"):
+        read(q)

@@ -42,8 +42,9 @@ def test_cosine_selection_is_the_memory_search(data):
     kth = scores.gather(1, sel).min(1).values
     outside = torch.ones_like(scores, dtype=torch.bool).scatter_(1, sel, False)
     assert bool((scores.masked_fill(~outside, -1e9) <= kth.unsqueeze(1) + 1e-6).all())
-    # more slots asked than exist: padded with -1
-    assert int((model.select(q[:2], data.n_slots + 3) < 0).sum()) == 2 * 3
+    # more slots asked than exist: refused, as HyperbolicMemory.select refuses it (hypermem.nn.read_checks)
+    with pytest.raises(ValueError, match=f"k={data.n_slots + 3} is more than the memory's {data.n_slots} slots"):
+        model.select(q[:2], data.n_slots + 3)
 
 
 def test_only_the_moved_rows_are_refreshed_and_the_cache_stays_exact(data):

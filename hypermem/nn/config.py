@@ -55,6 +55,7 @@ class BallEncoderConfig:
     init_depth: float = 1.0
     init: str = "default"
     bias: bool = True
+    check_finite: bool = True
 
     def __post_init__(self) -> None:
         _positive_int("in_features", self.in_features)

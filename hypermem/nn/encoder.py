@@ -18,6 +18,14 @@ hypermem's split of *direction* (semantics) from *depth* (generality):
 ``init="identity"`` (square maps only) starts as the identity, so an untrained encoder
 places inputs exactly like the store does.
 
+**NaN is refused, not passed on.**  A NaN or inf anywhere in the input row or in the
+weights would come out as a NaN "point" that every later distance turns into NaN.  With
+``check_finite=True`` (the default) a forward whose output is not finite raises
+``ValueError`` saying which: ``feature row #2 has NaN coordinates`` or ``BallEncoder weights
+hold NaN or inf (linear.weight)`` (a diverged optimizer step).  The check reads one boolean
+on the host per forward; under ``torch.compile`` it is an async assert on CPU and skipped on
+other devices (:mod:`hypermem.nn.read_checks`); ``check_finite=False`` turns it off.
+
 Example::
 
     >>> import torch
@@ -38,6 +46,7 @@ from torch import nn
 from ..geometry import PoincareBall
 from ..geometry import poincare as P
 from .curvature import ball_c
+from .read_checks import host_check, nonfinite_kind
 
 DEPTH_MODES = ("expmap", "fixed", "learned")
 
@@ -57,13 +66,17 @@ class BallEncoder(nn.Module):
     init_depth: the learned radius at initialisation, before the inputs move it.
     init: ``"default"`` (PyTorch's ``nn.Linear`` initialisation) or ``"identity"``.
     bias: whether the linear map has a bias.
+    check_finite: refuse NaN / inf outputs, naming the input row or the weights (see the
+        module docstring).
     """
 
     def __init__(self, in_features: int, out_features: int, curvature: float | PoincareBall = 1.0,
                  depth: float | str | None = None, min_depth: float = 0.05, init_depth: float = 1.0,
                  init: str = "default", bias: bool = True, dtype: torch.dtype | None = None,
-                 device: str | torch.device | None = None, learn_curvature: bool = False):
+                 device: str | torch.device | None = None, learn_curvature: bool = False,
+                 check_finite: bool = True):
         super().__init__()
+        self.check_finite = bool(check_finite)
         if isinstance(in_features, bool) or not isinstance(in_features, int) or in_features < 1:
             raise ValueError(f"in_features must be a positive integer, got {in_features!r}")
         if isinstance(out_features, bool) or not isinstance(out_features, int) or out_features < 2:
@@ -133,5 +146,23 @@ class BallEncoder(nn.Module):
             raise ValueError(f"expected features of size {self.linear.in_features}, got shape {tuple(x.shape)}")
         v = self.linear(x)
         if self.mode == "expmap":
-            return self.ball.expmap0(v)
-        return P.point_at(v, self.depth_of(x), ball_c(self.ball))
+            out = self.ball.expmap0(v)
+        else:
+            out = P.point_at(v, self.depth_of(x), ball_c(self.ball))
+        if self.check_finite:
+            ok = torch.isfinite(out.detach()).all(-1).reshape(-1)
+            host_check(ok, lambda: self._nonfinite_message(x, ok), "BallEncoder output has NaN or inf")
+        return out
+
+    def _nonfinite_message(self, x: torch.Tensor, ok: torch.Tensor) -> str:
+        """Why an output row is not finite: its input row, else the weights that are not."""
+        rows = x.detach().reshape(-1, x.shape[-1])
+        bad_in = ~torch.isfinite(rows).all(-1)
+        if bool(bad_in.any()):
+            i = int(bad_in.nonzero()[0, 0])
+            return f"feature row #{i} has {nonfinite_kind(rows[i])} coordinates"
+        bad = [n for n, p in self.named_parameters() if not bool(torch.isfinite(p.detach()).all())]
+        if bad:
+            return f"BallEncoder weights hold NaN or inf ({', '.join(bad)}): a diverged optimizer step?"
+        i = int((~ok).nonzero()[0, 0])
+        return f"BallEncoder output row #{i} is not finite (finite inputs and weights: an overflow)"

@@ -74,8 +74,11 @@ from ..index import HyperbolicDistance, ShellDistance, exact_topk
 from ..temporal import NoDecay
 from ..temporal.clock import utcnow
 from .curvature import ball_c, make_ball, points_manifold
+from .dense_topk import dense_topk, exclusion_mask
 from .distance import all_distance, gathered_distance
 from .indices import as_indices
+from .read_checks import as_float as _as_float
+from .read_checks import check_k, check_query_values, check_slot_range
 from .slot_writes import TIME_BUFFERS as _TIME_BUFFERS
 from .slot_writes import SlotWrites
 from .store_bridge import StoreBridge
@@ -125,14 +128,6 @@ def shared_or_new_ball(curvature, learnable: bool) -> PoincareBall:
                              "build the ball with make_ball(c, learnable=True)")
         return curvature
     return make_ball(curvature, learnable)
-
-
-def _as_float(name: str, value: Any, positive: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    if positive and value <= 0:
-        raise ValueError(f"{name} must be positive, got {value!r}")
-    return float(value)
 
 
 class HyperbolicMemory(SlotWrites, TimeScores, StoreBridge, nn.Module):
@@ -349,6 +344,8 @@ class HyperbolicMemory(SlotWrites, TimeScores, StoreBridge, nn.Module):
         return rows.reshape(*idx.shape, table.shape[-1])
 
     def _check_queries(self, queries: torch.Tensor) -> torch.Tensor:
+        """Shape, dtype and device, then the values (:mod:`hypermem.nn.read_checks`: NaN/inf
+        named as such, then outside the ball; no host sync under ``torch.compile``)."""
         if not isinstance(queries, torch.Tensor):
             raise TypeError(f"queries must be a tensor of shape (batch, {self.dim}), got {type(queries).__name__}")
         if queries.dim() != 2 or queries.shape[1] != self.dim:
@@ -358,9 +355,7 @@ class HyperbolicMemory(SlotWrites, TimeScores, StoreBridge, nn.Module):
         if queries.dtype != self.keys.dtype or queries.device != self.keys.device:
             raise ValueError(f"queries are {queries.dtype} on {queries.device} but the memory is "
                              f"{self.keys.dtype} on {self.keys.device}; move one of them")
-        if not bool(P.is_inside(queries.detach(), self.curvature).all()):
-            bad = int((~P.is_inside(queries.detach(), self.curvature)).nonzero()[0])
-            raise ValueError(f"query #{bad} is not inside the Poincaré ball of curvature {self.curvature:g}")
+        check_query_values(queries, self._c)
         return queries
 
     # ------------------------------------------------------------------ scoring
@@ -376,8 +371,7 @@ class HyperbolicMemory(SlotWrites, TimeScores, StoreBridge, nn.Module):
         if indices.dim() != 2 or indices.shape[0] != queries.shape[0]:
             raise ValueError(f"indices must have shape ({queries.shape[0]}, m), got {tuple(indices.shape)}")
         idx = as_indices("indices", indices, self.keys.device)
-        if bool((idx >= len(self)).any()) or bool((idx < -1).any()):
-            raise IndexError(f"slot indices must be in [-1, {len(self) - 1}]")
+        check_slot_range(idx, len(self))
         K = self._gather(self.keys, idx)
         if not torch.compiler.is_compiling():
             self.key_geometry()
@@ -386,11 +380,8 @@ class HyperbolicMemory(SlotWrites, TimeScores, StoreBridge, nn.Module):
         for term in (self._depth_term(idx), self._time_term(idx, at_time)):
             if term is not None:
                 scores = scores + term
-        missing = idx < 0
-        if bool(missing.any()):
-            scores = scores.masked_fill(missing, -math.inf)
-            dist = dist.masked_fill(missing, math.inf)
-        return scores, dist
+        missing = idx < 0  # masked unconditionally: a branch on missing.any() would sync with the host
+        return scores.masked_fill(missing, -math.inf), dist.masked_fill(missing, math.inf)
 
     def score_all(self, queries: torch.Tensor, at_time=None) -> tuple[torch.Tensor, torch.Tensor]:
         """Scores and distances ``(B, N)`` against every slot, with gradient (memory ``O(B N)``)."""
@@ -413,12 +404,17 @@ class HyperbolicMemory(SlotWrites, TimeScores, StoreBridge, nn.Module):
         ``exclude`` ``(B,)`` or ``(B, m)``: slots never returned for that query (``-1``
         entries are ignored).  ``bias`` ``(N,)`` replaces :meth:`slot_bias` (``-inf``
         excludes a slot for every query).  Missing entries (fewer than ``k`` slots left)
-        are ``-1``.
+        are ``-1``.  ``k`` is at most the number of slots (:func:`~hypermem.nn.read_checks.check_k`).
+
+        Under ``torch.compile`` the selection is :func:`~hypermem.nn.dense_topk.dense_topk` of
+        all ``N`` scores (the same exact top-``k``, memory ``O(B x N)``, no graph break).
         """
         queries = self._check_queries(queries).detach()
-        k = self._check_k(k)
+        k = check_k(k, len(self))
         B = queries.shape[0]
         ex = self._check_exclude(exclude, B)
+        if torch.compiler.is_compiling():
+            return self._dense_select(queries, k, ex, at_time, bias)
         extra = 0 if ex is None else ex.shape[1]
         dirs, radius = self.key_geometry()
         qn = safe_norm(queries, keepdim=True)
@@ -449,10 +445,15 @@ class HyperbolicMemory(SlotWrites, TimeScores, StoreBridge, nn.Module):
             idx = torch.cat([idx, idx.new_full((B, k - idx.shape[1]), -1)], 1)
         return idx[:, :k]
 
-    def _check_k(self, k) -> int:
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValueError(f"k must be a positive integer or None, got {k!r}")
-        return k
+    def _dense_select(self, queries, k, ex, at_time, bias) -> torch.Tensor:
+        """:meth:`select` by one dense score matrix (what a compiled read runs)."""
+        scores = -all_distance(queries, self.keys.detach(), self.metric, self._c, self.base_depth) / self.temperature
+        if bias is None:
+            depth, time = self._depth_term(None), self._time_term(None, at_time)
+            bias = depth if time is None else (time if depth is None else depth + time)
+        if bias is not None:
+            scores = scores + bias.detach()
+        return dense_topk(scores, k, ex)
 
     def _check_exclude(self, exclude, B):
         if exclude is None:
@@ -479,11 +480,7 @@ class HyperbolicMemory(SlotWrites, TimeScores, StoreBridge, nn.Module):
             scores, dist = self.score_all(queries, at_time)
             ex = self._check_exclude(exclude, B)
             if ex is not None:
-                mask = torch.zeros_like(scores, dtype=torch.bool)
-                valid = ex >= 0
-                rows = torch.arange(B, device=ex.device).unsqueeze(1).expand_as(ex)
-                mask[rows[valid], ex[valid]] = True
-                scores = scores.masked_fill(mask, -math.inf)
+                scores = scores.masked_fill(exclusion_mask(ex, len(self)), -math.inf)
             idx = torch.arange(len(self), device=self.keys.device).expand(B, -1)
             weights = _attention(scores)
             values = self.values if self.values is not None else P.logmap0(self.keys, self._c)

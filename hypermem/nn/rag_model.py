@@ -23,15 +23,15 @@ The WordNet hypernym-retrieval experiment that trains and compares it lives in t
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
 
 from ..geometry.numerics import safe_norm
 from ..store import Memory
+from .dense_topk import dense_topk
 from .encoder import BallEncoder
 from .hyperbolic_memory import HyperbolicMemory
+from .read_checks import check_k
 from .readout import ParentVote
 
 __all__ = ["HyperbolicRAG", "cosine_topk"]
@@ -43,18 +43,7 @@ def cosine_topk(qdirs: torch.Tensor, dirs: torch.Tensor, k: int, exclude: torch.
     """Top-``k`` slots ``(B, k)`` by cosine of unit query directions ``(B, d)`` with unit key
     directions ``(N, d)``: one matmul and ``topk``.  ``exclude`` ``(B,)`` or ``(B, m)``
     (``-1`` ignored) are never returned; missing entries are ``-1``."""
-    cos = qdirs.detach() @ dirs.T
-    B = cos.shape[0]
-    if exclude is not None:
-        ex = torch.as_tensor(exclude, device=cos.device).long().view(B, -1)
-        rows = torch.arange(B, device=cos.device).unsqueeze(1).expand_as(ex)
-        ok = ex >= 0
-        cos[rows[ok], ex[ok]] = -math.inf
-    vals, idx = cos.topk(min(int(k), cos.shape[1]), dim=1)
-    idx = idx.masked_fill(vals == -math.inf, -1)
-    if idx.shape[1] < k:
-        idx = torch.cat([idx, idx.new_full((B, k - idx.shape[1]), -1)], 1)
-    return idx
+    return dense_topk(qdirs.detach() @ dirs.T, k, None if exclude is None else torch.as_tensor(exclude))
 
 
 class HyperbolicRAG(nn.Module):
@@ -106,6 +95,7 @@ class HyperbolicRAG(nn.Module):
         and ``topk`` when the metric is the shell metric without slot bias, else by the
         memory's own search."""
         mem = self.memory
+        k = check_k(k, len(mem))  # a k above the slots is refused here too (hypermem.nn.read_checks)
         if not self.fast or mem.metric != "shell" or mem.slot_bias(None) is not None:
             return mem.select(queries, k, exclude=exclude)
         dirs, _ = mem.key_geometry()

@@ -1,0 +1,113 @@
+"""What :class:`~hypermem.nn.HyperbolicMemory` and :class:`~hypermem.nn.BallEncoder` are given,
+checked: the layer's numbers, a read's ``k``, and the values of queries and features.
+
+**``k``** is a Python, NumPy or 0-d torch integer (``np.int64(3)`` and ``torch.tensor(3)`` are
+integers; ``True``, ``3.0`` and float tensors are not), at least 1 and **at most the number
+of slots**: a larger ``k`` is refused (``ValueError``), not clamped, because a read of ``k``
+slots returns ``(batch, k)`` tensors and a silent clamp would change that shape, while
+padding with ``-1`` would hide what is almost always a ``k`` meant for another memory.  Read
+every slot with ``k=None``.  (Exclusions can still leave fewer than ``k`` slots: those
+entries are ``-1`` with weight 0, see :class:`~hypermem.nn.hyperbolic_memory.Readout`.)
+
+**Values** are checked in this order and named as such: NaN or inf coordinates ("query #3
+has NaN coordinates"), then a point outside the ball.  These checks read a tensor's value
+on the host.  Under ``torch.compile`` that would break the graph (``Tensor.item()``), so
+there (``torch.compiler.is_compiling()``) they become ``torch._assert_async`` on CPU (the
+compiled graph raises ``RuntimeError`` with a shorter message) and are skipped on other
+devices, where a failed device-side assert would leave the CUDA context unusable: check
+inputs with one eager call, or call these functions outside the compiled region.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ..geometry import poincare as P
+
+
+def as_float(name: str, value: Any, positive: bool = False) -> float:
+    """``value`` as a float: a finite Python number (``positive``: above 0), else ``ValueError``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if positive and value <= 0:
+        raise ValueError(f"{name} must be positive, got {value!r}")
+    return float(value)
+
+
+def check_k(k, n_slots: int) -> int:
+    """``k`` as a Python ``int`` in ``[1, n_slots]`` (see the module docstring)."""
+    bad = isinstance(k, bool) or (isinstance(k, torch.Tensor) and (k.dim() != 0 or k.dtype == torch.bool
+                                                                   or k.is_floating_point() or k.is_complex()))
+    try:
+        value = None if bad else operator.index(k)
+    except TypeError:
+        value = None
+    if value is None or value < 1:
+        raise ValueError(f"k must be a positive integer or None, got {k!r}")
+    if value > n_slots:
+        raise ValueError(f"k={value} is more than the memory's {n_slots} slots: ask for at most {n_slots}, "
+                         "or read every slot with k=None")
+    return value
+
+
+def host_check(ok: torch.Tensor, message: Callable[[], str], short: str) -> None:
+    """Raise ``ValueError(message())`` unless every entry of the boolean ``ok`` is true; under
+    ``torch.compile``: ``torch._assert_async(ok.all(), short)`` on CPU, nothing elsewhere."""
+    if torch.compiler.is_compiling():
+        if ok.device.type == "cpu":
+            torch._assert_async(ok.all(), short)
+        return
+    if not bool(ok.all()):
+        raise ValueError(message())
+
+
+def _first_bad(ok: torch.Tensor) -> int:
+    return int((~ok).nonzero()[0, 0])
+
+
+def nonfinite_kind(row: torch.Tensor) -> str:
+    """``"NaN"``, ``"inf"`` or ``"NaN and inf"``: what a row's non-finite coordinates are."""
+    nan, inf = bool(torch.isnan(row).any()), bool(torch.isinf(row).any())
+    return "NaN and inf" if nan and inf else ("NaN" if nan else "inf")
+
+
+def check_finite_rows(x: torch.Tensor, what: str) -> None:
+    """``ValueError`` naming the first row of ``x`` ``(..., d)`` with NaN or inf coordinates
+    (``what`` names the rows, e.g. ``"query"``)."""
+    ok = torch.isfinite(x).all(-1).reshape(-1)
+    flat = x.reshape(-1, x.shape[-1])
+
+    def message() -> str:
+        bad = _first_bad(ok)
+        return f"{what} #{bad} has {nonfinite_kind(flat[bad])} coordinates"
+
+    host_check(ok, message, f"a {what} has NaN or inf coordinates")
+
+
+def check_query_values(queries: torch.Tensor, c: float | torch.Tensor) -> None:
+    """Every query finite (first) and strictly inside the ball of curvature ``-c`` (a float,
+    or the tensor of a learnable curvature)."""
+    q = queries.detach()
+    check_finite_rows(q, "query")
+    inside = P.is_inside(q, c.detach() if isinstance(c, torch.Tensor) else c)
+
+    def message() -> str:
+        bad, cf = _first_bad(inside), float(c)
+        return (f"query #{bad} is not inside the Poincaré ball of curvature {cf:g} (norm "
+                f"{float(q[bad].norm()):.6g}, radius {cf ** -0.5:.6g})")
+
+    host_check(inside, message, "a query is not inside the Poincaré ball")
+
+
+def check_slot_range(idx: torch.Tensor, n_slots: int) -> None:
+    """Slot indices in ``[-1, n_slots - 1]`` (``-1``: a missing slot)."""
+    ok = (idx >= -1) & (idx < n_slots)
+    if torch.compiler.is_compiling():
+        host_check(ok, str, "slot indices out of range")
+    elif not bool(ok.all()):
+        raise IndexError(f"slot indices must be in [-1, {n_slots - 1}]")
