@@ -160,7 +160,7 @@ def test_server_search_speaks_the_language(pg_url):
         with pytest.raises(ValueError, match=r"\$near"):
             lean.search("note", filters={"kind": {"$near": 1}})
         with pytest.raises(ValueError, match="hybrid"):
-            lean.search("note", hybrid=0.3)
+            lean.search("note", hybrid=-0.3)
     finally:
         lean.close()
         db.close()

@@ -7,6 +7,7 @@ import math
 import random
 from datetime import datetime, timedelta, timezone
 
+import pg_fixture
 import pytest
 import torch
 
@@ -16,6 +17,7 @@ from hypermem.retrieval.bm25 import BM25Index, tokenize
 from hypermem.retrieval.scoring import RECENCY_DEFAULT, calibrated_time_coef
 from hypermem.store.lexical import HYBRID_DEFAULT
 
+pg_server, pg_url = pg_fixture.pg_server, pg_fixture.pg_url
 NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
 WORDS = "keys phone kitchen table drawer charger garden tea coffee window lamp book door car".split()
 
@@ -150,3 +152,30 @@ def test_recency_weight_calibrates_the_time_term_to_the_distance_spread():
     with pytest.raises(ValueError, match="recency_weight"):
         Memory(embedder=_semantic(), recency_weight=1.5)
     assert Memory(recency_weight=0.2).recency_weight == 0.2                     # hashing, opted in
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_the_server_search_fuses_postgresql_full_text_exactly(pg_url):
+    from hypermem.store.backends.pg_lexical import lexical_terms
+
+    texts = _texts(80, seed=3) + ["the zebra crossing by the garden", "a zebra"]
+    with Memory.open(pg_url, embedder=_semantic()) as db:
+        db.add_many([{"text": t, "id": f"d{i}"} for i, t in enumerate(texts)])
+    lean = Memory.open(pg_url, embedder=_semantic(), mirror=False)
+    try:
+        assert lean.hybrid == HYBRID_DEFAULT
+        for q, w in (("zebra garden", 0.5), ("keys kitchen table", 0.3), ("tea", 2.0)):
+            geo = {r.id: r.score for r in lean.search(q, k=len(texts), hybrid=0.0, touch=False)}
+            import psycopg
+
+            with psycopg.connect(pg_url) as con:
+                lex = lexical_terms(con, q, w, "", [])
+            want = sorted(geo, key=lambda i: (-(geo[i] + lex.get(i, 0.0)), int(i[1:])))[:5]
+            stats: dict = {}
+            got = lean.search(q, k=5, hybrid=w, touch=False, stats=stats)
+            assert [r.id for r in got] == want, q
+            for r in got:
+                assert r.score == pytest.approx(geo[r.id] + lex.get(r.id, 0.0))
+        assert lean.search("zebra", k=1, touch=False)[0].id in ("d80", "d81")
+    finally:
+        lean.close()

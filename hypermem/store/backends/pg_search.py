@@ -115,8 +115,9 @@ def _bias(memory, rows: list[dict], now: float) -> torch.Tensor:
     return score_bias(w, depth, memory.time_coef, memory.depth_bias), w, depth
 
 
-def _top(memory, q: torch.Tensor, rows: list[dict], k: int, now: float, filters):
-    """Exact top-k of the rows (insertion order breaks ties); ``(results, kth score)``."""
+def _top(memory, q: torch.Tensor, rows: list[dict], k: int, now: float, filters, lexical=None):
+    """Exact top-k of the rows (insertion order breaks ties); ``(results, kth score)``;
+    ``lexical`` (``{id: term}``) adds a hybrid search's lexical term (:mod:`.pg_lexical`)."""
     if filters:
         pred = compile_filter(filters)
         rows = [r for r in rows if pred(r["meta"])]
@@ -126,6 +127,8 @@ def _top(memory, q: torch.Tensor, rows: list[dict], k: int, now: float, filters)
     dim = memory.dim
     keys = torch.stack([vector_from(r["direction"], dim, "direction", r["id"]) for r in rows])
     bias, w, depth = _bias(memory, rows, now)
+    if lexical:
+        bias = bias + torch.tensor([lexical.get(r["id"], 0.0) for r in rows], dtype=bias.dtype)
     g = ShellDistance(memory.curvature, memory.base_depth)
     s, idx, dist = exact_topk(q.unsqueeze(0), keys, k, g, bias, g.inverse, max_product=1.0)
     out = []
@@ -180,7 +183,8 @@ def candidate_bounds(con, where: str, params: list) -> tuple | None:
 
 
 def scan(con, memory, q: torch.Tensor, k: int, now: float, bounds: tuple | None, where: str, params: list,
-         filters=None, ann: bool = False, oversample: int = 4, stats: dict | None = None) -> list[SearchResult]:
+         filters=None, ann: bool = False, oversample: int = 4, stats: dict | None = None,
+         lexical: dict | None = None) -> list[SearchResult]:
     """The exact top ``k`` of the candidate rows for the unit query direction ``q`` (float64,
     CPU), weights at ``now`` (POSIX seconds): the certified scan in cosine order, or in HNSW
     order with ``ann`` (after :func:`ann_settings`); ``bounds`` from :func:`candidate_bounds`."""
@@ -192,9 +196,9 @@ def scan(con, memory, q: torch.Tensor, k: int, now: float, bounds: tuple | None,
         qy = P.to_lorentz(P.point_at(q, memory.base_depth, memory.curvature), memory.curvature)
         qv = torch.cat([qy, qy.new_zeros(1)]).numpy().astype("float32")
         return _scan(con, memory, q, k, now, bounds, where, params, filters, stats, "lor <-> %s", qv,
-                     max(k * oversample, 16))
+                     max(k * oversample, 16), lexical)
     return _scan(con, memory, q, k, now, bounds, where, params, filters, stats, "dirv <#> %s, seq",
-                 q.numpy().astype("float32"), max(4 * k, 64))
+                 q.numpy().astype("float32"), max(4 * k, 64), lexical)
 
 
 def rank_by_bias(con, memory, k: int, now: float, where: str, params: list, filters=None) -> list[SearchResult]:
@@ -238,9 +242,10 @@ def bias_bound(memory, lo: float, hi: float, t_max: datetime, acc_max: int, now:
     return bound
 
 
-def _scan(con, memory, q, k, now, bounds, where, params, filters, stats, order, order_arg, size):
+def _scan(con, memory, q, k, now, bounds, where, params, filters, stats, order, order_arg, size, lexical=None):
     """Read rows in the order ``order`` in growing batches until the bound of the module
-    docstring is below the k-th exact score (or every row is read)."""
+    docstring is below the k-th exact score (or every row is read).  The rows with a
+    lexical term are read first, so the rows left unread have none: the bound holds."""
     lo, hi, t_max, acc_max = bounds
     bound_bias = bias_bound(memory, lo, hi, t_max, acc_max, now)
     g = ShellDistance(memory.curvature, memory.base_depth)
@@ -249,16 +254,21 @@ def _scan(con, memory, q, k, now, bounds, where, params, filters, stats, order, 
     rows: list[dict] = []
     out: list[SearchResult] = []
     cols = ", ".join(COLUMNS)
+    if lexical:
+        rows = [dict(zip(COLUMNS, r)) for r in con.execute(f"SELECT {cols} FROM hypermem_memories WHERE id = ANY(%s)",
+                                                              (list(lexical),))]
+    seen = {r["id"] for r in rows}
     with con.cursor(name="hypermem_scan") as cur:  # narrow rows: a sort stays in memory
         cur.execute(f"SELECT id, (dirv <#> %s) FROM hypermem_memories{where} ORDER BY {order}",
                     (q32, *params, order_arg))
         while True:
             batch = cur.fetchmany(size)
             if batch:
-                full = con.execute(f"SELECT {cols} FROM hypermem_memories WHERE id = ANY(%s)",
-                                   ([b[0] for b in batch],))
+                new = [b[0] for b in batch if b[0] not in seen]
+                full = con.execute(f"SELECT {cols} FROM hypermem_memories WHERE id = ANY(%s)", (new,))
                 rows.extend(dict(zip(COLUMNS, r)) for r in full)
-            out, kth = _top(memory, q, rows, k, now, filters)
+                seen.update(new)
+            out, kth = _top(memory, q, rows, k, now, filters, lexical)
             if len(batch) < size:
                 break  # every row read
             s_front = min(1.0, max(-float(b[1]) for b in batch[-max(1, len(batch) // 8):]) + eps)

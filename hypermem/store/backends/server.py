@@ -41,6 +41,7 @@ from ..records import MemoryRecord, SearchResult
 from ..search import Searcher, uses_access_counts
 from . import server_writes as W
 from .durable import DurableStore, StorageError
+from .pg_lexical import lexical_terms
 from .pg_search import ann_settings, candidate_bounds, rank_by_bias, scan, where_clause
 from .rows import record_of, vector_from
 
@@ -66,7 +67,7 @@ class ServerMemory:
     def __init__(self, storage, settings, read_only: bool = False):
         for name in _SETTINGS:
             setattr(self, name, getattr(settings, name))
-        self.hybrid = 0.0  # the server search has no lexical term (yet): the mirror's search has
+        self.hybrid = settings.hybrid  # the server's lexical term is its full-text rank (.pg_lexical)
         self._storage = storage
         self.read_only = read_only
         self.lock = threading.RLock()
@@ -321,8 +322,10 @@ class ServerMemory:
             raise TypeError(f"filters must be a dict or a callable, got {type(filters).__name__}")
         if opts["use_index"]:
             raise ValueError("the server client has no in-process index: pass ann=True for the server's HNSW index")
-        if opts["hybrid"]:
-            raise ValueError(f"the server search has no lexical (BM25) term; hybrid search runs in process: {_MIRROR}")
+        hybrid = opts["hybrid"]
+        if hybrid is not None and (isinstance(hybrid, bool) or not isinstance(hybrid, (int, float)) or
+                                   not 0 <= hybrid < float("inf")):
+            raise ValueError(f"hybrid must be a finite number >= 0, got {hybrid!r}")
         over = opts["oversample"]
         if isinstance(over, bool) or not isinstance(over, int) or over < 1:
             raise ValueError(f"oversample must be an integer >= 1, got {over!r}")
@@ -354,10 +357,13 @@ class ServerMemory:
                 results = [rank_by_bias(con, self, k, now, where, params, filters)]
             else:
                 results, read = [], 0
-                for q in Q.to("cpu", torch.float64):
+                weight = self.hybrid if opts["hybrid"] is None else float(opts["hybrid"])
+                for text, q in zip(queries, Q.to("cpu", torch.float64)):
                     one: dict = {}
+                    lexical = lexical_terms(con, text, weight, where, params) if weight and isinstance(text, str) \
+                        else None
                     results.append(scan(con, self, q, k, now, bounds, where, params, filters, opts["ann"],
-                                        opts["oversample"], one))
+                                        opts["oversample"], one, lexical))
                     read += one.get("rows_read", 0)
                 if opts["stats"] is not None:
                     opts["stats"]["rows_read"] = read
