@@ -418,6 +418,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "127.0.0.1) instead of stdio")
     p.add_argument("--embedder", metavar="minilm|hashing|PATH", help="default: the store's own; for a new "
                    "store all-MiniLM-L6-v2 when the embed extra is installed, else hashing (with a warning)")
+    p.add_argument("--hierarchy", metavar="PATH", help="a hierarchy encoder's folder (HierarchyEncoder.save): "
+                   "remember(parent='auto') then puts a memory under the nearest memory it is-a")
     p.set_defaults(func=_cmd_mcp)
 
     # Room for more subcommands: add them here with set_defaults(func=...).
@@ -431,9 +433,14 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
         raise UserError(f"hypermem mcp needs the mcp extra: pip install 'hypermem-torch[mcp]' ({exc})") from None
     if args.http is not None:
         mcp_server.parse_http(args.http)  # a bad address fails before the store is opened
+    auto = None
+    if args.hierarchy is not None:
+        from .embed.hierarchy_encoder import HierarchyEncoder
+
+        auto = mcp_server.encoder_parent(HierarchyEncoder.load(args.hierarchy))
     memory = mcp_server.open_store(args.store, mcp_server.choose_embedder(args.store, args.embedder))
     try:
-        mcp_server.serve(memory, http=args.http)
+        mcp_server.serve(memory, http=args.http, auto_parent=auto)
     finally:
         memory.close()
     return 0

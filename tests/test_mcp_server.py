@@ -10,6 +10,7 @@ import os
 import sys
 
 import pytest
+import torch
 
 pytest.importorskip("mcp")
 
@@ -231,3 +232,48 @@ def test_a_new_store_gets_minilm_or_the_hashing_embedder_with_a_warning(tmp_path
     assert type(again).__name__ == "SentenceTransformerEmbedder"
     with open_store(str(tmp_path / "m.db"), again) as mem:
         assert mem.search("what does the user drink", k=1)[0].text == "the user prefers green tea"
+
+
+class _RuleEncoder:
+    """A stand-in hierarchy encoder: "x is-a y" scores 1 when y's last word is in x, else 0."""
+
+    threshold = 0.5
+
+    def subsumption_scores(self, children, parents):
+        return torch.tensor([float(p.split()[-1] in c) for c, p in zip(children, parents)])
+
+
+def test_encoder_parent_puts_a_memory_under_the_memory_it_is_a(db):
+    from hypermem.integrations.mcp_server import encoder_parent
+
+    db.add("the kitchen", id="kitchen")
+    db.add("the garden", id="garden")
+    app = build_server(db, auto_parent=encoder_parent(_RuleEncoder()))
+
+    async def script(c):
+        a = _data(await c.call_tool("remember", {"text": "a drawer in the kitchen", "parent": "auto"}))
+        b = _data(await c.call_tool("remember", {"text": "the weather is fine", "parent": "auto"}))
+        return a, b
+
+    a, b = _call(app, script)
+    assert a["parent"] == "kitchen" and db.parent(a["id"]) == "kitchen"
+    assert b["parent"] is None                                     # nothing it is-a: a root
+    no_threshold = _RuleEncoder()
+    no_threshold.threshold = None
+    with pytest.raises(ValueError, match="threshold"):
+        encoder_parent(no_threshold)
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_a_real_hierarchy_encoder_plugs_in(db, tmp_path):
+    pytest.importorskip("sentence_transformers")
+    from encoder_helpers import tiny_model_folder
+
+    from hypermem.embed.hierarchy_encoder import HierarchyEncoder
+    from hypermem.integrations.mcp_server import encoder_parent
+
+    enc = HierarchyEncoder.from_pretrained(str(tiny_model_folder(tmp_path)), "poincare")
+    enc.threshold = -1e9                                            # any parent passes: the plumbing only
+    db.add("animal", id="animal")
+    got = encoder_parent(enc)(db, "dog")
+    assert got == "animal"

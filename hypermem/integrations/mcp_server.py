@@ -8,8 +8,8 @@ Tools (every argument checked; a mistake comes back as an MCP tool error, ``is_e
 with a message naming it, never as a crash of the server):
 
 * ``remember(text, parent=None, meta=None, valid_until=None)``: store a memory, returns its id.
-  ``parent="auto"`` asks a hierarchy encoder to choose the parent; a store without one refuses
-  it (see :class:`AutoParent`, the seam for it).
+  ``parent="auto"`` asks a hierarchy encoder to choose the parent (:func:`encoder_parent`,
+  ``hypermem mcp --hierarchy PATH``); a server without one refuses it (:data:`AutoParent`).
 * ``recall(query, k=5, filters=None, mode="nearest", root=None, at_time=None)``: the store's
   search (filters: :mod:`hypermem.store.filters`).
 * ``recall_structure(id, relation="subtree", limit=50)``: the subtree, ancestors or children
@@ -40,12 +40,37 @@ from ..embed import StandIn, embedder_named
 from ..store import MODES, Memory
 from . import _common as C
 
-__all__ = ["AutoParent", "build_server", "choose_embedder", "open_store", "parse_http", "serve"]
+__all__ = ["AutoParent", "build_server", "choose_embedder", "encoder_parent", "open_store", "parse_http", "serve"]
 
 AutoParent = Callable[[Memory, str], "str | None"]
 """``auto(memory, text) -> parent id or None``: how ``remember(parent="auto")`` picks a
 parent.  The seam for a hierarchy encoder (an encoder that places a text under the memory
 it belongs to); :func:`build_server` without one refuses ``"auto"`` with a clear error."""
+
+CANDIDATES = 20
+"""How many of the store's nearest memories :func:`encoder_parent` weighs as parents."""
+
+
+def encoder_parent(encoder: Any, candidates: int = CANDIDATES) -> AutoParent:
+    """``auto_parent`` from a hierarchy encoder (:class:`hypermem.embed.hierarchy_encoder.HierarchyEncoder`,
+    or anything with ``subsumption_scores(children, parents)`` and a ``threshold``): of the
+    ``candidates`` memories the store finds nearest to the new text, the one for which "text
+    is-a memory" scores highest, if that score passes the encoder's threshold (its operating
+    point, chosen on validation); else ``None`` (the memory becomes a root)."""
+    if getattr(encoder, "threshold", None) is None:
+        raise ValueError("the hierarchy encoder has no threshold (choose its operating point on validation "
+                         "data, or train it with fit_hierarchy_encoder): it cannot say when a parent fits")
+
+    def auto(memory: Memory, text: str) -> str | None:
+        hits = memory.search(text, k=candidates, touch=False)
+        if not hits:
+            return None
+        scores = encoder.subsumption_scores([text] * len(hits), [h.text for h in hits])
+        best = int(scores.argmax())
+        return hits[best].id if float(scores[best]) > float(encoder.threshold) else None
+
+    return auto
+
 
 MAX_K = 200
 _RELATIONS = ("subtree", "ancestors", "children")
