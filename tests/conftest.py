@@ -11,7 +11,7 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from installed_wheel import venv, wheel  # noqa: E402,F401  (session fixtures: the installed wheel)
+from installed_wheel import bare_venv, venv, wheel  # noqa: E402,F401  (session fixtures: the installed wheel)
 
 from hypermem.data.wordnet import load_mammals  # noqa: E402
 

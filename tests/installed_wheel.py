@@ -54,3 +54,76 @@ def venv(wheel, tmp_path_factory):
     deps = [p for p in site.getsitepackages() if Path(p).is_dir()] + [sysconfig.get_paths()["purelib"]]
     (purelib / "zz_hypermem_test_deps.pth").write_text("\n".join(dict.fromkeys(deps)) + "\n")
     return env_dir / "bin"
+
+
+def required_distributions(wheel_path: Path) -> set[str]:
+    """The distributions a bare ``pip install <wheel>`` brings: the wheel's ``Requires-Dist``
+    without an extra, and theirs, transitively (as installed in this interpreter), normalised."""
+    import zipfile
+    from email.parser import Parser
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    with zipfile.ZipFile(wheel_path) as zf:
+        name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+        meta = Parser().parsestr(zf.read(name).decode())
+    todo = [(line, ("",)) for line in meta.get_all("Requires-Dist") or []]
+    seen: set[tuple[str, str]] = set()  # (distribution, extra) pairs already followed
+    while todo:
+        line, extras = todo.pop()
+        req = Requirement(line)
+        if req.marker is not None and not any(req.marker.evaluate({"extra": e}) for e in extras):
+            continue  # an extra's requirement that was not asked for, or another platform's
+        dist = canonicalize_name(req.name)
+        wanted = [e for e in ("", *sorted(req.extras)) if (dist, e) not in seen]
+        if not wanted:
+            continue
+        seen.update((dist, e) for e in wanted)
+        try:
+            todo.extend((child, tuple(wanted)) for child in metadata.requires(req.name) or [])
+        except metadata.PackageNotFoundError:
+            pass
+    return {dist for dist, _ in seen}
+
+
+def _top_name(entry: str) -> str:
+    """The import name a site-packages entry provides (``foo``, ``foo.py``, ``foo.cpython-311-x86_64-linux-gnu.so``)."""
+    return entry.split(".")[0]
+
+
+@pytest.fixture(scope="session")
+def bare_venv(wheel, tmp_path_factory):
+    """A fresh venv with the wheel and only what ``pip install torch==2.13.0 <wheel>`` would
+    install, without a download: a folder of links to this interpreter's site-packages entries
+    of the distributions in the wheel's required closure (:func:`required_distributions`), and
+    to no other (no matplotlib, sentence-transformers, faiss, pandas, numba, pytest, ...), is
+    on the venv's path.  Returns the bin folder."""
+    from importlib import metadata
+
+    from packaging.utils import canonicalize_name
+
+    root = tmp_path_factory.mktemp("bare")
+    env_dir, deps = root / "env", root / "deps"
+    run_checked([sys.executable, "-m", "venv", env_dir], cwd=root)
+    py = env_dir / "bin" / "python"
+    run_checked([py, "-m", "pip", "install", "-q", "--no-deps", "--no-index", wheel[0]], cwd=root)
+    purelib = Path(run_checked([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               cwd=root).stdout.strip())
+    allowed = required_distributions(wheel[0])
+    blocked = {top for top, dists in metadata.packages_distributions().items()
+               if not any(canonicalize_name(d) in allowed for d in dists)}
+    deps.mkdir()
+    for site_dir in dict.fromkeys([*site.getsitepackages(), sysconfig.get_paths()["purelib"]]):
+        for entry in sorted(Path(site_dir).iterdir()) if Path(site_dir).is_dir() else []:
+            name = entry.name
+            if name.endswith(".dist-info"):
+                keep = canonicalize_name(name[:-len(".dist-info")].rsplit("-", 1)[0]) in allowed
+            else:
+                keep = not (name.endswith(".pth") or name.startswith(("__editable__", "__pycache__"))
+                            or _top_name(name) in blocked or name.startswith("hypermem"))
+            if keep and not (deps / name).exists():
+                (deps / name).symlink_to(entry)
+    (purelib / "zz_hypermem_test_deps.pth").write_text(f"{deps}\n")
+    return env_dir / "bin"

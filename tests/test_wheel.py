@@ -7,6 +7,7 @@ notebooks run there too, in ``test_notebooks.py``).
 """
 
 import os
+import subprocess
 import zipfile
 from pathlib import Path
 
@@ -55,3 +56,23 @@ def test_train_by_config_name_from_an_installed_wheel(venv, tmp_path):
     run_checked([venv / "hypermem", "train", "--config", "mammals_poincare", "--trainer.max_epochs=1",
           "--trainer.enable_progress_bar=false"], cwd=tmp_path, env=_env(tmp_path))
     assert list((tmp_path / "runs").rglob("events.out.tfevents.*"))
+
+
+def test_the_bare_wheel_runs_the_demo_and_skips_the_picture_with_a_note(bare_venv, wheel, tmp_path):
+    """`pip install torch==2.13.0 hypermem_torch-*.whl`, no extras: the demo trains, saves and
+    writes the inspector; the TensorBoard disk picture is skipped with one line (issue 33, item 2)."""
+    from installed_wheel import required_distributions
+
+    need = required_distributions(wheel[0])
+    assert {"torch", "geoopt", "lightning", "tensorboard"} <= need and not {"matplotlib", "pytest"} & need
+    for module in ("matplotlib", "numba", "sentence_transformers", "pandas"):
+        out = subprocess.run([str(bare_venv / "python"), "-c", f"import {module}"], cwd=tmp_path, env=_env(tmp_path),
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode != 0 and "No module named" in out.stderr, module
+    out = run_checked([bare_venv / "hypermem", "demo", "--epochs", "2", "--no-progress", "-o", "demo"], cwd=tmp_path,
+                      env=_env(tmp_path))
+    notes = [line for line in out.stderr.splitlines() if "matplotlib" in line]
+    assert notes == ["note: matplotlib is not installed, so TensorBoard gets no Poincaré-disk picture "
+                     "(pip install 'hypermem-torch[viz]')"], out.stderr[-2000:]
+    assert "reconstruction of the" in out.stdout
+    assert (tmp_path / "demo.db").is_file() and (tmp_path / "demo.html").is_file()  # -o names the files

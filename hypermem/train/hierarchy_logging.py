@@ -6,12 +6,35 @@ Euclidean norms (``embedding/norm``) and hyperbolic depths ``d(0, x)`` (``embedd
 Poincaré and cones only), and the embedding projector (tag ``hierarchy``, one entry per
 validation, node names and glosses as labels).  At the end of training, ``hp_metric``
 (the final ``val/map``) with the run's hyperparameters, for TensorBoard's HPARAMS tab.
+
+The disk picture needs matplotlib (the ``viz`` extra).  A bare install (``pip install
+hypermem-torch``, no extras) trains and logs everything else; the picture is skipped with one
+line on stderr, once per process (:func:`disk_picture_available`).  matplotlib stays an
+extra: it is the only use of it on the training path, and it brings about 40 MB of packages
+(pillow, fonttools, kiwisolver, contourpy) to every install that never opens TensorBoard's
+IMAGES tab.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import math
+import sys
 from typing import Any
+
+_NOTED: set[str] = set()
+
+
+def disk_picture_available() -> bool:
+    """Whether matplotlib can be imported; when not, says once on stderr that the
+    TensorBoard disk picture is skipped and how to get it."""
+    if importlib.util.find_spec("matplotlib") is not None:
+        return True
+    if "matplotlib" not in _NOTED:
+        _NOTED.add("matplotlib")
+        print("note: matplotlib is not installed, so TensorBoard gets no Poincaré-disk picture "
+              "(pip install 'hypermem-torch[viz]')", file=sys.stderr, flush=True)
+    return False
 
 
 def tensorboard_writer(logger) -> Any | None:
@@ -31,7 +54,7 @@ def log_embedding_state(tb, module, step: int) -> None:
     in_ball = module.objective.geometry == "poincare"
     if in_ball:
         tb.add_histogram("embedding/depth", module.ball.distance_to_origin(pts).float().cpu(), global_step=step)
-    if hp.log_images:
+    if hp.log_images and disk_picture_available():
         shown = pts * math.sqrt(module.ball.curvature) if in_ball else \
             pts / norms.max().clamp_min(1e-12)
         fig = poincare_disk_figure(shown, module.nodes, getattr(module.trainer.datamodule, "tree", None),
