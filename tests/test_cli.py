@@ -103,10 +103,10 @@ def test_inspect(demo_dir, capsys, tmp_path):
 
 def test_tree(demo_dir, capsys):
     code, out, _ = run(capsys, "tree", demo_dir / "events.db")
-    assert code == 0 and out.splitlines()[0] == "Alex's pets  [pets]" and len(out.splitlines()) == len(EVENTS)
+    assert code == 0 and out.splitlines()[0] == "Alex's pets  [pets d=1.00]" and len(out.splitlines()) == len(EVENTS)
     code, out, _ = run(capsys, "tree", demo_dir / "events.db", "--root", "rex", "--max-text", "10")
-    assert code == 0 and out.splitlines() == ["Rex, a go…  [rex]", "├── Rex had a…  [rex-vet]",
-                                              "├── Rex ate c…  [rex-choc]", "└── Rex learn…  [rex-fetch]"]
+    assert code == 0 and out.splitlines() == ["Rex, a go…  [rex d=1.50]", "├── Rex had a…  [rex-vet d=2.00]",
+                                              "├── Rex ate c…  [rex-choc d=2.00]", "└── Rex learn…  [rex-fetch d=2.00]"]
     assert "unknown memory id 'nope'" in fails(capsys, "tree", demo_dir / "events.db", "--root", "nope")
 
 

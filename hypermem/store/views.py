@@ -173,7 +173,9 @@ class MemoryViews:
                             columns=["id", "text", "parent", "level", "depth", "time", "weight", "accesses", "meta"])
 
     def tree(self, root: str | None = None, max_text: int = 60) -> str:
-        """The hierarchy as indented text (all roots, or the subtree of ``root``)."""
+        """The hierarchy as indented text (all roots, or the subtree of ``root``), one line a
+        memory: its text (at most ``max_text`` characters, newlines as spaces), its id and its
+        depth, ``[id d=1.50]``, as poincare-memory prints it."""
         with self.memory.state.lock:
             tops = [root] if root is not None else self.roots()
             if root is not None:
@@ -184,7 +186,7 @@ class MemoryViews:
                 text = self.memory.state.records[i].text.replace("\n", " ")
                 if len(text) > max_text:
                     text = text[: max(0, max_text - 1)] + "…"
-                return f"{text}  [{i}]"
+                return f"{text}  [{i} d={float(self.memory.state.depth[self.memory.state.row[i]]):.2f}]"
 
             for top in tops:
                 lines.append(label(top))
