@@ -195,7 +195,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
     if not hits:
         print("(no results)")
     for rank, h in enumerate(hits, 1):
-        print(f"{rank:3d}. {h.score:8.3f}  w={h.time_weight:.3f}  depth={h.depth:.2f}  {h.text}  [{h.id}]")
+        print(f"{rank:3d}. {h.score:8.3f}  time_weight={h.time_weight:.3f}  depth={h.depth:.2f}  {h.text}  [{h.id}]")
     return 0
 
 

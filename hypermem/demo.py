@@ -261,7 +261,7 @@ def _run_searches(mem, searches: list[dict[str, Any]], echo: Callable[[str], Any
         echo("")
         echo(_describe(search))
         for h in hits:
-            echo(f"  {h.score:8.3f}  w={h.time_weight:.3f}  {h.text[:70]}  [{h.id}]")
+            echo(f"  {h.score:8.3f}  time_weight={h.time_weight:.3f}  {h.text[:70]}  [{h.id}]")
         results.append([h.id for h in hits])
     return results
 

@@ -115,6 +115,7 @@ def test_search(demo_dir, capsys):
     before = db.read_bytes()
     code, out, _ = run(capsys, "search", db, "index rebuild", "-k", "2", "--mode", "subtree", "--root", "work")
     assert code == 0 and len(out.splitlines()) == 2 and "[atlas-index]" in out
+    assert all(" time_weight=" in line for line in out.splitlines())  # SearchResult's own field name
     code, out, _ = run(capsys, "search", db, "--mode", "children", "--root", "rex", "--json", "-k", "3")
     hits = json.loads(out)
     assert [h["id"] for h in hits] == ["rex-choc", "rex-vet", "rex-fetch"]  # newest first: time weights
