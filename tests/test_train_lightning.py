@@ -83,6 +83,22 @@ def test_tensorboard_has_one_step_axis_hp_metric_images_histograms_and_projector
     assert meta[0] == "name\tgloss" and len(meta) == 1181 and any(line.startswith("dog.n.01\t") for line in meta)
 
 
+def test_the_tags_the_docs_name_are_the_tags_tensorboard_shows(trained):
+    """Every `train/...`, `val/...`, `embedding/...` tag named in docs/training.md and the README's
+    training section is a tag of the run's events file (the docs said `train/loss`, which
+    TensorBoard never shows: Lightning writes `train/loss_step` and `train/loss_epoch`)."""
+    import re
+
+    tmp, cli = trained
+    acc = _events(tmp / cli.trainer.logger.log_dir)
+    shown = {t for kind in ("scalars", "images", "histograms") for t in acc.Tags()[kind]}
+    docs = (ROOT / "docs" / "training.md").read_text() + (ROOT / "README.md").read_text()
+    named = set(re.findall(r"`((?:train|val|test|embedding)/[a-z_]+)`", docs))
+    optional = {"val/f1", "test/f1"}  # with a link-prediction split only
+    assert {"train/loss_step", "val/map", "embedding/disk"} <= named
+    assert named - optional <= shown, named - shown
+
+
 def test_run_prints_final_metrics_checkpoints_and_log_folder(trained):
     tmp, cli = trained
     out = cli.hypermem_stdout

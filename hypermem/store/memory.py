@@ -428,7 +428,9 @@ class Memory:
         meta keys ``label``, ``name``, ``lemma``, ``title``, else the text's first words);
         ``future`` lets the time slider run past now.  Returns the HTML; writes it
         (atomically) when ``path`` is given; ``open_browser`` opens it (in a temporary file
-        when there is no ``path``).
+        when there is no ``path``).  The page is returned even with a ``path``, as
+        poincare-memory's ``inspect`` does (code written for it keeps working); in a REPL
+        write ``_ = mem.inspect(path)`` to keep it from echoing the whole page.
 
         >>> from hypermem import Memory
         >>> mem = Memory(); _ = mem.add("animals")

@@ -37,7 +37,9 @@ global-zero process also adds, at each validation, a Poincaré-disk picture
 **One step axis.**  Everything is logged against ``global_step``, the number of optimizer
 steps (one per ``batch_size`` pairs), which is also the ``step=`` of checkpoint names:
 the scalars through Lightning's ``step`` metric, the pictures, histograms and projector
-directly.  ``train/loss`` (mean per pair) and ``train/lr`` are logged at every Lightning
+directly.  ``train/loss`` (mean per pair; TensorBoard tags ``train/loss_step`` and
+``train/loss_epoch``, Lightning's suffixes for a value logged per step and per epoch) and
+``train/lr`` are logged at every Lightning
 step, i.e. every group of ``batches_per_step`` optimizer steps (set
 ``trainer.log_every_n_steps: 1``).
 
