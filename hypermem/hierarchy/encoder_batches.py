@@ -24,12 +24,23 @@ About 1.3 encodings a positive instead of 30.  Batches are a pure function of
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
 
-__all__ = ["EncoderBatch", "EdgeBatches"]
+from ..data.dag import hypernym_closure
+
+__all__ = ["EncoderBatch", "EdgeBatches", "closure_sets"]
+
+
+def closure_sets(edges: Iterable[tuple[int, int]], n: int) -> list[set[int]]:
+    """``ancestors[e]`` for entities ``0..n-1`` from integer ``(child, parent)`` edges."""
+    parents: dict[int, list[int]] = {}
+    for c, p in edges:
+        parents.setdefault(c, []).append(p)
+    anc = hypernym_closure(parents)
+    return [set(anc.get(i, ())) for i in range(n)]
 
 
 @dataclass

@@ -21,7 +21,7 @@ import torch
 from .encoder_batches import EncoderBatch
 from .encoder_losses import LossWeights, encoder_losses
 
-__all__ = ["TokenCache", "batch_losses", "step_seed", "lr_factor"]
+__all__ = ["TokenCache", "encode_rows", "batch_losses", "step_seed", "lr_factor"]
 
 
 class TokenCache:
@@ -49,10 +49,26 @@ class TokenCache:
         return out
 
 
+def encode_rows(encoder, tokens: TokenCache, rows: Sequence[int], chunk: int = 64) -> torch.Tensor:
+    """Points of the entities ``rows`` with gradients, in the order given.
+
+    The rows are sorted by token count and run in chunks of ``chunk``, each padded to its
+    own longest text: short names (WordNet's average 6 tokens with the special ones) are not
+    padded to the batch's longest, which would about double the transformer's work."""
+    dev = encoder.device
+    order = sorted(range(len(rows)), key=lambda i: len(tokens.ids[rows[i]]))
+    parts = [encoder.forward_features(tokens.features([rows[i] for i in order[s:s + chunk]], dev))
+             for s in range(0, len(order), chunk)]
+    points = torch.cat(parts)
+    inverse = torch.empty(len(order), dtype=torch.long)
+    inverse[torch.tensor(order, dtype=torch.long)] = torch.arange(len(order))
+    return points[inverse.to(dev)]
+
+
 def batch_losses(encoder, tokens: TokenCache, batch: EncoderBatch, weights: LossWeights) -> dict[str, torch.Tensor]:
     """Encode ``batch.entities`` once and return the loss terms and their sum ``"loss"``."""
     dev = encoder.device
-    points = encoder.forward_features(tokens.features(batch.entities, dev))
+    points = encode_rows(encoder, tokens, batch.entities)
     return encoder_losses(points, batch.child.to(dev), batch.parent.to(dev), batch.negatives.to(dev),
                           batch.candidates.to(dev) if weights.contrastive > 0 else None, encoder.curvature, weights)
 

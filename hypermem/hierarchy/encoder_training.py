@@ -30,16 +30,15 @@ import math
 import random
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from ..data.dag import hypernym_closure
 from ..data.hierarchy_tasks import EntityHierarchy, NegativeSampler
 from ..embed.hierarchy_encoder import HierarchyEncoder
-from .encoder_batches import EdgeBatches
+from .encoder_batches import EdgeBatches, closure_sets
 from .encoder_eval import choose_operating_point, encode_entities, pair_terms
 from .encoder_losses import LossWeights
 from .encoder_step import TokenCache, batch_losses, lr_factor, step_seed
@@ -75,6 +74,7 @@ class EncoderTrainConfig:
     temperature: float = 1.0
     cone: float = 0.0
     cone_margin: float = 0.01
+    max_steps: int | None = None
     validate_every: int = 300
     val_size: int = 1000
     threads: int | None = None
@@ -107,26 +107,31 @@ def validate_encoder(encoder, names: Mapping[str, str], pairs) -> dict[str, floa
            for e in (*pos, *r, *h)]
     pts = encode_entities(encoder, names, ids)
     out: dict[str, float] = {}
-    pooled_pairs, pooled_labels = [], []
     for kind in ("random", "hard"):
         pp, labels = pairs.pairs(kind)
         op = choose_operating_point(pair_terms(encoder, pts, pp, labels))
         out.update({f"f1_{kind}": op.f1, f"precision_{kind}": op.precision, f"recall_{kind}": op.recall,
                     f"lambda_{kind}": op.centripetal_weight, f"threshold_{kind}": op.threshold})
-        pooled_pairs += pp if kind == "random" else [x for x, y in zip(pp, labels) if not y]
-        pooled_labels += labels if kind == "random" else [0] * (len(labels) - sum(labels))
-    op = choose_operating_point(pair_terms(encoder, pts, pooled_pairs, pooled_labels))
+    pooled_pairs, pooled_labels = [], []
+    for (c, p), rnd, hard in zip(pairs.positives, pairs.random_negatives, pairs.hard_negatives):
+        negs = list(dict.fromkeys([*rnd, *hard]))
+        pooled_pairs += [(c, p)] + [(c, n) for n in negs]
+        pooled_labels += [1] + [0] * len(negs)
+    terms = pair_terms(encoder, pts, pooled_pairs, pooled_labels)
+    op = choose_operating_point(terms)
     out.update({"f1_pooled": op.f1, "lambda": op.centripetal_weight, "threshold": op.threshold,
-                "f1": (out["f1_random"] + out["f1_hard"]) / 2})
+                "f1": (out["f1_random"] + out["f1_hard"]) / 2,
+                "mrr": parent_mrr(terms.scores(op.centripetal_weight), terms.labels)})
     return out
 
 
-def _closure_sets(edges: Iterable[tuple[int, int]], n: int) -> list[set[int]]:
-    parents: dict[int, list[int]] = {}
-    for c, p in edges:
-        parents.setdefault(c, []).append(p)
-    anc = hypernym_closure(parents)
-    return [set(anc.get(i, ())) for i in range(n)]
+def parent_mrr(scores: torch.Tensor, labels: torch.Tensor) -> float:
+    """Mean reciprocal rank of each positive among the negatives that follow it (the
+    layout of :meth:`PairSet.pairs <hypermem.data.hierarchy_tasks.PairSet.pairs>`: a positive,
+    then its negatives: here its random and hard ones)."""
+    starts = torch.nonzero(labels).flatten().tolist() + [len(labels)]
+    rr = [1.0 / (1 + int((scores[a + 1:b] >= scores[a]).sum())) for a, b in zip(starts[:-1], starts[1:])]
+    return sum(rr) / max(1, len(rr))
 
 
 def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, str], *,
@@ -138,8 +143,8 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
     (``id -> text``); returns the encoder with its best validated weights, ``lambda`` and
     threshold (saved to the folder ``out`` when given).
 
-    ``epochs`` (default 1 when ``max_minutes`` is not given either) and ``max_minutes`` bound
-    the run; ``config``: the fields of :class:`EncoderTrainConfig`.  ``encoder.metrics`` holds
+    ``epochs`` (default 1 when neither ``max_minutes`` nor ``max_steps`` is given),
+    ``max_minutes`` and the setting ``max_steps`` bound the run; ``config``: the fields of :class:`EncoderTrainConfig`.  ``encoder.metrics`` holds
     the best validation figures, ``encoder.config["history"]`` every validation.
 
     Example (a tiny random model trains in seconds; with the default base, minutes)::
@@ -158,7 +163,7 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
         raise ValueError(f"epochs must be a positive integer, got {epochs!r}")
     if max_minutes is not None and not (max_minutes > 0 and math.isfinite(max_minutes)):
         raise ValueError(f"max_minutes must be a positive number, got {max_minutes!r}")
-    if epochs is None and max_minutes is None:
+    if epochs is None and max_minutes is None and cfg.max_steps is None:
         epochs = 1
     if cfg.threads:
         torch.set_num_threads(int(cfg.threads))
@@ -184,12 +189,14 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
     torch.manual_seed(seed)
     enc = HierarchyEncoder.from_pretrained(base, geometry, device=cfg.device, max_length=cfg.max_length)
     tokens = TokenCache(enc.model.tokenizer, [names[e] for e in ids], cfg.max_length)
-    batches = EdgeBatches(int_edges, _closure_sets(int_edges, len(ids)), batch_size=cfg.batch_size,
+    batches = EdgeBatches(int_edges, closure_sets(int_edges, len(ids)), batch_size=cfg.batch_size,
                           children_per_parent=cfg.children_per_parent, negatives=cfg.negatives,
                           hard_negatives=cfg.hard_negatives, seed=seed)
     params = [p for p in enc.model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     planned = len(batches) * epochs if epochs is not None else None
+    if cfg.max_steps is not None:
+        planned = min(planned or cfg.max_steps, cfg.max_steps)
     budget = None if max_minutes is None else 60.0 * max_minutes
     show = sys.stderr.isatty() if progress is None else bool(progress)
     bar = _bar(planned, show)
@@ -216,7 +223,8 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
     while not stop and (epochs is None or epoch < epochs):
         for batch in batches.epoch(epoch):
             elapsed = time.monotonic() - start
-            if budget is not None and elapsed + step_time + val_seconds > budget:
+            if (budget is not None and elapsed + step_time + val_seconds > budget) or \
+                    (cfg.max_steps is not None and step >= cfg.max_steps):
                 stop = True
                 break
             progress_frac = max(step / planned if planned else 0.0, elapsed / budget if budget else 0.0)
@@ -235,10 +243,10 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
                 bar.update(1)
                 bar.set_postfix(loss=f"{float(losses['loss']):.3f}")
             if step % cfg.validate_every == 0:
-                run_validation(step, epoch + 1e-9)
+                run_validation(step, step / len(batches))
         epoch += 1
     if not history or history[-1]["step"] != step:
-        run_validation(step, float(epoch))
+        run_validation(step, step / len(batches))
     if bar is not None:
         bar.close()
     assert best is not None

@@ -304,11 +304,11 @@ def main(args: list[str] | None = None, run: bool = True, prog: str = DEFAULT_PR
     import lightning  # noqa: F401  (its import resets the logger levels)
 
     _quiet()
+    from .config_kind import module_classes
     from .hierarchy_callbacks import ProgressLines, RunSummary
-    from .hierarchy_data import HierarchyDataModule
-    from .hierarchy_module import HierarchyModule
 
     argv = resolve_config_args(list(sys.argv[1:] if args is None else args))
+    module_cls, data_cls = module_classes(argv)
     if run and (not argv or argv[0] not in SUBCOMMANDS + ("-h", "--help")):
         argv = ["fit"] + argv
     tty = sys.stdout.isatty()
@@ -325,7 +325,7 @@ def main(args: list[str] | None = None, run: bool = True, prog: str = DEFAULT_PR
     cls = _cli_class()
     cls.argv, cls.prog = argv, prog
     try:
-        return cls(HierarchyModule, HierarchyDataModule, args=argv, run=run, seed_everything_default=0,
+        return cls(module_cls, data_cls, args=argv, run=run, seed_everything_default=0,
                    trainer_defaults=trainer_defaults, save_config_kwargs={"overwrite": True},
                    parser_kwargs={"default_env": False, "exit_on_error": False, "prog": prog,
                                   "allow_abbrev": False, **{s: {"allow_abbrev": False} for s in SUBCOMMANDS}})

@@ -1,0 +1,148 @@
+"""A ``LightningDataModule`` for hierarchy encoders: a named hierarchy, a task, batches.
+
+``data.hierarchy`` is ``wordnet`` (HiT's WordNet nouns from Debian's ``wordnet-base``,
+:func:`hypermem.data.wordnet.hit_noun_hierarchy`) or ``files`` with ``data.edges`` and
+``data.names`` (a user's own TSV or JSONL files, :mod:`hypermem.data.hierarchy_files`).
+``data.task`` picks the split (:mod:`hypermem.data.hierarchy_tasks`): ``mixed`` (HiT's
+mixed-hop prediction), ``multi`` (multi-hop inference), ``unseen`` (held-out entities) or
+``none`` (train on every edge; 5% of them, at most 2,000, carved out for validation).
+
+Training batches are :class:`~hypermem.hierarchy.encoder_batches.EncoderBatch` objects of
+entity indices (every distinct entity of a batch encoded once by the module); an epoch's
+batches are a function of ``(seed, epoch)``, so a run resumed at an epoch boundary sees the
+same batches as an uninterrupted one.  Validation is one pass over ``val_size`` positives
+with their random and hard negatives (the module scores them all at once).
+"""
+
+from __future__ import annotations
+
+import random
+
+import lightning.pytorch as pl
+from torch.utils.data import DataLoader, IterableDataset
+
+from ..data.hierarchy_files import read_hierarchy
+from ..data.hierarchy_tasks import (
+    EntityHierarchy,
+    NegativeSampler,
+    mixed_hop_task,
+    multi_hop_task,
+    unseen_entity_task,
+)
+from ..data.wordnet import hit_noun_hierarchy
+from ..hierarchy.encoder_batches import EdgeBatches, closure_sets
+
+TASKS = {"mixed": mixed_hop_task, "multi": multi_hop_task, "unseen": unseen_entity_task}
+
+
+class _Epoch(IterableDataset):
+    def __init__(self, dm: EncoderDataModule):
+        self.dm = dm
+
+    def __iter__(self):
+        # the trainer's epoch, not one set by a hook: Lightning creates the first iterator of
+        # a resumed run before ``on_train_epoch_start`` runs
+        # (read at the first batch, so a generator)
+        trainer = getattr(self.dm, "trainer", None)
+        yield from self.dm.batches.epoch(trainer.current_epoch if trainer is not None else self.dm.epoch)
+
+    def __len__(self) -> int:
+        return len(self.dm.batches)
+
+
+class _Once(IterableDataset):
+    def __iter__(self):
+        yield 0
+
+
+class EncoderDataModule(pl.LightningDataModule):
+    """Parameters
+    ----------
+    hierarchy:
+        ``wordnet`` or ``files``.
+    edges, names:
+        With ``hierarchy: files``: the edges file (``child<TAB>parent`` or JSONL) and the
+        optional names file (``id<TAB>text`` or JSONL).
+    task:
+        ``mixed``, ``multi``, ``unseen`` or ``none``.
+    batch_size, children_per_parent, negatives, hard_negatives:
+        Positives per optimizer step, siblings grouped per parent, negatives per positive and
+        how many of them are in-batch siblings (:class:`~hypermem.hierarchy.encoder_batches.EdgeBatches`).
+    val_size:
+        Validation positives scored at each validation (a seeded sample of the task's).
+    seed:
+        Seeds the split, the negatives and the batches.
+    """
+
+    def __init__(self, hierarchy: str = "wordnet", edges: str | None = None, names: str | None = None,
+                 task: str = "mixed", batch_size: int = 128, children_per_parent: int = 4, negatives: int = 10,
+                 hard_negatives: int = 5, val_size: int = 1000, seed: int = 0):
+        super().__init__()
+        if hierarchy not in ("wordnet", "files"):
+            raise ValueError(f"data.hierarchy must be 'wordnet' or 'files', got {hierarchy!r}")
+        if hierarchy == "files" and not edges:
+            raise ValueError("data.hierarchy: files needs data.edges (a TSV or JSONL file of child/parent edges)")
+        if task not in (*TASKS, "none"):
+            raise ValueError(f"data.task must be one of {sorted(TASKS) + ['none']}, got {task!r}")
+        if val_size < 1:
+            raise ValueError(f"data.val_size must be positive, got {val_size}")
+        self.save_hyperparameters()
+        self.epoch = 0
+        self.h: EntityHierarchy | None = None
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.h is not None:
+            return
+        hp = self.hparams
+        self.h = read_hierarchy(hp.edges, hp.names) if hp.hierarchy == "files" else hit_noun_hierarchy()
+        if hp.task == "none":
+            shuffled = sorted(self.h.edges)
+            random.Random(hp.seed).shuffle(shuffled)
+            n_val = min(2000, max(1, len(shuffled) // 20))
+            self.train_edges, val_edges = shuffled[n_val:], shuffled[:n_val]
+            self.val = NegativeSampler(self.h, hp.negatives, hp.seed + 1).pair_set(val_edges)
+        else:
+            task = TASKS[hp.task](self.h, seed=hp.seed, negatives=hp.negatives)
+            self.train_edges, self.val = task.train_edges, task.val
+        self.val = self.val.subset(hp.val_size, seed=hp.seed)
+        self.ids = sorted(self.h.names)
+        self.texts = [self.h.names[e] for e in self.ids]
+        index = {e: i for i, e in enumerate(self.ids)}
+        int_edges = [(index[c], index[p]) for c, p in self.train_edges]
+        self.batches = EdgeBatches(int_edges, closure_sets(int_edges, len(self.ids)), batch_size=hp.batch_size,
+                                   children_per_parent=hp.children_per_parent, negatives=hp.negatives,
+                                   hard_negatives=hp.hard_negatives, seed=hp.seed)
+        self.depth = _depths(self.ids, int_edges)
+
+    @property
+    def names(self) -> dict[str, str]:
+        return self.h.names
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(_Epoch(self), batch_size=None, collate_fn=lambda b: b)
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(_Once(), batch_size=None)
+
+
+def _depths(ids: list[str], edges: list[tuple[int, int]]) -> list[int]:
+    """Each entity's depth: the longest path up to a root of the training edges (roots 0)."""
+    parents: dict[int, list[int]] = {}
+    kids: dict[int, list[int]] = {}
+    for c, p in edges:
+        parents.setdefault(c, []).append(p)
+        kids.setdefault(p, []).append(c)
+    depth = [0] * len(ids)
+    pending = [len(parents.get(i, ())) for i in range(len(ids))]
+    queue = [i for i in range(len(ids)) if pending[i] == 0]
+    while queue:
+        p = queue.pop()
+        for c in kids.get(p, ()):
+            depth[c] = max(depth[c], depth[p] + 1)
+            pending[c] -= 1
+            if pending[c] == 0:
+                queue.append(c)
+    return depth

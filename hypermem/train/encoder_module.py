@@ -1,0 +1,173 @@
+"""A ``LightningModule`` that trains a hierarchy encoder (HiT's model, or its Euclidean twin).
+
+The same model, losses and steps as :func:`hypermem.hierarchy.fit_hierarchy_encoder`
+(:func:`~hypermem.hierarchy.encoder_step.batch_losses` on the batches of
+:class:`~hypermem.train.encoder_data.EncoderDataModule`), run by Lightning: AdamW with
+a linear warm-up and decay over ``trainer.estimated_stepping_batches``, dropout seeded by
+``(seed, global_step)`` so that a resumed run equals an uninterrupted one.
+
+**Logged** on one step axis, ``global_step`` (optimizer steps): ``train/loss`` and each term
+(``train/clustering``, ``train/centripetal``, ``train/contrastive``, ``train/cone``) and
+``train/lr`` every step; at each validation ``val/f1`` (the mean of ``val/f1_random`` and
+``val/f1_hard``: HiT's F1 at 1:10 with ``lambda`` and the threshold chosen on these pairs),
+``val/mrr`` (the parent's reciprocal rank among its 20 negatives), ``val/lambda``,
+``val/threshold``; with a TensorBoard logger also the disk picture of a sample of entities
+(``embedding/disk``, the principal plane of their points, scaled into the unit disk) and
+the distribution of the points' norms at each depth of the hierarchy (``embedding/norm_depth_<k>``
+histograms).
+
+At the end of ``fit`` the best checkpoint's weights (``ModelCheckpoint(monitor="val/f1")``)
+are saved as an encoder folder, ``<log_dir>/encoder`` (:meth:`HierarchyEncoder.save
+<hypermem.embed.HierarchyEncoder.save>`), with the ``lambda`` and threshold of its validation.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+import lightning.pytorch as pl
+import torch
+
+from ..embed.hierarchy_encoder import HierarchyEncoder
+from ..hierarchy.encoder_losses import LossWeights
+from ..hierarchy.encoder_step import TokenCache, batch_losses, lr_factor, step_seed
+from ..hierarchy.encoder_training import EUCLIDEAN_MARGIN_SCALE, validate_encoder
+from .hierarchy_logging import tensorboard_writer
+
+__all__ = ["EncoderModule"]
+
+
+class EncoderModule(pl.LightningModule):
+    """Parameters
+    ----------
+    base:
+        The sentence-transformers model to start from (``all-MiniLM-L6-v2``, offline, or a folder).
+    geometry:
+        ``poincare`` (HiT's ball of curvature ``1/dim``) or ``euclidean`` (the twin).
+    lr, weight_decay, warmup:
+        AdamW and the fraction of the run spent warming up.
+    max_length:
+        Tokens kept per text.
+    clustering, centripetal, contrastive, cone:
+        Loss weights; margins ``clustering_margin`` / ``centripetal_margin`` (``null``: the
+        geometry's default, HiT's 5.0 / 0.5 in the ball), ``temperature``, ``cone_margin``.
+    seed:
+        Seeds dropout per step.
+    log_images, disk_sample:
+        The disk picture at each validation, of ``disk_sample`` entities.
+    schedule_steps:
+        Steps the learning-rate schedule spans (``null``: the run's
+        ``trainer.estimated_stepping_batches``).  Set it to the planned length when a run is
+        trained in parts, so the resumed part follows the same schedule.
+    """
+
+    def __init__(self, base: str = "all-MiniLM-L6-v2", geometry: str = "poincare", lr: float = 3e-5,
+                 weight_decay: float = 0.01, warmup: float = 0.05, max_length: int = 32, clustering: float = 1.0,
+                 clustering_margin: float | None = None, centripetal: float = 1.0,
+                 centripetal_margin: float | None = None, contrastive: float = 0.0, temperature: float = 1.0,
+                 cone: float = 0.0, cone_margin: float = 0.01, seed: int = 0, log_images: bool = True,
+                 disk_sample: int = 300, schedule_steps: int | None = None):
+        super().__init__()
+        if geometry not in ("poincare", "euclidean"):
+            raise ValueError(f"model.geometry must be 'poincare' or 'euclidean', got {geometry!r}")
+        self.save_hyperparameters()
+        scale = 1.0 if geometry == "poincare" else EUCLIDEAN_MARGIN_SCALE
+        self.weights = LossWeights(clustering, 5.0 / scale if clustering_margin is None else clustering_margin,
+                                   centripetal, 0.5 / scale if centripetal_margin is None else centripetal_margin,
+                                   contrastive, temperature, cone, cone_margin)
+        torch.manual_seed(seed)
+        self.encoder = HierarchyEncoder.from_pretrained(base, geometry, max_length=max_length)
+        self.model = self.encoder.model   # registers the transformer's parameters with this module
+        self.tokens: TokenCache | None = None
+        self.best: dict[str, float] = {}
+
+    def setup(self, stage: str) -> None:
+        dm = self.trainer.datamodule
+        dm.setup(stage)
+        if self.tokens is None:
+            self.tokens = TokenCache(self.model.tokenizer, dm.texts, self.hparams.max_length)
+
+    def on_train_epoch_start(self) -> None:
+        self.trainer.datamodule.set_epoch(self.current_epoch)
+        self.model.train()   # sentence-transformers loads in eval mode; dropout on while training
+
+    def training_step(self, batch, batch_idx):
+        torch.manual_seed(step_seed(self.hparams.seed, self.global_step))
+        losses = batch_losses(self.encoder, self.tokens, batch, self.weights)
+        n = len(batch)
+        for key, value in losses.items():
+            self.log(f"train/{key}", value.detach(), on_step=True, on_epoch=False, batch_size=n,
+                     prog_bar=key == "loss")
+        self.log("train/lr", self.optimizers().param_groups[0]["lr"], on_step=True, on_epoch=False, batch_size=n)
+        return losses["loss"]
+
+    def configure_optimizers(self):
+        opt = torch.optim.AdamW([p for p in self.parameters() if p.requires_grad], lr=self.hparams.lr,
+                                weight_decay=self.hparams.weight_decay)
+        total = max(1, int(self.hparams.schedule_steps or self.trainer.estimated_stepping_batches))
+        warm = self.hparams.warmup
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s / total, warm))
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    def validation_step(self, batch, batch_idx):
+        dm = self.trainer.datamodule
+        was = self.model.training
+        self.model.eval()
+        with torch.no_grad():
+            m = validate_encoder(self.encoder, dm.names, dm.val)
+        self.model.train(was)
+        for key in ("f1", "f1_random", "f1_hard", "mrr", "lambda", "threshold"):
+            self.log(f"val/{key}", float(m[key]), on_step=False, on_epoch=True, batch_size=1)
+        if not self.best or m["f1"] > self.best["f1"]:
+            self.best = dict(m)
+        tb = tensorboard_writer(self.logger)
+        if tb is not None and self.trainer.is_global_zero and not self.trainer.sanity_checking:
+            self._log_pictures(tb, dm)
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["hypermem_encoder_best"] = dict(self.best)
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self.best = dict(checkpoint.get("hypermem_encoder_best", {}))
+
+    def on_fit_end(self) -> None:
+        if not self.trainer.is_global_zero or self.trainer.log_dir is None:
+            return
+        monitored = [cb for cb in self.trainer.checkpoint_callbacks if getattr(cb, "monitor", None) == "val/f1"]
+        ckpt = (monitored[0].best_model_path if monitored else "") or ""
+        enc = self.encoder
+        chosen = self.best
+        if ckpt and Path(ckpt).is_file():
+            state = torch.load(ckpt, map_location="cpu", weights_only=False)
+            own = {k[len("model."):]: v for k, v in state["state_dict"].items() if k.startswith("model.")}
+            enc.model.load_state_dict(own)
+            chosen = state.get("hypermem_encoder_best", chosen)
+        if chosen:
+            enc.centripetal_weight, enc.threshold = chosen["lambda"], chosen["threshold"]
+            enc.metrics = {f"val_{k}": float(v) for k, v in chosen.items()}
+        enc.config = {"hparams": {k: v for k, v in self.hparams.items()}, "checkpoint": ckpt}
+        self.exported = enc.save(Path(self.trainer.log_dir) / "encoder")
+        print(f"encoder: {self.exported}  (HierarchyEncoder.load; the weights of {ckpt or 'the last step'})",
+              flush=True)
+
+    # -- pictures -------------------------------------------------------------------------
+    def _log_pictures(self, tb, dm) -> None:
+        from .hierarchy_figures import poincare_disk_figure
+
+        rng = random.Random(self.hparams.seed)
+        sample = sorted(rng.sample(range(len(dm.ids)), min(self.hparams.disk_sample, len(dm.ids))))
+        with torch.no_grad():
+            pts = self.encoder.encode([dm.texts[i] for i in sample], show_progress_bar=False).cpu()
+        norms = self.encoder.norms(pts)
+        depth = torch.tensor([dm.depth[i] for i in sample])
+        step = self.global_step
+        for d in sorted(set(depth.tolist()))[:12]:
+            tb.add_histogram(f"embedding/norm_depth_{d}", norms[depth == d].float(), global_step=step)
+        if not self.hparams.log_images:
+            return
+        scale = math.sqrt(self.encoder.curvature) if self.encoder.curvature else 1.0 / float(pts.norm(dim=1).max())
+        fig = poincare_disk_figure(pts * scale, [dm.texts[i] for i in sample], None,
+                                   title=f"{self.encoder.geometry}, step {step}")
+        tb.add_figure("embedding/disk", fig, global_step=step)

@@ -1,0 +1,203 @@
+"""Training a hierarchy encoder: losses by hand, the in-batch gradient equals HiT's triplet
+form, lambda/threshold selection, batches, tasks, files, fit_hierarchy_encoder on a tiny tree."""
+
+from __future__ import annotations
+
+import json
+
+import geoopt
+import pytest
+import torch
+
+pytest.importorskip("sentence_transformers")
+
+from encoder_helpers import EDGES, NAMES, tiny_model_folder  # noqa: E402
+
+from hypermem.data.hierarchy_files import HierarchyFileError, read_hierarchy  # noqa: E402
+from hypermem.data.hierarchy_tasks import (  # noqa: E402
+    EntityHierarchy,
+    hop_distances,
+    mixed_hop_task,
+    multi_hop_task,
+    unseen_entity_task,
+)
+from hypermem.embed.hierarchy_encoder import HierarchyEncoder  # noqa: E402
+from hypermem.hierarchy.encoder_batches import EdgeBatches, EncoderBatch, closure_sets  # noqa: E402
+from hypermem.hierarchy.encoder_eval import PairTerms, choose_operating_point  # noqa: E402
+from hypermem.hierarchy.encoder_losses import LossWeights, encoder_losses  # noqa: E402
+from hypermem.hierarchy.encoder_step import TokenCache, batch_losses  # noqa: E402
+from hypermem.hierarchy.encoder_training import fit_hierarchy_encoder  # noqa: E402
+
+torch.set_num_threads(1)
+H = EntityHierarchy(dict(NAMES), list(EDGES), name="tiny")
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return tiny_model_folder(tmp_path_factory.mktemp("tiny"))
+
+
+def _points():
+    torch.manual_seed(3)
+    return geoopt.PoincareBall(c=0.25).projx(torch.randn(5, 4, dtype=torch.float64) * 0.8)
+
+
+def test_losses_against_hand_computation():
+    pts, c = _points(), 0.25
+    ball = geoopt.PoincareBall(c=c)
+    child, parent = torch.tensor([0, 1]), torch.tensor([2, 3])
+    neg = torch.tensor([[3, 4], [4, -1]])
+    w = LossWeights(clustering_margin=1.0, centripetal_margin=0.3, contrastive=1.0, temperature=0.5, cone=1.0)
+    out = encoder_losses(pts, child, parent, neg, torch.ones(2, 5, dtype=torch.bool), c, w)
+    d = lambda i, j: ball.dist(pts[i], pts[j])  # noqa: E731
+    trip = [torch.relu(d(0, 2) - d(0, 3) + 1), torch.relu(d(0, 2) - d(0, 4) + 1), torch.relu(d(1, 3) - d(1, 4) + 1)]
+    assert float(out["clustering"]) == pytest.approx(float(sum(trip) / 3), rel=1e-6)
+    cen = [torch.relu(ball.dist0(pts[2]) - ball.dist0(pts[0]) + 0.3), torch.relu(ball.dist0(pts[3]) - ball.dist0(pts[1]) + 0.3)]
+    assert float(out["centripetal"]) == pytest.approx(float(sum(cen) / 2), rel=1e-6)
+    logits0 = torch.stack([-d(0, j) / 0.5 for j in range(5)])
+    logits1 = torch.stack([-d(1, j) / 0.5 for j in range(5)])
+    con = (-(logits0.log_softmax(0)[2]) - logits1.log_softmax(0)[3]) / 2
+    assert float(out["contrastive"]) == pytest.approx(float(con), rel=1e-6)
+    assert out["cone"] >= 0 and torch.isfinite(out["loss"])
+    want = out["clustering"] + out["centripetal"] + out["contrastive"] + out["cone"]
+    assert float(out["loss"]) == pytest.approx(float(want))
+
+
+def test_euclidean_losses_use_euclidean_lengths():
+    pts = _points()
+    out = encoder_losses(pts, torch.tensor([0]), torch.tensor([1]), torch.tensor([[2]]), None, None,
+                         LossWeights(clustering_margin=0.5, centripetal_margin=0.1))
+    want = torch.relu((pts[0] - pts[1]).norm() - (pts[0] - pts[2]).norm() + 0.5)
+    assert float(out["clustering"]) == pytest.approx(float(want))
+    assert float(out["centripetal"]) == pytest.approx(float(torch.relu(pts[1].norm() - pts[0].norm() + 0.1)))
+
+
+def test_in_batch_gradient_equals_hits_triplet_form(tiny):
+    """Encoding each distinct entity once and indexing the triplets gives HiT's loss and
+    gradient (each triplet's three texts encoded separately), dropout off."""
+    enc = HierarchyEncoder.from_pretrained(str(tiny), "poincare")
+    enc.model.eval()
+    ids = sorted(NAMES)
+    tokens = TokenCache(enc.model.tokenizer, [NAMES[e] for e in ids], enc.max_length)
+    ix = {e: i for i, e in enumerate(ids)}
+    triplets = [("dog", "mammal", "bird"), ("dog", "mammal", "oak"), ("cat", "mammal", "fish"), ("cat", "mammal", "car")]
+    ents = sorted({ix[x] for t in triplets for x in t})
+    pos = {e: j for j, e in enumerate(ents)}
+    batch = EncoderBatch(ents, torch.tensor([pos[ix["dog"]], pos[ix["cat"]]]),
+                         torch.tensor([pos[ix["mammal"]]] * 2),
+                         torch.tensor([[pos[ix["bird"]], pos[ix["oak"]]], [pos[ix["fish"]], pos[ix["car"]]]]),
+                         torch.ones(2, len(ents), dtype=torch.bool))
+    w = LossWeights()
+    ours = batch_losses(enc, tokens, batch, w)["loss"]
+    ours.backward()
+    g_ours = [p.grad.clone() for p in enc.model.parameters() if p.grad is not None]
+    enc.model.zero_grad()
+    emb = lambda texts: enc.forward_features(enc.tokenize(texts))  # noqa: E731
+    a, p, n = (emb([t[k] for t in triplets]) for k in range(3))
+    ball = geoopt.PoincareBall(c=enc.curvature)
+    theirs = torch.relu(ball.dist(a, p) - ball.dist(a, n) + 5.0).mean() + \
+        torch.relu(0.5 + ball.dist0(p) - ball.dist0(a)).mean()
+    theirs.backward()
+    g_theirs = [p.grad.clone() for p in enc.model.parameters() if p.grad is not None]
+    assert float(ours.detach()) == pytest.approx(float(theirs.detach()), rel=1e-4)
+    assert len(g_ours) == len(g_theirs)
+    for x, y in zip(g_ours, g_theirs):
+        torch.testing.assert_close(x, y, rtol=2e-3, atol=1e-6)
+
+
+def test_operating_point_is_the_best_f1():
+    # positives have small distances and are deeper than their parents only with lambda > 0
+    dist = torch.tensor([1.0, 1.0, 3.0, 3.0, 1.0, 5.0], dtype=torch.float64)
+    hc = torch.tensor([2.0, 2.0, 2.0, 2.0, 0.0, 2.0], dtype=torch.float64)
+    hp = torch.tensor([1.0, 1.0, 1.0, 1.0, 3.0, 1.0], dtype=torch.float64)
+    labels = torch.tensor([1, 1, 1, 1, 0, 0], dtype=torch.bool)
+    op = choose_operating_point(PairTerms(dist, hc, hp, labels), lambdas=(0.0, 1.0))
+    assert op.f1 == pytest.approx(1.0) and op.centripetal_weight == 1.0
+    s = PairTerms(dist, hc, hp, labels).scores(1.0)
+    assert bool(((s > op.threshold) == labels).all())
+
+
+def test_batches_cover_every_edge_once_and_never_use_ancestors_as_negatives():
+    ids = sorted(NAMES)
+    ix = {e: i for i, e in enumerate(ids)}
+    edges = [(ix[c], ix[p]) for c, p in EDGES]
+    anc = closure_sets(edges, len(ids))
+    b = EdgeBatches(edges, anc, batch_size=6, children_per_parent=2, negatives=4, hard_negatives=2, seed=1)
+    seen = []
+    for batch in b.epoch(0):
+        for i in range(len(batch)):
+            c, p = batch.entities[int(batch.child[i])], batch.entities[int(batch.parent[i])]
+            seen.append((c, p))
+            negs = [batch.entities[j] for j in batch.negatives[i].tolist() if j >= 0]
+            assert c not in negs and not (set(negs) & anc[c]) and negs
+            assert bool(batch.candidates[i, int(batch.parent[i])]) and not bool(batch.candidates[i, int(batch.child[i])])
+    assert sorted(seen) == sorted(edges)
+    first = [x.entities for x in b.epoch(3)]
+    assert first == [x.entities for x in b.epoch(3)] and first != [x.entities for x in b.epoch(4)]
+
+
+def test_tasks_follow_hits_protocol():
+    m = multi_hop_task(H, seed=0, eval_fraction=0.2, negatives=3)
+    direct = set(EDGES)
+    assert m.train_edges == list(H.edges)
+    assert not set(m.val.positives) & direct and not set(m.val.positives) & set(m.test.positives)
+    anc = H.ancestors()
+    for (c, _), rnd, hard in zip(m.val.positives, m.val.random_negatives, m.val.hard_negatives):
+        assert len(rnd) == 3 and not set(rnd) & (anc[c] | {c}) and not set(hard) & (anc[c] | {c})
+    sib = {s for p in H.parents()["dog"] for s in H.children()[p]} - {"dog"}
+    i = [c for c, _ in m.val.positives + m.test.positives].index("dog") if "dog" in \
+        [c for c, _ in m.val.positives + m.test.positives] else None
+    if i is not None:
+        hard = (m.val.hard_negatives + m.test.hard_negatives)[i]
+        assert set(hard[:len(sib)]) <= sib
+    x = mixed_hop_task(H, seed=0, eval_fraction=0.2, negatives=3)
+    assert set(x.train_edges) < direct and set(x.val.positives) & direct
+    u = unseen_entity_task(H, seed=0, fraction=0.1, negatives=3)
+    held = set(u.val_entities) | set(u.test_entities)
+    assert held and not any(c in held or p in held for c, p in u.train_edges)
+    assert all(c in held and p not in held for c, p in u.val.positives + u.test.positives)
+    hops = hop_distances(H, ["poodle"])["poodle"]
+    assert hops == {"dog": 1, "mammal": 2, "animal": 3, "entity": 4}
+
+
+def test_hierarchy_files(tmp_path):
+    (tmp_path / "e.tsv").write_text("child\tparent\ndog\tanimal\ncat\tanimal\n")
+    (tmp_path / "n.jsonl").write_text('{"id": "dog", "name": "a dog"}\n{"id": "cat", "text": "a cat"}\n'
+                                      '{"id": "animal", "name": "an animal"}\n')
+    h = read_hierarchy(tmp_path / "e.tsv", tmp_path / "n.jsonl")
+    assert h.edges == [("dog", "animal"), ("cat", "animal")] and h.names["cat"] == "a cat"
+    (tmp_path / "cycle.tsv").write_text("a\tb\nb\ta\n")
+    with pytest.raises(HierarchyFileError, match="cycle"):
+        read_hierarchy(tmp_path / "cycle.tsv")
+    (tmp_path / "bad.tsv").write_text("a\tb\tc\n")
+    with pytest.raises(HierarchyFileError, match="bad.tsv:1"):
+        read_hierarchy(tmp_path / "bad.tsv")
+    (tmp_path / "e.jsonl").write_text('{"child": "a", "parent": ""}\n')
+    with pytest.raises(HierarchyFileError, match="parent"):
+        read_hierarchy(tmp_path / "e.jsonl")
+    (tmp_path / "few.tsv").write_text("dog\ta dog\n")
+    with pytest.raises(HierarchyFileError, match="no name"):
+        read_hierarchy(tmp_path / "e.tsv", tmp_path / "few.tsv")
+
+
+@pytest.mark.parametrize("geometry", ["poincare", "euclidean"])
+def test_fit_on_a_tiny_tree(tiny, tmp_path, geometry):
+    val = [("beagle", "dog"), ("tulip", "flower")]
+    train = [e for e in EDGES if e not in val]
+    enc = fit_hierarchy_encoder(train, NAMES, base=str(tiny), geometry=geometry, epochs=6, batch_size=8, lr=2e-3,
+                                validate_every=4, validation_edges=val, out=str(tmp_path / "enc"), seed=1)
+    hist = enc.config["history"]
+    assert enc.geometry == geometry and enc.threshold is not None and len(hist) >= 3
+    assert enc.metrics["val_f1"] == max(h["f1"] for h in hist)     # the best validation is kept
+    back = HierarchyEncoder.load(tmp_path / "enc")
+    assert back.threshold == pytest.approx(enc.threshold) and back.geometry == geometry
+    saved = json.loads((tmp_path / "enc" / "hypermem_encoder.json").read_text())
+    assert saved["config"]["steps"] == enc.config["steps"]
+    with pytest.raises(TypeError, match="unknown setting"):
+        fit_hierarchy_encoder(train, NAMES, base=str(tiny), epochs=1, batchsize=8)
+
+
+def test_max_minutes_stops_in_time_with_validated_weights(tiny):
+    enc = fit_hierarchy_encoder(EDGES, NAMES, base=str(tiny), epochs=10_000, max_minutes=0.05, batch_size=8,
+                                validate_every=10**6)
+    assert enc.config["steps"] < 10_000 * 4 and enc.config["history"] and enc.threshold is not None

@@ -1,0 +1,73 @@
+"""`hypermem train --config wordnet_encoder` on a user's own files: TensorBoard, the exported
+encoder, exact resume (LightningCLI, a tiny model built in the test)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytest.importorskip("sentence_transformers")
+pytest.importorskip("lightning")
+
+from encoder_helpers import EDGES, tiny_model_folder  # noqa: E402
+
+from hypermem.embed.hierarchy_encoder import HierarchyEncoder  # noqa: E402
+from hypermem.train.config_kind import is_encoder_config  # noqa: E402
+from hypermem.train.hierarchy_cli import main  # noqa: E402
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("enc-cli")
+    model = tiny_model_folder(root / "m")
+    (root / "edges.tsv").write_text("".join(f"{c}\t{p}\n" for c, p in EDGES))
+    return root, model
+
+
+def _args(root, model, name, epochs, *extra):
+    return ["fit", "--config", "wordnet_encoder", f"--model.base={model}", "--model.lr=0.002",
+            "--data.hierarchy=files", f"--data.edges={root / 'edges.tsv'}", "--data.task=none",
+            "--data.batch_size=8", f"--trainer.max_epochs={epochs}", "--trainer.val_check_interval=1.0",
+            "--trainer.log_every_n_steps=1", f"--trainer.logger.init_args.save_dir={root / 'runs'}",
+            f"--trainer.logger.init_args.name={name}", "--model.schedule_steps=12", *extra]
+
+
+def test_the_config_is_recognised():
+    from hypermem.configs import config_path
+
+    assert is_encoder_config(["--config", str(config_path("wordnet_encoder"))])
+    assert not is_encoder_config(["--config", str(config_path("mammals_poincare"))])
+
+
+def test_a_run_logs_to_tensorboard_and_exports_the_best_encoder(setup, capsys):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    root, model = setup
+    main(_args(root, model, "one", 2))
+    out = capsys.readouterr().out
+    assert "encoder: " in out and "best-step=" in out
+    run = root / "runs" / "one" / "version_0"
+    ea = EventAccumulator(str(run))
+    ea.Reload()
+    for tag in ("train/loss", "train/clustering", "train/centripetal", "train/lr", "val/f1", "val/f1_hard", "val/mrr"):
+        assert tag in ea.Tags()["scalars"], tag
+    assert "embedding/disk" in ea.Tags()["images"]
+    assert any(t.startswith("embedding/norm_depth_") for t in ea.Tags()["histograms"])
+    steps = [e.step for e in ea.Scalars("train/loss")]
+    assert steps == sorted(steps) and len(steps) == len(set(steps))     # one step axis
+    enc = HierarchyEncoder.load(run / "encoder")
+    assert enc.threshold is not None and enc.metrics["val_f1"] == pytest.approx(max(e.value for e in ea.Scalars("val/f1")), rel=1e-6)
+
+
+def test_resume_equals_the_uninterrupted_run(setup):
+    root, model = setup
+    main(_args(root, model, "straight", 3))
+    main(_args(root, model, "parts", 1))
+    main(_args(root, model, "parts", 3, "--ckpt_path=last"))
+    a = torch.load(root / "runs" / "straight" / "version_0" / "checkpoints" / "last.ckpt", weights_only=False)
+    b = torch.load(root / "runs" / "parts" / "version_0" / "checkpoints" / "last.ckpt", weights_only=False)
+    assert a["global_step"] == b["global_step"]
+    for k, v in a["state_dict"].items():
+        torch.testing.assert_close(b["state_dict"][k], v, rtol=0, atol=0, msg=k)
