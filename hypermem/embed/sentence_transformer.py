@@ -25,8 +25,9 @@ def local_minilm_path() -> str:
 
 
 @contextlib.contextmanager
-def _no_loading_bar():
-    """Without transformers' "Loading weights: 100%" bar, printed at every load: the
+def quiet_loading():
+    """A context without transformers' "Loading weights: 100%" bar, printed at every load
+    (any loader of transformers weights in hypermem can use it): the
     ``HF_HUB_DISABLE_PROGRESS_BARS`` variable is read when the hub library is imported, so
     setting it here is too late once sentence-transformers is; the bar's own switch is
     restored afterwards."""
@@ -70,7 +71,7 @@ class SentenceTransformerEmbedder:
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         self.model_name = model_name
         path = local_minilm_path() if model_name in (DEFAULT_MODEL, "all-MiniLM-L6-v2") else model_name
-        with _no_loading_bar():
+        with quiet_loading():
             self.model = SentenceTransformer(path, device=device or "cpu", **kwargs)
         getdim = getattr(self.model, "get_embedding_dimension", None) or \
             self.model.get_sentence_embedding_dimension
