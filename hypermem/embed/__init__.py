@@ -1,9 +1,10 @@
-"""Text embedders and the projection into the ball (layer 2)."""
+"""Text embedders, the projection into the ball and the hierarchy encoder (layer 2)."""
 
 from .base import Embedder, check_texts, embed_checked
 from .callable import CallableEmbedder
 from .choice import StandIn, embedder_named
 from .hashing import HashingEmbedder
+from .hierarchy_encoder import EncoderFolderError, HierarchyEncoder
 from .projection import BallProjector
 from .sentence_transformer import SentenceTransformerEmbedder
 
@@ -13,6 +14,8 @@ __all__ = [
     "CallableEmbedder",
     "SentenceTransformerEmbedder",
     "BallProjector",
+    "HierarchyEncoder",
+    "EncoderFolderError",
     "StandIn",
     "embedder_named",
     "check_texts",

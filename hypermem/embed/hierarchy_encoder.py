@@ -56,28 +56,18 @@ from .encoder_folder import (
     check_modules,
     read_settings,
 )
-from .sentence_transformer import DEFAULT_MODEL, local_minilm_path
+from .sentence_transformer import DEFAULT_MODEL, local_minilm_path, quiet_loading
 
 __all__ = ["HierarchyEncoder", "EncoderFolderError"]
 
 
 @contextlib.contextmanager
 def _quiet_loading():
-    """Silence the 'Loading weights' / 'Writing model shards' bars of transformers."""
+    """Offline, and without the 'Loading weights' / 'Writing model shards' bars."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    try:
-        from transformers.utils import logging as hf_logging
-    except ImportError:  # pragma: no cover - sentence-transformers needs transformers
+    with quiet_loading():
         yield
-        return
-    was = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if was:
-            hf_logging.enable_progress_bar()
 
 
 def _sentence_transformers():

@@ -19,6 +19,10 @@
   to the trainers;
 * :mod:`~hypermem.hierarchy.cones` — the entailment-cone loss and scores, with the
   link-prediction splits of :mod:`~hypermem.hierarchy.splits`;
+* :mod:`~hypermem.hierarchy.encoder_training` — :func:`fit_hierarchy_encoder`, a text encoder
+  trained into the ball (HiT, He et al. 2024) or its Euclidean twin, with its losses
+  (:mod:`~hypermem.hierarchy.encoder_losses`), batches (:mod:`~hypermem.hierarchy.encoder_batches`)
+  and evaluation (:mod:`~hypermem.hierarchy.encoder_eval`);
 * :mod:`~hypermem.hierarchy.evaluation` — reconstruction MAP / mean rank, link-prediction F1;
   :mod:`~hypermem.hierarchy.rank_polish` moves single nodes to lower the exact mean rank.
 
@@ -33,6 +37,7 @@ Example::
 """
 
 
+from .encoder_training import EncoderTrainConfig, fit_hierarchy_encoder
 from .evaluation import (
     LinkPredictionResult,
     ReconstructionResult,
@@ -68,6 +73,8 @@ __all__ = [
     "fit_euclidean_embeddings",
     "fit_entailment_cones",
     "fit_hierarchy",
+    "fit_hierarchy_encoder",
+    "EncoderTrainConfig",
     "PoincareConfig",
     "EuclideanConfig",
     "ConeConfig",
