@@ -101,16 +101,15 @@ def ranking(scorer, task) -> dict:
     val = rank_parents(scorer, h.names, task.val_entities, known, par, anc, lambdas, candidate_points=cand_pts)
     lam = max(val, key=lambda x: val[x]["mrr"])
     test = rank_parents(scorer, h.names, task.test_entities, known, par, anc, (lam,), candidate_points=cand_pts)
-    return {"lambda": lam, "val": val[lam], "test": test[lam]}
+    return {"lambda": lam, "val": val[lam], "test": test[lam]}, (known, cand_pts)
 
 
-def per_query_rr(scorer, task, lam: float) -> list[float]:
-    """Reciprocal rank of each test entity's best true parent (for paired intervals)."""
+def per_query_rr(scorer, task, lam: float, candidates) -> list[float]:
+    """Reciprocal rank of each test entity's best true parent (for paired intervals); the
+    candidates encoded by :func:`ranking` are reused."""
     h = task.hierarchy
-    held = set(task.val_entities) | set(task.test_entities)
-    known = sorted(e for e in h.names if e not in held)
+    known, cand = candidates
     index = {c: i for i, c in enumerate(known)}
-    cand = scorer.encode([h.names[c] for c in known])
     q = scorer.encode([h.names[e] for e in task.test_entities])
     from hypermem.geometry.subsumption import score_from_terms
 
@@ -122,6 +121,38 @@ def per_query_rr(scorer, task, lam: float) -> list[float]:
             if true:
                 out.append(1.0 / (int((sc[row] > sc[row, true].max()).sum()) + 1))
     return out
+
+
+def paired_interval(a: list[float], b: list[float], reps: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """Mean of ``a - b`` over paired queries and its 95% bootstrap interval."""
+    import random
+
+    d = [x - y for x, y in zip(a, b)]
+    rng = random.Random(seed)
+    means = sorted(sum(rng.choice(d) for _ in d) / len(d) for _ in range(reps))
+    return sum(d) / len(d), means[int(0.025 * reps)], means[int(0.975 * reps) - 1]
+
+
+def table(out: Path) -> str:
+    """A markdown table of every results.json under ``out`` and the paired MRR differences."""
+    rows = [json.loads(p.read_text()) for p in sorted(out.glob("*/results.json"))]
+    lines = ["| task | system | seed | F1 random | F1 hard | parent MRR | Hits@1 | Hits@10 | anc@10 hop 1 / 2 / 3-4 / 5+ "
+             "| train steps | train CPU s |", "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
+    for r in rows:
+        t = r.get("ranking", {}).get("test", {})
+        anc = " / ".join(f"{t.get(f'anc@10/hop={b}', float('nan')):.3f}" for b in ("1", "2", "3-4", "5+"))
+        lines.append(f"| {r['task']} | {r['system']}{r.get('tag', '')} | {r['seed']} | {r['f1']['random']['test_f1']:.3f} "
+                     f"| {r['f1']['hard']['test_f1']:.3f} | {t.get('mrr', float('nan')):.3f} "
+                     f"| {t.get('hits@1', float('nan')):.3f} | {t.get('hits@10', float('nan')):.3f} | {anc} "
+                     f"| {r.get('steps', '')} | {r.get('train_cpu_s', 0):.0f} |")
+    with_rr = [r for r in rows if r.get("test_rr")]
+    for i, a in enumerate(with_rr):
+        for b in with_rr[i + 1:]:
+            if (a["task"], a["seed"]) == (b["task"], b["seed"]) and len(a["test_rr"]) == len(b["test_rr"]):
+                m, lo, hi = paired_interval(a["test_rr"], b["test_rr"])
+                lines.append(f"\n{a['system']}{a.get('tag', '')} - {b['system']}{b.get('tag', '')} (seed {a['seed']}), "
+                             f"parent MRR: {m:+.3f} [{lo:+.3f}, {hi:+.3f}]")
+    return "\n".join(lines)
 
 
 def main(argv=None) -> int:
@@ -138,7 +169,11 @@ def main(argv=None) -> int:
     ap.add_argument("--names", default="", help="TSV/JSONL names (id, text) of another hierarchy")
     ap.add_argument("--tag", default="", help="suffix of the run folder")
     ap.add_argument("-o", "--out", default="runs/bench_encoder")
+    ap.add_argument("--table", action="store_true", help="print the table of the results under -o and stop")
     args = ap.parse_args(argv)
+    if args.table:
+        print(table(Path(args.out)))
+        return 0
     if args.threads:
         torch.set_num_threads(args.threads)
     out = Path(args.out) / f"{args.task}-{args.system}-s{args.seed}{args.tag}"
@@ -148,14 +183,14 @@ def main(argv=None) -> int:
     task = TASKS[args.task](h, seed=args.seed)
     print(f"{task} ({time.monotonic() - t0:.1f} s)", flush=True)
     scorer, train = scorer_for(args, task, out)
-    res = {"task": args.task, "system": args.system, "seed": args.seed, "hierarchy": h.name, **train,
+    res = {"task": args.task, "system": args.system, "tag": args.tag, "seed": args.seed, "hierarchy": h.name, **train,
            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load": os.getloadavg()}
     t1 = time.monotonic()
     with torch.no_grad():
         res["f1"] = f1_protocol(scorer, task)
         if args.task == "unseen":
-            res["ranking"] = ranking(scorer, task)
-            res["test_rr"] = per_query_rr(scorer, task, res["ranking"]["lambda"])
+            res["ranking"], cands = ranking(scorer, task)
+            res["test_rr"] = per_query_rr(scorer, task, res["ranking"]["lambda"], cands)
     res["eval_wall_s"] = time.monotonic() - t1
     res["max_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     (out / "results.json").write_text(json.dumps(res, indent=1))
