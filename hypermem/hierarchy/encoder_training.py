@@ -56,7 +56,10 @@ EUCLIDEAN_MARGIN_SCALE = 2.3
 class EncoderTrainConfig:
     """Settings of :func:`fit_hierarchy_encoder` (its ``**config``); margins ``None`` mean the
     geometry's default (HiT's 5.0 and 0.5 in the ball, divided by
-    :data:`EUCLIDEAN_MARGIN_SCALE` in R^d)."""
+    :data:`EUCLIDEAN_MARGIN_SCALE` in R^d).  The in-batch contrastive term is on by default:
+    on the validation entities of WordNet's unseen-entity task it raised the ball's F1 from
+    0.656 to 0.678 and left the twin's level (0.663 / 0.661), 600 steps each
+    (benchmarks/RESULTS.md)."""
 
     batch_size: int = 128
     children_per_parent: int = 4
@@ -70,7 +73,7 @@ class EncoderTrainConfig:
     clustering_margin: float | None = None
     centripetal: float = 1.0
     centripetal_margin: float | None = None
-    contrastive: float = 0.0
+    contrastive: float = 1.0
     temperature: float = 1.0
     cone: float = 0.0
     cone_margin: float = 0.01

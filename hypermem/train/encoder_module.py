@@ -66,7 +66,7 @@ class EncoderModule(pl.LightningModule):
     def __init__(self, base: str = "all-MiniLM-L6-v2", geometry: str = "poincare", lr: float = 3e-5,
                  weight_decay: float = 0.01, warmup: float = 0.05, max_length: int = 32, clustering: float = 1.0,
                  clustering_margin: float | None = None, centripetal: float = 1.0,
-                 centripetal_margin: float | None = None, contrastive: float = 0.0, temperature: float = 1.0,
+                 centripetal_margin: float | None = None, contrastive: float = 1.0, temperature: float = 1.0,
                  cone: float = 0.0, cone_margin: float = 0.01, seed: int = 0, log_images: bool = True,
                  disk_sample: int = 300, schedule_steps: int | None = None):
         super().__init__()
