@@ -89,19 +89,20 @@ def main() -> None:
 
     cpu = {"hit": 0.0, "ours": 0.0}
     pos = {"hit": 0.0, "ours": 0.0}
-    for i in range(args.steps + 1):
+    for i in range(args.steps + 1 if args.steps else 0):
         for name, fn in (("hit", hit_step), ("ours", our_step)):
             t = time.process_time()
             n = fn()
             if i:                       # the first step of each warms up
                 cpu[name] += time.process_time() - t
                 pos[name] += n
-    per = {k: cpu[k] / pos[k] for k in cpu}
-    print(f"CPU s per positive edge (10 negatives each), {args.steps} steps each, 1 thread, "
-          f"load {os.getloadavg()[0]:.1f}:")
-    print(f"  HiT triplets ({args.hit_batch} a step): {per['hit'] * 1000:.1f} ms")
-    print(f"  hypermem in-batch ({args.batch} positives a step): {per['ours'] * 1000:.1f} ms")
-    print(f"  ratio: {per['hit'] / per['ours']:.1f}x")
+    per = {k: cpu[k] / max(pos[k], 1) for k in cpu}
+    if args.steps:
+        print(f"CPU s per positive edge (10 negatives each), {args.steps} steps each, 1 thread, "
+              f"load {os.getloadavg()[0]:.1f}:")
+        print(f"  HiT triplets ({args.hit_batch} a step): {per['hit'] * 1000:.1f} ms")
+        print(f"  hypermem in-batch ({args.batch} positives a step): {per['ours'] * 1000:.1f} ms")
+        print(f"  ratio: {per['hit'] / per['ours']:.1f}x")
     if args.throughput:
         from sentence_transformers import SentenceTransformer
 

@@ -171,8 +171,7 @@ class HierarchyEncoder:
         s = read_settings(folder, cls._pooled_dim(model))
         enc = cls(model, s.geometry, centripetal_weight=s.centripetal_weight, threshold=s.threshold,
                   max_length=s.max_length, base=s.base, metrics=s.metrics, config=s.config)
-        if s.curvature is not None and abs(s.curvature - enc.curvature) > 1e-12 * max(1.0, enc.curvature):
-            enc.curvature = s.curvature
+        enc.curvature = s.curvature   # as saved (1/dim unless the file says otherwise)
         model[0].max_seq_length = enc.max_length
         enc.source = str(folder.resolve())
         return enc
