@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from .dag import hypernym_closure
 
 __all__ = ["EntityHierarchy", "PairSet", "EncoderTask", "multi_hop_task", "mixed_hop_task",
-           "unseen_entity_task", "hop_distances", "NegativeSampler"]
+           "unseen_entity_task", "hop_distances", "NegativeSampler", "carve_validation"]
 
 
 @dataclass
@@ -161,6 +161,16 @@ class NegativeSampler:
             rnd.append(r)
             hard.append(self.hard(c, r))
         return PairSet(list(positives), rnd, hard)
+
+
+def carve_validation(edges: Sequence[tuple[str, str]], seed: int = 0, fraction: float = 0.05,
+                     most: int = 2000) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """``(train, validation)``: a seeded ``fraction`` of ``edges`` (at least 1, at most ``most``)
+    held out for validation, the rest for training."""
+    shuffled = sorted(edges)
+    random.Random(seed).shuffle(shuffled)
+    n = min(most, max(1, int(len(shuffled) * fraction)))
+    return shuffled[n:], shuffled[:n]
 
 
 def _transitive(h: EntityHierarchy) -> list[tuple[str, str]]:

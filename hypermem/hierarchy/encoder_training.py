@@ -36,7 +36,7 @@ from pathlib import Path
 
 import torch
 
-from ..data.hierarchy_tasks import EntityHierarchy, NegativeSampler
+from ..data.hierarchy_tasks import EntityHierarchy, NegativeSampler, carve_validation
 from ..embed.hierarchy_encoder import HierarchyEncoder
 from .encoder_batches import EdgeBatches, closure_sets
 from .encoder_eval import choose_operating_point, encode_entities, pair_terms
@@ -177,11 +177,7 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
     if missing:
         raise ValueError(f"{len(missing)} entities of the edges have no name, e.g. {missing[:3]}")
     if validation_edges is None:
-        rng = random.Random(seed)
-        shuffled = sorted(edges)
-        rng.shuffle(shuffled)
-        n_val = min(2000, max(1, len(shuffled) // 20))
-        validation_edges, edges = shuffled[:n_val], shuffled[n_val:]
+        edges, validation_edges = carve_validation(edges, seed)
     validation_edges = [(str(c), str(p)) for c, p in validation_edges]
     ids = sorted(names)
     index = {e: i for i, e in enumerate(ids)}

@@ -16,8 +16,6 @@ with their random and hard negatives (the module scores them all at once).
 
 from __future__ import annotations
 
-import random
-
 import lightning.pytorch as pl
 from torch.utils.data import DataLoader, IterableDataset
 
@@ -25,6 +23,7 @@ from ..data.hierarchy_files import read_hierarchy
 from ..data.hierarchy_tasks import (
     EntityHierarchy,
     NegativeSampler,
+    carve_validation,
     mixed_hop_task,
     multi_hop_task,
     unseen_entity_task,
@@ -96,10 +95,7 @@ class EncoderDataModule(pl.LightningDataModule):
         hp = self.hparams
         self.h = read_hierarchy(hp.edges, hp.names) if hp.hierarchy == "files" else hit_noun_hierarchy()
         if hp.task == "none":
-            shuffled = sorted(self.h.edges)
-            random.Random(hp.seed).shuffle(shuffled)
-            n_val = min(2000, max(1, len(shuffled) // 20))
-            self.train_edges, val_edges = shuffled[n_val:], shuffled[:n_val]
+            self.train_edges, val_edges = carve_validation(self.h.edges, hp.seed)
             self.val = NegativeSampler(self.h, hp.negatives, hp.seed + 1).pair_set(val_edges)
         else:
             task = TASKS[hp.task](self.h, seed=hp.seed, negatives=hp.negatives)

@@ -31,9 +31,8 @@ import lightning.pytorch as pl
 import torch
 
 from ..embed.hierarchy_encoder import HierarchyEncoder
-from ..hierarchy.encoder_losses import LossWeights
 from ..hierarchy.encoder_step import TokenCache, batch_losses, lr_factor, step_seed
-from ..hierarchy.encoder_training import EUCLIDEAN_MARGIN_SCALE, validate_encoder
+from ..hierarchy.encoder_training import EncoderTrainConfig, validate_encoder
 from .hierarchy_logging import tensorboard_writer
 
 __all__ = ["EncoderModule"]
@@ -73,10 +72,10 @@ class EncoderModule(pl.LightningModule):
         if geometry not in ("poincare", "euclidean"):
             raise ValueError(f"model.geometry must be 'poincare' or 'euclidean', got {geometry!r}")
         self.save_hyperparameters()
-        scale = 1.0 if geometry == "poincare" else EUCLIDEAN_MARGIN_SCALE
-        self.weights = LossWeights(clustering, 5.0 / scale if clustering_margin is None else clustering_margin,
-                                   centripetal, 0.5 / scale if centripetal_margin is None else centripetal_margin,
-                                   contrastive, temperature, cone, cone_margin)
+        self.weights = EncoderTrainConfig(
+            clustering=clustering, clustering_margin=clustering_margin, centripetal=centripetal,
+            centripetal_margin=centripetal_margin, contrastive=contrastive, temperature=temperature, cone=cone,
+            cone_margin=cone_margin).loss_weights(geometry)
         torch.manual_seed(seed)
         self.encoder = HierarchyEncoder.from_pretrained(base, geometry, max_length=max_length)
         self.model = self.encoder.model   # registers the transformer's parameters with this module
