@@ -7,10 +7,16 @@
 * :mod:`~hypermem.geometry.numerics` — per-dtype margins and clamped special functions.
 """
 
-from .ball import PoincareBall
 from .conversion import as_points, as_tensor, check_curvature
+from .deferred_import import defer_submodule
 from .lorentz import lorentz_distance, lorentz_inner, mips_scores, to_mips_vectors
 from .numerics import artanh, ball_margin, max_radius
+
+# geoopt's optimizers import scipy.optimize (~0.45 s); the store never needs them: they load on
+# first use (geoopt.optim.RiemannianSGD), see hypermem.geometry.deferred_import
+defer_submodule("geoopt", "optim")
+
+from .ball import PoincareBall  # noqa: E402
 
 __all__ = [
     "PoincareBall",
