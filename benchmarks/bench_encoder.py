@@ -7,7 +7,8 @@ MiniLM (cosine, and HiT's untrained ball) -- every choice on validation, test on
     python benchmarks/bench_encoder.py --task unseen --system euclidean --eval FOLDER -o runs/enc
     python benchmarks/bench_encoder.py --edges e.tsv --names n.tsv --task unseen ...     # another hierarchy
 
-Systems: ``poincare`` / ``euclidean`` (trained by ``fit_hierarchy_encoder``), ``cosine``
+Systems: ``poincare`` / ``euclidean`` (trained by ``fit_hierarchy_encoder``), ``hit`` (HiT trained
+by the ``hierarchy-transformers`` package for ``--cpu-budget`` CPU seconds: ``hit_baseline.py``), ``cosine``
 (pre-trained all-MiniLM-L6-v2, normalised, cosine score), ``pretrained-ball`` (the same model,
 mean pooling unnormalised, read in HiT's ball with lambda chosen on validation: HiT's
 "pre-trained" row).  Each run writes ``<out>/<task>-<system>-s<seed>/results.json`` and
@@ -63,6 +64,13 @@ def scorer_for(args, task, out: Path):
         return HierarchyEncoder.from_pretrained("all-MiniLM-L6-v2", "poincare"), {}
     if args.eval:
         return HierarchyEncoder.load(args.eval), {}
+    if sysname == "hit":
+        from hit_baseline import train_hit
+
+        t0 = time.monotonic()
+        enc, rec = train_hit(task, cpu_budget_s=args.cpu_budget, seed=args.seed)
+        enc.save(out / "encoder")
+        return enc, {"train_wall_s": time.monotonic() - t0, **rec}
     cfg = json.loads(args.config) if args.config else {}
     t0, c0 = time.monotonic(), time.process_time()
     enc = fit_hierarchy_encoder(task.train_edges, task.hierarchy.names, geometry=sysname,
@@ -158,9 +166,10 @@ def table(out: Path) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--task", choices=sorted(TASKS), default="unseen")
-    ap.add_argument("--system", choices=["poincare", "euclidean", "cosine", "pretrained-ball"], default="poincare")
+    ap.add_argument("--system", choices=["poincare", "euclidean", "cosine", "pretrained-ball", "hit"], default="poincare")
     ap.add_argument("--minutes", type=float, default=None, help="training budget (wall minutes)")
     ap.add_argument("--epochs", type=int, default=None)
+    ap.add_argument("--cpu-budget", type=float, default=1000.0, help="CPU seconds of training (--system hit)")
     ap.add_argument("--seed", type=int, default=0, help="seeds the split and the training")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--config", default="", help="JSON of EncoderTrainConfig fields")

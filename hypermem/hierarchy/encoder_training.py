@@ -210,7 +210,8 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
         enc.model.eval()
         m = validate_encoder(enc, names, val)
         enc.model.train()
-        m.update({"step": float(step), "epoch": epoch, "seconds": time.monotonic() - start})
+        m.update({"step": float(step), "epoch": epoch, "seconds": time.monotonic() - start,
+                  "cpu_seconds": time.process_time() - cpu_start})
         history.append(m)
         if best is None or m["f1"] > best[0]:
             best = (m["f1"], {k: v.detach().clone() for k, v in enc.model.state_dict().items()}, dict(m))
