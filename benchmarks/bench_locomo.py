@@ -8,11 +8,14 @@ every question (categories 1-4; 5, adversarial, is skipped) is a query ranked ov
 turns in the top k; MRR is that of its first evidence turn (0 past rank 100).  Systems:
 
 * ``cosine``: all-MiniLM-L6-v2 cosine; ``bm25``: rank-bm25's Okapi BM25 (Robertson & Zaragoza
-  2009) over lower-cased word tokens; ``rrf``: the two fused by reciprocal ranks
+  2009) over lower-cased word tokens (``BM25 stemmed``: over hypermem's terms, stopwords out and
+  Porter-stemmed); ``rrf``: BM25 and cosine fused by reciprocal ranks
   (Cormack, Clarke & Büttcher, SIGIR 2009, k = 60);
 * ``hypermem ...``: :class:`hypermem.Memory` with MiniLM, its defaults and each documented knob
   (``inherit``, ``metric``, ``depth_bias``, a ``HalfLife`` decay evaluated at the last session's
-  date with the seed's ``time_coef=1`` and with ``recency_weight``), and the hybrid search.
+  date with the seed's ``time_coef=1`` and with ``recency_weight``), and the hybrid search with
+  and without its parts (``Lexical(family=ρ, neighbour=ν, k1, b, tokenizer)``,
+  :mod:`hypermem.store.lexical`).
 
 Every setting is chosen on conversations 0-4 (``--split dev``); conversations 5-9
 (``--split test``) are reported once.  The data stays in its folder (CC BY-NC 4.0).  Needs the
@@ -40,7 +43,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from locomo_data import CATEGORIES, KS, MRR_DEPTH, load, metrics  # noqa: E402
 
 from hypermem import CallableEmbedder, HalfLife, Memory  # noqa: E402
-from hypermem.retrieval.bm25 import tokenize  # noqa: E402
+from hypermem.retrieval.bm25 import tokenize, words  # noqa: E402
+from hypermem.store.lexical import Lexical  # noqa: E402
 
 SPLITS = {"dev": range(0, 5), "test": range(5, 10), "all": range(0, 10)}
 
@@ -80,13 +84,13 @@ def rank_cosine(Eq, Et):
     return torch.argsort(-(Eq @ Et.T), dim=1, stable=True)[:, :MRR_DEPTH].tolist()
 
 
-def rank_bm25(conv):
+def rank_bm25(conv, tok=words):
     from rank_bm25 import BM25Okapi
 
-    bm = BM25Okapi([tokenize(t) or ["_"] for t in conv.turn_texts])
+    bm = BM25Okapi([tok(t) or ["_"] for t in conv.turn_texts])
     out = []
     for q in conv.questions:
-        s = np.asarray(bm.get_scores(tokenize(q["question"])))
+        s = np.asarray(bm.get_scores(tok(q["question"])))
         out.append(np.argsort(-s, kind="stable")[:MRR_DEPTH].tolist())
     return out
 
@@ -128,6 +132,13 @@ def hypermem_systems(last_date):
     """(name, Memory settings, search arguments) of every hypermem configuration measured."""
     at = {"at_time": last_date + timedelta(days=1)}
     out = [("hypermem defaults", {}, {}), ("hypermem hybrid=0 (the seed's score)", {"hybrid": 0.0}, {})]
+    plain = {"family": 0.0, "neighbour": 0.0}
+    lexical = [("words, family=0 neighbour=0 (the previous defaults)", {**plain, "tokenizer": words}),
+               ("family=0 neighbour=0 (stems only)", plain), ("neighbour=0", {"neighbour": 0.0}),
+               ("family=0", {"family": 0.0}), ("family=0.5", {"family": 0.5}), ("family=2.0", {"family": 2.0}),
+               ("neighbour=0.3", {"neighbour": 0.3}), ("neighbour=1.0", {"neighbour": 1.0}),
+               ("bm25 k1=0.9", {"k1": 0.9}), ("bm25 b=0.5", {"b": 0.5})]
+    out += [(f"hypermem {name}", {"lexical": kw}, {}) for name, kw in lexical]
     for inherit in (0.0, 0.5):
         out.append((f"hypermem hybrid=0 inherit={inherit}", {"inherit": inherit, "hybrid": 0.0}, {}))
         out.append((f"hypermem inherit={inherit}", {"inherit": inherit}, {}))
@@ -160,15 +171,20 @@ def run(folder, split, cache, systems_filter=None):
         Es = embed_cached(session_texts, cache, encoder)
         Eq = embed_cached([q["question"] for q in conv.questions], cache, encoder)
         questions += conv.questions
-        cos, bm = rank_cosine(Eq, Et), rank_bm25(conv)
-        base = {"MiniLM cosine": cos, "BM25": bm, "BM25 + cosine, RRF": rrf(bm, cos)}
+        cos, bm, bms = rank_cosine(Eq, Et), rank_bm25(conv), rank_bm25(conv, tokenize)
+        base = {"MiniLM cosine": cos, "BM25": bm, "BM25 + cosine, RRF": rrf(bm, cos),
+                "BM25 stemmed": bms, "BM25 stemmed + cosine, RRF": rrf(bms, cos)}
         for name, r in base.items():
             rankings.setdefault(name, []).extend(r)
         for name, settings, kwargs in hypermem_systems(conv.sessions[-1][1]):
             if systems_filter and not any(f in name for f in systems_filter):
                 continue
             t0 = time.perf_counter()
+            settings = dict(settings)
+            lexical = settings.pop("lexical", None)
             mem = build_memory(conv, Et, Es, session_texts, **settings)
+            if lexical is not None:
+                mem.searcher.lexical = Lexical(**lexical)
             rankings.setdefault(name, []).extend(rank_memory(mem, conv, Eq, kwargs))
             timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
     table = {name: metrics(r, questions) for name, r in rankings.items()}
