@@ -181,8 +181,8 @@ def _cmd_tree(args: argparse.Namespace) -> int:
 
 def _cmd_search(args: argparse.Namespace) -> int:
     mem = load_memory(args.memory, args.embedder)
-    if args.mode != "nearest" and args.root is None:
-        raise UserError(f"--mode {args.mode} needs --root ID")
+    if args.mode != "nearest" and args.root is None and (args.mode != "ancestors" or args.query is None):
+        raise UserError(f"--mode {args.mode} needs --root ID" + (" (or a query)" if args.mode == "ancestors" else ""))
     if args.query is None and args.mode == "nearest":
         raise UserError("a query is needed with --mode nearest (omit it only with a structural mode)")
     if args.root is not None and args.root not in mem:
@@ -361,7 +361,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("query", nargs="?", help="the query text (may be omitted with a structural --mode)")
     p.add_argument("-k", type=_positive_int, default=5, help="how many results (default: 5)")
     p.add_argument("--mode", choices=MODES, default="nearest", help="candidates (default: nearest)")
-    p.add_argument("--root", help="the memory id for subtree/children/ancestors/siblings/cone")
+    p.add_argument("--root", help="the memory id for subtree/children/ancestors/siblings/cone (ancestors without it: what subsumes the query, by the memory's hierarchy encoder)")
     p.add_argument("--metric", choices=METRICS, help="distance (default: the memory's)")
     p.add_argument("--at", type=_time_arg, help="search as of this time (ISO 8601; default: now)")
     p.add_argument("--embedder", metavar="minilm|hashing|PATH", help="the embedder of the query: minilm "

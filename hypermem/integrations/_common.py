@@ -15,6 +15,7 @@ import torch
 
 from ..geometry import poincare as P
 from ..store import Memory, MemoryRecord, SearchResult
+from ..store.encoder_points import is_hierarchy_encoder, places_points
 from ..store.filters import MISSING, check_filter, filter_keys
 from ..store.filters import compile_filter as _compile_filter
 from ..temporal.clock import from_seconds, to_utc
@@ -287,10 +288,21 @@ def search(memory: Memory, query: Any, k: int, filters: Any = None, *, vector: b
     :func:`to_time` form), ``metric`` and the other search arguments."""
     if "at_time" in kwargs:
         kwargs["at_time"] = to_time(kwargs["at_time"], "at_time")
-    if vector:
+    if vector and encoder_vector(memory, kwargs):
+        query = torch.as_tensor(query, dtype=torch.float64).detach().cpu()
+    elif vector:
         query = query_point(memory, query)
         kwargs.setdefault("query_depth", memory.base_depth)
     return memory.search(query, k=k, filters=filters, **kwargs)
+
+
+def encoder_vector(memory: Memory, kwargs: Mapping[str, Any]) -> bool:
+    """Whether an embedding query goes to the store as it is: the encoder's point in a ball
+    encoder's store, the encoder's vector for ``mode="ancestors"`` without ``root``
+    (:mod:`hypermem.store.suggest`)."""
+    if places_points(memory.embedder):
+        return True
+    return kwargs.get("mode") == "ancestors" and kwargs.get("root") is None and is_hierarchy_encoder(memory.embedder)
 
 
 def relevance(score: float) -> float:

@@ -106,7 +106,8 @@ class HypermemVectorStore(VectorStore):
 
     Search keyword arguments (also as ``as_retriever(search_kwargs=...)``): ``k``, ``mode``
     (``nearest``, ``subtree``, ``children``, ``ancestors``, ``siblings``, ``cone``), ``root``
-    (a memory id), ``at_time`` (datetime, ISO string or POSIX seconds), ``filter`` (a dict of
+    (a memory id; ``mode="ancestors"`` without one, on a store whose embedder is a hierarchy encoder: the
+    memories that subsume the query, :mod:`hypermem.store.suggest`), ``at_time`` (datetime, ISO string or POSIX seconds), ``filter`` (a dict of
     metadata values and operators, see :func:`~hypermem.integrations._common.compile_filter`,
     or a callable on the :class:`~hypermem.MemoryRecord`), and ``metric``, ``query_depth``,
     ``touch``, ``use_index``, ``oversample`` and the other arguments of :meth:`Memory.search`.

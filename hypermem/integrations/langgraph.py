@@ -110,13 +110,19 @@ class HypermemStore(BaseStore):
         texts) becomes a new memory's embedder (``dims`` its dimension); ``fields`` choose the
         text of each item.  Without ``embed`` the memory's own embedder is used.
     ttl: LangGraph's ``TTLConfig`` (``default_ttl`` in minutes, ``refresh_on_read``).
+    search_mode: ``"nearest"`` (default) or ``"ancestors"``: a search with a ``query`` returns the
+        items that subsume the query, ranked by the store's hierarchy encoder (``Memory.search(query,
+        mode="ancestors")`` without a root, :mod:`hypermem.store.suggest`), inside the namespace prefix.
     memory_kwargs: ``Memory`` arguments for a new memory (``decay``, ``clock``, ...).
     """
 
     supports_ttl: bool = True
 
     def __init__(self, memory: Memory | str | None = None, *, index: IndexConfig | None = None,
-                 ttl: TTLConfig | None = None, **memory_kwargs: Any):
+                 ttl: TTLConfig | None = None, search_mode: str = "nearest", **memory_kwargs: Any):
+        if search_mode not in ("nearest", "ancestors"):
+            raise ValueError(f"search_mode must be 'nearest' or 'ancestors', got {search_mode!r}")
+        self.search_mode = search_mode
         index = dict(index or {})
         embedder = memory_kwargs.pop("embedder", None)
         if index.get("embed") is not None:
@@ -208,8 +214,13 @@ class HypermemStore(BaseStore):
             q, vector = op.query, False
             if isinstance(mem.embedder, LangChainEmbedder):
                 q, vector = mem.embedder.embeddings.embed_query(op.query), True
-            hits = C.search(mem, q, want, lambda r: keep(r) and r.meta["indexed"], vector=vector,
-                            mode="nearest" if root is None else "subtree", root=root)
+            if self.search_mode == "ancestors":  # the prefix is a filter, not the root of the ranking
+                inside = None if root is None else set(mem.descendants(root))
+                hits = C.search(mem, q, want, lambda r: keep(r) and r.meta["indexed"] and
+                                (inside is None or r.id in inside), vector=vector, mode="ancestors")
+            else:
+                hits = C.search(mem, q, want, lambda r: keep(r) and r.meta["indexed"], vector=vector,
+                                mode="nearest" if root is None else "subtree", root=root)
             scored: list[tuple[MemoryRecord, float | None]] = [(h.record, C.relevance(h.score)) for h in hits]
             if len(scored) < want:  # unindexed items follow, unscored
                 scored += [(r, None) for r in pool() if not r.meta["indexed"]][: want - len(scored)]

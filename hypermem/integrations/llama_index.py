@@ -20,7 +20,8 @@ A node's ``PARENT`` relationship becomes the memory's parent when that node is s
 comes in the same ``add``); ``t`` / ``valid_from`` / ``valid_until`` in a node's metadata
 become the memory's times.  ``MetadataFilters`` (every operator, ``and`` / ``or`` / ``not``,
 nested) become hypermem filters.  ``query(..., mode=, root=, at_time=, ...)`` (LlamaIndex's
-``vector_store_kwargs``) pass hypermem's search arguments; similarities are
+``vector_store_kwargs``) pass hypermem's search arguments (``mode="ancestors"`` without ``root``, on a
+store whose embedder is a hierarchy encoder: the memories that subsume the query); similarities are
 ``min(1, exp(score))``.
 """
 

@@ -8,10 +8,12 @@ Tools (every argument checked; a mistake comes back as an MCP tool error, ``is_e
 with a message naming it, never as a crash of the server):
 
 * ``remember(text, parent=None, meta=None, valid_until=None)``: store a memory, returns its id.
-  ``parent="auto"`` asks a hierarchy encoder to choose the parent (:func:`encoder_parent`,
-  ``hypermem mcp --hierarchy PATH``); a server without one refuses it (:data:`AutoParent`).
+  ``parent="auto"`` asks a hierarchy encoder to choose the parent: the store's own embedder when
+  it is one (``Memory.add(text, parent="auto")``, :mod:`hypermem.store.suggest`), else
+  :func:`encoder_parent` (``hypermem mcp --hierarchy PATH``); a server with neither refuses it.
 * ``recall(query, k=5, filters=None, mode="nearest", root=None, at_time=None)``: the store's
-  search (filters: :mod:`hypermem.store.filters`).
+  search (filters: :mod:`hypermem.store.filters`); ``mode="ancestors"`` without ``root`` on a store
+  whose embedder is a hierarchy encoder: the memories that subsume the query.
 * ``recall_structure(id, relation="subtree", limit=50)``: the subtree, ancestors or children
   of a memory, without a query.
 * ``forget(id, cascade=False)``, ``update(id, text=None, meta=None, valid_until=None)``,
@@ -38,6 +40,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from ..embed import StandIn, embedder_named
 from ..store import MODES, Memory
+from ..store.encoder_points import is_hierarchy_encoder
 from . import _common as C
 
 __all__ = ["AutoParent", "build_server", "choose_embedder", "encoder_parent", "open_store", "parse_http", "serve"]
@@ -132,6 +135,9 @@ def build_server(memory: Memory, *, name: str = "hypermem", auto_parent: AutoPar
 
         def run() -> dict[str, Any]:
             p = parent
+            if p == "auto" and auto_parent is None and is_hierarchy_encoder(memory.embedder):
+                i = memory.add(text, parent="auto", meta=meta, valid_until=until)  # the store's encoder
+                return {"id": i, "parent": memory.get(i).parent_id}
             if p == "auto":
                 if auto_parent is None:
                     raise _tool_error("parent='auto' needs a hierarchy encoder, and this server has none: pass "
@@ -157,7 +163,7 @@ def build_server(memory: Memory, *, name: str = "hypermem", auto_parent: AutoPar
             raise _tool_error(f"k must be between 1 and {MAX_K}, got {k}")
         if mode not in MODES:
             raise _tool_error(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-        if mode != "nearest" and root is None:
+        if mode != "nearest" and root is None and not (mode == "ancestors" and is_hierarchy_encoder(memory.embedder)):
             raise _tool_error(f"mode={mode!r} needs root=<memory id>")
         when = _time(at_time, "at_time")
 

@@ -37,6 +37,7 @@ from .checks import (
     usable_device,
 )
 from .delegation import calls as _calls
+from .encoder_points import places_points, store_defaults
 from .gc_pause import gc_paused
 from .lexical import default_hybrid
 from .persistence import from_json as memory_from_json
@@ -47,6 +48,7 @@ from .placement import Placer
 from .records import MemoryRecord
 from .search import Searcher
 from .state import MemoryState
+from .suggest import Suggester
 from .views import MemoryViews
 
 __all__ = ["Memory", "MODES", "METRICS"]
@@ -54,27 +56,28 @@ __all__ = ["Memory", "MODES", "METRICS"]
 class Memory:
     r"""Hierarchy-aware, time-aware memory for agents and RAG, on torch tensors.
 
-    Each memory gets a point in the Poincaré ball.  Its direction comes from its text
-    embedding (a child is pulled toward its parent's direction by ``inherit``); its depth
-    (hyperbolic distance from the origin) is ``base_depth + level * depth_step``, its
-    level in the hierarchy declared with ``parent=``.
+    Each memory gets a point in the Poincaré ball.  Its direction comes from its text embedding (a child
+    is pulled toward its parent's direction by ``inherit``); its depth (hyperbolic distance from the
+    origin) is ``base_depth + level * depth_step``, its level in the hierarchy declared with ``parent=``.
+    With a ball hierarchy encoder as the embedder, a memory's point is the encoder's (direction and
+    depth; :mod:`hypermem.store.encoder_points`), and :meth:`suggest_parents`, ``add(text,
+    parent="auto")`` and ``search(text, mode="ancestors")`` without a ``root`` place unfiled texts
+    (:mod:`hypermem.store.suggest`).
 
-    **Scoring.** :meth:`search` ranks by
-    ``-distance + depth_bias * depth + time_coef * log(time_weight)``.  With
-    ``metric="shell"`` (default) the distance is taken after moving the query and the
-    memory to the reference shell at ``base_depth``: semantic (angular) mismatch in
-    hyperbolic units, comparable across levels.  With ``metric="hyperbolic"`` it is the
-    distance to the memory's actual point, which favours shallow, general memories.
+    **Scoring.** :meth:`search` ranks by ``-distance + depth_bias * depth + time_coef * log(time_weight)``.
+    With ``metric="shell"`` (default) the distance is taken after moving the query and the memory to the
+    reference shell at ``base_depth``: semantic (angular) mismatch in hyperbolic units, comparable across
+    levels.  With ``metric="hyperbolic"`` it is the distance to the memory's actual point, which favours
+    shallow, general memories.
 
-    **Exact and fast.** The shell distance is a monotone function of the cosine between
-    directions, so the score over all memories is one matrix product plus a per-memory
-    bias; :func:`hypermem.index.exact_topk` evaluates it in chunks (bounded memory) and
-    returns the exact top-k under every score term, filters and modes applied *before*
-    the cut.
+    **Exact and fast.** The shell distance is a monotone function of the cosine between directions, so
+    the score over all memories is one matrix product plus a per-memory bias;
+    :func:`hypermem.index.exact_topk` evaluates it in chunks (bounded memory) and returns the exact
+    top-k under every score term, filters and modes applied *before* the cut.
 
-    **Storage.** Unit directions and depths live as tensors of ``dtype`` on ``device``;
-    points are ``point_at(direction, depth)``, computed when asked.  Embeddings are kept
-    (float64, CPU) to re-place subtrees and for persistence.
+    **Storage.** Unit directions and depths live as tensors of ``dtype`` on ``device``; points are
+    ``point_at(direction, depth)``, computed when asked.  Embeddings are kept (float64, CPU) to re-place
+    subtrees and for persistence.
 
     **Thread safety.** One re-entrant lock guards the store; the embedder runs outside it.
 
@@ -90,29 +93,28 @@ class Memory:
     Parameters
     ----------
     embedder: anything with ``dim`` and ``embed(texts)``; default :class:`HashingEmbedder`.
-    curvature: positive curvature magnitude ``c``.
+    curvature: positive curvature magnitude ``c`` (default 1; a ball encoder's own, ``1/dim``, for its store).
     decay: a temporal policy (:mod:`hypermem.temporal`); default :class:`NoDecay`.
     base_depth, depth_step: radius of roots and the extra radius per level.
     inherit: how much of the parent's direction a child inherits (0 none, 1 all).
-    cone_constrained: force children inside their parent's entailment cone.  With the default
-        ``cone_k=0.1`` a cone is narrow (about 10 degrees at depth 1), so siblings end up
-        close together; raise ``cone_k`` for more room.
+    cone_constrained: force children inside their parent's entailment cone.  With the default ``cone_k=0.1``
+        a cone is narrow (about 10 degrees at depth 1), so siblings end up close; raise ``cone_k`` for room.
     cone_k: the ``K`` of the entailment cones.
-    metric: default distance of :meth:`search`, ``"shell"`` or ``"hyperbolic"``.
-    time_coef, depth_bias: score weights (:func:`hypermem.retrieval.combine`); no ``time_coef``: 1.0
-        with the hashing embedder (the seed's), else calibrated by ``recency_weight``.
+    metric: default distance of :meth:`search`, ``"shell"`` (default) or ``"hyperbolic"`` (a ball encoder's default).
+    time_coef, depth_bias: score weights (:func:`hypermem.retrieval.combine`); no ``time_coef``: 1.0 with
+        the hashing embedder (the seed's), else calibrated by ``recency_weight``.
     recency_weight: in ``[0, 1]``: one half-life of age costs that share of the distance spread
         (:func:`hypermem.retrieval.scoring.calibrated_time_coef`); default 0.1.
     hybrid: weight of the BM25 term of :meth:`search` (store.lexical); default 0.3, 0 with hashing.
-    clock: callable returning "now" as a datetime; override in tests and simulations.  Times
-        are stored in UTC; a naive datetime (from the clock or an argument) is taken as UTC.
+    clock: callable returning "now" as a datetime; override in tests and simulations.  Times are stored
+        in UTC; a naive datetime (from the clock or an argument) is taken as UTC.
     dtype: ``torch.float64`` (default) or ``torch.float32`` for directions and depths.
     device: where the tensors live (``"cpu"``, ``"cuda"``, ...).
     """
 
-    def __init__(self, embedder=None, curvature: float = 1.0, decay: DecayPolicy | None = None,
+    def __init__(self, embedder=None, curvature: float | None = None, decay: DecayPolicy | None = None,
                  base_depth: float = 1.0, depth_step: float = 0.5, inherit: float = 0.25,
-                 cone_constrained: bool = False, cone_k: float = DEFAULT_K, metric: str = "shell",
+                 cone_constrained: bool = False, cone_k: float = DEFAULT_K, metric: str | None = None,
                  time_coef: float | None = None, depth_bias: float = 0.0, clock: Callable[[], datetime] | None = None,
                  dtype: torch.dtype = torch.float64, device: str | torch.device = "cpu", hybrid: float | None = None,
                  recency_weight: float | None = None):
@@ -122,6 +124,7 @@ class Memory:
         dim = self.embedder.dim
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 2:
             raise ValueError(f"the embedder must produce vectors of dimension >= 2, got dim={dim!r}")
+        curvature, metric = store_defaults(self.embedder, curvature, metric)  # a ball encoder's ball
         self.ball = PoincareBall(curvature)
         self.decay = NoDecay() if decay is None else decay
         if not callable(getattr(self.decay, "weight", None)):
@@ -157,6 +160,7 @@ class Memory:
         self.one_by_one = OneByOne()  # the run of single add() calls (store.add_hint)
         self.searcher = Searcher(self)
         """The query side (:class:`~hypermem.store.search.Searcher`) of search, search_batch, ..."""
+        self.suggester = Suggester(self)  # suggest_parents, parent="auto" (store.suggest)
 
     # ------------------------------------------------------------------ basics
     @property
@@ -200,8 +204,9 @@ class Memory:
             return iter([self.state.records[i] for i in self.state.ids])
 
     def __repr__(self) -> str:
-        return (f"Memory(n={self.state.n}, dim={self.dim}, curvature={self.curvature:g}, metric={self.metric!r}, "
-                f"decay={self.decay!r}, dtype={self.dtype}, device={self.device})")
+        placed = ", placed_by='hierarchy encoder'" if places_points(self.embedder) else ""
+        return (f"Memory(n={self.state.n}, dim={self.dim}, curvature={self.curvature:g}, metric={self.metric!r}"
+                f"{placed}, decay={self.decay!r}, dtype={self.dtype}, device={self.device})")
 
     def get(self, id: str) -> MemoryRecord:
         """The record of ``id`` (``KeyError`` if unknown)."""
@@ -211,12 +216,12 @@ class Memory:
     def add(self, text: str, parent: str | None = None, t: datetime | None = None, id: str | None = None,
             meta: Mapping[str, Any] | None = None, valid_from: datetime | None = None,
             valid_until: datetime | None = None) -> str:
-        """Store a memory; returns its id.
+        """Store a memory; returns its id.  ``parent="auto"``: the store's hierarchy encoder picks it
+        (:mod:`hypermem.store.suggest`; the choice in ``meta["auto_parent"]``).
 
-        ``t`` (default: the clock's now), ``valid_from`` and ``valid_until`` are datetimes;
-        aware ones are converted to UTC, **naive ones are taken to be UTC already** (as
-        the NumPy reference does), so pass ``datetime.now(timezone.utc)``, not
-        ``datetime.now()``, on a machine whose clock is not in UTC.
+        ``t`` (default: the clock's now), ``valid_from`` and ``valid_until`` are datetimes; aware ones are
+        converted to UTC, **naive ones are taken to be UTC already** (as the NumPy reference does), so
+        pass ``datetime.now(timezone.utc)``, not ``datetime.now()``, on a machine whose clock is not in UTC.
 
         Each call embeds one text; :meth:`add_many` embeds many in one call (MiniLM, 200 notes: 76 s
         one by one, 6.6 s at once); a long run of single adds warns once (``store.add_hint``)."""
@@ -231,10 +236,10 @@ class Memory:
     def add_many(self, items: Iterable[Mapping[str, Any]]) -> list[str]:
         """Store many memories with one embedding call; all or nothing.
 
-        Each item is a dict of :meth:`add` keyword arguments (``text`` required), plus
-        optionally ``embedding`` (a precomputed vector: the embedder is not called for it)
-        and ``point`` (an explicit position in the ball instead of the computed one).
-        Parents must precede their children.  Returns the ids in order.
+        Each item is a dict of :meth:`add` keyword arguments (``text`` required), plus optionally
+        ``embedding`` (a precomputed vector: the embedder is not called for it) and ``point`` (an explicit
+        position in the ball instead of the computed one).  Parents must precede their children (an
+        ``"auto"`` parent is chosen among the stored memories and the earlier items).  Returns the ids.
         """
         with gc_paused():  # bulk allocation without cyclic collections (hypermem.store.gc_pause)
             return self._add_many(items)
@@ -245,11 +250,12 @@ class Memory:
             return []
         emb, owned = batch.embed(self.embedder, self.dim)
         with self.state.lock:
+            self.suggester.resolve_auto(batch, emb)  # parent="auto" (store.suggest)
             return self._insert(batch, emb, owned)
 
     def _insert(self, batch: Batch, emb: torch.Tensor, owned: bool = False) -> list[str]:
-        """Store a checked batch (all or nothing).  ``owned``: nobody else holds ``emb``, so
-        an empty store may keep it as its raw-embedding column instead of copying it."""
+        """Store a checked batch (all or nothing).  ``owned``: nobody else holds ``emb``, so an empty store may
+        keep it as its raw-embedding column instead of copying it."""
         # Validate everything before touching any state (all or nothing).
         st = self.state
         new_ids, batch_pos = st.new_ids(batch.ids, batch.parents)
@@ -278,6 +284,7 @@ class Memory:
     time_weights = _calls("searcher", Searcher, "time_weights")
     embed_query = _calls("searcher", Searcher, "embed_query")
     build_index = _calls("searcher", Searcher, "build_index")
+    suggest_parents = _calls("suggester", Suggester, "suggest_parents")
 
     # ------------------------------------------------------------------ views (store.views.MemoryViews)
     ids, points, directions, depths, embeddings = (
@@ -289,8 +296,7 @@ class Memory:
                                                                                    "tree"))
 
     def touch(self, ids: Iterable[str]) -> None:
-        """Count one access now (the clock's) of each id in ``ids``, as a search with
-        ``touch=True`` does for what it returns (a repeated id counts each time)."""
+        """Count one access now of each id in ``ids`` (a repeated id counts each time), as ``search`` does."""
         ids = check_ids(ids, "touch()")
         with self.state.lock:
             for i in ids:
@@ -298,16 +304,14 @@ class Memory:
             self.state.touch(ids, to_utc(self.clock()))
 
     def refresh(self) -> bool:
-        """Re-read what other processes committed (a store bound by :meth:`open`); an
-        in-process store has nothing to re-read and returns False."""
+        """Re-read what others committed (a store bound by :meth:`open`); in process: nothing, False."""
         return False
 
     # ------------------------------------------------------------------ changing
     def update(self, id: str, text: str | None = None, meta: Mapping[str, Any] | None = None,
                t: datetime | None = None, valid_from: Any = UNSET, valid_until: Any = UNSET) -> None:
-        """Change a memory in place.  New text re-embeds it and re-places its subtree;
-        ``meta`` replaces the metadata dict; ``valid_from`` / ``valid_until`` may be set to None.
-        All or nothing."""
+        """Change a memory in place.  New text re-embeds it and re-places its subtree; ``meta`` replaces the
+        metadata dict; ``valid_from`` / ``valid_until`` may be set to None.  All or nothing."""
         self.state.record(id)
         where, new_meta, t, vf, vu = check_update(id, text, meta, t, valid_from, valid_until)
         e = embed_checked(self.embedder, [text])[0] if text is not None else None
@@ -356,8 +360,7 @@ class Memory:
             return gone
 
     def link(self, child: str, parent: str | None) -> None:
-        """Re-parent ``child`` under ``parent`` (``None``: make it a root) and re-place its
-        subtree.  Refuses cycles."""
+        """Re-parent ``child`` under ``parent`` (``None``: make it a root) and re-place its subtree.  Refuses cycles."""
         with self.state.lock:
             rec = self.state.record(child)
             if parent is not None:
@@ -380,11 +383,10 @@ class Memory:
 
     # ------------------------------------------------------------------ files
     def save(self, path: str | os.PathLike) -> None:
-        """Write the memory to one SQLite file, atomically: a crash or an error in the
-        middle leaves the previous file intact.  Metadata that JSON cannot hold exactly is
-        refused (``ValueError``), and so is a ``.json``/``.csv``/``.html`` path (use
-        :meth:`to_json`, :meth:`inspect`).  A new file's mode is ``0o666`` less the umask.
-        See :mod:`hypermem.store.persistence` for the format.
+        """Write the memory to one SQLite file, atomically: a crash or an error in the middle leaves the
+        previous file intact.  Metadata that JSON cannot hold exactly is refused (``ValueError``), and so
+        is a ``.json``/``.csv``/``.html`` path (use :meth:`to_json`, :meth:`inspect`).  A new file's mode
+        is ``0o666`` less the umask.  See :mod:`hypermem.store.persistence` for the format.
 
         >>> import os, tempfile
         >>> from hypermem import Memory
@@ -399,16 +401,16 @@ class Memory:
     @classmethod
     def load(cls, path: str | os.PathLike, embedder: Any = None, decay: Any = None, clock: Callable | None = None,
              device: str | torch.device | None = None, dtype: torch.dtype | None = None):
-        """Read a file written by :meth:`save` (or by ``poincare-memory`` 0.1.4), using the
-        saved embeddings (nothing is re-embedded).  The hashing embedder and built-in decay
-        policies are restored; pass ``embedder=`` / ``decay=`` for custom ones.  Missing
-        file: ``FileNotFoundError``; corrupt, truncated or other-version file:
-        :class:`MemoryFileError`; dimension mismatch: ``ValueError``."""
+        """Read a file written by :meth:`save` (or by ``poincare-memory`` 0.1.4), using the saved
+        embeddings (nothing is re-embedded).  The hashing embedder and built-in decay policies are
+        restored; pass ``embedder=`` / ``decay=`` for custom ones (a hierarchy encoder must be the one
+        recorded: :mod:`hypermem.store.encoder_points`).  Missing file: ``FileNotFoundError``; corrupt,
+        truncated or other-version file: :class:`MemoryFileError`; dimension mismatch: ``ValueError``."""
         return load_memory(path, embedder=embedder, decay=decay, clock=clock, device=device, dtype=dtype, cls=cls)
 
     def to_json(self, path: str | os.PathLike | None = None, indent: int | None = None) -> str:
-        """Portable JSON (config, records, points, embeddings, directions, depths); the round
-        trip through :meth:`from_json` is exact.  Returns the text; writes it if ``path``."""
+        """Portable JSON (config, records, points, embeddings, directions, depths); the round trip through
+        :meth:`from_json` is exact.  Returns the text; writes it if ``path``."""
         return memory_to_json(self, path=path, indent=indent)
 
     @classmethod
@@ -422,15 +424,14 @@ class Memory:
     def inspect(self, path: str | os.PathLike | None = None, open_browser: bool = False, title: str | None = None,
                 layout: str = "auto", at_time: datetime | None = None, label: Callable[[Any], str] | None = None,
                 future: timedelta | None = None) -> str:
-        """The self-contained offline inspector page (a hyperbolic browser of the Poincaré
-        disk with focus + context, labels, time slider, table, tree, filter and search; see
-        :mod:`hypermem.viz.html`).  ``label`` maps a record to its short label (default: the
-        meta keys ``label``, ``name``, ``lemma``, ``title``, else the text's first words);
-        ``future`` lets the time slider run past now.  Returns the HTML; writes it
-        (atomically) when ``path`` is given; ``open_browser`` opens it (in a temporary file
-        when there is no ``path``).  The page is returned even with a ``path``, as
-        poincare-memory's ``inspect`` does (code written for it keeps working); in a REPL
-        write ``_ = mem.inspect(path)`` to keep it from echoing the whole page.
+        """The self-contained offline inspector page (a hyperbolic browser of the Poincaré disk with focus
+        + context, labels, time slider, table, tree, filter and search; see :mod:`hypermem.viz.html`).
+        ``label`` maps a record to its short label (default: the meta keys ``label``, ``name``,
+        ``lemma``, ``title``, else the text's first words); ``future`` lets the time slider run past now.
+        Returns the HTML; writes it (atomically) when ``path`` is given; ``open_browser`` opens it (in a
+        temporary file when there is no ``path``).  The page is returned even with a ``path``, as
+        poincare-memory's ``inspect`` does (code written for it keeps working); in a REPL write
+        ``_ = mem.inspect(path)`` to keep it from echoing the whole page.
 
         >>> from hypermem import Memory
         >>> mem = Memory(); _ = mem.add("animals")
@@ -454,8 +455,7 @@ class Memory:
         return iframe_html(render_html(self))
 
     def plot(self, ax=None, labels: bool = False, at_time: datetime | None = None, layout: str = "auto"):
-        """Matplotlib drawing in the Poincaré disk (the ``viz`` extra); returns the axes.
-        See :func:`hypermem.viz.plot`."""
+        """Matplotlib drawing in the Poincaré disk (the ``viz`` extra); returns the axes (:func:`hypermem.viz.plot`)."""
         return plot(self, ax=ax, labels=labels, at_time=at_time, layout=layout)
 
     # ------------------------------------------------------------------ durable storage
@@ -463,24 +463,22 @@ class Memory:
 
     @classmethod
     def open(cls, target, read_only: bool = False, mirror: bool = True, **memory_kwargs: Any):
-        """A memory bound to durable storage at ``target``: a file path (SQLite, WAL,
-        write-through) or a ``postgresql://`` URL (PostgreSQL + pgvector).
+        """A memory bound to durable storage at ``target``: a file path (SQLite, WAL, write-through) or a
+        ``postgresql://`` URL (PostgreSQL + pgvector).
 
-        A new target is created with the ``Memory`` keyword arguments; an existing one is
-        read back (its stored settings win; passing a different value is a ``ValueError``;
-        custom embedders and decay policies must be passed again).  ``read_only=True``
-        opens an existing target for reading only.  Storage options:
-        ``vector_dtype="float32"`` stores embeddings as float32 (half the disk; reopened
-        directions then differ from the writer's by float32 rounding), SQLite
-        ``synchronous="FULL"`` (default; ``"NORMAL"`` survives a process kill but not a
-        power cut).
+        A new target is created with the ``Memory`` keyword arguments; an existing one is read back (its
+        stored settings win; passing a different value is a ``ValueError``; custom embedders and decay
+        policies must be passed again, a hierarchy encoder the recorded one).  ``read_only=True`` opens
+        an existing target for reading only.  Storage options: ``vector_dtype="float32"`` stores
+        embeddings as float32 (half the disk; reopened directions then differ from the writer's by
+        float32 rounding), SQLite ``synchronous="FULL"`` (default; ``"NORMAL"`` survives a process kill
+        but not a power cut).
 
         ``mirror=False`` (PostgreSQL only; a SQLite path is a ``ValueError``) returns a
-        :class:`~hypermem.store.backends.server.ServerMemory` instead: no copy of the rows
-        in the process (its RAM does not grow with the store), every call reads the server
-        (other processes' writes are visible at once), searches run on the server; cone
-        mode, the hyperbolic metric and callable filters need the mirror.  See
-        :mod:`hypermem.store.backends`."""
+        :class:`~hypermem.store.backends.server.ServerMemory` instead: no copy of the rows in the
+        process (its RAM does not grow with the store), every call reads the server (other processes'
+        writes are visible at once), searches run on the server; cone mode, the hyperbolic metric,
+        callable filters and a ball encoder's store need the mirror.  See :mod:`hypermem.store.backends`."""
         return open_memory(cls, target, read_only=read_only, mirror=mirror, **memory_kwargs)
 
     @property

@@ -57,6 +57,7 @@ from ..temporal import policy_spec
 from ..temporal.clock import to_seconds
 from .atomic import atomic_sqlite, atomic_write_text
 from .checks import check_sqlite_name
+from .encoder_points import ENCODER_KEY, check_encoder, encoder_record
 from .load_checks import (
     FORMAT_VERSION,
     check_count,
@@ -125,6 +126,8 @@ def memory_config(memory) -> dict[str, Any]:
         cfg[key] = getattr(memory, key)
     cfg["embedder"] = embedder_spec(memory.embedder)
     cfg["decay"] = policy_spec(memory.decay)
+    if (enc := encoder_record(memory.embedder)) is not None:  # which encoder placed the points (store.encoder_points)
+        cfg[ENCODER_KEY] = enc
     cfg["dtype"] = str(memory.dtype).replace("torch.", "")
     cfg["count"] = len(memory)
     return cfg
@@ -376,6 +379,7 @@ def _dtype_of(config: Mapping, dtype: torch.dtype | None, where: str) -> torch.d
 
 
 def _build(config, rows, points, embeddings, geometry, where, embedder, decay, clock, device, dtype, cls):
+    check_encoder(config, embedder, where)
     emb = embedder_from_spec(config.get("embedder"), embedder, where)
     dec = decay_from_spec(config.get("decay"), decay, where)
     check_config_types(config, CONFIG_KEYS, where)

@@ -19,6 +19,7 @@ import torch
 
 from ..geometry import poincare as P
 from ..geometry.cones import cone_angle, half_aperture
+from .encoder_points import encoder_placement, places_points
 
 CONE_MARGIN = 1e-7
 """Children are placed at least this many radians inside their parent's cone, so that
@@ -101,6 +102,14 @@ class Placer:
         generation after it), each generation placed in one vectorised call."""
         dev = self.memory.device
         c = self.memory.curvature
+        if places_points(self.memory.embedder):  # a ball encoder's point, as it is (store.encoder_points)
+            dirs, depths = encoder_placement(emb.to(dev), c)
+            for i, p in batch.points.items():  # an explicit point= wins, as for any store
+                u, r = encoder_placement(p.to(dev)[None], c)
+                dirs[i], depths[i] = u[0], r[0]
+            if out is not None:
+                out.copy_(dirs)
+            return (dirs if out is None else out), depths
         # Roots keep their unit embedding; children's rows are overwritten generation by
         # generation (each child's own row is read just before it is replaced).
         dirs = unit(emb.to(dev), out=out)
@@ -157,16 +166,26 @@ class Placer:
             lv = [0 if p is None else self.memory.state.levels[self.memory.state.row[p]] + 1 for p in par]
             for r, v in zip(rows, lv):
                 self.memory.state.levels[r] = v
-            depth = torch.tensor([self.memory.base_depth + v * self.memory.depth_step for v in lv], dtype=torch.float64,
-                                 device=self.memory.device)
-            dirs = e.clone()
-            kid_pos = [j for j, p in enumerate(par) if p is not None]
-            if kid_pos:
-                prow = [self.memory.state.row[par[j]] for j in kid_pos]
-                dirs[kid_pos] = child_directions(e[kid_pos], self.memory.state.direction[prow].to(torch.float64),
-                                                 self.memory.state.depth[prow].to(torch.float64), depth[kid_pos],
-                                                 self.memory.inherit, self.memory.cone_constrained, self.memory.cone_k, c)
+            if places_points(self.memory.embedder):  # the encoder's points, whatever the hierarchy
+                dirs, depth = encoder_placement(self.memory.state.embedding[rows].to(self.memory.device), c)
+            else:
+                dirs, depth = self._placed(e, par, lv)
             idx = torch.tensor(rows, device=self.memory.device)
             self.memory.state.direction[idx] = dirs.to(self.memory.dtype)
             self.memory.state.depth[idx] = depth.to(self.memory.dtype)
             frontier = [k for i in frontier for k in self.memory.state.children.get(i, ())]
+
+    def _placed(self, e, par, lv):
+        """Directions and depths of memories with unit embeddings ``e``, parents ``par`` and levels ``lv``."""
+        dev = self.memory.device
+        depth = torch.tensor([self.memory.base_depth + v * self.memory.depth_step for v in lv], dtype=torch.float64,
+                             device=dev)
+        dirs = e.clone()
+        kid_pos = [j for j, p in enumerate(par) if p is not None]
+        if kid_pos:
+            prow = [self.memory.state.row[par[j]] for j in kid_pos]
+            dirs[kid_pos] = child_directions(e[kid_pos], self.memory.state.direction[prow].to(torch.float64),
+                                             self.memory.state.depth[prow].to(torch.float64), depth[kid_pos],
+                                             self.memory.inherit, self.memory.cone_constrained, self.memory.cone_k,
+                                             self.memory.curvature)
+        return dirs, depth

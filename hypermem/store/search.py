@@ -24,6 +24,7 @@ from ..retrieval.scoring import score_bias
 from ..temporal import NoDecay, policy_weights
 from ..temporal.clock import to_seconds, to_utc
 from .checks import CONE_TOL, METRICS, MODES, Filter, check_finite
+from .encoder_points import is_hierarchy_encoder, places_points
 from .filters import compile_filter, filter_keys
 from .lexical import Lexical
 from .placement import unit
@@ -91,9 +92,12 @@ class Searcher:
 
     # ------------------------------------------------------------------ queries
     def embed_query(self, query: str, depth: float | None = None) -> torch.Tensor:
-        """Point for a free-text query: direction from the embedder, depth given or ``base_depth``."""
+        """Point for a free-text query: direction from the embedder, depth given or ``base_depth`` (a ball
+        encoder's store: the encoder's point, unless ``depth`` is given)."""
         check_texts([query], what="query")
         e = embed_checked(self.memory.embedder, [query])[0]
+        if depth is None and places_points(self.memory.embedder):
+            return e.to(self.memory.device, self.memory.dtype)
         d = self.memory.base_depth if depth is None else check_finite("depth", depth, lo=0.0)
         return P.point_at(e.to(self.memory.device, self.memory.dtype), d, self.memory.curvature)
 
@@ -105,8 +109,11 @@ class Searcher:
             emb = iter(embed_checked(self.memory.embedder, texts))
         dirs, radii = [], []
         default = self.memory.base_depth if query_depth is None else check_finite("query_depth", query_depth, lo=0.0)
+        own = places_points(self.memory.embedder)  # a ball encoder's text query is its point (store.encoder_points)
         for q in queries:
-            if isinstance(q, str):
+            if isinstance(q, str) and own:
+                q = next(emb)
+            elif isinstance(q, str):
                 dirs.append(next(emb))
                 radii.append(default)
                 continue
@@ -254,6 +261,9 @@ class Searcher:
         ``opts.touch``, :meth:`~hypermem.store.Memory.touch`\es what it returns."""
         mode, root, at_time, metric, oversample = opts.mode, opts.root, opts.at_time, opts.metric, opts.oversample
         memory = self.memory
+        if mode == "ancestors" and root is None and is_hierarchy_encoder(memory.embedder):  # store.suggest
+            return memory.suggester.rank(queries, k, opts.filters, at_time, opts.valid_only, bool(opts.use_index),
+                                         oversample, opts.touch)
         memory.refresh()
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValueError(f"k must be an integer >= 1, got {k!r}")

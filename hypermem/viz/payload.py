@@ -14,7 +14,11 @@ Instead of one JSON object per memory (~800 bytes each), the page gets column ar
   ``timeline_steps`` equal times from the oldest memory to now (plus ``future`` beyond
   now when asked), quantised to ``uint8`` (``round(255 w)``), one block of ``n`` per time;
   left out for :class:`~hypermem.temporal.NoDecay`, where time does not count;
-* ``meta``, ``valid`` and ``last_accessed`` only for the rows that have them.
+* ``meta``, ``valid`` and ``last_accessed`` only for the rows that have them;
+* ``suggested``: for each memory placed by ``add(text, parent="auto")``, the rows and scores
+  of the parents its hierarchy encoder suggested (those still stored), best first;
+  ``config["placed_by"]`` says when a ball hierarchy encoder placed the points (their depths
+  are the encoder's, not the declared levels').
 
 The drawn position of row ``i`` is ``tanh(radius_i / 2) * exp(i * angle_i)`` in the unit
 disk: the exact depth of the layout, with an angle error below ``1.5e-9`` rad.
@@ -31,12 +35,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..embed.encoder_kind import AUTO_PARENT_KEY, places_points
 from ..embed.spec import embedder_spec
 from ..temporal import policy_spec
 from ..temporal.clock import HOUR, from_seconds, to_seconds, to_utc
 from .export import coordinates
 
-__all__ = ["LABEL_KEYS", "first_words", "memory_labels", "describe_decay", "time_grid", "pack"]
+__all__ = ["LABEL_KEYS", "first_words", "memory_labels", "describe_decay", "time_grid", "suggested_rows", "pack"]
 
 LABEL_KEYS = ("label", "name", "lemma", "title")
 """Metadata keys read for a memory's short label, in this order."""
@@ -114,6 +119,18 @@ def time_grid(oldest: float, now: float, steps: int, future: float = 0.0) -> lis
     return sorted(grid | {now})
 
 
+def suggested_rows(records: list, row: dict[str, int]) -> dict[str, list[list[float]]]:
+    """``{row: [[parent row, score], ...]}`` of the auto-placed memories (their meta's
+    ``auto_parent.suggested``, the stored parents only)."""
+    out = {}
+    for i, r in enumerate(records):
+        info = r.meta.get(AUTO_PARENT_KEY) if r.meta else None
+        sug = info.get("suggested") if isinstance(info, dict) else None
+        if isinstance(sug, list):
+            out[str(i)] = [[row[s["id"]], s["score"]] for s in sug if isinstance(s, dict) and s.get("id") in row]
+    return out
+
+
 def _b64(a: np.ndarray) -> str:
     return base64.b64encode(np.ascontiguousarray(a).tobytes()).decode("ascii")
 
@@ -165,7 +182,8 @@ def pack(memory, at_time: datetime | None = None, layout: str = "auto", label: C
         "format": 1, "n": n, "layout": used, "now": now_dt.isoformat(), "now_s": now, "t0": oldest,
         "config": {"curvature": memory.curvature, "dim": memory.dim, "base_depth": memory.base_depth,
                    "depth_step": memory.depth_step, "metric": memory.metric, "decay": spec,
-                   "embedder": embedder_spec(memory.embedder)},
+                   "embedder": embedder_spec(memory.embedder),
+                   "placed_by": "hierarchy encoder" if places_points(memory.embedder) else None},
         "stats": stats,
         "decay": {"words": describe_decay(spec), "constant": constant},
         "ids": ids, "texts": texts, "labels": ["" if a == b else a for a, b in zip(labels, texts)],
@@ -179,6 +197,7 @@ def pack(memory, at_time: datetime | None = None, layout: str = "auto", label: C
                   for i, r in enumerate(records) if r.valid_from is not None or r.valid_until is not None},
         "last_accessed": {str(i): r.last_accessed.isoformat() for i, r in enumerate(records)
                           if r.last_accessed is not None},
+        "suggested": suggested_rows(records, row),
     }
     if access.any():
         out["access"] = _b64(access.astype("<u4"))

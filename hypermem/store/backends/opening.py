@@ -6,6 +6,7 @@ import os
 from typing import Any
 
 from ..checks import check_sqlite_name
+from ..encoder_points import check_encoder, places_points
 from ..persistence import CONFIG_KEYS, memory_config
 from ..validation import check_config_types, decay_from_spec, embedder_from_spec
 from .durable import StorageError, durable_class
@@ -64,6 +65,9 @@ def open_memory(cls: type, target: Any, read_only: bool = False, mirror: bool = 
     if not mirror and not is_url(target):
         raise ValueError(f"mirror=False needs a postgresql:// URL (the server searches and places the rows), got "
                          f"{target!r}; a SQLite file is opened with its in-process mirror: Memory.open(path)")
+    if not mirror and places_points(kwargs.get("embedder")):
+        raise ValueError("a store placed by a ball hierarchy encoder searches with the hyperbolic metric in process: "
+                         "open it with its mirror, Memory.open(url)")
     options = {k: kwargs.pop(k) for k in _STORAGE_KEYS if k in kwargs}
     storage = make_storage(target, read_only, options)
     try:
@@ -96,6 +100,7 @@ def _settings(config: dict[str, Any], kwargs: dict[str, Any], where: str) -> dic
             raise ValueError(f"{where} was created with {key}={config[key]!r}; cannot open it with "
                              f"{key}={kwargs[key]!r}")
         kwargs[key] = config[key]
+    check_encoder(config, kwargs.get("embedder"), where)
     kwargs["embedder"] = embedder_from_spec(config.get("embedder"), kwargs.get("embedder"), where)
     kwargs["decay"] = decay_from_spec(config.get("decay"), kwargs.get("decay"), where)
     import torch

@@ -3,7 +3,8 @@
 var st = D.stats;
 document.getElementById("hm-summary").textContent = N + " memories \u00b7 " + st.roots + " roots \u00b7 " +
   "max level " + st.max_level + " \u00b7 dim " + st.dim + " \u00b7 curvature " + st.curvature +
-  " \u00b7 layout " + D.layout + " \u00b7 decay: " + D.decay.words + " \u00b7 now " + D.now;
+  " \u00b7 layout " + D.layout + " \u00b7 decay: " + D.decay.words + " \u00b7 now " + D.now +
+  (D.config.placed_by ? " \u00b7 points placed by the " + D.config.placed_by + " (depth from the encoder)" : "");
 
 // ---------------------------------------------------------------- selection
 function setRoles(i) {
@@ -34,7 +35,8 @@ function select(i) {
     for (var c = PARENT[i]; c >= 0 && anc.length < 12; c = PARENT[c]) { anc.push(label(c)); }
     var valid = D.valid[String(i)] || [null, null], dl = el("dl");
     [["id", IDS[i]], ["parent", PARENT[i] < 0 ? "(root)" : label(PARENT[i]) + "  [" + IDS[PARENT[i]] + "]"],
-     ["level", LEVEL[i]], ["depth", fmt(depthOf(i), 4)], ["time", iso(timeOf(i))],
+     ["level", LEVEL[i]], [D.config.placed_by ? "depth (encoder)" : "depth", fmt(depthOf(i), 4)],
+     ["time", iso(timeOf(i))],
      ["weight", fmt(weight(i), 3)], ["accesses", ACCESS ? ACCESS[i] : 0],
      ["last accessed", D.last_accessed[String(i)] || "never"],
      ["valid", (valid[0] || "\u2212\u221e") + " \u2026 " + (valid[1] || "+\u221e")],
@@ -42,6 +44,19 @@ function select(i) {
      ["descendants", String(count)], ["meta", JSON.stringify(meta(i))]].forEach(function (kv) {
       dl.appendChild(el("dt", kv[0])); dl.appendChild(el("dd", kv[1]));
     });
+    var sug = (D.suggested || {})[String(i)];
+    if (sug) {  // an auto-placed memory: the parents its hierarchy encoder suggested, best first
+      var dd = el("dd", null, "hm-suggested"), info = meta(i).auto_parent || {};
+      dl.appendChild(el("dt", "suggested parents"));
+      sug.forEach(function (s) {
+        var a = el("a", label(s[0]) + " (" + fmt(s[1], 3) + ")");
+        a.href = "#"; a.setAttribute("data-row", String(s[0]));
+        a.addEventListener("click", function (ev) { ev.preventDefault(); select(s[0]); draw(); });
+        dd.appendChild(a); dd.appendChild(document.createTextNode(" "));
+      });
+      if (typeof info.threshold === "number") { dd.appendChild(el("span", "threshold " + fmt(info.threshold, 3))); }
+      dl.appendChild(dd);
+    }
     panel.appendChild(dl);
     revealInTree(i);
   }

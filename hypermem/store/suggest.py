@@ -1,0 +1,231 @@
+r"""Where a text belongs: suggested parents, ``add(text, parent="auto")`` and the ancestors of a text no one filed.
+
+With a hierarchy encoder as the store's embedder (:mod:`hypermem.store.encoder_points`), every
+memory ``p`` has the encoder's vector ``x_p`` (the ``embedding`` column: the ball point, or
+the twin's vector in R^d), and "``text`` is-a ``p``" is scored by the encoder's subsumption
+score (HiT, He et al. NeurIPS 2024, eq. 5; :mod:`hypermem.geometry.subsumption`)::
+
+    s(t, p) = -( d(x_t, x_p) + lambda (h(x_p) - h(x_t)) ),   h(x) = d(0, x)
+
+with the ball's geodesic distance (or the Euclidean one for the twin) and the ``lambda``
+chosen on validation.  A suggestion's :class:`~hypermem.store.records.SearchResult` has
+``distance = -s`` and ``score = s + time_coef * log(time_weight)`` (the store's time term, as
+in :meth:`~hypermem.store.Memory.search`; 0 under ``NoDecay``).
+
+* :meth:`Suggester.suggest_parents`: the ``k`` memories with the best score, exact over all
+  memories (filters, ``at_time``, ``valid_only`` as in ``search``); ``use_index=True`` scores
+  only the ``k * oversample`` nearest memories of the store's own nearest search instead.
+* ``search(text, mode="ancestors")`` without a ``root``: the same ranking (the subsumption
+  score is what the encoder's validation chose its ``lambda`` and threshold on; the entailment
+  cones of the ball are not trained by the encoder).
+* ``add(text, parent="auto")`` / ``add_many`` items with ``"parent": "auto"``
+  (:meth:`Suggester.resolve_auto`): the memory with the best pure subsumption score (no time
+  term, no filter) among the stored memories and the batch's earlier items, if that score is
+  above the encoder's threshold, else a root; the choice is kept in the record's meta under
+  ``"auto_parent"``: ``{"parent": id or None, "score": s, "threshold": t, "suggested":
+  [{"id", "score"}, ...]}`` (the :data:`KEPT` best), so an agent can show why.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import torch
+
+from ..embed import check_texts, embed_checked
+from ..embed.encoder_kind import AUTO_PARENT_KEY
+from ..temporal.clock import to_seconds
+from .checks import Filter
+from .encoder_points import hierarchy_encoder, is_hierarchy_encoder
+from .filters import compile_filter
+from .records import SearchResult
+
+__all__ = ["AUTO", "KEPT", "META_KEY", "Suggester"]
+
+AUTO = "auto"
+"""The ``parent=`` value that asks the store's hierarchy encoder for the parent."""
+META_KEY = AUTO_PARENT_KEY
+"""The meta key where an auto-placed memory keeps its parent's choice (``"auto_parent"``)."""
+KEPT = 3
+"""Suggestions kept in an auto-placed memory's meta."""
+BLOCK = 256
+"""Auto-placed items scored per block in ``add_many``."""
+
+
+def finite_or_none(x: float) -> float | None:
+    """``x`` when finite (JSON holds it), else None: a threshold of -inf ("always attach") is kept as null."""
+    return float(x) if math.isfinite(x) else None
+
+
+class Suggester:
+    """The hierarchy encoder's side of a store (module docstring): ``Memory.suggest_parents``,
+    the root-free ancestors search and ``parent="auto"``."""
+
+    def __init__(self, memory):
+        self.memory = memory
+
+    # ------------------------------------------------------------------ queries
+    def vectors(self, queries: Sequence[Any]) -> torch.Tensor:
+        """The encoder's vectors ``(B, dim)`` float64 of texts, or of given vectors (the
+        encoder's output for a text: the ball point, or the twin's vector)."""
+        enc, dim = self.memory.embedder, self.memory.dim
+        texts = [q for q in queries if isinstance(q, str)]
+        if texts:
+            check_texts(texts, what="query")
+            emb = iter(embed_checked(enc, texts))
+        out = []
+        for q in queries:
+            if isinstance(q, str):
+                out.append(next(emb))
+                continue
+            if q is None:
+                raise ValueError("suggestions and ancestors without root= need a query (a text)")
+            v = torch.as_tensor(q).detach().to("cpu", torch.float64)
+            if v.shape != (dim,) or not bool(torch.isfinite(v).all()):
+                raise ValueError(f"a query must be text or a finite vector of shape ({dim},), got shape "
+                                 f"{tuple(v.shape)}")
+            out.append(v)
+        return torch.stack(out)
+
+    def suggest_parents(self, text: Any, k: int = 5, *, filters: Filter = None, at_time: datetime | None = None,
+                        valid_only: bool = False, use_index: bool = False, oversample: int = 8,
+                        touch: bool = False) -> list[SearchResult]:
+        """The ``k`` memories most likely to subsume ``text`` (the best first): the store's
+        hierarchy encoder's subsumption score plus the time term, exact over all memories
+        (module docstring).  ``filters``, ``at_time`` and ``valid_only`` as in
+        :meth:`~hypermem.store.Memory.search`; ``use_index=True`` re-scores only the
+        ``k * oversample`` memories the store's nearest search returns.  ``text`` may be
+        the encoder's vector of a text.  A store without a hierarchy encoder is a ``ValueError``."""
+        return self.rank([text], k, filters, at_time, valid_only, use_index, oversample, touch)[0]
+
+    def rank(self, queries: Sequence[Any], k: int, filters: Filter = None, at_time: datetime | None = None,
+             valid_only: bool = False, use_index: bool = False, oversample: int = 8,
+             touch: bool = False) -> list[list[SearchResult]]:
+        """:meth:`suggest_parents` for each query (one encoder call)."""
+        enc = hierarchy_encoder(self.memory, "suggest_parents() and search(mode='ancestors') without root=")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"k must be an integer >= 1, got {k!r}")
+        if isinstance(oversample, bool) or not isinstance(oversample, int) or oversample < 1:
+            raise ValueError(f"oversample must be an integer >= 1, got {oversample!r}")
+        self.memory.refresh()
+        X = self.vectors(queries)
+        pools = None
+        if use_index:
+            pools = [[h.id for h in hits] for hits in self.memory.search_batch(
+                list(queries), k=k * oversample, filters=filters, at_time=at_time, valid_only=valid_only,
+                use_index=True, metric="shell", hybrid=0.0, touch=False)]
+        st = self.memory.state
+        with st.lock:
+            if st.n == 0:
+                return [[] for _ in queries]
+            rows = self.candidates(filters, at_time, valid_only)
+            weights = self.memory.searcher.weights(at_time)
+            out = []
+            for b in range(X.shape[0]):
+                r = rows if pools is None else torch.tensor(sorted(st.row[i] for i in pools[b]), dtype=torch.long)
+                out.append(self._top(enc, X[b], r, weights, k))
+            if touch:
+                self.memory.touch([h.id for res in out for h in res])
+            return out
+
+    def candidates(self, filters: Filter, at_time: datetime | None, valid_only: bool) -> torch.Tensor:
+        """Rows (CPU, ascending) that pass ``filters``, exist at an explicit ``at_time`` and,
+        with ``valid_only``, are valid then (the rules of ``search``)."""
+        st = self.memory.state
+        n = st.n
+        keep = torch.ones(n, dtype=torch.bool)
+        if at_time is not None or valid_only:
+            now = to_seconds(self.memory.searcher.now(at_time))
+            if at_time is not None:
+                keep &= (st.time[:n] <= now).cpu()
+            if valid_only:
+                keep &= ((st.valid_from[:n] <= now) & (st.valid_until[:n] >= now)).cpu()
+        if filters is not None:
+            if isinstance(filters, Mapping):
+                pred = compile_filter(filters)
+
+                def ok(rec):
+                    return pred(rec.meta)
+            elif callable(filters):
+                ok = filters
+            else:
+                raise TypeError(f"filters must be a dict or a callable, got {type(filters).__name__}")
+            keep &= torch.tensor([bool(ok(st.records[i])) for i in st.ids], dtype=torch.bool)
+        return keep.nonzero().squeeze(1)
+
+    def _top(self, enc, x: torch.Tensor, rows: torch.Tensor, weights: torch.Tensor, k: int) -> list[SearchResult]:
+        if rows.numel() == 0:
+            return []
+        st = self.memory.state
+        s = self.scores(enc, x[None], st.embedding[rows])[0]
+        w = weights[rows.to(weights.device)].to("cpu", torch.float64)
+        total = s + self.memory.time_coef * torch.log(w)
+        order = torch.argsort(-total, stable=True)[:k]  # ties: insertion order
+        depth = st.depth[rows[order].to(st.device)].tolist()
+        return [SearchResult(record=st.records[st.ids[int(rows[j])]], score=float(total[j]), distance=-float(s[j]),
+                             time_weight=float(w[j]), depth=float(d)) for j, d in zip(order.tolist(), depth)]
+
+    @staticmethod
+    def scores(enc, children: torch.Tensor, parents: torch.Tensor) -> torch.Tensor:
+        """``s(child, parent)`` for every pair: ``(B, d)`` against ``(m, d)`` gives ``(B, m)``."""
+        return enc.subsumption_scores(children[:, None, :], parents[None, :, :]).to(torch.float64)
+
+    # ------------------------------------------------------------------ parent="auto"
+    def resolve_auto(self, batch, emb: torch.Tensor) -> None:
+        """Replace each ``"auto"`` parent of a checked batch by the encoder's choice (module
+        docstring) and record it in the item's meta; call it under the store's lock."""
+        auto = [i for i, p in enumerate(batch.parents) if p == AUTO]
+        if not auto:
+            return
+        st = self.memory.state
+        if not is_hierarchy_encoder(self.memory.embedder):
+            if AUTO in st.records or AUTO in batch.ids:
+                return  # a memory whose id is "auto"
+            hierarchy_encoder(self.memory, "parent='auto'")
+        enc = self.memory.embedder
+        thr = getattr(enc, "threshold", None)
+        if thr is None:
+            raise ValueError("parent='auto' needs the encoder's threshold (chosen on validation by "
+                             "fit_hierarchy_encoder); this encoder has none: pass parent=<id> or set encoder.threshold")
+        for i in auto:
+            if META_KEY in batch.metas[i]:
+                raise ValueError(f"the meta of an auto-placed memory holds {META_KEY!r} itself; rename that key")
+        taken = set(st.records) | {i for i in batch.ids if i is not None}
+        ids = list(batch.ids)
+        for j, i in enumerate(ids):  # fresh ids now, so that a later item may name an earlier one as parent
+            while i is None or (batch.ids[j] is None and i in taken):
+                i = uuid.uuid4().hex[:16]
+            ids[j] = i
+            taken.add(i)
+        batch.ids = ids
+        stored = st.embedding[: st.n]
+        for b0 in range(0, len(auto), BLOCK):
+            block = auto[b0: b0 + BLOCK]
+            X = emb[block]
+            S = self.scores(enc, X, stored) if st.n else torch.zeros(len(block), 0, dtype=torch.float64)
+            upto = max(block)
+            B = self.scores(enc, X, emb[:upto]) if upto else torch.zeros(len(block), 0, dtype=torch.float64)
+            for j in range(len(block)):
+                B[j, block[j]:] = -math.inf  # only earlier items of the batch
+            self._choose(batch, block, torch.cat([S, B], dim=1), thr)
+
+    def _choose(self, batch, block: list[int], scores: torch.Tensor, thr: float) -> None:
+        st = self.memory.state
+        n = st.n
+        top = torch.topk(scores, min(KEPT, scores.shape[1]), dim=1) if scores.shape[1] else None
+        for j, i in enumerate(block):
+            sug = []
+            if top is not None:
+                for s, c in zip(top.values[j].tolist(), top.indices[j].tolist()):
+                    if s > -math.inf:
+                        sug.append({"id": st.ids[c] if c < n else batch.ids[c - n], "score": float(s)})
+            best = sug[0] if sug else None
+            parent = best["id"] if best is not None and best["score"] > thr else None
+            batch.parents[i] = parent
+            batch.metas[i] = {**batch.metas[i], META_KEY: {"parent": parent, "score": None if best is None else
+                                                           best["score"], "threshold": finite_or_none(thr),
+                                                           "suggested": sug}}
