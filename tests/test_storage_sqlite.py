@@ -63,7 +63,7 @@ def test_each_call_writes_only_what_it_changed(path):
     assert rows_written(lambda: mem.update("m7", meta={"a": 1})) == 1
     assert rows_written(lambda: mem.search("memory 5", k=3)) == 3
     assert rows_written(lambda: mem.link("x", "m4")) == 1
-    assert rows_written(lambda: mem.remove("m4", cascade=True)) == 2
+    assert rows_written(lambda: mem.remove("m4", cascade=True)) == 3  # 2 rows and their removal-log entry
     assert rows_written(lambda: mem.add_many([{"text": "a"}, {"text": "b"}])) == 2
 
 

@@ -17,14 +17,18 @@ is rebuilt from the storage, so the call leaves no trace and raises
 :class:`StorageError`; if even that read fails (a server gone), the rebuild happens at
 the start of the next call.
 
-**Other processes.**  Each transaction carries a version counter.  A call that writes
-first takes the storage's write lock and, when another process committed since this one
-last read, rebuilds the in-process state from the storage (a full read: its cost is the
-store's size, paid only after someone else wrote; a search's touches are written as
-increments without a rebuild, which the next call then makes).  ``search``, ``search_batch``,
-``get``, ``stats``, ``table`` and :meth:`refresh` check the counter (one small query) and
-rebuild the same way, so a reader sees every memory committed before that call began.
-A ``read_only=True`` memory refuses every mutating call and records no accesses.
+**Other processes.**  Each transaction carries a version counter and stamps the rows it
+writes, touches or removes with it (:mod:`~hypermem.store.backends.changes`).  A call that
+writes first takes the storage's write lock and, when another process committed since this
+one last read, applies the rows that changed since (their number, not the store's size, is
+the cost; a search's touches are written as increments without applying anything, which
+the next call then does).  ``search``, ``search_batch``, ``get``, ``stats``, ``table`` and
+:meth:`refresh` check the counter (one small query) and apply the changes the same way, so
+a reader sees every memory committed before that call began.  Another process's touches
+change only access counts: they do not invalidate this process's index or mirror.  (A file
+of the old layout opened read-only, and the recovery after a failed write, re-read the
+whole store.)  A ``read_only=True`` memory refuses every mutating call and records no
+accesses.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from typing import Any
 
 from ..checks import check_ids
 from ..records import MemoryRecord
+from .changes import apply_changes
 from .rows import encode, restore
 
 __all__ = ["StorageError", "durable_class"]
@@ -77,9 +82,24 @@ class DurableStore:
         self._counter += 1
         return self._counter - 1
 
+    def _catch_up(self, in_transaction: bool = False) -> None:
+        """Apply what other processes committed since version ``_synced``: the changed rows
+        only (:mod:`.changes`), or a full rebuild for a store without change stamps or
+        after a failed write (``_stale``)."""
+        st = self._storage
+        if self._stale or not st.incremental:
+            self._load(in_transaction=in_transaction)
+            return
+        version, removed, rows, touched = st.changes_since(self._synced, in_transaction=in_transaction)
+        if version != self._synced:
+            apply_changes(self, removed, rows, touched, self._seq, self._sib)
+            self._counter = max(self._counter, 1 + max([int(r["seq"]) for r in rows] +
+                                                       [int(r["sib"]) for r in rows], default=-1))
+            self._synced = version
+
     def refresh(self) -> bool:
-        """Read what other processes committed since this one last read (a full rebuild of
-        the in-process state when anything changed).  Returns whether anything did."""
+        """Read what other processes committed since this one last read (the rows that
+        changed, applied to the in-process state).  Returns whether anything did."""
         with self.state.lock:
             st = self._storage
             if st is None or st.closed:
@@ -87,7 +107,7 @@ class DurableStore:
             try:
                 changed = self._stale or st.current_version() != self._synced
                 if changed:
-                    self._load()
+                    self._catch_up()
             except st.db_errors as exc:
                 raise st.error(exc) from exc
             return changed
@@ -109,7 +129,7 @@ class DurableStore:
                 # so no other writer commits between the re-read below and this commit.
                 behind = st.version() != self._synced or self._stale
                 if behind and sync:
-                    self._load(in_transaction=True)
+                    self._catch_up(in_transaction=True)
                     behind = False
             except st.db_errors as exc:
                 st.rollback()
@@ -128,9 +148,7 @@ class DurableStore:
                 raise st.error(exc) from exc
             finally:
                 self._touched = False
-            if behind:
-                self._stale = True
-            else:
+            if not behind:  # else the next call applies what others wrote, and these touches with it
                 self._synced = version
 
     def _undo(self) -> None:
@@ -139,8 +157,9 @@ class DurableStore:
         except Exception:
             self._stale = True
 
-    def _put(self, st, ids) -> None:
-        st.upsert(encode(self, ids, self._seq, self._sib, st.vector_dtype, st.time_text, st.always_direction))
+    def _put(self, st, ids, new: bool = False) -> None:
+        rows = encode(self, ids, self._seq, self._sib, st.vector_dtype, st.time_text, st.always_direction)
+        (st.insert if new else st.upsert)(rows)
 
     # ------------------------------------------------------------------ mutations
     def _insert(self, batch, emb, owned: bool = False) -> list[str]:
@@ -148,7 +167,7 @@ class DurableStore:
             ids = super()._insert(batch, emb, owned)
             for i in ids:
                 self._seq[i] = self._sib[i] = self._tick()
-            self._put(st, ids)
+            self._put(st, ids, new=True)
             return ids
 
     def update(self, id: str, text: str | None = None, meta=None, t=None, **kwargs: Any) -> None:

@@ -24,6 +24,15 @@ Schema (in the connection's schema; put one memory per schema, e.g. a URL with
     index ``vector_l2_ops`` on it (:meth:`PostgresStorage.build_ann_index`) is a metric
     index; ``vector_ip_ops`` on raw Lorentz vectors is not (inner products are no metric).
 
+The change stamps of :mod:`~hypermem.store.backends.changes`: ``changed_at`` /
+``touched_at`` (``bigint``, indexed), the version of the transaction that last wrote /
+touched the row, and ``hypermem_removed (version bigint, ids text[])``, the removal log.
+A database of layout 1 is upgraded when opened for writing.
+
+Ingest: new rows go in with one ``COPY ... FROM STDIN (FORMAT BINARY)`` inside the call's
+transaction (:meth:`PostgresStorage.insert`); a client killed during the copy leaves
+nothing (the server aborts the transaction).  Rewritten rows are upserts.
+
 A lost connection (a restarted server) raises :class:`StorageError` naming it; the next
 call opens a new connection.
 """
@@ -38,6 +47,7 @@ import torch
 
 from ...geometry import poincare as P
 from ...geometry.lorentz import to_mips_vectors
+from .changes import read_changes
 from .durable import StorageError
 from .pg_search import server_search
 from .rows import COLUMNS, VECTOR_DTYPES, vector_from
@@ -45,14 +55,30 @@ from .rows import COLUMNS, VECTOR_DTYPES, vector_from
 try:
     import psycopg
     from pgvector.psycopg import register_vector
+    from psycopg.types.json import Jsonb
 except ImportError as exc:  # pragma: no cover - the extra is missing
     raise ImportError('PostgreSQL storage needs the postgres extra: pip install "hypermem-torch[postgres]"') from exc
 
-LAYOUT = 1
-_COLS = COLUMNS + ("dirv", "lor")
+LAYOUT = 2
+_COLS = COLUMNS + ("dirv", "lor", "changed_at")
 _UPSERT = (f"INSERT INTO hypermem_memories ({', '.join(_COLS)}) VALUES ("
            + ", ".join("%s::jsonb" if c == "meta" else "%s" for c in _COLS)
            + ") ON CONFLICT (id) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in _COLS[1:]))
+_COPY = f"COPY hypermem_memories ({', '.join(_COLS)}) FROM STDIN (FORMAT BINARY)"
+_COPY_TYPES = ("text", "int8", "int8", "text", "text", "timestamptz", "timestamptz", "timestamptz", "int8",
+               "timestamptz", "jsonb", "float8", "bytea", "bytea", "vector", "vector", "int8")
+_STAMPS = ("CREATE INDEX IF NOT EXISTS hypermem_memories_changed ON hypermem_memories (changed_at)",
+           "CREATE INDEX IF NOT EXISTS hypermem_memories_touched ON hypermem_memories (touched_at)",
+           "CREATE TABLE IF NOT EXISTS hypermem_removed (version bigint NOT NULL, ids text[] NOT NULL)",
+           "CREATE INDEX IF NOT EXISTS hypermem_removed_version ON hypermem_removed (version)")
+_UPGRADE = ("ALTER TABLE hypermem_memories ADD COLUMN IF NOT EXISTS changed_at bigint NOT NULL DEFAULT 0",
+            "ALTER TABLE hypermem_memories ADD COLUMN IF NOT EXISTS touched_at bigint NOT NULL DEFAULT 0",
+            *_STAMPS, "UPDATE hypermem_config SET value = '2'::jsonb WHERE key = 'layout'")
+
+
+def _as_is(text: str) -> str:
+    """The ``dumps`` of a :class:`Jsonb` whose value is JSON text already."""
+    return text
 
 
 def shell_lorentz(directions: torch.Tensor, depth: float, c: float) -> torch.Tensor:
@@ -66,6 +92,10 @@ class PostgresStorage:
 
     time_text = False
     always_direction = True
+    incremental = True
+    """Whether the database has change stamps (layout 2): refresh reads only the changed rows."""
+    next_version = 0
+    """The version the current write transaction commits (set by :meth:`version`)."""
 
     def __init__(self, url: str, read_only: bool = False, vector_dtype: str | None = None):
         if vector_dtype is not None and vector_dtype not in VECTOR_DTYPES:
@@ -128,8 +158,20 @@ class PostgresStorage:
             return None
         cfg = dict(con.execute("SELECT key, value FROM hypermem_config").fetchall())
         con.rollback()
-        if cfg.get("layout") != LAYOUT:
-            raise StorageError(f"the database has storage layout {cfg.get('layout')!r}; this hypermem reads {LAYOUT}")
+        if cfg.get("layout") == 1 and not self.read_only:
+            try:  # layout 1 -> 2: the change stamps and the removal log, in one transaction
+                con.execute("LOCK TABLE hypermem_config IN EXCLUSIVE MODE")
+                for sql in _UPGRADE:
+                    con.execute(sql)
+                con.commit()
+            except BaseException:
+                con.rollback()
+                raise
+            cfg["layout"] = LAYOUT
+        if cfg.get("layout") not in (1, LAYOUT):
+            raise StorageError(f"the database has storage layout {cfg.get('layout')!r}; this hypermem reads 1 and "
+                               f"{LAYOUT}")
+        self.incremental = cfg["layout"] == LAYOUT
         self._configure(cfg)
         return cfg
 
@@ -154,8 +196,11 @@ class PostgresStorage:
                         f"NULL, text text NOT NULL, parent_id text, t timestamptz NOT NULL, valid_from timestamptz, "
                         f"valid_until timestamptz, access_count bigint NOT NULL, last_accessed timestamptz, meta "
                         f"jsonb NOT NULL, depth float8 NOT NULL, embedding bytea NOT NULL, direction bytea NOT NULL, "
-                        f"dirv vector({d}) NOT NULL, lor vector({d + 2}) NOT NULL)")
+                        f"dirv vector({d}) NOT NULL, lor vector({d + 2}) NOT NULL, changed_at bigint NOT NULL DEFAULT 0, "
+                        f"touched_at bigint NOT NULL DEFAULT 0)")
             con.execute("CREATE INDEX hypermem_memories_parent ON hypermem_memories (parent_id)")
+            for sql in _STAMPS:
+                con.execute(sql)
             with con.cursor() as cur:
                 cur.executemany("INSERT INTO hypermem_config VALUES (%s, %s::jsonb)",
                                 [(k, json.dumps(v, allow_nan=False)) for k, v in cfg.items()])
@@ -195,7 +240,10 @@ class PostgresStorage:
         _ = self.con  # reconnect if needed; psycopg opens the transaction at the first statement
 
     def version(self) -> int:
-        return int(self.con.execute("SELECT value FROM hypermem_state WHERE key = 'version' FOR UPDATE").fetchone()[0])
+        """The committed version, under the write lock (this transaction's rows get the next)."""
+        v = int(self.con.execute("SELECT value FROM hypermem_state WHERE key = 'version' FOR UPDATE").fetchone()[0])
+        self.next_version = v + 1
+        return v
 
     def current_version(self) -> int:
         con = self.con
@@ -204,8 +252,8 @@ class PostgresStorage:
         return v
 
     def bump(self) -> int:
-        return int(self.con.execute("UPDATE hypermem_state SET value = value + 1 WHERE key = 'version' "
-                                    "RETURNING value").fetchone()[0])
+        return int(self.con.execute("UPDATE hypermem_state SET value = %s WHERE key = 'version' RETURNING value",
+                                    (self.next_version,)).fetchone()[0])
 
     def commit(self) -> None:
         self.con.commit()
@@ -219,25 +267,65 @@ class PostgresStorage:
                 self._drop()
 
     # ------------------------------------------------------------------ rows
-    def upsert(self, rows: list[tuple]) -> None:
-        if not rows:
-            return
+    def _vectors(self, rows: list[tuple]) -> tuple[np.ndarray, np.ndarray]:
+        """The float32 ``dirv`` and augmented ``lor`` of each row (from its stored direction)."""
         rho, c = self.shell
-        dirs = torch.stack([vector_from(r[13], self.dim, "direction", r[0]) for r in rows])
+        blob = b"".join(r[13] for r in rows)
+        if len(blob) == 8 * self.dim * len(rows):
+            dirs = torch.from_numpy(np.frombuffer(blob, dtype="<f8").reshape(len(rows), self.dim).copy())
+        else:
+            dirs = torch.stack([vector_from(r[13], self.dim, "direction", r[0]) for r in rows])
         lor = shell_lorentz(dirs, rho, c)
         aug = (self.m2 - lor.pow(2).sum(1)).clamp_min(0.0).sqrt().unsqueeze(1)
-        lor = torch.cat([lor, aug], 1).numpy().astype(np.float32)
-        d32 = dirs.numpy().astype(np.float32)
+        return dirs.numpy().astype(np.float32), torch.cat([lor, aug], 1).numpy().astype(np.float32)
+
+    def upsert(self, rows: list[tuple]) -> None:
+        """Insert or rewrite rows (:data:`~.rows.COLUMNS` tuples), stamped ``changed_at``."""
+        if not rows:
+            return
+        d32, lor = self._vectors(rows)
+        v = self.next_version
         with self.con.cursor() as cur:
-            cur.executemany(_UPSERT, [r + (d32[j], lor[j]) for j, r in enumerate(rows)])
+            cur.executemany(_UPSERT, [r + (d32[j], lor[j], v) for j, r in enumerate(rows)])
+
+    def insert(self, rows: list[tuple]) -> None:
+        """Insert new rows (ids not stored yet) with one binary ``COPY`` in this transaction."""
+        if not rows:
+            return
+        d32, lor = self._vectors(rows)
+        v = self.next_version
+        with self.con.cursor() as cur, cur.copy(_COPY) as copy:
+            copy.set_types(_COPY_TYPES)
+            for j, r in enumerate(rows):
+                copy.write_row((*r[:10], Jsonb(r[10], dumps=_as_is), *r[11:], d32[j], lor[j], v))
 
     def delete(self, ids: list[str]) -> None:
         self.con.execute("DELETE FROM hypermem_memories WHERE id = ANY(%s)", (list(ids),))
+        if ids:
+            self.con.execute("INSERT INTO hypermem_removed VALUES (%s, %s)", (self.next_version, list(ids)))
 
     def touch(self, items: list[tuple]) -> None:
+        """``(increment, last_accessed, id)`` per touched memory, stamped ``touched_at``."""
+        v = self.next_version
         with self.con.cursor() as cur:
-            cur.executemany("UPDATE hypermem_memories SET access_count = access_count + %s, last_accessed = %s "
-                            "WHERE id = %s", items)
+            cur.executemany("UPDATE hypermem_memories SET access_count = access_count + %s, last_accessed = %s, "
+                            "touched_at = %s WHERE id = %s", [(n, t, v, i) for n, t, i in items])
+
+    def changes_since(self, version: int, in_transaction: bool = False):
+        """``(version, removed ids, changed rows, touched (id, access_count, last_accessed))``
+        committed after ``version``, read in one snapshot (:mod:`.changes`)."""
+        con = self.con
+        try:
+            if not in_transaction:
+                con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            now = int(con.execute("SELECT value FROM hypermem_state WHERE key = 'version'").fetchone()[0])
+            if now == version:
+                return now, [], [], []
+            removed, rows, touched = read_changes(con, version, "hypermem", "%s")
+        finally:
+            if not in_transaction:
+                con.rollback()
+        return now, removed, rows, touched
 
     def load_rows(self, in_transaction: bool = False) -> tuple[int, list[dict[str, Any]]]:
         con = self.con

@@ -54,7 +54,8 @@ def _iso(t: datetime | None) -> str | None:
     return None if t is None else t.isoformat()
 
 
-def _time(s: Any) -> datetime | None:
+def stored_time(s: Any) -> datetime | None:
+    """A stored time (ISO 8601 text or a datetime) as an aware UTC datetime; None stays None."""
     if s is None:
         return None
     return to_utc(s if isinstance(s, datetime) else datetime.fromisoformat(s))
@@ -110,10 +111,10 @@ def _stack(blobs: list[bytes], dim: int, ids: list[str]) -> torch.Tensor:
 
 def record_of(r: Mapping[str, Any]) -> MemoryRecord:
     """The record of a stored row (times as ISO text or datetimes, meta as JSON text or a dict)."""
-    return MemoryRecord(id=r["id"], text=r["text"], parent_id=r["parent_id"], t=_time(r["t"]),
+    return MemoryRecord(id=r["id"], text=r["text"], parent_id=r["parent_id"], t=stored_time(r["t"]),
                         meta=json.loads(r["meta"]) if isinstance(r["meta"], str) else dict(r["meta"]),
-                        valid_from=_time(r["valid_from"]), valid_until=_time(r["valid_until"]),
-                        access_count=int(r["access_count"]), last_accessed=_time(r["last_accessed"]))
+                        valid_from=stored_time(r["valid_from"]), valid_until=stored_time(r["valid_until"]),
+                        access_count=int(r["access_count"]), last_accessed=stored_time(r["last_accessed"]))
 
 
 def _levels(records: list[MemoryRecord], pos: Mapping[str, int]) -> list[int]:

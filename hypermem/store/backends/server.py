@@ -389,7 +389,7 @@ class ServerMemory:
         if not counts:
             return
         with self._write("touch") as (st, _):
-            new = W.touch_counts(st.con, counts, now)
+            new = W.touch_counts(st, counts, now)
         for i, rec in shared.items():
             if i in new:
                 rec.access_count, rec.last_accessed = new[i], now
@@ -409,7 +409,7 @@ class ServerMemory:
             counts: dict[str, int] = {}
             for i in ids:
                 counts[i] = counts.get(i, 0) + 1
-            W.touch_counts(st.con, counts, now)
+            W.touch_counts(st, counts, now)
             tx["changed"] = bool(counts)
 
     # ------------------------------------------------------------------ changing
@@ -455,7 +455,7 @@ class ServerMemory:
                 fields["valid_from"] = vf
             if vu is not UNSET:
                 fields["valid_until"] = vu
-            W.update_fields(st.con, id, fields)
+            W.update_fields(st, id, fields)
 
     def remove(self, id: str, cascade: bool = False) -> list[str]:
         """Remove a memory; with ``cascade`` its whole subtree.  Returns the removed ids."""

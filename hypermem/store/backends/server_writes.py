@@ -155,7 +155,7 @@ def insert(mem, st, batch, emb: torch.Tensor) -> list[str]:
         rows.append((id_, seq0 + j, seq0 + j, batch.texts[j], batch.parents[j], t, batch.valid_from[j],
                      batch.valid_until[j], 0, None, json.dumps(batch.metas[j], allow_nan=False), depths[j],
                      vector_bytes(emb[j], st.vector_dtype), vector_bytes(dirs[j])))
-    st.upsert(rows)
+    st.insert(rows)
     return ids
 
 
@@ -198,23 +198,24 @@ def replace_subtree(mem, st, root: str, changes: dict[str, Any]) -> list[str]:
     return [i for i, _ in order]
 
 
-def touch_counts(con, counts: dict[str, int], now) -> dict[str, int]:
+def touch_counts(st, counts: dict[str, int], now) -> dict[str, int]:
     """Add ``counts[id]`` accesses at ``now`` to each stored id (increments, so concurrent
-    touches add up); returns the new access counts."""
+    touches add up), stamped with the transaction's version; returns the new access counts."""
     if not counts:
         return {}
-    cur = con.execute(f"UPDATE {_M} m SET access_count = m.access_count + v.n, last_accessed = %s FROM "
-                      f"unnest(%s::text[], %s::bigint[]) AS v(id, n) WHERE m.id = v.id RETURNING m.id, "
-                      f"m.access_count", (now, list(counts), list(counts.values())))
+    cur = st.con.execute(f"UPDATE {_M} m SET access_count = m.access_count + v.n, last_accessed = %s, touched_at = "
+                         f"%s FROM unnest(%s::text[], %s::bigint[]) AS v(id, n) WHERE m.id = v.id RETURNING m.id, "
+                         f"m.access_count", (now, st.next_version, list(counts), list(counts.values())))
     return {r[0]: int(r[1]) for r in cur}
 
 
-def update_fields(con, id: str, fields: dict[str, Any]) -> None:
-    """Set record fields (``meta``, ``t``, ``valid_from``, ``valid_until``) of one row."""
+def update_fields(st, id: str, fields: dict[str, Any]) -> None:
+    """Set record fields (``meta``, ``t``, ``valid_from``, ``valid_until``) of one row,
+    stamped ``changed_at`` with the transaction's version."""
     if fields:
         sets = ", ".join(f"{c} = %s::jsonb" if c == "meta" else f"{c} = %s" for c in fields)
         vals = [json.dumps(v, allow_nan=False) if c == "meta" else v for c, v in fields.items()]
-        con.execute(f"UPDATE {_M} SET {sets} WHERE id = %s", (*vals, id))
+        st.con.execute(f"UPDATE {_M} SET {sets}, changed_at = %s WHERE id = %s", (*vals, st.next_version, id))
 
 
 def mean_weight(con, decay, now, n: int) -> float:

@@ -8,7 +8,17 @@ Tables (``hm_`` prefix; a file written by :meth:`Memory.save` is a different for
   transaction (other processes compare it to know when to re-read);
 * ``hm_memories``: one row per memory (:data:`~hypermem.store.backends.rows.COLUMNS`;
   times as ISO 8601 text, ``meta`` as JSON text, ``embedding`` / ``direction`` as
-  little-endian bytes; see :mod:`~hypermem.store.backends.rows`).
+  little-endian bytes; see :mod:`~hypermem.store.backends.rows`), and the change stamps of
+  :mod:`~hypermem.store.backends.changes`: ``changed_at`` / ``touched_at``, the version of
+  the transaction that last wrote / touched the row, each with an index;
+* ``hm_removed (version INTEGER, ids TEXT)``: the removal log, the JSON list of
+  the ids each removing transaction deleted.
+
+A file of layout 1 (no change stamps) is upgraded when opened for writing; opened
+read-only, it is re-read whole after another process wrote, as before.
+
+Ingest: a batch of new memories is one ``INSERT`` prepared once and run for every row
+(``executemany``) in the call's one transaction.
 
 Writes take the write lock at ``BEGIN IMMEDIATE``; WAL lets readers go on meanwhile.
 ``synchronous=FULL`` (default) syncs the WAL at every commit, so a committed call
@@ -26,14 +36,22 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from .changes import read_changes
 from .durable import StorageError
 from .rows import COLUMNS, VECTOR_DTYPES
 
-LAYOUT = 1
+LAYOUT = 2
 PAGE_SIZE = 16384
 SYNCHRONOUS = ("FULL", "NORMAL", "EXTRA", "OFF")
-_UPSERT = (f"INSERT INTO hm_memories ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))}) "
-           f"ON CONFLICT(id) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in COLUMNS[1:]))
+_UPSERT = (f"INSERT INTO hm_memories ({', '.join(COLUMNS)}, changed_at) "
+           f"VALUES ({', '.join('?' * (len(COLUMNS) + 1))})") + " ON CONFLICT(id) DO UPDATE SET " + ", ".join(
+    f"{c} = excluded.{c}" for c in (*COLUMNS[1:], "changed_at"))
+_UPGRADE = ("ALTER TABLE hm_memories ADD COLUMN changed_at INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE hm_memories ADD COLUMN touched_at INTEGER NOT NULL DEFAULT 0",
+            "CREATE INDEX hm_memories_changed ON hm_memories (changed_at)",
+            "CREATE INDEX hm_memories_touched ON hm_memories (touched_at)",
+            "CREATE TABLE hm_removed (version INTEGER NOT NULL, ids TEXT NOT NULL)",
+            "CREATE INDEX hm_removed_version ON hm_removed (version)")
 
 
 class SqliteStorage:
@@ -42,6 +60,10 @@ class SqliteStorage:
     db_errors = (sqlite3.Error,)
     time_text = True
     always_direction = False
+    incremental = True
+    """Whether the file has change stamps (layout 2): refresh reads only the changed rows."""
+    next_version = 0
+    """The version the current write transaction commits (read by :meth:`version`)."""
 
     def __init__(self, path: str | os.PathLike, read_only: bool = False, synchronous: str = "FULL",
                  vector_dtype: str | None = None):
@@ -90,10 +112,29 @@ class SqliteStorage:
             hint = " (a file written by Memory.save: open it with Memory.load)" if "records" in tables else ""
             raise StorageError(f"{self.path!r} is not a durable memory database{hint}")
         cfg = {k: json.loads(v) for k, v in self.con.execute("SELECT key, value FROM hm_config")}
-        if cfg.get("layout") != LAYOUT:
-            raise StorageError(f"{self.path!r} has storage layout {cfg.get('layout')!r}; this hypermem reads {LAYOUT}")
+        if cfg.get("layout") == 1 and not self.read_only:
+            self._upgrade()
+            cfg["layout"] = LAYOUT
+        if cfg.get("layout") not in (1, LAYOUT):
+            raise StorageError(f"{self.path!r} has storage layout {cfg.get('layout')!r}; this hypermem reads "
+                               f"1 and {LAYOUT}")
+        self.incremental = cfg["layout"] == LAYOUT
         self.vector_dtype = cfg.get("vector_dtype", "float64")
         return cfg
+
+    def _upgrade(self) -> None:
+        """Layout 1 -> 2: add the change stamps and the removal log (one transaction)."""
+        con = self.con
+        con.execute("BEGIN IMMEDIATE")
+        try:
+            if json.loads(con.execute("SELECT value FROM hm_config WHERE key = 'layout'").fetchone()[0]) == 1:
+                for sql in _UPGRADE:
+                    con.execute(sql)
+                con.execute("UPDATE hm_config SET value = ? WHERE key = 'layout'", (json.dumps(LAYOUT),))
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
 
     def create(self, config: dict[str, Any]) -> None:
         cfg = dict(config, layout=LAYOUT, vector_dtype=self.vector_dtype)
@@ -105,7 +146,10 @@ class SqliteStorage:
             con.execute("CREATE TABLE hm_memories (id TEXT NOT NULL UNIQUE, seq INTEGER NOT NULL, sib INTEGER NOT "
                         "NULL, text TEXT NOT NULL, parent_id TEXT, t TEXT NOT NULL, valid_from TEXT, valid_until "
                         "TEXT, access_count INTEGER NOT NULL, last_accessed TEXT, meta TEXT NOT NULL, depth REAL "
-                        "NOT NULL, embedding BLOB NOT NULL, direction BLOB)")
+                        "NOT NULL, embedding BLOB NOT NULL, direction BLOB, changed_at INTEGER NOT NULL DEFAULT 0, "
+                        "touched_at INTEGER NOT NULL DEFAULT 0)")
+            for sql in _UPGRADE[2:]:
+                con.execute(sql)
             con.executemany("INSERT INTO hm_config VALUES (?, ?)",
                             [(k, json.dumps(v, allow_nan=False)) for k, v in cfg.items()])
             con.execute("INSERT INTO hm_state VALUES ('version', 0)")
@@ -125,26 +169,57 @@ class SqliteStorage:
         if self.con.in_transaction:
             self.con.execute("ROLLBACK")
 
-    def version(self) -> int:
+    def current_version(self) -> int:
         return int(self.con.execute("SELECT value FROM hm_state WHERE key = 'version'").fetchone()[0])
 
-    current_version = version
+    def version(self) -> int:
+        """The committed version, inside a write transaction (whose rows get the next one)."""
+        v = self.current_version()
+        self.next_version = v + 1
+        return v
 
     def bump(self) -> int:
-        self.con.execute("UPDATE hm_state SET value = value + 1 WHERE key = 'version'")
-        return self.version()
+        self.con.execute("UPDATE hm_state SET value = ? WHERE key = 'version'", (self.next_version,))
+        return self.next_version
 
     # ------------------------------------------------------------------ rows
+    # Only a writable storage writes, and a writable one has layout 2 (config() upgrades it).
     def upsert(self, rows: list[tuple]) -> None:
-        self.con.executemany(_UPSERT, rows)
+        """Insert or rewrite rows (:data:`~.rows.COLUMNS` tuples), stamped ``changed_at``."""
+        v = (self.next_version,)
+        self.con.executemany(_UPSERT, [r + v for r in rows])
+
+    def insert(self, rows: list[tuple]) -> None:
+        """Insert new rows (ids not stored yet): the upsert's one prepared statement, run for
+        every row of the batch (``ON CONFLICT`` costs nothing when no id is stored yet)."""
+        self.upsert(rows)
 
     def delete(self, ids: list[str]) -> None:
         self.con.executemany("DELETE FROM hm_memories WHERE id = ?", [(i,) for i in ids])
+        if ids:
+            self.con.execute("INSERT INTO hm_removed VALUES (?, ?)", (self.next_version, json.dumps(ids)))
 
     def touch(self, items: list[tuple]) -> None:
-        """``(increment, last_accessed, id)`` per touched memory."""
-        self.con.executemany("UPDATE hm_memories SET access_count = access_count + ?, last_accessed = ? "
-                             "WHERE id = ?", [(n, t.isoformat(), i) for n, t, i in items])
+        """``(increment, last_accessed, id)`` per touched memory, stamped ``touched_at``."""
+        v = self.next_version
+        self.con.executemany("UPDATE hm_memories SET access_count = access_count + ?, last_accessed = ?, "
+                             "touched_at = ? WHERE id = ?", [(n, t.isoformat(), v, i) for n, t, i in items])
+
+    def changes_since(self, version: int, in_transaction: bool = False):
+        """``(version, removed ids, changed rows, touched (id, access_count, last_accessed))``
+        committed after ``version``, read in one snapshot (:mod:`.changes`)."""
+        con = self.con
+        if not in_transaction:
+            con.execute("BEGIN")
+        try:
+            now = self.current_version()
+            if now == version:
+                return now, [], [], []
+            removed, rows, touched = read_changes(con, version, "hm", "?", json.loads)
+        finally:
+            if not in_transaction:
+                con.execute("COMMIT")
+        return now, removed, rows, touched
 
     def load_rows(self, in_transaction: bool = False) -> tuple[int, list[dict[str, Any]]]:
         """``(version, rows)`` read in one consistent snapshot."""
@@ -152,7 +227,7 @@ class SqliteStorage:
         if not in_transaction:
             con.execute("BEGIN")
         try:
-            version = self.version()
+            version = self.current_version()
             cur = con.execute(f"SELECT {', '.join(COLUMNS)} FROM hm_memories ORDER BY seq")
             rows = [dict(zip(COLUMNS, r)) for r in cur]
         finally:

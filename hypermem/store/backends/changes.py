@@ -1,0 +1,178 @@
+r"""Incremental refresh of a mirrored durable store: apply the rows other processes changed.
+
+Every write transaction of a durable store takes the next value ``v`` of the storage's
+version counter (under the write lock) and stamps what it writes with it:
+
+* a row it inserts or rewrites (add, update, link, a re-placed subtree) gets
+  ``changed_at = v``;
+* a row a search touches gets ``touched_at = v`` (its ``access_count`` and
+  ``last_accessed``: nothing a mirror's search structures depend on);
+* the ids it removes go to the removal log, one entry ``(v, ids)`` per transaction.
+
+A client that last read version ``s`` reads, in one snapshot, only
+``changed_at > s`` (whole rows), ``touched_at > s`` (three fields) and the log past
+``s`` (:meth:`SqliteStorage.changes_since`, :meth:`PostgresStorage.changes_since`: index
+range scans), and :func:`apply_changes` applies them to its in-process state:
+
+* removals drop their rows (one compaction of the columns);
+* changed rows replace their record and columns in place or are appended (new rows
+  have the largest ``seq``, so the row order stays the insertion order); their levels are
+  recomputed from their parents and their directions re-derived (or read, when stored)
+  generation by generation, parents first, as :func:`~.rows.restore` does for all rows;
+* touches set the access count and time of their rows (``MemoryState.set_access``): the
+  state's ``version`` is not bumped, so an index or a float32 mirror built over the
+  directions stays valid, and a search after another process's touching search costs
+  what it cost before (the read is ``O(rows changed)``, never ``O(store)``).
+
+The cost of a refresh is the number of rows that changed, never the size of the store.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from ...temporal.clock import to_seconds
+from .rows import COLUMNS, derived_directions, record_of, stored_time, vector_from
+
+__all__ = ["apply_changes", "read_changes"]
+
+
+def read_changes(con, version: int, prefix: str, mark: str, decode=lambda ids: ids):
+    """``(removed ids, changed rows, touched (id, access_count, last_accessed))`` committed
+    after ``version``, inside the caller's snapshot; ``prefix``: the tables' prefix (``hm``,
+    ``hypermem``), ``mark``: the driver's parameter mark, ``decode``: a log entry to its ids."""
+    removed = [i for (ids,) in con.execute(f"SELECT ids FROM {prefix}_removed WHERE version > {mark} ORDER BY "
+                                           f"version", (version,)) for i in decode(ids)]
+    cur = con.execute(f"SELECT {', '.join(COLUMNS)} FROM {prefix}_memories WHERE changed_at > {mark}", (version,))
+    rows = [dict(zip(COLUMNS, r)) for r in cur]
+    touched = con.execute(f"SELECT id, access_count, last_accessed FROM {prefix}_memories WHERE touched_at > {mark} "
+                          f"AND changed_at <= {mark}", (version, version)).fetchall()
+    return removed, rows, touched
+
+
+def _drop(state, gone: Sequence[str]) -> None:
+    """Remove rows ``gone`` (ids present in ``state``) from the state."""
+    keep = torch.ones(state.n, dtype=torch.bool)
+    keep[[state.row[i] for i in gone]] = False
+    for i in gone:
+        rec = state.records.pop(i)
+        kids = state.children.get(rec.parent_id)
+        if kids is not None and i in kids:
+            kids.remove(i)
+            if not kids:
+                del state.children[rec.parent_id]
+        state.children.pop(i, None)
+    state.keep_rows(keep)
+
+
+def _levels(state, records: Mapping[str, Any]) -> dict[str, int]:
+    """Level of every changed record: its parent's level + 1 (the parent changed too, or
+    kept its row and level in ``state``)."""
+    out: dict[str, int] = {}
+
+    def level(i: str) -> int:
+        chain = []
+        while i not in out:
+            p = records[i].parent_id
+            if p is None:
+                out[i] = 0
+                break
+            if p not in records:
+                if p not in state.row:
+                    raise ValueError(f"changed memory {i!r} has an unknown parent {p!r}")
+                out[i] = state.levels[state.row[p]] + 1
+                break
+            if len(chain) > len(records):
+                raise ValueError(f"the changed parents of memory {i!r} form a cycle")
+            chain.append(i)
+            i = p
+        for j in reversed(chain):
+            out[j] = out[records[j].parent_id] + 1
+        return out[chain[0]] if chain else out[i]
+
+    for i in records:
+        level(i)
+    return out
+
+
+def apply_changes(memory, removed: Sequence[str], rows: Sequence[Mapping[str, Any]],
+                  touched: Sequence[tuple], seq: dict[str, int], sib: dict[str, int]) -> bool:
+    """Apply another process's changes to ``memory``'s state (under its lock): ``removed``
+    ids, changed ``rows`` (dicts keyed by :data:`~.rows.COLUMNS`) and ``touched``
+    ``(id, access_count, last_accessed)``; ``seq`` / ``sib`` are the caller's maps of
+    insertion and sibling numbers, kept in step.  Returns whether points, records or the
+    hierarchy changed (then the state's version is bumped; touches alone do not bump it)."""
+    state = memory.state
+    dim, dev, dt = memory.dim, memory.device, memory.dtype
+    f64 = {"dtype": torch.float64, "device": dev}
+    with state.lock:
+        gone = [i for i in dict.fromkeys(removed) if i in state.row]
+        if gone:
+            _drop(state, gone)
+            for i in gone:
+                seq.pop(i, None)
+                sib.pop(i, None)
+        rows = sorted(rows, key=lambda r: int(r["seq"]))
+        records = {r["id"]: record_of(r) for r in rows}
+        new = [r for r in rows if r["id"] not in state.row]
+        if new:
+            state.reserve(len(new))
+            for j, r in enumerate(new):
+                state.row[r["id"]] = state.n + j
+            state.ids.extend(r["id"] for r in new)
+            state.levels.extend([0] * len(new))
+            state.n += len(new)
+        parents: set[str] = set()
+        for r in rows:
+            i = r["id"]
+            old = state.records.get(i)
+            rec = records[i]
+            if old is not None and old.parent_id != rec.parent_id and old.parent_id in state.children:
+                kids = state.children[old.parent_id]
+                if i in kids:
+                    kids.remove(i)
+                if not kids:
+                    del state.children[old.parent_id]
+            if rec.parent_id is not None and (old is None or old.parent_id != rec.parent_id):
+                state.children.setdefault(rec.parent_id, []).append(i)
+            if rec.parent_id is not None:
+                parents.add(rec.parent_id)
+            state.records[i] = rec
+            seq[i], sib[i] = int(r["seq"]), int(r["sib"])
+        if rows:
+            idx = torch.tensor([state.row[r["id"]] for r in rows], dtype=torch.long)
+            recs = [records[r["id"]] for r in rows]
+            state.time[idx.to(dev)] = torch.tensor([to_seconds(x.t) for x in recs], **f64)
+            state.access[idx.to(dev)] = torch.tensor([float(x.access_count) for x in recs], **f64)
+            state.valid_from[idx.to(dev)] = torch.tensor([to_seconds(x.valid_from, -math.inf) for x in recs], **f64)
+            state.valid_until[idx.to(dev)] = torch.tensor([to_seconds(x.valid_until, math.inf) for x in recs], **f64)
+            state.depth[idx.to(dev)] = torch.tensor([float(r["depth"]) for r in rows], **f64).to(dt)
+            state.embedding[idx.to(state.embedding.device)] = torch.stack(
+                [vector_from(r["embedding"], dim, "embedding", r["id"]) for r in rows]).to(state.embedding.dtype)
+            level = _levels(state, records)
+            for r in rows:
+                state.levels[state.row[r["id"]]] = level[r["id"]]
+            by_row = {r["id"]: r for r in rows}
+            for lv in sorted(set(level.values())):  # parents are placed before their children
+                gen = [i for i in by_row if level[i] == lv]
+                derive = [state.row[i] for i in gen if by_row[i]["direction"] is None]
+                if derive:
+                    state.direction[derive] = derived_directions(memory, derive)
+                for i in gen:
+                    if by_row[i]["direction"] is not None:
+                        state.direction[state.row[i]] = vector_from(by_row[i]["direction"], dim, "direction",
+                                                                    i).to(dev, dt)
+            for p in parents & set(state.children):
+                state.children[p].sort(key=lambda k: (sib.get(k, 0), state.row[k]))
+        for i, count, last in touched:
+            if i in state.row and i not in records:
+                state.set_access(i, int(count), stored_time(last))
+        content = bool(gone or rows)
+        if content:
+            state.changed()
+            memory.searcher.invalidate()
+        return content
