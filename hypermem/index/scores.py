@@ -67,3 +67,23 @@ class HyperbolicDistance:
         qn, qa = self.qn.unsqueeze(1), self.qa.unsqueeze(1)
         sq = (qn - kn).pow(2) + 2.0 * qn * kn * (1.0 - s).clamp_min(0.0)
         return arcosh_distance(sq, qa, ka, self.c)
+
+
+class Optimistic:
+    r"""``g(min(s + delta, 1))``: a distance model that never exceeds ``g`` at any product
+    within ``delta`` of ``s`` (``g`` decreasing), with inverse ``g^{-1}(y) - delta``.
+
+    Used by :func:`hypermem.index.rescore.mirrored_topk`: when ``s`` is a float32 product
+    whose error against the float64 one is at most ``delta``, the score ``b - g(s + delta)``
+    is an upper bound of the float64 score (up to the float32 evaluation of ``g``), which is
+    what lets a float32 scan certify its candidates."""
+
+    def __init__(self, distance, delta: float):
+        self.distance, self.delta = distance, float(delta)
+
+    def __call__(self, s: torch.Tensor, idx: torch.Tensor | None = None) -> torch.Tensor:
+        return self.distance((s + self.delta).clamp_(max=1.0), idx)
+
+    def inverse(self, y: torch.Tensor) -> torch.Tensor:
+        """Smallest product whose optimistic distance is at most ``y``."""
+        return self.distance.inverse(y) - self.delta

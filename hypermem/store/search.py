@@ -20,6 +20,7 @@ from ..embed import check_texts, embed_checked
 from ..geometry import poincare as P
 from ..geometry.cones import cone_energy, half_aperture
 from ..index import HyperbolicDistance, MIPSIndex, ShellDistance, exact_topk
+from ..index.rescore import mirrored_topk
 from ..retrieval.scoring import score_bias
 from ..temporal import NoDecay, policy_weights
 from ..temporal.clock import to_seconds, to_utc
@@ -29,6 +30,9 @@ from .filters import compile_filter, filter_keys
 from .lexical import Lexical
 from .placement import unit
 from .records import SearchResult
+
+MIRROR_MIN_ROWS = 16_384
+"""Below this many candidates the float64 scan is as fast as the mirror's two passes."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,8 @@ class Searcher:
         """Filter keys already warned about by :meth:`warn_unknown_keys`."""
         self.lexical = Lexical()
         """The BM25 index of the texts, for ``hybrid`` searches (:mod:`hypermem.store.lexical`)."""
+        self.mirror_min_rows = MIRROR_MIN_ROWS
+        """Candidate count from which a float64 store's search scans its float32 mirror."""
 
     def invalidate(self) -> None:
         """Forget the index's freshness (it is rebuilt before its next use)."""
@@ -350,13 +356,31 @@ class Searcher:
             index = self.ensure_index()
             if not index.exact:
                 return self._rank_approx(index, Q, bias, k, oversample)
-        keys = self.memory.state.direction[: self.memory.state.n] if rows is None else self.memory.state.direction[rows]
+        st = self.memory.state
         b = bias if rows is None else bias[rows]
         g, inv = self._distance_model(metric, q_radius, rows)
+        if self.mirrored(metric, rows):
+            keys32 = st.search_keys() if rows is None else st.search_keys()[rows]
+            scores, local, dist = mirrored_topk(Q, keys32, st.direction[: st.n], k, g, b, rows)
+            idx = local if rows is None else torch.where(local >= 0, rows[local.clamp_min(0)], local)
+            return scores, idx, dist
+        keys = st.direction[: st.n] if rows is None else st.direction[rows]
         # directions are unit vectors: every product is a cosine, at most 1
         scores, local, dist = exact_topk(Q, keys, k, g, b, inv, max_product=1.0)
         idx = local if rows is None else torch.where(local >= 0, rows[local.clamp_min(0)], local)
         return scores, idx, dist
+
+    def mirrored(self, metric: str, rows: torch.Tensor | None) -> bool:
+        """Whether a search scans the float32 mirror and re-scores in float64
+        (:func:`hypermem.index.rescore.mirrored_topk`): a float64 store, the shell metric,
+        at least :attr:`mirror_min_rows` candidates, float32 products at full precision."""
+        st = self.memory.state
+        m = st.n if rows is None else int(rows.numel())
+        if st.dtype != torch.float64 or metric != "shell" or m < self.mirror_min_rows:
+            return False
+        if torch.get_float32_matmul_precision() != "highest":
+            return False  # TF32 / bfloat16 products break the error bound
+        return not (st.device.type == "cuda" and torch.backends.cuda.matmul.allow_tf32)
 
     def _rank_approx(self, index, Q, bias, k, oversample):
         """faiss: the index's ``k * oversample`` shell-nearest candidates, re-scored exactly."""

@@ -19,6 +19,13 @@ Columns (rows ``0 .. n-1`` are live; capacity past ``n`` is spare room)::
 The point of row ``i`` is ``point_at(direction[i], depth[i])``
 (:func:`hypermem.geometry.poincare.point_at`).
 
+**Search mirror.**  :meth:`MemoryState.search_keys` returns the live directions at float32
+for the search's scan (half the bytes a query reads at float64): the ``direction`` column
+itself in a float32 store, else a float32 copy built on first use and kept in step,
+row by row for appended rows, in full after any other :meth:`~MemoryState.changed`.  The
+float64 column stays the store's value: the search re-scores its final candidates from it
+(:func:`hypermem.index.rescore.mirrored_topk`).
+
 Bookkeeping: ``ids`` (row -> id), ``row`` (id -> row), ``records`` (id ->
 :class:`~hypermem.store.records.MemoryRecord`), ``children`` (id -> child ids in insertion
 order), ``levels`` (row -> level in the hierarchy), ``n`` and ``version`` (bumped by every
@@ -67,12 +74,17 @@ class MemoryState:
         self.levels: list[int] = []
         self.n = 0
         self.version = 0
+        self.mirror: torch.Tensor | None = None
+        """The float32 copy of ``direction`` (None until :meth:`search_keys` builds it)."""
+        self.mirror_rows = 0
+        """Rows ``0 .. mirror_rows-1`` of :attr:`mirror` agree with ``direction``."""
         self.alloc(0)
 
     def __getstate__(self) -> dict:
         """Everything but the lock (``copy.deepcopy`` and ``pickle`` of a store go through here)."""
         state = dict(self.__dict__)
         state.pop("lock", None)
+        state["mirror"], state["mirror_rows"] = None, 0  # rebuilt on the copy's first search
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -91,6 +103,7 @@ class MemoryState:
         self.valid_from = torch.zeros(cap, **f64)
         self.valid_until = torch.zeros(cap, **f64)
         self.embedding = torch.zeros(cap, d, dtype=torch.float64)
+        self.mirror, self.mirror_rows = None, 0
 
     def reserve(self, extra: int) -> None:
         """Room for ``extra`` more rows (capacity at least doubles, so appends are amortised O(1))."""
@@ -104,6 +117,10 @@ class MemoryState:
             new = old.new_empty((new_cap,) + tuple(old.shape[1:]))
             new[: self.n] = old[: self.n]
             setattr(self, name, new)
+        if self.mirror is not None:
+            new = self.mirror.new_empty((new_cap, self.dim))
+            new[: self.mirror_rows] = self.mirror[: self.mirror_rows]
+            self.mirror = new
 
     def keep_rows(self, keep: torch.Tensor) -> None:
         """Compact the columns, ``ids`` and ``levels`` to the rows where ``keep`` (CPU bool,
@@ -117,6 +134,7 @@ class MemoryState:
         self.levels = [self.levels[i] for i in idx.tolist()]
         self.row = {i: r for r, i in enumerate(self.ids)}
         self.n = m
+        self.mirror_rows = 0
 
     def touch(self, ids, now) -> None:
         """One access of each id in ``ids`` at ``now`` (a repeated id counts each time):
@@ -201,11 +219,31 @@ class MemoryState:
         self.ids.extend(ids)
         self.levels.extend(levels)
         self.n = n0 + m
-        self.changed()
+        self.changed(appended=True)
 
-    def changed(self) -> None:
-        """Mark a change (an index or a mirror built at an older ``version`` is stale)."""
+    def changed(self, appended: bool = False) -> None:
+        """Mark a change (an index or a mirror built at an older ``version`` is stale).
+        ``appended``: only rows past the previous ``n`` were written (the float32 search
+        mirror then converts just those); otherwise it is rebuilt on the next search."""
         self.version += 1
+        if not appended:
+            self.mirror_rows = 0
+
+    def search_keys(self) -> torch.Tensor:
+        """The live directions ``(n, dim)`` at float32, for the search's scan (see the module
+        docstring: the column itself in a float32 store, else the mirror brought up to date)."""
+        with self.lock:
+            if self.dtype == torch.float32:
+                return self.direction[: self.n]
+            cap = self.direction.shape[0]
+            if self.mirror is None or self.mirror.shape[0] != cap or self.mirror.device != self.device:
+                self.mirror = torch.empty(cap, self.dim, dtype=torch.float32, device=self.device)
+                self.mirror_rows = 0
+            if self.mirror_rows < self.n:
+                sl = slice(self.mirror_rows, self.n)
+                self.mirror[sl] = self.direction[sl]
+                self.mirror_rows = self.n
+            return self.mirror[: self.n]
 
     # ------------------------------------------------------------------ reading
     def record(self, id: str) -> MemoryRecord:
