@@ -206,3 +206,33 @@ def test_the_issues_household_story_with_minilm_and_a_72_hour_half_life():
     seed.add_many([{"text": r.text, "t": r.t} for r in mem])
     assert "the house keys hang on the hook by the door" not in \
         [r.text for r in seed.search("where are the keys?", k=3, touch=False)]   # the seed's score: age decides
+
+
+def test_hybrid_and_recency_weight_are_kept_by_files_and_databases(tmp_path, pg_url):
+    import sqlite3
+
+    mem = Memory(embedder=_semantic(), hybrid=0.5, recency_weight=0.2, decay=HalfLife(hours=24))
+    mem.add_many([{"text": t} for t in _texts(20)])
+    seed = Memory(embedder=_semantic(), time_coef=0.7)
+    seed.add_many([{"text": t} for t in _texts(20)])
+    for name, save, load in (("m.db", Memory.save, Memory.load), ("m.json", Memory.to_json, Memory.from_json)):
+        save(mem, tmp_path / name)
+        again = load(tmp_path / name, embedder=_semantic())
+        assert (again.hybrid, again.recency_weight) == (0.5, 0.2)
+        assert again.time_coef == pytest.approx(mem.time_coef)          # recalibrated: same texts, same spread
+        save(seed, tmp_path / f"seed-{name}")
+        s2 = load(tmp_path / f"seed-{name}", embedder=_semantic())
+        assert (s2.hybrid, s2.recency_weight, s2.time_coef) == (HYBRID_DEFAULT, None, 0.7)
+    con = sqlite3.connect(tmp_path / "m.db")                          # a file written before the keys existed
+    con.execute("DELETE FROM config WHERE key IN ('hybrid', 'recency_weight')")
+    con.commit()
+    con.close()
+    old = Memory.load(tmp_path / "m.db", embedder=_semantic())
+    assert old.hybrid == HYBRID_DEFAULT and old.recency_weight is None
+    for target in (tmp_path / "d.db", pg_url):
+        with Memory.open(target, embedder=_semantic(), hybrid=0.6, recency_weight=0.05) as db:
+            db.add_many([{"text": t} for t in _texts(10)])
+        with Memory.open(target, embedder=_semantic()) as db:
+            assert (db.hybrid, db.recency_weight) == (0.6, 0.05)
+        with Memory.open(target, embedder=_semantic(), hybrid=0.0) as db:     # an explicit argument wins
+            assert (db.hybrid, db.recency_weight) == (0.0, 0.05)

@@ -6,7 +6,8 @@ r"""Saving and loading a :class:`~hypermem.store.Memory` without losing anything
   (``1``), ``curvature``, ``dim``, ``base_depth``, ``depth_step``, ``inherit``,
   ``cone_constrained``, ``cone_k``, ``metric``, ``time_coef``, ``depth_bias``,
   ``embedder`` and ``decay`` (specs, see :func:`embedder_spec` and
-  :func:`hypermem.temporal.policy_spec`); hypermem adds ``dtype`` and ``count``.
+  :func:`hypermem.temporal.policy_spec`); hypermem adds ``dtype``, ``count``, ``hybrid`` and
+  ``recency_weight`` (:mod:`hypermem.store.search_settings`).
 * ``records (pos, id, text, parent_id, t, valid_from, valid_until, access_count,
   last_accessed, meta, point, embedding)`` — one row per memory in insertion order;
   times as ISO 8601 text, ``meta`` as JSON text, ``point`` and ``embedding`` as raw
@@ -70,6 +71,7 @@ from .load_checks import (
 )
 from .placement import unit
 from .records import MemoryRecord
+from .search_settings import apply_search_settings, search_settings
 from .validation import (
     MAX_JSON_DEPTH,
     MemoryFileError,
@@ -128,6 +130,7 @@ def memory_config(memory) -> dict[str, Any]:
     cfg["decay"] = policy_spec(memory.decay)
     if (enc := encoder_record(memory.embedder)) is not None:  # which encoder placed the points (store.encoder_points)
         cfg[ENCODER_KEY] = enc
+    cfg.update(search_settings(memory))  # hybrid, recency_weight (store.search_settings)
     cfg["dtype"] = str(memory.dtype).replace("torch.", "")
     cfg["count"] = len(memory)
     return cfg
@@ -384,6 +387,7 @@ def _build(config, rows, points, embeddings, geometry, where, embedder, decay, c
     dec = decay_from_spec(config.get("decay"), decay, where)
     check_config_types(config, CONFIG_KEYS, where)
     kwargs = {key: config[key] for key in CONFIG_KEYS}
+    apply_search_settings(config, kwargs)
     try:
         memory = cls(embedder=emb, decay=dec, clock=clock, dtype=_dtype_of(config, dtype, where),
                      device=device if device is not None else "cpu", **kwargs)

@@ -8,6 +8,7 @@ from typing import Any
 from ..checks import check_sqlite_name
 from ..encoder_points import check_encoder, places_points
 from ..persistence import CONFIG_KEYS, memory_config
+from ..search_settings import apply_search_settings
 from ..validation import check_config_types, decay_from_spec, embedder_from_spec
 from .durable import StorageError, durable_class
 from .server import ServerMemory
@@ -100,6 +101,7 @@ def _settings(config: dict[str, Any], kwargs: dict[str, Any], where: str) -> dic
             raise ValueError(f"{where} was created with {key}={config[key]!r}; cannot open it with "
                              f"{key}={kwargs[key]!r}")
         kwargs[key] = config[key]
+    apply_search_settings(config, kwargs)
     check_encoder(config, kwargs.get("embedder"), where)
     kwargs["embedder"] = embedder_from_spec(config.get("embedder"), kwargs.get("embedder"), where)
     kwargs["decay"] = decay_from_spec(config.get("decay"), kwargs.get("decay"), where)

@@ -1,0 +1,43 @@
+"""The search settings a store keeps in its saved config: ``hybrid`` and ``recency_weight``.
+
+Unlike the geometry's settings (``curvature``, ``inherit``, ..., which placed the stored points
+and so always win over what a caller passes), these only weigh the score's terms
+(:mod:`hypermem.store.lexical`, :mod:`hypermem.store.calibration`): a snapshot or a durable
+database reopens with the values it was saved with, and an explicit argument of
+``Memory.open`` wins over them.  A config without them (written before they were kept) opens
+as it did then: ``hybrid`` from the embedder (:func:`~hypermem.store.lexical.default_hybrid`),
+the saved ``time_coef`` as the seed's explicit coefficient.
+
+``recency_weight`` (when set) stands for the calibrated time term: the ``time_coef`` saved
+beside it is only the value it had at saving time, so reopening drops it and recalibrates to
+the store's current distance spread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, MutableMapping
+from typing import Any
+
+__all__ = ["SEARCH_KEYS", "apply_search_settings", "search_settings"]
+
+SEARCH_KEYS = ("hybrid", "recency_weight")
+
+
+def search_settings(memory) -> dict[str, Any]:
+    """``{"hybrid": ..., "recency_weight": ...}`` of ``memory`` (``recency_weight`` None when
+    its time term is the seed's explicit ``time_coef``)."""
+    rw = memory.recency_weight
+    return {"hybrid": float(memory.hybrid), "recency_weight": None if rw is None else float(rw)}
+
+
+def apply_search_settings(config: Mapping[str, Any], kwargs: MutableMapping[str, Any]) -> None:
+    """Put a stored config's search settings into the ``Memory`` keyword arguments ``kwargs``
+    (which already hold the stored ``time_coef``), explicit ones in ``kwargs`` winning."""
+    if kwargs.get("hybrid") is None and config.get("hybrid") is not None:
+        kwargs["hybrid"] = config["hybrid"]
+    rw = kwargs.get("recency_weight")
+    if rw is None:
+        rw = config.get("recency_weight")
+    if rw is not None:
+        kwargs.pop("time_coef", None)
+        kwargs["recency_weight"] = rw
