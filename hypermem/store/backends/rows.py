@@ -61,19 +61,34 @@ def stored_time(s: Any) -> datetime | None:
     return to_utc(s if isinstance(s, datetime) else datetime.fromisoformat(s))
 
 
+def _take(column: torch.Tensor, rows: list[int]) -> torch.Tensor:
+    """``column[rows]``: a view when the rows are one ascending run (a batch just appended)."""
+    if rows and rows[-1] - rows[0] == len(rows) - 1 and all(b - a == 1 for a, b in zip(rows, rows[1:])):
+        return column[rows[0]: rows[-1] + 1]
+    return column[torch.tensor(rows, dtype=torch.long, device=column.device)]
+
+
 def derived_directions(memory, rows: Sequence[int]) -> torch.Tensor:
     """What placement gives rows ``rows`` of ``memory`` from their embeddings and their
     parents' current directions (store dtype, store device)."""
     rows = list(rows)
-    e = unit(memory.state.embedding[rows].to(memory.device))
-    par = [memory.state.records[memory.state.ids[r]].parent_id for r in rows]
+    st = memory.state
+    e = unit(_take(st.embedding, rows).to(memory.device, torch.float64))
+    records, ids = st.records, st.ids
+    par = [records[ids[r]].parent_id for r in rows]
     kid = [j for j, p in enumerate(par) if p is not None]
     if kid:
-        prow = [memory.state.row[par[j]] for j in kid]
-        e[kid] = child_directions(e[kid], memory.state.direction[prow].to(torch.float64), memory.state.depth[prow].to(torch.float64),
-                                  memory.state.depth[[rows[j] for j in kid]].to(torch.float64), memory.inherit,
+        prow = [st.row[par[j]] for j in kid]
+        e[kid] = child_directions(e[kid], st.direction[prow].to(torch.float64), st.depth[prow].to(torch.float64),
+                                  st.depth[[rows[j] for j in kid]].to(torch.float64), memory.inherit,
                                   memory.cone_constrained, memory.cone_k, memory.curvature)
     return e.to(memory.dtype)
+
+
+def _blobs(v: torch.Tensor, dtype: str = "float64") -> list[bytes]:
+    """Little-endian bytes of each row of ``v`` (:func:`vector_bytes` of every row, at once)."""
+    arr = v.detach().to("cpu", torch.float64).numpy().astype(VECTOR_DTYPES[dtype], copy=False)
+    return [r.tobytes() for r in arr]
 
 
 def encode(memory, ids: Sequence[str], seq: Mapping[str, int], sib: Mapping[str, int],
@@ -83,18 +98,29 @@ def encode(memory, ids: Sequence[str], seq: Mapping[str, int], sib: Mapping[str,
     every direction (for a server that searches them), not only the underived ones."""
     if not ids:
         return []
-    rows = [memory.state.row[i] for i in ids]
+    st = memory.state
+    rows = [st.row[i] for i in ids]
     derived = derived_directions(memory, rows)
-    same = (derived == memory.state.direction[rows]).all(dim=1).tolist()
-    depths = memory.state.depth[rows].to(torch.float64).tolist()
+    stored = _take(st.direction, rows)
+    if always_direction:
+        directions: list = _blobs(stored)
+    else:
+        same = (derived == stored).all(dim=1).tolist()
+        keep = [j for j, s in enumerate(same) if not s]
+        directions = [None] * len(rows)
+        for j, b in zip(keep, _blobs(stored[keep]) if keep else []):
+            directions[j] = b
+    depths = _take(st.depth, rows).to(torch.float64).tolist()
+    embeddings = _blobs(_take(st.embedding, rows), vector_dtype)
     tt = _iso if time_text else (lambda t: t)
+    dumps = json.dumps
+    records = st.records
     out = []
-    for j, (i, r) in enumerate(zip(ids, rows)):
-        rec = memory.state.records[i]
-        direction = None if same[j] and not always_direction else vector_bytes(memory.state.direction[r])
+    for j, i in enumerate(ids):
+        rec = records[i]
+        meta = dumps(rec.meta, allow_nan=False) if rec.meta else "{}"
         out.append((i, seq[i], sib[i], rec.text, rec.parent_id, tt(rec.t), tt(rec.valid_from), tt(rec.valid_until),
-                    int(rec.access_count), tt(rec.last_accessed), json.dumps(rec.meta, allow_nan=False), depths[j],
-                    vector_bytes(memory.state.embedding[r], vector_dtype), direction))
+                    int(rec.access_count), tt(rec.last_accessed), meta, depths[j], embeddings[j], directions[j]))
     return out
 
 
