@@ -236,3 +236,20 @@ def test_hybrid_and_recency_weight_are_kept_by_files_and_databases(tmp_path, pg_
             assert (db.hybrid, db.recency_weight) == (0.6, 0.05)
         with Memory.open(target, embedder=_semantic(), hybrid=0.0) as db:     # an explicit argument wins
             assert (db.hybrid, db.recency_weight) == (0.0, 0.05)
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_the_servers_full_text_term_matches_any_word_and_stems(pg_url):
+    import psycopg
+
+    from hypermem.store.backends.pg_lexical import lexical_terms, or_query
+
+    assert or_query("What did you paint, Mel?") == "what | did | you | paint | mel"
+    with Memory.open(pg_url, embedder=_semantic()) as db:
+        db.add_many([{"text": "I painted a sunset", "id": "p"}, {"text": "the zebra crossing", "id": "z"},
+                     {"text": "tea and cakes", "id": "t"}])
+    with psycopg.connect(pg_url) as con:
+        got = lexical_terms(con, "When was the painting of the zebra?", 1.0, "", [])
+        assert set(got) == {"p", "z"} and max(got.values()) == pytest.approx(1.0)   # either word, stemmed
+        assert lexical_terms(con, "what did the", 1.0, "", []) == {}                # stopwords only
+        assert lexical_terms(con, "?!", 1.0, "", []) == {}
