@@ -12,6 +12,7 @@ import torch
 
 pytest.importorskip("sentence_transformers")
 
+import pg_fixture  # noqa: E402
 from encoder_helpers import EDGES, NAMES, tiny_model_folder  # noqa: E402
 
 from hypermem import Memory  # noqa: E402
@@ -23,6 +24,7 @@ from hypermem.store.encoder_points import encoder_checksum  # noqa: E402
 torch.set_num_threads(1)
 WORDS = ["entity", "animal", "mammal", "bird", "dog", "cat", "plant", "tree", "oak", "tool", "hammer", "vehicle"]
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+pg_server, pg_url = pg_fixture.pg_server, pg_fixture.pg_url  # the real-server fixtures
 
 
 @pytest.fixture(scope="module")
@@ -314,3 +316,38 @@ def test_the_inspector_shows_encoder_depths_and_suggested_parents(enc, mem):
     assert "suggested parents" in mem.inspect()
     plain = pack(Memory())
     assert plain["config"]["placed_by"] is None and plain["suggested"] == {}
+
+
+def test_postgres_records_the_encoder_and_refuses_another(enc, tiny, pg_url):
+    with Memory.open(pg_url, embedder=enc) as m:
+        m.add("animal", id="a")
+        m.add("dog", id="d", parent="auto")
+    with Memory.open(pg_url, embedder=enc) as m:
+        assert m.metric == "hyperbolic" and "auto_parent" in m.get("d").meta
+        assert torch.allclose(m.point("d"), enc.encode(["dog"])[0].double(), atol=1e-9)
+        assert [h.id for h in m.search("dog", mode="ancestors", k=1)] in (["a"], ["d"])
+    with pytest.raises(ValueError, match="its points would not match"):
+        Memory.open(pg_url, embedder=HierarchyEncoder.from_pretrained(str(tiny), "poincare"))
+    with pytest.raises(ValueError, match="with its mirror"):
+        Memory.open(pg_url, mirror=False, embedder=enc)
+
+
+# ---------------------------------------------------------------------------- the example
+def test_the_household_example_places_every_note_itself(enc_dir, tmp_path, capsys):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "household_notes.py"
+    spec = importlib.util.spec_from_file_location("household_notes", path)
+    ex = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ex)
+    ex.main(["--encoder", str(enc_dir), "--dir", str(tmp_path)])
+    out = dict(line.split(" -> ", 1) for line in capsys.readouterr().out.splitlines())
+    assert int(out["notes"]) == len(ex.notes()) >= 300
+    back = Memory.load(tmp_path / "household.db", embedder=HierarchyEncoder.load(enc_dir))
+    assert all(r.parent_id is None for r in back if r.meta["auto_parent"]["parent"] is None)
+    assert int(out["placed under a memory"]) == sum(r.parent_id is not None for r in back)
+    assert all(r.parent_id == r.meta["auto_parent"]["parent"] for r in back)   # no note declared a parent
+    assert out["reloaded with its encoder"].startswith(f"{len(back)} memories")
+    assert out["reloaded without it"].startswith("refused")
+    assert "suggested parents" in (tmp_path / "household.html").read_text(encoding="utf-8")
