@@ -2,35 +2,23 @@
 re-scores its certified candidates in float64, with the float64 scan's answer."""
 
 import math
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
 import pytest
 import torch
+from mirror_helpers import NOW, T0, random_store
 
-from hypermem import HalfLife, HashingEmbedder, Memory
+from hypermem import HashingEmbedder, Memory
 from hypermem.geometry import poincare as P
 from hypermem.index import ShellDistance, exact_topk
 from hypermem.index.rescore import mirrored_topk, product_error
 from hypermem.retrieval.scoring import score_bias
 
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
-NOW = T0 + timedelta(days=30)
 DIM = 32
 
 
 def store(n=3000, seed=0, **kw):
-    g = torch.Generator().manual_seed(seed)
-    emb = torch.randn(n, DIM, generator=g, dtype=torch.float64)
-    hours = torch.rand(n, generator=g) * 600
-    mem = Memory(embedder=HashingEmbedder(dim=DIM), decay=HalfLife(72), depth_bias=0.2, clock=lambda: NOW, **kw)
-    items = []
-    for i in range(n):
-        it = {"text": f"memory {i}", "id": f"m{i}", "embedding": emb[i], "t": T0 + timedelta(hours=float(hours[i]))}
-        if i % 3 == 2:
-            it["parent"] = f"m{i // 2}"
-        items.append(it)
-    mem.add_many(items)
-    return mem
+    return random_store(n, DIM, seed, depth_bias=0.2, **kw)
 
 
 def search_both(mem, queries, k=10, **kw):

@@ -57,6 +57,8 @@ class MIPSIndex:
         self.ef_search = int(ef_search)
         self._vectors: torch.Tensor | None = None
         self._faiss = None
+        self.recall_estimate: dict | None = None
+        """The last :meth:`hypermem.Memory.index_recall` measurement (None until asked)."""
 
     def __getstate__(self) -> dict:
         """A faiss index is carried as its serialised bytes (it cannot be pickled as is)."""

@@ -284,6 +284,7 @@ class Memory:
     time_weights = _calls("searcher", Searcher, "time_weights")
     embed_query = _calls("searcher", Searcher, "embed_query")
     build_index = _calls("searcher", Searcher, "build_index")
+    index_recall = _calls("searcher", Searcher, "index_recall")
     suggest_parents = _calls("suggester", Suggester, "suggest_parents")
 
     # ------------------------------------------------------------------ views (store.views.MemoryViews)

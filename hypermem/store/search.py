@@ -20,10 +20,12 @@ from ..embed import check_texts, embed_checked
 from ..geometry import poincare as P
 from ..geometry.cones import cone_energy, half_aperture
 from ..index import HyperbolicDistance, MIPSIndex, ShellDistance, exact_topk
+from ..index.ann import DirectionIndex
 from ..index.rescore import mirrored_topk
 from ..retrieval.scoring import score_bias
 from ..temporal import NoDecay, policy_weights
 from ..temporal.clock import to_seconds, to_utc
+from .ann_search import index_recall, rank_approx, sync_index
 from .checks import CONE_TOL, METRICS, MODES, Filter, check_finite
 from .encoder_points import is_hierarchy_encoder, places_points
 from .filters import compile_filter, filter_keys
@@ -65,6 +67,7 @@ class Searcher:
         self.memory = memory
         self.index: MIPSIndex | None = None
         self._index_version = -1
+        self._index_rewrites = -1
         self.warned_keys: set[str] = set()
         """Filter keys already warned about by :meth:`warn_unknown_keys`."""
         self.lexical = Lexical()
@@ -383,19 +386,9 @@ class Searcher:
         return not (st.device.type == "cuda" and torch.backends.cuda.matmul.allow_tf32)
 
     def _rank_approx(self, index, Q, bias, k, oversample):
-        """faiss: the index's ``k * oversample`` shell-nearest candidates, re-scored exactly."""
-        shell_q = P.point_at(Q.to(torch.float64), self.memory.base_depth, self.memory.curvature)
-        _, cand = index.search(shell_q, k=min(self.memory.state.n, k * oversample))
-        cand = cand.to(self.memory.device)
-        g = ShellDistance(self.memory.curvature, self.memory.base_depth)
-        out_s, out_i, out_d = [], [], []
-        for qi in range(Q.shape[0]):
-            c = cand[qi][cand[qi] >= 0]
-            s, local, d = exact_topk(Q[qi: qi + 1], self.memory.state.direction[c], k, g, bias[c], None)
-            out_s.append(s)
-            out_i.append(torch.where(local >= 0, c[local.clamp_min(0)], local))
-            out_d.append(d)
-        return torch.cat(out_s), torch.cat(out_i), torch.cat(out_d)
+        """faiss: graph candidates re-scored exactly, grown until the bias bound holds
+        (:func:`hypermem.store.ann_search.rank_approx`)."""
+        return rank_approx(self.memory, index, Q, bias, k, oversample)
 
     def _results(self, scores, idx, dist, weights, rows, energies):
         s_l, i_l, d_l = scores.tolist(), idx.tolist(), dist.tolist()
@@ -421,26 +414,45 @@ class Searcher:
         return out
 
     # ------------------------------------------------------------------ index
-    def build_index(self, backend: str = "auto") -> MIPSIndex:
+    def build_index(self, backend: str = "auto", hnsw_m: int = 32, ef_search: int = 64,
+                    ef_construction: int = 40) -> MIPSIndex | DirectionIndex:
         """Build (or rebuild) the shell-metric nearest-neighbour index over all memories.
 
         ``"auto"``/``"torch"``/``"numpy"`` are exact (search answers do not change);
-        ``"faiss"`` (the ``ann`` extra) is approximate HNSW.  The index is rebuilt
-        automatically after changes."""
+        ``"faiss"`` (the ``ann`` extra) is approximate: HNSW over the float32 directions
+        (:class:`hypermem.index.ann.DirectionIndex`; ``hnsw_m``, ``ef_search``,
+        ``ef_construction``), its candidates re-scored exactly.  After appends the graph
+        grows by the new rows; after any other change it is rebuilt before its next use.
+        :meth:`index_recall` measures its recall@k against the exact search."""
         with self.memory.state.lock:
-            self.index = MIPSIndex(self.memory.ball, backend=backend)
+            if backend == "faiss":
+                self.index = DirectionIndex(hnsw_m, ef_search, ef_construction)
+            else:
+                self.index = MIPSIndex(self.memory.ball, backend=backend)
             self._index_version = -1
             return self.ensure_index()
 
-    def ensure_index(self) -> MIPSIndex:
+    def ensure_index(self) -> MIPSIndex | DirectionIndex:
+        """The index, brought up to the store's current version first."""
+        st = self.memory.state
         if self.index is None:  # search(use_index=True) before any build_index(): the default one
             self.index = MIPSIndex(self.memory.ball, backend="auto")
             self._index_version = -1
-        if self._index_version != self.memory.state.version:
-            shell = P.point_at(self.memory.state.direction[: self.memory.state.n].to(torch.float64), self.memory.base_depth, self.memory.curvature)
-            self.index.build(shell)
-            self._index_version = self.memory.state.version
+        if self._index_version != st.version:
+            if isinstance(self.index, DirectionIndex):
+                sync_index(self.index, st, self._index_rewrites if self._index_version >= 0 else None)
+            else:
+                self.index.build(P.point_at(st.direction[: st.n].to(torch.float64), self.memory.base_depth,
+                                            self.memory.curvature))
+            self._index_version, self._index_rewrites = st.version, st.rewrites
         return self.index
+
+    def index_recall(self, queries=None, k: int = 10, sample: int = 100, seed: int = 0, **kwargs: Any) -> float:
+        """recall@k of ``search(use_index=True)`` against the exact search, on ``queries``
+        or on ``sample`` directions between stored memories; also kept as the index's
+        ``recall_estimate`` (:func:`hypermem.store.ann_search.index_recall`)."""
+        with self.memory.state.lock:
+            return index_recall(self, queries, k, sample, seed, **kwargs)
 
 
 def uses_access_counts(policy: Any) -> bool:

@@ -78,6 +78,9 @@ class MemoryState:
         """The float32 copy of ``direction`` (None until :meth:`search_keys` builds it)."""
         self.mirror_rows = 0
         """Rows ``0 .. mirror_rows-1`` of :attr:`mirror` agree with ``direction``."""
+        self.rewrites = 0
+        """Counts the changes that were not appends (an index built at the same count and
+        ``m`` rows only needs rows ``m .. n-1`` added)."""
         self.alloc(0)
 
     def __getstate__(self) -> dict:
@@ -88,6 +91,7 @@ class MemoryState:
         return state
 
     def __setstate__(self, state: dict) -> None:
+        state = {"mirror": None, "mirror_rows": 0, "rewrites": 0, **state}  # a state pickled before the mirror
         self.__dict__.update(state)
         self.lock = threading.RLock()
 
@@ -104,6 +108,7 @@ class MemoryState:
         self.valid_until = torch.zeros(cap, **f64)
         self.embedding = torch.zeros(cap, d, dtype=torch.float64)
         self.mirror, self.mirror_rows = None, 0
+        self.rewrites = getattr(self, "rewrites", -1) + 1
 
     def reserve(self, extra: int) -> None:
         """Room for ``extra`` more rows (capacity at least doubles, so appends are amortised O(1))."""
@@ -135,6 +140,7 @@ class MemoryState:
         self.row = {i: r for r, i in enumerate(self.ids)}
         self.n = m
         self.mirror_rows = 0
+        self.rewrites += 1
 
     def touch(self, ids, now) -> None:
         """One access of each id in ``ids`` at ``now`` (a repeated id counts each time):
@@ -221,13 +227,23 @@ class MemoryState:
         self.n = n0 + m
         self.changed(appended=True)
 
-    def changed(self, appended: bool = False) -> None:
+    def changed(self, appended: bool = False, rows=None) -> None:
         """Mark a change (an index or a mirror built at an older ``version`` is stale).
-        ``appended``: only rows past the previous ``n`` were written (the float32 search
-        mirror then converts just those); otherwise it is rebuilt on the next search."""
+        ``appended``: only rows past the previous ``n`` were written; ``rows``: only the
+        points of these rows (and any past the previous ``n``) were written.  The float32
+        search mirror then converts just those; otherwise (a compaction, a re-placement of
+        unknown rows) it is rebuilt on the next search, and :attr:`rewrites` counts up."""
         self.version += 1
-        if not appended:
-            self.mirror_rows = 0
+        if appended:
+            return
+        if rows is not None and self.mirror is not None:
+            idx = torch.as_tensor(rows, dtype=torch.long, device=self.device)
+            idx = idx[idx < self.mirror_rows]
+            self.mirror[idx] = self.direction[idx].to(torch.float32)
+            self.rewrites += 1  # rows moved: an index over the points is stale, the mirror is not
+            return
+        self.mirror_rows = 0
+        self.rewrites += 1
 
     def search_keys(self) -> torch.Tensor:
         """The live directions ``(n, dim)`` at float32, for the search's scan (see the module
