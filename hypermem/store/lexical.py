@@ -84,12 +84,12 @@ class Lexical:
         self.families = BM25Index(k1, b, tokenizer)  # key: a parent id; its document: its text and its children's
         self.family = check_finite("family", family, lo=0.0)
         self.neighbour = check_finite("neighbour", neighbour, lo=0.0)
-        self.prev_row = self.next_row = torch.empty(0, dtype=torch.long)  # adjacent siblings (-1: none)
         self.texts: dict[str, str] = {}
         self.parents: dict[str, str | None] = {}
         self.members: dict[str, set[str]] = {}  # parent id -> its children's ids
-        self.family_keys: list[str] = []
-        self.family_row = torch.empty(0, dtype=torch.long)  # row -> its parent's family (-1: none)
+        self.slots: dict[str, int] = {}  # parent id -> its family's slot in family_row
+        self.family_row = torch.empty(0, dtype=torch.long)  # row -> its parent's slot (-1: a root)
+        self.prev_row = self.next_row = torch.empty(0, dtype=torch.long)  # adjacent siblings (-1: none)
         self.version = -1
 
     def sync(self, state) -> None:
@@ -99,19 +99,22 @@ class Lexical:
         if self.version == state.version:
             return
         ids = state.ids[: state.n]
+        records, texts, parents = state.records, self.texts, self.parents
+        changed = [i for i in ids if (old := texts.get(i)) is None or (old is not (r := records[i]).text and
+                                                                       old != r.text) or parents[i] != r.parent_id]
+        fresh = [i for i in changed if i not in texts]
+        gone = set(texts) - set(ids) if len(texts) + len(fresh) > len(ids) else set()
         dirty: set[str] = set()
         appended: list[tuple[str, str]] = []
-        for i in ids:
-            rec = state.records[i]
+        moved = False
+        for i in changed:
+            rec = records[i]
             text, parent = rec.text, rec.parent_id
-            known = i in self.texts
-            old, old_parent = self.texts.get(i), self.parents.get(i)
-            same_text = old is text or old == text
-            if known and same_text and old_parent == parent:
-                continue
-            if not same_text:
+            known = i in texts
+            old, old_parent = texts.get(i), parents.get(i)
+            if old is None or (old is not text and old != text):
                 self.index.add(i, text)
-                self.texts[i] = text
+                texts[i] = text
                 if i in self.members:
                     dirty.add(i)  # a head's own text changed
             if known and old_parent is not None:
@@ -124,41 +127,64 @@ class Lexical:
                     dirty.add(parent)
                 else:
                     appended.append((parent, text))
-            self.parents[i] = parent
-        if len(self.texts) > len(ids):
-            for i in set(self.texts) - set(ids):
-                self.index.remove(i)
-                del self.texts[i]
-                p = self.parents.pop(i)
-                if p is not None and p in self.members:
-                    self.members[p].discard(i)
-                    dirty.add(p)
-                if i in self.members:
-                    dirty.add(i)
+            moved = moved or (known and old_parent != parent)
+            parents[i] = parent
+        for i in gone:
+            self.index.remove(i)
+            del texts[i]
+            p = parents.pop(i)
+            if p is not None and p in self.members:
+                self.members[p].discard(i)
+                dirty.add(p)
+            if i in self.members:
+                dirty.add(i)
         for p, text in appended:
             if p not in dirty:
                 self.families.extend(p, text)
         for p in dirty:
             self.families.remove(p)
             kids = self.members.get(p)
-            if kids and p in self.texts:
-                self.families.add(p, self.texts[p])
+            if kids and p in texts:
+                self.families.add(p, texts[p])
                 for c in kids:
-                    self.families.extend(p, self.texts[c])
+                    self.families.extend(p, texts[c])
             else:
                 self.members.pop(p, None)
-        self.family_keys = list(self.families.lengths)
-        pos = {p: j for j, p in enumerate(self.family_keys)}
-        self.family_row = torch.tensor([pos.get(self.parents[i], -1) if self.parents[i] is not None else -1
-                                        for i in ids], dtype=torch.long)
+        if gone or moved or len(self.family_row) + len(fresh) != len(ids):
+            self._layout(state, ids, state.children)
+        elif fresh:
+            self._append_layout(state, fresh)
+        self.version = state.version
+
+    def _slot(self, parent: str | None) -> int:
+        if parent is None:
+            return -1
+        return self.slots.setdefault(parent, len(self.slots))
+
+    def _layout(self, state, ids, families) -> None:
+        """``family_row``, ``prev_row`` and ``next_row`` of every row (after removals or moves)."""
+        self.slots = {}
+        self.family_row = torch.tensor([self._slot(self.parents[i]) for i in ids], dtype=torch.long)
         self.prev_row = torch.full((len(ids),), -1, dtype=torch.long)
         self.next_row = torch.full((len(ids),), -1, dtype=torch.long)
-        for kids in state.children.values():
-            if len(kids) > 1:
-                rows = torch.tensor([state.row[c] for c in kids], dtype=torch.long)
-                self.prev_row[rows[1:]] = rows[:-1]
-                self.next_row[rows[:-1]] = rows[1:]
-        self.version = state.version
+        for p in families:
+            self._link_siblings(state, p)
+
+    def _append_layout(self, state, fresh: list[str]) -> None:
+        """The layout extended by rows appended at the end (``fresh``, in row order)."""
+        self.family_row = torch.cat([self.family_row, torch.tensor([self._slot(self.parents[i]) for i in fresh],
+                                                                   dtype=torch.long)])
+        extra = torch.full((len(fresh),), -1, dtype=torch.long)
+        self.prev_row, self.next_row = torch.cat([self.prev_row, extra]), torch.cat([self.next_row, extra])
+        for p in {self.parents[i] for i in fresh} - {None}:
+            self._link_siblings(state, p)
+
+    def _link_siblings(self, state, parent: str) -> None:
+        kids = state.children.get(parent, ())
+        if len(kids) > 1:
+            rows = torch.tensor([state.row[c] for c in kids], dtype=torch.long)
+            self.prev_row[rows[1:]] = rows[:-1]
+            self.next_row[rows[:-1]] = rows[1:]
 
     def term(self, state, query: str, weight: float) -> torch.Tensor:
         """The lexical term of every row for ``query`` (float64 ``(n,)``, on the store's
@@ -175,10 +201,11 @@ class Lexical:
         if self.neighbour > 0:
             padded = torch.cat([out, out.new_zeros(1)])  # row -1 reads the 0 at the end
             out = out + self.neighbour * torch.maximum(padded[self.prev_row], padded[self.next_row])
-        if self.family > 0 and self.family_keys:
-            fam = self.families.dense(query, self.family_keys)
-            top = float(fam.max())
-            if top > 0:
-                has = self.family_row >= 0
-                out[has] += fam[self.family_row[has]] * (weight * self.family / top)
+        fam_scores = self.families.scores(query) if self.family > 0 else {}
+        top = max(fam_scores.values(), default=0.0)
+        if top > 0:
+            fam = torch.zeros(len(self.slots) + 1, dtype=torch.float64)  # the last slot: roots (-1), 0
+            slots = [self.slots[p] for p in fam_scores]
+            fam[slots] = torch.tensor(list(fam_scores.values()), dtype=torch.float64) * (weight * self.family / top)
+            out += fam[self.family_row]
         return out.to(state.device)
