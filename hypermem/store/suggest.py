@@ -216,13 +216,13 @@ class Suggester:
     def _choose(self, batch, block: list[int], scores: torch.Tensor, thr: float) -> None:
         st = self.memory.state
         n = st.n
-        top = torch.topk(scores, min(KEPT, scores.shape[1]), dim=1) if scores.shape[1] else None
+        order = torch.argsort(-scores, dim=1, stable=True)[:, :KEPT]  # ties: insertion order, as suggest_parents
         for j, i in enumerate(block):
             sug = []
-            if top is not None:
-                for s, c in zip(top.values[j].tolist(), top.indices[j].tolist()):
-                    if s > -math.inf:
-                        sug.append({"id": st.ids[c] if c < n else batch.ids[c - n], "score": float(s)})
+            for c in order[j].tolist():
+                s = float(scores[j, c])
+                if s > -math.inf:
+                    sug.append({"id": st.ids[c] if c < n else batch.ids[c - n], "score": s})
             best = sug[0] if sug else None
             parent = best["id"] if best is not None and best["score"] > thr else None
             batch.parents[i] = parent

@@ -1,0 +1,304 @@
+"""The store places held-out WordNet nouns itself (issue 31): ``add(text, parent="auto")`` and
+``search(text, mode="ancestors")`` without a root, for a ball hierarchy encoder, its Euclidean
+twin and pre-trained MiniLM cosine, on the unseen-entity split of the encoder benchmark.
+
+    python benchmarks/bench_placement.py --encoder poincare=runs/enc/unseen-poincare-s1-con/encoder \\
+        --encoder euclidean=runs/enc/unseen-euclidean-s1-con/encoder --cosine --seed 1 -o runs/placement
+    python benchmarks/bench_placement.py --cost --encoder poincare=FOLDER --sizes 10000 100000 -o runs/placement
+
+**Quality.**  The split is ``unseen_entity_task(hit_noun_hierarchy(), seed)`` (as
+``bench_encoder.py --task unseen`` builds it): the store holds every known entity's name (no
+declared parents), and each held-out *test* noun is placed against it as ``add(name,
+parent="auto")`` decides (the best ``suggest_parents`` score above the encoder's validated
+threshold, else a root; checked against real ``add`` calls on a sample), and ranked by
+``search(name, mode="ancestors", k=10)``.  Reported per system: *attach to parent* (the chosen
+parent is one of the noun's direct parents), *within 2 hops* (a true ancestor at most 2 hops
+up), *attached* (not left a root), ancestors recall@10 by hop distance, and paired bootstrap
+intervals of the per-noun differences between systems.  MiniLM cosine is the store's own
+nearest search (``Memory(embedder=SentenceTransformerEmbedder())``, shell metric = cosine
+order, ``hybrid=0``); it has no threshold, so it always attaches its nearest memory.  The ball's
+ranking is also scored by entailment-cone energy on the *validation* nouns (which ranking the
+store uses is chosen there).
+
+**Cost.**  ``--cost``: the store filled with ``N`` encoder points (random rows of the encoded
+known names, repeated), then the wall time per ``add(name, parent="auto")`` (the encoder call
+included) and per ``search(name, mode="ancestors", k=10)``, exact and with
+``use_index=True`` over a faiss HNSW index (``build_index("faiss")``).
+
+Each run writes ``<out>/placement-<system>-s<seed>.json`` (and ``cost-<system>.json``) and
+prints a table; ``--table`` prints the table of what is under ``-o``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import torch  # noqa: E402
+from bench_encoder import paired_interval  # noqa: E402
+
+from hypermem import Memory  # noqa: E402
+from hypermem.data.hierarchy_tasks import hop_distances, unseen_entity_task  # noqa: E402
+from hypermem.embed import SentenceTransformerEmbedder  # noqa: E402
+from hypermem.embed.encoder_kind import is_hierarchy_encoder  # noqa: E402
+from hypermem.embed.hierarchy_encoder import HierarchyEncoder  # noqa: E402
+from hypermem.geometry.cones import cone_energy  # noqa: E402
+
+HOPS = (1, 2, 3, 4)
+"""Hop distances reported (4 means 4 or more)."""
+
+
+def load_task(seed: int):
+    from hypermem.data.wordnet import hit_noun_hierarchy
+
+    return unseen_entity_task(hit_noun_hierarchy(), seed=seed)
+
+
+def embedder_for(spec: str):
+    """``(name, embedder)`` of ``NAME=FOLDER`` (a saved hierarchy encoder) or ``cosine``."""
+    if spec == "cosine":
+        return "cosine", SentenceTransformerEmbedder()
+    name, _, folder = spec.partition("=")
+    return name, HierarchyEncoder.load(folder)
+
+
+def encoded(emb, texts: list[str], cache: Path | None) -> torch.Tensor:
+    """``emb.embed(texts)`` (float64), cached in ``cache`` when given."""
+    if cache is not None and cache.is_file():
+        x = torch.load(cache)
+        if x.shape[0] == len(texts):
+            return x
+    x = torch.cat([emb.embed(texts[s:s + 4096]) for s in range(0, len(texts), 4096)])
+    if cache is not None:
+        torch.save(x, cache)
+    return x
+
+
+def known_store(emb, task, cache: Path | None):
+    """A store holding every known entity's name (no declared parents), and the ids in order."""
+    h = task.hierarchy
+    held = set(task.val_entities) | set(task.test_entities)
+    known = sorted(e for e in h.names if e not in held)
+    x = encoded(emb, [h.names[e] for e in known], cache)
+    mem = Memory(embedder=emb, hybrid=0.0)
+    mem.add_many([{"text": h.names[e], "id": e, "embedding": x[i]} for i, e in enumerate(known)])
+    return mem, known
+
+
+def outcomes(mem, task, entities: list[str], threshold: float | None) -> dict:
+    """Per-noun outcomes of the ancestors ranking and of add(parent="auto")'s decision."""
+    h = task.hierarchy
+    par = h.parents()
+    anc = hop_distances(h, entities)
+    hierarchy = is_hierarchy_encoder(mem.embedder)
+    texts = [h.names[e] for e in entities]
+    if hierarchy:
+        hits = mem.search_batch(texts, k=10, mode="ancestors", touch=False)
+    else:
+        hits = mem.search_batch(texts, k=10, touch=False, hybrid=0.0)
+    rows = []
+    for e, res in zip(entities, hits):
+        true = {p: d for p, d in anc[e].items() if p in mem}
+        top = res[0] if res else None
+        attached = top is not None and (threshold is None or top.score > threshold)
+        chosen = top.id if attached else None
+        got = [r.id for r in res]
+        by_hop = {}
+        for hop in HOPS:
+            want = {p for p, d in true.items() if (d >= hop if hop == HOPS[-1] else d == hop)}
+            if want:
+                by_hop[hop] = len(want & set(got)) / len(want)
+        rows.append({"entity": e, "parent": float(chosen in par.get(e, ())),
+                     "within2": float(chosen is not None and true.get(chosen, 99) <= 2),
+                     "attached": float(attached), "recall": by_hop, "top": got})
+    return {"rows": rows}
+
+
+def summary(rows: list[dict]) -> dict:
+    n = len(rows)
+    out = {k: sum(r[k] for r in rows) / n for k in ("parent", "within2", "attached")}
+    for hop in HOPS:
+        vals = [r["recall"][hop] for r in rows if hop in r["recall"]]
+        out[f"recall@10_hop{hop}"] = sum(vals) / len(vals) if vals else float("nan")
+        out[f"n_hop{hop}"] = len(vals)
+    out["n"] = n
+    return out
+
+
+def cone_vs_score(mem, task, enc) -> dict:
+    """Validation recall@10 (every hop) of the ball's ancestors ranking by subsumption score and
+    by entailment-cone energy ``max(0, Xi(p, x) - psi(p))`` (ties: hyperbolic distance)."""
+    h = task.hierarchy
+    anc = hop_distances(h, task.val_entities)
+    ids = mem.ids
+    P = mem.embeddings.to(torch.float64)
+    X = enc.embed([h.names[e] for e in task.val_entities])
+    res = {"score": [], "cone": []}
+    by_score = mem.search_batch([h.names[e] for e in task.val_entities], k=10, mode="ancestors", touch=False)
+    for j, e in enumerate(task.val_entities):
+        true = {p for p in anc[e] if p in mem}
+        if not true:
+            continue
+        res["score"].append(len(true & {r.id for r in by_score[j]}) / len(true))
+        energy = cone_energy(P, X[j][None], enc.curvature, mem.cone_k)
+        by_dist = torch.argsort(enc.score_terms(X[j][None], P)[0])
+        order = by_dist[torch.argsort(energy[by_dist], stable=True)[:10]]   # energy first, then distance
+        res["cone"].append(len(true & {ids[i] for i in order.tolist()}) / len(true))
+    return {k: sum(v) / len(v) for k, v in res.items()} | {"n": len(res["score"])}
+
+
+def check_real_adds(mem, task, threshold, rows, sample: int = 50, seed: int = 0) -> dict:
+    """Real ``add(name, parent="auto")`` calls on a sample of the test nouns (each removed after):
+    how often the parent is the decision of ``suggest_parents(name, k=1)`` and the threshold (the
+    same single encoding), how often the decision of the batched ranking (a batch encodes with
+    padding: float32 rounding can swap near-ties), and the time per call."""
+    h = task.hierarchy
+    rng = random.Random(seed)
+    pick = rng.sample(range(len(rows)), min(sample, len(rows)))
+    agree, same_batch, secs = 0, 0, []
+    for i in pick:
+        r = rows[i]
+        text = h.names[r["entity"]]
+        best = mem.suggest_parents(text, k=1)[0]
+        t0 = time.perf_counter()
+        new = mem.add(text, parent="auto")
+        secs.append(time.perf_counter() - t0)
+        agree += int(mem.parent(new) == (best.id if best.score > threshold else None))
+        same_batch += int(mem.parent(new) == (r["top"][0] if r["attached"] else None))
+        mem.remove(new)
+    return {"agree": agree, "agree_with_batched_ranking": same_batch, "n": len(pick),
+            "add_auto_ms_median": 1000 * sorted(secs)[len(secs) // 2]}
+
+
+def quality(args) -> int:
+    task = load_task(args.seed)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    specs = list(args.encoder) + (["cosine"] if args.cosine else [])
+    results = {}
+    for spec in specs:
+        name, emb = embedder_for(spec)
+        t0 = time.monotonic()
+        cache = out / f"points-{name}-s{args.seed}.pt" if args.cache else None
+        mem, known = known_store(emb, task, cache)
+        thr = getattr(emb, "threshold", None)
+        res = outcomes(mem, task, task.test_entities, thr)
+        rec = {"system": name, "seed": args.seed, "source": spec, "threshold": thr, "memories": len(mem),
+               "summary": summary(res["rows"]), "rows": [{k: r[k] for k in ("entity", "parent", "within2", "attached")}
+                                                         for r in res["rows"]]}
+        if thr is not None:
+            rec["real_adds"] = check_real_adds(mem, task, thr, res["rows"], sample=args.sample)
+        if getattr(emb, "geometry", None) == "poincare" and args.cone:
+            rec["validation_ranking"] = cone_vs_score(mem, task, emb)
+        rec["wall_s"] = time.monotonic() - t0
+        (out / f"placement-{name}-s{args.seed}.json").write_text(json.dumps(rec, indent=1))
+        results[name] = rec
+        print(f"{name}: {json.dumps(rec['summary'])} {json.dumps(rec.get('real_adds', {}))} "
+              f"{json.dumps(rec.get('validation_ranking', {}))} ({rec['wall_s']:.0f} s)", flush=True)
+        del mem
+    print(table(out))
+    return 0
+
+
+def cost(args) -> int:
+    task = load_task(args.seed)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    h = task.hierarchy
+    queries = [h.names[e] for e in task.test_entities[: args.queries]]
+    for spec in args.encoder:
+        name, enc = embedder_for(spec)
+        known = sorted(e for e in h.names if e not in set(task.val_entities) | set(task.test_entities))
+        base = encoded(enc, [h.names[e] for e in known], out / f"points-{name}-s{args.seed}.pt" if args.cache else None)
+        rec = {"system": name, "threads": torch.get_num_threads(), "sizes": {}}
+        for n in args.sizes:
+            g = torch.Generator().manual_seed(n)
+            rows = torch.randint(0, base.shape[0], (n,), generator=g)
+            mem = Memory(embedder=enc, hybrid=0.0)
+            mem.add_many([{"text": f"m{i}", "embedding": base[int(r)]} for i, r in enumerate(rows)])
+            enc.threshold = enc.threshold if enc.threshold is not None else -1e9
+            t = {}
+            secs = []
+            for q in queries:
+                t0 = time.perf_counter()
+                i = mem.add(q, parent="auto")
+                secs.append(time.perf_counter() - t0)
+                mem.remove(i)
+            t["add_auto_ms"] = 1000 * sorted(secs)[len(secs) // 2]
+            exact: list[list[str]] = []
+            for label, kw in (("ancestors_ms", {}), ("ancestors_index_ms", {"use_index": True})):
+                if kw:
+                    t0 = time.perf_counter()
+                    mem.build_index("faiss")
+                    t["index_build_s"] = time.perf_counter() - t0
+                secs, hits = [], []
+                for q in queries:
+                    t0 = time.perf_counter()
+                    hits.append([r.id for r in mem.search(q, k=10, mode="ancestors", touch=False, **kw)])
+                    secs.append(time.perf_counter() - t0)
+                t[label] = 1000 * sorted(secs)[len(secs) // 2]
+                if kw:
+                    t["index_overlap@10"] = sum(len(set(a) & set(b)) for a, b in zip(hits, exact)) / (10 * len(hits))
+                else:
+                    exact = list(hits)
+            t0 = time.perf_counter()
+            enc.embed(queries)
+            t["encode_ms_per_text"] = 1000 * (time.perf_counter() - t0) / len(queries)
+            rec["sizes"][str(n)] = t
+            print(f"{name} n={n}: {json.dumps(t)}", flush=True)
+            del mem
+        (out / f"cost-{name}.json").write_text(json.dumps(rec, indent=1))
+    return 0
+
+
+def table(out: Path) -> str:
+    """Markdown table of every placement-*.json under ``out`` and paired differences."""
+    recs = [json.loads(p.read_text()) for p in sorted(out.glob("placement-*.json"))]
+    lines = ["| system | seed | attach to parent | within 2 hops | attached | R@10 hop1 | hop2 | hop3 | hop4+ |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in recs:
+        s = r["summary"]
+        lines.append(f"| {r['system']} | {r['seed']} | {s['parent']:.3f} | {s['within2']:.3f} | {s['attached']:.3f} | "
+                     + " | ".join(f"{s[f'recall@10_hop{h}']:.3f}" for h in HOPS) + " |")
+    for a in recs:
+        for b in recs:
+            if a["system"] < b["system"] and a["seed"] == b["seed"] and len(a["rows"]) == len(b["rows"]):
+                for k in ("parent", "within2"):
+                    m, lo, hi = paired_interval([x[k] for x in a["rows"]], [x[k] for x in b["rows"]])
+                    lines.append(f"{a['system']} - {b['system']} (seed {a['seed']}) {k}: {m:+.3f} [{lo:+.3f}, {hi:+.3f}]")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--encoder", action="append", default=[], metavar="NAME=FOLDER", help="a saved hierarchy encoder")
+    p.add_argument("--cosine", action="store_true", help="also pre-trained MiniLM cosine (the store's nearest search)")
+    p.add_argument("--seed", type=int, default=1, help="the unseen-entity split's seed (default 1)")
+    p.add_argument("--sample", type=int, default=50, help="real add(parent='auto') calls checked per system")
+    p.add_argument("--no-cone", dest="cone", action="store_false", help="skip the cone-vs-score validation")
+    p.add_argument("--cost", action="store_true", help="time add(parent='auto') and ancestors search at --sizes")
+    p.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    p.add_argument("--queries", type=int, default=50, help="timed calls per size (--cost)")
+    p.add_argument("--cache", action="store_true", help="cache the encoded names under -o")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--table", action="store_true", help="print the table of the results under -o")
+    p.add_argument("-o", "--out", default="runs/placement")
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    if args.table:
+        print(table(Path(args.out)))
+        return 0
+    return cost(args) if args.cost else quality(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
