@@ -30,7 +30,7 @@ without parents ranks as without the term).  A turn that says "it was lovely" si
 session where the question's words were said, and ranks above an equally close turn of a
 session that never mentions them: document-level evidence for passage retrieval (Callan,
 "Passage-level evidence in document retrieval", SIGIR 1994).  :data:`FAMILY_SHARE` ``ρ`` is
-chosen on LoCoMo conversations 0-4 with the parent's text in the family (R@10 0.666 -> 0.747);
+chosen on LoCoMo conversations 0-4 with the parent's text in the family (R@10 0.666 -> 0.746);
 ``Lexical(family=0)`` turns it off.
 
 :data:`HYBRID_DEFAULT` is the weight chosen on LoCoMo conversations 0-4
