@@ -148,6 +148,7 @@ def test_the_terms_follow_adds_updates_moves_and_removals():
                   {"text": "a new session about lamps", "id": "s3"},
                   {"text": "the lamp by the window", "parent": "s3", "id": "c0"}])
     mem.update("a1", text="the garden was a mess")
+    mem.update("s1", text="the zebra party moved indoors")              # a family's head
     mem.link("b1", "s1")
     mem.remove("a3")
     mem.remove("s3", cascade=True)
