@@ -27,7 +27,8 @@ exact order, the last row's).
 
 **ANN.**  The same batched scan and stop, reading rows in the order of the HNSW index
 (``ORDER BY lor <-> q~``, ``vector_l2_ops`` on the Lorentz vectors made Euclidean,
-:mod:`.postgres`; ``hnsw.iterative_scan = strict_order`` so that the index keeps producing
+:mod:`.postgres`; or, with the index built ``on="dirv"``, ``ORDER BY dirv <#> q``, the
+cosine order of the exact scan read from an HNSW ``vector_ip_ops`` index; ``hnsw.iterative_scan = strict_order`` so that the index keeps producing
 rows, ``hnsw.ef_search = ef_search``; the first batch is ``k * oversample`` rows).  Every
 row read is scored exactly in float64; the answer misses only rows that the approximate
 index order leaves behind the frontier.  Recall against the exact answer is measured in
@@ -175,6 +176,13 @@ def ann_settings(con, ef_search: int) -> None:
         con.execute(f"SET LOCAL {setting}")
 
 
+def ann_column(con) -> str | None:
+    """The column of the store's HNSW index (``"dirv"`` or ``"lor"``), None without one."""
+    row = con.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'hypermem_memories' AND indexname IN "
+                      "('hypermem_memories_dirv', 'hypermem_memories_lor') ORDER BY indexname LIMIT 1").fetchone()
+    return None if row is None else row[0].rsplit("_", 1)[1]
+
+
 def candidate_bounds(con, where: str, params: list) -> tuple | None:
     """``(min depth, max depth, latest t, most accesses)`` of the candidate rows (None: no row)."""
     bounds = con.execute(f"SELECT min(depth), max(depth), max(t), max(access_count) FROM hypermem_memories{where}",
@@ -192,12 +200,16 @@ def scan(con, memory, q: torch.Tensor, k: int, now: float, bounds: tuple | None,
         if stats is not None:
             stats["rows_read"] = 0
         return []
+    if ann and ann_column(con) == "dirv":
+        return _scan(con, memory, q, k, now, bounds, where, params, filters, stats, "dirv <#> %s",
+                     q.numpy().astype("float32"), max(k * oversample, 16), lexical)
     if ann:
         qy = P.to_lorentz(P.point_at(q, memory.base_depth, memory.curvature), memory.curvature)
         qv = torch.cat([qy, qy.new_zeros(1)]).numpy().astype("float32")
         return _scan(con, memory, q, k, now, bounds, where, params, filters, stats, "lor <-> %s", qv,
                      max(k * oversample, 16), lexical)
-    return _scan(con, memory, q, k, now, bounds, where, params, filters, stats, "dirv <#> %s, seq",
+    # "+ 0": an expression no HNSW index on dirv can serve, so the exact order stays exact
+    return _scan(con, memory, q, k, now, bounds, where, params, filters, stats, "(dirv <#> %s) + 0, seq",
                  q.numpy().astype("float32"), max(4 * k, 64), lexical)
 
 

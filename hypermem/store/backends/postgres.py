@@ -40,6 +40,7 @@ call opens a new connection.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import numpy as np
@@ -64,6 +65,8 @@ _COLS = COLUMNS + ("dirv", "lor", "changed_at")
 _UPSERT = (f"INSERT INTO hypermem_memories ({', '.join(_COLS)}) VALUES ("
            + ", ".join("%s::jsonb" if c == "meta" else "%s" for c in _COLS)
            + ") ON CONFLICT (id) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in _COLS[1:]))
+ANN_OPS = {"lor": "vector_l2_ops", "dirv": "vector_ip_ops"}
+"""The columns an HNSW index may cover, with their operator classes (:meth:`PostgresStorage.build_ann_index`)."""
 _COPY = f"COPY hypermem_memories ({', '.join(_COLS)}) FROM STDIN (FORMAT BINARY)"
 _COPY_TYPES = ("text", "int8", "int8", "text", "text", "timestamptz", "timestamptz", "timestamptz", "int8",
                "timestamptz", "jsonb", "float8", "bytea", "bytea", "vector", "vector", "int8")
@@ -211,12 +214,30 @@ class PostgresStorage:
             raise
         self._configure(cfg)
 
-    def build_ann_index(self, m: int = 16, ef_construction: int = 64) -> None:
-        """Create (or re-create) the HNSW index over ``lor`` with ``vector_l2_ops``."""
+    def build_ann_index(self, m: int = 16, ef_construction: int = 64, on: str = "lor",
+                        maintenance_work_mem: str | None = None, workers: int | None = None) -> None:
+        """Create (or re-create) the store's one HNSW index; build it after a bulk load (an
+        index present during ``COPY`` is maintained row by row, far slower).
+
+        ``on="lor"``: ``vector_l2_ops`` over the Lorentz vectors made Euclidean (module
+        docstring); ``on="dirv"``: ``vector_ip_ops`` over the float32 unit directions, whose
+        order is the shell metric's (the distance decreases with the cosine), so the index
+        is an ordinary cosine index.  ``maintenance_work_mem`` (e.g. ``"2GB"``: the graph
+        should fit, else the build slows down) and ``workers``
+        (``max_parallel_maintenance_workers``: pgvector builds in parallel) are set for
+        this build only.  :meth:`search` with ``ann=True`` reads rows in the order of
+        whichever index exists."""
+        if on not in ANN_OPS:
+            raise ValueError(f"on must be one of {tuple(ANN_OPS)}, got {on!r}")
         con = self.con
         try:
-            con.execute("DROP INDEX IF EXISTS hypermem_memories_lor")
-            con.execute(f"CREATE INDEX hypermem_memories_lor ON hypermem_memories USING hnsw (lor vector_l2_ops) "
+            for col in ANN_OPS:
+                con.execute(f"DROP INDEX IF EXISTS hypermem_memories_{col}")
+            if maintenance_work_mem is not None:
+                con.execute("SELECT set_config('maintenance_work_mem', %s, true)", (str(maintenance_work_mem),))
+            if workers is not None:
+                con.execute(f"SET LOCAL max_parallel_maintenance_workers = {int(workers)}")
+            con.execute(f"CREATE INDEX hypermem_memories_{on} ON hypermem_memories USING hnsw ({on} {ANN_OPS[on]}) "
                         f"WITH (m = {int(m)}, ef_construction = {int(ef_construction)})")
             con.commit()
         except psycopg.Error as exc:
@@ -275,9 +296,16 @@ class PostgresStorage:
             dirs = torch.from_numpy(np.frombuffer(blob, dtype="<f8").reshape(len(rows), self.dim).copy())
         else:
             dirs = torch.stack([vector_from(r[13], self.dim, "direction", r[0]) for r in rows])
-        lor = shell_lorentz(dirs, rho, c)
-        aug = (self.m2 - lor.pow(2).sum(1)).clamp_min(0.0).sqrt().unsqueeze(1)
-        return dirs.numpy().astype(np.float32), torch.cat([lor, aug], 1).numpy().astype(np.float32)
+        # Every shell point lies at the one depth rho: its Lorentz vector is (-X_0, s u) with the
+        # same X_0 and s for every unit u, so shell_lorentz runs once, on e_1, and scales.
+        e1 = torch.zeros(1, self.dim, dtype=torch.float64)
+        e1[0, 0] = 1.0
+        ref = shell_lorentz(e1, rho, c)[0]
+        lor = np.empty((len(rows), self.dim + 2), dtype=np.float32)
+        lor[:, 0] = float(ref[0])
+        lor[:, 1:-1] = (dirs * ref[1]).numpy()
+        lor[:, -1] = math.sqrt(max(self.m2 - float(ref.pow(2).sum()), 0.0))
+        return dirs.numpy().astype(np.float32), lor
 
     def upsert(self, rows: list[tuple]) -> None:
         """Insert or rewrite rows (:data:`~.rows.COLUMNS` tuples), stamped ``changed_at``."""
