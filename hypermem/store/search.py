@@ -209,7 +209,7 @@ class Searcher:
                query_depth: float | None = None, touch: bool = True, use_index: bool | None = None,
                oversample: int = 8, valid_only: bool = False, hybrid: float | None = None) -> list[SearchResult]:
         """Rank memories by ``-distance + depth_bias*depth + time_coef*log(time_weight)``
-        (plus ``hybrid * bm25 / max bm25`` for a text query, below).
+        (plus the lexical term ``hybrid * (...)`` for a text query, below).
 
         ``mode`` restricts the candidates: ``nearest`` (all), ``subtree`` / ``children`` /
         ``ancestors`` / ``siblings`` of ``root``, or ``cone`` (points inside the entailment
@@ -232,9 +232,10 @@ class Searcher:
         ``valid_only=True`` leaves it out.  Naive datetimes are taken as UTC.
 
         **Hybrid.** ``hybrid`` (default: the store's, 0.3 with a real embedder, 0 with the
-        hashing one) adds the Okapi BM25 score of each memory's text for a text query,
-        divided by the query's best BM25 score, times ``hybrid``
-        (:mod:`hypermem.store.lexical`); 0 turns it off.  ``SearchResult.score`` includes it.
+        hashing one) adds, for a text query, ``hybrid`` times the memory's Okapi BM25 score
+        divided by the query's best, plus its parent's family score (the parent's text with
+        its children's) and a share of its adjacent siblings' (:mod:`hypermem.store.lexical`,
+        ``docs/hybrid.md``); 0 turns it off.  ``SearchResult.score`` includes it.
 
         **Cones.** ``mode="cone"`` returns the memories whose points lie in ``root``'s
         entailment cone.  Only a store made with ``cone_constrained=True`` places children
