@@ -43,6 +43,7 @@ from .checks import Filter
 from .encoder_points import hierarchy_encoder, is_hierarchy_encoder
 from .filters import compile_filter
 from .records import SearchResult
+from .subsumption_scan import SubsumptionScan
 
 __all__ = ["AUTO", "KEPT", "META_KEY", "Suggester"]
 
@@ -67,6 +68,8 @@ class Suggester:
 
     def __init__(self, memory):
         self.memory = memory
+        self.scan = SubsumptionScan()
+        """The stored vectors' terms of the score, kept until the store changes (store.subsumption_scan)."""
 
     # ------------------------------------------------------------------ queries
     def vectors(self, queries: Sequence[Any]) -> torch.Tensor:
@@ -123,18 +126,26 @@ class Suggester:
             if st.n == 0:
                 return [[] for _ in queries]
             rows = self.candidates(filters, at_time, valid_only)
-            weights = self.memory.searcher.weights(at_time)
+            weights = self.memory.searcher.weights(at_time).to("cpu", torch.float64)
+            time_term = self.memory.time_coef * torch.log(weights)
             out = []
-            for b in range(X.shape[0]):
-                r = rows if pools is None else torch.tensor(sorted(st.row[i] for i in pools[b]), dtype=torch.long)
-                out.append(self._top(enc, X[b], r, weights, k))
+            for b0 in range(0, X.shape[0], BLOCK):
+                if pools is None:
+                    S = self._scores(enc, X[b0: b0 + BLOCK], rows)
+                    out += [self._top(S[j], rows, weights, time_term, k) for j in range(S.shape[0])]
+                    continue
+                for b in range(b0, min(b0 + BLOCK, X.shape[0])):
+                    r = torch.tensor(sorted(st.row[i] for i in pools[b]), dtype=torch.long)
+                    out.append(self._top(self._scores(enc, X[b: b + 1], r)[0], r, weights, time_term, k))
             if touch:
                 self.memory.touch([h.id for res in out for h in res])
             return out
 
-    def candidates(self, filters: Filter, at_time: datetime | None, valid_only: bool) -> torch.Tensor:
+    def candidates(self, filters: Filter, at_time: datetime | None, valid_only: bool) -> torch.Tensor | None:
         """Rows (CPU, ascending) that pass ``filters``, exist at an explicit ``at_time`` and,
-        with ``valid_only``, are valid then (the rules of ``search``)."""
+        with ``valid_only``, are valid then (the rules of ``search``); None: every row."""
+        if filters is None and at_time is None and not valid_only:
+            return None
         st = self.memory.state
         n = st.n
         keep = torch.ones(n, dtype=torch.bool)
@@ -157,22 +168,27 @@ class Suggester:
             keep &= torch.tensor([bool(ok(st.records[i])) for i in st.ids], dtype=torch.bool)
         return keep.nonzero().squeeze(1)
 
-    def _top(self, enc, x: torch.Tensor, rows: torch.Tensor, weights: torch.Tensor, k: int) -> list[SearchResult]:
-        if rows.numel() == 0:
+    def _scores(self, enc, X: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
+        """``s(x_b, p)`` of queries ``X`` against the stored ``rows`` (None: all), ``(B, m)``."""
+        st = self.memory.state
+        terms = self.scan.stored(st, enc)
+        if rows is None:
+            return self.scan.scores(enc, X, st.embedding[: st.n], terms)
+        return self.scan.scores(enc, X, st.embedding[rows], tuple(t[rows] for t in terms))
+
+    def _top(self, s: torch.Tensor, rows: torch.Tensor | None, weights: torch.Tensor, time_term: torch.Tensor,
+             k: int) -> list[SearchResult]:
+        """The ``k`` best of one query's scores ``s`` over ``rows`` (None: all), with the time term."""
+        if s.numel() == 0:
             return []
         st = self.memory.state
-        s = self.scores(enc, x[None], st.embedding[rows])[0]
-        w = weights[rows.to(weights.device)].to("cpu", torch.float64)
-        total = s + self.memory.time_coef * torch.log(w)
+        total = s + (time_term if rows is None else time_term[rows])
         order = torch.argsort(-total, stable=True)[:k]  # ties: insertion order
-        depth = st.depth[rows[order].to(st.device)].tolist()
-        return [SearchResult(record=st.records[st.ids[int(rows[j])]], score=float(total[j]), distance=-float(s[j]),
-                             time_weight=float(w[j]), depth=float(d)) for j, d in zip(order.tolist(), depth)]
-
-    @staticmethod
-    def scores(enc, children: torch.Tensor, parents: torch.Tensor) -> torch.Tensor:
-        """``s(child, parent)`` for every pair: ``(B, d)`` against ``(m, d)`` gives ``(B, m)``."""
-        return enc.subsumption_scores(children[:, None, :], parents[None, :, :]).to(torch.float64)
+        at = order if rows is None else rows[order]
+        depth = st.depth[at.to(st.device)].tolist()
+        return [SearchResult(record=st.records[st.ids[int(r)]], score=float(total[j]), distance=-float(s[j]),
+                             time_weight=float(weights[r]), depth=float(d))
+                for j, r, d in zip(order.tolist(), at.tolist(), depth)]
 
     # ------------------------------------------------------------------ parent="auto"
     def resolve_auto(self, batch, emb: torch.Tensor) -> None:
@@ -202,13 +218,12 @@ class Suggester:
             ids[j] = i
             taken.add(i)
         batch.ids = ids
-        stored = st.embedding[: st.n]
         for b0 in range(0, len(auto), BLOCK):
             block = auto[b0: b0 + BLOCK]
             X = emb[block]
-            S = self.scores(enc, X, stored) if st.n else torch.zeros(len(block), 0, dtype=torch.float64)
+            S = self._scores(enc, X, None) if st.n else torch.zeros(len(block), 0, dtype=torch.float64)
             upto = max(block)
-            B = self.scores(enc, X, emb[:upto]) if upto else torch.zeros(len(block), 0, dtype=torch.float64)
+            B = self.scan.scores(enc, X, emb[:upto]) if upto else torch.zeros(len(block), 0, dtype=torch.float64)
             for j in range(len(block)):
                 B[j, block[j]:] = -math.inf  # only earlier items of the batch
             self._choose(batch, block, torch.cat([S, B], dim=1), thr)
