@@ -37,11 +37,13 @@ class SubsumptionScan:
 
     @staticmethod
     def _terms(x: torch.Tensor, c: float | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(|x|^2, 1 - c|x|^2, h(x))`` of rows ``x`` (the gap is unused in R^d)."""
-        sq = (x * x).sum(-1)
+        """``(|x|^2, 1 - c|x|^2, h(x))`` of rows ``x`` (the gap is unused in R^d), from one pass
+        over ``x`` (``h`` depends on the norm only: it is taken of the norm as a 1-d point)."""
+        norm = torch.linalg.vector_norm(x, dim=-1)
+        sq = norm * norm
         if c is None:
-            return sq, sq, sq.sqrt()
-        return sq, boundary_gap(sq, c), distance_to_origin(x, c)
+            return sq, sq, norm
+        return sq, boundary_gap(sq, c), distance_to_origin(norm[:, None], c)
 
     def stored(self, state, enc) -> tuple[torch.Tensor, ...]:
         """The cached terms of rows ``0 .. n-1`` of ``state.embedding``."""
