@@ -160,7 +160,35 @@ def table(out: Path) -> str:
                 m, lo, hi = paired_interval(a["test_rr"], b["test_rr"])
                 lines.append(f"\n{a['system']}{a.get('tag', '')} - {b['system']}{b.get('tag', '')} (seed {a['seed']}), "
                              f"parent MRR: {m:+.3f} [{lo:+.3f}, {hi:+.3f}]")
+    lines += pooled_differences(with_rr)
     return "\n".join(lines)
+
+
+def pooled_differences(rows: list[dict], reps: int = 2000, seed: int = 0) -> list[str]:
+    """Paired parent-MRR differences of two systems pooled over the seeds both ran: the mean
+    of the per-seed means, its 95% interval by a bootstrap that resamples the test entities
+    within each seed (the seeds' splits differ), and the per-seed means."""
+    import random
+
+    by = {}
+    for r in rows:
+        by.setdefault((r["task"], r.get("hierarchy", ""), r["system"] + r.get("tag", "")), {})[r["seed"]] = r["test_rr"]
+    out, keys = [], sorted(by)
+    rng = random.Random(seed)
+    for i, a in enumerate(keys):
+        for b in keys[i + 1:]:
+            if a[:2] != b[:2]:
+                continue
+            seeds = sorted(s for s in set(by[a]) & set(by[b]) if len(by[a][s]) == len(by[b][s]))
+            if len(seeds) < 2:
+                continue
+            d = {s: [x - y for x, y in zip(by[a][s], by[b][s])] for s in seeds}
+            per = [sum(v) / len(v) for v in d.values()]
+            boot = sorted(sum(sum(rng.choice(v) for _ in v) / len(v) for v in d.values()) / len(d) for _ in range(reps))
+            out.append(f"\n{a[2]} - {b[2]} ({a[0]}, seeds {seeds}), parent MRR: {sum(per) / len(per):+.3f} "
+                       f"[{boot[int(0.025 * reps)]:+.3f}, {boot[int(0.975 * reps) - 1]:+.3f}]; per seed "
+                       + ", ".join(f"{x:+.3f}" for x in per))
+    return out
 
 
 def main(argv=None) -> int:
@@ -176,6 +204,7 @@ def main(argv=None) -> int:
     ap.add_argument("--eval", default="", help="evaluate a saved encoder folder instead of training")
     ap.add_argument("--edges", default="", help="TSV/JSONL edges (child, parent) of another hierarchy")
     ap.add_argument("--names", default="", help="TSV/JSONL names (id, text) of another hierarchy")
+    ap.add_argument("--holdout", type=float, default=0.02, help="fraction of entities held out (--task unseen)")
     ap.add_argument("--tag", default="", help="suffix of the run folder")
     ap.add_argument("-o", "--out", default="runs/bench_encoder")
     ap.add_argument("--table", action="store_true", help="print the table of the results under -o and stop")
@@ -189,7 +218,8 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     h = load_hierarchy(args)
-    task = TASKS[args.task](h, seed=args.seed)
+    task = (TASKS[args.task](h, seed=args.seed, fraction=args.holdout) if args.task == "unseen"
+            else TASKS[args.task](h, seed=args.seed))
     print(f"{task} ({time.monotonic() - t0:.1f} s)", flush=True)
     scorer, train = scorer_for(args, task, out)
     res = {"task": args.task, "system": args.system, "tag": args.tag, "seed": args.seed, "hierarchy": h.name, **train,
