@@ -115,14 +115,39 @@ def new_database(url: str, name: str) -> str:
     return urlunsplit(parts._replace(path=f"/{name}"))
 
 
-def load(target: str, n: int, dim: int = 256, batch: int = 10_000):
-    """A store of ``n`` memories at ``target``; returns ``(memory, add_many seconds)``."""
+class Targets:
+    """New stores by backend in one temporary folder; PostgreSQL databases on ``pg_url`` or
+    on an embedded server started on first use (stopped by :meth:`close`)."""
+
+    def __init__(self, prefix: str, pg_url: str | None = None):
+        self.tmp = tempfile.TemporaryDirectory(prefix=prefix)
+        self.server, self.pg_url = None, pg_url
+
+    def new(self, backend: str, name: str) -> str:
+        if backend == "sqlite":
+            return os.path.join(self.tmp.name, f"{name}.db")
+        if self.pg_url is None:
+            self.server, self.pg_url = start_postgres(os.path.join(self.tmp.name, "pg"))
+        return new_database(self.pg_url, name)
+
+    def server_cpu(self) -> float:
+        return 0.0 if self.server is None else server_cpu_seconds(self.server)
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.cleanup()
+        self.tmp.cleanup()
+
+
+def load(target: str, n: int, dim: int = 256, batch: int = 10_000, mirror: bool = True):
+    """A store of ``n`` memories at ``target``; returns ``(memory, add_many seconds)``
+    (``mirror=False``: the PostgreSQL client that keeps no row in the process)."""
     import torch
 
     from hypermem import HashingEmbedder, Memory
 
     torch.set_num_threads(1)
-    mem = Memory.open(target, embedder=HashingEmbedder(dim=dim))
+    mem = Memory.open(target, embedder=HashingEmbedder(dim=dim), mirror=mirror)
     spent = 0.0
     for b in range(0, n, batch):
         items = texts(n, b, b + batch)
@@ -153,23 +178,19 @@ def ingest_rows(n: int, dim: int = 256, batch: int = 10_000, backends=("sqlite",
     """One row per backend: memories/s into a new store, the embedder's cost taken out."""
     rows = []
     embed_s, embed_cpu = _embed_seconds(n, dim, batch)
-    with tempfile.TemporaryDirectory(prefix="hm-ingest-") as folder:
-        server = None
+    places = Targets("hm-ingest-", pg_url)
+    try:
         for backend in backends:
-            if backend == "sqlite":
-                target = os.path.join(folder, "ingest.db")
-            else:
-                if pg_url is None:
-                    server, pg_url = start_postgres(os.path.join(folder, "pg"))
-                target = new_database(pg_url, "hm_ingest")
-            srv0 = server_cpu_seconds(server) if backend != "sqlite" and server is not None else 0.0
+            target = places.new(backend, "hm_ingest")
+            srv0 = places.server_cpu()
             cpu = time.process_time()
             mem, spent = load(target, n, dim, batch)
             cpu = time.process_time() - cpu
-            srv = server_cpu_seconds(server) - srv0 if backend != "sqlite" and server is not None else 0.0
-            disk = os.path.getsize(target) if backend == "sqlite" else mem.storage.con.execute(
+            srv = places.server_cpu() - srv0
+            disk = None if backend == "sqlite" else mem.storage.con.execute(
                 "SELECT pg_total_relation_size('hypermem_memories')").fetchone()[0]
-            mem.close()
+            mem.close()  # SQLite: the WAL is checkpointed into the file
+            disk = os.path.getsize(target) if disk is None else disk
             rows.append({"part": "ingest", "backend": backend, "n": n, "dim": dim, "batch": batch,
                          "add_many_s": round(spent, 2), "embedder_s": round(embed_s, 2),
                          "end_to_end_per_s": round(n / spent), "store_per_s": round(n / max(spent - embed_s, 1e-9)),
@@ -177,18 +198,22 @@ def ingest_rows(n: int, dim: int = 256, batch: int = 10_000, backends=("sqlite",
                          "embedder_cpu_s": round(embed_cpu, 2),
                          "store_cpu_per_s": round(n / max(cpu + srv - embed_cpu, 1e-9)),
                          "disk_B_per_memory": round(disk / n)})
-        if server is not None:
-            server.cleanup()
+    finally:
+        places.close()
     return rows
 
 
-def _timed_searches(mem, count: int) -> list[float]:
-    out = []
+def _timed_searches(mem, count: int) -> tuple[list[float], list[float]]:
+    """``count`` searches (no touch); the ms of each one's refresh and of the search itself."""
+    refresh, search = [], []
     for s in range(count):
         t = time.perf_counter()
+        mem.refresh()
+        t1 = time.perf_counter()
         mem.search(f"project {s % 13} of user {s % 97}", k=10, touch=False)
-        out.append(1000 * (time.perf_counter() - t))
-    return out
+        refresh.append(1000 * (t1 - t))
+        search.append(1000 * (time.perf_counter() - t1))
+    return refresh, search
 
 
 def _counting(changes_since, applied: list[int]):
@@ -205,22 +230,17 @@ def refresh_rows(n: int, dim: int = 256, backends=("sqlite",), searches: int = 6
                  seconds: float | None = None) -> list[dict]:
     """One row per backend: this process's search latency while another process touches."""
     rows = []
-    with tempfile.TemporaryDirectory(prefix="hm-refresh-") as folder:
-        server = None
+    places = Targets("hm-refresh-", pg_url)
+    try:
         for backend in backends:
-            if backend == "sqlite":
-                target = os.path.join(folder, "refresh.db")
-            else:
-                if pg_url is None:
-                    server, pg_url = start_postgres(os.path.join(folder, "pg"))
-                target = new_database(pg_url, "hm_refresh")
+            target = places.new(backend, "hm_refresh")
             mem, _ = load(target, n, dim)
             mem.close()
             from hypermem import HashingEmbedder, Memory
 
             mem = Memory.open(target, embedder=HashingEmbedder(dim=dim))
             _timed_searches(mem, 3)  # warm
-            alone = statistics.median(_timed_searches(mem, max(10, searches // 3)))
+            alone = statistics.median(_timed_searches(mem, max(10, searches // 3))[1])
             budget = seconds if seconds is not None else max(10.0, searches * alone / 1000 * 2.5)
             code = _TOUCHER.format(root=ROOT, target=target, dim=dim, seconds=budget)
             proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
@@ -231,9 +251,11 @@ def refresh_rows(n: int, dim: int = 256, backends=("sqlite",), searches: int = 6
             applied: list[int] = []
             spy = mem.storage.changes_since
             mem.storage.changes_since = _counting(spy, applied)
-            times, t_end = [], time.time() + budget - 1.5
-            while time.time() < t_end and len(times) < searches:
-                times += _timed_searches(mem, 1)
+            refresh, search, t_end = [], [], time.time() + budget - 1.5
+            while time.time() < t_end and len(search) < searches:
+                r, q = _timed_searches(mem, 1)
+                refresh += r
+                search += q
             touches = int(proc.communicate(timeout=budget + 60)[0].split()[-1])
             mem.storage.changes_since = spy
             stayed = mem.state.version == version
@@ -243,31 +265,33 @@ def refresh_rows(n: int, dim: int = 256, backends=("sqlite",), searches: int = 6
             mem.refresh()
             full = 1000 * (time.perf_counter() - t)
             mem.close()
-            q = max(1, len(times) // 4)
-            rows.append({"part": "refresh", "backend": backend, "n": n, "dim": dim, "alone_ms": round(alone, 1),
-                         "with_toucher_ms": round(statistics.median(times), 1),
-                         "first_quarter_ms": round(statistics.median(times[:q]), 1),
-                         "last_quarter_ms": round(statistics.median(times[-q:]), 1), "searches": len(times),
-                         "toucher_searches": touches, "rows_applied_median": statistics.median(applied or [0]),
+            q = max(1, len(search) // 4)
+            med = statistics.median
+            rows.append({"part": "refresh", "backend": backend, "n": n, "dim": dim, "search_alone_ms": round(alone, 1),
+                         "search_with_toucher_ms": round(med(search), 1), "refresh_ms": round(med(refresh), 2),
+                         "refresh_first_quarter_ms": round(med(refresh[:q]), 2),
+                         "refresh_last_quarter_ms": round(med(refresh[-q:]), 2), "searches": len(search),
+                         "toucher_searches": touches, "rows_applied_median": med(applied or [0]),
                          "state_version_unchanged": stayed, "full_reread_ms": round(full)})
-        if server is not None:
-            server.cleanup()
+    finally:
+        places.close()
     return rows
 
 
 def pg_ann_rows(n: int, dim: int = 256, efs=(20, 40, 100, 200, 400, 800), on=("dirv", "lor"), m: int = 16,
                 ef_construction: int = 64, queries: int = 50, maintenance_work_mem: str = "2GB", workers: int = 1,
-                pg_url: str | None = None) -> list[dict]:
-    """One row per (index column, ef_search): build time, recall@10 after the exact re-score, ms/query."""
+                pg_url: str | None = None, mirror: bool = True) -> list[dict]:
+    """One row per (index column, ef_search): build time, recall@10 after the exact re-score,
+    ms/query (``mirror=False``: loaded and searched by the mirror-free client, for 1M)."""
     rows = []
-    with tempfile.TemporaryDirectory(prefix="hm-ann-") as folder:
-        server = None
-        if pg_url is None:
-            server, pg_url = start_postgres(os.path.join(folder, "pg"))
-        mem, _ = load(new_database(pg_url, "hm_ann"), n, dim)
+    places = Targets("hm-ann-", pg_url)
+    try:
+        mem, ingest = load(places.new("postgres", "hm_ann"), n, dim, mirror=mirror)
+        search = mem.search_server if mirror else (lambda q, **kw: mem.search(q, touch=False, **kw))
+        print(json.dumps({"loaded": n, "add_many_s": round(ingest, 1)}), file=sys.stderr, flush=True)
         qs = [f"project {j % 13} of user {j % 97} and topic {(j * 37) % max(1, n // 50)}" for j in range(queries)]
         t = time.perf_counter()
-        exact = [{r.id for r in mem.search_server(q, k=10)} for q in qs]
+        exact = [{r.id for r in search(q, k=10)} for q in qs]
         exact_ms = 1000 * (time.perf_counter() - t) / queries
         for col in on:
             t = time.perf_counter()
@@ -277,15 +301,16 @@ def pg_ann_rows(n: int, dim: int = 256, efs=(20, 40, 100, 200, 400, 800), on=("d
             for ef in efs:
                 hits, t = 0, time.perf_counter()
                 for q, truth in zip(qs, exact):
-                    hits += len(truth & {r.id for r in mem.search_server(q, k=10, ann=True, ef_search=ef)})
+                    hits += len(truth & {r.id for r in search(q, k=10, ann=True, ef_search=ef)})
                 ms = 1000 * (time.perf_counter() - t) / queries
                 rows.append({"part": "ann", "backend": "postgres", "n": n, "dim": dim, "on": col, "m": m,
                              "ef_construction": ef_construction, "build_s": round(build, 1), "ef_search": ef,
                              "recall_at_10": round(hits / (10 * queries), 4), "ms_per_query": round(ms, 1),
-                             "exact_ms_per_query": round(exact_ms, 1)})
+                             "exact_ms_per_query": round(exact_ms, 1), "mirror": mirror})
+                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
         mem.close()
-        if server is not None:
-            server.cleanup()
+    finally:
+        places.close()
     return rows
 
 
@@ -313,6 +338,8 @@ def main() -> None:
     ap.add_argument("--ef-construction", type=int, default=64)
     ap.add_argument("--queries", type=int, default=50)
     ap.add_argument("--searches", type=int, default=60)
+    ap.add_argument("--no-mirror", action="store_true", help="ann: the mirror-free client (for 1M)")
+    ap.add_argument("--maintenance-work-mem", default="2GB")
     a = ap.parse_args()
     import torch
 
@@ -326,7 +353,7 @@ def main() -> None:
             rows += refresh_rows(a.n, a.dim, backends=backends, searches=a.searches)
         elif part == "ann":
             rows += pg_ann_rows(a.n, a.dim, tuple(int(e) for e in a.efs.split(",")), tuple(a.on.split(",")), a.m,
-                                a.ef_construction, a.queries)
+                                a.ef_construction, a.queries, a.maintenance_work_mem, mirror=not a.no_mirror)
         else:
             sys.exit(f"unknown part {part!r}")
         for r in rows:

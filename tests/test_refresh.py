@@ -169,3 +169,21 @@ def test_a_layout_1_file_is_upgraded_or_read_whole(tmp_path):
     assert old.refresh() and old.ids == ["d"]
     reader = Memory.open(path, read_only=True)
     assert reader.storage.incremental and reader.ids == ["d"]
+
+
+def test_a_mirrored_index_grows_with_another_clients_appends(tmp_path, monkeypatch):
+    pytest.importorskip("faiss")
+    path = str(tmp_path / "mem.db")
+    writer = Memory.open(path, embedder=HashingEmbedder(dim=32))
+    writer.add_many([{"text": f"note {i} about topic {i % 7}", "id": f"n{i}"} for i in range(300)])
+    reader = Memory.open(path, embedder=HashingEmbedder(dim=32))
+    _no_full_reads(reader, monkeypatch)
+    index = reader.build_index("faiss")
+    reader.search("topic 3", k=5, use_index=True, touch=False)
+    rewrites = reader.state.rewrites
+    writer.add_many([{"text": "a brand new remark about zebras", "id": "z"}])
+    hits = reader.search("a brand new remark about zebras", k=1, use_index=True, touch=False)
+    assert hits[0].id == "z" and len(index) == 301  # the same graph, grown by the appended row
+    assert reader.state.rewrites == rewrites
+    writer.update("n5", text="now about giraffes")
+    assert reader.search("now about giraffes", k=1, use_index=True, touch=False)[0].id == "n5"

@@ -22,7 +22,10 @@ range scans), and :func:`apply_changes` applies them to its in-process state:
 * touches set the access count and time of their rows (``MemoryState.set_access``): the
   state's ``version`` is not bumped, so an index or a float32 mirror built over the
   directions stays valid, and a search after another process's touching search costs
-  what it cost before (the read is ``O(rows changed)``, never ``O(store)``).
+  what it cost before (the read is ``O(rows changed)``, never ``O(store)``);
+* the state is told what changed (``MemoryState.changed``): appended rows only (the float32
+  mirror and a direction index extend), rewritten rows (the mirror patches them), or a
+  compaction after removals (both rebuilt on next use).
 
 The cost of a refresh is the number of rows that changed, never the size of the store.
 """
@@ -171,8 +174,10 @@ def apply_changes(memory, removed: Sequence[str], rows: Sequence[Mapping[str, An
         for i, count, last in touched:
             if i in state.row and i not in records:
                 state.set_access(i, int(count), stored_time(last))
-        content = bool(gone or rows)
-        if content:
-            state.changed()
-            memory.searcher.invalidate()
-        return content
+        if gone:
+            state.changed()  # compacted: the float32 mirror and any index are rebuilt on next use
+        elif len(new) < len(rows):  # points of stored rows rewritten: the mirror patches just those
+            state.changed(rows=sorted({state.row[r["id"]] for r in rows} - {state.row[r["id"]] for r in new}))
+        elif new:
+            state.changed(appended=True)  # appended only: the mirror and a direction index just extend
+        return bool(gone or rows)
