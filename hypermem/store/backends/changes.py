@@ -52,8 +52,10 @@ def read_changes(con, version: int, prefix: str, mark: str, decode=lambda ids: i
                                            f"version", (version,)) for i in decode(ids)]
     cur = con.execute(f"SELECT {', '.join(COLUMNS)} FROM {prefix}_memories WHERE changed_at > {mark}", (version,))
     rows = [dict(zip(COLUMNS, r)) for r in cur]
-    touched = con.execute(f"SELECT id, access_count, last_accessed FROM {prefix}_memories WHERE touched_at > {mark} "
-                          f"AND changed_at <= {mark}", (version, version)).fetchall()
+    # touched rows that also changed are in ``rows`` already (apply_changes skips them); no
+    # "changed_at <= version" here: a planner would AND it with an index range over every row
+    touched = con.execute(f"SELECT id, access_count, last_accessed FROM {prefix}_memories WHERE touched_at > {mark}",
+                          (version,)).fetchall()
     return removed, rows, touched
 
 
