@@ -40,7 +40,7 @@ from ..embed import check_texts, embed_checked
 from ..embed.encoder_kind import AUTO_PARENT_KEY
 from ..temporal.clock import to_seconds
 from .checks import Filter
-from .encoder_points import hierarchy_encoder, is_hierarchy_encoder
+from .encoder_points import hierarchy_encoder, is_hierarchy_encoder, places_points
 from .filters import compile_filter
 from .records import SearchResult
 from .subsumption_scan import SubsumptionScan
@@ -118,8 +118,9 @@ class Suggester:
         X = self.vectors(queries)
         pools = None
         if use_index:
+            qs = list(X) if places_points(enc) else list(queries)  # a ball store's vector is its point: no re-encoding
             pools = [[h.id for h in hits] for hits in self.memory.search_batch(
-                list(queries), k=k * oversample, filters=filters, at_time=at_time, valid_only=valid_only,
+                qs, k=k * oversample, filters=filters, at_time=at_time, valid_only=valid_only,
                 use_index=True, metric="shell", hybrid=0.0, touch=False)]
         st = self.memory.state
         with st.lock:
