@@ -41,22 +41,29 @@ import torch
 from ...temporal.clock import to_seconds
 from .rows import COLUMNS, derived_directions, record_of, stored_time, vector_from
 
-__all__ = ["apply_changes", "read_changes"]
+__all__ = ["apply_changes", "collect_changes", "issue_changes"]
 
 
-def read_changes(con, version: int, prefix: str, mark: str, decode=lambda ids: ids):
-    """``(removed ids, changed rows, touched (id, access_count, last_accessed))`` committed
-    after ``version``, inside the caller's snapshot; ``prefix``: the tables' prefix (``hm``,
-    ``hypermem``), ``mark``: the driver's parameter mark, ``decode``: a log entry to its ids."""
-    removed = [i for (ids,) in con.execute(f"SELECT ids FROM {prefix}_removed WHERE version > {mark} ORDER BY "
-                                           f"version", (version,)) for i in decode(ids)]
-    cur = con.execute(f"SELECT {', '.join(COLUMNS)} FROM {prefix}_memories WHERE changed_at > {mark}", (version,))
-    rows = [dict(zip(COLUMNS, r)) for r in cur]
+def issue_changes(con, version: int, prefix: str, mark: str) -> tuple:
+    """Run the three queries of the changes committed after ``version`` (inside the caller's
+    snapshot) and return their cursors unread, so that a PostgreSQL pipeline sends them in
+    one round trip (:func:`collect_changes` reads them); ``prefix``: the tables' prefix
+    (``hm``, ``hypermem``), ``mark``: the driver's parameter mark."""
+    removed = con.execute(f"SELECT ids FROM {prefix}_removed WHERE version > {mark} ORDER BY version", (version,))
+    rows = con.execute(f"SELECT {', '.join(COLUMNS)} FROM {prefix}_memories WHERE changed_at > {mark}", (version,))
     # touched rows that also changed are in ``rows`` already (apply_changes skips them); no
     # "changed_at <= version" here: a planner would AND it with an index range over every row
     touched = con.execute(f"SELECT id, access_count, last_accessed FROM {prefix}_memories WHERE touched_at > {mark}",
-                          (version,)).fetchall()
+                          (version,))
     return removed, rows, touched
+
+
+def collect_changes(cursors: tuple, decode=lambda ids: ids):
+    """``(removed ids, changed rows, touched (id, access_count, last_accessed))`` from the
+    cursors of :func:`issue_changes`; ``decode``: a log entry to its ids."""
+    removed, rows, touched = cursors
+    return ([i for (ids,) in removed.fetchall() for i in decode(ids)], [dict(zip(COLUMNS, r)) for r in rows.fetchall()],
+            touched.fetchall())
 
 
 def _drop(state, gone: Sequence[str]) -> None:

@@ -105,9 +105,14 @@ class DurableStore:
             if st is None or st.closed:
                 raise StorageError("this memory's storage is closed")
             try:
-                changed = self._stale or st.current_version() != self._synced
-                if changed:
+                if self._stale or not st.incremental:
+                    changed = self._stale or st.current_version() != self._synced
+                    if changed:
+                        self._load()
+                else:  # the version and the changes past ours in one read (one round trip on PostgreSQL)
+                    before = self._synced
                     self._catch_up()
+                    changed = self._synced != before
             except st.db_errors as exc:
                 raise st.error(exc) from exc
             return changed

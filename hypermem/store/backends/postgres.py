@@ -48,7 +48,7 @@ import torch
 
 from ...geometry import poincare as P
 from ...geometry.lorentz import to_mips_vectors
-from .changes import read_changes
+from .changes import collect_changes, issue_changes
 from .durable import StorageError
 from .pg_search import server_search
 from .rows import COLUMNS, VECTOR_DTYPES, vector_from
@@ -344,12 +344,13 @@ class PostgresStorage:
         committed after ``version``, read in one snapshot (:mod:`.changes`)."""
         con = self.con
         try:
-            if not in_transaction:
-                con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            now = int(con.execute("SELECT value FROM hypermem_state WHERE key = 'version'").fetchone()[0])
-            if now == version:
-                return now, [], [], []
-            removed, rows, touched = read_changes(con, version, "hypermem", "%s")
+            with con.pipeline():  # one round trip for the snapshot, the version and the changes
+                if not in_transaction:
+                    con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                head = con.execute("SELECT value FROM hypermem_state WHERE key = 'version'")
+                cursors = issue_changes(con, version, "hypermem", "%s")
+            now = int(head.fetchone()[0])
+            removed, rows, touched = collect_changes(cursors)
         finally:
             if not in_transaction:
                 con.rollback()

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from .changes import read_changes
+from .changes import collect_changes, issue_changes
 from .durable import StorageError
 from .rows import COLUMNS, VECTOR_DTYPES
 
@@ -215,7 +215,7 @@ class SqliteStorage:
             now = self.current_version()
             if now == version:
                 return now, [], [], []
-            removed, rows, touched = read_changes(con, version, "hm", "?", json.loads)
+            removed, rows, touched = collect_changes(issue_changes(con, version, "hm", "?"), json.loads)
         finally:
             if not in_transaction:
                 con.execute("COMMIT")
