@@ -32,11 +32,17 @@ def search_both(mem, queries, k=10, **kw):
 
 
 def assert_same(fast, slow, tol=1e-9):
+    """Same scores to ``tol`` and the same memories, up to the order of memories whose
+    float64 scores differ by less than rounding (two summation orders may swap them)."""
     assert len(fast) == len(slow)
     for f, s in zip(fast, slow):
-        assert [r.record.id for r in f] == [r.record.id for r in s]
+        assert len(f) == len(s)
+        slow_ids = {r.record.id for r in s}
         for a, b in zip(f, s):
             assert abs(a.score - b.score) <= tol and abs(a.distance - b.distance) <= tol
+            if a.record.id != b.record.id:
+                assert abs(a.score - b.score) <= 1e-12, (a, b)
+                assert a.record.id in slow_ids or a.score >= s[-1].score - 1e-12
 
 
 def random_queries(n, seed=1):
@@ -160,8 +166,11 @@ def test_kernel_certificate_and_its_fallback(max_candidates):
     dist = ShellDistance(1.0, 1.0)
     want = exact_topk(q, keys, 12, dist, bias, dist.inverse, max_product=1.0)
     got = mirrored_topk(q, keys.float(), keys, 12, dist, bias, max_candidates=max_candidates)
-    assert torch.equal(got[1], want[1])
     assert torch.allclose(got[0], want[0], rtol=0, atol=1e-12)
+    # the same keys, up to swaps of keys whose float64 scores differ by less than rounding
+    ref = bias - dist(keys @ q[0], None)
+    assert (ref[got[1][0]] >= want[0][0, -1] - 1e-12).all()
+    assert len(set(got[1][0].tolist())) == 12 and not set(got[1][0].tolist()) & set(range(0, keys.shape[0], 7))
 
 
 def test_product_error_bounds_float32_products():

@@ -24,6 +24,8 @@ from collections.abc import Callable
 
 import torch
 
+from .products import products
+
 DistanceFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 """``g(s, idx)``: distances for products ``s`` against the keys ``idx`` (a ``(C,)`` range
 of a chunk, broadcast over queries, or a ``(B, m)`` gather of candidates)."""
@@ -106,6 +108,8 @@ def exact_topk(queries: torch.Tensor, keys: torch.Tensor, k: int, distance: Dist
     by_bias = bool(inverse is not None and bias is not None and N > chunk
                    and bool(bias.max() > bias.min()))
     big = torch.iinfo(torch.long).max
+    grad = queries.requires_grad or keys.requires_grad
+    block = None if grad else torch.empty(B, chunk, dtype=dt, device=dev)  # reused by every full chunk
     if by_bias:
         order = torch.argsort(bias, descending=True)
         if max_product is None:
@@ -131,7 +135,7 @@ def exact_topk(queries: torch.Tensor, keys: torch.Tensor, k: int, distance: Dist
             s_min = inverse(bmax - state[0][:, -1])  # (B,)
             if by_bias and bool((s_min > limit).all()):
                 break  # bias only falls from here: nothing left can enter
-        sims = queries @ kc.T  # (B, C)
+        sims = products(queries, kc, block if kc.shape[0] == chunk and not grad else None)  # (B, C)
         if inverse is None or start == 0:
             idx = torch.arange(start, stop, device=dev) if cidx is None else cidx
             d = distance(sims, idx)
