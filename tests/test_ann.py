@@ -31,6 +31,9 @@ def test_exact_graph_gives_the_exact_answer_under_a_strong_time_term():
     exact = mem.search_batch(qs, k=10, touch=False, use_index=False)
     approx = mem.search_batch(qs, k=10, touch=False, use_index=True, oversample=1)
     assert ids(approx) == ids(exact)
+    for a, e in zip(approx, exact):  # the candidates' own weights and bias: the same scores
+        got = [x for r in a for x in (r.score, r.time_weight, r.depth)]
+        assert got == pytest.approx([x for r in e for x in (r.score, r.time_weight, r.depth)], abs=1e-12)
     # the answer is not the cosine order: the time and depth terms moved memories in
     mem.time_coef, mem.depth_bias = 0.0, 0.0
     assert ids(mem.search_batch(qs, k=10, touch=False, use_index=False)) != ids(exact)

@@ -13,13 +13,17 @@ exact graph the answer is then exact, with HNSW it misses only what the graph mi
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
 
 from ..geometry import poincare as P
+from ..geometry.numerics import MIN_WEIGHT
 from ..index import ShellDistance, exact_topk
 from ..index.ann import DirectionIndex
+from ..retrieval.scoring import score_bias
+from ..temporal import policy_weights
 from .placement import unit
 
 MAX_CANDIDATES = 4096
@@ -36,14 +40,46 @@ def sync_index(index: DirectionIndex, state, built_rewrites: int | None) -> None
         index.build(keys)
 
 
-def rank_approx(memory, index: DirectionIndex, Q: torch.Tensor, bias: torch.Tensor, k: int, oversample: int):
+class CandidateWeights:
+    """Time weights and score bias of the rows asked for, at ``now``: the approximate
+    search's ``O(k)`` per query instead of the exact search's pass over every memory.
+    ``weights[rows]`` is what :meth:`~hypermem.store.search.Searcher.search` reports."""
+
+    def __init__(self, searcher, now):
+        self.memory, self.now = searcher.memory, now
+
+    def __getitem__(self, rows: torch.Tensor) -> torch.Tensor:
+        st = self.memory.state
+        return policy_weights(self.memory.decay, self.now, st.time[rows], st.access[rows], st.valid_from[rows],
+                              st.valid_until[rows])
+
+    def bias(self, rows: torch.Tensor) -> torch.Tensor:
+        """``score_bias`` of ``rows`` (:func:`hypermem.retrieval.scoring.score_bias`)."""
+        m = self.memory
+        return score_bias(self[rows], m.state.depth[rows], m.time_coef, m.depth_bias)
+
+    def bound(self) -> tuple[torch.Tensor, bool]:
+        """An upper bound of every memory's bias, and whether the bias can vary: weights lie
+        in ``[MIN_WEIGHT, 1]``, so ``time_coef * log w <= max(0, time_coef * log MIN_WEIGHT)``;
+        the depth term is at most ``depth_bias`` times the largest (or smallest) depth."""
+        m = self.memory
+        depth = m.state.depth[: m.state.n]
+        tc, db = m.time_coef, m.depth_bias
+        top = max(0.0, tc * math.log(MIN_WEIGHT))
+        if db != 0.0:
+            top += db * float(depth.max() if db > 0 else depth.min())
+        varies = tc != 0.0 or (db != 0.0 and bool(depth.max() > depth.min()))
+        return torch.tensor(top, dtype=torch.float64, device=m.device), varies
+
+
+def rank_approx(memory, index: DirectionIndex, Q: torch.Tensor, bias_of, bound, k: int, oversample: int):
     """Scores, rows and distances ``(B, k)``: each query's graph candidates re-scored in the
-    store's dtype, grown until the bias bound says nothing outside can enter."""
+    store's dtype (``bias_of(rows)``: their bias), grown until the bias bound (``bound``:
+    the largest bias and whether the bias varies) says nothing outside can enter."""
     st = memory.state
     n = st.n
     g = ShellDistance(memory.curvature, memory.base_depth)
-    varies = bool(bias.max() > bias.min())
-    bmax = bias.max()
+    bmax, varies = bound
     out_s, out_i, out_d = [], [], []
     start = min(n, k * oversample)
     for qi in range(Q.shape[0]):
@@ -52,12 +88,12 @@ def rank_approx(memory, index: DirectionIndex, Q: torch.Tensor, bias: torch.Tens
         while True:
             cos, cand = index.search(q, K)
             c = torch.sort(cand[0][cand[0] >= 0]).values.to(memory.device)  # ties: insertion order
-            s, local, d = exact_topk(q, st.direction[c], k, g, bias[c], None)
+            s, local, d = exact_topk(q, st.direction[c], k, g, bias_of(c).to(q.dtype), None)
             if not varies or K >= min(n, max(MAX_CANDIDATES, start)):
                 break
             kth = s[0, -1]
             last = cos[0, -1].to(torch.float64)
-            if bool(torch.isfinite(kth)) and bool(last < g.inverse((bmax - kth).unsqueeze(0))[0]):
+            if bool(torch.isfinite(kth)) and bool(last < g.inverse((bmax - kth).reshape(1).double())[0]):
                 break
             K = min(n, 4 * K)
         out_s.append(s)

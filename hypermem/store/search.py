@@ -25,7 +25,7 @@ from ..index.rescore import mirrored_topk
 from ..retrieval.scoring import score_bias
 from ..temporal import NoDecay, policy_weights
 from ..temporal.clock import to_seconds, to_utc
-from .ann_search import index_recall, rank_approx, sync_index
+from .ann_search import CandidateWeights, index_recall, rank_approx, sync_index
 from .checks import CONE_TOL, METRICS, MODES, Filter, check_finite
 from .encoder_points import is_hierarchy_encoder, places_points
 from .filters import compile_filter, filter_keys
@@ -301,6 +301,15 @@ class Searcher:
             rows = self._rows_at(rows, at_time, bool(opts.valid_only))
             if rows is not None and rows.numel() == 0:
                 return [[] for _ in queries]
+            ann = None if no_query or (hybrid > 0 and any(isinstance(q, str) for q in queries)) else \
+                self._approximate_index(opts.use_index, rows, metric)
+            if ann is not None:  # O(k) work per query: weights and bias of the candidates alone
+                weights = CandidateWeights(self, self.now(at_time))
+                scores, idx, dist = rank_approx(self.memory, ann, Q, weights.bias, weights.bound(), k, oversample)
+                results = self._results(scores, idx, dist, weights, rows, energies)
+                if opts.touch:
+                    memory.touch([r.record.id for res in results for r in res])
+                return results
             weights = self.weights(at_time)
             bias = score_bias(weights, self.memory.state.depth[:n], self.memory.time_coef, self.memory.depth_bias)
             if no_query:
@@ -354,12 +363,19 @@ class Searcher:
         key_r = self.memory.state.depth[: self.memory.state.n] if rows is None else self.memory.state.depth[rows]
         return HyperbolicDistance(self.memory.curvature, q_radius, key_r), None
 
-    def _rank(self, Q, q_radius, bias, rows, k, metric, use_index, oversample):
+    def _approximate_index(self, use_index, rows, metric):
+        """The faiss index when this search goes through it, else None."""
         use = (self.index is not None) if use_index is None else bool(use_index)
         if use and rows is None and metric == "shell":
             index = self.ensure_index()
             if not index.exact:
-                return self._rank_approx(index, Q, bias, k, oversample)
+                return index
+        return None
+
+    def _rank(self, Q, q_radius, bias, rows, k, metric, use_index, oversample):
+        index = self._approximate_index(use_index, rows, metric)
+        if index is not None:
+            return self._rank_approx(index, Q, bias, k, oversample)
         st = self.memory.state
         b = bias if rows is None else bias[rows]
         g, inv = self._distance_model(metric, q_radius, rows)
@@ -389,7 +405,8 @@ class Searcher:
     def _rank_approx(self, index, Q, bias, k, oversample):
         """faiss: graph candidates re-scored exactly, grown until the bias bound holds
         (:func:`hypermem.store.ann_search.rank_approx`)."""
-        return rank_approx(self.memory, index, Q, bias, k, oversample)
+        return rank_approx(self.memory, index, Q, bias.__getitem__, (bias.max(), bool(bias.max() > bias.min())), k,
+                           oversample)
 
     def _results(self, scores, idx, dist, weights, rows, energies):
         s_l, i_l, d_l = scores.tolist(), idx.tolist(), dist.tolist()
