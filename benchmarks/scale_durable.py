@@ -20,7 +20,7 @@
   (``touch=False``, each starting with the refresh that applies the other's touches):
   ``alone_ms`` (the other process idle), ``with_toucher_ms`` (median over the run, and
   ``last_quarter_ms``, flat means the same), the toucher's searches meanwhile, and the rows
-  each refresh applied; ``full_reread_ms``: one refresh that re-reads the whole store (what
+  applied per search of this process; ``full_reread_ms``: one refresh that re-reads the whole store (what
   every touched search cost before the change log).
 * **ann** (PostgreSQL): HNSW built after the bulk load (``maintenance_work_mem``,
   parallel workers), on the float32 directions (``dirv``, ``vector_ip_ops``) and on the
@@ -271,7 +271,7 @@ def refresh_rows(n: int, dim: int = 256, backends=("sqlite",), searches: int = 6
                          "search_with_toucher_ms": round(med(search), 1), "refresh_ms": round(med(refresh), 2),
                          "refresh_first_quarter_ms": round(med(refresh[:q]), 2),
                          "refresh_last_quarter_ms": round(med(refresh[-q:]), 2), "searches": len(search),
-                         "toucher_searches": touches, "rows_applied_median": med(applied or [0]),
+                         "toucher_searches": touches, "rows_applied_per_search": round(sum(applied) / max(1, len(search)), 1),
                          "state_version_unchanged": stayed, "full_reread_ms": round(full)})
     finally:
         places.close()
@@ -280,7 +280,7 @@ def refresh_rows(n: int, dim: int = 256, backends=("sqlite",), searches: int = 6
 
 def pg_ann_rows(n: int, dim: int = 256, efs=(20, 40, 100, 200, 400, 800), on=("dirv", "lor"), m: int = 16,
                 ef_construction: int = 64, queries: int = 50, maintenance_work_mem: str = "2GB", workers: int = 1,
-                pg_url: str | None = None, mirror: bool = True) -> list[dict]:
+                pg_url: str | None = None, mirror: bool = True, oversamples=(4,)) -> list[dict]:
     """One row per (index column, ef_search): build time, recall@10 after the exact re-score,
     ms/query (``mirror=False``: loaded and searched by the mirror-free client, for 1M)."""
     rows = []
@@ -298,13 +298,14 @@ def pg_ann_rows(n: int, dim: int = 256, efs=(20, 40, 100, 200, 400, 800), on=("d
             mem.storage.build_ann_index(m=m, ef_construction=ef_construction, on=col,
                                         maintenance_work_mem=maintenance_work_mem, workers=workers)
             build = time.perf_counter() - t
-            for ef in efs:
+            for ef, over in ((e, o) for e in efs for o in oversamples):
                 hits, t = 0, time.perf_counter()
                 for q, truth in zip(qs, exact):
-                    hits += len(truth & {r.id for r in search(q, k=10, ann=True, ef_search=ef)})
+                    hits += len(truth & {r.id for r in search(q, k=10, ann=True, ef_search=ef, oversample=over)})
                 ms = 1000 * (time.perf_counter() - t) / queries
                 rows.append({"part": "ann", "backend": "postgres", "n": n, "dim": dim, "on": col, "m": m,
                              "ef_construction": ef_construction, "build_s": round(build, 1), "ef_search": ef,
+                             "oversample": over,
                              "recall_at_10": round(hits / (10 * queries), 4), "ms_per_query": round(ms, 1),
                              "exact_ms_per_query": round(exact_ms, 1), "mirror": mirror})
                 print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
@@ -340,6 +341,7 @@ def main() -> None:
     ap.add_argument("--searches", type=int, default=60)
     ap.add_argument("--no-mirror", action="store_true", help="ann: the mirror-free client (for 1M)")
     ap.add_argument("--maintenance-work-mem", default="2GB")
+    ap.add_argument("--oversample", default="4", help="ann: comma-separated first-batch factors (k * oversample)")
     a = ap.parse_args()
     import torch
 
@@ -353,7 +355,8 @@ def main() -> None:
             rows += refresh_rows(a.n, a.dim, backends=backends, searches=a.searches)
         elif part == "ann":
             rows += pg_ann_rows(a.n, a.dim, tuple(int(e) for e in a.efs.split(",")), tuple(a.on.split(",")), a.m,
-                                a.ef_construction, a.queries, a.maintenance_work_mem, mirror=not a.no_mirror)
+                                a.ef_construction, a.queries, a.maintenance_work_mem, mirror=not a.no_mirror,
+                                oversamples=tuple(int(o) for o in a.oversample.split(",")))
         else:
             sys.exit(f"unknown part {part!r}")
         for r in rows:
