@@ -13,6 +13,13 @@ Usage::
 
     python benchmarks/bench_search.py                       # the README's settings
     python benchmarks/bench_search.py --n 2000 --m 20000 --batch 50 --ref-queries 2   # smoke
+    python benchmarks/bench_search.py --skip single --m 200000 --batch 200 --threads 1 --guard 0.8
+
+``--guard R`` makes the run fail when the exact distance-only ``search_batch`` falls below
+``R`` times faiss ``IndexFlatIP``'s throughput on the same data in the same run (both
+CPU-bound products, so the ratio holds across machines better than a time does).  Set
+``OPENBLAS_NUM_THREADS=1`` with ``--threads 1``: faiss and NumPy's OpenBLAS (the scan's
+products on non-Intel processors, :mod:`hypermem.index.products`) keep their own threads.
 """
 
 from __future__ import annotations
@@ -199,6 +206,9 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=0,
                     help="torch threads (0: torch's default); 1 compares single cores on a shared machine")
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--guard", type=float, default=None,
+                    help="exit 1 when the distance-only search_batch throughput is below this share of faiss "
+                         "IndexFlatIP's, measured in the same run (the hot path's regression guard)")
     args = ap.parse_args(argv)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
@@ -213,6 +223,11 @@ def main(argv=None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
+    ratio = results.get("batch", {}).get("distance_only_throughput_vs_faiss")
+    if args.guard is not None and ratio is not None and ratio < args.guard:
+        print(f"REGRESSION: distance-only search_batch at {ratio:.2f}x faiss IndexFlatIP's throughput, "
+              f"below the guard {args.guard:.2f}x", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -89,8 +89,7 @@ def mirrored_topk(queries: torch.Tensor, fast_keys: torch.Tensor, exact_keys: to
     delta = product_error(queries.shape[1])
     q32 = queries.to(torch.float32)
     b32 = None if bias is None else bias.to(torch.float32)
-    finite = None if bias is None else bias[torch.isfinite(bias)]
-    bmax = 0.0 if finite is None or finite.numel() == 0 else float(finite.abs().max())
+    bmax = 0.0 if bias is None else _largest_finite_magnitude(bias)
     gmax = float(distance(torch.tensor([-1.0], dtype=torch.float64, device=dev), None)[0])
     slack = 64 * U32 * (1.0 + bmax + gmax)
     optimistic = Optimistic(distance, delta)
@@ -115,6 +114,15 @@ def mirrored_topk(queries: torch.Tensor, fast_keys: torch.Tensor, exact_keys: to
         todo = todo[~ok]
         cand = min(N, 4 * cand)
     return out_s, out_i, out_d
+
+
+def _largest_finite_magnitude(bias: torch.Tensor) -> float:
+    """``max |b|`` over the finite entries of ``bias`` (one pass when all are finite)."""
+    lo, hi = torch.aminmax(bias)
+    if bool(torch.isfinite(lo)) and bool(torch.isfinite(hi)):
+        return max(abs(float(lo)), abs(float(hi)))
+    finite = bias[torch.isfinite(bias)]
+    return 0.0 if finite.numel() == 0 else float(finite.abs().max())
 
 
 def _rescore(queries, local, exact_keys, rows, distance, bias, k):
