@@ -178,6 +178,7 @@ def bench_batch(m: int, batch: int, k: int, dtype: torch.dtype) -> dict:
     except ImportError:
         print("faiss is not installed (the ann extra); skipping faiss", file=sys.stderr)
         return res
+    faiss.omp_set_num_threads(torch.get_num_threads())  # the same threads as hypermem (OpenMP spins when oversubscribed)
     shell = P.point_at(mem.directions.double(), 1.0)
     V = to_mips_vectors(P.to_lorentz(shell)).float().numpy()
     index = faiss.IndexFlatIP(V.shape[1])
