@@ -189,8 +189,11 @@ def quality(args) -> int:
     results = {}
     for spec in specs:
         name, emb = embedder_for(spec)
+        base = name  # the points do not depend on lambda: one cache per encoder
+        if args.lam is not None and hasattr(emb, "centripetal_weight"):
+            emb.centripetal_weight, name = float(args.lam), f"{name}-l{args.lam:g}"  # the score's lambda, not F1's
         t0 = time.monotonic()
-        cache = out / f"points-{name}-s{args.seed}.pt" if args.cache else None
+        cache = out / f"points-{base}-s{args.seed}.pt" if args.cache else None
         mem, known = known_store(emb, task, cache)
         thr = getattr(emb, "threshold", None)
         res = outcomes(mem, task, task.test_entities, thr)
@@ -289,6 +292,8 @@ def main(argv=None) -> int:
     p.add_argument("--sample", type=int, default=50, help="real add(parent='auto') calls checked per system")
     p.add_argument("--no-cone", dest="cone", action="store_false", help="skip the cone-vs-score validation")
     p.add_argument("--cone-sample", type=int, default=150, help="validation nouns of the cone-vs-score check")
+    p.add_argument("--lambda", dest="lam", type=float, help="rank with this centripetal weight instead of the "
+                   "encoder's (which validation chose for F1; the threshold stays the encoder's)")
     p.add_argument("--cost", action="store_true", help="time add(parent='auto') and ancestors search at --sizes")
     p.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     p.add_argument("--queries", type=int, default=50, help="timed calls per size (--cost)")
