@@ -254,8 +254,7 @@ class Memory:
             return self._insert(batch, emb, owned)
 
     def _insert(self, batch: Batch, emb: torch.Tensor, owned: bool = False) -> list[str]:
-        """Store a checked batch (all or nothing).  ``owned``: nobody else holds ``emb``, so an empty store may
-        keep it as its raw-embedding column instead of copying it."""
+        """Store a checked batch (all or nothing); ``owned``: ``emb`` is fresh, an empty store may keep it as its column."""
         # Validate everything before touching any state (all or nothing).
         st = self.state
         new_ids, batch_pos = st.new_ids(batch.ids, batch.parents)
