@@ -19,6 +19,7 @@ import pytest
 from storage_parity import T0
 
 from hypermem import HashingEmbedder, Memory
+from hypermem.store.backends.durable import STREAM_PART
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 pg_server, pg_url = pg_fixture.pg_server, pg_fixture.pg_url
@@ -52,6 +53,38 @@ def test_copy_writes_every_field_and_its_stamp(pg_url):
     con.close()
 
 
+def test_a_streamed_batch_equals_the_in_process_store(pg_url):
+    """A batch of more than two parts goes in as parts of one COPY, embedded and placed a
+    part at a time: same ids, records and points as one in-process add_many, one version."""
+    n = 2 * STREAM_PART + 300
+    items = _items(n)
+    for i in range(STREAM_PART - 5, n, 7):  # children whose parents sit in an earlier part
+        items[i]["parent"] = f"n{i - STREAM_PART // 2}"
+    items[10]["embedding"] = [1.0] + [0.0] * 31
+    items[STREAM_PART + 1]["point"] = [0.1] + [0.0] * 31
+    ref = Memory(embedder=HashingEmbedder(dim=32))
+    mem = Memory.open(pg_url, embedder=HashingEmbedder(dim=32))
+    before = mem.storage.current_version()
+    assert mem.add_many(items) == ref.add_many(items)
+    assert mem.storage.current_version() == before + 1
+    again = Memory.open(pg_url, embedder=HashingEmbedder(dim=32))
+    assert again.ids == ref.ids
+    assert all(again.get(i).to_dict() == ref.get(i).to_dict() for i in ref.ids)
+    assert float((again.points - ref.points).abs().max()) == 0.0
+    assert float((mem.points - ref.points).abs().max()) == 0.0
+
+
+def test_a_streamed_batch_failing_in_a_later_part_stores_nothing(pg_url):
+    mem = Memory.open(pg_url, embedder=HashingEmbedder(dim=32))
+    mem.add("kept", id="kept")
+    items = [{"text": f"note {i}", "id": f"s{i}"} for i in range(2 * STREAM_PART + 10)]
+    items[-1]["id"] = "s3"  # a duplicate, seen only when the last part is inserted
+    with pytest.raises(ValueError, match="duplicate id 's3'"):
+        mem.add_many(items)
+    assert mem.ids == ["kept"] and len(Memory.open(pg_url, embedder=HashingEmbedder(dim=32))) == 1
+    assert len(mem.add_many(items[:-1])) == len(items) - 1  # and the store takes the batch afterwards
+
+
 def test_sqlite_batch_is_one_transaction(tmp_path):
     mem = Memory.open(tmp_path / "m.db", embedder=HashingEmbedder(dim=32))
     before = mem.storage.current_version()
@@ -77,7 +110,7 @@ def _copying(url) -> bool:
                            "'COPY hypermem_memories%'").fetchone()[0] > 0
 
 
-@pytest.mark.parametrize("size", [4000])
+@pytest.mark.parametrize("size", [4000, 2 * STREAM_PART + 100])  # one COPY after placing; streamed parts
 def test_sigkill_during_copy_is_all_or_nothing(pg_url, size):
     Memory.open(pg_url, embedder=HashingEmbedder(dim=16)).close()
     code = _CHILD.format(root=ROOT, url=pg_url, size=size)

@@ -47,6 +47,10 @@ def check_finite(name: str, value: Any, *, positive: bool = False, lo: float | N
     return v
 
 
+_FLAT = (str, int, bool, type(None))
+"""Types of a metadata value that always survive a JSON round trip unchanged."""
+
+
 def check_meta(meta: Any, where: str) -> dict:
     """Metadata must survive a JSON round trip unchanged (so every store can be saved):
     string keys, JSON values, no NaN, no tuples or sets."""
@@ -55,6 +59,8 @@ def check_meta(meta: Any, where: str) -> dict:
     if not isinstance(meta, Mapping):
         raise TypeError(f"{where}: meta must be a dict, got {type(meta).__name__}")
     meta = dict(meta)
+    if all(type(k) is str and (type(v) in _FLAT or type(v) is float and math.isfinite(v)) for k, v in meta.items()):
+        return meta  # flat: string keys, scalar values (the common case) round-trip as they are
     check_json_depth(meta, f"{where}: meta")  # before json.dumps, which recurses
     try:
         back = json.loads(json.dumps(meta, allow_nan=False))
@@ -147,6 +153,15 @@ class Batch:
                 b.points[i] = p
         b.texts, b.ids, b.parents, b.times = texts, ids, parents, times
         b.valid_from, b.valid_until, b.metas = vfrom, vuntil, metas
+        return b
+
+    def part(self, lo: int, hi: int) -> Batch:
+        """Items ``lo .. hi-1`` as a batch of their own (already checked)."""
+        b = Batch()
+        for name in ("texts", "ids", "parents", "times", "valid_from", "valid_until", "metas"):
+            setattr(b, name, getattr(self, name)[lo:hi])
+        b.embeddings = {i - lo: e for i, e in self.embeddings.items() if lo <= i < hi}
+        b.points = {i - lo: p for i, p in self.points.items() if lo <= i < hi}
         return b
 
     def embed(self, embedder, dim: int) -> tuple[torch.Tensor, bool]:

@@ -52,9 +52,10 @@ def issue_changes(con, version: int, prefix: str, mark: str) -> tuple:
     removed = con.execute(f"SELECT ids FROM {prefix}_removed WHERE version > {mark} ORDER BY version", (version,))
     rows = con.execute(f"SELECT {', '.join(COLUMNS)} FROM {prefix}_memories WHERE changed_at > {mark}", (version,))
     # touched rows that also changed are in ``rows`` already (apply_changes skips them); no
-    # "changed_at <= version" here: a planner would AND it with an index range over every row
-    touched = con.execute(f"SELECT id, access_count, last_accessed FROM {prefix}_memories WHERE touched_at > {mark}",
-                          (version,))
+    # "changed_at <= version" here: a planner would AND it with an index range over every row;
+    # "touched_at > 0" (implied, as version >= 0) lets PostgreSQL read its partial index
+    touched = con.execute(f"SELECT id, access_count, last_accessed FROM {prefix}_memories "
+                          f"WHERE touched_at > {mark} AND touched_at > 0", (version,))
     return removed, rows, touched
 
 

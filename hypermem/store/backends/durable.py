@@ -36,12 +36,15 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from ..checks import check_ids
+from ..checks import Batch, check_ids
 from ..records import MemoryRecord
 from .changes import apply_changes
 from .rows import encode, restore
 
-__all__ = ["StorageError", "durable_class"]
+__all__ = ["StorageError", "durable_class", "STREAM_PART"]
+
+STREAM_PART = 2048
+"""Items a part when a large ``add_many`` streams into PostgreSQL (:meth:`DurableStore._add_many`)."""
 
 
 class StorageError(RuntimeError):
@@ -161,6 +164,31 @@ class DurableStore:
             self._load()
         except Exception:
             self._stale = True
+
+    def _add_many(self, items, single: bool = False) -> list[str]:
+        """A large batch into a storage that streams new rows (PostgreSQL's ``COPY``): checked
+        whole first, then embedded, placed and sent a part of ``STREAM_PART`` items at a
+        time inside one transaction and one ``COPY``, so the server stores a part while
+        this process prepares the next.  All or nothing as before: a failure rolls the
+        transaction back and rebuilds the state from the storage."""
+        items = list(items)
+        stream = getattr(self._storage, "insert_stream", None)
+        if stream is None or len(items) < 2 * STREAM_PART:
+            return super()._add_many(items, single)
+        batch = Batch.check(items, self.dim, self.ball, single)
+        ids: list[str] = []
+        with self._writing("add") as storage, stream() as put:
+            for lo in range(0, len(items), STREAM_PART):
+                part = batch.part(lo, lo + STREAM_PART)
+                emb, owned = part.embed(self.embedder, self.dim)
+                self.suggester.resolve_auto(part, emb)
+                new = super()._insert(part, emb, owned)
+                for i in new:
+                    self._seq[i] = self._sib[i] = self._tick()
+                put(encode(self, new, self._seq, self._sib, storage.vector_dtype, storage.time_text,
+                           storage.always_direction))
+                ids += new
+        return ids
 
     def _put(self, st, ids, new: bool = False) -> None:
         rows = encode(self, ids, self._seq, self._sib, st.vector_dtype, st.time_text, st.always_direction)

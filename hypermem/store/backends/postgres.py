@@ -39,6 +39,7 @@ call opens a new connection.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from typing import Any
@@ -56,6 +57,7 @@ from .rows import COLUMNS, VECTOR_DTYPES, vector_from
 try:
     import psycopg
     from pgvector.psycopg import register_vector
+    from psycopg.copy import QueuedLibpqWriter
     from psycopg.types.json import Jsonb
 except ImportError as exc:  # pragma: no cover - the extra is missing
     raise ImportError('PostgreSQL storage needs the postgres extra: pip install "hypermem-torch[postgres]"') from exc
@@ -71,7 +73,9 @@ _COPY = f"COPY hypermem_memories ({', '.join(_COLS)}) FROM STDIN (FORMAT BINARY)
 _COPY_TYPES = ("text", "int8", "int8", "text", "text", "timestamptz", "timestamptz", "timestamptz", "int8",
                "timestamptz", "jsonb", "float8", "bytea", "bytea", "vector", "vector", "int8")
 _STAMPS = ("CREATE INDEX IF NOT EXISTS hypermem_memories_changed ON hypermem_memories (changed_at)",
-           "CREATE INDEX IF NOT EXISTS hypermem_memories_touched ON hypermem_memories (touched_at)",
+           # partial: a new row (touched_at 0) costs the ingest no entry; ``touched_at > mark``
+           # with a literal mark >= 0 implies the predicate, so the refresh still reads by it
+           "CREATE INDEX IF NOT EXISTS hypermem_memories_touched ON hypermem_memories (touched_at) WHERE touched_at > 0",
            "CREATE TABLE IF NOT EXISTS hypermem_removed (version bigint NOT NULL, ids text[] NOT NULL)",
            "CREATE INDEX IF NOT EXISTS hypermem_removed_version ON hypermem_removed (version)")
 _UPGRADE = ("ALTER TABLE hypermem_memories ADD COLUMN IF NOT EXISTS changed_at bigint NOT NULL DEFAULT 0",
@@ -214,7 +218,7 @@ class PostgresStorage:
             raise
         self._configure(cfg)
 
-    def build_ann_index(self, m: int = 16, ef_construction: int = 64, on: str = "lor",
+    def build_ann_index(self, m: int = 16, ef_construction: int = 128, on: str = "dirv",
                         maintenance_work_mem: str | None = None, workers: int | None = None) -> None:
         """Create (or re-create) the store's one HNSW index; build it after a bulk load (an
         index present during ``COPY`` is maintained row by row, far slower).
@@ -226,7 +230,9 @@ class PostgresStorage:
         should fit, else the build slows down) and ``workers``
         (``max_parallel_maintenance_workers``: pgvector builds in parallel) are set for
         this build only.  :meth:`search` with ``ann=True`` reads rows in the order of
-        whichever index exists."""
+        whichever index exists.  The defaults (``on="dirv"``, ``m=16``,
+        ``ef_construction=128``) kept recall@10 at 0.975 at ``ef_search=200`` on 1M rows
+        (build 13 min on 2 cores with ``maintenance_work_mem="2GB"``; docs/storage.md)."""
         if on not in ANN_OPS:
             raise ValueError(f"on must be one of {tuple(ANN_OPS)}, got {on!r}")
         con = self.con
@@ -320,12 +326,28 @@ class PostgresStorage:
         """Insert new rows (ids not stored yet) with one binary ``COPY`` in this transaction."""
         if not rows:
             return
-        d32, lor = self._vectors(rows)
+        with self.insert_stream() as put:
+            put(rows)
+
+    @contextlib.contextmanager
+    def insert_stream(self):
+        """One binary ``COPY`` of new rows kept open: yields ``put(rows)``, which sends rows
+        as they come, so the server stores one part of a large ``add_many`` while the client
+        embeds and places the next (:meth:`DurableStore._add_many`); nothing else may run on
+        the connection until the block ends.  A queued writer sends from a thread, so the
+        client's encoding does not wait for the socket either."""
         v = self.next_version
-        with self.con.cursor() as cur, cur.copy(_COPY) as copy:
+        with self.con.cursor() as cur, cur.copy(_COPY, writer=QueuedLibpqWriter(cur)) as copy:
             copy.set_types(_COPY_TYPES)
-            for j, r in enumerate(rows):
-                copy.write_row((*r[:10], Jsonb(r[10], dumps=_as_is), *r[11:], d32[j], lor[j], v))
+
+            def put(rows: list[tuple]) -> None:
+                if not rows:
+                    return
+                d32, lor = self._vectors(rows)
+                for j, r in enumerate(rows):
+                    copy.write_row((*r[:10], Jsonb(r[10], dumps=_as_is), *r[11:], d32[j], lor[j], v))
+
+            yield put
 
     def delete(self, ids: list[str]) -> None:
         self.con.execute("DELETE FROM hypermem_memories WHERE id = ANY(%s)", (list(ids),))

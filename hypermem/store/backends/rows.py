@@ -88,7 +88,10 @@ def derived_directions(memory, rows: Sequence[int]) -> torch.Tensor:
 def _blobs(v: torch.Tensor, dtype: str = "float64") -> list[bytes]:
     """Little-endian bytes of each row of ``v`` (:func:`vector_bytes` of every row, at once)."""
     arr = v.detach().to("cpu", torch.float64).numpy().astype(VECTOR_DTYPES[dtype], copy=False)
-    return [r.tobytes() for r in arr]
+    if arr.ndim != 2 or not len(arr):
+        return [r.tobytes() for r in arr]
+    buf, w = arr.tobytes(), arr.shape[1] * arr.itemsize  # one copy, then a slice a row
+    return [buf[i:i + w] for i in range(0, len(buf), w)]
 
 
 def encode(memory, ids: Sequence[str], seq: Mapping[str, int], sib: Mapping[str, int],
@@ -100,12 +103,11 @@ def encode(memory, ids: Sequence[str], seq: Mapping[str, int], sib: Mapping[str,
         return []
     st = memory.state
     rows = [st.row[i] for i in ids]
-    derived = derived_directions(memory, rows)
     stored = _take(st.direction, rows)
     if always_direction:
         directions: list = _blobs(stored)
     else:
-        same = (derived == stored).all(dim=1).tolist()
+        same = (derived_directions(memory, rows) == stored).all(dim=1).tolist()
         keep = [j for j, s in enumerate(same) if not s]
         directions = [None] * len(rows)
         for j, b in zip(keep, _blobs(stored[keep]) if keep else []):
