@@ -97,6 +97,10 @@ def test_save_load_round_trip(enc, tmp_path):
     back = HierarchyEncoder.load(folder)
     assert (back.geometry, back.dim, back.centripetal_weight, back.threshold) == ("poincare", enc.dim, 0.8, -3.5)
     assert back.metrics == {"val_f1": 0.5} and back.curvature == pytest.approx(enc.curvature)
+    assert back.ranking_weight is None and back.ranking_lambda == 0.8  # no ranking lambda: the centripetal one
+    enc.ranking_weight = 0.3
+    back = HierarchyEncoder.load(enc.save(tmp_path / "e"))
+    assert (back.ranking_weight, back.ranking_lambda, back.centripetal_weight) == (0.3, 0.3, 0.8)
     torch.testing.assert_close(back.encode(["dog", "a siamese cat"]), enc.encode(["dog", "a siamese cat"]))
     assert back.source == str((tmp_path / "e").resolve())
     before = sorted(p.name for p in (tmp_path / "e").rglob("*"))
@@ -118,6 +122,7 @@ def test_the_twin_round_trip(tiny, tmp_path):
     ("geometry", "hyperbolic", "geometry"), ("dim", 7, "dim"), ("centripetal_weight", "1", "finite number"),
     ("threshold", float("nan"), "finite number"), ("version", 9, "version"), ("extra", 1, "unknown field"),
     ("curvature", -1.0, "positive"), ("max_length", 0, "max_length"),
+    ("ranking_weight", "0.5", "finite number"), ("ranking_weight", float("inf"), "finite number"),
 ])
 def test_every_field_is_checked(enc, tmp_path, field, value, match):
     folder = tmp_path / "e"

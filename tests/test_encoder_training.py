@@ -191,6 +191,9 @@ def test_fit_on_a_tiny_tree(tiny, tmp_path, geometry):
     assert enc.metrics["val_f1"] == max(h["f1"] for h in hist)     # the best validation is kept
     back = HierarchyEncoder.load(tmp_path / "enc")
     assert back.threshold == pytest.approx(enc.threshold) and back.geometry == geometry
+    best = max(hist, key=lambda h: h["f1"])
+    assert enc.ranking_weight == best["ranking_lambda"] == back.ranking_weight  # chosen on validation, saved
+    assert best["mrr_ranking"] >= best["mrr"]  # the best reciprocal rank over the grid
     saved = json.loads((tmp_path / "enc" / "hypermem_encoder.json").read_text())
     assert saved["config"]["steps"] == enc.config["steps"]
     with pytest.raises(TypeError, match="unknown setting"):

@@ -120,6 +120,34 @@ def test_suggest_parents_ranks_by_the_encoders_score_exactly(enc, mem):
         mem.suggest_parents("poodle", k=0)
 
 
+def test_suggestions_rank_by_the_ranking_lambda(enc):
+    """The encoder's ranking lambda (chosen for ranking parents), not its F1 one, orders the
+    suggestions; without one the centripetal weight does."""
+    mem = Memory(embedder=enc)
+    mem.add_many([{"text": w, "id": w} for w in WORDS])
+    before = (enc.centripetal_weight, enc.ranking_weight)
+    try:
+        enc.centripetal_weight, enc.ranking_weight = 0.0, 3.0
+        want = enc.subsumption_scores(["poodle"] * len(WORDS), list(WORDS), centripetal_weight=3.0).tolist()
+        got = mem.suggest_parents("poodle", k=len(WORDS))
+        assert [h.score for h in got] == pytest.approx(sorted(want, reverse=True), abs=1e-5)
+        flat = enc.subsumption_scores(["poodle"] * len(WORDS), list(WORDS), centripetal_weight=0.0).tolist()
+        assert sorted(want) != pytest.approx(sorted(flat), abs=1e-3)  # the two lambdas score differently
+        thr = enc.threshold
+        try:  # "auto" takes the best-ranked parent and decides on the score the threshold was chosen on
+            enc.threshold = -1e9
+            new = mem.add("poodle", parent="auto")
+        finally:
+            enc.threshold = thr
+        rec = mem.get(new).meta["auto_parent"]
+        top = got[0].id
+        assert rec["parent"] == top == mem.parent(new) and rec["suggested"][0]["id"] == top
+        assert rec["suggested"][0]["score"] == pytest.approx(got[0].score, abs=1e-5)
+        assert rec["score"] == pytest.approx(flat[WORDS.index(top)], abs=1e-5)
+    finally:
+        enc.centripetal_weight, enc.ranking_weight = before
+
+
 def test_the_index_variant_rescores_the_nearest_memories(mem):
     exact = mem.suggest_parents("poodle", k=3)
     near = {h.id for h in mem.search("poodle", k=6, metric="shell", hybrid=0.0, touch=False)}

@@ -7,8 +7,14 @@ tokenizer files, ``1_Pooling/config.json``) plus one file of its own,
 
     {"format": "hypermem-hierarchy-encoder", "version": 1,
      "geometry": "poincare" | "euclidean", "curvature": 1/dim (poincare) | null,
-     "centripetal_weight": lambda, "threshold": t | null, "dim": d,
-     "max_length": tokens, "base": "...", "metrics": {...}, "config": {...}}
+     "centripetal_weight": lambda, "ranking_weight": lambda_r | null (optional),
+     "threshold": t | null, "dim": d, "max_length": tokens, "base": "...",
+     "metrics": {...}, "config": {...}}
+
+``centripetal_weight`` and ``threshold`` are the operating point of the is-a decision (F1
+on validation); ``ranking_weight`` is the ``lambda`` that ranks the candidate parents of a
+new text best on validation (mean reciprocal rank), which a store uses to place text
+(null: the centripetal weight).
 
 A folder written by the ``hierarchy-transformers`` package (HiT's own code) has no such
 file: it is a sentence-transformers folder of a transformer and a mean pooling, read as a
@@ -65,10 +71,12 @@ class EncoderSettings:
     base: str = ""
     metrics: dict[str, float] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
+    ranking_weight: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, "version": VERSION, "geometry": self.geometry, "dim": self.dim,
                 "curvature": self.curvature, "centripetal_weight": self.centripetal_weight,
+                "ranking_weight": self.ranking_weight,
                 "threshold": self.threshold, "max_length": self.max_length, "base": self.base,
                 "metrics": dict(self.metrics), "config": dict(self.config)}
 
@@ -140,8 +148,8 @@ def read_settings(folder: Path, dim: int) -> EncoderSettings:
     if raw.get("version") != VERSION:
         raise EncoderFolderError(f"{where('version')}: version {raw.get('version')!r} is not supported "
                                  f"(this hypermem reads version {VERSION})")
-    known = {"format", "version", "geometry", "dim", "curvature", "centripetal_weight", "threshold",
-             "max_length", "base", "metrics", "config"}
+    known = {"format", "version", "geometry", "dim", "curvature", "centripetal_weight", "ranking_weight",
+             "threshold", "max_length", "base", "metrics", "config"}
     extra = sorted(set(raw) - known)
     if extra:
         raise EncoderFolderError(f"{path}: unknown field(s) {extra}")
@@ -167,7 +175,8 @@ def read_settings(folder: Path, dim: int) -> EncoderSettings:
     return EncoderSettings(geometry, dim, curvature,
                            _number(raw.get("centripetal_weight", 1.0), where("centripetal_weight")),
                            _number(raw.get("threshold"), where("threshold"), allow_none=True),
-                           _integer(raw.get("max_length", 32), where("max_length"), 1, 8192), base, metrics, config)
+                           _integer(raw.get("max_length", 32), where("max_length"), 1, 8192), base, metrics, config,
+                           _number(raw.get("ranking_weight"), where("ranking_weight"), allow_none=True))
 
 
 def hit_settings(folder: Path, dim: int) -> EncoderSettings:

@@ -101,7 +101,9 @@ class HierarchyEncoder:
     Attributes: ``model`` (the :class:`sentence_transformers.SentenceTransformer`, an
     ``nn.Module``), ``geometry``, ``dim``, ``curvature`` (``1/dim`` in the ball, ``None`` in
     R^d), ``centripetal_weight`` (the score's ``lambda``), ``threshold`` (the score above which
-    :meth:`predict` says "is-a"; ``None`` until chosen on validation), ``max_length`` (tokens
+    :meth:`predict` says "is-a"; ``None`` until chosen on validation), ``ranking_weight`` (the
+    ``lambda`` that ranks candidate parents best, chosen on validation by mean reciprocal rank;
+    ``None``: ``centripetal_weight``; :attr:`ranking_lambda` is the one in use), ``max_length`` (tokens
     kept per text), ``metrics`` (the validation figures recorded at training).
     """
 
@@ -110,7 +112,7 @@ class HierarchyEncoder:
     def __init__(self, model, geometry: str = "poincare", *, centripetal_weight: float = 1.0,
                  threshold: float | None = None, max_length: int = 32, batch_size: int = 128,
                  base: str = "", metrics: dict[str, float] | None = None,
-                 config: dict[str, Any] | None = None) -> None:
+                 config: dict[str, Any] | None = None, ranking_weight: float | None = None) -> None:
         if geometry not in GEOMETRIES:
             raise ValueError(f"geometry must be one of {GEOMETRIES}, got {geometry!r}")
         self.model = model
@@ -119,6 +121,7 @@ class HierarchyEncoder:
         self.curvature = 1.0 / self._dim if geometry == "poincare" else None
         self.centripetal_weight = float(centripetal_weight)
         self.threshold = None if threshold is None else float(threshold)
+        self.ranking_weight = None if ranking_weight is None else float(ranking_weight)
         self.max_length = int(max_length)
         self.batch_size = int(batch_size)
         self.base = base
@@ -170,7 +173,8 @@ class HierarchyEncoder:
             model = st.SentenceTransformer(modules=[model[0], model[1]], device=str(device or "cpu"))
         s = read_settings(folder, cls._pooled_dim(model))
         enc = cls(model, s.geometry, centripetal_weight=s.centripetal_weight, threshold=s.threshold,
-                  max_length=s.max_length, base=s.base, metrics=s.metrics, config=s.config)
+                  max_length=s.max_length, base=s.base, metrics=s.metrics, config=s.config,
+                  ranking_weight=s.ranking_weight)
         enc.curvature = s.curvature   # as saved (1/dim unless the file says otherwise)
         model[0].max_seq_length = enc.max_length
         enc.source = str(folder.resolve())
@@ -179,7 +183,13 @@ class HierarchyEncoder:
     def settings(self) -> EncoderSettings:
         """What :meth:`save` writes to ``hypermem_encoder.json``."""
         return EncoderSettings(self.geometry, self.dim, self.curvature, self.centripetal_weight, self.threshold,
-                               self.max_length, self.base, self.metrics, self.config)
+                               self.max_length, self.base, self.metrics, self.config, self.ranking_weight)
+
+    @property
+    def ranking_lambda(self) -> float:
+        """The ``lambda`` for ranking candidate parents: :attr:`ranking_weight` when chosen,
+        else :attr:`centripetal_weight`."""
+        return self.centripetal_weight if self.ranking_weight is None else self.ranking_weight
 
     def save(self, path: str | os.PathLike) -> str:
         """Write the encoder to the folder ``path`` (created; the sentence-transformers layout
@@ -193,6 +203,7 @@ class HierarchyEncoder:
         tmp = folder / (CONFIG_FILE + ".tmp")
         tmp.write_text(json.dumps(self.settings().to_json(), indent=2) + "\n", encoding="utf-8")
         os.replace(tmp, folder / CONFIG_FILE)
+        self.source = str(folder.resolve())  # a store placed by this encoder records where it lives
         return str(folder)
 
     # -- the embedder protocol ------------------------------------------------------------

@@ -39,7 +39,7 @@ import torch
 from ..data.hierarchy_tasks import EntityHierarchy, NegativeSampler, carve_validation
 from ..embed.hierarchy_encoder import HierarchyEncoder
 from .encoder_batches import EdgeBatches, closure_sets
-from .encoder_eval import choose_operating_point, encode_entities, pair_terms
+from .encoder_eval import LAMBDAS, choose_operating_point, encode_entities, pair_terms
 from .encoder_losses import LossWeights
 from .encoder_step import TokenCache, batch_losses, lr_factor, step_seed
 
@@ -122,9 +122,13 @@ def validate_encoder(encoder, names: Mapping[str, str], pairs) -> dict[str, floa
         pooled_labels += [1] + [0] * len(negs)
     terms = pair_terms(encoder, pts, pooled_pairs, pooled_labels)
     op = choose_operating_point(terms)
+    # the ranking lambda: the one under which each true parent outranks its negatives best
+    mrr_at = {float(lam): parent_mrr(terms.scores(lam), terms.labels) for lam in LAMBDAS}
+    rank_lam = max(mrr_at, key=lambda lam: (mrr_at[lam], -abs(lam - op.centripetal_weight)))
     out.update({"f1_pooled": op.f1, "lambda": op.centripetal_weight, "threshold": op.threshold,
                 "f1": (out["f1_random"] + out["f1_hard"]) / 2,
-                "mrr": parent_mrr(terms.scores(op.centripetal_weight), terms.labels)})
+                "mrr": parent_mrr(terms.scores(op.centripetal_weight), terms.labels),
+                "ranking_lambda": rank_lam, "mrr_ranking": mrr_at[rank_lam]})
     return out
 
 
@@ -253,6 +257,7 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
     enc.model.load_state_dict(best[1])
     chosen = best[2]
     enc.centripetal_weight, enc.threshold = chosen["lambda"], chosen["threshold"]
+    enc.ranking_weight = chosen["ranking_lambda"]
     enc.metrics = {f"val_{k}": float(v) for k, v in chosen.items()}
     enc.config = {**dataclasses.asdict(cfg), "geometry": geometry, "seed": seed, "epochs": epochs,
                   "max_minutes": max_minutes, "steps": step, "train_edges": len(edges),

@@ -19,7 +19,7 @@ from its vectors, depths from the declared levels, as for any embedder.
 **The encoder's record.**  Either geometry is recorded in the store's config (``save``,
 ``to_json``, ``Memory.open``: SQLite and PostgreSQL) as ``config["encoder"]``::
 
-    {"geometry", "dim", "curvature", "centripetal_weight", "threshold",
+    {"geometry", "dim", "curvature", "centripetal_weight", "ranking_weight", "threshold",
      "folder": the folder it was loaded from (or null), "checksum": "sha256:<hex>"}
 
 The checksum is the SHA-256 of what places a point: the geometry, the curvature, the token
@@ -97,8 +97,10 @@ def encoder_record(embedder: Any) -> dict[str, Any] | None:
         return None
     thr = getattr(embedder, "threshold", None)
     cur = getattr(embedder, "curvature", None)
+    rank = getattr(embedder, "ranking_weight", None)
     return {"geometry": embedder.geometry, "dim": int(embedder.dim), "curvature": None if cur is None else float(cur),
             "centripetal_weight": float(getattr(embedder, "centripetal_weight", 1.0)),
+            "ranking_weight": None if rank is None else float(rank),
             "threshold": None if thr is None else float(thr), "folder": getattr(embedder, "source", None),
             "checksum": encoder_checksum(embedder)}
 

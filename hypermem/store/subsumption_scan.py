@@ -1,7 +1,8 @@
 r"""The encoder's subsumption score of query vectors against every stored vector, in one matrix product.
 
 For a hierarchy encoder of curvature ``c`` (the ball) or none (the twin) and ``lambda`` its
-centripetal weight, "``t`` is-a ``p``" scores (HiT, He et al. NeurIPS 2024, eq. 5;
+ranking weight (``ranking_lambda``: chosen on validation for ranking parents; the centripetal
+weight when none was chosen), "``t`` is-a ``p``" scores (HiT, He et al. NeurIPS 2024, eq. 5;
 :func:`hypermem.geometry.subsumption.score_from_terms`)::
 
     s(t, p) = -( d(t, p) + lambda (h(p) - h(t)) )
@@ -60,7 +61,7 @@ class SubsumptionScan:
         q = queries.to(torch.float64)
         p = parents.to(torch.float64)
         c = getattr(enc, "curvature", None)
-        lam = getattr(enc, "centripetal_weight", None)
+        lam = getattr(enc, "ranking_lambda", getattr(enc, "centripetal_weight", None))
         if lam is None or (c is None and enc.geometry == "poincare"):
             return enc.subsumption_scores(q[:, None, :], p[None, :, :]).to(torch.float64)
         sq_p, gap_p, h_p = self._terms(p, c) if parent_terms is None else parent_terms

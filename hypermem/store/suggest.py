@@ -20,10 +20,15 @@ in :meth:`~hypermem.store.Memory.search`; 0 under ``NoDecay``).
   cones of the ball are not trained by the encoder).
 * ``add(text, parent="auto")`` / ``add_many`` items with ``"parent": "auto"``
   (:meth:`Suggester.resolve_auto`): the memory with the best pure subsumption score (no time
-  term, no filter) among the stored memories and the batch's earlier items, if that score is
-  above the encoder's threshold, else a root; the choice is kept in the record's meta under
-  ``"auto_parent"``: ``{"parent": id or None, "score": s, "threshold": t, "suggested":
-  [{"id", "score"}, ...]}`` (the :data:`KEPT` best), so an agent can show why.
+  term, no filter) among the stored memories and the batch's earlier items, if its score at
+  the threshold's ``lambda`` (``centripetal_weight``, the F1 operating point) is above the
+  encoder's threshold, else a root; the choice is kept in the record's meta under
+  ``"auto_parent"``: ``{"parent": id or None, "score": s (the decision's), "threshold": t,
+  "suggested": [{"id", "score"}, ...]}`` (the :data:`KEPT` best, ranked), so an agent can show why.
+
+The ranking uses the encoder's ``ranking_lambda`` (the ``lambda`` chosen on validation for
+ranking parents; the centripetal weight when none was chosen); the decision to attach
+uses the pair score that the threshold was chosen on.
 """
 
 from __future__ import annotations
@@ -227,11 +232,22 @@ class Suggester:
             B = self.scan.scores(enc, X, emb[:upto]) if upto else torch.zeros(len(block), 0, dtype=torch.float64)
             for j in range(len(block)):
                 B[j, block[j]:] = -math.inf  # only earlier items of the batch
-            self._choose(batch, block, torch.cat([S, B], dim=1), thr)
+            self._choose(batch, block, torch.cat([S, B], dim=1), thr, X, emb)
 
-    def _choose(self, batch, block: list[int], scores: torch.Tensor, thr: float) -> None:
+    @staticmethod
+    def _decision_score(enc, x: torch.Tensor, p: torch.Tensor, ranked: float) -> float:
+        """The score that the threshold was chosen on (``centripetal_weight``) of one pair;
+        ``ranked`` (the ranking lambda's) when the two lambdas are the same."""
+        lam = getattr(enc, "centripetal_weight", None)
+        if lam is None or getattr(enc, "ranking_lambda", lam) == lam:
+            return ranked
+        return float(enc.subsumption_scores(x.to(torch.float64), p.to(torch.float64), centripetal_weight=lam))
+
+    def _choose(self, batch, block: list[int], scores: torch.Tensor, thr: float, X: torch.Tensor,
+                emb: torch.Tensor) -> None:
         st = self.memory.state
         n = st.n
+        enc = self.memory.embedder
         order = torch.argsort(-scores, dim=1, stable=True)[:, :KEPT]  # ties: insertion order, as suggest_parents
         for j, i in enumerate(block):
             sug = []
@@ -240,6 +256,10 @@ class Suggester:
                 if s > -math.inf:
                     sug.append({"id": st.ids[c] if c < n else batch.ids[c - n], "score": s})
             best = sug[0] if sug else None
+            if best is not None:  # the decision: the best-ranked parent's score at the threshold's lambda
+                c = int(order[j, 0])
+                p = st.embedding[c] if c < n else emb[c - n]
+                best = {**best, "score": self._decision_score(enc, X[j], p, best["score"])}
             parent = best["id"] if best is not None and best["score"] > thr else None
             batch.parents[i] = parent
             batch.metas[i] = {**batch.metas[i], META_KEY: {"parent": parent, "score": None if best is None else

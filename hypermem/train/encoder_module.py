@@ -11,7 +11,8 @@ a linear warm-up and decay over ``trainer.estimated_stepping_batches``, dropout 
 ``train/lr`` every step; at each validation ``val/f1`` (the mean of ``val/f1_random`` and
 ``val/f1_hard``: HiT's F1 at 1:10 with ``lambda`` and the threshold chosen on these pairs),
 ``val/mrr`` (the parent's reciprocal rank among its 20 negatives), ``val/lambda``,
-``val/threshold``; with a TensorBoard logger also the disk picture of a sample of entities
+``val/threshold``, ``val/ranking_lambda`` (the ``lambda`` that ranks the true parent above its
+negatives best); with a TensorBoard logger also the disk picture of a sample of entities
 (``embedding/disk``, the principal plane of their points, scaled into the unit disk) and
 the distribution of the points' norms at each depth of the hierarchy (``embedding/norm_depth_<k>``
 histograms).
@@ -117,7 +118,7 @@ class EncoderModule(pl.LightningModule):
         with torch.no_grad():
             m = validate_encoder(self.encoder, dm.names, dm.val)
         self.model.train(was)
-        for key in ("f1", "f1_random", "f1_hard", "mrr", "lambda", "threshold"):
+        for key in ("f1", "f1_random", "f1_hard", "mrr", "lambda", "threshold", "ranking_lambda"):
             self.log(f"val/{key}", float(m[key]), on_step=False, on_epoch=True, batch_size=1)
         if not self.best or m["f1"] > self.best["f1"]:
             self.best = dict(m)
@@ -145,6 +146,7 @@ class EncoderModule(pl.LightningModule):
             chosen = state.get("hypermem_encoder_best", chosen)
         if chosen:
             enc.centripetal_weight, enc.threshold = chosen["lambda"], chosen["threshold"]
+            enc.ranking_weight = chosen.get("ranking_lambda")  # absent from a checkpoint of an older run
             enc.metrics = {f"val_{k}": float(v) for k, v in chosen.items()}
         enc.config = {"hparams": {k: v for k, v in self.hparams.items()}, "checkpoint": ckpt}
         self.exported = enc.save(Path(self.trainer.log_dir) / "encoder")
