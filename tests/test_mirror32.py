@@ -119,6 +119,36 @@ def test_mirror_follows_every_change():
     assert mem.state.mirror_rows == mem.state.n
 
 
+def test_an_update_rewrites_only_the_rows_it_moves():
+    """Metadata, time and validity change no point: the mirror and the HNSW graph stay as
+    they are; new text moves only its subtree's rows, which the mirror converts alone."""
+    pytest.importorskip("faiss")
+    mem = store(n=1500)
+    qs = random_queries(6, seed=3)
+    mem.build_index("faiss")
+    search_both(mem, qs)
+    graph, rewrites = mem.searcher.ensure_index(), mem.state.rewrites
+    builds, build = [], graph.build
+    graph.build = lambda d: builds.append(len(d)) or build(d)
+    mem.update("m3", meta={"tag": "x"}, t=NOW - timedelta(days=1), valid_until=NOW + timedelta(days=3))
+    assert mem.state.rewrites == rewrites and mem.state.mirror_rows == mem.state.n
+    assert mem.searcher.ensure_index() is graph and builds == [] and len(graph) == mem.state.n  # not rebuilt
+    fast, slow = search_both(mem, qs)
+    assert_same(fast, slow)
+    mem.state.mirror[0] = 0.0  # a row the next update does not move: left as it is
+    kid = mem.add("a child of m4", parent="m4")
+    mem.update("m4", text="new words for m4")
+    assert mem.state.rewrites == rewrites + 1 and float(mem.state.mirror[0].abs().sum()) == 0.0
+    keys = mem.state.search_keys()  # converts the appended row too
+    moved = [mem.state.row[i] for i in ("m4", kid)]
+    torch.testing.assert_close(keys[moved], mem.state.direction[moved].float(), rtol=0, atol=0)
+    assert float(keys[0].abs().sum()) == 0.0
+    mem.state.mirror[0] = mem.state.direction[0].float()
+    fast, slow = search_both(mem, qs)
+    assert_same(fast, slow)
+    assert builds == [mem.state.n]  # moved rows: the graph is rebuilt once
+
+
 def test_modes_filters_and_time():
     mem = store(n=2500)
     qs = random_queries(6, seed=7)

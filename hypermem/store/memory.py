@@ -319,10 +319,11 @@ class Memory:
             rec = self.state.record(id)
             check_window(rec, vf, vu, where)
             r = self.state.row[id]
+            moved: list[int] = []  # rows whose points change (none for metadata, times, validity)
             if e is not None:
                 rec.text = text
                 self.state.embedding[r] = e
-                self.placer.replace_subtree(id)
+                moved = self.placer.replace_subtree(id)
             if new_meta is not None:
                 rec.meta = new_meta
             if t is not None:
@@ -334,7 +335,7 @@ class Memory:
             if vu is not UNSET:
                 rec.valid_until = vu
                 self.state.valid_until[r] = to_seconds(vu, math.inf)
-            self.state.changed()
+            self.state.changed(rows=moved)  # the search mirror and an index keep every other row
 
     def remove(self, id: str, cascade: bool = False) -> list[str]:
         """Remove a memory; with ``cascade`` its whole subtree.  Returns the removed ids."""
@@ -378,8 +379,7 @@ class Memory:
             rec.parent_id = parent
             if parent is not None:
                 self.state.children.setdefault(parent, []).append(child)
-            self.placer.replace_subtree(child)
-            self.state.changed()
+            self.state.changed(rows=self.placer.replace_subtree(child))
 
     # ------------------------------------------------------------------ files
     def save(self, path: str | os.PathLike) -> None:

@@ -155,12 +155,14 @@ class Placer:
         dirs[k_t] = child_directions(e[k_t], pdir, pdep, depths[k_t], self.memory.inherit, self.memory.cone_constrained,
                                      self.memory.cone_k, self.memory.curvature)
 
-    def replace_subtree(self, root: str) -> None:
-        """Recompute levels, depths and directions of ``root`` and its descendants."""
+    def replace_subtree(self, root: str) -> list[int]:
+        """Recompute levels, depths and directions of ``root`` and its descendants; returns
+        their rows."""
         c = self.memory.curvature
-        frontier = [root]
+        frontier, moved = [root], []
         while frontier:
             rows = [self.memory.state.row[i] for i in frontier]
+            moved += rows
             e = unit(self.memory.state.embedding[rows].to(self.memory.device))
             par = [self.memory.state.records[i].parent_id for i in frontier]
             lv = [0 if p is None else self.memory.state.levels[self.memory.state.row[p]] + 1 for p in par]
@@ -174,6 +176,7 @@ class Placer:
             self.memory.state.direction[idx] = dirs.to(self.memory.dtype)
             self.memory.state.depth[idx] = depth.to(self.memory.dtype)
             frontier = [k for i in frontier for k in self.memory.state.children.get(i, ())]
+        return moved
 
     def _placed(self, e, par, lv):
         """Directions and depths of memories with unit embeddings ``e``, parents ``par`` and levels ``lv``."""

@@ -230,16 +230,21 @@ class MemoryState:
     def changed(self, appended: bool = False, rows=None) -> None:
         """Mark a change (an index or a mirror built at an older ``version`` is stale).
         ``appended``: only rows past the previous ``n`` were written; ``rows``: only the
-        points of these rows (and any past the previous ``n``) were written.  The float32
+        points of these rows (and any past the previous ``n``) were written (empty: no
+        point, only records or the time and validity columns).  The float32
         search mirror then converts just those; otherwise (a compaction, a re-placement of
         unknown rows) it is rebuilt on the next search, and :attr:`rewrites` counts up."""
         self.version += 1
         if appended:
             return
-        if rows is not None and self.mirror is not None:
-            idx = torch.as_tensor(rows, dtype=torch.long, device=self.device)
-            idx = idx[idx < self.mirror_rows]
-            self.mirror[idx] = self.direction[idx].to(torch.float32)
+        if rows is not None:
+            rows = list(rows)
+            if not rows:  # records or time columns only: every point, the mirror and an index stay
+                return
+            if self.mirror is not None:
+                idx = torch.as_tensor(rows, dtype=torch.long, device=self.device)
+                idx = idx[idx < self.mirror_rows]
+                self.mirror[idx] = self.direction[idx].to(torch.float32)
             self.rewrites += 1  # rows moved: an index over the points is stale, the mirror is not
             return
         self.mirror_rows = 0
