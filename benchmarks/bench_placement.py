@@ -105,11 +105,21 @@ def outcomes(mem, task, entities: list[str], threshold: float | None) -> dict:
         hits = mem.search_batch(texts, k=10, mode="ancestors", touch=False)
     else:
         hits = mem.search_batch(texts, k=10, touch=False, hybrid=0.0)
+    enc = mem.embedder
+    split = hierarchy and getattr(enc, "ranking_lambda", enc.centripetal_weight) != enc.centripetal_weight
+    qx = enc.encode(texts).double() if split else None
+
+    def decision(j: int, top) -> float:  # the score the threshold was chosen on (as add(parent="auto"))
+        if not split:
+            return top.score
+        return float(enc.subsumption_scores(qx[j], mem.embedding(top.id).double(),
+                                            centripetal_weight=enc.centripetal_weight))
+
     rows = []
-    for e, res in zip(entities, hits):
+    for j, (e, res) in enumerate(zip(entities, hits)):
         true = {p: d for p, d in anc[e].items() if p in mem}
         top = res[0] if res else None
-        attached = top is not None and (threshold is None or top.score > threshold)
+        attached = top is not None and (threshold is None or decision(j, top) > threshold)
         chosen = top.id if attached else None
         got = [r.id for r in res]
         by_hop = {}
@@ -190,8 +200,8 @@ def quality(args) -> int:
     for spec in specs:
         name, emb = embedder_for(spec)
         base = name  # the points do not depend on lambda: one cache per encoder
-        if args.lam is not None and hasattr(emb, "centripetal_weight"):
-            emb.centripetal_weight, name = float(args.lam), f"{name}-l{args.lam:g}"  # the score's lambda, not F1's
+        if args.lam is not None and hasattr(emb, "ranking_weight"):
+            emb.ranking_weight, name = float(args.lam), f"{name}-l{args.lam:g}"  # ranking's lambda; F1's decides
         t0 = time.monotonic()
         cache = out / f"points-{base}-s{args.seed}.pt" if args.cache else None
         mem, known = known_store(emb, task, cache)
@@ -292,8 +302,8 @@ def main(argv=None) -> int:
     p.add_argument("--sample", type=int, default=50, help="real add(parent='auto') calls checked per system")
     p.add_argument("--no-cone", dest="cone", action="store_false", help="skip the cone-vs-score validation")
     p.add_argument("--cone-sample", type=int, default=150, help="validation nouns of the cone-vs-score check")
-    p.add_argument("--lambda", dest="lam", type=float, help="rank with this centripetal weight instead of the "
-                   "encoder's (which validation chose for F1; the threshold stays the encoder's)")
+    p.add_argument("--lambda", dest="lam", type=float, help="rank with this lambda (the encoder's ranking_weight) "
+                   "instead of the saved one; the attach decision keeps the F1 lambda and threshold")
     p.add_argument("--cost", action="store_true", help="time add(parent='auto') and ancestors search at --sizes")
     p.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     p.add_argument("--queries", type=int, default=50, help="timed calls per size (--cost)")
