@@ -64,6 +64,7 @@ def test_a_ball_encoders_store_keeps_the_encoders_points(enc, mem):
     assert enc.threshold is not None and enc.geometry == "poincare"
     assert mem.curvature == pytest.approx(enc.curvature) and mem.metric == "hyperbolic"
     assert "placed_by='hierarchy encoder'" in repr(mem)
+    assert mem.state.embedding.dtype == torch.float64  # its parent scan multiplies by it: kept wide
     x = enc.encode(WORDS).double()
     got = torch.stack([mem.point(w) for w in WORDS])
     assert torch.allclose(got, x, atol=1e-9)

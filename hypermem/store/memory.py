@@ -37,7 +37,7 @@ from .checks import (
     usable_device,
 )
 from .delegation import calls as _calls
-from .encoder_points import places_points, store_defaults
+from .encoder_points import is_hierarchy_encoder, places_points, store_defaults
 from .gc_pause import gc_paused
 from .lexical import default_hybrid
 from .persistence import from_json as memory_from_json
@@ -151,7 +151,7 @@ class Memory:
         self.clock = clock or utcnow
         if dtype not in (torch.float32, torch.float64):
             raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
-        self.state = MemoryState(dim, dtype, usable_device(device))
+        self.state = MemoryState(dim, dtype, usable_device(device), narrow_embeddings=not is_hierarchy_encoder(self.embedder))
         """The rows and columns (:class:`~hypermem.store.state.MemoryState`) that the others read."""
         self.placer = Placer(self)
         """Where new and re-parented memories go (:class:`~hypermem.store.placement.Placer`)."""
@@ -322,7 +322,7 @@ class Memory:
             moved: list[int] = []  # rows whose points change (none for metadata, times, validity)
             if e is not None:
                 rec.text = text
-                self.state.embedding[r] = e
+                self.state.set_embeddings(r, e)
                 moved = self.placer.replace_subtree(id)
             if new_meta is not None:
                 rec.meta = new_meta

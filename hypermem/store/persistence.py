@@ -429,7 +429,7 @@ def restore_state(memory, records, levels, siblings, directions, depths, embeddi
         memory.state.alloc(n)
         memory.state.direction[:n] = directions.to(dev, dt)
         memory.state.depth[:n] = depths.to(dev, dt)
-        memory.state.embedding[:n] = embeddings
+        memory.state.set_embeddings(slice(0, n), embeddings)
         f64 = {"dtype": torch.float64, "device": dev}
         memory.state.time[:n] = torch.tensor([to_seconds(r.t) for r in records], **f64)
         memory.state.access[:n] = torch.tensor([float(r.access_count) for r in records], **f64)

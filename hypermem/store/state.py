@@ -14,10 +14,17 @@ Columns (rows ``0 .. n-1`` are live; capacity past ``n`` is spare room)::
     access      (cap,)      access count                    float64, store device
     valid_from  (cap,)      validity start (-inf: always)   float64, store device
     valid_until (cap,)      validity end (+inf: forever)    float64, store device
-    embedding   (cap, dim)  raw text embedding              float64, CPU
+    embedding   (cap, dim)  raw text embedding              float32 or float64, CPU
 
 The point of row ``i`` is ``point_at(direction[i], depth[i])``
 (:func:`hypermem.geometry.poincare.point_at`).
+
+**Embedding column.**  Float32 while every stored embedding is exactly a float32 (the output
+of most text embedders, converted to float64 by the store: nothing is lost), float64 from the
+first write of one that is not (:meth:`MemoryState.set_embeddings`): half the bytes for the
+common case, the same values always.  Readers convert to float64.  A store placed by a
+hierarchy encoder keeps float64 (``narrow_embeddings=False``: its parent scan multiplies
+every query by the whole column in float64).
 
 **Search mirror.**  :meth:`MemoryState.search_keys` returns the live directions at float32
 for the search's scan (half the bytes a query reads at float64): the ``direction`` column
@@ -49,10 +56,15 @@ from ..geometry.poincare import point_at
 from ..temporal.clock import to_seconds
 from .records import MemoryRecord
 
-__all__ = ["MemoryState", "COLUMNS"]
+__all__ = ["MemoryState", "COLUMNS", "exactly_float32"]
 
 COLUMNS = ("direction", "depth", "time", "access", "valid_from", "valid_until", "embedding")
 """The per-row tensors of :class:`MemoryState`, in a fixed order."""
+
+
+def exactly_float32(values: torch.Tensor) -> bool:
+    """Whether every value of a float tensor survives a round trip through float32 unchanged."""
+    return values.dtype == torch.float32 or bool(torch.equal(values.to(torch.float32).to(values.dtype), values))
 
 
 class MemoryState:
@@ -64,8 +76,11 @@ class MemoryState:
     (True, 0)
     """
 
-    def __init__(self, dim: int, dtype: torch.dtype, device: torch.device | str):
+    def __init__(self, dim: int, dtype: torch.dtype, device: torch.device | str, narrow_embeddings: bool = True):
         self.dim, self.dtype, self.device = int(dim), dtype, torch.device(device)
+        self.narrow_embeddings = bool(narrow_embeddings)
+        """Whether the embedding column may be float32 (module docstring); a store placed by a
+        hierarchy encoder keeps float64, which its parent scan multiplies every query by."""
         self.lock = threading.RLock()
         self.ids: list[str] = []
         self.row: dict[str, int] = {}
@@ -106,7 +121,8 @@ class MemoryState:
         self.access = torch.zeros(cap, **f64)
         self.valid_from = torch.zeros(cap, **f64)
         self.valid_until = torch.zeros(cap, **f64)
-        self.embedding = torch.zeros(cap, d, dtype=torch.float64)
+        narrow = getattr(self, "narrow_embeddings", True)  # widened by set_embeddings when needed
+        self.embedding = torch.zeros(cap, d, dtype=torch.float32 if narrow else torch.float64)
         self.mirror, self.mirror_rows = None, 0
         self.rewrites = getattr(self, "rewrites", -1) + 1
 
@@ -208,10 +224,11 @@ class MemoryState:
         its column instead of copying it."""
         n0, m = self.n, len(records)
         sl, f64 = slice(n0, n0 + m), {"dtype": torch.float64, "device": self.device}
-        if owned and n0 == 0 and self.embedding.shape == embeddings.shape and embeddings.is_contiguous():
-            self.embedding = embeddings  # the first batch's fresh embeddings become the column (no copy)
+        if (owned and n0 == 0 and self.embedding.shape == embeddings.shape and embeddings.is_contiguous()
+                and not (self.embedding.dtype == torch.float32 and exactly_float32(embeddings))):
+            self.embedding = embeddings  # the first batch's fresh float64 embeddings become the column (no copy)
         else:
-            self.embedding[sl] = embeddings
+            self.set_embeddings(sl, embeddings)
         self.time[sl] = torch.tensor([r.t.timestamp() for r in records], **f64)
         self.access[sl] = 0.0
         self.valid_from[sl] = torch.tensor([to_seconds(r.valid_from, -math.inf) for r in records], **f64)
@@ -226,6 +243,13 @@ class MemoryState:
         self.levels.extend(levels)
         self.n = n0 + m
         self.changed(appended=True)
+
+    def set_embeddings(self, index, values: torch.Tensor) -> None:
+        """Write ``values`` into rows ``index`` of the embedding column, widening the column
+        to float64 first when one of them is not exactly a float32 (module docstring)."""
+        if self.embedding.dtype == torch.float32 and values.dtype != torch.float32 and not exactly_float32(values):
+            self.embedding = self.embedding.to(torch.float64)
+        self.embedding[index] = values.to("cpu", self.embedding.dtype)
 
     def changed(self, appended: bool = False, rows=None) -> None:
         """Mark a change (an index or a mirror built at an older ``version`` is stale).
