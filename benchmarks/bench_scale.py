@@ -26,6 +26,7 @@ Usage::
 
     python benchmarks/bench_scale.py --n 1000000 --ann              # the issue's table, in process
     python benchmarks/bench_scale.py --n 20000 --queries 5 --ann --ef 20,80   # smoke
+    python benchmarks/bench_scale.py --n 200000 --embeddings float32 --dtype float32   # RSS, float32 columns
     python benchmarks/bench_scale.py --n 100000 --ann --durable ingest,refresh,ann   # everything
 """
 
@@ -68,12 +69,20 @@ def row(*cells) -> None:
     print("| " + " | ".join(str(c) for c in cells) + " |", flush=True)
 
 
-def build(n: int, dim: int, batch: int, dtype: torch.dtype):
+def build(n: int, dim: int, batch: int, dtype: torch.dtype, float32_embeddings: bool = False):
     from hypermem import HalfLife, HashingEmbedder, Memory
+
+    class Float32Hashing(HashingEmbedder):
+        """The hashing embedder's vectors rounded to float32, as a float32 text embedder
+        (sentence-transformers, most APIs) delivers them."""
+
+        def embed(self, texts):
+            return super().embed(texts).to(torch.float32).to(torch.float64)
 
     gc.collect()
     base = status()
-    mem = Memory(embedder=HashingEmbedder(dim=dim), decay=HalfLife(30 * 24), clock=lambda: NOW, dtype=dtype)
+    emb = (Float32Hashing if float32_embeddings else HashingEmbedder)(dim=dim)
+    mem = Memory(embedder=emb, decay=HalfLife(30 * 24), clock=lambda: NOW, dtype=dtype)
     t_total = 0.0
     for start in range(0, n, batch):
         m = min(batch, n - start)
@@ -218,6 +227,8 @@ def main(argv=None) -> int:
     ap.add_argument("--ef-construction", type=int, default=40)
     ap.add_argument("--dtype", choices=["float64", "float32"], default="float64",
                     help="the store's dtype (float32: no separate mirror; ANN runs need less RAM)")
+    ap.add_argument("--embeddings", choices=["float64", "float32"], default="float64",
+                    help="float32: the hashing vectors rounded to float32, as a float32 text embedder gives them")
     ap.add_argument("--skip-exact", action="store_true", help="no exact rows (with --ann: the ANN rows alone)")
     ap.add_argument("--skip-in-process", action="store_true")
     ap.add_argument("--durable", default="", help="durable parts of scale_durable.py: ingest,refresh,ann")
@@ -235,7 +246,7 @@ def main(argv=None) -> int:
           f"{args.threads} thread(s), {os.cpu_count()} cores, {load()}", flush=True)
     if not args.skip_in_process:
         t = time.perf_counter()
-        mem, base, add_s = build(args.n, args.dim, args.batch, getattr(torch, args.dtype))
+        mem, base, add_s = build(args.n, args.dim, args.batch, getattr(torch, args.dtype), args.embeddings == "float32")
         print(f"built {args.n:,} memories in {time.perf_counter() - t:.0f} s (add_many {args.n / add_s:,.0f} "
               f"memories/s, embedding included)", flush=True)
 
