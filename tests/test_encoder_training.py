@@ -23,7 +23,12 @@ from hypermem.data.hierarchy_tasks import (  # noqa: E402
 )
 from hypermem.embed.hierarchy_encoder import HierarchyEncoder  # noqa: E402
 from hypermem.hierarchy.encoder_batches import EdgeBatches, EncoderBatch, closure_sets  # noqa: E402
-from hypermem.hierarchy.encoder_eval import PairTerms, choose_operating_point  # noqa: E402
+from hypermem.hierarchy.encoder_eval import (  # noqa: E402
+    RANKING_LAMBDAS,
+    PairTerms,
+    choose_operating_point,
+    choose_ranking_lambda,
+)
 from hypermem.hierarchy.encoder_losses import LossWeights, encoder_losses  # noqa: E402
 from hypermem.hierarchy.encoder_step import TokenCache, batch_losses  # noqa: E402
 from hypermem.hierarchy.encoder_training import fit_hierarchy_encoder  # noqa: E402
@@ -103,6 +108,32 @@ def test_in_batch_gradient_equals_hits_triplet_form(tiny):
     assert len(g_ours) == len(g_theirs)
     for x, y in zip(g_ours, g_theirs):
         torch.testing.assert_close(x, y, rtol=2e-3, atol=1e-6)
+
+
+class _LineScorer:
+    """Entities with a given distance to one child and given norms: s = -(d + lambda (h_p - h_c))."""
+
+    dist = {"c": 0.0, "p": 2.0, "x": 1.0}
+    norm = {"c": 1.0, "p": 0.0, "x": 5.0}
+
+    def encode(self, texts):
+        return torch.tensor([[list(self.dist).index(t)] for t in texts], dtype=torch.float64)
+
+    def score_terms(self, q, c):
+        names = list(self.dist)
+        d = torch.tensor([self.dist[names[int(i)]] for i in c.reshape(-1)]).reshape(1, -1).expand(q.shape[0], -1)
+        hp = torch.tensor([self.norm[names[int(i)]] for i in c.reshape(-1)]).reshape(1, -1).expand(q.shape[0], -1)
+        hc = torch.tensor([self.norm[names[int(i)]] for i in q.reshape(-1)]).reshape(-1, 1).expand_as(d)
+        return d, hc, hp
+
+
+def test_the_ranking_lambda_is_the_smallest_that_ranks_the_parent_first():
+    """c's parent p is farther than x (2 against 1) but nearer the origin (norm 0 against 5):
+    lambda 0 ranks x first (MRR 1/2); from 0.25 on, p comes first (-2 + lambda > -1 - 4 lambda)."""
+    names = {e: e for e in ("c", "p", "x")}
+    lam, mrr = choose_ranking_lambda(_LineScorer(), names, [("c", "p")], candidates=10)
+    assert mrr[0.0] == 0.5 and all(mrr[v] == 1.0 for v in RANKING_LAMBDAS[1:]) and lam == 0.25
+    assert choose_ranking_lambda(_LineScorer(), names, [("c", "c")]) == (None, {})  # its parent is left out
 
 
 def test_operating_point_is_the_best_f1():
@@ -191,9 +222,8 @@ def test_fit_on_a_tiny_tree(tiny, tmp_path, geometry):
     assert enc.metrics["val_f1"] == max(h["f1"] for h in hist)     # the best validation is kept
     back = HierarchyEncoder.load(tmp_path / "enc")
     assert back.threshold == pytest.approx(enc.threshold) and back.geometry == geometry
-    best = max(hist, key=lambda h: h["f1"])
-    assert enc.ranking_weight == best["ranking_lambda"] == back.ranking_weight  # chosen on validation, saved
-    assert best["mrr_ranking"] >= best["mrr"]  # the best reciprocal rank over the grid
+    assert enc.ranking_weight in RANKING_LAMBDAS and back.ranking_weight == enc.ranking_weight  # chosen, saved
+    assert enc.metrics["val_ranking_lambda"] == enc.ranking_weight and 0 < enc.metrics["val_ranking_mrr"] <= 1
     saved = json.loads((tmp_path / "enc" / "hypermem_encoder.json").read_text())
     assert saved["config"]["steps"] == enc.config["steps"]
     with pytest.raises(TypeError, match="unknown setting"):

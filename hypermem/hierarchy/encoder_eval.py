@@ -22,6 +22,7 @@ A *scorer* is anything with ``encode(texts) -> (n, d)`` and ``score_terms(child,
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -158,6 +159,37 @@ def rank_parents(scorer, names: Mapping[str, str], queries: Sequence[str], candi
         m.update({key: _mean(v) for key, v in rec.items()})
         out[float(lam)] = m
     return out
+
+
+RANKING_LAMBDAS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
+"""The grid :func:`choose_ranking_lambda` searches."""
+
+
+def choose_ranking_lambda(scorer, names: Mapping[str, str], edges: Sequence[tuple[str, str]], *,
+                          candidates: int = 5000, queries: int = 500, seed: int = 0,
+                          lambdas: Sequence[float] = RANKING_LAMBDAS) -> tuple[float | None, dict[float, float]]:
+    """The ``lambda`` that ranks each validation child's true parents highest among the
+    entities, the way a store ranks the parents of a new text: parent MRR (:func:`rank_parents`)
+    over ``lambdas``, for at most ``queries`` children of ``edges`` against their true parents
+    and a sample of at most ``candidates`` other entities (the children left out).  Returns the
+    best ``lambda`` (ties: the smallest) and the MRR at each; ``(None, {})`` when no child has
+    a parent to rank."""
+    rng = random.Random(seed)
+    parents: dict[str, list[str]] = {}
+    for c, p in edges:
+        parents.setdefault(c, []).append(p)
+    kids = sorted(parents)
+    if len(kids) > queries:
+        kids = sorted(rng.sample(kids, queries))
+    true = {p for c in kids for p in parents[c]}
+    left_out = set(parents)
+    pool = sorted(e for e in names if e not in left_out and e not in true)
+    cands = sorted(true - left_out) + (rng.sample(pool, min(candidates, len(pool))) if pool else [])
+    ranked = rank_parents(scorer, names, kids, cands, parents, {}, lambdas) if kids else {}
+    mrr = {lam: m["mrr"] for lam, m in ranked.items() if m["queries"] > 0}
+    if not mrr:  # no child with a parent to rank (every parent is a validation child too)
+        return None, {}
+    return max(mrr, key=lambda lam: (mrr[lam], -lam)), mrr
 
 
 def _bucket(b: tuple[int, int]) -> str:

@@ -15,10 +15,13 @@ NeurIPS 2024) or of R^d (``"euclidean"``, its twin, trained the same way).  One 
 4. validation every ``validate_every`` steps and at the end: HiT's F1 at 1:10 with random
    and with hard negatives, ``lambda`` and the threshold chosen on the validation pairs
    (:mod:`hypermem.hierarchy.encoder_eval`); the best weights by their mean F1 are kept and
-   restored at the end, with the ``lambda`` and threshold chosen for them.
+   restored at the end, with the ``lambda`` and threshold chosen for them, and the ranking
+   ``lambda`` chosen for them by ranking the validation children's parents among sampled
+   entities (:func:`~hypermem.hierarchy.encoder_eval.choose_ranking_lambda`).
 
 With ``max_minutes`` the run stops in time (the last step is not started when it would end
-past the budget, less the time of one validation) and keeps its best validated weights.
+past the budget, less the time of two validations: the final one and the ranking
+``lambda``'s choice) and keeps its best validated weights.
 Without ``validation_edges``, 5% of ``edges`` (at most 2,000) are carved out for validation
 and not trained on.
 """
@@ -39,7 +42,7 @@ import torch
 from ..data.hierarchy_tasks import EntityHierarchy, NegativeSampler, carve_validation
 from ..embed.hierarchy_encoder import HierarchyEncoder
 from .encoder_batches import EdgeBatches, closure_sets
-from .encoder_eval import LAMBDAS, choose_operating_point, encode_entities, pair_terms
+from .encoder_eval import choose_operating_point, choose_ranking_lambda, encode_entities, pair_terms
 from .encoder_losses import LossWeights
 from .encoder_step import TokenCache, batch_losses, lr_factor, step_seed
 
@@ -122,13 +125,9 @@ def validate_encoder(encoder, names: Mapping[str, str], pairs) -> dict[str, floa
         pooled_labels += [1] + [0] * len(negs)
     terms = pair_terms(encoder, pts, pooled_pairs, pooled_labels)
     op = choose_operating_point(terms)
-    # the ranking lambda: the one under which each true parent outranks its negatives best
-    mrr_at = {float(lam): parent_mrr(terms.scores(lam), terms.labels) for lam in LAMBDAS}
-    rank_lam = max(mrr_at, key=lambda lam: (mrr_at[lam], -abs(lam - op.centripetal_weight)))
     out.update({"f1_pooled": op.f1, "lambda": op.centripetal_weight, "threshold": op.threshold,
                 "f1": (out["f1_random"] + out["f1_hard"]) / 2,
-                "mrr": parent_mrr(terms.scores(op.centripetal_weight), terms.labels),
-                "ranking_lambda": rank_lam, "mrr_ranking": mrr_at[rank_lam]})
+                "mrr": parent_mrr(terms.scores(op.centripetal_weight), terms.labels)})
     return out
 
 
@@ -227,7 +226,8 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
     while not stop and (epochs is None or epoch < epochs):
         for batch in batches.epoch(epoch):
             elapsed = time.monotonic() - start
-            if (budget is not None and elapsed + step_time + val_seconds > budget) or \
+            # room left for the final validation and the ranking lambda's choice (about as long)
+            if (budget is not None and elapsed + step_time + 2 * val_seconds > budget) or \
                     (cfg.max_steps is not None and step >= cfg.max_steps):
                 stop = True
                 break
@@ -257,7 +257,11 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
     enc.model.load_state_dict(best[1])
     chosen = best[2]
     enc.centripetal_weight, enc.threshold = chosen["lambda"], chosen["threshold"]
-    enc.ranking_weight = chosen["ranking_lambda"]
+    enc.model.eval()
+    with torch.no_grad():  # the ranking lambda of the kept weights, on the same validation edges
+        enc.ranking_weight, rank_mrr = choose_ranking_lambda(enc, names, val.positives, seed=seed)
+    if enc.ranking_weight is not None:
+        chosen = {**chosen, "ranking_lambda": enc.ranking_weight, "ranking_mrr": rank_mrr[enc.ranking_weight]}
     enc.metrics = {f"val_{k}": float(v) for k, v in chosen.items()}
     enc.config = {**dataclasses.asdict(cfg), "geometry": geometry, "seed": seed, "epochs": epochs,
                   "max_minutes": max_minutes, "steps": step, "train_edges": len(edges),

@@ -11,15 +11,15 @@ a linear warm-up and decay over ``trainer.estimated_stepping_batches``, dropout 
 ``train/lr`` every step; at each validation ``val/f1`` (the mean of ``val/f1_random`` and
 ``val/f1_hard``: HiT's F1 at 1:10 with ``lambda`` and the threshold chosen on these pairs),
 ``val/mrr`` (the parent's reciprocal rank among its 20 negatives), ``val/lambda``,
-``val/threshold``, ``val/ranking_lambda`` (the ``lambda`` that ranks the true parent above its
-negatives best); with a TensorBoard logger also the disk picture of a sample of entities
+``val/threshold``; with a TensorBoard logger also the disk picture of a sample of entities
 (``embedding/disk``, the principal plane of their points, scaled into the unit disk) and
 the distribution of the points' norms at each depth of the hierarchy (``embedding/norm_depth_<k>``
 histograms).
 
 At the end of ``fit`` the best checkpoint's weights (``ModelCheckpoint(monitor="val/f1")``)
 are saved as an encoder folder, ``<log_dir>/encoder`` (:meth:`HierarchyEncoder.save
-<hypermem.embed.HierarchyEncoder.save>`), with the ``lambda`` and threshold of its validation.
+<hypermem.embed.HierarchyEncoder.save>`), with the ``lambda`` and threshold of its validation
+and the ranking ``lambda`` chosen for those weights (``choose_ranking_lambda``).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import lightning.pytorch as pl
 import torch
 
 from ..embed.hierarchy_encoder import HierarchyEncoder
+from ..hierarchy.encoder_eval import choose_ranking_lambda
 from ..hierarchy.encoder_step import TokenCache, batch_losses, lr_factor, step_seed
 from ..hierarchy.encoder_training import EncoderTrainConfig, validate_encoder
 from .hierarchy_logging import tensorboard_writer
@@ -118,7 +119,7 @@ class EncoderModule(pl.LightningModule):
         with torch.no_grad():
             m = validate_encoder(self.encoder, dm.names, dm.val)
         self.model.train(was)
-        for key in ("f1", "f1_random", "f1_hard", "mrr", "lambda", "threshold", "ranking_lambda"):
+        for key in ("f1", "f1_random", "f1_hard", "mrr", "lambda", "threshold"):
             self.log(f"val/{key}", float(m[key]), on_step=False, on_epoch=True, batch_size=1)
         if not self.best or m["f1"] > self.best["f1"]:
             self.best = dict(m)
@@ -146,7 +147,13 @@ class EncoderModule(pl.LightningModule):
             chosen = state.get("hypermem_encoder_best", chosen)
         if chosen:
             enc.centripetal_weight, enc.threshold = chosen["lambda"], chosen["threshold"]
-            enc.ranking_weight = chosen.get("ranking_lambda")  # absent from a checkpoint of an older run
+            enc.model.eval()
+            with torch.no_grad():  # the ranking lambda of the kept weights (encoder_eval.choose_ranking_lambda)
+                enc.ranking_weight, rank_mrr = choose_ranking_lambda(enc, self.trainer.datamodule.names,
+                                                                     self.trainer.datamodule.val.positives,
+                                                                     seed=self.hparams.seed)
+            if enc.ranking_weight is not None:
+                chosen = {**chosen, "ranking_lambda": enc.ranking_weight, "ranking_mrr": rank_mrr[enc.ranking_weight]}
             enc.metrics = {f"val_{k}": float(v) for k, v in chosen.items()}
         enc.config = {"hparams": {k: v for k, v in self.hparams.items()}, "checkpoint": ckpt}
         self.exported = enc.save(Path(self.trainer.log_dir) / "encoder")
