@@ -15,7 +15,7 @@ pytest.importorskip("sentence_transformers")
 import pg_fixture  # noqa: E402
 from encoder_helpers import EDGES, NAMES, tiny_model_folder  # noqa: E402
 
-from hypermem import Memory  # noqa: E402
+from hypermem import HalfLife, Memory  # noqa: E402
 from hypermem.embed import HierarchyEncoder  # noqa: E402
 from hypermem.geometry import poincare as P  # noqa: E402
 from hypermem.hierarchy.encoder_training import fit_hierarchy_encoder  # noqa: E402
@@ -79,6 +79,20 @@ def test_a_ball_encoders_store_keeps_the_encoders_points(enc, mem):
     assert torch.allclose(mem.point("cat"), enc.encode(["tabby"])[0].double(), atol=1e-9)
     with pytest.raises(ValueError, match="lives in the encoder's ball"):
         Memory(embedder=enc, curvature=1.0)
+
+
+def test_the_time_term_is_calibrated_on_the_balls_own_distances(enc):
+    """The spread that scales recency_weight is that of the distances the search ranks by: the
+    ball's between the stored points, not the shell's between their directions."""
+    from hypermem.store.calibration import distance_spread
+
+    m = Memory(embedder=enc, decay=HalfLife(hours=24))
+    m.add_many([{"text": w, "id": w} for w in WORDS])
+    X = m.points
+    i, j = torch.triu_indices(len(X), len(X), offset=1)
+    want = float(P.pairwise_distance(X, X, m.curvature)[i, j].std())
+    assert m.metric == "hyperbolic" and m.spread.of(m) == pytest.approx(want, rel=1e-12)
+    assert want > 5 * distance_spread(m.state, m.curvature, m.base_depth, "shell")
 
 
 def test_a_text_query_sits_at_its_own_point(enc, mem):
