@@ -177,14 +177,20 @@ def check_real_adds(mem, task, threshold, rows, sample: int = 50, seed: int = 0)
     rng = random.Random(seed)
     pick = rng.sample(range(len(rows)), min(sample, len(rows)))
     agree, same_batch, secs = 0, 0, []
+    enc = mem.embedder
+    lam = getattr(enc, "centripetal_weight", None)
     for i in pick:
         r = rows[i]
         text = h.names[r["entity"]]
         best = mem.suggest_parents(text, k=1)[0]
+        score = best.score  # ranked by the ranking lambda; decided at the F1 lambda, as add() does
+        if lam is not None and getattr(enc, "ranking_lambda", lam) != lam:
+            score = float(enc.subsumption_scores(enc.encode([text])[0].double(), mem.embedding(best.id).double(),
+                                                 centripetal_weight=lam))
         t0 = time.perf_counter()
         new = mem.add(text, parent="auto")
         secs.append(time.perf_counter() - t0)
-        agree += int(mem.parent(new) == (best.id if best.score > threshold else None))
+        agree += int(mem.parent(new) == (best.id if score > threshold else None))
         same_batch += int(mem.parent(new) == (r["top"][0] if r["attached"] else None))
         mem.remove(new)
     return {"agree": agree, "agree_with_batched_ranking": same_batch, "n": len(pick),
