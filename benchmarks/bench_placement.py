@@ -52,6 +52,7 @@ from hypermem.embed import SentenceTransformerEmbedder  # noqa: E402
 from hypermem.embed.encoder_kind import is_hierarchy_encoder  # noqa: E402
 from hypermem.embed.hierarchy_encoder import HierarchyEncoder  # noqa: E402
 from hypermem.geometry.cones import cone_energy  # noqa: E402
+from hypermem.store.suggest import decision_score  # noqa: E402
 
 HOPS = (1, 2, 3, 4)
 """Hop distances reported (4 means 4 or more)."""
@@ -106,14 +107,10 @@ def outcomes(mem, task, entities: list[str], threshold: float | None) -> dict:
     else:
         hits = mem.search_batch(texts, k=10, touch=False, hybrid=0.0)
     enc = mem.embedder
-    split = hierarchy and getattr(enc, "ranking_lambda", enc.centripetal_weight) != enc.centripetal_weight
-    qx = enc.encode(texts).double() if split else None
+    qx = enc.encode(texts) if hierarchy else None
 
     def decision(j: int, top) -> float:  # the score the threshold was chosen on (as add(parent="auto"))
-        if not split:
-            return top.score
-        return float(enc.subsumption_scores(qx[j], mem.embedding(top.id).double(),
-                                            centripetal_weight=enc.centripetal_weight))
+        return decision_score(enc, qx[j], mem.embedding(top.id), top.score) if hierarchy else top.score
 
     rows = []
     for j, (e, res) in enumerate(zip(entities, hits)):
@@ -178,15 +175,13 @@ def check_real_adds(mem, task, threshold, rows, sample: int = 50, seed: int = 0)
     pick = rng.sample(range(len(rows)), min(sample, len(rows)))
     agree, same_batch, secs = 0, 0, []
     enc = mem.embedder
-    lam = getattr(enc, "centripetal_weight", None)
     for i in pick:
         r = rows[i]
         text = h.names[r["entity"]]
         best = mem.suggest_parents(text, k=1)[0]
         score = best.score  # ranked by the ranking lambda; decided at the F1 lambda, as add() does
-        if lam is not None and getattr(enc, "ranking_lambda", lam) != lam:
-            score = float(enc.subsumption_scores(enc.encode([text])[0].double(), mem.embedding(best.id).double(),
-                                                 centripetal_weight=lam))
+        if is_hierarchy_encoder(enc):
+            score = decision_score(enc, enc.encode([text])[0], mem.embedding(best.id), best.score)
         t0 = time.perf_counter()
         new = mem.add(text, parent="auto")
         secs.append(time.perf_counter() - t0)

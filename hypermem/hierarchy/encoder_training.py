@@ -267,7 +267,6 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
                   "max_minutes": max_minutes, "steps": step, "train_edges": len(edges),
                   "seconds": time.monotonic() - start, "cpu_seconds": time.process_time() - cpu_start,
                   "history": history}
-    enc.model.eval()
     if out is not None:
         enc.save(Path(out))
     return enc

@@ -158,7 +158,7 @@ class Batch:
     def part(self, lo: int, hi: int) -> Batch:
         """Items ``lo .. hi-1`` as a batch of their own (already checked)."""
         b = Batch()
-        for name in ("texts", "ids", "parents", "times", "valid_from", "valid_until", "metas"):
+        for name in set(Batch.__slots__) - {"embeddings", "points"}:  # the per-item lists
             setattr(b, name, getattr(self, name)[lo:hi])
         b.embeddings = {i - lo: e for i, e in self.embeddings.items() if lo <= i < hi}
         b.points = {i - lo: p for i, p in self.points.items() if lo <= i < hi}

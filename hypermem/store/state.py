@@ -106,7 +106,8 @@ class MemoryState:
         return state
 
     def __setstate__(self, state: dict) -> None:
-        state = {"mirror": None, "mirror_rows": 0, "rewrites": 0, **state}  # a state pickled before the mirror
+        # a state pickled before the mirror or the float32 embedding column
+        state = {"mirror": None, "mirror_rows": 0, "rewrites": 0, "narrow_embeddings": True, **state}
         self.__dict__.update(state)
         self.lock = threading.RLock()
 
@@ -121,7 +122,7 @@ class MemoryState:
         self.access = torch.zeros(cap, **f64)
         self.valid_from = torch.zeros(cap, **f64)
         self.valid_until = torch.zeros(cap, **f64)
-        narrow = getattr(self, "narrow_embeddings", True)  # widened by set_embeddings when needed
+        narrow = self.narrow_embeddings  # widened by set_embeddings when needed
         self.embedding = torch.zeros(cap, d, dtype=torch.float32 if narrow else torch.float64)
         self.mirror, self.mirror_rows = None, 0
         self.rewrites = getattr(self, "rewrites", -1) + 1

@@ -50,7 +50,7 @@ from .filters import compile_filter
 from .records import SearchResult
 from .subsumption_scan import SubsumptionScan
 
-__all__ = ["AUTO", "KEPT", "META_KEY", "Suggester"]
+__all__ = ["AUTO", "KEPT", "META_KEY", "Suggester", "decision_score"]
 
 AUTO = "auto"
 """The ``parent=`` value that asks the store's hierarchy encoder for the parent."""
@@ -65,6 +65,17 @@ BLOCK = 256
 def finite_or_none(x: float) -> float | None:
     """``x`` when finite (JSON holds it), else None: a threshold of -inf ("always attach") is kept as null."""
     return float(x) if math.isfinite(x) else None
+
+
+def decision_score(enc, x: torch.Tensor, p: torch.Tensor, ranked: float) -> float:
+    """The score ``parent="auto"`` compares with the encoder's threshold: the pair score of
+    text point ``x`` under candidate point ``p`` at the ``lambda`` the threshold was chosen
+    with (``centripetal_weight``); ``ranked`` (the ranking lambda's score) when the two
+    lambdas are the same."""
+    lam = getattr(enc, "centripetal_weight", None)
+    if lam is None or getattr(enc, "ranking_lambda", lam) == lam:
+        return ranked
+    return float(enc.subsumption_scores(x.to(torch.float64), p.to(torch.float64), centripetal_weight=lam))
 
 
 class Suggester:
@@ -234,15 +245,6 @@ class Suggester:
                 B[j, block[j]:] = -math.inf  # only earlier items of the batch
             self._choose(batch, block, torch.cat([S, B], dim=1), thr, X, emb)
 
-    @staticmethod
-    def _decision_score(enc, x: torch.Tensor, p: torch.Tensor, ranked: float) -> float:
-        """The score that the threshold was chosen on (``centripetal_weight``) of one pair;
-        ``ranked`` (the ranking lambda's) when the two lambdas are the same."""
-        lam = getattr(enc, "centripetal_weight", None)
-        if lam is None or getattr(enc, "ranking_lambda", lam) == lam:
-            return ranked
-        return float(enc.subsumption_scores(x.to(torch.float64), p.to(torch.float64), centripetal_weight=lam))
-
     def _choose(self, batch, block: list[int], scores: torch.Tensor, thr: float, X: torch.Tensor,
                 emb: torch.Tensor) -> None:
         st = self.memory.state
@@ -259,7 +261,7 @@ class Suggester:
             if best is not None:  # the decision: the best-ranked parent's score at the threshold's lambda
                 c = int(order[j, 0])
                 p = st.embedding[c] if c < n else emb[c - n]
-                best = {**best, "score": self._decision_score(enc, X[j], p, best["score"])}
+                best = {**best, "score": decision_score(enc, X[j], p, best["score"])}
             parent = best["id"] if best is not None and best["score"] > thr else None
             batch.parents[i] = parent
             batch.metas[i] = {**batch.metas[i], META_KEY: {"parent": parent, "score": None if best is None else

@@ -183,23 +183,28 @@ class DurableStore:
                 emb, owned = part.embed(self.embedder, self.dim)
                 self.suggester.resolve_auto(part, emb)
                 new = super()._insert(part, emb, owned)
-                for i in new:
-                    self._seq[i] = self._sib[i] = self._tick()
-                put(encode(self, new, self._seq, self._sib, storage.vector_dtype, storage.time_text,
-                           storage.always_direction))
+                self._stamp(new)
+                put(self._rows(storage, new))
                 ids += new
         return ids
 
+    def _stamp(self, ids) -> None:
+        """Insertion and sibling order of new memories."""
+        for i in ids:
+            self._seq[i] = self._sib[i] = self._tick()
+
+    def _rows(self, st, ids) -> list[tuple]:
+        """The storage rows of ``ids`` as they are now."""
+        return encode(self, ids, self._seq, self._sib, st.vector_dtype, st.time_text, st.always_direction)
+
     def _put(self, st, ids, new: bool = False) -> None:
-        rows = encode(self, ids, self._seq, self._sib, st.vector_dtype, st.time_text, st.always_direction)
-        (st.insert if new else st.upsert)(rows)
+        (st.insert if new else st.upsert)(self._rows(st, ids))
 
     # ------------------------------------------------------------------ mutations
     def _insert(self, batch, emb, owned: bool = False) -> list[str]:
         with self._writing("add") as st:
             ids = super()._insert(batch, emb, owned)
-            for i in ids:
-                self._seq[i] = self._sib[i] = self._tick()
+            self._stamp(ids)
             self._put(st, ids, new=True)
             return ids
 

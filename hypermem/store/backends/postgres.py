@@ -73,8 +73,8 @@ _COPY = f"COPY hypermem_memories ({', '.join(_COLS)}) FROM STDIN (FORMAT BINARY)
 _COPY_TYPES = ("text", "int8", "int8", "text", "text", "timestamptz", "timestamptz", "timestamptz", "int8",
                "timestamptz", "jsonb", "float8", "bytea", "bytea", "vector", "vector", "int8")
 _STAMPS = ("CREATE INDEX IF NOT EXISTS hypermem_memories_changed ON hypermem_memories (changed_at)",
-           # partial: a new row (touched_at 0) costs the ingest no entry; ``touched_at > mark``
-           # with a literal mark >= 0 implies the predicate, so the refresh still reads by it
+           # partial: a new row (touched_at 0) costs the ingest no entry; the refresh's query
+           # repeats the predicate (changes.issue_changes), so the planner can read by it
            "CREATE INDEX IF NOT EXISTS hypermem_memories_touched ON hypermem_memories (touched_at) WHERE touched_at > 0",
            "CREATE TABLE IF NOT EXISTS hypermem_removed (version bigint NOT NULL, ids text[] NOT NULL)",
            "CREATE INDEX IF NOT EXISTS hypermem_removed_version ON hypermem_removed (version)")
