@@ -12,7 +12,8 @@ HalfLife 30 days), one torch thread:
    the float64 re-score (the default) against the float64 scan, alternating, with the
    largest score difference between the two; the bytes a query reads and the memory
    bandwidth measured by summing the mirror (the floor of an exact scan);
-3. ``--ann``: ``build_index("faiss")`` (HNSW over the directions) and, for each ``--ef``,
+3. ``--ann``: ``build_index("faiss", bands=...)`` (HNSW over the directions, one graph per
+   band of time, for each of ``--bands``) and, for each ``--ef``,
    the median latency of ``search(use_index=True)`` and its recall@10 against the exact
    search (``oversample=2``: 20 graph candidates, more while the bias bound asks), with the
    time term (the full score) and without it (distance only).
@@ -170,11 +171,12 @@ def recall(exact, got) -> float:
     return hits / max(1, total)
 
 
-def ann_section(mem, queries, efs, n, m, ef_construction) -> None:
-    print(f"\n### ANN in process: faiss HNSW over the directions (M {m}, ef_construction {ef_construction}), {load()}\n")
+def ann_section(mem, queries, efs, n, m, ef_construction, bands="auto") -> None:
     t = time.perf_counter()
-    index = mem.build_index("faiss", hnsw_m=m, ef_construction=ef_construction)
+    index = mem.build_index("faiss", hnsw_m=m, ef_construction=ef_construction, bands=bands)
     build_s = time.perf_counter() - t
+    print(f"\n### ANN in process: faiss HNSW over the directions (M {m}, ef_construction {ef_construction}, "
+          f"{index.n_bands} band(s) of time, bands={bands!r}), {load()}\n")
     rss = status()
     row("score", "ef_search", "median ms wall / CPU", "recall@10 vs exact")
     row("---", "---:", "---:", "---:")
@@ -225,6 +227,7 @@ def main(argv=None) -> int:
     ap.add_argument("--ef", default="20,50,100,200,400,800")
     ap.add_argument("--hnsw-m", type=int, default=32)
     ap.add_argument("--ef-construction", type=int, default=40)
+    ap.add_argument("--bands", default="auto", help="build_index(bands=...) of each ANN build: auto or integers, comma-separated")
     ap.add_argument("--dtype", choices=["float64", "float32"], default="float64",
                     help="the store's dtype (float32: no separate mirror; ANN runs need less RAM)")
     ap.add_argument("--embeddings", choices=["float64", "float32"], default="float64",
@@ -259,8 +262,9 @@ def main(argv=None) -> int:
             if faiss is None:
                 print("faiss is not installed (the ann extra): ANN rows skipped")
             else:
-                ann_section(mem, queries, [int(x) for x in args.ef.split(",")], args.n, args.hnsw_m,
-                            args.ef_construction)
+                for bands in args.bands.split(","):
+                    ann_section(mem, queries, [int(x) for x in args.ef.split(",")], args.n, args.hnsw_m,
+                                args.ef_construction, bands if bands == "auto" else int(bands))
         del mem
         gc.collect()
     durable_section(args)

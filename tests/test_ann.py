@@ -2,12 +2,14 @@
 grown until the bias bound holds; the index grows on appends; its recall is measured."""
 
 import copy
+from datetime import timedelta
 
 import pytest
 import torch
 from mirror_helpers import NOW, random_store
 
 from hypermem.index.ann import DirectionIndex
+from hypermem.index.bands import BandedDirectionIndex
 
 pytest.importorskip("faiss")
 
@@ -42,7 +44,7 @@ def test_exact_graph_gives_the_exact_answer_under_a_strong_time_term():
 def test_recall_estimate_is_reported_and_stored():
     mem = store()
     index = mem.build_index("faiss", ef_search=16, hnsw_m=8)
-    assert isinstance(index, DirectionIndex) and len(index) == 2000
+    assert isinstance(index, BandedDirectionIndex) and len(index) == 2000
     r = mem.index_recall(sample=50, k=10)
     assert 0.0 < r <= 1.0
     assert index.recall_estimate["recall"] == r and index.recall_estimate["queries"] == 50
@@ -77,3 +79,88 @@ def test_bad_settings_and_copies():
     twin = copy.deepcopy(mem)
     assert ids(twin.search_batch(list(q), k=5, touch=False, use_index=True)) == \
         ids(mem.search_batch(list(q), k=5, touch=False, use_index=True))
+
+
+def exact_and_banded(mem, qs, k=10, **kw):
+    exact = mem.search_batch(qs, k=k, touch=False, use_index=False, **kw)
+    approx = mem.search_batch(qs, k=k, touch=False, use_index=True, oversample=1, **kw)
+    return exact, approx
+
+
+@pytest.mark.parametrize("decay", ["half_life", "ebbinghaus", "validity", "custom", "negative"])
+def test_bands_with_exact_graphs_give_the_exact_answer(decay):
+    """Bands of time, each graph exact (a beam as wide as the band): the per-band bias bounds
+    keep the answer exact for every built-in policy, a product, a custom policy (bound 1) and a
+    negative time coefficient, where recent memories outrank close ones."""
+    from hypermem.temporal import Ebbinghaus, HalfLife, Product, ValidityWindow
+
+    mem = store(time_coef=3.0, depth_bias=0.3)
+    if decay == "ebbinghaus":
+        mem.decay = Ebbinghaus(stability_hours=48.0, boost_per_access=1.0)
+        mem.touch([f"m{i}" for i in range(0, 2000, 7)])
+    elif decay == "validity":
+        mem.decay = Product(HalfLife(72), ValidityWindow(outside_weight=0.01))
+        for i in range(0, 2000, 5):
+            mem.update(f"m{i}", valid_until=NOW - timedelta(hours=1))
+    elif decay == "custom":
+        mid = float(mem.state.time[:2000].median())
+
+        class Recent:  # a step in time: weight 1 for the newer half, 0.05 for the older
+            def weight(self, now, times, access, vf, vu):
+                return torch.where(times > mid, 1.0, 0.05).double()
+        mem.decay = Recent()
+    elif decay == "negative":
+        mem.time_coef = -0.5
+    index = mem.build_index("faiss", ef_search=4096, bands=5)
+    assert index.n_bands == 5 and sum(index.band_size(b) for b in range(5)) == 2000
+    qs = list(mem.points[:12] * 0.9)
+    exact, approx = exact_and_banded(mem, qs)
+    assert ids(approx) == ids(exact)
+    for a, e in zip(approx, exact):  # a query on a memory's own direction: a cosine one ulp
+        # below 1 in one product order gives a distance of 2.5e-8 (d grows as sqrt(1 - s))
+        assert [r.score for r in a] == pytest.approx([r.score for r in e], abs=1e-7)
+
+
+def test_bands_follow_appends_and_edits_of_time():
+    """Appended rows join the band of their time (a new band opens once the newest holds twice
+    its share of the rows); an update that makes an old memory recent moves its band's bound with it."""
+    mem = store(n=1200, time_coef=4.0)
+    index = mem.build_index("faiss", ef_search=4096, bands=3)
+    index.min_band_rows = 100
+    assert [index.band_size(b) for b in range(3)] == [400, 400, 400]
+    newest_before = index.extremes("time")[0][-1].item()
+    g = torch.Generator().manual_seed(5)
+    mem.add_many({"text": f"late {i}", "id": f"late{i}", "t": NOW,
+                  "embedding": torch.randn(DIM, generator=g, dtype=torch.float64)} for i in range(1200))
+    q = mem.point("late7") * 0.95
+    assert mem.search(q, k=1, touch=False, use_index=True)[0].record.id == "late7"
+    assert mem.searcher.index is index and index.n_bands == 3 and index.band_size(2) == 1600
+    mem.add_many({"text": f"later {i}", "id": f"later{i}", "t": NOW,
+                  "embedding": torch.randn(DIM, generator=g, dtype=torch.float64)} for i in range(10))
+    mem.search(q, k=1, touch=False, use_index=True)
+    assert index.n_bands == 4 and index.band_size(3) == 10 and index.extremes("time")[0][-1].item() > newest_before
+    # the oldest memory, made recent: its band (0) now bounds a recent time, the answer stays exact
+    oldest = min(mem.state.records.values(), key=lambda r: r.t).id
+    mem.update(oldest, t=NOW)
+    qs = [mem.point(oldest) * 0.9, *list(mem.points[:5] * 0.9)]
+    exact, approx = exact_and_banded(mem, qs)
+    assert ids(approx) == ids(exact) and exact[0][0].record.id == oldest
+    assert mem.searcher.index is index  # no point moved: the graphs were kept
+    band = int(index.band_of[mem.state.row[oldest]])
+    assert band == 0 and index.extremes("time")[0][0].item() == NOW.timestamp()
+
+
+def test_band_settings_and_auto():
+    from hypermem.index.bands import BAND_MIN_ROWS
+
+    with pytest.raises(ValueError, match="bands"):
+        BandedDirectionIndex(bands=0)
+    mem = store(n=300)
+    assert mem.build_index("faiss").n_bands == 1  # "auto": below BAND_MIN_ROWS, one graph
+    assert BAND_MIN_ROWS >= 1000
+    with pytest.raises(KeyError, match="keeps no column"):
+        mem.searcher.index.extremes("nothing")
+    one = mem.build_index("faiss", bands=1, ef_search=512)
+    qs = list(mem.points[:4] * 0.9)
+    exact, approx = exact_and_banded(mem, qs, k=5)
+    assert ids(exact) == ids(approx) and one.n_bands == 1

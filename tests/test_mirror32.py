@@ -129,7 +129,7 @@ def test_an_update_rewrites_only_the_rows_it_moves():
     search_both(mem, qs)
     graph, rewrites = mem.searcher.ensure_index(), mem.state.rewrites
     builds, build = [], graph.build
-    graph.build = lambda d: builds.append(len(d)) or build(d)
+    graph.build = lambda d, *rest: builds.append(len(d)) or build(d, *rest)
     mem.update("m3", meta={"tag": "x"}, t=NOW - timedelta(days=1), valid_until=NOW + timedelta(days=3))
     assert mem.state.rewrites == rewrites and mem.state.mirror_rows == mem.state.n
     assert mem.searcher.ensure_index() is graph and builds == [] and len(graph) == mem.state.n  # not rebuilt

@@ -61,6 +61,11 @@ class DirectionIndex:
     def __len__(self) -> int:
         return 0 if self._faiss is None else int(self._faiss.ntotal)
 
+    @property
+    def built(self) -> bool:
+        """Whether :meth:`build` made a graph (:meth:`add` needs one)."""
+        return self._faiss is not None
+
     @staticmethod
     def _array(x: torch.Tensor) -> np.ndarray:
         return np.ascontiguousarray(x.detach().to("cpu", torch.float32).numpy())

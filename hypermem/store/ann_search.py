@@ -1,13 +1,14 @@
 r"""The store's approximate search: HNSW candidates over the directions, re-scored exactly.
 
 :class:`~hypermem.store.search.Searcher` calls these for ``search(use_index=True)`` on a
-faiss index (:class:`hypermem.index.ann.DirectionIndex`).  The graph ranks by cosine
-alone; the score is ``-g(s) + b`` with the bias ``b`` (time and depth terms) bounded by
-its largest value ``b_max``, so a memory outside the candidates can only enter the top-k
-if its cosine is at least ``g^{-1}(b_max - t_k)`` (``t_k``: the k-th re-scored score).
-:func:`rank_approx` asks the graph for more candidates (four times as many, up to
-:data:`MAX_CANDIDATES`) until the last candidate's cosine is below that bound: with an
-exact graph the answer is then exact, with HNSW it misses only what the graph misses.
+faiss index (:class:`hypermem.index.bands.BandedDirectionIndex`: one graph per band of
+time).  A graph ranks by cosine alone; the score is ``-g(s) + b`` with the bias ``b`` (time
+and depth terms) bounded in band ``j`` by ``b_max^{(j)}``, so a memory of that band outside
+its candidates can only enter the top-k if its cosine is at least
+``g^{-1}(b_max^{(j)} - t_k)`` (``t_k``: the k-th re-scored score so far).  :func:`rank_approx`
+asks each band's graph for more candidates (four times as many, up to
+:data:`MAX_CANDIDATES`) until its last candidate's cosine is below that bound: with exact
+graphs the answer is then exact, with HNSW it misses only what the graphs miss.
 :func:`index_recall` measures that on a sample.
 """
 
@@ -21,23 +22,47 @@ import torch
 from ..geometry import poincare as P
 from ..geometry.numerics import MIN_WEIGHT
 from ..index import ShellDistance, exact_topk
-from ..index.ann import DirectionIndex
+from ..index.bands import BAND_MIN_ROWS, BandedDirectionIndex
 from ..retrieval.scoring import score_bias
-from ..temporal import policy_weights
+from ..temporal import NoDecay, policy_weights, weight_upper_bound
 from .placement import unit
 
 MAX_CANDIDATES = 4096
 """The most graph candidates one query re-scores."""
 
 
-def sync_index(index: DirectionIndex, state, built_rewrites: int | None) -> None:
-    """Bring ``index`` up to ``state``: add the appended rows when nothing else changed
-    since it was built at ``built_rewrites`` (:attr:`~hypermem.store.state.MemoryState.rewrites`), else rebuild."""
+def index_columns(state, start: int = 0) -> dict[str, torch.Tensor]:
+    """The columns whose extremes a banded index keeps (rows ``start .. n-1``): what
+    :meth:`CandidateWeights.bounds` bounds a band's bias with."""
+    n = state.n
+    return {"time": state.time[start:n], "valid_from": state.valid_from[start:n],
+            "valid_until": state.valid_until[start:n], "depth": state.depth[start:n]}
+
+
+def sync_index(index: BandedDirectionIndex, state, built: tuple[int, int] | None) -> None:
+    """Bring ``index`` up to ``state``: add the appended rows when no point changed since it
+    was built at ``built`` (the state's ``(rewrites, edits)`` then), recompute its bands'
+    extremes when a time or validity column was edited in place, else rebuild."""
     keys = state.search_keys()
-    if built_rewrites == state.rewrites and len(index) <= state.n:
-        index.add(keys[len(index):])
+    n = state.n
+    if built is not None and built[0] == state.rewrites and len(index) <= n:
+        m = len(index)
+        index.add(keys[m:], state.time[m:n], index_columns(state, m))
+        if built[1] != state.edits:
+            index.refresh(index_columns(state))
     else:
-        index.build(keys)
+        index.build(keys, state.time[:n], index_columns(state))
+
+
+def auto_bands(memory) -> int:
+    """``build_index(bands="auto")``: bands of :data:`~hypermem.index.bands.BAND_MIN_ROWS` rows
+    or more (at most :data:`MAX_AUTO_BANDS`) when the time term can vary, else one graph."""
+    if memory.time_coef == 0.0 or isinstance(memory.decay, NoDecay):
+        return 1
+    return max(1, min(MAX_AUTO_BANDS, memory.state.n // BAND_MIN_ROWS))
+
+
+MAX_AUTO_BANDS = 8
 
 
 class CandidateWeights:
@@ -58,44 +83,82 @@ class CandidateWeights:
         m = self.memory
         return score_bias(self[rows], m.state.depth[rows], m.time_coef, m.depth_bias)
 
-    def bound(self) -> tuple[torch.Tensor, bool]:
-        """An upper bound of every memory's bias, and whether the bias can vary: weights lie
-        in ``[MIN_WEIGHT, 1]``, so ``time_coef * log w <= max(0, time_coef * log MIN_WEIGHT)``;
-        the depth term is at most ``depth_bias`` times the largest (or smallest) depth."""
+    def bounds(self, index: BandedDirectionIndex) -> tuple[torch.Tensor, bool]:
+        """An upper bound of the bias of every memory of each band ``(n_bands,)``, and whether
+        the bias can vary.  The time term ``time_coef * log w``: with ``time_coef > 0`` at most
+        the policy's weight at the band's corner
+        (:func:`hypermem.temporal.bounds.weight_upper_bound`; 1 for a custom policy), with
+        ``time_coef < 0`` at most ``time_coef * log MIN_WEIGHT``; the depth term at most
+        ``depth_bias`` times the band's largest (or smallest) depth."""
         m = self.memory
-        depth = m.state.depth[: m.state.n]
         tc, db = m.time_coef, m.depth_bias
-        top = max(0.0, tc * math.log(MIN_WEIGHT))
+        top = torch.zeros(index.n_bands, dtype=torch.float64)
+        if tc > 0.0:
+            newest, _ = index.extremes("time")
+            _, earliest = index.extremes("valid_from")
+            latest, _ = index.extremes("valid_until")
+            w = weight_upper_bound(m.decay, self.now, newest, earliest, latest)
+            if w is not None:
+                top += tc * w.clamp_min(MIN_WEIGHT).log()
+        elif tc < 0.0:
+            top += tc * math.log(MIN_WEIGHT)
+        varies = tc != 0.0
         if db != 0.0:
-            top += db * float(depth.max() if db > 0 else depth.min())
-        varies = tc != 0.0 or (db != 0.0 and bool(depth.max() > depth.min()))
-        return torch.tensor(top, dtype=torch.float64, device=m.device), varies
+            hi, lo = index.extremes("depth")
+            top += db * (hi if db > 0 else lo)
+            depth = m.state.depth[: m.state.n]
+            varies = varies or bool(depth.max() > depth.min())
+        return top.to(m.device), varies
 
 
-def rank_approx(memory, index: DirectionIndex, Q: torch.Tensor, bias_of, bound, k: int, oversample: int):
-    """Scores, rows and distances ``(B, k)``: each query's graph candidates re-scored in the
-    store's dtype (``bias_of(rows)``: their bias), grown until the bias bound (``bound``:
-    the largest bias and whether the bias varies) says nothing outside can enter."""
+def exact_bounds(index: BandedDirectionIndex, bias: torch.Tensor) -> tuple[torch.Tensor, bool]:
+    """Each band's largest bias from the bias of every memory (the exact path's vector,
+    a lexical term included), and whether it varies."""
+    top = torch.full((index.n_bands,), -math.inf, dtype=torch.float64)
+    top = top.scatter_reduce(0, index.band_of, bias[: len(index)].to("cpu", torch.float64), "amax")
+    return top.to(bias.device), bool(bias.max() > bias.min())
+
+
+def rank_approx(memory, index: BandedDirectionIndex, Q: torch.Tensor, bias_of, bounds, k: int, oversample: int):
+    """Scores, rows and distances ``(B, k)``.  For each query: the graph candidates of the band
+    with the largest bias bound, then of every other band whose bound is not below the k-th
+    score, re-scored in the store's dtype together with the best so far (``bias_of(rows)``:
+    their bias); then, round by round, four times as many candidates from each band whose bias
+    bound (``bounds``: each band's largest bias, and whether the bias varies) says a memory
+    beyond its last candidate could still enter."""
     st = memory.state
-    n = st.n
     g = ShellDistance(memory.curvature, memory.base_depth)
-    bmax, varies = bound
+    bmax, varies = bounds
+    top = bmax.to("cpu", torch.float64)
+    order = [b for b in torch.argsort(top, descending=True, stable=True).tolist() if index.band_size(b) > 0]
+    first = min(st.n, k * oversample)
     out_s, out_i, out_d = [], [], []
-    start = min(n, k * oversample)
     for qi in range(Q.shape[0]):
         q = Q[qi: qi + 1]
-        K = start
-        while True:
-            cos, cand = index.search(q, K)
-            c = torch.sort(cand[0][cand[0] >= 0]).values.to(memory.device)  # ties: insertion order
-            s, local, d = exact_topk(q, st.direction[c], k, g, bias_of(c).to(q.dtype), None)
-            if not varies or K >= min(n, max(MAX_CANDIDATES, start)):
-                break
-            kth = s[0, -1]
-            last = cos[0, -1].to(torch.float64)
-            if bool(torch.isfinite(kth)) and bool(last < g.inverse((bmax - kth).reshape(1).double())[0]):
-                break
-            K = min(n, 4 * K)
+        kept = torch.empty(0, dtype=torch.long, device=memory.device)
+        pending = [(order[0], first)]
+        later = order[1:]
+        while pending:
+            found, last = [kept], []
+            for b, K in pending:
+                cos, cand = index.search_band(b, q, K)
+                found.append(cand[0][cand[0] >= 0].to(memory.device))
+                last.append(float(cos[0, -1]))
+            c = torch.unique(torch.cat(found))  # a band asked again returns its kept rows too; sorted: ties in insertion order
+            s, local, d = exact_topk(q, st.direction[c], k, g, bias_of(c).to(q.dtype), None, max_product=1.0)
+            kept = c[local[0][local[0] >= 0]]
+            kth = float(s[0, -1])
+            grow = []
+            if varies and math.isfinite(kth):
+                cut = g.inverse(top[[b for b, _ in pending]] - kth).tolist()
+                grow = [(b, min(index.band_size(b), 4 * K)) for (b, K), x, lim in zip(pending, last, cut)
+                        if x >= lim and K < min(index.band_size(b), max(MAX_CANDIDATES, first))]
+            elif varies:  # fewer than k so far: every band's whole first batch counts
+                grow = [(b, min(index.band_size(b), 4 * K)) for b, K in pending if K < index.band_size(b)
+                        and K < max(MAX_CANDIDATES, first)]
+            pending = grow + [(b, min(index.band_size(b), first)) for b in later
+                              if not (math.isfinite(kth) and top[b].item() < kth)]
+            later = []
         out_s.append(s)
         out_i.append(torch.where(local >= 0, c[local.clamp_min(0)], local))
         out_d.append(d)

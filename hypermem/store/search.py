@@ -20,12 +20,12 @@ from ..embed import check_texts, embed_checked
 from ..geometry import poincare as P
 from ..geometry.cones import cone_energy, half_aperture
 from ..index import HyperbolicDistance, MIPSIndex, ShellDistance, exact_topk
-from ..index.ann import DirectionIndex
+from ..index.bands import BandedDirectionIndex
 from ..index.rescore import mirrored_topk
 from ..retrieval.scoring import score_bias
 from ..temporal import NoDecay, policy_weights
 from ..temporal.clock import to_seconds, to_utc
-from .ann_search import CandidateWeights, index_recall, rank_approx, sync_index
+from .ann_search import CandidateWeights, auto_bands, exact_bounds, index_recall, rank_approx, sync_index
 from .checks import CONE_TOL, METRICS, MODES, Filter, check_finite
 from .encoder_points import is_hierarchy_encoder, places_points
 from .filters import compile_filter, filter_keys
@@ -67,7 +67,7 @@ class Searcher:
         self.memory = memory
         self.index: MIPSIndex | None = None
         self._index_version = -1
-        self._index_rewrites = -1
+        self._index_built: tuple[int, int] | None = None
         self.warned_keys: set[str] = set()
         """Filter keys already warned about by :meth:`warn_unknown_keys`."""
         self.lexical = Lexical()
@@ -305,7 +305,7 @@ class Searcher:
                 self._approximate_index(opts.use_index, rows, metric)
             if ann is not None:  # O(k) work per query: weights and bias of the candidates alone
                 weights = CandidateWeights(self, self.now(at_time))
-                scores, idx, dist = rank_approx(self.memory, ann, Q, weights.bias, weights.bound(), k, oversample)
+                scores, idx, dist = rank_approx(self.memory, ann, Q, weights.bias, weights.bounds(ann), k, oversample)
                 results = self._results(scores, idx, dist, weights, rows, energies)
                 if opts.touch:
                     memory.touch([r.record.id for res in results for r in res])
@@ -405,8 +405,7 @@ class Searcher:
     def _rank_approx(self, index, Q, bias, k, oversample):
         """faiss: graph candidates re-scored exactly, grown until the bias bound holds
         (:func:`hypermem.store.ann_search.rank_approx`)."""
-        return rank_approx(self.memory, index, Q, bias.__getitem__, (bias.max(), bool(bias.max() > bias.min())), k,
-                           oversample)
+        return rank_approx(self.memory, index, Q, bias.__getitem__, exact_bounds(index, bias), k, oversample)
 
     def _results(self, scores, idx, dist, weights, rows, energies):
         s_l, i_l, d_l = scores.tolist(), idx.tolist(), dist.tolist()
@@ -433,36 +432,40 @@ class Searcher:
 
     # ------------------------------------------------------------------ index
     def build_index(self, backend: str = "auto", hnsw_m: int = 32, ef_search: int = 64,
-                    ef_construction: int = 40) -> MIPSIndex | DirectionIndex:
+                    ef_construction: int = 40, bands: int | str = "auto") -> MIPSIndex | BandedDirectionIndex:
         """Build (or rebuild) the shell-metric nearest-neighbour index over all memories.
 
         ``"auto"``/``"torch"``/``"numpy"`` are exact (search answers do not change);
         ``"faiss"`` (the ``ann`` extra) is approximate: HNSW over the float32 directions
-        (:class:`hypermem.index.ann.DirectionIndex`; ``hnsw_m``, ``ef_search``,
-        ``ef_construction``), its candidates re-scored exactly.  After appends the graph
-        grows by the new rows; after any other change it is rebuilt before its next use.
+        (``hnsw_m``, ``ef_search``, ``ef_construction``) in ``bands`` of time, one graph
+        each (:class:`hypermem.index.bands.BandedDirectionIndex`; ``"auto"``: one band per
+        50,000 memories, at most 8, when the time term varies, else one graph), its
+        candidates re-scored exactly.  After appends the graphs grow by the new rows; after
+        any other change of the points they are rebuilt before their next use.
         :meth:`index_recall` measures its recall@k against the exact search."""
         with self.memory.state.lock:
             if backend == "faiss":
-                self.index = DirectionIndex(hnsw_m, ef_search, ef_construction)
+                if bands == "auto":
+                    bands = auto_bands(self.memory)
+                self.index = BandedDirectionIndex(hnsw_m, ef_search, ef_construction, bands)
             else:
                 self.index = MIPSIndex(self.memory.ball, backend=backend)
             self._index_version = -1
             return self.ensure_index()
 
-    def ensure_index(self) -> MIPSIndex | DirectionIndex:
+    def ensure_index(self) -> MIPSIndex | BandedDirectionIndex:
         """The index, brought up to the store's current version first."""
         st = self.memory.state
         if self.index is None:  # search(use_index=True) before any build_index(): the default one
             self.index = MIPSIndex(self.memory.ball, backend="auto")
             self._index_version = -1
         if self._index_version != st.version:
-            if isinstance(self.index, DirectionIndex):
-                sync_index(self.index, st, self._index_rewrites if self._index_version >= 0 else None)
+            if isinstance(self.index, BandedDirectionIndex):
+                sync_index(self.index, st, self._index_built if self._index_version >= 0 else None)
             else:
                 self.index.build(P.point_at(st.direction[: st.n].to(torch.float64), self.memory.base_depth,
                                             self.memory.curvature))
-            self._index_version, self._index_rewrites = st.version, st.rewrites
+            self._index_version, self._index_built = st.version, (st.rewrites, st.edits)
         return self.index
 
     def index_recall(self, queries=None, k: int = 10, sample: int = 100, seed: int = 0, **kwargs: Any) -> float:

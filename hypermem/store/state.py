@@ -96,6 +96,9 @@ class MemoryState:
         self.rewrites = 0
         """Counts the changes that were not appends (an index built at the same count and
         ``m`` rows only needs rows ``m .. n-1`` added)."""
+        self.edits = 0
+        """Counts the changes of records and of the time and validity columns in place (no
+        point moved: a banded index keeps its graphs and recomputes its bands' extremes)."""
         self.alloc(0)
 
     def __getstate__(self) -> dict:
@@ -107,7 +110,7 @@ class MemoryState:
 
     def __setstate__(self, state: dict) -> None:
         # a state pickled before the mirror or the float32 embedding column
-        state = {"mirror": None, "mirror_rows": 0, "rewrites": 0, "narrow_embeddings": True, **state}
+        state = {"mirror": None, "mirror_rows": 0, "rewrites": 0, "edits": 0, "narrow_embeddings": True, **state}
         self.__dict__.update(state)
         self.lock = threading.RLock()
 
@@ -265,6 +268,7 @@ class MemoryState:
         if rows is not None:
             rows = list(rows)
             if not rows:  # records or time columns only: every point, the mirror and an index stay
+                self.edits += 1
                 return
             if self.mirror is not None:
                 idx = torch.as_tensor(rows, dtype=torch.long, device=self.device)

@@ -1,5 +1,6 @@
 """Temporal policies and time conversion (layer 2)."""
 
+from .bounds import weight_upper_bound
 from .clock import from_seconds, to_seconds, to_utc, utcnow
 from .policies import (
     MIN_WEIGHT,
@@ -31,6 +32,7 @@ __all__ = [
     "policy_from_spec",
     "policy_spec",
     "policy_weights",
+    "weight_upper_bound",
     "utcnow",
     "to_utc",
     "to_seconds",

@@ -1,0 +1,185 @@
+r"""Approximate nearest directions in bands of a key: one HNSW graph per band of, say, time.
+
+The store's score is ``-g(s) + b`` (``g`` the shell distance of the cosine ``s``, ``b`` the
+query-independent bias: time and depth terms).  One graph over every memory ranks by ``s``
+alone, so the candidates of a query must be grown until ``s`` falls below
+``g^{-1}(b_max - t_k)`` (``t_k`` the k-th re-scored score, ``b_max`` the largest bias of *any*
+memory): when the bias spans a wide range, as a time decay over months does, that asks for
+thousands of candidates.  Cut the memories into bands of a key that the bias follows (their
+time), give each band its own graph and its own bias bound ``b_max^{(j)}``: within a band the
+range is narrow, each band's candidates stop early, and a band whose bound is below ``t_k``
+is not searched at all (``-g(s) + b <= b`` since ``g >= 0`` on the shell).  This is the
+partitioned filtering of Wei et al., "AnalyticDB-V" (VLDB 2020) and of the time-sliced
+vector indexes of log stores, applied to a score bound rather than a filter.
+
+Bands are cut at quantiles of the key when the index is built; an appended row goes to the
+band its key falls in, and once the newest band holds twice its share of the rows (and at
+least :data:`BAND_MIN_ROWS`) a new band opens at its largest key, so a store that grows with
+time keeps bands of comparable size without a rebuild.  Each band also keeps the largest and smallest value of named columns of its rows
+(:meth:`extremes`), from which the store bounds the bias of a band.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import torch
+
+from .ann import DirectionIndex
+
+BAND_MIN_ROWS = 50_000
+"""The smallest band ``bands="auto"`` cuts (a graph's search costs about the same from 50k rows down)."""
+
+
+class BandedDirectionIndex:
+    """``bands`` faiss HNSW graphs (:class:`~hypermem.index.ann.DirectionIndex`) over the
+    unit directions ``(N, d)``, cut by a key ``(N,)`` (the store's time column).
+
+    ``bands=1`` is one graph over everything; the graph settings are
+    :class:`~hypermem.index.ann.DirectionIndex`'s.
+
+    >>> import torch
+    >>> g = torch.Generator().manual_seed(0)
+    >>> x = torch.nn.functional.normalize(torch.randn(600, 8, generator=g), dim=1)
+    >>> index = BandedDirectionIndex(bands=3).build(x, torch.arange(600.0), {"t": torch.arange(600.0)})
+    >>> [index.band_size(b) for b in range(index.n_bands)], index.extremes("t")[0].tolist()
+    ([200, 200, 200], [199.0, 399.0, 599.0])
+    >>> cos, rows = index.search_band(2, x[450:451], 1)
+    >>> rows.tolist()
+    [[450]]
+    """
+
+    backend = "faiss"
+    exact = False
+
+    def __init__(self, hnsw_m: int = 32, ef_search: int = 64, ef_construction: int = 40, bands: int = 1):
+        if isinstance(bands, bool) or not isinstance(bands, int) or bands < 1:
+            raise ValueError(f"bands must be an integer >= 1, got {bands!r}")
+        DirectionIndex(hnsw_m, ef_search, ef_construction)  # checks the graph settings and faiss
+        self.hnsw_m, self.ef_construction, self.bands = hnsw_m, ef_construction, bands
+        self._ef_search = ef_search
+        self.edges = torch.empty(0, dtype=torch.float64)
+        """The keys at which bands ``1 .. n_bands-1`` start (a row with key ``>= edges[j-1]`` and
+        ``< edges[j]`` is in band ``j``)."""
+        self.graphs: list[DirectionIndex] = []
+        self.rows: list[torch.Tensor] = []
+        """The store rows of each band, in the order its graph holds them."""
+        self.band_of = torch.empty(0, dtype=torch.long)
+        """The band of each indexed row."""
+        self.min_band_rows = BAND_MIN_ROWS
+        """A new band opens when the newest holds twice its share of the rows and at least this many."""
+        self._max: dict[str, torch.Tensor] = {}
+        self._min: dict[str, torch.Tensor] = {}
+        self.recall_estimate: dict | None = None
+        """The last :meth:`hypermem.Memory.index_recall` measurement (None until asked)."""
+
+    @property
+    def ef_search(self) -> int:
+        """The search beam of every band's graph (at least the candidates asked for)."""
+        return self._ef_search
+
+    @ef_search.setter
+    def ef_search(self, value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"ef_search must be an integer >= 1, got {value!r}")
+        for g in self.graphs:
+            g.ef_search = value
+        self._ef_search = value
+
+    @property
+    def n_bands(self) -> int:
+        return len(self.graphs)
+
+    def __len__(self) -> int:
+        return int(self.band_of.numel())
+
+    def band_size(self, band: int) -> int:
+        return int(self.rows[band].numel())
+
+    def build(self, directions: torch.Tensor, keys: torch.Tensor,
+              columns: Mapping[str, torch.Tensor] | None = None) -> BandedDirectionIndex:
+        """Fresh bands over ``directions`` ``(N, d)``, cut at quantiles of ``keys`` ``(N,)``;
+        ``columns``: name -> ``(N,)`` values whose extremes each band keeps. Returns ``self``."""
+        if directions.dim() != 2 or keys.shape != directions.shape[:1]:
+            raise ValueError(f"directions (N, d) and keys (N,) expected, got {tuple(directions.shape)} "
+                             f"and {tuple(keys.shape)}")
+        n = int(directions.shape[0])
+        keys = keys.detach().to("cpu", torch.float64)
+        bands = max(1, min(self.bands, n))
+        if bands > 1:
+            q = torch.linspace(0, 1, bands + 1, dtype=torch.float64)[1:-1]
+            self.edges = torch.unique(torch.quantile(keys.nan_to_num(0.0), q))
+        else:
+            self.edges = torch.empty(0, dtype=torch.float64)
+        self.graphs, self.rows = [], []
+        self.band_of = torch.empty(0, dtype=torch.long)
+        self._max, self._min = {}, {}
+        self._open(self.edges.numel() + 1)
+        return self._place(directions, keys, columns or {}, 0)
+
+    def add(self, directions: torch.Tensor, keys: torch.Tensor,
+            columns: Mapping[str, torch.Tensor] | None = None) -> BandedDirectionIndex:
+        """Append rows ``len(self) ..`` (their directions, keys and column values)."""
+        if not self.graphs:
+            return self.build(directions, keys, columns)
+        if directions.shape[0] == 0:
+            return self
+        if self.bands > 1 and self.band_size(self.n_bands - 1) >= max(2 * len(self) / self.bands, self.min_band_rows):
+            top = float(self._max["__key__"][-1])
+            if math.isfinite(top):
+                self.edges = torch.cat([self.edges, torch.tensor([top], dtype=torch.float64)])
+                self._open(1)
+        return self._place(directions, keys.detach().to("cpu", torch.float64), columns or {}, len(self))
+
+    def _open(self, count: int) -> None:
+        for _ in range(count):
+            self.graphs.append(DirectionIndex(self.hnsw_m, self.ef_search, self.ef_construction))
+            self.rows.append(torch.empty(0, dtype=torch.long))
+        for table, fill in ((self._max, -math.inf), (self._min, math.inf)):
+            for name, v in table.items():
+                table[name] = torch.cat([v, torch.full((count,), fill, dtype=torch.float64)])
+
+    def _place(self, directions, keys, columns, first: int) -> BandedDirectionIndex:
+        band = torch.bucketize(keys.nan_to_num(-math.inf), self.edges, right=True)
+        self.band_of = torch.cat([self.band_of, band])
+        rows = torch.arange(first, first + keys.numel(), dtype=torch.long)
+        for b in torch.unique(band).tolist():
+            sel = band == b
+            if self.graphs[b].built:
+                self.graphs[b].add(directions[sel.to(directions.device)])
+            else:
+                self.graphs[b].build(directions[sel.to(directions.device)])
+            self.rows[b] = torch.cat([self.rows[b], rows[sel]])
+        for name, v in {"__key__": keys, **columns}.items():
+            self._extend(name, band, v.detach().to("cpu", torch.float64))
+        return self
+
+    def _extend(self, name: str, band: torch.Tensor, values: torch.Tensor) -> None:
+        nb = self.n_bands
+        hi = self._max.get(name, torch.full((nb,), -math.inf, dtype=torch.float64))
+        lo = self._min.get(name, torch.full((nb,), math.inf, dtype=torch.float64))
+        self._max[name] = hi.scatter_reduce(0, band, values, "amax")
+        self._min[name] = lo.scatter_reduce(0, band, values, "amin")
+
+    def refresh(self, columns: Mapping[str, torch.Tensor]) -> None:
+        """Recompute the bands' extremes of ``columns`` (every indexed row's current value:
+        after an edit of a column in place)."""
+        for name, v in columns.items():
+            self._max.pop(name, None)
+            self._min.pop(name, None)
+            self._extend(name, self.band_of, v.detach().to("cpu", torch.float64)[: len(self)])
+
+    def extremes(self, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """The largest and smallest value of column ``name`` in each band ``(n_bands,)``
+        (``-inf`` / ``inf`` for an empty band)."""
+        if name not in self._max:
+            raise KeyError(f"the index keeps no column {name!r} (it has {sorted(self._max)})")
+        return self._max[name], self._min[name]
+
+    def search_band(self, band: int, queries: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Float32 cosines and store rows ``(B, k)`` of the nearest directions in ``band``, best
+        first; missing entries have row -1 and cosine ``-inf``."""
+        cos, local = self.graphs[band].search(queries, min(int(k), max(1, self.band_size(band))))
+        rows = torch.where(local >= 0, self.rows[band][local.clamp_min(0)], local)
+        return cos, rows
