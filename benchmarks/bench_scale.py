@@ -171,10 +171,14 @@ def recall(exact, got) -> float:
     return hits / max(1, total)
 
 
-def ann_section(mem, queries, efs, n, m, ef_construction, bands="auto") -> None:
+def ann_section(mem, queries, efs, n, m, ef_construction, bands="auto", build_threads=1, threads=1) -> None:
+    import faiss
+
+    faiss.omp_set_num_threads(build_threads)
     t = time.perf_counter()
     index = mem.build_index("faiss", hnsw_m=m, ef_construction=ef_construction, bands=bands)
     build_s = time.perf_counter() - t
+    faiss.omp_set_num_threads(threads)
     print(f"\n### ANN in process: faiss HNSW over the directions (M {m}, ef_construction {ef_construction}, "
           f"{index.n_bands} band(s) of time, bands={bands!r}), {load()}\n")
     rss = status()
@@ -190,7 +194,7 @@ def ann_section(mem, queries, efs, n, m, ef_construction, bands="auto") -> None:
             ms, got = timed_searches(mem, queries, use_index=True, oversample=2)
             row(label, ef, ms, f"{recall(exact, got):.3f}")
     mem.time_coef = full
-    print(f"\nHNSW build {build_s:.0f} s for {n:,} memories; peak RSS {rss['VmHWM'] / 1e9:.1f} GB", flush=True)
+    print(f"\nHNSW build {build_s:.0f} s ({build_threads} thread(s)) for {n:,} memories; peak RSS {rss['VmHWM'] / 1e9:.1f} GB", flush=True)
 
 
 def durable_section(args) -> None:
@@ -210,7 +214,8 @@ def durable_section(args) -> None:
         elif part == "refresh":
             rows = scale_durable.refresh_rows(args.n, args.dim, backends=backends)
         elif part == "ann":
-            rows = scale_durable.pg_ann_rows(args.n, args.dim, tuple(int(e) for e in args.ef.split(",")))
+            rows = scale_durable.pg_ann_rows(args.n, args.dim, tuple(int(e) for e in args.ef.split(",")), on=("dirv",),
+                                             ef_construction=128, queries=args.queries)
         else:
             raise SystemExit(f"unknown durable part {part!r}")
         print(scale_durable.markdown(rows), flush=True)
@@ -237,7 +242,9 @@ def main(argv=None) -> int:
     ap.add_argument("--durable", default="", help="durable parts of scale_durable.py: ingest,refresh,ann")
     ap.add_argument("--backends", default="sqlite,postgres", help="durable backends")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--build-threads", type=int, default=None, help="faiss threads of the HNSW build (default --threads)")
     args = ap.parse_args(argv)
+    started = time.perf_counter()
     torch.set_num_threads(args.threads)
     try:
         import faiss
@@ -264,10 +271,12 @@ def main(argv=None) -> int:
             else:
                 for bands in args.bands.split(","):
                     ann_section(mem, queries, [int(x) for x in args.ef.split(",")], args.n, args.hnsw_m,
-                                args.ef_construction, bands if bands == "auto" else int(bands))
+                                args.ef_construction, bands if bands == "auto" else int(bands),
+                                args.build_threads or args.threads, args.threads)
         del mem
         gc.collect()
     durable_section(args)
+    print(f"\nwhole run: {(time.perf_counter() - started) / 60:.1f} min, {load()}", flush=True)
     return 0
 
 
