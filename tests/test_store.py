@@ -545,3 +545,16 @@ def test_a_wrong_argument_is_named_as_memorys():
         m.children()
     with pytest.raises(TypeError, match="a query must be text or a point"):  # errors from inside stay as they are
         m.search(5)
+
+
+def test_a_batch_names_the_query_point_outside_the_ball():
+    m = Memory(embedder=HashingEmbedder(dim=8))
+    m.add("one")
+    good = torch.full((8,), 0.1, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"query #2 is not inside the Poincaré ball"):
+        m.search_batch([good, "text", torch.ones(8, dtype=torch.float64), good], k=1)
+    with pytest.raises(ValueError, match=r"query point is not inside"):
+        m.search(torch.ones(8, dtype=torch.float64), k=1)
+    res = m.search_batch([good, "one", good * 2], k=1, touch=False)
+    assert [r[0].id for r in res] == [m.search(good, k=1)[0].id] * 3
+    assert res[2][0].score == pytest.approx(m.search(good * 2, k=1, touch=False)[0].score, abs=1e-12)

@@ -23,7 +23,7 @@ from ..index import HyperbolicDistance, MIPSIndex, ShellDistance, exact_topk
 from ..index.bands import BandedDirectionIndex
 from ..index.rescore import mirrored_topk
 from ..retrieval.scoring import score_bias
-from ..temporal import NoDecay, policy_weights
+from ..temporal import policy_weights, uses_access_counts
 from ..temporal.clock import to_seconds, to_utc
 from .ann_search import CandidateWeights, auto_bands, exact_bounds, index_recall, rank_approx, sync_index
 from .checks import CONE_TOL, METRICS, MODES, Filter, check_finite
@@ -116,9 +116,11 @@ class Searcher:
         if texts:
             check_texts(texts, what="query")
             emb = iter(embed_checked(self.memory.embedder, texts))
-        dirs, radii = [], []
+        dirs: list[Any] = []
+        radii: list[Any] = []
         default = self.memory.base_depth if query_depth is None else check_finite("query_depth", query_depth, lo=0.0)
         own = places_points(self.memory.embedder)  # a ball encoder's text query is its point (store.encoder_points)
+        points, slots = [], []
         for q in queries:
             if isinstance(q, str) and own:
                 q = next(emb)
@@ -134,9 +136,21 @@ class Searcher:
             if p.shape != (self.memory.dim,):
                 raise ValueError(f"a query must be text or a point of shape ({self.memory.dim},), got shape "
                                  f"{tuple(p.shape)}")
-            self.memory.ball.check_inside(p, name="query point")
-            dirs.append(p)
-            radii.append(default if query_depth is not None else float(P.distance_to_origin(p, self.memory.curvature)))
+            slots.append(len(dirs))
+            points.append(p)
+            dirs.append(None)
+            radii.append(default)
+        if points:  # the points checked and measured at once (the error names the first bad one)
+            stacked = torch.stack(points)
+            bad = (~P.is_inside(stacked, self.memory.curvature)).nonzero()
+            if bad.numel():  # named by its place in the batch
+                j = int(bad[0, 0])
+                self.memory.ball.check_inside(stacked[j], name="query point" if len(queries) == 1 else f"query #{slots[j]}")
+            r = P.distance_to_origin(stacked, self.memory.curvature).tolist() if query_depth is None else None
+            for j, slot in enumerate(slots):
+                dirs[slot] = stacked[j]
+                if r is not None:
+                    radii[slot] = r[j]
         D = unit(torch.stack(dirs)).to(self.memory.device, self.memory.dtype)
         return D, torch.tensor(radii, dtype=self.memory.dtype, device=self.memory.device)
 
@@ -418,17 +432,11 @@ class Searcher:
         energy_of = None
         if energies is not None:  # the energy of every memory (cone mode)
             energy_of = dict(zip(hit, energies[hit_t].tolist()))
-        out = []
-        for s_row, i_row, d_row in zip(s_l, i_l, d_l):
-            res = []
-            for s, i, d in zip(s_row, i_row, d_row):
-                if i < 0 or s == -math.inf:
-                    continue
-                res.append(SearchResult(record=self.memory.state.records[self.memory.state.ids[i]], score=float(s), distance=float(d),
-                                        time_weight=float(w_of[i]), depth=float(dep_of[i]),
-                                        cone_energy=None if energy_of is None else float(energy_of[i])))
-            out.append(res)
-        return out
+        records, ids, inf = self.memory.state.records, self.memory.state.ids, -math.inf
+        # tolist() gave Python floats: the results take them as they are
+        return [[SearchResult(records[ids[i]], s, d, w_of[i], dep_of[i], None if energy_of is None else energy_of[i])
+                 for s, i, d in zip(s_row, i_row, d_row) if i >= 0 and s != inf]
+                for s_row, i_row, d_row in zip(s_l, i_l, d_l)]
 
     # ------------------------------------------------------------------ index
     def build_index(self, backend: str = "auto", hnsw_m: int = 32, ef_search: int = 64,
@@ -475,16 +483,3 @@ class Searcher:
         with self.memory.state.lock:
             return index_recall(self, queries, k, sample, seed, **kwargs)
 
-
-def uses_access_counts(policy: Any) -> bool:
-    """Whether a policy's weights depend on access counts (custom policies: assume so,
-    unless they say ``uses_access_counts = False``)."""
-    from ..temporal import Ebbinghaus, HalfLife, Product, ValidityWindow
-
-    if isinstance(policy, (NoDecay, HalfLife, ValidityWindow)):
-        return False
-    if isinstance(policy, Ebbinghaus):
-        return True
-    if isinstance(policy, Product):
-        return any(uses_access_counts(p) for p in policy.policies)
-    return bool(getattr(policy, "uses_access_counts", True))

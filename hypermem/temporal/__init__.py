@@ -1,6 +1,6 @@
 """Temporal policies and time conversion (layer 2)."""
 
-from .bounds import weight_upper_bound
+from .bounds import uses_access_counts, weight_upper_bound
 from .clock import from_seconds, to_seconds, to_utc, utcnow
 from .policies import (
     MIN_WEIGHT,
@@ -33,6 +33,7 @@ __all__ = [
     "policy_spec",
     "policy_weights",
     "weight_upper_bound",
+    "uses_access_counts",
     "utcnow",
     "to_utc",
     "to_seconds",

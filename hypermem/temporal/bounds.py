@@ -1,4 +1,5 @@
-r"""An upper bound of a policy's weights over a group of memories, from the group's extremes.
+r"""What the search may assume of a decay policy: an upper bound of its weights over a group
+of memories from the group's extremes, and whether it reads access counts.
 
 The built-in policies are monotone in each argument: the weight does not grow with age
 (``HalfLife``, ``Ebbinghaus``), does not shrink with accesses (``Ebbinghaus``'s stability
@@ -23,6 +24,19 @@ MONOTONE = (NoDecay, HalfLife, Ebbinghaus, ValidityWindow)
 
 UNBOUNDED_ACCESSES = 1e300
 """The corner's access count: finite, so that ``0 * accesses`` stays 0."""
+
+
+def uses_access_counts(policy) -> bool:
+    """Whether a policy's weights depend on access counts (a touching search must then
+    write them back first; custom policies: assume so, unless they say
+    ``uses_access_counts = False``)."""
+    if isinstance(policy, (NoDecay, HalfLife, ValidityWindow)):
+        return False
+    if isinstance(policy, Ebbinghaus):
+        return True
+    if isinstance(policy, Product):
+        return any(uses_access_counts(p) for p in policy.policies)
+    return bool(getattr(policy, "uses_access_counts", True))
 
 
 def corner_monotone(policy) -> bool:

@@ -33,12 +33,12 @@ import torch
 
 from ...embed import embed_checked
 from ...geometry import poincare as P
-from ...temporal import policy_spec
+from ...temporal import policy_spec, uses_access_counts
 from ...temporal.clock import from_seconds, to_seconds, to_utc
 from ..add_hint import OneByOne
 from ..checks import METRICS, MODES, UNSET, Batch, check_ids, check_update, check_window
 from ..records import MemoryRecord, SearchResult
-from ..search import Searcher, uses_access_counts
+from ..search import Searcher
 from . import server_writes as W
 from .durable import DurableStore, StorageError
 from .pg_lexical import lexical_terms
