@@ -164,3 +164,16 @@ def test_band_settings_and_auto():
     qs = list(mem.points[:4] * 0.9)
     exact, approx = exact_and_banded(mem, qs, k=5)
     assert ids(exact) == ids(approx) and one.n_bands == 1
+
+
+def test_bands_under_a_lexical_term_take_each_band_bound_from_the_whole_bias():
+    """A hybrid text query adds a lexical term to the bias: the bands' bounds then come from
+    the whole bias vector, and exact graphs give the exact hybrid answer."""
+    mem = store(n=1500, time_coef=2.0)
+    mem.build_index("faiss", ef_search=4096, bands=4)
+    qs = ["memory 17", "memory 1203", "memory 5 and memory 900"]
+    exact = mem.search_batch(qs, k=8, touch=False, use_index=False, hybrid=2.0)
+    approx = mem.search_batch(qs, k=8, touch=False, use_index=True, hybrid=2.0, oversample=1)
+    assert ids(approx) == ids(exact)
+    plain = mem.search_batch(qs, k=8, touch=False, use_index=False, hybrid=0.0)
+    assert ids(plain) != ids(exact)  # the lexical term moved memories in
