@@ -108,8 +108,8 @@ class BandedDirectionIndex:
         keys = keys.detach().to("cpu", torch.float64)
         bands = max(1, min(self.bands, n))
         if bands > 1:
-            q = torch.linspace(0, 1, bands + 1, dtype=torch.float64)[1:-1]
-            self.edges = torch.unique(torch.quantile(keys.nan_to_num(0.0), q))
+            ranked = torch.sort(keys.nan_to_num(-math.inf)).values  # torch.quantile refuses > 2^24 values
+            self.edges = torch.unique(ranked[(torch.arange(1, bands) * n) // bands])
         else:
             self.edges = torch.empty(0, dtype=torch.float64)
         self.graphs, self.rows = [], []
