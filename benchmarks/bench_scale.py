@@ -188,7 +188,7 @@ def ann_section(mem, queries, efs, n, m, ef_construction, bands="auto", build_th
     for label, coef in (("full score (HalfLife 30 d)", full), ("distance only", 0.0)):
         mem.time_coef = coef
         exact = mem.search_batch(queries, k=10, touch=False, use_index=False)
-        timed_searches(mem, queries[:2], use_index=True, oversample=2)  # warm-up
+        timed_searches(mem, queries, use_index=True, oversample=2)  # warm-up: every query once (the graphs paged in)
         for ef in efs:
             index.ef_search = ef
             ms, got = timed_searches(mem, queries, use_index=True, oversample=2)

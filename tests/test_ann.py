@@ -177,3 +177,27 @@ def test_bands_under_a_lexical_term_take_each_band_bound_from_the_whole_bias():
     assert ids(approx) == ids(exact)
     plain = mem.search_batch(qs, k=8, touch=False, use_index=False, hybrid=0.0)
     assert ids(plain) != ids(exact)  # the lexical term moved memories in
+
+
+def test_a_search_for_k_candidates_keeps_a_beam_of_twice_k():
+    """The growth rule trusts a graph's answer down to its last candidate: the beam is at least
+    2k (``BEAM_PER_CANDIDATE``), so ``ef_search`` below it changes nothing, and a beam of only k
+    (hard, near-uniform data) answers differently."""
+    from hypermem.index.ann import BEAM_PER_CANDIDATE
+
+    g = torch.Generator().manual_seed(3)
+    x = torch.nn.functional.normalize(torch.randn(6000, 64, generator=g), dim=1)
+    q = torch.nn.functional.normalize(torch.randn(40, 64, generator=g), dim=1)
+    index = DirectionIndex(hnsw_m=8, ef_construction=16, ef_search=1).build(x)
+    k = 20
+    low = index.search(q, k)[1]
+    index.ef_search = BEAM_PER_CANDIDATE * k
+    assert torch.equal(index.search(q, k)[1], low)
+    index.ef_search = 4 * k
+    better = index.search(q, k)[1]
+    exact = (q @ x.T).topk(k).indices
+
+    def hits(found):
+        return sum(len(set(a) & set(e)) for a, e in zip(found.tolist(), exact.tolist()))
+
+    assert hits(low) <= hits(better)

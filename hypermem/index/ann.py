@@ -14,7 +14,10 @@ The score's other terms (``depth_bias * depth + time_coef * log w``) are not in 
 graph: the store re-scores the candidates exactly and, the bias being bounded by its
 largest value ``b_max``, asks for more candidates until the last one's cosine is below
 ``g^{-1}(b_max - t_k)`` (``t_k`` the k-th re-scored score), under which no memory can
-enter (:meth:`hypermem.store.search.Searcher.search`).
+enter (:meth:`hypermem.store.search.Searcher.search`).  That stopping rule trusts the
+graph's answer down to its last candidate, where a beam of exactly ``k`` is least
+accurate (HNSW's recall@k falls towards the k-th neighbour), so a search for ``k``
+candidates keeps a beam of at least :data:`BEAM_PER_CANDIDATE` ``* k``.
 """
 
 from __future__ import annotations
@@ -24,13 +27,16 @@ import torch
 
 from .mips import MIPSIndex, faiss_available
 
+BEAM_PER_CANDIDATE = 2
+"""The least search beam per candidate asked for: ``efSearch = max(ef_search, 2 k)``."""
+
 
 class DirectionIndex:
     """faiss ``IndexHNSWFlat`` (inner product) over unit directions ``(N, d)``.
 
     ``hnsw_m``: graph degree (32); ``ef_construction``: build beam (faiss's 40 by
     default; larger builds slower and finds better neighbours); ``ef_search``: search beam,
-    at least the number of candidates asked for.
+    at least :data:`BEAM_PER_CANDIDATE` times the number of candidates asked for.
 
     >>> import torch
     >>> x = torch.nn.functional.normalize(torch.randn(500, 8, generator=torch.Generator().manual_seed(0)), dim=1)
@@ -93,7 +99,7 @@ class DirectionIndex:
         if self._faiss is None:
             raise RuntimeError("the index is empty: call build(directions) first")
         k = int(k)
-        self._faiss.hnsw.efSearch = max(self.ef_search, k)
+        self._faiss.hnsw.efSearch = max(self.ef_search, BEAM_PER_CANDIDATE * k)
         cos, idx = self._faiss.search(self._array(queries), k)
         cos_t, idx_t = torch.from_numpy(cos), torch.from_numpy(idx).to(torch.long)
         return torch.where(idx_t < 0, torch.full_like(cos_t, -float("inf")), cos_t), idx_t

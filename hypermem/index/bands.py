@@ -76,7 +76,8 @@ class BandedDirectionIndex:
 
     @property
     def ef_search(self) -> int:
-        """The search beam of every band's graph (at least the candidates asked for)."""
+        """The search beam of every band's graph (at least twice the candidates asked for:
+        :data:`~hypermem.index.ann.BEAM_PER_CANDIDATE`)."""
         return self._ef_search
 
     @ef_search.setter
