@@ -62,6 +62,7 @@ def main() -> None:
     ap.add_argument("--grid", action="store_true", help="print every setting of the grid")
     ap.add_argument("--config", default="[20, 4, 0.6, 0.5, 0.0]", help="[k, alpha, decay, self_w, gamma]")
     ap.add_argument("--cache", default="runs/placement_vote")
+    ap.add_argument("--save", help="write each noun's within-2-hops outcome of the vote (JSON) here")
     args = ap.parse_args()
     torch.set_num_threads(1)
 
@@ -89,8 +90,11 @@ def main() -> None:
         SUB = torch.cat([enc.subsumption_scores(Q[b:b + 64, None], K[None], centripetal_weight=lam).float()
                          for b in range(0, len(ents), 64)])
 
+    per_noun: dict[str, int] = {}
+
     def evaluate(choose) -> tuple[float, float]:
         dist = [truth[e].get(choose(j), 99) for j, e in enumerate(ents)]
+        per_noun.update({e: int(d <= 2) for e, d in zip(ents, dist)})
         return round(sum(d == 1 for d in dist) / len(ents), 4), round(sum(d <= 2 for d in dist) / len(ents), 4)
 
     def vote(k, alpha, decay, self_w, gamma):
@@ -121,6 +125,8 @@ def main() -> None:
         out["subsumption top-1"] = evaluate(lambda j: known[int(SUB[j].argmax())])
     out["vote " + args.config] = evaluate(vote(*json.loads(args.config)))
     print(args.encoder.partition("=")[0], args.split, len(ents), json.dumps(out))
+    if args.save:
+        Path(args.save).write_text(json.dumps(per_noun))
 
 
 if __name__ == "__main__":
