@@ -56,7 +56,7 @@ def vectors(spec: str, ids: list[str], names: dict[str, str], cache: Path):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--encoder", required=True, help="NAME=FOLDER (a saved hierarchy encoder) or minilm")
+    ap.add_argument("--encoder", required=True, help="NAME=FOLDER (a saved hierarchy encoder) or minilm; NAME keys the vector cache")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--split", choices=("val", "test"), default="val")
     ap.add_argument("--grid", action="store_true", help="print every setting of the grid")
