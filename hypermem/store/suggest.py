@@ -15,6 +15,13 @@ in :meth:`~hypermem.store.Memory.search`; 0 under ``NoDecay``).
 * :meth:`Suggester.suggest_parents`: the ``k`` memories with the best score, exact over all
   memories (filters, ``at_time``, ``valid_only`` as in ``search``); ``use_index=True`` scores
   only the ``k * oversample`` nearest memories of the store's own nearest search instead.
+* **A store that holds a tree** (a memory has a parent, declared or auto-chosen) ranks by the
+  vote of the text's nearest memories and their ancestors instead (``by="auto"``, the
+  default; :mod:`hypermem.store.vote`): where the neighbours were filed is better evidence
+  than the pair score alone (on WordNet's unseen nouns, within 2 hops 30% against 11%;
+  benchmarks/RESULTS.md).  A voted suggestion has ``score`` = its vote share (the time
+  factor inside the weights) and ``distance = -s`` of the pair; ``by="subsumption"`` or
+  ``by="vote"`` asks for one ranking whatever the store holds.
 * ``search(text, mode="ancestors")`` without a ``root``: the same ranking (the subsumption
   score is what the encoder's validation chose its ``lambda`` and threshold on; the entailment
   cones of the ball are not trained by the encoder).
@@ -24,7 +31,10 @@ in :meth:`~hypermem.store.Memory.search`; 0 under ``NoDecay``).
   the threshold's ``lambda`` (``centripetal_weight``, the F1 operating point) is above the
   encoder's threshold, else a root; the choice is kept in the record's meta under
   ``"auto_parent"``: ``{"parent": id or None, "score": s (the decision's), "threshold": t,
-  "suggested": [{"id", "score"}, ...]}`` (the :data:`KEPT` best, ranked), so an agent can show why.
+  "by": "subsumption" | "vote", "suggested": [{"id", "score"}, ...]}`` (the :data:`KEPT` best,
+  ranked: pair scores, or vote shares), so an agent can show why.  Once the store (or an
+  earlier item of the batch) holds a parent link, the vote picks the candidate and its pair
+  score at the threshold's ``lambda`` decides, as for the best-scored one.
 
 The ranking uses the encoder's ``ranking_lambda`` (the ``lambda`` chosen on validation for
 ranking parents; the centripetal weight when none was chosen); the decision to attach
@@ -49,6 +59,7 @@ from .encoder_points import hierarchy_encoder, is_hierarchy_encoder, places_poin
 from .filters import compile_filter
 from .records import SearchResult
 from .subsumption_scan import SubsumptionScan
+from .vote import VOTE_K, neighbour_vote
 
 __all__ = ["AUTO", "KEPT", "META_KEY", "Suggester", "decision_score"]
 
@@ -60,6 +71,8 @@ KEPT = 3
 """Suggestions kept in an auto-placed memory's meta."""
 BLOCK = 256
 """Auto-placed items scored per block in ``add_many``."""
+BY = ("auto", "vote", "subsumption")
+"""How suggestions rank: the neighbours' vote when the store holds a tree (``"auto"``), or always one of the two."""
 
 
 def finite_or_none(x: float) -> float | None:
@@ -112,20 +125,26 @@ class Suggester:
 
     def suggest_parents(self, text: Any, k: int = 5, *, filters: Filter = None, at_time: datetime | None = None,
                         valid_only: bool = False, use_index: bool = False, oversample: int = 8,
-                        touch: bool = False) -> list[SearchResult]:
+                        touch: bool = False, by: str = "auto") -> list[SearchResult]:
         """The ``k`` memories most likely to subsume ``text`` (the best first): the store's
         hierarchy encoder's subsumption score plus the time term, exact over all memories
         (module docstring).  ``filters``, ``at_time`` and ``valid_only`` as in
         :meth:`~hypermem.store.Memory.search`; ``use_index=True`` re-scores only the
         ``k * oversample`` memories the store's nearest search returns.  ``text`` may be
-        the encoder's vector of a text.  A store without a hierarchy encoder is a ``ValueError``."""
-        return self.rank([text], k, filters, at_time, valid_only, use_index, oversample, touch)[0]
+        the encoder's vector of a text.  ``by="vote"`` ranks by the vote of the text's nearest
+        memories and their ancestors instead (:mod:`hypermem.store.vote`; ``score`` is the vote
+        share, ``distance`` still ``-s``), ``"subsumption"`` by the score alone, ``"auto"`` (the
+        default) votes when the store holds a tree (a memory has a parent).  A store without a
+        hierarchy encoder is a ``ValueError``."""
+        return self.rank([text], k, filters, at_time, valid_only, use_index, oversample, touch, by)[0]
 
     def rank(self, queries: Sequence[Any], k: int, filters: Filter = None, at_time: datetime | None = None,
              valid_only: bool = False, use_index: bool = False, oversample: int = 8,
-             touch: bool = False) -> list[list[SearchResult]]:
+             touch: bool = False, by: str = "auto") -> list[list[SearchResult]]:
         """:meth:`suggest_parents` for each query (one encoder call)."""
         enc = hierarchy_encoder(self.memory, "suggest_parents() and search(mode='ancestors') without root=")
+        if by not in BY:
+            raise ValueError(f"by must be one of {', '.join(map(repr, BY))}, got {by!r}")
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValueError(f"k must be an integer >= 1, got {k!r}")
         if isinstance(oversample, bool) or not isinstance(oversample, int) or oversample < 1:
@@ -146,6 +165,14 @@ class Suggester:
             weights = self.memory.searcher.weights(at_time).to("cpu", torch.float64)
             time_term = self.memory.time_coef * torch.log(weights)
             out = []
+            if by == "vote" or (by == "auto" and self.holds_tree()):
+                for b in range(X.shape[0]):
+                    r = rows if pools is None else torch.tensor(sorted(st.row[i] for i in pools[b]),
+                                                                dtype=torch.long)
+                    out.append(self._voted(enc, X[b], r, rows, weights, k))
+                if touch:
+                    self.memory.touch([h.id for res in out for h in res])
+                return out
             for b0 in range(0, X.shape[0], BLOCK):
                 if pools is None:
                     S = self._scores(enc, X[b0: b0 + BLOCK], rows)
@@ -184,6 +211,48 @@ class Suggester:
                 raise TypeError(f"filters must be a dict or a callable, got {type(filters).__name__}")
             keep &= torch.tensor([bool(ok(st.records[i])) for i in st.ids], dtype=torch.bool)
         return keep.nonzero().squeeze(1)
+
+    def holds_tree(self) -> bool:
+        """Whether a stored memory has a parent: the case for the neighbours' vote."""
+        return bool(self.memory.state.children)
+
+    def parent_of(self, id: str) -> str | None:
+        """A stored memory's parent id (None: a root)."""
+        return self.memory.state.records[id].parent_id
+
+    def neighbours(self, X: torch.Tensor, rows: torch.Tensor | None, kn: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(cosines, rows)`` of the ``kn`` stored memories (among ``rows``; None: all) nearest to
+        each query of ``X`` ``(B, d)`` by the cosine of the embedding column, each ``(B, <= kn)``."""
+        st = self.memory.state
+        terms = self.scan.stored(st, self.memory.embedder)
+        E, sq = (st.embedding[: st.n], terms[0]) if rows is None else (st.embedding[rows], terms[0][rows])
+        X = X.to(torch.float64)
+        cos = (X @ E.to(torch.float64).T) / (X.norm(dim=1, keepdim=True) * sq.sqrt()[None]).clamp_min(1e-300)
+        top = torch.topk(cos, min(kn, cos.shape[1]), dim=1)
+        at = top.indices if rows is None else rows[top.indices]
+        return top.values, at
+
+    def _voted(self, enc, x: torch.Tensor, rows: torch.Tensor | None, allowed_rows: torch.Tensor | None,
+               weights: torch.Tensor, k: int) -> list[SearchResult]:
+        """The ``k`` best candidates of the neighbours' vote for one query ``x`` (module
+        :mod:`hypermem.store.vote`): neighbours among ``rows``, candidates among ``allowed_rows``
+        (None: all); ``score`` is the vote share, ``distance`` the pair's ``-s``."""
+        st = self.memory.state
+        if rows is not None and rows.numel() == 0:
+            return []
+        cos, at = self.neighbours(x[None], rows, VOTE_K)
+        factor = weights.pow(self.memory.time_coef)
+        ok = None if allowed_rows is None else set(allowed_rows.tolist())
+        ranked = neighbour_vote([(st.ids[r], c, float(factor[r])) for c, r in zip(cos[0].tolist(), at[0].tolist())],
+                                self.parent_of, None if ok is None else (lambda i: st.row[i] in ok))[:k]
+        if not ranked:
+            return []
+        r = torch.tensor([st.row[i] for i, _ in ranked], dtype=torch.long)
+        s = self._scores(enc, x[None], r)[0]
+        depth = st.depth[r.to(st.device)].tolist()
+        return [SearchResult(record=st.records[i], score=float(v), distance=-float(s[j]),
+                             time_weight=float(weights[r[j]]), depth=float(depth[j]))
+                for j, (i, v) in enumerate(ranked)]
 
     def _scores(self, enc, X: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
         """``s(x_b, p)`` of queries ``X`` against the stored ``rows`` (None: all), ``(B, m)``."""
@@ -235,35 +304,65 @@ class Suggester:
             ids[j] = i
             taken.add(i)
         batch.ids = ids
+        tree = self.holds_tree()  # once a memory has a parent, later items vote (as one add at a time would)
+        pos = {i: j for j, i in enumerate(batch.ids)}
+
+        def parent_of(i: str) -> str | None:  # earlier items' parents are declared or already chosen
+            return batch.parents[pos[i]] if i in pos else st.records[i].parent_id
+
+        unit = emb.to(torch.float64) / emb.to(torch.float64).norm(dim=1, keepdim=True).clamp_min(1e-300)
         for b0 in range(0, len(auto), BLOCK):
             block = auto[b0: b0 + BLOCK]
-            X = emb[block]
+            X = emb[block].to(torch.float64)
             S = self._scores(enc, X, None) if st.n else torch.zeros(len(block), 0, dtype=torch.float64)
             upto = max(block)
             B = self.scan.scores(enc, X, emb[:upto]) if upto else torch.zeros(len(block), 0, dtype=torch.float64)
             for j in range(len(block)):
                 B[j, block[j]:] = -math.inf  # only earlier items of the batch
-            self._choose(batch, block, torch.cat([S, B], dim=1), thr, X, emb)
+            near = self.neighbours(X, None, VOTE_K) if st.n else None
+            C = unit[block] @ unit[:upto].T
+            prev = 0
+            for j, i in enumerate(block):
+                tree = tree or any(p is not None for p in batch.parents[prev:i])
+                prev = i
+                if not tree:
+                    self._choose(batch, i, torch.cat([S[j], B[j]]), thr, X[j], emb)
+                    continue
+                cand = [(st.ids[r], c, 1.0) for c, r in zip(near[0][j].tolist(), near[1][j].tolist())] if near else []
+                if i:
+                    top = torch.topk(C[j, :i], min(VOTE_K, i))
+                    cand += [(batch.ids[r], c, 1.0) for c, r in zip(top.values.tolist(), top.indices.tolist())]
+                ranked = neighbour_vote(sorted(cand, key=lambda t: -t[1])[:VOTE_K], parent_of)
+                best = None
+                if ranked:
+                    c = ranked[0][0]
+                    p = st.embedding[st.row[c]] if c in st.row else emb[pos[c]]
+                    s = float(self.scan.scores(enc, X[j: j + 1], p[None].to(torch.float64))[0, 0])
+                    best = {"id": c, "score": decision_score(enc, X[j], p, s)}
+                self._decide(batch, i, best, thr, "vote", [{"id": c, "score": v} for c, v in ranked[:KEPT]])
 
-    def _choose(self, batch, block: list[int], scores: torch.Tensor, thr: float, X: torch.Tensor,
-                emb: torch.Tensor) -> None:
+    def _choose(self, batch, i: int, scores: torch.Tensor, thr: float, x: torch.Tensor, emb: torch.Tensor) -> None:
+        """Item ``i``'s parent by the best subsumption score among the stored memories and the
+        earlier items (``scores``: over the ``n`` stored rows, then the batch's items)."""
         st = self.memory.state
         n = st.n
         enc = self.memory.embedder
-        order = torch.argsort(-scores, dim=1, stable=True)[:, :KEPT]  # ties: insertion order, as suggest_parents
-        for j, i in enumerate(block):
-            sug = []
-            for c in order[j].tolist():
-                s = float(scores[j, c])
-                if s > -math.inf:
-                    sug.append({"id": st.ids[c] if c < n else batch.ids[c - n], "score": s})
-            best = sug[0] if sug else None
-            if best is not None:  # the decision: the best-ranked parent's score at the threshold's lambda
-                c = int(order[j, 0])
-                p = st.embedding[c] if c < n else emb[c - n]
-                best = {**best, "score": decision_score(enc, X[j], p, best["score"])}
-            parent = best["id"] if best is not None and best["score"] > thr else None
-            batch.parents[i] = parent
-            batch.metas[i] = {**batch.metas[i], META_KEY: {"parent": parent, "score": None if best is None else
-                                                           best["score"], "threshold": finite_or_none(thr),
-                                                           "suggested": sug}}
+        order = torch.argsort(-scores, stable=True)[:KEPT]  # ties: insertion order, as suggest_parents
+        sug = [{"id": st.ids[c] if c < n else batch.ids[c - n], "score": float(scores[c])}
+               for c in order.tolist() if float(scores[c]) > -math.inf]
+        best = None
+        if sug:  # the decision: the best-ranked parent's score at the threshold's lambda
+            c = int(order[0])
+            p = st.embedding[c] if c < n else emb[c - n]
+            best = {**sug[0], "score": decision_score(enc, x, p, sug[0]["score"])}
+        self._decide(batch, i, best, thr, "subsumption", sug)
+
+    @staticmethod
+    def _decide(batch, i: int, best: dict | None, thr: float, by: str, sug: list[dict]) -> None:
+        """Attach item ``i`` to ``best`` when its decision score passes ``thr`` (else a root), and
+        keep the choice in its meta."""
+        parent = best["id"] if best is not None and best["score"] > thr else None
+        batch.parents[i] = parent
+        batch.metas[i] = {**batch.metas[i], META_KEY: {"parent": parent, "score": None if best is None else
+                                                       best["score"], "threshold": finite_or_none(thr), "by": by,
+                                                       "suggested": sug}}

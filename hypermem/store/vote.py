@@ -1,0 +1,73 @@
+r"""Where a text belongs in a filed tree: a vote of its nearest memories and their ancestors.
+
+When the store already holds a tree (memories with declared or auto-chosen parents), the best
+evidence for where a new text belongs is where its neighbours were filed.  Each of the text's
+``k`` nearest memories ``n`` (cosine of the embedder's vectors, ``cos(t, n)``) casts a weight
+
+    w_n = max(cos(t, n), 0) ** alpha * time_weight(n) ** time_coef
+
+for itself (times ``self_weight``: a sibling of the text is a weaker guess than its parent) and
+for each of its ancestors ``a`` up to ``hops`` links above it (times ``decay ** (hop - 1)``)::
+
+    vote(c) = sum_n w_n ( self_weight [c = n] + sum_{h=1..hops} decay^(h-1) [c = anc_h(n)] )
+
+and candidates rank by their share ``vote(c) / sum_n w_n``.  This is the nearest-neighbour
+parent baseline of taxonomy expansion (Shen et al., "TaxoExpan", WWW 2020; Jiang et al.,
+"TaxoEnrich", WWW 2022), here with the ancestors' decay so that a neighbour's grandparent still
+counts.  The default settings (``k = 20, alpha = 4, decay = 0.6, self_weight = 0.5, hops = 3``)
+were chosen on the validation nouns of WordNet's unseen-entity split (seed 1) for the ball
+encoder, its Euclidean twin and MiniLM alike (benchmarks/RESULTS.md, "The store places text").
+The time factor is the store's score term ``time_coef * log(time_weight)`` exponentiated: a
+stale neighbour votes less, as it ranks lower in ``search``.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable, Iterable
+
+__all__ = ["VOTE_ALPHA", "VOTE_DECAY", "VOTE_HOPS", "VOTE_K", "VOTE_SELF", "neighbour_vote"]
+
+VOTE_K = 20
+"""Nearest memories that vote."""
+VOTE_ALPHA = 4.0
+"""Exponent of a neighbour's cosine in its weight."""
+VOTE_DECAY = 0.6
+"""A neighbour's vote for its ancestor ``hop`` links up is ``decay ** (hop - 1)``."""
+VOTE_SELF = 0.5
+"""A neighbour's vote for itself."""
+VOTE_HOPS = 3
+"""Ancestors of a neighbour that receive its vote."""
+
+
+def neighbour_vote(neighbours: Iterable[tuple[str, float, float]], parent_of: Callable[[str], str | None],
+                   allowed: Callable[[str], bool] | None = None, *, alpha: float = VOTE_ALPHA,
+                   decay: float = VOTE_DECAY, self_weight: float = VOTE_SELF,
+                   hops: int = VOTE_HOPS) -> list[tuple[str, float]]:
+    """Candidates ``(id, share)``, the best first (ties: the order they were first voted for).
+
+    ``neighbours``: ``(id, cosine, time factor)`` of the nearest memories (module docstring;
+    the time factor is 1 under ``NoDecay``); ``parent_of(id)``: its parent id or None; ``allowed(id)``: whether a candidate may be
+    suggested (filters, ``at_time``); None: all.  An empty list when no neighbour has a
+    positive weight."""
+    votes: dict[str, float] = collections.defaultdict(float)
+    total = 0.0
+    for nid, cos, factor in neighbours:
+        w = max(float(cos), 0.0) ** alpha * float(factor)
+        if w <= 0.0:
+            continue
+        total += w
+        if allowed is None or allowed(nid):
+            votes[nid] += self_weight * w
+        a, seen = parent_of(nid), {nid}
+        for hop in range(1, hops + 1):
+            if a is None or a in seen:  # a root, or a cycle in a hand-made parent_of
+                break
+            seen.add(a)
+            if allowed is None or allowed(a):
+                votes[a] += w * decay ** (hop - 1)
+            a = parent_of(a)
+    if total <= 0.0:
+        return []
+    ranked = sorted(votes.items(), key=lambda kv: -kv[1])  # stable: ties keep first-vote order
+    return [(c, v / total) for c, v in ranked]

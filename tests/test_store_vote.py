@@ -1,0 +1,161 @@
+"""The neighbours' vote (hypermem.store.vote) and the store's use of it: suggest_parents(by=)
+and add(parent="auto") in a store that holds a tree (issue 31)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from hypermem.store.vote import neighbour_vote
+
+PARENT = {"poodle": "dog", "beagle": "dog", "dog": "mammal", "mammal": "animal", "animal": "entity",
+          "tabby": "cat", "cat": "mammal"}
+
+
+def test_each_neighbour_votes_for_itself_and_its_ancestors_with_decay():
+    got = dict(neighbour_vote([("poodle", 1.0, 1.0), ("tabby", 0.5, 1.0)], PARENT.get,
+                              alpha=1.0, decay=0.5, self_weight=0.25, hops=3))
+    total = 1.5
+    assert got["poodle"] == pytest.approx(0.25 / total)
+    assert got["dog"] == pytest.approx(1.0 / total)
+    assert got["mammal"] == pytest.approx((0.5 + 0.5 * 0.5) / total)   # 2 hops from poodle, 2 from tabby
+    assert got["animal"] == pytest.approx((0.25 + 0.5 * 0.25) / total)    # 3 hops from each
+    assert got["cat"] == pytest.approx(0.5 / total)
+    assert got["tabby"] == pytest.approx(0.125 / total)
+    assert "entity" not in got                                          # 4 hops: beyond hops=3
+    ranked = neighbour_vote([("poodle", 1.0, 1.0), ("tabby", 0.5, 1.0)], PARENT.get, alpha=1.0, decay=0.5,
+                            self_weight=0.25, hops=3)
+    assert [c for c, _ in ranked][:2] == ["dog", "mammal"]
+    assert [v for _, v in ranked] == sorted((v for _, v in ranked), reverse=True)
+
+
+def test_alpha_time_factor_negative_cosines_allowed_and_cycles():
+    # alpha sharpens the weights; a time factor scales a neighbour's vote; cos <= 0 casts none
+    got = dict(neighbour_vote([("poodle", 0.5, 1.0), ("tabby", 0.5, 0.25), ("beagle", -0.9, 1.0)], PARENT.get,
+                              alpha=2.0, decay=1.0, self_weight=0.0, hops=1))
+    w_p, w_t = 0.25, 0.25 * 0.25
+    assert got == pytest.approx({"poodle": 0.0, "dog": w_p / (w_p + w_t), "tabby": 0.0, "cat": w_t / (w_p + w_t)})
+    # a candidate that is not allowed gets nothing, its own ancestors still do
+    got = dict(neighbour_vote([("poodle", 1.0, 1.0)], PARENT.get, lambda i: i != "dog", hops=2))
+    assert "dog" not in got and "mammal" in got
+    # no positive weight: nothing to suggest; a parent cycle ends the walk
+    assert neighbour_vote([("poodle", -1.0, 1.0)], PARENT.get) == []
+    loop = {"a": "b", "b": "a"}
+    assert dict(neighbour_vote([("a", 1.0, 1.0)], loop.get, self_weight=1.0, decay=1.0, hops=5)) == {"a": 1.0, "b": 1.0}
+
+
+# ---------------------------------------------------------------------------- in the store
+pytest.importorskip("sentence_transformers")
+
+from encoder_helpers import EDGES, NAMES, TREE, tiny_model_folder  # noqa: E402
+
+from hypermem import Memory  # noqa: E402
+from hypermem.embed import HierarchyEncoder  # noqa: E402
+from hypermem.hierarchy.encoder_training import fit_hierarchy_encoder  # noqa: E402
+from hypermem.store.vote import VOTE_K  # noqa: E402
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def enc(tmp_path_factory):
+    tiny = tiny_model_folder(tmp_path_factory.mktemp("tiny"))
+    out = tmp_path_factory.mktemp("enc") / "ball"
+    val = [("beagle", "dog"), ("tulip", "flower")]
+    fit_hierarchy_encoder([e for e in EDGES if e not in val], NAMES, base=str(tiny), geometry="poincare", epochs=2,
+                          batch_size=8, lr=2e-3, validate_every=4, validation_edges=val, out=str(out), seed=1)
+    return HierarchyEncoder.load(out)
+
+
+def depth_first(tree: dict[str, str]) -> list[str]:
+    """Every name of ``tree`` (child -> parent), parents before children."""
+    kids: dict[str, list[str]] = {}
+    for c, p in tree.items():
+        kids.setdefault(p, []).append(c)
+    order, stack = [], [n for n in set(tree.values()) if n not in tree]
+    while stack:
+        n = stack.pop()
+        order.append(n)
+        stack += kids.get(n, [])
+    return order
+
+
+@pytest.fixture
+def filed(enc):
+    """A store holding the tree minus "poodle" and "tabby" (the texts to place)."""
+    m = Memory(embedder=enc)
+    m.add_many([{"text": n, "id": n, "parent": TREE.get(n), "meta": {"kind": "x" if n == "dog" else "y"}}
+                for n in depth_first(TREE) if n not in ("poodle", "tabby")])
+    return m
+
+
+def expected_vote(enc, mem, text, allowed=None):
+    """The vote computed from the encoder's own vectors and the declared tree."""
+    q = enc.encode([text])[0].double()
+    ids = list(mem.ids)
+    E = torch.stack([mem.embedding(i) for i in ids]).double()
+    cos = (E @ q) / (E.norm(dim=1) * q.norm())
+    top = torch.topk(cos, min(VOTE_K, len(ids)))
+    return neighbour_vote([(ids[r], c, 1.0) for c, r in zip(top.values.tolist(), top.indices.tolist())],
+                          mem.parent, allowed)
+
+
+def test_a_filed_store_suggests_by_the_vote_and_a_flat_one_by_the_score(enc, filed):
+    want = expected_vote(enc, filed, "poodle")
+    got = filed.suggest_parents("poodle", k=4)
+    assert [h.id for h in got] == [c for c, _ in want[:4]]
+    assert [h.score for h in got] == pytest.approx([v for _, v in want[:4]], abs=1e-9)
+    pair = enc.subsumption_scores(["poodle"] * 4, [h.id for h in got]).tolist()
+    assert [-h.distance for h in got] == pytest.approx(pair, abs=1e-4)   # distance: still -s of the pair
+    sub = filed.suggest_parents("poodle", k=4, by="subsumption")
+    scores = enc.subsumption_scores(["poodle"] * len(filed), list(filed.ids)).tolist()
+    assert [h.id for h in sub] == [list(filed.ids)[j] for j in sorted(range(len(filed)), key=lambda j: -scores[j])[:4]]
+    # the same texts without the tree: "auto" ranks by the score
+    flat = Memory(embedder=enc)
+    flat.add_many([{"text": i, "id": i} for i in list(filed.ids)])
+    assert [h.id for h in flat.suggest_parents("poodle", k=4)] == [h.id for h in sub]
+    # the vote in a flat store: each neighbour votes only for itself, so it is the cosine order
+    assert [h.id for h in flat.suggest_parents("poodle", k=4, by="vote")] == [
+        c for c, _ in expected_vote(enc, flat, "poodle")[:4]] == [c for c, _ in sorted(
+            ((i, float(torch.cosine_similarity(flat.embedding(i), enc.encode(["poodle"])[0].double(), dim=0)))
+             for i in flat.ids), key=lambda t: -t[1])[:4]]
+    with pytest.raises(ValueError, match="by must be one of"):
+        filed.suggest_parents("poodle", by="cones")
+
+
+def test_the_vote_respects_filters_and_the_index_variant(enc, filed):
+    top = filed.suggest_parents("poodle", k=1)[0].id
+    flt = filed.suggest_parents("poodle", k=3, filters=lambda r: r.id != top)
+    assert top not in [h.id for h in flt] and flt
+    want = expected_vote(enc, filed, "poodle", allowed=lambda i: i != top)
+    assert [h.id for h in flt] == [c for c, _ in want[:3]]
+    idx = filed.suggest_parents("poodle", k=3, use_index=True, oversample=50)   # the pool holds every memory
+    assert [h.id for h in idx] == [h.id for h in filed.suggest_parents("poodle", k=3)]
+
+
+def test_auto_parent_in_a_filed_store_takes_the_vote_and_keeps_why(enc, filed):
+    want = expected_vote(enc, filed, "poodle")
+    saved = enc.threshold
+    try:
+        enc.threshold = -math.inf
+        i = filed.add("poodle", parent="auto")
+        info = filed.get(i).meta["auto_parent"]
+        assert filed.parent(i) == want[0][0] == info["parent"] and info["by"] == "vote"
+        assert [s["id"] for s in info["suggested"]] == [c for c, _ in want[:3]]
+        assert [s["score"] for s in info["suggested"]] == pytest.approx([v for _, v in want[:3]])
+        pair = float(enc.subsumption_scores(["poodle"], [want[0][0]], centripetal_weight=enc.centripetal_weight))
+        assert info["score"] == pytest.approx(pair, abs=1e-4)
+        filed.remove(i)
+        enc.threshold = pair + 1e-3        # the vote's choice does not pass the threshold: a root
+        j = filed.add("poodle", parent="auto")
+        assert filed.parent(j) is None and filed.get(j).meta["auto_parent"]["parent"] is None
+        filed.remove(j)
+        # add_many: the batch's earlier items vote with the parents chosen for them
+        enc.threshold = -math.inf
+        a, b = filed.add_many([{"text": "poodle", "parent": "auto"}, {"text": "tabby", "parent": "auto"}])
+        one = expected_vote(enc, filed, "tabby")
+        assert filed.parent(b) == one[0][0]   # poodle is stored now: the same vote as one add after the other
+    finally:
+        enc.threshold = saved
