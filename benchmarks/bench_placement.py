@@ -4,6 +4,7 @@ twin and pre-trained MiniLM cosine, on the unseen-entity split of the encoder be
 
     python benchmarks/bench_placement.py --encoder poincare=runs/enc/unseen-poincare-s1-con/encoder \\
         --encoder euclidean=runs/enc/unseen-euclidean-s1-con/encoder --cosine --seed 1 -o runs/placement
+    python benchmarks/bench_placement.py --filed --encoder poincare=FOLDER --encoder euclidean=FOLDER --seed 1 --cache
     python benchmarks/bench_placement.py --cost --encoder poincare=FOLDER --sizes 10000 100000 -o runs/placement
 
 **Quality.**  The split is ``unseen_entity_task(hit_noun_hierarchy(), seed)`` (as
@@ -19,6 +20,13 @@ nearest search (``Memory(embedder=SentenceTransformerEmbedder())``, shell metric
 order, ``hybrid=0``); it has no threshold, so it always attaches its nearest memory.  The ball's
 ranking is also scored by entailment-cone energy on the *validation* nouns (which ranking the
 store uses is chosen there).
+
+**A filed store.**  ``--filed``: the store holds the known entities *with their tree* (each its
+first known parent from the split's training edges, declared), the case of a user who filed
+memories before; then ``add(parent="auto")`` and ``mode="ancestors"`` rank by the neighbours'
+vote (:mod:`hypermem.store.vote`), and the subsumption ranking's recall is reported beside it.
+*within 2, ungated* counts the vote's choice before the encoder's threshold decides.  The
+cosine system is still the nearest memory (the vote needs a hierarchy encoder's store).
 
 **Cost.**  ``--cost``: the store filled with ``N`` encoder points (``--pool`` encoded known
 names, repeated), then the wall time per ``add(name, parent="auto")`` (the encoder call
@@ -84,14 +92,38 @@ def encoded(emb, texts: list[str], cache: Path | None) -> torch.Tensor:
     return x
 
 
-def known_store(emb, task, cache: Path | None):
-    """A store holding every known entity's name (no declared parents), and the ids in order."""
+def filed_parents(task, known: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The known entities parents first, and each one's first known parent (the split's
+    training edges; a store keeps one parent a memory): the tree a user would have filed."""
+    par: dict[str, str] = {}
+    for c, p in sorted(task.train_edges):
+        par.setdefault(c, p)
+    depth: dict[str, int] = {}
+    for e in known:
+        chain = []
+        while e not in depth and e in par:
+            chain.append(e)
+            e = par[e]
+        d = depth.setdefault(e, 0)   # a known depth, or a root
+        for x in reversed(chain):
+            d += 1
+            depth[x] = d
+    return sorted(known, key=lambda e: (depth[e], e)), par
+
+
+def known_store(emb, task, cache: Path | None, filed: bool = False):
+    """A store holding every known entity's name, and the ids in order; ``filed``: each with its
+    first known parent declared (:func:`filed_parents`), else none."""
     h = task.hierarchy
     held = set(task.val_entities) | set(task.test_entities)
     known = sorted(e for e in h.names if e not in held)
     x = encoded(emb, [h.names[e] for e in known], cache)
+    at = {e: i for i, e in enumerate(known)}
+    par: dict[str, str] = {}
+    if filed:
+        known, par = filed_parents(task, known)
     mem = Memory(embedder=emb, hybrid=0.0)
-    mem.add_many([{"text": h.names[e], "id": e, "embedding": x[i]} for i, e in enumerate(known)])
+    mem.add_many([{"text": h.names[e], "id": e, "embedding": x[at[e]], "parent": par.get(e)} for e in known])
     return mem, known
 
 
@@ -108,9 +140,12 @@ def outcomes(mem, task, entities: list[str], threshold: float | None) -> dict:
         hits = mem.search_batch(texts, k=10, touch=False, hybrid=0.0)
     enc = mem.embedder
     qx = enc.encode(texts) if hierarchy else None
+    sub = None   # a filed store ranks ancestors by the vote: the subsumption ranking beside it
+    if hierarchy and mem.suggester.holds_tree():
+        sub = mem.suggester.rank(texts, 10, by="subsumption")
 
     def decision(j: int, top) -> float:  # the score the threshold was chosen on (as add(parent="auto"))
-        return decision_score(enc, qx[j], mem.embedding(top.id), top.score) if hierarchy else top.score
+        return decision_score(enc, qx[j], mem.embedding(top.id), -top.distance) if hierarchy else top.score
 
     rows = []
     for j, (e, res) in enumerate(zip(entities, hits)):
@@ -119,24 +154,31 @@ def outcomes(mem, task, entities: list[str], threshold: float | None) -> dict:
         attached = top is not None and (threshold is None or decision(j, top) > threshold)
         chosen = top.id if attached else None
         got = [r.id for r in res]
-        by_hop = {}
+        by_hop, by_hop_sub = {}, {}
         for hop in HOPS:
             want = {p for p, d in true.items() if (d >= hop if hop == HOPS[-1] else d == hop)}
             if want:
                 by_hop[hop] = len(want & set(got)) / len(want)
+                if sub is not None:
+                    by_hop_sub[hop] = len(want & {r.id for r in sub[j]}) / len(want)
         rows.append({"entity": e, "parent": float(chosen in par.get(e, ())),
                      "within2": float(chosen is not None and true.get(chosen, 99) <= 2),
-                     "attached": float(attached), "recall": by_hop, "top": got})
+                     "within2_ungated": float(top is not None and true.get(top.id, 99) <= 2),
+                     "attached": float(attached), "recall": by_hop, "recall_sub": by_hop_sub,
+                     "top": got})
     return {"rows": rows}
 
 
 def summary(rows: list[dict]) -> dict:
     n = len(rows)
-    out = {k: sum(r[k] for r in rows) / n for k in ("parent", "within2", "attached")}
+    out = {k: sum(r[k] for r in rows) / n for k in ("parent", "within2", "within2_ungated", "attached")}
     for hop in HOPS:
         vals = [r["recall"][hop] for r in rows if hop in r["recall"]]
         out[f"recall@10_hop{hop}"] = sum(vals) / len(vals) if vals else float("nan")
         out[f"n_hop{hop}"] = len(vals)
+        sub = [r["recall_sub"][hop] for r in rows if hop in r.get("recall_sub", {})]
+        if sub:
+            out[f"recall@10_subsumption_hop{hop}"] = sum(sub) / len(sub)
     out["n"] = n
     return out
 
@@ -179,9 +221,9 @@ def check_real_adds(mem, task, threshold, rows, sample: int = 50, seed: int = 0)
         r = rows[i]
         text = h.names[r["entity"]]
         best = mem.suggest_parents(text, k=1)[0]
-        score = best.score  # ranked by the ranking lambda; decided at the F1 lambda, as add() does
+        score = best.score  # ranked by the ranking lambda (or the vote); decided at the F1 lambda, as add() does
         if is_hierarchy_encoder(enc):
-            score = decision_score(enc, enc.encode([text])[0], mem.embedding(best.id), best.score)
+            score = decision_score(enc, enc.encode([text])[0], mem.embedding(best.id), -best.distance)
         t0 = time.perf_counter()
         new = mem.add(text, parent="auto")
         secs.append(time.perf_counter() - t0)
@@ -205,11 +247,12 @@ def quality(args) -> int:
             emb.ranking_weight, name = float(args.lam), f"{name}-l{args.lam:g}"  # ranking's lambda; F1's decides
         t0 = time.monotonic()
         cache = out / f"points-{base}-s{args.seed}.pt" if args.cache else None
-        mem, known = known_store(emb, task, cache)
+        mem, known = known_store(emb, task, cache, filed=args.filed)
+        name = f"{name}-filed" if args.filed else name
         thr = getattr(emb, "threshold", None)
         res = outcomes(mem, task, task.test_entities, thr)
         rec = {"system": name, "seed": args.seed, "source": spec, "threshold": thr, "memories": len(mem),
-               "summary": summary(res["rows"]), "rows": [{k: r[k] for k in ("entity", "parent", "within2", "attached")}
+               "summary": summary(res["rows"]), "rows": [{k: r[k] for k in ("entity", "parent", "within2", "within2_ungated", "attached")}
                                                          for r in res["rows"]]}
         if thr is not None:
             rec["real_adds"] = check_real_adds(mem, task, thr, res["rows"], sample=args.sample)
@@ -236,12 +279,14 @@ def cost(args) -> int:
         known = sorted(e for e in h.names if e not in set(task.val_entities) | set(task.test_entities))
         pool = random.Random(args.seed).sample(known, min(args.pool, len(known)))
         base = encoded(enc, [h.names[e] for e in pool], None)   # the points repeat: the cost does not care
+        name = f"{name}-filed" if args.filed else name
         rec = {"system": name, "threads": torch.get_num_threads(), "sizes": {}}
         for n in args.sizes:
             g = torch.Generator().manual_seed(n)
             rows = torch.randint(0, base.shape[0], (n,), generator=g)
             mem = Memory(embedder=enc, hybrid=0.0)
-            mem.add_many([{"text": f"m{i}", "embedding": base[int(r)]} for i, r in enumerate(rows)])
+            mem.add_many([{"text": f"m{i}", "id": f"m{i}", "embedding": base[int(r)],
+                           "parent": f"m{(i - 1) // 8}" if args.filed and i else None} for i, r in enumerate(rows)])
             enc.threshold = enc.threshold if enc.threshold is not None else -1e9
             t = {}
             secs = []
@@ -280,16 +325,20 @@ def cost(args) -> int:
 def table(out: Path) -> str:
     """Markdown table of every placement-*.json under ``out`` and paired differences."""
     recs = [json.loads(p.read_text()) for p in sorted(out.glob("placement-*.json"))]
-    lines = ["| system | seed | attach to parent | within 2 hops | attached | R@10 hop1 | hop2 | hop3 | hop4+ |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| system | seed | attach to parent | within 2 hops | within 2, ungated | attached | R@10 hop1 | hop2 "
+             "| hop3 | hop4+ |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in recs:
         s = r["summary"]
-        lines.append(f"| {r['system']} | {r['seed']} | {s['parent']:.3f} | {s['within2']:.3f} | {s['attached']:.3f} | "
+        ungated = s.get("within2_ungated", float("nan"))
+        lines.append(f"| {r['system']} | {r['seed']} | {s['parent']:.3f} | {s['within2']:.3f} | {ungated:.3f} "
+                     f"| {s['attached']:.3f} | "
                      + " | ".join(f"{s[f'recall@10_hop{h}']:.3f}" for h in HOPS) + " |")
     for a in recs:
         for b in recs:
             if a["system"] < b["system"] and a["seed"] == b["seed"] and len(a["rows"]) == len(b["rows"]):
-                for k in ("parent", "within2"):
+                for k in ("parent", "within2", "within2_ungated"):
+                    if k not in a["rows"][0] or k not in b["rows"][0]:
+                        continue
                     m, lo, hi = paired_interval([x[k] for x in a["rows"]], [x[k] for x in b["rows"]])
                     lines.append(f"{a['system']} - {b['system']} (seed {a['seed']}) {k}: {m:+.3f} [{lo:+.3f}, {hi:+.3f}]")
     return "\n".join(lines)
@@ -298,6 +347,8 @@ def table(out: Path) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--encoder", action="append", default=[], metavar="NAME=FOLDER", help="a saved hierarchy encoder")
+    p.add_argument("--filed", action="store_true", help="the store holds the known entities' tree (declared "
+                   "parents): placement by the neighbours' vote")
     p.add_argument("--cosine", action="store_true", help="also pre-trained MiniLM cosine (the store's nearest search)")
     p.add_argument("--seed", type=int, default=1, help="the unseen-entity split's seed (default 1)")
     p.add_argument("--sample", type=int, default=50, help="real add(parent='auto') calls checked per system")

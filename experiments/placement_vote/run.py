@@ -62,6 +62,9 @@ def main() -> None:
     ap.add_argument("--grid", action="store_true", help="print every setting of the grid")
     ap.add_argument("--config", default="[20, 4, 0.6, 0.5, 0.0]", help="[k, alpha, decay, self_w, gamma]")
     ap.add_argument("--cache", default="runs/placement_vote")
+    ap.add_argument("--gate", choices=("choice", "any"),
+                    help="attach only when the pair score of the choice (or of any known entity) passes the "
+                         "encoder's threshold, else a root")
     ap.add_argument("--save", help="write each noun's within-2-hops outcome of the vote (JSON) here")
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -92,8 +95,16 @@ def main() -> None:
 
     per_noun: dict[str, int] = {}
 
+    def gated(j: int, c: str) -> str | None:
+        """``c``, or None (a root) when ``--gate`` and its pair score is not above the threshold."""
+        if not args.gate or enc is None:
+            return c
+        other = K[kpos[c]] if args.gate == "choice" else K
+        s = enc.subsumption_scores(Q[j][None], other, centripetal_weight=enc.centripetal_weight)
+        return c if float(s.max()) > enc.threshold else None
+
     def evaluate(choose) -> tuple[float, float]:
-        dist = [truth[e].get(choose(j), 99) for j, e in enumerate(ents)]
+        dist = [truth[e].get(gated(j, choose(j)), 99) for j, e in enumerate(ents)]
         per_noun.update({e: int(d <= 2) for e, d in zip(ents, dist)})
         return round(sum(d == 1 for d in dist) / len(ents), 4), round(sum(d <= 2 for d in dist) / len(ents), 4)
 
