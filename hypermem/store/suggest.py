@@ -166,10 +166,14 @@ class Suggester:
             time_term = self.memory.time_coef * torch.log(weights)
             out = []
             if by == "vote" or (by == "auto" and self.holds_tree()):
-                for b in range(X.shape[0]):
-                    r = rows if pools is None else torch.tensor(sorted(st.row[i] for i in pools[b]),
-                                                                dtype=torch.long)
-                    out.append(self._voted(enc, X[b], r, rows, weights, k))
+                for b0 in range(0, X.shape[0], BLOCK):
+                    near = None if pools is not None or (rows is not None and rows.numel() == 0) else \
+                        self.neighbours(X[b0: b0 + BLOCK], rows, VOTE_K)
+                    for b in range(b0, min(b0 + BLOCK, X.shape[0])):
+                        r = rows if pools is None else torch.tensor(sorted(st.row[i] for i in pools[b]),
+                                                                    dtype=torch.long)
+                        nb = None if near is None else (near[0][b - b0: b - b0 + 1], near[1][b - b0: b - b0 + 1])
+                        out.append(self._voted(enc, X[b], r, rows, weights, k, nb))
                 if touch:
                     self.memory.touch([h.id for res in out for h in res])
                 return out
@@ -233,14 +237,15 @@ class Suggester:
         return top.values, at
 
     def _voted(self, enc, x: torch.Tensor, rows: torch.Tensor | None, allowed_rows: torch.Tensor | None,
-               weights: torch.Tensor, k: int) -> list[SearchResult]:
+               weights: torch.Tensor, k: int, near: tuple | None = None) -> list[SearchResult]:
         """The ``k`` best candidates of the neighbours' vote for one query ``x`` (module
         :mod:`hypermem.store.vote`): neighbours among ``rows``, candidates among ``allowed_rows``
-        (None: all); ``score`` is the vote share, ``distance`` the pair's ``-s``."""
+        (None: all); ``score`` is the vote share, ``distance`` the pair's ``-s``; ``near``: the
+        neighbours when already found."""
         st = self.memory.state
         if rows is not None and rows.numel() == 0:
             return []
-        cos, at = self.neighbours(x[None], rows, VOTE_K)
+        cos, at = self.neighbours(x[None], rows, VOTE_K) if near is None else near
         factor = weights.pow(self.memory.time_coef)
         ok = None if allowed_rows is None else set(allowed_rows.tolist())
         ranked = neighbour_vote([(st.ids[r], c, float(factor[r])) for c, r in zip(cos[0].tolist(), at[0].tolist())],
@@ -314,20 +319,19 @@ class Suggester:
         for b0 in range(0, len(auto), BLOCK):
             block = auto[b0: b0 + BLOCK]
             X = emb[block].to(torch.float64)
-            S = self._scores(enc, X, None) if st.n else torch.zeros(len(block), 0, dtype=torch.float64)
             upto = max(block)
-            B = self.scan.scores(enc, X, emb[:upto]) if upto else torch.zeros(len(block), 0, dtype=torch.float64)
-            for j in range(len(block)):
-                B[j, block[j]:] = -math.inf  # only earlier items of the batch
-            near = self.neighbours(X, None, VOTE_K) if st.n else None
+            sub = None if tree else self._pair_scores(enc, X, block, emb)  # a tree from the start: no pair scan
+            near = None   # the vote's neighbours among the stored memories, when an item first votes
             C = unit[block] @ unit[:upto].T
             prev = 0
             for j, i in enumerate(block):
                 tree = tree or any(p is not None for p in batch.parents[prev:i])
                 prev = i
                 if not tree:
-                    self._choose(batch, i, torch.cat([S[j], B[j]]), thr, X[j], emb)
+                    self._choose(batch, i, sub[j], thr, X[j], emb)
                     continue
+                if near is None:
+                    near = self.neighbours(X, None, VOTE_K) if st.n else ()
                 cand = [(st.ids[r], c, 1.0) for c, r in zip(near[0][j].tolist(), near[1][j].tolist())] if near else []
                 if i:
                     top = torch.topk(C[j, :i], min(VOTE_K, i))
@@ -340,6 +344,17 @@ class Suggester:
                     s = float(self.scan.scores(enc, X[j: j + 1], p[None].to(torch.float64))[0, 0])
                     best = {"id": c, "score": decision_score(enc, X[j], p, s)}
                 self._decide(batch, i, best, thr, "vote", [{"id": c, "score": v} for c, v in ranked[:KEPT]])
+
+    def _pair_scores(self, enc, X: torch.Tensor, block: list[int], emb: torch.Tensor) -> torch.Tensor:
+        """Pair scores of a block of batch items against the ``n`` stored memories, then the
+        batch's items (``-inf`` at an item and after it: only earlier items), ``(B, n + upto)``."""
+        st = self.memory.state
+        S = self._scores(enc, X, None) if st.n else torch.zeros(len(block), 0, dtype=torch.float64)
+        upto = max(block)
+        B = self.scan.scores(enc, X, emb[:upto]) if upto else torch.zeros(len(block), 0, dtype=torch.float64)
+        for j in range(len(block)):
+            B[j, block[j]:] = -math.inf
+        return torch.cat([S, B], dim=1)
 
     def _choose(self, batch, i: int, scores: torch.Tensor, thr: float, x: torch.Tensor, emb: torch.Tensor) -> None:
         """Item ``i``'s parent by the best subsumption score among the stored memories and the
