@@ -159,3 +159,24 @@ def test_auto_parent_in_a_filed_store_takes_the_vote_and_keeps_why(enc, filed):
         assert filed.parent(b) == one[0][0]   # poodle is stored now: the same vote as one add after the other
     finally:
         enc.threshold = saved
+
+
+def test_a_durable_filed_store_votes_and_keeps_the_choice(enc, tmp_path):
+    path = tmp_path / "filed.db"
+    saved = enc.threshold
+    try:
+        enc.threshold = -math.inf
+        with Memory.open(path, embedder=enc) as m:
+            m.add_many([{"text": n, "id": n, "parent": TREE.get(n)} for n in depth_first(TREE)
+                        if n not in ("poodle", "tabby")])
+            want = expected_vote(enc, m, "poodle")
+            i = m.add("poodle", parent="auto")
+            assert m.parent(i) == want[0][0] and m.get(i).meta["auto_parent"]["by"] == "vote"
+            j, = m.add_many([{"text": "tabby", "parent": "auto"}])
+            chosen = m.parent(j)
+        with Memory.open(path, embedder=enc) as m:   # what was chosen is what is stored
+            assert m.parent(i) == want[0][0] and m.parent(j) == chosen
+            assert m.get(j).meta["auto_parent"]["parent"] == chosen
+            assert [h.id for h in m.suggest_parents("poodle", k=3)] == [c for c, _ in expected_vote(enc, m, "poodle")[:3]]
+    finally:
+        enc.threshold = saved

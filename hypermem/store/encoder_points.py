@@ -92,7 +92,8 @@ def encoder_checksum(encoder: Any) -> str:
 
 
 def encoder_record(embedder: Any) -> dict[str, Any] | None:
-    """The JSON record of a hierarchy encoder (module docstring), ``None`` for another embedder."""
+    """The JSON record of a hierarchy encoder (module docstring), ``None`` for another embedder
+    (a threshold of -inf, "always attach", is recorded as null: JSON has no infinities)."""
     if not is_hierarchy_encoder(embedder):
         return None
     thr = getattr(embedder, "threshold", None)
@@ -101,7 +102,7 @@ def encoder_record(embedder: Any) -> dict[str, Any] | None:
     return {"geometry": embedder.geometry, "dim": int(embedder.dim), "curvature": None if cur is None else float(cur),
             "centripetal_weight": float(getattr(embedder, "centripetal_weight", 1.0)),
             "ranking_weight": None if rank is None else float(rank),
-            "threshold": None if thr is None else float(thr), "folder": getattr(embedder, "source", None),
+            "threshold": float(thr) if thr is not None and math.isfinite(thr) else None, "folder": getattr(embedder, "source", None),
             "checksum": encoder_checksum(embedder)}
 
 
