@@ -180,3 +180,27 @@ def test_a_durable_filed_store_votes_and_keeps_the_choice(enc, tmp_path):
             assert [h.id for h in m.suggest_parents("poodle", k=3)] == [c for c, _ in expected_vote(enc, m, "poodle")[:3]]
     finally:
         enc.threshold = saved
+
+
+def test_the_page_shows_a_voted_placement_as_vote_shares(enc, filed, tmp_path):
+    from hypermem.viz.chromium import Chromium, find_chromium
+
+    if find_chromium() is None:
+        pytest.skip("Chromium is not installed (apt-get install chromium)")
+    saved = enc.threshold
+    try:
+        enc.threshold = -1e9    # finite: the page shows it
+        i = filed.add("poodle", parent="auto", id="poodle")
+    finally:
+        enc.threshold = saved
+    info = filed.get(i).meta["auto_parent"]
+    path = tmp_path / "page.html"
+    filed.inspect(path)
+    with Chromium(width=1100, height=900) as b:
+        b.open(path.as_uri() + "#focus=poodle")
+        b.wait_for("document.body.getAttribute('data-selected') === 'poodle'")
+        assert b.evaluate("document.documentElement.getAttribute('data-errors')") == "0"
+        panel = b.evaluate("document.getElementById('hm-selected').textContent")
+        links = b.evaluate("Array.from(document.querySelectorAll('.hm-suggested a')).map(a => a.textContent)")
+    assert "suggested parents (vote share)" in panel and "pair score" in panel and "threshold" in panel
+    assert [t.rsplit(" (", 1)[0] for t in links] == [s["id"] for s in info["suggested"]]

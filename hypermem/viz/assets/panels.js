@@ -47,14 +47,17 @@ function select(i) {
     var sug = (D.suggested || {})[String(i)];
     if (sug) {  // an auto-placed memory: the parents its hierarchy encoder suggested, best first
       var dd = el("dd", null, "hm-suggested"), info = meta(i).auto_parent || {};
-      dl.appendChild(el("dt", "suggested parents"));
+      dl.appendChild(el("dt", info.by === "vote" ? "suggested parents (vote share)" : "suggested parents"));
       sug.forEach(function (s) {
         var a = el("a", label(s[0]) + " (" + fmt(s[1], 3) + ")");
         a.href = "#"; a.setAttribute("data-row", String(s[0]));
         a.addEventListener("click", function (ev) { ev.preventDefault(); select(s[0]); draw(); });
         dd.appendChild(a); dd.appendChild(document.createTextNode(" "));
       });
-      if (typeof info.threshold === "number") { dd.appendChild(el("span", "threshold " + fmt(info.threshold, 3))); }
+      if (typeof info.threshold === "number") {  // a voted choice is decided on its pair score
+        var pair = info.by === "vote" && typeof info.score === "number" ? "pair score " + fmt(info.score, 3) + ", " : "";
+        dd.appendChild(el("span", pair + "threshold " + fmt(info.threshold, 3)));
+      }
       dl.appendChild(dd);
     }
     panel.appendChild(dl);
