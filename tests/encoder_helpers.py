@@ -50,3 +50,22 @@ def tiny_model_folder(path: Path) -> Path:
     out = path / "tiny-st"
     st.SentenceTransformer(modules=[transformer, pooling], device="cpu").save(str(out))
     return out
+
+
+def inspected_panel(mem, path: Path, focus: str) -> tuple[str, list[str], str]:
+    """The inspector page of ``mem`` written to ``path`` and opened in Chromium on ``focus``:
+    the details panel's text, the suggested parents' link texts and the summary line (skips
+    where Chromium is not installed)."""
+    from hypermem.viz.chromium import Chromium, find_chromium
+
+    if find_chromium() is None:
+        pytest.skip("Chromium is not installed (apt-get install chromium)")
+    mem.inspect(path)
+    with Chromium(width=1100, height=900) as b:
+        b.open(path.as_uri() + f"#focus={focus}")
+        b.wait_for(f"document.body.getAttribute('data-selected') === '{focus}'")
+        assert b.evaluate("document.documentElement.getAttribute('data-errors')") == "0"
+        panel = b.evaluate("document.getElementById('hm-selected').textContent")
+        links = b.evaluate("Array.from(document.querySelectorAll('.hm-suggested a')).map(a => a.textContent)")
+        summary = b.evaluate("document.getElementById('hm-summary').textContent")
+    return panel, links, summary

@@ -13,7 +13,7 @@ import torch
 pytest.importorskip("sentence_transformers")
 
 import pg_fixture  # noqa: E402
-from encoder_helpers import EDGES, NAMES, tiny_model_folder  # noqa: E402
+from encoder_helpers import EDGES, NAMES, inspected_panel, tiny_model_folder  # noqa: E402
 
 from hypermem import HalfLife, Memory  # noqa: E402
 from hypermem.embed import HierarchyEncoder  # noqa: E402
@@ -399,24 +399,12 @@ def test_the_household_example_places_every_note_itself(enc_dir, tmp_path, capsy
 
 
 def test_the_page_lists_an_auto_placed_memorys_suggested_parents(enc, mem, tmp_path):
-    from hypermem.viz.chromium import Chromium, find_chromium
-
-    if find_chromium() is None:
-        pytest.skip("Chromium is not installed (apt-get install chromium)")
     saved, enc.threshold = enc.threshold, -math.inf
     try:
         i = mem.add("poodle", parent="auto", id="poodle")
     finally:
         enc.threshold = saved
-    path = tmp_path / "page.html"
-    mem.inspect(path)
-    with Chromium(width=1100, height=900) as b:
-        b.open(path.as_uri() + "#focus=poodle")
-        b.wait_for("document.body.getAttribute('data-selected') === 'poodle'")
-        assert b.evaluate("document.documentElement.getAttribute('data-errors')") == "0"
-        panel = b.evaluate("document.getElementById('hm-selected').textContent")
-        links = b.evaluate("Array.from(document.querySelectorAll('.hm-suggested a')).map(a => a.textContent)")
-        summary = b.evaluate("document.getElementById('hm-summary').textContent")
+    panel, links, summary = inspected_panel(mem, tmp_path / "page.html", "poodle")
     assert "suggested parents" in panel and "depth (encoder)" in panel
     assert [t.rsplit(" (", 1)[0] for t in links] == [s["id"] for s in mem.get(i).meta["auto_parent"]["suggested"]]
     assert "placed by the hierarchy encoder" in summary

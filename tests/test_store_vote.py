@@ -49,7 +49,7 @@ def test_alpha_time_factor_negative_cosines_allowed_and_cycles():
 # ---------------------------------------------------------------------------- in the store
 pytest.importorskip("sentence_transformers")
 
-from encoder_helpers import EDGES, NAMES, TREE, tiny_model_folder  # noqa: E402
+from encoder_helpers import EDGES, NAMES, TREE, inspected_panel, tiny_model_folder  # noqa: E402
 
 from hypermem import Memory  # noqa: E402
 from hypermem.embed import HierarchyEncoder  # noqa: E402
@@ -183,10 +183,6 @@ def test_a_durable_filed_store_votes_and_keeps_the_choice(enc, tmp_path):
 
 
 def test_the_page_shows_a_voted_placement_as_vote_shares(enc, filed, tmp_path):
-    from hypermem.viz.chromium import Chromium, find_chromium
-
-    if find_chromium() is None:
-        pytest.skip("Chromium is not installed (apt-get install chromium)")
     saved = enc.threshold
     try:
         enc.threshold = -1e9    # finite: the page shows it
@@ -194,13 +190,6 @@ def test_the_page_shows_a_voted_placement_as_vote_shares(enc, filed, tmp_path):
     finally:
         enc.threshold = saved
     info = filed.get(i).meta["auto_parent"]
-    path = tmp_path / "page.html"
-    filed.inspect(path)
-    with Chromium(width=1100, height=900) as b:
-        b.open(path.as_uri() + "#focus=poodle")
-        b.wait_for("document.body.getAttribute('data-selected') === 'poodle'")
-        assert b.evaluate("document.documentElement.getAttribute('data-errors')") == "0"
-        panel = b.evaluate("document.getElementById('hm-selected').textContent")
-        links = b.evaluate("Array.from(document.querySelectorAll('.hm-suggested a')).map(a => a.textContent)")
+    panel, links, _ = inspected_panel(filed, tmp_path / "page.html", "poodle")
     assert "suggested parents (vote share)" in panel and "pair score" in panel and "threshold" in panel
     assert [t.rsplit(" (", 1)[0] for t in links] == [s["id"] for s in info["suggested"]]
