@@ -26,7 +26,7 @@ first known parent from the split's training edges, declared), the case of a use
 memories before; then ``add(parent="auto")`` and ``mode="ancestors"`` rank by the neighbours'
 vote (:mod:`hypermem.store.vote`), and the subsumption ranking's recall is reported beside it.
 *within 2, ungated* counts the vote's choice before the encoder's threshold decides.  The
-cosine system is still the nearest memory (the vote needs a hierarchy encoder's store).
+cosine system votes too (a filed store votes with any embedder) and always attaches.
 
 **Cost.**  ``--cost``: the store filled with ``N`` encoder points (``--pool`` encoded known
 names, repeated), then the wall time per ``add(name, parent="auto")`` (the encoder call
@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import sys
@@ -135,6 +136,8 @@ def outcomes(mem, task, entities: list[str], threshold: float | None) -> dict:
     hierarchy = is_hierarchy_encoder(mem.embedder)
     texts = [h.names[e] for e in entities]
     if hierarchy:
+        hits = mem.search_batch(texts, k=10, mode="ancestors", touch=False)
+    elif mem.suggester.holds_tree():   # a filed store votes with any embedder
         hits = mem.search_batch(texts, k=10, mode="ancestors", touch=False)
     else:
         hits = mem.search_batch(texts, k=10, touch=False, hybrid=0.0)
@@ -254,8 +257,9 @@ def quality(args) -> int:
         rec = {"system": name, "seed": args.seed, "source": spec, "threshold": thr, "memories": len(mem),
                "summary": summary(res["rows"]), "rows": [{k: r[k] for k in ("entity", "parent", "within2", "within2_ungated", "attached")}
                                                          for r in res["rows"]]}
-        if thr is not None:
-            rec["real_adds"] = check_real_adds(mem, task, thr, res["rows"], sample=args.sample)
+        if thr is not None or args.filed:   # a filed store's plain embedder always attaches the vote's choice
+            rec["real_adds"] = check_real_adds(mem, task, -math.inf if thr is None else thr, res["rows"],
+                                               sample=args.sample)
         if getattr(emb, "geometry", None) == "poincare" and args.cone:
             rec["validation_ranking"] = cone_vs_score(mem, task, emb, sample=args.cone_sample)
         rec["wall_s"] = time.monotonic() - t0

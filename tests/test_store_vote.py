@@ -46,6 +46,59 @@ def test_alpha_time_factor_negative_cosines_allowed_and_cycles():
     assert dict(neighbour_vote([("a", 1.0, 1.0)], loop.get, self_weight=1.0, decay=1.0, hops=5)) == {"a": 1.0, "b": 1.0}
 
 
+# ---------------------------------------------------------------------------- any embedder, a filed store
+FILED = [("living thing", None), ("animal", "living thing"), ("plant", "living thing"), ("dog", "animal"),
+         ("cat", "animal"), ("dog breed poodle", "dog"), ("dog breed beagle", "dog"), ("cat breed tabby", "cat"),
+         ("tree oak", "plant"), ("tree pine", "plant")]
+
+
+def plain_vote(mem, text):
+    """The vote from the store's own embeddings (the hashing embedder) and its declared parents."""
+    from hypermem.store.vote import VOTE_K
+
+    q = mem.embedder.embed([text])[0].double()
+    ids = list(mem.ids)
+    E = torch.stack([mem.embedding(i) for i in ids]).double()
+    cos = (E @ q) / (E.norm(dim=1) * q.norm())
+    top = torch.topk(cos, min(VOTE_K, len(ids)))
+    return neighbour_vote([(ids[r], c, 1.0) for c, r in zip(top.values.tolist(), top.indices.tolist())], mem.parent)
+
+
+def test_a_filed_store_votes_with_any_embedder():
+    from hypermem import Memory
+
+    m = Memory()                                   # the hashing embedder: no encoder, no threshold
+    m.add_many([{"text": t, "id": t, "parent": p} for t, p in FILED])
+    want = plain_vote(m, "dog breed husky")
+    got = m.suggest_parents("dog breed husky", k=3)
+    assert [h.id for h in got] == [c for c, _ in want[:3]] and want[0][0] in ("dog", "dog breed poodle")
+    assert [h.score for h in got] == pytest.approx([v for _, v in want[:3]])
+    q = m.embedder.embed(["dog breed husky"])[0].double()
+    assert got[0].distance == pytest.approx(1 - float(torch.cosine_similarity(m.embedding(got[0].id).double(), q,
+                                                                               dim=0)))
+    assert [h.id for h in m.search("dog breed husky", mode="ancestors", k=3)] == [h.id for h in got]
+    i = m.add("dog breed husky", parent="auto")
+    info = m.get(i).meta["auto_parent"]
+    assert m.parent(i) == want[0][0] == info["parent"] and info["by"] == "vote" and info["threshold"] is None
+    assert info["score"] == pytest.approx(want[0][1])
+    with pytest.raises(ValueError, match="holds no tree"):
+        m.suggest_parents("dog", by="subsumption")   # the pair score is a hierarchy encoder's
+
+
+def test_a_flat_store_without_an_encoder_still_refuses_auto_and_stores_nothing():
+    from hypermem import Memory
+
+    m = Memory()
+    m.add("animal", id="animal")
+    with pytest.raises(ValueError, match="holds no tree"):
+        m.add_many([{"text": "dog", "parent": "auto"}, {"text": "cat", "id": "cat", "parent": "animal"}])
+    assert len(m) == 1
+    # a parent declared earlier in the same batch makes a tree: the auto item votes
+    a, b, c = m.add_many([{"text": "cat", "id": "cat", "parent": "animal"}, {"text": "dog", "id": "dog"},
+                          {"text": "cat breed tabby", "parent": "auto"}])
+    assert m.parent(c) in ("cat", "animal") and m.get(c).meta["auto_parent"]["by"] == "vote"
+
+
 # ---------------------------------------------------------------------------- in the store
 pytest.importorskip("sentence_transformers")
 

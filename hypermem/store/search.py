@@ -285,7 +285,8 @@ class Searcher:
         ``opts.touch``, :meth:`~hypermem.store.Memory.touch`\es what it returns."""
         mode, root, at_time, metric, oversample = opts.mode, opts.root, opts.at_time, opts.metric, opts.oversample
         memory = self.memory
-        if mode == "ancestors" and root is None and is_hierarchy_encoder(memory.embedder):  # store.suggest
+        if mode == "ancestors" and root is None and (is_hierarchy_encoder(memory.embedder)
+                                                      or memory.suggester.holds_tree()):  # store.suggest
             return memory.suggester.rank(queries, k, opts.filters, at_time, opts.valid_only, bool(opts.use_index),
                                          oversample, opts.touch)
         memory.refresh()

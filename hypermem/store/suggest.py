@@ -32,7 +32,10 @@ in :meth:`~hypermem.store.Memory.search`; 0 under ``NoDecay``).
   encoder's threshold, else a root; the choice is kept in the record's meta under
   ``"auto_parent"``: ``{"parent": id or None, "score": s (the decision's), "threshold": t,
   "by": "subsumption" | "vote", "suggested": [{"id", "score"}, ...]}`` (the :data:`KEPT` best,
-  ranked: pair scores, or vote shares), so an agent can show why.  Once the store (or an
+  ranked: pair scores, or vote shares), so an agent can show why.  With an embedder that is
+  not a hierarchy encoder, a store that holds a tree (or a batch that declares a parent before
+  its first ``"auto"`` item) attaches the vote's choice (no threshold: ``"threshold": null``,
+  ``"score"`` its vote share); without a tree ``"auto"`` is a ``ValueError``.  Once the store (or an
   earlier item of the batch) holds a parent link, the vote picks the candidate and its pair
   score at the threshold's ``lambda`` decides, as for the best-scored one.
 
@@ -99,6 +102,8 @@ class Suggester:
         self.memory = memory
         self.scan = SubsumptionScan()
         """The stored vectors' terms of the score, kept until the store changes (store.subsumption_scan)."""
+        self.norm_key: tuple | None = None
+        self.norm_cache = torch.zeros(0, dtype=torch.float64)
 
     # ------------------------------------------------------------------ queries
     def vectors(self, queries: Sequence[Any]) -> torch.Tensor:
@@ -134,17 +139,23 @@ class Suggester:
         the encoder's vector of a text.  ``by="vote"`` ranks by the vote of the text's nearest
         memories and their ancestors instead (:mod:`hypermem.store.vote`; ``score`` is the vote
         share, ``distance`` still ``-s``), ``"subsumption"`` by the score alone, ``"auto"`` (the
-        default) votes when the store holds a tree (a memory has a parent).  A store without a
-        hierarchy encoder is a ``ValueError``."""
+        default) votes when the store holds a tree (a memory has a parent).  The vote needs no
+        hierarchy encoder: with any embedder a store that holds a tree votes (``distance`` is
+        then ``1 - cos``); the pair score, and so a store without a tree, needs one (else a
+        ``ValueError``)."""
         return self.rank([text], k, filters, at_time, valid_only, use_index, oversample, touch, by)[0]
 
     def rank(self, queries: Sequence[Any], k: int, filters: Filter = None, at_time: datetime | None = None,
              valid_only: bool = False, use_index: bool = False, oversample: int = 8,
              touch: bool = False, by: str = "auto") -> list[list[SearchResult]]:
         """:meth:`suggest_parents` for each query (one encoder call)."""
-        enc = hierarchy_encoder(self.memory, "suggest_parents() and search(mode='ancestors') without root=")
         if by not in BY:
             raise ValueError(f"by must be one of {', '.join(map(repr, BY))}, got {by!r}")
+        enc = self.memory.embedder
+        voting = by == "vote" or (by == "auto" and self.holds_tree())
+        if not voting:  # the pair score is the encoder's; the vote needs only the embedding column
+            enc = hierarchy_encoder(self.memory, "suggest_parents() and search(mode='ancestors') without root= in a "
+                                                 "store that holds no tree (no memory has a parent)")
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValueError(f"k must be an integer >= 1, got {k!r}")
         if isinstance(oversample, bool) or not isinstance(oversample, int) or oversample < 1:
@@ -153,7 +164,7 @@ class Suggester:
         X = self.vectors(queries)
         pools = None
         if use_index:
-            qs = list(X) if places_points(enc) else list(queries)  # a ball store's vector is its point: no re-encoding
+            qs = list(X) if enc is not None and places_points(enc) else list(queries)  # a ball store's vector is its point: no re-encoding
             pools = [[h.id for h in hits] for hits in self.memory.search_batch(
                 qs, k=k * oversample, filters=filters, at_time=at_time, valid_only=valid_only,
                 use_index=True, metric="shell", hybrid=0.0, touch=False)]
@@ -165,7 +176,7 @@ class Suggester:
             weights = self.memory.searcher.weights(at_time).to("cpu", torch.float64)
             time_term = self.memory.time_coef * torch.log(weights)
             out = []
-            if by == "vote" or (by == "auto" and self.holds_tree()):
+            if voting:
                 for b0 in range(0, X.shape[0], BLOCK):
                     near = None if pools is not None or (rows is not None and rows.numel() == 0) else \
                         self.neighbours(X[b0: b0 + BLOCK], rows, VOTE_K)
@@ -224,14 +235,23 @@ class Suggester:
         """A stored memory's parent id (None: a root)."""
         return self.memory.state.records[id].parent_id
 
+    def norms(self) -> torch.Tensor:
+        """``|x_p|`` of the stored embeddings (float64, CPU), kept until the store changes."""
+        st = self.memory.state
+        key = (id(st), st.version, st.n)
+        if key != self.norm_key:
+            self.norm_cache = torch.linalg.vector_norm(st.embedding[: st.n].to(torch.float64), dim=1)
+            self.norm_key = key
+        return self.norm_cache
+
     def neighbours(self, X: torch.Tensor, rows: torch.Tensor | None, kn: int) -> tuple[torch.Tensor, torch.Tensor]:
         """``(cosines, rows)`` of the ``kn`` stored memories (among ``rows``; None: all) nearest to
         each query of ``X`` ``(B, d)`` by the cosine of the embedding column, each ``(B, <= kn)``."""
         st = self.memory.state
-        terms = self.scan.stored(st, self.memory.embedder)
-        E, sq = (st.embedding[: st.n], terms[0]) if rows is None else (st.embedding[rows], terms[0][rows])
+        norms = self.norms()
+        E, nrm = (st.embedding[: st.n], norms) if rows is None else (st.embedding[rows], norms[rows])
         X = X.to(torch.float64)
-        cos = (X @ E.to(torch.float64).T) / (X.norm(dim=1, keepdim=True) * sq.sqrt()[None]).clamp_min(1e-300)
+        cos = (X @ E.to(torch.float64).T) / (X.norm(dim=1, keepdim=True) * nrm[None]).clamp_min(1e-300)
         top = torch.topk(cos, min(kn, cos.shape[1]), dim=1)
         at = top.indices if rows is None else rows[top.indices]
         return top.values, at
@@ -253,11 +273,20 @@ class Suggester:
         if not ranked:
             return []
         r = torch.tensor([st.row[i] for i, _ in ranked], dtype=torch.long)
-        s = self._scores(enc, x[None], r)[0]
+        dist = self.pair_distance(enc, x, r)
         depth = st.depth[r.to(st.device)].tolist()
-        return [SearchResult(record=st.records[i], score=float(v), distance=-float(s[j]),
+        return [SearchResult(record=st.records[i], score=float(v), distance=float(dist[j]),
                              time_weight=float(weights[r[j]]), depth=float(depth[j]))
                 for j, (i, v) in enumerate(ranked)]
+
+    def pair_distance(self, enc, x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """A voted suggestion's ``distance``: ``-s`` of the pair under a hierarchy encoder, else
+        the cosine distance ``1 - cos(x, p)``, for the stored ``rows``."""
+        p = self.memory.state.embedding[rows].to(torch.float64)
+        if is_hierarchy_encoder(enc):
+            return -self.scan.scores(enc, x[None].to(torch.float64), p)[0]
+        x = x.to(torch.float64)
+        return 1.0 - (p @ x) / (p.norm(dim=1) * x.norm()).clamp_min(1e-300)
 
     def _scores(self, enc, X: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
         """``s(x_b, p)`` of queries ``X`` against the stored ``rows`` (None: all), ``(B, m)``."""
@@ -289,12 +318,14 @@ class Suggester:
         if not auto:
             return
         st = self.memory.state
-        if not is_hierarchy_encoder(self.memory.embedder):
+        enc = self.memory.embedder
+        hier = is_hierarchy_encoder(enc)
+        if not hier:
             if AUTO in st.records or AUTO in batch.ids:
                 return  # a memory whose id is "auto"
-            hierarchy_encoder(self.memory, "parent='auto'")
-        enc = self.memory.embedder
-        thr = getattr(enc, "threshold", None)
+            if not (self.holds_tree() or any(p not in (None, AUTO) for p in batch.parents[: auto[0]])):
+                hierarchy_encoder(self.memory, "parent='auto' in a store that holds no tree (no memory has a parent)")
+        thr = getattr(enc, "threshold", None) if hier else -math.inf  # no threshold: the vote's choice
         if thr is None:
             raise ValueError("parent='auto' needs the encoder's threshold (chosen on validation by "
                              "fit_hierarchy_encoder); this encoder has none: pass parent=<id> or set encoder.threshold")
@@ -309,7 +340,7 @@ class Suggester:
             ids[j] = i
             taken.add(i)
         batch.ids = ids
-        tree = self.holds_tree()  # once a memory has a parent, later items vote (as one add at a time would)
+        tree = self.holds_tree() or not hier  # once a memory has a parent, later items vote (as one add would)
         pos = {i: j for j, i in enumerate(batch.ids)}
 
         def parent_of(i: str) -> str | None:  # earlier items' parents are declared or already chosen
@@ -338,7 +369,9 @@ class Suggester:
                     cand += [(batch.ids[r], c, 1.0) for c, r in zip(top.values.tolist(), top.indices.tolist())]
                 ranked = neighbour_vote(sorted(cand, key=lambda t: -t[1])[:VOTE_K], parent_of)
                 best = None
-                if ranked:
+                if ranked and not hier:
+                    best = {"id": ranked[0][0], "score": ranked[0][1]}
+                elif ranked:
                     c = ranked[0][0]
                     p = st.embedding[st.row[c]] if c in st.row else emb[pos[c]]
                     s = float(self.scan.scores(enc, X[j: j + 1], p[None].to(torch.float64))[0, 0])
