@@ -246,3 +246,19 @@ def test_the_page_shows_a_voted_placement_as_vote_shares(enc, filed, tmp_path):
     panel, links, _ = inspected_panel(filed, tmp_path / "page.html", "poodle")
     assert "suggested parents (vote share)" in panel and "pair score" in panel and "threshold" in panel
     assert [t.rsplit(" (", 1)[0] for t in links] == [s["id"] for s in info["suggested"]]
+
+
+def test_mcp_remember_auto_votes_in_a_filed_store_with_any_embedder():
+    mcp = pytest.importorskip("hypermem.integrations.mcp_server")
+    import asyncio
+
+    from hypermem import Memory
+
+    m = Memory()
+    app = mcp.build_server(m)
+    with pytest.raises(Exception, match="holds a tree"):
+        asyncio.run(app.call_tool("remember", {"text": "dog breed husky", "parent": "auto"}))
+    m.add_many([{"text": t, "id": t, "parent": p} for t, p in FILED])
+    want = plain_vote(m, "dog breed husky")[0][0]
+    out = str(asyncio.run(app.call_tool("remember", {"text": "dog breed husky", "parent": "auto"})))
+    assert f'"parent": "{want}"' in out or f"'parent': '{want}'" in out

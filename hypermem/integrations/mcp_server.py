@@ -127,7 +127,8 @@ def build_server(memory: Memory, *, name: str = "hypermem", auto_parent: AutoPar
     def remember(text: str, parent: str | None = None, meta: dict[str, Any] | None = None,
                  valid_until: str | None = None) -> dict[str, Any]:
         """Store a memory; returns its id. parent: the id of a memory this one belongs under, or
-        "auto" (a hierarchy encoder picks it, when the server has one). meta: a JSON object.
+        "auto" (the store's hierarchy encoder, or the vote of the nearest memories' parents once
+        the store holds a tree, picks it). meta: a JSON object.
         valid_until: an ISO 8601 time after which the memory is no longer true."""
         if not text.strip():
             raise _tool_error("text must not be blank")
@@ -135,13 +136,15 @@ def build_server(memory: Memory, *, name: str = "hypermem", auto_parent: AutoPar
 
         def run() -> dict[str, Any]:
             p = parent
-            if p == "auto" and auto_parent is None and is_hierarchy_encoder(memory.embedder):
-                i = memory.add(text, parent="auto", meta=meta, valid_until=until)  # the store's encoder
+            if p == "auto" and auto_parent is None and (is_hierarchy_encoder(memory.embedder)
+                                                        or memory.suggester.holds_tree()):
+                i = memory.add(text, parent="auto", meta=meta, valid_until=until)  # the encoder, or the vote
                 return {"id": i, "parent": memory.get(i).parent_id}
             if p == "auto":
                 if auto_parent is None:
-                    raise _tool_error("parent='auto' needs a hierarchy encoder, and this server has none: pass "
-                                      "the id of an existing memory as parent, or omit it")
+                    raise _tool_error("parent='auto' needs a hierarchy encoder or a store that holds a tree (a "
+                                      "memory with a parent), and this server has neither: pass the id of an "
+                                      "existing memory as parent, or omit it")
                 p = auto_parent(memory, text)
             if p is not None:
                 known(p)
