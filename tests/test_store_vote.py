@@ -201,9 +201,18 @@ def test_auto_parent_in_a_filed_store_takes_the_vote_and_keeps_why(enc, filed):
         pair = float(enc.subsumption_scores(["poodle"], [want[0][0]], centripetal_weight=enc.centripetal_weight))
         assert info["score"] == pytest.approx(pair, abs=1e-4)
         filed.remove(i)
-        enc.threshold = pair + 1e-3        # the vote's choice does not pass the threshold: a root
+        # the vote's choice below the threshold: the best-voted candidate that passes it
+        pairs = enc.subsumption_scores(["poodle"] * len(want), [c for c, _ in want],
+                                       centripetal_weight=enc.centripetal_weight).tolist()
+        enc.threshold = pairs[0] + 1e-3
+        passing = [c for c, s in zip(want, pairs) if s > enc.threshold]
+        j = filed.add("poodle", parent="auto")
+        assert filed.parent(j) == (passing[0][0] if passing else None)
+        filed.remove(j)
+        enc.threshold = max(pairs) + 1e-3   # no candidate passes: a root, and why
         j = filed.add("poodle", parent="auto")
         assert filed.parent(j) is None and filed.get(j).meta["auto_parent"]["parent"] is None
+        assert filed.get(j).meta["auto_parent"]["score"] == pytest.approx(pairs[0], abs=1e-4)
         filed.remove(j)
         # add_many: the batch's earlier items vote with the parents chosen for them
         enc.threshold = -math.inf
@@ -262,3 +271,29 @@ def test_mcp_remember_auto_votes_in_a_filed_store_with_any_embedder():
     want = plain_vote(m, "dog breed husky")[0][0]
     out = str(asyncio.run(app.call_tool("remember", {"text": "dog breed husky", "parent": "auto"})))
     assert f'"parent": "{want}"' in out or f"'parent': '{want}'" in out
+
+
+def test_a_neighbourhood_of_roots_falls_back_to_the_pair_score(enc):
+    from hypermem.store.vote import FILED_MIN, filed_share
+
+    m = Memory(embedder=enc)
+    words = ["entity", "animal", "mammal", "bird", "dog", "cat", "plant", "tree", "oak", "vehicle", "tool"]
+    m.add_many([{"text": w, "id": w} for w in words] + [{"text": "hammer", "id": "hammer", "parent": "tool"}])
+    q = enc.encode(["poodle"])[0].double()
+    E = torch.stack([m.embedding(i) for i in m.ids]).double()
+    cos = ((E @ q) / (E.norm(dim=1) * q.norm())).tolist()
+    share = filed_share([(i, c, 1.0) for i, c in zip(m.ids, cos)], m.parent)
+    assert m.suggester.holds_tree() and share < FILED_MIN    # a tree, but not around "poodle"
+    sub = [h.id for h in m.suggest_parents("poodle", k=4, by="subsumption")]
+    assert [h.id for h in m.suggest_parents("poodle", k=4)] == sub
+    assert [h.id for h in m.search("poodle", mode="ancestors", k=4)] == sub
+    saved = enc.threshold
+    try:
+        enc.threshold = -math.inf
+        i = m.add("poodle", parent="auto")
+        assert m.get(i).meta["auto_parent"]["by"] == "subsumption" and m.parent(i) == sub[0]
+    finally:
+        enc.threshold = saved
+    # asked for, the vote answers all the same
+    assert [h.id for h in m.suggest_parents("poodle", k=4, by="vote")] == [
+        c for c, _ in expected_vote(enc, m, "poodle")[:4]]

@@ -35,9 +35,13 @@ in :meth:`~hypermem.store.Memory.search`; 0 under ``NoDecay``).
   ranked: pair scores, or vote shares), so an agent can show why.  With an embedder that is
   not a hierarchy encoder, a store that holds a tree (or a batch that declares a parent before
   its first ``"auto"`` item) attaches the vote's choice (no threshold: ``"threshold": null``,
-  ``"score"`` its vote share); without a tree ``"auto"`` is a ``ValueError``.  Once the store (or an
-  earlier item of the batch) holds a parent link, the vote picks the candidate and its pair
-  score at the threshold's ``lambda`` decides, as for the best-scored one.
+  ``"score"`` its vote share); without a tree ``"auto"`` is a ``ValueError``.  With a hierarchy
+  encoder, once the store (or an earlier item of the batch) holds a parent link and at least
+  :data:`~hypermem.store.vote.FILED_MIN` of the text's neighbourhood sits under a parent
+  (:func:`~hypermem.store.vote.filed_share`), the parent is the best-voted candidate whose pair
+  score at the threshold's ``lambda`` passes the threshold (else a root); a neighbourhood of
+  roots is placed by the pair score as in a store without a tree, and so are the suggestions
+  and the ancestors of ``by="auto"``.
 
 The ranking uses the encoder's ``ranking_lambda`` (the ``lambda`` chosen on validation for
 ranking parents; the centripetal weight when none was chosen); the decision to attach
@@ -62,9 +66,9 @@ from .encoder_points import hierarchy_encoder, is_hierarchy_encoder, places_poin
 from .filters import compile_filter
 from .records import SearchResult
 from .subsumption_scan import SubsumptionScan
-from .vote import VOTE_K, neighbour_vote
+from .vote import FILED_MIN, VOTE_K, filed_share, neighbour_vote
 
-__all__ = ["AUTO", "KEPT", "META_KEY", "Suggester", "decision_score"]
+__all__ = ["AUTO", "KEPT", "META_KEY", "Suggester", "decision_score", "decision_scores"]
 
 AUTO = "auto"
 """The ``parent=`` value that asks the store's hierarchy encoder for the parent."""
@@ -92,6 +96,16 @@ def decision_score(enc, x: torch.Tensor, p: torch.Tensor, ranked: float) -> floa
     if lam is None or getattr(enc, "ranking_lambda", lam) == lam:
         return ranked
     return float(enc.subsumption_scores(x.to(torch.float64), p.to(torch.float64), centripetal_weight=lam))
+
+
+def decision_scores(enc, x: torch.Tensor, P: torch.Tensor, scan: SubsumptionScan) -> torch.Tensor:
+    """:func:`decision_score` of text point ``x`` under each candidate of ``P`` ``(m, d)``: the
+    pair score at the threshold's ``lambda`` (``centripetal_weight``), ``(m,)`` float64."""
+    lam = getattr(enc, "centripetal_weight", None)
+    x, P = x.to(torch.float64), P.to(torch.float64)
+    if lam is None or getattr(enc, "ranking_lambda", lam) == lam:
+        return scan.scores(enc, x[None], P)[0]
+    return enc.subsumption_scores(x[None], P, centripetal_weight=lam).to(torch.float64).reshape(-1)
 
 
 class Suggester:
@@ -153,6 +167,7 @@ class Suggester:
             raise ValueError(f"by must be one of {', '.join(map(repr, BY))}, got {by!r}")
         enc = self.memory.embedder
         voting = by == "vote" or (by == "auto" and self.holds_tree())
+        fallback = by == "auto" and is_hierarchy_encoder(enc)  # the pair score where the neighbours are unfiled
         if not voting:  # the pair score is the encoder's; the vote needs only the embedding column
             enc = hierarchy_encoder(self.memory, "suggest_parents() and search(mode='ancestors') without root= in a "
                                                  "store that holds no tree (no memory has a parent)")
@@ -184,7 +199,10 @@ class Suggester:
                         r = rows if pools is None else torch.tensor(sorted(st.row[i] for i in pools[b]),
                                                                     dtype=torch.long)
                         nb = None if near is None else (near[0][b - b0: b - b0 + 1], near[1][b - b0: b - b0 + 1])
-                        out.append(self._voted(enc, X[b], r, rows, weights, k, nb))
+                        got = self._voted(enc, X[b], r, rows, weights, k, nb, FILED_MIN if fallback else 0.0)
+                        if got is None:  # a neighbourhood of roots: the pair score ranks (module docstring)
+                            got = self._top(self._scores(enc, X[b: b + 1], r)[0], r, weights, time_term, k)
+                        out.append(got)
                 if touch:
                     self.memory.touch([h.id for res in out for h in res])
                 return out
@@ -257,19 +275,23 @@ class Suggester:
         return top.values, at
 
     def _voted(self, enc, x: torch.Tensor, rows: torch.Tensor | None, allowed_rows: torch.Tensor | None,
-               weights: torch.Tensor, k: int, near: tuple | None = None) -> list[SearchResult]:
+               weights: torch.Tensor, k: int, near: tuple | None = None,
+               min_filed: float = 0.0) -> list[SearchResult] | None:
         """The ``k`` best candidates of the neighbours' vote for one query ``x`` (module
         :mod:`hypermem.store.vote`): neighbours among ``rows``, candidates among ``allowed_rows``
         (None: all); ``score`` is the vote share, ``distance`` the pair's ``-s``; ``near``: the
-        neighbours when already found."""
+        neighbours when already found.  None when less than ``min_filed`` of the neighbours'
+        weight sits under a parent (:func:`~hypermem.store.vote.filed_share`)."""
         st = self.memory.state
         if rows is not None and rows.numel() == 0:
             return []
         cos, at = self.neighbours(x[None], rows, VOTE_K) if near is None else near
         factor = weights.pow(self.memory.time_coef)
         ok = None if allowed_rows is None else set(allowed_rows.tolist())
-        ranked = neighbour_vote([(st.ids[r], c, float(factor[r])) for c, r in zip(cos[0].tolist(), at[0].tolist())],
-                                self.parent_of, None if ok is None else (lambda i: st.row[i] in ok))[:k]
+        nb = [(st.ids[r], c, float(factor[r])) for c, r in zip(cos[0].tolist(), at[0].tolist())]
+        if min_filed and filed_share(nb, self.parent_of) < min_filed:
+            return None
+        ranked = neighbour_vote(nb, self.parent_of, None if ok is None else (lambda i: st.row[i] in ok))[:k]
         if not ranked:
             return []
         r = torch.tensor([st.row[i] for i, _ in ranked], dtype=torch.long)
@@ -351,31 +373,38 @@ class Suggester:
             block = auto[b0: b0 + BLOCK]
             X = emb[block].to(torch.float64)
             upto = max(block)
-            sub = None if tree else self._pair_scores(enc, X, block, emb)  # a tree from the start: no pair scan
+            sub = None    # the pair scores of the block, when an item first needs them
             near = None   # the vote's neighbours among the stored memories, when an item first votes
             C = unit[block] @ unit[:upto].T
             prev = 0
             for j, i in enumerate(block):
                 tree = tree or any(p is not None for p in batch.parents[prev:i])
                 prev = i
-                if not tree:
+                cand = []
+                if tree:
+                    if near is None:
+                        near = self.neighbours(X, None, VOTE_K) if st.n else ()
+                    if near:
+                        cand = [(st.ids[r], c, 1.0) for c, r in zip(near[0][j].tolist(), near[1][j].tolist())]
+                    if i:
+                        top = torch.topk(C[j, :i], min(VOTE_K, i))
+                        cand += [(batch.ids[r], c, 1.0) for c, r in zip(top.values.tolist(), top.indices.tolist())]
+                    cand = sorted(cand, key=lambda t: -t[1])[:VOTE_K]
+                if not tree or (hier and filed_share(cand, parent_of) < FILED_MIN):  # the pair score decides
+                    if sub is None:
+                        sub = self._pair_scores(enc, X, block, emb)
                     self._choose(batch, i, sub[j], thr, X[j], emb)
                     continue
-                if near is None:
-                    near = self.neighbours(X, None, VOTE_K) if st.n else ()
-                cand = [(st.ids[r], c, 1.0) for c, r in zip(near[0][j].tolist(), near[1][j].tolist())] if near else []
-                if i:
-                    top = torch.topk(C[j, :i], min(VOTE_K, i))
-                    cand += [(batch.ids[r], c, 1.0) for c, r in zip(top.values.tolist(), top.indices.tolist())]
-                ranked = neighbour_vote(sorted(cand, key=lambda t: -t[1])[:VOTE_K], parent_of)
+                ranked = neighbour_vote(cand, parent_of)
                 best = None
                 if ranked and not hier:
                     best = {"id": ranked[0][0], "score": ranked[0][1]}
-                elif ranked:
-                    c = ranked[0][0]
-                    p = st.embedding[st.row[c]] if c in st.row else emb[pos[c]]
-                    s = float(self.scan.scores(enc, X[j: j + 1], p[None].to(torch.float64))[0, 0])
-                    best = {"id": c, "score": decision_score(enc, X[j], p, s)}
+                elif ranked:  # the best-voted candidate whose pair score passes the threshold
+                    P = torch.stack([st.embedding[st.row[c]] if c in st.row else emb[pos[c]] for c, _ in ranked])
+                    dec = decision_scores(enc, X[j], P, self.scan)
+                    ok = (dec > thr).nonzero()
+                    at = int(ok[0, 0]) if ok.numel() else 0
+                    best = {"id": ranked[at][0], "score": float(dec[at])}
                 self._decide(batch, i, best, thr, "vote", [{"id": c, "score": v} for c, v in ranked[:KEPT]])
 
     def _pair_scores(self, enc, X: torch.Tensor, block: list[int], emb: torch.Tensor) -> torch.Tensor:
