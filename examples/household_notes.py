@@ -5,8 +5,10 @@ the things of this house (``the dishwasher``, ``the cordless drill``...) and wha
 about them (``the dishwasher filter needs rinsing every month``).  They are written for this
 example, and they come with **no** ``parent=``: each one is stored with ``parent="auto"``, and
 the store's hierarchy encoder puts it under the memory it scores as its most likely parent
-(when that score passes the threshold chosen on the encoder's validation data), keeping the
-choice and the runners-up in the note's ``meta["auto_parent"]``.  Then the agent asks which
+(when that score passes the threshold chosen on the encoder's validation data) or, once the
+note's nearest memories have been placed, under the parent their vote prefers among those
+that pass it (docs/store.md, "A filed store votes"), keeping the choice and the runners-up in
+the note's ``meta["auto_parent"]``.  Then the agent asks which
 stored memories subsume a new, unfiled text (``search(text, mode="ancestors")``, no root),
 saves the store (the encoder is recorded, a different one is refused), and writes the
 inspector page, where each auto-placed note shows its suggested parents.
