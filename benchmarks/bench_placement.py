@@ -61,7 +61,8 @@ from hypermem.embed import SentenceTransformerEmbedder  # noqa: E402
 from hypermem.embed.encoder_kind import is_hierarchy_encoder  # noqa: E402
 from hypermem.embed.hierarchy_encoder import HierarchyEncoder  # noqa: E402
 from hypermem.geometry.cones import cone_energy  # noqa: E402
-from hypermem.store.suggest import decision_score  # noqa: E402
+from hypermem.store.suggest import decision_scores  # noqa: E402
+from hypermem.store.vote import FILED_MIN, VOTE_K, filed_share  # noqa: E402
 
 HOPS = (1, 2, 3, 4)
 """Hop distances reported (4 means 4 or more)."""
@@ -135,8 +136,8 @@ def outcomes(mem, task, entities: list[str], threshold: float | None) -> dict:
     anc = hop_distances(h, entities)
     hierarchy = is_hierarchy_encoder(mem.embedder)
     texts = [h.names[e] for e in entities]
-    if hierarchy:
-        hits = mem.search_batch(texts, k=10, mode="ancestors", touch=False)
+    if hierarchy:   # all of a voted list: add(parent="auto") takes the first candidate that passes
+        hits = mem.search_batch(texts, k=ALL_VOTED, mode="ancestors", touch=False)
     elif mem.suggester.holds_tree():   # a filed store votes with any embedder
         hits = mem.search_batch(texts, k=10, mode="ancestors", touch=False)
     else:
@@ -147,15 +148,13 @@ def outcomes(mem, task, entities: list[str], threshold: float | None) -> dict:
     if hierarchy and mem.suggester.holds_tree():
         sub = mem.suggester.rank(texts, 10, by="subsumption")
 
-    def decision(j: int, top) -> float:  # the score the threshold was chosen on (as add(parent="auto"))
-        return decision_score(enc, qx[j], mem.embedding(top.id), -top.distance) if hierarchy else top.score
-
     rows = []
     for j, (e, res) in enumerate(zip(entities, hits)):
         true = {p: d for p, d in anc[e].items() if p in mem}
         top = res[0] if res else None
-        attached = top is not None and (threshold is None or decision(j, top) > threshold)
-        chosen = top.id if attached else None
+        chosen = auto_choice(mem, qx[j] if hierarchy else None, res, threshold)
+        attached = chosen is not None
+        res = res[:10]
         got = [r.id for r in res]
         by_hop, by_hop_sub = {}, {}
         for hop in HOPS:
@@ -167,9 +166,57 @@ def outcomes(mem, task, entities: list[str], threshold: float | None) -> dict:
         rows.append({"entity": e, "parent": float(chosen in par.get(e, ())),
                      "within2": float(chosen is not None and true.get(chosen, 99) <= 2),
                      "within2_ungated": float(top is not None and true.get(top.id, 99) <= 2),
-                     "attached": float(attached), "recall": by_hop, "recall_sub": by_hop_sub,
+                     "attached": float(attached), "chosen": chosen, "recall": by_hop, "recall_sub": by_hop_sub,
                      "top": got})
     return {"rows": rows}
+
+
+LOCOMO = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "locomo"
+"""LoCoMo's conversations (``--foreign``)."""
+ALL_VOTED = 4 * VOTE_K
+"""More than a vote's candidates (each of the ``VOTE_K`` neighbours and 3 ancestors)."""
+
+
+def auto_choice(mem, x, ranked: list, threshold: float | None) -> str | None:
+    """The parent ``add(text, parent="auto")`` takes (``x``: the text's encoder point), from the
+    ranking ``ranked`` (all of it):
+    without a threshold its first; else, where the text's neighbourhood was filed (the store
+    votes), the first candidate whose pair score passes, and otherwise the first, if it passes
+    (the pair-score rule)."""
+    if not ranked:
+        return None
+    if threshold is None or not is_hierarchy_encoder(mem.embedder):
+        return ranked[0].id
+    sug = mem.suggester
+    voted = sug.holds_tree()
+    if voted:
+        cos, at = sug.neighbours(x[None].to(torch.float64), None, VOTE_K)
+        voted = filed_share([(mem.ids[r], c, 1.0) for c, r in zip(cos[0].tolist(), at[0].tolist())],
+                            sug.parent_of) >= FILED_MIN
+    cands = ranked if voted else ranked[:1]
+    dec = decision_scores(mem.embedder, x, torch.stack([mem.embedding(r.id) for r in cands]), sug.scan)
+    ok = (dec > threshold).nonzero()
+    return cands[int(ok[0, 0])].id if ok.numel() else None
+
+
+def foreign_texts(n: int, folder: Path = LOCOMO) -> list[str]:
+    """``n`` utterances of LoCoMo's conversations (the first session of each, in file order):
+    texts that belong nowhere in a tree of nouns."""
+    out: list[str] = []
+    for f in sorted(folder.glob("*.json")):
+        conv = json.loads(f.read_text())
+        out += [t["text"] for t in conv.get("session_1", []) if isinstance(t, dict) and t.get("text")]
+    return out[:n]
+
+
+def foreign_attach(mem, texts: list[str], threshold: float) -> dict:
+    """How often ``parent="auto"`` attaches a text from elsewhere: by the store's rule (the
+    first voted candidate that passes) and by the vote's first choice alone."""
+    hits = mem.search_batch(texts, k=ALL_VOTED, mode="ancestors", touch=False)
+    X = mem.embedder.encode(texts)
+    rule = [auto_choice(mem, X[j], res, threshold) is not None for j, res in enumerate(hits)]
+    first = [auto_choice(mem, X[j], res[:1], threshold) is not None for j, res in enumerate(hits)]
+    return {"n": len(texts), "attached": sum(rule) / len(texts), "attached_first_choice_only": sum(first) / len(texts)}
 
 
 def summary(rows: list[dict]) -> dict:
@@ -212,8 +259,8 @@ def cone_vs_score(mem, task, enc, sample: int = 150, seed: int = 0) -> dict:
 
 def check_real_adds(mem, task, threshold, rows, sample: int = 50, seed: int = 0) -> dict:
     """Real ``add(name, parent="auto")`` calls on a sample of the test nouns (each removed after):
-    how often the parent is the decision of ``suggest_parents(name, k=1)`` and the threshold (the
-    same single encoding), how often the decision of the batched ranking (a batch encodes with
+    how often the parent is :func:`auto_choice` of ``suggest_parents(name)`` and the threshold
+    (the same single encoding), how often the decision of the batched ranking (a batch encodes with
     padding: float32 rounding can swap near-ties), and the time per call."""
     h = task.hierarchy
     rng = random.Random(seed)
@@ -223,15 +270,13 @@ def check_real_adds(mem, task, threshold, rows, sample: int = 50, seed: int = 0)
     for i in pick:
         r = rows[i]
         text = h.names[r["entity"]]
-        best = mem.suggest_parents(text, k=1)[0]
-        score = best.score  # ranked by the ranking lambda (or the vote); decided at the F1 lambda, as add() does
-        if is_hierarchy_encoder(enc):
-            score = decision_score(enc, enc.encode([text])[0], mem.embedding(best.id), -best.distance)
+        x = enc.encode([text])[0] if is_hierarchy_encoder(enc) else None
+        want = auto_choice(mem, x, mem.suggest_parents(text, k=ALL_VOTED), threshold)
         t0 = time.perf_counter()
         new = mem.add(text, parent="auto")
         secs.append(time.perf_counter() - t0)
-        agree += int(mem.parent(new) == (best.id if score > threshold else None))
-        same_batch += int(mem.parent(new) == (r["top"][0] if r["attached"] else None))
+        agree += int(mem.parent(new) == want)
+        same_batch += int(mem.parent(new) == r["chosen"])
         mem.remove(new)
     return {"agree": agree, "agree_with_batched_ranking": same_batch, "n": len(pick),
             "add_auto_ms_median": 1000 * sorted(secs)[len(secs) // 2]}
@@ -260,6 +305,9 @@ def quality(args) -> int:
         if thr is not None or args.filed:   # a filed store's plain embedder always attaches the vote's choice
             rec["real_adds"] = check_real_adds(mem, task, -math.inf if thr is None else thr, res["rows"],
                                                sample=args.sample)
+        if args.foreign and thr is not None:
+            rec["foreign"] = foreign_attach(mem, foreign_texts(args.foreign), thr)
+            print(f"{name}: texts from elsewhere {json.dumps(rec['foreign'])}", flush=True)
         if getattr(emb, "geometry", None) == "poincare" and args.cone:
             rec["validation_ranking"] = cone_vs_score(mem, task, emb, sample=args.cone_sample)
         rec["wall_s"] = time.monotonic() - t0
@@ -353,6 +401,8 @@ def main(argv=None) -> int:
     p.add_argument("--encoder", action="append", default=[], metavar="NAME=FOLDER", help="a saved hierarchy encoder")
     p.add_argument("--filed", action="store_true", help="the store holds the known entities' tree (declared "
                    "parents): placement by the neighbours' vote")
+    p.add_argument("--foreign", type=int, default=0, metavar="N",
+                   help="also place N LoCoMo utterances (texts from elsewhere) and report how many attach")
     p.add_argument("--cosine", action="store_true", help="also pre-trained MiniLM cosine (the store's nearest search)")
     p.add_argument("--seed", type=int, default=1, help="the unseen-entity split's seed (default 1)")
     p.add_argument("--sample", type=int, default=50, help="real add(parent='auto') calls checked per system")

@@ -18,8 +18,8 @@ in :meth:`~hypermem.store.Memory.search`; 0 under ``NoDecay``).
 * **A store that holds a tree** (a memory has a parent, declared or auto-chosen) ranks by the
   vote of the text's nearest memories and their ancestors instead (``by="auto"``, the
   default; :mod:`hypermem.store.vote`): where the neighbours were filed is better evidence
-  than the pair score alone (WordNet's unseen nouns: within 2 hops 0.30 against 0.11, 0.25
-  once the threshold decides; benchmarks/RESULTS.md).  A voted suggestion has ``score`` = its vote share (the time
+  than the pair score alone (WordNet's unseen nouns, ``parent="auto"`` within 2 hops: 0.29
+  against 0.10-0.11; benchmarks/RESULTS.md).  A voted suggestion has ``score`` = its vote share (the time
   factor inside the weights) and ``distance = -s`` of the pair; ``by="subsumption"`` or
   ``by="vote"`` asks for one ranking whatever the store holds.
 * ``search(text, mode="ancestors")`` without a ``root``: the same ranking (the subsumption
