@@ -179,10 +179,9 @@ ALL_VOTED = 4 * VOTE_K
 
 def auto_choice(mem, x, ranked: list, threshold: float | None) -> str | None:
     """The parent ``add(text, parent="auto")`` takes (``x``: the text's encoder point), from the
-    ranking ``ranked`` (all of it):
-    without a threshold its first; else, where the text's neighbourhood was filed (the store
-    votes), the first candidate whose pair score passes, and otherwise the first, if it passes
-    (the pair-score rule)."""
+    ranking ``ranked`` (all of it): without a threshold its first; else, where the text's
+    neighbourhood was filed (the store votes), the first candidate whose pair score passes,
+    and otherwise the first, if it passes (the pair-score rule)."""
     if not ranked:
         return None
     if threshold is None or not is_hierarchy_encoder(mem.embedder):
