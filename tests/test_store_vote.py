@@ -271,6 +271,9 @@ def test_mcp_remember_auto_votes_in_a_filed_store_with_any_embedder():
     want = plain_vote(m, "dog breed husky")[0][0]
     out = str(asyncio.run(app.call_tool("remember", {"text": "dog breed husky", "parent": "auto"})))
     assert f'"parent": "{want}"' in out or f"'parent': '{want}'" in out
+    ranked = [h.id for h in m.search("dog breed beagle", mode="ancestors", k=3)]
+    hits = str(asyncio.run(app.call_tool("recall", {"query": "dog breed beagle", "mode": "ancestors", "k": 3})))
+    assert ranked and all(i in hits for i in ranked)     # the store's voted ancestors, not "needs root"
 
 
 def test_a_neighbourhood_of_roots_falls_back_to_the_pair_score(enc):

@@ -10,10 +10,12 @@ with a message naming it, never as a crash of the server):
 * ``remember(text, parent=None, meta=None, valid_until=None)``: store a memory, returns its id.
   ``parent="auto"`` asks a hierarchy encoder to choose the parent: the store's own embedder when
   it is one (``Memory.add(text, parent="auto")``, :mod:`hypermem.store.suggest`), else
-  :func:`encoder_parent` (``hypermem mcp --hierarchy PATH``); a server with neither refuses it.
+  :func:`encoder_parent` (``hypermem mcp --hierarchy PATH``), or, with any embedder, the vote of
+  the nearest memories' parents once the store holds a tree; a server with none refuses it.
 * ``recall(query, k=5, filters=None, mode="nearest", root=None, at_time=None)``: the store's
   search (filters: :mod:`hypermem.store.filters`); ``mode="ancestors"`` without ``root`` on a store
-  whose embedder is a hierarchy encoder: the memories that subsume the query.
+  whose embedder is a hierarchy encoder, or on one that holds a tree: the memories that subsume
+  the query.
 * ``recall_structure(id, relation="subtree", limit=50)``: the subtree, ancestors or children
   of a memory, without a query.
 * ``forget(id, cascade=False)``, ``update(id, text=None, meta=None, valid_until=None)``,
@@ -166,7 +168,8 @@ def build_server(memory: Memory, *, name: str = "hypermem", auto_parent: AutoPar
             raise _tool_error(f"k must be between 1 and {MAX_K}, got {k}")
         if mode not in MODES:
             raise _tool_error(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-        if mode != "nearest" and root is None and not (mode == "ancestors" and is_hierarchy_encoder(memory.embedder)):
+        if mode != "nearest" and root is None and not (mode == "ancestors" and (
+                is_hierarchy_encoder(memory.embedder) or memory.suggester.holds_tree())):
             raise _tool_error(f"mode={mode!r} needs root=<memory id>")
         when = _time(at_time, "at_time")
 
