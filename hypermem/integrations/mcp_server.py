@@ -42,7 +42,6 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from ..embed import StandIn, embedder_named
 from ..store import MODES, Memory
-from ..store.encoder_points import is_hierarchy_encoder
 from . import _common as C
 
 __all__ = ["AutoParent", "build_server", "choose_embedder", "encoder_parent", "open_store", "parse_http", "serve"]
@@ -138,8 +137,7 @@ def build_server(memory: Memory, *, name: str = "hypermem", auto_parent: AutoPar
 
         def run() -> dict[str, Any]:
             p = parent
-            if p == "auto" and auto_parent is None and (is_hierarchy_encoder(memory.embedder)
-                                                        or memory.suggester.holds_tree()):
+            if p == "auto" and auto_parent is None and memory.suggester.places_text():
                 i = memory.add(text, parent="auto", meta=meta, valid_until=until)  # the encoder, or the vote
                 return {"id": i, "parent": memory.get(i).parent_id}
             if p == "auto":
@@ -168,8 +166,7 @@ def build_server(memory: Memory, *, name: str = "hypermem", auto_parent: AutoPar
             raise _tool_error(f"k must be between 1 and {MAX_K}, got {k}")
         if mode not in MODES:
             raise _tool_error(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-        if mode != "nearest" and root is None and not (mode == "ancestors" and (
-                is_hierarchy_encoder(memory.embedder) or memory.suggester.holds_tree())):
+        if mode != "nearest" and root is None and not (mode == "ancestors" and memory.suggester.places_text()):
             raise _tool_error(f"mode={mode!r} needs root=<memory id>")
         when = _time(at_time, "at_time")
 

@@ -27,7 +27,7 @@ from ..temporal import policy_weights, uses_access_counts
 from ..temporal.clock import to_seconds, to_utc
 from .ann_search import CandidateWeights, auto_bands, exact_bounds, index_recall, rank_approx, sync_index
 from .checks import CONE_TOL, METRICS, MODES, Filter, check_finite
-from .encoder_points import is_hierarchy_encoder, places_points
+from .encoder_points import places_points
 from .filters import compile_filter, filter_keys
 from .lexical import Lexical
 from .placement import unit
@@ -285,8 +285,7 @@ class Searcher:
         ``opts.touch``, :meth:`~hypermem.store.Memory.touch`\es what it returns."""
         mode, root, at_time, metric, oversample = opts.mode, opts.root, opts.at_time, opts.metric, opts.oversample
         memory = self.memory
-        if mode == "ancestors" and root is None and (is_hierarchy_encoder(memory.embedder)
-                                                      or memory.suggester.holds_tree()):  # store.suggest
+        if mode == "ancestors" and root is None and memory.suggester.places_text():  # store.suggest
             return memory.suggester.rank(queries, k, opts.filters, at_time, opts.valid_only, bool(opts.use_index),
                                          oversample, opts.touch)
         memory.refresh()

@@ -68,7 +68,7 @@ from .records import SearchResult
 from .subsumption_scan import SubsumptionScan
 from .vote import FILED_MIN, VOTE_K, filed_share, neighbour_vote
 
-__all__ = ["AUTO", "KEPT", "META_KEY", "Suggester", "decision_score", "decision_scores"]
+__all__ = ["AUTO", "KEPT", "META_KEY", "Suggester", "decision_scores"]
 
 AUTO = "auto"
 """The ``parent=`` value that asks the store's hierarchy encoder for the parent."""
@@ -87,25 +87,23 @@ def finite_or_none(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
-def decision_score(enc, x: torch.Tensor, p: torch.Tensor, ranked: float) -> float:
-    """The score ``parent="auto"`` compares with the encoder's threshold: the pair score of
-    text point ``x`` under candidate point ``p`` at the ``lambda`` the threshold was chosen
-    with (``centripetal_weight``); ``ranked`` (the ranking lambda's score) when the two
-    lambdas are the same."""
-    lam = getattr(enc, "centripetal_weight", None)
-    if lam is None or getattr(enc, "ranking_lambda", lam) == lam:
-        return ranked
-    return float(enc.subsumption_scores(x.to(torch.float64), p.to(torch.float64), centripetal_weight=lam))
-
-
 def decision_scores(enc, x: torch.Tensor, P: torch.Tensor, scan: SubsumptionScan) -> torch.Tensor:
-    """:func:`decision_score` of text point ``x`` under each candidate of ``P`` ``(m, d)``: the
-    pair score at the threshold's ``lambda`` (``centripetal_weight``), ``(m,)`` float64."""
+    """The score ``parent="auto"`` compares with the encoder's threshold, of text point ``x``
+    under each candidate of ``P`` ``(m, d)``: the pair score at the ``lambda`` the threshold was
+    chosen with (``centripetal_weight``; the ranking's scan when the two lambdas are the same),
+    ``(m,)`` float64."""
     lam = getattr(enc, "centripetal_weight", None)
     x, P = x.to(torch.float64), P.to(torch.float64)
     if lam is None or getattr(enc, "ranking_lambda", lam) == lam:
         return scan.scores(enc, x[None], P)[0]
     return enc.subsumption_scores(x[None], P, centripetal_weight=lam).to(torch.float64).reshape(-1)
+
+
+def cosines(X: torch.Tensor, E: torch.Tensor, norms: torch.Tensor) -> torch.Tensor:
+    """``cos(x_b, e_j)`` ``(B, m)`` float64 of queries ``X`` ``(B, d)`` and rows ``E`` ``(m, d)``
+    whose norms are ``norms`` (a zero vector has cosine 0)."""
+    X = X.to(torch.float64)
+    return (X @ E.to(torch.float64).T) / (X.norm(dim=1, keepdim=True) * norms[None]).clamp_min(1e-300)
 
 
 class Suggester:
@@ -179,7 +177,7 @@ class Suggester:
         X = self.vectors(queries)
         pools = None
         if use_index:
-            qs = list(X) if enc is not None and places_points(enc) else list(queries)  # a ball store's vector is its point: no re-encoding
+            qs = list(X) if places_points(enc) else list(queries)  # a ball store's vector is its point: no re-encoding
             pools = [[h.id for h in hits] for hits in self.memory.search_batch(
                 qs, k=k * oversample, filters=filters, at_time=at_time, valid_only=valid_only,
                 use_index=True, metric="shell", hybrid=0.0, touch=False)]
@@ -249,6 +247,11 @@ class Suggester:
         """Whether a stored memory has a parent: the case for the neighbours' vote."""
         return bool(self.memory.state.children)
 
+    def places_text(self) -> bool:
+        """Whether this store ranks the ancestors of an unfiled text (``mode="ancestors"``
+        without ``root``, ``parent="auto"``): with a hierarchy encoder, or once it holds a tree."""
+        return is_hierarchy_encoder(self.memory.embedder) or self.holds_tree()
+
     def parent_of(self, id: str) -> str | None:
         """A stored memory's parent id (None: a root)."""
         return self.memory.state.records[id].parent_id
@@ -268,8 +271,7 @@ class Suggester:
         st = self.memory.state
         norms = self.norms()
         E, nrm = (st.embedding[: st.n], norms) if rows is None else (st.embedding[rows], norms[rows])
-        X = X.to(torch.float64)
-        cos = (X @ E.to(torch.float64).T) / (X.norm(dim=1, keepdim=True) * nrm[None]).clamp_min(1e-300)
+        cos = cosines(X, E, nrm)
         top = torch.topk(cos, min(kn, cos.shape[1]), dim=1)
         at = top.indices if rows is None else rows[top.indices]
         return top.values, at
@@ -307,8 +309,7 @@ class Suggester:
         p = self.memory.state.embedding[rows].to(torch.float64)
         if is_hierarchy_encoder(enc):
             return -self.scan.scores(enc, x[None].to(torch.float64), p)[0]
-        x = x.to(torch.float64)
-        return 1.0 - (p @ x) / (p.norm(dim=1) * x.norm()).clamp_min(1e-300)
+        return 1.0 - cosines(x[None], p, self.norms()[rows])[0]
 
     def _scores(self, enc, X: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
         """``s(x_b, p)`` of queries ``X`` against the stored ``rows`` (None: all), ``(B, m)``."""
@@ -368,14 +369,13 @@ class Suggester:
         def parent_of(i: str) -> str | None:  # earlier items' parents are declared or already chosen
             return batch.parents[pos[i]] if i in pos else st.records[i].parent_id
 
-        unit = emb.to(torch.float64) / emb.to(torch.float64).norm(dim=1, keepdim=True).clamp_min(1e-300)
+        unit = None   # the batch's unit vectors, when an item first votes
         for b0 in range(0, len(auto), BLOCK):
             block = auto[b0: b0 + BLOCK]
             X = emb[block].to(torch.float64)
             upto = max(block)
             sub = None    # the pair scores of the block, when an item first needs them
-            near = None   # the vote's neighbours among the stored memories, when an item first votes
-            C = unit[block] @ unit[:upto].T
+            near = C = None   # the vote's neighbours among the stored memories and the batch, when an item first votes
             prev = 0
             for j, i in enumerate(block):
                 tree = tree or any(p is not None for p in batch.parents[prev:i])
@@ -384,6 +384,9 @@ class Suggester:
                 if tree:
                     if near is None:
                         near = self.neighbours(X, None, VOTE_K) if st.n else ()
+                        if unit is None:
+                            unit = emb.to(torch.float64) / emb.to(torch.float64).norm(dim=1, keepdim=True).clamp_min(1e-300)
+                        C = unit[block] @ unit[:upto].T
                     if near:
                         cand = [(st.ids[r], c, 1.0) for c, r in zip(near[0][j].tolist(), near[1][j].tolist())]
                     if i:
@@ -431,7 +434,7 @@ class Suggester:
         if sug:  # the decision: the best-ranked parent's score at the threshold's lambda
             c = int(order[0])
             p = st.embedding[c] if c < n else emb[c - n]
-            best = {**sug[0], "score": decision_score(enc, x, p, sug[0]["score"])}
+            best = {**sug[0], "score": float(decision_scores(enc, x, p[None], self.scan)[0])}
         self._decide(batch, i, best, thr, "subsumption", sug)
 
     @staticmethod
