@@ -76,3 +76,32 @@ def test_the_bare_wheel_runs_the_demo_and_skips_the_picture_with_a_note(bare_ven
                      "(pip install 'hypermem-torch[viz]')"], out.stderr[-2000:]
     assert "reconstruction of the" in out.stdout
     assert (tmp_path / "demo.db").is_file() and (tmp_path / "demo.html").is_file()  # -o names the files
+
+
+FILED_SCRIPT = r"""
+from hypermem import Memory
+m = Memory()
+m.add("animal", id="animal")
+try:
+    m.add("a dog", parent="auto")
+except ValueError as exc:
+    print("refused:", "holds no tree" in str(exc), len(m))
+m.add_many([{"text": "dog", "id": "dog", "parent": "animal"}, {"text": "cat", "id": "cat", "parent": "animal"},
+            {"text": "dog breed poodle", "id": "poodle", "parent": "dog"}])
+i = m.add("dog breed beagle", parent="auto")
+print("parent:", m.parent(i), m.get(i).meta["auto_parent"]["by"])
+print("ancestors:", [h.id for h in m.search("dog breed husky", mode="ancestors", k=2)])
+m.save("filed.db")
+print("reloaded:", Memory.load("filed.db").parent(i))
+"""
+
+
+def test_the_bare_wheel_places_text_in_a_filed_store(bare_venv, tmp_path):
+    """From the bare wheel: a store with declared parents places a text by its neighbours' vote
+    (the hashing embedder, no encoder), refuses "auto" in a flat store, and keeps the choice."""
+    out = run_checked([bare_venv / "python", "-c", FILED_SCRIPT], cwd=tmp_path, env=_env(tmp_path))
+    lines = dict(line.split(": ", 1) for line in out.stdout.strip().splitlines())
+    assert lines["refused"] == "True 1"
+    parent = lines["parent"].split()[0]
+    assert lines["parent"].endswith(" vote") and parent in ("dog", "poodle", "animal")
+    assert lines["reloaded"] == parent and lines["ancestors"].startswith("[")
