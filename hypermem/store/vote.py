@@ -31,7 +31,7 @@ import collections
 from collections.abc import Callable, Iterable
 
 __all__ = ["FILED_MIN", "VOTE_ALPHA", "VOTE_DECAY", "VOTE_HOPS", "VOTE_K", "VOTE_SELF", "filed_share",
-           "neighbour_vote"]
+           "neighbour_vote", "vote_weight"]
 
 VOTE_K = 20
 """Nearest memories that vote."""
@@ -48,6 +48,11 @@ FILED_MIN = 0.5
 (:func:`filed_share`); below it a hierarchy encoder's pair score ranks instead."""
 
 
+def vote_weight(cos: float, factor: float, alpha: float = VOTE_ALPHA) -> float:
+    """A neighbour's weight ``w_n = max(cos, 0) ** alpha * factor`` (module docstring)."""
+    return max(float(cos), 0.0) ** alpha * float(factor)
+
+
 def filed_share(neighbours: Iterable[tuple[str, float, float]], parent_of: Callable[[str], str | None],
                 alpha: float = VOTE_ALPHA) -> float:
     """The share of the neighbours' weight ``w_n`` (module docstring) carried by neighbours
@@ -56,7 +61,7 @@ def filed_share(neighbours: Iterable[tuple[str, float, float]], parent_of: Calla
     memory, a poor guess of a parent (WordNet: within 2 hops for 7% of the unseen nouns)."""
     total = filed = 0.0
     for nid, cos, factor in neighbours:
-        w = max(float(cos), 0.0) ** alpha * float(factor)
+        w = vote_weight(cos, factor, alpha)
         total += w
         filed += w if parent_of(nid) is not None else 0.0
     return filed / total if total > 0.0 else 0.0
@@ -69,13 +74,13 @@ def neighbour_vote(neighbours: Iterable[tuple[str, float, float]], parent_of: Ca
     """Candidates ``(id, share)``, the best first (ties: the order they were first voted for).
 
     ``neighbours``: ``(id, cosine, time factor)`` of the nearest memories (module docstring;
-    the time factor is 1 under ``NoDecay``); ``parent_of(id)``: its parent id or None; ``allowed(id)``: whether a candidate may be
-    suggested (filters, ``at_time``); None: all.  An empty list when no neighbour has a
+    the time factor is 1 under ``NoDecay``); ``parent_of(id)``: its parent id or None;
+    ``allowed(id)``: whether a candidate may be suggested (filters, ``at_time``); None: all.  An empty list when no neighbour has a
     positive weight."""
     votes: dict[str, float] = collections.defaultdict(float)
     total = 0.0
     for nid, cos, factor in neighbours:
-        w = max(float(cos), 0.0) ** alpha * float(factor)
+        w = vote_weight(cos, factor, alpha)
         if w <= 0.0:
             continue
         total += w
