@@ -258,19 +258,21 @@ def test_non_json_meta_is_refused_and_the_old_file_survives(tmp_path):
     jpath = tmp_path / "m.json"
     mem.to_json(jpath)
     before, jbefore = path.read_bytes(), jpath.read_bytes()
+    meta = mem.get("puppy").meta  # a non-empty meta is the stored dict itself
     for bad in (object(), {1, 2}, ("a", "b"), float("nan")):
-        mem.get("dog").meta["bad"] = bad  # changed in place, behind the store's back
-        with pytest.raises(ValueError, match="meta of memory 'dog'"):
+        meta["bad"] = bad  # changed in place, behind the store's back
+        with pytest.raises(ValueError, match="meta of memory 'puppy'"):
             mem.save(path)
-        with pytest.raises(ValueError, match="meta of memory 'dog'"):
+        with pytest.raises(ValueError, match="meta of memory 'puppy'"):
             mem.to_json(jpath)
         assert path.read_bytes() == before and jpath.read_bytes() == jbefore
-    mem.get("dog").meta = {1: "int key"}
+    del meta["bad"]
+    meta[1] = "int key"
     with pytest.raises(ValueError, match="would not load back equal"):
         mem.save(path)
     assert path.read_bytes() == before
     assert temp_files(tmp_path) == []
-    del mem.get("dog").meta[1]
+    del meta[1]
     assert_same(Memory.load(path, clock=mem.clock), Memory.from_json(jpath, clock=mem.clock))
 
 

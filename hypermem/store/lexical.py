@@ -99,17 +99,17 @@ class Lexical:
         if self.version == state.version:
             return
         ids = state.ids[: state.n]
-        records, texts, parents = state.records, self.texts, self.parents
-        changed = [i for i in ids if (old := texts.get(i)) is None or (old is not (r := records[i]).text and
-                                                                       old != r.text) or parents[i] != r.parent_id]
+        texts, parents = self.texts, self.parents
+        now_text, now_parent = state.records.texts, state.records.parents  # row-aligned with ids
+        changed = [i for r, i in enumerate(ids) if (old := texts.get(i)) is None
+                   or (old is not now_text[r] and old != now_text[r]) or parents[i] != now_parent[r]]
         fresh = [i for i in changed if i not in texts]
         gone = set(texts) - set(ids) if len(texts) + len(fresh) > len(ids) else set()
         dirty: set[str] = set()
         appended: list[tuple[str, str]] = []
         moved = False
         for i in changed:
-            rec = records[i]
-            text, parent = rec.text, rec.parent_id
+            text, parent = state.records.text(i), state.records.parent(i)
             known = i in texts
             old, old_parent = texts.get(i), parents.get(i)
             if old is None or (old is not text and old != text):

@@ -201,7 +201,7 @@ class Memory:
 
     def __iter__(self) -> Iterator[MemoryRecord]:
         with self.state.lock:
-            return iter([self.state.records[i] for i in self.state.ids])
+            return iter(self.state.records.values())
 
     def __repr__(self) -> str:
         placed = ", placed_by='hierarchy encoder'" if places_points(self.embedder) else ""
@@ -335,6 +335,7 @@ class Memory:
             if vu is not UNSET:
                 rec.valid_until = vu
                 self.state.valid_until[r] = to_seconds(vu, math.inf)
+            self.state.records.put(rec)  # a record is a copy: the table keeps the new fields
             self.state.changed(rows=moved)  # the search mirror and an index keep every other row
 
     def remove(self, id: str, cascade: bool = False) -> list[str]:
@@ -353,9 +354,8 @@ class Memory:
                 if not self.state.children[rec.parent_id]:
                     del self.state.children[rec.parent_id]
             for i in gone:
-                del self.state.records[i]
                 self.state.children.pop(i, None)
-            self.state.keep_rows(keep)
+            self.state.keep_rows(keep)  # the records' rows go with the columns'
             assert not (gone_set & set(self.state.row))
             self.state.changed()
             return gone
@@ -377,6 +377,7 @@ class Memory:
                 if not self.state.children[rec.parent_id]:
                     del self.state.children[rec.parent_id]
             rec.parent_id = parent
+            self.state.records.put(rec)
             if parent is not None:
                 self.state.children.setdefault(parent, []).append(child)
             self.state.changed(rows=self.placer.replace_subtree(child))

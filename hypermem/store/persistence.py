@@ -70,7 +70,6 @@ from .load_checks import (
     stack_rows,
 )
 from .placement import unit
-from .records import MemoryRecord
 from .search_settings import apply_search_settings, search_settings
 from .validation import (
     MAX_JSON_DEPTH,
@@ -146,8 +145,7 @@ def _snapshot(memory) -> dict[str, Any]:
         sibling = {}
         for kids in memory.state.children.values():
             sibling.update((k, j) for j, k in enumerate(kids))
-        for i in ids:
-            rec: MemoryRecord = memory.state.records[i]
+        for i, rec in zip(ids, memory.state.records.values()):
             records.append({
                 "id": rec.id, "text": rec.text, "parent": rec.parent_id, "t": _iso(rec.t),
                 "valid_from": _iso(rec.valid_from), "valid_until": _iso(rec.valid_until),
@@ -437,7 +435,7 @@ def restore_state(memory, records, levels, siblings, directions, depths, embeddi
         memory.state.valid_until[:n] = torch.tensor([to_seconds(r.valid_until, math.inf) for r in records], **f64)
         memory.state.ids = [r.id for r in records]
         memory.state.row = {r.id: i for i, r in enumerate(records)}
-        memory.state.records = {r.id: r for r in records}
+        memory.state.records.reset(records)
         children: dict[str, list[tuple[Any, int, str]]] = {}
         for i, r in enumerate(records):
             if r.parent_id is not None:

@@ -164,7 +164,7 @@ class Placer:
             rows = [self.memory.state.row[i] for i in frontier]
             moved += rows
             e = unit(self.memory.state.embedding[rows].to(self.memory.device, torch.float64))
-            par = [self.memory.state.records[i].parent_id for i in frontier]
+            par = [self.memory.state.records.parent(i) for i in frontier]
             lv = [0 if p is None else self.memory.state.levels[self.memory.state.row[p]] + 1 for p in par]
             for r, v in zip(rows, lv):
                 self.memory.state.levels[r] = v

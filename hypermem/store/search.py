@@ -204,9 +204,12 @@ class Searcher:
             raise TypeError(f"filters must be a dict or a callable, got {type(filters).__name__}")
         st = self.memory.state
         cand = range(st.n) if rows is None else rows.tolist()
-        kept = [r for r in cand if keep_fn(st.records[st.ids[r]])]
+        if isinstance(filters, Mapping):  # the metadata alone, without building the records
+            kept = [r for r in cand if pred(st.records.meta_at(r))]
+        else:
+            kept = [r for r, rec in zip(cand, st.records.at_rows(cand)) if keep_fn(rec)]
         if not kept and isinstance(filters, Mapping):
-            self.warn_unknown_keys(filters, lambda key: any(key in rec.meta for rec in st.records.values()))
+            self.warn_unknown_keys(filters, lambda key: any(key in m for m in st.records.metas if m))
         return torch.tensor(kept, dtype=torch.long, device=self.memory.device)
 
     def warn_unknown_keys(self, filters: Mapping, known: Callable[[str], bool]) -> None:
@@ -322,7 +325,7 @@ class Searcher:
                 scores, idx, dist = rank_approx(self.memory, ann, Q, weights.bias, weights.bounds(ann), k, oversample)
                 results = self._results(scores, idx, dist, weights, rows, energies)
                 if opts.touch:
-                    memory.touch([r.record.id for res in results for r in res])
+                    self._touch(results)
                 return results
             weights = self.weights(at_time)
             bias = score_bias(weights, self.memory.state.depth[:n], self.memory.time_coef, self.memory.depth_bias)
@@ -334,8 +337,19 @@ class Searcher:
                 scores, idx, dist = self._rank(Q, q_radius, bias, rows, k, metric, opts.use_index, oversample)
             results = self._results(scores, idx, dist, weights, rows, energies)
             if opts.touch:
-                memory.touch([r.record.id for res in results for r in res])
+                self._touch(results)
             return results
+
+    def _touch(self, results) -> None:
+        """Touch every returned memory and show the new access counts in the results' records
+        (copies read from the record table before the touch)."""
+        recs = {r.record.id: r.record for res in results for r in res}
+        self.memory.touch([r.record.id for res in results for r in res])
+        st = self.memory.state
+        with st.lock:
+            fresh = st.records.at_rows([st.row[i] for i in recs if i in st.row])
+        for f in fresh:
+            recs[f.id].access_count, recs[f.id].last_accessed = f.access_count, f.last_accessed
 
     def _rows_at(self, rows: torch.Tensor | None, at_time: datetime | None, valid_only: bool):
         """``rows`` (None: all) less the memories created after an explicit ``at_time`` and,
@@ -432,9 +446,9 @@ class Searcher:
         energy_of = None
         if energies is not None:  # the energy of every memory (cone mode)
             energy_of = dict(zip(hit, energies[hit_t].tolist()))
-        records, ids, inf = self.memory.state.records, self.memory.state.ids, -math.inf
+        rec_of, inf = dict(zip(hit, self.memory.state.records.at_rows(hit))), -math.inf
         # tolist() gave Python floats: the results take them as they are
-        return [[SearchResult(records[ids[i]], s, d, w_of[i], dep_of[i], None if energy_of is None else energy_of[i])
+        return [[SearchResult(rec_of[i], s, d, w_of[i], dep_of[i], None if energy_of is None else energy_of[i])
                  for s, i, d in zip(s_row, i_row, d_row) if i >= 0 and s != inf]
                 for s_row, i_row, d_row in zip(s_l, i_l, d_l)]
 

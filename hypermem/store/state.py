@@ -34,7 +34,9 @@ float64 column stays the store's value: the search re-scores its final candidate
 (:func:`hypermem.index.rescore.mirrored_topk`).
 
 Bookkeeping: ``ids`` (row -> id), ``row`` (id -> row), ``records`` (id ->
-:class:`~hypermem.store.records.MemoryRecord`), ``children`` (id -> child ids in insertion
+:class:`~hypermem.store.records.MemoryRecord`, a
+:class:`~hypermem.store.record_table.RecordTable` that keeps texts, parents and metadata as
+row-aligned lists and reads the times back from the columns), ``children`` (id -> child ids in insertion
 order), ``levels`` (row -> level in the hierarchy), ``n`` and ``version`` (bumped by every
 change of a point, a record or the hierarchy; an index or a mirror compares it to know it
 is stale).
@@ -54,9 +56,10 @@ import torch
 
 from ..geometry.poincare import point_at
 from ..temporal.clock import to_seconds
+from .record_table import RecordTable, table_of
 from .records import MemoryRecord
 
-__all__ = ["MemoryState", "COLUMNS", "exactly_float32"]
+__all__ = ["MemoryState", "COLUMNS", "batch_ids", "exactly_float32"]
 
 COLUMNS = ("direction", "depth", "time", "access", "valid_from", "valid_until", "embedding")
 """The per-row tensors of :class:`MemoryState`, in a fixed order."""
@@ -65,6 +68,26 @@ COLUMNS = ("direction", "depth", "time", "access", "valid_from", "valid_until", 
 def exactly_float32(values: torch.Tensor) -> bool:
     """Whether every value of a float tensor survives a round trip through float32 unchanged."""
     return values.dtype == torch.float32 or bool(torch.equal(values.to(torch.float32).to(values.dtype), values))
+
+
+def batch_ids(ids, parents, records) -> tuple[list[str], dict[str, int]]:
+    """Ids for a batch (None: a fresh random one) and each id's batch position, checked
+    before anything is stored: no id already in ``records`` (a container of the stored ids)
+    or twice in the batch, every parent stored or earlier in the batch."""
+    new: list[str] = []
+    pos: dict[str, int] = {}
+    for i, (id_, par) in enumerate(zip(ids, parents)):
+        if id_ is None:
+            id_ = uuid.uuid4().hex[:16]
+            while id_ in records or id_ in pos:
+                id_ = uuid.uuid4().hex[:16]
+        elif id_ in records or id_ in pos:
+            raise ValueError(f"duplicate id {id_!r}")
+        if par is not None and par not in records and par not in pos:
+            raise KeyError(f"unknown parent id {par!r} (item #{i}; parents must precede their children)")
+        pos[id_] = i
+        new.append(id_)
+    return new, pos
 
 
 class MemoryState:
@@ -84,7 +107,7 @@ class MemoryState:
         self.lock = threading.RLock()
         self.ids: list[str] = []
         self.row: dict[str, int] = {}
-        self.records: dict[str, MemoryRecord] = {}
+        self.records = RecordTable(self)
         self.children: dict[str, list[str]] = {}
         self.levels: list[int] = []
         self.n = 0
@@ -112,6 +135,7 @@ class MemoryState:
         # a state pickled before the mirror or the float32 embedding column
         state = {"mirror": None, "mirror_rows": 0, "rewrites": 0, "edits": 0, "narrow_embeddings": True, **state}
         self.__dict__.update(state)
+        self.records = table_of(self, self.records)
         self.lock = threading.RLock()
 
     # ------------------------------------------------------------------ capacity
@@ -149,14 +173,17 @@ class MemoryState:
 
     def keep_rows(self, keep: torch.Tensor) -> None:
         """Compact the columns, ``ids`` and ``levels`` to the rows where ``keep`` (CPU bool,
-        length ``n``) is true; ``records`` and ``children`` are the caller's to update."""
+        length ``n``) is true, the records' fields with them; ``children`` is the caller's
+        to update."""
         idx = keep.nonzero().squeeze(1)
         m = int(idx.numel())
         for name in COLUMNS:
             t = getattr(self, name)
             t[:m] = t[: self.n].index_select(0, idx.to(t.device))
-        self.ids = [self.ids[i] for i in idx.tolist()]
-        self.levels = [self.levels[i] for i in idx.tolist()]
+        kept = idx.tolist()
+        self.records.keep(kept, [self.ids[r] for r in (~keep).nonzero().squeeze(1).tolist()])
+        self.ids = [self.ids[i] for i in kept]
+        self.levels = [self.levels[i] for i in kept]
         self.row = {i: r for r, i in enumerate(self.ids)}
         self.n = m
         self.mirror_rows = 0
@@ -170,10 +197,8 @@ class MemoryState:
         with self.lock:
             rows = []
             for i in ids:
-                rec = self.records[i]
-                rec.access_count += 1
-                rec.last_accessed = now
                 rows.append(self.row[i])
+                self.records.touched(i, now)
             uniq = Counter(rows)
             idx = torch.tensor(list(uniq), dtype=torch.long, device=self.device)
             self.access[idx] += torch.tensor(list(uniq.values()), dtype=torch.float64, device=self.device)
@@ -181,30 +206,15 @@ class MemoryState:
     def set_access(self, id: str, count: int, last_accessed=None) -> None:
         """Set the access count (record and column) and last access time of ``id``."""
         with self.lock:
-            rec = self.record(id)
-            rec.access_count, rec.last_accessed = int(count), last_accessed
+            self.record(id)
+            self.records.touched(id, last_accessed)
             self.access[self.row[id]] = float(count)
 
     # ------------------------------------------------------------------ appending
     def new_ids(self, ids, parents) -> tuple[list[str], dict[str, int]]:
         """Ids for a batch (None: a fresh random one) and each id's batch position, checked
-        before anything is stored: no id already here or twice in the batch, every parent
-        stored or earlier in the batch."""
-        records = self.records
-        new: list[str] = []
-        pos: dict[str, int] = {}
-        for i, (id_, par) in enumerate(zip(ids, parents)):
-            if id_ is None:
-                id_ = uuid.uuid4().hex[:16]
-                while id_ in records or id_ in pos:
-                    id_ = uuid.uuid4().hex[:16]
-            elif id_ in records or id_ in pos:
-                raise ValueError(f"duplicate id {id_!r}")
-            if par is not None and par not in records and par not in pos:
-                raise KeyError(f"unknown parent id {par!r} (item #{i}; parents must precede their children)")
-            pos[id_] = i
-            new.append(id_)
-        return new, pos
+        before anything is stored (:func:`batch_ids` against the ids stored here)."""
+        return batch_ids(ids, parents, self.row)
 
     def batch_levels(self, parents, batch_pos: dict[str, int]) -> tuple[list[int], list[int]]:
         """Levels of a batch's memories and their generations (a memory whose parent is in
@@ -238,12 +248,12 @@ class MemoryState:
         self.valid_from[sl] = torch.tensor([to_seconds(r.valid_from, -math.inf) for r in records], **f64)
         self.valid_until[sl] = torch.tensor([to_seconds(r.valid_until, math.inf) for r in records], **f64)
         ids = [r.id for r in records]
-        self.records.update(zip(ids, records))
         self.row.update(zip(ids, range(n0, n0 + m)))
-        for r in records:
-            if r.parent_id is not None:
-                self.children.setdefault(r.parent_id, []).append(r.id)
         self.ids.extend(ids)
+        self.records.append(records)
+        for i, p in zip(ids, self.records.parents[n0:]):  # p: the parent's own id object
+            if p is not None:
+                self.children.setdefault(p, []).append(i)
         self.levels.extend(levels)
         self.n = n0 + m
         self.changed(appended=True)
@@ -305,7 +315,13 @@ class MemoryState:
 
     def rows_of(self, ids) -> list[int]:
         """Rows of ``ids`` (``KeyError`` for an unknown one)."""
-        return [self.row[self.record(i).id] for i in ids]
+        out = []
+        for i in ids:
+            try:
+                out.append(self.row[i])
+            except (KeyError, TypeError):
+                raise KeyError(f"unknown memory id {i!r}") from None
+        return out
 
     def points(self, curvature: float, rows=None) -> torch.Tensor:
         """Points of ``rows`` (all live rows when None) in float64: ``point_at(direction, depth)``."""

@@ -240,7 +240,7 @@ class Suggester:
                 ok = filters
             else:
                 raise TypeError(f"filters must be a dict or a callable, got {type(filters).__name__}")
-            keep &= torch.tensor([bool(ok(st.records[i])) for i in st.ids], dtype=torch.bool)
+            keep &= torch.tensor([bool(ok(rec)) for rec in st.records.values()], dtype=torch.bool)
         return keep.nonzero().squeeze(1)
 
     def holds_tree(self) -> bool:
@@ -254,7 +254,7 @@ class Suggester:
 
     def parent_of(self, id: str) -> str | None:
         """A stored memory's parent id (None: a root)."""
-        return self.memory.state.records[id].parent_id
+        return self.memory.state.records.parent(id)
 
     def norms(self) -> torch.Tensor:
         """``|x_p|`` of the stored embeddings (float64, CPU), kept until the store changes."""
@@ -367,7 +367,7 @@ class Suggester:
         pos = {i: j for j, i in enumerate(batch.ids)}
 
         def parent_of(i: str) -> str | None:  # earlier items' parents are declared or already chosen
-            return batch.parents[pos[i]] if i in pos else st.records[i].parent_id
+            return batch.parents[pos[i]] if i in pos else st.records.parent(i)
 
         unit = None   # the batch's unit vectors, when an item first votes
         for b0 in range(0, len(auto), BLOCK):

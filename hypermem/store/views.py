@@ -77,7 +77,7 @@ class MemoryViews:
         cur = self.memory.state.record(id).parent_id
         while cur is not None:
             out.append(cur)
-            cur = self.memory.state.records[cur].parent_id
+            cur = self.memory.state.records.parent(cur)
         return out
 
     def descendants(self, id: str) -> list[str]:
@@ -98,7 +98,8 @@ class MemoryViews:
 
     def roots(self) -> list[str]:
         """Memories without a parent, in insertion order."""
-        return [i for i in self.memory.state.ids if self.memory.state.records[i].parent_id is None]
+        st = self.memory.state
+        return [i for i, p in zip(st.ids, st.records.parents) if p is None]
 
     def level(self, id: str) -> int:
         """Hierarchy level: 0 for a root, the parent's level + 1 below it."""
@@ -134,7 +135,7 @@ class MemoryViews:
             t = self.memory.state.time[:n]
             return {
                 "count": n,
-                "roots": sum(1 for i in self.memory.state.ids if self.memory.state.records[i].parent_id is None),
+                "roots": sum(1 for p in self.memory.state.records.parents if p is None),
                 "max_level": max(self.memory.state.levels, default=0),
                 "levels": dict(sorted(hist.items())),
                 "dim": self.memory.dim,
@@ -157,8 +158,7 @@ class MemoryViews:
             w = self.memory.searcher.weights(at_time).tolist() if self.memory.state.n else []
             dep = self.memory.state.depth[: self.memory.state.n].tolist()
             rows = []
-            for r, i in enumerate(self.memory.state.ids):
-                rec = self.memory.state.records[i]
+            for r, (i, rec) in enumerate(zip(self.memory.state.ids, self.memory.state.records.values())):
                 rows.append({"id": i, "text": rec.text, "parent": rec.parent_id, "level": self.memory.state.levels[r],
                              "depth": dep[r], "time": rec.t.isoformat(), "weight": w[r],
                              "accesses": rec.access_count, "meta": dict(rec.meta)})
@@ -184,7 +184,7 @@ class MemoryViews:
             lines: list[str] = []
 
             def label(i: str) -> str:
-                text = self.memory.state.records[i].text.replace("\n", " ")
+                text = self.memory.state.records.text(i).replace("\n", " ")
                 if len(text) > max_text:
                     text = text[: max(0, max_text - 1)] + "…"
                 return f"{text}  [{i} d={float(self.memory.state.depth[self.memory.state.row[i]]):.2f}]"

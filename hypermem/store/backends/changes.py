@@ -72,12 +72,12 @@ def _drop(state, gone: Sequence[str]) -> None:
     keep = torch.ones(state.n, dtype=torch.bool)
     keep[[state.row[i] for i in gone]] = False
     for i in gone:
-        rec = state.records.pop(i)
-        kids = state.children.get(rec.parent_id)
+        parent = state.records.parent(i)
+        kids = state.children.get(parent)
         if kids is not None and i in kids:
             kids.remove(i)
             if not kids:
-                del state.children[rec.parent_id]
+                del state.children[parent]
         state.children.pop(i, None)
     state.keep_rows(keep)
 
@@ -131,6 +131,7 @@ def apply_changes(memory, removed: Sequence[str], rows: Sequence[Mapping[str, An
                 sib.pop(i, None)
         rows = sorted(rows, key=lambda r: int(r["seq"]))
         records = {r["id"]: record_of(r) for r in rows}
+        old_parent = {r["id"]: state.records.parent(r["id"]) for r in rows if r["id"] in state.row}
         new = [r for r in rows if r["id"] not in state.row]
         if new:
             state.reserve(len(new))
@@ -142,15 +143,15 @@ def apply_changes(memory, removed: Sequence[str], rows: Sequence[Mapping[str, An
         parents: set[str] = set()
         for r in rows:
             i = r["id"]
-            old = state.records.get(i)
+            known, was = i in old_parent, old_parent.get(i)
             rec = records[i]
-            if old is not None and old.parent_id != rec.parent_id and old.parent_id in state.children:
-                kids = state.children[old.parent_id]
+            if known and was != rec.parent_id and was in state.children:
+                kids = state.children[was]
                 if i in kids:
                     kids.remove(i)
                 if not kids:
-                    del state.children[old.parent_id]
-            if rec.parent_id is not None and (old is None or old.parent_id != rec.parent_id):
+                    del state.children[was]
+            if rec.parent_id is not None and (not known or was != rec.parent_id):
                 state.children.setdefault(rec.parent_id, []).append(i)
             if rec.parent_id is not None:
                 parents.add(rec.parent_id)

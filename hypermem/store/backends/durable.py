@@ -224,7 +224,7 @@ class DurableStore:
 
     def link(self, child: str, parent: str | None) -> None:
         with self._writing("link") as st:
-            before = self.state.records[child].parent_id if child in self.state.records else None
+            before = self.state.records.parent(child) if child in self.state.records else None
             super().link(child, parent)
             if before != parent:
                 self._sib[child] = self._tick()
@@ -240,7 +240,7 @@ class DurableStore:
             counts: dict[str, int] = {}
             for i in ids:
                 counts[i] = counts.get(i, 0) + 1
-            st.touch([(n, self.state.records[i].last_accessed, i) for i, n in counts.items()])
+            st.touch([(n, self.state.records.last_accessed(i), i) for i, n in counts.items()])
 
     # ------------------------------------------------------------------ reads
     def search_server(self, query: Any, k: int = 5, **kwargs: Any):

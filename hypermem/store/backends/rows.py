@@ -74,8 +74,7 @@ def derived_directions(memory, rows: Sequence[int]) -> torch.Tensor:
     rows = list(rows)
     st = memory.state
     e = unit(_take(st.embedding, rows).to(memory.device, torch.float64))
-    records, ids = st.records, st.ids
-    par = [records[ids[r]].parent_id for r in rows]
+    par = [st.records.parents[r] for r in rows]
     kid = [j for j, p in enumerate(par) if p is not None]
     if kid:
         prow = [st.row[par[j]] for j in kid]
@@ -116,10 +115,8 @@ def encode(memory, ids: Sequence[str], seq: Mapping[str, int], sib: Mapping[str,
     embeddings = _blobs(_take(st.embedding, rows), vector_dtype)
     tt = _iso if time_text else (lambda t: t)
     dumps = json.dumps
-    records = st.records
     out = []
-    for j, i in enumerate(ids):
-        rec = records[i]
+    for j, (i, rec) in enumerate(zip(ids, st.records.at_rows(rows))):
         meta = dumps(rec.meta, allow_nan=False) if rec.meta else "{}"
         out.append((i, seq[i], sib[i], rec.text, rec.parent_id, tt(rec.t), tt(rec.valid_from), tt(rec.valid_until),
                     int(rec.access_count), tt(rec.last_accessed), meta, depths[j], embeddings[j], directions[j]))

@@ -29,7 +29,7 @@ from ...geometry import poincare as P
 from ...temporal import policy_weights
 from ...temporal.clock import to_seconds, to_utc
 from ..placement import child_directions, unit
-from ..state import MemoryState
+from ..state import batch_ids
 from .rows import COLUMNS, vector_bytes, vector_from
 
 _M = "hypermem_memories"
@@ -90,15 +90,14 @@ def _stored(mem, v: torch.Tensor) -> torch.Tensor:
 
 
 def _new_ids(con, batch, dim: int) -> list[str]:
-    """The batch's ids (fresh random ones for None), checked by ``MemoryState.new_ids``
+    """The batch's ids (fresh random ones for None), checked by :func:`~hypermem.store.state.batch_ids`
     against the stored ids the batch names: no id stored or twice in the batch, every
     parent stored or earlier in the batch."""
     asked = [i for i in batch.ids if i is not None] + [p for p in batch.parents if p is not None]
-    stored = MemoryState(dim, torch.float64, "cpu")  # no rows: only the names of the stored ids asked for
+    stored = set()  # only the stored ids the batch names
     if asked:
-        stored.records.update(dict.fromkeys(r[0] for r in con.execute(f"SELECT id FROM {_M} WHERE id = ANY(%s)",
-                                                                      (asked,))))
-    new, pos = stored.new_ids(batch.ids, batch.parents)
+        stored = {r[0] for r in con.execute(f"SELECT id FROM {_M} WHERE id = ANY(%s)", (asked,))}
+    new, pos = batch_ids(batch.ids, batch.parents, stored)
     fresh = [j for j, i in enumerate(batch.ids) if i is None]
     if fresh:  # a random id that someone stored already (vanishingly rare): draw again
         taken = {r[0] for r in con.execute(f"SELECT id FROM {_M} WHERE id = ANY(%s)", ([new[j] for j in fresh],))}

@@ -1,0 +1,216 @@
+"""The records of a memory store, kept as columns: a :class:`MemoryRecord` is built when read.
+
+A store of a million memories cannot afford a Python object, a datetime and a dict per
+memory (about 300 bytes beside the text, more than the rest of a row's columns).
+:class:`RecordTable` keeps, row-aligned with :attr:`MemoryState.ids
+<hypermem.store.state.MemoryState.ids>`:
+
+* ``texts`` (the text objects themselves), ``parents`` (the parent's id object, shared with
+  the parent's row, or None) and ``metas`` (the metadata dict, None when empty);
+* nothing for the times: ``t``, ``valid_from``, ``valid_until`` and the access count are
+  read back from the state's float64 columns (``time``, ``valid_from``, ``valid_until``,
+  ``access``), POSIX seconds that give back the same UTC datetime to the microsecond for
+  any date between 1970 +- 270 years; a datetime that does not survive the round trip
+  (far past or future) is kept as it is in ``exact``, so every record reads back exactly
+  what was stored;
+* ``last`` (id -> last access) for the memories touched at least once.
+
+A record read from the table is a fresh object: change a memory through
+:meth:`Memory.update <hypermem.store.Memory.update>` (which calls :meth:`RecordTable.put`),
+not by assigning to a record's fields.  A non-empty ``meta`` is the stored dict itself.
+
+Reading: ``table[id]``, ``id in table``, ``len``, iteration over ids, :meth:`at_rows` (many
+records from one gather of the columns), and the single fields without building a record
+(:meth:`parent`, :meth:`text`, :meth:`meta_at`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
+
+import torch
+
+from ..temporal.clock import from_seconds, to_seconds
+from .records import MemoryRecord
+
+__all__ = ["RecordTable"]
+
+_TIMES = ("t", "valid_from", "valid_until")
+_UNSET = {"valid_from": -float("inf"), "valid_until": float("inf")}
+
+
+def _round_trips(t: datetime, s: float) -> bool:
+    try:
+        return from_seconds(s) == t
+    except (OverflowError, OSError, ValueError):
+        return False
+
+
+class RecordTable(Mapping):
+    """id -> :class:`MemoryRecord` of one :class:`~hypermem.store.state.MemoryState`, stored
+    as columns (module docstring).  The state owns the ids, rows and time columns; the
+    table owns the texts, parents, metadata and last accesses, and keeps them row-aligned
+    through :meth:`append`, :meth:`put`, :meth:`keep` and :meth:`reset`."""
+
+    def __init__(self, state) -> None:
+        self.state = state
+        self.texts: list[str] = []
+        self.parents: list[str | None] = []
+        self.metas: list[dict | None] = []
+        self.exact: dict[str, dict[str, datetime]] = {}
+        """id -> the datetimes of that record that float seconds do not give back exactly."""
+        self.last: dict[str, datetime] = {}
+        """id -> last access time, for the memories touched at least once."""
+
+    # ------------------------------------------------------------------ Mapping
+    def __getitem__(self, id: str) -> MemoryRecord:
+        return self.at_rows([self.state.row[id]])[0]
+
+    def __contains__(self, id: object) -> bool:
+        try:
+            return id in self.state.row
+        except TypeError:
+            return False
+
+    def __len__(self) -> int:
+        return self.state.n
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.state.ids[: self.state.n])
+
+    def values(self) -> list[MemoryRecord]:  # type: ignore[override]
+        """Every record, in row order (one gather of the columns)."""
+        return self.at_rows(range(self.state.n))
+
+    def __repr__(self) -> str:
+        return f"RecordTable(n={self.state.n})"
+
+    # ------------------------------------------------------------------ fields
+    def parent(self, id: str) -> str | None:
+        """The parent id of ``id`` (None: a root); ``KeyError`` when unknown."""
+        return self.parents[self.state.row[id]]
+
+    def text(self, id: str) -> str:
+        """The text of ``id``; ``KeyError`` when unknown."""
+        return self.texts[self.state.row[id]]
+
+    def meta_at(self, row: int) -> dict:
+        """The metadata of row ``row`` (an empty dict when it has none)."""
+        m = self.metas[row]
+        return {} if m is None else m
+
+    def last_accessed(self, id: str) -> datetime | None:
+        return self.last.get(id)
+
+    def at_rows(self, rows: Iterable[int]) -> list[MemoryRecord]:
+        """The records of ``rows`` (one gather of each time column, on any device)."""
+        rows = list(rows)
+        if not rows:
+            return []
+        st = self.state
+        idx = torch.tensor(rows, dtype=torch.long, device=st.time.device)
+        cols = torch.stack([st.time[idx], st.valid_from[idx], st.valid_until[idx], st.access[idx]]).tolist()
+        ids, texts, parents, metas, exact, last = st.ids, self.texts, self.parents, self.metas, self.exact, self.last
+        out = []
+        for j, r in enumerate(rows):
+            i = ids[r]
+            t, vf, vu, acc = cols[0][j], cols[1][j], cols[2][j], cols[3][j]
+            x = exact.get(i) if exact else None
+            m = metas[r]
+            out.append(MemoryRecord(
+                i, texts[r], parents[r],
+                x["t"] if x and "t" in x else from_seconds(t),
+                {} if m is None else m,
+                x["valid_from"] if x and "valid_from" in x else (None if vf == -float("inf") else from_seconds(vf)),
+                x["valid_until"] if x and "valid_until" in x else (None if vu == float("inf") else from_seconds(vu)),
+                int(acc), last.get(i)))
+        return out
+
+    # ------------------------------------------------------------------ writing
+    def _remember_exact(self, rec: MemoryRecord) -> None:
+        """Keep the datetimes of ``rec`` that float seconds would not give back exactly."""
+        keep = {}
+        for name in _TIMES:
+            t = getattr(rec, name)
+            if t is not None and not _round_trips(t, to_seconds(t)):
+                keep[name] = t
+        if keep:
+            self.exact[rec.id] = keep
+        elif self.exact:
+            self.exact.pop(rec.id, None)
+
+    def _shared_parent(self, parent: str | None) -> str | None:
+        """The parent's own id object (one string for the parent and all its children)."""
+        if parent is None:
+            return None
+        r = self.state.row.get(parent)
+        return parent if r is None else self.state.ids[r]
+
+    def put(self, rec: MemoryRecord) -> None:
+        """Store ``rec``'s text, parent, metadata, last access and exact times at the row of
+        ``rec.id`` (which the state has already given it); the time and access columns are
+        the caller's to write."""
+        r = self.state.row[rec.id]
+        if r >= len(self.texts):
+            grow = r + 1 - len(self.texts)
+            self.texts.extend([""] * grow)
+            self.parents.extend([None] * grow)
+            self.metas.extend([None] * grow)
+        self.texts[r] = rec.text
+        self.parents[r] = self._shared_parent(rec.parent_id)
+        self.metas[r] = rec.meta if rec.meta else None
+        if rec.last_accessed is not None:
+            self.last[rec.id] = rec.last_accessed
+        elif self.last:
+            self.last.pop(rec.id, None)
+        self._remember_exact(rec)
+
+    def __setitem__(self, id: str, rec: MemoryRecord) -> None:
+        if rec.id != id:
+            raise ValueError(f"record {rec.id!r} stored under id {id!r}")
+        self.put(rec)
+
+    def append(self, records: Sequence[MemoryRecord]) -> None:
+        """Rows ``len(texts) ..`` for ``records``, in order (their rows are already in the state)."""
+        self.texts.extend(r.text for r in records)
+        self.parents.extend(self._shared_parent(r.parent_id) for r in records)
+        self.metas.extend(r.meta if r.meta else None for r in records)
+        for r in records:
+            if r.last_accessed is not None:
+                self.last[r.id] = r.last_accessed
+            if r.t is not None and (r.valid_from is not None or r.valid_until is not None
+                                    or not _round_trips(r.t, to_seconds(r.t))):
+                self._remember_exact(r)
+
+    def reset(self, records: Sequence[MemoryRecord]) -> None:
+        """Hold exactly ``records``, row ``i`` being ``records[i]`` (the state's ids and rows
+        already set)."""
+        self.texts, self.parents, self.metas, self.exact, self.last = [], [], [], {}, {}
+        self.append(records)
+
+    def keep(self, rows: Sequence[int], gone: Iterable[str]) -> None:
+        """Compact to ``rows`` (in order) and forget the ``gone`` ids' last accesses and times."""
+        self.texts = [self.texts[r] for r in rows]
+        self.parents = [self.parents[r] for r in rows]
+        self.metas = [self.metas[r] for r in rows]
+        if self.exact or self.last:
+            for i in gone:
+                self.exact.pop(i, None)
+                self.last.pop(i, None)
+
+    def touched(self, id: str, when: datetime | None) -> None:
+        """Record ``when`` as the last access of ``id`` (None: never accessed)."""
+        if when is None:
+            self.last.pop(id, None)
+        else:
+            self.last[id] = when
+
+
+def table_of(state, records: Mapping[str, MemoryRecord] | RecordTable) -> RecordTable:
+    """``records`` as the table of ``state`` (a state pickled when records were a dict)."""
+    if isinstance(records, RecordTable):
+        return records
+    table = RecordTable(state)
+    table.reset([records[i] for i in state.ids[: state.n]])
+    return table

@@ -1,0 +1,93 @@
+"""The store's records kept as columns (``hypermem.store.record_table``): every field reads
+back exactly as stored, through every change, copy and file."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from hypermem import HashingEmbedder, Memory
+from hypermem.store.record_table import RecordTable
+
+UTC = timezone.utc
+T0 = datetime(2026, 3, 1, 12, 30, 15, 123457, tzinfo=UTC)
+
+
+def fields(rec):
+    return (rec.id, rec.text, rec.parent_id, rec.t, dict(rec.meta), rec.valid_from, rec.valid_until,
+            rec.access_count, rec.last_accessed)
+
+
+def clock():
+    return T0 + timedelta(days=1)
+
+
+def store():
+    m = Memory(embedder=HashingEmbedder(dim=32), clock=clock)
+    m.add("root topic", id="r", t=T0, meta={"kind": "topic", "n": [1, 2]})
+    m.add("a child", id="c", parent="r", t=T0 + timedelta(microseconds=1))
+    # datetimes that float seconds do not give back to the microsecond: kept as they are
+    m.add("far past", id="old", t=datetime(1, 1, 1, 0, 0, 0, 1, tzinfo=UTC),
+          valid_until=datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC))
+    m.add("window", id="w", t=T0, valid_from=T0 - timedelta(hours=1), valid_until=T0 + timedelta(hours=2))
+    return m
+
+
+def test_every_field_reads_back_exactly():
+    m = store()
+    assert isinstance(m.state.records, RecordTable)
+    old = m.get("old")
+    assert old.t == datetime(1, 1, 1, 0, 0, 0, 1, tzinfo=UTC)
+    assert old.valid_until == datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC) and old.valid_from is None
+    assert m.get("c").t == T0 + timedelta(microseconds=1) and m.get("c").parent_id == "r"
+    w = m.get("w")
+    assert (w.valid_from, w.valid_until) == (T0 - timedelta(hours=1), T0 + timedelta(hours=2))
+    assert m.get("r").meta == {"kind": "topic", "n": [1, 2]} and m.get("c").meta == {}
+    assert [r.id for r in m] == ["r", "c", "old", "w"]
+    assert "c" in m and "nope" not in m and [] not in m.state.records
+    with pytest.raises(KeyError, match="unknown memory id 'nope'"):
+        m.get("nope")
+
+
+def test_touches_updates_links_and_removals_keep_the_rows_aligned():
+    m = store()
+    hits = m.search("a child", k=2)
+    top = hits[0].record
+    assert top.access_count == 1 and top.last_accessed == T0 + timedelta(days=1)  # the result shows its touch
+    assert fields(m.get(top.id)) == fields(top)
+    m.update("c", text="a changed child", meta={"edited": True}, valid_until=T0 + timedelta(days=9))
+    c = m.get("c")
+    assert (c.text, c.meta, c.valid_until) == ("a changed child", {"edited": True}, T0 + timedelta(days=9))
+    m.link("c", "w")
+    assert m.get("c").parent_id == "w" and m.children("w") == ["c"]
+    before = {i: fields(m.get(i)) for i in ("r", "c", "w")}
+    m.remove("old")  # compaction: every later row moves up one
+    assert [r.id for r in m] == ["r", "c", "w"]
+    assert {i: fields(m.get(i)) for i in ("r", "c", "w")} == before
+    assert "old" not in m.state.records.exact and len(m.state.records.texts) == 3
+
+
+def test_copies_pickles_and_files_keep_every_field(tmp_path):
+    m = store()
+    m.touch(["w", "w"])
+    want = [fields(r) for r in m]
+    for other in (copy.deepcopy(m), pickle.loads(pickle.dumps(m))):
+        assert [fields(r) for r in other] == want
+        other.update("w", meta={"copy": 1})
+        assert m.get("w").meta == {}  # the copy has its own table
+    m.save(tmp_path / "m.db")
+    assert [fields(r) for r in Memory.load(tmp_path / "m.db", embedder=HashingEmbedder(dim=32))] == want
+    with Memory.open(tmp_path / 'bound.db', embedder=HashingEmbedder(dim=32)) as b:
+        b.add_many([{"text": r.text, "id": r.id, "t": r.t, "meta": dict(r.meta), "valid_from": r.valid_from,
+                     "valid_until": r.valid_until, **({"parent": r.parent_id} if r.parent_id else {})} for r in m])
+    with Memory.open(tmp_path / 'bound.db', embedder=HashingEmbedder(dim=32)) as b:
+        assert [fields(r)[:7] for r in b] == [f[:7] for f in want]
+
+
+def test_filters_read_the_metadata_without_building_records():
+    m = store()
+    assert [r.id for r in m.search("topic", k=5, filters={"kind": "topic"})] == ["r"]
+    assert [r.id for r in m.search("topic", k=5, filters=lambda rec: rec.parent_id == "r")] == ["c"]
