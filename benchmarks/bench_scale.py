@@ -29,6 +29,7 @@ Usage::
     python benchmarks/bench_scale.py --n 1000000 --ann --build-threads 2 --durable ingest,refresh,ann   # the whole table (refresh at 100k)
     python benchmarks/bench_scale.py --n 20000 --queries 5 --ann --ef 20,80   # smoke
     python benchmarks/bench_scale.py --n 200000 --embeddings float32 --dtype float32   # RSS, float32 columns
+    python benchmarks/bench_scale.py --n 200000 --embeddings float32 --dtype float32 --bound sqlite   # RSS of a bound store
     python benchmarks/bench_scale.py --n 100000 --ann --durable ingest,refresh,ann   # everything
 """
 
@@ -71,7 +72,9 @@ def row(*cells) -> None:
     print("| " + " | ".join(str(c) for c in cells) + " |", flush=True)
 
 
-def build(n: int, dim: int, batch: int, dtype: torch.dtype, float32_embeddings: bool = False):
+def build(n: int, dim: int, batch: int, dtype: torch.dtype, float32_embeddings: bool = False, bound: str = ""):
+    """The store: in process, or (``bound="sqlite"``) bound to a SQLite file in a temporary
+    folder, which then holds the embeddings (the state reads them back when needed)."""
     from hypermem import HalfLife, HashingEmbedder, Memory
 
     class Float32Hashing(HashingEmbedder):
@@ -84,7 +87,13 @@ def build(n: int, dim: int, batch: int, dtype: torch.dtype, float32_embeddings: 
     gc.collect()
     base = status()
     emb = (Float32Hashing if float32_embeddings else HashingEmbedder)(dim=dim)
-    mem = Memory(embedder=emb, decay=HalfLife(30 * 24), clock=lambda: NOW, dtype=dtype)
+    kw = {"embedder": emb, "decay": HalfLife(30 * 24), "clock": lambda: NOW, "dtype": dtype}
+    if bound == "sqlite":
+        import tempfile
+
+        mem = Memory.open(os.path.join(tempfile.mkdtemp(prefix="bench_scale_"), "m.db"), **kw)
+    else:
+        mem = Memory(**kw)
     t_total = 0.0
     for start in range(0, n, batch):
         m = min(batch, n - start)
@@ -128,16 +137,18 @@ def exact_section(mem, queries, base, n, dim, rounds: int) -> None:
     st = mem.state
     mem.search(queries[0], k=10, touch=False)  # builds the mirror
     rss = status()
-    print(f"\n### In process, {n:,} memories x {dim} ({st.dtype} store, float32 mirror), {load()}\n")
+    where = "In process" if mem.storage is None else f"Bound to {type(mem.storage).__name__}"
+    print(f"\n### {where}, {n:,} memories x {dim} ({st.dtype} store, float32 mirror), {load()}\n")
     row("metric", "value")
     row("---", "---:")
     row("RSS above the empty process, per memory (VmRSS / RssAnon)",
         f"{(rss['VmRSS'] - base['VmRSS']) / n:,.0f} B / {(rss['RssAnon'] - base['RssAnon']) / n:,.0f} B")
-    cols = {name: getattr(st, name)[: st.n] for name in ("direction", "embedding", "depth", "time", "access",
-                                                         "valid_from", "valid_until")}
+    names = ("direction", "embedding", "depth", "time", "access", "valid_from", "valid_until")
+    cols = {name: None if getattr(st, name) is None else getattr(st, name)[: st.n] for name in names}
     cols["mirror"] = st.search_keys()
     for name, t in cols.items():
-        row(f"column `{name}`, bytes per memory", f"{t.element_size() * (t.numel() // max(1, st.n)):,}")
+        size = "0 (in the storage)" if t is None else f"{t.element_size() * (t.numel() // max(1, st.n)):,}"
+        row(f"column `{name}`, bytes per memory", size)
     mirror_ms, f64_ms, worst = [], [], 0.0
     for _ in range(rounds):
         ms, fast = timed_searches(mem, queries)
@@ -239,6 +250,8 @@ def main(argv=None) -> int:
     ap.add_argument("--embeddings", choices=["float64", "float32"], default="float64",
                     help="float32: the hashing vectors rounded to float32, as a float32 text embedder gives them")
     ap.add_argument("--skip-exact", action="store_true", help="no exact rows (with --ann: the ANN rows alone)")
+    ap.add_argument("--bound", choices=["", "sqlite"], default="",
+                    help="sqlite: the store bound to a SQLite file (its embeddings there, not in RAM)")
     ap.add_argument("--skip-in-process", action="store_true")
     ap.add_argument("--durable", default="", help="durable parts of scale_durable.py: ingest,refresh,ann")
     ap.add_argument("--backends", default="sqlite,postgres", help="durable backends")
@@ -260,7 +273,8 @@ def main(argv=None) -> int:
           f"{args.threads} thread(s), {os.cpu_count()} cores, {load()}", flush=True)
     if not args.skip_in_process:
         t = time.perf_counter()
-        mem, base, add_s = build(args.n, args.dim, args.batch, getattr(torch, args.dtype), args.embeddings == "float32")
+        mem, base, add_s = build(args.n, args.dim, args.batch, getattr(torch, args.dtype), args.embeddings == "float32",
+                                 args.bound)
         print(f"built {args.n:,} memories in {time.perf_counter() - t:.0f} s (add_many {args.n / add_s:,.0f} "
               f"memories/s, embedding included)", flush=True)
 

@@ -71,8 +71,9 @@ def test_files_and_durable_stores_round_trip_the_exact_values(tmp_path):
     db = Memory.open(tmp_path / "m.db", embedder=HashingEmbedder(dim=16))
     db.add_many(_items(vecs))
     again = Memory.open(tmp_path / "m.db", embedder=HashingEmbedder(dim=16))
-    assert again.state.embedding.dtype == torch.float32
+    assert again.state.embedding is None  # the file holds them: a bound store reads them when needed
     assert torch.equal(again.embeddings, mem.embeddings) and torch.equal(again.points, mem.points)
+    assert again.state.embedding_column().dtype == torch.float32  # brought back whole (and kept), narrow
     db.add_many([{"text": "from the other client", "id": "late", "embedding": vecs[0] + 1e-12}])  # widens
     again.refresh()
     assert again.state.embedding.dtype == torch.float64 and torch.equal(again.embedding("late"), vecs[0] + 1e-12)

@@ -42,10 +42,13 @@ def test_float32_store_and_float32_vectors(path, tmp_path):
     p32 = str(tmp_path / "f32.db")
     small = Memory.open(p32, vector_dtype="float32", **settings())
     script(small)
+    small_embeddings = small.embeddings  # read from the file: the bound store holds no second copy
     small.close()
+    with pytest.raises(StorageError, match="closed"):
+        small.embeddings  # noqa: B018
     back = Memory.open(p32, embedder=HashingEmbedder(dim=32))
     assert back.ids == ref.ids and back.storage.vector_dtype == "float32"
-    assert float((back.embeddings - small.embeddings).abs().max()) < 1e-6
+    assert float((back.embeddings - small_embeddings).abs().max()) < 1e-6
     assert float((back.points - small.points).abs().max()) < 1e-5
 
 

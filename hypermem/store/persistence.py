@@ -155,7 +155,7 @@ def _snapshot(memory) -> dict[str, Any]:
             })
         directions = memory.state.direction[:n].detach().to("cpu", torch.float64).clone()
         depths = memory.state.depth[:n].detach().to("cpu", torch.float64).clone()
-        embeddings = memory.state.embedding[:n].detach().to("cpu", torch.float64).clone()
+        embeddings = memory.state.embeddings_of().detach().clone()
         config = memory_config(memory)
     points = P.point_at(directions, depths, config["curvature"])
     return {"config": config, "records": records, "points": points, "directions": directions, "depths": depths,

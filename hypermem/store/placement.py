@@ -163,13 +163,13 @@ class Placer:
         while frontier:
             rows = [self.memory.state.row[i] for i in frontier]
             moved += rows
-            e = unit(self.memory.state.embedding[rows].to(self.memory.device, torch.float64))
+            e = unit(self.memory.state.embeddings_of(rows).to(self.memory.device))
             par = [self.memory.state.records.parent(i) for i in frontier]
             lv = [0 if p is None else self.memory.state.levels[self.memory.state.row[p]] + 1 for p in par]
             for r, v in zip(rows, lv):
                 self.memory.state.levels[r] = v
             if places_points(self.memory.embedder):  # the encoder's points, whatever the hierarchy
-                dirs, depth = encoder_placement(self.memory.state.embedding[rows].to(self.memory.device, torch.float64), c)
+                dirs, depth = encoder_placement(self.memory.state.embeddings_of(rows).to(self.memory.device), c)
             else:
                 dirs, depth = self._placed(e, par, lv)
             idx = torch.tensor(rows, device=self.memory.device)

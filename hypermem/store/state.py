@@ -90,6 +90,15 @@ def batch_ids(ids, parents, records) -> tuple[list[str], dict[str, int]]:
     return new, pos
 
 
+def _row_list(index) -> list[int]:
+    """Rows named by a slice (with a stop), an int, a list or a tensor."""
+    if isinstance(index, slice):
+        return list(range(index.start or 0, index.stop, index.step or 1))
+    if isinstance(index, int):
+        return [index]
+    return torch.as_tensor(index).reshape(-1).tolist()
+
+
 class MemoryState:
     """Rows and columns of one store (see the module docstring for the layout).
 
@@ -122,6 +131,10 @@ class MemoryState:
         self.edits = 0
         """Counts the changes of records and of the time and validity columns in place (no
         point moved: a banded index keeps its graphs and recomputes its bands' extremes)."""
+        self.embedding_source = None
+        """Set by :meth:`release_embeddings` (a bound store): ids -> their stored embeddings."""
+        self.pending: dict[str, torch.Tensor] = {}
+        """Without a column: the embeddings written since the storage last took them."""
         self.alloc(0)
 
     def __getstate__(self) -> dict:
@@ -133,7 +146,8 @@ class MemoryState:
 
     def __setstate__(self, state: dict) -> None:
         # a state pickled before the mirror or the float32 embedding column
-        state = {"mirror": None, "mirror_rows": 0, "rewrites": 0, "edits": 0, "narrow_embeddings": True, **state}
+        state = {"mirror": None, "mirror_rows": 0, "rewrites": 0, "edits": 0, "narrow_embeddings": True,
+                 "embedding_source": None, "pending": {}, **state}
         self.__dict__.update(state)
         self.records = table_of(self, self.records)
         self.lock = threading.RLock()
@@ -163,6 +177,8 @@ class MemoryState:
         new_cap = max(need, 2 * cap, 64)
         for name in COLUMNS:
             old = getattr(self, name)
+            if old is None:  # a released embedding column
+                continue
             new = old.new_empty((new_cap,) + tuple(old.shape[1:]))
             new[: self.n] = old[: self.n]
             setattr(self, name, new)
@@ -179,7 +195,8 @@ class MemoryState:
         m = int(idx.numel())
         for name in COLUMNS:
             t = getattr(self, name)
-            t[:m] = t[: self.n].index_select(0, idx.to(t.device))
+            if t is not None:
+                t[:m] = t[: self.n].index_select(0, idx.to(t.device))
         kept = idx.tolist()
         self.records.keep(kept, [self.ids[r] for r in (~keep).nonzero().squeeze(1).tolist()])
         self.ids = [self.ids[i] for i in kept]
@@ -238,11 +255,6 @@ class MemoryState:
         its column instead of copying it."""
         n0, m = self.n, len(records)
         sl, f64 = slice(n0, n0 + m), {"dtype": torch.float64, "device": self.device}
-        if (owned and n0 == 0 and self.embedding.shape == embeddings.shape and embeddings.is_contiguous()
-                and not (self.embedding.dtype == torch.float32 and exactly_float32(embeddings))):
-            self.embedding = embeddings  # the first batch's fresh float64 embeddings become the column (no copy)
-        else:
-            self.set_embeddings(sl, embeddings)
         self.time[sl] = torch.tensor([r.t.timestamp() for r in records], **f64)
         self.access[sl] = 0.0
         self.valid_from[sl] = torch.tensor([to_seconds(r.valid_from, -math.inf) for r in records], **f64)
@@ -251,6 +263,12 @@ class MemoryState:
         self.row.update(zip(ids, range(n0, n0 + m)))
         self.ids.extend(ids)
         self.records.append(records)
+        col = self.embedding
+        if (owned and n0 == 0 and col is not None and col.shape == embeddings.shape and embeddings.is_contiguous()
+                and not (col.dtype == torch.float32 and exactly_float32(embeddings))):
+            self.embedding = embeddings  # the first batch's fresh float64 embeddings become the column (no copy)
+        else:
+            self.set_embeddings(sl, embeddings)
         for i, p in zip(ids, self.records.parents[n0:]):  # p: the parent's own id object
             if p is not None:
                 self.children.setdefault(p, []).append(i)
@@ -260,10 +278,75 @@ class MemoryState:
 
     def set_embeddings(self, index, values: torch.Tensor) -> None:
         """Write ``values`` into rows ``index`` of the embedding column, widening the column
-        to float64 first when one of them is not exactly a float32 (module docstring)."""
+        to float64 first when one of them is not exactly a float32 (module docstring); without
+        a column (released), keep them in :attr:`pending` until the storage has them."""
+        if self.embedding is None:
+            rows = _row_list(index)
+            vals = values.detach().to("cpu", torch.float64).reshape(len(rows), self.dim).clone()
+            self.pending.update(zip((self.ids[r] for r in rows), vals))
+            return
         if self.embedding.dtype == torch.float32 and values.dtype != torch.float32 and not exactly_float32(values):
             self.embedding = self.embedding.to(torch.float64)
         self.embedding[index] = values.to("cpu", self.embedding.dtype)
+
+    def stored_embeddings(self, index, values: torch.Tensor) -> None:
+        """Embeddings the storage already holds (another process's rows): written to a held
+        column, not kept without one."""
+        if self.embedding is not None:
+            self.set_embeddings(index, values)
+
+    # ------------------------------------------------------------------ released embeddings
+    def release_embeddings(self, source) -> None:
+        """Hold no embedding column from now on (a bound store: its storage has them):
+        ``source(ids)`` returns the stored embeddings of ``ids`` (float64 ``(len(ids), dim)``),
+        read when a re-placement, a save or a reader needs rows of them; the ones written
+        since the storage last took them wait in :attr:`pending` (:meth:`flushed`).  A reader
+        of the whole column (:meth:`embedding_column`) brings it back, kept in step from then."""
+        with self.lock:
+            self.embedding_source, self.embedding, self.pending = source, None, {}
+
+    def flushed(self, ids=None) -> None:
+        """The storage holds the pending embeddings of ``ids`` now (None: all of them; a
+        bound store's write, or its commit)."""
+        if ids is None:
+            self.pending = {}
+        elif self.pending:
+            for i in ids:
+                self.pending.pop(i, None)
+
+    def embeddings_of(self, rows=None) -> torch.Tensor:
+        """Embeddings of ``rows`` (None: every live row; an int, a list or a tensor of rows)
+        as float64 CPU values: from the column (a view when it is float64 and ``rows`` is one
+        ascending run), else from :attr:`pending` and the storage."""
+        with self.lock:
+            col = self.embedding
+            if col is not None:
+                if rows is None:
+                    return col[: self.n].to(torch.float64)
+                if isinstance(rows, list) and rows and rows[-1] - rows[0] == len(rows) - 1 and \
+                        all(b - a == 1 for a, b in zip(rows, rows[1:])):
+                    return col[rows[0]: rows[-1] + 1].to(torch.float64)
+                return col[rows].to(torch.float64)
+            single = isinstance(rows, int)
+            ids = [self.ids[r] for r in (range(self.n) if rows is None else _row_list(rows))]
+            missing = [i for i in ids if i not in self.pending]
+            got = dict(zip(missing, self.embedding_source(missing))) if missing else {}
+            pend = self.pending
+            out = torch.stack([pend[i] if i in pend else got[i] for i in ids]) if ids else \
+                torch.empty(0, self.dim, dtype=torch.float64)
+            return out[0] if single else out
+
+    def embedding_column(self) -> torch.Tensor:
+        """The whole embedding column ``(n, dim)`` in its own dtype, read back from the
+        storage first when it was released (and held from then on)."""
+        with self.lock:
+            if self.embedding is None:
+                values = self.embeddings_of()
+                narrow = self.narrow_embeddings and exactly_float32(values)
+                col = torch.zeros(self.direction.shape[0], self.dim, dtype=torch.float32 if narrow else torch.float64)
+                col[: self.n] = values
+                self.embedding, self.pending = col, {}
+            return self.embedding[: self.n]
 
     def changed(self, appended: bool = False, rows=None) -> None:
         """Mark a change (an index or a mirror built at an older ``version`` is stale).

@@ -50,7 +50,7 @@ class SubsumptionScan:
         """The cached terms of rows ``0 .. n-1`` of ``state.embedding``."""
         key = (id(state), state.version, state.n, enc.geometry, enc.curvature)
         if key != self.key:
-            self.terms = self._terms(state.embedding[: state.n].to(torch.float64), enc.curvature)
+            self.terms = self._terms(state.embedding_column().to(torch.float64), enc.curvature)
             self.key = key
         return self.terms
 

@@ -261,7 +261,7 @@ class Suggester:
         st = self.memory.state
         key = (id(st), st.version, st.n)
         if key != self.norm_key:
-            self.norm_cache = torch.linalg.vector_norm(st.embedding[: st.n].to(torch.float64), dim=1)
+            self.norm_cache = torch.linalg.vector_norm(st.embedding_column().to(torch.float64), dim=1)
             self.norm_key = key
         return self.norm_cache
 
@@ -270,7 +270,7 @@ class Suggester:
         each query of ``X`` ``(B, d)`` by the cosine of the embedding column, each ``(B, <= kn)``."""
         st = self.memory.state
         norms = self.norms()
-        E, nrm = (st.embedding[: st.n], norms) if rows is None else (st.embedding[rows], norms[rows])
+        E, nrm = (st.embedding_column(), norms) if rows is None else (st.embedding_column()[rows], norms[rows])
         cos = cosines(X, E, nrm)
         top = torch.topk(cos, min(kn, cos.shape[1]), dim=1)
         at = top.indices if rows is None else rows[top.indices]
@@ -306,7 +306,7 @@ class Suggester:
     def pair_distance(self, enc, x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
         """A voted suggestion's ``distance``: ``-s`` of the pair under a hierarchy encoder, else
         the cosine distance ``1 - cos(x, p)``, for the stored ``rows``."""
-        p = self.memory.state.embedding[rows].to(torch.float64)
+        p = self.memory.state.embeddings_of(rows)
         if is_hierarchy_encoder(enc):
             return -self.scan.scores(enc, x[None].to(torch.float64), p)[0]
         return 1.0 - cosines(x[None], p, self.norms()[rows])[0]
@@ -316,8 +316,8 @@ class Suggester:
         st = self.memory.state
         terms = self.scan.stored(st, enc)
         if rows is None:
-            return self.scan.scores(enc, X, st.embedding[: st.n], terms)
-        return self.scan.scores(enc, X, st.embedding[rows], tuple(t[rows] for t in terms))
+            return self.scan.scores(enc, X, st.embedding_column(), terms)
+        return self.scan.scores(enc, X, st.embedding_column()[rows], tuple(t[rows] for t in terms))
 
     def _top(self, s: torch.Tensor, rows: torch.Tensor | None, weights: torch.Tensor, time_term: torch.Tensor,
              k: int) -> list[SearchResult]:
@@ -403,7 +403,7 @@ class Suggester:
                 if ranked and not hier:
                     best = {"id": ranked[0][0], "score": ranked[0][1]}
                 elif ranked:  # the best-voted candidate whose pair score passes the threshold
-                    P = torch.stack([st.embedding[st.row[c]] if c in st.row else emb[pos[c]] for c, _ in ranked])
+                    P = torch.stack([st.embedding_column()[st.row[c]] if c in st.row else emb[pos[c]] for c, _ in ranked])
                     dec = decision_scores(enc, X[j], P, self.scan)
                     ok = (dec > thr).nonzero()
                     at = int(ok[0, 0]) if ok.numel() else 0
@@ -433,7 +433,7 @@ class Suggester:
         best = None
         if sug:  # the decision: the best-ranked parent's score at the threshold's lambda
             c = int(order[0])
-            p = st.embedding[c] if c < n else emb[c - n]
+            p = st.embedding_column()[c] if c < n else emb[c - n]
             best = {**sug[0], "score": float(decision_scores(enc, x, p[None], self.scan)[0])}
         self._decide(batch, i, best, thr, "subsumption", sug)
 

@@ -59,7 +59,7 @@ class MemoryViews:
     def embeddings(self) -> torch.Tensor:
         """Raw embeddings ``(n, dim)``, float64 on the CPU (a view of the column when it is
         float64, else a float64 copy of the exact float32 values; do not modify)."""
-        return self.memory.state.embedding[: self.memory.state.n].to(torch.float64)
+        return self.memory.state.embeddings_of()
 
     # ------------------------------------------------------------------ navigation
     def parent(self, id: str) -> str | None:
@@ -120,7 +120,7 @@ class MemoryViews:
     def embedding(self, id: str) -> torch.Tensor:
         """A copy of ``id``'s raw text embedding ``(dim,)`` (float64, CPU)."""
         self.memory.state.record(id)
-        return self.memory.state.embedding[self.memory.state.row[id]].to(torch.float64, copy=True)
+        return self.memory.state.embeddings_of(self.memory.state.row[id]).clone()
 
     # ------------------------------------------------------------------ views
     def stats(self, at_time: datetime | None = None) -> dict[str, Any]:

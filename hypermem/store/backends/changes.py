@@ -165,7 +165,7 @@ def apply_changes(memory, removed: Sequence[str], rows: Sequence[Mapping[str, An
             state.valid_from[idx.to(dev)] = torch.tensor([to_seconds(x.valid_from, -math.inf) for x in recs], **f64)
             state.valid_until[idx.to(dev)] = torch.tensor([to_seconds(x.valid_until, math.inf) for x in recs], **f64)
             state.depth[idx.to(dev)] = torch.tensor([float(r["depth"]) for r in rows], **f64).to(dt)
-            state.set_embeddings(idx, torch.stack([vector_from(r["embedding"], dim, "embedding", r["id"]) for r in rows]))
+            state.stored_embeddings(idx, torch.stack([vector_from(r["embedding"], dim, "embedding", r["id"]) for r in rows]))
             level = _levels(state, records)
             for r in rows:
                 state.levels[state.row[r["id"]]] = level[r["id"]]

@@ -36,15 +36,23 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+import torch
+
 from ..checks import Batch, check_ids
+from ..encoder_points import places_points
 from ..records import MemoryRecord
+from ..suggest import AUTO
 from .changes import apply_changes
-from .rows import encode, restore
+from .rows import encode, restore, vector_from
 
 __all__ = ["StorageError", "durable_class", "STREAM_PART"]
 
 STREAM_PART = 2048
 """Items a part when a large ``add_many`` streams into PostgreSQL (:meth:`DurableStore._add_many`)."""
+
+
+PUT_PART = 4096
+"""Rows encoded and written at a time by one write (:meth:`DurableStore._put`)."""
 
 
 class StorageError(RuntimeError):
@@ -76,10 +84,26 @@ class DurableStore:
         restore(self, rows)
         self._seq = {r["id"]: int(r["seq"]) for r in rows}
         self._sib = {r["id"]: int(r["sib"]) for r in rows}
+        del rows
+        if not places_points(self.embedder):  # the storage holds them: no second copy in RAM
+            self.state.release_embeddings(self._stored_embeddings)
         self._counter = 1 + max([*self._seq.values(), *self._sib.values()], default=-1)
         self._synced = version
         self._stale = False
         self.searcher.invalidate()
+
+    def _stored_embeddings(self, ids: list[str]) -> torch.Tensor:
+        """The stored embeddings of ``ids`` (float64 ``(len(ids), dim)``), read from the storage."""
+        st = self._storage
+        if st is None or st.closed:
+            raise StorageError("this memory's storage is closed: a bound store reads its embeddings from it "
+                               "(open the store again)")
+        blobs = st.embedding_blobs(ids)
+        missing = [i for i in ids if i not in blobs]
+        if missing:
+            raise StorageError(f"memory {missing[0]!r} is not in the storage any more (another process removed "
+                               "it): call refresh()")
+        return torch.stack([vector_from(blobs[i], self.dim, "embedding", i) for i in ids])
 
     def _tick(self) -> int:
         self._counter += 1
@@ -147,6 +171,7 @@ class DurableStore:
                 yield st
                 version = st.bump()
                 st.commit()
+                self.state.flushed()
             except Exception as exc:
                 st.rollback()
                 if self.state.version != v0 or getattr(self, "_touched", False):
@@ -172,19 +197,26 @@ class DurableStore:
         this process prepares the next.  All or nothing as before: a failure rolls the
         transaction back and rebuilds the state from the storage."""
         items = list(items)
-        stream = getattr(self._storage, "insert_stream", None)
-        if stream is None or len(items) < 2 * STREAM_PART:
+        if len(items) < 2 * STREAM_PART:
             return super()._add_many(items, single)
+        stream = getattr(self._storage, "insert_stream", None)
         batch = Batch.check(items, self.dim, self.ball, single)
         ids: list[str] = []
-        with self._writing("add") as storage, stream() as put:
+        with self._writing("add") as storage, (contextlib.nullcontext() if stream is None else stream()) as put:
+            self.state.reserve(len(items))  # room for all at once: no column re-allocated part by part
+            if AUTO in batch.parents and self.suggester.holds_tree():
+                self.state.embedding_column()  # the vote reads every embedding: not from the storage mid-stream
             for lo in range(0, len(items), STREAM_PART):
                 part = batch.part(lo, lo + STREAM_PART)
                 emb, owned = part.embed(self.embedder, self.dim)
                 self.suggester.resolve_auto(part, emb)
                 new = super()._insert(part, emb, owned)
                 self._stamp(new)
-                put(self._rows(storage, new))
+                if put is None:  # SQLite: the part's rows through the one prepared statement
+                    self._put(storage, new, new=True)
+                else:
+                    put(self._rows(storage, new))
+                    self.state.flushed(new)  # placed and encoded: nothing reads them again before the commit
                 ids += new
         return ids
 
@@ -198,7 +230,14 @@ class DurableStore:
         return encode(self, ids, self._seq, self._sib, st.vector_dtype, st.time_text, st.always_direction)
 
     def _put(self, st, ids, new: bool = False) -> None:
-        (st.insert if new else st.upsert)(self._rows(st, ids))
+        """Write the rows of ``ids``, ``PUT_PART`` at a time: each part's row tuples (about 2 KB
+        of bytes and strings a memory) are freed before the next is made, so a large batch
+        does not leave the process's heap grown by its whole size."""
+        write = st.insert if new else st.upsert
+        for lo in range(0, len(ids), PUT_PART):
+            part = ids[lo:lo + PUT_PART]
+            write(self._rows(st, part))
+            self.state.flushed(part)  # the transaction reads them back from the storage now
 
     # ------------------------------------------------------------------ mutations
     def _insert(self, batch, emb, owned: bool = False) -> list[str]:

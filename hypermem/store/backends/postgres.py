@@ -378,6 +378,18 @@ class PostgresStorage:
                 con.rollback()
         return now, removed, rows, touched
 
+    def embedding_blobs(self, ids: list[str]) -> dict[str, bytes]:
+        """id -> stored embedding bytes of the stored ones of ``ids`` (inside the caller's
+        transaction, or a read of its own)."""
+        con = self.con
+        idle = con.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        try:
+            return dict(con.execute("SELECT id, embedding FROM hypermem_memories WHERE id = ANY(%s)",
+                                    (list(ids),)).fetchall())
+        finally:
+            if idle:
+                con.rollback()
+
     def load_rows(self, in_transaction: bool = False) -> tuple[int, list[dict[str, Any]]]:
         con = self.con
         try:

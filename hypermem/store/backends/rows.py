@@ -73,7 +73,7 @@ def derived_directions(memory, rows: Sequence[int]) -> torch.Tensor:
     parents' current directions (store dtype, store device)."""
     rows = list(rows)
     st = memory.state
-    e = unit(_take(st.embedding, rows).to(memory.device, torch.float64))
+    e = unit(st.embeddings_of(rows).to(memory.device))
     par = [st.records.parents[r] for r in rows]
     kid = [j for j, p in enumerate(par) if p is not None]
     if kid:
@@ -112,7 +112,7 @@ def encode(memory, ids: Sequence[str], seq: Mapping[str, int], sib: Mapping[str,
         for j, b in zip(keep, _blobs(stored[keep]) if keep else []):
             directions[j] = b
     depths = _take(st.depth, rows).to(torch.float64).tolist()
-    embeddings = _blobs(_take(st.embedding, rows), vector_dtype)
+    embeddings = _blobs(st.embeddings_of(rows), vector_dtype)
     tt = _iso if time_text else (lambda t: t)
     dumps = json.dumps
     out = []

@@ -221,6 +221,15 @@ class SqliteStorage:
                 con.execute("COMMIT")
         return now, removed, rows, touched
 
+    def embedding_blobs(self, ids: list[str]) -> dict[str, bytes]:
+        """id -> stored embedding bytes of the stored ones of ``ids``."""
+        out: dict[str, bytes] = {}
+        for lo in range(0, len(ids), 500):
+            part = ids[lo:lo + 500]
+            out.update(self.con.execute(f"SELECT id, embedding FROM hm_memories WHERE id IN ({', '.join('?' * len(part))})",
+                                        part).fetchall())
+        return out
+
     def load_rows(self, in_transaction: bool = False) -> tuple[int, list[dict[str, Any]]]:
         """``(version, rows)`` read in one consistent snapshot."""
         con = self.con
