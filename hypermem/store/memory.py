@@ -299,8 +299,7 @@ class Memory:
         """Count one access now of each id in ``ids`` (a repeated id counts each time), as ``search`` does."""
         ids = check_ids(ids, "touch()")
         with self.state.lock:
-            for i in ids:
-                self.state.record(i)
+            self.state.rows_of(ids)  # KeyError naming an unknown id, before anything is counted
             self.state.touch(ids, to_utc(self.clock()))
 
     def refresh(self) -> bool:

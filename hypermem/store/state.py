@@ -223,7 +223,7 @@ class MemoryState:
     def set_access(self, id: str, count: int, last_accessed=None) -> None:
         """Set the access count (record and column) and last access time of ``id``."""
         with self.lock:
-            self.record(id)
+            self.rows_of([id])
             self.records.touched(id, last_accessed)
             self.access[self.row[id]] = float(count)
 
