@@ -75,3 +75,27 @@ def test_a_postgres_store_reads_its_embeddings_from_the_server(pg_url):
     assert_same(ref, mem)
     assert torch.equal(mem.embeddings, ref.embeddings)
     mem.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_streamed_batch_that_votes_reads_the_column_before_the_stream(backend, tmp_path, request):
+    """More than 4,096 items go in parts (PostgreSQL: one COPY); ``parent="auto"`` votes over every
+    stored embedding, read back before the stream starts, never from the storage mid-COPY."""
+    target = tmp_path / "m.db" if backend == "sqlite" else request.getfixturevalue("pg_url")
+    ref = Memory(embedder=HashingEmbedder(dim=32))
+    mem = Memory.open(target, embedder=HashingEmbedder(dim=32))
+    tree = [{"text": f"topic {i}", "id": f"t{i}"} for i in range(20)] + \
+        [{"text": f"topic {i % 20} item {i}", "id": f"i{i}", "parent": f"t{i % 20}"} for i in range(40)]
+    batch = [{"text": f"topic {i % 20} note {i}", "id": f"n{i}", **({"parent": "auto"} if i % 50 == 0 else {})}
+             for i in range(4200)]
+    for m in (ref, mem):
+        m.add_many(tree)
+        m.add_many(batch)
+    assert held(mem)
+    assert [mem.get(f"n{i}").parent_id for i in range(0, 4200, 50)] == \
+        [ref.get(f"n{i}").parent_id for i in range(0, 4200, 50)]
+    assert torch.equal(mem.points, ref.points)
+    again = Memory.open(target, embedder=HashingEmbedder(dim=32))
+    assert not held(again) and torch.equal(again.points, ref.points)
+    for m in (mem, again):
+        m.close()

@@ -202,23 +202,28 @@ class DurableStore:
         stream = getattr(self._storage, "insert_stream", None)
         batch = Batch.check(items, self.dim, self.ball, single)
         ids: list[str] = []
-        with self._writing("add") as storage, (contextlib.nullcontext() if stream is None else stream()) as put:
-            self.state.reserve(len(items))  # room for all at once: no column re-allocated part by part
+        with self._writing("add") as storage:
             if AUTO in batch.parents and self.suggester.holds_tree():
-                self.state.embedding_column()  # the vote reads every embedding: not from the storage mid-stream
-            for lo in range(0, len(items), STREAM_PART):
-                part = batch.part(lo, lo + STREAM_PART)
-                emb, owned = part.embed(self.embedder, self.dim)
-                self.suggester.resolve_auto(part, emb)
-                new = super()._insert(part, emb, owned)
-                self._stamp(new)
-                if put is None:  # SQLite: the part's rows through the one prepared statement
-                    self._put(storage, new, new=True)
-                else:
-                    put(self._rows(storage, new))
-                    self.state.flushed(new)  # placed and encoded: nothing reads them again before the commit
-                ids += new
+                self.state.embedding_column()  # the vote reads every embedding: now, not from the storage mid-COPY
+            self.state.reserve(len(items))  # room for all at once: no column re-allocated part by part
+            with contextlib.nullcontext() if stream is None else stream() as put:
+                self._stream_parts(batch, storage, put, ids)
         return ids
+
+    def _stream_parts(self, batch, storage, put, ids: list[str]) -> None:
+        """The parts of :meth:`_add_many`, inside its transaction (``put``: the COPY, or None)."""
+        for lo in range(0, len(batch.texts), STREAM_PART):
+            part = batch.part(lo, lo + STREAM_PART)
+            emb, owned = part.embed(self.embedder, self.dim)
+            self.suggester.resolve_auto(part, emb)
+            new = super()._insert(part, emb, owned)
+            self._stamp(new)
+            if put is None:  # SQLite: the part's rows through the one prepared statement
+                self._put(storage, new, new=True)
+            else:
+                put(self._rows(storage, new))
+                self.state.flushed(new)  # placed and encoded: nothing reads them again before the commit
+            ids += new
 
     def _stamp(self, ids) -> None:
         """Insertion and sibling order of new memories."""
