@@ -37,7 +37,6 @@ from .records import MemoryRecord
 __all__ = ["RecordTable"]
 
 _TIMES = ("t", "valid_from", "valid_until")
-_UNSET = {"valid_from": -float("inf"), "valid_until": float("inf")}
 
 
 def _round_trips(t: datetime, s: float) -> bool:

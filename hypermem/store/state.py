@@ -59,7 +59,7 @@ from ..temporal.clock import to_seconds
 from .record_table import RecordTable, table_of
 from .records import MemoryRecord
 
-__all__ = ["MemoryState", "COLUMNS", "batch_ids", "exactly_float32"]
+__all__ = ["MemoryState", "COLUMNS", "batch_ids", "exactly_float32", "take"]
 
 COLUMNS = ("direction", "depth", "time", "access", "valid_from", "valid_until", "embedding")
 """The per-row tensors of :class:`MemoryState`, in a fixed order."""
@@ -88,6 +88,13 @@ def batch_ids(ids, parents, records) -> tuple[list[str], dict[str, int]]:
         pos[id_] = i
         new.append(id_)
     return new, pos
+
+
+def take(column: torch.Tensor, rows: list[int]) -> torch.Tensor:
+    """``column[rows]``: a view when the rows are one ascending run (a batch just appended)."""
+    if rows and rows[-1] - rows[0] == len(rows) - 1 and all(b - a == 1 for a, b in zip(rows, rows[1:])):
+        return column[rows[0]: rows[-1] + 1]
+    return column[torch.tensor(rows, dtype=torch.long, device=column.device)]
 
 
 def _row_list(index) -> list[int]:
@@ -323,10 +330,7 @@ class MemoryState:
             if col is not None:
                 if rows is None:
                     return col[: self.n].to(torch.float64)
-                if isinstance(rows, list) and rows and rows[-1] - rows[0] == len(rows) - 1 and \
-                        all(b - a == 1 for a, b in zip(rows, rows[1:])):
-                    return col[rows[0]: rows[-1] + 1].to(torch.float64)
-                return col[rows].to(torch.float64)
+                return (take(col, rows) if isinstance(rows, list) else col[rows]).to(torch.float64)
             single = isinstance(rows, int)
             ids = [self.ids[r] for r in (range(self.n) if rows is None else _row_list(rows))]
             missing = [i for i in ids if i not in self.pending]

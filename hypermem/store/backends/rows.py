@@ -28,6 +28,7 @@ from ...temporal.clock import to_utc
 from ..persistence import restore_state
 from ..placement import child_directions, unit
 from ..records import MemoryRecord
+from ..state import take
 
 COLUMNS = ("id", "seq", "sib", "text", "parent_id", "t", "valid_from", "valid_until", "access_count",
            "last_accessed", "meta", "depth", "embedding", "direction")
@@ -59,13 +60,6 @@ def stored_time(s: Any) -> datetime | None:
     if s is None:
         return None
     return to_utc(s if isinstance(s, datetime) else datetime.fromisoformat(s))
-
-
-def _take(column: torch.Tensor, rows: list[int]) -> torch.Tensor:
-    """``column[rows]``: a view when the rows are one ascending run (a batch just appended)."""
-    if rows and rows[-1] - rows[0] == len(rows) - 1 and all(b - a == 1 for a, b in zip(rows, rows[1:])):
-        return column[rows[0]: rows[-1] + 1]
-    return column[torch.tensor(rows, dtype=torch.long, device=column.device)]
 
 
 def derived_directions(memory, rows: Sequence[int]) -> torch.Tensor:
@@ -102,7 +96,7 @@ def encode(memory, ids: Sequence[str], seq: Mapping[str, int], sib: Mapping[str,
         return []
     st = memory.state
     rows = [st.row[i] for i in ids]
-    stored = _take(st.direction, rows)
+    stored = take(st.direction, rows)
     if always_direction:
         directions: list = _blobs(stored)
     else:
@@ -111,7 +105,7 @@ def encode(memory, ids: Sequence[str], seq: Mapping[str, int], sib: Mapping[str,
         directions = [None] * len(rows)
         for j, b in zip(keep, _blobs(stored[keep]) if keep else []):
             directions[j] = b
-    depths = _take(st.depth, rows).to(torch.float64).tolist()
+    depths = take(st.depth, rows).to(torch.float64).tolist()
     embeddings = _blobs(st.embeddings_of(rows), vector_dtype)
     tt = _iso if time_text else (lambda t: t)
     dumps = json.dumps
