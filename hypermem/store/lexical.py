@@ -101,8 +101,8 @@ class Lexical:
         ids = state.ids[: state.n]
         texts, parents = self.texts, self.parents
         now_text, now_parent = state.records.texts, state.records.parents  # row-aligned with ids
-        changed = [i for r, i in enumerate(ids) if (old := texts.get(i)) is None
-                   or (old is not now_text[r] and old != now_text[r]) or parents[i] != now_parent[r]]
+        changed = [i for i, now, p in zip(ids, now_text, now_parent) if (old := texts.get(i)) is None
+                   or old != now or parents[i] != p]
         fresh = [i for i in changed if i not in texts]
         gone = set(texts) - set(ids) if len(texts) + len(fresh) > len(ids) else set()
         dirty: set[str] = set()

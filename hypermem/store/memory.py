@@ -39,6 +39,7 @@ from .checks import (
 from .delegation import calls as _calls
 from .encoder_points import is_hierarchy_encoder, places_points, store_defaults
 from .gc_pause import gc_paused
+from .heap import trim_after
 from .lexical import default_hybrid
 from .persistence import from_json as memory_from_json
 from .persistence import load as load_memory
@@ -242,7 +243,9 @@ class Memory:
         ``"auto"`` parent is chosen among the stored memories and the earlier items).  Returns the ids.
         """
         with gc_paused():  # bulk allocation without cyclic collections (hypermem.store.gc_pause)
-            return self._add_many(items)
+            ids = self._add_many(items)
+        trim_after(len(ids))  # the batch's temporaries back to the OS (hypermem.store.heap)
+        return ids
 
     def _add_many(self, items: Iterable[Mapping[str, Any]], single: bool = False) -> list[str]:
         batch = Batch.check(list(items), self.dim, self.ball, single)
@@ -406,7 +409,9 @@ class Memory:
         restored; pass ``embedder=`` / ``decay=`` for custom ones (a hierarchy encoder must be the one
         recorded: :mod:`hypermem.store.encoder_points`).  Missing file: ``FileNotFoundError``; corrupt,
         truncated or other-version file: :class:`MemoryFileError`; dimension mismatch: ``ValueError``."""
-        return load_memory(path, embedder=embedder, decay=decay, clock=clock, device=device, dtype=dtype, cls=cls)
+        mem = load_memory(path, embedder=embedder, decay=decay, clock=clock, device=device, dtype=dtype, cls=cls)
+        trim_after(mem.state.n)
+        return mem
 
     def to_json(self, path: str | os.PathLike | None = None, indent: int | None = None) -> str:
         """Portable JSON (config, records, points, embeddings, directions, depths); the round trip through
@@ -418,7 +423,10 @@ class Memory:
                   clock: Callable | None = None, device: str | torch.device | None = None,
                   dtype: torch.dtype | None = None):
         """Inverse of :meth:`to_json`: ``source`` is a path, the JSON text or the parsed dict."""
-        return memory_from_json(source, embedder=embedder, decay=decay, clock=clock, device=device, dtype=dtype, cls=cls)
+        mem = memory_from_json(source, embedder=embedder, decay=decay, clock=clock, device=device, dtype=dtype,
+                               cls=cls)
+        trim_after(mem.state.n)
+        return mem
 
     # ------------------------------------------------------------------ looking
     def inspect(self, path: str | os.PathLike | None = None, open_browser: bool = False, title: str | None = None,

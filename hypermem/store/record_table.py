@@ -5,7 +5,8 @@ memory (about 300 bytes beside the text, more than the rest of a row's columns).
 :class:`RecordTable` keeps, row-aligned with :attr:`MemoryState.ids
 <hypermem.store.state.MemoryState.ids>`:
 
-* ``texts`` (the text objects themselves), ``parents`` (the parent's id object, shared with
+* ``texts`` (a :class:`~hypermem.store.text_column.TextColumn`: one UTF-8 buffer, about half
+  the bytes of a list of strings), ``parents`` (the parent's id object, shared with
   the parent's row, or None) and ``metas`` (the metadata dict, None when empty);
 * nothing for the times: ``t``, ``valid_from``, ``valid_until`` and the access count are
   read back from the state's float64 columns (``time``, ``valid_from``, ``valid_until``,
@@ -33,6 +34,7 @@ import torch
 
 from ..temporal.clock import from_seconds, to_seconds
 from .records import MemoryRecord
+from .text_column import TextColumn, as_text_column
 
 __all__ = ["RecordTable"]
 
@@ -54,7 +56,7 @@ class RecordTable(Mapping):
 
     def __init__(self, state) -> None:
         self.state = state
-        self.texts: list[str] = []
+        self.texts = TextColumn()
         self.parents: list[str | None] = []
         self.metas: list[dict | None] = []
         self.exact: dict[str, dict[str, datetime]] = {}
@@ -153,10 +155,11 @@ class RecordTable(Mapping):
         r = self.state.row[rec.id]
         if r >= len(self.texts):
             grow = r + 1 - len(self.texts)
-            self.texts.extend([""] * grow)
+            self.texts.extend([""] * (grow - 1) + [rec.text])
             self.parents.extend([None] * grow)
             self.metas.extend([None] * grow)
-        self.texts[r] = rec.text
+        else:
+            self.texts[r] = rec.text
         self.parents[r] = self._shared_parent(rec.parent_id)
         self.metas[r] = rec.meta if rec.meta else None
         if rec.last_accessed is not None:
@@ -185,12 +188,12 @@ class RecordTable(Mapping):
     def reset(self, records: Sequence[MemoryRecord]) -> None:
         """Hold exactly ``records``, row ``i`` being ``records[i]`` (the state's ids and rows
         already set)."""
-        self.texts, self.parents, self.metas, self.exact, self.last = [], [], [], {}, {}
+        self.texts, self.parents, self.metas, self.exact, self.last = TextColumn(), [], [], {}, {}
         self.append(records)
 
     def keep(self, rows: Sequence[int], gone: Iterable[str]) -> None:
         """Compact to ``rows`` (in order) and forget the ``gone`` ids' last accesses and times."""
-        self.texts = [self.texts[r] for r in rows]
+        self.texts = self.texts.take(rows)
         self.parents = [self.parents[r] for r in rows]
         self.metas = [self.metas[r] for r in rows]
         if self.exact or self.last:
@@ -209,6 +212,7 @@ class RecordTable(Mapping):
 def table_of(state, records: Mapping[str, MemoryRecord] | RecordTable) -> RecordTable:
     """``records`` as the table of ``state`` (a state pickled when records were a dict)."""
     if isinstance(records, RecordTable):
+        records.texts = as_text_column(records.texts)  # a list in tables pickled before the column
         return records
     table = RecordTable(state)
     table.reset([records[i] for i in state.ids[: state.n]])

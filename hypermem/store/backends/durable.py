@@ -40,6 +40,7 @@ import torch
 
 from ..checks import Batch, check_ids
 from ..encoder_points import places_points
+from ..heap import trim_after
 from ..records import MemoryRecord
 from ..suggest import AUTO
 from .changes import apply_changes
@@ -87,6 +88,7 @@ class DurableStore:
         del rows
         if not places_points(self.embedder):  # the storage holds them: no second copy in RAM
             self.state.release_embeddings(self._stored_embeddings)
+        trim_after(self.state.n)  # the rows read back to the OS (hypermem.store.heap)
         self._counter = 1 + max([*self._seq.values(), *self._sib.values()], default=-1)
         self._synced = version
         self._stale = False

@@ -37,6 +37,7 @@ from ...temporal import policy_spec, uses_access_counts
 from ...temporal.clock import from_seconds, to_seconds, to_utc
 from ..add_hint import OneByOne
 from ..checks import METRICS, MODES, UNSET, Batch, check_ids, check_update, check_window
+from ..heap import trim_after
 from ..records import MemoryRecord, SearchResult
 from ..search import Searcher
 from . import server_writes as W
@@ -427,7 +428,9 @@ class ServerMemory:
     def add_many(self, items: Iterable[Mapping[str, Any]]) -> list[str]:
         """Store many memories in one transaction (``Memory.add_many``: ``embedding=`` and
         ``point=`` items too); all or nothing."""
-        return self._add_many(items)
+        ids = self._add_many(items)
+        trim_after(len(ids))  # the batch's temporaries back to the OS (hypermem.store.heap)
+        return ids
 
     def _add_many(self, items, single: bool = False) -> list[str]:
         batch = Batch.check(list(items), self.dim, self.ball, single)

@@ -1,0 +1,71 @@
+"""The store's texts as one UTF-8 column (``hypermem.store.text_column``)."""
+
+import copy
+import pickle
+
+import pytest
+
+from hypermem.store.text_column import TextColumn
+
+TEXTS = ["dog", "", "čaj s citronem", "日本語のテキスト", "emoji 🐍", "lone \udcff surrogate", "x" * 5000]
+
+
+def test_every_text_reads_back_equal():
+    col = TextColumn(TEXTS)
+    assert len(col) == len(TEXTS)
+    assert list(col) == TEXTS
+    assert [col[i] for i in range(len(TEXTS))] == TEXTS
+    assert col[-1] == TEXTS[-1] and col[1:3] == TEXTS[1:3]
+    with pytest.raises(IndexError):
+        col[len(TEXTS)]
+    with pytest.raises(TypeError, match="must be a str"):
+        col.append(b"bytes")
+    assert len(col) == len(TEXTS)  # the refused append left nothing behind
+
+
+def test_rewrites_appends_and_take_keep_rows_aligned():
+    texts = [f"memory {i}" for i in range(3000)]
+    col = TextColumn(texts[:10])
+    col.extend(texts[10:])
+    for i in range(0, 3000, 2):  # more rewrites than the overlay holds: folded back on the way
+        texts[i] = f"rewritten {i} ü"
+        col[i] = texts[i]
+    col.append("last")
+    texts.append("last")
+    assert list(col) == texts and col == texts
+    rows = [2999, 0, 5, 5, 1234]
+    picked = col.take(rows)
+    assert list(picked) == [texts[r] for r in rows]
+    assert list(col.take([])) == []
+
+
+def test_the_column_is_smaller_than_a_list_of_strings():
+    import sys
+    texts = [f"a note about the kitchen shelf number {i:07d}" for i in range(10_000)]
+    as_list = sys.getsizeof(texts) + sum(sys.getsizeof(t) for t in texts)
+    assert TextColumn(texts).nbytes < 0.6 * as_list
+
+
+def test_copies_and_pickles():
+    col = TextColumn(TEXTS)
+    col[0] = "cat"  # in the overlay
+    for other in (copy.deepcopy(col), pickle.loads(pickle.dumps(col))):
+        assert list(other) == ["cat", *TEXTS[1:]]
+        other.append("new")
+        assert len(col) == len(TEXTS)
+
+
+def test_a_store_reads_its_texts_from_the_column():
+    from hypermem import Memory
+    m = Memory()
+    a = m.add("première note")
+    b = m.add("second", parent=a)
+    m.update(a, text="first note, edited")
+    assert isinstance(m.state.records.texts, TextColumn)
+    assert m.get(a).text == "first note, edited" and m.get(b).text == "second"
+    m.update(b, text="second, edited twice")
+    assert m.search("edited twice", k=1, hybrid=1.0)[0].record.text == "second, edited twice"
+    m.link(b, None)
+    m.remove(a)
+    assert [r.text for r in m.state.records.values()] == ["second, edited twice"]
+    assert m.search("second", k=1, hybrid=1.0)[0].record.text == "second, edited twice"
