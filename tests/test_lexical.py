@@ -165,3 +165,48 @@ def test_the_terms_follow_adds_updates_moves_and_removals():
         Lexical(family=-1.0)
     assert torch.equal(Lexical().term(Memory(embedder=_semantic()).state, "x", 1.0), torch.zeros(0,
                                                                                                 dtype=torch.float64))
+
+
+def test_each_sync_reads_only_the_rows_written_since_and_equals_a_fresh_index():
+    mem = _store()
+    lex = mem.searcher.lexical
+    mem.search("tea", k=1, touch=False)
+    rng = random.Random(3)
+    layout = mem.state.records.layout
+    for step in range(60):
+        ids = list(mem.state.ids[: mem.state.n])
+        op = rng.choice(["add", "child", "update", "update", "link"])
+        text = " ".join(rng.choice(WORDS) for _ in range(4))
+        if op == "add":
+            mem.add(text, id=f"n{step}")
+        elif op == "child":
+            mem.add(text, parent=rng.choice(["s1", "s2"]), id=f"n{step}")
+        elif op == "update":
+            mem.update(rng.choice(ids), text=text)
+        else:
+            child = rng.choice([i for i in ids if i not in ("s1", "s2")])
+            mem.link(child, rng.choice(["s1", "s2"]))
+        n_before, seen = lex.seen_rows, lex.seen_rewrites
+        q = " ".join(rng.choice(WORDS) for _ in range(2))
+        got = lex.term(mem.state, q, 0.3)
+        table = mem.state.records
+        assert table.layout is layout and lex.layout is layout            # no rescan of every row
+        assert lex.seen_rows == mem.state.n and lex.seen_rewrites == len(table.rewrites)
+        assert lex.seen_rows - n_before + lex.seen_rewrites - seen <= 2   # one write: one or two rows read
+        assert got.tolist() == pytest.approx(Lexical().term(mem.state, q, 0.3).tolist()), (step, op)
+    mem.remove("a3")                                                      # rows renumbered: one full rescan
+    assert mem.state.records.layout is not layout
+    assert lex.term(mem.state, "tea", 0.3).tolist() == pytest.approx(Lexical().term(mem.state, "tea", 0.3).tolist())
+
+
+def test_a_journal_past_its_bound_starts_a_new_layout_and_stays_exact():
+    mem = _store()
+    mem.search("tea", k=1, touch=False)
+    layout = mem.state.records.layout
+    for i in range(1030):                       # more rewrites than max(1024, rows): the journal restarts
+        mem.update("a1", text=f"garden {i}" if i % 2 else "tea by the window")
+    assert mem.state.records.layout is not layout and len(mem.state.records.rewrites) < 1030
+    mem.update("b2", text="zebra tea")
+    lex = mem.searcher.lexical
+    assert lex.term(mem.state, "zebra tea", 0.3).tolist() == pytest.approx(
+        Lexical().term(mem.state, "zebra tea", 0.3).tolist())

@@ -91,6 +91,8 @@ class Lexical:
         self.family_row = torch.empty(0, dtype=torch.long)  # row -> its parent's slot (-1: a root)
         self.prev_row = self.next_row = torch.empty(0, dtype=torch.long)  # adjacent siblings (-1: none)
         self.version = -1
+        self.layout: object | None = None  # the record table's layout at the last sync, and how far
+        self.seen_rewrites = self.seen_rows = 0  # its journal and its rows had been read then
 
     def sync(self, state) -> None:
         """Index the texts added or changed since the last sync, forget the removed ones, and
@@ -100,9 +102,16 @@ class Lexical:
             return
         ids = state.ids[: state.n]
         texts, parents = self.texts, self.parents
-        now_text, now_parent = state.records.texts, state.records.parents  # row-aligned with ids
-        changed = [i for i, now, p in zip(ids, now_text, now_parent) if (old := texts.get(i)) is None
-                   or old != now or parents[i] != p]
+        table = state.records
+        now_text, now_parent = table.texts, table.parents  # row-aligned with ids
+        if getattr(self, "layout", None) is table.layout:  # only the rows rewritten or appended since the last sync
+            rows = sorted({r for r in table.rewrites[self.seen_rewrites:] if r < state.n}
+                          | set(range(min(self.seen_rows, state.n), state.n)))
+            changed = [i for r in rows if (old := texts.get(i := ids[r])) is None
+                       or old != now_text[r] or parents[i] != now_parent[r]]
+        else:
+            changed = [i for i, now, p in zip(ids, now_text, now_parent) if (old := texts.get(i)) is None
+                       or old != now or parents[i] != p]
         fresh = [i for i in changed if i not in texts]
         gone = set(texts) - set(ids) if len(texts) + len(fresh) > len(ids) else set()
         dirty: set[str] = set()
@@ -155,6 +164,7 @@ class Lexical:
         elif fresh:
             self._append_layout(state, fresh)
         self.version = state.version
+        self.layout, self.seen_rewrites, self.seen_rows = table.layout, len(table.rewrites), state.n
 
     def _slot(self, parent: str | None) -> int:
         if parent is None:

@@ -63,6 +63,17 @@ class RecordTable(Mapping):
         """id -> the datetimes of that record that float seconds do not give back exactly."""
         self.last: dict[str, datetime] = {}
         """id -> last access time, for the memories touched at least once."""
+        self.relaid()
+
+    def relaid(self) -> None:
+        """Start a new :attr:`layout`: the rows were renumbered or replaced (or the journal of
+        rewrites grew past the rows), so a reader that follows :attr:`rewrites` rescans."""
+        self.layout = object()
+        """A token that changes when rows are renumbered or replaced (:meth:`reset`, :meth:`keep`)."""
+        self.rewrites: list[int] = []
+        """Rows rewritten in place by :meth:`put` since :attr:`layout` began, in order: with the
+        rows appended since, what a reader of the texts and parents (the lexical index) must
+        look at again, instead of every row."""
 
     # ------------------------------------------------------------------ Mapping
     def __getitem__(self, id: str) -> MemoryRecord:
@@ -160,6 +171,9 @@ class RecordTable(Mapping):
             self.metas.extend([None] * grow)
         else:
             self.texts[r] = rec.text
+            self.rewrites.append(r)
+            if len(self.rewrites) > max(1024, len(self.texts)):
+                self.relaid()
         self.parents[r] = self._shared_parent(rec.parent_id)
         self.metas[r] = rec.meta if rec.meta else None
         if rec.last_accessed is not None:
@@ -189,6 +203,7 @@ class RecordTable(Mapping):
         """Hold exactly ``records``, row ``i`` being ``records[i]`` (the state's ids and rows
         already set)."""
         self.texts, self.parents, self.metas, self.exact, self.last = TextColumn(), [], [], {}, {}
+        self.relaid()
         self.append(records)
 
     def keep(self, rows: Sequence[int], gone: Iterable[str]) -> None:
@@ -196,6 +211,7 @@ class RecordTable(Mapping):
         self.texts = self.texts.take(rows)
         self.parents = [self.parents[r] for r in rows]
         self.metas = [self.metas[r] for r in rows]
+        self.relaid()
         if self.exact or self.last:
             for i in gone:
                 self.exact.pop(i, None)
@@ -213,6 +229,8 @@ def table_of(state, records: Mapping[str, MemoryRecord] | RecordTable) -> Record
     """``records`` as the table of ``state`` (a state pickled when records were a dict)."""
     if isinstance(records, RecordTable):
         records.texts = as_text_column(records.texts)  # a list in tables pickled before the column
+        if not hasattr(records, "layout"):  # pickled before the journal of rewrites
+            records.relaid()
         return records
     table = RecordTable(state)
     table.reset([records[i] for i in state.ids[: state.n]])
