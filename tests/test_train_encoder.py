@@ -76,3 +76,22 @@ def test_resume_equals_the_uninterrupted_run(setup, straight, capsys):
     assert a["global_step"] == b["global_step"]
     for k, v in a["state_dict"].items():
         torch.testing.assert_close(b["state_dict"][k], v, rtol=0, atol=0, msg=k)
+
+
+def test_frozen_layers_from_yaml_train_the_upper_layer_and_resume_exactly(setup):
+    root, model = setup
+    frozen = ("--model.frozen_layers=1",)
+    main(_args(root, model, "frozen", 2, *frozen))
+    main(_args(root, model, "frozen-parts", 1, *frozen))
+    main(_args(root, model, "frozen-parts", 2, *frozen, "--ckpt_path=last"))
+    a = torch.load(root / "runs" / "frozen" / "version_0" / "checkpoints" / "last.ckpt", weights_only=False)
+    b = torch.load(root / "runs" / "frozen-parts" / "version_0" / "checkpoints" / "last.ckpt", weights_only=False)
+    assert a["global_step"] == b["global_step"] > 0
+    for k, v in a["state_dict"].items():
+        torch.testing.assert_close(b["state_dict"][k], v, rtol=0, atol=0, msg=k)
+    base = HierarchyEncoder.from_pretrained(str(model)).model.state_dict()
+    for k, v in base.items():
+        trained = a["state_dict"]["model." + k]
+        if "embeddings" in k or ".layer.0." in k:
+            torch.testing.assert_close(trained, v, rtol=0, atol=0, msg=k)     # frozen
+    assert any(not torch.equal(a["state_dict"]["model." + k], v) for k in base if ".layer.1." in k)

@@ -48,6 +48,12 @@ class TokenCache:
             out["token_type_ids"] = torch.zeros_like(out["input_ids"])
         return out
 
+    def points(self, encoder, rows: Sequence[int]) -> torch.Tensor:
+        """Points of the entities ``rows`` with gradients (:func:`encode_rows`); a
+        :class:`~hypermem.hierarchy.encoder_prefix.FrozenPrefix` answers the same call from
+        its cached lower layers."""
+        return encode_rows(encoder, self, rows)
+
 
 def encode_rows(encoder, tokens: TokenCache, rows: Sequence[int], chunk: int = 64) -> torch.Tensor:
     """Points of the entities ``rows`` with gradients, in the order given.
@@ -65,10 +71,12 @@ def encode_rows(encoder, tokens: TokenCache, rows: Sequence[int], chunk: int = 6
     return points[inverse.to(dev)]
 
 
-def batch_losses(encoder, tokens: TokenCache, batch: EncoderBatch, weights: LossWeights) -> dict[str, torch.Tensor]:
-    """Encode ``batch.entities`` once and return the loss terms and their sum ``"loss"``."""
+def batch_losses(encoder, tokens, batch: EncoderBatch, weights: LossWeights) -> dict[str, torch.Tensor]:
+    """Encode ``batch.entities`` once (``tokens.points``: a :class:`TokenCache`, or a
+    :class:`~hypermem.hierarchy.encoder_prefix.FrozenPrefix` that runs only the trained upper
+    layers) and return the loss terms and their sum ``"loss"``."""
     dev = encoder.device
-    points = encode_rows(encoder, tokens, batch.entities)
+    points = tokens.points(encoder, batch.entities)
     return encoder_losses(points, batch.child.to(dev), batch.parent.to(dev), batch.negatives.to(dev),
                           batch.candidates.to(dev) if weights.contrastive > 0 else None, encoder.curvature, weights)
 

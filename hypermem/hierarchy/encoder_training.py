@@ -44,6 +44,7 @@ from ..embed.hierarchy_encoder import HierarchyEncoder
 from .encoder_batches import EdgeBatches, closure_sets
 from .encoder_eval import choose_operating_point, choose_ranking_lambda, encode_entities, pair_terms
 from .encoder_losses import LossWeights
+from .encoder_prefix import FrozenPrefix
 from .encoder_step import TokenCache, batch_losses, lr_factor, step_seed
 
 __all__ = ["EncoderTrainConfig", "fit_hierarchy_encoder", "validation_pairs", "validate_encoder",
@@ -62,7 +63,10 @@ class EncoderTrainConfig:
     :data:`EUCLIDEAN_MARGIN_SCALE` in R^d).  The in-batch contrastive term is on by default:
     on the validation entities of WordNet's unseen-entity task it raised the ball's F1 from
     0.656 to 0.678 and left the twin's level (0.663 / 0.661), 600 steps each
-    (benchmarks/RESULTS.md)."""
+    (benchmarks/RESULTS.md).  ``frozen_layers`` (0: none) keeps the base's embeddings and
+    that many of its lowest transformer layers frozen and computes their outputs once per
+    entity (:class:`~hypermem.hierarchy.encoder_prefix.FrozenPrefix`): a step costs about
+    ``(L - k) / L`` of a full one."""
 
     batch_size: int = 128
     children_per_parent: int = 4
@@ -72,6 +76,7 @@ class EncoderTrainConfig:
     weight_decay: float = 0.01
     warmup: float = 0.05
     max_length: int = 32
+    frozen_layers: int = 0
     clustering: float = 1.0
     clustering_margin: float | None = None
     centripetal: float = 1.0
@@ -190,7 +195,10 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
 
     torch.manual_seed(seed)
     enc = HierarchyEncoder.from_pretrained(base, geometry, device=cfg.device, max_length=cfg.max_length)
+    show = sys.stderr.isatty() if progress is None else bool(progress)
     tokens = TokenCache(enc.model.tokenizer, [names[e] for e in ids], cfg.max_length)
+    if cfg.frozen_layers:  # the frozen lower layers' outputs, once per entity
+        tokens = FrozenPrefix(enc, tokens, cfg.frozen_layers, progress=show)
     batches = EdgeBatches(int_edges, closure_sets(int_edges, len(ids)), batch_size=cfg.batch_size,
                           children_per_parent=cfg.children_per_parent, negatives=cfg.negatives,
                           hard_negatives=cfg.hard_negatives, seed=seed)
@@ -200,7 +208,6 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
     if cfg.max_steps is not None:
         planned = min(planned or cfg.max_steps, cfg.max_steps)
     budget = None if max_minutes is None else 60.0 * max_minutes
-    show = sys.stderr.isatty() if progress is None else bool(progress)
     bar = _bar(planned, show)
 
     history: list[dict[str, float]] = []

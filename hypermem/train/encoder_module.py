@@ -33,6 +33,7 @@ import torch
 
 from ..embed.hierarchy_encoder import HierarchyEncoder
 from ..hierarchy.encoder_eval import choose_ranking_lambda
+from ..hierarchy.encoder_prefix import FrozenPrefix, freeze_lower_layers
 from ..hierarchy.encoder_step import TokenCache, batch_losses, lr_factor, step_seed
 from ..hierarchy.encoder_training import EncoderTrainConfig, validate_encoder
 from .hierarchy_logging import tensorboard_writer
@@ -58,6 +59,10 @@ class EncoderModule(pl.LightningModule):
         Seeds dropout per step.
     log_images, disk_sample:
         The disk picture at each validation, of ``disk_sample`` entities.
+    frozen_layers:
+        The base's embeddings and this many of its lowest transformer layers stay frozen, their
+        outputs computed once per entity (:class:`~hypermem.hierarchy.encoder_prefix.FrozenPrefix`);
+        0: every layer trains.
     schedule_steps:
         Steps the learning-rate schedule spans (``null``: the run's
         ``trainer.estimated_stepping_batches``).  Set it to the planned length when a run is
@@ -69,7 +74,7 @@ class EncoderModule(pl.LightningModule):
                  clustering_margin: float | None = None, centripetal: float = 1.0,
                  centripetal_margin: float | None = None, contrastive: float = 1.0, temperature: float = 1.0,
                  cone: float = 0.0, cone_margin: float = 0.01, seed: int = 0, log_images: bool = True,
-                 disk_sample: int = 300, schedule_steps: int | None = None):
+                 disk_sample: int = 300, schedule_steps: int | None = None, frozen_layers: int = 0):
         super().__init__()
         if geometry not in ("poincare", "euclidean"):
             raise ValueError(f"model.geometry must be 'poincare' or 'euclidean', got {geometry!r}")
@@ -81,6 +86,8 @@ class EncoderModule(pl.LightningModule):
         torch.manual_seed(seed)
         self.encoder = HierarchyEncoder.from_pretrained(base, geometry, max_length=max_length)
         self.model = self.encoder.model   # registers the transformer's parameters with this module
+        if frozen_layers:  # before the optimizer is built over the parameters that require a gradient
+            freeze_lower_layers(self.encoder, frozen_layers)
         self.tokens: TokenCache | None = None
         self.best: dict[str, float] = {}
 
@@ -89,6 +96,8 @@ class EncoderModule(pl.LightningModule):
         dm.setup(stage)
         if self.tokens is None:
             self.tokens = TokenCache(self.model.tokenizer, dm.texts, self.hparams.max_length)
+            if self.hparams.frozen_layers:
+                self.tokens = FrozenPrefix(self.encoder, self.tokens, self.hparams.frozen_layers)
 
     def on_train_epoch_start(self) -> None:
         self.trainer.datamodule.set_epoch(self.current_epoch)

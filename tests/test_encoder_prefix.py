@@ -1,0 +1,90 @@
+"""Frozen lower layers computed once (hypermem.hierarchy.encoder_prefix): the cached path gives
+the full model's points and gradients, trains only the upper layers, and refuses bad settings."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("sentence_transformers")
+
+from encoder_helpers import EDGES, NAMES, tiny_model_folder  # noqa: E402
+
+from hypermem.embed import HierarchyEncoder  # noqa: E402
+from hypermem.hierarchy import fit_hierarchy_encoder  # noqa: E402
+from hypermem.hierarchy.encoder_prefix import FrozenPrefix, freeze_lower_layers, transformer_layers  # noqa: E402
+from hypermem.hierarchy.encoder_step import TokenCache  # noqa: E402
+
+TEXTS = sorted(NAMES.values()) + ["a very long descriptive phrase about a small domestic animal that purrs"]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return tiny_model_folder(tmp_path_factory.mktemp("tiny"))
+
+
+def _encoder(tiny, geometry="poincare"):
+    torch.manual_seed(0)
+    return HierarchyEncoder.from_pretrained(str(tiny), geometry)
+
+
+@pytest.mark.parametrize("geometry", ["poincare", "euclidean"])
+def test_cached_points_and_gradients_equal_the_full_model(tiny, geometry):
+    enc = _encoder(tiny, geometry)
+    tokens = TokenCache(enc.model.tokenizer, TEXTS, 16)
+    assert len({len(s) for s in tokens.ids}) > 2           # texts of several lengths share chunks
+    rows = [len(TEXTS) - 1, 3, 0, 7, 3, 12]                 # unsorted, a repeat, the long one first
+    enc.model.eval()                                        # no dropout: both paths are deterministic
+    full = tokens.points(enc, rows)
+    (full * torch.linspace(-1, 1, full.shape[1])).sum().backward()
+    upper = {n: p.grad.clone() for n, p in enc.model.named_parameters() if ".layer.1." in n}
+    enc.model.zero_grad(set_to_none=True)
+
+    prefix = FrozenPrefix(enc, tokens, 1, chunk=4)
+    cached = prefix.points(enc, rows, chunk=3)
+    assert cached.shape == full.shape
+    assert torch.allclose(cached, full.detach(), atol=1e-5)
+    assert torch.allclose(cached, enc.encode([TEXTS[r] for r in rows]), atol=1e-5)   # inference runs every layer
+    (cached * torch.linspace(-1, 1, cached.shape[1])).sum().backward()
+    for name, p in enc.model.named_parameters():
+        if name in upper:
+            assert torch.allclose(p.grad, upper[name], atol=1e-5, rtol=1e-4), name
+        else:          # the embeddings and layer 0 take no gradient (nor BERT's unused pooler)
+            assert p.grad is None and (not p.requires_grad or ".pooler." in name), name
+
+
+def test_fit_with_a_frozen_layer_trains_only_the_upper_one(tiny, tmp_path):
+    enc = _encoder(tiny)
+    before = {n: p.detach().clone() for n, p in enc.model.named_parameters()}
+    trained = fit_hierarchy_encoder(EDGES, NAMES, base=str(tiny), epochs=3, batch_size=8, lr=5e-3, frozen_layers=1,
+                                    validate_every=4, seed=0, out=str(tmp_path / "enc"))
+    assert trained.config["frozen_layers"] == 1 and trained.config["steps"] > 0
+    after = dict(trained.model.named_parameters())
+    frozen = [n for n in before if "embeddings" in n or ".layer.0." in n]
+    moved = [n for n in before if ".layer.1." in n and not torch.equal(before[n], after[n].detach())]
+    assert frozen and all(torch.equal(before[n], after[n].detach()) for n in frozen)
+    assert moved                                            # the upper layer trained
+    back = HierarchyEncoder.load(tmp_path / "enc")          # a whole model, loaded like any other
+    assert torch.allclose(back.encode(["dog", "oak"]), trained.encode(["dog", "oak"]), atol=1e-6)
+
+
+def test_bad_frozen_layers_are_refused(tiny):
+    enc = _encoder(tiny)
+    assert transformer_layers(enc) == 2
+    for bad in (2, 5, -1, 1.5, True):
+        with pytest.raises(ValueError, match="frozen_layers must be an integer from 0 to 1"):
+            freeze_lower_layers(enc, bad)
+    assert all(p.requires_grad for p in enc.model.parameters())   # nothing frozen by a refused call
+    with pytest.raises(ValueError, match="frozen_layers must be"):
+        fit_hierarchy_encoder(EDGES, NAMES, base=str(tiny), epochs=1, batch_size=8, frozen_layers=2)
+
+
+def test_a_base_without_bert_layers_is_refused_by_name(tiny):
+    enc = _encoder(tiny)
+
+    class Plain(torch.nn.Module):
+        pass
+
+    enc.model[0].model = Plain()
+    with pytest.raises(ValueError, match="BERT-style base.*Plain"):
+        transformer_layers(enc)
