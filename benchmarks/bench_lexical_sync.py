@@ -43,7 +43,7 @@ def main() -> None:
     mem.search("w1 w2 w3", k=10)
     first = time.perf_counter() - t
     after_add, after_update, quiet = [], [], []
-    for i in range(args.rounds):
+    for _ in range(args.rounds):
         mem.add(text())
         t = time.perf_counter()
         mem.search("w5 w7", k=10)
