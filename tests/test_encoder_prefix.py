@@ -12,7 +12,12 @@ from encoder_helpers import EDGES, NAMES, tiny_model_folder  # noqa: E402
 
 from hypermem.embed import HierarchyEncoder  # noqa: E402
 from hypermem.hierarchy import fit_hierarchy_encoder  # noqa: E402
-from hypermem.hierarchy.encoder_prefix import FrozenPrefix, freeze_lower_layers, transformer_layers  # noqa: E402
+from hypermem.hierarchy.encoder_prefix import (  # noqa: E402
+    FrozenPrefix,
+    freeze_lower_layers,
+    resolve_frozen_layers,
+    transformer_layers,
+)
 from hypermem.hierarchy.encoder_step import TokenCache  # noqa: E402
 
 TEXTS = sorted(NAMES.values()) + ["a very long descriptive phrase about a small domestic animal that purrs"]
@@ -88,3 +93,21 @@ def test_a_base_without_bert_layers_is_refused_by_name(tiny):
     enc.model[0].model = Plain()
     with pytest.raises(ValueError, match="BERT-style base.*Plain"):
         transformer_layers(enc)
+    assert resolve_frozen_layers(enc, None) == 0          # the default trains every layer of such a base
+    with pytest.raises(ValueError, match="BERT-style base.*Plain"):
+        freeze_lower_layers(enc, 1)
+
+
+def test_the_default_freezes_all_but_the_last_layer(tiny):
+    enc = _encoder(tiny)
+    assert resolve_frozen_layers(enc, None) == 1 and resolve_frozen_layers(enc, 0) == 0
+    for bad in (-1, 1.5, True, "1"):
+        with pytest.raises(ValueError, match="frozen_layers must be None or an integer"):
+            resolve_frozen_layers(enc, bad)
+    trained = fit_hierarchy_encoder(EDGES, NAMES, base=str(tiny), epochs=1, batch_size=8, validate_every=100)
+    assert trained.config["frozen_layers"] == 1 and trained.config["lr"] == 3e-4
+    full = fit_hierarchy_encoder(EDGES, NAMES, base=str(tiny), epochs=1, batch_size=8, validate_every=100,
+                                 frozen_layers=0)
+    assert full.config["frozen_layers"] == 0
+    assert not torch.equal(full.model[0].auto_model.embeddings.word_embeddings.weight,
+                           trained.model[0].auto_model.embeddings.word_embeddings.weight)   # 0: every layer trains

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 import torch
 
-__all__ = ["FrozenPrefix", "freeze_lower_layers", "transformer_layers"]
+__all__ = ["FrozenPrefix", "freeze_lower_layers", "resolve_frozen_layers", "transformer_layers"]
 
 
 def _transformer(encoder):
@@ -45,6 +45,21 @@ def transformer_layers(encoder) -> int:
         raise ValueError(f"frozen_layers needs a BERT-style base (embeddings and encoder.layer); "
                          f"{type(model).__name__} has none")
     return len(layers)
+
+
+def resolve_frozen_layers(encoder, setting: int | None) -> int:
+    """The layer count a ``frozen_layers`` setting means for ``encoder``: ``None`` (the default)
+    freezes every layer but the last of a BERT-style base (5 of all-MiniLM-L6-v2's 6) and
+    none of any other base; an integer is taken as it is (0: every layer trains; checked by
+    :func:`freeze_lower_layers` when positive)."""
+    if setting is None:
+        try:
+            return max(transformer_layers(encoder) - 1, 0)
+        except ValueError:
+            return 0
+    if isinstance(setting, bool) or not isinstance(setting, int) or setting < 0:
+        raise ValueError(f"frozen_layers must be None or an integer >= 0, got {setting!r}")
+    return setting
 
 
 def freeze_lower_layers(encoder, layers: int) -> None:

@@ -33,7 +33,7 @@ import torch
 
 from ..embed.hierarchy_encoder import HierarchyEncoder
 from ..hierarchy.encoder_eval import choose_ranking_lambda
-from ..hierarchy.encoder_prefix import FrozenPrefix, freeze_lower_layers
+from ..hierarchy.encoder_prefix import FrozenPrefix, freeze_lower_layers, resolve_frozen_layers
 from ..hierarchy.encoder_step import TokenCache, batch_losses, lr_factor, step_seed
 from ..hierarchy.encoder_training import EncoderTrainConfig, validate_encoder
 from .hierarchy_logging import tensorboard_writer
@@ -62,19 +62,19 @@ class EncoderModule(pl.LightningModule):
     frozen_layers:
         The base's embeddings and this many of its lowest transformer layers stay frozen, their
         outputs computed once per entity (:class:`~hypermem.hierarchy.encoder_prefix.FrozenPrefix`);
-        0: every layer trains.
+        ``null`` (the default): all but the last layer; 0: every layer trains.
     schedule_steps:
         Steps the learning-rate schedule spans (``null``: the run's
         ``trainer.estimated_stepping_batches``).  Set it to the planned length when a run is
         trained in parts, so the resumed part follows the same schedule.
     """
 
-    def __init__(self, base: str = "all-MiniLM-L6-v2", geometry: str = "poincare", lr: float = 3e-5,
+    def __init__(self, base: str = "all-MiniLM-L6-v2", geometry: str = "poincare", lr: float = 3e-4,
                  weight_decay: float = 0.01, warmup: float = 0.05, max_length: int = 32, clustering: float = 1.0,
                  clustering_margin: float | None = None, centripetal: float = 1.0,
                  centripetal_margin: float | None = None, contrastive: float = 1.0, temperature: float = 1.0,
                  cone: float = 0.0, cone_margin: float = 0.01, seed: int = 0, log_images: bool = True,
-                 disk_sample: int = 300, schedule_steps: int | None = None, frozen_layers: int = 0):
+                 disk_sample: int = 300, schedule_steps: int | None = None, frozen_layers: int | None = None):
         super().__init__()
         if geometry not in ("poincare", "euclidean"):
             raise ValueError(f"model.geometry must be 'poincare' or 'euclidean', got {geometry!r}")
@@ -86,8 +86,9 @@ class EncoderModule(pl.LightningModule):
         torch.manual_seed(seed)
         self.encoder = HierarchyEncoder.from_pretrained(base, geometry, max_length=max_length)
         self.model = self.encoder.model   # registers the transformer's parameters with this module
-        if frozen_layers:  # before the optimizer is built over the parameters that require a gradient
-            freeze_lower_layers(self.encoder, frozen_layers)
+        self.frozen = resolve_frozen_layers(self.encoder, frozen_layers)
+        if self.frozen:  # before the optimizer is built over the parameters that require a gradient
+            freeze_lower_layers(self.encoder, self.frozen)
         self.tokens: TokenCache | None = None
         self.best: dict[str, float] = {}
 
@@ -96,8 +97,8 @@ class EncoderModule(pl.LightningModule):
         dm.setup(stage)
         if self.tokens is None:
             self.tokens = TokenCache(self.model.tokenizer, dm.texts, self.hparams.max_length)
-            if self.hparams.frozen_layers:
-                self.tokens = FrozenPrefix(self.encoder, self.tokens, self.hparams.frozen_layers)
+            if self.frozen:
+                self.tokens = FrozenPrefix(self.encoder, self.tokens, self.frozen)
 
     def on_train_epoch_start(self) -> None:
         self.trainer.datamodule.set_epoch(self.current_epoch)
