@@ -29,6 +29,8 @@ from collections.abc import Sequence
 
 import torch
 
+from .encoder_step import length_chunks
+
 __all__ = ["FrozenPrefix", "freeze_lower_layers", "resolve_frozen_layers", "transformer_layers"]
 
 
@@ -106,7 +108,6 @@ class FrozenPrefix:
     def __init__(self, encoder, tokens, layers: int, *, chunk: int = 256, progress: bool | None = None) -> None:
         freeze_lower_layers(encoder, layers)
         self.layers = int(layers)
-        self.tokens = tokens
         model = _transformer(encoder)
         lengths = [len(s) for s in tokens.ids]
         self.lengths = torch.tensor(lengths, dtype=torch.long)
@@ -165,19 +166,16 @@ class FrozenPrefix:
 
     def points(self, encoder, rows: Sequence[int], chunk: int = 64) -> torch.Tensor:
         """Points of the entities ``rows`` with gradients through the trained upper layers, in
-        the order given (length-sorted chunks, as ``TokenCache.points``)."""
+        the order given (:func:`~hypermem.hierarchy.encoder_step.length_chunks`, as
+        ``TokenCache.points``); pooled by the encoder's own pooling module."""
         model = _transformer(encoder)
-        upper = model.encoder.layer[self.layers:]
-        order = sorted(range(len(rows)), key=lambda i: int(self.lengths[rows[i]]))
-        parts = []
-        for s in range(0, len(order), chunk):
-            hidden, mask = self._padded([rows[i] for i in order[s:s + chunk]])
+        upper, pooling = model.encoder.layer[self.layers:], encoder.model[1]
+
+        def encode_chunk(part: list[int]) -> torch.Tensor:
+            hidden, mask = self._padded(part)
             hidden, mask = hidden.to(encoder.device), mask.to(encoder.device)   # a cache built before a move
             hidden = _run(upper, hidden, _bidirectional_mask(model, hidden, mask))
-            m = mask.to(hidden.dtype)[..., None]
-            pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)   # mean pooling, as sentence-transformers'
-            parts.append(encoder.to_manifold(pooled))
-        points = torch.cat(parts)
-        inverse = torch.empty(len(order), dtype=torch.long)
-        inverse[torch.tensor(order, dtype=torch.long)] = torch.arange(len(order))
-        return points[inverse.to(points.device)]
+            pooled = pooling({"token_embeddings": hidden, "attention_mask": mask})["sentence_embedding"]
+            return encoder.to_manifold(pooled)
+
+        return length_chunks(rows, lambda r: int(self.lengths[r]), encode_chunk, chunk)

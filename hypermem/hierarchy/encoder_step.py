@@ -21,7 +21,7 @@ import torch
 from .encoder_batches import EncoderBatch
 from .encoder_losses import LossWeights, encoder_losses
 
-__all__ = ["TokenCache", "encode_rows", "batch_losses", "step_seed", "lr_factor"]
+__all__ = ["TokenCache", "encode_rows", "length_chunks", "batch_losses", "step_seed", "lr_factor"]
 
 
 class TokenCache:
@@ -55,20 +55,24 @@ class TokenCache:
         return encode_rows(encoder, self, rows)
 
 
-def encode_rows(encoder, tokens: TokenCache, rows: Sequence[int], chunk: int = 64) -> torch.Tensor:
-    """Points of the entities ``rows`` with gradients, in the order given.
-
-    The rows are sorted by token count and run in chunks of ``chunk``, each padded to its
-    own longest text: short names (WordNet's average 6 tokens with the special ones) are not
-    padded to the batch's longest, which would about double the transformer's work."""
-    dev = encoder.device
-    order = sorted(range(len(rows)), key=lambda i: len(tokens.ids[rows[i]]))
-    parts = [encoder.forward_features(tokens.features([rows[i] for i in order[s:s + chunk]], dev))
-             for s in range(0, len(order), chunk)]
-    points = torch.cat(parts)
+def length_chunks(rows: Sequence[int], length, encode_chunk, chunk: int = 64) -> torch.Tensor:
+    """``encode_chunk(chunk_rows)`` over ``rows`` sorted by token count (``length(row)``) in
+    chunks of ``chunk``, the points put back in the order given.  Each chunk is padded to
+    its own longest text: short names (WordNet's average 6 tokens with the special ones) are
+    not padded to the batch's longest, which would about double the transformer's work."""
+    order = sorted(range(len(rows)), key=lambda i: length(rows[i]))
+    points = torch.cat([encode_chunk([rows[i] for i in order[s:s + chunk]]) for s in range(0, len(order), chunk)])
     inverse = torch.empty(len(order), dtype=torch.long)
     inverse[torch.tensor(order, dtype=torch.long)] = torch.arange(len(order))
-    return points[inverse.to(dev)]
+    return points[inverse.to(points.device)]
+
+
+def encode_rows(encoder, tokens: TokenCache, rows: Sequence[int], chunk: int = 64) -> torch.Tensor:
+    """Points of the entities ``rows`` with gradients, in the order given (every layer, in
+    :func:`length_chunks`)."""
+    dev = encoder.device
+    return length_chunks(rows, lambda r: len(tokens.ids[r]),
+                         lambda part: encoder.forward_features(tokens.features(part, dev)), chunk)
 
 
 def batch_losses(encoder, tokens, batch: EncoderBatch, weights: LossWeights) -> dict[str, torch.Tensor]:
