@@ -71,6 +71,38 @@ def test_ties_sorted_by_index_when_walking_in_bias_order():
         assert i[q].tolist() == expected
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_single_query_walks_capped_chunks_in_index_order(monkeypatch, dtype):
+    # One query never overflows the products budget, so it is not walked in bias order; a
+    # store larger than CHUNK_ROWS is walked in index order, pruned after its first chunk by
+    # each chunk's largest bias, and the answer is still the brute force's, ties by index.
+    import hypermem.index.topk as topk
+
+    calls = []
+    monkeypatch.setattr(topk, "CHUNK_ROWS", 1024)
+    g = torch.Generator().manual_seed(5)
+    N, d, k = 9000, 8, 12
+    K = torch.nn.functional.normalize(torch.randn(N, d, generator=g, dtype=torch.float64), dim=1)
+    K[4000:4010] = K[17]  # exact ties across chunks
+    K = K.to(dtype)
+    Q = K[17:18].clone()
+    bias = (torch.randn(N, generator=g, dtype=torch.float64) * 0.2).to(dtype)
+    bias[4000:4010] = bias[17]
+    bias[::7] = -math.inf
+    dist = ShellDistance(1.0, 1.0)
+
+    def counted(s, idx=None):
+        calls.append(s.numel())
+        return dist(s, idx)
+
+    s, i, _ = exact_topk(Q, K, k, counted, bias, dist.inverse, max_product=1.0)
+    sc = bias.unsqueeze(0) - dist(Q @ K.T)
+    expected = sorted(range(N), key=lambda j: (-float(sc[0, j]), j))[:k]
+    assert i[0].tolist() == expected
+    torch.testing.assert_close(s[0], sc[0, expected])
+    assert calls[0] == 1024 and sum(calls) < N // 2  # the distance of most keys is never evaluated
+
+
 def test_bad_arguments():
     dist = ShellDistance(1.0, 1.0)
     with pytest.raises(ValueError, match="k must"):

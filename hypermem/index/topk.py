@@ -34,8 +34,14 @@ InverseFn = Callable[[torch.Tensor], torch.Tensor]
 """``g^{-1}(y)``: smallest product whose distance is at most ``y`` (per query)."""
 
 
-def _chunk_rows(batch: int, n: int, budget: int) -> int:
-    return int(min(n, max(1024, budget // max(1, batch))))
+CHUNK_ROWS = 1 << 16
+"""At most this many keys a chunk: a single query's walk prunes after its first chunk instead
+of evaluating the distance of every key (at 1M keys the distances alone cost more than the
+products), and its working buffers stay ``O(chunk)``, not ``O(N)``."""
+
+
+def _budget_rows(batch: int, budget: int) -> int:
+    return int(max(1024, budget // max(1, batch)))
 
 
 def exact_topk(queries: torch.Tensor, keys: torch.Tensor, k: int, distance: DistanceFn,
@@ -77,7 +83,8 @@ def exact_topk(queries: torch.Tensor, keys: torch.Tensor, k: int, distance: Dist
     best_d = torch.full((B, kk), math.inf, dtype=dt, device=dev)
     if N == 0 or B == 0:
         return _pad(best_s, best_i, best_d, k)
-    chunk = _chunk_rows(B, N, chunk_elements)
+    budget_rows = _budget_rows(B, chunk_elements)
+    chunk = min(N, budget_rows, CHUNK_ROWS)
     zero = torch.zeros((), dtype=dt, device=dev)
     state = [best_s, best_i, best_d]
 
@@ -105,7 +112,9 @@ def exact_topk(queries: torch.Tensor, keys: torch.Tensor, k: int, distance: Dist
 
     # With pruning and a bias that varies, walk the keys in descending bias: the first
     # chunk sets strong thresholds, and the walk stops once no remaining key can enter.
-    by_bias = bool(inverse is not None and bias is not None and N > chunk
+    # Only where the products overflow the budget: the sort and the gathers it costs pay
+    # off for a batch of queries, not for one query's scan.
+    by_bias = bool(inverse is not None and bias is not None and N > budget_rows
                    and bool(bias.max() > bias.min()))
     big = torch.iinfo(torch.long).max
     grad = queries.requires_grad or keys.requires_grad

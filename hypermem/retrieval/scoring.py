@@ -55,12 +55,14 @@ def score_bias(time_weights: torch.Tensor | None, depths: torch.Tensor | None, t
     ref = depths if depths is not None else like if like is not None else time_weights
     if ref is None:
         raise ValueError("score_bias needs depths, time_weights or like= for the shape")
-    out = torch.zeros(ref.shape, dtype=ref.dtype, device=ref.device)
+    out = None  # one fresh buffer, filled in place (a search evaluates this over every memory)
     if time_weights is not None and time_coef != 0.0:
-        out += (time_coef * time_weights.clamp_min(MIN_WEIGHT).log()).to(ref.dtype)
+        out = time_weights.clamp_min(MIN_WEIGHT).log_().mul_(time_coef).to(device=ref.device, dtype=ref.dtype)
     if depths is not None and depth_bias != 0.0:
-        out += depth_bias * depths
-    return out
+        out = depths * depth_bias if out is None else out.add_(depths.to(out.dtype), alpha=depth_bias)
+    if out is None:
+        return torch.zeros(ref.shape, dtype=ref.dtype, device=ref.device)
+    return out if out.shape == ref.shape else out + torch.zeros(ref.shape, dtype=ref.dtype, device=ref.device)
 
 
 RECENCY_DEFAULT = 0.1

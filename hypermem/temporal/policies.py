@@ -61,7 +61,7 @@ def _times(times: Any) -> torch.Tensor:
 
 def _ages_hours(now, times) -> torch.Tensor:
     t = _times(times)
-    return ((_now_seconds(now) - t) / HOUR).clamp_min(0.0)
+    return torch.sub(_now_seconds(now), t).div_(HOUR).clamp_min_(0.0)  # one (N,) buffer
 
 
 @runtime_checkable
@@ -95,7 +95,7 @@ class HalfLife:
 
     def weight(self, now, times, access_counts, valid_from, valid_until) -> torch.Tensor:
         age = _ages_hours(now, times)
-        return torch.exp2(-age / self.hours).clamp_min(MIN_WEIGHT)
+        return age.div_(-self.hours).exp2_().clamp_min_(MIN_WEIGHT)  # in the ages' buffer
 
     def spec(self) -> dict:
         return {"type": "half_life", "hours": self.hours}
