@@ -138,3 +138,46 @@ def test_policy_weights_fills_missing_columns_and_checks_the_shape():
 
     with pytest.raises(ValueError, match=r"the decay policy returned shape \(\), expected \(3,\)"):
         policy_weights(Scalar(), NOW, times)
+
+
+def test_search_computes_the_time_term_in_place_only_for_fresh_weights():
+    # The exact search turns the built-in policies' weights into the score's time term in
+    # their own buffer; a custom policy may hand out a tensor it keeps, which must survive.
+    from hypermem import HashingEmbedder, Memory
+    from hypermem.retrieval import score_bias
+    from hypermem.temporal import fresh_weights
+
+    class Kept:
+        def __init__(self):
+            self.kept = {}  # one tensor per length, handed out again and again
+
+        def weight(self, now, times, access_counts, valid_from, valid_until):
+            key = tuple(times.tolist())
+            return self.kept.setdefault(key, torch.exp2((times - float(now)) / (50 * 3600.0)))
+
+    assert fresh_weights(HalfLife(24.0)) and not fresh_weights(Kept())
+    kept = Kept()
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    mem = Memory(embedder=HashingEmbedder(dim=32), decay=kept, time_coef=1.0, clock=lambda: start)
+    mem.add_many([{"text": f"note {i} about the garden", "t": start - timedelta(hours=i)} for i in range(40)])
+    first = mem.search("garden note", k=5, touch=False)
+    full = max(kept.kept, key=len)
+    assert len(full) == 40 and torch.equal(kept.kept[full], torch.exp2((torch.tensor(full, dtype=torch.float64) - start.timestamp()) / 180000.0))  # the policy's own tensor is untouched
+    assert [r.record.id for r in first] == [r.record.id for r in mem.search("garden note", k=5, touch=False)]
+    by_id = dict(zip(mem.ids, mem.time_weights().tolist()))
+    assert all(r.time_weight == by_id[r.record.id] for r in first)
+
+    half = Memory(embedder=HashingEmbedder(dim=32), decay=HalfLife(10.0), time_coef=1.0, clock=lambda: start)
+    half.add_many([{"text": f"note {i} about the garden", "t": start - timedelta(hours=i)} for i in range(40)])
+    res = half.search("garden note", k=40, touch=False)
+    w = half.time_weights()
+    expected = score_bias(w, half.depths, 1.0, half.depth_bias)
+    assert torch.equal(w, half.time_weights())  # score_bias without overwrite leaves its input
+    for r in res:
+        row = half.ids.index(r.record.id)
+        assert r.time_weight == float(w[row])
+        assert math.isclose(r.score, -r.distance + float(expected[row]), rel_tol=0, abs_tol=1e-12)
+    overwritten = w.clone()
+    torch.testing.assert_close(score_bias(overwritten, half.depths, 1.0, half.depth_bias, overwrite=True), expected,
+                               rtol=0, atol=0)
+    assert not torch.equal(overwritten, w)  # its buffer held the time term

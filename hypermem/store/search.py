@@ -23,7 +23,7 @@ from ..index import HyperbolicDistance, MIPSIndex, ShellDistance, exact_topk
 from ..index.bands import BandedDirectionIndex
 from ..index.rescore import mirrored_topk
 from ..retrieval.scoring import score_bias
-from ..temporal import policy_weights, uses_access_counts
+from ..temporal import fresh_weights, policy_weights, uses_access_counts
 from ..temporal.clock import to_seconds, to_utc
 from .ann_search import CandidateWeights, auto_bands, exact_bounds, index_recall, rank_approx, sync_index
 from .checks import CONE_TOL, METRICS, MODES, Filter, check_finite
@@ -327,8 +327,11 @@ class Searcher:
                 if opts.touch:
                     self._touch(results)
                 return results
-            weights = self.weights(at_time)
-            bias = score_bias(weights, self.memory.state.depth[:n], self.memory.time_coef, self.memory.depth_bias)
+            # The weights of every memory go into the bias (in their own buffer where the
+            # policy hands out a fresh one); the results' weights are the hits' alone.
+            weights = CandidateWeights(self, self.now(at_time))
+            bias = score_bias(weights[:n], self.memory.state.depth[:n], self.memory.time_coef,
+                              self.memory.depth_bias, overwrite=fresh_weights(self.memory.decay))
             if no_query:
                 scores, idx, dist = self._rank_by_bias(bias, rows, k)
             elif hybrid > 0 and any(isinstance(q, str) for q in queries):

@@ -220,6 +220,13 @@ def policy_weights(policy: DecayPolicy, now: datetime | float, times: torch.Tens
     return w
 
 
+def fresh_weights(policy: DecayPolicy) -> bool:
+    """Whether ``policy.weight`` returns a new tensor at every call, which its caller may
+    overwrite: true of the built-in policies (their exact classes); a custom policy may
+    return a tensor it keeps."""
+    return type(policy) in (NoDecay, HalfLife, Ebbinghaus, ValidityWindow, Product)
+
+
 def policy_spec(policy: DecayPolicy) -> dict:
     """A JSON-able description of a built-in policy; ``{"type": ClassName, "custom": True}``
     for others (which :func:`policy_from_spec` refuses to guess)."""
