@@ -74,8 +74,8 @@ class EncoderDataModule(pl.LightningDataModule):
     """
 
     def __init__(self, hierarchy: str = "wordnet", edges: str | None = None, names: str | None = None,
-                 task: str = "mixed", batch_size: int = 128, children_per_parent: int = 4, negatives: int = 10,
-                 hard_negatives: int = 5, val_size: int = 1000, seed: int = 0):
+                 task: str = "mixed", batch_size: int = 128, children_per_parent: int = 8, negatives: int = 10,
+                 hard_negatives: int = 8, val_size: int = 1000, seed: int = 0):
         super().__init__()
         if hierarchy not in ("wordnet", "files"):
             raise ValueError(f"data.hierarchy must be 'wordnet' or 'files', got {hierarchy!r}")
