@@ -30,6 +30,38 @@ def test_exact_topk_with_pruning_equals_brute_force(dtype, chunk):
     torch.testing.assert_close(dd, bias[i] - s)
 
 
+@pytest.mark.parametrize("bias_on", [False, True])
+def test_a_large_batch_scores_a_small_first_chunk_in_full(bias_on):
+    # A batch scores only a few times k keys per query in full (the first chunk), screens
+    # every later chunk, and still returns the brute force's answer, ties by index.
+    import hypermem.index.topk as topk
+
+    g = torch.Generator().manual_seed(6)
+    N, d, B, k = 5000, 12, 300, 5
+    K = torch.nn.functional.normalize(torch.randn(N, d, generator=g, dtype=torch.float64), dim=1).float()
+    K[3000:3004] = K[11]  # exact ties with an earlier key, in a later chunk
+    Q = torch.nn.functional.normalize(torch.randn(B, d, generator=g, dtype=torch.float64), dim=1).float()
+    Q[0] = K[11]
+    bias = (torch.randn(N, generator=g) * 0.2) if bias_on else None
+    if bias is not None:
+        bias[3000:3004] = bias[11]
+    dist = ShellDistance(1.0, 1.0)
+    calls = []
+
+    def counted(s, idx=None):
+        calls.append(s.numel())
+        return dist(s, idx)
+
+    s, i, _ = exact_topk(Q, K, k, counted, bias, dist.inverse, chunk_elements=1 << 18, max_product=1.0)
+    first = topk.first_chunk(min(N, (1 << 18) // B) // 64 * 64, k, B)
+    assert first == 256 and calls[0] == B * first
+    assert sum(calls) < B * N // 10
+    sc = (torch.zeros(N) if bias is None else bias).unsqueeze(0) - dist(Q @ K.T)
+    expected = torch.sort(-sc, dim=1, stable=True).indices[:, :k]  # ties in index order
+    assert torch.equal(i, expected)
+    assert i[0, :5].tolist() == [11, 3000, 3001, 3002, 3003] or bias is not None
+
+
 def test_exact_topk_without_bias_hyperbolic_and_padding():
     g = torch.Generator().manual_seed(1)
     N, d = 50, 8
@@ -100,7 +132,29 @@ def test_single_query_walks_capped_chunks_in_index_order(monkeypatch, dtype):
     expected = sorted(range(N), key=lambda j: (-float(sc[0, j]), j))[:k]
     assert i[0].tolist() == expected
     torch.testing.assert_close(s[0], sc[0, expected])
-    assert calls[0] == 1024 and sum(calls) < N // 2  # the distance of most keys is never evaluated
+    # only the first chunk is scored in full
+    assert calls[0] == topk.first_chunk(1024, k) == 1024
+    assert sum(calls) < N // 4  # the distance of most keys is never evaluated
+
+
+@pytest.mark.parametrize("q", [0.97, 0.9995])  # most groups pass (compare all) / few do
+@pytest.mark.parametrize("width", [64 * 9, 64 * 9 + 5])
+def test_screen_finds_exactly_the_passing_products(width, q):
+    # The two-level screen (group maxima, then the passing groups) returns the same (row,
+    # column) pairs, in the same row-major order, as comparing every product, including
+    # products equal to the threshold and rows where nothing passes.
+    from hypermem.index.topk import passing
+
+    g = torch.Generator().manual_seed(3)
+    sims = torch.randn(37, width, generator=g)
+    s_min = torch.quantile(sims, q, dim=1)
+    s_min[5] = math.inf
+    sims[7, 100] = s_min[7]  # a tie at the threshold passes
+    r, c, vals = passing(sims, s_min)
+    want = (sims >= s_min.unsqueeze(1)).nonzero()
+    assert r.numel() > 0 and 5 not in r.tolist()
+    assert torch.equal(torch.stack([r, c], 1), want)
+    assert torch.equal(vals, sims[r, c])
 
 
 def test_bad_arguments():

@@ -11,9 +11,11 @@ for the hyperbolic metric ``g`` also depends on the key's norm.
 and keeps a running top-k per query.  When ``g`` does not depend on the key and its
 inverse is known, it prunes: with the current k-th best score ``t_q`` and the largest bias
 ``b_max`` of a chunk, a key can only enter the top-k if ``s_qj >= g^{-1}(b_max - t_q)``.
-Each chunk then costs one matrix product and one maximum per query: only the queries
-whose maximum clears their threshold (few, once the thresholds have settled) get their
-passing products selected and their (costly) distance and bias evaluated.  The answer is exact either way; pruning only
+Each chunk then costs one matrix product and one maximum per group of 64 products
+(:func:`passing`): only the groups whose maximum clears their query's threshold (few, once
+the thresholds have settled) get their passing products selected and their (costly)
+distance and bias evaluated.  Only the first chunk is scored in full, and for a batch it is
+small (:func:`first_chunk`).  The answer is exact either way; pruning only
 skips work that cannot change it.
 """
 
@@ -85,16 +87,20 @@ def exact_topk(queries: torch.Tensor, keys: torch.Tensor, k: int, distance: Dist
         return _pad(best_s, best_i, best_d, k)
     budget_rows = _budget_rows(B, chunk_elements)
     chunk = min(N, budget_rows, CHUNK_ROWS)
+    if chunk > SCREEN:
+        chunk -= chunk % SCREEN  # whole groups for the screen
     zero = torch.zeros((), dtype=dt, device=dev)
     state = [best_s, best_i, best_d]
 
     def merge(rows, sc, idx, d):
         """Fold candidate scores ``sc`` (for query ``rows``; None: all) into the running top-k."""
-        sc_top, pos = _top_first(sc, min(kk, sc.shape[1]))
-        bs, bi, bd = state if rows is None else (t[rows] for t in state)
-        all_s = torch.cat([bs, sc_top], dim=1)
-        all_i = torch.cat([bi, torch.gather(idx, 1, pos)], dim=1)
-        all_d = torch.cat([bd, torch.gather(d, 1, pos)], dim=1)
+        if sc.shape[1] > 4 * kk:  # cut a wide block to its top kk first
+            sc, pos = _top_first(sc, kk)
+            idx, d = torch.gather(idx, 1, pos), torch.gather(d, 1, pos)
+        bs, bi, bd = state if rows is None else (t.index_select(0, rows) for t in state)
+        all_s = torch.cat([bs, sc], dim=1)
+        all_i = torch.cat([bi, idx], dim=1)
+        all_d = torch.cat([bd, d], dim=1)
         if by_bias:
             # Chunks come in bias order: put ties in index order first (missing last).
             o = torch.argsort(torch.where(all_i < 0, big, all_i), dim=1, stable=True)
@@ -108,7 +114,7 @@ def exact_topk(queries: torch.Tensor, keys: torch.Tensor, k: int, distance: Dist
             if rows is None:
                 t.copy_(v)
             else:
-                t[rows] = v
+                t.index_copy_(0, rows, v)
 
     # With pruning and a bias that varies, walk the keys in descending bias: the first
     # chunk sets strong thresholds, and the walk stops once no remaining key can enter.
@@ -118,14 +124,13 @@ def exact_topk(queries: torch.Tensor, keys: torch.Tensor, k: int, distance: Dist
                    and bool(bias.max() > bias.min()))
     big = torch.iinfo(torch.long).max
     grad = queries.requires_grad or keys.requires_grad
-    block = None if grad else torch.empty(B, chunk, dtype=dt, device=dev)  # reused by every full chunk
+    buf = None if grad else torch.empty(B * chunk, dtype=dt, device=dev)  # every chunk's products
     if by_bias:
         order = torch.argsort(bias, descending=True)
         if max_product is None:
             max_product = float(queries.norm(dim=1).max() * keys.norm(dim=1).max())
         limit = torch.tensor(max_product, dtype=dt, device=dev)
-    for start in range(0, N, chunk):
-        stop = min(N, start + chunk)
+    for start, stop in _bounds(N, chunk, first_chunk(chunk, kk, B)):
         if by_bias:
             cidx = torch.sort(order[start:stop]).values  # index order inside the chunk
             b = bias[cidx]
@@ -144,37 +149,91 @@ def exact_topk(queries: torch.Tensor, keys: torch.Tensor, k: int, distance: Dist
             s_min = inverse(bmax - state[0][:, -1])  # (B,)
             if by_bias and bool((s_min > limit).all()):
                 break  # bias only falls from here: nothing left can enter
-        sims = products(queries, kc, block if kc.shape[0] == chunk and not grad else None)  # (B, C)
+        w = stop - start
+        sims = products(queries, kc, None if buf is None else buf[:B * w].view(B, w))  # (B, C)
         if inverse is None or start == 0:
             idx = torch.arange(start, stop, device=dev) if cidx is None else cidx
             d = distance(sims, idx)
             merge(None, -d if b is None else b.unsqueeze(0) - d, idx.expand(B, -1), d)
             continue
         # A key can only enter if -g(s) + b_max >= t (t: the query's current k-th best
-        # score), i.e. s >= s_min.  One row maximum finds the queries this chunk can change
-        # at all; in their rows one comparison marks the few passing products, which alone
-        # get distance and bias evaluated, packed into a (rows, max passing) block.
-        active = (sims.amax(dim=1) >= s_min).nonzero().squeeze(1)
-        if active.numel() == 0:
+        # score), i.e. s >= s_min.  The screen finds the few passing products, which alone
+        # get distance and bias evaluated, packed into a (rows, max passing) block of the
+        # rows they occur in.
+        r, c, vals = passing(sims, s_min)
+        if r.numel() == 0:
             continue
-        if active.numel() < B:
-            sims, s_min = sims[active], s_min[active]
-        r, c = (sims >= s_min.unsqueeze(1)).nonzero().unbind(1)
-        vals = sims[r, c]
-        counts = torch.bincount(r, minlength=active.numel())
-        first = torch.cumsum(counts, 0) - counts
-        slot = torch.arange(r.numel(), device=dev) - first[r]
+        counts = torch.bincount(r, minlength=B)
+        active = counts.nonzero().squeeze(1)
         m = int(counts.max())
+        row = torch.searchsorted(active, r)  # r's position among the active rows
+        slot = torch.arange(r.numel(), device=dev) - torch.searchsorted(r, r)  # rank within its row
         idx = c + start if cidx is None else cidx[c]
         d = distance(vals, idx)
         sc = -d if b is None else b[c] - d
-        block_s = sims.new_full((active.numel(), m), -math.inf)
+        block_s = d.new_full((active.numel(), m), -math.inf)
         block_i = idx.new_full((active.numel(), m), -1)
-        block_d = sims.new_full((active.numel(), m), math.inf)
-        block_s[r, slot], block_i[r, slot], block_d[r, slot] = sc, idx, d
+        block_d = d.new_full((active.numel(), m), math.inf)
+        block_s[row, slot], block_i[row, slot], block_d[row, slot] = sc, idx, d
         merge(None if active.numel() == B else active, block_s, block_i, block_d)
     best_s, best_i, best_d = _sort_ties(*state)
     return _pad(best_s, best_i, best_d, k)
+
+
+SCREEN = 64
+"""Width of the column groups whose maxima :func:`passing` compares first."""
+
+
+def passing(sims: torch.Tensor, s_min: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Rows, columns and values of the products ``sims[r, c] >= s_min[r]``, in row-major order.
+
+    Few products pass once the thresholds have settled, and a broadcast comparison of the
+    whole ``(B, C)`` block followed by ``nonzero`` costs several passes over it.  The screen
+    compares the maxima of groups of :data:`SCREEN` columns instead (one reduction) and
+    then only the groups whose maximum passes, column by column: the same set, exactly.
+    Where more than an eighth of the groups pass (thresholds still loose, or a bias that
+    varies), it compares every product of the block after all.
+    """
+    B, C = sims.shape
+    if C % SCREEN or not sims.is_contiguous():
+        mask = sims >= s_min.unsqueeze(1)
+        r, c = mask.nonzero().unbind(1)
+        return r, c, sims[mask]
+    groups = sims.view(B, C // SCREEN, SCREEN)
+    r, g = (groups.amax(dim=2) >= s_min.unsqueeze(1)).nonzero().unbind(1)
+    if r.numel() == 0:
+        return r, g, sims.new_empty(0)
+    if r.numel() * 8 > B * (C // SCREEN):  # many groups pass (loose thresholds): compare all
+        r, c = (sims >= s_min.unsqueeze(1)).nonzero().unbind(1)
+        return r, c, sims.view(-1).index_select(0, r * C + c)
+    sub = groups.view(-1, SCREEN).index_select(0, r * (C // SCREEN) + g)
+    rr, cc = (sub >= s_min.index_select(0, r).unsqueeze(1)).nonzero().unbind(1)
+    return r.index_select(0, rr), g.index_select(0, rr) * SCREEN + cc, sub.view(-1).index_select(0, rr * SCREEN + cc)
+
+
+FIRST_PRODUCTS = 1 << 16
+"""Products of the first chunk, all of which get a distance (a batch of ``B`` queries takes
+``FIRST_PRODUCTS // B`` keys, at least ``max(256, 4 k)``)."""
+
+
+def first_chunk(chunk: int, k: int, batch: int = 1) -> int:
+    """Keys of the first chunk, the one scored in full (distance of every product).
+
+    Its k-th best scores set each query's first threshold: the more keys, the stronger
+    the threshold (with a bias that varies, a weak one lets many products of the next
+    chunk through), but the full evaluation costs ``B * first`` distances.  One query
+    takes :data:`FIRST_PRODUCTS` keys (a millisecond of distances); a batch takes a few
+    times ``k`` per query, so that its full evaluation costs ``O(B k)``, not ``O(B chunk)``."""
+    return min(chunk, max(256, 4 * k, FIRST_PRODUCTS // max(1, batch)))
+
+
+def _bounds(n: int, chunk: int, first: int):
+    """``(start, stop)`` of the chunks: ``first`` keys, then ``chunk`` at a time."""
+    start = 0
+    while start < n:
+        stop = min(n, start + (first if start == 0 else chunk))
+        yield start, stop
+        start = stop
 
 
 def _top_first(sc: torch.Tensor, top: int) -> tuple[torch.Tensor, torch.Tensor]:
