@@ -37,6 +37,11 @@ def test_rewrites_appends_and_take_keep_rows_aligned():
     picked = col.take(rows)
     assert list(picked) == [texts[r] for r in rows]
     assert list(col.take([])) == []
+    assert col.many(rows + [-1]) == [texts[r] for r in rows] + ["last"]
+    col[7] = "in the overlay"  # a rewrite not folded back yet
+    assert col.many([7, 6]) == ["in the overlay", texts[6]] and col.many([]) == []
+    with pytest.raises(IndexError):
+        col.many([len(col)])
 
 
 def test_the_column_is_smaller_than_a_list_of_strings():

@@ -27,6 +27,7 @@ records from one gather of the columns), and the single fields without building 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 
@@ -123,20 +124,25 @@ class RecordTable(Mapping):
         st = self.state
         idx = torch.tensor(rows, dtype=torch.long, device=st.time.device)
         cols = torch.stack([st.time[idx], st.valid_from[idx], st.valid_until[idx], st.access[idx]]).tolist()
-        ids, texts, parents, metas, exact, last = st.ids, self.texts, self.parents, self.metas, self.exact, self.last
+        ids, parents, metas, exact, last = st.ids, self.parents, self.metas, self.exact, self.last
+        texts = self.texts.many(rows)
         out = []
         for j, r in enumerate(rows):
             i = ids[r]
             t, vf, vu, acc = cols[0][j], cols[1][j], cols[2][j], cols[3][j]
-            x = exact.get(i) if exact else None
             m = metas[r]
-            out.append(MemoryRecord(
-                i, texts[r], parents[r],
-                x["t"] if x and "t" in x else from_seconds(t),
-                {} if m is None else m,
-                x["valid_from"] if x and "valid_from" in x else (None if vf == -float("inf") else from_seconds(vf)),
-                x["valid_until"] if x and "valid_until" in x else (None if vu == float("inf") else from_seconds(vu)),
-                int(acc), last.get(i)))
+            x = exact.get(i) if exact else None  # datetimes float seconds would not give back
+            if x is None:
+                rec = MemoryRecord(i, texts[j], parents[r], from_seconds(t), {} if m is None else m,
+                                   None if vf == -math.inf else from_seconds(vf),
+                                   None if vu == math.inf else from_seconds(vu), int(acc), last.get(i))
+            else:
+                rec = MemoryRecord(
+                    i, texts[j], parents[r], x["t"] if "t" in x else from_seconds(t), {} if m is None else m,
+                    x["valid_from"] if "valid_from" in x else (None if vf == -math.inf else from_seconds(vf)),
+                    x["valid_until"] if "valid_until" in x else (None if vu == math.inf else from_seconds(vu)),
+                    int(acc), last.get(i))
+            out.append(rec)
         return out
 
     # ------------------------------------------------------------------ writing
