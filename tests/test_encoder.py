@@ -150,6 +150,36 @@ def test_refuses_code_and_pickles(enc, tmp_path):
         HierarchyEncoder.load(tmp_path / "nowhere")
 
 
+def test_a_small_head_saves_loads_and_its_folder_is_checked(tiny, tmp_path):
+    # dim= adds a tanh head: points in [-1, 1]^dim inside the ball of curvature 1/dim
+    torch.manual_seed(0)
+    small = HierarchyEncoder.from_pretrained(str(tiny), "poincare", dim=5)
+    x = small.encode(["dog", "a siamese cat", "animal"])
+    assert small.dim == 5 and x.shape == (3, 5) and small.curvature == pytest.approx(0.2)
+    assert float(x.abs().max()) <= 1.0 and float(x.norm(dim=1).max()) < 5 ** 0.5
+    assert small.subsumption_scores(x[:2], x[2:]).shape == (2,)
+    folder = tmp_path / "s"
+    small.save(folder)
+    back = HierarchyEncoder.load(folder)
+    assert back.dim == 5 and back.curvature == pytest.approx(0.2)
+    torch.testing.assert_close(back.encode(["dog", "a siamese cat", "animal"]), x)
+    with pytest.raises(ValueError, match="dim must be an integer >= 2"):
+        HierarchyEncoder.from_pretrained(str(tiny), "poincare", dim=1)
+
+    head = folder / "2_Dense" / "config.json"
+    good = json.loads(head.read_text())
+    for field, value, match in [("activation_function", "os.system", "activation_function"),
+                                ("out_features", -3, "out_features"), ("extra", 1, "unknown field"),
+                                ("use_residual", True, "use_residual")]:
+        head.write_text(json.dumps(dict(good, **{field: value})))
+        with pytest.raises(EncoderFolderError, match=match):
+            HierarchyEncoder.load(folder)
+    head.write_text(json.dumps(good))
+    (folder / "2_Dense" / "model.safetensors").rename(folder / "2_Dense" / "pytorch_model.bin")
+    with pytest.raises(EncoderFolderError, match="safetensors"):
+        HierarchyEncoder.load(folder)
+
+
 def test_a_plain_normalising_model_is_not_an_encoder(tmp_path):
     from hypermem.embed.sentence_transformer import local_minilm_path
 

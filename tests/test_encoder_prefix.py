@@ -28,21 +28,22 @@ def tiny(tmp_path_factory):
     return tiny_model_folder(tmp_path_factory.mktemp("tiny"))
 
 
-def _encoder(tiny, geometry="poincare"):
+def _encoder(tiny, geometry="poincare", dim=None):
     torch.manual_seed(0)
-    return HierarchyEncoder.from_pretrained(str(tiny), geometry)
+    return HierarchyEncoder.from_pretrained(str(tiny), geometry, dim=dim)
 
 
-@pytest.mark.parametrize("geometry", ["poincare", "euclidean"])
-def test_cached_points_and_gradients_equal_the_full_model(tiny, geometry):
-    enc = _encoder(tiny, geometry)
+@pytest.mark.parametrize("geometry,dim", [("poincare", None), ("euclidean", None), ("poincare", 6)])
+def test_cached_points_and_gradients_equal_the_full_model(tiny, geometry, dim):
+    enc = _encoder(tiny, geometry, dim)
     tokens = TokenCache(enc.model.tokenizer, TEXTS, 16)
     assert len({len(s) for s in tokens.ids}) > 2           # texts of several lengths share chunks
     rows = [len(TEXTS) - 1, 3, 0, 7, 3, 12]                 # unsorted, a repeat, the long one first
     enc.model.eval()                                        # no dropout: both paths are deterministic
     full = tokens.points(enc, rows)
     (full * torch.linspace(-1, 1, full.shape[1])).sum().backward()
-    upper = {n: p.grad.clone() for n, p in enc.model.named_parameters() if ".layer.1." in n}
+    upper = {n: p.grad.clone() for n, p in enc.model.named_parameters() if ".layer.1." in n or "linear" in n}
+    assert any("linear" in n for n in upper) == (dim is not None)   # the head trains too
     enc.model.zero_grad(set_to_none=True)
 
     prefix = FrozenPrefix(enc, tokens, 1, chunk=4)

@@ -95,3 +95,16 @@ def test_frozen_layers_from_yaml_train_the_upper_layer_and_resume_exactly(setup)
         if "embeddings" in k or ".layer.0." in k:
             torch.testing.assert_close(trained, v, rtol=0, atol=0, msg=k)     # frozen
     assert any(not torch.equal(a["state_dict"]["model." + k], v) for k in base if ".layer.1." in k)
+
+
+def test_a_small_head_from_yaml_trains_and_exports(setup):
+    # --model.dim adds the tanh head: the exported encoder has points of that many coordinates
+    root, model = setup
+    main(_args(root, model, "small", 1, "--model.dim=4", "--model.frozen_layers=1"))
+    run = root / "runs" / "small" / "version_0"
+    enc = HierarchyEncoder.load(run / "encoder")
+    assert enc.dim == 4 and enc.curvature == pytest.approx(0.25)
+    assert enc.encode(["dog", "animal"]).shape == (2, 4)
+    a = torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)
+    head = [k for k in a["state_dict"] if "linear" in k]
+    assert head and a["state_dict"][head[0]].shape[0] == 4

@@ -47,11 +47,16 @@ ALLOWED_MODULES = {
                     "sentence_transformers.base.modules.transformer.Transformer"),
     "Pooling": ("sentence_transformers.models.Pooling",
                 "sentence_transformers.sentence_transformer.modules.pooling.Pooling"),
+    "Dense": ("sentence_transformers.models.Dense",
+              "sentence_transformers.base.modules.dense.Dense",
+              "sentence_transformers.sentence_transformer.modules.dense.Dense"),
     "Normalize": ("sentence_transformers.models.Normalize",
                   "sentence_transformers.sentence_transformer.modules.normalize.Normalize",
                   "sentence_transformers.base.modules.normalize.Normalize"),
 }
 _MAX_JSON_BYTES = 1 << 20
+DENSE_ACTIVATIONS = ("torch.nn.modules.activation.Tanh", "torch.nn.modules.linear.Identity")
+"""The head activations a folder may name (sentence-transformers imports the class it names)."""
 
 
 class EncoderFolderError(ValueError):
@@ -126,12 +131,45 @@ def check_modules(folder: Path) -> list[str]:
         if not isinstance(rel, str) or Path(rel).is_absolute() or ".." in Path(rel).parts:
             raise EncoderFolderError(f"{path}: module #{i} has path {rel!r} outside the folder")
         names.append(short)
-    if names[:2] != ["Transformer", "Pooling"]:
-        raise EncoderFolderError(f"{path}: expected a Transformer then a Pooling module, got {names}")
+    if names[:2] != ["Transformer", "Pooling"] or names[2:] not in ([], ["Normalize"], ["Dense"]):
+        raise EncoderFolderError(f"{path}: expected a Transformer, a Pooling module and at most a Dense head "
+                                 f"or a Normalize, got {names}")
+    if names[2:] == ["Dense"]:
+        check_dense(folder / modules[2]["path"])
     if not list(folder.glob("*.safetensors")):
         raise EncoderFolderError(f"{folder}: no *.safetensors weights (pickled weights are not loaded: "
                                  "they could run code)")
     return names
+
+
+def check_dense(folder: Path) -> None:
+    """A ``Dense`` head's folder: every field of its ``config.json`` (sizes, bias, one of
+    :data:`DENSE_ACTIVATIONS`, the sentence embedding in and out) and ``safetensors``
+    weights; raises :class:`EncoderFolderError` naming the file and field."""
+    path = folder / "config.json"
+    if not path.is_file():
+        raise EncoderFolderError(f"{folder}: the Dense head has no config.json")
+    raw = _read_json(path)
+    if not isinstance(raw, dict):
+        raise EncoderFolderError(f"{path}: expected a JSON object")
+    known = {"in_features", "out_features", "bias", "activation_function", "module_input_name",
+             "module_output_name", "use_residual"}
+    extra = sorted(set(raw) - known)
+    if extra:
+        raise EncoderFolderError(f"{path}: unknown field(s) {extra}")
+    for key in ("in_features", "out_features"):
+        _integer(raw.get(key), f"{path}: field {key!r}", 1, 1 << 16)
+    if not isinstance(raw.get("bias", True), bool) or raw.get("use_residual", False) is not False:
+        raise EncoderFolderError(f"{path}: field 'bias' must be true or false and 'use_residual' false")
+    if raw.get("activation_function") not in DENSE_ACTIVATIONS:
+        raise EncoderFolderError(f"{path}: field 'activation_function' must be one of {DENSE_ACTIVATIONS}, "
+                                 f"got {raw.get('activation_function')!r}")
+    for key in ("module_input_name", "module_output_name"):
+        if raw.get(key, "sentence_embedding") not in ("sentence_embedding", None):
+            raise EncoderFolderError(f"{path}: field {key!r} must be 'sentence_embedding'")
+    if not (folder / "model.safetensors").is_file():
+        raise EncoderFolderError(f"{folder}: the Dense head has no model.safetensors (pickled weights are "
+                                 "not loaded: they could run code)")
 
 
 def read_settings(folder: Path, dim: int) -> EncoderSettings:

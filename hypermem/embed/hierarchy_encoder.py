@@ -86,6 +86,14 @@ def _pooling_class():
     return Pooling
 
 
+def _dense_class():
+    try:  # sentence-transformers >= 6
+        from sentence_transformers.sentence_transformer.modules import Dense
+    except ImportError:  # 3.x - 5.x
+        from sentence_transformers.models import Dense
+    return Dense
+
+
 def resolve_base(base: str) -> str:
     """The local folder of a base model: the offline all-MiniLM-L6-v2 for its names, else
     ``base`` as given (a folder, or a hub name already in the local cache)."""
@@ -138,16 +146,27 @@ class HierarchyEncoder:
     @classmethod
     def from_pretrained(cls, base: str = "all-MiniLM-L6-v2", geometry: str = "poincare", *,
                         device: str | torch.device | None = None, max_length: int = 32,
-                        **kwargs: Any) -> HierarchyEncoder:
+                        dim: int | None = None, **kwargs: Any) -> HierarchyEncoder:
         """An untrained encoder on ``base``: its transformer and pooling, mean pooling
-        forced, any normalisation dropped (HiT's construction)."""
+        forced, any normalisation dropped (HiT's construction).
+
+        ``dim`` (default: the base's width) adds a trained head ``tanh(W x + b)`` to ``dim``
+        coordinates (a sentence-transformers ``Dense`` module): its outputs lie in the cube
+        ``[-1, 1]^dim``, which the ball of curvature ``1/dim`` (radius ``sqrt(dim)``)
+        circumscribes, as HiT's ball does the base's outputs.  A small ``dim`` is where a
+        tree is known to fit a ball better than R^d (Nickel & Kiela 2017; Sala et al. 2018)."""
         st = _sentence_transformers()
         with _quiet_loading():
             source = st.SentenceTransformer(resolve_base(base), device=str(device or "cpu"))
         transformer = source[0]
         pooling = _pooling_class()(cls._pooled_dim(source), pooling_mode="mean")
         transformer.max_seq_length = int(max_length)
-        model = st.SentenceTransformer(modules=[transformer, pooling], device=str(device or "cpu"))
+        modules = [transformer, pooling]
+        if dim is not None:
+            if isinstance(dim, bool) or not isinstance(dim, int) or dim < 2:
+                raise ValueError(f"dim must be an integer >= 2 (or None for the base's width), got {dim!r}")
+            modules.append(_dense_class()(cls._pooled_dim(source), dim, activation_function=torch.nn.Tanh()))
+        model = st.SentenceTransformer(modules=modules, device=str(device or "cpu"))
         return cls(model, geometry, max_length=max_length, base=str(base), **kwargs)
 
     @classmethod
@@ -155,7 +174,7 @@ class HierarchyEncoder:
         """Load a folder written by :meth:`save` or by the ``hierarchy-transformers`` package.
 
         The folder is checked first (:mod:`hypermem.embed.encoder_folder`: only
-        sentence-transformers Transformer and Pooling modules, ``safetensors`` weights, every
+        sentence-transformers Transformer and Pooling modules and a Dense head, ``safetensors`` weights, every
         field of ``hypermem_encoder.json``); nothing in it runs code, nothing is written."""
         folder = Path(path)
         if not folder.is_dir():

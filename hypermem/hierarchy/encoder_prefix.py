@@ -167,15 +167,17 @@ class FrozenPrefix:
     def points(self, encoder, rows: Sequence[int], chunk: int = 64) -> torch.Tensor:
         """Points of the entities ``rows`` with gradients through the trained upper layers, in
         the order given (:func:`~hypermem.hierarchy.encoder_step.length_chunks`, as
-        ``TokenCache.points``); pooled by the encoder's own pooling module."""
+        ``TokenCache.points``); pooled by the encoder's own pooling module (and its head)."""
         model = _transformer(encoder)
-        upper, pooling = model.encoder.layer[self.layers:], encoder.model[1]
+        upper, after = model.encoder.layer[self.layers:], list(encoder.model)[1:]  # pooling, a head
 
         def encode_chunk(part: list[int]) -> torch.Tensor:
             hidden, mask = self._padded(part)
             hidden, mask = hidden.to(encoder.device), mask.to(encoder.device)   # a cache built before a move
-            hidden = _run(upper, hidden, _bidirectional_mask(model, hidden, mask))
-            pooled = pooling({"token_embeddings": hidden, "attention_mask": mask})["sentence_embedding"]
-            return encoder.to_manifold(pooled)
+            features = {"token_embeddings": _run(upper, hidden, _bidirectional_mask(model, hidden, mask)),
+                        "attention_mask": mask}
+            for module in after:
+                features = module(features)
+            return encoder.to_manifold(features["sentence_embedding"])
 
         return length_chunks(rows, lambda r: int(self.lengths[r]), encode_chunk, chunk)

@@ -63,6 +63,9 @@ class EncoderModule(pl.LightningModule):
         The base's embeddings and this many of its lowest transformer layers stay frozen, their
         outputs computed once per entity (:class:`~hypermem.hierarchy.encoder_prefix.FrozenPrefix`);
         ``null`` (the default): all but the last layer; 0: every layer trains.
+    dim:
+        Coordinates of a point: ``null`` (the default) the base's width; a number adds a
+        trained ``tanh`` head to that many (``HierarchyEncoder.from_pretrained(dim=...)``).
     schedule_steps:
         Steps the learning-rate schedule spans (``null``: the run's
         ``trainer.estimated_stepping_batches``).  Set it to the planned length when a run is
@@ -74,7 +77,8 @@ class EncoderModule(pl.LightningModule):
                  clustering_margin: float | None = None, centripetal: float = 1.0,
                  centripetal_margin: float | None = None, contrastive: float = 1.0, temperature: float = 1.0,
                  cone: float = 0.0, cone_margin: float = 0.01, seed: int = 0, log_images: bool = True,
-                 disk_sample: int = 300, schedule_steps: int | None = None, frozen_layers: int | None = None):
+                 disk_sample: int = 300, schedule_steps: int | None = None, frozen_layers: int | None = None,
+                 dim: int | None = None):
         super().__init__()
         if geometry not in ("poincare", "euclidean"):
             raise ValueError(f"model.geometry must be 'poincare' or 'euclidean', got {geometry!r}")
@@ -84,7 +88,7 @@ class EncoderModule(pl.LightningModule):
             centripetal_margin=centripetal_margin, contrastive=contrastive, temperature=temperature, cone=cone,
             cone_margin=cone_margin).loss_weights(geometry)
         torch.manual_seed(seed)
-        self.encoder = HierarchyEncoder.from_pretrained(base, geometry, max_length=max_length)
+        self.encoder = HierarchyEncoder.from_pretrained(base, geometry, max_length=max_length, dim=dim)
         self.model = self.encoder.model   # registers the transformer's parameters with this module
         self.frozen = resolve_frozen_layers(self.encoder, frozen_layers)
         if self.frozen:  # before the optimizer is built over the parameters that require a gradient
