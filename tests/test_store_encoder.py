@@ -81,6 +81,23 @@ def test_a_ball_encoders_store_keeps_the_encoders_points(enc, mem):
         Memory(embedder=enc, curvature=1.0)
 
 
+def test_a_small_ball_encoder_stores_a_few_coordinates_a_memory(tiny, tmp_path):
+    # dim=4: the store holds the encoder's 4-coordinate points, suggests parents, saves and
+    # reloads them with that encoder
+    folder = tmp_path / "small"
+    small = fit_hierarchy_encoder(EDGES, NAMES, base=str(tiny), geometry="poincare", max_steps=4, batch_size=8,
+                                  validate_every=2, val_size=10, dim=4, out=str(folder), seed=0)
+    m = Memory(embedder=small, clock=lambda: T0)
+    m.add_many([{"text": w, "id": w} for w in WORDS])
+    assert m.points.shape == (len(WORDS), 4) and m.curvature == pytest.approx(0.25)
+    assert torch.allclose(m.point("dog"), small.encode(["dog"])[0].double(), atol=1e-9)
+    hits = m.suggest_parents("poodle", k=3)
+    assert len(hits) == 3 and hits[0].score >= hits[-1].score
+    m.save(tmp_path / "small.db")
+    back = Memory.load(tmp_path / "small.db", embedder=HierarchyEncoder.load(folder))
+    assert torch.allclose(back.points, m.points, atol=1e-12)
+
+
 def test_the_time_term_is_calibrated_on_the_balls_own_distances(enc):
     """The spread that scales recency_weight is that of the distances the search ranks by: the
     ball's between the stored points, not the shell's between their directions."""
