@@ -112,7 +112,7 @@ def _integer(value: Any, where: str, lo: int, hi: int) -> int:
 
 
 def check_modules(folder: Path) -> list[str]:
-    """The short names (``Transformer``, ``Pooling``, ``Normalize``) of ``modules.json``, in
+    """The short names (``Transformer``, ``Pooling``, ``Dense``, ``Normalize``) of ``modules.json``, in
     order; raises :class:`EncoderFolderError` for any other module or a malformed file."""
     path = folder / "modules.json"
     if not path.is_file():
@@ -126,7 +126,7 @@ def check_modules(folder: Path) -> list[str]:
         short = next((k for k, full in ALLOWED_MODULES.items() if kind in full), None)
         if short is None:
             raise EncoderFolderError(f"{path}: module #{i} has type {kind!r}; a hierarchy encoder holds only "
-                                     "a sentence-transformers Transformer and Pooling")
+                                     "a sentence-transformers Transformer, Pooling and Dense head")
         rel = entry.get("path", "")
         if not isinstance(rel, str) or Path(rel).is_absolute() or ".." in Path(rel).parts:
             raise EncoderFolderError(f"{path}: module #{i} has path {rel!r} outside the folder")
