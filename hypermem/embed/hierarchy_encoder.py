@@ -78,20 +78,13 @@ def _sentence_transformers():
     return sentence_transformers
 
 
-def _pooling_class():
+def _st_module(name: str):
+    """The sentence-transformers module class ``name`` (``Pooling``, ``Dense``)."""
     try:  # sentence-transformers >= 6
-        from sentence_transformers.sentence_transformer.modules import Pooling
+        from sentence_transformers.sentence_transformer import modules
     except ImportError:  # 3.x - 5.x
-        from sentence_transformers.models import Pooling
-    return Pooling
-
-
-def _dense_class():
-    try:  # sentence-transformers >= 6
-        from sentence_transformers.sentence_transformer.modules import Dense
-    except ImportError:  # 3.x - 5.x
-        from sentence_transformers.models import Dense
-    return Dense
+        from sentence_transformers import models as modules
+    return getattr(modules, name)
 
 
 def resolve_base(base: str) -> str:
@@ -159,13 +152,13 @@ class HierarchyEncoder:
         with _quiet_loading():
             source = st.SentenceTransformer(resolve_base(base), device=str(device or "cpu"))
         transformer = source[0]
-        pooling = _pooling_class()(cls._pooled_dim(source), pooling_mode="mean")
+        pooling = _st_module("Pooling")(cls._pooled_dim(source), pooling_mode="mean")
         transformer.max_seq_length = int(max_length)
         modules = [transformer, pooling]
         if dim is not None:
             if isinstance(dim, bool) or not isinstance(dim, int) or dim < 2:
                 raise ValueError(f"dim must be an integer >= 2 (or None for the base's width), got {dim!r}")
-            modules.append(_dense_class()(cls._pooled_dim(source), dim, activation_function=torch.nn.Tanh()))
+            modules.append(_st_module("Dense")(cls._pooled_dim(source), dim, activation_function=torch.nn.Tanh()))
         model = st.SentenceTransformer(modules=modules, device=str(device or "cpu"))
         return cls(model, geometry, max_length=max_length, base=str(base), **kwargs)
 

@@ -195,20 +195,17 @@ def passing(sims: torch.Tensor, s_min: torch.Tensor) -> tuple[torch.Tensor, torc
     varies), it compares every product of the block after all.
     """
     B, C = sims.shape
-    if C % SCREEN or not sims.is_contiguous():
-        mask = sims >= s_min.unsqueeze(1)
-        r, c = mask.nonzero().unbind(1)
-        return r, c, sims[mask]
-    groups = sims.view(B, C // SCREEN, SCREEN)
-    r, g = (groups.amax(dim=2) >= s_min.unsqueeze(1)).nonzero().unbind(1)
-    if r.numel() == 0:
-        return r, g, sims.new_empty(0)
-    if r.numel() * 8 > B * (C // SCREEN):  # many groups pass (loose thresholds): compare all
-        r, c = (sims >= s_min.unsqueeze(1)).nonzero().unbind(1)
-        return r, c, sims.view(-1).index_select(0, r * C + c)
-    sub = groups.view(-1, SCREEN).index_select(0, r * (C // SCREEN) + g)
-    rr, cc = (sub >= s_min.index_select(0, r).unsqueeze(1)).nonzero().unbind(1)
-    return r.index_select(0, rr), g.index_select(0, rr) * SCREEN + cc, sub.view(-1).index_select(0, rr * SCREEN + cc)
+    if C % SCREEN == 0 and sims.is_contiguous():
+        groups = sims.view(B, C // SCREEN, SCREEN)
+        r, g = (groups.amax(dim=2) >= s_min.unsqueeze(1)).nonzero().unbind(1)
+        if r.numel() * 8 <= B * (C // SCREEN):  # few groups pass: only theirs are compared
+            sub = groups.view(-1, SCREEN).index_select(0, r * (C // SCREEN) + g)
+            rr, cc = (sub >= s_min.index_select(0, r).unsqueeze(1)).nonzero().unbind(1)
+            return (r.index_select(0, rr), g.index_select(0, rr) * SCREEN + cc,
+                    sub.view(-1).index_select(0, rr * SCREEN + cc))
+    mask = sims >= s_min.unsqueeze(1)  # whole groups or not, or loose thresholds: compare all
+    r, c = mask.nonzero().unbind(1)
+    return r, c, sims[mask]
 
 
 FIRST_PRODUCTS = 1 << 16

@@ -132,17 +132,13 @@ class RecordTable(Mapping):
             t, vf, vu, acc = cols[0][j], cols[1][j], cols[2][j], cols[3][j]
             m = metas[r]
             x = exact.get(i) if exact else None  # datetimes float seconds would not give back
-            if x is None:
-                rec = MemoryRecord(i, texts[j], parents[r], from_seconds(t), {} if m is None else m,
-                                   None if vf == -math.inf else from_seconds(vf),
-                                   None if vu == math.inf else from_seconds(vu), int(acc), last.get(i))
-            else:
-                rec = MemoryRecord(
-                    i, texts[j], parents[r], x["t"] if "t" in x else from_seconds(t), {} if m is None else m,
-                    x["valid_from"] if "valid_from" in x else (None if vf == -math.inf else from_seconds(vf)),
-                    x["valid_until"] if "valid_until" in x else (None if vu == math.inf else from_seconds(vu)),
-                    int(acc), last.get(i))
-            out.append(rec)
+            out.append(MemoryRecord(
+                i, texts[j], parents[r],
+                x["t"] if x and "t" in x else from_seconds(t),
+                {} if m is None else m,
+                x["valid_from"] if x and "valid_from" in x else (None if vf == -math.inf else from_seconds(vf)),
+                x["valid_until"] if x and "valid_until" in x else (None if vu == math.inf else from_seconds(vu)),
+                int(acc), last.get(i)))
         return out
 
     # ------------------------------------------------------------------ writing
