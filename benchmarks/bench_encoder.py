@@ -53,7 +53,7 @@ def load_hierarchy(args):
         return read_hierarchy(args.edges, args.names)
     from hypermem.data.wordnet import hit_noun_hierarchy
 
-    return hit_noun_hierarchy()
+    return hit_noun_hierarchy(text=args.text)
 
 
 def scorer_for(args, task, out: Path):
@@ -204,6 +204,8 @@ def main(argv=None) -> int:
     ap.add_argument("--eval", default="", help="evaluate a saved encoder folder instead of training")
     ap.add_argument("--edges", default="", help="TSV/JSONL edges (child, parent) of another hierarchy")
     ap.add_argument("--names", default="", help="TSV/JSONL names (id, text) of another hierarchy")
+    ap.add_argument("--text", choices=["lemma", "definition"], default="lemma",
+                    help="WordNet entities named by their lemma (HiT's data) or 'lemma: definition'")
     ap.add_argument("--holdout", type=float, default=0.02, help="fraction of entities held out (--task unseen)")
     ap.add_argument("--tag", default="", help="suffix of the run folder")
     ap.add_argument("-o", "--out", default="runs/bench_encoder")

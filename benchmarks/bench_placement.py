@@ -68,10 +68,11 @@ HOPS = (1, 2, 3, 4)
 """Hop distances reported (4 means 4 or more)."""
 
 
-def load_task(seed: int):
+def load_task(seed: int, text: str = "lemma"):
+    """The unseen-entity split of WordNet nouns named by their lemma or by ``"lemma: definition"``."""
     from hypermem.data.wordnet import hit_noun_hierarchy
 
-    return unseen_entity_task(hit_noun_hierarchy(), seed=seed)
+    return unseen_entity_task(hit_noun_hierarchy(text=text), seed=seed)
 
 
 def embedder_for(spec: str):
@@ -282,7 +283,7 @@ def check_real_adds(mem, task, threshold, rows, sample: int = 50, seed: int = 0)
 
 
 def quality(args) -> int:
-    task = load_task(args.seed)
+    task = load_task(args.seed, args.text)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     specs = list(args.encoder) + (["cosine"] if args.cosine else [])
@@ -293,12 +294,13 @@ def quality(args) -> int:
         if args.lam is not None and hasattr(emb, "ranking_weight"):
             emb.ranking_weight, name = float(args.lam), f"{name}-l{args.lam:g}"  # ranking's lambda; F1's decides
         t0 = time.monotonic()
-        cache = out / f"points-{base}-s{args.seed}.pt" if args.cache else None
+        texts = "" if args.text == "lemma" else f"-{args.text}"
+        cache = out / f"points-{base}-s{args.seed}{texts}.pt" if args.cache else None
         mem, known = known_store(emb, task, cache, filed=args.filed)
         name = f"{name}-filed" if args.filed else name
         thr = getattr(emb, "threshold", None)
         res = outcomes(mem, task, task.test_entities, thr)
-        rec = {"system": name, "seed": args.seed, "source": spec, "threshold": thr, "memories": len(mem),
+        rec = {"system": name, "seed": args.seed, "source": spec, "text": args.text, "threshold": thr, "memories": len(mem),
                "summary": summary(res["rows"]), "rows": [{k: r[k] for k in ("entity", "parent", "within2", "within2_ungated", "attached")}
                                                          for r in res["rows"]]}
         if thr is not None or args.filed:   # a filed store's plain embedder always attaches the vote's choice
@@ -320,7 +322,7 @@ def quality(args) -> int:
 
 
 def cost(args) -> int:
-    task = load_task(args.seed)
+    task = load_task(args.seed, args.text)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     h = task.hierarchy
@@ -403,6 +405,8 @@ def main(argv=None) -> int:
     p.add_argument("--foreign", type=int, default=0, metavar="N",
                    help="also place N LoCoMo utterances (texts from elsewhere) and report how many attach")
     p.add_argument("--cosine", action="store_true", help="also pre-trained MiniLM cosine (the store's nearest search)")
+    p.add_argument("--text", choices=["lemma", "definition"], default="lemma",
+                   help="nouns named by their lemma (HiT's data) or by 'lemma: definition'")
     p.add_argument("--seed", type=int, default=1, help="the unseen-entity split's seed (default 1)")
     p.add_argument("--sample", type=int, default=50, help="real add(parent='auto') calls checked per system")
     p.add_argument("--no-cone", dest="cone", action="store_false", help="skip the cone-vs-score validation")

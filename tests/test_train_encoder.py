@@ -108,3 +108,13 @@ def test_a_small_head_from_yaml_trains_and_exports(setup):
     a = torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)
     head = [k for k in a["state_dict"] if "linear" in k]
     assert head and a["state_dict"][head[0]].shape[0] == 4
+
+
+def test_the_data_section_refuses_a_text_it_cannot_give():
+    from hypermem.train.encoder_data import EncoderDataModule
+
+    assert EncoderDataModule(text="definition").hparams.text == "definition"
+    with pytest.raises(ValueError, match="data.text must be one of"):
+        EncoderDataModule(text="gloss")
+    with pytest.raises(ValueError, match="applies to hierarchy: wordnet"):
+        EncoderDataModule(hierarchy="files", edges="e.tsv", text="definition")

@@ -110,3 +110,19 @@ def test_lex_classes_of_the_database():
     lex = wordnet.lex_classes()
     assert len(lex) == 82115 and set(lex.values()) == set(range(3, 29))
     assert lex["dog.n.01"] == 5 and lex["entity.n.01"] == 3 and lex["leash.n.01"] == 6
+
+
+def test_hit_hierarchy_names_entities_by_lemma_or_by_definition(tmp_path):
+    assert wordnet.definition('a member of the genus Canis; occurs in many breeds; "the dog barked"') == \
+        "a member of the genus Canis; occurs in many breeds"
+    assert wordnet.definition('"only an example"') == ""
+    d = _tiny_database(tmp_path)
+    lemma = wordnet.hit_noun_hierarchy(d)
+    defined = wordnet.hit_noun_hierarchy(d, text="definition")
+    assert lemma.edges == defined.edges and set(lemma.names) == set(defined.names)
+    assert lemma.names["dog.n.01"] == "dog" and lemma.name == "wordnet-nouns"
+    assert defined.names["dog.n.01"] == "dog: a member of the genus Canis"
+    assert defined.names["entity.n.01"] == "entity: that which is perceived or known"
+    assert defined.name == "wordnet-nouns-definitions"
+    with pytest.raises(ValueError, match="text must be one of"):
+        wordnet.hit_noun_hierarchy(d, text="gloss")

@@ -350,16 +350,37 @@ def build_hierarchy(root: str | None = None, path: str | os.PathLike | None = No
                      closure=closure, tree=tree, glosses=g)
 
 
-def hit_noun_hierarchy(path: str | os.PathLike | None = None) -> EntityHierarchy:
+def definition(gloss: str) -> str:
+    """The definition part of a WordNet gloss: the text before its first quoted example
+    (``'a member of the genus Canis ...; "the dog barked all night"'`` -> ``'a member of the
+    genus Canis ...'``)."""
+    return gloss.split('"', 1)[0].strip().rstrip(";").strip()
+
+
+HIT_TEXTS = ("lemma", "definition")
+"""What names an entity of :func:`hit_noun_hierarchy`: its first lemma, or lemma and definition."""
+
+
+def hit_noun_hierarchy(path: str | os.PathLike | None = None, text: str = "lemma") -> EntityHierarchy:
     """WordNet's noun hierarchy as Hierarchy Transformers build it (He et al., NeurIPS 2024):
     the synsets joined by hypernym (``@``) pointers, instance pointers left out -- 74,401
     entities, 75,850 direct edges and 587,658 transitive pairs -- each entity named by its
     first lemma with underscores as spaces (``dog.n.01`` is ``"dog"``; names repeat across
-    senses, as in HiT's data).  Split it into tasks with :mod:`hypermem.data.hierarchy_tasks`."""
+    senses, as in HiT's data).  ``text="definition"`` names each entity ``"lemma: definition"``
+    instead (``"dog: a member of the genus Canis ..."``; :func:`definition`), the kind of text a
+    store's memory holds, with the same entities and edges.  Split it into tasks with
+    :mod:`hypermem.data.hierarchy_tasks`."""
+    if text not in HIT_TEXTS:
+        raise ValueError(f"text must be one of {HIT_TEXTS}, got {text!r}")
     synsets = read_nouns(path)
     edges = [(n, p) for n, s in synsets.items() for p in s.hypernyms]
     nodes = {e for pair in edges for e in pair}
     names = {n: synsets[n].lemmas[0].replace("_", " ") for n in sorted(nodes)}
+    if text == "definition":
+        for n, lemma in names.items():
+            d = definition(synsets[n].gloss)
+            names[n] = f"{lemma}: {d}" if d else lemma
+        return EntityHierarchy(names, edges, name="wordnet-nouns-definitions")
     return EntityHierarchy(names, edges, name="wordnet-nouns")
 
 

@@ -2,7 +2,8 @@
 
 ``data.hierarchy`` is ``wordnet`` (HiT's WordNet nouns from Debian's ``wordnet-base``,
 :func:`hypermem.data.wordnet.hit_noun_hierarchy`) or ``files`` with ``data.edges`` and
-``data.names`` (a user's own TSV or JSONL files, :mod:`hypermem.data.hierarchy_files`).
+``data.names`` (a user's own TSV or JSONL files, :mod:`hypermem.data.hierarchy_files`);
+``data.text: definition`` names WordNet's entities ``"lemma: definition"`` instead of their lemma.
 ``data.task`` picks the split (:mod:`hypermem.data.hierarchy_tasks`): ``mixed`` (HiT's
 mixed-hop prediction), ``multi`` (multi-hop inference), ``unseen`` (held-out entities) or
 ``none`` (train on every edge; 5% of them, at most 2,000, carved out for validation).
@@ -28,7 +29,7 @@ from ..data.hierarchy_tasks import (
     multi_hop_task,
     unseen_entity_task,
 )
-from ..data.wordnet import hit_noun_hierarchy
+from ..data.wordnet import HIT_TEXTS, hit_noun_hierarchy
 from ..hierarchy.encoder_batches import EdgeBatches, closure_sets
 
 TASKS = {"mixed": mixed_hop_task, "multi": multi_hop_task, "unseen": unseen_entity_task}
@@ -62,6 +63,9 @@ class EncoderDataModule(pl.LightningDataModule):
     edges, names:
         With ``hierarchy: files``: the edges file (``child<TAB>parent`` or JSONL) and the
         optional names file (``id<TAB>text`` or JSONL).
+    text:
+        With ``hierarchy: wordnet``: ``lemma`` (HiT's names) or ``definition`` (``"lemma:
+        definition"``, :func:`hypermem.data.wordnet.hit_noun_hierarchy`).
     task:
         ``mixed``, ``multi``, ``unseen`` or ``none``.
     batch_size, children_per_parent, negatives, hard_negatives:
@@ -74,13 +78,17 @@ class EncoderDataModule(pl.LightningDataModule):
     """
 
     def __init__(self, hierarchy: str = "wordnet", edges: str | None = None, names: str | None = None,
-                 task: str = "mixed", batch_size: int = 128, children_per_parent: int = 8, negatives: int = 10,
+                 text: str = "lemma", task: str = "mixed", batch_size: int = 128, children_per_parent: int = 8, negatives: int = 10,
                  hard_negatives: int = 8, val_size: int = 1000, seed: int = 0):
         super().__init__()
         if hierarchy not in ("wordnet", "files"):
             raise ValueError(f"data.hierarchy must be 'wordnet' or 'files', got {hierarchy!r}")
         if hierarchy == "files" and not edges:
             raise ValueError("data.hierarchy: files needs data.edges (a TSV or JSONL file of child/parent edges)")
+        if text not in HIT_TEXTS:
+            raise ValueError(f"data.text must be one of {list(HIT_TEXTS)}, got {text!r}")
+        if hierarchy == "files" and text != "lemma":
+            raise ValueError("data.text applies to hierarchy: wordnet; a names file gives a files hierarchy its texts")
         if task not in (*TASKS, "none"):
             raise ValueError(f"data.task must be one of {sorted(TASKS) + ['none']}, got {task!r}")
         if val_size < 1:
@@ -93,7 +101,7 @@ class EncoderDataModule(pl.LightningDataModule):
         if self.h is not None:
             return
         hp = self.hparams
-        self.h = read_hierarchy(hp.edges, hp.names) if hp.hierarchy == "files" else hit_noun_hierarchy()
+        self.h = read_hierarchy(hp.edges, hp.names) if hp.hierarchy == "files" else hit_noun_hierarchy(text=hp.text)
         if hp.task == "none":
             self.train_edges, val_edges = carve_validation(self.h.edges, hp.seed)
             self.val = NegativeSampler(self.h, hp.negatives, hp.seed + 1).pair_set(val_edges)
