@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -42,15 +43,16 @@ def hierarchy(name: str):
     return hit_noun_hierarchy(text="definition" if name.endswith("definitions") else "lemma")
 
 
-def outcomes(folder: Path, task, kind: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per test pair: predicted related (at the run's own lambda and threshold), and the label."""
-    res = json.loads((folder / "results.json").read_text())["f1"][kind]
+def outcomes(folder: Path, task) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """Per kind, per test pair: predicted related (at the run's own lambda and threshold for
+    that kind), and the label."""
+    res = json.loads((folder / "results.json").read_text())["f1"]
     enc = HierarchyEncoder.load(folder / "encoder")
-    pairs, labels = task.test.pairs(kind)
+    labelled = {kind: task.test.pairs(kind) for kind in KINDS}
     with torch.no_grad():
-        pts = encode_entities(enc, task.hierarchy.names, [e for p in pairs for e in p])
-        terms = pair_terms(enc, pts, pairs, labels)
-    return terms.scores(res["lambda"]) >= res["threshold"], terms.labels
+        pts = encode_entities(enc, task.hierarchy.names, [e for ps, _ in labelled.values() for p in ps for e in p])
+        terms = {kind: pair_terms(enc, pts, ps, ls) for kind, (ps, ls) in labelled.items()}
+    return {kind: (t.scores(res[kind]["lambda"]) >= res[kind]["threshold"], t.labels) for kind, t in terms.items()}
 
 
 def group_counts(pred: torch.Tensor, label: torch.Tensor, sizes: list[int]) -> torch.Tensor:
@@ -88,35 +90,40 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     root = Path(args.folder)
-    seeds = sorted(int(p.name.split("-s")[-1].split("-")[0]) for p in root.glob(f"{args.task}-*") if p.is_dir()
-                   and (p / "results.json").is_file() and p.name.startswith(f"{args.task}-{args.a.split('-')[0]}-s"))
 
     def run(system_tag: str, seed: int) -> Path:
         system, _, tag = system_tag.partition("-")
         return root / f"{args.task}-{system}-s{seed}{'-' + tag if tag else ''}"
 
+    def seed_of(p: Path, system_tag: str) -> int | None:
+        system, _, tag = system_tag.partition("-")
+        m = re.fullmatch(rf"{args.task}-{re.escape(system)}-s(\d+){re.escape('-' + tag if tag else '')}", p.name)
+        return int(m.group(1)) if m else None
+
+    seeds = sorted({s for p in root.iterdir() if (s := seed_of(p, args.a)) is not None})
     seeds = [s for s in seeds if (run(args.a, s) / "encoder").is_dir() and (run(args.b, s) / "encoder").is_dir()]
     if not seeds:
         raise SystemExit(f"no seed with both {args.a} and {args.b} under {root}")
     gen = torch.Generator().manual_seed(0)
-    report = {}
-    for kind in KINDS:
-        diffs, boots = [], []
-        for seed in seeds:
-            name = json.loads((run(args.a, seed) / "results.json").read_text())["hierarchy"]
-            task = TASKS[args.task](hierarchy(name), seed=seed)
+    diffs = {kind: [] for kind in KINDS}
+    boots = {kind: [] for kind in KINDS}
+    for seed in seeds:
+        name = json.loads((run(args.a, seed) / "results.json").read_text())["hierarchy"]
+        task = TASKS[args.task](hierarchy(name), seed=seed)
+        got_a, got_b = outcomes(run(args.a, seed), task), outcomes(run(args.b, seed), task)
+        for kind in KINDS:
             negs = task.test.random_negatives if kind == "random" else task.test.hard_negatives
             sizes = [1 + len(n) for n in negs]
-            ca = group_counts(*outcomes(run(args.a, seed), task, kind), sizes)
-            cb = group_counts(*outcomes(run(args.b, seed), task, kind), sizes)
-            d = float(f1(ca.sum(0)) - f1(cb.sum(0)))
-            boots.append(bootstrap(ca, cb, args.reps, gen))
-            diffs.append(d)
+            ca, cb = group_counts(*got_a[kind], sizes), group_counts(*got_b[kind], sizes)
+            boots[kind].append(bootstrap(ca, cb, args.reps, gen))
+            diffs[kind].append(float(f1(ca.sum(0)) - f1(cb.sum(0))))
             print(f"{kind} seed {seed}: F1 {float(f1(ca.sum(0))):.3f} vs {float(f1(cb.sum(0))):.3f}, "
-                  f"{args.a} - {args.b} {d:+.3f} [{float(boots[-1].quantile(0.025)):+.3f}, "
-                  f"{float(boots[-1].quantile(0.975)):+.3f}]", flush=True)
-        pooled = torch.stack(boots).mean(0)
-        report[kind] = {"seeds": seeds, "per_seed": diffs, "mean": sum(diffs) / len(diffs),
+                  f"{args.a} - {args.b} {diffs[kind][-1]:+.3f} [{float(boots[kind][-1].quantile(0.025)):+.3f}, "
+                  f"{float(boots[kind][-1].quantile(0.975)):+.3f}]", flush=True)
+    report = {}
+    for kind in KINDS:
+        pooled = torch.stack(boots[kind]).mean(0)
+        report[kind] = {"seeds": seeds, "per_seed": diffs[kind], "mean": sum(diffs[kind]) / len(seeds),
                         "low": float(pooled.quantile(0.025)), "high": float(pooled.quantile(0.975))}
         print(f"{kind}, pooled over seeds {seeds}: {args.a} - {args.b} {report[kind]['mean']:+.3f} "
               f"[{report[kind]['low']:+.3f}, {report[kind]['high']:+.3f}]", flush=True)
