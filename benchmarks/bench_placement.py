@@ -181,8 +181,8 @@ ALL_VOTED = 4 * VOTE_K
 def auto_choice(mem, x, ranked: list, threshold: float | None) -> str | None:
     """The parent ``add(text, parent="auto")`` takes (``x``: the text's encoder point), from the
     ranking ``ranked`` (all of it): without a threshold its first; else, where the text's
-    neighbourhood was filed (the store votes), the first if any voted candidate's pair score
-    passes, and otherwise the first, if it passes (the pair-score rule)."""
+    neighbourhood was filed (the store votes), the first candidate whose pair score passes,
+    and otherwise the first, if it passes (the pair-score rule)."""
     if not ranked:
         return None
     if threshold is None or not is_hierarchy_encoder(mem.embedder):
@@ -195,7 +195,8 @@ def auto_choice(mem, x, ranked: list, threshold: float | None) -> str | None:
                             sug.parent_of) >= FILED_MIN
     cands = ranked if voted else ranked[:1]
     dec = decision_scores(mem.embedder, x, torch.stack([mem.embedding(r.id) for r in cands]), sug.scan)
-    return cands[0].id if bool((dec > threshold).any()) else None
+    ok = (dec > threshold).nonzero()
+    return cands[int(ok[0, 0])].id if ok.numel() else None
 
 
 def foreign_texts(n: int, folder: Path = LOCOMO) -> list[str]:

@@ -201,26 +201,18 @@ def test_auto_parent_in_a_filed_store_takes_the_vote_and_keeps_why(enc, filed):
         pair = float(enc.subsumption_scores(["poodle"], [want[0][0]], centripetal_weight=enc.centripetal_weight))
         assert info["score"] == pytest.approx(pair, abs=1e-4)
         filed.remove(i)
-        assert info["support"] == pytest.approx(max(enc.subsumption_scores(
-            ["poodle"] * len(want), [c for c, _ in want], centripetal_weight=enc.centripetal_weight).tolist()), abs=1e-4)
-        # the vote chooses, the best pair score among its candidates decides: the vote's first
-        # choice even where its own pair score is below the threshold, as long as one passes
+        # the vote's choice below the threshold: the best-voted candidate that passes it
         pairs = enc.subsumption_scores(["poodle"] * len(want), [c for c, _ in want],
                                        centripetal_weight=enc.centripetal_weight).tolist()
-        order = sorted(pairs)
-        assert order[-1] > pairs[0], "the test needs a voted candidate that scores above the vote's first"
-        enc.threshold = (pairs[0] + order[-1]) / 2
+        enc.threshold = pairs[0] + 1e-3
+        passing = [c for c, s in zip(want, pairs) if s > enc.threshold]
         j = filed.add("poodle", parent="auto")
-        why = filed.get(j).meta["auto_parent"]
-        assert filed.parent(j) == want[0][0] == why["parent"]
-        assert why["score"] == pytest.approx(pairs[0], abs=1e-4)
-        assert why["score"] < enc.threshold < why["support"]
+        assert filed.parent(j) == (passing[0][0] if passing else None)
         filed.remove(j)
         enc.threshold = max(pairs) + 1e-3   # no candidate passes: a root, and why
         j = filed.add("poodle", parent="auto")
         assert filed.parent(j) is None and filed.get(j).meta["auto_parent"]["parent"] is None
         assert filed.get(j).meta["auto_parent"]["score"] == pytest.approx(pairs[0], abs=1e-4)
-        assert filed.get(j).meta["auto_parent"]["support"] == pytest.approx(max(pairs), abs=1e-4)
         filed.remove(j)
         # add_many: the batch's earlier items vote with the parents chosen for them
         enc.threshold = -math.inf

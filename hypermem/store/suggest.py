@@ -38,11 +38,8 @@ in :meth:`~hypermem.store.Memory.search`; 0 under ``NoDecay``).
   ``"score"`` its vote share); without a tree ``"auto"`` is a ``ValueError``.  With a hierarchy
   encoder, once the store (or an earlier item of the batch) holds a parent link and at least
   :data:`~hypermem.store.vote.FILED_MIN` of the text's neighbourhood sits under a parent
-  (:func:`~hypermem.store.vote.filed_share`), the vote chooses and the pair score decides: the
-  parent is the best-voted candidate if the best pair score (at the threshold's ``lambda``) among
-  the voted candidates passes the threshold, else a root (that best pair score is the meta's
-  ``"support"``; on WordNet's unseen nouns this rule beat "the best-voted candidate that passes"
-  on validation for every encoder tried, benchmarks/RESULTS.md); a neighbourhood of
+  (:func:`~hypermem.store.vote.filed_share`), the parent is the best-voted candidate whose pair
+  score at the threshold's ``lambda`` passes the threshold (else a root); a neighbourhood of
   roots is placed by the pair score as in a store without a tree, and so are the suggestions
   and the ancestors of ``by="auto"``.
 
@@ -403,14 +400,15 @@ class Suggester:
                     continue
                 ranked = neighbour_vote(cand, parent_of)
                 best = None
-                support = None
                 if ranked and not hier:
                     best = {"id": ranked[0][0], "score": ranked[0][1]}
-                elif ranked:  # the vote chooses; the best pair score among its candidates decides
+                elif ranked:  # the best-voted candidate whose pair score passes the threshold
                     P = torch.stack([st.embedding_column()[st.row[c]] if c in st.row else emb[pos[c]] for c, _ in ranked])
                     dec = decision_scores(enc, X[j], P, self.scan)
-                    best, support = {"id": ranked[0][0], "score": float(dec[0])}, float(dec.max())
-                self._decide(batch, i, best, thr, "vote", [{"id": c, "score": v} for c, v in ranked[:KEPT]], support)
+                    ok = (dec > thr).nonzero()
+                    at = int(ok[0, 0]) if ok.numel() else 0
+                    best = {"id": ranked[at][0], "score": float(dec[at])}
+                self._decide(batch, i, best, thr, "vote", [{"id": c, "score": v} for c, v in ranked[:KEPT]])
 
     def _pair_scores(self, enc, X: torch.Tensor, block: list[int], emb: torch.Tensor) -> torch.Tensor:
         """Pair scores of a block of batch items against the ``n`` stored memories, then the
@@ -440,16 +438,11 @@ class Suggester:
         self._decide(batch, i, best, thr, "subsumption", sug)
 
     @staticmethod
-    def _decide(batch, i: int, best: dict | None, thr: float, by: str, sug: list[dict],
-                support: float | None = None) -> None:
-        """Attach item ``i`` to ``best`` when the decision score passes ``thr`` (else a root), and
-        keep the choice in its meta.  The decision score is ``best``'s own score, or ``support``
-        (the best pair score among a vote's candidates) when given."""
-        decision = support if support is not None else (None if best is None else best["score"])
-        parent = best["id"] if decision is not None and decision > thr else None
+    def _decide(batch, i: int, best: dict | None, thr: float, by: str, sug: list[dict]) -> None:
+        """Attach item ``i`` to ``best`` when its decision score passes ``thr`` (else a root), and
+        keep the choice in its meta."""
+        parent = best["id"] if best is not None and best["score"] > thr else None
         batch.parents[i] = parent
-        why = {"parent": parent, "score": None if best is None else best["score"], "threshold": finite_or_none(thr),
-               "by": by, "suggested": sug}
-        if support is not None:
-            why["support"] = support
-        batch.metas[i] = {**batch.metas[i], META_KEY: why}
+        batch.metas[i] = {**batch.metas[i], META_KEY: {"parent": parent, "score": None if best is None else
+                                                       best["score"], "threshold": finite_or_none(thr), "by": by,
+                                                       "suggested": sug}}
