@@ -32,6 +32,7 @@ import torch  # noqa: E402
 
 from hypermem.data.hierarchy_files import read_hierarchy  # noqa: E402
 from hypermem.data.hierarchy_tasks import hop_distances, mixed_hop_task, multi_hop_task, unseen_entity_task  # noqa: E402
+from hypermem.data.wordnet import HIT_TEXTS  # noqa: E402
 from hypermem.embed import SentenceTransformerEmbedder  # noqa: E402
 from hypermem.embed.hierarchy_encoder import HierarchyEncoder  # noqa: E402
 from hypermem.hierarchy.encoder_eval import (  # noqa: E402
@@ -204,7 +205,7 @@ def main(argv=None) -> int:
     ap.add_argument("--eval", default="", help="evaluate a saved encoder folder instead of training")
     ap.add_argument("--edges", default="", help="TSV/JSONL edges (child, parent) of another hierarchy")
     ap.add_argument("--names", default="", help="TSV/JSONL names (id, text) of another hierarchy")
-    ap.add_argument("--text", choices=["lemma", "definition"], default="lemma",
+    ap.add_argument("--text", choices=HIT_TEXTS, default="lemma",
                     help="WordNet entities named by their lemma (HiT's data) or 'lemma: definition'")
     ap.add_argument("--holdout", type=float, default=0.02, help="fraction of entities held out (--task unseen)")
     ap.add_argument("--tag", default="", help="suffix of the run folder")

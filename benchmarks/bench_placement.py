@@ -57,6 +57,7 @@ from bench_encoder import paired_interval  # noqa: E402
 
 from hypermem import Memory  # noqa: E402
 from hypermem.data.hierarchy_tasks import hop_distances, unseen_entity_task  # noqa: E402
+from hypermem.data.wordnet import HIT_TEXTS  # noqa: E402
 from hypermem.embed import SentenceTransformerEmbedder  # noqa: E402
 from hypermem.embed.encoder_kind import is_hierarchy_encoder  # noqa: E402
 from hypermem.embed.hierarchy_encoder import HierarchyEncoder  # noqa: E402
@@ -405,7 +406,7 @@ def main(argv=None) -> int:
     p.add_argument("--foreign", type=int, default=0, metavar="N",
                    help="also place N LoCoMo utterances (texts from elsewhere) and report how many attach")
     p.add_argument("--cosine", action="store_true", help="also pre-trained MiniLM cosine (the store's nearest search)")
-    p.add_argument("--text", choices=["lemma", "definition"], default="lemma",
+    p.add_argument("--text", choices=HIT_TEXTS, default="lemma",
                    help="nouns named by their lemma (HiT's data) or by 'lemma: definition'")
     p.add_argument("--seed", type=int, default=1, help="the unseen-entity split's seed (default 1)")
     p.add_argument("--sample", type=int, default=50, help="real add(parent='auto') calls checked per system")

@@ -26,12 +26,11 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
+from bench_encoder import TASKS  # noqa: E402
 
-from hypermem.data.hierarchy_tasks import mixed_hop_task, multi_hop_task, unseen_entity_task  # noqa: E402
 from hypermem.embed.hierarchy_encoder import HierarchyEncoder  # noqa: E402
 from hypermem.hierarchy.encoder_eval import encode_entities, pair_terms  # noqa: E402
 
-TASKS = {"multi": multi_hop_task, "mixed": mixed_hop_task, "unseen": unseen_entity_task}
 KINDS = ("random", "hard")
 
 
