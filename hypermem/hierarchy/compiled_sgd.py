@@ -109,6 +109,10 @@ def _epoch_py(W, anchors, cand, masked, lr, batch_size, c, limit, floor, poincar
     P, K = cand.shape
     sc = math.sqrt(c)
     k = -lr * sc
+    # 1 - c||x||^2 of a point on the projection's limit: the least a row inside the ball
+    # can have.  Under Hogwild a row can be read halfway through another thread's write;
+    # clamping there keeps such a read's step finite (one thread alone never needs it).
+    least = 1.0 - c * limit * limit
     # The batch's summed update lives in a compact buffer, one row per distinct row the
     # batch touches (slot[r] says which; -1 when untouched), so the scattered writes stay
     # in cache on tables far larger than it (82,115 nouns).
@@ -131,7 +135,7 @@ def _epoch_py(W, anchors, cand, masked, lr, batch_size, c, limit, floor, poincar
             for t in range(dim):
                 xx += W[u, t] * W[u, t]
             xx *= c
-            alpha = 1.0 - xx
+            alpha = max(1.0 - xx, least)
             top = -np.inf
             for j in range(K):
                 v = cand[p, j]
@@ -144,7 +148,7 @@ def _epoch_py(W, anchors, cand, masked, lr, batch_size, c, limit, floor, poincar
                     yy *= c
                     xyj *= c
                     xy[j] = xyj
-                    beta[j] = 1.0 - yy
+                    beta[j] = max(1.0 - yy, least)
                     e[j] = yy - 2.0 * xyj
                     z = (e[j] + xx) / (beta[j] * (alpha * 0.5))
                     if z < floor:
@@ -201,19 +205,20 @@ def _epoch_py(W, anchors, cand, masked, lr, batch_size, c, limit, floor, poincar
             coef_x *= k
             for t in range(dim):
                 delta[su, t] += coef_x * W[u, t]
-        # apply the batch's summed update, project the rows it touched (Poincaré), reset the buffer
+        # apply the batch's summed update, project the rows it touched (Poincaré), reset the
+        # buffer; the new row is formed in the buffer and written once, already projected,
+        # so another thread never reads a row that this step pushed out of the ball
         for i in range(nrows):
             r = rows[i]
             sq = 0.0
             for t in range(dim):
-                W[r, t] += delta[i, t]
-                delta[i, t] = 0.0
-                sq += W[r, t] * W[r, t]
+                delta[i, t] += W[r, t]
+                sq += delta[i, t] * delta[i, t]
             nr = math.sqrt(sq)
-            if poincare and nr > limit:
-                f = limit / nr
-                for t in range(dim):
-                    W[r, t] *= f
+            f = limit / nr if poincare and nr > limit else 1.0
+            for t in range(dim):
+                W[r, t] = delta[i, t] * f if f != 1.0 else delta[i, t]
+                delta[i, t] = 0.0
             slot[r] = -1
     return total
 
