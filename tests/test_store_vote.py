@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 
+from hypermem.store.mentions import MENTION_SHARE, add_title, mentioned, title_terms
 from hypermem.store.vote import neighbour_vote
 
 PARENT = {"poodle": "dog", "beagle": "dog", "dog": "mammal", "mammal": "animal", "animal": "entity",
@@ -52,8 +53,17 @@ FILED = [("living thing", None), ("animal", "living thing"), ("plant", "living t
          ("tree oak", "plant"), ("tree pine", "plant")]
 
 
+def named(mem, text):
+    """The stored memories that ``text`` names, from their texts (hypermem.store.mentions)."""
+    titles: dict = {}
+    for i in mem.ids:
+        add_title(titles, i, mem.get(i).text)
+    return mentioned(text, titles)
+
+
 def plain_vote(mem, text):
-    """The vote from the store's own embeddings (the hashing embedder) and its declared parents."""
+    """The vote from the store's own embeddings (the hashing embedder), its declared parents and
+    the memories the text names."""
     from hypermem.store.vote import VOTE_K
 
     q = mem.embedder.embed([text])[0].double()
@@ -61,7 +71,8 @@ def plain_vote(mem, text):
     E = torch.stack([mem.embedding(i) for i in ids]).double()
     cos = (E @ q) / (E.norm(dim=1) * q.norm())
     top = torch.topk(cos, min(VOTE_K, len(ids)))
-    return neighbour_vote([(ids[r], c, 1.0) for c, r in zip(top.values.tolist(), top.indices.tolist())], mem.parent)
+    return neighbour_vote([(ids[r], c, 1.0) for c, r in zip(top.values.tolist(), top.indices.tolist())], mem.parent,
+                          mentioned=named(mem, text))
 
 
 def test_a_filed_store_votes_with_any_embedder():
@@ -97,6 +108,85 @@ def test_a_flat_store_without_an_encoder_still_refuses_auto_and_stores_nothing()
     a, b, c = m.add_many([{"text": "cat", "id": "cat", "parent": "animal"}, {"text": "dog", "id": "dog"},
                           {"text": "cat breed tabby", "parent": "auto"}])
     assert m.parent(c) in ("cat", "animal") and m.get(c).meta["auto_parent"]["by"] == "vote"
+
+
+# ---------------------------------------------------------------------------- the memories a text names
+def test_titles_and_the_memories_a_text_mentions():
+    assert title_terms("the dishwasher") == ("dishwash",)              # stop words out, Porter stems
+    assert title_terms("dog: a member of the genus Canis") == ("dog",)  # the text before ": "
+    assert title_terms("the dishwasher filter needs rinsing every month") is None   # 5 terms: no title
+    assert title_terms("the") is None and title_terms("") is None
+    titles: dict = {}
+    for i, t in [("d", "the dishwasher"), ("k", "kingfisher: a bird"), ("t", "tree: a tall plant"),
+                 ("c", "ceiling"), ("a", "absolute ceiling: the highest"), ("c2", "ceiling: a limit")]:
+        add_title(titles, i, t)
+    assert mentioned("the dishwasher filter needs rinsing", titles) == ["d"]
+    assert mentioned("Achras: tropical trees having papery leaves", titles) == ["t"]       # a plural
+    assert mentioned("kookaburra: Australian kingfisher having a loud cry", titles) == ["k"]
+    # a compound names its head word; a text's own title (another sense) is not its parent
+    assert mentioned("absolute ceiling: the maximum altitude", titles) == ["c", "c2"]
+    assert mentioned("ceiling: the overhead upper surface of a room", titles) == []
+    assert mentioned("the ceiling of the absolute ceiling", titles) == ["c", "c2", "a"]   # shorter titles first
+    assert mentioned("a shiny kettle", titles, {title_terms("kettle"): ["x"]}) == ["x"]   # more maps: a batch
+
+
+def test_a_mentioned_memory_adds_mu_to_its_share():
+    base = dict(neighbour_vote([("poodle", 1.0, 1.0)], PARENT.get, alpha=1.0, decay=0.5, self_weight=0.25, hops=2))
+    got = dict(neighbour_vote([("poodle", 1.0, 1.0)], PARENT.get, alpha=1.0, decay=0.5, self_weight=0.25, hops=2,
+                              mentioned=["mammal", "cat"], mention=0.3))
+    assert got["mammal"] == pytest.approx(base["mammal"] + 0.3) and got["cat"] == pytest.approx(0.3)
+    assert {c: v for c, v in got.items() if c not in ("mammal", "cat")} == pytest.approx(
+        {c: v for c, v in base.items() if c != "mammal"})
+    ranked = neighbour_vote([("poodle", 1.0, 1.0)], PARENT.get, alpha=1.0, decay=0.5, self_weight=0.25, hops=2,
+                            mentioned=["mammal"], mention=1.0)
+    assert ranked[0][0] == "mammal"
+    # a mentioned memory that may not be suggested gets nothing; no neighbour weight: nothing at all
+    assert "cat" not in dict(neighbour_vote([("poodle", 1.0, 1.0)], PARENT.get, lambda i: i != "cat",
+                                            mentioned=["cat"]))
+    assert neighbour_vote([("poodle", -1.0, 1.0)], PARENT.get, mentioned=["cat"]) == []
+    assert MENTION_SHARE > 0
+
+
+HOUSE = [("appliance", None), ("tool", None), ("the kettle", "appliance"), ("the toaster", "appliance"),
+         ("the cordless drill", "tool"), ("the hammer", "tool"), ("the kettle holds a litre and a half", "the kettle"),
+         ("the toaster crumb tray is full", "the toaster"), ("the hammer handle is cracked", "the hammer")]
+
+
+def test_the_store_adds_the_mention_term_and_its_titles_follow_the_store(monkeypatch):
+    from functools import partial
+
+    import hypermem.store.suggest as suggest
+    from hypermem import Memory
+
+    m = Memory()
+    m.add_many([{"text": t, "id": t, "parent": p} for t, p in HOUSE])
+    note = "the cordless drill battery is flat"
+    assert named(m, note) == ["the cordless drill"]
+    got = m.suggest_parents(note, k=3)
+    assert [(h.id, h.score) for h in got] == [(c, pytest.approx(v)) for c, v in plain_vote(m, note)[:3]]
+    with monkeypatch.context() as mp:    # the term is the only difference
+        mp.setattr(suggest, "neighbour_vote", partial(neighbour_vote, mention=0.0))
+        plain = {h.id: h.score for h in m.suggest_parents(note, k=3)}
+    assert {h.id: h.score for h in got} == pytest.approx(
+        {i: v + MENTION_SHARE * (i == "the cordless drill") for i, v in plain.items()})
+    # the kind's share (every tool votes for it) beats the named thing's at the default mu; a larger mu
+    # files the note under the thing, in one add and in a batch whose earlier item it names
+    assert got[0].id == "tool"
+    monkeypatch.setattr(suggest, "neighbour_vote", partial(neighbour_vote, mention=1.0))
+    i = m.add(note, parent="auto")
+    assert m.parent(i) == "the cordless drill" and m.get(i).meta["auto_parent"]["by"] == "vote"
+    a, b = m.add_many([{"text": "the blender", "id": "bl", "parent": "appliance"},
+                       {"text": "the blender jar is cracked", "parent": "auto"}])
+    assert m.parent(b) == "bl"
+    # the titles follow the store: a new memory is named at once, a rewritten one by its new text, a removed one no more
+    find = m.suggester.mentions.find
+    m.add("the microwave", id="mw", parent="appliance")
+    assert find(m.state, "the microwave clock is wrong") == ["mw"]
+    m.update("mw", text="the rice cooker")
+    assert find(m.state, "the microwave clock") == [] and find(m.state, "the rice cooker lid") == ["mw"]
+    m.remove("mw")
+    assert find(m.state, "the rice cooker lid") == []
+    assert find(m.state, "hammer handle", {title_terms("handle"): ["z"]}) == ["the hammer", "z"]
 
 
 # ---------------------------------------------------------------------------- in the store
@@ -152,7 +242,7 @@ def expected_vote(enc, mem, text, allowed=None):
     cos = (E @ q) / (E.norm(dim=1) * q.norm())
     top = torch.topk(cos, min(VOTE_K, len(ids)))
     return neighbour_vote([(ids[r], c, 1.0) for c, r in zip(top.values.tolist(), top.indices.tolist())],
-                          mem.parent, allowed)
+                          mem.parent, allowed, mentioned=named(mem, text))
 
 
 def test_a_filed_store_suggests_by_the_vote_and_a_flat_one_by_the_score(enc, filed):

@@ -17,7 +17,8 @@ in :meth:`~hypermem.store.Memory.search`; 0 under ``NoDecay``).
   only the ``k * oversample`` nearest memories of the store's own nearest search instead.
 * **A store that holds a tree** (a memory has a parent, declared or auto-chosen) ranks by the
   vote of the text's nearest memories and their ancestors instead (``by="auto"``, the
-  default; :mod:`hypermem.store.vote`): where the neighbours were filed is better evidence
+  default; :mod:`hypermem.store.vote`, plus a share for each memory the text names:
+  :mod:`hypermem.store.mentions`): where the neighbours were filed is better evidence
   than the pair score alone (WordNet's unseen nouns, ``parent="auto"`` within 2 hops: 0.29
   against 0.10-0.11; benchmarks/RESULTS.md).  A voted suggestion has ``score`` = its vote share (the time
   factor inside the weights) and ``distance = -s`` of the pair; ``by="subsumption"`` or
@@ -64,6 +65,7 @@ from ..temporal.clock import to_seconds
 from .checks import Filter
 from .encoder_points import hierarchy_encoder, is_hierarchy_encoder, places_points
 from .filters import compile_filter
+from .mentions import Mentions, add_title
 from .records import SearchResult
 from .subsumption_scan import SubsumptionScan
 from .vote import FILED_MIN, VOTE_K, filed_share, neighbour_vote
@@ -114,6 +116,8 @@ class Suggester:
         self.memory = memory
         self.scan = SubsumptionScan()
         """The stored vectors' terms of the score, kept until the store changes (store.subsumption_scan)."""
+        self.mentions = Mentions()
+        """The memories' titles, for the vote's mention term (store.mentions)."""
         self.norm_key: tuple | None = None
         self.norm_cache = torch.zeros(0, dtype=torch.float64)
 
@@ -197,7 +201,8 @@ class Suggester:
                         r = rows if pools is None else torch.tensor(sorted(st.row[i] for i in pools[b]),
                                                                     dtype=torch.long)
                         nb = None if near is None else (near[0][b - b0: b - b0 + 1], near[1][b - b0: b - b0 + 1])
-                        got = self._voted(enc, X[b], r, rows, weights, k, nb, FILED_MIN if fallback else 0.0)
+                        got = self._voted(enc, X[b], r, rows, weights, k, nb, FILED_MIN if fallback else 0.0,
+                                          queries[b] if isinstance(queries[b], str) else None)
                         if got is None:  # a neighbourhood of roots: the pair score ranks (module docstring)
                             got = self._top(self._scores(enc, X[b: b + 1], r)[0], r, weights, time_term, k)
                         out.append(got)
@@ -278,12 +283,13 @@ class Suggester:
 
     def _voted(self, enc, x: torch.Tensor, rows: torch.Tensor | None, allowed_rows: torch.Tensor | None,
                weights: torch.Tensor, k: int, near: tuple | None = None,
-               min_filed: float = 0.0) -> list[SearchResult] | None:
+               min_filed: float = 0.0, text: str | None = None) -> list[SearchResult] | None:
         """The ``k`` best candidates of the neighbours' vote for one query ``x`` (module
         :mod:`hypermem.store.vote`): neighbours among ``rows``, candidates among ``allowed_rows``
-        (None: all); ``score`` is the vote share, ``distance`` the pair's ``-s``; ``near``: the
-        neighbours when already found.  None when less than ``min_filed`` of the neighbours'
-        weight sits under a parent (:func:`~hypermem.store.vote.filed_share`)."""
+        (None: all); ``score`` is the vote share (plus the mention term for the memories that
+        ``text``, the query's text when it is one, names), ``distance`` the pair's ``-s``;
+        ``near``: the neighbours when already found.  None when less than ``min_filed`` of the
+        neighbours' weight sits under a parent (:func:`~hypermem.store.vote.filed_share`)."""
         st = self.memory.state
         if rows is not None and rows.numel() == 0:
             return []
@@ -293,7 +299,9 @@ class Suggester:
         nb = [(st.ids[r], c, float(factor[r])) for c, r in zip(cos[0].tolist(), at[0].tolist())]
         if min_filed and filed_share(nb, self.parent_of) < min_filed:
             return None
-        ranked = neighbour_vote(nb, self.parent_of, None if ok is None else (lambda i: st.row[i] in ok))[:k]
+        named = () if text is None else self.mentions.find(st, text)
+        ranked = neighbour_vote(nb, self.parent_of, None if ok is None else (lambda i: st.row[i] in ok),
+                                mentioned=named)[:k]
         if not ranked:
             return []
         r = torch.tensor([st.row[i] for i, _ in ranked], dtype=torch.long)
@@ -370,6 +378,8 @@ class Suggester:
             return batch.parents[pos[i]] if i in pos else st.records.parent(i)
 
         unit = None   # the batch's unit vectors, when an item first votes
+        titles: dict = {}   # the titles of the batch's items before the current one (store.mentions)
+        titled = 0
         for b0 in range(0, len(auto), BLOCK):
             block = auto[b0: b0 + BLOCK]
             X = emb[block].to(torch.float64)
@@ -398,7 +408,10 @@ class Suggester:
                         sub = self._pair_scores(enc, X, block, emb)
                     self._choose(batch, i, sub[j], thr, X[j], emb)
                     continue
-                ranked = neighbour_vote(cand, parent_of)
+                for t in range(titled, i):
+                    add_title(titles, batch.ids[t], batch.texts[t])
+                titled = max(titled, i)
+                ranked = neighbour_vote(cand, parent_of, mentioned=self.mentions.find(st, batch.texts[i], titles))
                 best = None
                 if ranked and not hier:
                     best = {"id": ranked[0][0], "score": ranked[0][1]}

@@ -11,7 +11,8 @@ for each of its ancestors ``a`` up to ``hops`` links above it (times ``decay ** 
 
     vote(c) = sum_n w_n ( self_weight [c = n] + sum_{h=1..hops} decay^(h-1) [c = anc_h(n)] )
 
-and candidates rank by their share ``vote(c) / sum_n w_n``.  This is the nearest-neighbour
+and candidates rank by their share ``vote(c) / sum_n w_n``, plus ``mu`` for each memory the text
+names (:mod:`hypermem.store.mentions`: a definition's genus, a note's thing).  This is the nearest-neighbour
 parent baseline of taxonomy expansion (Shen et al., "TaxoExpan", WWW 2020; Jiang et al.,
 "TaxoEnrich", WWW 2022), here with the ancestors' decay so that a neighbour's grandparent still
 counts.  The default settings (``k = 20, alpha = 4, decay = 0.6, self_weight = 0.5, hops = 3``)
@@ -29,6 +30,8 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable, Iterable
+
+from .mentions import MENTION_SHARE
 
 __all__ = ["FILED_MIN", "VOTE_ALPHA", "VOTE_DECAY", "VOTE_HOPS", "VOTE_K", "VOTE_SELF", "filed_share",
            "neighbour_vote", "vote_weight"]
@@ -70,13 +73,16 @@ def filed_share(neighbours: Iterable[tuple[str, float, float]], parent_of: Calla
 def neighbour_vote(neighbours: Iterable[tuple[str, float, float]], parent_of: Callable[[str], str | None],
                    allowed: Callable[[str], bool] | None = None, *, alpha: float = VOTE_ALPHA,
                    decay: float = VOTE_DECAY, self_weight: float = VOTE_SELF,
-                   hops: int = VOTE_HOPS) -> list[tuple[str, float]]:
-    """Candidates ``(id, share)``, the best first (ties: the order they were first voted for).
+                   hops: int = VOTE_HOPS, mentioned: Iterable[str] = (),
+                   mention: float = MENTION_SHARE) -> list[tuple[str, float]]:
+    """Candidates ``(id, share)``, the best first (ties: the order they were first voted for,
+    then the order of ``mentioned``).
 
     ``neighbours``: ``(id, cosine, time factor)`` of the nearest memories (module docstring;
     the time factor is 1 under ``NoDecay``); ``parent_of(id)``: its parent id or None;
-    ``allowed(id)``: whether a candidate may be suggested (filters, ``at_time``); None: all.  An empty list when no neighbour has a
-    positive weight."""
+    ``allowed(id)``: whether a candidate may be suggested (filters, ``at_time``); None: all.
+    ``mentioned``: the memories the text names (:mod:`hypermem.store.mentions`), each adding
+    ``mention`` to its share.  An empty list when no neighbour has a positive weight."""
     votes: dict[str, float] = collections.defaultdict(float)
     total = 0.0
     for nid, cos, factor in neighbours:
@@ -96,5 +102,8 @@ def neighbour_vote(neighbours: Iterable[tuple[str, float, float]], parent_of: Ca
             a = parent_of(a)
     if total <= 0.0:
         return []
+    for c in mentioned:
+        if allowed is None or allowed(c):
+            votes[c] += mention * total
     ranked = sorted(votes.items(), key=lambda kv: -kv[1])  # stable: ties keep first-vote order
     return [(c, v / total) for c, v in ranked]

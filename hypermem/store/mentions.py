@@ -1,0 +1,122 @@
+r"""Memories that a text names: the mention term of the neighbours' vote.
+
+A text often names where it belongs.  A dictionary definition names its genus ("kookaburra:
+Australian *kingfisher* having a loud cackling cry"), a compound's head word is often its
+hypernym ("absolute *ceiling*": the substring-inclusion rule of taxonomy induction, e.g.
+Bordea et al., "SemEval-2016 Task 13: Taxonomy Extraction Evaluation", where it was a strong
+baseline), and an agent's note names the thing it is about ("the *dishwasher* filter needs
+rinsing every month").  A memory's **title** is its text up to the first ``": "`` (the whole
+text when there is none) written as BM25 terms (:func:`~hypermem.retrieval.bm25.tokenize`:
+lower case, stop words dropped, Porter stems, so "trees" names "tree" and "the dishwasher"
+names "dishwasher") when that is 1 to :data:`TITLE_TERMS` terms; longer texts have no title.
+A text **mentions** a memory when the memory's title occurs as a run of the text's terms,
+other than the text's own title (a word's other senses are not its parents).
+
+The vote (:func:`~hypermem.store.vote.neighbour_vote`) adds :data:`MENTION_SHARE` ``mu`` to
+the share of each memory the text mentions, so that a mentioned memory that its neighbours
+also vote for comes first::
+
+    score(c) = vote(c) / sum_n w_n + mu [text mentions c]
+
+:class:`Mentions` keeps the titles of a store's memories by their terms and follows the
+store's adds, rewrites and removals through the record table's journal, as the lexical index
+does (:mod:`hypermem.store.lexical`).
+"""
+
+from __future__ import annotations
+
+from ..retrieval.bm25 import tokenize
+
+__all__ = ["MENTION_SHARE", "TITLE_TERMS", "Mentions", "add_title", "mentioned", "title_terms"]
+
+TITLE_TERMS = 4
+"""The most terms a title has (a longer text names nothing)."""
+MENTION_SHARE = 0.1
+"""``mu``: the share a mentioned memory adds to its vote share, chosen on the validation nouns of
+WordNet's unseen-entity split (mu 0 / 0.1 / 0.15 / 0.2, the best mean within-2-hops rate over the
+ball and the twin on definitions and the ball on lemmas; benchmarks/RESULTS.md, "names")."""
+
+
+def title_terms(text: str) -> tuple[str, ...] | None:
+    """The title of a memory's ``text`` as terms (module docstring), or None when it has none."""
+    head = text.split(": ", 1)[0]
+    terms = tuple(tokenize(head))
+    return terms if 0 < len(terms) <= TITLE_TERMS else None
+
+
+def mentioned(text: str, *titles: dict[tuple[str, ...], list[str]]) -> list[str]:
+    """Ids of the memories whose title (a key of one of the ``titles`` maps) occurs as a run of
+    ``text``'s terms, its own title excepted: shorter titles first, then by where they occur."""
+    own = title_terms(text)
+    terms = tokenize(text)
+    out: dict[str, None] = {}
+    for size in range(1, TITLE_TERMS + 1):
+        for s in range(len(terms) - size + 1):
+            run = tuple(terms[s: s + size])
+            if run != own:
+                for index in titles:
+                    for i in index.get(run, ()):
+                        out.setdefault(i)
+    return list(out)
+
+
+class Mentions:
+    """The titles of a store's memories (id lists by title terms), kept in step with its
+    :class:`~hypermem.store.state.MemoryState` before each use."""
+
+    def __init__(self) -> None:
+        self.titles: dict[tuple[str, ...], list[str]] = {}
+        self.of: dict[str, tuple[str, ...] | None] = {}  # id -> its title when indexed
+        self.version = -1
+        self.layout: object | None = None
+        self.seen_rewrites = self.seen_rows = 0
+
+    def sync(self, state) -> None:
+        """Index the texts added or rewritten since the last sync and forget removed memories."""
+        if self.version == state.version:
+            return
+        table = state.records
+        ids = state.ids[: state.n]
+        if self.layout is table.layout:
+            rows = sorted({r for r in table.rewrites[self.seen_rewrites:] if r < state.n}
+                          | set(range(min(self.seen_rows, state.n), state.n)))
+        else:
+            rows = range(state.n)
+            gone = set(self.of) - set(ids)
+            for i in gone:
+                self._drop(i)
+        texts = table.texts
+        for r in rows:
+            i = ids[r]
+            t = title_terms(texts[r])
+            if i in self.of:
+                if self.of[i] == t:
+                    continue
+                self._drop(i)
+            self.of[i] = t
+            if t is not None:
+                self.titles.setdefault(t, []).append(i)
+        self.version = state.version
+        self.layout, self.seen_rewrites, self.seen_rows = table.layout, len(table.rewrites), state.n
+
+    def _drop(self, i: str) -> None:
+        t = self.of.pop(i)
+        if t is not None:
+            kept = [j for j in self.titles[t] if j != i]
+            if kept:
+                self.titles[t] = kept
+            else:
+                del self.titles[t]
+
+    def find(self, state, text: str, *more: dict[tuple[str, ...], list[str]]) -> list[str]:
+        """Ids of the stored memories (and of ``more`` title maps: a batch's earlier items, see
+        :func:`add_title`) that ``text`` mentions (:func:`mentioned`)."""
+        self.sync(state)
+        return mentioned(text, self.titles, *more)
+
+
+def add_title(titles: dict[tuple[str, ...], list[str]], id: str, text: str) -> None:
+    """Put memory ``id`` of ``text`` into a title map (when it has a title)."""
+    key = title_terms(text)
+    if key is not None:
+        titles.setdefault(key, []).append(id)
