@@ -116,6 +116,7 @@ def test_titles_and_the_memories_a_text_mentions():
     assert title_terms("dog: a member of the genus Canis") == ("dog",)  # the text before ": "
     assert title_terms("the dishwasher filter needs rinsing every month") is None   # 5 terms: no title
     assert title_terms("the") is None and title_terms("") is None
+    assert title_terms("kitchen " * 11) is None and title_terms("pneumonoultramicroscopicsilicovolcanoconiosis" * 2) is None
     titles: dict = {}
     for i, t in [("d", "the dishwasher"), ("k", "kingfisher: a bird"), ("t", "tree: a tall plant"),
                  ("c", "ceiling"), ("a", "absolute ceiling: the highest"), ("c2", "ceiling: a limit")]:

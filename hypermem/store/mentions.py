@@ -8,7 +8,8 @@ baseline), and an agent's note names the thing it is about ("the *dishwasher* fi
 rinsing every month").  A memory's **title** is its text up to the first ``": "`` (the whole
 text when there is none) written as BM25 terms (:func:`~hypermem.retrieval.bm25.tokenize`:
 lower case, stop words dropped, Porter stems, so "trees" names "tree" and "the dishwasher"
-names "dishwasher") when that is 1 to :data:`TITLE_TERMS` terms; longer texts have no title.
+names "dishwasher") when that is 1 to :data:`TITLE_TERMS` terms (and at most
+:data:`TITLE_CHARS` characters); longer texts have no title.
 A text **mentions** a memory when the memory's title occurs as a run of the text's terms,
 other than the text's own title (a word's other senses are not its parents).
 
@@ -25,12 +26,15 @@ does (:mod:`hypermem.store.lexical`).
 
 from __future__ import annotations
 
-from ..retrieval.bm25 import tokenize
+from ..retrieval.bm25 import STOPWORDS, tokenize, words
 
-__all__ = ["MENTION_SHARE", "TITLE_TERMS", "Mentions", "add_title", "mentioned", "title_terms"]
+__all__ = ["MENTION_SHARE", "TITLE_CHARS", "TITLE_TERMS", "Mentions", "add_title", "mentioned", "title_terms"]
 
 TITLE_TERMS = 4
 """The most terms a title has (a longer text names nothing)."""
+TITLE_CHARS = 80
+"""The longest title in characters (a longer head is not read further: a large store's titles
+are found in one pass that skips its long texts)."""
 MENTION_SHARE = 0.1
 """``mu``: the share a mentioned memory adds to its vote share, chosen on the validation nouns of
 WordNet's unseen-entity split (mu 0 / 0.1 / 0.15 / 0.2, the best mean within-2-hops rate over the
@@ -39,7 +43,10 @@ ball and the twin on definitions and the ball on lemmas; benchmarks/RESULTS.md, 
 
 def title_terms(text: str) -> tuple[str, ...] | None:
     """The title of a memory's ``text`` as terms (module docstring), or None when it has none."""
-    head = text.split(": ", 1)[0]
+    cut = text.find(": ", 0, TITLE_CHARS + 2)
+    head = text if cut < 0 else text[:cut]
+    if len(head) > TITLE_CHARS or sum(w not in STOPWORDS for w in words(head)) > TITLE_TERMS:
+        return None   # a long text: no stemming
     terms = tuple(tokenize(head))
     return terms if 0 < len(terms) <= TITLE_TERMS else None
 
