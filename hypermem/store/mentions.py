@@ -73,13 +73,14 @@ class Mentions:
 
     def __init__(self) -> None:
         self.titles: dict[tuple[str, ...], list[str]] = {}
-        self.of: dict[str, tuple[str, ...] | None] = {}  # id -> its title when indexed
+        self.of: dict[str, tuple[int, tuple[str, ...] | None]] = {}  # id -> (hash of its text, its title)
         self.version = -1
         self.layout: object | None = None
         self.seen_rewrites = self.seen_rows = 0
 
     def sync(self, state) -> None:
-        """Index the texts added or rewritten since the last sync and forget removed memories."""
+        """Index the texts added or rewritten since the last sync and forget removed memories;
+        after rows were renumbered (a removal), a text whose hash is unchanged keeps its title."""
         if self.version == state.version:
             return
         table = state.records
@@ -89,25 +90,23 @@ class Mentions:
                           | set(range(min(self.seen_rows, state.n), state.n)))
         else:
             rows = range(state.n)
-            gone = set(self.of) - set(ids)
-            for i in gone:
+            for i in set(self.of) - set(ids):
                 self._drop(i)
-        texts = table.texts
-        for r in rows:
-            i = ids[r]
-            t = title_terms(texts[r])
+        for r, text in zip(rows, table.texts.many(rows)):
+            i, h = ids[r], hash(text)
             if i in self.of:
-                if self.of[i] == t:
+                if self.of[i][0] == h:
                     continue
                 self._drop(i)
-            self.of[i] = t
+            t = title_terms(text)
+            self.of[i] = (h, t)
             if t is not None:
                 self.titles.setdefault(t, []).append(i)
         self.version = state.version
         self.layout, self.seen_rewrites, self.seen_rows = table.layout, len(table.rewrites), state.n
 
     def _drop(self, i: str) -> None:
-        t = self.of.pop(i)
+        t = self.of.pop(i)[1]
         if t is not None:
             kept = [j for j in self.titles[t] if j != i]
             if kept:
