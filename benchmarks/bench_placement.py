@@ -139,11 +139,13 @@ def outcomes(mem, task, entities: list[str], threshold: float | None) -> dict:
     hierarchy = is_hierarchy_encoder(mem.embedder)
     texts = [h.names[e] for e in entities]
     if hierarchy:   # all of a voted list: add(parent="auto") takes the first candidate that passes
-        hits = mem.search_batch(texts, k=ALL_VOTED, mode="ancestors", touch=False)
+        hits = mem.suggester.rank(texts, ALL_VOTED)
     elif mem.suggester.holds_tree():   # a filed store votes with any embedder
-        hits = mem.search_batch(texts, k=10, mode="ancestors", touch=False)
+        hits = mem.suggester.rank(texts, 10)
     else:
         hits = mem.search_batch(texts, k=10, touch=False, hybrid=0.0)
+    # the ancestors search (no mention term: store.mentions) for the recall by hop
+    ranked = mem.search_batch(texts, k=10, mode="ancestors", touch=False) if mem.suggester.places_text() else hits
     enc = mem.embedder
     qx = enc.encode(texts) if hierarchy else None
     sub = None   # a filed store ranks ancestors by the vote: the subsumption ranking beside it
@@ -151,13 +153,12 @@ def outcomes(mem, task, entities: list[str], threshold: float | None) -> dict:
         sub = mem.suggester.rank(texts, 10, by="subsumption")
 
     rows = []
-    for j, (e, res) in enumerate(zip(entities, hits)):
+    for j, (e, res, found) in enumerate(zip(entities, hits, ranked)):
         true = {p: d for p, d in anc[e].items() if p in mem}
         top = res[0] if res else None
         chosen = auto_choice(mem, qx[j] if hierarchy else None, res, threshold)
         attached = chosen is not None
-        res = res[:10]
-        got = [r.id for r in res]
+        got = [r.id for r in found[:10]]
         by_hop, by_hop_sub = {}, {}
         for hop in HOPS:
             want = {p for p, d in true.items() if (d >= hop if hop == HOPS[-1] else d == hop)}
@@ -213,7 +214,7 @@ def foreign_texts(n: int, folder: Path = LOCOMO) -> list[str]:
 def foreign_attach(mem, texts: list[str], threshold: float) -> dict:
     """How often ``parent="auto"`` attaches a text from elsewhere: by the store's rule (the
     first voted candidate that passes) and by the vote's first choice alone."""
-    hits = mem.search_batch(texts, k=ALL_VOTED, mode="ancestors", touch=False)
+    hits = mem.suggester.rank(texts, ALL_VOTED)
     X = mem.embedder.encode(texts)
     rule = [auto_choice(mem, X[j], res, threshold) is not None for j, res in enumerate(hits)]
     first = [auto_choice(mem, X[j], res[:1], threshold) is not None for j, res in enumerate(hits)]

@@ -290,7 +290,7 @@ class Searcher:
         memory = self.memory
         if mode == "ancestors" and root is None and memory.suggester.places_text():  # store.suggest
             return memory.suggester.rank(queries, k, opts.filters, at_time, opts.valid_only, bool(opts.use_index),
-                                         oversample, opts.touch)
+                                         oversample, opts.touch, parents=False)
         memory.refresh()
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValueError(f"k must be an integer >= 1, got {k!r}")

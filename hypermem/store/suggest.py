@@ -17,8 +17,9 @@ in :meth:`~hypermem.store.Memory.search`; 0 under ``NoDecay``).
   only the ``k * oversample`` nearest memories of the store's own nearest search instead.
 * **A store that holds a tree** (a memory has a parent, declared or auto-chosen) ranks by the
   vote of the text's nearest memories and their ancestors instead (``by="auto"``, the
-  default; :mod:`hypermem.store.vote`, plus a share for each memory the text names:
-  :mod:`hypermem.store.mentions`): where the neighbours were filed is better evidence
+  default; :mod:`hypermem.store.vote`, plus a share for each memory the text names in the
+  suggestions and ``parent="auto"``: :mod:`hypermem.store.mentions`): where the neighbours
+  were filed is better evidence
   than the pair score alone (WordNet's unseen nouns, ``parent="auto"`` within 2 hops: 0.29
   against 0.10-0.11; benchmarks/RESULTS.md).  A voted suggestion has ``score`` = its vote share (the time
   factor inside the weights) and ``distance = -s`` of the pair; ``by="subsumption"`` or
@@ -163,8 +164,10 @@ class Suggester:
 
     def rank(self, queries: Sequence[Any], k: int, filters: Filter = None, at_time: datetime | None = None,
              valid_only: bool = False, use_index: bool = False, oversample: int = 8,
-             touch: bool = False, by: str = "auto") -> list[list[SearchResult]]:
-        """:meth:`suggest_parents` for each query (one encoder call)."""
+             touch: bool = False, by: str = "auto", parents: bool = True) -> list[list[SearchResult]]:
+        """:meth:`suggest_parents` for each query (one encoder call); ``parents=False`` leaves
+        out the vote's mention term (:mod:`hypermem.store.mentions`), as the root-free ancestors
+        search does: it lifts a text's parents and pushes its farther ancestors down."""
         if by not in BY:
             raise ValueError(f"by must be one of {', '.join(map(repr, BY))}, got {by!r}")
         enc = self.memory.embedder
@@ -202,7 +205,7 @@ class Suggester:
                                                                     dtype=torch.long)
                         nb = None if near is None else (near[0][b - b0: b - b0 + 1], near[1][b - b0: b - b0 + 1])
                         got = self._voted(enc, X[b], r, rows, weights, k, nb, FILED_MIN if fallback else 0.0,
-                                          queries[b] if isinstance(queries[b], str) else None)
+                                          queries[b] if parents and isinstance(queries[b], str) else None)
                         if got is None:  # a neighbourhood of roots: the pair score ranks (module docstring)
                             got = self._top(self._scores(enc, X[b: b + 1], r)[0], r, weights, time_term, k)
                         out.append(got)
