@@ -156,7 +156,7 @@ def outcomes(mem, task, entities: list[str], threshold: float | None) -> dict:
     for j, (e, res, found) in enumerate(zip(entities, hits, ranked)):
         true = {p: d for p, d in anc[e].items() if p in mem}
         top = res[0] if res else None
-        chosen = auto_choice(mem, qx[j] if hierarchy else None, res, threshold)
+        chosen = auto_choice(mem, qx[j] if hierarchy else None, res, threshold, texts[j])
         attached = chosen is not None
         got = [r.id for r in found[:10]]
         by_hop, by_hop_sub = {}, {}
@@ -180,11 +180,12 @@ ALL_VOTED = 4 * VOTE_K
 """More than a vote's candidates (each of the ``VOTE_K`` neighbours and 3 ancestors)."""
 
 
-def auto_choice(mem, x, ranked: list, threshold: float | None) -> str | None:
+def auto_choice(mem, x, ranked: list, threshold: float | None, text: str | None = None) -> str | None:
     """The parent ``add(text, parent="auto")`` takes (``x``: the text's encoder point), from the
     ranking ``ranked`` (all of it): without a threshold its first; else, where the text's
-    neighbourhood was filed (the store votes), the first candidate whose pair score passes,
-    and otherwise the first, if it passes (the pair-score rule)."""
+    neighbourhood was filed (the store votes), the first candidate if ``text`` names it
+    (store.mentions), or else the first candidate whose pair score passes, and otherwise the
+    first, if it passes (the pair-score rule)."""
     if not ranked:
         return None
     if threshold is None or not is_hierarchy_encoder(mem.embedder):
@@ -195,6 +196,8 @@ def auto_choice(mem, x, ranked: list, threshold: float | None) -> str | None:
         cos, at = sug.neighbours(x[None].to(torch.float64), None, VOTE_K)
         voted = filed_share([(mem.ids[r], c, 1.0) for c, r in zip(cos[0].tolist(), at[0].tolist())],
                             sug.parent_of) >= FILED_MIN
+    if voted and text is not None and ranked[0].id in sug.mentions.find(mem.state, text):
+        return ranked[0].id
     cands = ranked if voted else ranked[:1]
     dec = decision_scores(mem.embedder, x, torch.stack([mem.embedding(r.id) for r in cands]), sug.scan)
     ok = (dec > threshold).nonzero()
@@ -216,8 +219,8 @@ def foreign_attach(mem, texts: list[str], threshold: float) -> dict:
     first voted candidate that passes) and by the vote's first choice alone."""
     hits = mem.suggester.rank(texts, ALL_VOTED)
     X = mem.embedder.encode(texts)
-    rule = [auto_choice(mem, X[j], res, threshold) is not None for j, res in enumerate(hits)]
-    first = [auto_choice(mem, X[j], res[:1], threshold) is not None for j, res in enumerate(hits)]
+    rule = [auto_choice(mem, X[j], res, threshold, texts[j]) is not None for j, res in enumerate(hits)]
+    first = [auto_choice(mem, X[j], res[:1], threshold, texts[j]) is not None for j, res in enumerate(hits)]
     return {"n": len(texts), "attached": sum(rule) / len(texts), "attached_first_choice_only": sum(first) / len(texts)}
 
 
@@ -273,7 +276,7 @@ def check_real_adds(mem, task, threshold, rows, sample: int = 50, seed: int = 0)
         r = rows[i]
         text = h.names[r["entity"]]
         x = enc.encode([text])[0] if is_hierarchy_encoder(enc) else None
-        want = auto_choice(mem, x, mem.suggest_parents(text, k=ALL_VOTED), threshold)
+        want = auto_choice(mem, x, mem.suggest_parents(text, k=ALL_VOTED), threshold, text)
         t0 = time.perf_counter()
         new = mem.add(text, parent="auto")
         secs.append(time.perf_counter() - t0)

@@ -316,6 +316,38 @@ def test_auto_parent_in_a_filed_store_takes_the_vote_and_keeps_why(enc, filed):
         enc.threshold = saved
 
 
+def test_a_parent_the_text_names_and_the_vote_puts_first_needs_no_threshold(enc, filed, monkeypatch):
+    from functools import partial
+
+    import hypermem.store.suggest as suggest
+
+    saved = enc.threshold
+    try:
+        enc.threshold = math.inf   # no pair score passes
+        text = "poodle: a curly dog"
+        j = filed.add(text, parent="auto")
+        top = filed.get(j).meta["auto_parent"]["suggested"][0]["id"]
+        named_first = top == "dog"
+        assert filed.parent(j) == ("dog" if named_first else None)
+        filed.remove(j)
+        # a term strong enough to put the named memory first: attached though no score passes, and the meta says why
+        monkeypatch.setattr(suggest, "neighbour_vote", partial(neighbour_vote, mention=5.0))
+        j = filed.add(text, parent="auto")
+        info = filed.get(j).meta["auto_parent"]
+        assert filed.parent(j) == "dog" == info["parent"] and info["named"] is True and info["threshold"] is None
+        assert info["score"] < math.inf and info["by"] == "vote"
+        filed.remove(j)
+        enc.threshold = 1e9     # a finite threshold is recorded as it is
+        j = filed.add(text, parent="auto")
+        assert filed.parent(j) == "dog" and filed.get(j).meta["auto_parent"]["threshold"] == 1e9
+        filed.remove(j)
+        # a text that names nothing: the threshold decides, a root
+        j = filed.add("poodle", parent="auto")
+        assert filed.parent(j) is None and "named" not in filed.get(j).meta["auto_parent"]
+    finally:
+        enc.threshold = saved
+
+
 def test_a_durable_filed_store_votes_and_keeps_the_choice(enc, tmp_path):
     path = tmp_path / "filed.db"
     saved = enc.threshold

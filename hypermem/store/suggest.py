@@ -41,7 +41,9 @@ in :meth:`~hypermem.store.Memory.search`; 0 under ``NoDecay``).
   encoder, once the store (or an earlier item of the batch) holds a parent link and at least
   :data:`~hypermem.store.vote.FILED_MIN` of the text's neighbourhood sits under a parent
   (:func:`~hypermem.store.vote.filed_share`), the parent is the best-voted candidate whose pair
-  score at the threshold's ``lambda`` passes the threshold (else a root); a neighbourhood of
+  score at the threshold's ``lambda`` passes the threshold (else a root), or the best-voted
+  candidate itself, whatever its score, when the text names it (``"named": true`` in the
+  meta; :mod:`hypermem.store.mentions`); a neighbourhood of
   roots is placed by the pair score as in a store without a tree, and so are the suggestions
   and the ancestors of ``by="auto"``.
 
@@ -414,17 +416,20 @@ class Suggester:
                 for t in range(titled, i):
                     add_title(titles, batch.ids[t], batch.texts[t])
                 titled = max(titled, i)
-                ranked = neighbour_vote(cand, parent_of, mentioned=self.mentions.find(st, batch.texts[i], titles))
-                best = None
+                named = self.mentions.find(st, batch.texts[i], titles)
+                ranked = neighbour_vote(cand, parent_of, mentioned=named)
+                best, gate = None, thr
                 if ranked and not hier:
                     best = {"id": ranked[0][0], "score": ranked[0][1]}
                 elif ranked:  # the best-voted candidate whose pair score passes the threshold
                     P = torch.stack([st.embedding_column()[st.row[c]] if c in st.row else emb[pos[c]] for c, _ in ranked])
                     dec = decision_scores(enc, X[j], P, self.scan)
                     ok = (dec > thr).nonzero()
-                    at = int(ok[0, 0]) if ok.numel() else 0
+                    at = 0 if ranked[0][0] in named else int(ok[0, 0]) if ok.numel() else 0
                     best = {"id": ranked[at][0], "score": float(dec[at])}
-                self._decide(batch, i, best, thr, "vote", [{"id": c, "score": v} for c, v in ranked[:KEPT]])
+                    if ranked[0][0] in named:   # the vote's first choice, named by the text: no gate
+                        best["named"], gate = True, -math.inf
+                self._decide(batch, i, best, gate, "vote", [{"id": c, "score": v} for c, v in ranked[:KEPT]], thr)
 
     def _pair_scores(self, enc, X: torch.Tensor, block: list[int], emb: torch.Tensor) -> torch.Tensor:
         """Pair scores of a block of batch items against the ``n`` stored memories, then the
@@ -454,11 +459,15 @@ class Suggester:
         self._decide(batch, i, best, thr, "subsumption", sug)
 
     @staticmethod
-    def _decide(batch, i: int, best: dict | None, thr: float, by: str, sug: list[dict]) -> None:
+    def _decide(batch, i: int, best: dict | None, thr: float, by: str, sug: list[dict],
+                shown: float | None = None) -> None:
         """Attach item ``i`` to ``best`` when its decision score passes ``thr`` (else a root), and
-        keep the choice in its meta."""
+        keep the choice in its meta (``shown``: the threshold to record, when ``thr`` was lifted
+        for a parent the text names; the meta then says ``"named": true``)."""
         parent = best["id"] if best is not None and best["score"] > thr else None
         batch.parents[i] = parent
-        batch.metas[i] = {**batch.metas[i], META_KEY: {"parent": parent, "score": None if best is None else
-                                                       best["score"], "threshold": finite_or_none(thr), "by": by,
-                                                       "suggested": sug}}
+        info = {"parent": parent, "score": None if best is None else best["score"],
+                "threshold": finite_or_none(thr if shown is None else shown), "by": by, "suggested": sug}
+        if best is not None and best.get("named"):
+            info["named"] = True
+        batch.metas[i] = {**batch.metas[i], META_KEY: info}
