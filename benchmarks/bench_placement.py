@@ -216,12 +216,15 @@ def foreign_texts(n: int, folder: Path = LOCOMO) -> list[str]:
 
 def foreign_attach(mem, texts: list[str], threshold: float) -> dict:
     """How often ``parent="auto"`` attaches a text from elsewhere: by the store's rule (the
-    first voted candidate that passes) and by the vote's first choice alone."""
+    vote's first choice if the text names it, else the first voted candidate that passes), by
+    the vote's first choice alone, and with a named first choice gated too."""
     hits = mem.suggester.rank(texts, ALL_VOTED)
     X = mem.embedder.encode(texts)
     rule = [auto_choice(mem, X[j], res, threshold, texts[j]) is not None for j, res in enumerate(hits)]
     first = [auto_choice(mem, X[j], res[:1], threshold, texts[j]) is not None for j, res in enumerate(hits)]
-    return {"n": len(texts), "attached": sum(rule) / len(texts), "attached_first_choice_only": sum(first) / len(texts)}
+    gated = [auto_choice(mem, X[j], res, threshold) is not None for j, res in enumerate(hits)]
+    return {"n": len(texts), "attached": sum(rule) / len(texts), "attached_first_choice_only": sum(first) / len(texts),
+            "attached_named_gated_too": sum(gated) / len(texts)}
 
 
 def summary(rows: list[dict]) -> dict:
