@@ -5,9 +5,9 @@ cackling cry"), a compound's head word is often its hypernym ("absolute ceiling"
 the substring-inclusion baseline of taxonomy induction), and an agent's note names the thing it
 is about ("the dishwasher filter needs rinsing" -> "the dishwasher").  Here a stored memory's
 *title* is its text up to the first ": " (its whole text when it has none) if that is at most
-four terms; a new text *mentions* a memory when the title occurs as a phrase in it
-(lower-cased words), its own title excluded.  The store's filed vote (``mode="ancestors"``,
-every voted candidate with its share) and the mentions combine as::
+four terms; a new text *mentions* a memory when the title occurs as a run of its terms, its own
+title excluded (:func:`hypermem.store.mentions.mentioned`).  The store's filed vote
+(``mode="ancestors"``, every voted candidate with its share) and the mentions combine as::
 
     score(c) = share(c) + mu * [c is mentioned]
 
@@ -16,10 +16,12 @@ store's ``parent="auto"`` is (the first candidate in that order whose pair score
 store now adds this term itself (:mod:`hypermem.store.mentions`, ``MENTION_SHARE``); here it is
 turned off in the store and added with each ``mu`` of the grid.  (The first runs matched
 lower-cased words; titles and texts are now the library's BM25 terms: stems, no stop words.)
-Settings on the validation nouns; the test nouns once with ``--split test``.
+``within2_named_first`` is the rule the store kept besides: the vote's first choice whatever its
+pair score when the text names it.  Settings on the validation nouns; the test nouns once with
+``--split test``.
 
     python experiments/placement_mention/run.py --encoder poincare=runs/unseen-def/unseen-poincare-s1-def/encoder \\
-        --text definition --cache runs/placement-def
+        --text definition --cache runs/placement-def --save runs/mention/val-poincare-def.json
 """
 
 from __future__ import annotations
