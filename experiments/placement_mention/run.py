@@ -38,22 +38,7 @@ from bench_placement import ALL_VOTED, auto_choice, embedder_for, known_store, l
 
 from hypermem.data.hierarchy_tasks import hop_distances  # noqa: E402
 from hypermem.embed.encoder_kind import is_hierarchy_encoder  # noqa: E402
-from hypermem.store.mentions import TITLE_TERMS, add_title, mentioned, title_terms  # noqa: E402
-
-
-def title(text: str, most: int = TITLE_TERMS):
-    return title_terms(text)
-
-
-def title_index(mem, ids: list[str], most: int = TITLE_TERMS) -> dict[tuple[str, ...], list[str]]:
-    out: dict[tuple[str, ...], list[str]] = {}
-    for i in ids:
-        add_title(out, i, mem.get(i).text)
-    return out
-
-
-def mentions(text: str, index, most: int = TITLE_TERMS) -> list[str]:
-    return mentioned(text, index)
+from hypermem.store.mentions import title_terms  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -83,7 +68,7 @@ def main(argv=None) -> int:
     hier = is_hierarchy_encoder(emb)
     X = emb.encode(texts) if hier else emb.embed(texts)
     thr = getattr(emb, "threshold", None)
-    index = title_index(mem, known, TITLE_TERMS)
+    named = mem.suggester.mentions   # the store's own title index
     E = torch.stack([mem.embedding(i) for i in known]).to(torch.float64)
     at = {k: j for j, k in enumerate(known)}
     En = E / E.norm(dim=1, keepdim=True).clamp_min(1e-300)
@@ -92,7 +77,7 @@ def main(argv=None) -> int:
     for j, e in enumerate(ents):
         true = {p: d for p, d in anc[e].items() if p in mem}
         share = {r.id: r.score for r in hits[j]}
-        men = mentions(texts[j], index, TITLE_TERMS)
+        men = named.find(mem.state, texts[j])
         cands = list(dict.fromkeys([r.id for r in hits[j]] + men))
         x = X[j].to(torch.float64)
         P = E[[at[c] for c in cands]]
@@ -103,15 +88,15 @@ def main(argv=None) -> int:
                      "store": choose(mem, X[j] if hier else None, [r.id for r in hits[j]], thr),
                      "cands": [{"id": c, "share": share.get(c, 0.0), "men": c in men, "cos": cos[i], "pair": pair[i],
                                 "pos": low.find(mem.get(c).text.split(": ", 1)[0].lower()) if c in men else -1,
-                                "senses": len(index.get(title(mem.get(c).text, TITLE_TERMS), [])) if c in men else 0,
+                                "senses": len(named.titles.get(title_terms(mem.get(c).text), [])) if c in men else 0,
                                 "hop": true.get(c, 99)} for i, c in enumerate(cands)]})
     Path(args.save).write_text(json.dumps({"threshold": thr, "rows": rows}))
     res = {mu: [] for mu in args.mu}
     named_first = {mu: [] for mu in args.mu}   # the vote's first choice when the text names it, else the gate
-    for r in rows:
+    for j, r in enumerate(rows):
         for mu in args.mu:
             cs = sorted(r["cands"], key=lambda c: (-(c["share"] + mu * c["men"]), -c["cos"]))
-            chosen = choose(mem, X[ents.index(r["entity"])] if hier else None, [c["id"] for c in cs], thr)
+            chosen = choose(mem, X[j] if hier else None, [c["id"] for c in cs], thr)
             res[mu].append(float(chosen is not None and next(c["hop"] for c in cs if c["id"] == chosen) <= 2))
             named_first[mu].append(float(cs[0]["hop"] <= 2) if cs and cs[0]["men"] else res[mu][-1])
     mentioned_any = sum(any(c["men"] for c in r["cands"]) for r in rows)
