@@ -31,11 +31,12 @@ from __future__ import annotations
 import os
 import sqlite3
 import tempfile
+import webbrowser
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_sqlite", "fsync_path"]
+__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_sqlite", "fsync_path", "write_page"]
 
 
 def fsync_path(path: str | os.PathLike, directory: bool = False) -> None:
@@ -148,3 +149,17 @@ def atomic_sqlite(path: str | os.PathLike) -> Iterator[sqlite3.Connection]:
             con.execute("COMMIT")
         finally:
             con.close()
+
+
+def write_page(page: str, path: str | os.PathLike | None, open_browser: bool = False) -> None:
+    """Write an HTML ``page`` to ``path`` atomically (when given); with ``open_browser`` open it
+    in the default browser, from a temporary ``hypermem-*.html`` file when there is no ``path``."""
+    if path is not None:
+        atomic_write_text(path, page)
+    if open_browser:
+        if path is None:
+            fd, name = tempfile.mkstemp(prefix="hypermem-", suffix=".html")
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(page)
+            path = name
+        webbrowser.open(Path(path).resolve().as_uri())

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
-import webbrowser
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -22,7 +19,7 @@ from ..temporal.clock import to_seconds, to_utc, utcnow
 from ..viz.html import iframe_html, render_html
 from ..viz.mpl import plot
 from .add_hint import OneByOne
-from .atomic import atomic_write_text
+from .atomic import write_page
 from .backends.opening import open_memory
 from .calibration import Spread
 from .checks import (
@@ -53,6 +50,7 @@ from .suggest import Suggester
 from .views import MemoryViews
 
 __all__ = ["Memory", "MODES", "METRICS"]
+
 
 class Memory:
     r"""Hierarchy-aware, time-aware memory for agents and RAG, on torch tensors.
@@ -447,15 +445,7 @@ class Memory:
         True
         """
         page = render_html(self, title=title, at_time=at_time, layout=layout, label=label, future=future)
-        if path is not None:
-            atomic_write_text(path, page)
-        if open_browser:
-            if path is None:
-                fd, name = tempfile.mkstemp(prefix="hypermem-", suffix=".html")
-                with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    f.write(page)
-                path = name
-            webbrowser.open(Path(path).resolve().as_uri())
+        write_page(page, path, open_browser)
         return page
 
     def _repr_html_(self) -> str:

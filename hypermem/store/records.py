@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+import torch
 
 from ..temporal.clock import utcnow
 
@@ -77,3 +80,24 @@ class SearchResult:
         d.update(score=self.score, distance=self.distance, time_weight=self.time_weight, depth=self.depth,
                  cone_energy=self.cone_energy)
         return d
+
+
+def search_results(state, scores: torch.Tensor, idx: torch.Tensor, dist: torch.Tensor, weights: torch.Tensor,
+                   energies: torch.Tensor | None) -> list[list[SearchResult]]:
+    """The :class:`SearchResult` lists of a ranked search: ``(B, k)`` scores, rows (-1: no
+    hit), distances; ``weights`` (indexable by a tensor of rows) and ``energies`` (cone mode) of
+    every row of ``state``.
+    Each hit row's record, weight and depth are read once however many queries found it."""
+    s_l, i_l, d_l = scores.tolist(), idx.tolist(), dist.tolist()
+    hit = sorted({i for row in i_l for i in row if i >= 0})
+    if not hit:
+        return [[] for _ in i_l]
+    hit_t = torch.tensor(hit, dtype=torch.long, device=state.device)
+    w_of = dict(zip(hit, weights[hit_t].tolist()))
+    dep_of = dict(zip(hit, state.depth[hit_t].tolist()))
+    energy_of = None if energies is None else dict(zip(hit, energies[hit_t].tolist()))
+    rec_of, inf = dict(zip(hit, state.records.at_rows(hit))), -math.inf
+    # tolist() gave Python floats: the results take them as they are
+    return [[SearchResult(rec_of[i], s, d, w_of[i], dep_of[i], None if energy_of is None else energy_of[i])
+             for s, i, d in zip(s_row, i_row, d_row) if i >= 0 and s != inf]
+            for s_row, i_row, d_row in zip(s_l, i_l, d_l)]

@@ -31,7 +31,7 @@ from .encoder_points import places_points
 from .filters import compile_filter, filter_keys
 from .lexical import Lexical
 from .placement import unit
-from .records import SearchResult
+from .records import SearchResult, search_results
 
 MIRROR_MIN_ROWS = 16_384
 """Below this many candidates the float64 scan is as fast as the mirror's two passes."""
@@ -323,7 +323,7 @@ class Searcher:
             if ann is not None:  # O(k) work per query: weights and bias of the candidates alone
                 weights = CandidateWeights(self, self.now(at_time))
                 scores, idx, dist = rank_approx(self.memory, ann, Q, weights.bias, weights.bounds(ann), k, oversample)
-                results = self._results(scores, idx, dist, weights, rows, energies)
+                results = search_results(self.memory.state, scores, idx, dist, weights, energies)
                 if opts.touch:
                     self._touch(results)
                 return results
@@ -338,7 +338,7 @@ class Searcher:
                 scores, idx, dist = self._rank_hybrid(queries, hybrid, Q, q_radius, bias, rows, k, metric, opts)
             else:
                 scores, idx, dist = self._rank(Q, q_radius, bias, rows, k, metric, opts.use_index, oversample)
-            results = self._results(scores, idx, dist, weights, rows, energies)
+            results = search_results(self.memory.state, scores, idx, dist, weights, energies)
             if opts.touch:
                 self._touch(results)
             return results
@@ -437,23 +437,6 @@ class Searcher:
         """faiss: graph candidates re-scored exactly, grown until the bias bound holds
         (:func:`hypermem.store.ann_search.rank_approx`)."""
         return rank_approx(self.memory, index, Q, bias.__getitem__, exact_bounds(index, bias), k, oversample)
-
-    def _results(self, scores, idx, dist, weights, rows, energies):
-        s_l, i_l, d_l = scores.tolist(), idx.tolist(), dist.tolist()
-        hit = sorted({i for row in i_l for i in row if i >= 0})
-        if not hit:
-            return [[] for _ in i_l]
-        hit_t = torch.tensor(hit, dtype=torch.long, device=self.memory.device)
-        w_of = dict(zip(hit, weights[hit_t].tolist()))
-        dep_of = dict(zip(hit, self.memory.state.depth[hit_t].tolist()))
-        energy_of = None
-        if energies is not None:  # the energy of every memory (cone mode)
-            energy_of = dict(zip(hit, energies[hit_t].tolist()))
-        rec_of, inf = dict(zip(hit, self.memory.state.records.at_rows(hit))), -math.inf
-        # tolist() gave Python floats: the results take them as they are
-        return [[SearchResult(rec_of[i], s, d, w_of[i], dep_of[i], None if energy_of is None else energy_of[i])
-                 for s, i, d in zip(s_row, i_row, d_row) if i >= 0 and s != inf]
-                for s_row, i_row, d_row in zip(s_l, i_l, d_l)]
 
     # ------------------------------------------------------------------ index
     def build_index(self, backend: str = "auto", hnsw_m: int = 32, ef_search: int = 64,
