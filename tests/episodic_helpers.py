@@ -1,7 +1,13 @@
 """Shared helpers of the episodic-memory tests: their epoch ``T0`` (where the ``clock`` fixture
-of conftest.py starts in a module that imports it) and a storage snapshot."""
+of conftest.py starts in a module that imports it), a storage snapshot and the ``storage``
+fixture (a module uses it with ``storage = episodic_helpers.storage``)."""
 
 from datetime import datetime, timezone
+
+import pytest
+
+from hypermem import HashingEmbedder
+from hypermem.episodic import MemoryStorage
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
 
@@ -18,3 +24,8 @@ def snapshot(storage):
         "context": sorted(key(m) for m in storage.context),
         "hyperbolic": None if storage.hyperbolic is None else list(storage.hyperbolic.ids),
     }
+
+
+@pytest.fixture
+def storage(clock):
+    return MemoryStorage(embedder=HashingEmbedder(dim=32), clock=clock)
