@@ -1,5 +1,7 @@
 """Small trees shared by the hierarchy tests."""
 
+from hypermem.hierarchy import children_map, transitive_closure
+
 
 def balanced_tree(branching, depth):
     """``(parent, child)`` edges of the complete ``branching``-ary tree of ``depth`` levels
@@ -14,3 +16,10 @@ def balanced_tree(branching, depth):
                 nxt += 1
         frontier = new
     return edges
+
+
+def balanced_isa(branching, depth):
+    """The ``(hyponym, hypernym)`` pairs of the transitive closure of :func:`balanced_tree`."""
+    edges = balanced_tree(branching, depth)
+    ch, roots = children_map(edges)
+    return [(d, a) for a, d in transitive_closure(ch, roots[0])]  # (hyponym, hypernym)
