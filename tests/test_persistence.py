@@ -1,90 +1,17 @@
-"""Saving and loading: exact round trips (SQLite and JSON), the reference's files,
-atomic saves (exceptions, a full disk, SIGKILL), corrupt files and clear errors."""
+"""Saving and loading: exact round trips (SQLite and JSON), the reference's files, corrupt
+files and clear errors (atomic saves: test_persistence_atomic.py)."""
 
-import errno
 import json
 import os
-import signal
 import sqlite3
-import subprocess
-import sys
-import textwrap
-from datetime import datetime, timedelta, timezone
-from pathlib import Path
+from datetime import timedelta
 
 import pytest
 import torch
+from persistence_helpers import T0, Clock, assert_same, rich_memory, temp_files
 
 from hypermem import CallableEmbedder, HalfLife, HashingEmbedder, Memory, Product, ValidityWindow
-from hypermem.store import atomic, persistence
 from hypermem.store.persistence import MemoryFileError
-
-T0 = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
-ROOT = Path(__file__).resolve().parents[1]
-
-
-class Clock:
-    def __init__(self, t=T0 + timedelta(days=10)):
-        self.t = t
-
-    def __call__(self):
-        return self.t
-
-
-def rich_memory(dtype=torch.float64, device="cpu", dim=64):
-    """A memory that exercises every piece of state: hierarchy with a re-parented child
-    (sibling order differs from insertion order), updated text, a removed memory,
-    validity windows, access counts, nested meta, unicode, an explicit point and a
-    precomputed embedding, and a composite decay policy."""
-    mem = Memory(embedder=HashingEmbedder(dim=dim, seed=7), decay=Product(HalfLife(48), ValidityWindow(0.01)),
-                 curvature=0.7, base_depth=0.8, depth_step=0.6, inherit=0.4, cone_k=0.05, time_coef=0.5,
-                 depth_bias=0.1, clock=Clock(), dtype=dtype, device=device)
-    mem.add("animals live on earth", id="animal", t=T0, meta={"kind": "topic", "tags": ["a", "b"],
-                                                              "nested": {"x": 1.5, "ok": True, "none": None}})
-    mem.add("dogs are loyal", parent="animal", id="dog", t=T0 + timedelta(hours=1))
-    mem.add("cats are independent", parent="animal", id="cat", t=T0 + timedelta(hours=2),
-            valid_from=T0, valid_until=T0 + timedelta(days=3))
-    mem.add("wolves hunt in packs", id="wolf", t=T0 + timedelta(hours=3))
-    mem.add("puppies play", parent="dog", id="puppy", t=T0 + timedelta(hours=4), meta={"ü": "日本語 ✓"})
-    mem.add("temporary note", id="tmp", t=T0 + timedelta(hours=5))
-    mem.add_many([{"text": "a fixed point", "id": "fixed", "point": [0.3] + [0.0] * (dim - 1)},
-                  {"text": "precomputed", "id": "pre", "parent": "animal",
-                   "embedding": torch.linspace(-1, 1, dim, dtype=torch.float64)}])
-    mem.link("dog", None)
-    mem.link("dog", "animal")  # children of animal: cat, pre, dog (not insertion order)
-    mem.update("wolf", text="wolves howl at night", meta={"edited": 1})
-    mem.remove("tmp")
-    mem.search("loyal dog", k=2)
-    mem.search("animals", k=3, mode="subtree", root="animal")
-    return mem
-
-
-def assert_same(a: Memory, b: Memory, exact: bool = True):
-    assert a.ids == b.ids
-    for x, y in zip(a, b):
-        assert x == y
-        assert x.to_dict() == y.to_dict()
-        assert type(x.t) is type(y.t) and x.t.tzinfo is not None and y.t.tzinfo is not None
-    for i in a.ids:
-        assert a.children(i) == b.children(i)
-        assert a.level(i) == b.level(i)
-    assert a.roots() == b.roots()
-    assert (a.dim, a.curvature, a.base_depth, a.depth_step, a.inherit, a.cone_constrained, a.cone_k, a.metric,
-            a.time_coef, a.depth_bias) == (b.dim, b.curvature, b.base_depth, b.depth_step, b.inherit,
-                                           b.cone_constrained, b.cone_k, b.metric, b.time_coef, b.depth_bias)
-    assert a.decay == b.decay
-    assert a.dtype == b.dtype
-    n = len(a)
-    if exact:
-        assert torch.equal(a.points.cpu(), b.points.cpu())
-        assert torch.equal(a.directions.cpu(), b.directions.cpu())
-        assert torch.equal(a.depths.cpu(), b.depths.cpu())
-    else:
-        torch.testing.assert_close(a.points.cpu(), b.points.cpu(), rtol=0, atol=1e-12)
-    assert torch.equal(a.embeddings, b.embeddings)
-    for name in ("time", "access", "valid_from", "valid_until"):
-        assert torch.equal(getattr(a.state, name)[:n].cpu(), getattr(b.state, name)[:n].cpu()), name
-    assert a.stats() == b.stats()
 
 
 def same_search(a: Memory, b: Memory):
@@ -93,10 +20,6 @@ def same_search(a: Memory, b: Memory):
         ra = a.search(k=4, touch=False, **kwargs)
         rb = b.search(k=4, touch=False, **kwargs)
         assert [(r.id, r.score) for r in ra] == [(r.id, r.score) for r in rb]
-
-
-def temp_files(folder: Path) -> list[str]:
-    return sorted(p.name for p in folder.iterdir() if p.name.endswith(".tmp"))
 
 
 # ----------------------------------------------------------------------------- round trips
@@ -248,166 +171,6 @@ def test_reference_file_loads_with_the_same_records_and_points(tmp_path):
     again = pm.Memory.load(tmp_path / "ours.db")
     assert [r.text for r in again] == [r.text for r in ref]
     torch.testing.assert_close(torch.as_tensor(again.points), mem.points, rtol=0, atol=1e-12)
-
-
-# ----------------------------------------------------------------------------- atomic saves
-def test_non_json_meta_is_refused_and_the_old_file_survives(tmp_path):
-    mem = rich_memory()
-    path = tmp_path / "m.db"
-    mem.save(path)
-    jpath = tmp_path / "m.json"
-    mem.to_json(jpath)
-    before, jbefore = path.read_bytes(), jpath.read_bytes()
-    meta = mem.get("puppy").meta  # a non-empty meta is the stored dict itself
-    for bad in (object(), {1, 2}, ("a", "b"), float("nan")):
-        meta["bad"] = bad  # changed in place, behind the store's back
-        with pytest.raises(ValueError, match="meta of memory 'puppy'"):
-            mem.save(path)
-        with pytest.raises(ValueError, match="meta of memory 'puppy'"):
-            mem.to_json(jpath)
-        assert path.read_bytes() == before and jpath.read_bytes() == jbefore
-    del meta["bad"]
-    meta[1] = "int key"
-    with pytest.raises(ValueError, match="would not load back equal"):
-        mem.save(path)
-    assert path.read_bytes() == before
-    assert temp_files(tmp_path) == []
-    del meta[1]
-    assert_same(Memory.load(path, clock=mem.clock), Memory.from_json(jpath, clock=mem.clock))
-
-
-def test_full_disk_in_the_middle_of_a_save_leaves_the_old_file(tmp_path, monkeypatch):
-    mem = rich_memory()
-    path, jpath = tmp_path / "m.db", tmp_path / "m.json"
-    mem.save(path)
-    mem.to_json(jpath)
-    before, jbefore = path.read_bytes(), jpath.read_bytes()
-    mem.add("new memory", id="new")
-    real_blob, calls = persistence._blob, []
-
-    def failing_blob(row):  # the disk fills up after a few rows have been written
-        calls.append(1)
-        if len(calls) > 3:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return real_blob(row)
-
-    monkeypatch.setattr(persistence, "_blob", failing_blob)
-    with pytest.raises(OSError, match="No space left"):
-        mem.save(path)
-    monkeypatch.setattr(persistence, "_blob", real_blob)
-
-    def failing_fsync(fd):
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(atomic.os, "fsync", failing_fsync)
-    with pytest.raises(OSError, match="No space left"):
-        mem.save(path)
-    with pytest.raises(OSError, match="No space left"):
-        mem.to_json(jpath)
-    monkeypatch.undo()
-    assert path.read_bytes() == before and jpath.read_bytes() == jbefore
-    assert temp_files(tmp_path) == []
-    old = Memory.load(path)
-    assert "new" not in old and len(old) == len(mem) - 1
-
-
-CHILD = textwrap.dedent(r"""
-    import resource, signal, sys, warnings
-    warnings.filterwarnings("ignore")
-    import torch
-    torch.set_num_threads(1)
-    from hypermem import HashingEmbedder, Memory
-    full, looped = sys.argv[1], sys.argv[2]
-    mem = Memory(embedder=HashingEmbedder(dim=64))
-    mem.add_many([{"text": f"memory number {i}", "meta": {"version": 0}} for i in range(1000)])
-    # 1. A real full disk: the file-size limit makes the write fail half way.
-    mem.save(full)  # the old, complete file
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (65536, hard))
-    mem.add("one more", meta={"version": -1})
-    try:
-        mem.save(full)
-    except Exception as exc:
-        print("failed:", type(exc).__name__, exc, flush=True)
-    else:
-        print("saved", flush=True)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
-    mem.remove(mem.ids[-1])
-    # 2. Save over and over; the fourth save stops half way through writing its rows and
-    #    says so, and the parent kills us there with SIGKILL.
-    import time
-    from hypermem.store import persistence
-    blob, state = persistence._blob, {"v": 0, "calls": 0}
-    def slow_blob(row):
-        state["calls"] += 1
-        if state["v"] == 4 and state["calls"] == len(mem):  # half way through the records table
-            print("mid-save", flush=True)
-            time.sleep(60)
-        return blob(row)
-    persistence._blob = slow_blob
-    while True:
-        state["v"] += 1
-        state["calls"] = 0
-        mem.add(f"version {state['v']}", meta={"version": state["v"]})
-        mem.save(looped)
-        print(state["v"], flush=True)
-""")
-N_CHILD = 1000
-
-
-@pytest.fixture(scope="module")
-def crashed_child(tmp_path_factory):
-    """Run CHILD: a save that hits a real file-size limit, then saves until one is killed
-    with SIGKILL half way through writing its rows."""
-    folder = tmp_path_factory.mktemp("crash")
-    full, looped = folder / "full.db", folder / "looped.db"
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(full), str(looped)], stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL, text=True, env=env)
-    try:
-        first = child.stdout.readline()
-        done = 0
-        while True:
-            line = child.stdout.readline().strip()
-            assert line, "the child stopped early"
-            if line == "mid-save":
-                break
-            done = int(line)
-        child.send_signal(signal.SIGKILL)
-        child.wait(timeout=60)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-    return {"folder": folder, "full": full, "looped": looped, "first": first, "done": done,
-            "returncode": child.returncode}
-
-
-def test_a_real_full_disk_leaves_the_old_file(crashed_child):
-    assert crashed_child["first"].startswith("failed:"), crashed_child["first"]
-    mem = Memory.load(crashed_child["full"])
-    assert len(mem) == N_CHILD and {r.meta["version"] for r in mem} == {0}
-
-
-def test_sigkill_in_the_middle_of_many_saves_leaves_a_loadable_file(crashed_child):
-    assert crashed_child["returncode"] == -signal.SIGKILL
-    assert crashed_child["done"] == 3
-    mem = Memory.load(crashed_child["looped"])  # the third save, complete
-    versions = [r.meta["version"] for r in mem]
-    assert versions == [0] * N_CHILD + [1, 2, 3]
-    assert mem.get(mem.ids[-1]).text == "version 3"
-    # The kill came while the fourth save was writing: it left its temporary file (never a broken target).
-    assert [n.startswith(".looped.db.") for n in temp_files(crashed_child["folder"])] == [True]
-
-
-def test_save_into_a_missing_folder_or_onto_a_folder(tmp_path):
-    mem = rich_memory()
-    with pytest.raises(FileNotFoundError, match="does not exist"):
-        mem.save(tmp_path / "nope" / "m.db")
-    with pytest.raises(IsADirectoryError):
-        mem.save(tmp_path)
-    assert not (tmp_path / "nope").exists()
 
 
 # ----------------------------------------------------------------------------- bad files
