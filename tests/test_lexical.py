@@ -173,30 +173,39 @@ def test_each_sync_reads_only_the_rows_written_since_and_equals_a_fresh_index():
     mem.search("tea", k=1, touch=False)
     rng = random.Random(3)
     layout = mem.state.records.layout
-    for step in range(60):
+    removals = 0
+    for step in range(80):
         ids = list(mem.state.ids[: mem.state.n])
-        op = rng.choice(["add", "child", "update", "update", "link"])
+        op = rng.choice(["add", "child", "update", "update", "link", "remove"])
         text = " ".join(rng.choice(WORDS) for _ in range(4))
+        leaves = [i for i in ids if i not in ("s1", "s2") and not mem.state.children.get(i)]
         if op == "add":
             mem.add(text, id=f"n{step}")
         elif op == "child":
             mem.add(text, parent=rng.choice(["s1", "s2"]), id=f"n{step}")
         elif op == "update":
             mem.update(rng.choice(ids), text=text)
+        elif op == "link":
+            mem.link(rng.choice(leaves), rng.choice(["s1", "s2"]))
         else:
-            child = rng.choice([i for i in ids if i not in ("s1", "s2")])
-            mem.link(child, rng.choice(["s1", "s2"]))
-        n_before, seen = lex.seen_rows, lex.seen_rewrites
+            gone = rng.choice(leaves)
+            mem.remove(gone)
+            removals += 1
+            if rng.random() < 0.5:                                        # an id removed, then back
+                mem.add(text, parent=rng.choice(["s1", None]), id=gone)
+        _, seen_rewrites, seen_rows, _, _ = lex.mark
         q = " ".join(rng.choice(WORDS) for _ in range(2))
         got = lex.term(mem.state, q, 0.3)
         table = mem.state.records
-        assert table.layout is layout and lex.layout is layout            # no rescan of every row
-        assert lex.seen_rows == mem.state.n and lex.seen_rewrites == len(table.rewrites)
-        assert lex.seen_rows - n_before + lex.seen_rewrites - seen <= 2   # one write: one or two rows read
+        assert table.layout is layout and lex.mark[0] is layout           # no rescan of every row
+        assert lex.mark == (layout, len(table.rewrites), mem.state.n, len(table.removed), len(table.removals))
+        if op != "remove":   # one write: one or two rows read
+            assert lex.mark[2] - seen_rows + lex.mark[1] - seen_rewrites <= 2
+        else:                # a removal (and perhaps the id back): at most that one row read
+            assert len(table.since((layout, seen_rewrites, seen_rows, len(table.removed) - 1,
+                                    len(table.removals) - 1))[0]) <= 1
         assert got.tolist() == pytest.approx(Lexical().term(mem.state, q, 0.3).tolist()), (step, op)
-    mem.remove("a3")                                                      # rows renumbered: one full rescan
-    assert mem.state.records.layout is not layout
-    assert lex.term(mem.state, "tea", 0.3).tolist() == pytest.approx(Lexical().term(mem.state, "tea", 0.3).tolist())
+    assert removals > 5 and len(mem.state.records.removed) == removals
 
 
 def test_a_journal_past_its_bound_starts_a_new_layout_and_stays_exact():

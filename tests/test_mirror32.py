@@ -149,6 +149,23 @@ def test_an_update_rewrites_only_the_rows_it_moves():
     assert builds == [mem.state.n]  # moved rows: the graph is rebuilt once
 
 
+def test_a_removal_compacts_the_mirror_instead_of_rebuilding_it():
+    """Rows before the first removed one are not touched (a sentinel there survives), the
+    rows after it move down in step with the float64 column, and the answers stay exact."""
+    mem = store(n=1500)
+    qs = random_queries(6, seed=4)
+    search_both(mem, qs)
+    st = mem.state
+    mem.state.mirror[0] = 0.0
+    gone = mem.remove("m700", cascade=True) + mem.remove("m1499")
+    assert st.mirror_rows == st.n == 1500 - len(gone) and float(st.mirror[0].abs().sum()) == 0.0
+    torch.testing.assert_close(st.mirror[1: st.n], st.direction[1: st.n].float(), rtol=0, atol=0)
+    st.mirror[0] = st.direction[0].float()
+    fast, slow = search_both(mem, qs)
+    assert_same(fast, slow)
+    assert not {r.record.id for row in fast for r in row} & set(gone)
+
+
 def test_modes_filters_and_time():
     mem = store(n=2500)
     qs = random_queries(6, seed=7)

@@ -91,3 +91,38 @@ def test_filters_read_the_metadata_without_building_records():
     m = store()
     assert [r.id for r in m.search("topic", k=5, filters={"kind": "topic"})] == ["r"]
     assert [r.id for r in m.search("topic", k=5, filters=lambda rec: rec.parent_id == "r")] == ["c"]
+
+
+def test_removals_anywhere_keep_every_column_with_its_id():
+    """A removal moves only the rows after its first removed one: every kept memory keeps
+    its text, record, point, time and embedding; rows, ids and levels stay aligned; the
+    journal names the removed ids."""
+    import random
+
+    import torch
+
+    m = Memory(embedder=HashingEmbedder(dim=16), clock=clock)
+    m.add_many([{"text": f"note {i}", "id": f"n{i}", "t": T0 + timedelta(minutes=i),
+                 **({"parent": f"n{i // 3}"} if i % 4 == 3 else {})} for i in range(300)])
+    m.update("n10", text="rewritten ten")              # a rewrite before a removal
+    st = m.state
+
+    def snapshot():
+        return {i: (fields(m.get(i)), st.direction[st.row[i]].clone(), float(st.time[st.row[i]]),
+                    st.embedding[st.row[i]].clone(), st.levels[st.row[i]]) for i in st.ids[: st.n]}
+
+    rng = random.Random(0)
+    removed = []
+    for step in range(12):
+        before = snapshot()
+        victim = ["n0", f"n{299 - step}"][step] if step < 2 else rng.choice(st.ids[: st.n])
+        gone = m.remove(victim, cascade=True)
+        removed += gone
+        after = snapshot()
+        assert set(after) == set(before) - set(gone) and len(after) == st.n
+        assert [st.row[i] for i in st.ids[: st.n]] == list(range(st.n)) and len(st.row) == st.n
+        assert len(st.levels) == st.n and len(st.records.texts) == st.n
+        for i, (rec, d, t, e, lv) in after.items():
+            b = before[i]
+            assert rec == b[0] and torch.equal(d, b[1]) and t == b[2] and torch.equal(e, b[3]) and lv == b[4]
+    assert st.records.removed == removed and "n10" in m and m.get("n10").text == "rewritten ten"

@@ -44,6 +44,23 @@ def test_rewrites_appends_and_take_keep_rows_aligned():
         col.many([len(col)])
 
 
+def test_keep_from_keeps_a_prefix_and_the_rows_named_in_place():
+    texts = [f"memory {i} é" for i in range(500)]
+    col = TextColumn(texts)
+    col[3], col[200], col[499] = "three", "two hundred", "last one"
+    texts[3], texts[200], texts[499] = "three", "two hundred", "last one"
+    rows = [r for r in range(120, 500) if r % 3]
+    col.keep_from(120, rows)
+    want = texts[:120] + [texts[r] for r in rows]
+    assert list(col) == want and col.many([3, len(col) - 1]) == ["three", "last one"]
+    col.keep_from(len(col), [])                       # nothing after the end: unchanged
+    assert list(col) == want
+    col.keep_from(0, [])                              # everything removed
+    assert list(col) == [] and col.nbytes == 0
+    col.append("again")
+    assert list(col) == ["again"]
+
+
 def test_the_column_is_smaller_than_a_list_of_strings():
     import sys
     texts = [f"a note about the kitchen shelf number {i:07d}" for i in range(10_000)]

@@ -91,8 +91,7 @@ class Lexical:
         self.family_row = torch.empty(0, dtype=torch.long)  # row -> its parent's slot (-1: a root)
         self.prev_row = self.next_row = torch.empty(0, dtype=torch.long)  # adjacent siblings (-1: none)
         self.version = -1
-        self.layout: object | None = None  # the record table's layout at the last sync, and how far
-        self.seen_rewrites = self.seen_rows = 0  # its journal and its rows had been read then
+        self.mark: tuple | None = None  # how far the record table's journal was read
 
     def sync(self, state) -> None:
         """Index the texts added or changed since the last sync, forget the removed ones, and
@@ -104,16 +103,22 @@ class Lexical:
         texts, parents = self.texts, self.parents
         table = state.records
         now_text, now_parent = table.texts, table.parents  # row-aligned with ids
-        if getattr(self, "layout", None) is table.layout:  # only the rows rewritten or appended since the last sync
-            rows = sorted({r for r in table.rewrites[self.seen_rewrites:] if r < state.n}
-                          | set(range(min(self.seen_rows, state.n), state.n)))
-            changed = [i for r in rows if (old := texts.get(i := ids[r])) is None
-                       or old != now_text[r] or parents[i] != now_parent[r]]
+        got = table.since(getattr(self, "mark", None))
+        if got is not None:  # only the rows rewritten or appended since the last sync, and the removals
+            rows, removed = got
+            now = table.texts.many(rows)
+            changed = [i for r, t in zip(rows, now) if (old := texts.get(i := ids[r])) is None
+                       or old != t or parents[i] != now_parent[r]]
+            gone = {i for i in removed if i in texts and i not in state.row}
         else:
+            rows, removed = None, ()
             changed = [i for i, now, p in zip(ids, now_text, now_parent) if (old := texts.get(i)) is None
                        or old != now or parents[i] != p]
         fresh = [i for i in changed if i not in texts]
-        gone = set(texts) - set(ids) if len(texts) + len(fresh) > len(ids) else set()
+        if rows is None and len(texts) + len(fresh) > len(ids):
+            gone = set(texts) - set(ids)
+        elif rows is None:
+            gone = set()
         dirty: set[str] = set()
         appended: list[tuple[str, str]] = []
         moved = False
@@ -159,12 +164,12 @@ class Lexical:
                     self.families.extend(p, texts[c])
             else:
                 self.members.pop(p, None)
-        if gone or moved or len(self.family_row) + len(fresh) != len(ids):
+        if removed or gone or moved or len(self.family_row) + len(fresh) != len(ids):
             self._layout(state, ids, state.children)
         elif fresh:
             self._append_layout(state, fresh)
         self.version = state.version
-        self.layout, self.seen_rewrites, self.seen_rows = table.layout, len(table.rewrites), state.n
+        self.mark = table.mark()
 
     def _slot(self, parent: str | None) -> int:
         if parent is None:
@@ -172,13 +177,23 @@ class Lexical:
         return self.slots.setdefault(parent, len(self.slots))
 
     def _layout(self, state, ids, families) -> None:
-        """``family_row``, ``prev_row`` and ``next_row`` of every row (after removals or moves)."""
-        self.slots = {}
-        self.family_row = torch.tensor([self._slot(self.parents[i]) for i in ids], dtype=torch.long)
-        self.prev_row = torch.full((len(ids),), -1, dtype=torch.long)
-        self.next_row = torch.full((len(ids),), -1, dtype=torch.long)
-        for p in families:
-            self._link_siblings(state, p)
+        """``family_row``, ``prev_row`` and ``next_row`` of every row (after removals or moves):
+        the children lists laid end to end, each next to the one before it in its family."""
+        slots: dict[str, int] = {}
+        self.slots = slots
+        self.family_row = torch.tensor([-1 if p is None else slots.setdefault(p, len(slots))
+                                        for p in map(self.parents.__getitem__, ids)], dtype=torch.long)
+        n = len(ids)
+        self.prev_row = torch.full((n,), -1, dtype=torch.long)
+        self.next_row = torch.full((n,), -1, dtype=torch.long)
+        row = state.row
+        lists = [kids for kids in families.values() if len(kids) > 1]
+        if lists:
+            flat = torch.tensor([row[c] for kids in lists for c in kids], dtype=torch.long)
+            fam = torch.repeat_interleave(torch.tensor([len(kids) for kids in lists]))
+            same = fam[1:] == fam[:-1]  # adjacent in one family
+            self.prev_row[flat[1:][same]] = flat[:-1][same]
+            self.next_row[flat[:-1][same]] = flat[1:][same]
 
     def _append_layout(self, state, fresh: list[str]) -> None:
         """The layout extended by rows appended at the end (``fresh``, in row order)."""

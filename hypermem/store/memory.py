@@ -346,7 +346,6 @@ class Memory:
             if kids and not cascade:
                 raise ValueError(f"{id!r} has {len(kids)} children; pass cascade=True to remove the subtree")
             gone = [id, *self.descendants(id)]
-            gone_set = set(gone)
             keep = torch.ones(self.state.n, dtype=torch.bool)
             keep[[self.state.row[i] for i in gone]] = False
             if rec.parent_id is not None:
@@ -356,8 +355,8 @@ class Memory:
             for i in gone:
                 self.state.children.pop(i, None)
             self.state.keep_rows(keep)  # the records' rows go with the columns'
-            assert not (gone_set & set(self.state.row))
-            self.state.changed()
+            assert not any(i in self.state.row for i in gone)
+            self.state.changed(compacted=True)
             return gone
 
     def link(self, child: str, parent: str | None) -> None:

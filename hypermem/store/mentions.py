@@ -75,22 +75,24 @@ class Mentions:
         self.titles: dict[tuple[str, ...], list[str]] = {}
         self.of: dict[str, tuple[int, tuple[str, ...] | None]] = {}  # id -> (hash of its text, its title)
         self.version = -1
-        self.layout: object | None = None
-        self.seen_rewrites = self.seen_rows = 0
+        self.mark: tuple | None = None  # how far the record table's journal was read
 
     def sync(self, state) -> None:
-        """Index the texts added or rewritten since the last sync and forget removed memories;
-        after rows were renumbered (a removal), a text whose hash is unchanged keeps its title."""
+        """Index the texts added or rewritten since the last sync and forget removed memories
+        (the record table's journal, :meth:`~hypermem.store.record_table.RecordTable.since`);
+        when the rows were relaid, every row is read again and a text whose hash is unchanged
+        keeps its title."""
         if self.version == state.version:
             return
         table = state.records
         ids = state.ids[: state.n]
-        if self.layout is table.layout:
-            rows = sorted({r for r in table.rewrites[self.seen_rewrites:] if r < state.n}
-                          | set(range(min(self.seen_rows, state.n), state.n)))
+        got = table.since(getattr(self, "mark", None))
+        if got is None:
+            rows, gone = range(state.n), set(self.of) - set(ids)
         else:
-            rows = range(state.n)
-            for i in set(self.of) - set(ids):
+            rows, gone = got
+        for i in gone:
+            if i in self.of:
                 self._drop(i)
         for r, text in zip(rows, table.texts.many(rows)):
             i, h = ids[r], hash(text)
@@ -103,7 +105,7 @@ class Mentions:
             if t is not None:
                 self.titles.setdefault(t, []).append(i)
         self.version = state.version
-        self.layout, self.seen_rewrites, self.seen_rows = table.layout, len(table.rewrites), state.n
+        self.mark = table.mark()
 
     def _drop(self, i: str) -> None:
         t = self.of.pop(i)[1]

@@ -28,12 +28,15 @@ records from one gather of the columns), and the single fields without building 
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
+from itertools import accumulate
 
 import torch
 
 from ..temporal.clock import from_seconds, to_seconds
+from .compaction import delete_blocks
 from .records import MemoryRecord
 from .text_column import TextColumn, as_text_column
 
@@ -53,7 +56,7 @@ class RecordTable(Mapping):
     """id -> :class:`MemoryRecord` of one :class:`~hypermem.store.state.MemoryState`, stored
     as columns (module docstring).  The state owns the ids, rows and time columns; the
     table owns the texts, parents, metadata and last accesses, and keeps them row-aligned
-    through :meth:`append`, :meth:`put`, :meth:`keep` and :meth:`reset`."""
+    through :meth:`append`, :meth:`put`, :meth:`keep_from` and :meth:`reset`."""
 
     def __init__(self, state) -> None:
         self.state = state
@@ -70,11 +73,36 @@ class RecordTable(Mapping):
         """Start a new :attr:`layout`: the rows were renumbered or replaced (or the journal of
         rewrites grew past the rows), so a reader that follows :attr:`rewrites` rescans."""
         self.layout = object()
-        """A token that changes when rows are renumbered or replaced (:meth:`reset`, :meth:`keep`)."""
+        """A token that changes when the rows are replaced (:meth:`reset`) or the journal is full."""
         self.rewrites: list[int] = []
-        """Rows rewritten in place by :meth:`put` since :attr:`layout` began, in order: with the
-        rows appended since, what a reader of the texts and parents (the lexical index) must
-        look at again, instead of every row."""
+        """Rows rewritten in place by :meth:`put` since :attr:`layout` began, in order (renumbered
+        by a removal; -1: removed since): with the rows appended since, what a reader of the
+        texts and parents (the lexical and title indexes) must look at again, instead of every
+        row."""
+        self.removed: list[str] = []
+        """Ids removed by :meth:`keep_from` since :attr:`layout` began, in order."""
+        self.removals: list[list[int]] = []
+        """The rows each removal since :attr:`layout` began took out (increasing, numbered as
+        they were then): how a reader's count of rows read moves down."""
+
+    def mark(self) -> tuple:
+        """Where a reader has read up to: give it back to :meth:`since` at its next sync."""
+        return self.layout, len(self.rewrites), self.state.n, len(self.removed), len(self.removals)
+
+    def since(self, mark: tuple | None) -> tuple[list[int], list[str]] | None:
+        """What changed after ``mark`` (:meth:`mark`): the rows a reader must read again (in
+        order: rewritten, or appended since) and the ids removed since (each once; an id
+        removed and added again is among both); ``None`` when the rows were relaid and it
+        must read them all."""
+        if mark is None or mark[0] is not self.layout:
+            return None
+        _, seen_rewrites, seen_rows, seen_removed, seen_removals = mark
+        n = self.state.n
+        for rows in self.removals[seen_removals:]:
+            seen_rows -= bisect_left(rows, seen_rows)
+        changed = {r for r in self.rewrites[seen_rewrites:] if 0 <= r < n}
+        changed.update(range(min(seen_rows, n), n))
+        return sorted(changed), list(dict.fromkeys(self.removed[seen_removed:]))
 
     # ------------------------------------------------------------------ Mapping
     def __getitem__(self, id: str) -> MemoryRecord:
@@ -208,12 +236,37 @@ class RecordTable(Mapping):
         self.relaid()
         self.append(records)
 
-    def keep(self, rows: Sequence[int], gone: Iterable[str]) -> None:
-        """Compact to ``rows`` (in order) and forget the ``gone`` ids' last accesses and times."""
-        self.texts = self.texts.take(rows)
-        self.parents = [self.parents[r] for r in rows]
-        self.metas = [self.metas[r] for r in rows]
-        self.relaid()
+    def keep_from(self, first: int, rows: Sequence[int] | None, gone: Sequence[str], removed_rows: list[int],
+                  blocks: Sequence[tuple[int, int]] | None = None) -> None:
+        """Keep rows ``0 .. first-1`` and then ``rows`` (increasing, each at least ``first``)
+        -- or, with ``blocks``, every row outside those removed ``[a, b)`` ranges --
+        forgetting the ``gone`` ids (at ``removed_rows``), their last accesses and times: a
+        removal rewrites the columns after its first removed row only, and the journal
+        (:attr:`rewrites`, :attr:`removed`, :attr:`removals`) carries on through it."""
+        if blocks is not None:
+            self.texts.delete_blocks(blocks)
+            delete_blocks(self.parents, blocks)
+            delete_blocks(self.metas, blocks)
+            starts = [a for a, _ in blocks]
+            ends = list(accumulate(b - a for a, b in blocks))
+
+            def new_row(r: int) -> int:
+                j = bisect_right(starts, r) - 1
+                return r if j < 0 else (-1 if r < blocks[j][1] else r - ends[j])
+        else:
+            self.texts.keep_from(first, rows)
+            self.parents[first:] = [self.parents[r] for r in rows]
+            self.metas[first:] = [self.metas[r] for r in rows]
+            at = {r: first + j for j, r in enumerate(rows)} if any(r >= first for r in self.rewrites) else {}
+
+            def new_row(r: int) -> int:
+                return r if r < first else at.get(r, -1)
+        if any(r >= first for r in self.rewrites):
+            self.rewrites = [new_row(r) if r >= 0 else r for r in self.rewrites]
+        self.removed.extend(gone)
+        self.removals.append(removed_rows)
+        if len(self.removed) > max(1024, len(self.texts)):
+            self.relaid()
         if self.exact or self.last:
             for i in gone:
                 self.exact.pop(i, None)
@@ -231,7 +284,7 @@ def table_of(state, records: Mapping[str, MemoryRecord] | RecordTable) -> Record
     """``records`` as the table of ``state`` (a state pickled when records were a dict)."""
     if isinstance(records, RecordTable):
         records.texts = as_text_column(records.texts)  # a list in tables pickled before the column
-        if not hasattr(records, "layout"):  # pickled before the journal of rewrites
+        if not hasattr(records, "removals"):  # pickled before the journal (of removals)
             records.relaid()
         return records
     table = RecordTable(state)

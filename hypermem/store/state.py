@@ -29,7 +29,8 @@ every query by the whole column in float64).
 **Search mirror.**  :meth:`MemoryState.search_keys` returns the live directions at float32
 for the search's scan (half the bytes a query reads at float64): the ``direction`` column
 itself in a float32 store, else a float32 copy built on first use and kept in step,
-row by row for appended rows, in full after any other :meth:`~MemoryState.changed`.  The
+row by row for appended rows, moved with the rows by a removal (:meth:`~MemoryState.keep_rows`),
+in full after any other :meth:`~MemoryState.changed`.  The
 float64 column stays the store's value: the search re-scores its final candidates from it
 (:func:`hypermem.index.rescore.mirrored_topk`).
 
@@ -56,6 +57,7 @@ import torch
 
 from ..geometry.poincare import point_at
 from ..temporal.clock import to_seconds
+from .compaction import MAX_BLOCKS, delete_blocks, removed_blocks, shift_rows
 from .record_table import RecordTable, table_of
 from .records import MemoryRecord
 
@@ -195,22 +197,48 @@ class MemoryState:
             self.mirror = new
 
     def keep_rows(self, keep: torch.Tensor) -> None:
-        """Compact the columns, ``ids`` and ``levels`` to the rows where ``keep`` (CPU bool,
-        length ``n``) is true, the records' fields with them; ``children`` is the caller's
-        to update."""
-        idx = keep.nonzero().squeeze(1)
-        m = int(idx.numel())
-        for name in COLUMNS:
-            t = getattr(self, name)
-            if t is not None:
-                t[:m] = t[: self.n].index_select(0, idx.to(t.device))
-        kept = idx.tolist()
-        self.records.keep(kept, [self.ids[r] for r in (~keep).nonzero().squeeze(1).tolist()])
-        self.ids = [self.ids[i] for i in kept]
-        self.levels = [self.levels[i] for i in kept]
-        self.row = {i: r for r, i in enumerate(self.ids)}
+        """Compact the columns, the float32 mirror, ``ids`` and ``levels`` to the rows where
+        ``keep`` (CPU bool, length ``n``) is true, the records' fields with them; ``children``
+        is the caller's to update.  Rows before the first removed one are not touched
+        (:mod:`hypermem.store.compaction`): removing a recent memory costs little whatever
+        the store's size.  An index over the points is stale after it (:attr:`rewrites`)."""
+        drop = (~keep[: self.n]).nonzero().squeeze(1)
+        if drop.numel() == 0:
+            return
+        blocks = removed_blocks(drop)
+        first, m = blocks[0][0], self.n - int(drop.numel())
+        drop_rows = drop.tolist()
+        gone = [self.ids[r] for r in drop_rows]
+        if len(blocks) <= MAX_BLOCKS:  # move the kept runs between the blocks
+            for name in COLUMNS:
+                t = getattr(self, name)
+                if t is not None:
+                    shift_rows(t, blocks, self.n)
+            if self.mirror is not None and self.mirror_rows > first:
+                self.mirror_rows = shift_rows(self.mirror, blocks, self.mirror_rows)
+            self.records.keep_from(first, None, gone, drop_rows, blocks)
+            delete_blocks(self.ids, blocks)
+            delete_blocks(self.levels, blocks)
+        else:  # many scattered rows: one gather of the kept rows after the first removed one
+            tail = keep[first: self.n].nonzero().squeeze(1) + first
+            for name in COLUMNS:
+                t = getattr(self, name)
+                if t is not None:
+                    t[first:m] = t.index_select(0, tail.to(t.device))
+            if self.mirror is not None and self.mirror_rows > first:
+                mt = tail[tail < self.mirror_rows]
+                self.mirror[first: first + mt.numel()] = self.mirror.index_select(0, mt.to(self.mirror.device))
+                self.mirror_rows = first + int(mt.numel())
+            kept = tail.tolist()
+            self.records.keep_from(first, kept, gone, drop_rows)
+            self.ids[first:] = [self.ids[r] for r in kept]
+            self.levels[first:] = [self.levels[r] for r in kept]
+        row = self.row
+        for i in gone:
+            del row[i]
+        for r in range(first, m):
+            row[self.ids[r]] = r
         self.n = m
-        self.mirror_rows = 0
         self.rewrites += 1
 
     def touch(self, ids, now) -> None:
@@ -352,18 +380,20 @@ class MemoryState:
                 self.embedding, self.pending = col, {}
             return self.embedding[: self.n]
 
-    def changed(self, appended: bool = False, rows=None) -> None:
+    def changed(self, appended: bool = False, rows=None, compacted: bool = False) -> None:
         """Mark a change (an index or a mirror built at an older ``version`` is stale).
         ``appended``: only rows past the previous ``n`` were written; ``rows``: only the
         points of these rows (and any past the previous ``n``) were written (empty: no
-        point, only records or the time and validity columns).  The float32
-        search mirror then converts just those; otherwise (a compaction, a re-placement of
-        unknown rows) it is rebuilt on the next search, and :attr:`rewrites` counts up."""
+        point, only records or the time and validity columns); ``compacted``: rows were
+        removed by :meth:`keep_rows`, which kept the mirror in step (``rows`` then names
+        the points rewritten besides).  The float32 search mirror then converts just those;
+        otherwise (a re-placement of unknown rows) it is rebuilt on the next search, and
+        :attr:`rewrites` counts up."""
         self.version += 1
         if appended:
             return
-        if rows is not None:
-            rows = list(rows)
+        if rows is not None or compacted:
+            rows = list(rows or ())
             if not rows:  # records or time columns only: every point, the mirror and an index stay
                 self.edits += 1
                 return

@@ -8,7 +8,7 @@ memories that is 50 MB, a tenth of what a memory costs beside its vector.
 :class:`TextColumn` is a read-only :class:`~collections.abc.Sequence` of ``str`` that also
 appends (:meth:`append`, :meth:`extend`), rewrites one row (``column[i] = text``: the new
 text waits in a small overlay until the overlay is worth folding back in) and selects rows
-(:meth:`take`, for a store that removes memories).  Reading a row decodes its bytes: a new
+(:meth:`take`; :meth:`keep_from` for a store that removes memories).  Reading a row decodes its bytes: a new
 ``str`` each time, equal to the one stored.  Any ``str`` round-trips, lone surrogates
 included (``surrogatepass``).
 """
@@ -18,6 +18,8 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import accumulate, islice
+
+import numpy as np
 
 __all__ = ["TextColumn"]
 
@@ -118,6 +120,48 @@ class TextColumn(Sequence):
         out._blob = bytearray(b"".join(parts))
         out._ends = array("q", accumulate(lengths))
         return out
+
+    def keep_from(self, first: int, rows: Sequence[int]) -> None:
+        """Keep rows ``0 .. first-1`` and then ``rows`` (increasing, each at least ``first``),
+        in place: a store's removal rewrites only the buffer after its first removed row."""
+        blob, ends, over = self._blob, self._ends, self._over
+        tail = [over[r].encode(_ENCODING, _ERRORS) if over and r in over else blob[ends[r - 1] if r else 0:ends[r]]
+                for r in rows]
+        base = ends[first - 1] if first else 0
+        del blob[base:]
+        del ends[first:]
+        blob += b"".join(tail)
+        ends.extend(islice(accumulate(map(len, tail), initial=base), 1, None))
+        if over:
+            new_row = {r: first + j for j, r in enumerate(rows)}
+            self._over = {r if r < first else new_row[r]: t for r, t in over.items() if r < first or r in new_row}
+
+    def delete_blocks(self, blocks: Sequence[tuple[int, int]]) -> None:
+        """Delete the rows of ``blocks`` (increasing ``[a, b)`` ranges), in place: the bytes
+        after each block move down once and the later end offsets shift by its length."""
+        blob, ends, over = self._blob, self._ends, self._over
+        offsets = np.frombuffer(ends, dtype=np.int64) if len(ends) else None
+        for a, b in reversed(blocks):
+            start, stop = (ends[a - 1] if a else 0), ends[b - 1]
+            del blob[start:stop]
+            if offsets is not None:
+                offsets[b:] -= stop - start
+        del offsets  # the array may resize once no buffer view is held
+        for a, b in reversed(blocks):
+            del ends[a:b]
+        if over:
+            gaps = list(blocks)
+
+            def moved(r: int) -> int | None:
+                shift = 0
+                for a, b in gaps:
+                    if r < a:
+                        break
+                    if r < b:
+                        return None
+                    shift += b - a
+                return r - shift
+            self._over = {k: t for r, t in over.items() if (k := moved(r)) is not None}
 
     def _fold(self) -> None:
         """Write the rewritten rows back into the buffer."""

@@ -184,8 +184,9 @@ def apply_changes(memory, removed: Sequence[str], rows: Sequence[Mapping[str, An
         for i, count, last in touched:
             if i in state.row and i not in records:
                 state.set_access(i, int(count), stored_time(last))
-        if gone:
-            state.changed()  # compacted: the float32 mirror and any index are rebuilt on next use
+        if gone:  # compacted (the mirror kept in step), then the points of stored rows rewritten
+            state.changed(rows=sorted({state.row[r["id"]] for r in rows} - {state.row[r["id"]] for r in new}),
+                          compacted=True)
         elif len(new) < len(rows):  # points of stored rows rewritten: the mirror patches just those
             state.changed(rows=sorted({state.row[r["id"]] for r in rows} - {state.row[r["id"]] for r in new}))
         elif new:

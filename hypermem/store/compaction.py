@@ -1,0 +1,72 @@
+"""Removing rows from a store's columns in place, moving only what lies after them.
+
+A store keeps its memories in insertion order, one row each, in column tensors and
+row-aligned lists (:mod:`hypermem.store.state`).  Removing memories closes the gaps: every
+row after a removed one moves down by the number of removed rows before it.  Rows before
+the first removed one are not touched, so removing a recent memory costs little however
+large the store is; removing an old one moves the rest of the store once.
+
+The removed rows come as a few *blocks* (half-open ``[a, b)`` row ranges): one for a memory
+without children, a handful for a small subtree.  Each kept run between two blocks moves as
+one slice: ``del`` on a Python list (a ``memmove``), and for a tensor a copy through a
+small reused buffer (:func:`shift_rows`), since a copy between overlapping slices is not
+allowed and a fresh copy of the whole tail would page in as many new bytes.  Many
+scattered blocks (a large subtree) fall back to one gather of the kept rows.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["MAX_BLOCKS", "BUFFER_BYTES", "removed_blocks", "shift_rows", "delete_blocks"]
+
+MAX_BLOCKS = 64
+"""Above this many removed blocks a removal gathers the kept rows instead of moving runs."""
+
+BUFFER_BYTES = 1 << 20
+"""The size of the buffer a run of tensor rows moves through (fits the cache)."""
+
+
+def removed_blocks(drop: torch.Tensor) -> list[tuple[int, int]]:
+    """The maximal runs ``[a, b)`` of consecutive rows in ``drop`` (increasing row numbers)."""
+    rows = drop.tolist()
+    blocks: list[tuple[int, int]] = []
+    for r in rows:
+        if blocks and blocks[-1][1] == r:
+            blocks[-1] = (blocks[-1][0], r + 1)
+        else:
+            blocks.append((r, r + 1))
+    return blocks
+
+
+def shift_rows(t: torch.Tensor, blocks: list[tuple[int, int]], end: int) -> int:
+    """Close the gaps of ``blocks`` in rows ``0 .. end-1`` of ``t``, in place: each kept run
+    moves down by the removed rows before it.  Returns the number of rows kept below
+    ``end``.  Rows at and past that number are left as they were (spare capacity)."""
+    row_bytes = max(1, t[:1].numel() * t.element_size())
+    step = max(1, BUFFER_BYTES // row_bytes)
+    buf = None
+    shift = 0
+    for j, (a, b) in enumerate(blocks):
+        if a >= end:
+            break
+        shift += min(b, end) - a
+        src, stop = min(b, end), min(blocks[j + 1][0] if j + 1 < len(blocks) else end, end)
+        i = src
+        while i < stop:
+            c = min(step, stop - i)
+            if c <= shift:  # source and destination do not overlap
+                t[i - shift: i - shift + c] = t[i: i + c]
+            else:
+                if buf is None:
+                    buf = t.new_empty((step, *t.shape[1:]))
+                buf[:c] = t[i: i + c]
+                t[i - shift: i - shift + c] = buf[:c]
+            i += c
+    return end - shift
+
+
+def delete_blocks(values: list, blocks: list[tuple[int, int]]) -> None:
+    """Delete the rows of ``blocks`` from a row-aligned list, in place (last block first)."""
+    for a, b in reversed(blocks):
+        del values[a:b]

@@ -1,0 +1,54 @@
+"""Removing rows in place (``hypermem.store.compaction``): the runs between removed blocks
+move down exactly as a gather of the kept rows would put them, through the buffer or not."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from hypermem import HashingEmbedder, Memory
+from hypermem.store import compaction
+from hypermem.store.compaction import delete_blocks, removed_blocks, shift_rows
+
+
+def test_removed_blocks_are_the_maximal_runs():
+    assert removed_blocks(torch.tensor([0, 1, 2, 5, 7, 8], dtype=torch.long)) == [(0, 3), (5, 6), (7, 9)]
+    assert removed_blocks(torch.tensor([], dtype=torch.long)) == []
+
+
+@pytest.mark.parametrize("buffer_bytes", [compaction.BUFFER_BYTES, 64])
+def test_shift_rows_equals_a_gather_of_the_kept_rows(monkeypatch, buffer_bytes):
+    monkeypatch.setattr(compaction, "BUFFER_BYTES", buffer_bytes)   # 64 bytes: many trips through the buffer
+    rng = random.Random(0)
+    for trial in range(40):
+        n = rng.randrange(1, 300)
+        cap = n + rng.randrange(0, 20)
+        shape = (cap, rng.choice([1, 3, 8])) if trial % 3 else (cap,)
+        t = torch.randn(*shape, dtype=rng.choice([torch.float32, torch.float64]))
+        keep = torch.tensor([rng.random() > 0.2 for _ in range(n)])
+        end = rng.randrange(0, n + 1)                                 # a mirror valid up to `end`
+        blocks = removed_blocks((~keep).nonzero().squeeze(1))
+        want = t[:end][keep[:end]].clone()
+        values = list(range(n))
+        delete_blocks(values, blocks)
+        assert values == keep.nonzero().squeeze(1).tolist()
+        kept = shift_rows(t, blocks, end)
+        assert kept == int(keep[:end].sum()) and torch.equal(t[:kept], want)
+
+
+def test_a_subtree_scattered_over_many_blocks_is_removed_by_a_gather():
+    m = Memory(embedder=HashingEmbedder(dim=8))
+    m.add("the hub", id="hub")
+    m.add_many([{"text": f"item {i}", "id": f"i{i}", **({"parent": "hub"} if i % 2 else {})} for i in range(300)])
+    m.update("i3", text="rewritten three")
+    m.update("i200", text="rewritten two hundred")
+    before = {i: (m.get(i).text, m.state.direction[m.state.row[i]].clone()) for i in m.state.ids[: m.state.n]}
+    gone = m.remove("hub", cascade=True)
+    row_before = {i: r for r, i in enumerate(before)}
+    assert len(removed_blocks(torch.tensor(sorted(row_before[i] for i in gone)))) > compaction.MAX_BLOCKS
+    assert [m.state.row[i] for i in m.state.ids[: m.state.n]] == list(range(m.state.n)) == list(range(150))
+    for i in m.state.ids[: m.state.n]:
+        assert m.get(i).text == before[i][0] and torch.equal(m.state.direction[m.state.row[i]], before[i][1])
+    assert m.state.records.rewrites == [-1, m.state.row["i200"]] and m.get("i200").text == "rewritten two hundred"
