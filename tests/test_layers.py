@@ -47,3 +47,18 @@ def test_ruff_is_clean():
     out = subprocess.run([str(ruff), "check", "--no-cache", "hypermem", "tests", "benchmarks", "experiments",
                           "scripts", "examples"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout[-4000:]
+
+
+MAX_LINES = 500
+
+
+def test_every_source_file_reads_in_one_sitting():
+    """No Python file of the package, tests, benchmarks, experiments, scripts or examples is
+    longer than 500 lines (the project's rule: one concept a file)."""
+    long = {}
+    for folder in ("hypermem", "tests", "benchmarks", "experiments", "scripts", "examples"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            n = len(path.read_text(encoding="utf-8").splitlines())
+            if n > MAX_LINES:
+                long[str(path.relative_to(ROOT))] = n
+    assert not long, f"files over {MAX_LINES} lines: {long}"
