@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import random
 import statistics
 import sys
 import time
@@ -171,6 +172,37 @@ def exact_section(mem, queries, base, n, dim, rounds: int) -> None:
     row("bandwidth floor of the mirror scan", f"{read32 / bw / 1e6:.0f} ms")
 
 
+def remove_section(mem, queries, count: int, seed: int = 0) -> None:
+    """``count`` removals of memories drawn over the whole store (one in the first tenth
+    of the rows each time: the worst case moves nearly every row) and ``count`` of the
+    newest memory, each followed by a search (the first after a change pays for bringing
+    the mirror and the indexes in step): median ms wall / CPU."""
+    rng = random.Random(seed)
+    n = mem.state.n
+    print(f"\n### Removing memories from {n:,} ({mem.state.dtype} store), {load()}\n")
+    row("removal", "`remove`, median ms wall / CPU", "the `search` after it, median ms wall / CPU")
+    row("---", "---:", "---:")
+    for label, pick in (("a memory drawn from the first tenth of the rows", lambda: rng.randrange(n // 10)),
+                        ("the newest memory (just added)", None)):
+        rm_wall, rm_cpu, s_wall, s_cpu = [], [], [], []
+        for j in range(count):
+            if pick is None:
+                victim = mem.add(f"a note added to be removed {j}")
+                mem.search(queries[0], k=10, touch=False)
+            else:
+                victim = mem.state.ids[pick()]
+            t, c = time.perf_counter(), time.process_time()
+            mem.remove(victim, cascade=True)
+            rm_wall.append(time.perf_counter() - t)
+            rm_cpu.append(time.process_time() - c)
+            t, c = time.perf_counter(), time.process_time()
+            mem.search(queries[j % len(queries)], k=10, touch=False)
+            s_wall.append(time.perf_counter() - t)
+            s_cpu.append(time.process_time() - c)
+        row(label, f"{1e3 * statistics.median(rm_wall):.1f} / {1e3 * statistics.median(rm_cpu):.1f}",
+            f"{1e3 * statistics.median(s_wall):.1f} / {1e3 * statistics.median(s_cpu):.1f}")
+
+
 def recall(exact, got) -> float:
     """recall@k, tie-aware: a returned memory counts when it is in the exact top-k or scores
     at least the exact k-th score (texts that hash alike tie, and ties are broken by row)."""
@@ -258,6 +290,7 @@ def main(argv=None) -> int:
     ap.add_argument("--refresh-n", type=int, default=100_000,
                     help="the refresh part's store size, at most --n (the issue measures it at 100k: at 1M "
                          "its full re-read alone takes minutes)")
+    ap.add_argument("--remove", type=int, default=0, help="time this many removals (old and newest memories)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--build-threads", type=int, default=None, help="faiss threads of the HNSW build (default --threads)")
     args = ap.parse_args(argv)
@@ -291,6 +324,8 @@ def main(argv=None) -> int:
                     ann_section(mem, queries, [int(x) for x in args.ef.split(",")], args.n, args.hnsw_m,
                                 args.ef_construction, bands if bands == "auto" else int(bands),
                                 args.build_threads or args.threads, args.threads)
+        if args.remove:
+            remove_section(mem, queries, args.remove)
         del mem
         gc.collect()
     durable_section(args)
