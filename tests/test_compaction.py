@@ -47,8 +47,51 @@ def test_a_subtree_scattered_over_many_blocks_is_removed_by_a_gather():
     before = {i: (m.get(i).text, m.state.direction[m.state.row[i]].clone()) for i in m.state.ids[: m.state.n]}
     gone = m.remove("hub", cascade=True)
     row_before = {i: r for r, i in enumerate(before)}
-    assert len(removed_blocks(torch.tensor(sorted(row_before[i] for i in gone)))) > compaction.MAX_BLOCKS
+    assert not compaction.moves_runs(removed_blocks(torch.tensor(sorted(row_before[i] for i in gone))), 301)
     assert [m.state.row[i] for i in m.state.ids[: m.state.n]] == list(range(m.state.n)) == list(range(150))
     for i in m.state.ids[: m.state.n]:
         assert m.get(i).text == before[i][0] and torch.equal(m.state.direction[m.state.row[i]], before[i][1])
     assert m.state.records.rewrites == [-1, m.state.row["i200"]] and m.get("i200").text == "rewritten two hundred"
+
+
+def _tree():
+    m = Memory(embedder=HashingEmbedder(dim=8))
+    m.add_many([{"text": f"memory {i}", "id": f"m{i}", **({"parent": f"m{i // 4}"} if i % 5 == 4 else {})}
+                for i in range(60)])
+    return m
+
+
+def test_remove_many_equals_a_loop_of_remove_in_one_compaction(monkeypatch):
+    a, b = _tree(), _tree()
+    ids = ["m3", "m40", "m10", "m57", "m1"]            # m1 has a child (m4): with cascade it goes too
+    gone = [g for i in ids for g in b.remove(i, cascade=True)]
+    calls = []
+    keep_rows = type(a.state).keep_rows
+    monkeypatch.setattr(type(a.state), "keep_rows", lambda self, keep: calls.append(1) or keep_rows(self, keep))
+    assert a.remove_many(ids, cascade=True) == gone and calls == [1]
+    assert a.ids == b.ids and all(torch.equal(a.point(i), b.point(i)) for i in a.ids)
+    assert {p: a.children(p) for p in a.ids} == {p: b.children(p) for p in b.ids}
+    assert a.remove_many([]) == []
+
+
+def test_remove_many_checks_every_id_before_removing_any():
+    m = _tree()
+    before = list(m.ids)
+    with pytest.raises(KeyError, match="nope"):
+        m.remove_many(["m5", "nope"])
+    with pytest.raises(ValueError, match="'m1' has 1 children"):
+        m.remove_many(["m5", "m1"])                    # m1's child m4 is not named
+    assert m.ids == before
+    assert m.remove_many(["m6", "m24", "m24"]) == ["m6", "m24"]   # a parent with its named child, an id twice
+    assert "m6" not in m and "m24" not in m and len(m) == 58
+
+
+def test_remove_many_through_durable_storage(tmp_path):
+    path = tmp_path / "m.db"
+    with Memory.open(path, embedder=HashingEmbedder(dim=8)) as m:
+        m.add_many([{"text": f"memory {i}", "id": f"m{i}", **({"parent": "m0"} if i in (5, 6) else {})}
+                    for i in range(20)])
+        assert m.remove_many(["m0", "m9"], cascade=True) == ["m0", "m5", "m6", "m9"]
+    again = Memory.open(path, embedder=HashingEmbedder(dim=8))
+    assert again.ids == [f"m{i}" for i in range(20) if i not in (0, 5, 6, 9)]
+    again.close()

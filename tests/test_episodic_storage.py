@@ -8,7 +8,6 @@ from episodic_helpers import T0, snapshot
 
 from hypermem import CallableEmbedder
 from hypermem.episodic import DEFAULT_TELIC_PREDICATES, EpisodicMemory, Eventuality, Memory, MemoryStorage
-from hypermem.episodic.storage import REBUILD_AT
 
 BETWEEN = ("Block1", "between.p", "Block2", "Block3")
 ON = ("Block1", "on.p", "Table")
@@ -320,12 +319,11 @@ def test_remove(blocks):
         s.key_of(b2)
 
 
-def test_remove_many_rebuilds_the_hyperbolic_store(storage):
-    ms = storage.instantiate([f"((x{i} p y) ** E{i})" for i in range(2 * REBUILD_AT)])
+def test_removing_many_keeps_the_others_points(storage):
+    ms = storage.instantiate([f"((x{i} p y) ** E{i})" for i in range(40)])
     keep = ms[::3]
     points = {storage.key_of(m): storage.point(m) for m in keep}
     gone = [m for m in ms if m not in keep]
-    assert len(gone) > REBUILD_AT
     storage.remove(gone)
     assert storage.hyperbolic.ids == [storage.key_of(m) for m in keep]
     for m in keep:

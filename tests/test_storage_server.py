@@ -86,6 +86,9 @@ def test_every_method_matches_the_in_process_store(pg_url, extra):
         _same_results(ref.search(None, k=4, mode="subtree", root="animals"),
                       srv.search(None, k=4, mode="subtree", root="animals"))
         assert srv.remove("dog3", cascade=True) == ref.remove("dog3", cascade=True) == ["dog3", "late"]
+        with pytest.raises(ValueError, match="children"):
+            srv.remove_many(["dog0", "animals"])
+        assert srv.remove_many(["dog1", "dog2"]) == ref.remove_many(["dog1", "dog2"]) == ["dog1", "dog2"]
         ref.update("pt", text="a new text for the point", valid_until=None)
         srv.update("pt", text="a new text for the point", valid_until=None)
         assert_same_server(ref, srv)

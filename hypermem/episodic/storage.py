@@ -32,10 +32,6 @@ from .sexpr import SExpr, format_sexpr, is_symbol, is_variable, parse_sexpr, to_
 NOT = "not"
 """The negation operator: ``(not <wff>)``."""
 
-REBUILD_AT = 16
-"""Removing more memories than this at once rebuilds the hyperbolic store in one pass
-instead of compacting it once per memory."""
-
 
 def negated(wff: SExpr) -> SExpr | None:
     """``W`` when ``wff`` is ``(not W)``, else ``None``."""
@@ -321,11 +317,7 @@ class MemoryStorage(RetrievalMixin):
             return
         keys = [self.key_of(m) for m in mems]
         if self.hyperbolic is not None:
-            if len(mems) > REBUILD_AT:
-                self._rebuild_hyperbolic(set(keys))
-            else:
-                for k in keys:
-                    self.hyperbolic.remove(k)
+            self.hyperbolic.remove_many(keys)  # one compaction of the store's rows
         for m in mems:
             self.memories.discard(m)
             self.context.discard(m)
@@ -336,18 +328,6 @@ class MemoryStorage(RetrievalMixin):
             if self._by_wff.get(m.get_wff()) is m:
                 del self._by_wff[m.get_wff()]
             del self._seq[m]
-
-    def _rebuild_hyperbolic(self, gone: set[str]) -> None:
-        """Rebuild :attr:`hyperbolic` without the ids in ``gone``, reusing the embeddings."""
-        old = self.hyperbolic
-        ids = old.ids
-        rows = [r for r, i in enumerate(ids) if i not in gone]
-        emb = old.embeddings[rows]
-        records = [old.get(ids[r]) for r in rows]
-        items = [{"text": rec.text, "id": rec.id, "t": rec.t, "embedding": emb[j]} for j, rec in enumerate(records)]
-        fresh = self._new_hyperbolic()
-        fresh.add_many(items)
-        self.hyperbolic = fresh
 
     def remove_from_context(self, memory: EpisodicMemory | Iterable[EpisodicMemory]) -> None:
         """Remove a memory (or list) from the context: it is no longer "true now", so its

@@ -246,17 +246,18 @@ def remove(memory: Memory, ids: Sequence[str] | None, cascade: bool = False) -> 
     memory's children move up to its parent unless ``cascade`` removes them too.  Returns
     the removed ids."""
     if ids is None:
-        return [g for r in memory.roots() for g in memory.remove(r, cascade=True)]
-    gone: list[str] = []
-    for i in ids:
-        if i not in memory:
-            continue
-        if not cascade:
+        return memory.remove_many(memory.roots(), cascade=True)
+    present = list(dict.fromkeys(i for i in ids if i in memory))
+    if not cascade:
+        named = set(present)
+        for i in present:
             up = memory.parent(i)
+            while up in named:  # the nearest ancestor that stays
+                up = memory.parent(up)
             for c in memory.children(i):
-                memory.link(c, up)
-        gone.extend(memory.remove(i, cascade=cascade))
-    return gone
+                if c not in named:
+                    memory.link(c, up)
+    return memory.remove_many(present, cascade=cascade)  # one pass over the store's rows
 
 
 def query_point(memory: Memory, vector: Any) -> torch.Tensor:

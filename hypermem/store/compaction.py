@@ -10,18 +10,24 @@ The removed rows come as a few *blocks* (half-open ``[a, b)`` row ranges): one f
 without children, a handful for a small subtree.  Each kept run between two blocks moves as
 one slice: ``del`` on a Python list (a ``memmove``), and for a tensor a copy through a
 small reused buffer (:func:`shift_rows`), since a copy between overlapping slices is not
-allowed and a fresh copy of the whole tail would page in as many new bytes.  Many
-scattered blocks (a large subtree) fall back to one gather of the kept rows.
+allowed and a fresh copy of the whole tail would page in as many new bytes.  Blocks so many
+that their runs are short (:func:`moves_runs`) fall back to one gather of the kept rows.
 """
 
 from __future__ import annotations
 
 import torch
 
-__all__ = ["MAX_BLOCKS", "BUFFER_BYTES", "removed_blocks", "shift_rows", "delete_blocks"]
+__all__ = ["BUFFER_BYTES", "MIN_ROWS_PER_BLOCK", "delete_blocks", "moves_runs", "removed_blocks", "shift_rows"]
 
-MAX_BLOCKS = 64
-"""Above this many removed blocks a removal gathers the kept rows instead of moving runs."""
+MIN_ROWS_PER_BLOCK = 256
+"""A removal moves runs while it has at most ``max(64, rows after its first block / 256)``
+blocks (each run costs a few slicing calls per column); past that it gathers the kept rows."""
+
+
+def moves_runs(blocks: list[tuple[int, int]], n: int) -> bool:
+    """Whether removing ``blocks`` from ``n`` rows moves runs (else: one gather)."""
+    return len(blocks) <= max(64, (n - blocks[0][0]) // MIN_ROWS_PER_BLOCK)
 
 BUFFER_BYTES = 1 << 20
 """The size of the buffer a run of tensor rows moves through (fits the cache)."""

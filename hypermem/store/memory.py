@@ -44,6 +44,7 @@ from .persistence import save as save_memory
 from .persistence import to_json as memory_to_json
 from .placement import Placer
 from .records import MemoryRecord
+from .removal import remove_memories
 from .search import Searcher
 from .state import MemoryState
 from .suggest import Suggester
@@ -340,24 +341,14 @@ class Memory:
 
     def remove(self, id: str, cascade: bool = False) -> list[str]:
         """Remove a memory; with ``cascade`` its whole subtree.  Returns the removed ids."""
-        with self.state.lock:
-            rec = self.state.record(id)
-            kids = self.state.children.get(id, [])
-            if kids and not cascade:
-                raise ValueError(f"{id!r} has {len(kids)} children; pass cascade=True to remove the subtree")
-            gone = [id, *self.descendants(id)]
-            keep = torch.ones(self.state.n, dtype=torch.bool)
-            keep[[self.state.row[i] for i in gone]] = False
-            if rec.parent_id is not None:
-                self.state.children[rec.parent_id].remove(id)
-                if not self.state.children[rec.parent_id]:
-                    del self.state.children[rec.parent_id]
-            for i in gone:
-                self.state.children.pop(i, None)
-            self.state.keep_rows(keep)  # the records' rows go with the columns'
-            assert not any(i in self.state.row for i in gone)
-            self.state.changed(compacted=True)
-            return gone
+        return remove_memories(self.state, [id], cascade)
+
+    def remove_many(self, ids: Iterable[str], cascade: bool = False) -> list[str]:
+        """Remove several memories in one pass over the rows (a loop of :meth:`remove` moves
+        the rows after each one); with ``cascade`` their subtrees too.  All ids are checked
+        first (unknown: ``KeyError``; children neither named nor ``cascade``: ``ValueError``)
+        and nothing is removed on an error.  Returns the removed ids."""
+        return remove_memories(self.state, list(ids), cascade)
 
     def link(self, child: str, parent: str | None) -> None:
         """Re-parent ``child`` under ``parent`` (``None``: make it a root) and re-place its subtree.  Refuses cycles."""

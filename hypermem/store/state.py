@@ -57,7 +57,7 @@ import torch
 
 from ..geometry.poincare import point_at
 from ..temporal.clock import to_seconds
-from .compaction import MAX_BLOCKS, delete_blocks, removed_blocks, shift_rows
+from .compaction import delete_blocks, moves_runs, removed_blocks, shift_rows
 from .record_table import RecordTable, table_of
 from .records import MemoryRecord
 
@@ -209,7 +209,7 @@ class MemoryState:
         first, m = blocks[0][0], self.n - int(drop.numel())
         drop_rows = drop.tolist()
         gone = [self.ids[r] for r in drop_rows]
-        if len(blocks) <= MAX_BLOCKS:  # move the kept runs between the blocks
+        if moves_runs(blocks, self.n):  # move the kept runs between the blocks
             for name in COLUMNS:
                 t = getattr(self, name)
                 if t is not None:

@@ -10,6 +10,7 @@ import torch
 from ..geometry import poincare as P
 from ..temporal import policy_spec
 from ..temporal.clock import from_seconds
+from .removal import descendants
 
 
 class MemoryViews:
@@ -82,13 +83,7 @@ class MemoryViews:
 
     def descendants(self, id: str) -> list[str]:
         """All descendants, breadth first."""
-        self.memory.state.record(id)
-        out: list[str] = []
-        frontier = list(self.memory.state.children.get(id, ()))
-        while frontier:
-            out.extend(frontier)
-            frontier = [c for p in frontier for c in self.memory.state.children.get(p, ())]
-        return out
+        return descendants(self.memory.state, id)
 
     def siblings(self, id: str) -> list[str]:
         """The other children of the parent (for a root: the other roots)."""

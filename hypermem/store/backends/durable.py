@@ -260,8 +260,11 @@ class DurableStore:
             self._put(st, [id, *self.descendants(id)] if text is not None else [id])
 
     def remove(self, id: str, cascade: bool = False) -> list[str]:
+        return self.remove_many([id], cascade=cascade)
+
+    def remove_many(self, ids, cascade: bool = False) -> list[str]:
         with self._writing("remove") as st:
-            gone = super().remove(id, cascade=cascade)
+            gone = super().remove_many(ids, cascade=cascade)
             st.delete(gone)
             for i in gone:
                 self._seq.pop(i, None)

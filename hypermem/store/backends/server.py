@@ -462,14 +462,20 @@ class ServerMemory:
 
     def remove(self, id: str, cascade: bool = False) -> list[str]:
         """Remove a memory; with ``cascade`` its whole subtree.  Returns the removed ids."""
+        return self.remove_many([id], cascade=cascade)
+
+    def remove_many(self, ids, cascade: bool = False) -> list[str]:
+        """Remove several memories in one transaction (:meth:`Memory.remove_many`'s checks)."""
+        ids = list(ids)
         with self._write("remove") as (st, _):
-            order = W.subtree(st.con, id) if isinstance(id, str) else []
-            if not order:
-                raise KeyError(f"unknown memory id {id!r}")
-            kids = sum(1 for _, g in order if g == 1)
-            if kids and not cascade:
-                raise ValueError(f"{id!r} has {kids} children; pass cascade=True to remove the subtree")
-            gone = [i for i, _ in order]
+            trees = {i: W.subtree(st.con, i) if isinstance(i, str) else [] for i in ids}
+            for i in ids:
+                if not trees[i]:
+                    raise KeyError(f"unknown memory id {i!r}")
+                kids = [c for c, g in trees[i] if g == 1]
+                if kids and not cascade and not set(kids) <= trees.keys():
+                    raise ValueError(f"{i!r} has {len(kids)} children; pass cascade=True to remove the subtree")
+            gone = list(dict.fromkeys(c for i in ids for c, _ in (trees[i] if cascade else trees[i][:1])))
             st.delete(gone)
             return gone
 
