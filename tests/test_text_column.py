@@ -61,6 +61,26 @@ def test_keep_from_keeps_a_prefix_and_the_rows_named_in_place():
     assert list(col) == ["again"]
 
 
+def test_delete_blocks_equals_keeping_the_other_rows_overlay_included():
+    import random
+
+    rng = random.Random(1)
+    for _ in range(200):
+        n = rng.randrange(1, 60)
+        texts = [f"x{i} ü" for i in range(n)]
+        col = TextColumn(texts)
+        for _ in range(rng.randrange(0, 10)):       # rewrites waiting in the overlay
+            r = rng.randrange(n)
+            texts[r] = col[r] = f"rewritten {r}"
+        drop = sorted(rng.sample(range(n), rng.randrange(1, n + 1)))
+        blocks = []
+        for r in drop:
+            blocks = blocks[:-1] + [(blocks[-1][0], r + 1)] if blocks and blocks[-1][1] == r else blocks + [(r, r + 1)]
+        col.delete_blocks(blocks)
+        gone = set(drop)
+        assert list(col) == [t for i, t in enumerate(texts) if i not in gone]
+
+
 def test_the_column_is_smaller_than_a_list_of_strings():
     import sys
     texts = [f"a note about the kitchen shelf number {i:07d}" for i in range(10_000)]

@@ -16,6 +16,7 @@ included (``surrogatepass``).
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import accumulate, islice
 
@@ -150,17 +151,12 @@ class TextColumn(Sequence):
         for a, b in reversed(blocks):
             del ends[a:b]
         if over:
-            gaps = list(blocks)
+            starts = [a for a, _ in blocks]
+            shifts = list(accumulate(b - a for a, b in blocks))
 
-            def moved(r: int) -> int | None:
-                shift = 0
-                for a, b in gaps:
-                    if r < a:
-                        break
-                    if r < b:
-                        return None
-                    shift += b - a
-                return r - shift
+            def moved(r: int) -> int | None:  # the row's new number (None: removed)
+                j = bisect_right(starts, r) - 1
+                return r if j < 0 else (None if r < blocks[j][1] else r - shifts[j])
             self._over = {k: t for r, t in over.items() if (k := moved(r)) is not None}
 
     def _fold(self) -> None:
