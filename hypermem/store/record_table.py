@@ -236,32 +236,29 @@ class RecordTable(Mapping):
         self.relaid()
         self.append(records)
 
-    def keep_from(self, first: int, rows: Sequence[int] | None, gone: Sequence[str], removed_rows: list[int],
-                  blocks: Sequence[tuple[int, int]] | None = None) -> None:
-        """Keep rows ``0 .. first-1`` and then ``rows`` (increasing, each at least ``first``)
-        -- or, with ``blocks``, every row outside those removed ``[a, b)`` ranges --
-        forgetting the ``gone`` ids (at ``removed_rows``), their last accesses and times: a
-        removal rewrites the columns after its first removed row only, and the journal
-        (:attr:`rewrites`, :attr:`removed`, :attr:`removals`) carries on through it."""
-        if blocks is not None:
+    def keep_from(self, blocks: Sequence[tuple[int, int]], gone: Sequence[str], removed_rows: list[int],
+                  rows: Sequence[int] | None = None) -> None:
+        """Remove the rows of ``blocks`` (increasing ``[a, b)`` ranges): the ``gone`` ids, at
+        ``removed_rows``, their last accesses and times forgotten.  The rows after the first
+        block move down (``rows``: the kept rows from there on, gathered at once where the
+        blocks are many), the journal (:attr:`rewrites`, :attr:`removed`, :attr:`removals`)
+        carries on through it."""
+        first = blocks[0][0]
+        if rows is None:
             self.texts.delete_blocks(blocks)
             delete_blocks(self.parents, blocks)
             delete_blocks(self.metas, blocks)
-            starts = [a for a, _ in blocks]
-            ends = list(accumulate(b - a for a, b in blocks))
-
-            def new_row(r: int) -> int:
-                j = bisect_right(starts, r) - 1
-                return r if j < 0 else (-1 if r < blocks[j][1] else r - ends[j])
         else:
             self.texts.keep_from(first, rows)
             self.parents[first:] = [self.parents[r] for r in rows]
             self.metas[first:] = [self.metas[r] for r in rows]
-            at = {r: first + j for j, r in enumerate(rows)} if any(r >= first for r in self.rewrites) else {}
-
-            def new_row(r: int) -> int:
-                return r if r < first else at.get(r, -1)
         if any(r >= first for r in self.rewrites):
+            starts = [a for a, _ in blocks]
+            shifts = list(accumulate(b - a for a, b in blocks))
+
+            def new_row(r: int) -> int:  # -1: removed
+                j = bisect_right(starts, r) - 1
+                return r if j < 0 else (-1 if r < blocks[j][1] else r - shifts[j])
             self.rewrites = [new_row(r) if r >= 0 else r for r in self.rewrites]
         self.removed.extend(gone)
         self.removals.append(removed_rows)

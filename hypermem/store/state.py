@@ -216,7 +216,7 @@ class MemoryState:
                     shift_rows(t, blocks, self.n)
             if self.mirror is not None and self.mirror_rows > first:
                 self.mirror_rows = shift_rows(self.mirror, blocks, self.mirror_rows)
-            self.records.keep_from(first, None, gone, drop_rows, blocks)
+            self.records.keep_from(blocks, gone, drop_rows)
             delete_blocks(self.ids, blocks)
             delete_blocks(self.levels, blocks)
         else:  # many scattered rows: one gather of the kept rows after the first removed one
@@ -230,7 +230,7 @@ class MemoryState:
                 self.mirror[first: first + mt.numel()] = self.mirror.index_select(0, mt.to(self.mirror.device))
                 self.mirror_rows = first + int(mt.numel())
             kept = tail.tolist()
-            self.records.keep_from(first, kept, gone, drop_rows)
+            self.records.keep_from(blocks, gone, drop_rows, kept)
             self.ids[first:] = [self.ids[r] for r in kept]
             self.levels[first:] = [self.levels[r] for r in kept]
         row = self.row
