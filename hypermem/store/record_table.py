@@ -262,7 +262,7 @@ class RecordTable(Mapping):
             self.rewrites = [new_row(r) if r >= 0 else r for r in self.rewrites]
         self.removed.extend(gone)
         self.removals.append(removed_rows)
-        if len(self.removed) > max(1024, len(self.texts)):
+        if len(self.removed) > max(1024, len(self.texts) // 8):  # the journal keeps the ids alive: bounded
             self.relaid()
         if self.exact or self.last:
             for i in gone:
