@@ -22,7 +22,7 @@ from hypermem.data.hierarchy_tasks import (  # noqa: E402
     unseen_entity_task,
 )
 from hypermem.embed.hierarchy_encoder import HierarchyEncoder  # noqa: E402
-from hypermem.hierarchy.encoder_batches import EdgeBatches, EncoderBatch, closure_sets  # noqa: E402
+from hypermem.hierarchy.encoder_batches import EdgeBatches, EncoderBatch, closure_sets, levels  # noqa: E402
 from hypermem.hierarchy.encoder_eval import (  # noqa: E402
     RANKING_LAMBDAS,
     PairTerms,
@@ -66,6 +66,35 @@ def test_losses_against_hand_computation():
     assert out["cone"] >= 0 and torch.isfinite(out["loss"])
     want = out["clustering"] + out["centripetal"] + out["contrastive"] + out["cone"]
     assert float(out["loss"]) == pytest.approx(float(want))
+
+
+def test_depth_loss_against_hand_computation():
+    pts, c = _points(), 0.25
+    ball = geoopt.PoincareBall(c=c)
+    lv = torch.tensor([2, 1, -1, 0, 3])   # entity 2's level unknown: left out
+    w = LossWeights(clustering=0.0, centripetal=0.0, centripetal_margin=0.3, depth=2.0)
+    out = encoder_losses(pts, torch.tensor([0]), torch.tensor([1]), torch.tensor([[4]]), None, c, w, lv)
+    r = torch.stack([ball.dist0(pts[i]) - 0.3 * lv[i] for i in (0, 1, 3, 4)])
+    assert float(out["depth"]) == pytest.approx(float((r - r.mean()).abs().mean()), rel=1e-6)
+    assert float(out["loss"]) == pytest.approx(2.0 * float(out["depth"]))
+    # norms exactly one margin apart per level: no loss, whatever the common offset
+    e = encoder_losses(torch.tensor([[1.0, 0.0], [2.3, 0.0], [3.6, 0.0]]), torch.tensor([1]), torch.tensor([0]),
+                       torch.tensor([[2]]), None, None, LossWeights(centripetal_margin=1.3, depth=1.0),
+                       torch.tensor([0, 1, 2]))
+    assert float(e["depth"]) == pytest.approx(0.0, abs=1e-12)
+    with pytest.raises(ValueError, match="levels"):
+        encoder_losses(pts, torch.tensor([0]), torch.tensor([1]), torch.tensor([[4]]), None, c, w)
+
+
+def test_levels_are_hops_below_the_nearest_root():
+    # 0 and 5 are roots; 4 is reached by 0-1-3-4 and by 0-2-4: its level is the shorter, 2
+    edges = [(1, 0), (2, 0), (3, 1), (4, 3), (4, 2), (6, 5)]
+    assert levels(edges, 8).tolist() == [0, 1, 1, 2, 2, 0, 1, -1]
+    chain = [(i + 1, i) for i in range(5000)]   # deep: no recursion
+    assert levels(chain, 5001)[-1].item() == 5000
+    batch = next(EdgeBatches(edges, closure_sets(edges, 8), batch_size=8, children_per_parent=2, negatives=2,
+                             hard_negatives=1).epoch(0))
+    assert batch.levels.tolist() == [levels(edges, 8)[e].item() for e in batch.entities]
 
 
 def test_euclidean_losses_use_euclidean_lengths():

@@ -98,10 +98,16 @@ def test_frozen_layers_from_yaml_train_the_upper_layer_and_resume_exactly(setup)
 
 
 def test_a_small_head_from_yaml_trains_and_exports(setup):
-    # --model.dim adds the tanh head: the exported encoder has points of that many coordinates
+    # --model.dim adds the tanh head: the exported encoder has points of that many coordinates;
+    # --model.depth turns on the depth term, logged with the others
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
     root, model = setup
-    main(_args(root, model, "small", 1, "--model.dim=4", "--model.frozen_layers=1"))
+    main(_args(root, model, "small", 1, "--model.dim=4", "--model.frozen_layers=1", "--model.depth=0.5"))
     run = root / "runs" / "small" / "version_0"
+    ea = EventAccumulator(str(run))
+    ea.Reload()
+    assert any(e.value > 0 for e in ea.Scalars("train/depth"))
     enc = HierarchyEncoder.load(run / "encoder")
     assert enc.dim == 4 and enc.curvature == pytest.approx(0.25)
     assert enc.encode(["dog", "animal"]).shape == (2, 4)

@@ -15,7 +15,9 @@ batch is built around parents instead:
    first (up to ``hard_negatives``), then random batch entities, never the child or one of
    its known ancestors (the closure of the training edges);
 4. for the in-batch contrastive loss, every batch entity except the child and its known
-   ancestors other than the parent is a candidate.
+   ancestors other than the parent is a candidate;
+5. for the depth loss, each entity's level: its hops below the nearest root of the
+   training edges (:func:`levels`; ``-1`` for an entity no edge names).
 
 About 1.3 encodings a positive instead of 30.  Batches are a pure function of
 ``(seed, epoch)``, so a resumed run sees the same ones.
@@ -31,7 +33,7 @@ import torch
 
 from ..data.dag import hypernym_closure
 
-__all__ = ["EncoderBatch", "EdgeBatches", "closure_sets"]
+__all__ = ["EncoderBatch", "EdgeBatches", "closure_sets", "levels"]
 
 
 def closure_sets(edges: Iterable[tuple[int, int]], n: int) -> list[set[int]]:
@@ -43,17 +45,43 @@ def closure_sets(edges: Iterable[tuple[int, int]], n: int) -> list[set[int]]:
     return [set(anc.get(i, ())) for i in range(n)]
 
 
+def levels(edges: Iterable[tuple[int, int]], n: int) -> torch.Tensor:
+    """Level of entities ``0..n-1`` under integer ``(child, parent)`` edges: 0 for a root
+    (a parent with no parent), else the fewest hops down from a root (breadth-first, so a
+    deep DAG needs no recursion); ``-1`` for an entity that no edge names."""
+    kids: dict[int, list[int]] = {}
+    has_parent: set[int] = set()
+    named: set[int] = set()
+    for c, p in edges:
+        kids.setdefault(p, []).append(c)
+        has_parent.add(c)
+        named.update((c, p))
+    out = [-1] * n
+    frontier = sorted(named - has_parent)
+    level = 0
+    while frontier:
+        nxt = []
+        for e in frontier:
+            if out[e] < 0:
+                out[e] = level
+                nxt.extend(k for k in kids.get(e, ()) if out[k] < 0)
+        frontier, level = nxt, level + 1
+    return torch.tensor(out, dtype=torch.long)
+
+
 @dataclass
 class EncoderBatch:
     """One batch: ``entities`` (ids into the entity list, the order of the encoded points),
     ``child`` / ``parent`` ``(P,)`` and ``negatives`` ``(P, K)`` indices into ``entities``
-    (``-1`` pads), ``candidates`` ``(P, U)`` the contrastive mask."""
+    (``-1`` pads), ``candidates`` ``(P, U)`` the contrastive mask, ``levels`` ``(U,)`` the
+    entities' levels (:func:`levels`)."""
 
     entities: list[int]
     child: torch.Tensor
     parent: torch.Tensor
     negatives: torch.Tensor
     candidates: torch.Tensor
+    levels: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return int(self.child.numel())
@@ -85,6 +113,7 @@ class EdgeBatches:
         for c, p in self.edges:
             self.kids.setdefault(p, []).append(c)
             self.parents.setdefault(c, []).append(p)
+        self.levels = levels(self.edges, len(ancestors))
 
     def __len__(self) -> int:
         """Batches per epoch (the packing is the same size every epoch, up to one batch)."""
@@ -148,4 +177,4 @@ class EdgeBatches:
             chosen += pool[: self.k - len(chosen)]
             neg[i, : len(chosen)] = torch.tensor(chosen, dtype=torch.long)
         return EncoderBatch(order, torch.tensor([ents[c] for c, _ in pos]), torch.tensor([ents[p] for _, p in pos]),
-                            neg, cand)
+                            neg, cand, self.levels[torch.tensor(order, dtype=torch.long)])

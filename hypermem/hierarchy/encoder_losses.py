@@ -29,6 +29,17 @@ norms ``h`` are the geometry's: in the ball of curvature ``-c``, ``d = d_c`` and
   twin (:func:`~hypermem.geometry.cones.euclidean_cone_energy`, points in units of
   ``sqrt(d)``).
 
+* **depth** (not in HiT): every batch entity ``u`` of known level ``l(u)`` (hops below a
+  root of the training edges) one centripetal margin ``beta`` further from the origin per
+  level, up to an offset common to the batch -- the mean absolute deviation of the
+  residuals ``r_u = h(u) - beta l(u)`` (in the units of the distances, like the margins)::
+
+      L_depth = mean_u |r_u - mean_v r_v|
+
+  The centripetal loss orders each parent before its own children only; this term puts
+  the norms of every branch on one scale, so that ``h(p) - h(c)`` in the score separates a
+  parent from a child's siblings (same level) wherever they are in the tree.
+
 With the batch built from HiT's triplets (each positive with its own ``K`` negatives),
 ``L_clu + L_cen`` equals HiT's ``HierarchyTransformerLoss`` value and gradient (the
 centripetal mean over triplets is the mean over positives when every positive has ``K``
@@ -51,7 +62,7 @@ __all__ = ["LossWeights", "encoder_losses"]
 
 @dataclass(frozen=True)
 class LossWeights:
-    """Weights and margins of the four terms (see the module docstring)."""
+    """Weights and margins of the five terms (see the module docstring)."""
 
     clustering: float = 1.0
     clustering_margin: float = 5.0
@@ -62,10 +73,11 @@ class LossWeights:
     cone: float = 0.0
     cone_margin: float = 0.01
     cone_K: float = DEFAULT_K
+    depth: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("clustering", "clustering_margin", "centripetal", "centripetal_margin", "contrastive",
-                     "cone", "cone_margin"):
+                     "cone", "cone_margin", "depth"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
@@ -82,12 +94,14 @@ def _masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 def encoder_losses(points: torch.Tensor, child: torch.Tensor, parent: torch.Tensor, negatives: torch.Tensor,
                    candidates: torch.Tensor | None, curvature: float | None,
-                   weights: LossWeights = LossWeights()) -> dict[str, torch.Tensor]:
+                   weights: LossWeights = LossWeights(), levels: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
     """The terms and their weighted sum ``"loss"``.
 
     ``points`` ``(U, d)``; ``child`` / ``parent`` ``(P,)`` indices; ``negatives`` ``(P, K)``
     indices (``-1`` pads); ``candidates`` ``(P, U)`` boolean mask of each child's contrastive
-    candidates (the parent included), needed only when ``weights.contrastive > 0``."""
+    candidates (the parent included), needed only when ``weights.contrastive > 0``;
+    ``levels`` ``(U,)`` each entity's level (``-1``: unknown), needed only when
+    ``weights.depth > 0``."""
     zero = points.new_zeros(())
     c, p = points[child], points[parent]
     valid = negatives >= 0
@@ -118,6 +132,16 @@ def encoder_losses(points: torch.Tensor, child: torch.Tensor, parent: torch.Tens
         out["cone"] = e_pos.mean() + _masked_mean(torch.relu(weights.cone_margin - e_neg), valid)
     else:
         out["cone"] = zero
+    if weights.depth > 0:
+        if levels is None:
+            raise ValueError("the depth loss needs the entities' levels")
+        known = levels >= 0
+        r = point_norms(points, curvature) - weights.centripetal_margin * levels.to(points.dtype)
+        mean = _masked_mean(r, known)
+        out["depth"] = _masked_mean((r - mean).abs(), known)
+    else:
+        out["depth"] = zero
     out["loss"] = (weights.clustering * out["clustering"] + weights.centripetal * out["centripetal"]
-                   + weights.contrastive * out["contrastive"] + weights.cone * out["cone"])
+                   + weights.contrastive * out["contrastive"] + weights.cone * out["cone"]
+                   + weights.depth * out["depth"])
     return out

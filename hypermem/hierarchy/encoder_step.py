@@ -82,7 +82,8 @@ def batch_losses(encoder, tokens, batch: EncoderBatch, weights: LossWeights) -> 
     dev = encoder.device
     points = tokens.points(encoder, batch.entities)
     return encoder_losses(points, batch.child.to(dev), batch.parent.to(dev), batch.negatives.to(dev),
-                          batch.candidates.to(dev) if weights.contrastive > 0 else None, encoder.curvature, weights)
+                          batch.candidates.to(dev) if weights.contrastive > 0 else None, encoder.curvature, weights,
+                          batch.levels.to(dev) if weights.depth > 0 and batch.levels is not None else None)
 
 
 def step_seed(seed: int, step: int) -> int:

@@ -52,9 +52,10 @@ class EncoderModule(pl.LightningModule):
         AdamW and the fraction of the run spent warming up.
     max_length:
         Tokens kept per text.
-    clustering, centripetal, contrastive, cone:
-        Loss weights; margins ``clustering_margin`` / ``centripetal_margin`` (``null``: the
-        geometry's default, HiT's 5.0 / 0.5 in the ball), ``temperature``, ``cone_margin``.
+    clustering, centripetal, contrastive, cone, depth:
+        Loss weights (:mod:`hypermem.hierarchy.encoder_losses`); margins ``clustering_margin``
+        / ``centripetal_margin`` (``null``: the geometry's default, 5.0 / 2.0 in the ball, where
+        HiT's are 5.0 / 0.5), ``temperature``, ``cone_margin``.
     seed:
         Seeds dropout per step.
     log_images, disk_sample:
@@ -76,7 +77,7 @@ class EncoderModule(pl.LightningModule):
                  weight_decay: float = 0.01, warmup: float = 0.05, max_length: int = 32, clustering: float = 1.0,
                  clustering_margin: float | None = None, centripetal: float = 1.0,
                  centripetal_margin: float | None = None, contrastive: float = 1.0, temperature: float = 1.0,
-                 cone: float = 0.0, cone_margin: float = 0.01, seed: int = 0, log_images: bool = True,
+                 cone: float = 0.0, cone_margin: float = 0.01, depth: float = 0.0, seed: int = 0, log_images: bool = True,
                  disk_sample: int = 300, schedule_steps: int | None = None, frozen_layers: int | None = None,
                  dim: int | None = None):
         super().__init__()
@@ -86,7 +87,7 @@ class EncoderModule(pl.LightningModule):
         self.weights = EncoderTrainConfig(
             clustering=clustering, clustering_margin=clustering_margin, centripetal=centripetal,
             centripetal_margin=centripetal_margin, contrastive=contrastive, temperature=temperature, cone=cone,
-            cone_margin=cone_margin).loss_weights(geometry)
+            cone_margin=cone_margin, depth=depth).loss_weights(geometry)
         torch.manual_seed(seed)
         self.encoder = HierarchyEncoder.from_pretrained(base, geometry, max_length=max_length, dim=dim)
         self.model = self.encoder.model   # registers the transformer's parameters with this module
