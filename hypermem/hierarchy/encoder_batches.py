@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import torch
 
 from ..data.dag import hypernym_closure
+from .tree import depths
 
 __all__ = ["EncoderBatch", "EdgeBatches", "closure_sets", "levels"]
 
@@ -47,25 +48,19 @@ def closure_sets(edges: Iterable[tuple[int, int]], n: int) -> list[set[int]]:
 
 def levels(edges: Iterable[tuple[int, int]], n: int) -> torch.Tensor:
     """Level of entities ``0..n-1`` under integer ``(child, parent)`` edges: 0 for a root
-    (a parent with no parent), else the fewest hops down from a root (breadth-first, so a
-    deep DAG needs no recursion); ``-1`` for an entity that no edge names."""
+    (a parent with no parent), else the fewest hops down from a root
+    (:func:`hypermem.hierarchy.tree.depths` below a virtual root over all roots; a cycle is a
+    ``ValueError``); ``-1`` for an entity that no edge names."""
     kids: dict[int, list[int]] = {}
     has_parent: set[int] = set()
-    named: set[int] = set()
     for c, p in edges:
         kids.setdefault(p, []).append(c)
         has_parent.add(c)
-        named.update((c, p))
+    kids[-1] = sorted(set(kids) - has_parent)
     out = [-1] * n
-    frontier = sorted(named - has_parent)
-    level = 0
-    while frontier:
-        nxt = []
-        for e in frontier:
-            if out[e] < 0:
-                out[e] = level
-                nxt.extend(k for k in kids.get(e, ()) if out[k] < 0)
-        frontier, level = nxt, level + 1
+    for e, d in depths(kids, -1).items():
+        if e >= 0:
+            out[e] = d - 1
     return torch.tensor(out, dtype=torch.long)
 
 

@@ -116,7 +116,7 @@ class EncoderDataModule(pl.LightningDataModule):
         self.batches = EdgeBatches(int_edges, closure_sets(int_edges, len(self.ids)), batch_size=hp.batch_size,
                                    children_per_parent=hp.children_per_parent, negatives=hp.negatives,
                                    hard_negatives=hp.hard_negatives, seed=hp.seed)
-        self.depth = _depths(self.ids, int_edges)
+        self.depth = self.batches.levels.tolist()   # -1: an entity no training edge names
 
     @property
     def names(self) -> dict[str, str]:
@@ -130,23 +130,3 @@ class EncoderDataModule(pl.LightningDataModule):
 
     def val_dataloader(self) -> DataLoader:
         return DataLoader(_Once(), batch_size=None)
-
-
-def _depths(ids: list[str], edges: list[tuple[int, int]]) -> list[int]:
-    """Each entity's depth: the longest path up to a root of the training edges (roots 0)."""
-    parents: dict[int, list[int]] = {}
-    kids: dict[int, list[int]] = {}
-    for c, p in edges:
-        parents.setdefault(c, []).append(p)
-        kids.setdefault(p, []).append(c)
-    depth = [0] * len(ids)
-    pending = [len(parents.get(i, ())) for i in range(len(ids))]
-    queue = [i for i in range(len(ids)) if pending[i] == 0]
-    while queue:
-        p = queue.pop()
-        for c in kids.get(p, ()):
-            depth[c] = max(depth[c], depth[p] + 1)
-            pending[c] -= 1
-            if pending[c] == 0:
-                queue.append(c)
-    return depth

@@ -186,7 +186,7 @@ class EncoderModule(pl.LightningModule):
         norms = self.encoder.norms(pts)
         depth = torch.tensor([dm.depth[i] for i in sample])
         step = self.global_step
-        for d in sorted(set(depth.tolist()))[:12]:
+        for d in sorted(set(depth.tolist()) - {-1})[:12]:
             tb.add_histogram(f"embedding/norm_depth_{d}", norms[depth == d].float(), global_step=step)
         if not self.hparams.log_images:
             return
