@@ -8,7 +8,8 @@ import math
 import pytest
 import torch
 
-from hypermem.store.mentions import MENTION_SHARE, add_title, mentioned, title_terms
+from hypermem.store.mentions import MENTION_SHARE, add_title, first_mentioned, mentioned, title_terms
+from hypermem.store.parent_choice import placement_order
 from hypermem.store.vote import neighbour_vote
 
 PARENT = {"poodle": "dog", "beagle": "dog", "dog": "mammal", "mammal": "animal", "animal": "entity",
@@ -53,17 +54,19 @@ FILED = [("living thing", None), ("animal", "living thing"), ("plant", "living t
          ("tree oak", "plant"), ("tree pine", "plant")]
 
 
-def named(mem, text):
-    """The stored memories that ``text`` names, from their texts (hypermem.store.mentions)."""
+def named(mem, text, first=False):
+    """The stored memories that ``text`` names (``first``: the first it names), from their texts
+    (hypermem.store.mentions)."""
     titles: dict = {}
     for i in mem.ids:
         add_title(titles, i, mem.get(i).text)
-    return mentioned(text, titles)
+    return (first_mentioned if first else mentioned)(text, titles)
 
 
-def plain_vote(mem, text):
+def plain_vote(mem, text, names=True):
     """The vote from the store's own embeddings (the hashing embedder), its declared parents and
-    the memories the text names."""
+    (``names``) the memories the text names, re-ranked by the text's evidence as ``parent="auto"``
+    ranks (hypermem.store.parent_choice: the first named memory, the cosine, the children)."""
     from hypermem.store.vote import VOTE_K
 
     q = mem.embedder.embed([text])[0].double()
@@ -71,8 +74,17 @@ def plain_vote(mem, text):
     E = torch.stack([mem.embedding(i) for i in ids]).double()
     cos = (E @ q) / (E.norm(dim=1) * q.norm())
     top = torch.topk(cos, min(VOTE_K, len(ids)))
-    return neighbour_vote([(ids[r], c, 1.0) for c, r in zip(top.values.tolist(), top.indices.tolist())], mem.parent,
-                          mentioned=named(mem, text))
+    ranked = neighbour_vote([(ids[r], c, 1.0) for c, r in zip(top.values.tolist(), top.indices.tolist())], mem.parent,
+                            mentioned=named(mem, text) if names else ())
+    return reranked(mem, text, ranked, ids, cos) if names else ranked
+
+
+def reranked(mem, text, ranked, ids, cos):
+    """The vote ``ranked`` re-ranked by the text's own evidence (hypermem.store.parent_choice), with
+    ``cos`` the cosine of the text and each of ``ids``."""
+    at = {i: j for j, i in enumerate(ids)}
+    return placement_order(ranked, set(named(mem, text, first=True)), [float(cos[at[c]]) for c, _ in ranked],
+                           lambda c: len(mem.children(c)))
 
 
 def test_a_filed_store_votes_with_any_embedder():
@@ -87,7 +99,9 @@ def test_a_filed_store_votes_with_any_embedder():
     q = m.embedder.embed(["dog breed husky"])[0].double()
     assert got[0].distance == pytest.approx(1 - float(torch.cosine_similarity(m.embedding(got[0].id).double(), q,
                                                                                dim=0)))
-    assert [h.id for h in m.search("dog breed husky", mode="ancestors", k=3)] == [h.id for h in got]
+    # the ancestors search ranks by the vote alone (no names, no re-ranking)
+    assert [h.id for h in m.search("dog breed husky", mode="ancestors", k=3)] == \
+        [c for c, _ in plain_vote(m, "dog breed husky", names=False)[:3]]
     i = m.add("dog breed husky", parent="auto")
     info = m.get(i).meta["auto_parent"]
     assert m.parent(i) == want[0][0] == info["parent"] and info["by"] == "vote" and info["threshold"] is None
@@ -148,6 +162,29 @@ def test_a_mentioned_memory_adds_mu_to_its_share():
     assert MENTION_SHARE > 0
 
 
+def test_the_first_memory_a_text_names_and_the_order_by_the_texts_evidence():
+    titles: dict = {}
+    for i, t in [("k", "kingfisher"), ("k2", "kingfisher: a blue bird"), ("b", "bird"), ("pi", "percussion instrument"),
+                 ("p", "percussion"), ("d", "the dishwasher"), ("l", "list"), ("m", "mail")]:
+        add_title(titles, i, t)
+    assert first_mentioned("kookaburra: Australian kingfisher, a bird", titles) == ["k", "k2"]   # every sense
+    assert first_mentioned("xylophone: a percussion instrument with bars", titles) == ["pi"]   # the longest run there
+    assert first_mentioned("the dishwasher filter needs rinsing every month", titles) == ["d"]   # no title
+    assert first_mentioned("dishwasher percussion", titles) == []     # all title (a compound): no first memory
+    assert first_mentioned("mailing list: a list of names", titles) == ["l"]           # after its own title
+    assert first_mentioned("bird: a warm-blooded egg-laying vertebrate", titles) == []  # its own title names nothing
+    assert first_mentioned("a small bird and a kingfisher sat in the old tree", titles, {title_terms("small bird"): ["z"]}) \
+        == ["z"]
+    # share + nu [first] + a cos + b log(1 + children), the best first
+    got = placement_order([("x", 0.5), ("y", 0.4), ("z", 0.1)], {"z"}, [0.1, 0.2, 0.9], {"x": 0, "y": 3, "z": 1}.get,
+                          nu=0.2, a=0.5, b=0.1)
+    want = {"x": 0.5 + 0.05, "y": 0.4 + 0.1 + 0.1 * math.log(4), "z": 0.1 + 0.2 + 0.45 + 0.1 * math.log(2)}
+    assert got == [(c, pytest.approx(want[c])) for c in ("z", "y", "x")]
+    assert [c for c, _ in placement_order([("x", 0.5), ("y", 0.5)], set(), [0.3, 0.3], lambda c: 0)] == ["x", "y"]
+    with pytest.raises(ValueError, match="one cosine per candidate"):
+        placement_order([("x", 0.5)], set(), [], lambda c: 0)
+
+
 HOUSE = [("appliance", None), ("tool", None), ("the kettle", "appliance"), ("the toaster", "appliance"),
          ("the cordless drill", "tool"), ("the hammer", "tool"), ("the kettle holds a litre and a half", "the kettle"),
          ("the toaster crumb tray is full", "the toaster"), ("the hammer handle is cracked", "the hammer")]
@@ -169,11 +206,13 @@ def test_the_store_adds_the_mention_term_and_its_titles_follow_the_store(monkeyp
         mp.setattr(suggest, "neighbour_vote", partial(neighbour_vote, mention=0.0))
         plain = {h.id: h.score for h in m.suggest_parents(note, k=3)}
     # the root-free ancestors search ranks by the vote alone
-    assert {h.id: h.score for h in m.search(note, mode="ancestors", k=3)} == pytest.approx(plain)
+    assert [(h.id, h.score) for h in m.search(note, mode="ancestors", k=3)] == \
+        [(c, pytest.approx(v)) for c, v in plain_vote(m, note, names=False)[:3]]
     assert {h.id: h.score for h in got} == pytest.approx(
         {i: v + MENTION_SHARE * (i == "the cordless drill") for i, v in plain.items()})
-    # the kind's share (every tool votes for it) beats the named thing's at the default mu; a larger mu
-    # files the note under the thing, in one add and in a batch whose earlier item it names
+    # the kind's share (every tool votes for it) beats the named thing's at the default mu (a note of
+    # four terms is all title: it names no *first* memory, store.parent_choice); a larger mu files the
+    # note under the thing, in one add and in a batch whose earlier item it names
     assert got[0].id == "tool"
     monkeypatch.setattr(suggest, "neighbour_vote", partial(neighbour_vote, mention=1.0))
     i = m.add(note, parent="auto")
@@ -244,8 +283,9 @@ def expected_vote(enc, mem, text, allowed=None):
     E = torch.stack([mem.embedding(i) for i in ids]).double()
     cos = (E @ q) / (E.norm(dim=1) * q.norm())
     top = torch.topk(cos, min(VOTE_K, len(ids)))
-    return neighbour_vote([(ids[r], c, 1.0) for c, r in zip(top.values.tolist(), top.indices.tolist())],
-                          mem.parent, allowed, mentioned=named(mem, text))
+    return reranked(mem, text, neighbour_vote([(ids[r], c, 1.0) for c, r in zip(top.values.tolist(),
+                                                                                  top.indices.tolist())],
+                                              mem.parent, allowed, mentioned=named(mem, text)), ids, cos)
 
 
 def test_a_filed_store_suggests_by_the_vote_and_a_flat_one_by_the_score(enc, filed):

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 from ..retrieval.bm25 import STOPWORDS, tokenize, words
 
-__all__ = ["MENTION_SHARE", "TITLE_CHARS", "TITLE_TERMS", "Mentions", "add_title", "mentioned", "title_terms"]
+__all__ = ["MENTION_SHARE", "TITLE_CHARS", "TITLE_TERMS", "Mentions", "add_title", "first_mentioned", "mentioned",
+           "title_terms"]
 
 TITLE_TERMS = 4
 """The most terms a title has (a longer text names nothing)."""
@@ -65,6 +66,28 @@ def mentioned(text: str, *titles: dict[tuple[str, ...], list[str]]) -> list[str]
                     for i in index.get(run, ()):
                         out.setdefault(i)
     return list(out)
+
+
+def first_mentioned(text: str, *titles: dict[tuple[str, ...], list[str]]) -> list[str]:
+    """Ids of the memories whose title is the *first* one ``text`` names after its own title
+    (read from where the title ends: a text that is all title, a lemma like "absolute
+    ceiling", names no first memory; the head of an English compound is its last word):
+    a definition's genus ("kookaburra: Australian *kingfisher* having a loud cry"), a
+    note's thing ("the *dishwasher* filter needs rinsing every month").  Where titles start
+    at the same term, the longest; every memory of that title (a word's senses).  Empty
+    when the text names none."""
+    own = title_terms(text)
+    terms = tokenize(text)
+    start = len(own) if own and tuple(terms[: len(own)]) == own else 0
+    for s in range(start, len(terms)):
+        for size in range(min(TITLE_TERMS, len(terms) - s), 0, -1):
+            run = tuple(terms[s: s + size])
+            if run == own:
+                continue
+            found = [i for index in titles for i in index.get(run, ())]
+            if found:
+                return list(dict.fromkeys(found))
+    return []
 
 
 class Mentions:
@@ -121,6 +144,11 @@ class Mentions:
         :func:`add_title`) that ``text`` mentions (:func:`mentioned`)."""
         self.sync(state)
         return mentioned(text, self.titles, *more)
+
+    def find_first(self, state, text: str, *more: dict[tuple[str, ...], list[str]]) -> list[str]:
+        """:func:`first_mentioned` over the stored memories' titles (and ``more``, as :meth:`find`)."""
+        self.sync(state)
+        return first_mentioned(text, self.titles, *more)
 
 
 def add_title(titles: dict[tuple[str, ...], list[str]], id: str, text: str) -> None:

@@ -17,13 +17,12 @@ in :meth:`~hypermem.store.Memory.search`; 0 under ``NoDecay``).
   only the ``k * oversample`` nearest memories of the store's own nearest search instead.
 * **A store that holds a tree** (a memory has a parent, declared or auto-chosen) ranks by the
   vote of the text's nearest memories and their ancestors instead (``by="auto"``, the
-  default; :mod:`hypermem.store.vote`, plus a share for each memory the text names in the
-  suggestions and ``parent="auto"``: :mod:`hypermem.store.mentions`): where the neighbours
-  were filed is better evidence
-  than the pair score alone (WordNet's unseen nouns, ``parent="auto"`` within 2 hops: 0.29
-  against 0.10-0.11; benchmarks/RESULTS.md).  A voted suggestion has ``score`` = its vote share (the time
-  factor inside the weights) and ``distance = -s`` of the pair; ``by="subsumption"`` or
-  ``by="vote"`` asks for one ranking whatever the store holds.
+  default; :mod:`hypermem.store.vote`; in the suggestions and ``parent="auto"`` plus the
+  text's own evidence: the memories it names, its cosine, the candidates' children,
+  :mod:`hypermem.store.parent_choice`): where the neighbours were filed is better evidence
+  than the pair score alone (benchmarks/RESULTS.md).  A voted suggestion has ``score`` = its
+  share so (the time factor inside the vote's weights) and ``distance = -s`` of the pair;
+  ``by="subsumption"`` or ``by="vote"`` asks for one ranking whatever the store holds.
 * ``search(text, mode="ancestors")`` without a ``root``: the same ranking (the subsumption
   score is what the encoder's validation chose its ``lambda`` and threshold on; the entailment
   cones of the ball are not trained by the encoder).
@@ -40,8 +39,8 @@ in :meth:`~hypermem.store.Memory.search`; 0 under ``NoDecay``).
   ``"score"`` its vote share); without a tree ``"auto"`` is a ``ValueError``.  With a hierarchy
   encoder, once the store (or an earlier item of the batch) holds a parent link and at least
   :data:`~hypermem.store.vote.FILED_MIN` of the text's neighbourhood sits under a parent
-  (:func:`~hypermem.store.vote.filed_share`), the parent is the best-voted candidate whose pair
-  score at the threshold's ``lambda`` passes the threshold (else a root), or the best-voted
+  (:func:`~hypermem.store.vote.filed_share`), the parent is the best-ranked candidate whose pair
+  score at the threshold's ``lambda`` passes the threshold (else a root), or the best-ranked
   candidate itself, whatever its score, when the text names it (``"named": true`` in the
   meta; :mod:`hypermem.store.mentions`); a neighbourhood of
   roots is placed by the pair score as in a store without a tree, and so are the suggestions
@@ -69,6 +68,7 @@ from .checks import Filter
 from .encoder_points import hierarchy_encoder, is_hierarchy_encoder, places_points
 from .filters import compile_filter
 from .mentions import Mentions, add_title
+from .parent_choice import placement_order
 from .records import SearchResult
 from .subsumption_scan import SubsumptionScan
 from .vote import FILED_MIN, VOTE_K, filed_share, neighbour_vote
@@ -168,7 +168,7 @@ class Suggester:
              valid_only: bool = False, use_index: bool = False, oversample: int = 8,
              touch: bool = False, by: str = "auto", parents: bool = True) -> list[list[SearchResult]]:
         """:meth:`suggest_parents` for each query (one encoder call); ``parents=False`` leaves
-        out the vote's mention term (:mod:`hypermem.store.mentions`), as the root-free ancestors
+        out the text's evidence (:mod:`hypermem.store.parent_choice`), as the root-free ancestors
         search does: it lifts a text's parents and pushes its farther ancestors down."""
         if by not in BY:
             raise ValueError(f"by must be one of {', '.join(map(repr, BY))}, got {by!r}")
@@ -291,8 +291,8 @@ class Suggester:
                min_filed: float = 0.0, text: str | None = None) -> list[SearchResult] | None:
         """The ``k`` best candidates of the neighbours' vote for one query ``x`` (module
         :mod:`hypermem.store.vote`): neighbours among ``rows``, candidates among ``allowed_rows``
-        (None: all); ``score`` is the vote share (plus the mention term for the memories that
-        ``text``, the query's text when it is one, names), ``distance`` the pair's ``-s``;
+        (None: all); ``score`` is the vote share (plus, with ``text``, the query's text when it
+        is one, that text's evidence: store.parent_choice), ``distance`` the pair's ``-s``;
         ``near``: the neighbours when already found.  None when less than ``min_filed`` of the
         neighbours' weight sits under a parent (:func:`~hypermem.store.vote.filed_share`)."""
         st = self.memory.state
@@ -306,15 +306,33 @@ class Suggester:
             return None
         named = () if text is None else self.mentions.find(st, text)
         ranked = neighbour_vote(nb, self.parent_of, None if ok is None else (lambda i: st.row[i] in ok),
-                                mentioned=named)[:k]
+                                mentioned=named)
         if not ranked:
             return []
+        if text is not None:   # the text's own evidence (store.parent_choice)
+            r = torch.tensor([st.row[i] for i, _ in ranked], dtype=torch.long)
+            ranked = self.parent_order(x, ranked, self.mentions.find_first(st, text), st.embeddings_of(r),
+                                       lambda c: len(st.children.get(c, ())))[0]
+        ranked = ranked[:k]
         r = torch.tensor([st.row[i] for i, _ in ranked], dtype=torch.long)
         dist = self.pair_distance(enc, x, r)
         depth = st.depth[r.to(st.device)].tolist()
         return [SearchResult(record=st.records[i], score=float(v), distance=float(dist[j]),
                              time_weight=float(weights[r[j]]), depth=float(depth[j]))
                 for j, (i, v) in enumerate(ranked)]
+
+    @staticmethod
+    def parent_order(x: torch.Tensor, ranked: list[tuple[str, float]], first: list[str], P: torch.Tensor,
+                     children) -> tuple[list[tuple[str, float]], torch.Tensor]:
+        """The vote's candidates ``ranked`` re-ranked by the text's own evidence
+        (:func:`~hypermem.store.parent_choice.placement_order`: ``first``, the first memory the text
+        names; the cosine of the text's vector ``x`` and the candidates' ``P``; ``children(id)``),
+        with ``P`` in the new order."""
+        P = P.to(torch.float64)
+        cos = cosines(x[None], P, torch.linalg.vector_norm(P, dim=1))[0].tolist()
+        order = placement_order(ranked, set(first), cos, children)
+        at = {c: j for j, (c, _) in enumerate(ranked)}
+        return order, P[[at[c] for c, _ in order]]
 
     def pair_distance(self, enc, x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
         """A voted suggestion's ``distance``: ``-s`` of the pair under a hierarchy encoder, else
@@ -385,6 +403,8 @@ class Suggester:
         unit = None   # the batch's unit vectors, when an item first votes
         titles: dict = {}   # the titles of the batch's items before the current one (store.mentions)
         titled = 0
+        kids: dict[str, int] = {}   # children among the batch's earlier items
+        counted = 0
         for b0 in range(0, len(auto), BLOCK):
             block = auto[b0: b0 + BLOCK]
             X = emb[block].to(torch.float64)
@@ -419,10 +439,16 @@ class Suggester:
                 named = self.mentions.find(st, batch.texts[i], titles)
                 ranked = neighbour_vote(cand, parent_of, mentioned=named)
                 best, gate = None, thr
+                if ranked:  # the text's own evidence (store.parent_choice); earlier items' children count
+                    for p in batch.parents[counted:i]:
+                        kids[p] = kids.get(p, 0) + 1
+                    counted = i
+                    P = torch.stack([st.embedding_column()[st.row[c]] if c in st.row else emb[pos[c]] for c, _ in ranked])
+                    ranked, P = self.parent_order(X[j], ranked, self.mentions.find_first(st, batch.texts[i], titles), P,
+                                                  lambda c: len(st.children.get(c, ())) + kids.get(c, 0))
                 if ranked and not hier:
                     best = {"id": ranked[0][0], "score": ranked[0][1]}
-                elif ranked:  # the best-voted candidate whose pair score passes the threshold
-                    P = torch.stack([st.embedding_column()[st.row[c]] if c in st.row else emb[pos[c]] for c, _ in ranked])
+                elif ranked:  # the best-ranked candidate whose pair score passes the threshold
                     dec = decision_scores(enc, X[j], P, self.scan)
                     ok = (dec > thr).nonzero()
                     at = 0 if ranked[0][0] in named else int(ok[0, 0]) if ok.numel() else 0
