@@ -126,3 +126,34 @@ def test_removals_anywhere_keep_every_column_with_its_id():
             b = before[i]
             assert rec == b[0] and torch.equal(d, b[1]) and t == b[2] and torch.equal(e, b[3]) and lv == b[4]
     assert st.records.removed == removed and "n10" in m and m.get("n10").text == "rewritten ten"
+
+
+def test_search_results_pause_the_cyclic_collector_and_restore_it(monkeypatch):
+    """The result objects are built with automatic collection off (store.gc_pause) and the
+    collector's state is given back after, also when building fails."""
+    import gc
+
+    import hypermem.store.records as records
+    from hypermem import Memory
+
+    m = Memory()
+    m.add_many([{"text": f"note {i}", "id": f"n{i}"} for i in range(20)])
+    seen = []
+    real = records._results
+
+    def spy(*a):
+        seen.append(gc.isenabled())
+        return real(*a)
+
+    monkeypatch.setattr(records, "_results", spy)
+    assert gc.isenabled()
+    hits = m.search_batch(["note 3", "note 7"], k=3, touch=False)
+    assert seen == [False] and gc.isenabled() and [h.id for h in hits[0]][0] == "n3"
+
+    def boom(*a):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(records, "_results", boom)
+    with pytest.raises(RuntimeError, match="boom"):
+        m.search("note 3", k=3, touch=False)
+    assert gc.isenabled()

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from ..temporal.clock import utcnow
+from .gc_pause import gc_paused
 
 
 def _iso(t: datetime | None) -> str | None:
@@ -87,7 +88,15 @@ def search_results(state, scores: torch.Tensor, idx: torch.Tensor, dist: torch.T
     """The :class:`SearchResult` lists of a ranked search: ``(B, k)`` scores, rows (-1: no
     hit), distances; ``weights`` (indexable by a tensor of rows) and ``energies`` (cone mode) of
     every row of ``state``.
-    Each hit row's record, weight and depth are read once however many queries found it."""
+    Each hit row's record, weight and depth are read once however many queries found it.
+    The cyclic collector is paused meanwhile (:mod:`hypermem.store.gc_pause`): the results
+    hold no cycles, and in a process of millions of objects the collections their
+    allocation set off took 0.15 of a 1M-memory batch's 3.6 CPU seconds."""
+    with gc_paused():
+        return _results(state, scores, idx, dist, weights, energies)
+
+
+def _results(state, scores, idx, dist, weights, energies) -> list[list[SearchResult]]:
     s_l, i_l, d_l = scores.tolist(), idx.tolist(), dist.tolist()
     hit = sorted({i for row in i_l for i in row if i >= 0})
     if not hit:
