@@ -20,8 +20,8 @@ in :meth:`~hypermem.store.Memory.search`; 0 under ``NoDecay``).
   default; :mod:`hypermem.store.vote`; in the suggestions and ``parent="auto"`` plus the
   text's own evidence: the memories it names, its cosine, the candidates' children,
   :mod:`hypermem.store.parent_choice`): where the neighbours were filed is better evidence
-  than the pair score alone (benchmarks/RESULTS.md).  A voted suggestion has ``score`` = its
-  share so (the time factor inside the vote's weights) and ``distance = -s`` of the pair;
+  than the pair score alone (benchmarks/RESULTS.md).  A voted suggestion has ``score`` = that
+  ranking's value (the time factor inside the vote's weights) and ``distance = -s`` of the pair;
   ``by="subsumption"`` or ``by="vote"`` asks for one ranking whatever the store holds.
 * ``search(text, mode="ancestors")`` without a ``root``: the same ranking (the subsumption
   score is what the encoder's validation chose its ``lambda`` and threshold on; the entailment
@@ -36,7 +36,7 @@ in :meth:`~hypermem.store.Memory.search`; 0 under ``NoDecay``).
   ranked: pair scores, or vote shares), so an agent can show why.  With an embedder that is
   not a hierarchy encoder, a store that holds a tree (or a batch that declares a parent before
   its first ``"auto"`` item) attaches the vote's choice (no threshold: ``"threshold": null``,
-  ``"score"`` its vote share); without a tree ``"auto"`` is a ``ValueError``.  With a hierarchy
+  ``"score"`` its ranking value); without a tree ``"auto"`` is a ``ValueError``.  With a hierarchy
   encoder, once the store (or an earlier item of the batch) holds a parent link and at least
   :data:`~hypermem.store.vote.FILED_MIN` of the text's neighbourhood sits under a parent
   (:func:`~hypermem.store.vote.filed_share`), the parent is the best-ranked candidate whose pair
