@@ -14,6 +14,12 @@ are scored once, with the model fitted on all validation nouns.
     python experiments/placement_rank/run.py dump --encoder cosine --text definition --cache runs/placement-def \\
         --save runs/rank/cosine-def.json
     python experiments/placement_rank/run.py fit runs/rank/cosine-def.json [--test]
+    python experiments/placement_rank/run.py hedge runs/rank/{cosine-def,poincare-def,cosine-lemma}.json
+    python experiments/placement_rank/run.py path runs/rank/cosine-def.json --cache runs/placement-def
+
+``hedge``: where the store's misses lie, and whether climbing the filed tree when the
+candidates' mass is spread would help; ``path``: the cosine of the text and each candidate's
+filed parent, grandparent and children as more features.
 """
 
 from __future__ import annotations
@@ -280,6 +286,122 @@ def run_grid(args) -> None:
         print(f"{t[1]}: mean {t[0]:.3f}  " + "  ".join(f"{v:.3f}" for v in t[2].values()))
 
 
+def tree_and_truth(text: str, split: str, seed: int = 1):
+    """The filed tree (each known entity's first known parent), the held-out nouns' true
+    ancestors with their hop distances, and the known entities in the cache's order."""
+    task = load_task(seed, text)
+    h = task.hierarchy
+    held = set(task.val_entities) | set(task.test_entities)
+    known = sorted(e for e in h.names if e not in held)
+    _, par = filed_parents(task, known)
+    ents = task.val_entities if split == "val" else task.test_entities
+    return par, hop_distances(h, ents), known, task
+
+
+STORE_RULE = {"share": 1.0, "named": 0.1, "first": 0.15, "cos": 0.2, "children": 0.02}
+
+
+def store_pick(cands):
+    """The store's choice (store.parent_choice's order, then the named-or-passing gate) and the order."""
+    cs = sorted(cands, key=lambda c: -sum(w * c[f] for f, w in STORE_RULE.items()))
+    return (cs[0] if cs[0]["named"] else next((c for c in cs if c["passes"]), None)), cs
+
+
+def hedged(rows, par, anc, temp: float, tau: float, levels: int) -> tuple[float, float]:
+    """True-parent and within-2-hops rates when the pick climbs the filed tree until the
+    softmax(score / temp) mass of the candidates under it reaches ``tau`` (at most ``levels``
+    steps; Deng et al., "Hedging your bets", CVPR 2012); ``tau`` 0: the store's pick."""
+    hit1 = hit2 = 0
+    for r in rows:
+        top, cs = store_pick(r["cands"]) if r["cands"] else (None, [])
+        if top is None:
+            continue
+        node = top["id"]
+        if tau > 0:
+            s = [sum(w * c[f] for f, w in STORE_RULE.items()) for c in cs]
+            e = [math.exp((x - max(s)) / temp) for x in s]
+            mass: dict[str, float] = {}
+            for c, p in zip(cs, e):
+                a, k = c["id"], 0
+                while a is not None and k <= levels:
+                    mass[a] = mass.get(a, 0.0) + p / sum(e)
+                    a, k = par.get(a), k + 1
+            a, k = node, 0
+            while a is not None and k < levels and mass.get(a, 0.0) < tau:
+                a, k = par.get(a), k + 1
+            node = a if a is not None and mass.get(a, 0.0) >= tau else node
+        d = anc[r["entity"]].get(node, 99)
+        hit1 += d == 1
+        hit2 += d <= 2
+    return hit1 / len(rows), hit2 / len(rows)
+
+
+def run_hedge(args) -> None:
+    """Does backing off up the filed tree when unsure help?  And where do the misses lie?"""
+    import itertools
+    from collections import Counter
+    sets = []
+    for d in args.dumps:
+        data = json.loads(Path(d).read_text())
+        par, anc, _, _ = tree_and_truth(data["text"], args.split)
+        sets.append((Path(d).stem, data[args.split], par, anc))
+    for name, rows, par, anc in sets:
+        miss = Counter()
+        for r in rows:
+            top = store_pick(r["cands"])[0] if r["cands"] else None
+            d = anc[r["entity"]].get(top["id"], 99) if top else 99
+            if top is None or d <= 2:
+                miss["hit" if top else "no pick"] += 1
+                continue
+            a, k = top["id"], 0   # climb from the pick to its first true ancestor
+            while a is not None and a not in anc[r["entity"]]:
+                a, k = par.get(a), k + 1
+            miss["true ancestor, too general" if d < 99 else
+                 "a sibling or cousin (climbing 1-2 reaches hop <= 2)" if a and k <= 2 and anc[r["entity"]][a] <= 2
+                 else "another branch"] += 1
+        print(name, "store's pick:", hedged(rows, par, anc, 1.0, 0.0, 0), dict(miss))
+    res = []
+    for temp, tau, lv in itertools.product(args.temp, args.tau, (1, 2)):
+        got = [hedged(rows, par, anc, temp, tau, lv) for _, rows, par, anc in sets]
+        res.append((sum(g[1] for g in got) / len(got), (temp, tau, lv), got))
+    for m, setting, got in sorted(res, key=lambda t: -t[0])[:args.top]:
+        print(f"temp {setting[0]} tau {setting[1]} levels {setting[2]}: mean within 2 {m:.3f} |",
+              "  ".join(f"{a:.3f}/{b:.3f}" for a, b in got))
+
+
+def run_path(args) -> None:
+    """Listwise CV with the cosine of the text and each candidate's filed parent, grandparent
+    and children added to the store's features (TEMP-style taxonomy paths, Liu et al. EMNLP 2021)."""
+    global LISTWISE
+    LISTWISE = True
+    data = json.loads(Path(args.dump).read_text())
+    name, emb = embedder_for(data["encoder"])
+    par, _, known, task = tree_and_truth(data["text"], "val")
+    suffix = "" if data["text"] == "lemma" else f"-{data['text']}"
+    E = torch.load(Path(args.cache) / f"points-{name}-s1{suffix}.pt")
+    E = E / E.norm(dim=1, keepdim=True)
+    at = {e: i for i, e in enumerate(known)}
+    kids: dict[str, list[int]] = {}
+    for c, p in par.items():
+        kids.setdefault(p, []).append(at[c])
+    rows = data["val"]
+    X = emb.embed([task.hierarchy.names[r["entity"]] for r in rows]).to(torch.float64)
+    X = X / X.norm(dim=1, keepdim=True)
+    for j, r in enumerate(rows):
+        for c in r["cands"]:
+            p = par.get(c["id"])
+            g = par.get(p) if p else None
+            ck = E[kids.get(c["id"], [])] @ X[j]
+            c["cos_par"] = float(E[at[p]] @ X[j]) if p in at else 0.0
+            c["cos_gpar"] = float(E[at[g]] @ X[j]) if g in at else 0.0
+            c["cos_kids_max"] = float(ck.max()) if len(ck) else 0.0
+            c["cos_kids_mean"] = float(ck.mean()) if len(ck) else 0.0
+    base = list(STORE_RULE)
+    for extra in ([], ["cos_par"], ["cos_par", "cos_gpar"], ["cos_kids_max", "cos_kids_mean"],
+                  ["cos_par", "cos_gpar", "cos_kids_max", "cos_kids_mean"]):
+        print(f"{' + '.join(['store terms'] + extra)}: cv within 2 {cv(rows, base + extra, 1e-3):.3f}", flush=True)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -305,8 +427,17 @@ def main(argv=None) -> int:
     g.add_argument("--children", type=float, nargs="+", default=[0.0, 0.02, 0.05, 0.1])
     g.add_argument("--top", type=int, default=12)
     g.add_argument("--first", default="first", help="the first-named feature: the store's (first) or named_first")
+    h = sub.add_parser("hedge")
+    h.add_argument("dumps", nargs="+")
+    h.add_argument("--split", default="val")
+    h.add_argument("--temp", type=float, nargs="+", default=[0.02, 0.05, 0.1, 0.2])
+    h.add_argument("--tau", type=float, nargs="+", default=[0.3, 0.4, 0.5, 0.6, 0.7, 0.8])
+    h.add_argument("--top", type=int, default=8)
+    pa = sub.add_parser("path")
+    pa.add_argument("dump")
+    pa.add_argument("--cache", default="runs/placement-def")
     args = ap.parse_args(argv)
-    {"dump": dump, "fit": run_fit, "grid": run_grid}[args.cmd](args)
+    {"dump": dump, "fit": run_fit, "grid": run_grid, "hedge": run_hedge, "path": run_path}[args.cmd](args)
     return 0
 
 
