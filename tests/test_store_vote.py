@@ -193,6 +193,7 @@ HOUSE = [("appliance", None), ("tool", None), ("the kettle", "appliance"), ("the
 def test_the_store_adds_the_mention_term_and_its_titles_follow_the_store(monkeypatch):
     from functools import partial
 
+    import hypermem.store.auto_parent as auto_parent
     import hypermem.store.suggest as suggest
     from hypermem import Memory
 
@@ -215,6 +216,7 @@ def test_the_store_adds_the_mention_term_and_its_titles_follow_the_store(monkeyp
     # note under the thing, in one add and in a batch whose earlier item it names
     assert got[0].id == "tool"
     monkeypatch.setattr(suggest, "neighbour_vote", partial(neighbour_vote, mention=1.0))
+    monkeypatch.setattr(auto_parent, "neighbour_vote", partial(neighbour_vote, mention=1.0))
     i = m.add(note, parent="auto")
     assert m.parent(i) == "the cordless drill" and m.get(i).meta["auto_parent"]["by"] == "vote"
     a, b = m.add_many([{"text": "the blender", "id": "bl", "parent": "appliance"},
@@ -359,6 +361,7 @@ def test_auto_parent_in_a_filed_store_takes_the_vote_and_keeps_why(enc, filed):
 def test_a_parent_the_text_names_and_the_vote_puts_first_needs_no_threshold(enc, filed, monkeypatch):
     from functools import partial
 
+    import hypermem.store.auto_parent as auto_parent
     import hypermem.store.suggest as suggest
 
     saved = enc.threshold
@@ -372,6 +375,7 @@ def test_a_parent_the_text_names_and_the_vote_puts_first_needs_no_threshold(enc,
         filed.remove(j)
         # a term strong enough to put the named memory first: attached though no score passes, and the meta says why
         monkeypatch.setattr(suggest, "neighbour_vote", partial(neighbour_vote, mention=5.0))
+        monkeypatch.setattr(auto_parent, "neighbour_vote", partial(neighbour_vote, mention=5.0))
         j = filed.add(text, parent="auto")
         info = filed.get(j).meta["auto_parent"]
         assert filed.parent(j) == "dog" == info["parent"] and info["named"] is True and info["threshold"] is None

@@ -9,7 +9,7 @@ with a message naming it, never as a crash of the server):
 
 * ``remember(text, parent=None, meta=None, valid_until=None)``: store a memory, returns its id.
   ``parent="auto"`` asks a hierarchy encoder to choose the parent: the store's own embedder when
-  it is one (``Memory.add(text, parent="auto")``, :mod:`hypermem.store.suggest`), else
+  it is one (``Memory.add(text, parent="auto")``, :mod:`hypermem.store.auto_parent`), else
   :func:`encoder_parent` (``hypermem mcp --hierarchy PATH``), or, with any embedder, the vote of
   the nearest memories' parents once the store holds a tree; a server with none refuses it.
 * ``recall(query, k=5, filters=None, mode="nearest", root=None, at_time=None)``: the store's

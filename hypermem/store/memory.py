@@ -20,6 +20,7 @@ from ..viz.html import iframe_html, render_html
 from ..viz.mpl import plot
 from .add_hint import OneByOne
 from .atomic import write_page
+from .auto_parent import resolve_auto
 from .backends.opening import open_memory
 from .calibration import Spread
 from .checks import (
@@ -62,7 +63,7 @@ class Memory:
     With a ball hierarchy encoder as the embedder, a memory's point is the encoder's (direction and
     depth; :mod:`hypermem.store.encoder_points`), and :meth:`suggest_parents`, ``add(text,
     parent="auto")`` and ``search(text, mode="ancestors")`` without a ``root`` place unfiled texts
-    (:mod:`hypermem.store.suggest`).
+    (:mod:`hypermem.store.suggest`, :mod:`hypermem.store.auto_parent`).
 
     **Scoring.** :meth:`search` ranks by ``-distance + depth_bias * depth + time_coef * log(time_weight)``.
     With ``metric="shell"`` (default) the distance is taken after moving the query and the memory to the
@@ -217,7 +218,7 @@ class Memory:
             meta: Mapping[str, Any] | None = None, valid_from: datetime | None = None,
             valid_until: datetime | None = None) -> str:
         """Store a memory; returns its id.  ``parent="auto"``: the store's hierarchy encoder picks it
-        (:mod:`hypermem.store.suggest`; the choice in ``meta["auto_parent"]``).
+        (:mod:`hypermem.store.auto_parent`; the choice in ``meta["auto_parent"]``).
 
         ``t`` (default: the clock's now), ``valid_from`` and ``valid_until`` are datetimes; aware ones are
         converted to UTC, **naive ones are taken to be UTC already** (as the NumPy reference does), so
@@ -252,7 +253,7 @@ class Memory:
             return []
         emb, owned = batch.embed(self.embedder, self.dim)
         with self.state.lock:
-            self.suggester.resolve_auto(batch, emb)  # parent="auto" (store.suggest)
+            resolve_auto(self.suggester, batch, emb)  # parent="auto" (store.auto_parent)
             return self._insert(batch, emb, owned)
 
     def _insert(self, batch: Batch, emb: torch.Tensor, owned: bool = False) -> list[str]:

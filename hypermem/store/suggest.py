@@ -26,25 +26,8 @@ in :meth:`~hypermem.store.Memory.search`; 0 under ``NoDecay``).
 * ``search(text, mode="ancestors")`` without a ``root``: the same ranking (the subsumption
   score is what the encoder's validation chose its ``lambda`` and threshold on; the entailment
   cones of the ball are not trained by the encoder).
-* ``add(text, parent="auto")`` / ``add_many`` items with ``"parent": "auto"``
-  (:meth:`Suggester.resolve_auto`): the memory with the best pure subsumption score (no time
-  term, no filter) among the stored memories and the batch's earlier items, if its score at
-  the threshold's ``lambda`` (``centripetal_weight``, the F1 operating point) is above the
-  encoder's threshold, else a root; the choice is kept in the record's meta under
-  ``"auto_parent"``: ``{"parent": id or None, "score": s (the decision's), "threshold": t,
-  "by": "subsumption" | "vote", "suggested": [{"id", "score"}, ...]}`` (the :data:`KEPT` best,
-  ranked: pair scores, or vote shares), so an agent can show why.  With an embedder that is
-  not a hierarchy encoder, a store that holds a tree (or a batch that declares a parent before
-  its first ``"auto"`` item) attaches the vote's choice (no threshold: ``"threshold": null``,
-  ``"score"`` its ranking value); without a tree ``"auto"`` is a ``ValueError``.  With a hierarchy
-  encoder, once the store (or an earlier item of the batch) holds a parent link and at least
-  :data:`~hypermem.store.vote.FILED_MIN` of the text's neighbourhood sits under a parent
-  (:func:`~hypermem.store.vote.filed_share`), the parent is the best-ranked candidate whose pair
-  score at the threshold's ``lambda`` passes the threshold (else a root), or the best-ranked
-  candidate itself, whatever its score, when the text names it (``"named": true`` in the
-  meta; :mod:`hypermem.store.mentions`); a neighbourhood of
-  roots is placed by the pair score as in a store without a tree, and so are the suggestions
-  and the ancestors of ``by="auto"``.
+* ``add(text, parent="auto")`` / ``add_many`` items with ``"parent": "auto"``: the same
+  candidates and the decision of :mod:`hypermem.store.auto_parent`.
 
 The ranking uses the encoder's ``ranking_lambda`` (the ``lambda`` chosen on validation for
 ranking parents; the centripetal weight when none was chosen); the decision to attach
@@ -53,8 +36,6 @@ uses the pair score that the threshold was chosen on.
 
 from __future__ import annotations
 
-import math
-import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -62,34 +43,22 @@ from typing import Any
 import torch
 
 from ..embed import check_texts, embed_checked
-from ..embed.encoder_kind import AUTO_PARENT_KEY
 from ..temporal.clock import to_seconds
 from .checks import Filter
 from .encoder_points import hierarchy_encoder, is_hierarchy_encoder, places_points
 from .filters import compile_filter
-from .mentions import Mentions, add_title
+from .mentions import Mentions
 from .parent_choice import placement_order
 from .records import SearchResult
 from .subsumption_scan import SubsumptionScan
 from .vote import FILED_MIN, VOTE_K, filed_share, neighbour_vote
 
-__all__ = ["AUTO", "KEPT", "META_KEY", "Suggester", "decision_scores"]
+__all__ = ["BLOCK", "Suggester", "cosines", "decision_scores"]
 
-AUTO = "auto"
-"""The ``parent=`` value that asks the store's hierarchy encoder for the parent."""
-META_KEY = AUTO_PARENT_KEY
-"""The meta key where an auto-placed memory keeps its parent's choice (``"auto_parent"``)."""
-KEPT = 3
-"""Suggestions kept in an auto-placed memory's meta."""
 BLOCK = 256
-"""Auto-placed items scored per block in ``add_many``."""
+"""Queries (and auto-placed items, store.auto_parent) scored per block."""
 BY = ("auto", "vote", "subsumption")
 """How suggestions rank: the neighbours' vote when the store holds a tree (``"auto"``), or always one of the two."""
-
-
-def finite_or_none(x: float) -> float | None:
-    """``x`` when finite (JSON holds it), else None: a threshold of -inf ("always attach") is kept as null."""
-    return float(x) if math.isfinite(x) else None
 
 
 def decision_scores(enc, x: torch.Tensor, P: torch.Tensor, scan: SubsumptionScan) -> torch.Tensor:
@@ -209,19 +178,19 @@ class Suggester:
                         got = self._voted(enc, X[b], r, rows, weights, k, nb, FILED_MIN if fallback else 0.0,
                                           queries[b] if parents and isinstance(queries[b], str) else None)
                         if got is None:  # a neighbourhood of roots: the pair score ranks (module docstring)
-                            got = self._top(self._scores(enc, X[b: b + 1], r)[0], r, weights, time_term, k)
+                            got = self._top(self.stored_scores(enc, X[b: b + 1], r)[0], r, weights, time_term, k)
                         out.append(got)
                 if touch:
                     self.memory.touch([h.id for res in out for h in res])
                 return out
             for b0 in range(0, X.shape[0], BLOCK):
                 if pools is None:
-                    S = self._scores(enc, X[b0: b0 + BLOCK], rows)
+                    S = self.stored_scores(enc, X[b0: b0 + BLOCK], rows)
                     out += [self._top(S[j], rows, weights, time_term, k) for j in range(S.shape[0])]
                     continue
                 for b in range(b0, min(b0 + BLOCK, X.shape[0])):
                     r = torch.tensor(sorted(st.row[i] for i in pools[b]), dtype=torch.long)
-                    out.append(self._top(self._scores(enc, X[b: b + 1], r)[0], r, weights, time_term, k))
+                    out.append(self._top(self.stored_scores(enc, X[b: b + 1], r)[0], r, weights, time_term, k))
             if touch:
                 self.memory.touch([h.id for res in out for h in res])
             return out
@@ -342,7 +311,7 @@ class Suggester:
             return -self.scan.scores(enc, x[None].to(torch.float64), p)[0]
         return 1.0 - cosines(x[None], p, self.norms()[rows])[0]
 
-    def _scores(self, enc, X: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
+    def stored_scores(self, enc, X: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
         """``s(x_b, p)`` of queries ``X`` against the stored ``rows`` (None: all), ``(B, m)``."""
         st = self.memory.state
         terms = self.scan.stored(st, enc)
@@ -363,137 +332,3 @@ class Suggester:
         return [SearchResult(record=st.records[st.ids[int(r)]], score=float(total[j]), distance=-float(s[j]),
                              time_weight=float(weights[r]), depth=float(d))
                 for j, r, d in zip(order.tolist(), at.tolist(), depth)]
-
-    # ------------------------------------------------------------------ parent="auto"
-    def resolve_auto(self, batch, emb: torch.Tensor) -> None:
-        """Replace each ``"auto"`` parent of a checked batch by the encoder's choice (module
-        docstring) and record it in the item's meta; call it under the store's lock."""
-        auto = [i for i, p in enumerate(batch.parents) if p == AUTO]
-        if not auto:
-            return
-        st = self.memory.state
-        enc = self.memory.embedder
-        hier = is_hierarchy_encoder(enc)
-        if not hier:
-            if AUTO in st.records or AUTO in batch.ids:
-                return  # a memory whose id is "auto"
-            if not (self.holds_tree() or any(p not in (None, AUTO) for p in batch.parents[: auto[0]])):
-                hierarchy_encoder(self.memory, "parent='auto' in a store that holds no tree (no memory has a parent)")
-        thr = getattr(enc, "threshold", None) if hier else -math.inf  # no threshold: the vote's choice
-        if thr is None:
-            raise ValueError("parent='auto' needs the encoder's threshold (chosen on validation by "
-                             "fit_hierarchy_encoder); this encoder has none: pass parent=<id> or set encoder.threshold")
-        for i in auto:
-            if META_KEY in batch.metas[i]:
-                raise ValueError(f"the meta of an auto-placed memory holds {META_KEY!r} itself; rename that key")
-        taken = set(st.records) | {i for i in batch.ids if i is not None}
-        ids = list(batch.ids)
-        for j, i in enumerate(ids):  # fresh ids now, so that a later item may name an earlier one as parent
-            while i is None or (batch.ids[j] is None and i in taken):
-                i = uuid.uuid4().hex[:16]
-            ids[j] = i
-            taken.add(i)
-        batch.ids = ids
-        tree = self.holds_tree() or not hier  # once a memory has a parent, later items vote (as one add would)
-        pos = {i: j for j, i in enumerate(batch.ids)}
-
-        def parent_of(i: str) -> str | None:  # earlier items' parents are declared or already chosen
-            return batch.parents[pos[i]] if i in pos else st.records.parent(i)
-
-        unit = None   # the batch's unit vectors, when an item first votes
-        titles: dict = {}   # the titles of the batch's items before the current one (store.mentions)
-        titled = 0
-        kids: dict[str, int] = {}   # children among the batch's earlier items
-        counted = 0
-        for b0 in range(0, len(auto), BLOCK):
-            block = auto[b0: b0 + BLOCK]
-            X = emb[block].to(torch.float64)
-            upto = max(block)
-            sub = None    # the pair scores of the block, when an item first needs them
-            near = C = None   # the vote's neighbours among the stored memories and the batch, when an item first votes
-            prev = 0
-            for j, i in enumerate(block):
-                tree = tree or any(p is not None for p in batch.parents[prev:i])
-                prev = i
-                cand = []
-                if tree:
-                    if near is None:
-                        near = self.neighbours(X, None, VOTE_K) if st.n else ()
-                        if unit is None:
-                            unit = emb.to(torch.float64) / emb.to(torch.float64).norm(dim=1, keepdim=True).clamp_min(1e-300)
-                        C = unit[block] @ unit[:upto].T
-                    if near:
-                        cand = [(st.ids[r], c, 1.0) for c, r in zip(near[0][j].tolist(), near[1][j].tolist())]
-                    if i:
-                        top = torch.topk(C[j, :i], min(VOTE_K, i))
-                        cand += [(batch.ids[r], c, 1.0) for c, r in zip(top.values.tolist(), top.indices.tolist())]
-                    cand = sorted(cand, key=lambda t: -t[1])[:VOTE_K]
-                if not tree or (hier and filed_share(cand, parent_of) < FILED_MIN):  # the pair score decides
-                    if sub is None:
-                        sub = self._pair_scores(enc, X, block, emb)
-                    self._choose(batch, i, sub[j], thr, X[j], emb)
-                    continue
-                for t in range(titled, i):
-                    add_title(titles, batch.ids[t], batch.texts[t])
-                titled = max(titled, i)
-                named = self.mentions.find(st, batch.texts[i], titles)
-                ranked = neighbour_vote(cand, parent_of, mentioned=named)
-                best, gate = None, thr
-                if ranked:  # the text's own evidence (store.parent_choice); earlier items' children count
-                    for p in batch.parents[counted:i]:
-                        kids[p] = kids.get(p, 0) + 1
-                    counted = i
-                    P = torch.stack([st.embedding_column()[st.row[c]] if c in st.row else emb[pos[c]] for c, _ in ranked])
-                    ranked, P = self.parent_order(X[j], ranked, self.mentions.find_first(st, batch.texts[i], titles), P,
-                                                  lambda c: len(st.children.get(c, ())) + kids.get(c, 0))
-                if ranked and not hier:
-                    best = {"id": ranked[0][0], "score": ranked[0][1]}
-                elif ranked:  # the best-ranked candidate whose pair score passes the threshold
-                    dec = decision_scores(enc, X[j], P, self.scan)
-                    ok = (dec > thr).nonzero()
-                    at = 0 if ranked[0][0] in named else int(ok[0, 0]) if ok.numel() else 0
-                    best = {"id": ranked[at][0], "score": float(dec[at])}
-                    if ranked[0][0] in named:   # the vote's first choice, named by the text: no gate
-                        best["named"], gate = True, -math.inf
-                self._decide(batch, i, best, gate, "vote", [{"id": c, "score": v} for c, v in ranked[:KEPT]], thr)
-
-    def _pair_scores(self, enc, X: torch.Tensor, block: list[int], emb: torch.Tensor) -> torch.Tensor:
-        """Pair scores of a block of batch items against the ``n`` stored memories, then the
-        batch's items (``-inf`` at an item and after it: only earlier items), ``(B, n + upto)``."""
-        st = self.memory.state
-        S = self._scores(enc, X, None) if st.n else torch.zeros(len(block), 0, dtype=torch.float64)
-        upto = max(block)
-        B = self.scan.scores(enc, X, emb[:upto]) if upto else torch.zeros(len(block), 0, dtype=torch.float64)
-        for j in range(len(block)):
-            B[j, block[j]:] = -math.inf
-        return torch.cat([S, B], dim=1)
-
-    def _choose(self, batch, i: int, scores: torch.Tensor, thr: float, x: torch.Tensor, emb: torch.Tensor) -> None:
-        """Item ``i``'s parent by the best subsumption score among the stored memories and the
-        earlier items (``scores``: over the ``n`` stored rows, then the batch's items)."""
-        st = self.memory.state
-        n = st.n
-        enc = self.memory.embedder
-        order = torch.argsort(-scores, stable=True)[:KEPT]  # ties: insertion order, as suggest_parents
-        sug = [{"id": st.ids[c] if c < n else batch.ids[c - n], "score": float(scores[c])}
-               for c in order.tolist() if float(scores[c]) > -math.inf]
-        best = None
-        if sug:  # the decision: the best-ranked parent's score at the threshold's lambda
-            c = int(order[0])
-            p = st.embedding_column()[c] if c < n else emb[c - n]
-            best = {**sug[0], "score": float(decision_scores(enc, x, p[None], self.scan)[0])}
-        self._decide(batch, i, best, thr, "subsumption", sug)
-
-    @staticmethod
-    def _decide(batch, i: int, best: dict | None, thr: float, by: str, sug: list[dict],
-                shown: float | None = None) -> None:
-        """Attach item ``i`` to ``best`` when its decision score passes ``thr`` (else a root), and
-        keep the choice in its meta (``shown``: the threshold to record, when ``thr`` was lifted
-        for a parent the text names; the meta then says ``"named": true``)."""
-        parent = best["id"] if best is not None and best["score"] > thr else None
-        batch.parents[i] = parent
-        info = {"parent": parent, "score": None if best is None else best["score"],
-                "threshold": finite_or_none(thr if shown is None else shown), "by": by, "suggested": sug}
-        if best is not None and best.get("named"):
-            info["named"] = True
-        batch.metas[i] = {**batch.metas[i], META_KEY: info}

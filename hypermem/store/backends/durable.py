@@ -38,11 +38,11 @@ from typing import Any
 
 import torch
 
+from ..auto_parent import AUTO, resolve_auto
 from ..checks import Batch, check_ids
 from ..encoder_points import places_points
 from ..heap import trim_after
 from ..records import MemoryRecord
-from ..suggest import AUTO
 from .changes import apply_changes
 from .rows import encode, restore, vector_from
 
@@ -217,7 +217,7 @@ class DurableStore:
         for lo in range(0, len(batch.texts), STREAM_PART):
             part = batch.part(lo, lo + STREAM_PART)
             emb, owned = part.embed(self.embedder, self.dim)
-            self.suggester.resolve_auto(part, emb)
+            resolve_auto(self.suggester, part, emb)
             new = super()._insert(part, emb, owned)
             self._stamp(new)
             if put is None:  # SQLite: the part's rows through the one prepared statement

@@ -1,0 +1,189 @@
+r"""``add(text, parent="auto")``: the parent a store chooses for a new memory.
+
+An ``add(text, parent="auto")``, or an ``add_many`` item with ``"parent": "auto"``
+(:func:`resolve_auto`), is attached to the memory with the best pure subsumption score (no time
+term, no filter) among the stored memories and the batch's earlier items, if its score at
+the threshold's ``lambda`` (``centripetal_weight``, the F1 operating point) is above the
+encoder's threshold, else a root; the choice is kept in the record's meta under
+``"auto_parent"``: ``{"parent": id or None, "score": s (the decision's), "threshold": t,
+"by": "subsumption" | "vote", "suggested": [{"id", "score"}, ...]}`` (the :data:`KEPT` best,
+ranked: pair scores, or vote shares), so an agent can show why.  With an embedder that is
+not a hierarchy encoder, a store that holds a tree (or a batch that declares a parent before
+its first ``"auto"`` item) attaches the vote's choice (no threshold: ``"threshold": null``,
+``"score"`` its ranking value); without a tree ``"auto"`` is a ``ValueError``.  With a hierarchy
+encoder, once the store (or an earlier item of the batch) holds a parent link and at least
+:data:`~hypermem.store.vote.FILED_MIN` of the text's neighbourhood sits under a parent
+(:func:`~hypermem.store.vote.filed_share`), the parent is the best-ranked candidate whose pair
+score at the threshold's ``lambda`` passes the threshold (else a root), or the best-ranked
+candidate itself, whatever its score, when the text names it (``"named": true`` in the
+meta; :mod:`hypermem.store.mentions`); a neighbourhood of
+roots is placed by the pair score as in a store without a tree, and so are the suggestions
+and the ancestors of ``by="auto"``.
+
+The candidates and their order come from the store's suggestions (:mod:`hypermem.store.suggest`:
+the neighbours' vote, the text's own evidence, the encoder's pair score); this module makes the
+decision for each ``"auto"`` item of a checked batch, in order, so that an item may be placed
+under an earlier one of the same batch.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+
+import torch
+
+from ..embed.encoder_kind import AUTO_PARENT_KEY
+from .encoder_points import hierarchy_encoder, is_hierarchy_encoder
+from .mentions import add_title
+from .suggest import BLOCK, Suggester, decision_scores
+from .vote import FILED_MIN, VOTE_K, filed_share, neighbour_vote
+
+__all__ = ["AUTO", "KEPT", "META_KEY", "resolve_auto"]
+
+AUTO = "auto"
+"""The ``parent=`` value that asks the store for the parent."""
+META_KEY = AUTO_PARENT_KEY
+"""The meta key where an auto-placed memory keeps its parent's choice (``"auto_parent"``)."""
+KEPT = 3
+"""Suggestions kept in an auto-placed memory's meta."""
+
+
+def finite_or_none(x: float) -> float | None:
+    """``x`` when finite (JSON holds it), else None: a threshold of -inf ("always attach") is kept as null."""
+    return float(x) if math.isfinite(x) else None
+
+
+def resolve_auto(sug: Suggester, batch, emb: torch.Tensor) -> None:
+    """Replace each ``"auto"`` parent of a checked batch by the encoder's choice (module
+    docstring) and record it in the item's meta; call it under the store's lock."""
+    auto = [i for i, p in enumerate(batch.parents) if p == AUTO]
+    if not auto:
+        return
+    st = sug.memory.state
+    enc = sug.memory.embedder
+    hier = is_hierarchy_encoder(enc)
+    if not hier:
+        if AUTO in st.records or AUTO in batch.ids:
+            return  # a memory whose id is "auto"
+        if not (sug.holds_tree() or any(p not in (None, AUTO) for p in batch.parents[: auto[0]])):
+            hierarchy_encoder(sug.memory, "parent='auto' in a store that holds no tree (no memory has a parent)")
+    thr = getattr(enc, "threshold", None) if hier else -math.inf  # no threshold: the vote's choice
+    if thr is None:
+        raise ValueError("parent='auto' needs the encoder's threshold (chosen on validation by "
+                         "fit_hierarchy_encoder); this encoder has none: pass parent=<id> or set encoder.threshold")
+    for i in auto:
+        if META_KEY in batch.metas[i]:
+            raise ValueError(f"the meta of an auto-placed memory holds {META_KEY!r} itself; rename that key")
+    taken = set(st.records) | {i for i in batch.ids if i is not None}
+    ids = list(batch.ids)
+    for j, i in enumerate(ids):  # fresh ids now, so that a later item may name an earlier one as parent
+        while i is None or (batch.ids[j] is None and i in taken):
+            i = uuid.uuid4().hex[:16]
+        ids[j] = i
+        taken.add(i)
+    batch.ids = ids
+    tree = sug.holds_tree() or not hier  # once a memory has a parent, later items vote (as one add would)
+    pos = {i: j for j, i in enumerate(batch.ids)}
+
+    def parent_of(i: str) -> str | None:  # earlier items' parents are declared or already chosen
+        return batch.parents[pos[i]] if i in pos else st.records.parent(i)
+
+    unit = None   # the batch's unit vectors, when an item first votes
+    titles: dict = {}   # the titles of the batch's items before the current one (store.mentions)
+    titled = 0
+    kids: dict[str, int] = {}   # children among the batch's earlier items
+    counted = 0
+    for b0 in range(0, len(auto), BLOCK):
+        block = auto[b0: b0 + BLOCK]
+        X = emb[block].to(torch.float64)
+        upto = max(block)
+        sub = None    # the pair scores of the block, when an item first needs them
+        near = C = None   # the vote's neighbours among the stored memories and the batch, when an item first votes
+        prev = 0
+        for j, i in enumerate(block):
+            tree = tree or any(p is not None for p in batch.parents[prev:i])
+            prev = i
+            cand = []
+            if tree:
+                if near is None:
+                    near = sug.neighbours(X, None, VOTE_K) if st.n else ()
+                    if unit is None:
+                        unit = emb.to(torch.float64) / emb.to(torch.float64).norm(dim=1, keepdim=True).clamp_min(1e-300)
+                    C = unit[block] @ unit[:upto].T
+                if near:
+                    cand = [(st.ids[r], c, 1.0) for c, r in zip(near[0][j].tolist(), near[1][j].tolist())]
+                if i:
+                    top = torch.topk(C[j, :i], min(VOTE_K, i))
+                    cand += [(batch.ids[r], c, 1.0) for c, r in zip(top.values.tolist(), top.indices.tolist())]
+                cand = sorted(cand, key=lambda t: -t[1])[:VOTE_K]
+            if not tree or (hier and filed_share(cand, parent_of) < FILED_MIN):  # the pair score decides
+                if sub is None:
+                    sub = _pair_scores(sug, enc, X, block, emb)
+                _choose(sug, batch, i, sub[j], thr, X[j], emb)
+                continue
+            for t in range(titled, i):
+                add_title(titles, batch.ids[t], batch.texts[t])
+            titled = max(titled, i)
+            named = sug.mentions.find(st, batch.texts[i], titles)
+            ranked = neighbour_vote(cand, parent_of, mentioned=named)
+            best, gate = None, thr
+            if ranked:  # the text's own evidence (store.parent_choice); earlier items' children count
+                for p in batch.parents[counted:i]:
+                    kids[p] = kids.get(p, 0) + 1
+                counted = i
+                P = torch.stack([st.embedding_column()[st.row[c]] if c in st.row else emb[pos[c]] for c, _ in ranked])
+                ranked, P = sug.parent_order(X[j], ranked, sug.mentions.find_first(st, batch.texts[i], titles), P,
+                                              lambda c: len(st.children.get(c, ())) + kids.get(c, 0))
+            if ranked and not hier:
+                best = {"id": ranked[0][0], "score": ranked[0][1]}
+            elif ranked:  # the best-ranked candidate whose pair score passes the threshold
+                dec = decision_scores(enc, X[j], P, sug.scan)
+                ok = (dec > thr).nonzero()
+                at = 0 if ranked[0][0] in named else int(ok[0, 0]) if ok.numel() else 0
+                best = {"id": ranked[at][0], "score": float(dec[at])}
+                if ranked[0][0] in named:   # the vote's first choice, named by the text: no gate
+                    best["named"], gate = True, -math.inf
+            _decide(batch, i, best, gate, "vote", [{"id": c, "score": v} for c, v in ranked[:KEPT]], thr)
+
+def _pair_scores(sug: Suggester, enc, X: torch.Tensor, block: list[int], emb: torch.Tensor) -> torch.Tensor:
+    """Pair scores of a block of batch items against the ``n`` stored memories, then the
+    batch's items (``-inf`` at an item and after it: only earlier items), ``(B, n + upto)``."""
+    st = sug.memory.state
+    S = sug.stored_scores(enc, X, None) if st.n else torch.zeros(len(block), 0, dtype=torch.float64)
+    upto = max(block)
+    B = sug.scan.scores(enc, X, emb[:upto]) if upto else torch.zeros(len(block), 0, dtype=torch.float64)
+    for j in range(len(block)):
+        B[j, block[j]:] = -math.inf
+    return torch.cat([S, B], dim=1)
+
+def _choose(sug: Suggester, batch, i: int, scores: torch.Tensor, thr: float, x: torch.Tensor,
+            emb: torch.Tensor) -> None:
+    """Item ``i``'s parent by the best subsumption score among the stored memories and the
+    earlier items (``scores``: over the ``n`` stored rows, then the batch's items)."""
+    st = sug.memory.state
+    n = st.n
+    enc = sug.memory.embedder
+    order = torch.argsort(-scores, stable=True)[:KEPT]  # ties: insertion order, as suggest_parents
+    kept = [{"id": st.ids[c] if c < n else batch.ids[c - n], "score": float(scores[c])}
+            for c in order.tolist() if float(scores[c]) > -math.inf]
+    best = None
+    if kept:  # the decision: the best-ranked parent's score at the threshold's lambda
+        c = int(order[0])
+        p = st.embedding_column()[c] if c < n else emb[c - n]
+        best = {**kept[0], "score": float(decision_scores(enc, x, p[None], sug.scan)[0])}
+    _decide(batch, i, best, thr, "subsumption", kept)
+
+
+def _decide(batch, i: int, best: dict | None, thr: float, by: str, kept: list[dict],
+            shown: float | None = None) -> None:
+    """Attach item ``i`` to ``best`` when its decision score passes ``thr`` (else a root), and
+    keep the choice in its meta (``shown``: the threshold to record, when ``thr`` was lifted
+    for a parent the text names; the meta then says ``"named": true``)."""
+    parent = best["id"] if best is not None and best["score"] > thr else None
+    batch.parents[i] = parent
+    info = {"parent": parent, "score": None if best is None else best["score"],
+            "threshold": finite_or_none(thr if shown is None else shown), "by": by, "suggested": kept}
+    if best is not None and best.get("named"):
+        info["named"] = True
+    batch.metas[i] = {**batch.metas[i], META_KEY: info}
