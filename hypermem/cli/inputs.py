@@ -1,0 +1,114 @@
+"""What the command line reads: argument types, input files, the memory a command opens (hypermem.cli)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+__all__ = ["LAYOUTS", "METRICS", "MODES", "UserError", "default_output", "is_json_file", "load_memory",
+           "positive_float", "positive_int", "print_json", "read_text", "time_arg"]
+
+MODES = ("nearest", "subtree", "children", "ancestors", "siblings", "cone")  # = hypermem.store.MODES
+METRICS = ("shell", "hyperbolic")
+LAYOUTS = ("auto", "structural", "projection")
+
+
+class UserError(Exception):
+    """A mistake on the command line: printed as one line, exit status 1."""
+
+
+# ---------------------------------------------------------------------------- helpers
+def time_arg(text: str) -> datetime:
+    try:
+        t = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {text!r} (e.g. 2025-06-01T09:00)") from None
+    t = t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
+    try:
+        return t.astimezone(timezone.utc)
+    except OverflowError:
+        raise argparse.ArgumentTypeError(f"{text!r} is outside the datetime range in UTC") from None
+
+
+def positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
+    return v
+
+
+def positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not v > 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return v
+
+
+def read_text(path: Path) -> str:
+    """The UTF-8 text of an input file (a byte-order mark is dropped); anything else is a
+    one-line error naming the file."""
+    if path.is_char_device() or path.is_block_device():
+        raise UserError(f"{path} is a device, not a file")
+    data = path.read_bytes()
+    if data.startswith(b"SQLite format 3\x00"):
+        raise UserError(f"{path} is a SQLite file; import reads memory JSON (Memory.to_json) or JSON lines")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at position {exc.start})") from None
+
+
+def is_json_file(path: Path) -> bool:
+    if path.suffix.lower() == ".json":
+        return True
+    with open(path, "rb") as f:
+        head = f.read(64).lstrip()
+    return head.startswith(b"{")
+
+
+def load_memory(path: str, embedder: str | None = None):
+    """A memory from any store: a ``postgresql://`` URL or a SQLite database of
+    ``Memory.open`` (opened read-only), a SQLite file of ``Memory.save`` or a JSON file of
+    ``Memory.to_json`` (by content).  ``embedder`` (``minilm``, ``hashing`` or the folder of a
+    saved encoder) is needed only to embed a query; without it a memory made with another
+    embedder than the hashing one opens with a stand-in that says so when asked to embed."""
+    from ..embed import StandIn, embedder_named
+    from ..store import Memory
+    from ..store.backends.opening import is_durable_file, is_url
+
+    if embedder is None or embedder == "hashing":
+        emb = StandIn(hint="pass --embedder minilm|hashing|PATH (the folder of a saved encoder)")
+    else:
+        emb = embedder_named(embedder)
+    if is_url(path):
+        return Memory.open(path, read_only=True, embedder=emb)
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"no such memory file: {path}")
+    if p.is_dir():
+        raise UserError(f"{path} is a folder, not a memory file")
+    if is_durable_file(p):
+        return Memory.open(p, read_only=True, embedder=emb)
+    return Memory.from_json(p, embedder=emb) if is_json_file(p) else Memory.load(p, embedder=emb)
+
+
+def default_output(memory: str, suffix: str) -> Path:
+    from ..store.backends.opening import is_url
+
+    if is_url(memory):
+        raise UserError("a PostgreSQL store has no file name to derive the page's from: pass -o PAGE.html")
+    return Path(memory).with_suffix(suffix)
+
+
+def print_json(obj: Any) -> None:
+    print(json.dumps(obj, indent=1, ensure_ascii=False, default=str))
+

@@ -1,0 +1,156 @@
+"""The commands that read a stored memory: inspect, tree, search, stats, export, import (hypermem.cli)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from .inputs import UserError, default_output, load_memory, print_json, read_text, time_arg
+
+__all__ = ["cmd_export", "cmd_import", "cmd_inspect", "cmd_search", "cmd_stats", "cmd_tree"]
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    out = Path(args.output) if args.output else default_output(args.memory, ".html")
+    mem = load_memory(args.memory)
+    mem.inspect(out, open_browser=args.open, title=args.title or f"hypermem: {Path(args.memory).name}",
+                layout=args.layout, at_time=args.at)
+    print(f"wrote {out} ({len(mem)} memories)")
+    return 0
+
+
+def cmd_tree(args: argparse.Namespace) -> int:
+    mem = load_memory(args.memory)
+    if args.root is not None and args.root not in mem:
+        raise UserError(f"unknown memory id {args.root!r}")
+    text = mem.tree(root=args.root, max_text=args.max_text)
+    print(text if text else "(empty memory)")
+    return 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    mem = load_memory(args.memory, args.embedder)
+    if args.mode != "nearest" and args.root is None and (args.mode != "ancestors" or args.query is None):
+        raise UserError(f"--mode {args.mode} needs --root ID" + (" (or a query)" if args.mode == "ancestors" else ""))
+    if args.query is None and args.mode == "nearest":
+        raise UserError("a query is needed with --mode nearest (omit it only with a structural mode)")
+    if args.root is not None and args.root not in mem:
+        raise UserError(f"unknown memory id {args.root!r}")
+    hits = mem.search(args.query, k=args.k, mode=args.mode, root=args.root, metric=args.metric, at_time=args.at,
+                      touch=False)
+    if args.json:
+        print_json([h.to_dict() for h in hits])
+        return 0
+    if not hits:
+        print("(no results)")
+    for rank, h in enumerate(hits, 1):
+        print(f"{rank:3d}. {h.score:8.3f}  time_weight={h.time_weight:.3f}  depth={h.depth:.2f}  {h.text}  [{h.id}]")
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    mem = load_memory(args.memory)
+    stats = mem.stats(at_time=args.at)
+    if args.json:
+        print_json(stats)
+    else:
+        width = max(map(len, stats))
+        for k, v in stats.items():
+            print(f"{k:<{width}}  {json.dumps(v, ensure_ascii=False) if isinstance(v, (dict, list)) else v}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    mem = load_memory(args.memory)
+    out = Path(args.output)
+    fmt = args.format or {".json": "json", ".csv": "csv"}.get(out.suffix.lower())
+    if fmt is None:
+        raise UserError(f"cannot tell the format from {args.output!r}: name the file .json or .csv, or pass "
+                        f"--format json|csv")
+    if fmt == "json":
+        mem.to_json(out, indent=args.indent)
+    else:
+        import csv
+        import io
+
+        from ..store.atomic import atomic_write_text
+
+        buf = io.StringIO()
+        rows = mem.table(at_time=args.at)
+        writer = csv.DictWriter(buf, fieldnames=["id", "text", "parent", "level", "depth", "time", "weight",
+                                                 "accesses", "meta"])
+        writer.writeheader()
+        for r in rows:
+            writer.writerow(dict(r, meta=json.dumps(r["meta"], ensure_ascii=False)))
+        atomic_write_text(out, buf.getvalue())
+    print(f"wrote {out} ({len(mem)} memories, {fmt})")
+    return 0
+
+
+def read_items(path: Path, text: str) -> list[dict[str, Any]]:
+    """Items of ``Memory.add_many`` from JSON lines (or a JSON list): text, and optionally
+    id, parent, t / valid_from / valid_until (ISO 8601), meta.  Values nested deeper than
+    ``MAX_JSON_DEPTH`` are refused (the saved file could not be loaded)."""
+    from ..store.validation import MAX_JSON_DEPTH, json_depth_over
+
+    try:
+        stripped = text.lstrip()
+        if stripped.startswith("["):
+            items = json.loads(text)
+        else:
+            items = [json.loads(line) for line in text.splitlines() if line.strip()]
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}: not JSON lines ({exc})") from None
+    except RecursionError:
+        raise UserError(f"{path}: a value nests too deep for the JSON reader") from None
+    out = []
+    for i, item in enumerate(items):
+        if isinstance(item, str):
+            item = {"text": item}
+        if not isinstance(item, dict):
+            raise UserError(f"{path}: item #{i} is not an object or a string")
+        if json_depth_over(item, MAX_JSON_DEPTH + 1):
+            raise UserError(f"{path}: item #{i} nests deeper than {MAX_JSON_DEPTH} levels")
+        item = dict(item)
+        for key in ("t", "valid_from", "valid_until"):
+            if isinstance(item.get(key), str):
+                try:
+                    item[key] = time_arg(item[key])
+                except argparse.ArgumentTypeError as exc:
+                    raise UserError(f"{path}: item #{i}: {key}: {exc}") from None
+        out.append(item)
+    return out
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    src, out = Path(args.source), Path(args.output)
+    if not src.exists():
+        raise UserError(f"no such file: {args.source}")
+    if out.exists() and not args.force:
+        raise UserError(f"{out} exists; pass --force to replace it")
+    if src.is_dir():
+        raise UserError(f"{args.source} is a folder, not a file")
+    text = read_text(src)
+    head = text[:4096].lstrip()
+    from ..store import Memory
+
+    if head.startswith("{") and '"config"' in head:
+        mem = Memory.from_json(src)
+    else:
+        from ..embed import HashingEmbedder
+        from ..temporal import HalfLife
+
+        decay = HalfLife(hours=args.half_life) if args.half_life is not None else None
+        mem = Memory(embedder=HashingEmbedder(dim=args.dim), decay=decay)
+        items = read_items(src, text)
+        try:
+            mem.add_many(items)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise UserError(f"{src}: {exc.args[0] if isinstance(exc, KeyError) and exc.args else exc}") from None
+    mem.save(out)
+    print(f"wrote {out} ({len(mem)} memories)")
+    return 0
+
+
