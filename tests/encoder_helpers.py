@@ -21,8 +21,8 @@ EDGES = sorted(TREE.items())
 NAMES = {e: e for pair in EDGES for e in pair}
 
 
-def tiny_model_folder(path: Path) -> Path:
-    """Write a 2-layer, 32-wide BERT with MiniLM's tokenizer as a sentence-transformers folder
+def tiny_model_folder(path: Path, layers: int = 2) -> Path:
+    """Write a ``layers``-layer (default 2), 32-wide BERT with MiniLM's tokenizer as a sentence-transformers folder
     (transformer + mean pooling); returns the folder."""
     transformers = pytest.importorskip("transformers")
     st = pytest.importorskip("sentence_transformers")
@@ -39,7 +39,7 @@ def tiny_model_folder(path: Path) -> Path:
     for f in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
         if (src / f).is_file():
             shutil.copy(src / f, hf / f)
-    cfg = transformers.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+    cfg = transformers.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=layers, num_attention_heads=2,
                                   intermediate_size=64, max_position_embeddings=64)
     import torch
 

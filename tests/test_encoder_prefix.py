@@ -99,7 +99,9 @@ def test_a_base_without_bert_layers_is_refused_by_name(tiny):
         freeze_lower_layers(enc, 1)
 
 
-def test_the_default_freezes_all_but_the_last_layer(tiny):
+def test_the_default_freezes_all_but_the_last_two_layers(tiny, tmp_path):
+    assert resolve_frozen_layers(_encoder(tiny), None) == 0   # a base of two layers trains both
+    tiny = tiny_model_folder(tmp_path, layers=3)
     enc = _encoder(tiny)
     assert resolve_frozen_layers(enc, None) == 1 and resolve_frozen_layers(enc, 0) == 0
     for bad in (-1, 1.5, True, "1"):

@@ -49,14 +49,22 @@ def transformer_layers(encoder) -> int:
     return len(layers)
 
 
+DEFAULT_TRAINED = 2
+"""The top layers that train by default (``frozen_layers=None``): one trained layer plateaued on
+WordNet's mixed-hop task (+0.002 to +0.006 F1 from 45 to 110 minutes); two reached validation F1
+0.886 / 0.851 (ball) against 0.863 / 0.792 in the same ~2 hours, and on Python's class tree at
+``max_minutes=10`` the same parent MRR with +0.015 (ball) / +0.006 (twin) mean F1
+(benchmarks/RESULTS.md, "two trained layers over the whole budget")."""
+
+
 def resolve_frozen_layers(encoder, setting: int | None) -> int:
     """The layer count a ``frozen_layers`` setting means for ``encoder``: ``None`` (the default)
-    freezes every layer but the last of a BERT-style base (5 of all-MiniLM-L6-v2's 6) and
-    none of any other base; an integer is taken as it is (0: every layer trains; checked by
+    freezes every layer but the last two of a BERT-style base (4 of all-MiniLM-L6-v2's 6; a
+    base of two layers or fewer trains them all) and none of any other base; an integer is taken as it is (0: every layer trains; checked by
     :func:`freeze_lower_layers` when positive)."""
     if setting is None:
         try:
-            return max(transformer_layers(encoder) - 1, 0)
+            return max(transformer_layers(encoder) - DEFAULT_TRAINED, 0)
         except ValueError:
             return 0
     if isinstance(setting, bool) or not isinstance(setting, int) or setting < 0:

@@ -63,7 +63,7 @@ class EncoderModule(pl.LightningModule):
     frozen_layers:
         The base's embeddings and this many of its lowest transformer layers stay frozen, their
         outputs computed once per entity (:class:`~hypermem.hierarchy.encoder_prefix.FrozenPrefix`);
-        ``null`` (the default): all but the last layer; 0: every layer trains.
+        ``null`` (the default): all but the last two layers; 0: every layer trains.
     dim:
         Coordinates of a point: ``null`` (the default) the base's width; a number adds a
         trained ``tanh`` head to that many (``HierarchyEncoder.from_pretrained(dim=...)``).
