@@ -38,7 +38,8 @@ from bench_placement import ALL_VOTED, embedder_for, filed_parents, known_store,
 from hypermem.data.hierarchy_tasks import hop_distances  # noqa: E402
 from hypermem.embed.encoder_kind import is_hierarchy_encoder  # noqa: E402
 from hypermem.retrieval.bm25 import tokenize  # noqa: E402
-from hypermem.store.mentions import title_terms  # noqa: E402
+from hypermem.store.mentions import MENTION_SHARE, title_terms  # noqa: E402
+from hypermem.store.parent_choice import CHILDREN_SHARE, COSINE_SHARE, FIRST_SHARE  # noqa: E402
 from hypermem.store.vote import VOTE_K  # noqa: E402
 
 FEATURES = ("share", "named", "cos", "pair", "vote_rank", "cos_rank", "pair_rank", "children", "depth",
@@ -264,8 +265,7 @@ def rule_within2(rows, weights: dict[str, float]) -> float:
     for r in rows:
         if not r["cands"]:
             continue
-        cs = sorted(r["cands"], key=lambda c: -sum(w * c[f] for f, w in weights.items()))
-        pick = cs[0] if cs[0]["named"] else next((c for c in cs if c["passes"]), None)
+        pick = store_pick(r["cands"], weights)[0]
         hit += pick is not None and pick["hop"] <= 2
     return hit / len(rows)
 
@@ -298,12 +298,14 @@ def tree_and_truth(text: str, split: str, seed: int = 1):
     return par, hop_distances(h, ents), known, task
 
 
-STORE_RULE = {"share": 1.0, "named": 0.1, "first": 0.15, "cos": 0.2, "children": 0.02}
+STORE_RULE = {"share": 1.0, "named": MENTION_SHARE, "first": FIRST_SHARE, "cos": COSINE_SHARE,
+              "children": CHILDREN_SHARE}   # the store's own weights (store.parent_choice)
 
 
-def store_pick(cands):
-    """The store's choice (store.parent_choice's order, then the named-or-passing gate) and the order."""
-    cs = sorted(cands, key=lambda c: -sum(w * c[f] for f, w in STORE_RULE.items()))
+def store_pick(cands, weights=STORE_RULE):
+    """The store's choice with candidates ordered by ``sum_f weights[f] * f``: the first if the
+    text names it, else the first whose pair score passes the threshold; and the order."""
+    cs = sorted(cands, key=lambda c: -sum(w * c[f] for f, w in weights.items()))
     return (cs[0] if cs[0]["named"] else next((c for c in cs if c["passes"]), None)), cs
 
 
@@ -320,11 +322,12 @@ def hedged(rows, par, anc, temp: float, tau: float, levels: int) -> tuple[float,
         if tau > 0:
             s = [sum(w * c[f] for f, w in STORE_RULE.items()) for c in cs]
             e = [math.exp((x - max(s)) / temp) for x in s]
+            z = sum(e)
             mass: dict[str, float] = {}
             for c, p in zip(cs, e):
                 a, k = c["id"], 0
                 while a is not None and k <= levels:
-                    mass[a] = mass.get(a, 0.0) + p / sum(e)
+                    mass[a] = mass.get(a, 0.0) + p / z
                     a, k = par.get(a), k + 1
             a, k = node, 0
             while a is not None and k < levels and mass.get(a, 0.0) < tau:
