@@ -1,0 +1,190 @@
+"""A cross-encoder that reads a text and a candidate parent together (issue 31, an experiment)
+
+The store's choice among the voted candidates (``experiments/placement_rank/run.py``) sees the
+text only through vectors and the titles it names; most misses are a candidate of another topic
+the text also names ("bakery: a workplace where baked goods are produced" -> baked goods).  A
+cross-encoder (Nogueira & Cho, "Passage re-ranking with BERT", 2019) reads ``text [SEP] candidate``
+and can learn which named thing is the text's kind.  It is trained on the store's *own* tree (the
+filed known nouns: each child with its filed parent against candidates like the vote's -- the
+filed parents and grandparents of the child's nearest neighbours -- a listwise softmax loss),
+nothing WordNet-specific; then it re-scores the validation nouns' candidates of a dump:
+
+    score(c) = rule(c) + w * ce(t, c)
+
+with ``rule`` the store's weights (:data:`run.STORE_RULE`), over the rule's best ``--rerank``
+candidates.  Validation nouns only here.
+
+    python experiments/placement_rank/cross.py --dump runs/rank/cosine-def.json \\
+        --points runs/placement-def/points-cosine-s1-definition.pt --minutes 25 --save runs/cross
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import torch  # noqa: E402
+from run import STORE_RULE, tree_and_truth  # noqa: E402
+
+from hypermem.embed.sentence_transformer import local_minilm_path  # noqa: E402
+
+
+def training_lists(par, known, names, X, n_children: int, n_neg: int, k: int, seed: int):
+    """``(child, parent, negatives)`` for ``n_children`` filed children: the negatives are the
+    filed parents and grandparents of the child's ``k`` nearest known neighbours (cosine of
+    ``X``, rows in ``known``'s order) other than its own parent and grandparent."""
+    rng = random.Random(seed)
+    at = {e: i for i, e in enumerate(known)}
+    kids = [e for e in known if e in par]
+    pick = rng.sample(kids, min(n_children, len(kids)))
+    Xn = torch.nn.functional.normalize(X.to(torch.float32), dim=1)
+    out = []
+    for s in range(0, len(pick), 512):
+        chunk = pick[s:s + 512]
+        sims = Xn[[at[c] for c in chunk]] @ Xn.T
+        top = sims.topk(k + 1, dim=1).indices.tolist()
+        for c, row in zip(chunk, top):
+            p = par[c]
+            near = {p, par.get(p), c}
+            cands = []
+            for j in row:
+                nb = known[j]
+                a, d = par.get(nb), 0
+                while a is not None and d < 2:
+                    if a not in near and a not in cands:
+                        cands.append(a)
+                    a, d = par.get(a), d + 1
+            if cands:
+                out.append((names[c], names[p], [names[x] for x in rng.sample(cands, min(n_neg, len(cands)))]))
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dump", required=True)
+    ap.add_argument("--points", required=True, help="cached MiniLM points of the known nouns")
+    ap.add_argument("--text", default="definition")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--children", type=int, default=20000)
+    ap.add_argument("--negatives", type=int, default=7)
+    ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--group", type=int, default=8, help="children a step")
+    ap.add_argument("--lr", type=float, default=4e-5)
+    ap.add_argument("--max-length", type=int, default=96)
+    ap.add_argument("--minutes", type=float, default=25)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--rerank", type=int, default=20, help="the rule's best candidates re-scored")
+    ap.add_argument("--init", help="a saved cross-encoder to train on (with --offset: the lists it saw)")
+    ap.add_argument("--offset", type=int, default=0, help="training lists to skip")
+    ap.add_argument("--save", required=True)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    from sentence_transformers.cross_encoder import CrossEncoder
+
+    par, anc, known, task = tree_and_truth(args.text, "val", args.seed)
+    names = task.hierarchy.names
+    X = torch.load(args.points)
+    assert X.shape[0] == len(known), (X.shape, len(known))
+    lists = training_lists(par, known, names, X, args.children, args.negatives, args.k, args.seed)
+    print(f"{len(lists)} training lists", flush=True)
+    ce = CrossEncoder(args.init or local_minilm_path(), num_labels=1, device="cpu", max_length=args.max_length)
+    model, tok = ce.model, ce.tokenizer
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
+    model.train()
+    t0, step, seen, losses = time.time(), 0, args.offset, []
+    while time.time() - t0 < args.minutes * 60 and seen < len(lists):
+        group = lists[seen:seen + args.group]
+        seen += len(group)
+        a, b, sizes = [], [], []
+        for child, parent, negs in group:
+            for c in [parent, *negs]:
+                a.append(child)
+                b.append(c)
+            sizes.append(1 + len(negs))
+        enc = tok(a, b, truncation=True, max_length=args.max_length, padding=True, return_tensors="pt")
+        logits = model(**enc).logits.squeeze(-1)
+        loss = torch.stack([-torch.log_softmax(x, 0)[0] for x in logits.split(sizes)]).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        step += 1
+        losses.append(loss.item())
+        if step % 50 == 0:
+            print(f"step {step} children {seen} loss {sum(losses[-50:]) / 50:.3f} {time.time() - t0:.0f}s", flush=True)
+    print(f"trained {step} steps on {seen} children in {time.time() - t0:.0f}s", flush=True)
+    model.eval()
+    Path(args.save).mkdir(parents=True, exist_ok=True)
+    ce.save(str(Path(args.save) / "model"))
+
+    rows = json.loads(Path(args.dump).read_text())["val"]
+    for r in rows:
+        r["cands"] = sorted(r["cands"], key=lambda c: -rule(c))[:args.rerank]
+    scores = []
+    t1 = time.time()
+    with torch.inference_mode():
+        for r in rows:
+            text = names[r["entity"]]
+            cands = [names[c["id"]] for c in r["cands"]]
+            if not cands:
+                scores.append([])
+                continue
+            enc = tok([text] * len(cands), cands, truncation=True, max_length=args.max_length, padding=True,
+                      return_tensors="pt")
+            scores.append(model(**enc).logits.squeeze(-1).tolist())
+    pairs = sum(len(s) for s in scores)
+    print(f"scored {pairs} candidate pairs in {time.time() - t1:.0f}s", flush=True)
+    (Path(args.save) / "val_scores.json").write_text(json.dumps(scores))
+    report(rows, scores)
+    return 0
+
+
+def rule(c) -> float:
+    return sum(w * c[f] for f, w in STORE_RULE.items())
+
+
+WEIGHTS = (0.0, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0)
+
+
+def hits(rows, scores, w: float) -> tuple[int, int]:
+    """Texts whose pick under ``rule + w * ce`` (``w`` inf: ``ce`` alone) is the true parent,
+    and within 2 hops of it."""
+    hit1 = hit2 = 0
+    for r, s in zip(rows, scores):
+        if not r["cands"]:
+            continue
+        vals = s if w == math.inf else [rule(c) + w * x for c, x in zip(r["cands"], s)]
+        best = r["cands"][max(range(len(s)), key=vals.__getitem__)]
+        hit1 += best["hop"] == 1
+        hit2 += best["hop"] <= 2
+    return hit1, hit2
+
+
+def report(rows, scores, folds: int = 5) -> None:
+    """The rates for each weight, and ``w`` chosen by ``folds``-fold cross-validation by text
+    (the best within-2-hops rate on the other folds)."""
+    n = len(rows)
+    for w in (*WEIGHTS, math.inf):
+        h1, h2 = hits(rows, scores, w)
+        print(f"w {w}: true parent {h1 / n:.3f}  within 2 hops {h2 / n:.3f}")
+    order = random.Random(0).sample(range(n), n)
+    c1 = c2 = 0
+    for f in range(folds):
+        held = set(order[f::folds])
+        tr = [i for i in range(n) if i not in held]
+        w = max(WEIGHTS, key=lambda w: hits([rows[i] for i in tr], [scores[i] for i in tr], w)[1])
+        h1, h2 = hits([rows[i] for i in held], [scores[i] for i in held], w)
+        c1, c2 = c1 + h1, c2 + h2
+        print(f"fold {f}: w {w}")
+    print(f"{folds}-fold CV: true parent {c1 / n:.3f}  within 2 hops {c2 / n:.3f}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
