@@ -11,8 +11,9 @@ nothing WordNet-specific; then it re-scores the validation nouns' candidates of 
 
     score(c) = rule(c) + w * ce(t, c)
 
-with ``rule`` the store's weights (:data:`run.STORE_RULE`), over the rule's best ``--rerank``
-candidates.  Validation nouns only here.
+with ``rule`` the store's weights (:func:`run.rule_score`), over the rule's best ``--rerank``
+candidates; the pick is the best-scored candidate (the store's gate on the encoder's threshold
+does not apply to MiniLM's dumps, whose candidates all pass).  Validation nouns only here.
 
     python experiments/placement_rank/cross.py --dump runs/rank/cosine-def.json \\
         --points runs/placement-def/points-cosine-s1-definition.pt --minutes 25 --save runs/cross
@@ -31,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
-from run import STORE_RULE, tree_and_truth  # noqa: E402
+from run import rule_score, tree_and_truth  # noqa: E402
 
 from hypermem.embed.sentence_transformer import local_minilm_path  # noqa: E402
 
@@ -126,7 +127,7 @@ def main(argv=None) -> int:
 
     rows = json.loads(Path(args.dump).read_text())["val"]
     for r in rows:
-        r["cands"] = sorted(r["cands"], key=lambda c: -rule(c))[:args.rerank]
+        r["cands"] = sorted(r["cands"], key=lambda c: -rule_score(c))[:args.rerank]
     scores = []
     t1 = time.time()
     with torch.inference_mode():
@@ -146,10 +147,6 @@ def main(argv=None) -> int:
     return 0
 
 
-def rule(c) -> float:
-    return sum(w * c[f] for f, w in STORE_RULE.items())
-
-
 WEIGHTS = (0.0, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0)
 
 
@@ -160,7 +157,7 @@ def hits(rows, scores, w: float) -> tuple[int, int]:
     for r, s in zip(rows, scores):
         if not r["cands"]:
             continue
-        vals = s if w == math.inf else [rule(c) + w * x for c, x in zip(r["cands"], s)]
+        vals = s if w == math.inf else [rule_score(c) + w * x for c, x in zip(r["cands"], s)]
         best = r["cands"][max(range(len(s)), key=vals.__getitem__)]
         hit1 += best["hop"] == 1
         hit2 += best["hop"] <= 2

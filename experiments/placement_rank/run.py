@@ -302,10 +302,15 @@ STORE_RULE = {"share": 1.0, "named": MENTION_SHARE, "first": FIRST_SHARE, "cos":
               "children": CHILDREN_SHARE}   # the store's own weights (store.parent_choice)
 
 
+def rule_score(c, weights=STORE_RULE) -> float:
+    """A candidate's ranking value under the rule ``sum_f weights[f] * f`` (the store's by default)."""
+    return sum(w * c[f] for f, w in weights.items())
+
+
 def store_pick(cands, weights=STORE_RULE):
     """The store's choice with candidates ordered by ``sum_f weights[f] * f``: the first if the
     text names it, else the first whose pair score passes the threshold; and the order."""
-    cs = sorted(cands, key=lambda c: -sum(w * c[f] for f, w in weights.items()))
+    cs = sorted(cands, key=lambda c: -rule_score(c, weights))
     return (cs[0] if cs[0]["named"] else next((c for c in cs if c["passes"]), None)), cs
 
 
@@ -320,7 +325,7 @@ def hedged(rows, par, anc, temp: float, tau: float, levels: int) -> tuple[float,
             continue
         node = top["id"]
         if tau > 0:
-            s = [sum(w * c[f] for f, w in STORE_RULE.items()) for c in cs]
+            s = [rule_score(c) for c in cs]
             e = [math.exp((x - max(s)) / temp) for x in s]
             z = sum(e)
             mass: dict[str, float] = {}

@@ -60,8 +60,9 @@ whole budget")."""
 def resolve_frozen_layers(encoder, setting: int | None) -> int:
     """The layer count a ``frozen_layers`` setting means for ``encoder``: ``None`` (the default)
     freezes every layer but the last two of a BERT-style base (4 of all-MiniLM-L6-v2's 6; a
-    base of two layers or fewer trains them all) and none of any other base; an integer is taken as it is (0: every layer trains; checked by
-    :func:`freeze_lower_layers` when positive)."""
+    base of two layers or fewer trains them all) and none of any other base; an integer is
+    taken as it is (0: every layer trains; checked by :func:`freeze_lower_layers` when
+    positive)."""
     if setting is None:
         try:
             return max(transformer_layers(encoder) - DEFAULT_TRAINED, 0)

@@ -72,10 +72,10 @@ class EncoderTrainConfig:
     (:class:`~hypermem.hierarchy.encoder_prefix.FrozenPrefix`): a step costs about
     ``(L - k) / L`` of a full one; ``None`` (the default) freezes all but the last two layers
     (:func:`~hypermem.hierarchy.encoder_prefix.resolve_frozen_layers`), 0 trains every
-    layer.  ``lr=3e-4`` and frozen lower layers were chosen on validation
-    against every layer at 3e-5 (HiT's rate) and at 3e-4 (then with all but the last layer
-    frozen; two trained layers since, :data:`~hypermem.hierarchy.encoder_prefix.DEFAULT_TRAINED`): on WordNet's mixed-hop task at the
-    same 20 minutes (validation F1 0.796 / 0.707 against 0.798 / 0.675), and on Python's class
+    layer.  ``lr=3e-4`` and frozen lower layers were chosen on validation against every
+    layer at 3e-5 (HiT's rate) and at 3e-4 (then with all but the last layer frozen; two
+    trained layers since, :data:`~hypermem.hierarchy.encoder_prefix.DEFAULT_TRAINED`): on
+    WordNet's mixed-hop task at the same 20 minutes (validation F1 0.796 / 0.707 against 0.798 / 0.675), and on Python's class
     hierarchy at ``max_minutes=10`` (validation F1 0.822 / 0.681 against 0.723 / 0.564 for the
     ball); benchmarks/RESULTS.md.  ``children_per_parent=8`` and ``hard_negatives=8`` (were 4
     and 5: at most three siblings a child in a batch) put more siblings in a batch and make
