@@ -85,6 +85,8 @@ def main(argv=None) -> int:
     ap.add_argument("--init", help="a saved cross-encoder to train on (with --offset: the lists it saw)")
     ap.add_argument("--offset", type=int, default=0, help="training lists to skip")
     ap.add_argument("--save", required=True)
+    ap.add_argument("--test", action="store_true",
+                    help="score the test nouns once with the model saved in --save: w chosen on its val_scores.json")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -92,6 +94,8 @@ def main(argv=None) -> int:
 
     par, anc, known, task = tree_and_truth(args.text, "val", args.seed)
     names = task.hierarchy.names
+    if args.test:
+        return test_once(args, names, CrossEncoder)
     X = torch.load(args.points)
     assert X.shape[0] == len(known), (X.shape, len(known))
     lists = training_lists(par, known, names, X, args.children, args.negatives, args.k, args.seed)
@@ -125,25 +129,54 @@ def main(argv=None) -> int:
     Path(args.save).mkdir(parents=True, exist_ok=True)
     ce.save(str(Path(args.save) / "model"))
 
-    rows = json.loads(Path(args.dump).read_text())["val"]
+    rows = candidate_rows(args.dump, "val", args.rerank)
+    scores = score_rows(rows, names, model, tok, args.max_length)
+    (Path(args.save) / "val_scores.json").write_text(json.dumps(scores))
+    report(rows, scores)
+    return 0
+
+
+def candidate_rows(dump: str, split: str, rerank: int) -> list[dict]:
+    """The dump's nouns of ``split`` with the rule's best ``rerank`` candidates each."""
+    rows = json.loads(Path(dump).read_text())[split]
     for r in rows:
-        r["cands"] = sorted(r["cands"], key=lambda c: -rule_score(c))[:args.rerank]
+        r["cands"] = sorted(r["cands"], key=lambda c: -rule_score(c))[:rerank]
+    return rows
+
+
+def score_rows(rows, names, model, tok, max_length: int) -> list[list[float]]:
+    """The cross-encoder's logit of each noun's text with each of its candidates' texts."""
     scores = []
     t1 = time.time()
     with torch.inference_mode():
         for r in rows:
-            text = names[r["entity"]]
             cands = [names[c["id"]] for c in r["cands"]]
             if not cands:
                 scores.append([])
                 continue
-            enc = tok([text] * len(cands), cands, truncation=True, max_length=args.max_length, padding=True,
-                      return_tensors="pt")
+            enc = tok([names[r["entity"]]] * len(cands), cands, truncation=True, max_length=max_length,
+                      padding=True, return_tensors="pt")
             scores.append(model(**enc).logits.squeeze(-1).tolist())
-    pairs = sum(len(s) for s in scores)
-    print(f"scored {pairs} candidate pairs in {time.time() - t1:.0f}s", flush=True)
-    (Path(args.save) / "val_scores.json").write_text(json.dumps(scores))
-    report(rows, scores)
+    print(f"scored {sum(len(s) for s in scores)} candidate pairs in {time.time() - t1:.0f}s", flush=True)
+    return scores
+
+
+def test_once(args, names, CrossEncoder) -> int:
+    """The test nouns, once: ``w`` is the best within-2-hops weight on all validation nouns
+    (the saved ``val_scores.json``), applied to the test nouns' candidates."""
+    save = Path(args.save)
+    val = candidate_rows(args.dump, "val", args.rerank)
+    vs = json.loads((save / "val_scores.json").read_text())
+    w = max(WEIGHTS, key=lambda w: hits(val, vs, w)[1])
+    ce = CrossEncoder(str(save / "model"), num_labels=1, device="cpu", max_length=args.max_length)
+    ce.model.eval()
+    rows = candidate_rows(args.dump, "test", args.rerank)
+    scores = score_rows(rows, names, ce.model, ce.tokenizer, args.max_length)
+    (save / "test_scores.json").write_text(json.dumps(scores))
+    n = len(rows)
+    for name, ww in (("the store's rule", 0.0), (f"rule + {w} * ce (w from validation)", w)):
+        h1, h2 = hits(rows, scores, ww)
+        print(f"test, {name}: true parent {h1 / n:.3f}  within 2 hops {h2 / n:.3f}")
     return 0
 
 

@@ -6,6 +6,7 @@ from .choice import StandIn, embedder_named
 from .hashing import HashingEmbedder
 from .hierarchy_encoder import EncoderFolderError, HierarchyEncoder
 from .projection import BallProjector
+from .reranker import PlacementReranker, RerankerFolderError
 from .sentence_transformer import SentenceTransformerEmbedder
 
 __all__ = [
@@ -16,6 +17,8 @@ __all__ = [
     "BallProjector",
     "HierarchyEncoder",
     "EncoderFolderError",
+    "PlacementReranker",
+    "RerankerFolderError",
     "StandIn",
     "embedder_named",
     "check_texts",

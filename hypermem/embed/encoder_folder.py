@@ -86,7 +86,7 @@ class EncoderSettings:
                 "metrics": dict(self.metrics), "config": dict(self.config)}
 
 
-def _read_json(path: Path) -> Any:
+def read_json(path: Path) -> Any:
     if path.stat().st_size > _MAX_JSON_BYTES:
         raise EncoderFolderError(f"{path}: larger than {_MAX_JSON_BYTES} bytes")
     try:
@@ -95,7 +95,7 @@ def _read_json(path: Path) -> Any:
         raise EncoderFolderError(f"{path}: not valid JSON ({exc})") from None
 
 
-def _number(value: Any, where: str, *, positive: bool = False, allow_none: bool = False) -> float | None:
+def check_number(value: Any, where: str, *, positive: bool = False, allow_none: bool = False) -> float | None:
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -105,7 +105,7 @@ def _number(value: Any, where: str, *, positive: bool = False, allow_none: bool 
     return float(value)
 
 
-def _integer(value: Any, where: str, lo: int, hi: int) -> int:
+def check_integer(value: Any, where: str, lo: int, hi: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
         raise EncoderFolderError(f"{where} must be an integer in [{lo}, {hi}], got {value!r}")
     return value
@@ -117,7 +117,7 @@ def check_modules(folder: Path) -> list[str]:
     path = folder / "modules.json"
     if not path.is_file():
         raise EncoderFolderError(f"{folder}: no modules.json (not a sentence-transformers folder)")
-    modules = _read_json(path)
+    modules = read_json(path)
     if not isinstance(modules, list) or not modules:
         raise EncoderFolderError(f"{path}: expected a non-empty list of modules")
     names = []
@@ -149,7 +149,7 @@ def check_dense(folder: Path) -> None:
     path = folder / "config.json"
     if not path.is_file():
         raise EncoderFolderError(f"{folder}: the Dense head has no config.json")
-    raw = _read_json(path)
+    raw = read_json(path)
     if not isinstance(raw, dict):
         raise EncoderFolderError(f"{path}: expected a JSON object")
     known = {"in_features", "out_features", "bias", "activation_function", "module_input_name",
@@ -158,7 +158,7 @@ def check_dense(folder: Path) -> None:
     if extra:
         raise EncoderFolderError(f"{path}: unknown field(s) {extra}")
     for key in ("in_features", "out_features"):
-        _integer(raw.get(key), f"{path}: field {key!r}", 1, 1 << 16)
+        check_integer(raw.get(key), f"{path}: field {key!r}", 1, 1 << 16)
     if not isinstance(raw.get("bias", True), bool) or raw.get("use_residual", False) is not False:
         raise EncoderFolderError(f"{path}: field 'bias' must be true or false and 'use_residual' false")
     if raw.get("activation_function") not in DENSE_ACTIVATIONS:
@@ -177,7 +177,7 @@ def read_settings(folder: Path, dim: int) -> EncoderSettings:
     path = folder / CONFIG_FILE
     if not path.is_file():
         return hit_settings(folder, dim)
-    raw = _read_json(path)
+    raw = read_json(path)
     if not isinstance(raw, dict):
         raise EncoderFolderError(f"{path}: expected a JSON object")
     where = lambda key: f"{path}: field {key!r}"  # noqa: E731
@@ -194,16 +194,16 @@ def read_settings(folder: Path, dim: int) -> EncoderSettings:
     geometry = raw.get("geometry")
     if geometry not in GEOMETRIES:
         raise EncoderFolderError(f"{where('geometry')} must be one of {GEOMETRIES}, got {geometry!r}")
-    stored_dim = _integer(raw.get("dim"), where("dim"), 1, 1 << 16)
+    stored_dim = check_integer(raw.get("dim"), where("dim"), 1, 1 << 16)
     if stored_dim != dim:
         raise EncoderFolderError(f"{where('dim')} is {stored_dim} but the model's output has {dim} dimensions")
-    curvature = _number(raw.get("curvature"), where("curvature"), positive=True, allow_none=geometry == "euclidean")
+    curvature = check_number(raw.get("curvature"), where("curvature"), positive=True, allow_none=geometry == "euclidean")
     if geometry == "euclidean" and curvature is not None:
         raise EncoderFolderError(f"{where('curvature')} must be null for a Euclidean encoder")
     metrics = raw.get("metrics", {})
     if not isinstance(metrics, dict) or not all(isinstance(k, str) for k in metrics):
         raise EncoderFolderError(f"{where('metrics')} must be an object of numbers")
-    metrics = {k: _number(v, f"{where('metrics')}[{k!r}]") for k, v in metrics.items()}
+    metrics = {k: check_number(v, f"{where('metrics')}[{k!r}]") for k, v in metrics.items()}
     config = raw.get("config", {})
     if not isinstance(config, dict):
         raise EncoderFolderError(f"{where('config')} must be an object")
@@ -211,10 +211,10 @@ def read_settings(folder: Path, dim: int) -> EncoderSettings:
     if not isinstance(base, str):
         raise EncoderFolderError(f"{where('base')} must be a string")
     return EncoderSettings(geometry, dim, curvature,
-                           _number(raw.get("centripetal_weight", 1.0), where("centripetal_weight")),
-                           _number(raw.get("threshold"), where("threshold"), allow_none=True),
-                           _integer(raw.get("max_length", 32), where("max_length"), 1, 8192), base, metrics, config,
-                           _number(raw.get("ranking_weight"), where("ranking_weight"), allow_none=True))
+                           check_number(raw.get("centripetal_weight", 1.0), where("centripetal_weight")),
+                           check_number(raw.get("threshold"), where("threshold"), allow_none=True),
+                           check_integer(raw.get("max_length", 32), where("max_length"), 1, 8192), base, metrics, config,
+                           check_number(raw.get("ranking_weight"), where("ranking_weight"), allow_none=True))
 
 
 def hit_settings(folder: Path, dim: int) -> EncoderSettings:
@@ -228,8 +228,8 @@ def hit_settings(folder: Path, dim: int) -> EncoderSettings:
         pick = next((r for r in rows if (r.get("") or "").strip() == "validation"), rows[-1] if rows else None)
         if pick is not None:
             try:
-                lam = _number(float(pick["centri_weight"]), f"{results}: centri_weight")
-                threshold = _number(float(pick["threshold"]), f"{results}: threshold")
+                lam = check_number(float(pick["centri_weight"]), f"{results}: centri_weight")
+                threshold = check_number(float(pick["threshold"]), f"{results}: threshold")
             except (KeyError, TypeError, ValueError) as exc:
                 raise EncoderFolderError(f"{results}: cannot read centri_weight/threshold ({exc})") from None
     return EncoderSettings("poincare", dim, 1.0 / dim, lam, threshold, base="hierarchy-transformers")

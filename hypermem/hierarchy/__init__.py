@@ -48,6 +48,7 @@ from .evaluation import (
 from .objectives import ConeConfig, EuclideanConfig, PoincareConfig
 from .rank_polish import PolishReport, polish_ranks
 from .relations import Relations
+from .reranker_training import fit_placement_reranker
 from .sarkar import decaying_edge_lengths, max_safe_depth, sarkar_layout, spread_directions
 from .shadows import shadow_layout
 from .training import (
@@ -75,6 +76,7 @@ __all__ = [
     "fit_hierarchy",
     "fit_hierarchy_encoder",
     "EncoderTrainConfig",
+    "fit_placement_reranker",
     "PoincareConfig",
     "EuclideanConfig",
     "ConeConfig",

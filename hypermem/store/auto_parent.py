@@ -134,7 +134,9 @@ def resolve_auto(sug: Suggester, batch, emb: torch.Tensor) -> None:
                 counted = i
                 P = torch.stack([st.embedding_column()[st.row[c]] if c in st.row else emb[pos[c]] for c, _ in ranked])
                 ranked, P = sug.parent_order(X[j], ranked, sug.mentions.find_first(st, batch.texts[i], titles), P,
-                                              lambda c: len(st.children.get(c, ())) + kids.get(c, 0))
+                                              lambda c: len(st.children.get(c, ())) + kids.get(c, 0),
+                                              batch.texts[i], lambda c: st.records[c].text if c in st.row
+                                              else batch.texts[pos[c]])
             if ranked and not hier:
                 best = {"id": ranked[0][0], "score": ranked[0][1]}
             elif ranked:  # the best-ranked candidate whose pair score passes the threshold
@@ -145,6 +147,8 @@ def resolve_auto(sug: Suggester, batch, emb: torch.Tensor) -> None:
                 if ranked[0][0] in named:   # the vote's first choice, named by the text: no gate
                     best["named"], gate = True, -math.inf
             _decide(batch, i, best, gate, "vote", [{"id": c, "score": v} for c, v in ranked[:KEPT]], thr)
+            if ranked and sug.reranker is not None:   # the choice's provenance (embed.reranker)
+                batch.metas[i][META_KEY]["reranker"] = sug.reranker_record()
 
 def _pair_scores(sug: Suggester, enc, X: torch.Tensor, block: list[int], emb: torch.Tensor) -> torch.Tensor:
     """Pair scores of a block of batch items against the ``n`` stored memories, then the

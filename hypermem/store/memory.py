@@ -165,6 +165,16 @@ class Memory:
 
     # ------------------------------------------------------------------ basics
     @property
+    def reranker(self):
+        """A :class:`~hypermem.embed.PlacementReranker` that re-scores the best candidate parents of
+        ``parent="auto"`` and ``suggest_parents`` in a store that holds a tree, or None (store.suggest)."""
+        return self.suggester.reranker
+
+    @reranker.setter
+    def reranker(self, value) -> None:
+        self.suggester.set_reranker(value)
+
+    @property
     def time_coef(self) -> float:
         """The time term's coefficient: as set, or ``calibrated_time_coef(recency_weight, spread)``."""
         if self.recency_weight is None:

@@ -27,6 +27,10 @@ over MiniLM cosine and the trained ball encoder on nouns written as ``"lemma: de
 MiniLM on bare lemmas: 0.425 -> 0.453; benchmarks/RESULTS.md, "the text's own evidence").  A
 larger cosine weight helped sentences and hurt lemmas.  A text that is all title (a lemma, a
 note of up to four words) names no *first* memory.
+
+With a placement reranker (:mod:`hypermem.embed.reranker`, ``Memory.reranker``), the rule's
+best ``n`` candidates are re-scored by ``score(c) + w ce(t, c)``, the cross-encoder's reading of
+the text and the candidate together (:func:`reranked`).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection, Sequence
 
-__all__ = ["CHILDREN_SHARE", "COSINE_SHARE", "FIRST_SHARE", "placement_order"]
+__all__ = ["CHILDREN_SHARE", "COSINE_SHARE", "FIRST_SHARE", "placement_order", "reranked"]
 
 FIRST_SHARE = 0.15
 """``nu``: the share the first memory a text names adds (module docstring)."""
@@ -57,3 +61,17 @@ def placement_order(ranked: Sequence[tuple[str, float]], first: Collection[str],
     scored = [(c, v + nu * (c in first) + a * float(x) + b * math.log1p(children(c)))
               for (c, v), x in zip(ranked, cos)]
     return sorted(scored, key=lambda t: -t[1])
+
+
+def reranked(order: Sequence[tuple[str, float]], ce: Sequence[float], weight: float) -> list[tuple[str, float]]:
+    """``order`` (sorted, the best first) with its first ``len(ce)`` candidates re-scored by
+    ``score + weight * ce`` and sorted again; the others keep their order after them, scored
+    ``score + weight * min(ce)`` (so the scores still fall along the list)."""
+    n = len(ce)
+    if n == 0:
+        return list(order)
+    if n > len(order):
+        raise ValueError(f"one reranker score per re-scored candidate: {n} for {len(order)}")
+    head = sorted(((c, v + weight * float(x)) for (c, v), x in zip(order, ce)), key=lambda t: -t[1])
+    low = weight * min(float(x) for x in ce)
+    return head + [(c, v + low) for c, v in order[n:]]

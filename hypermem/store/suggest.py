@@ -36,6 +36,7 @@ uses the pair score that the threshold was chosen on.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -48,7 +49,7 @@ from .checks import Filter
 from .encoder_points import hierarchy_encoder, is_hierarchy_encoder, places_points
 from .filters import compile_filter
 from .mentions import Mentions
-from .parent_choice import placement_order
+from .parent_choice import placement_order, reranked
 from .records import SearchResult
 from .subsumption_scan import SubsumptionScan
 from .vote import FILED_MIN, VOTE_K, filed_share, neighbour_vote
@@ -92,6 +93,24 @@ class Suggester:
         """The memories' titles, for the vote's mention term (store.mentions)."""
         self.norm_key: tuple | None = None
         self.norm_cache = torch.zeros(0, dtype=torch.float64)
+        self.reranker = None
+        """The placement reranker (``Memory.reranker``; :mod:`hypermem.embed.reranker`), or None."""
+
+    def set_reranker(self, reranker) -> None:
+        """Check and set :attr:`reranker`: None, or anything with ``scores(text, candidates)``,
+        a finite ``weight`` and an integer ``candidates`` >= 1 (a ``PlacementReranker``)."""
+        if reranker is not None:
+            w, n = getattr(reranker, "weight", None), getattr(reranker, "candidates", None)
+            if (not callable(getattr(reranker, "scores", None)) or isinstance(w, bool)
+                    or not isinstance(w, (int, float)) or not math.isfinite(w)
+                    or isinstance(n, bool) or not isinstance(n, int) or n < 1):
+                raise TypeError("reranker must be a PlacementReranker (scores(text, candidates), a finite weight "
+                                f"and candidates >= 1) or None, got {reranker!r}")
+        self.reranker = reranker
+
+    def reranker_record(self) -> dict:
+        """What an auto-placed memory's meta keeps of the reranker that chose its parent."""
+        return {"weight": float(self.reranker.weight), "checksum": getattr(self.reranker, "checksum", None)}
 
     # ------------------------------------------------------------------ queries
     def vectors(self, queries: Sequence[Any]) -> torch.Tensor:
@@ -281,7 +300,8 @@ class Suggester:
         if text is not None:   # the text's own evidence (store.parent_choice)
             r = torch.tensor([st.row[i] for i, _ in ranked], dtype=torch.long)
             ranked = self.parent_order(x, ranked, self.mentions.find_first(st, text), st.embeddings_of(r),
-                                       lambda c: len(st.children.get(c, ())))[0]
+                                       lambda c: len(st.children.get(c, ())), text,
+                                       lambda c: st.records[c].text)[0]
         ranked = ranked[:k]
         r = torch.tensor([st.row[i] for i, _ in ranked], dtype=torch.long)
         dist = self.pair_distance(enc, x, r)
@@ -290,16 +310,25 @@ class Suggester:
                              time_weight=float(weights[r[j]]), depth=float(depth[j]))
                 for j, (i, v) in enumerate(ranked)]
 
-    @staticmethod
-    def parent_order(x: torch.Tensor, ranked: list[tuple[str, float]], first: list[str], P: torch.Tensor,
-                     children) -> tuple[list[tuple[str, float]], torch.Tensor]:
+    def parent_order(self, x: torch.Tensor, ranked: list[tuple[str, float]], first: list[str], P: torch.Tensor,
+                     children, text: str | None = None, text_of=None) -> tuple[list[tuple[str, float]], torch.Tensor]:
         """The vote's candidates ``ranked`` re-ranked by the text's own evidence
         (:func:`~hypermem.store.parent_choice.placement_order`: ``first``, the first memory the text
         names; the cosine of the text's vector ``x`` and the candidates' ``P``; ``children(id)``),
-        with ``P`` in the new order."""
+        then, with a :attr:`reranker`, its best candidates by the reranker's reading of ``text``
+        and each candidate's ``text_of(id)`` (:func:`~hypermem.store.parent_choice.reranked`);
+        ``P`` in the new order."""
         P = P.to(torch.float64)
         cos = cosines(x[None], P, torch.linalg.vector_norm(P, dim=1))[0].tolist()
         order = placement_order(ranked, set(first), cos, children)
+        rr = self.reranker
+        if rr is not None and text is not None and order:
+            head = [text_of(c) for c, _ in order[:rr.candidates]]
+            ce = torch.as_tensor(rr.scores(text, head), dtype=torch.float64).reshape(-1)
+            if ce.numel() != len(head) or not bool(torch.isfinite(ce).all()):
+                raise ValueError(f"the reranker gave {ce.numel()} scores for {len(head)} candidates, or a non-finite "
+                                 "one")
+            order = reranked(order, ce.tolist(), rr.weight)
         at = {c: j for j, (c, _) in enumerate(ranked)}
         return order, P[[at[c] for c, _ in order]]
 

@@ -1,0 +1,215 @@
+r"""A placement reranker: a cross-encoder that reads a text and a candidate parent together.
+
+A store that holds a tree chooses the parent of a new text among the candidates of its
+neighbours' vote by a rule (:mod:`hypermem.store.parent_choice`): the vote's share, the
+memories the text names, the cosine, the candidate's children.  The rule sees the text only
+through vectors and titles; most of its misses are a candidate of *another* thing the text
+names ("bakery: a workplace where baked goods are produced" -> baked goods).  A cross-encoder
+(Nogueira & Cho, "Passage re-ranking with BERT", arXiv 1901.04085, 2019) reads
+``text [SEP] candidate`` in one transformer pass and can learn which named thing is the text's
+kind.  With a reranker, the store re-scores the rule's best :attr:`PlacementReranker.candidates`
+candidates ``c`` of a text ``t`` by::
+
+    score(c) = rule(c) + w * ce(t, c)
+
+where ``ce`` is the cross-encoder's logit and ``w`` :attr:`PlacementReranker.weight` (the rule's
+order stands for the rest).  :func:`hypermem.hierarchy.fit_placement_reranker` trains one on a
+store's own filed tree; on WordNet's unseen nouns it moved ``parent="auto"`` within 2 hops of
+the true parent from 0.567 to 0.626 (validation; benchmarks/RESULTS.md, "a cross-encoder trained
+on the store's own tree").
+
+A saved reranker is a sentence-transformers ``CrossEncoder`` folder (``modules.json`` naming one
+Transformer, ``config.json``, ``model.safetensors``, the tokenizer) plus
+``hypermem_reranker.json``::
+
+    {"format": "hypermem-placement-reranker", "version": 1, "weight": w, "candidates": n,
+     "max_length": tokens, "base": "...", "config": {...}}
+
+Loading checks every field, reads only ``safetensors`` weights, names only the activations of
+:data:`ACTIVATIONS`, never runs code from the folder and never writes into it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .encoder_folder import EncoderFolderError, check_integer, check_number, read_json
+from .sentence_transformer import local_minilm_path, quiet_loading
+
+__all__ = ["ACTIVATIONS", "CONFIG_FILE", "PlacementReranker", "RerankerFolderError"]
+
+CONFIG_FILE = "hypermem_reranker.json"
+FORMAT = "hypermem-placement-reranker"
+VERSION = 1
+TRANSFORMER = ("sentence_transformers.base.modules.transformer.Transformer",
+               "sentence_transformers.models.Transformer")
+ACTIVATIONS = ("torch.nn.modules.activation.Sigmoid", "torch.nn.modules.linear.Identity")
+"""The output activations a folder may name (sentence-transformers imports the class it names)."""
+WEIGHT = 0.05
+"""``w``: the cross-encoder's weight beside the rule, chosen on WordNet's validation nouns
+(5-fold cross-validation chose 0.025-0.075; benchmarks/RESULTS.md)."""
+CANDIDATES = 20
+"""How many of the rule's best candidates the cross-encoder re-scores."""
+
+
+@contextlib.contextmanager
+def _quiet():
+    """No progress bar and no report of the new head's weights ("newly initialized": expected
+    for a reranker made from an embedding model) while a cross-encoder loads or saves."""
+    from transformers.utils import logging as hf_logging
+    level, st_log = hf_logging.get_verbosity(), logging.getLogger("sentence_transformers")
+    st_level = st_log.level
+    hf_logging.set_verbosity_error()
+    st_log.setLevel(logging.ERROR)   # "Converting SentenceTransformer model ... to CrossEncoder"
+    try:
+        with quiet_loading():
+            yield
+    finally:
+        hf_logging.set_verbosity(level)
+        st_log.setLevel(st_level)
+
+
+class RerankerFolderError(EncoderFolderError):
+    """A folder that is not a loadable placement reranker; the message names the file and field."""
+
+
+def check_folder(folder: Path) -> dict[str, Any]:
+    """The checked fields of ``hypermem_reranker.json`` after the folder's modules, activation
+    and weights are checked; raises :class:`RerankerFolderError` naming the file and field."""
+    path = folder / "modules.json"
+    if not path.is_file():
+        raise RerankerFolderError(f"{folder}: no modules.json (not a sentence-transformers CrossEncoder folder)")
+    modules = read_json(path)
+    if (not isinstance(modules, list) or len(modules) != 1 or not isinstance(modules[0], dict)
+            or modules[0].get("type") not in TRANSFORMER or modules[0].get("path", "") != ""):
+        raise RerankerFolderError(f"{path}: a placement reranker holds exactly one sentence-transformers "
+                                  "Transformer at the folder's root")
+    st_path = folder / "config_sentence_transformers.json"
+    st_conf = read_json(st_path) if st_path.is_file() else {}
+    if not isinstance(st_conf, dict) or st_conf.get("model_type", "CrossEncoder") != "CrossEncoder":
+        raise RerankerFolderError(f"{st_path}: field 'model_type' must be 'CrossEncoder'")
+    if st_conf.get("activation_fn", ACTIVATIONS[0]) not in ACTIVATIONS:
+        raise RerankerFolderError(f"{st_path}: field 'activation_fn' must be one of {ACTIVATIONS}, "
+                                  f"got {st_conf.get('activation_fn')!r}")
+    if not (folder / "model.safetensors").is_file():
+        raise RerankerFolderError(f"{folder}: no model.safetensors (pickled weights are not loaded: they could "
+                                  "run code)")
+    path = folder / CONFIG_FILE
+    if not path.is_file():
+        raise RerankerFolderError(f"{folder}: no {CONFIG_FILE} (not saved by PlacementReranker.save)")
+    raw = read_json(path)
+    if not isinstance(raw, dict):
+        raise RerankerFolderError(f"{path}: expected a JSON object")
+    extra = sorted(set(raw) - {"format", "version", "weight", "candidates", "max_length", "base", "config"})
+    if extra:
+        raise RerankerFolderError(f"{path}: unknown field(s) {extra}")
+    if raw.get("format") != FORMAT or raw.get("version") != VERSION:
+        raise RerankerFolderError(f"{path}: fields 'format'/'version' must be {FORMAT!r}/{VERSION}, got "
+                                  f"{raw.get('format')!r}/{raw.get('version')!r}")
+    if not isinstance(raw.get("base", ""), str) or not isinstance(raw.get("config", {}), dict):
+        raise RerankerFolderError(f"{path}: field 'base' must be a string and 'config' an object")
+    try:
+        return {"weight": check_number(raw.get("weight"), f"{path}: field 'weight'"),
+                "candidates": check_integer(raw.get("candidates"), f"{path}: field 'candidates'", 1, 1000),
+                "max_length": check_integer(raw.get("max_length"), f"{path}: field 'max_length'", 8, 512),
+                "base": raw.get("base", ""), "config": raw.get("config", {})}
+    except EncoderFolderError as exc:
+        raise RerankerFolderError(str(exc)) from None
+
+
+class PlacementReranker:
+    """A cross-encoder that re-scores a store's candidate parents (module docstring).
+
+    >>> r = PlacementReranker()                       # all-MiniLM-L6-v2 with a new head: train it first
+    >>> r.scores("kookaburra: a large kingfisher", ["kingfisher", "cry"]).shape
+    torch.Size([2])
+
+    Give it to a store that holds a tree (``mem.reranker = PlacementReranker.load(folder)``):
+    ``suggest_parents`` and ``add(text, parent="auto")`` then re-score the rule's best
+    ``candidates`` by ``rule + weight * ce``.
+    """
+
+    def __init__(self, model: Any = None, *, weight: float = WEIGHT, candidates: int = CANDIDATES,
+                 max_length: int = 96, base: str = "", config: dict | None = None, device: str | None = None):
+        if model is None or isinstance(model, (str, os.PathLike)):
+            from sentence_transformers.cross_encoder import CrossEncoder
+            source = local_minilm_path() if model is None else str(model)
+            with _quiet():
+                model = CrossEncoder(source, num_labels=1, max_length=max_length, device=device or "cpu",
+                                     trust_remote_code=False, local_files_only=True)
+            base = base or source
+        self.model = model
+        self.weight = float(check_number(weight, "weight"))
+        self.candidates = check_integer(candidates, "candidates", 1, 1000)
+        self.max_length = check_integer(max_length, "max_length", 8, 512)
+        self.base = str(base)
+        self.config = dict(config or {})
+        self._checksum: str | None = None
+
+    def __repr__(self) -> str:
+        return (f"PlacementReranker(weight={self.weight}, candidates={self.candidates}, "
+                f"max_length={self.max_length}, base={self.base!r})")
+
+    @torch.inference_mode()
+    def scores(self, text: str, candidates: Sequence[str], batch_size: int = 32) -> torch.Tensor:
+        """The cross-encoder's logit ``ce(text, c)`` of each candidate text, ``(m,)`` float64
+        (higher: ``c`` is more likely ``text``'s parent)."""
+        if not isinstance(text, str) or not all(isinstance(c, str) for c in candidates):
+            raise TypeError("a reranker scores a text against candidate texts (str)")
+        if not candidates:
+            return torch.zeros(0, dtype=torch.float64)
+        net, tok = self.model.model, self.model.tokenizer
+        was = net.training
+        net.eval()
+        device = next(net.parameters()).device
+        out = []
+        try:
+            for s in range(0, len(candidates), batch_size):
+                part = list(candidates[s:s + batch_size])
+                enc = tok([text] * len(part), part, truncation=True, max_length=self.max_length, padding=True,
+                          return_tensors="pt").to(device)
+                out.append(net(**enc).logits.reshape(-1).to("cpu", torch.float64))
+        finally:
+            net.train(was)
+        return torch.cat(out)
+
+    @property
+    def checksum(self) -> str:
+        """``"sha256:<hex>"`` of the weights, ``weight``, ``candidates`` and token limit."""
+        if self._checksum is None:
+            h = hashlib.sha256(f"{self.weight!r}|{self.candidates}|{self.max_length}".encode())
+            for name, p in sorted(self.model.model.state_dict().items()):
+                h.update(name.encode())
+                h.update(p.detach().to("cpu").contiguous().numpy().tobytes())
+            self._checksum = "sha256:" + h.hexdigest()
+        return self._checksum
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the reranker to folder ``path`` (module docstring); returns the folder."""
+        import json
+        folder = Path(path)
+        folder.mkdir(parents=True, exist_ok=True)
+        with _quiet():
+            self.model.save(str(folder), safe_serialization=True)
+        conf = {"format": FORMAT, "version": VERSION, "weight": self.weight, "candidates": self.candidates,
+                "max_length": self.max_length, "base": self.base, "config": self.config}
+        (folder / CONFIG_FILE).write_text(json.dumps(conf, indent=2) + "\n", encoding="utf-8")
+        self._checksum = None
+        return folder
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, *, device: str | None = None) -> PlacementReranker:
+        """A reranker saved by :meth:`save`, checked field by field before anything loads."""
+        folder = Path(path)
+        if not folder.is_dir():
+            raise RerankerFolderError(f"{folder}: not a folder")
+        conf = check_folder(folder)
+        return cls(folder, device=device, **conf)

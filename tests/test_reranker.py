@@ -1,0 +1,180 @@
+"""The placement reranker (hypermem.embed.reranker), its training on a store's own tree
+(hypermem.hierarchy.reranker_training) and the store's use of it (issue 31)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import torch
+
+pytest.importorskip("sentence_transformers")
+
+from hypermem import Memory  # noqa: E402
+from hypermem.embed import PlacementReranker, RerankerFolderError  # noqa: E402
+from hypermem.hierarchy import fit_placement_reranker  # noqa: E402
+from hypermem.hierarchy.reranker_training import training_lists  # noqa: E402
+from hypermem.store.parent_choice import reranked  # noqa: E402
+
+FILED = [("living thing", None), ("animal", "living thing"), ("plant", "living thing"), ("dog", "animal"),
+         ("cat", "animal"), ("dog breed poodle", "dog"), ("dog breed beagle", "dog"), ("cat breed tabby", "cat"),
+         ("tree oak", "plant"), ("tree pine", "plant")]
+
+
+@pytest.fixture(scope="module")
+def rr():
+    torch.manual_seed(0)   # the new head's weights
+    return PlacementReranker()
+
+
+def filed_store():
+    m = Memory()
+    m.add_many([{"text": t, "id": t, "parent": p} for t, p in FILED])
+    return m
+
+
+def test_reranked_rescores_the_head_and_keeps_the_tail_below():
+    order = [("a", 1.0), ("b", 0.9), ("c", 0.5), ("d", 0.4)]
+    got = reranked(order, [0.0, 4.0, -2.0], 0.1)
+    assert [c for c, _ in got] == ["b", "a", "c", "d"]
+    assert [v for _, v in got] == pytest.approx([1.3, 1.0, 0.3, 0.4 - 0.2])
+    assert [v for _, v in got] == sorted((v for _, v in got), reverse=True)
+    assert reranked(order, [], 0.1) == order
+    with pytest.raises(ValueError, match="one reranker score"):
+        reranked(order[:1], [1.0, 2.0], 0.1)
+
+
+def test_the_store_ranks_its_best_candidates_by_rule_plus_weighted_reranker(rr):
+    m = filed_store()
+    text = "dog breed husky"
+    rule = m.suggest_parents(text, k=10)
+    assert m.reranker is None
+    m.reranker = rr
+    got = m.suggest_parents(text, k=10)
+    ce = rr.scores(text, [h.record.text for h in rule[:rr.candidates]])
+    want = reranked([(h.id, h.score) for h in rule], ce.tolist(), rr.weight)
+    assert [h.id for h in got] == [c for c, _ in want] and [h.score for h in got] == pytest.approx([v for _, v in want])
+    # a large weight: the reranker's own first choice among the rule's candidates
+    heavy = PlacementReranker(rr.model, weight=1000.0, candidates=3)
+    m.reranker = heavy
+    top3 = [h.record.text for h in rule[:3]]
+    best = top3[int(torch.argmax(heavy.scores(text, top3)))]
+    assert m.suggest_parents(text, k=1)[0].id == best
+    i = m.add(text, parent="auto")
+    info = m.get(i).meta["auto_parent"]
+    assert m.parent(i) == best == info["parent"] and info["by"] == "vote"
+    assert info["reranker"] == {"weight": 1000.0, "checksum": heavy.checksum}
+    # a batch: an earlier item of the same batch is a candidate with its text
+    a, b = m.add_many([{"text": "dog breed corgi", "parent": "auto"}, {"text": "dog breed corgi puppy",
+                                                                        "parent": "auto"}])
+    assert m.get(b).meta["auto_parent"]["reranker"]["checksum"] == heavy.checksum
+    # the root-free ancestors search ranks by the vote alone, without the reranker
+    m.reranker = None
+    plain = [h.id for h in m.search("dog breed husky", mode="ancestors", k=3)]
+    m.reranker = heavy
+    assert [h.id for h in m.search("dog breed husky", mode="ancestors", k=3)] == plain
+    m.reranker = None
+    assert "reranker" not in m.get(m.add("cat breed siamese", parent="auto")).meta["auto_parent"]
+
+
+def test_a_reranker_must_look_like_one():
+    m = Memory()
+    from types import SimpleNamespace
+
+    def scores(text, cands):
+        return torch.zeros(len(cands))
+
+    for bad in (object(), SimpleNamespace(scores=scores, weight=float("nan"), candidates=5),
+                SimpleNamespace(scores=scores, weight=0.1, candidates=0), SimpleNamespace(weight=0.1, candidates=5)):
+        with pytest.raises(TypeError, match="PlacementReranker"):
+            m.reranker = bad
+    assert m.reranker is None
+    with pytest.raises(ValueError, match="weight"):
+        PlacementReranker(None, weight=float("nan"))
+
+
+def test_save_load_round_trip_and_the_folder_checks(rr, tmp_path):
+    folder = rr.save(tmp_path / "rr")
+    files = sorted(p.name for p in folder.iterdir())
+    back = PlacementReranker.load(folder)
+    assert sorted(p.name for p in folder.iterdir()) == files          # loading writes nothing
+    assert (back.weight, back.candidates, back.max_length) == (rr.weight, rr.candidates, rr.max_length)
+    texts = ["kingfisher", "cry of a bird"]
+    assert torch.allclose(back.scores("kookaburra: a kingfisher", texts), rr.scores("kookaburra: a kingfisher", texts))
+    assert back.checksum == rr.checksum and "PlacementReranker(weight=0.05" in repr(back)
+
+    def broken(edit, name="hypermem_reranker.json"):
+        bad = tmp_path / f"bad{len(list(tmp_path.iterdir()))}"
+        shutil.copytree(folder, bad)
+        path = bad / name
+        raw = json.loads(path.read_text())
+        edit(raw)
+        path.write_text(json.dumps(raw))
+        return bad
+
+    cases = [(lambda r: r.update(weight="x"), "field 'weight'"),
+             (lambda r: r.update(candidates=0), "field 'candidates'"),
+             (lambda r: r.update(version=2), "'format'/'version'"),
+             (lambda r: r.update(code="import os"), "unknown field"),
+             (lambda r: r.update(max_length=10 ** 9), "field 'max_length'")]
+    for edit, msg in cases:
+        with pytest.raises(RerankerFolderError, match=msg):
+            PlacementReranker.load(broken(edit))
+    with pytest.raises(RerankerFolderError, match="activation_fn"):
+        PlacementReranker.load(broken(lambda r: r.update(activation_fn="os.system"), "config_sentence_transformers.json"))
+    with pytest.raises(RerankerFolderError, match="exactly one"):
+        PlacementReranker.load(broken(lambda r: r.append(dict(r[0], idx=1)), "modules.json"))
+    bad = broken(lambda r: None)
+    (bad / "model.safetensors").rename(bad / "pytorch_model.bin")
+    with pytest.raises(RerankerFolderError, match="safetensors"):
+        PlacementReranker.load(bad)
+    (bad / "hypermem_reranker.json").unlink()
+    with pytest.raises(RerankerFolderError, match="hypermem_reranker.json|safetensors"):
+        PlacementReranker.load(bad)
+    with pytest.raises(RerankerFolderError, match="not a folder"):
+        PlacementReranker.load(tmp_path / "missing")
+
+
+def test_training_lists_take_the_neighbours_filed_parents_not_its_own():
+    edges = [("poodle", "dog"), ("beagle", "dog"), ("dog", "mammal"), ("tabby", "cat"), ("cat", "mammal"),
+             ("oak", "tree"), ("tree", "plant")]
+    vec = {"poodle": [1.0, 0.0], "beagle": [1.0, 0.1], "tabby": [0.9, 0.3], "oak": [0.0, 1.0], "dog": [0.7, 0.7],
+           "cat": [0.6, 0.8], "tree": [0.1, 1.0], "mammal": [0.5, 0.5], "plant": [0.0, 0.9]}
+    vectors = {k: torch.tensor(v) for k, v in vec.items()}
+    lists = {c: (p, negs) for c, p, negs in training_lists(edges, vectors, negatives=7, neighbours=8)}
+    p, negs = lists["poodle"]
+    assert p == "dog" and "dog" not in negs and "mammal" not in negs and "poodle" not in negs
+    assert set(negs) <= {"cat", "tree", "plant"} and "cat" in negs
+    assert all(len(n) == len(set(n)) for _, n in lists.values())
+    assert len(training_lists(edges, vectors, negatives=1, neighbours=8)[0][2]) == 1
+    assert training_lists([], vectors) == []
+
+
+def test_fit_learns_the_trees_parents_and_saves(tmp_path):
+    kinds = {"dog": ["poodle", "beagle", "terrier", "collie", "husky"],
+             "tree": ["oak", "pine", "birch", "maple", "willow"],
+             "car": ["sedan", "hatchback", "coupe", "convertible", "minivan"]}
+    edges = [(f"{k}:{c}", k) for k, cs in kinds.items() for c in cs] + [(k, "thing") for k in kinds]
+    names = {"thing": "thing", **{k: k for k in kinds}, **{f"{k}:{c}": f"a {c}" for k, cs in kinds.items() for c in cs}}
+    gen = torch.Generator().manual_seed(0)
+    vectors = {i: torch.randn(8, generator=gen) for i in names}   # neighbours at random: every kind a negative
+    lists = training_lists(edges, vectors, negatives=3, neighbours=6, seed=0)
+
+    def right(r):
+        return sum(int(torch.argmax(r.scores(names[c], [names[p]] + [names[x] for x in negs]))) == 0
+                   for c, p, negs in lists)
+
+    torch.manual_seed(0)
+    before = right(PlacementReranker())
+    got = fit_placement_reranker(edges, names, vectors, epochs=12, group=4, lr=1e-4, negatives=3, neighbours=6,
+                                 weight=0.1, candidates=7, out=tmp_path / "rr", progress=False)
+    assert got.config["last_loss"] < got.config["first_loss"] and got.config["lists"] == len(lists)
+    after = right(got)
+    assert after > before and after >= 0.8 * len(lists)
+    back = PlacementReranker.load(tmp_path / "rr")
+    assert (back.weight, back.candidates) == (0.1, 7) and back.config["steps"] == got.config["steps"]
+    with pytest.raises(ValueError, match="needs a text"):
+        fit_placement_reranker([("x", "y")], {"x": "x"}, vectors)
+    with pytest.raises(ValueError, match="epochs"):
+        fit_placement_reranker(edges, names, vectors, epochs=0)
