@@ -58,7 +58,7 @@ from bench_encoder import paired_interval  # noqa: E402
 from hypermem import Memory  # noqa: E402
 from hypermem.data.hierarchy_tasks import hop_distances, unseen_entity_task  # noqa: E402
 from hypermem.data.wordnet import HIT_TEXTS  # noqa: E402
-from hypermem.embed import SentenceTransformerEmbedder  # noqa: E402
+from hypermem.embed import PlacementReranker, SentenceTransformerEmbedder  # noqa: E402
 from hypermem.embed.encoder_kind import is_hierarchy_encoder  # noqa: E402
 from hypermem.embed.hierarchy_encoder import HierarchyEncoder  # noqa: E402
 from hypermem.geometry.cones import cone_energy  # noqa: E402
@@ -306,6 +306,9 @@ def quality(args) -> int:
         cache = out / f"points-{base}-s{args.seed}{texts}.pt" if args.cache else None
         mem, known = known_store(emb, task, cache, filed=args.filed)
         name = f"{name}-filed" if args.filed else name
+        if args.reranker:   # the placement reranker re-scores the rule's best candidates (embed.reranker)
+            mem.reranker = PlacementReranker.load(args.reranker)
+            name = f"{name}-reranked"
         thr = getattr(emb, "threshold", None)
         res = outcomes(mem, task, task.test_entities, thr)
         rec = {"system": name, "seed": args.seed, "source": spec, "text": args.text, "threshold": thr, "memories": len(mem),
@@ -426,6 +429,7 @@ def main(argv=None) -> int:
     p.add_argument("--queries", type=int, default=50, help="timed calls per size (--cost)")
     p.add_argument("--pool", type=int, default=4000, help="distinct encoded names the --cost stores repeat")
     p.add_argument("--cache", action="store_true", help="cache the encoded names under -o")
+    p.add_argument("--reranker", metavar="FOLDER", help="a saved placement reranker for the filed store (mem.reranker)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--table", action="store_true", help="print the table of the results under -o")
     p.add_argument("-o", "--out", default="runs/placement")

@@ -178,3 +178,35 @@ def test_fit_learns_the_trees_parents_and_saves(tmp_path):
         fit_placement_reranker([("x", "y")], {"x": "x"}, vectors)
     with pytest.raises(ValueError, match="epochs"):
         fit_placement_reranker(edges, names, vectors, epochs=0)
+
+
+def test_the_documented_recipe_trains_on_a_stores_tree_and_places_with_it(tmp_path):
+    m = filed_store()
+    ids = m.ids
+    edges = [(i, m.parent(i)) for i in ids if m.parent(i) is not None]
+    rr = fit_placement_reranker(edges, {i: m.get(i).text for i in ids}, dict(zip(ids, m.embeddings)),
+                                max_minutes=1, epochs=1, group=4, out=tmp_path / "rr", progress=False)
+    assert rr.config["lists"] >= 1 and rr.config["steps"] == -(-rr.config["lists"] // 4)
+    m.reranker = PlacementReranker.load(tmp_path / "rr")
+    i = m.add("dog breed husky", parent="auto")
+    info = m.get(i).meta["auto_parent"]
+    assert m.parent(i) == info["parent"] in ids and info["reranker"]["checksum"] == m.reranker.checksum
+
+
+def test_hypermem_mcp_serves_a_store_with_the_reranker_and_refuses_a_bad_folder(rr, tmp_path, monkeypatch, capsys):
+    pytest.importorskip("mcp")
+    from hypermem.cli.main import main
+    from hypermem.integrations import mcp_server
+
+    folder = rr.save(tmp_path / "rr")
+    served = {}
+
+    def serve(memory, http=None, auto_parent=None):
+        served["reranker"] = memory.reranker
+    monkeypatch.setattr(mcp_server, "serve", serve)
+    db = tmp_path / "notes.db"
+    assert main(["mcp", "--store", str(db), "--embedder", "hashing", "--reranker", str(folder)]) == 0
+    assert served["reranker"].checksum == rr.checksum
+    (folder / "hypermem_reranker.json").write_text('{"format": "x"}')
+    assert main(["mcp", "--store", str(db), "--embedder", "hashing", "--reranker", str(folder)]) == 1
+    assert "hypermem_reranker.json" in capsys.readouterr().err

@@ -178,6 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "store all-MiniLM-L6-v2 when the embed extra is installed, else hashing (with a warning)")
     p.add_argument("--hierarchy", metavar="PATH", help="a hierarchy encoder's folder (HierarchyEncoder.save): "
                    "remember(parent='auto') then puts a memory under the nearest memory it is-a")
+    p.add_argument("--reranker", metavar="PATH", help="a placement reranker's folder (PlacementReranker.save): "
+                   "remember(parent='auto') in a store that holds a tree re-scores its best candidates with it")
     p.set_defaults(func=_cmd_mcp)
 
     # Room for more subcommands: add them here with set_defaults(func=...).
@@ -196,7 +198,13 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
         from ..embed.hierarchy_encoder import HierarchyEncoder
 
         auto = mcp_server.encoder_parent(HierarchyEncoder.load(args.hierarchy))
+    reranker = None
+    if args.reranker is not None:   # loaded (and checked) before the store is opened
+        from ..embed.reranker import PlacementReranker
+
+        reranker = PlacementReranker.load(args.reranker)
     memory = mcp_server.open_store(args.store, mcp_server.choose_embedder(args.store, args.embedder))
+    memory.reranker = reranker
     try:
         mcp_server.serve(memory, http=args.http, auto_parent=auto)
     finally:

@@ -87,10 +87,10 @@ def fit_placement_reranker(edges: Iterable[tuple[Any, Any]], names: Mapping[Any,
 
     From a store that holds a tree::
 
-        ids = mem.ids()
+        ids = mem.ids
         edges = [(i, mem.parent(i)) for i in ids if mem.parent(i) is not None]
         rr = fit_placement_reranker(edges, {i: mem.get(i).text for i in ids},
-                                    dict(zip(ids, mem.embeddings())), max_minutes=60, out="reranker")
+                                    dict(zip(ids, mem.embeddings)), max_minutes=60, out="reranker")
         mem.reranker = rr
     """
     if not (isinstance(epochs, (int, float)) and epochs > 0 and math.isfinite(epochs)):
