@@ -46,17 +46,29 @@ def test_reranked_rescores_the_head_and_keeps_the_tail_below():
 
 
 def test_the_store_ranks_its_best_candidates_by_rule_plus_weighted_reranker(rr):
+    from hypermem.store.parent_choice import COSINE_SHARE, FIRST_SHARE
+
     m = filed_store()
     text = "dog breed husky"
     rule = m.suggest_parents(text, k=10)
     assert m.reranker is None
+    # with the store's own rule weights, the reranker re-scores the rule's list
+    rr = PlacementReranker(rr.model, rule={"first": FIRST_SHARE, "cos": COSINE_SHARE})
     m.reranker = rr
     got = m.suggest_parents(text, k=10)
     ce = rr.scores(text, [h.record.text for h in rule[:rr.candidates]])
     want = reranked([(h.id, h.score) for h in rule], ce.tolist(), rr.weight)
     assert [h.id for h in got] == [c for c, _ in want] and [h.score for h in got] == pytest.approx([v for _, v in want])
+    # the reranker's rule: without the cosine term each score loses a * cos(text, c) (the text is all
+    # title: it names no first memory)
+    m.reranker = PlacementReranker(rr.model, weight=0.0, rule={"first": 0.0, "cos": 0.0})
+    q = m.embedder.embed([text])[0].double()
+    cos = {h.id: float(torch.cosine_similarity(m.embedding(h.id).double(), q, dim=0)) for h in rule}
+    want = sorted(((h.id, h.score - COSINE_SHARE * cos[h.id]) for h in rule), key=lambda t: -t[1])
+    got = m.suggest_parents(text, k=10)
+    assert [h.score for h in got] == pytest.approx([v for _, v in want])
     # a large weight: the reranker's own first choice among the rule's candidates
-    heavy = PlacementReranker(rr.model, weight=1000.0, candidates=3)
+    heavy = PlacementReranker(rr.model, weight=1000.0, candidates=3, rule={"first": FIRST_SHARE, "cos": COSINE_SHARE})
     m.reranker = heavy
     top3 = [h.record.text for h in rule[:3]]
     best = top3[int(torch.argmax(heavy.scores(text, top3)))]
@@ -64,7 +76,7 @@ def test_the_store_ranks_its_best_candidates_by_rule_plus_weighted_reranker(rr):
     i = m.add(text, parent="auto")
     info = m.get(i).meta["auto_parent"]
     assert m.parent(i) == best == info["parent"] and info["by"] == "vote"
-    assert info["reranker"] == {"weight": 1000.0, "checksum": heavy.checksum}
+    assert info["reranker"] == {"weight": 1000.0, "rule": heavy.rule, "checksum": heavy.checksum}
     # a batch: an earlier item of the same batch is a candidate with its text
     a, b = m.add_many([{"text": "dog breed corgi", "parent": "auto"}, {"text": "dog breed corgi puppy",
                                                                         "parent": "auto"}])
@@ -99,7 +111,8 @@ def test_save_load_round_trip_and_the_folder_checks(rr, tmp_path):
     files = sorted(p.name for p in folder.iterdir())
     back = PlacementReranker.load(folder)
     assert sorted(p.name for p in folder.iterdir()) == files          # loading writes nothing
-    assert (back.weight, back.candidates, back.max_length) == (rr.weight, rr.candidates, rr.max_length)
+    assert (back.weight, back.candidates, back.max_length, back.rule) == (rr.weight, rr.candidates, rr.max_length,
+                                                                          rr.rule)
     texts = ["kingfisher", "cry of a bird"]
     assert torch.allclose(back.scores("kookaburra: a kingfisher", texts), rr.scores("kookaburra: a kingfisher", texts))
     assert back.checksum == rr.checksum and "PlacementReranker(weight=0.05" in repr(back)
@@ -117,7 +130,9 @@ def test_save_load_round_trip_and_the_folder_checks(rr, tmp_path):
              (lambda r: r.update(candidates=0), "field 'candidates'"),
              (lambda r: r.update(version=2), "'format'/'version'"),
              (lambda r: r.update(code="import os"), "unknown field"),
-             (lambda r: r.update(max_length=10 ** 9), "field 'max_length'")]
+             (lambda r: r.update(max_length=10 ** 9), "field 'max_length'"),
+             (lambda r: r.update(rule={"first": 0.1}), "field 'rule'"),
+             (lambda r: r.update(rule={"first": 0.1, "cos": "x"}), "field 'rule.cos'")]
     for edit, msg in cases:
         with pytest.raises(RerankerFolderError, match=msg):
             PlacementReranker.load(broken(edit))

@@ -13,10 +13,13 @@ nothing WordNet-specific; then it re-scores the validation nouns' candidates of 
 
 with ``rule`` the store's weights (:func:`run.rule_score`), over the rule's best ``--rerank``
 candidates; the pick is the best-scored candidate (the store's gate on the encoder's threshold
-does not apply to MiniLM's dumps, whose candidates all pass).  Validation nouns only here.
+does not apply to MiniLM's dumps, whose candidates all pass).  `--grid` chooses the rule's weights
+beside the model on validation; `--test` reads the test nouns once.
 
     python experiments/placement_rank/cross.py --dump runs/rank/cosine-def.json \\
         --points runs/placement-def/points-cosine-s1-definition.pt --minutes 25 --save runs/cross
+    python experiments/placement_rank/cross.py ... --save runs/cross --grid   # the rule beside it
+    python experiments/placement_rank/cross.py ... --save runs/cross --test   # the test nouns, once
 """
 
 from __future__ import annotations
@@ -37,16 +40,24 @@ from run import rule_score, tree_and_truth  # noqa: E402
 from hypermem.embed.sentence_transformer import local_minilm_path  # noqa: E402
 
 
-def training_lists(par, known, names, X, n_children: int, n_neg: int, k: int, seed: int):
+def training_lists(par, known, names, X, n_children: int, n_neg: int, k: int, seed: int, n_named: int = 0):
     """``(child, parent, negatives)`` for ``n_children`` filed children: the negatives are the
     filed parents and grandparents of the child's ``k`` nearest known neighbours (cosine of
-    ``X``, rows in ``known``'s order) other than its own parent and grandparent."""
+    ``X``, rows in ``known``'s order) other than its own parent and grandparent; with
+    ``n_named``, first up to that many of the known nouns the child's text names (the store's
+    mention term, :mod:`hypermem.store.mentions`: the candidates most of the rule's misses
+    pick), the same ones left out."""
+    titles: dict = {}
+    if n_named:
+        from hypermem.store.mentions import add_title
+        for e in known:
+            add_title(titles, e, names[e])
     rng = random.Random(seed)
     at = {e: i for i, e in enumerate(known)}
     kids = [e for e in known if e in par]
     pick = rng.sample(kids, min(n_children, len(kids)))
     Xn = torch.nn.functional.normalize(X.to(torch.float32), dim=1)
-    out = []
+    out, with_named = [], 0
     for s in range(0, len(pick), 512):
         chunk = pick[s:s + 512]
         sims = Xn[[at[c] for c in chunk]] @ Xn.T
@@ -62,8 +73,17 @@ def training_lists(par, known, names, X, n_children: int, n_neg: int, k: int, se
                     if a not in near and a not in cands:
                         cands.append(a)
                     a, d = par.get(a), d + 1
-            if cands:
-                out.append((names[c], names[p], [names[x] for x in rng.sample(cands, min(n_neg, len(cands)))]))
+            named = []
+            if n_named:
+                from hypermem.store.mentions import mentioned
+                named = [x for x in mentioned(names[c], titles) if x not in near][:n_named]
+                cands = [x for x in cands if x not in named]
+            negs = named + rng.sample(cands, min(n_neg - len(named), len(cands)))
+            with_named += bool(named)
+            if negs:
+                out.append((names[c], names[p], [names[x] for x in negs]))
+    if n_named:
+        print(f"{with_named} of {len(out)} lists hold a noun the child's text names", flush=True)
     return out
 
 
@@ -76,6 +96,8 @@ def main(argv=None) -> int:
     ap.add_argument("--children", type=int, default=20000)
     ap.add_argument("--negatives", type=int, default=7)
     ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--named", type=int, default=0, help="negatives the child's text names, first (0: none)")
+    ap.add_argument("--lists", type=int, default=0, help="stop after this many lists (0: --minutes only)")
     ap.add_argument("--group", type=int, default=8, help="children a step")
     ap.add_argument("--lr", type=float, default=4e-5)
     ap.add_argument("--max-length", type=int, default=96)
@@ -85,6 +107,8 @@ def main(argv=None) -> int:
     ap.add_argument("--init", help="a saved cross-encoder to train on (with --offset: the lists it saw)")
     ap.add_argument("--offset", type=int, default=0, help="training lists to skip")
     ap.add_argument("--save", required=True)
+    ap.add_argument("--grid", action="store_true",
+                    help="the rule's mu, nu, a with w beside the saved model's val_scores.json (validation only)")
     ap.add_argument("--test", action="store_true",
                     help="score the test nouns once with the model saved in --save: w chosen on its val_scores.json")
     args = ap.parse_args(argv)
@@ -96,16 +120,19 @@ def main(argv=None) -> int:
     names = task.hierarchy.names
     if args.test:
         return test_once(args, names, CrossEncoder)
+    if args.grid:
+        return rule_grid(args)
     X = torch.load(args.points)
     assert X.shape[0] == len(known), (X.shape, len(known))
-    lists = training_lists(par, known, names, X, args.children, args.negatives, args.k, args.seed)
+    lists = training_lists(par, known, names, X, args.children, args.negatives, args.k, args.seed, args.named)
     print(f"{len(lists)} training lists", flush=True)
     ce = CrossEncoder(args.init or local_minilm_path(), num_labels=1, device="cpu", max_length=args.max_length)
     model, tok = ce.model, ce.tokenizer
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
     model.train()
     t0, step, seen, losses = time.time(), 0, args.offset, []
-    while time.time() - t0 < args.minutes * 60 and seen < len(lists):
+    end = len(lists) if not args.lists else min(len(lists), args.offset + args.lists)
+    while time.time() - t0 < args.minutes * 60 and seen < end:
         group = lists[seen:seen + args.group]
         seen += len(group)
         a, b, sizes = [], [], []
@@ -161,6 +188,43 @@ def score_rows(rows, names, model, tok, max_length: int) -> list[list[float]]:
     return scores
 
 
+def rule_grid(args, folds: int = 5) -> int:
+    """The rule's ``mu`` (named), ``nu`` (first named) and ``a`` (cosine) chosen with ``w``
+    beside the cross-encoder (its validation scores of the rule's best candidates): the best
+    on all validation nouns, and the within-2-hops rate of a ``folds``-fold cross-validation."""
+    import itertools
+
+    from run import STORE_RULE
+
+    rows = candidate_rows(args.dump, "val", args.rerank)
+    scores = json.loads((Path(args.save) / "val_scores.json").read_text())
+    grid = list(itertools.product((0.0, 0.05, 0.1), (0.0, 0.05, 0.1, 0.15), (0.1, 0.2, 0.4),
+                                  (0.025, 0.05, 0.075, 0.1, 0.15)))
+
+    def hit(idx, mu, nu, a, w):
+        wt = dict(STORE_RULE, named=mu, first=nu, cos=a)
+        h = 0
+        for i in idx:
+            if rows[i]["cands"]:
+                v = [rule_score(c, wt) + w * x for c, x in zip(rows[i]["cands"], scores[i])]
+                h += rows[i]["cands"][max(range(len(v)), key=v.__getitem__)]["hop"] <= 2
+        return h
+
+    n = len(rows)
+    store = (STORE_RULE["named"], STORE_RULE["first"], STORE_RULE["cos"], 0.05)
+    print(f"the store's mu, nu, a with w 0.05: within 2 hops {hit(range(n), *store) / n:.3f}")
+    for v, g in sorted(((hit(range(n), *g) / n, g) for g in grid), reverse=True)[:8]:
+        print(f"mu, nu, a, w = {g}: within 2 hops {v:.3f}")
+    order, got = random.Random(0).sample(range(n), n), 0
+    for f in range(folds):
+        held = set(order[f::folds])
+        g = max(grid, key=lambda g: hit([i for i in range(n) if i not in held], *g))
+        got += hit(sorted(held), *g)
+        print(f"fold {f}: {g}")
+    print(f"{folds}-fold CV: within 2 hops {got / n:.3f}")
+    return 0
+
+
 def test_once(args, names, CrossEncoder) -> int:
     """The test nouns, once: ``w`` is the best within-2-hops weight on all validation nouns
     (the saved ``val_scores.json``), applied to the test nouns' candidates."""
@@ -177,6 +241,17 @@ def test_once(args, names, CrossEncoder) -> int:
     for name, ww in (("the store's rule", 0.0), (f"rule + {w} * ce (w from validation)", w)):
         h1, h2 = hits(rows, scores, ww)
         print(f"test, {name}: true parent {h1 / n:.3f}  within 2 hops {h2 / n:.3f}")
+    from run import STORE_RULE
+
+    from hypermem.embed.reranker import RULE, WEIGHT
+    wt = dict(STORE_RULE, first=RULE["first"], cos=RULE["cos"])
+    h1 = h2 = 0
+    for r, s in zip(rows, scores):
+        if r["cands"]:
+            v = [rule_score(c, wt) + WEIGHT * x for c, x in zip(r["cands"], s)]
+            best = r["cands"][max(range(len(v)), key=v.__getitem__)]
+            h1, h2 = h1 + (best["hop"] == 1), h2 + (best["hop"] <= 2)
+    print(f"test, the reranker's rule {RULE} + {WEIGHT} * ce: true parent {h1 / n:.3f}  within 2 hops {h2 / n:.3f}")
     return 0
 
 

@@ -13,7 +13,11 @@ candidates ``c`` of a text ``t`` by::
     score(c) = rule(c) + w * ce(t, c)
 
 where ``ce`` is the cross-encoder's logit and ``w`` :attr:`PlacementReranker.weight` (the rule's
-order stands for the rest).  :func:`hypermem.hierarchy.fit_placement_reranker` trains one on a
+order stands for the rest).  With the cross-encoder reading the text, the rule leans less on
+the text's first named memory and its cosine: :attr:`PlacementReranker.rule` holds the rule's
+``nu`` (``"first"``) and ``a`` (``"cos"``) that the store uses with this reranker
+(:mod:`hypermem.store.parent_choice`); :data:`RULE` were chosen with ``w`` on WordNet's
+validation nouns (the store's own 0.15 and 0.2 without a reranker).  :func:`hypermem.hierarchy.fit_placement_reranker` trains one on a
 store's own filed tree; on WordNet's unseen nouns it moved ``parent="auto"`` within 2 hops of
 the true parent from 0.567 to 0.626 (validation; benchmarks/RESULTS.md, "a cross-encoder trained
 on the store's own tree").
@@ -23,7 +27,7 @@ Transformer, ``config.json``, ``model.safetensors``, the tokenizer) plus
 ``hypermem_reranker.json``::
 
     {"format": "hypermem-placement-reranker", "version": 1, "weight": w, "candidates": n,
-     "max_length": tokens, "base": "...", "config": {...}}
+     "rule": {"first": nu, "cos": a}, "max_length": tokens, "base": "...", "config": {...}}
 
 Loading checks every field, reads only ``safetensors`` weights, names only the activations of
 :data:`ACTIVATIONS`, never runs code from the folder and never writes into it.
@@ -44,7 +48,7 @@ import torch
 from .encoder_folder import EncoderFolderError, check_integer, check_number, read_json
 from .sentence_transformer import local_minilm_path, quiet_loading
 
-__all__ = ["ACTIVATIONS", "CONFIG_FILE", "PlacementReranker", "RerankerFolderError"]
+__all__ = ["ACTIVATIONS", "CANDIDATES", "CONFIG_FILE", "RULE", "WEIGHT", "PlacementReranker", "RerankerFolderError"]
 
 CONFIG_FILE = "hypermem_reranker.json"
 FORMAT = "hypermem-placement-reranker"
@@ -58,6 +62,10 @@ WEIGHT = 0.05
 (5-fold cross-validation chose 0.025-0.075; benchmarks/RESULTS.md)."""
 CANDIDATES = 20
 """How many of the rule's best candidates the cross-encoder re-scores."""
+RULE = {"first": 0.0, "cos": 0.1}
+"""The rule's ``nu`` and ``a`` beside the reranker, chosen with ``w`` on WordNet's validation
+nouns (a grid over ``mu``, ``nu``, ``a`` and ``w``: 0.634 -> 0.657 within 2 hops; 5-fold CV
+0.649; benchmarks/RESULTS.md, "a placement reranker in the store")."""
 
 
 @contextlib.contextmanager
@@ -108,7 +116,7 @@ def check_folder(folder: Path) -> dict[str, Any]:
     raw = read_json(path)
     if not isinstance(raw, dict):
         raise RerankerFolderError(f"{path}: expected a JSON object")
-    extra = sorted(set(raw) - {"format", "version", "weight", "candidates", "max_length", "base", "config"})
+    extra = sorted(set(raw) - {"format", "version", "weight", "candidates", "rule", "max_length", "base", "config"})
     if extra:
         raise RerankerFolderError(f"{path}: unknown field(s) {extra}")
     if raw.get("format") != FORMAT or raw.get("version") != VERSION:
@@ -117,7 +125,11 @@ def check_folder(folder: Path) -> dict[str, Any]:
     if not isinstance(raw.get("base", ""), str) or not isinstance(raw.get("config", {}), dict):
         raise RerankerFolderError(f"{path}: field 'base' must be a string and 'config' an object")
     try:
-        return {"weight": check_number(raw.get("weight"), f"{path}: field 'weight'"),
+        rule = raw.get("rule", RULE)
+        if not isinstance(rule, dict) or sorted(rule) != sorted(RULE):
+            raise RerankerFolderError(f"{path}: field 'rule' must be an object with the keys {sorted(RULE)}")
+        return {"rule": {k: check_number(v, f"{path}: field 'rule.{k}'") for k, v in rule.items()},
+                "weight": check_number(raw.get("weight"), f"{path}: field 'weight'"),
                 "candidates": check_integer(raw.get("candidates"), f"{path}: field 'candidates'", 1, 1000),
                 "max_length": check_integer(raw.get("max_length"), f"{path}: field 'max_length'", 8, 512),
                 "base": raw.get("base", ""), "config": raw.get("config", {})}
@@ -138,7 +150,8 @@ class PlacementReranker:
     """
 
     def __init__(self, model: Any = None, *, weight: float = WEIGHT, candidates: int = CANDIDATES,
-                 max_length: int = 96, base: str = "", config: dict | None = None, device: str | None = None):
+                 rule: dict | None = None, max_length: int = 96, base: str = "", config: dict | None = None,
+                 device: str | None = None):
         if model is None or isinstance(model, (str, os.PathLike)):
             from sentence_transformers.cross_encoder import CrossEncoder
             source = local_minilm_path() if model is None else str(model)
@@ -149,13 +162,17 @@ class PlacementReranker:
         self.model = model
         self.weight = float(check_number(weight, "weight"))
         self.candidates = check_integer(candidates, "candidates", 1, 1000)
+        rule = dict(RULE if rule is None else rule)
+        if sorted(rule) != sorted(RULE):
+            raise ValueError(f"rule must have the keys {sorted(RULE)}, got {sorted(rule)}")
+        self.rule = {k: float(check_number(v, f"rule[{k!r}]")) for k, v in rule.items()}
         self.max_length = check_integer(max_length, "max_length", 8, 512)
         self.base = str(base)
         self.config = dict(config or {})
         self._checksum: str | None = None
 
     def __repr__(self) -> str:
-        return (f"PlacementReranker(weight={self.weight}, candidates={self.candidates}, "
+        return (f"PlacementReranker(weight={self.weight}, candidates={self.candidates}, rule={self.rule}, "
                 f"max_length={self.max_length}, base={self.base!r})")
 
     @torch.inference_mode()
@@ -183,9 +200,10 @@ class PlacementReranker:
 
     @property
     def checksum(self) -> str:
-        """``"sha256:<hex>"`` of the weights, ``weight``, ``candidates`` and token limit."""
+        """``"sha256:<hex>"`` of the weights, ``weight``, ``candidates``, ``rule`` and token limit."""
         if self._checksum is None:
-            h = hashlib.sha256(f"{self.weight!r}|{self.candidates}|{self.max_length}".encode())
+            h = hashlib.sha256(f"{self.weight!r}|{self.candidates}|{sorted(self.rule.items())}|{self.max_length}"
+                               .encode())
             for name, p in sorted(self.model.model.state_dict().items()):
                 h.update(name.encode())
                 h.update(p.detach().to("cpu").contiguous().numpy().tobytes())
@@ -200,6 +218,7 @@ class PlacementReranker:
         with _quiet():
             self.model.save(str(folder), safe_serialization=True)
         conf = {"format": FORMAT, "version": VERSION, "weight": self.weight, "candidates": self.candidates,
+                "rule": self.rule,
                 "max_length": self.max_length, "base": self.base, "config": self.config}
         (folder / CONFIG_FILE).write_text(json.dumps(conf, indent=2) + "\n", encoding="utf-8")
         self._checksum = None

@@ -28,9 +28,11 @@ MiniLM on bare lemmas: 0.425 -> 0.453; benchmarks/RESULTS.md, "the text's own ev
 larger cosine weight helped sentences and hurt lemmas.  A text that is all title (a lemma, a
 note of up to four words) names no *first* memory.
 
-With a placement reranker (:mod:`hypermem.embed.reranker`, ``Memory.reranker``), the rule's
-best ``n`` candidates are re-scored by ``score(c) + w ce(t, c)``, the cross-encoder's reading of
-the text and the candidate together (:func:`reranked`).
+With a placement reranker (:mod:`hypermem.embed.reranker`, ``Memory.reranker``), the rule runs
+with the reranker's own ``nu`` and ``a`` (it reads the text itself, so the rule leans less on the
+first name and the cosine), then its best ``n`` candidates are re-scored by
+``score(c) + w ce(t, c)``, the cross-encoder's reading of the text and the candidate together
+(:func:`reranked`).
 """
 
 from __future__ import annotations

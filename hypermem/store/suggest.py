@@ -98,19 +98,24 @@ class Suggester:
 
     def set_reranker(self, reranker) -> None:
         """Check and set :attr:`reranker`: None, or anything with ``scores(text, candidates)``,
-        a finite ``weight`` and an integer ``candidates`` >= 1 (a ``PlacementReranker``)."""
+        a finite ``weight``, an integer ``candidates`` >= 1 and a ``rule`` of finite ``"first"``
+        and ``"cos"`` (a ``PlacementReranker``)."""
         if reranker is not None:
             w, n = getattr(reranker, "weight", None), getattr(reranker, "candidates", None)
-            if (not callable(getattr(reranker, "scores", None)) or isinstance(w, bool)
-                    or not isinstance(w, (int, float)) or not math.isfinite(w)
+            rule = getattr(reranker, "rule", None)
+            finite = [w, *(rule.get(k) for k in ("first", "cos"))] if isinstance(rule, dict) else [None]
+            if (not callable(getattr(reranker, "scores", None))
+                    or not all(not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+                               for v in finite)
                     or isinstance(n, bool) or not isinstance(n, int) or n < 1):
-                raise TypeError("reranker must be a PlacementReranker (scores(text, candidates), a finite weight "
-                                f"and candidates >= 1) or None, got {reranker!r}")
+                raise TypeError("reranker must be a PlacementReranker (scores(text, candidates), a finite weight, "
+                                f"candidates >= 1 and a rule of finite 'first' and 'cos') or None, got {reranker!r}")
         self.reranker = reranker
 
     def reranker_record(self) -> dict:
         """What an auto-placed memory's meta keeps of the reranker that chose its parent."""
-        return {"weight": float(self.reranker.weight), "checksum": getattr(self.reranker, "checksum", None)}
+        return {"weight": float(self.reranker.weight), "rule": dict(self.reranker.rule),
+                "checksum": getattr(self.reranker, "checksum", None)}
 
     # ------------------------------------------------------------------ queries
     def vectors(self, queries: Sequence[Any]) -> torch.Tensor:
@@ -320,9 +325,10 @@ class Suggester:
         ``P`` in the new order."""
         P = P.to(torch.float64)
         cos = cosines(x[None], P, torch.linalg.vector_norm(P, dim=1))[0].tolist()
-        order = placement_order(ranked, set(first), cos, children)
-        rr = self.reranker
-        if rr is not None and text is not None and order:
+        rr = self.reranker if text is not None else None
+        rule = {} if rr is None else {"nu": rr.rule["first"], "a": rr.rule["cos"]}   # the reranker's rule
+        order = placement_order(ranked, set(first), cos, children, **rule)
+        if rr is not None and order:
             head = [text_of(c) for c, _ in order[:rr.candidates]]
             ce = torch.as_tensor(rr.scores(text, head), dtype=torch.float64).reshape(-1)
             if ce.numel() != len(head) or not bool(torch.isfinite(ce).all()):
