@@ -136,8 +136,10 @@ def test_save_load_round_trip_and_the_folder_checks(rr, tmp_path):
     for edit, msg in cases:
         with pytest.raises(RerankerFolderError, match=msg):
             PlacementReranker.load(broken(edit))
-    with pytest.raises(RerankerFolderError, match="activation_fn"):
-        PlacementReranker.load(broken(lambda r: r.update(activation_fn="os.system"), "config_sentence_transformers.json"))
+    bad = broken(lambda r: r.update(activation_fn="os.system"), "config_sentence_transformers.json")
+    for load in (PlacementReranker.load, PlacementReranker):    # a folder given to the constructor is checked too
+        with pytest.raises(RerankerFolderError, match="activation_fn"):
+            load(bad)
     with pytest.raises(RerankerFolderError, match="exactly one"):
         PlacementReranker.load(broken(lambda r: r.append(dict(r[0], idx=1)), "modules.json"))
     bad = broken(lambda r: None)

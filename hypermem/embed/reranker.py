@@ -45,7 +45,7 @@ from typing import Any
 
 import torch
 
-from .encoder_folder import EncoderFolderError, check_integer, check_number, read_json
+from .encoder_folder import EncoderFolderError, check_integer, check_modules, check_number, read_json
 from .sentence_transformer import local_minilm_path, quiet_loading
 
 __all__ = ["ACTIVATIONS", "CANDIDATES", "CONFIG_FILE", "RULE", "WEIGHT", "PlacementReranker", "RerankerFolderError"]
@@ -89,15 +89,26 @@ class RerankerFolderError(EncoderFolderError):
     """A folder that is not a loadable placement reranker; the message names the file and field."""
 
 
-def check_folder(folder: Path) -> dict[str, Any]:
-    """The checked fields of ``hypermem_reranker.json`` after the folder's modules, activation
-    and weights are checked; raises :class:`RerankerFolderError` naming the file and field."""
+def check_model_folder(folder: Path, *, base: bool = False) -> None:
+    """A cross-encoder folder that loads without running code: ``modules.json`` names one
+    sentence-transformers Transformer at the root (``base``: or the modules of a sentence
+    embedding model, :func:`~hypermem.embed.encoder_folder.check_modules`, whose Transformer a
+    new reranker starts from), the activation is one of :data:`ACTIVATIONS`, the weights are
+    ``safetensors``; raises :class:`RerankerFolderError` naming the file and field."""
     path = folder / "modules.json"
+    if not folder.is_dir():
+        raise RerankerFolderError(f"{folder}: not a folder")
     if not path.is_file():
         raise RerankerFolderError(f"{folder}: no modules.json (not a sentence-transformers CrossEncoder folder)")
     modules = read_json(path)
     if (not isinstance(modules, list) or len(modules) != 1 or not isinstance(modules[0], dict)
             or modules[0].get("type") not in TRANSFORMER or modules[0].get("path", "") != ""):
+        if base and isinstance(modules, list) and len(modules) > 1:
+            try:
+                check_modules(folder)
+                return
+            except EncoderFolderError as exc:
+                raise RerankerFolderError(str(exc)) from None
         raise RerankerFolderError(f"{path}: a placement reranker holds exactly one sentence-transformers "
                                   "Transformer at the folder's root")
     st_path = folder / "config_sentence_transformers.json"
@@ -110,6 +121,12 @@ def check_folder(folder: Path) -> dict[str, Any]:
     if not (folder / "model.safetensors").is_file():
         raise RerankerFolderError(f"{folder}: no model.safetensors (pickled weights are not loaded: they could "
                                   "run code)")
+
+
+def check_folder(folder: Path) -> dict[str, Any]:
+    """The checked fields of ``hypermem_reranker.json`` after :func:`check_model_folder`;
+    raises :class:`RerankerFolderError` naming the file and field."""
+    check_model_folder(folder)
     path = folder / CONFIG_FILE
     if not path.is_file():
         raise RerankerFolderError(f"{folder}: no {CONFIG_FILE} (not saved by PlacementReranker.save)")
@@ -144,7 +161,10 @@ class PlacementReranker:
     >>> r.scores("kookaburra: a large kingfisher", ["kingfisher", "cry"]).shape
     torch.Size([2])
 
-    Give it to a store that holds a tree (``mem.reranker = PlacementReranker.load(folder)``):
+    ``model``: None (the offline all-MiniLM-L6-v2 with a new one-logit head), a folder (a
+    CrossEncoder's, or a sentence embedding model's to start from; checked as :meth:`load`
+    checks it) or a loaded ``sentence_transformers.CrossEncoder``.  Give it to a store that
+    holds a tree (``mem.reranker = PlacementReranker.load(folder)``):
     ``suggest_parents`` and ``add(text, parent="auto")`` then re-score the rule's best
     ``candidates`` by ``rule + weight * ce``.
     """
@@ -155,6 +175,7 @@ class PlacementReranker:
         if model is None or isinstance(model, (str, os.PathLike)):
             from sentence_transformers.cross_encoder import CrossEncoder
             source = local_minilm_path() if model is None else str(model)
+            check_model_folder(Path(source), base=True)   # a folder's own code is never run
             with _quiet():
                 model = CrossEncoder(source, num_labels=1, max_length=max_length, device=device or "cpu",
                                      trust_remote_code=False, local_files_only=True)
@@ -228,7 +249,5 @@ class PlacementReranker:
     def load(cls, path: str | os.PathLike, *, device: str | None = None) -> PlacementReranker:
         """A reranker saved by :meth:`save`, checked field by field before anything loads."""
         folder = Path(path)
-        if not folder.is_dir():
-            raise RerankerFolderError(f"{folder}: not a folder")
         conf = check_folder(folder)
         return cls(folder, device=device, **conf)
