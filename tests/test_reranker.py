@@ -227,3 +227,22 @@ def test_hypermem_mcp_serves_a_store_with_the_reranker_and_refuses_a_bad_folder(
     (folder / "hypermem_reranker.json").write_text('{"format": "x"}')
     assert main(["mcp", "--store", str(db), "--embedder", "hashing", "--reranker", str(folder)]) == 1
     assert "hypermem_reranker.json" in capsys.readouterr().err
+
+
+def test_hypermem_fit_reranker_trains_on_a_saved_stores_tree(tmp_path, capsys):
+    from hypermem.cli.main import main
+
+    m = filed_store()
+    m.save(tmp_path / "notes.db")
+    out = tmp_path / "rr"
+    assert main(["fit-reranker", str(tmp_path / "notes.db"), "--out", str(out), "--epochs", "0.5",
+                 "--no-progress"]) == 0
+    said = capsys.readouterr().out
+    assert str(out) in said and "hypermem mcp --reranker" in said
+    rr = PlacementReranker.load(out)
+    assert rr.config["steps"] == -(-rr.config["lists"] // 16) and rr.rule == {"first": 0.0, "cos": 0.1}
+    flat = Memory()
+    flat.add("just one note")
+    flat.save(tmp_path / "flat.db")
+    assert main(["fit-reranker", str(tmp_path / "flat.db"), "--out", str(tmp_path / "no")]) == 1
+    assert "holds no tree" in capsys.readouterr().err and not (tmp_path / "no").exists()

@@ -23,7 +23,15 @@ import sys
 from pathlib import Path
 
 from .inputs import LAYOUTS, METRICS, MODES, UserError, positive_float, positive_int, time_arg
-from .store_commands import cmd_export, cmd_import, cmd_inspect, cmd_search, cmd_stats, cmd_tree
+from .store_commands import (
+    cmd_export,
+    cmd_fit_reranker,
+    cmd_import,
+    cmd_inspect,
+    cmd_search,
+    cmd_stats,
+    cmd_tree,
+)
 
 __all__ = ["build_parser", "main"]
 
@@ -156,6 +164,18 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: no decay)")
     p.add_argument("--force", action="store_true", help="replace OUTPUT if it exists")
     p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser("fit-reranker", help="train a placement reranker on a memory's own tree",
+                       description="Train a cross-encoder (the embed extra) on the memory's filed memories: each "
+                       "child against the parents of its nearest memories. parent='auto' and suggest_parents "
+                       "then re-score their best candidates with it (docs/store.md, \"A placement reranker\").")
+    _memory_arg(p)
+    p.add_argument("--out", required=True, help="the folder to write (PlacementReranker.save)")
+    p.add_argument("--minutes", type=positive_float, help="stop after this many minutes (default: one epoch)")
+    p.add_argument("--epochs", type=positive_float, default=1.0, help="passes over the tree (default: 1)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.set_defaults(func=cmd_fit_reranker)
 
     # ``train``: everything after it goes to the Lightning CLI (hypermem.train.hierarchy_cli), whose
     # own --help lists the options; "+" as prefix keeps argparse from reading --config and the rest.

@@ -1,4 +1,4 @@
-"""The commands that read a stored memory: inspect, tree, search, stats, export, import (hypermem.cli)."""
+"""The commands that read a stored memory: inspect, tree, search, stats, export, import, fit-reranker (hypermem.cli)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from .inputs import UserError, default_output, load_memory, print_json, read_text, time_arg
 
-__all__ = ["cmd_export", "cmd_import", "cmd_inspect", "cmd_search", "cmd_stats", "cmd_tree"]
+__all__ = ["cmd_export", "cmd_fit_reranker", "cmd_import", "cmd_inspect", "cmd_search", "cmd_stats", "cmd_tree"]
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
@@ -154,3 +154,20 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+
+
+def cmd_fit_reranker(args: argparse.Namespace) -> int:
+    """Train a placement reranker on the memory's own filed tree (hypermem.hierarchy.reranker_training)."""
+    from ..hierarchy.reranker_training import fit_placement_reranker
+
+    mem = load_memory(args.memory)
+    ids = mem.ids
+    edges = [(i, mem.parent(i)) for i in ids if mem.parent(i) is not None]
+    if not edges:
+        raise UserError("the memory holds no tree (no memory has a parent): a reranker learns from filed memories")
+    rr = fit_placement_reranker(edges, {i: mem.get(i).text for i in ids}, dict(zip(ids, mem.embeddings)),
+                                epochs=args.epochs, max_minutes=args.minutes, seed=args.seed, out=args.out,
+                                progress=False if args.no_progress else None)
+    print(f"wrote the placement reranker to {args.out} ({rr.config['steps']} steps over {rr.config['lists']} "
+          "training lists); use it with mem.reranker = PlacementReranker.load(FOLDER) or hypermem mcp --reranker")
+    return 0
