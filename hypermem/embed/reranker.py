@@ -227,7 +227,7 @@ class PlacementReranker:
                                .encode())
             for name, p in sorted(self.model.model.state_dict().items()):
                 h.update(name.encode())
-                h.update(p.detach().to("cpu").contiguous().numpy().tobytes())
+                h.update(p.detach().to("cpu").contiguous().view(torch.uint8).numpy().tobytes())   # any dtype
             self._checksum = "sha256:" + h.hexdigest()
         return self._checksum
 

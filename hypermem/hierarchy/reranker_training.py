@@ -120,8 +120,7 @@ def fit_placement_reranker(edges: Iterable[tuple[Any, Any]], names: Mapping[Any,
         for step in range(steps):
             if max_minutes is not None and time.monotonic() - t0 > max_minutes * 60:
                 break
-            at = step * group % len(lists)
-            batch = (lists + lists)[at:at + group] if at + group > len(lists) else lists[at:at + group]
+            batch = [lists[(step * group + j) % len(lists)] for j in range(group)]   # epochs wrap around
             a, b, sizes = [], [], []
             for c, p, negs in batch:
                 for x in (p, *negs):
