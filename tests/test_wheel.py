@@ -105,3 +105,8 @@ def test_the_bare_wheel_places_text_in_a_filed_store(bare_venv, tmp_path):
     parent = lines["parent"].split()[0]
     assert lines["parent"].endswith(" vote") and parent in ("dog", "poodle", "animal")
     assert lines["reloaded"] == parent and lines["ancestors"].startswith("[")
+    # a placement reranker needs the embed extra: one line that says which
+    out = subprocess.run([str(bare_venv / "hypermem"), "fit-reranker", "filed.db", "--out", "rr"], cwd=tmp_path,
+                         env=_env(tmp_path), capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1 and 'pip install "hypermem-torch[embed]"' in out.stderr, out.stderr[-2000:]
+    assert len(out.stderr.strip().splitlines()) == 1 and not (tmp_path / "rr").exists()

@@ -154,8 +154,6 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
-
-
 def cmd_fit_reranker(args: argparse.Namespace) -> int:
     """Train a placement reranker on the memory's own filed tree (hypermem.hierarchy.reranker_training)."""
     from ..hierarchy.reranker_training import fit_placement_reranker

@@ -173,7 +173,11 @@ class PlacementReranker:
                  rule: dict | None = None, max_length: int = 96, base: str = "", config: dict | None = None,
                  device: str | None = None):
         if model is None or isinstance(model, (str, os.PathLike)):
-            from sentence_transformers.cross_encoder import CrossEncoder
+            try:
+                from sentence_transformers.cross_encoder import CrossEncoder
+            except ImportError as exc:
+                raise ImportError('PlacementReranker needs sentence-transformers: pip install "hypermem-torch[embed]"'
+                                  ) from exc
             source = local_minilm_path() if model is None else str(model)
             check_model_folder(Path(source), base=True)   # a folder's own code is never run
             with _quiet():
