@@ -14,7 +14,10 @@ nothing WordNet-specific; then it re-scores the validation nouns' candidates of 
 with ``rule`` the store's weights (:func:`run.rule_score`), over the rule's best ``--rerank``
 candidates; the pick is the best-scored candidate (the store's gate on the encoder's threshold
 does not apply to MiniLM's dumps, whose candidates all pass).  `--grid` chooses the rule's weights
-beside the model on validation; `--test` reads the test nouns once.
+beside the model on validation; `--test` reads the test nouns once.  The library's version of
+this training is :func:`hypermem.hierarchy.fit_placement_reranker` (ids, any tree); this script
+keeps its own lists (texts, WordNet's split, the order of the recorded runs) so that those runs
+can be repeated and continued (``--init``, ``--offset``).
 
     python experiments/placement_rank/cross.py --dump runs/rank/cosine-def.json \\
         --points runs/placement-def/points-cosine-s1-definition.pt --minutes 25 --save runs/cross

@@ -17,10 +17,10 @@ order stands for the rest).  With the cross-encoder reading the text, the rule l
 the text's first named memory and its cosine: :attr:`PlacementReranker.rule` holds the rule's
 ``nu`` (``"first"``) and ``a`` (``"cos"``) that the store uses with this reranker
 (:mod:`hypermem.store.parent_choice`); :data:`RULE` were chosen with ``w`` on WordNet's
-validation nouns (the store's own 0.15 and 0.2 without a reranker).  :func:`hypermem.hierarchy.fit_placement_reranker` trains one on a
-store's own filed tree; on WordNet's unseen nouns it moved ``parent="auto"`` within 2 hops of
-the true parent from 0.567 to 0.626 (validation; benchmarks/RESULTS.md, "a cross-encoder trained
-on the store's own tree").
+validation nouns (the store's own 0.15 and 0.2 without a reranker).
+:func:`hypermem.hierarchy.fit_placement_reranker` trains one on a store's own filed tree; on
+WordNet's unseen test nouns it moved ``parent="auto"`` within 2 hops of the true parent from
+0.566 to 0.653 (benchmarks/RESULTS.md, "a placement reranker in the store").
 
 A saved reranker is a sentence-transformers ``CrossEncoder`` folder (``modules.json`` naming one
 Transformer, ``config.json``, ``model.safetensors``, the tokenizer) plus
@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import logging
 import os
 from collections.abc import Sequence
@@ -95,9 +96,9 @@ def check_model_folder(folder: Path, *, base: bool = False) -> None:
     embedding model, :func:`~hypermem.embed.encoder_folder.check_modules`, whose Transformer a
     new reranker starts from), the activation is one of :data:`ACTIVATIONS`, the weights are
     ``safetensors``; raises :class:`RerankerFolderError` naming the file and field."""
-    path = folder / "modules.json"
     if not folder.is_dir():
         raise RerankerFolderError(f"{folder}: not a folder")
+    path = folder / "modules.json"
     if not path.is_file():
         raise RerankerFolderError(f"{folder}: no modules.json (not a sentence-transformers CrossEncoder folder)")
     modules = read_json(path)
@@ -141,10 +142,10 @@ def check_folder(folder: Path) -> dict[str, Any]:
                                   f"{raw.get('format')!r}/{raw.get('version')!r}")
     if not isinstance(raw.get("base", ""), str) or not isinstance(raw.get("config", {}), dict):
         raise RerankerFolderError(f"{path}: field 'base' must be a string and 'config' an object")
-    try:
-        rule = raw.get("rule", RULE)
-        if not isinstance(rule, dict) or sorted(rule) != sorted(RULE):
-            raise RerankerFolderError(f"{path}: field 'rule' must be an object with the keys {sorted(RULE)}")
+    rule = raw.get("rule", RULE)
+    if not isinstance(rule, dict) or sorted(rule) != sorted(RULE):
+        raise RerankerFolderError(f"{path}: field 'rule' must be an object with the keys {sorted(RULE)}")
+    try:   # the shared checkers raise the encoder folder's error: name the reranker's
         return {"rule": {k: check_number(v, f"{path}: field 'rule.{k}'") for k, v in rule.items()},
                 "weight": check_number(raw.get("weight"), f"{path}: field 'weight'"),
                 "candidates": check_integer(raw.get("candidates"), f"{path}: field 'candidates'", 1, 1000),
@@ -194,7 +195,7 @@ class PlacementReranker:
         self.max_length = check_integer(max_length, "max_length", 8, 512)
         self.base = str(base)
         self.config = dict(config or {})
-        self._checksum: str | None = None
+        self._checksum: tuple | None = None   # (the settings it was computed with, the checksum)
 
     def __repr__(self) -> str:
         return (f"PlacementReranker(weight={self.weight}, candidates={self.candidates}, rule={self.rule}, "
@@ -225,28 +226,32 @@ class PlacementReranker:
 
     @property
     def checksum(self) -> str:
-        """``"sha256:<hex>"`` of the weights, ``weight``, ``candidates``, ``rule`` and token limit."""
-        if self._checksum is None:
-            h = hashlib.sha256(f"{self.weight!r}|{self.candidates}|{sorted(self.rule.items())}|{self.max_length}"
-                               .encode())
+        """``"sha256:<hex>"`` of the weights, ``weight``, ``candidates``, ``rule`` and token limit
+        (hashed once per setting: every ``add(parent="auto")`` records it; :meth:`save` and
+        :func:`~hypermem.hierarchy.fit_placement_reranker` hash the weights afresh)."""
+        key = (self.weight, self.candidates, tuple(sorted(self.rule.items())), self.max_length)
+        if self._checksum is None or self._checksum[0] != key:
+            h = hashlib.sha256(repr(key).encode())
             for name, p in sorted(self.model.model.state_dict().items()):
                 h.update(name.encode())
                 h.update(p.detach().to("cpu").contiguous().view(torch.uint8).numpy().tobytes())   # any dtype
-            self._checksum = "sha256:" + h.hexdigest()
-        return self._checksum
+            self._checksum = (key, "sha256:" + h.hexdigest())
+        return self._checksum[1]
+
+    def forget_checksum(self) -> None:
+        """Hash the weights afresh at the next :attr:`checksum` (after training them in place)."""
+        self._checksum = None
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the reranker to folder ``path`` (module docstring); returns the folder."""
-        import json
         folder = Path(path)
         folder.mkdir(parents=True, exist_ok=True)
         with _quiet():
             self.model.save(str(folder), safe_serialization=True)
         conf = {"format": FORMAT, "version": VERSION, "weight": self.weight, "candidates": self.candidates,
-                "rule": self.rule,
-                "max_length": self.max_length, "base": self.base, "config": self.config}
+                "rule": self.rule, "max_length": self.max_length, "base": self.base, "config": self.config}
         (folder / CONFIG_FILE).write_text(json.dumps(conf, indent=2) + "\n", encoding="utf-8")
-        self._checksum = None
+        self.forget_checksum()
         return folder
 
     @classmethod

@@ -143,6 +143,7 @@ def fit_placement_reranker(edges: Iterable[tuple[Any, Any]], names: Mapping[Any,
         if bar is not None:
             bar.close()
     net.eval()
+    rr.forget_checksum()   # the weights changed in place
     rr.config = {"lists": len(lists), "steps": len(losses), "group": group, "negatives": negatives,
                  "neighbours": neighbours, "lr": lr, "seed": seed, "seconds": round(time.monotonic() - t0, 1),
                  "first_loss": losses[0], "last_loss": sum(losses[-50:]) / len(losses[-50:])}

@@ -36,7 +36,6 @@ uses the pair score that the threshold was chosen on.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -44,6 +43,7 @@ from typing import Any
 import torch
 
 from ..embed import check_texts, embed_checked
+from ..embed.reranker import PlacementReranker
 from ..temporal.clock import to_seconds
 from .checks import Filter
 from .encoder_points import hierarchy_encoder, is_hierarchy_encoder, places_points
@@ -97,25 +97,15 @@ class Suggester:
         """The placement reranker (``Memory.reranker``; :mod:`hypermem.embed.reranker`), or None."""
 
     def set_reranker(self, reranker) -> None:
-        """Check and set :attr:`reranker`: None, or anything with ``scores(text, candidates)``,
-        a finite ``weight``, an integer ``candidates`` >= 1 and a ``rule`` of finite ``"first"``
-        and ``"cos"`` (a ``PlacementReranker``)."""
-        if reranker is not None:
-            w, n = getattr(reranker, "weight", None), getattr(reranker, "candidates", None)
-            rule = getattr(reranker, "rule", None)
-            finite = [w, *(rule.get(k) for k in ("first", "cos"))] if isinstance(rule, dict) else [None]
-            if (not callable(getattr(reranker, "scores", None))
-                    or not all(not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
-                               for v in finite)
-                    or isinstance(n, bool) or not isinstance(n, int) or n < 1):
-                raise TypeError("reranker must be a PlacementReranker (scores(text, candidates), a finite weight, "
-                                f"candidates >= 1 and a rule of finite 'first' and 'cos') or None, got {reranker!r}")
+        """Set :attr:`reranker`: None or a :class:`~hypermem.embed.reranker.PlacementReranker`
+        (whose constructor checked its weight, candidates and rule)."""
+        if reranker is not None and not isinstance(reranker, PlacementReranker):
+            raise TypeError(f"reranker must be a PlacementReranker or None, got {type(reranker).__name__}")
         self.reranker = reranker
 
     def reranker_record(self) -> dict:
         """What an auto-placed memory's meta keeps of the reranker that chose its parent."""
-        return {"weight": float(self.reranker.weight), "rule": dict(self.reranker.rule),
-                "checksum": getattr(self.reranker, "checksum", None)}
+        return {"weight": self.reranker.weight, "rule": dict(self.reranker.rule), "checksum": self.reranker.checksum}
 
     # ------------------------------------------------------------------ queries
     def vectors(self, queries: Sequence[Any]) -> torch.Tensor:
