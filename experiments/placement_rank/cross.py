@@ -43,19 +43,25 @@ from run import rule_score, tree_and_truth  # noqa: E402
 from hypermem.embed.sentence_transformer import local_minilm_path  # noqa: E402
 
 
-def training_lists(par, known, names, X, n_children: int, n_neg: int, k: int, seed: int, n_named: int = 0):
+def training_lists(par, known, names, X, n_children: int, n_neg: int, k: int, seed: int, n_named: int = 0,
+                   n_senses: int = 0):
     """``(child, parent, negatives)`` for ``n_children`` filed children: the negatives are the
     filed parents and grandparents of the child's ``k`` nearest known neighbours (cosine of
     ``X``, rows in ``known``'s order) other than its own parent and grandparent; with
     ``n_named``, first up to that many of the known nouns the child's text names (the store's
     mention term, :mod:`hypermem.store.mentions`: the candidates most of the rule's misses
-    pick), the same ones left out."""
+    pick), the same ones left out; with ``n_senses``, up to that many known nouns titled like
+    the parent (its other senses: the definition, not the title, must decide)."""
     titles: dict = {}
     if n_named:
         from hypermem.store.mentions import add_title
         for e in known:
             add_title(titles, e, names[e])
     rng = random.Random(seed)
+    senses: dict = {}
+    if n_senses:   # other known nouns titled like the parent: the definition, not the title, must decide
+        for e in known:
+            senses.setdefault(names[e].split(": ", 1)[0].lower(), []).append(e)
     at = {e: i for i, e in enumerate(known)}
     kids = [e for e in known if e in par]
     pick = rng.sample(kids, min(n_children, len(kids)))
@@ -81,12 +87,16 @@ def training_lists(par, known, names, X, n_children: int, n_neg: int, k: int, se
                 from hypermem.store.mentions import mentioned
                 named = [x for x in mentioned(names[c], titles) if x not in near][:n_named]
                 cands = [x for x in cands if x not in named]
+            if n_senses:
+                same = [x for x in senses.get(names[p].split(": ", 1)[0].lower(), ()) if x not in near]
+                named += [x for x in rng.sample(same, min(n_senses, len(same))) if x not in named]
+                cands = [x for x in cands if x not in named]
             negs = named + rng.sample(cands, min(n_neg - len(named), len(cands)))
-            with_named += bool(named)
+            with_named += bool(named)  # named or, with n_senses, another sense
             if negs:
                 out.append((names[c], names[p], [names[x] for x in negs]))
-    if n_named:
-        print(f"{with_named} of {len(out)} lists hold a noun the child's text names", flush=True)
+    if n_named or n_senses:
+        print(f"{with_named} of {len(out)} lists hold a named noun or another sense", flush=True)
     return out
 
 
@@ -100,6 +110,8 @@ def main(argv=None) -> int:
     ap.add_argument("--negatives", type=int, default=7)
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--named", type=int, default=0, help="negatives the child's text names, first (0: none)")
+    ap.add_argument("--senses", type=int, default=0,
+                    help="negatives titled like the parent (its other senses), first (0: none)")
     ap.add_argument("--lists", type=int, default=0, help="stop after this many lists (0: --minutes only)")
     ap.add_argument("--group", type=int, default=8, help="children a step")
     ap.add_argument("--lr", type=float, default=4e-5)
@@ -109,6 +121,9 @@ def main(argv=None) -> int:
     ap.add_argument("--rerank", type=int, default=20, help="the rule's best candidates re-scored")
     ap.add_argument("--init", help="a saved cross-encoder to train on (with --offset: the lists it saw)")
     ap.add_argument("--offset", type=int, default=0, help="training lists to skip")
+    ap.add_argument("--order-seed", type=int, default=None,
+                    help="shuffle the lists with this seed (a further pass over them)")
+    ap.add_argument("--decay", action="store_true", help="the learning rate falls linearly to 0 over the lists")
     ap.add_argument("--save", required=True)
     ap.add_argument("--grid", action="store_true",
                     help="the rule's mu, nu, a with w beside the saved model's val_scores.json (validation only)")
@@ -127,7 +142,10 @@ def main(argv=None) -> int:
         return rule_grid(args)
     X = torch.load(args.points)
     assert X.shape[0] == len(known), (X.shape, len(known))
-    lists = training_lists(par, known, names, X, args.children, args.negatives, args.k, args.seed, args.named)
+    lists = training_lists(par, known, names, X, args.children, args.negatives, args.k, args.seed, args.named,
+                           args.senses)
+    if args.order_seed is not None:
+        random.Random(args.order_seed).shuffle(lists)
     print(f"{len(lists)} training lists", flush=True)
     ce = CrossEncoder(args.init or local_minilm_path(), num_labels=1, device="cpu", max_length=args.max_length)
     model, tok = ce.model, ce.tokenizer
@@ -135,6 +153,8 @@ def main(argv=None) -> int:
     model.train()
     t0, step, seen, losses = time.time(), 0, args.offset, []
     end = len(lists) if not args.lists else min(len(lists), args.offset + args.lists)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda i: max(0.0, 1 - i * args.group / max(1, end - args.offset)) if args.decay else 1.0)
     while time.time() - t0 < args.minutes * 60 and seen < end:
         group = lists[seen:seen + args.group]
         seen += len(group)
@@ -150,6 +170,7 @@ def main(argv=None) -> int:
         opt.zero_grad()
         loss.backward()
         opt.step()
+        sched.step()
         step += 1
         losses.append(loss.item())
         if step % 50 == 0:
