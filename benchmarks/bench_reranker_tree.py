@@ -26,17 +26,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 from bench_encoder import paired_interval  # noqa: E402
-from bench_placement import known_store, outcomes  # noqa: E402
+from bench_placement import known_store, outcomes, summary  # noqa: E402
 
 from hypermem.data.hierarchy_files import read_hierarchy  # noqa: E402
 from hypermem.data.hierarchy_tasks import unseen_entity_task  # noqa: E402
 from hypermem.embed import SentenceTransformerEmbedder  # noqa: E402
 from hypermem.hierarchy import fit_placement_reranker  # noqa: E402
-
-
-def rates(rows: list[dict]) -> dict:
-    n = len(rows)
-    return {"parent": sum(r["parent"] for r in rows) / n, "within2": sum(r["within2"] for r in rows) / n, "n": n}
 
 
 def main(argv=None) -> int:
@@ -58,16 +53,17 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     task = unseen_entity_task(read_hierarchy(args.edges, args.names), seed=args.seed, fraction=args.holdout)
-    names = task.hierarchy.names
-    mem, known = known_store(SentenceTransformerEmbedder(), task, out / f"points-s{args.seed}.pt", filed=True)
-    edges = [(i, mem.parent(i)) for i in known if mem.parent(i) is not None]
+    mem, _ = known_store(SentenceTransformerEmbedder(), task, out / f"points-s{args.seed}.pt", filed=True)
+    ids = mem.ids   # from here on, the recipe of docs/store.md
+    edges = [(i, mem.parent(i)) for i in ids if mem.parent(i) is not None]
     print(f"{len(mem)} memories filed ({len(edges)} under a parent); held out {len(task.val_entities)} "
           f"validation and {len(task.test_entities)} test texts", flush=True)
     splits = {"val": task.val_entities, "test": task.test_entities}
     rule = {s: outcomes(mem, task, ents, None)["rows"] for s, ents in splits.items()}
     t0 = time.monotonic()
-    rr = fit_placement_reranker(edges, {i: names[i] for i in known}, dict(zip(known, mem.embeddings)),
-                                epochs=args.epochs, max_minutes=args.minutes, seed=args.seed, out=str(out / f"reranker-s{args.seed}"))
+    rr = fit_placement_reranker(edges, {i: mem.get(i).text for i in ids}, dict(zip(ids, mem.embeddings)),
+                                epochs=args.epochs, max_minutes=args.minutes, seed=args.seed,
+                                out=str(out / f"reranker-s{args.seed}"))
     train_s = time.monotonic() - t0
     mem.reranker = rr
     reranked = {s: outcomes(mem, task, ents, None)["rows"] for s, ents in splits.items()}
@@ -75,12 +71,12 @@ def main(argv=None) -> int:
            "reranker": rr.config, "train_s": round(train_s, 1), "splits": {}}
     for s in splits:
         a, b = reranked[s], rule[s]
-        rec["splits"][s] = {"rule": rates(b), "reranked": rates(a),
-                            "within2_diff": paired_interval([r["within2"] for r in a], [r["within2"] for r in b]),
-                            "parent_diff": paired_interval([r["parent"] for r in a], [r["parent"] for r in b])}
-        rec["splits"][s]["rows"] = [{"entity": x["entity"], "rule": [y["parent"], y["within2"]],
-                                     "reranked": [x["parent"], x["within2"]]} for x, y in zip(a, b)]
-        r = rec["splits"][s]
+        r = rec["splits"][s] = {
+            "rule": summary(b), "reranked": summary(a),
+            "within2_diff": paired_interval([r["within2"] for r in a], [r["within2"] for r in b]),
+            "parent_diff": paired_interval([r["parent"] for r in a], [r["parent"] for r in b]),
+            "rows": [{"entity": x["entity"], "rule": [y["parent"], y["within2"]], "reranked": [x["parent"], x["within2"]]}
+                     for x, y in zip(a, b)]}
         print(f"{s} ({r['rule']['n']} texts): rule parent {r['rule']['parent']:.3f} within 2 {r['rule']['within2']:.3f}"
               f" | reranked {r['reranked']['parent']:.3f} / {r['reranked']['within2']:.3f}"
               f" | diff parent {r['parent_diff']} within 2 {r['within2_diff']}", flush=True)

@@ -59,7 +59,7 @@ def training_lists(par, known, names, X, n_children: int, n_neg: int, k: int, se
             add_title(titles, e, names[e])
     rng = random.Random(seed)
     senses: dict = {}
-    if n_senses:   # other known nouns titled like the parent: the definition, not the title, must decide
+    if n_senses:
         for e in known:
             senses.setdefault(names[e].split(": ", 1)[0].lower(), []).append(e)
     at = {e: i for i, e in enumerate(known)}
@@ -87,12 +87,13 @@ def training_lists(par, known, names, X, n_children: int, n_neg: int, k: int, se
                 from hypermem.store.mentions import mentioned
                 named = [x for x in mentioned(names[c], titles) if x not in near][:n_named]
                 cands = [x for x in cands if x not in named]
+            first = named   # the negatives every list keeps: named nouns, then the parent's other senses
             if n_senses:
                 same = [x for x in senses.get(names[p].split(": ", 1)[0].lower(), ()) if x not in near]
-                named += [x for x in rng.sample(same, min(n_senses, len(same))) if x not in named]
-                cands = [x for x in cands if x not in named]
-            negs = named + rng.sample(cands, min(n_neg - len(named), len(cands)))
-            with_named += bool(named)  # named or, with n_senses, another sense
+                first = named + [x for x in rng.sample(same, min(n_senses, len(same))) if x not in named]
+                cands = [x for x in cands if x not in first]
+            negs = first + rng.sample(cands, max(0, min(n_neg - len(first), len(cands))))
+            with_named += bool(first)
             if negs:
                 out.append((names[c], names[p], [names[x] for x in negs]))
     if n_named or n_senses:
