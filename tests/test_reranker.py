@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import warnings
 
 import pytest
 import torch
@@ -208,6 +209,20 @@ def test_the_documented_recipe_trains_on_a_stores_tree_and_places_with_it(tmp_pa
     i = m.add("dog breed husky", parent="auto")
     info = m.get(i).meta["auto_parent"]
     assert m.parent(i) == info["parent"] in ids and info["reranker"]["checksum"] == m.reranker.checksum
+
+
+def test_a_time_limit_that_leaves_lists_unseen_warns_and_still_takes_one_step():
+    m = filed_store()
+    ids = m.ids
+    edges = [(i, m.parent(i)) for i in ids if m.parent(i) is not None]
+    args = (edges, {i: m.get(i).text for i in ids}, dict(zip(ids, m.embeddings)))
+    with pytest.warns(UserWarning, match=r"stopped the training after 1 of \d+ steps.*give it more minutes"):
+        rr = fit_placement_reranker(*args, max_minutes=1e-9, group=1, progress=False)
+    assert rr.config["steps"] == 1 and rr.config["planned_steps"] == rr.config["lists"] > 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")   # a pass that ends before the limit says nothing
+        full = fit_placement_reranker(*args, max_minutes=30, group=4, progress=False)
+    assert full.config["steps"] == full.config["planned_steps"]
 
 
 def test_hypermem_mcp_serves_a_store_with_the_reranker_and_refuses_a_bad_folder(rr, tmp_path, monkeypatch, capsys):

@@ -43,15 +43,33 @@ from run import rule_score, tree_and_truth  # noqa: E402
 from hypermem.embed.sentence_transformer import local_minilm_path  # noqa: E402
 
 
+def path_names(par, names, levels: int) -> dict:
+    """Each entity's text with the titles of its ``levels`` nearest filed ancestors before it,
+    root-most first (``"bird > kingfisher > kookaburra: Australian kingfisher ..."``): the
+    candidate's place in the store's tree, as TEMP reads a taxonomy path (Liu et al.,
+    "TEMP: Taxonomy Expansion with Dynamic Margin Loss through Taxonomy-Paths", EMNLP 2021).
+    A title is a text up to its first ``": "``."""
+    out = {}
+    for e, text in names.items():
+        path, a = [], par.get(e)
+        while a is not None and len(path) < levels:
+            path.append(names[a].split(": ", 1)[0])
+            a = par.get(a)
+        out[e] = " > ".join([*reversed(path), text])
+    return out
+
+
 def training_lists(par, known, names, X, n_children: int, n_neg: int, k: int, seed: int, n_named: int = 0,
-                   n_senses: int = 0):
+                   n_senses: int = 0, cnames=None):
     """``(child, parent, negatives)`` for ``n_children`` filed children: the negatives are the
     filed parents and grandparents of the child's ``k`` nearest known neighbours (cosine of
     ``X``, rows in ``known``'s order) other than its own parent and grandparent; with
     ``n_named``, first up to that many of the known nouns the child's text names (the store's
     mention term, :mod:`hypermem.store.mentions`: the candidates most of the rule's misses
     pick), the same ones left out; with ``n_senses``, up to that many known nouns titled like
-    the parent (its other senses: the definition, not the title, must decide)."""
+    the parent (its other senses: the definition, not the title, must decide).  ``cnames``:
+    the candidates' texts (default ``names``; :func:`path_names` for the path)."""
+    cnames = cnames or names
     titles: dict = {}
     if n_named:
         from hypermem.store.mentions import add_title
@@ -95,7 +113,7 @@ def training_lists(par, known, names, X, n_children: int, n_neg: int, k: int, se
             negs = first + rng.sample(cands, max(0, min(n_neg - len(first), len(cands))))
             with_named += bool(first)
             if negs:
-                out.append((names[c], names[p], [names[x] for x in negs]))
+                out.append((names[c], cnames[p], [cnames[x] for x in negs]))
     if n_named or n_senses:
         print(f"{with_named} of {len(out)} lists hold a named noun or another sense", flush=True)
     return out
@@ -125,6 +143,8 @@ def main(argv=None) -> int:
     ap.add_argument("--order-seed", type=int, default=None,
                     help="shuffle the lists with this seed (a further pass over them)")
     ap.add_argument("--decay", action="store_true", help="the learning rate falls linearly to 0 over the lists")
+    ap.add_argument("--path", type=int, default=0,
+                    help="a candidate's text comes after the titles of this many filed ancestors (0: none)")
     ap.add_argument("--save", required=True)
     ap.add_argument("--grid", action="store_true",
                     help="the rule's mu, nu, a with w beside the saved model's val_scores.json (validation only)")
@@ -137,14 +157,15 @@ def main(argv=None) -> int:
 
     par, anc, known, task = tree_and_truth(args.text, "val", args.seed)
     names = task.hierarchy.names
+    cnames = path_names(par, names, args.path) if args.path else names
     if args.test:
-        return test_once(args, names, CrossEncoder)
+        return test_once(args, names, CrossEncoder, cnames)
     if args.grid:
         return rule_grid(args)
     X = torch.load(args.points)
     assert X.shape[0] == len(known), (X.shape, len(known))
     lists = training_lists(par, known, names, X, args.children, args.negatives, args.k, args.seed, args.named,
-                           args.senses)
+                           args.senses, cnames)
     if args.order_seed is not None:
         random.Random(args.order_seed).shuffle(lists)
     print(f"{len(lists)} training lists", flush=True)
@@ -182,7 +203,7 @@ def main(argv=None) -> int:
     ce.save(str(Path(args.save) / "model"))
 
     rows = candidate_rows(args.dump, "val", args.rerank)
-    scores = score_rows(rows, names, model, tok, args.max_length)
+    scores = score_rows(rows, names, model, tok, args.max_length, cnames)
     (Path(args.save) / "val_scores.json").write_text(json.dumps(scores))
     report(rows, scores)
     return 0
@@ -196,13 +217,15 @@ def candidate_rows(dump: str, split: str, rerank: int) -> list[dict]:
     return rows
 
 
-def score_rows(rows, names, model, tok, max_length: int) -> list[list[float]]:
-    """The cross-encoder's logit of each noun's text with each of its candidates' texts."""
+def score_rows(rows, names, model, tok, max_length: int, cnames=None) -> list[list[float]]:
+    """The cross-encoder's logit of each noun's text with each of its candidates' texts
+    (``cnames``, default ``names``)."""
+    cnames = cnames or names
     scores = []
     t1 = time.time()
     with torch.inference_mode():
         for r in rows:
-            cands = [names[c["id"]] for c in r["cands"]]
+            cands = [cnames[c["id"]] for c in r["cands"]]
             if not cands:
                 scores.append([])
                 continue
@@ -250,7 +273,7 @@ def rule_grid(args, folds: int = 5) -> int:
     return 0
 
 
-def test_once(args, names, CrossEncoder) -> int:
+def test_once(args, names, CrossEncoder, cnames=None) -> int:
     """The test nouns, once: ``w`` is the best within-2-hops weight on all validation nouns
     (the saved ``val_scores.json``), applied to the test nouns' candidates."""
     save = Path(args.save)
@@ -260,7 +283,7 @@ def test_once(args, names, CrossEncoder) -> int:
     ce = CrossEncoder(str(save / "model"), num_labels=1, device="cpu", max_length=args.max_length)
     ce.model.eval()
     rows = candidate_rows(args.dump, "test", args.rerank)
-    scores = score_rows(rows, names, ce.model, ce.tokenizer, args.max_length)
+    scores = score_rows(rows, names, ce.model, ce.tokenizer, args.max_length, cnames)
     (save / "test_scores.json").write_text(json.dumps(scores))
     n = len(rows)
     for name, ww in (("the store's rule", 0.0), (f"rule + {w} * ce (w from validation)", w)):

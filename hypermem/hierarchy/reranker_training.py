@@ -12,7 +12,8 @@ rank: from pairwise approach to listwise approach", ICML 2007)::
     L(t) = -log( exp ce(t, p) / sum_{c in {p} + N(t)} exp ce(t, c) )
 
 over ``group`` children a step (AdamW, every layer of the cross-encoder).  One pass over a
-tree's children is an epoch; ``max_minutes`` stops earlier.  On WordNet's 72,913 filed nouns
+tree's children is an epoch; ``max_minutes`` stops earlier (after one step at least), with a
+warning when that leaves some list unseen.  On WordNet's 72,913 filed nouns
 one pass of 19,876 lists took about 2 CPU hours on 2 cores (benchmarks/RESULTS.md).
 """
 
@@ -22,6 +23,7 @@ import math
 import random
 import sys
 import time
+import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -115,10 +117,11 @@ def fit_placement_reranker(edges: Iterable[tuple[Any, Any]], names: Mapping[Any,
     show = sys.stderr.isatty() if progress is None else bool(progress)
     bar = _bar(steps) if show else None
     net.train()
-    t0, losses = time.monotonic(), []
+    t0, losses, stopped = time.monotonic(), [], None
     try:
         for step in range(steps):
-            if max_minutes is not None and time.monotonic() - t0 > max_minutes * 60:
+            if step and max_minutes is not None and time.monotonic() - t0 > max_minutes * 60:
+                stopped = step
                 break
             batch = [lists[(step * group + j) % len(lists)] for j in range(group)]   # epochs wrap around
             a, b, sizes = [], [], []
@@ -143,8 +146,15 @@ def fit_placement_reranker(edges: Iterable[tuple[Any, Any]], names: Mapping[Any,
         if bar is not None:
             bar.close()
     net.eval()
+    if stopped is not None and stopped * group < len(lists):
+        warnings.warn(f"fit_placement_reranker: max_minutes={max_minutes} stopped the training after {stopped} of "
+                      f"{steps} steps, before it saw each of the {len(lists)} training lists once "
+                      f"({stopped * group} seen). A reranker trained on few lists can place worse than the store's "
+                      "rule alone (5 steps lowered WordNet's placement within 2 hops by 0.022; "
+                      "benchmarks/RESULTS.md): give it more minutes, or compare the two on texts you hold out.",
+                      UserWarning, stacklevel=2)
     rr.forget_checksum()   # the weights changed in place
-    rr.config = {"lists": len(lists), "steps": len(losses), "group": group, "negatives": negatives,
+    rr.config = {"lists": len(lists), "steps": len(losses), "planned_steps": steps, "group": group, "negatives": negatives,
                  "neighbours": neighbours, "lr": lr, "seed": seed, "seconds": round(time.monotonic() - t0, 1),
                  "first_loss": losses[0], "last_loss": sum(losses[-50:]) / len(losses[-50:])}
     if out is not None:
