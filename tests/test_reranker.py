@@ -256,6 +256,15 @@ def test_hypermem_fit_reranker_trains_on_a_saved_stores_tree(tmp_path, capsys):
     assert str(out) in said and "hypermem mcp --reranker" in said
     rr = PlacementReranker.load(out)
     assert rr.config["steps"] == -(-rr.config["lists"] // 16) and rr.rule == {"first": 0.0, "cos": 0.1}
+    wide = Memory()   # more children than a step's 8 lists: one step leaves some unseen
+    wide.add_many([{"text": f"kind {k}", "id": f"k{k}"} for k in range(3)]
+                  + [{"text": f"kind {k} thing {j}", "id": f"k{k}t{j}", "parent": f"k{k}"}
+                     for k in range(3) for j in range(6)])
+    wide.save(tmp_path / "wide.db")
+    assert main(["fit-reranker", str(tmp_path / "wide.db"), "--out", str(tmp_path / "short"), "--minutes", "1e-9",
+                 "--no-progress"]) == 0
+    said = capsys.readouterr()
+    assert "(1 step over" in said.out and said.err.startswith("warning: ") and "give it more minutes" in said.err
     flat = Memory()
     flat.add("just one note")
     flat.save(tmp_path / "flat.db")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -163,9 +165,13 @@ def cmd_fit_reranker(args: argparse.Namespace) -> int:
     edges = [(i, mem.parent(i)) for i in ids if mem.parent(i) is not None]
     if not edges:
         raise UserError("the memory holds no tree (no memory has a parent): a reranker learns from filed memories")
-    rr = fit_placement_reranker(edges, {i: mem.get(i).text for i in ids}, dict(zip(ids, mem.embeddings)),
-                                epochs=args.epochs, max_minutes=args.minutes, seed=args.seed, out=args.out,
-                                progress=False if args.no_progress else None)
-    print(f"wrote the placement reranker to {args.out} ({rr.config['steps']} steps over {rr.config['lists']} "
+    with warnings.catch_warnings(record=True) as said:   # a short run's warning as one plain line
+        warnings.simplefilter("always", UserWarning)
+        rr = fit_placement_reranker(edges, {i: mem.get(i).text for i in ids}, dict(zip(ids, mem.embeddings)),
+                                    epochs=args.epochs, max_minutes=args.minutes, seed=args.seed, out=args.out,
+                                    progress=False if args.no_progress else None)
+    for w in said:
+        print(f"warning: {w.message}", file=sys.stderr)
+    print(f"wrote the placement reranker to {args.out} ({rr.config['steps']} step{'s' if rr.config['steps'] != 1 else ''} over {rr.config['lists']} "
           "training lists); use it with mem.reranker = PlacementReranker.load(FOLDER) or hypermem mcp --reranker")
     return 0
