@@ -59,6 +59,50 @@ def path_names(par, names, levels: int) -> dict:
     return out
 
 
+def query_names(par, known, names, ents, k: int) -> dict:
+    """The texts of ``ents`` with what the store knows of the memories they name: up to ``k``
+    of the titles the text mentions (:mod:`hypermem.store.mentions`), the deepest in the filed
+    tree first (the most specific), each with its memories' filed parents after the text
+    (``"Callionymidae: dragonets [dragonet: percoid fish]"``, ``"... [world: class /
+    experience / part]"`` for a title of three senses): the store's own knowledge of a word
+    the encoder may not know."""
+    from hypermem.store.mentions import add_title, mentioned
+    titles: dict = {}
+    for e in known:
+        add_title(titles, e, names[e])
+
+    def head(e):
+        return names[e].split(": ", 1)[0]
+
+    depth: dict = {}
+
+    def level(e):
+        if e not in depth:
+            chain, a = [], e
+            while a is not None and a not in depth:
+                chain.append(a)
+                a = par.get(a)
+            d = -1 if a is None else depth[a]
+            for x in reversed(chain):
+                d += 1
+                depth[x] = d
+        return depth[e]
+
+    out = {}
+    for e in ents:
+        groups: dict = {}
+        for x in mentioned(names[e], titles):
+            if x != e:
+                groups.setdefault(head(x).lower(), []).append(x)
+        ranked = sorted(groups.values(), key=lambda xs: -max(level(x) for x in xs))[:k]
+        parts = []
+        for xs in ranked:
+            ps = list(dict.fromkeys(head(par[x]) for x in xs if x in par))[:3]
+            parts.append(f"{head(xs[0])}: {' / '.join(ps)}" if ps else head(xs[0]))
+        out[e] = f"{names[e]} [{'; '.join(parts)}]" if parts else names[e]
+    return out
+
+
 def training_lists(par, known, names, X, n_children: int, n_neg: int, k: int, seed: int, n_named: int = 0,
                    n_senses: int = 0, cnames=None):
     """``(child, parent, negatives)`` for ``n_children`` filed children: the negatives are the
@@ -145,6 +189,8 @@ def main(argv=None) -> int:
     ap.add_argument("--decay", action="store_true", help="the learning rate falls linearly to 0 over the lists")
     ap.add_argument("--path", type=int, default=0,
                     help="a candidate's text comes after the titles of this many filed ancestors (0: none)")
+    ap.add_argument("--qctx", type=int, default=0,
+                    help="a text comes with up to this many memories it names and their parents (0: none)")
     ap.add_argument("--save", required=True)
     ap.add_argument("--grid", action="store_true",
                     help="the rule's mu, nu, a with w beside the saved model's val_scores.json (validation only)")
@@ -158,6 +204,11 @@ def main(argv=None) -> int:
     par, anc, known, task = tree_and_truth(args.text, "val", args.seed)
     names = task.hierarchy.names
     cnames = path_names(par, names, args.path) if args.path else names
+    if args.qctx:
+        held = [*task.val_entities, *task.test_entities]
+        t_q = time.time()
+        names = query_names(par, known, names, [*known, *held], args.qctx)   # the texts: with what they name
+        print(f"texts with what they name, in {time.time() - t_q:.0f}s; e.g. {names[held[0]]!r}", flush=True)
     if args.test:
         return test_once(args, names, CrossEncoder, cnames)
     if args.grid:
