@@ -31,6 +31,7 @@ import argparse
 import json
 import math
 import random
+import re
 import sys
 import time
 from pathlib import Path
@@ -59,13 +60,13 @@ def path_names(par, names, levels: int) -> dict:
     return out
 
 
-def query_names(par, known, names, ents, k: int) -> dict:
+def query_names(par, known, names, ents, k: int, exact: bool = False) -> dict:
     """The texts of ``ents`` with what the store knows of the memories they name: up to ``k``
     of the titles the text mentions (:mod:`hypermem.store.mentions`), the deepest in the filed
     tree first (the most specific), each with its memories' filed parents after the text
     (``"Callionymidae: dragonets [dragonet: percoid fish]"``, ``"... [world: class /
     experience / part]"`` for a title of three senses): the store's own knowledge of a word
-    the encoder may not know."""
+    the encoder may not know.  ``exact``: only titles of one memory, named as written."""
     from hypermem.store.mentions import add_title, mentioned
     titles: dict = {}
     for e in known:
@@ -94,6 +95,10 @@ def query_names(par, known, names, ents, k: int) -> dict:
         for x in mentioned(names[e], titles):
             if x != e:
                 groups.setdefault(head(x).lower(), []).append(x)
+        if exact:   # one sense only, named as written (a plural allowed), not through a stem
+            low = names[e].lower()
+            groups = {t: xs for t, xs in groups.items() if len(xs) == 1
+                      and re.search(r"\b" + re.escape(t) + r"(s|es)?\b", low)}
         ranked = sorted(groups.values(), key=lambda xs: -max(level(x) for x in xs))[:k]
         parts = []
         for xs in ranked:
@@ -191,6 +196,8 @@ def main(argv=None) -> int:
                     help="a candidate's text comes after the titles of this many filed ancestors (0: none)")
     ap.add_argument("--qctx", type=int, default=0,
                     help="a text comes with up to this many memories it names and their parents (0: none)")
+    ap.add_argument("--qctx-exact", action="store_true",
+                    help="--qctx names only titles of one memory, as written (no stems)")
     ap.add_argument("--save", required=True)
     ap.add_argument("--grid", action="store_true",
                     help="the rule's mu, nu, a with w beside the saved model's val_scores.json (validation only)")
@@ -207,7 +214,7 @@ def main(argv=None) -> int:
     if args.qctx:
         held = [*task.val_entities, *task.test_entities]
         t_q = time.time()
-        names = query_names(par, known, names, [*known, *held], args.qctx)   # the texts: with what they name
+        names = query_names(par, known, names, [*known, *held], args.qctx, args.qctx_exact)   # the texts: with what they name
         print(f"texts with what they name, in {time.time() - t_q:.0f}s; e.g. {names[held[0]]!r}", flush=True)
     if args.test:
         return test_once(args, names, CrossEncoder, cnames)
