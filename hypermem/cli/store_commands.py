@@ -172,6 +172,7 @@ def cmd_fit_reranker(args: argparse.Namespace) -> int:
                                     progress=False if args.no_progress else None)
     for w in said:
         print(f"warning: {w.message}", file=sys.stderr)
-    print(f"wrote the placement reranker to {args.out} ({rr.config['steps']} step{'s' if rr.config['steps'] != 1 else ''} over {rr.config['lists']} "
+    n = rr.config["steps"]
+    print(f"wrote the placement reranker to {args.out} ({n} step{'s' if n != 1 else ''} over {rr.config['lists']} "
           "training lists); use it with mem.reranker = PlacementReranker.load(FOLDER) or hypermem mcp --reranker")
     return 0

@@ -154,8 +154,8 @@ def fit_placement_reranker(edges: Iterable[tuple[Any, Any]], names: Mapping[Any,
                       "benchmarks/RESULTS.md): give it more minutes, or compare the two on texts you hold out.",
                       UserWarning, stacklevel=2)
     rr.forget_checksum()   # the weights changed in place
-    rr.config = {"lists": len(lists), "steps": len(losses), "planned_steps": steps, "group": group, "negatives": negatives,
-                 "neighbours": neighbours, "lr": lr, "seed": seed, "seconds": round(time.monotonic() - t0, 1),
+    rr.config = {"lists": len(lists), "steps": len(losses), "planned_steps": steps, "group": group,
+                 "negatives": negatives, "neighbours": neighbours, "lr": lr, "seed": seed, "seconds": round(time.monotonic() - t0, 1),
                  "first_loss": losses[0], "last_loss": sum(losses[-50:]) / len(losses[-50:])}
     if out is not None:
         rr.save(out)
