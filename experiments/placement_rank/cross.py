@@ -44,6 +44,11 @@ from run import rule_score, tree_and_truth  # noqa: E402
 from hypermem.embed.sentence_transformer import local_minilm_path  # noqa: E402
 
 
+def head(text: str) -> str:
+    """A text's title as this experiment reads it: the text up to its first ``": "``."""
+    return text.split(": ", 1)[0]
+
+
 def path_names(par, names, levels: int) -> dict:
     """Each entity's text with the titles of its ``levels`` nearest filed ancestors before it,
     root-most first (``"bird > kingfisher > kookaburra: Australian kingfisher ..."``): the
@@ -54,7 +59,7 @@ def path_names(par, names, levels: int) -> dict:
     for e, text in names.items():
         path, a = [], par.get(e)
         while a is not None and len(path) < levels:
-            path.append(names[a].split(": ", 1)[0])
+            path.append(head(names[a]))
             a = par.get(a)
         out[e] = " > ".join([*reversed(path), text])
     return out
@@ -71,9 +76,6 @@ def query_names(par, known, names, ents, k: int, exact: bool = False) -> dict:
     titles: dict = {}
     for e in known:
         add_title(titles, e, names[e])
-
-    def head(e):
-        return names[e].split(": ", 1)[0]
 
     depth: dict = {}
 
@@ -94,7 +96,7 @@ def query_names(par, known, names, ents, k: int, exact: bool = False) -> dict:
         groups: dict = {}
         for x in mentioned(names[e], titles):
             if x != e:
-                groups.setdefault(head(x).lower(), []).append(x)
+                groups.setdefault(head(names[x]).lower(), []).append(x)
         if exact:   # one sense only, named as written (a plural allowed), not through a stem
             low = names[e].lower()
             groups = {t: xs for t, xs in groups.items() if len(xs) == 1
@@ -102,8 +104,8 @@ def query_names(par, known, names, ents, k: int, exact: bool = False) -> dict:
         ranked = sorted(groups.values(), key=lambda xs: -max(level(x) for x in xs))[:k]
         parts = []
         for xs in ranked:
-            ps = list(dict.fromkeys(head(par[x]) for x in xs if x in par))[:3]
-            parts.append(f"{head(xs[0])}: {' / '.join(ps)}" if ps else head(xs[0]))
+            ps = list(dict.fromkeys(head(names[par[x]]) for x in xs if x in par))[:3]
+            parts.append(f"{head(names[xs[0]])}: {' / '.join(ps)}" if ps else head(names[xs[0]]))
         out[e] = f"{names[e]} [{'; '.join(parts)}]" if parts else names[e]
     return out
 
@@ -128,7 +130,7 @@ def training_lists(par, known, names, X, n_children: int, n_neg: int, k: int, se
     senses: dict = {}
     if n_senses:
         for e in known:
-            senses.setdefault(names[e].split(": ", 1)[0].lower(), []).append(e)
+            senses.setdefault(head(names[e]).lower(), []).append(e)
     at = {e: i for i, e in enumerate(known)}
     kids = [e for e in known if e in par]
     pick = rng.sample(kids, min(n_children, len(kids)))
@@ -156,7 +158,7 @@ def training_lists(par, known, names, X, n_children: int, n_neg: int, k: int, se
                 cands = [x for x in cands if x not in named]
             first = named   # the negatives every list keeps: named nouns, then the parent's other senses
             if n_senses:
-                same = [x for x in senses.get(names[p].split(": ", 1)[0].lower(), ()) if x not in near]
+                same = [x for x in senses.get(head(names[p]).lower(), ()) if x not in near]
                 first = named + [x for x in rng.sample(same, min(n_senses, len(same))) if x not in named]
                 cands = [x for x in cands if x not in first]
             negs = first + rng.sample(cands, max(0, min(n_neg - len(first), len(cands))))
