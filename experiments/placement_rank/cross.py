@@ -111,7 +111,7 @@ def query_names(par, known, names, ents, k: int, exact: bool = False) -> dict:
 
 
 def training_lists(par, known, names, X, n_children: int, n_neg: int, k: int, seed: int, n_named: int = 0,
-                   n_senses: int = 0, cnames=None):
+                   n_senses: int = 0, cnames=None, with_gp: bool = False):
     """``(child, parent, negatives)`` for ``n_children`` filed children: the negatives are the
     filed parents and grandparents of the child's ``k`` nearest known neighbours (cosine of
     ``X``, rows in ``known``'s order) other than its own parent and grandparent; with
@@ -119,7 +119,9 @@ def training_lists(par, known, names, X, n_children: int, n_neg: int, k: int, se
     mention term, :mod:`hypermem.store.mentions`: the candidates most of the rule's misses
     pick), the same ones left out; with ``n_senses``, up to that many known nouns titled like
     the parent (its other senses: the definition, not the title, must decide).  ``cnames``:
-    the candidates' texts (default ``names``; :func:`path_names` for the path)."""
+    the candidates' texts (default ``names``; :func:`path_names` for the path).  With
+    ``with_gp`` the grandparent, when filed, follows the parent as a second positive: the
+    list is ``(child, [parent, grandparent], negatives)``."""
     cnames = cnames or names
     titles: dict = {}
     if n_named:
@@ -164,7 +166,8 @@ def training_lists(par, known, names, X, n_children: int, n_neg: int, k: int, se
             negs = first + rng.sample(cands, max(0, min(n_neg - len(first), len(cands))))
             with_named += bool(first)
             if negs:
-                out.append((names[c], cnames[p], [cnames[x] for x in negs]))
+                pos = [p] + ([par[p]] if with_gp and par.get(p) is not None else [])
+                out.append((names[c], [cnames[x] for x in pos] if with_gp else cnames[p], [cnames[x] for x in negs]))
     if n_named or n_senses:
         print(f"{with_named} of {len(out)} lists hold a named noun or another sense", flush=True)
     return out
@@ -200,6 +203,9 @@ def main(argv=None) -> int:
                     help="a text comes with up to this many memories it names and their parents (0: none)")
     ap.add_argument("--qctx-exact", action="store_true",
                     help="--qctx names only titles of one memory, as written (no stems)")
+    ap.add_argument("--gp-positive", action="store_true",
+                    help="the grandparent is a second positive (loss: -log of the two's softmax mass), "
+                         "as the within-2-hops target counts it")
     ap.add_argument("--save", required=True)
     ap.add_argument("--grid", action="store_true",
                     help="the rule's mu, nu, a with w beside the saved model's val_scores.json (validation only)")
@@ -225,7 +231,7 @@ def main(argv=None) -> int:
     X = torch.load(args.points)
     assert X.shape[0] == len(known), (X.shape, len(known))
     lists = training_lists(par, known, names, X, args.children, args.negatives, args.k, args.seed, args.named,
-                           args.senses, cnames)
+                           args.senses, cnames, args.gp_positive)
     if args.order_seed is not None:
         random.Random(args.order_seed).shuffle(lists)
     print(f"{len(lists)} training lists", flush=True)
@@ -240,15 +246,18 @@ def main(argv=None) -> int:
     while time.time() - t0 < args.minutes * 60 and seen < end:
         group = lists[seen:seen + args.group]
         seen += len(group)
-        a, b, sizes = [], [], []
+        a, b, sizes, n_pos = [], [], [], []
         for child, parent, negs in group:
-            for c in [parent, *negs]:
+            pos = parent if isinstance(parent, list) else [parent]
+            for c in [*pos, *negs]:
                 a.append(child)
                 b.append(c)
-            sizes.append(1 + len(negs))
+            sizes.append(len(pos) + len(negs))
+            n_pos.append(len(pos))
         enc = tok(a, b, truncation=True, max_length=args.max_length, padding=True, return_tensors="pt")
         logits = model(**enc).logits.squeeze(-1)
-        loss = torch.stack([-torch.log_softmax(x, 0)[0] for x in logits.split(sizes)]).mean()
+        loss = torch.stack([-torch.log_softmax(x, 0)[:k].logsumexp(0)
+                            for x, k in zip(logits.split(sizes), n_pos)]).mean()
         opt.zero_grad()
         loss.backward()
         opt.step()
