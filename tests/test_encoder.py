@@ -75,6 +75,9 @@ def test_encode_embed_and_scores(enc):
                                torch.stack([m[0, 1], m[2, 1]]), rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="pairwise"):
         enc.subsumption_scores(["dog"], ["animal", "oak"])
+    a = x.numpy()   # points as NumPy arrays are points too, not texts
+    torch.testing.assert_close(enc.subsumption_scores(a[:, None], a[None, :]), m)
+    torch.testing.assert_close(enc.subsumption_scores(a[:1], a[1:]), m[0, 1:])
     with pytest.raises(ValueError, match="coordinates"):
         enc.subsumption_scores(torch.zeros(2, 3), x)
     with pytest.raises(ValueError, match="threshold"):

@@ -43,6 +43,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..geometry.poincare import project
@@ -273,8 +274,20 @@ class HierarchyEncoder:
         return self.encode(texts).to(device="cpu", dtype=torch.float64)
 
     # -- scoring ---------------------------------------------------------------------------
-    def _points(self, x) -> torch.Tensor:
+    @staticmethod
+    def _as_tensor(x) -> torch.Tensor | None:
+        """``x`` as points when it is a tensor or a numeric NumPy array (``encode(...).numpy()``),
+        else None (texts)."""
         if isinstance(x, torch.Tensor):
+            return x
+        if isinstance(x, np.ndarray) and x.dtype.kind in "fiu":
+            return torch.from_numpy(x)
+        return None
+
+    def _points(self, x) -> torch.Tensor:
+        t = self._as_tensor(x)
+        if t is not None:
+            x = t
             if x.shape[-1] != self.dim:
                 raise ValueError(f"points must have {self.dim} coordinates in their last dimension, "
                                  f"got shape {tuple(x.shape)}")
@@ -296,12 +309,12 @@ class HierarchyEncoder:
         """How likely "``child`` is-a ``parent``" is; higher is likelier.
 
         ``child`` and ``parent`` are lists of texts (scored pairwise, the same length) or
-        tensors of points from :meth:`encode`, broadcast over leading dimensions: ``(n, 1, d)``
+        points from :meth:`encode` (tensors, or their NumPy arrays), broadcast over leading dimensions: ``(n, 1, d)``
         against ``(1, m, d)`` gives ``(n, m)``.  The ball's score is HiT's
         ``-(d(c, p) + lambda (|p| - |c|))`` with hyperbolic norms, the twin's
         ``-(||c - p|| + lambda (||p|| - ||c||))`` (:mod:`hypermem.geometry.subsumption`);
         ``lambda`` is ``centripetal_weight`` (default: the one chosen on validation)."""
-        if not isinstance(child, torch.Tensor) and not isinstance(parent, torch.Tensor) and \
+        if self._as_tensor(child) is None and self._as_tensor(parent) is None and \
                 len(list(child)) != len(list(parent)):
             raise ValueError(f"texts are scored pairwise: got {len(child)} children and {len(parent)} parents "
                              "(pass encoded points shaped (n, 1, d) and (1, m, d) for all pairs)")
