@@ -150,6 +150,8 @@ def test_suggest_parents_ranks_by_the_encoders_score_exactly(enc, mem):
     assert late in {h.id for h in mem.suggest_parents("poodle", k=20)}
     with pytest.raises(ValueError, match="k must be"):
         mem.suggest_parents("poodle", k=0)
+    with pytest.raises(TypeError, match="one text or one vector, got a list of texts"):
+        mem.suggest_parents(["poodle", "oak"])
 
 
 def test_suggestions_rank_by_the_ranking_lambda(enc):

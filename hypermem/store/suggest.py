@@ -123,6 +123,9 @@ class Suggester:
                 continue
             if q is None:
                 raise ValueError("suggestions and ancestors without root= need a query (a text)")
+            if isinstance(q, (list, tuple)) and any(isinstance(e, str) for e in q):
+                raise TypeError(f"a query is one text or one vector, got a {type(q).__name__} of texts: "
+                                "call once a text (or use search_batch for many queries)")
             v = torch.as_tensor(q).detach().to("cpu", torch.float64)
             if v.shape != (dim,) or not bool(torch.isfinite(v).all()):
                 raise ValueError(f"a query must be text or a finite vector of shape ({dim},), got shape "
