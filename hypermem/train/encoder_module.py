@@ -14,7 +14,8 @@ a linear warm-up and decay over ``trainer.estimated_stepping_batches``, dropout 
 ``val/threshold``; with a TensorBoard logger also the disk picture of a sample of entities
 (``embedding/disk``, the principal plane of their points, scaled into the unit disk) and
 the distribution of the points' norms at each depth of the hierarchy (``embedding/norm_depth_<k>``
-histograms).
+histograms).  The picture needs matplotlib (the ``viz`` extra); without it the run logs the rest
+and says so once on stderr (:func:`~hypermem.train.hierarchy_logging.disk_picture_available`).
 
 At the end of ``fit`` the best checkpoint's weights (``ModelCheckpoint(monitor="val/f1")``)
 are saved as an encoder folder, ``<log_dir>/encoder`` (:meth:`HierarchyEncoder.save
@@ -36,7 +37,7 @@ from ..hierarchy.encoder_eval import choose_ranking_lambda
 from ..hierarchy.encoder_prefix import FrozenPrefix, freeze_lower_layers, resolve_frozen_layers
 from ..hierarchy.encoder_step import TokenCache, batch_losses, lr_factor, step_seed
 from ..hierarchy.encoder_training import EncoderTrainConfig, validate_encoder
-from .hierarchy_logging import tensorboard_writer
+from .hierarchy_logging import disk_picture_available, tensorboard_writer
 
 __all__ = ["EncoderModule"]
 
@@ -104,6 +105,13 @@ class EncoderModule(pl.LightningModule):
             self.tokens = TokenCache(self.model.tokenizer, dm.texts, self.hparams.max_length)
             if self.frozen:
                 self.tokens = FrozenPrefix(self.encoder, self.tokens, self.frozen)
+
+    def on_fit_start(self) -> None:
+        # sentence-transformers loads the model in eval mode; train mode before Lightning's fit loop
+        # starts (on_train_epoch_start sets it again after each validation), so its "module(s) in eval
+        # mode at the start of training" check finds none: no module of this one is meant to stay in
+        # eval mode (the frozen layers' outputs are cached in eval mode by FrozenPrefix in setup)
+        self.train()
 
     def on_train_epoch_start(self) -> None:
         self.trainer.datamodule.set_epoch(self.current_epoch)
@@ -188,8 +196,8 @@ class EncoderModule(pl.LightningModule):
         step = self.global_step
         for d in sorted(set(depth.tolist()) - {-1})[:12]:
             tb.add_histogram(f"embedding/norm_depth_{d}", norms[depth == d].float(), global_step=step)
-        if not self.hparams.log_images:
-            return
+        if not (self.hparams.log_images and disk_picture_available()):
+            return   # without matplotlib (the viz extra): a one-time note instead of the picture
         scale = math.sqrt(self.encoder.curvature) if self.encoder.curvature else 1.0 / float(pts.norm(dim=1).max())
         fig = poincare_disk_figure(pts * scale, [dm.texts[i] for i in sample], None,
                                    title=f"{self.encoder.geometry}, step {step}")
