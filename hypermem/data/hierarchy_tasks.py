@@ -136,8 +136,12 @@ class NegativeSampler:
 
     def random(self, child: str, exclude: set[str] | None = None) -> list[str]:
         bad = self.anc[child] | {child} | (exclude or set())
-        if len(self.ids) - len(bad) < self.k:
-            raise ValueError(f"the hierarchy has too few entities for {self.k} negatives of {child!r}")
+        free = len(self.ids) - len(bad)
+        if free < self.k:
+            fix = f"lower the negatives= setting to at most {free}" if free else "add entities"
+            raise ValueError(f"the hierarchy has too few entities for {self.k} negatives of {child!r}: only {free} "
+                             f"of its {len(self.ids)} entities are neither {child!r} nor an ancestor of it"
+                             f"{' nor held out' if exclude else ''}; {fix}")
         out: list[str] = []
         seen: set[str] = set()
         while len(out) < self.k:

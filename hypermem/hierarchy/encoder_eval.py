@@ -81,6 +81,8 @@ class PairTerms:
 def pair_terms(scorer, points: Mapping[str, torch.Tensor], pairs: Sequence[tuple[str, str]],
                labels: Sequence[int], chunk: int = 65536) -> PairTerms:
     """:class:`PairTerms` of ``pairs`` (ids into ``points``), in chunks."""
+    if not len(pairs):
+        raise ValueError("no pairs to score: the validation or test set is empty")
     parts = []
     for s in range(0, len(pairs), chunk):
         block = pairs[s:s + chunk]

@@ -21,7 +21,11 @@ NeurIPS 2024) or of R^d (``"euclidean"``, its twin, trained the same way).  One 
 
 With ``max_minutes`` the run stops in time (the last step is not started when it would end
 past the budget, less the time of two validations: the final one and the ranking
-``lambda``'s choice) and keeps its best validated weights.
+``lambda``'s choice) and keeps its best validated weights; it takes one step at least, and
+warns (``UserWarning``) when the budget stopped it before one pass over the training edges.
+The inputs are checked before the base model is loaded: ``edges`` a sequence of
+``(child, parent)`` pairs, ``names`` a mapping ``id -> text`` with a non-blank string for each
+id; ids are compared as text (``str(id)``), in the edges and in the keys of ``names`` alike.
 Without ``validation_edges``, 5% of ``edges`` (at most 2,000) are carved out for validation
 and not trained on.
 """
@@ -33,7 +37,8 @@ import math
 import random
 import sys
 import time
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -179,13 +184,20 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
 
     ``epochs`` (default 1 when neither ``max_minutes`` nor ``max_steps`` is given),
     ``max_minutes`` and the setting ``max_steps`` bound the run; ``config``: the fields of :class:`EncoderTrainConfig`.  ``encoder.metrics`` holds
-    the best validation figures, ``encoder.config["history"]`` every validation.
+    the best validation figures, ``encoder.config["history"]`` every validation.  ``progress``
+    shows a progress bar (``None``: when standard error is a terminal).
+
+    Ids may be any values (strings, integers, ...): they are compared as ``str(id)``, in the
+    edges and in the keys of ``names`` alike.  Every positive pair is scored against
+    ``negatives`` (10) entities that are neither its child nor an ancestor of it, so a small
+    hierarchy needs a smaller ``negatives=``.  Bad inputs raise ``TypeError`` / ``ValueError``
+    naming the argument and the item before the base model is loaded.
 
     Example (a tiny random model trains in seconds; with the default base, minutes)::
 
         >>> edges = [("dog", "animal"), ("cat", "animal"), ("oak", "tree"), ("tree", "plant")]
         >>> names = {e: e for pair in edges for e in pair}
-        >>> enc = fit_hierarchy_encoder(edges, names, epochs=2)          # doctest: +SKIP
+        >>> enc = fit_hierarchy_encoder(edges, names, epochs=2, negatives=2)  # doctest: +SKIP
         >>> enc.subsumption_scores(["dog"], ["animal"]) > enc.threshold  # doctest: +SKIP
         tensor([True])
     """
@@ -197,24 +209,31 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
         raise ValueError(f"epochs must be a positive integer, got {epochs!r}")
     if max_minutes is not None and not (max_minutes > 0 and math.isfinite(max_minutes)):
         raise ValueError(f"max_minutes must be a positive number, got {max_minutes!r}")
+    if cfg.max_steps is not None and (not isinstance(cfg.max_steps, int) or cfg.max_steps < 1):
+        raise ValueError(f"max_steps must be a positive integer, got {cfg.max_steps!r}")
+    if geometry not in ("poincare", "euclidean"):
+        raise ValueError(f"geometry must be 'poincare' or 'euclidean', got {geometry!r}")
+    edges, names, validation_edges = _checked_inputs(edges, names, validation_edges)
     if epochs is None and max_minutes is None and cfg.max_steps is None:
         epochs = 1
     if cfg.threads:
         torch.set_num_threads(int(cfg.threads))
     start, cpu_start = time.monotonic(), time.process_time()
     weights = cfg.loss_weights(geometry)
-    edges = [(str(c), str(p)) for c, p in edges]
-    missing = sorted({e for pair in edges for e in pair} - set(names))
-    if missing:
-        raise ValueError(f"{len(missing)} entities of the edges have no name, e.g. {missing[:3]}")
     if validation_edges is None:
+        n_given = len(edges)
         edges, validation_edges = carve_validation(edges, seed)
-    validation_edges = [(str(c), str(p)) for c, p in validation_edges]
+        if not edges:
+            raise ValueError(f"edges has {n_given} edge(s): one is held out for validation, which leaves no "
+                             "training edge; pass more edges, or validation_edges=")
     ids = sorted(names)
     index = {e: i for i, e in enumerate(ids)}
     int_edges = [(index[c], index[p]) for c, p in edges]
     val = validation_pairs(validation_edges, list(edges) + list(validation_edges), names, cfg.negatives,
                            cfg.val_size, seed)
+    batches = EdgeBatches(int_edges, closure_sets(int_edges, len(ids)), batch_size=cfg.batch_size,
+                          children_per_parent=cfg.children_per_parent, negatives=cfg.negatives,
+                          hard_negatives=cfg.hard_negatives, seed=seed)
 
     torch.manual_seed(seed)
     enc = HierarchyEncoder.from_pretrained(base, geometry, device=cfg.device, max_length=cfg.max_length,
@@ -224,9 +243,6 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
     frozen = resolve_frozen_layers(enc, cfg.frozen_layers)
     if frozen:  # the frozen lower layers' outputs, once per entity
         tokens = FrozenPrefix(enc, tokens, frozen, progress=show)
-    batches = EdgeBatches(int_edges, closure_sets(int_edges, len(ids)), batch_size=cfg.batch_size,
-                          children_per_parent=cfg.children_per_parent, negatives=cfg.negatives,
-                          hard_negatives=cfg.hard_negatives, seed=seed)
     params = [p for p in enc.model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     planned = len(batches) * epochs if epochs is not None else None
@@ -252,15 +268,16 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
             best = (m["f1"], {k: v.detach().clone() for k, v in enc.model.state_dict().items()}, dict(m))
         val_seconds = max(val_seconds, time.monotonic() - t0)
 
-    step, step_time, stop = 0, 0.0, False
+    step, step_time, stop, out_of_time = 0, 0.0, False, False
     enc.model.train()
     epoch = 0
     while not stop and (epochs is None or epoch < epochs):
         for batch in batches.epoch(epoch):
             elapsed = time.monotonic() - start
-            # room left for the final validation and the ranking lambda's choice (about as long)
-            if (budget is not None and elapsed + step_time + 2 * val_seconds > budget) or \
-                    (cfg.max_steps is not None and step >= cfg.max_steps):
+            # room left for the final validation and the ranking lambda's choice (about as long);
+            # one step at least, however little time the budget left after loading the model
+            out_of_time = bool(step) and budget is not None and elapsed + step_time + 2 * val_seconds > budget
+            if out_of_time or (cfg.max_steps is not None and step >= cfg.max_steps):
                 stop = True
                 break
             progress_frac = max(step / planned if planned else 0.0, elapsed / budget if budget else 0.0)
@@ -277,7 +294,7 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
             step_time = dt if step == 1 else 0.9 * step_time + 0.1 * dt
             if bar is not None:
                 bar.update(1)
-                bar.set_postfix(loss=f"{float(losses['loss']):.3f}")
+                bar.set_postfix(loss=f"{losses['loss'].detach().item():.3f}")
             if step % cfg.validate_every == 0:
                 run_validation(step, step / len(batches))
         epoch += 1
@@ -285,6 +302,11 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
         run_validation(step, step / len(batches))
     if bar is not None:
         bar.close()
+    if out_of_time and step < len(batches):
+        warnings.warn(f"fit_hierarchy_encoder: max_minutes={max_minutes} stopped the training after {step} "
+                      f"step(s), before one pass over the {len(edges)} training edges ({len(batches)} steps); "
+                      "the encoder is close to its base model: give it more minutes",
+                      UserWarning, stacklevel=2)
     assert best is not None
     enc.model.load_state_dict(best[1])
     chosen = best[2]
@@ -302,6 +324,60 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
     if out is not None:
         enc.save(Path(out))
     return enc
+
+
+def _checked_inputs(edges, names, validation_edges):
+    """``(edges, names, validation_edges)`` with every id as ``str(id)``, or a ``TypeError`` /
+    ``ValueError`` naming the argument and the first bad item (before any model is loaded)."""
+    if not isinstance(names, Mapping):
+        raise TypeError(f"names must be a mapping id -> text (a dict), got {type(names).__name__}")
+    texts: dict[str, str] = {}
+    keys: dict[str, object] = {}
+    for key, text in names.items():
+        k = _id(key)
+        if k in keys:
+            raise ValueError(f"names has two keys for the id {k!r}: {keys[k]!r} and {key!r} (ids are compared "
+                             "as text, str(id), in the edges and in names alike)")
+        if not isinstance(text, str):
+            raise TypeError(f"the name of id {key!r} in names must be a string, got {type(text).__name__} {text!r}")
+        if not text.strip():
+            raise ValueError(f"the name of id {key!r} in names is blank; a name must be a non-empty string")
+        keys[k], texts[k] = key, text
+    train = _checked_edges(edges, "edges", texts)
+    if not train:
+        raise ValueError("edges is empty: there are no training edges (pass (child, parent) pairs)")
+    if validation_edges is not None:
+        validation_edges = _checked_edges(validation_edges, "validation_edges", texts)
+        if not validation_edges:
+            raise ValueError("validation_edges is empty: pass at least one (child, parent) pair, or None to "
+                             "hold out 5% of edges for validation")
+    return train, texts, validation_edges
+
+
+def _checked_edges(edges: Iterable, what: str, names: Mapping[str, str]) -> list[tuple[str, str]]:
+    if isinstance(edges, (Mapping, str, bytes)) or not isinstance(edges, Iterable):
+        hint = " (for a dict child -> parent, pass list(d.items()))" if isinstance(edges, Mapping) else ""
+        raise TypeError(f"{what} must be a sequence of (child, parent) pairs, got {type(edges).__name__}{hint}")
+    out = []
+    for i, edge in enumerate(edges):
+        if isinstance(edge, (str, bytes, Mapping, set, frozenset)) or not hasattr(edge, "__len__"):
+            raise TypeError(f"{what}[{i}] = {edge!r} is not a (child, parent) pair: each edge is a "
+                            "(child, parent) pair (a tuple, a list or an array row of two ids)")
+        if len(edge) != 2:
+            raise ValueError(f"{what}[{i}] = {edge!r} has {len(edge)} items: each edge is a (child, parent) pair")
+        out.append((_id(edge[0]), _id(edge[1])))
+    missing = sorted({e for pair in out for e in pair} - set(names))
+    if missing:
+        raise ValueError(f"{len(missing)} entities of {what} have no name in names, e.g. {missing[:3]} "
+                         "(ids are compared as text, str(id))")
+    return out
+
+
+def _id(x) -> str:
+    """An id as text: ``str(x)``, a NumPy or torch scalar by its value (``1``, not ``tensor(1)``)."""
+    if getattr(x, "ndim", None) == 0 and hasattr(x, "item"):
+        x = x.item()
+    return str(x)
 
 
 def _bar(total: int | None, show: bool):
