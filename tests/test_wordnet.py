@@ -40,6 +40,28 @@ def test_closure_of_a_dag():
         wordnet.hypernym_closure({"a": ["b"], "b": ["a"]})
 
 
+def test_a_cycle_error_names_the_cycle_not_a_node_below_it():
+    # air_conditioner and lamp are under the cycle (never ordered either), not on it
+    parents = {"household_item": ["chair"], "chair": ["furniture"], "furniture": ["household_item", "thing"],
+               "air_conditioner": ["household_item"], "lamp": ["air_conditioner", "thing"], "thing": []}
+    with pytest.raises(ValueError) as err:
+        wordnet.hypernym_closure(parents)
+    assert str(err.value) == ("the hierarchy has a cycle (each node a child of the next): "
+                              "'chair' -> 'furniture' -> 'household_item' -> 'chair'")
+    with pytest.raises(ValueError, match="cycle .*: 'a' -> 'a'$"):
+        wordnet.hypernym_closure({"a": ["a"]})
+
+
+def test_a_long_cycle_under_a_deep_chain_is_found_fast_and_named_briefly():
+    n = 100_000   # a chain of 50,000 nodes above a cycle of 50,001: no recursion, linear time
+    parents = {f"{i:06d}": [f"{i + 1:06d}"] for i in range(n)}
+    parents[f"{n:06d}"] = [f"{n // 2:06d}"]
+    with pytest.raises(ValueError, match=r"'050000' -> '050001' -> .* -> \.\.\. -> '100000' -> '050000' "
+                       r"\(50,001 nodes\)$") as err:
+        wordnet.hypernym_closure(parents)
+    assert len(str(err.value)) < 200
+
+
 def test_missing_database_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="wordnet-base"):
         wordnet.read_nouns(tmp_path)

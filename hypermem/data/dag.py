@@ -11,7 +11,8 @@ def hypernym_closure(parents: Mapping[str, Sequence[str]]) -> dict[str, set[str]
     """All ancestors of every node of a DAG given as ``node -> direct parents``.
 
     Iterative (Kahn's topological order), so depth is unlimited; raises ``ValueError``
-    naming a node on a cycle.
+    naming a cycle, each node a child of the next: ``'chair' -> 'furniture' -> 'chair'``
+    (:func:`_a_cycle`).
     """
     nodes = set(parents)
     for ps in parents.values():
@@ -36,6 +37,32 @@ def hypernym_closure(parents: Mapping[str, Sequence[str]]) -> dict[str, set[str]
             if pending[c] == 0:
                 queue.append(c)
     if done != len(nodes):
-        stuck = sorted(n for n in nodes if pending[n] > 0)[0]
-        raise ValueError(f"the hierarchy has a cycle through {stuck!r}")
+        raise ValueError(f"the hierarchy has a cycle (each node a child of the next): {_a_cycle(parents, pending)}")
     return ancestors
+
+
+def _a_cycle(parents: Mapping[str, Sequence[str]], pending: Mapping[str, int], show: int = 8) -> str:
+    """A cycle among the nodes Kahn's algorithm left (``pending > 0``), as ``'a' -> 'b' -> 'a'``
+    (each node a child of the next), from the cycle's first node in sorted order; a cycle of more
+    than ``show`` nodes is cut in the middle.
+
+    A left node has a parent that is left too (the one that never came off the queue), so
+    following left parents from any left node must come back to a node already met: the nodes
+    from that one on are a cycle.  Each node is met at most once: linear in nodes and edges.
+    The walk starts at the smallest left node and takes the smallest left parent, so the
+    message is the same on every run.
+    """
+    node = min(n for n, k in pending.items() if k > 0)
+    at: dict[str, int] = {}
+    path: list[str] = []
+    while node not in at:
+        at[node] = len(path)
+        path.append(node)
+        node = min(p for p in parents[node] if pending[p] > 0)
+    cycle = path[at[node]:]
+    first = cycle.index(min(cycle))
+    cycle = cycle[first:] + cycle[:first]
+    if len(cycle) <= show:
+        return " -> ".join(map(repr, [*cycle, cycle[0]]))
+    shown = " -> ".join(map(repr, cycle[:show - 1]))
+    return f"{shown} -> ... -> {cycle[-1]!r} -> {cycle[0]!r} ({len(cycle):,} nodes)"
