@@ -267,13 +267,46 @@ def _error_line(exc: BaseException) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit status (argparse exits 2 on a bad option)."""
+    """Run the command line; returns the exit status (argparse exits 2 on a bad option, 141 when
+    the reader of the output went away: :func:`_reader_gone`)."""
+    try:
+        try:
+            return _run(argv)
+        finally:
+            if sys.stdout is not None:
+                sys.stdout.flush()  # a reader gone shows here, not in Python's flush at exit
+    except BrokenPipeError:
+        if os.environ.get("HYPERMEM_DEBUG"):
+            raise
+        return _reader_gone()
+
+
+def _reader_gone() -> int:
+    """The reader of stdout closed it early (``hypermem tree notes.db | head -1``): stop without
+    a word, as a Unix tool does when SIGPIPE ends it.  Stdout now points at ``os.devnull``, so
+    Python's own flush at exit finds no closed pipe either (the recipe of the Python docs, "Note
+    on SIGPIPE").  The status is 141 (128 + SIGPIPE), what a shell reports for ``seq 1e6 | head``'s
+    ``seq``: a script with ``set -o pipefail`` sees a cut output as it does for any Unix tool, and
+    a plain pipeline's status is its last command's anyway.  Not 0, which would say that
+    everything was written; not 1, this command's status for a mistake it printed."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no file descriptor (stdout replaced in-process)
+        pass
+    return 141
+
+
+def _run(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        raise   # not a mistake of the user's: main stops quietly
     except Exception as exc:
         line = None if os.environ.get("HYPERMEM_DEBUG") else _error_line(exc)
         if line is None:
