@@ -12,6 +12,18 @@ from .vocabulary import GeooptVocabulary
 from .vocabulary import check_dim as _check_dim
 
 
+def _exact_curvature(isp: torch.Tensor) -> float:
+    """``c = softplus(isp)`` as a Python float: the shortest decimal (up to 17 digits) whose
+    ``log(exp(c) - 1)`` (geoopt's inverse, computed in float64 like the constructor) rounds to
+    ``isp`` exactly, so ``2.0`` saved comes back as ``2.0``, not ``2.0000000000000004``."""
+    value = float(torch.nn.functional.softplus(isp.to(torch.float64)))
+    for digits in range(1, 18):
+        guess = float(f"{value:.{digits}g}")
+        if guess > 0 and torch.equal(torch.tensor(guess, dtype=torch.float64).exp().sub(1).log().to(isp.dtype), isp):
+            return guess
+    return value
+
+
 class PoincareBall(GeooptVocabulary, geoopt.PoincareBall):
     r"""Poincaré ball of curvature ``-curvature`` (``curvature > 0``).
 
@@ -55,6 +67,14 @@ class PoincareBall(GeooptVocabulary, geoopt.PoincareBall):
     def curvature(self) -> float:
         """The curvature magnitude as a Python float."""
         return float(self.c.detach()) if self._learnable else self._curvature
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        """Load ``isp_c``, then re-read the fixed curvature's exact float from it, so a
+        checkpoint of another curvature is the one every formula uses (``c = softplus(isp_c)``;
+        the float kept is the shortest decimal whose ``log(exp(c) - 1)`` gives ``isp_c`` back,
+        else ``softplus(isp_c)`` itself)."""
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        self._curvature = _exact_curvature(self.isp_c.detach())
 
     @property
     def learnable(self) -> bool:

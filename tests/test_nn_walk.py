@@ -1,0 +1,48 @@
+"""Defects found walking hypermem.nn from an installed wheel, each pinned by a test."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from hypermem.nn import BallEncoder, HyperbolicMemory
+
+
+def _keys(n=10, d=4, r=0.5, seed=0, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    return r * F.normalize(torch.randn(n, d, generator=g, dtype=dtype), dim=-1)
+
+
+# -- 1. a state_dict of another curvature is the curvature used everywhere ---------------------
+def test_state_dict_of_another_curvature_is_used():
+    keys, vals = _keys(), torch.randn(10, 3, dtype=torch.float64)
+    src = HyperbolicMemory(keys * 0.6, vals, curvature=2.0)
+    dst = HyperbolicMemory(keys, vals)
+    dst.load_state_dict(src.state_dict())
+    assert dst.curvature == 2.0 and float(dst.ball.c) == pytest.approx(2.0)
+    assert "curvature=2," in repr(dst)
+    q = 0.5 * keys[:3] * 0.6
+    torch.testing.assert_close(dst(q).distances, src(q).distances, rtol=0, atol=0)
+
+
+def test_encoder_state_dict_of_another_curvature_is_used():
+    src = BallEncoder(6, 4, curvature=3.0, dtype=torch.float64)
+    dst = BallEncoder(6, 4, dtype=torch.float64)
+    dst.load_state_dict(src.state_dict())
+    x = torch.randn(5, 6, dtype=torch.float64)
+    assert dst.curvature == 3.0
+    torch.testing.assert_close(dst(x), src(x), rtol=0, atol=0)
+
+
+def test_learned_curvature_loads_into_a_fixed_module_as_its_value():
+    keys = _keys()
+    src = HyperbolicMemory(keys * 0.5, learn_curvature=True)
+    with torch.no_grad():
+        src.ball.isp_c.add_(0.7)  # as if trained
+    dst = HyperbolicMemory(keys * 0.5)
+    dst.load_state_dict(src.state_dict())
+    assert not dst.ball.learnable and "isp_c" not in dict(dst.named_parameters())
+    assert dst.curvature == pytest.approx(float(src.ball.c.detach()), rel=1e-15)
+    q = 0.3 * keys[:2]
+    torch.testing.assert_close(dst(q).distances, src(q).distances)
