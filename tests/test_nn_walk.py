@@ -46,3 +46,35 @@ def test_learned_curvature_loads_into_a_fixed_module_as_its_value():
     assert dst.curvature == pytest.approx(float(src.ball.c.detach()), rel=1e-15)
     q = 0.3 * keys[:2]
     torch.testing.assert_close(dst(q).distances, src(q).distances)
+
+
+# -- 2. the origin: finite distances, reads, losses and gradients for both metrics ------------
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("metric", ["shell", "hyperbolic"])
+@pytest.mark.parametrize("k", [None, 3])
+def test_origin_query_and_key_are_finite(metric, dtype, k):
+    from hypermem.nn import memory_info_nce
+
+    keys = _keys(dtype=dtype)
+    keys[0] = 0.0
+    mem = HyperbolicMemory(keys, torch.randn(10, 3, dtype=dtype), metric=metric)
+    q = torch.zeros(2, 4, dtype=dtype)
+    q[1] = keys[3] * 0.9
+    q.requires_grad_(True)
+    out = mem(q, k=k)
+    assert torch.isfinite(out.distances).all() and torch.isfinite(out.read).all()
+    (out.read.sum() + out.distances.sum()).backward()
+    assert torch.isfinite(q.grad).all() and q.grad.abs().max() < 1e6
+    assert torch.isfinite(mem.keys.grad).all() and mem.keys.grad.abs().max() < 1e6
+    loss = memory_info_nce(mem, q.detach(), torch.tensor([0, 3]), k=None if k is None else 2)
+    assert torch.isfinite(loss)
+
+
+def test_shell_distance_unchanged_away_from_the_origin():
+    from hypermem.geometry import poincare as P
+    from hypermem.nn.distance import all_distance
+
+    keys, q = _keys(), _keys(3, seed=1, r=0.3)
+    got = all_distance(q, keys, "shell", 1.0, 1.0)
+    cos = F.normalize(q, dim=-1) @ F.normalize(keys, dim=-1).T
+    torch.testing.assert_close(got, P.shell_distance_from_cosine(cos, 1.0, 1.0))

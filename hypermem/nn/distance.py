@@ -23,13 +23,22 @@ def _from_products(qk: torch.Tensor, q2: torch.Tensor, k2: torch.Tensor, metric:
                    base_depth: float) -> torch.Tensor:
     """Distances from inner products ``<q, k>`` and squared norms (broadcasting shapes):
     the formulas of :func:`hypermem.geometry.poincare.arcosh_distance` and
-    :func:`~hypermem.geometry.poincare.shell_distance_from_half_chord`."""
+    :func:`~hypermem.geometry.poincare.shell_distance_from_half_chord`.
+
+    The shell metric needs ``cos = <q, k> / (||q|| ||k||)``.  The origin has no direction:
+    where ``||q||^2`` or ``||k||^2`` is at most ``tiny(dtype)`` the cosine is taken as 0 (what
+    the chunked search sees: a zero direction), with zero gradient, and the square roots are
+    taken one norm at a time (``sqrt(q2 * k2)`` underflows to 0 in float32 once both are
+    below ~1e-19, which gave ``0 / 0 = NaN``)."""
     c = curvature
     t = tiny(qk.dtype)
     if metric == "hyperbolic":
         diff2 = (q2 + k2 - 2.0 * qk).clamp_min(0.0)
         return arcosh_distance(diff2, boundary_gap(q2, c), boundary_gap(k2, c), c)
-    cos = qk / (q2.clamp_min(t) * k2.clamp_min(t)).sqrt()
+    has_dir = (q2 > t) & (k2 > t)
+    # the other branch's norms are replaced by 1, so its gradient is finite before where() zeroes it
+    qn, kn = torch.where(q2 > t, q2, 1.0).sqrt(), torch.where(k2 > t, k2, 1.0).sqrt()
+    cos = torch.where(has_dir, qk / (qn * kn), 0.0)
     # ||u - v|| / 2 = sqrt((1 - cos) / 2) for unit directions u, v
     half_chord = ((1.0 - cos) * 0.5).clamp_min(t).sqrt()
     return shell_distance_from_half_chord(half_chord, shell_scale(base_depth, c), c)
