@@ -10,7 +10,7 @@ The hierarchy functions are loaded on first use (module ``__getattr__``, PEP 562
 ``import hypermem`` costs no more than the store needs and never imports Lightning.
 """
 
-import importlib
+from importlib import import_module as _import_module
 
 from .embed import BallProjector, CallableEmbedder, Embedder, HashingEmbedder, SentenceTransformerEmbedder
 from .geometry import PoincareBall
@@ -46,13 +46,13 @@ def __getattr__(name: str):
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'hypermem' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(_import_module(module), name)
     globals()[name] = value
     return value
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted({n for n in globals() if n.startswith("__") or not n.startswith("_")} | set(_LAZY))
 
 
 __all__ = [

@@ -82,7 +82,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         buf = io.StringIO()
         rows = mem.table(at_time=args.at)
         writer = csv.DictWriter(buf, fieldnames=["id", "text", "parent", "level", "depth", "time", "weight",
-                                                 "accesses", "meta"])
+                                                 "accesses", "meta"], extrasaction="ignore")  # "t": "time" again
         writer.writeheader()
         for r in rows:
             writer.writerow(dict(r, meta=json.dumps(r["meta"], ensure_ascii=False)))

@@ -1,4 +1,7 @@
-"""The embedder protocol and its input checks."""
+"""The embedder protocol and its input checks.
+
+The built-in embedders are importable from here too, where poincare-memory 0.1.4 documents
+them (``poincare_memory.embed.base``); each lives in its own module."""
 
 from __future__ import annotations
 
@@ -7,6 +10,13 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
+
+from .callable import CallableEmbedder
+from .hashing import HashingEmbedder
+from .sentence_transformer import SentenceTransformerEmbedder
+
+__all__ = ["CallableEmbedder", "Embedder", "HashingEmbedder", "SentenceTransformerEmbedder", "check_texts",
+           "embed_checked"]
 
 
 @runtime_checkable

@@ -5,7 +5,7 @@ from __future__ import annotations
 import geoopt
 import torch
 
-from . import poincare as P
+from . import poincare_functions as P
 from .conversion import as_points, check_curvature
 from .numerics import ball_margin, max_radius
 from .vocabulary import GeooptVocabulary

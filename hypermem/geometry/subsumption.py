@@ -38,7 +38,7 @@ import torch
 
 from .conversion import as_points
 from .numerics import safe_norm, sq_norm
-from .poincare import Curvature, arcosh_distance, boundary_gap, distance_to_origin
+from .poincare_functions import Curvature, arcosh_distance, boundary_gap, distance_to_origin
 
 EXACT_DIFF_ELEMENTS = 1 << 24
 """Largest broadcast ``c - p`` (in numbers) computed from coordinate differences."""

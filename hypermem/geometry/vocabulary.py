@@ -32,7 +32,7 @@ import numbers
 import torch
 from geoopt.utils import drop_dims, list_range
 
-from . import poincare as P
+from . import poincare_functions as P
 from .conversion import as_points, as_tensor
 from .numerics import safe_norm, sq_norm, tanh, tiny
 

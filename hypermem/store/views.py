@@ -148,14 +148,16 @@ class MemoryViews:
             }
 
     def table(self, at_time: datetime | None = None) -> list[dict[str, Any]]:
-        """Plain rows: id, text, parent, level, depth, time, weight, accesses, meta."""
+        """Plain rows: id, text, parent, level, depth, time, weight, accesses, meta.  The creation
+        time (ISO 8601) is under ``"time"`` and, as poincare-memory's rows name it, ``"t"``."""
         with self.memory.state.lock:
             w = self.memory.searcher.weights(at_time).tolist() if self.memory.state.n else []
             dep = self.memory.state.depth[: self.memory.state.n].tolist()
             rows = []
             for r, (i, rec) in enumerate(zip(self.memory.state.ids, self.memory.state.records.values())):
+                when = rec.t.isoformat()
                 rows.append({"id": i, "text": rec.text, "parent": rec.parent_id, "level": self.memory.state.levels[r],
-                             "depth": dep[r], "time": rec.t.isoformat(), "weight": w[r],
+                             "depth": dep[r], "time": when, "t": when, "weight": w[r],
                              "accesses": rec.access_count, "meta": dict(rec.meta)})
             return rows
 
@@ -166,7 +168,7 @@ class MemoryViews:
         except ImportError as exc:
             raise ImportError('to_dataframe needs pandas: pip install "hypermem-torch[pandas]"') from exc
         return pd.DataFrame(self.table(at_time),
-                            columns=["id", "text", "parent", "level", "depth", "time", "weight", "accesses", "meta"])
+                            columns=["id", "text", "parent", "level", "depth", "time", "t", "weight", "accesses", "meta"])
 
     def tree(self, root: str | None = None, max_text: int = 60) -> str:
         """The hierarchy as indented text (all roots, or the subtree of ``root``), one line a

@@ -1,5 +1,8 @@
 """Snapshots of a memory for drawing and analysis: a JSON-able dict, the decay weights on
-a grid of times (for the inspector's time slider), and a NetworkX graph."""
+a grid of times (for the inspector's time slider), and a NetworkX graph.  The layouts'
+coordinates (``disk_coordinates``, ``structural_coordinates``) are here too, where
+poincare-memory 0.1.4 documents them (``poincare_memory.viz.export``); they live in
+:mod:`hypermem.viz.layout`."""
 
 from __future__ import annotations
 
@@ -11,12 +14,13 @@ import torch
 from ..embed.spec import embedder_spec
 from ..temporal import policy_spec
 from ..temporal.clock import from_seconds, to_seconds, to_utc
-from .layout import has_hierarchy, projection_coordinates, structural_coordinates
+from .layout import disk_coordinates, has_hierarchy, projection_coordinates, structural_coordinates
 
 LAYOUTS = ("auto", "structural", "projection")
 HOUR = 3600.0
 
-__all__ = ["LAYOUTS", "resolve_layout", "coordinates", "to_dict", "weight_timeline", "to_networkx"]
+__all__ = ["LAYOUTS", "resolve_layout", "coordinates", "to_dict", "weight_timeline", "to_networkx",
+           "disk_coordinates", "structural_coordinates"]
 
 
 def resolve_layout(memory, layout: str = "auto") -> str:
