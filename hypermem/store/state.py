@@ -86,7 +86,8 @@ def batch_ids(ids, parents, records) -> tuple[list[str], dict[str, int]]:
         elif id_ in records or id_ in pos:
             raise ValueError(f"duplicate id {id_!r}")
         if par is not None and par not in records and par not in pos:
-            raise KeyError(f"unknown parent id {par!r} (item #{i}; parents must precede their children)")
+            where = "" if len(new) == 0 and len(ids) == 1 else f" (item #{i}; parents must precede their children)"
+            raise KeyError(f"unknown parent id {par!r}{where}")
         pos[id_] = i
         new.append(id_)
     return new, pos
