@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from hypermem.nn import BallEncoder, HyperbolicMemory
+from hypermem.nn import BallEncoder, HyperbolicMemory, make_ball
 
 
 def _keys(n=10, d=4, r=0.5, seed=0, dtype=torch.float64):
@@ -78,3 +78,18 @@ def test_shell_distance_unchanged_away_from_the_origin():
     got = all_distance(q, keys, "shell", 1.0, 1.0)
     cos = F.normalize(q, dim=-1) @ F.normalize(keys, dim=-1).T
     torch.testing.assert_close(got, P.shell_distance_from_cosine(cos, 1.0, 1.0))
+
+
+# -- 3. the losses reach a learnable curvature ------------------------------------------------
+def test_losses_pass_gradient_to_a_learnable_curvature():
+    from hypermem.nn import hyperbolic_info_nce, poincare_ranking_loss
+
+    ball = make_ball(1.0, learnable=True)
+    q, keys = _keys(4, seed=1, r=0.4), _keys(6, seed=2, r=0.6)
+    for loss in (hyperbolic_info_nce(q, keys, torch.tensor([0, 1, 2, 3]), ball=ball),
+                 poincare_ranking_loss(q, keys[:4], keys[None, 4:].expand(4, 2, 4), ball=ball)):
+        ball.isp_c.grad = None
+        loss.backward()
+        assert ball.isp_c.grad is not None and float(ball.isp_c.grad) != 0.0
+    fixed = hyperbolic_info_nce(q, keys, torch.tensor([0, 1, 2, 3]), ball=1.0)
+    torch.testing.assert_close(fixed, hyperbolic_info_nce(q, keys, torch.tensor([0, 1, 2, 3]), ball=make_ball(1.0)))

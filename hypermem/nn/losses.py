@@ -39,15 +39,21 @@ from ..geometry import poincare as P
 from ..geometry.cones import DEFAULT_K, cone_energy
 from ..hierarchy.ranking_loss import reduce_loss as _reduce
 from ..hierarchy.ranking_loss import softmax_ranking_loss
+from .curvature import ball_c
 from .indices import as_indices
 
 
-def _curvature(ball) -> float:
+def _curvature(ball) -> float | torch.Tensor:
+    """``c`` for the distance formulas: 1 for ``None``, a number as a float, a 0-d tensor as
+    itself, and a ball's :func:`~hypermem.nn.curvature.ball_c` (the tensor
+    ``softplus(isp_c)`` of a learnable ball, so the loss reaches its curvature)."""
     if ball is None:
         return 1.0
     if isinstance(ball, (int, float)) and not isinstance(ball, bool):
         return float(ball)
-    return float(ball.curvature)
+    if isinstance(ball, torch.Tensor) and ball.dim() == 0:
+        return ball
+    return ball_c(ball)
 
 
 def _points(name: str, x, dim: int | None = None) -> torch.Tensor:
