@@ -78,18 +78,25 @@ class SqliteStorage:
         if read_only and not p.exists():
             raise FileNotFoundError(errno.ENOENT, "no such memory database", self.path)
         self.read_only = read_only
+        self.con = None
         try:
             if read_only:
                 self.con = sqlite3.connect(f"file:{quote(os.path.abspath(self.path))}?mode=ro", uri=True,
                                            isolation_level=None, timeout=60, check_same_thread=False)
             else:
                 self.con = sqlite3.connect(self.path, isolation_level=None, timeout=60, check_same_thread=False)
-                if self._tables() == set():
+                tables = self._tables()  # a read: a file refused here is left as it was (no WAL switch)
+                self._check_ours(tables)
+                if not tables:
                     self.con.execute(f"PRAGMA page_size = {PAGE_SIZE}")
                 self.con.execute("PRAGMA journal_mode = WAL")
                 self.con.execute(f"PRAGMA synchronous = {synchronous}")
-        except sqlite3.Error as exc:
-            raise self.error(exc) from exc
+        except BaseException as exc:
+            if self.con is not None:
+                self.con.close()
+            if isinstance(exc, sqlite3.Error):
+                raise self.error(exc) from exc
+            raise
         self.vector_dtype = vector_dtype or "float64"
         self.closed = False
 
@@ -102,15 +109,20 @@ class SqliteStorage:
     def _tables(self) -> set[str]:
         return {r[0] for r in self.con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
+    def _check_ours(self, tables: set[str]) -> None:
+        """``StorageError`` for a database of tables but no ``hm_config`` (a snapshot of
+        ``Memory.save``, another application's file)."""
+        if tables and "hm_config" not in tables:
+            hint = " (a file written by Memory.save: open it with Memory.load)" if "records" in tables else ""
+            raise StorageError(f"{self.path!r} is not a durable memory database{hint}")
+
     # ------------------------------------------------------------------ layout
     def config(self) -> dict[str, Any] | None:
         """The stored settings, or ``None`` for a new (empty) database."""
         tables = self._tables()
         if not tables:
             return None
-        if "hm_config" not in tables:
-            hint = " (a file written by Memory.save: open it with Memory.load)" if "records" in tables else ""
-            raise StorageError(f"{self.path!r} is not a durable memory database{hint}")
+        self._check_ours(tables)
         cfg = {k: json.loads(v) for k, v in self.con.execute("SELECT key, value FROM hm_config")}
         if cfg.get("layout") == 1 and not self.read_only:
             self._upgrade()

@@ -1,0 +1,74 @@
+"""Durable storage walked as a user does: a refused file left untouched, structural server
+searches without a query, the mirror-free client's missing methods named, open-time messages."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+
+import pg_fixture
+import pytest
+
+from hypermem import HashingEmbedder, Memory
+from hypermem.store.backends import StorageError
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+pg_server, pg_url = pg_fixture.pg_server, pg_fixture.pg_url  # the real-server fixtures
+
+
+def _emb():
+    return HashingEmbedder(dim=16)
+
+
+def _kitchen(mem) -> None:
+    mem.add("home", id="home")
+    mem.add("kitchen", parent="home", id="kitchen")
+    mem.add("the kettle is on the stove", parent="kitchen", id="kettle")
+    mem.add("the knives are in the drawer", parent="kitchen", id="knives")
+    mem.add("garden", parent="home", id="garden")
+
+
+def _snapshot(folder) -> dict[str, bytes]:
+    return {name: (folder / name).read_bytes() for name in sorted(os.listdir(folder))}
+
+
+# ---------------------------------------------------------------------- 1. refused files stay as they were
+def test_open_leaves_a_save_snapshot_untouched(tmp_path):
+    path = tmp_path / "fresh.db"
+    Memory(embedder=_emb()).save(str(path))
+    before = _snapshot(tmp_path)
+    assert before["fresh.db"][18:20] == b"\x01\x01"  # rollback journal, not WAL
+    with pytest.raises(StorageError, match="Memory.load"):
+        Memory.open(str(path), embedder=_emb())
+    assert _snapshot(tmp_path) == before  # same bytes, no -wal / -shm left behind
+    assert len(Memory.load(str(path), embedder=_emb())) == 0
+
+
+def test_open_leaves_another_applications_file_untouched(tmp_path):
+    path = tmp_path / "other.db"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE notes (body TEXT)")
+    con.execute("INSERT INTO notes VALUES ('keep me')")
+    con.commit()
+    con.close()
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not a database at all\n" * 10)
+    before = _snapshot(tmp_path)
+    with pytest.raises(StorageError, match="not a durable memory database"):
+        Memory.open(str(path), embedder=_emb())
+    with pytest.raises(StorageError):
+        Memory.open(str(junk), embedder=_emb())
+    assert _snapshot(tmp_path) == before
+
+
+def test_new_and_empty_files_still_become_durable_stores(tmp_path):
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    for path in (tmp_path / "new.db", empty):
+        mem = Memory.open(str(path), embedder=_emb())
+        mem.add("hello", id="h")
+        mem.close()
+        assert path.read_bytes()[18:20] == b"\x02\x02"  # WAL
+        again = Memory.open(str(path), embedder=_emb())
+        assert again.ids == ["h"]
+        again.close()
