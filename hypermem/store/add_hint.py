@@ -12,7 +12,8 @@ warning; a cheap embedder (the hashing one) never reaches it.
 from __future__ import annotations
 
 import time
-import warnings
+
+from .caller_warning import warn_caller
 
 __all__ = ["AddManyHint", "OneByOne"]
 
@@ -39,9 +40,9 @@ class OneByOne:
         self.last_end = end
         if self.count >= self.calls and self.spent > self.seconds:
             self.told = True
-            warnings.warn(f"{self.count} single add() calls in a row took {self.spent:.1f} s (one embedder call "
+            warn_caller(f"{self.count} single add() calls in a row took {self.spent:.1f} s (one embedder call "
                           f"each); add_many(items) embeds and stores a batch in one call, often 10x faster "
-                          f"(shown once per store)", AddManyHint, stacklevel=3)
+                          f"(shown once per store)", AddManyHint)
 
     @staticmethod
     def clock() -> float:

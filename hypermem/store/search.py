@@ -7,7 +7,6 @@ store's columns through its public :class:`~hypermem.store.state.MemoryState`.
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
@@ -26,6 +25,7 @@ from ..retrieval.scoring import score_bias
 from ..temporal import fresh_weights, policy_weights, uses_access_counts
 from ..temporal.clock import to_seconds, to_utc
 from .ann_search import CandidateWeights, auto_bands, exact_bounds, index_recall, rank_approx, sync_index
+from .caller_warning import warn_caller
 from .checks import CONE_TOL, METRICS, MODES, Filter, check_finite
 from .encoder_points import places_points
 from .filters import compile_filter, filter_keys
@@ -180,10 +180,10 @@ class Searcher:
             rows = inside.nonzero().squeeze(1)
             if rows.numel() == 0 and not self.memory.cone_constrained:
                 psi = math.degrees(float(half_aperture(pts[r], self.memory.curvature, self.memory.cone_k)))
-                warnings.warn(f"no memory lies inside the entailment cone of {root!r} (half-aperture {psi:.1f} "
+                warn_caller(f"no memory lies inside the entailment cone of {root!r} (half-aperture {psi:.1f} "
                               f"degrees): this store was made without cone_constrained=True, so a child need "
                               f"not lie in its parent's cone (they are narrow); use Memory(cone_constrained=True) "
-                              f"for cone queries, or mode='subtree'", stacklevel=4)
+                              f"for cone queries, or mode='subtree'")
             return rows, energy.to(self.memory.device)
         rows = torch.tensor(sorted(self.memory.state.row[i] for i in ids), dtype=torch.long, device=self.memory.device)
         return rows, None
@@ -218,8 +218,8 @@ class Searcher:
         for key in sorted(filter_keys(filters) - self.warned_keys):
             if not known(key):
                 self.warned_keys.add(key)
-                warnings.warn(f"no memory has the metadata key {key!r} that the filter names, so the search "
-                              f"found nothing (a misspelled key?); this store warns once per key", stacklevel=5)
+                warn_caller(f"no memory has the metadata key {key!r} that the filter names, so the search "
+                              f"found nothing (a misspelled key?); this store warns once per key")
 
     def search(self, query: Any = None, k: int = 5, mode: str = "nearest", root: str | None = None,
                at_time: datetime | None = None, filters: Filter = None, metric: str | None = None,

@@ -41,8 +41,10 @@ import torch
 
 from ..embed import HashingEmbedder
 from ..embed.choice import StandIn
+from ..embed.spec import embedder_spec
 from ..temporal import CustomPolicyError, PolicySpecError, policy_from_spec
 from ..temporal.clock import to_utc
+from .caller_warning import warn_caller
 
 MAX_JSON_DEPTH = 100
 """Deepest nesting of arrays/objects in a JSON value a loader accepts (and ``save`` writes)."""
@@ -222,8 +224,9 @@ def stack_vectors(values: list, dim: int, what: str, names: list, where: str) ->
 # ---------------------------------------------------------------------------- specs
 def embedder_from_spec(spec: Any, embedder: Any = None, where: str = "the file") -> Any:
     """The embedder to use for a loaded memory: ``embedder`` if given (its ``dim`` must
-    match the spec's), else the hashing embedder rebuilt from ``spec`` (every key
-    checked).  A custom spec without ``embedder`` is a ``ValueError``: no silent substitute.
+    match the spec's; a ``UserWarning`` when it is another kind than the stored one, or a
+    hashing embedder with other settings), else the hashing embedder rebuilt from ``spec``
+    (every key checked).  A custom spec without ``embedder`` is a ``ValueError``: no silent substitute.
     ``embedder=StandIn()`` (a command that never embeds) gets a stand-in of the stored spec."""
     if not isinstance(spec, Mapping):
         raise MemoryFileError(f"{where}: the embedder spec is missing or not an object")
@@ -235,6 +238,8 @@ def embedder_from_spec(spec: Any, embedder: Any = None, where: str = "the file")
         if got != dim:
             raise ValueError(f"dimension mismatch: {where} holds {dim}-dimensional memories but the embedder "
                              f"passed has dim={got!r}")
+        if not isinstance(embedder, StandIn):
+            warn_other_embedder(spec, embedder, where)
         return embedder
     kind = spec.get("type")
     if kind == "hashing":
@@ -248,6 +253,27 @@ def embedder_from_spec(spec: Any, embedder: Any = None, where: str = "the file")
             raise MemoryFileError(f"{where}: bad hashing embedder spec ({exc})") from None
     raise ValueError(f"{where} was saved with a custom embedder {short(kind)} (dim {dim}): pass "
                      f"embedder=<the same embedder> to load it")
+
+
+def warn_other_embedder(spec: Mapping, embedder: Any, where: str) -> None:
+    """Warn when ``embedder`` is not the kind of embedder ``spec`` records (its class name; for
+    the hashing embedder its settings too): the stored vectors and the new ones would lie in
+    two embedding spaces, and a search would rank across both."""
+    mine, kind = embedder_spec(embedder), spec.get("type")
+    if kind == "hashing":
+        same = mine.get("type") == "hashing" and all(mine.get(k) == spec.get(k, d) for k, d in
+                                                     (("ngram_range", [3, 5]), ("seed", 0)))
+    else:
+        same = mine.get("type") == kind
+    if not same:
+        warn_caller(f"{where} was made with the embedder {short(kind)} ({_settings(spec)}), but the embedder "
+                    f"passed is {short(mine.get('type'))} ({_settings(mine)}): new memories and queries will be "
+                    f"embedded unlike the stored ones, and search ranks across the two; pass the embedder it "
+                    f"was made with")
+
+
+def _settings(spec: Mapping) -> str:
+    return ", ".join(f"{k}={spec[k]}" for k in ("dim", "ngram_range", "seed") if k in spec)
 
 
 def decay_from_spec(spec: Any, decay: Any, where: str) -> Any:
