@@ -72,3 +72,24 @@ def test_new_and_empty_files_still_become_durable_stores(tmp_path):
         again = Memory.open(str(path), embedder=_emb())
         assert again.ids == ["h"]
         again.close()
+
+
+# ---------------------------------------------------------------------- 2. structural server search, no query
+def test_search_server_without_a_query_ranks_the_structural_modes(pg_url):
+    mem = Memory.open(pg_url, embedder=_emb())
+    _kitchen(mem)
+    for mode, root in (("subtree", "kitchen"), ("ancestors", "kettle"), ("children", "home"),
+                       ("siblings", "kettle")):
+        want = mem.search(None, k=10, mode=mode, root=root, touch=False)
+        got = mem.search_server(None, k=10, mode=mode, root=root)
+        assert want, mode
+        assert [r.id for r in got] == [r.id for r in want], mode
+        assert [r.score for r in got] == pytest.approx([r.score for r in want], abs=1e-12)
+        assert all(r.distance == 0.0 for r in got)
+    assert [r.id for r in mem.search_server(None, k=2, mode="subtree", root="kitchen")] == \
+        [r.id for r in mem.search(None, k=2, mode="subtree", root="kitchen", touch=False)]
+    with pytest.raises(ValueError, match="needs a query"):
+        mem.search_server(None)
+    with pytest.raises(KeyError, match="nowhere"):
+        mem.search_server(None, mode="subtree", root="nowhere")
+    mem.close()

@@ -145,7 +145,9 @@ def server_search(st, memory, query: Any, k: int = 5, mode: str = "nearest", roo
                   at_time: datetime | None = None, filters: Mapping[str, Any] | None = None, valid_only: bool = False,
                   ann: bool = False, ef_search: int = 100, oversample: int = 4, stats: dict | None = None):
     """Search run by the server (see the module docstring); ``stats``, when given, receives
-    ``rows_read``.  The shell metric only; no touches (the server search is read-only)."""
+    ``rows_read``.  The shell metric only; no touches (the server search is read-only).
+    ``query=None`` with a structural mode ranks the mode's rows as ``Memory.search`` does
+    without a query (:func:`rank_by_bias`)."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be an integer >= 1, got {k!r}")
     if mode not in SERVER_MODES:
@@ -153,14 +155,19 @@ def server_search(st, memory, query: Any, k: int = 5, mode: str = "nearest", roo
                          f"process: Memory.search)")
     if filters is not None and not isinstance(filters, Mapping):
         raise TypeError("the server search takes a metadata dict as filters (a callable runs in process)")
-    Q, _ = memory.searcher.query_directions([query], None)
-    q = Q[0].to("cpu", torch.float64)
+    if query is None and mode == "nearest":
+        raise ValueError("mode='nearest' needs a query; omit the query only with a structural mode")
+    q = None if query is None else memory.searcher.query_directions([query], None)[0][0].to("cpu", torch.float64)
     now_dt = memory.searcher.now(at_time)
     now = to_seconds(now_dt)
     where, params = _where(mode, root, at_time, now_dt, filters, valid_only)
     con = st.con
     try:
         con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")  # one snapshot for every batch
+        if q is None:
+            if con.execute("SELECT NOT EXISTS (SELECT 1 FROM hypermem_memories WHERE id = %s)", (root,)).fetchone()[0]:
+                raise KeyError(f"unknown memory id {root!r}")
+            return rank_by_bias(con, memory, k, now, where, params, filters)
         if ann:
             ann_settings(con, ef_search)
         bounds = candidate_bounds(con, where, params)
