@@ -166,3 +166,15 @@ def test_a_batch_names_the_query_point_outside_the_ball():
     res = m.search_batch([good, "one", good * 2], k=1, touch=False)
     assert [r[0].id for r in res] == [m.search(good, k=1)[0].id] * 3
     assert res[2][0].score == pytest.approx(m.search(good * 2, k=1, touch=False)[0].score, abs=1e-12)
+
+
+def test_a_lone_surrogate_is_refused_on_the_way_in_not_at_save(tmp_path):
+    mem = Memory()
+    i = mem.add("fine 😀 émoji")
+    for call in (lambda: mem.add("half an emoji \ud83d"), lambda: mem.add_many([{"text": "ok"}, {"text": "x\udc80"}]),
+                 lambda: mem.update(i, text="x\ud83d"), lambda: mem.search("q\ud83d")):
+        with pytest.raises(ValueError, match=r"not valid Unicode: surrogates not allowed at position \d+"):
+            call()
+    assert len(mem) == 1
+    mem.save(tmp_path / "m.db")   # nothing stored that the file cannot hold
+    assert Memory.load(tmp_path / "m.db").get(i).text == "fine 😀 émoji"

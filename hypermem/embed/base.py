@@ -16,7 +16,7 @@ from .hashing import HashingEmbedder
 from .sentence_transformer import SentenceTransformerEmbedder
 
 __all__ = ["CallableEmbedder", "Embedder", "HashingEmbedder", "SentenceTransformerEmbedder", "check_texts",
-           "embed_checked"]
+           "check_utf8", "embed_checked"]
 
 
 @runtime_checkable
@@ -36,7 +36,8 @@ class Embedder(Protocol):
 
 
 def check_texts(texts: Any, what: str = "text") -> list[str]:
-    """Return ``texts`` as a list, or raise naming the first text that is not a non-blank string."""
+    """Return ``texts`` as a list, or raise naming the first text that is not a non-blank string
+    that UTF-8 can encode (a lone surrogate such as ``"\\ud83d"`` cannot be saved)."""
     if isinstance(texts, str):
         raise TypeError(f"expected a list of {what}s, got a single string")
     out = list(texts)
@@ -45,7 +46,19 @@ def check_texts(texts: Any, what: str = "text") -> list[str]:
             raise TypeError(f"{what} #{i} must be a string, got {type(t).__name__}")
         if not t.strip():
             raise ValueError(f"{what} #{i} is blank; a {what} must be a non-empty string")
+        if not t.isascii():
+            check_utf8(t, f"{what} #{i}")
     return out
+
+
+def check_utf8(text: str, where: str) -> None:
+    """Raise a ``ValueError`` naming ``where`` when ``text`` holds a lone surrogate (such as
+    ``"\\ud83d"``, half of an emoji): UTF-8 cannot encode it, so no file or database could hold it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{where} is not valid Unicode: {exc.reason} at position {exc.start} "
+                         f"({text[exc.start]!r}), which UTF-8 cannot store") from None
 
 
 def embed_checked(embedder: Embedder, texts: Sequence[str], *, return_owned: bool = False):

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from ..embed import check_texts, embed_checked
+from ..embed.base import check_utf8
 from ..geometry import PoincareBall
 from ..temporal.clock import to_utc
 from .records import MemoryRecord
@@ -116,6 +117,8 @@ class Batch:
                     raise TypeError(f"{at(i)}: text must be a string, got {type(text).__name__}")
                 if not text.strip():
                     raise ValueError(f"{at(i)}: text is blank: a memory's text must be a non-empty string")
+            if not text.isascii():   # O(1) for ASCII text
+                check_utf8(text, f"{at(i)}: text")
             texts[i] = text
             id_ = get("id")
             if id_ is not None:
