@@ -93,3 +93,42 @@ def test_losses_pass_gradient_to_a_learnable_curvature():
         assert ball.isp_c.grad is not None and float(ball.isp_c.grad) != 0.0
     fixed = hyperbolic_info_nce(q, keys, torch.tensor([0, 1, 2, 3]), ball=1.0)
     torch.testing.assert_close(fixed, hyperbolic_info_nce(q, keys, torch.tensor([0, 1, 2, 3]), ball=make_ball(1.0)))
+
+
+# -- 4. learnable curvature + RiemannianAdam: keys stay on the moving ball --------------------
+def test_riemannian_adam_keeps_keys_on_a_growing_curvature():
+    import geoopt
+
+    from hypermem.nn import memory_info_nce
+
+    torch.manual_seed(2)
+    ball = make_ball(1.0, learnable=True)
+    enc = BallEncoder(8, 4, curvature=ball, dtype=torch.float64)
+    mem = HyperbolicMemory(0.5 * F.normalize(torch.randn(10, 4, dtype=torch.float64), dim=-1), torch.randn(10, 3),
+                           curvature=ball)
+    x = torch.randn(6, 8, dtype=torch.float64)
+    opt = geoopt.optim.RiemannianAdam(torch.nn.ModuleList([enc, mem]).parameters(), lr=0.1)
+    for _ in range(40):  # c grows past 1.9 while keys sit at its margin (NaN at step 15 before)
+        loss = memory_info_nce(mem, enc(x), torch.arange(6), k=3)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert float(ball.c.detach()) > 1.5 and torch.isfinite(mem.keys).all() and float(loss.detach()) < 0.1
+
+
+def test_adam_moment_at_a_point_just_outside_the_shrunken_ball_is_finite():
+    ball = make_ball(1.0, learnable=True)
+    mem = HyperbolicMemory(_keys(r=0.99), curvature=ball)
+    with torch.no_grad():
+        ball.isp_c.add_(0.1)  # c grew before the keys' step: they lie just outside
+    g = torch.ones_like(mem.keys)
+    assert torch.isfinite(mem.keys_manifold.component_inner(mem.keys.detach(), g)).all()
+
+
+def test_nan_key_error_says_nan_not_switch_optimizer():
+    mem = HyperbolicMemory(_keys(), learn_curvature=True)
+    with torch.no_grad():
+        mem.keys[6] = float("nan")
+    with pytest.raises(ValueError, match=r"key #6 has NaN coordinates .*curvature is learned") as err:
+        mem(torch.zeros(1, 4, dtype=torch.float64))
+    assert "RiemannianAdam" not in str(err.value)

@@ -44,7 +44,9 @@ class FollowingBall(PoincareBall):
     (it shares the ball's ``isp_c`` parameter), and each Riemannian step starts from the
     point projected onto the current ball.  An optimizer may update ``c`` before the
     points in the same step; a point then lies just outside the shrunken ball, where the
-    parallel transport of Adam's momentum diverges (``~1e281``)."""
+    parallel transport of Adam's momentum diverges (``~1e281``) and Adam's second moment
+    ``component_inner(x, g) = lambda_x^2 <g, g>`` (``lambda_x = 2 / (1 - c||x||^2)``) is NaN,
+    so every method an optimizer calls with the stored point projects it first."""
 
     def __init__(self, ball: PoincareBall):
         super().__init__(ball.curvature, learnable=True)
@@ -53,6 +55,12 @@ class FollowingBall(PoincareBall):
 
     def egrad2rgrad(self, x, grad, *, dim: int = -1) -> torch.Tensor:  # type: ignore[override]
         return super().egrad2rgrad(self.projx(x), grad, dim=dim)
+
+    def inner(self, x, u, v=None, *, keepdim: bool = False, dim: int = -1) -> torch.Tensor:  # type: ignore[override]
+        return super().inner(self.projx(x), u, v, keepdim=keepdim, dim=dim)
+
+    def component_inner(self, x, u, v=None) -> torch.Tensor:  # type: ignore[override]
+        return super().component_inner(self.projx(x), u, v)
 
     def retr_transp(self, x, u, v, *, dim: int = -1):  # type: ignore[override]
         return super().retr_transp(self.projx(x), u, v, dim=dim)

@@ -78,7 +78,7 @@ from .dense_topk import dense_topk, exclusion_mask
 from .distance import all_distance, gathered_distance
 from .indices import as_indices
 from .read_checks import as_float as _as_float
-from .read_checks import check_k, check_query_values, check_slot_range
+from .read_checks import check_k, check_query_values, check_slot_range, key_error
 from .slot_writes import TIME_BUFFERS as _TIME_BUFFERS
 from .slot_writes import SlotWrites
 from .store_bridge import StoreBridge
@@ -309,18 +309,14 @@ class HyperbolicMemory(SlotWrites, TimeScores, StoreBridge, nn.Module):
         self._key_cache = ((K._version, *cache[0][1:]), cache[1], cache[2])
 
     def _check_keys(self) -> None:
-        """``ValueError`` when a key left the ball (an optimizer that is not Riemannian moved it)."""
+        """``ValueError`` (:func:`~hypermem.nn.read_checks.key_error`) when a key is NaN / inf or
+        left the ball."""
         if torch.compiler.is_compiling():
             return  # checked by the eager reads; a data-dependent branch would break the graph
         with torch.no_grad():
             inside = P.is_inside(self.keys, self.curvature)
             if not bool(inside.all()):
-                bad = int((~inside).nonzero()[0])
-                norm = float(self.keys[bad].norm())
-                raise ValueError(f"key #{bad} has left the Poincaré ball of curvature {self.curvature:g} (norm "
-                                 f"{norm:.6g}, radius {self.ball.radius:.6g}): an optimizer that ignores the geometry "
-                                 "(torch.optim.SGD/Adam) moved it; optimise the keys with "
-                                 "geoopt.optim.RiemannianAdam (or RiemannianSGD), which keeps them inside")
+                raise ValueError(key_error(self.keys, int((~inside).nonzero()[0]), self.ball))
 
     def _depth_term(self, idx: torch.Tensor | None) -> torch.Tensor | None:
         """``depth_bias * depth`` of the slots ``idx`` (all slots for ``None``), with gradient

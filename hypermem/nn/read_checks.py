@@ -76,6 +76,20 @@ def nonfinite_kind(row: torch.Tensor) -> str:
     return "NaN and inf" if nan and inf else ("NaN" if nan else "inf")
 
 
+def key_error(keys: torch.Tensor, bad: int, ball) -> str:
+    """Why key ``bad`` is not a point of ``ball``: NaN / inf coordinates (a diverged step,
+    whatever the optimizer; with a learned curvature, its value now), or a finite key on or
+    beyond the boundary (an optimizer that ignores the geometry moved it)."""
+    norm, c = float(keys[bad].norm()), ball.curvature
+    if not math.isfinite(norm):
+        moved = f"; the curvature is learned and is now {c:g}" if ball.learnable else ""
+        return (f"key #{bad} has {nonfinite_kind(keys[bad])} coordinates (norm {norm}): an optimizer step "
+                f"diverged{moved}; lower the learning rate, or look for NaN in the loss and gradients")
+    return (f"key #{bad} has left the Poincaré ball of curvature {c:g} (norm {norm:.6g}, radius "
+            f"{ball.radius:.6g}): an optimizer that ignores the geometry (torch.optim.SGD/Adam) moved it; "
+            "optimise the keys with geoopt.optim.RiemannianAdam (or RiemannianSGD), which keeps them inside")
+
+
 def check_finite_rows(x: torch.Tensor, what: str) -> None:
     """``ValueError`` naming the first row of ``x`` ``(..., d)`` with NaN or inf coordinates
     (``what`` names the rows, e.g. ``"query"``)."""
