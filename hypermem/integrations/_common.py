@@ -144,12 +144,17 @@ def all_of(*preds: Callable[[Any], bool] | None) -> Callable[[Any], bool] | None
 
 
 # ---------------------------------------------------------------------------- store access
+def is_json_path(path: Any) -> bool:
+    return isinstance(path, (str, os.PathLike)) and os.fspath(path).lower().endswith(".json")
+
+
 def open_memory(source: Any = None, embedder: Any = None, **kwargs: Any) -> Memory:
     """A :class:`Memory` from ``source``: a ``Memory`` (used as is), ``None`` (a new one
     with ``embedder`` and the ``Memory`` keyword arguments), a ``postgresql://`` URL or the
-    path of a durable SQLite file (:meth:`Memory.open`: write-through), or a path to a file
-    written by :meth:`Memory.save` (loaded; a path that does not exist yet gives a new
-    in-process memory)."""
+    path of a durable SQLite file (:meth:`Memory.open`: write-through), or the path of a
+    snapshot: a file written by :meth:`Memory.save` (or, named ``.json``, by
+    :meth:`Memory.to_json`), loaded; a path that does not exist yet gives a new in-process
+    memory that :func:`save_memory` writes there."""
     if isinstance(source, Memory):
         if embedder is not None or kwargs:
             raise ValueError("pass either a Memory or the arguments to build one (embedder, ...), not both")
@@ -163,19 +168,84 @@ def open_memory(source: Any = None, embedder: Any = None, **kwargs: Any) -> Memo
         if "://" in path or is_durable_file(path):
             return Memory.open(path, embedder=embedder, **kwargs)
         if os.path.exists(path):
-            return Memory.load(path, embedder=embedder, **kwargs)
+            load = Memory.from_json if is_json_path(path) else Memory.load
+            return load(path, embedder=embedder, **kwargs)
         return Memory(embedder=embedder, **kwargs)
     raise TypeError(f"expected a Memory, a file path or None, got {type(source).__name__}")
 
 
 def save_memory(memory: Memory, path: str | os.PathLike | None, opened_from: str | os.PathLike | None) -> None:
-    """:meth:`Memory.save` to ``path``, or to the file the adapter was opened from."""
+    """Write a snapshot of ``memory`` to ``path``, or to the file the adapter was opened from:
+    :meth:`Memory.to_json` for a ``.json`` name, else :meth:`Memory.save` (one SQLite file).
+    A durable memory (:meth:`Memory.open`) has committed every call already: without a
+    ``path`` (or with its own file) nothing is written."""
+    durable = memory.storage is not None
+    if durable and (path is None or os.fspath(path) == getattr(memory.storage, "path", None)):
+        return
     path = path or opened_from
     if path is None:
-        raise ValueError("no path: pass one, or open the store with memory=<path>")
-    if memory.storage is not None and os.fspath(path) == getattr(memory.storage, "path", None):
-        return  # a durable memory committed every call already
-    memory.save(path)
+        raise ValueError("no path: pass one, or open the store with memory=<path> (a snapshot file), or "
+                         "memory=Memory.open(<path>) (a durable store: nothing to save)")
+    folder = os.path.dirname(os.fspath(path))
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+    if is_json_path(path):
+        memory.to_json(path)
+    else:
+        memory.save(path)
+
+
+def durable_copy(memory: Memory, target: str | os.PathLike) -> Memory:
+    """A durable store (:meth:`Memory.open`) at ``target``, new or empty, holding ``memory``'s
+    memories: ids, texts, parents, metadata, times and embeddings (nothing is re-embedded)
+    with its settings, embedder and decay.  How a snapshot becomes a store that
+    ``hypermem mcp --store`` serves: ``durable_copy(Memory.load("snapshot.db"), "agent.db")``.
+    Access counts start again at zero.  Returns the open durable memory."""
+    from ..store.persistence import CONFIG_KEYS
+
+    kwargs: dict[str, Any] = {k: getattr(memory, k) for k in CONFIG_KEYS}
+    kwargs["curvature"] = float(memory.curvature)
+    if memory.recency_weight is not None:
+        kwargs.pop("time_coef")
+        kwargs["recency_weight"] = memory.recency_weight
+    dst = Memory.open(target, embedder=memory.embedder, decay=memory.decay, clock=memory.clock,
+                      dtype=memory.dtype, hybrid=memory.hybrid, **kwargs)
+    try:
+        if len(dst):
+            raise ValueError(f"{os.fspath(target)!r} already holds {len(dst)} memories: copy into a new file")
+        items = [{"id": r.id, "text": r.text, "parent": r.parent_id, "meta": dict(r.meta), "t": r.t,
+                  "valid_from": r.valid_from, "valid_until": r.valid_until, "embedding": memory.embedding(r.id)}
+                 for r in memory]
+        if items:
+            dst.add_many(_parents_first(items))
+    except BaseException:
+        dst.close()
+        raise
+    return dst
+
+
+def json_problem(value: Any, path: str = "") -> str | None:
+    """Where ``value`` (a dict or list) is not plain JSON, in words (``'f' is nan, and NaN is
+    not JSON``), or ``None`` when it is."""
+    here = path or "the value"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{here} is {value!r}, and NaN and infinity are not JSON: store a finite number, a string or None"
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return None
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                return f"{here} has the key {k!r}: JSON keys are strings"
+            if (bad := json_problem(v, f"{path}[{k!r}]" if path else repr(k))) is not None:
+                return bad
+        return None
+    if isinstance(value, list):
+        for n, v in enumerate(value):
+            if (bad := json_problem(v, f"{path}[{n}]" if path else f"[{n}]")) is not None:
+                return bad
+        return None
+    hint = " (store a list)" if isinstance(value, tuple) else ""
+    return f"{here} is a {type(value).__name__}, which is not JSON{hint}"
 
 
 def upsert(memory: Memory, items: Sequence[dict[str, Any]]) -> list[str]:

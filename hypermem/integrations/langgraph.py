@@ -104,8 +104,9 @@ class HypermemStore(BaseStore):
 
     Parameters
     ----------
-    memory: a ``Memory``, a path to a file written by :meth:`Memory.save` (loaded, or a new
-        memory that :meth:`save` writes there), or ``None`` (a new memory).
+    memory: a ``Memory`` (``Memory.open("agent.db")`` for a durable store, written through on
+        every call), the path of a snapshot file (:meth:`Memory.save`, or ``.json``; loaded, or
+        a new in-process memory that :meth:`save` writes there), or ``None`` (a new memory).
     index: LangGraph's ``IndexConfig``: ``embed`` (LangChain ``Embeddings`` or a function of
         texts) becomes a new memory's embedder (``dims`` its dimension); ``fields`` choose the
         text of each item.  Without ``embed`` the memory's own embedder is used.
@@ -263,6 +264,8 @@ class HypermemStore(BaseStore):
             ns, i = tuple(op.namespace), item_id(tuple(op.namespace), op.key)
             if not isinstance(op.value, dict):
                 raise TypeError(f"the value of {ns}/{op.key!r} must be a dict, got {type(op.value).__name__}")
+            if (bad := C.json_problem(op.value)) is not None:
+                raise ValueError(f"the value of {ns}/{op.key!r} must be JSON: {bad}")
             text = self._text(op.value, op.index)
             created = mem.get(i).meta["created_at"] if i in mem and self._live(mem.get(i), now) else C.iso(now)
             ttl = op.ttl if op.ttl is not None else (self.ttl_config or {}).get("default_ttl")
@@ -296,7 +299,8 @@ class HypermemStore(BaseStore):
             return len(dead)
 
     def save(self, path: str | None = None) -> None:
-        """Write the memory with :meth:`Memory.save` (to ``path`` or the file it was opened from)."""
+        """Write a snapshot of the memory (:meth:`Memory.save`, or :meth:`Memory.to_json` for a ``.json``
+        name) to ``path`` or the file it was opened from; a durable memory needs no save."""
         C.save_memory(self.memory, path, self.path)
 
     def __repr__(self) -> str:

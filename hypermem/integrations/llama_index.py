@@ -27,6 +27,7 @@ store whose embedder is a hierarchy encoder: the memories that subsume the query
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,7 +35,10 @@ try:
     from llama_index.core.base.embeddings.base import BaseEmbedding
     from llama_index.core.bridge.pydantic import PrivateAttr
     from llama_index.core.schema import BaseNode, MetadataMode, NodeRelationship, RelatedNodeInfo, TextNode
+    from llama_index.core.vector_stores.simple import DEFAULT_VECTOR_STORE, NAMESPACE_SEP
     from llama_index.core.vector_stores.types import (
+        DEFAULT_PERSIST_DIR,
+        DEFAULT_PERSIST_FNAME,
         BasePydanticVectorStore,
         FilterCondition,
         FilterOperator,
@@ -88,6 +92,19 @@ def filter_spec(filters: MetadataFilters | None) -> dict | None:
     raise ValueError(f"unsupported filter condition {cond!r}")
 
 
+def _check_dim(memory: Memory, embedding: Sequence[float] | None, what: str) -> None:
+    """A clear error, with the fix, for an embedding of another dimension than the memory's."""
+    if embedding is None or C.encoder_vector(memory, {}):
+        return
+    got = len(embedding)
+    if got != memory.dim:
+        raise ValueError(f"{what}: the embedding has shape ({got},) but the store's have shape ({memory.dim},) "
+                         f"({type(memory.embedder).__name__}): use embed_model=HypermemEmbedding("
+                         f"store.memory.embedder), or build the store for your embed_model's vectors: "
+                         f"HypermemVectorStore(embedder=HashingEmbedder(dim={got})) (from hypermem import "
+                         f"HashingEmbedder; any hypermem embedder of dim {got} does)")
+
+
 def _field(rec: MemoryRecord, key: str) -> Any:
     return rec.meta.get(key, C.MISSING)
 
@@ -135,9 +152,10 @@ class HypermemEmbedding(BaseEmbedding):
 class HypermemVectorStore(BasePydanticVectorStore):
     """A LlamaIndex vector store backed by a hypermem :class:`~hypermem.store.Memory`.
 
-    ``memory``: a ``Memory``, a path to a file written by :meth:`Memory.save` (loaded, or a
-    new memory that :meth:`persist` writes there), or ``None`` (a new memory built with
-    ``memory_kwargs``).  Node embeddings must have the memory's ``dim``; a node without one
+    ``memory``: a ``Memory`` (``Memory.open("agent.db")`` for a durable store, written through
+    on every call), the path of a snapshot file (:meth:`Memory.save`, or ``.json``:
+    :meth:`Memory.to_json`; loaded, or a new in-process memory that :meth:`persist` writes
+    there), or ``None`` (a new memory built with ``memory_kwargs``).  Node embeddings must have the memory's ``dim``; a node without one
     is embedded by the memory's embedder.  Each node is stored whole (LlamaIndex's
     ``node_to_metadata_dict``) in the memory's metadata, so queries return full nodes.
     """
@@ -173,6 +191,7 @@ class HypermemVectorStore(BasePydanticVectorStore):
         batch = {n.node_id for n in nodes}
         items = []
         for n in nodes:
+            _check_dim(mem, n.embedding, f"node {n.node_id!r}")
             args, _ = C.split_metadata({k: n.metadata[k] for k in ("t", "valid_from", "valid_until")
                                         if k in n.metadata}, f"node {n.node_id!r} metadata")
             parent = n.relationships.get(NodeRelationship.PARENT)
@@ -206,11 +225,35 @@ class HypermemVectorStore(BasePydanticVectorStore):
         C.remove(self._memory, None)
 
     def persist(self, persist_path: str | None = None, fs: Any = None) -> None:
-        """Write the memory with :meth:`Memory.save` (one SQLite file) to ``persist_path``, or
-        to the file it was opened from."""
-        if fs is not None:
+        """Write a snapshot of the memory to ``persist_path`` (or the file it was opened from):
+        JSON (:meth:`Memory.to_json`) for a ``.json`` name, as ``StorageContext.persist`` asks
+        (``<dir>/default__vector_store.json``; :meth:`from_persist_dir` reads it back), else one
+        SQLite file (:meth:`Memory.save`).  A durable memory (:meth:`Memory.open`) has committed
+        every write already: nothing is written (reopen it with ``Memory.open``)."""
+        if self._memory.storage is not None:
+            return
+        if fs is not None and "file" not in getattr(fs, "protocol", ()):
             raise ValueError("HypermemVectorStore.persist writes local files only (fs must be None)")
         C.save_memory(self._memory, persist_path, self._path)
+
+    @classmethod
+    def from_persist_path(cls, persist_path: str, fs: Any = None, **memory_kwargs: Any) -> HypermemVectorStore:
+        """The store :meth:`persist` wrote to ``persist_path`` (JSON or SQLite; a durable file is
+        opened write-through); ``memory_kwargs`` as for a loaded memory (``embedder=`` for a
+        custom embedder).  A missing file is a ``FileNotFoundError``, not a new store."""
+        if fs is not None and "file" not in getattr(fs, "protocol", ()):
+            raise ValueError("HypermemVectorStore reads local files only (fs must be None)")
+        if not os.path.exists(persist_path):
+            raise FileNotFoundError(f"no persisted HypermemVectorStore at {persist_path!r}")
+        return cls(persist_path, **memory_kwargs)
+
+    @classmethod
+    def from_persist_dir(cls, persist_dir: str = DEFAULT_PERSIST_DIR, namespace: str = DEFAULT_VECTOR_STORE,
+                         fs: Any = None, **memory_kwargs: Any) -> HypermemVectorStore:
+        """The store ``StorageContext.persist(persist_dir=...)`` wrote (its file
+        ``<namespace>__vector_store.json``), as LlamaIndex's ``SimpleVectorStore`` reads it."""
+        path = os.path.join(persist_dir, f"{namespace}{NAMESPACE_SEP}{DEFAULT_PERSIST_FNAME}")
+        return cls.from_persist_path(path, fs=fs, **memory_kwargs)
 
     # ------------------------------------------------------------------ reading
     def _node(self, rec: MemoryRecord) -> BaseNode:
@@ -243,6 +286,7 @@ class HypermemVectorStore(BasePydanticVectorStore):
         mmr = query.mode == VectorStoreQueryMode.MMR
         fetch = max(k, int(kwargs.pop("mmr_prefetch_k", 4 * k))) if mmr else k
         q, vector = query.query_embedding, True
+        _check_dim(self._memory, q, "the query")
         if q is None:
             q, vector = query.query_str, False
         hits = C.search(self._memory, q, fetch, C.all_of(*preds), vector=vector, **kwargs)

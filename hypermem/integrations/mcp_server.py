@@ -25,7 +25,8 @@ with a message naming it, never as a crash of the server):
 **Concurrency.**  The SDK runs each (synchronous) tool in a worker thread; one lock per server
 serialises the calls on the store, so concurrent calls never interleave inside the store.
 **Durability.**  :func:`open_store` opens the target with :meth:`Memory.open`: a SQLite file
-(write-through: every call is committed before it answers) or a ``postgresql://`` URL.
+(write-through: every call is committed before it answers) or a ``postgresql://`` URL; a
+snapshot written by :meth:`Memory.save` is converted once with :func:`convert_snapshot`.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ from ..embed import StandIn, embedder_named
 from ..store import MODES, Memory
 from . import _common as C
 
-__all__ = ["AutoParent", "build_server", "choose_embedder", "encoder_parent", "open_store", "parse_http", "serve"]
+__all__ = ["AutoParent", "build_server", "choose_embedder", "convert_snapshot", "encoder_parent", "open_store",
+           "parse_http", "serve"]
 
 AutoParent = Callable[[Memory, str], "str | None"]
 """``auto(memory, text) -> parent id or None``: how ``remember(parent="auto")`` picks a
@@ -253,6 +255,7 @@ def choose_embedder(target: str, name: str | None = None, warn: Callable[[str], 
     all-MiniLM-L6-v2 for a store made with it, or for a new store when the ``embed`` extra is
     installed; else the hashing embedder, with a one-line warning."""
     warn = warn or (lambda line: print(line, file=sys.stderr))
+    _refuse_snapshot(target)
     if name is not None:
         return None if name == "hashing" else embedder_named(name)
     try:
@@ -276,10 +279,60 @@ def choose_embedder(target: str, name: str | None = None, warn: Callable[[str], 
         return None
 
 
-def open_store(target: str, embedder: Any = None) -> Memory:
+_CHOOSE: Any = object()
+
+
+def open_store(target: str, embedder: Any = _CHOOSE) -> Memory:
     """The durable store at ``target`` (:meth:`Memory.open`: a SQLite path or a ``postgresql://``
-    URL), created when new; ``embedder`` ``None`` keeps a hashing store's own."""
+    URL), created when new, as ``hypermem mcp --store target`` opens it: without ``embedder``,
+    :func:`choose_embedder` picks it (the store's own; all-MiniLM-L6-v2, offline, for a new store
+    when the ``embed`` extra is installed, else hashing with a warning); ``embedder=None`` keeps
+    a hashing store's own (a new store: hashing).  A snapshot file (written by
+    :meth:`Memory.save`, e.g. by an adapter's ``persist()`` / ``save()``) is refused with the way
+    to convert it (:func:`convert_snapshot`)."""
+    _refuse_snapshot(target)
+    if embedder is _CHOOSE:
+        embedder = choose_embedder(target)
     return Memory.open(target) if embedder is None else Memory.open(target, embedder=embedder)
+
+
+def convert_snapshot(snapshot: str, target: str, embedder: Any = None) -> Memory:
+    """A durable store at ``target`` (new) holding the memories of the snapshot file ``snapshot``
+    (written by :meth:`Memory.save` or, ``.json``, :meth:`Memory.to_json`), embeddings and all;
+    ``embedder`` for a snapshot saved with a custom embedder.  Returns the open durable memory."""
+    load = Memory.from_json if C.is_json_path(snapshot) else Memory.load
+    return C.durable_copy(load(snapshot, embedder=embedder), target)
+
+
+def _refuse_snapshot(target: str) -> None:
+    """A snapshot named as a store is a :class:`StorageError` that says how to convert it."""
+    import os
+    import sqlite3
+    from urllib.parse import quote
+
+    from ..store.backends.durable import StorageError
+    from ..store.backends.opening import is_durable_file, is_url
+
+    if is_url(target) or not os.path.isfile(target) or is_durable_file(target):
+        return
+    snapshot = C.is_json_path(target)
+    if not snapshot:
+        try:
+            con = sqlite3.connect(f"file:{quote(os.path.abspath(target))}?mode=ro", uri=True)
+            try:
+                tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            finally:
+                con.close()
+        except sqlite3.DatabaseError:
+            return  # not SQLite at all: Memory.open says so
+        snapshot = "records" in tables and "hm_config" not in tables
+    if snapshot:
+        new = os.path.splitext(target)[0] + "-durable.db"
+        raise StorageError(f"{target!r} is a snapshot (written by Memory.save, e.g. by a framework adapter's "
+                           f"persist() or save()), not a durable store that every call writes through to. "
+                           f"Convert it once: python -c \"from hypermem.integrations.mcp_server import "
+                           f"convert_snapshot; convert_snapshot({target!r}, {new!r}).close()\", then serve "
+                           f"--store {new} (and give the adapters memory=Memory.open({new!r}))")
 
 
 def parse_http(text: str) -> tuple[str, int]:
