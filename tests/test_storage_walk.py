@@ -93,3 +93,51 @@ def test_search_server_without_a_query_ranks_the_structural_modes(pg_url):
     with pytest.raises(KeyError, match="nowhere"):
         mem.search_server(None, mode="subtree", root="nowhere")
     mem.close()
+
+
+# ---------------------------------------------------------------------- 3. what a mirror-free store offers
+MISSING = ("points", "directions", "depths", "embeddings", "save", "to_json", "inspect", "plot", "build_index",
+           "index_recall", "suggest_parents", "reranker")
+
+
+def test_mirror_free_store_offers_the_views_and_names_what_it_lacks(pg_url, clock):
+    from datetime import timedelta
+
+    from hypermem.temporal import HalfLife
+
+    mem = Memory.open(pg_url, embedder=_emb(), decay=HalfLife(hours=24), clock=clock)
+    _kitchen(mem)
+    clock.tick(hours=5)
+    mem.add("the shed", parent="garden", id="shed\nline")
+    mem.add("x" * 80, id="long")
+    mem.link("knives", "garden")
+    mem.search("kettle", k=2)  # touches: access counts in the weights
+    mem.close()
+    srv = Memory.open(pg_url, mirror=False, embedder=_emb(), clock=clock)
+    ref = Memory.open(pg_url, read_only=True, embedder=_emb(), clock=clock)
+    at = clock.now + timedelta(hours=30)
+    assert srv.tree() == ref.tree()
+    assert srv.tree(root="home", max_text=4) == ref.tree(root="home", max_text=4)
+    assert srv.tree("kitchen") == ref.tree("kitchen")
+    with pytest.raises(KeyError, match="nowhere"):
+        srv.tree("nowhere")
+    want, got = ref.table(at), srv.table(at)
+    assert [{**r, "weight": None, "depth": None} for r in got] == [{**r, "weight": None, "depth": None} for r in want]
+    assert [r["weight"] for r in got] == pytest.approx([r["weight"] for r in want], abs=1e-12)
+    assert [r["depth"] for r in got] == pytest.approx([r["depth"] for r in want], abs=1e-9)
+    assert list(srv.to_dataframe(at).columns) == list(ref.to_dataframe(at).columns)
+    assert srv.to_dataframe(at)["id"].tolist() == ref.ids
+    assert srv.time_weights(at_time=at).tolist() == pytest.approx(ref.time_weights(at_time=at).tolist(), abs=1e-12)
+    assert srv.time_weights(["kettle", "home"], at_time=at).tolist() == \
+        pytest.approx(ref.time_weights(["kettle", "home"], at_time=at).tolist(), abs=1e-12)
+    with pytest.raises(KeyError, match="nowhere"):
+        srv.time_weights(["home", "nowhere"])
+    assert srv.embed_query("kettle").tolist() == pytest.approx(ref.embed_query("kettle").tolist(), abs=1e-12)
+    for name in MISSING:
+        assert not hasattr(srv, name)
+        with pytest.raises(AttributeError, match=rf"no {name}\(\).*(Memory\.open\(url\)|hypermem|build_ann_index)"):
+            getattr(srv, name)
+    with pytest.raises(AttributeError, match="'ServerMemory' object has no attribute 'nonsense'"):
+        srv.nonsense  # noqa: B018
+    srv.close()
+    ref.close()

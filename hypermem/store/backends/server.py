@@ -45,6 +45,7 @@ from .durable import DurableStore, StorageError
 from .pg_lexical import lexical_terms
 from .pg_search import ann_settings, candidate_bounds, rank_by_bias, scan, where_clause
 from .rows import record_of, vector_from
+from .server_views import ServerViews
 
 __all__ = ["ServerMemory"]
 
@@ -61,7 +62,7 @@ PAGE = 1000
 """Records per page of ``__iter__``."""
 
 
-class ServerMemory:
+class ServerMemory(ServerViews):
     """A memory whose rows live only in PostgreSQL (see the module docstring).  Made by
     ``Memory.open(url, mirror=False)`` from the validated settings of a ``Memory``."""
 
