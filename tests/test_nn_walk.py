@@ -132,3 +132,20 @@ def test_nan_key_error_says_nan_not_switch_optimizer():
     with pytest.raises(ValueError, match=r"key #6 has NaN coordinates .*curvature is learned") as err:
         mem(torch.zeros(1, 4, dtype=torch.float64))
     assert "RiemannianAdam" not in str(err.value)
+
+
+# -- 5. bf16 autocast: BallEncoder's points keep the parameters' dtype and depth --------------
+@pytest.mark.parametrize("depth", [None, "learned", 6.5])
+def test_encoder_under_bf16_autocast_keeps_dtype_and_depth(depth):
+    torch.manual_seed(0)
+    enc = BallEncoder(8, 4, depth=depth)
+    x = 4.0 * torch.randn(16, 8)
+    with torch.no_grad():
+        eager = enc(x)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            mixed = enc(x)
+    assert mixed.dtype == torch.float32
+    r_eager, r_mixed = enc.ball.distance_to_origin(eager), enc.ball.distance_to_origin(mixed)
+    if depth is None:  # inputs that reach depth > 5.5 (bf16 capped them at ~5)
+        assert float(r_eager.max()) > 5.5
+    torch.testing.assert_close(r_mixed, r_eager, rtol=0.05, atol=0.05)

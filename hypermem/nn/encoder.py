@@ -7,7 +7,9 @@ r"""A learnable map from Euclidean features into the Poincaré ball.
 
     v = W x + b, \qquad \exp_0(v) = \tanh(\sqrt c\,\|v\|)\,\frac{v}{\sqrt c\,\|v\|},
 
-whose hyperbolic distance from the origin is ``2 ||v||``.  Two other depth modes keep
+whose hyperbolic distance from the origin is ``2 ||v||``.  Under ``torch.autocast`` the
+linear map may run in bfloat16, but the map into the ball runs with autocast off in the
+parameters' dtype, so the points come out in that dtype with their full depth.  Two other depth modes keep
 hypermem's split of *direction* (semantics) from *depth* (generality):
 
 * ``depth=<float>``: every output at that hyperbolic radius, direction ``v / ||v||``
@@ -145,10 +147,16 @@ class BallEncoder(nn.Module):
         if x.shape[-1] != self.linear.in_features:
             raise ValueError(f"expected features of size {self.linear.in_features}, got shape {tuple(x.shape)}")
         v = self.linear(x)
-        if self.mode == "expmap":
-            out = self.ball.expmap0(v)
-        else:
-            out = P.point_at(v, self.depth_of(x), ball_c(self.ball))
+        depth = self.depth_of(x)
+        dtype = self.linear.weight.dtype
+        # under autocast the linear map may run in bf16; the map into the ball runs in the
+        # parameters' dtype (bf16's 8-bit mantissa puts every point deeper than ~5 on the margin)
+        with torch.autocast(v.device.type, enabled=False):
+            v = v.to(dtype) if v.is_floating_point() and v.dtype != dtype else v
+            if self.mode == "expmap":
+                out = self.ball.expmap0(v)
+            else:
+                out = P.point_at(v, depth.to(v.dtype), ball_c(self.ball))
         if self.check_finite:
             ok = torch.isfinite(out.detach()).all(-1).reshape(-1)
             host_check(ok, lambda: self._nonfinite_message(x, ok), "BallEncoder output has NaN or inf")
