@@ -159,8 +159,8 @@ def test_export_and_import(demo_dir, capsys, tmp_path):
     assert len(new) == 3 and new.dim == 32 and new.parent(new.ids[1]) == "a" and new.decay.hours == 24
     items.write_text('{"text": "dogs", "parent": "ghost"}\n')
     assert "unknown parent id 'ghost'" in fails(capsys, "import", items, tmp_path / "bad.db")
-    items.write_text("{not json\n")
-    assert "not JSON lines" in fails(capsys, "import", items, tmp_path / "bad.db")
+    items.write_text('{"text": "a"}\n\n{not json\n')
+    assert "line 3 is not JSON" in fails(capsys, "import", items, tmp_path / "bad.db")
     assert not (tmp_path / "bad.db").exists()
 
 
@@ -181,3 +181,25 @@ def test_console_entry_point_runs_without_traceback(tmp_path):
                          capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert out.stderr.strip().splitlines() == [f"hypermem stats: error: no such memory file: {tmp_path}/missing.db"]
+
+
+def test_import_copies_a_memory_json_of_any_embedder_and_names_lines(capsys, tmp_path):
+    import numpy as np
+
+    from hypermem import CallableEmbedder
+
+    emb = CallableEmbedder(lambda texts: np.stack([np.arange(1.0, 9.0) + len(t) for t in texts]), 8)
+    mem = Memory(embedder=emb)
+    a = mem.add("animals")
+    mem.add("dogs", parent=a)
+    mem.to_json(tmp_path / "m.json")
+    assert run(capsys, "import", tmp_path / "m.json", tmp_path / "copy.db")[0] == 0   # no embedder needed
+    copy = Memory.load(tmp_path / "copy.db", embedder=emb)
+    assert copy.ids == mem.ids and copy.parent(copy.ids[1]) == a
+    assert "it is not the hashing embedder: pass --embedder minilm or PATH" in fails(
+        capsys, "search", tmp_path / "copy.db", "dogs", "--embedder", "hashing")
+    items = tmp_path / "items.jsonl"
+    items.write_text('{"text": "a", "id": "a"}\n\n{"text": "b", "parent": "ghost"}\n')
+    assert "unknown parent id 'ghost' (line 3;" in fails(capsys, "import", items, tmp_path / "bad.db")
+    items.write_text('["a", {"text": "b", "parent": "ghost"}]')
+    assert "(item #1;" in fails(capsys, "import", items, tmp_path / "bad.db")

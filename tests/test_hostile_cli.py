@@ -67,8 +67,8 @@ def test_non_utf8_input_names_the_file(capsys, tmp_path, data, what):
     ('{"text": "x", "meta": {"a": ' + deep_json(150) + "}}\n", "nests deeper than 100"),
     ('{"text": "x", "meta": ' + deep_json(100_000, '{"a": ', "}") + "}\n", "too deep"),
     ("[1, 2]", "item #0 is not an object"),
-    ('{"text": 5}\n', "item #0"),
-    ('{"text": "x", "meta": {"v": NaN}}\n', "item #0"),
+    ('{"text": 5}\n', "line 1"),
+    ('{"text": "x", "meta": {"v": NaN}}\n', "line 1"),
     ('{"text": "x", "parent": "nobody"}\n', "nobody"),
 ])
 def test_bad_imports_are_one_line_and_write_nothing(capsys, tmp_path, text, what):

@@ -85,8 +85,10 @@ def load_memory(path: str, embedder: str | None = None):
     from ..store import Memory
     from ..store.backends.opening import is_durable_file, is_url
 
-    if embedder is None or embedder == "hashing":
-        emb = StandIn(hint="pass --embedder minilm|hashing|PATH (the folder of a saved encoder)")
+    if embedder is None or embedder == "hashing":   # a hashing store rebuilds its own from the file
+        emb = StandIn(hint="pass --embedder minilm|hashing|PATH (the folder of a saved encoder)" if embedder is None
+                      else "it is not the hashing embedder: pass --embedder minilm or PATH (the folder of a saved "
+                           "encoder)")
     else:
         emb = embedder_named(embedder)
     if is_url(path):

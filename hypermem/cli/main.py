@@ -162,6 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: 256)")
     p.add_argument("--half-life", type=positive_float, default=None, help="decay half-life in hours for items "
                    "(default: no decay)")
+    p.add_argument("--embedder", metavar="minilm|hashing|PATH", help="the embedder of the items (default: "
+                   "hashing, --dim); a memory JSON keeps its own embeddings and needs none")
     p.add_argument("--force", action="store_true", help="replace OUTPUT if it exists")
     p.set_defaults(func=cmd_import)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -91,39 +92,49 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def read_items(path: Path, text: str) -> list[dict[str, Any]]:
+def read_items(path: Path, text: str) -> tuple[list[dict[str, Any]], list[str]]:
     """Items of ``Memory.add_many`` from JSON lines (or a JSON list): text, and optionally
-    id, parent, t / valid_from / valid_until (ISO 8601), meta.  Values nested deeper than
+    id, parent, t / valid_from / valid_until (ISO 8601), meta; and where each item is in the
+    file (``line N``, or ``item #i`` of a list) for the errors.  Values nested deeper than
     ``MAX_JSON_DEPTH`` are refused (the saved file could not be loaded)."""
     from ..store.validation import MAX_JSON_DEPTH, json_depth_over
 
     try:
-        stripped = text.lstrip()
-        if stripped.startswith("["):
+        if text.lstrip().startswith("["):
             items = json.loads(text)
+            where = [f"item #{i}" for i in range(len(items))] if isinstance(items, list) else []
         else:
-            items = [json.loads(line) for line in text.splitlines() if line.strip()]
+            items, where = [], []
+            for n, line in enumerate(text.splitlines(), 1):
+                if line.strip():
+                    try:
+                        items.append(json.loads(line))
+                    except json.JSONDecodeError as exc:
+                        raise UserError(f"{path}: line {n} is not JSON ({exc})") from None
+                    where.append(f"line {n}")
     except json.JSONDecodeError as exc:
         raise UserError(f"{path}: not JSON lines ({exc})") from None
     except RecursionError:
         raise UserError(f"{path}: a value nests too deep for the JSON reader") from None
+    if not isinstance(items, list):
+        raise UserError(f"{path}: a JSON file of items holds a list")
     out = []
     for i, item in enumerate(items):
         if isinstance(item, str):
             item = {"text": item}
         if not isinstance(item, dict):
-            raise UserError(f"{path}: item #{i} is not an object or a string")
+            raise UserError(f"{path}: {where[i]} is not an object or a string")
         if json_depth_over(item, MAX_JSON_DEPTH + 1):
-            raise UserError(f"{path}: item #{i} nests deeper than {MAX_JSON_DEPTH} levels")
+            raise UserError(f"{path}: {where[i]} nests deeper than {MAX_JSON_DEPTH} levels")
         item = dict(item)
         for key in ("t", "valid_from", "valid_until"):
             if isinstance(item.get(key), str):
                 try:
                     item[key] = time_arg(item[key])
                 except argparse.ArgumentTypeError as exc:
-                    raise UserError(f"{path}: item #{i}: {key}: {exc}") from None
+                    raise UserError(f"{path}: {where[i]}: {key}: {exc}") from None
         out.append(item)
-    return out
+    return out, where
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -136,21 +147,27 @@ def cmd_import(args: argparse.Namespace) -> int:
         raise UserError(f"{args.source} is a folder, not a file")
     text = read_text(src)
     head = text[:4096].lstrip()
+    from ..embed import HashingEmbedder, StandIn, embedder_named
     from ..store import Memory
 
     if head.startswith("{") and '"config"' in head:
-        mem = Memory.from_json(src)
+        # the file holds its embeddings: the copy needs the embedder only by name (a stand-in keeps its spec)
+        emb = embedder_named(args.embedder) if args.embedder else StandIn(hint="pass --embedder minilm|PATH")
+        mem = Memory.from_json(src, embedder=emb)
     else:
-        from ..embed import HashingEmbedder
         from ..temporal import HalfLife
 
         decay = HalfLife(hours=args.half_life) if args.half_life is not None else None
-        mem = Memory(embedder=HashingEmbedder(dim=args.dim), decay=decay)
-        items = read_items(src, text)
+        emb = embedder_named(args.embedder, dim=args.dim) if args.embedder else HashingEmbedder(dim=args.dim)
+        mem = Memory(embedder=emb, decay=decay)
+        items, where = read_items(src, text)
         try:
             mem.add_many(items)
         except (ValueError, TypeError, KeyError) as exc:
-            raise UserError(f"{src}: {exc.args[0] if isinstance(exc, KeyError) and exc.args else exc}") from None
+            msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+            msg = re.sub(r"item #(\d+)", lambda m: where[int(m.group(1))] if int(m.group(1)) < len(where)
+                         else m.group(0), msg)
+            raise UserError(f"{src}: {msg}") from None
     mem.save(out)
     print(f"wrote {out} ({len(mem)} memories)")
     return 0
