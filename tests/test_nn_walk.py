@@ -149,3 +149,17 @@ def test_encoder_under_bf16_autocast_keeps_dtype_and_depth(depth):
     if depth is None:  # inputs that reach depth > 5.5 (bf16 capped them at ~5)
         assert float(r_eager.max()) > 5.5
     torch.testing.assert_close(r_mixed, r_eager, rtol=0.05, atol=0.05)
+
+
+# -- 6. a compiled read on CPU still refuses a key outside the ball ----------------------------
+@pytest.mark.parametrize("k", [None, 3])
+def test_a_compiled_read_on_cpu_refuses_a_key_outside_the_ball(k):
+    memory = HyperbolicMemory(_keys(16, dtype=torch.float32))
+    torch._dynamo.reset()
+    read = torch.compile(lambda q: memory(q, k=k).read, fullgraph=True, backend="aot_eager")
+    q = 0.1 * torch.randn(2, 4)
+    assert torch.isfinite(read(q)).all()
+    with torch.no_grad():
+        memory.keys[5] *= 3.0  # as a Euclidean optimizer step would
+    with pytest.raises(RuntimeError, match="a key has left the Poincaré ball"):
+        read(q)

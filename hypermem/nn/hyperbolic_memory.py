@@ -78,7 +78,7 @@ from .dense_topk import dense_topk, exclusion_mask
 from .distance import all_distance, gathered_distance
 from .indices import as_indices
 from .read_checks import as_float as _as_float
-from .read_checks import check_k, check_query_values, check_slot_range, key_error
+from .read_checks import check_k, check_query_values, check_slot_range, host_check, key_error
 from .slot_writes import TIME_BUFFERS as _TIME_BUFFERS
 from .slot_writes import SlotWrites
 from .store_bridge import StoreBridge
@@ -311,8 +311,10 @@ class HyperbolicMemory(SlotWrites, TimeScores, StoreBridge, nn.Module):
     def _check_keys(self) -> None:
         """``ValueError`` (:func:`~hypermem.nn.read_checks.key_error`) when a key is NaN / inf or
         left the ball."""
-        if torch.compiler.is_compiling():
-            return  # checked by the eager reads; a data-dependent branch would break the graph
+        if torch.compiler.is_compiling():  # no host sync: an async assert on CPU (read_checks.host_check);
+            if not self.ball.learnable:    # a learned c moved the ball: eager reads project the keys first
+                host_check(P.is_inside(self.keys.detach(), self.curvature), str, "a key has left the Poincaré ball")
+            return
         with torch.no_grad():
             inside = P.is_inside(self.keys, self.curvature)
             if not bool(inside.all()):
@@ -369,7 +371,9 @@ class HyperbolicMemory(SlotWrites, TimeScores, StoreBridge, nn.Module):
         idx = as_indices("indices", indices, self.keys.device)
         check_slot_range(idx, len(self))
         K = self._gather(self.keys, idx)
-        if not torch.compiler.is_compiling():
+        if torch.compiler.is_compiling():
+            self._check_keys()
+        else:
             self.key_geometry()
         dist = gathered_distance(queries, K, self.metric, self._c, self.base_depth)
         scores = -dist / self.temperature
@@ -382,7 +386,9 @@ class HyperbolicMemory(SlotWrites, TimeScores, StoreBridge, nn.Module):
     def score_all(self, queries: torch.Tensor, at_time=None) -> tuple[torch.Tensor, torch.Tensor]:
         """Scores and distances ``(B, N)`` against every slot, with gradient (memory ``O(B N)``)."""
         queries = self._check_queries(queries)
-        if not torch.compiler.is_compiling():
+        if torch.compiler.is_compiling():
+            self._check_keys()
+        else:
             self.key_geometry()  # checks the keys once per change (cached)
         dist = all_distance(queries, self.keys, self.metric, self._c, self.base_depth)
         scores = -dist / self.temperature
