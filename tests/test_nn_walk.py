@@ -163,3 +163,16 @@ def test_a_compiled_read_on_cpu_refuses_a_key_outside_the_ball(k):
         memory.keys[5] *= 3.0  # as a Euclidean optimizer step would
     with pytest.raises(RuntimeError, match="a key has left the Poincaré ball"):
         read(q)
+
+
+# -- 7. keys at the boundary are kept at the dtype's margin, like every point ----------------
+@pytest.mark.parametrize("dtype,eps", [(torch.float32, 1e-7), (torch.float64, 1e-15)])
+def test_keys_near_the_boundary_are_projected_to_the_margin(dtype, eps):
+    keys = _keys(dtype=dtype)
+    keys[0] = torch.tensor([1.0 - eps, 0.0, 0.0, 0.0], dtype=dtype)
+    mem = HyperbolicMemory(keys)
+    r_max = mem.ball.max_radius(dtype)
+    assert float(mem.ball.distance_to_origin(mem.keys.detach()[0])) <= r_max * (1 + 1e-3)
+    mem.append(keys[:1], ids=["edge"])
+    assert float(mem.ball.distance_to_origin(mem.keys.detach()[-1])) <= r_max * (1 + 1e-3)
+    torch.testing.assert_close(mem.keys.detach()[1:10], keys[1:])  # inside the margin: unchanged

@@ -199,6 +199,7 @@ class HyperbolicMemory(SlotWrites, TimeScores, StoreBridge, nn.Module):
         if K.dim() != 2 or K.shape[0] < 1 or K.shape[1] < 2:
             raise ValueError(f"keys must have shape (N, d) with N >= 1 and d >= 2, got {tuple(K.shape)}")
         self.ball.check_inside(K, name="keys")
+        K = self.ball.projx(K).detach()  # kept at 1 - margin(dtype), like every point (docs/numerics.md)
         n = K.shape[0]
         self.__dict__["keys_manifold"] = points_manifold(self.ball)  # not a submodule: shares isp_c
         self.keys = geoopt.ManifoldParameter(K.clone(), manifold=self.keys_manifold, requires_grad=bool(learn_keys))

@@ -180,6 +180,8 @@ class SlotWrites:
             raise ValueError(f"{name} has non-finite values (NaN or infinity)")
         if name == "keys":
             self.ball.check_inside(t, name="keys")
+            with torch.no_grad():  # onto the dtype's margin, like every point (numerics.md)
+                t = self.ball.projx(t)
         return t
 
     def remove(self, slots) -> list[str]:
