@@ -176,3 +176,22 @@ def test_keys_near_the_boundary_are_projected_to_the_margin(dtype, eps):
     mem.append(keys[:1], ids=["edge"])
     assert float(mem.ball.distance_to_origin(mem.keys.detach()[-1])) <= r_max * (1 + 1e-3)
     torch.testing.assert_close(mem.keys.detach()[1:10], keys[1:])  # inside the margin: unchanged
+
+
+# -- 8. the documented optimizer pattern lists a shared curvature once ------------------------
+def test_documented_optimizer_pattern_lists_a_shared_curvature_once():
+    import pathlib
+    import warnings
+
+    import geoopt
+
+    doc = (pathlib.Path(__file__).parent.parent / "docs" / "nn.md").read_text()
+    assert "RiemannianAdam([*encoder.parameters(), *layer.parameters()]" not in doc
+    assert "ModuleList([encoder, layer])" in doc
+    ball = make_ball(1.0, learnable=True)
+    enc, mem = BallEncoder(8, 4, curvature=ball, dtype=torch.float64), HyperbolicMemory(_keys(), curvature=ball)
+    params = list(torch.nn.ModuleList([enc, mem]).parameters())
+    assert sum(p is ball.isp_c for p in params) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        geoopt.optim.RiemannianAdam(params, lr=0.1)
