@@ -141,3 +141,38 @@ def test_mirror_free_store_offers_the_views_and_names_what_it_lacks(pg_url, cloc
         srv.nonsense  # noqa: B018
     srv.close()
     ref.close()
+
+
+# ---------------------------------------------------------------------- 4. what open says
+def test_open_of_a_json_memory_says_to_read_it_with_from_json(tmp_path):
+    path = tmp_path / "mammals.json"
+    mem = Memory(embedder=_emb())
+    _kitchen(mem)
+    mem.to_json(str(path))
+    before = _snapshot(tmp_path)
+    with pytest.raises(ValueError, match=r"Memory\.from_json\(path\)") as err:
+        Memory.open(str(path), embedder=_emb())
+    assert "to_json(path) for that format" not in str(err.value)
+    assert _snapshot(tmp_path) == before
+    assert Memory.from_json(str(path), embedder=_emb()).ids == mem.ids
+    with pytest.raises(ValueError, match=r"give a \.db name.*to_json.*from_json"):  # a new .json name
+        Memory.open(str(tmp_path / "new.json"), embedder=_emb())
+
+
+def test_open_of_a_missing_postgres_database_says_it_could_not_open_it(pg_server):
+    url = pg_server.url("nosuchdb")
+    for kwargs in ({}, {"read_only": True}, {"mirror": False}):
+        with pytest.raises(StorageError, match="could not open the PostgreSQL database") as err:
+            Memory.open(url, embedder=_emb(), **kwargs)
+        assert "nosuchdb" in str(err.value)
+        assert "reconnects" not in str(err.value) and "connection lost" not in str(err.value)
+
+
+def test_a_connection_lost_after_open_still_says_the_next_call_reconnects(pg_server, pg_url):
+    mem = Memory.open(pg_url, embedder=_emb())
+    mem.add("hello", id="h")
+    pg_server.restart()
+    with pytest.raises(StorageError, match="next call reconnects"):
+        mem.add("again", id="a")
+    assert mem.search_server("hello", k=1)[0].id == "h"
+    mem.close()

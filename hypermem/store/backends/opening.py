@@ -49,10 +49,24 @@ def make_storage(target: Any, read_only: bool, options: dict[str, Any]):
         raise ValueError(f"cannot open {target!r}: a target is a file path (SQLite) or a postgresql:// URL")
     if not isinstance(target, (str, os.PathLike)):
         raise TypeError(f"Memory.open takes a file path or a postgresql:// URL, got {type(target).__name__}")
+    _check_not_json(target)
     check_sqlite_name(target, "Memory.open()")
     from .sqlite import SqliteStorage
 
     return SqliteStorage(target, read_only=read_only, **options)
+
+
+def _check_not_json(target: str | os.PathLike) -> None:
+    """A ``.json`` target is a ``ValueError``: an existing one is read by ``Memory.from_json``."""
+    name = os.fspath(target)
+    if os.path.splitext(name)[1].lower() != ".json":
+        return  # .jsonl (items, not a memory), .csv, .html: check_sqlite_name
+    if os.path.isfile(name):
+        raise ValueError(f"Memory.open() opens durable storage (a SQLite file or a postgresql:// URL), but {name!r} "
+                         f"is a JSON file: read a memory written by to_json with Memory.from_json(path); for a "
+                         f"durable store, give Memory.open a .db name")
+    raise ValueError(f"Memory.open() writes a SQLite file, but {name!r} names a JSON file: give a .db name for a "
+                     f"durable store (memory JSON is written by memory.to_json(path), read by Memory.from_json(path))")
 
 
 def _stored_config(memory) -> dict[str, Any]:

@@ -115,11 +115,15 @@ class PostgresStorage:
         self.closed = False
         self.dim: int | None = None
         self.shell: tuple[float, float] | None = None
+        self._opened = False  # until the first connection: a failure is "cannot open", not "lost"
         self.con.rollback()  # connect now: a bad URL fails here
 
     def __repr__(self) -> str:
-        safe = self.url.split("@")[-1] if "@" in self.url else self.url
-        return f"PostgresStorage({safe!r}{', read_only' if self.read_only else ''})"
+        return f"PostgresStorage({self._safe_url()!r}{', read_only' if self.read_only else ''})"
+
+    def _safe_url(self) -> str:
+        """The URL without its user and password."""
+        return self.url.split("@")[-1] if "@" in self.url else self.url
 
     @property
     def con(self):
@@ -137,8 +141,11 @@ class PostgresStorage:
                     con.execute("SET default_transaction_read_only = on")
                     con.commit()
             except psycopg.Error as exc:
+                if not self._opened:
+                    raise StorageError(f"could not open the PostgreSQL database {self._safe_url()!r}: "
+                                       f"{str(exc).strip()}") from exc
                 raise self.error(exc) from exc
-            self._con = con
+            self._con, self._opened = con, True
         return self._con
 
     def error(self, exc: BaseException) -> StorageError:
