@@ -3,8 +3,8 @@ r"""A PostgreSQL memory without an in-process mirror: ``Memory.open(url, mirror=
 :class:`ServerMemory` keeps no per-memory state in the process: every call reads the rows
 it needs from the server and writes what it changes in one transaction, so its RAM does
 not grow with the store, and what other processes commit is visible at the next call.
-It offers the ``Memory`` methods by the same names and arguments, with the answers of the
-in-process store (same ids, scores to rounding):
+It offers the ``Memory`` methods that need no row kept in the process (the others name
+themselves: :mod:`.server_views`), with the in-process answers (scores to rounding):
 
 * ``search`` / ``search_batch`` run on the server (:mod:`.pg_search`): exact with the
   certified early stop by default, ``ann=True`` the HNSW order re-scored in float64;
