@@ -328,7 +328,8 @@ def _refuse_snapshot(target: str) -> None:
         snapshot = "records" in tables and "hm_config" not in tables
     if snapshot:
         new = os.path.splitext(target)[0] + "-durable.db"
-        raise StorageError(f"{target!r} is a snapshot (written by Memory.save, e.g. by a framework adapter's "
+        how = "Memory.to_json" if C.is_json_path(target) else "Memory.save"
+        raise StorageError(f"{target!r} is a snapshot (written by {how}, e.g. by a framework adapter's "
                            f"persist() or save()), not a durable store that every call writes through to. "
                            f"Convert it once: python -c \"from hypermem.integrations.mcp_server import "
                            f"convert_snapshot; convert_snapshot({target!r}, {new!r}).close()\", then serve "
