@@ -12,8 +12,9 @@ and the layers then compute with the tensor ``c`` so gradients reach it.
 Curvature is trained like any Euclidean parameter (``torch.optim.Adam`` or geoopt's
 ``RiemannianAdam``, which treats non-manifold parameters as Euclidean).  Changing ``c``
 changes the ball's radius ``1/sqrt(c)``: points stored as Poincaré coordinates (the keys
-of :class:`~hypermem.nn.HyperbolicMemory`) stay inside it because geoopt's Riemannian
-optimizers project them onto the current ball at every step.
+of :class:`~hypermem.nn.HyperbolicMemory`) stay inside it because every read projects them
+onto the current ball and their manifold (:class:`FollowingBall`) projects them before each
+Riemannian step; a key the ball shrank past lands at its margin.
 """
 
 from __future__ import annotations
