@@ -307,25 +307,13 @@ def convert_snapshot(snapshot: str, target: str, embedder: Any = None) -> Memory
 def _refuse_snapshot(target: str) -> None:
     """A snapshot named as a store is a :class:`StorageError` that says how to convert it."""
     import os
-    import sqlite3
-    from urllib.parse import quote
 
     from ..store.backends.durable import StorageError
-    from ..store.backends.opening import is_durable_file, is_url
+    from ..store.backends.opening import is_snapshot_file, is_url
 
-    if is_url(target) or not os.path.isfile(target) or is_durable_file(target):
+    if is_url(target) or not os.path.isfile(target):
         return
-    snapshot = C.is_json_path(target)
-    if not snapshot:
-        try:
-            con = sqlite3.connect(f"file:{quote(os.path.abspath(target))}?mode=ro", uri=True)
-            try:
-                tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            finally:
-                con.close()
-        except sqlite3.DatabaseError:
-            return  # not SQLite at all: Memory.open says so
-        snapshot = "records" in tables and "hm_config" not in tables
+    snapshot = C.is_json_path(target) or is_snapshot_file(target)
     if snapshot:
         new = os.path.splitext(target)[0] + "-durable.db"
         how = "Memory.to_json" if C.is_json_path(target) else "Memory.save"

@@ -21,21 +21,34 @@ def is_url(target: Any) -> bool:
     return isinstance(target, str) and target.startswith(_URL_PREFIXES)
 
 
-def is_durable_file(path: str | os.PathLike) -> bool:
-    """Whether ``path`` is an SQLite file written by ``Memory.open`` (not by ``Memory.save``)."""
+def sqlite_tables(path: str | os.PathLike) -> set[str] | None:
+    """The table names of the SQLite file ``path`` (opened read-only, nothing written); None
+    when it is no file or no SQLite database."""
     import sqlite3
     from urllib.parse import quote
 
     if not os.path.isfile(path):
-        return False
+        return None
     try:
         con = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=ro", uri=True)
         try:
-            return con.execute("SELECT 1 FROM sqlite_master WHERE name = 'hm_config'").fetchone() is not None
+            return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         finally:
             con.close()
     except sqlite3.DatabaseError:
-        return False
+        return None
+
+
+def is_durable_file(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is an SQLite file written by ``Memory.open`` (not by ``Memory.save``)."""
+    tables = sqlite_tables(path)
+    return tables is not None and "hm_config" in tables
+
+
+def is_snapshot_file(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is an SQLite file written by ``Memory.save`` (a snapshot, not a durable store)."""
+    tables = sqlite_tables(path)
+    return tables is not None and "records" in tables and "hm_config" not in tables
 
 
 def make_storage(target: Any, read_only: bool, options: dict[str, Any]):
