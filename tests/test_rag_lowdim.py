@@ -127,10 +127,10 @@ def test_fit_keys_fits_the_closure_in_each_geometry(tiny):
             assert float(keys.norm(dim=1).max()) < 1
 
 
-def test_run_lowdim_chooses_on_validation_with_one_readout_for_both(tiny):
+def test_run_lowdim_chooses_on_validation_with_one_readout_for_both(tiny, tmp_path):
     keys = {"poincare": ball_points(tiny.n_slots, 2, 8, radius=0.99), "euclidean": ball_points(tiny.n_slots, 2, 9, 3.0)}
     res = run_lowdim(tiny, 2, metrics=("dist",), readouts=("plain", "vote"), key_lrs=(0.03,), lrs=(0.03,), epochs=0.3,
-                     batch_size=64, val_every=4, keys=keys, out="runs/test_rag_lowdim", log=None)
+                     batch_size=64, val_every=4, keys=keys, out=str(tmp_path / "lowdim"), log=None)
     for variant in ("frozen", "trained"):
         ch = res["chosen"][variant]
         assert ch["poincare"]["readout"] == ch["euclidean"]["readout"] == ch["readout"]
