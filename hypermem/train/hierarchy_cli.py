@@ -16,8 +16,10 @@ command line.  Without a subcommand, ``fit`` is assumed.
 ``<save_dir>/<name>/version_<N>/`` (``save_dir`` ``runs`` by default).  Unless the config
 or the command line names the run (``trainer.logger.init_args.name``), the name is the
 config's file name followed by the ``model.*`` and ``data.*`` overrides of the command
-line: ``--config mammals_poincare --model.dim=5 --data.negatives=10`` logs under
-``runs/mammals_poincare-dim=5-data.negatives=10/`` (:func:`run_name`).
+line, sorted by key and written as parsed: ``--config mammals_poincare --model.lr=0.50
+--model.dim=5 --data.negatives=10`` logs under
+``runs/mammals_poincare-data.negatives=10-dim=5-lr=0.5/`` (:func:`run_name`), whatever the
+order of the overrides.  ``model.schedule_epochs`` and ``trainer.*`` never enter the name.
 
 **Resuming.**  The shipped configs keep ``checkpoints/last.ckpt`` (rewritten after every
 epoch) beside the best checkpoint by ``val/map``.  ``--ckpt_path=last`` takes the
@@ -100,17 +102,59 @@ def _options(argv: list[str]) -> list[tuple[str, str | None]]:
     return out
 
 
+# keys both HierarchyModule and HierarchyDataModule take: named with their group in a run name
+SHARED_KEYS = ("burn_in", "seed")
+# keys that only steer how a run is continued, not what it is: left out of the run name, so a
+# resume may add them (the schedule warning advises --model.schedule_epochs)
+UNNAMED_KEYS = ("model.schedule_epochs",)
+
+
+def _name_value(value: str) -> str:
+    """``value`` as the parser reads it (YAML), so ``0.50`` and ``0.5`` give one name: ``0.5``;
+    an integral float is written as an integer, a boolean as ``true``/``false``."""
+    import yaml
+
+    try:
+        parsed = yaml.safe_load(value)
+    except yaml.YAMLError:
+        parsed = value
+    if isinstance(parsed, str) and re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+", parsed.strip()):
+        parsed = float(parsed)  # 1e-3: YAML 1.1 reads a string, the parser a float
+    if isinstance(parsed, bool):
+        text = str(parsed).lower()
+    elif isinstance(parsed, float):
+        text = str(int(parsed)) if parsed.is_integer() and abs(parsed) < 1e15 else repr(parsed)
+    elif isinstance(parsed, int):
+        text = str(parsed)
+    else:
+        text = value
+    return re.sub(r"[^A-Za-z0-9.+_:-]", "", text).replace(":", "_")
+
+
+def _name_key(key: str) -> str:
+    """``dim`` for ``model.dim``; ``data.negatives`` for ``data.negatives``; a key both groups
+    take keeps its group: ``model.burn_in``, ``data.burn_in``."""
+    group, _, short = key.partition(".")
+    return short if group == "model" and short not in SHARED_KEYS else key
+
+
 def run_name(argv: list[str]) -> str:
-    """The run's name from the command line: the last ``--config``'s file name, then
-    ``-key=value`` for each ``model.*`` override and ``-data.key=value`` for each ``data.*`` one
-    (``hierarchy`` without a config)."""
+    """The run's name from the command line: the last ``--config``'s file name (``hierarchy``
+    without one), then ``-key=value`` for each ``model.*`` and ``data.*`` override, sorted by
+    key (the order on the command line does not matter; a key given twice counts once, its
+    last value).  ``model.*`` keys drop their group (``dim=5``), ``data.*`` keys keep it
+    (``data.negatives=10``), and so do the keys both groups take (``model.burn_in=1``,
+    ``data.burn_in=1``).  Values are written as parsed (``0.50`` is ``0.5``).  Keys that only
+    steer a resume (``model.schedule_epochs``) are left out."""
     opts = _options(argv)
     configs = [v for k, v in opts if k == "config" and v]
     name = Path(configs[-1]).stem if configs else "hierarchy"
+    chosen = {}
     for key, value in opts:
-        if value is not None and key.startswith(("model.", "data.")):
-            short = key[len("model."):] if key.startswith("model.") else key
-            name += "-" + short + "=" + re.sub(r"[^A-Za-z0-9.+_:-]", "", value).replace(":", "_")
+        if value is not None and key.startswith(("model.", "data.")) and key not in UNNAMED_KEYS:
+            chosen[_name_key(key)] = _name_value(value)
+    for key in sorted(chosen):
+        name += "-" + key + "=" + chosen[key]
     return name[:150]
 
 

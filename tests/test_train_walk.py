@@ -1,0 +1,83 @@
+"""A user's walk through ``hypermem train`` on their own small data: run names, resumes,
+checkpoints to a Memory, messages and what a failed start leaves behind."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("lightning")
+
+EDGES = [("b", "a"), ("c", "a"), ("d", "b"), ("e", "b"), ("f", "c"), ("g", "c")]
+CONFIG = """\
+seed_everything: 0
+model: {kind: poincare, dim: 2, lr: 0.3, burn_in: 1, log_images: false, log_projector: false}
+data: {dataset: edges.tsv, batch_size: 4, negatives: 3, burn_in: 1}
+trainer:
+  max_epochs: 2
+  accelerator: cpu
+  enable_progress_bar: false
+  enable_model_summary: false
+  logger:
+    class_path: lightning.pytorch.loggers.TensorBoardLogger
+    init_args: {save_dir: runs, default_hp_metric: false}
+  callbacks:
+    - class_path: lightning.pytorch.callbacks.ModelCheckpoint
+      init_args: {filename: last, every_n_epochs: 1, save_on_train_epoch_end: true, enable_version_counter: false}
+    - class_path: lightning.pytorch.callbacks.ModelCheckpoint
+      init_args: {filename: "best-{epoch}-{step}", monitor: val/map, mode: max, save_on_train_epoch_end: false}
+"""
+
+
+@pytest.fixture
+def walk(tmp_path):
+    """A folder with ``edges.tsv`` (a 7-node tree, hyponym<TAB>hypernym) and ``tiny.yaml``."""
+    (tmp_path / "edges.tsv").write_text("".join(f"{c}\t{p}\n" for c, p in EDGES))
+    (tmp_path / "tiny.yaml").write_text(CONFIG)
+    return tmp_path
+
+
+def train(folder: Path, *argv: str, cwd: Path | None = None):
+    from hypermem.train.hierarchy_cli import main
+
+    old = os.getcwd()
+    os.chdir(cwd or folder)
+    try:
+        return main(["fit", "--config", str(folder / "tiny.yaml"), *argv])
+    finally:
+        os.chdir(old)
+
+
+def test_run_name_ignores_the_order_and_spelling_of_overrides():
+    from hypermem.train.hierarchy_cli import run_name
+
+    a = run_name(["fit", "--config", "x/m.yaml", "--model.dim=5", "--model.lr=0.5"])
+    b = run_name(["fit", "--config", "x/m.yaml", "--model.lr=0.50", "--model.dim", "5", "--ckpt_path=last"])
+    assert a == b == "m-dim=5-lr=0.5"
+    assert run_name(["--model.lr=1e-3", "--model.log_images=False"]) == "hierarchy-log_images=false-lr=0.001"
+    # a key both groups take is named with its group, whichever group it comes from
+    assert run_name(["--data.burn_in=1", "--model.burn_in=1", "--model.dim=5"]) \
+        == "hierarchy-data.burn_in=1-dim=5-model.burn_in=1"
+    assert run_name(["--model.schedule_epochs=3", "--trainer.max_epochs=9", "--model.dim=5"]) == "hierarchy-dim=5"
+
+
+def test_shared_keys_are_the_keys_both_classes_take():
+    import inspect
+
+    from hypermem.train.hierarchy_cli import SHARED_KEYS
+    from hypermem.train.hierarchy_data import HierarchyDataModule
+    from hypermem.train.hierarchy_module import HierarchyModule
+
+    both = set(inspect.signature(HierarchyModule).parameters) & set(inspect.signature(HierarchyDataModule).parameters)
+    assert set(SHARED_KEYS) == both
+
+
+def test_resume_with_reordered_overrides_and_the_advised_schedule_epochs(walk):
+    first = train(walk, "--model.dim=3", "--model.lr=0.5", "--trainer.max_epochs=2")
+    log_dir = Path(first.trainer.log_dir)
+    with pytest.warns(UserWarning, match="--model.schedule_epochs=2"):
+        again = train(walk, "--model.lr=0.50", "--model.dim=3", "--trainer.max_epochs=3", "--ckpt_path=last")
+    assert Path(again.trainer.log_dir) == log_dir and again.trainer.current_epoch == 3
+    advised = train(walk, "--model.lr=0.5", "--model.dim=3", "--trainer.max_epochs=4", "--ckpt_path=last",
+                    "--model.schedule_epochs=2")
+    assert Path(advised.trainer.log_dir) == log_dir and advised.trainer.current_epoch == 4
