@@ -141,10 +141,14 @@ class RetrievalMixin:
         combined value is below it goes; with ``max_size`` the lowest go until at most
         ``max_size`` are left (ties: the older first).  ``keep_context`` spares the memories
         in context.  Returns the evicted memories, lowest first.
+
+        ``forget()`` with neither (the seed API's call) uses ``threshold =
+        importance_threshold / 2``: the least recently accessed memory (recency 0) goes
+        exactly when its importance is below ``importance_threshold`` (so :meth:`retrieve`
+        would never return it), and the most recently accessed one (recency 1) never goes.
         """
         if max_size is None and threshold is None:
-            raise ValueError("forget needs max_size (how many memories to keep) and/or threshold "
-                             "(the lowest combined recency and importance to keep)")
+            threshold = self.importance_threshold / 2
         if max_size is not None:
             max_size = _check_count(max_size, "max_size", 0)
         if threshold is not None:
