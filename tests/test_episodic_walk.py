@@ -3,6 +3,7 @@ argument-free ``forget()``, wrong-type inputs, saving into a read-only folder or
 file of another kind, and hand-edited files."""
 
 import episodic_helpers
+import pytest
 from episodic_helpers import T0  # noqa: F401  (the clock fixture starts there)
 
 from hypermem.episodic import MemoryStorage
@@ -30,3 +31,28 @@ def test_forget_without_arguments_keeps_everything_at_threshold_zero(clock):
     clock.tick(hours=1)
     s.instantiate("((b p) ** E2)", importance=0.0)
     assert s.forget() == [] and len(s) == 2
+
+
+# ---------------------------------------------------------------------- 2. wrong-type inputs
+
+
+@pytest.mark.parametrize("event, got", [({"a": 1}, "dict"), (b"((a b.p) ** E1)", "bytes"), (5, "int")])
+def test_instantiate_names_the_argument_and_the_type(storage, event, got):
+    with pytest.raises(TypeError, match=rf"instantiate\(event=\.\.\.\) takes .* got {got}"):
+        storage.instantiate(event)
+    assert len(storage) == 0
+
+
+def test_instantiate_names_a_bad_list_item(storage):
+    with pytest.raises(TypeError, match=r"event #1 must be an Eventuality or its text \(str\), got bytes"):
+        storage.instantiate(["((a b.p) ** E1)", b"((c d.p) ** E2)"])
+    assert len(storage) == 0
+
+
+@pytest.mark.parametrize("query", [5, b"blocks", ["blocks"]])
+def test_retrieve_query_of_the_wrong_type_is_a_type_error(storage, query):
+    storage.instantiate("((a p) ** E1)", importance=0.9)
+    with pytest.raises(TypeError, match="query must be a string or None, got"):
+        storage.retrieve(query=query)
+    with pytest.raises(TypeError, match="query must be a string or None"):
+        storage.scores(query)

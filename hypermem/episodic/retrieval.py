@@ -95,7 +95,9 @@ class RetrievalMixin:
     def _score(self, query: str | None, coeffs: Any):
         """Candidates (insertion order) and their scores and min-max scaled sub-scores."""
         a, b, g = _check_coeffs(coeffs)
-        if query is not None and (not isinstance(query, str) or not query.strip()):
+        if query is not None and not isinstance(query, str):
+            raise TypeError(f"query must be a string or None, got {type(query).__name__}: {query!r}")
+        if query is not None and not query.strip():
             raise ValueError(f"query must be a non-empty string or None, got {query!r}")
         device = self.hyperbolic.device if self.hyperbolic is not None else torch.device("cpu")
         cands = self._ordered(m for m in self.memories if m.importance >= self.importance_threshold)

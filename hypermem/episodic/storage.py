@@ -13,7 +13,7 @@ Retrieval (recency, importance and salience, min-max scaled) is
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -267,9 +267,12 @@ class MemoryStorage(RetrievalMixin):
         text ``"(<wff> ** <ep>)"``) and store them (see :meth:`store`).  ``importance`` is
         one number for all or one per event.  Returns the stored memory (or list)."""
         single = isinstance(event, (Eventuality, str))
-        events = [event] if single else list(event) if isinstance(event, Iterable) else None
-        if events is None:
-            raise TypeError(f"event must be an Eventuality, its text or a list of them, got {type(event).__name__}")
+        if not single and (isinstance(event, (bytes, bytearray, memoryview, Mapping))
+                           or not isinstance(event, Iterable)):
+            hint = " (decode bytes to str first)" if isinstance(event, (bytes, bytearray, memoryview)) else ""
+            raise TypeError(f"instantiate(event=...) takes an Eventuality, its text (str) or a list of them, "
+                            f"got {type(event).__name__}{hint}")
+        events = [event] if single else list(event)
         if isinstance(importance, (list, tuple)):
             if single:
                 raise ValueError("one event takes one importance value, got a list")
@@ -283,7 +286,8 @@ class MemoryStorage(RetrievalMixin):
             if isinstance(e, str):
                 e = Eventuality.from_text(e)
             if not isinstance(e, Eventuality):
-                raise TypeError(f"event #{i} must be an Eventuality or its text, got {type(e).__name__}")
+                raise TypeError(f"instantiate(event=...): event #{i} must be an Eventuality or its text (str), "
+                                f"got {type(e).__name__}")
             parsed.append(e)
         mems = [EpisodicMemory(e, v, clock=self.clock) for e, v in zip(parsed, imps)]
         for m in mems:
