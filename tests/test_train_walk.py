@@ -81,3 +81,20 @@ def test_resume_with_reordered_overrides_and_the_advised_schedule_epochs(walk):
     advised = train(walk, "--model.lr=0.5", "--model.dim=3", "--trainer.max_epochs=4", "--ckpt_path=last",
                     "--model.schedule_epochs=2")
     assert Path(advised.trainer.log_dir) == log_dir and advised.trainer.current_epoch == 4
+
+
+def test_best_checkpoint_loads_with_load_from_checkpoint_and_becomes_a_memory(walk):
+    from hypermem.embed import CallableEmbedder
+    from hypermem.train.hierarchy_module import HierarchyModule
+
+    cli = train(walk, "--trainer.max_epochs=2")
+    ckpts = sorted((walk / cli.trainer.log_dir / "checkpoints").glob("best-*.ckpt"))
+    assert ckpts
+    module = HierarchyModule.load_from_checkpoint(str(ckpts[0]), map_location="cpu")
+    assert sorted(module.nodes) == sorted({n for e in EDGES for n in e})
+    assert module.points_dict().keys() == cli.model.points_dict().keys()
+    mem = module.to_memory(embedder=CallableEmbedder(lambda texts: [[0.0, 1.0]] * len(texts), dim=2))
+    assert len(mem) == 7
+    last = HierarchyModule.load_from_checkpoint(str(walk / cli.trainer.log_dir / "checkpoints" / "last.ckpt"))
+    for n, p in last.points_dict().items():
+        assert (p == cli.model.points_dict()[n]).all()

@@ -156,6 +156,8 @@ class HierarchyModule(pl.LightningModule):
         self.embedding: HierarchyEmbedding | None = None
         self.tier = "autograd"  # set by configure_optimizers (steps.choose_tier)
         self.nodes: list = []
+        self.tree: list = []  # (parent, child) edges and node -> gloss, from the data or a checkpoint
+        self.glosses: dict = {}
         self.final_metrics: dict = {}  # the last evaluation: step, epoch, map, mean_rank (f1, test_f1)
 
     # -- building the table once the data is known ---------------------------------------
@@ -165,6 +167,7 @@ class HierarchyModule(pl.LightningModule):
         dm = self.trainer.datamodule
         dm.setup(stage)
         self.nodes = dm.nodes
+        self.tree, self.glosses = list(getattr(dm, "tree", [])), dict(getattr(dm, "glosses", {}))
         hp = self.hparams
         self.embedding = HierarchyEmbedding(len(self.nodes), hp.dim, self.objective.geometry, ball=self.ball,
                                             init_range=hp.init_range, seed=hp.seed, dtype=_DTYPES[hp.dtype])
@@ -219,9 +222,26 @@ class HierarchyModule(pl.LightningModule):
                                    module=__name__)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
+        """Besides Lightning's state: the schedule's length, the node names (row ``i`` of
+        ``embedding.weight`` is ``nodes[i]``) and the data's tree (``(parent, child)``) and
+        glosses, so a checkpoint alone becomes a Memory (:meth:`to_memory`)."""
         checkpoint["hypermem_schedule_epochs"] = self.schedule_epochs()
+        checkpoint["hypermem_nodes"] = [str(n) for n in self.nodes]
+        checkpoint["hypermem_tree"] = [(str(p), str(c)) for p, c in self.tree]
+        checkpoint["hypermem_glosses"] = {str(k): str(v) for k, v in self.glosses.items()}
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
+        """Builds the embedding from the state dict's shape when :meth:`setup` has not (the
+        ``HierarchyModule.load_from_checkpoint(path)`` of a trained run) and takes the node
+        names, tree and glosses the checkpoint holds."""
+        weight = checkpoint.get("state_dict", {}).get("embedding.weight")
+        if self.embedding is None and isinstance(weight, torch.Tensor) and weight.dim() == 2:
+            self.embedding = HierarchyEmbedding(weight.shape[0], weight.shape[1], self.objective.geometry,
+                                                ball=self.ball, seed=self.hparams.seed, dtype=weight.dtype)
+        if not self.nodes and checkpoint.get("hypermem_nodes"):
+            self.nodes = list(checkpoint["hypermem_nodes"])
+        self.tree = list(checkpoint.get("hypermem_tree") or self.tree)
+        self.glosses = dict(checkpoint.get("hypermem_glosses") or self.glosses)
         saved = checkpoint.get("hypermem_schedule_epochs")
         if saved is not None and self._trainer is not None and saved != self.schedule_epochs():
             warnings.warn_explicit(f"the checkpoint's learning-rate schedule spans {saved} epochs, this run's "
@@ -342,6 +362,22 @@ class HierarchyModule(pl.LightningModule):
         """``node -> point`` of the trained embedding (detached tensors)."""
         pts = self.embedding.points()
         return {n: pts[i] for i, n in enumerate(self.nodes)}
+
+    def to_memory(self, embedder=None, **kwargs):
+        """A :class:`~hypermem.store.Memory` of the trained embedding, one memory per node at
+        its trained point, parents from the data's tree, glosses as ``meta["gloss"]``
+        (:func:`~hypermem.train.export.embedding_to_memory`; ``embedder`` for text queries,
+        needed below ``dim`` 8; more keywords go to it).  Works on a module of a finished
+        run and on ``HierarchyModule.load_from_checkpoint(path)``."""
+        from .export import embedding_to_memory
+
+        if self.embedding is None or len(self.nodes) != self.embedding.weight.shape[0]:
+            raise RuntimeError("no trained embedding with node names: train the module or load a checkpoint "
+                               "written by this version (HierarchyModule.load_from_checkpoint(path))")
+        meta = {n: {"gloss": self.glosses[n]} for n in self.nodes if self.glosses.get(n)}
+        kwargs.setdefault("meta", meta)
+        return embedding_to_memory(self.points_dict(), self.tree, curvature=self.ball.curvature,
+                                   embedder=embedder, **kwargs)
 
     def save_embedding(self, path: str) -> None:
         """Save ``{"nodes", "points", "curvature", "kind", "dim"}`` with :func:`torch.save`
