@@ -98,3 +98,20 @@ def test_best_checkpoint_loads_with_load_from_checkpoint_and_becomes_a_memory(wa
     last = HierarchyModule.load_from_checkpoint(str(walk / cli.trainer.log_dir / "checkpoints" / "last.ckpt"))
     for n, p in last.points_dict().items():
         assert (p == cli.model.points_dict()[n]).all()
+
+
+def test_a_relative_dataset_of_a_config_is_read_beside_the_config(walk, tmp_path_factory):
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    cli = train(walk, "--trainer.max_epochs=1", cwd=elsewhere)
+    assert len(cli.model.nodes) == 7 and (elsewhere / "runs").is_dir()
+
+
+def test_a_missing_dataset_file_says_where_it_was_looked_for(walk, tmp_path_factory):
+    from hypermem.train.hierarchy_data import load_closure
+
+    with pytest.raises(FileNotFoundError, match="no such file: looked for .*nowhere.tsv"):
+        load_closure(str(walk / "nowhere.tsv"))
+    (walk / "tiny.yaml").write_text(CONFIG.replace("edges.tsv", "gone.tsv"))
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    with pytest.raises(FileNotFoundError, match=f"looked for {walk / 'gone.tsv'}"):
+        train(walk, "--trainer.max_epochs=1", cwd=elsewhere)

@@ -98,7 +98,10 @@ def load_closure(dataset: str) -> tuple[list[tuple[str, str]], dict[str, str], l
     else:
         path = Path(dataset)
         if not path.is_file():
-            raise FileNotFoundError(f"dataset {dataset!r}: not 'mammals', 'nouns', 'wordnet:<synset>' or a TSV file")
+            where = path if path.is_absolute() else f"{path.absolute()} (a relative path is read from the working folder)"
+            what = "is a folder, not a file" if path.is_dir() else "no such file"
+            raise FileNotFoundError(f"dataset {dataset!r}: {what}: looked for {where}; the other datasets are "
+                                    "'mammals', 'nouns' and 'wordnet:<synset>'")
         opener = gzip.open if path.suffix == ".gz" else open
         with opener(path, "rt", encoding="utf-8") as fh:
             pairs = [tuple(line.rstrip("\n").split("\t")[:2]) for line in fh if line.strip()]
