@@ -2,11 +2,16 @@
 argument-free ``forget()``, wrong-type inputs, saving into a read-only folder or over a
 file of another kind, and hand-edited files."""
 
+import os
+import sqlite3
+
 import episodic_helpers
 import pytest
 from episodic_helpers import T0  # noqa: F401  (the clock fixture starts there)
 
+import hypermem
 from hypermem.episodic import MemoryStorage
+from hypermem.store.persistence import MemoryFileError
 
 storage = episodic_helpers.storage
 
@@ -56,3 +61,66 @@ def test_retrieve_query_of_the_wrong_type_is_a_type_error(storage, query):
         storage.retrieve(query=query)
     with pytest.raises(TypeError, match="query must be a string or None"):
         storage.scores(query)
+
+
+# ---------------------------------------------------------------------- 3. a read-only folder
+
+
+def test_save_into_a_read_only_folder_names_the_target(storage, tmp_path, monkeypatch):
+    import errno
+    import tempfile
+
+    def read_only(prefix="", suffix="", dir=None):
+        raise OSError(errno.EROFS, "Read-only file system", os.path.join(dir, f"{prefix}ptuvzx_a{suffix}"))
+
+    monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    target = str(tmp_path / "x.db")
+    with pytest.raises(OSError, match=r"cannot save the episodic memory to .*x\.db'.*is not writable") as info:
+        storage.save(target)
+    assert info.value.errno == errno.EROFS and ".tmp" not in str(info.value)
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root writes into a read-only folder")
+def test_save_into_a_folder_without_write_permission(storage, tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        with pytest.raises(PermissionError, match=r"x\.db'.*is not writable"):
+            storage.save(folder / "x.db")
+    finally:
+        folder.chmod(0o755)
+
+
+# ---------------------------------------------------------------------- 4. a file of the other kind
+
+
+def test_save_refuses_to_replace_a_memory_store(storage, tmp_path):
+    path = tmp_path / "store.db"
+    hypermem.Memory().save(path)
+    storage.instantiate("((a p) ** E1)")
+    with pytest.raises(FileExistsError, match=r"store\.db' is a memory store file of hypermem\.Memory\.save"):
+        storage.save(path)
+    assert len(hypermem.Memory.load(path)) == 0  # untouched
+    storage.save(path, overwrite=True)
+    assert len(MemoryStorage.load(path)) == 1
+    storage.save(path)  # an episodic file is replaced freely, as Memory.save replaces its own
+
+
+def test_save_refuses_another_sqlite_database(storage, tmp_path):
+    path = tmp_path / "other.db"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE users (name TEXT)")
+    con.commit()
+    con.close()
+    with pytest.raises(FileExistsError, match=r"SQLite database with the tables \['users'\]"):
+        storage.save(path)
+    (tmp_path / "notes.db").write_text("not sqlite")
+    storage.save(tmp_path / "notes.db")  # not a database: replaced, as Memory.save does
+
+
+def test_load_of_a_memory_store_points_to_memory_load(tmp_path):
+    path = tmp_path / "store.db"
+    hypermem.Memory().save(path)
+    with pytest.raises(MemoryFileError, match=r"is a memory store file .*use hypermem\.Memory\.load"):
+        MemoryStorage.load(path)

@@ -28,10 +28,12 @@ the field; a missing file is ``FileNotFoundError``.  Embeddings are reused, neve
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sqlite3
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -66,8 +68,47 @@ _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 __all__ = ["KIND", "FORMAT_VERSION", "save_storage", "load_storage"]
 
 
-def save_storage(storage, path: str | os.PathLike) -> None:
-    """Write ``storage`` to the SQLite file ``path``, atomically (see the module docstring)."""
+def _foreign(tables: set[str]) -> str | None:
+    """What a SQLite file with these tables holds when it is not an episodic file (and which
+    call reads it); ``None`` for an episodic file or an empty database."""
+    if "hm_config" in tables:
+        return "a durable memory database of hypermem.Memory.open, not an episodic memory file: use " \
+               "hypermem.Memory.open"
+    if "records" in tables and "memories" not in tables:
+        return "a memory store file of hypermem.Memory.save, not an episodic memory file: use hypermem.Memory.load"
+    if tables and not {"config", "memories"} <= tables:
+        return f"a SQLite database with the tables {sorted(tables)}, not an episodic memory file"
+    return None
+
+
+def _existing_kind(path: str | os.PathLike) -> str | None:
+    """:func:`_foreign` of the existing SQLite file ``path`` (``None``: no such file, not SQLite, or ours)."""
+    p = Path(os.fspath(path))
+    if not p.is_file() or p.stat().st_size == 0:
+        return None
+    try:
+        con = sqlite3.connect(p.resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
+        try:
+            return _foreign({r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")})
+        finally:
+            con.close()
+    except sqlite3.Error:  # not a SQLite file: replaced, as Memory.save replaces any file
+        return None
+
+
+def save_storage(storage, path: str | os.PathLike, overwrite: bool = False) -> None:
+    """Write ``storage`` to the SQLite file ``path``, atomically (see the module docstring).
+
+    An existing episodic file (or a non-SQLite file) is replaced, as :meth:`hypermem.Memory.save`
+    replaces; a SQLite file of another kind (a ``Memory`` store, any other database) is
+    refused with ``FileExistsError`` unless ``overwrite=True``.  A folder that cannot be
+    written is an ``OSError`` naming ``path``."""
+    if not isinstance(overwrite, bool):
+        raise TypeError(f"overwrite must be True or False, got {overwrite!r}")
+    target = os.fspath(path)
+    other = None if overwrite else _existing_kind(path)
+    if other is not None:
+        raise FileExistsError(f"{target!r} is {other}; not replaced (pass overwrite=True to replace it)")
     with storage.lock:
         mems = list(storage)
         hyper = storage.hyperbolic
@@ -91,6 +132,19 @@ def save_storage(storage, path: str | os.PathLike) -> None:
                     None if m.end_time is None else m.end_time.isoformat(), m.last_access.isoformat(),
                     int(m.access_count), int(m in storage.context), None if emb is None else emb[j].tobytes())
                    for j, m in enumerate(mems)]
+    try:
+        _write(path, config, records)
+    except OSError as exc:
+        if exc.filename is None or os.fspath(exc.filename) == target:
+            raise
+        # The shared atomic writer names its temporary file: name the target and its folder.
+        folder = os.path.dirname(os.path.abspath(target))
+        why = (f"the folder {folder!r} is not writable" if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
+               else f"writing a temporary file in {folder!r} failed")
+        raise OSError(exc.errno, f"cannot save the episodic memory to {target!r}: {why} ({exc.strerror})") from None
+
+
+def _write(path: str | os.PathLike, config: dict[str, Any], records: list[tuple]) -> None:
     with atomic_sqlite(path) as con:
         con.execute("CREATE TABLE config (key TEXT PRIMARY KEY, value TEXT)")
         con.execute("CREATE TABLE memories (seq INTEGER PRIMARY KEY, wff TEXT, event_ep TEXT, episodes TEXT, "
@@ -109,6 +163,9 @@ def _read(path: str | os.PathLike) -> tuple[dict[str, Any], list[dict[str, Any]]
         raise IsADirectoryError(f"{where} is a folder, not an episodic memory file")
     con = open_sqlite_readonly(path)
     try:
+        other = _foreign({r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")})
+        if other is not None:
+            raise MemoryFileError(f"{where} is {other}")
         _, config = read_sqlite_header(con, where, {"config", "memories"}, "an episodic memory")
         if config.get("kind") != KIND:
             raise MemoryFileError(f"{where} is not an episodic memory file (kind {short(config.get('kind'))})")

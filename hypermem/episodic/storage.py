@@ -460,10 +460,11 @@ class MemoryStorage(RetrievalMixin):
         return bool(self.get_characterizing_episode(pred_patt, ep))
 
     # ------------------------------------------------------------------ persistence
-    def save(self, path: Any) -> None:
+    def save(self, path: Any, overwrite: bool = False) -> None:
         """Write the whole storage to one SQLite file, atomically (see
-        :mod:`hypermem.episodic.persistence`)."""
-        save_storage(self, path)
+        :mod:`hypermem.episodic.persistence`).  A SQLite file of another kind (e.g. a
+        ``hypermem.Memory`` store) is not replaced (``FileExistsError``) unless ``overwrite``."""
+        save_storage(self, path, overwrite=overwrite)
 
     @classmethod
     def load(cls, path: Any, embedder: Any = None, clock: Callable[[], datetime] | None = None,
