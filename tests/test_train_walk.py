@@ -115,3 +115,30 @@ def test_a_missing_dataset_file_says_where_it_was_looked_for(walk, tmp_path_fact
     elsewhere = tmp_path_factory.mktemp("elsewhere")
     with pytest.raises(FileNotFoundError, match=f"looked for {walk / 'gone.tsv'}"):
         train(walk, "--trainer.max_epochs=1", cwd=elsewhere)
+
+
+def test_a_tsv_is_closed_and_gives_a_tree(tmp_path):
+    from hypermem.train.hierarchy_data import load_tsv
+
+    (tmp_path / "direct.tsv").write_text("b\ta\nc\tb\nd\tc\n")
+    closure, glosses, tree = load_tsv(tmp_path / "direct.tsv")
+    assert closure[:3] == [("b", "a"), ("c", "b"), ("d", "c")]
+    assert set(closure) == {("b", "a"), ("c", "b"), ("d", "c"), ("c", "a"), ("d", "a"), ("d", "b")}
+    assert sorted(tree) == [("a", "b"), ("b", "c"), ("c", "d")] and glosses == {}
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("a\tb\nb\tc\nc\ta\n", r"cycle .*'a' -> 'b' -> 'c' -> 'a'"),
+    ("x\tx\n", r"cycle .*'x' -> 'x'"),
+    ("\n\n", "holds no pairs"),
+    (b"caf\xe9\tdrink\n", "not UTF-8"),
+    ("lonely\n", "two tab-separated names"),
+])
+def test_a_bad_tsv_is_refused_naming_the_file(tmp_path, text, message):
+    from hypermem.train.hierarchy_data import load_closure
+
+    path = tmp_path / "bad.tsv"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(ValueError, match=message) as exc:
+        load_closure(str(path))
+    assert str(path) in str(exc.value)

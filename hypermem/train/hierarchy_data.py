@@ -3,7 +3,8 @@
 The data is a transitive closure of ``(hyponym, hypernym)`` pairs: the shipped WordNet
 mammals (``dataset: mammals``), all WordNet nouns (``nouns``, needs ``wordnet-base``),
 any WordNet subtree (``wordnet:<synset>``, e.g. ``wordnet:dog.n.01``) or a TSV file of
-pairs (``path/to/pairs.tsv[.gz]``, one ``hyponym<TAB>hypernym`` per line).
+pairs (``path/to/pairs.tsv[.gz]``, one ``hyponym<TAB>hypernym`` per line, closed transitively
+and checked for cycles by :func:`load_tsv`).
 
 Training batches are ``(B, 2)`` index pairs; the collate function draws the negatives
 (:class:`~hypermem.hierarchy.sampling.NegativeSampler`, ``degree^0.75`` during the
@@ -34,6 +35,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from ..data import wordnet
+from ..data.dag import hypernym_closure
 from ..hierarchy.cones import sample_cone_negatives
 from ..hierarchy.relations import Relations
 from ..hierarchy.sampling import NegativeSampler
@@ -102,14 +104,46 @@ def load_closure(dataset: str) -> tuple[list[tuple[str, str]], dict[str, str], l
             what = "is a folder, not a file" if path.is_dir() else "no such file"
             raise FileNotFoundError(f"dataset {dataset!r}: {what}: looked for {where}; the other datasets are "
                                     "'mammals', 'nouns' and 'wordnet:<synset>'")
-        opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rt", encoding="utf-8") as fh:
-            pairs = [tuple(line.rstrip("\n").split("\t")[:2]) for line in fh if line.strip()]
-        bad = [p for p in pairs if len(p) != 2]
-        if bad:
-            raise ValueError(f"{path}: every line needs two tab-separated names, got {bad[0]!r}")
-        return pairs, {}, []  # type: ignore[return-value]
+        return load_tsv(path)
     return h.closure, h.glosses, h.tree
+
+
+def load_tsv(path: str | Path) -> tuple[list[tuple[str, str]], dict[str, str], list[tuple[str, str]]]:
+    """``(closure, {}, tree)`` of a UTF-8 file of ``hyponym<TAB>hypernym`` lines (gzipped when
+    it ends in ``.gz``; blank lines skipped, columns after the second ignored).
+
+    The pairs are closed transitively (:func:`~hypermem.data.dag.hypernym_closure`): the pairs
+    as given, each once, then the implied ones, so a file of direct edges and a file of the
+    whole closure train alike.  The tree gives each node its deepest hypernym as parent.
+    Refused, naming the file: no pairs, a line without two names, bytes that are not UTF-8,
+    a cycle (named, each node a child of the next)."""
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as fh:
+            pairs = [tuple(line.rstrip("\r\n").split("\t")[:2]) for line in fh if line.strip()]
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
+    except (OSError, EOFError) as exc:  # a damaged .gz
+        raise ValueError(f"{path}: cannot be read ({exc})") from None
+    bad = [p for p in pairs if len(p) != 2 or not all(x.strip() for x in p)]
+    if bad:
+        raise ValueError(f"{path}: every line needs two tab-separated names, got {bad[0]!r}")
+    if not pairs:
+        raise ValueError(f"{path} holds no pairs: write one hyponym<TAB>hypernym per line")
+    parents: dict[str, list[str]] = {}
+    for child, parent in pairs:
+        parents.setdefault(child, []).append(parent)
+    try:
+        ancestors = hypernym_closure(parents)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    given = list(dict.fromkeys(pairs))
+    seen = set(given)
+    closure = given + sorted((c, a) for c in ancestors for a in ancestors[c] if (c, a) not in seen)
+    depth = {n: len(a) for n, a in ancestors.items()}
+    tree = [(max(ancestors[c], key=lambda a: (depth[a], a)), c) for c in sorted(ancestors) if ancestors[c]]
+    return closure, {}, tree  # type: ignore[return-value]
 
 
 class HierarchyDataModule(pl.LightningDataModule):
