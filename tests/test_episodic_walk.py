@@ -124,3 +124,53 @@ def test_load_of_a_memory_store_points_to_memory_load(tmp_path):
     hypermem.Memory().save(path)
     with pytest.raises(MemoryFileError, match=r"is a memory store file .*use hypermem\.Memory\.load"):
         MemoryStorage.load(path)
+
+
+# ---------------------------------------------------------------------- 5. hand-edited files
+
+
+def _edit(path, sql, *args):
+    con = sqlite3.connect(path)
+    con.execute(sql, args)
+    con.commit()
+    con.close()
+
+
+@pytest.fixture
+def saved(storage, tmp_path):
+    storage.instantiate("((a p) ** E1)", importance=0.7)
+    path = tmp_path / "day.db"
+    storage.save(path)
+    return path
+
+
+def test_load_refuses_episodes_that_contradict_event_ep(saved):
+    _edit(saved, "UPDATE memories SET episodes = ? WHERE event_ep = 'E1'", '["E5"]')
+    with pytest.raises(MemoryFileError, match=r"memory 0 has the episode \(event_ep\) 'E1' but its episode "
+                                              r"list \(episodes\) .*E5.* does not start with it"):
+        MemoryStorage.load(saved)
+
+
+def test_load_refuses_a_missing_config_row(saved):
+    _edit(saved, "DELETE FROM config WHERE key = 'embedder'")
+    with pytest.raises(MemoryFileError, match=r"the config table lacks \['embedder'\]"):
+        MemoryStorage.load(saved)
+
+
+@pytest.mark.parametrize("spec, message", [
+    ('{"type": "openai"}', r"bad embedder spec dim None: .* \(in the spec of the embedder type 'openai'\)"),
+    ('{"dim": 32}', r"the embedder spec has no type \(type None\)"),
+])
+def test_load_names_the_embedder_type_of_a_bad_spec(saved, spec, message):
+    _edit(saved, "UPDATE config SET value = ? WHERE key = 'embedder'", spec)
+    with pytest.raises(MemoryFileError, match=message):
+        MemoryStorage.load(saved)
+
+
+def test_remove_episode_rewrites_the_event_and_the_file_loads(storage, tmp_path):
+    m = storage.instantiate(["((^you reply-to.v E1) ** E3)", "((^you reply-to.v E1) ** E4)"])[0]
+    storage.remove_episode("E3")
+    assert m.episodes == ["E4"] and m.get_ep() == "E4" and m.event.ep == "E4"
+    storage.save(tmp_path / "day.db")
+    (back,) = MemoryStorage.load(tmp_path / "day.db")
+    assert back.event == m.event and back.episodes == ["E4"]

@@ -18,8 +18,9 @@ rename; an exception or a crash leaves the previous file intact):
 The hash tables are functions of the memories (``ep_ht`` of the episode lists, ``wff_ht``
 of the formulas), so :func:`load_storage` rebuilds them equal.  Loading executes nothing
 from the file (no pickle) and writes nothing (a read-only, immutable connection), checks
-every field with :mod:`hypermem.store.validation` (the saved ``count`` against the rows,
-``seq`` distinct integers below ``next``, JSON depth and NaN, the embedder's ``dim``
+every field with :mod:`hypermem.store.validation` (every key of :data:`CONFIG_KEYS` present,
+the saved ``count`` against the rows, ``seq`` distinct integers below ``next``, each row's
+``event_ep`` first in its ``episodes``, JSON depth and NaN, the embedder's ``type`` and ``dim``
 against every blob before anything is allocated, formulas within
 :data:`~hypermem.episodic.sexpr.MAX_DEPTH`) and raises
 :class:`~hypermem.store.validation.MemoryFileError` (a ``ValueError``) naming the file and
@@ -64,6 +65,8 @@ FORMAT_VERSION = 1
 COLUMNS = ("seq", "wff", "event_ep", "episodes", "importance", "telic", "start_time", "end_time", "last_access",
            "access_count", "in_context", "embedding")
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
+CONFIG_KEYS = ("kind", "format", "importance_threshold", "telic_predicates", "decay", "embedder", "curvature",
+               "dtype", "next", "count")
 
 __all__ = ["KIND", "FORMAT_VERSION", "save_storage", "load_storage"]
 
@@ -173,6 +176,10 @@ def _read(path: str | os.PathLike) -> tuple[dict[str, Any], list[dict[str, Any]]
         if not is_int(fmt) or fmt != FORMAT_VERSION:
             raise MemoryFileError(f"{where} has format version {short(fmt)}; this hypermem reads "
                                   f"format {FORMAT_VERSION}")
+        missing = [k for k in CONFIG_KEYS if k not in config]
+        if missing:
+            raise MemoryFileError(f"{where}: the config table lacks {missing} (an episodic file records every "
+                                  f"one of {list(CONFIG_KEYS)}; null where unset)")
         cols = [r[1] for r in con.execute("PRAGMA table_info(memories)")]
         if cols != list(COLUMNS):
             raise MemoryFileError(f"{where}: the memories table has columns {cols}, expected {list(COLUMNS)}")
@@ -218,6 +225,9 @@ def _memory(r: dict[str, Any], clock: Callable, where: str) -> EpisodicMemory:
                               f"non-empty list of distinct episode symbols)")
     if not is_symbol(r["event_ep"]):
         raise MemoryFileError(f"{where}: memory {seq} has a bad episode {short(r['event_ep'])}")
+    if r["event_ep"] != episodes[0]:
+        raise MemoryFileError(f"{where}: memory {seq} has the episode (event_ep) {short(r['event_ep'])} but its "
+                              f"episode list (episodes) {short(r['episodes'])} does not start with it")
     try:
         importance = check_importance(r["importance"])
     except ValueError:
@@ -258,9 +268,15 @@ def load_storage(path: str | os.PathLike, embedder: Any = None, clock: Callable 
     if spec is not None:
         if not isinstance(spec, dict):
             raise MemoryFileError(f"{where}: the embedder spec is not an object")
+        kind = spec.get("type")
+        if not isinstance(kind, str) or not kind:
+            raise MemoryFileError(f"{where}: the embedder spec has no type (type {short(kind)})")
+        try:
+            dim = check_dim(spec.get("dim"), where, "embedder spec dim")
+        except MemoryFileError as exc:
+            raise MemoryFileError(f"{exc} (in the spec of the embedder type {short(kind)})") from None
         # The declared dimension is checked against every stored blob before anything is allocated.
-        emb = stack_vectors([r["embedding"] for r in rows], check_dim(spec.get("dim"), where, "embedder spec dim"),
-                            "embedding", seqs, where)
+        emb = stack_vectors([r["embedding"] for r in rows], dim, "embedding", seqs, where)
         embedder = embedder_from_spec(spec, embedder, where)
     if config.get("decay") is not None:
         decay = decay_from_spec(config["decay"], decay, where)

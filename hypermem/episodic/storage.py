@@ -353,6 +353,8 @@ class MemoryStorage(RetrievalMixin):
             for m in mems:
                 if m.episodes != [ep]:
                     m.episodes.remove(ep)
+                    if m.event.ep != m.get_ep():  # the event is written with the first episode left
+                        m.event = Eventuality(m.get_wff(), m.get_ep())
             self.ep_ht.pop(ep, None)
             self._drop(gone)
             return gone
