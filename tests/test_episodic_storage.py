@@ -394,7 +394,7 @@ def test_forget_can_spare_the_context(storage):
     assert list(storage) == [a, b]
 
 
-@pytest.mark.parametrize("kwargs", [{}, {"max_size": -1}, {"max_size": 1.5}, {"threshold": 1.5},
+@pytest.mark.parametrize("kwargs", [{"max_size": -1}, {"max_size": 1.5}, {"threshold": 1.5},
                                     {"threshold": float("nan")}])
 def test_forget_bad_arguments(storage, kwargs):
     storage.instantiate("((a p) ** E1)")
