@@ -142,3 +142,37 @@ def test_a_bad_tsv_is_refused_naming_the_file(tmp_path, text, message):
     with pytest.raises(ValueError, match=message) as exc:
         load_closure(str(path))
     assert str(path) in str(exc.value)
+
+
+@pytest.mark.parametrize("bad", ["--model.dim=0", "--data.dataset=foo.tsv", "--ckpt_path=best"])
+def test_a_failed_start_leaves_no_version_folder(walk, bad):
+    with pytest.raises((ValueError, FileNotFoundError, SystemExit)):
+        train(walk, "--trainer.max_epochs=1", bad)
+    runs = walk / "runs"
+    assert not runs.exists() or not list(runs.glob("*/version_*")), list(runs.rglob("*"))
+    cli = train(walk, "--trainer.max_epochs=1")
+    assert Path(cli.trainer.log_dir).name == "version_0"
+
+
+def test_remove_failed_start_keeps_folders_with_results(tmp_path):
+    from hypermem.train.hierarchy_cli import _watch, remove_failed_start
+
+    (tmp_path / "run" / "version_0").mkdir(parents=True)
+    watch = _watch(tmp_path, "run")
+    for v, files in ((1, ["config.yaml", "events.out.tfevents.1.x"]), (2, ["config.yaml", "checkpoints/last.ckpt"])):
+        for f in files:
+            (tmp_path / "run" / f"version_{v}" / f).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / "run" / f"version_{v}" / f).write_text("x")
+    assert remove_failed_start(watch) == [tmp_path / "run" / "version_1"]
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["version_0", "version_2"]
+
+
+def test_messages_name_the_option(walk, capsys):
+    from hypermem.train.hierarchy_module import HierarchyModule
+
+    with pytest.raises(ValueError, match="--model.dim"):
+        HierarchyModule(dim=0)
+    with pytest.raises(SystemExit):
+        train(walk, "--ckpt_path=best")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "best needs a finished run's best checkpoint" in err[0] and "--ckpt_path=last" in err[0]

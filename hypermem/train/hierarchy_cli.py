@@ -253,6 +253,7 @@ def _cli_class():
 
         argv: list[str] = []
         prog: str = DEFAULT_PROG
+        watch: tuple | None = None  # the run's folder before it starts (_watch)
 
         def parse_arguments(self, parser, args) -> None:
             try:
@@ -274,6 +275,12 @@ def _cli_class():
             data = cfg.get("data")
             if data is not None and isinstance(data.get("dataset"), str):
                 data.dataset = resolve_dataset(data.dataset, self.argv)
+            if cfg.get("ckpt_path") == "best":
+                raise _ConfigError("--ckpt_path=best needs a finished run's best checkpoint, which a new "
+                                   "process does not have: give its path (runs/<name>/version_<N>/checkpoints/"
+                                   "best-epoch=E-step=S.ckpt) or resume with --ckpt_path=last")
+            if init is not None:
+                HierarchyCLI.watch = _watch(init.get("save_dir") or ".", init.name)
             if self.subcommand == "fit" and cfg.get("ckpt_path") == "last" and init is not None:
                 hit = latest_last_checkpoint(init.get("save_dir") or ".", init.name)
                 if hit is None:
@@ -288,6 +295,41 @@ def _cli_class():
                 warnings.filterwarnings("ignore", message="Checkpoint directory .* exists and is not empty")
 
     return HierarchyCLI
+
+
+# what a start that failed before training leaves in a new version folder
+_START_FILES = re.compile(r"events\.out\.tfevents\..*|config\.yaml|hparams\.yaml")
+
+
+def _watch(save_dir, name) -> tuple[Path, bool, set[str]]:
+    """The run's folder, whether it exists and its ``version_*`` folders, before the run starts."""
+    root = Path(save_dir, name)
+    return root, root.is_dir(), {p.name for p in root.glob("version_*")}
+
+
+def remove_failed_start(watch: tuple[Path, bool, set[str]] | None) -> list[Path]:
+    """Remove the ``version_*`` folders a failed start created, when they hold only what the
+    start writes (events files, ``config.yaml``, ``hparams.yaml``, an empty ``checkpoints/``),
+    so the next run gets the same version; then the run's folder if this start created it and it
+    is empty.  Returns the removed folders."""
+    import shutil
+
+    if watch is None:
+        return []
+    root, existed, before = watch
+    removed = []
+    for folder in sorted(root.glob("version_*")):
+        if folder.name in before or not folder.is_dir():
+            continue
+        entries = list(folder.iterdir())
+        if all((e.is_file() and _START_FILES.fullmatch(e.name)) or (e.is_dir() and not any(e.iterdir()))
+               for e in entries):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    if not existed and root.is_dir() and not any(root.iterdir()):
+        root.rmdir()
+        removed.append(root)
+    return removed
 
 
 def _parser_keys(parser) -> list[str]:
@@ -405,7 +447,7 @@ def main(args: list[str] | None = None, run: bool = True, prog: str = DEFAULT_PR
         "callbacks": [RunSummary()] + ([] if tty else [ProgressLines()]),
     }
     cls = _cli_class()
-    cls.argv, cls.prog = argv, prog
+    cls.argv, cls.prog, cls.watch = argv, prog, None
     try:
         return cls(module_cls, data_cls, args=argv, run=run, seed_everything_default=0,
                    trainer_defaults=trainer_defaults, save_config_kwargs={"overwrite": True},
@@ -417,3 +459,6 @@ def main(args: list[str] | None = None, run: bool = True, prog: str = DEFAULT_PR
     except _ConfigError as exc:
         print(str(exc) if str(exc).startswith("error:") else f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    except BaseException:
+        remove_failed_start(cls.watch)  # no empty version_N left to bump the next run's number
+        raise

@@ -144,6 +144,8 @@ class HierarchyModule(pl.LightningModule):
                  init_from_trusted: bool = False):
         super().__init__()
         self.objective = objective_for(kind, K, margin)  # raises for an unknown kind
+        if isinstance(dim, bool) or not isinstance(dim, (int, float)) or int(dim) != dim or dim < 1:
+            raise ValueError(f"dim (--model.dim) must be a positive integer, got {dim!r}")
         if optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
         if dtype not in _DTYPES:
