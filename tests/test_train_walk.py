@@ -176,3 +176,22 @@ def test_messages_name_the_option(walk, capsys):
         train(walk, "--ckpt_path=best")
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "best needs a finished run's best checkpoint" in err[0] and "--ckpt_path=last" in err[0]
+
+
+def test_a_resumed_writer_keeps_the_earlier_projector_entries(tmp_path):
+    import torch
+    from torch.utils.tensorboard import SummaryWriter
+
+    from hypermem.train.hierarchy_logging import add_projector_embedding
+
+    meta = [["a", ""], ["b", ""]]
+    first = SummaryWriter(str(tmp_path))
+    add_projector_embedding(first, torch.zeros(2, 2), meta, 309)
+    first.close()
+    resumed = SummaryWriter(str(tmp_path))  # a resume opens a new writer on the same folder
+    add_projector_embedding(resumed, torch.ones(2, 2), meta, 412)
+    add_projector_embedding(resumed, torch.ones(2, 2), meta, 412)  # the same step again: not repeated
+    resumed.close()
+    text = (tmp_path / "projector_config.pbtxt").read_text()
+    assert text.count("tensor_path") == 2
+    assert "00309/hierarchy/tensors.tsv" in text and "00412/hierarchy/tensors.tsv" in text
