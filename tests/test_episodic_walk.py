@@ -75,9 +75,13 @@ def test_save_into_a_read_only_folder_names_the_target(storage, tmp_path, monkey
 
     monkeypatch.setattr(tempfile, "mkstemp", read_only)
     target = str(tmp_path / "x.db")
-    with pytest.raises(OSError, match=r"cannot save the episodic memory to .*x\.db'.*is not writable") as info:
+    with pytest.raises(OSError, match=r"cannot write .*x\.db': the folder .* is not writable") as info:
         storage.save(target)
     assert info.value.errno == errno.EROFS and ".tmp" not in str(info.value)
+    from hypermem import Memory  # the one atomic writer: the store's save says the same
+
+    with pytest.raises(OSError, match=r"cannot write .*y\.db': the folder .* is not writable"):
+        Memory().save(str(tmp_path / "y.db"))
 
 
 @pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root writes into a read-only folder")

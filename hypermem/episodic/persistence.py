@@ -29,7 +29,6 @@ the field; a missing file is ``FileNotFoundError``.  Embeddings are reused, neve
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import sqlite3
@@ -135,16 +134,7 @@ def save_storage(storage, path: str | os.PathLike, overwrite: bool = False) -> N
                     None if m.end_time is None else m.end_time.isoformat(), m.last_access.isoformat(),
                     int(m.access_count), int(m in storage.context), None if emb is None else emb[j].tobytes())
                    for j, m in enumerate(mems)]
-    try:
-        _write(path, config, records)
-    except OSError as exc:
-        if exc.filename is None or os.fspath(exc.filename) == target:
-            raise
-        # The shared atomic writer names its temporary file: name the target and its folder.
-        folder = os.path.dirname(os.path.abspath(target))
-        why = (f"the folder {folder!r} is not writable" if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
-               else f"writing a temporary file in {folder!r} failed")
-        raise OSError(exc.errno, f"cannot save the episodic memory to {target!r}: {why} ({exc.strerror})") from None
+    _write(path, config, records)
 
 
 def _write(path: str | os.PathLike, config: dict[str, Any], records: list[tuple]) -> None:

@@ -28,6 +28,7 @@ Example::
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 import tempfile
@@ -99,7 +100,12 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     deleted and ``path`` keeps its old content (or stays absent).
     """
     target = _check_target(path)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:   # name the file asked for, not the temporary one beside it
+        why = "is not writable" if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS) else "took no new file"
+        raise type(exc)(exc.errno, f"cannot write {str(target)!r}: the folder {str(target.parent)!r} {why} "
+                                   f"({exc.strerror})") from None
     os.close(fd)
     tmp = Path(tmp_name)
     try:
