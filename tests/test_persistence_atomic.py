@@ -176,3 +176,39 @@ def test_save_into_a_missing_folder_or_onto_a_folder(tmp_path):
     with pytest.raises(IsADirectoryError):
         mem.save(tmp_path)
     assert not (tmp_path / "nope").exists()
+
+
+def test_save_replaces_a_snapshot_but_never_a_durable_store_or_another_database(tmp_path):
+    import sqlite3
+
+    from hypermem import Memory
+    from hypermem.episodic import MemoryStorage
+
+    durable = tmp_path / "agent.db"
+    with Memory.open(durable) as db:
+        db.add("kept")
+    episodic = tmp_path / "ep.db"
+    s = MemoryStorage()
+    s.instantiate("((a p) ** E1)")
+    s.save(episodic)
+    other = tmp_path / "app.db"
+    con = sqlite3.connect(other)
+    con.execute("CREATE TABLE foo (x)")
+    con.commit()
+    con.close()
+    before = {p: p.read_bytes() for p in (durable, episodic, other)}
+    for path, what in ((durable, "durable store of Memory.open"), (episodic, "episodic memory file"),
+                       (other, r"another SQLite database \(tables: \['foo'\]\)")):
+        with pytest.raises(FileExistsError, match=what):
+            Memory().save(path)
+        assert path.read_bytes() == before[path]
+    with Memory.open(durable) as db:
+        assert [r.text for r in db] == ["kept"]
+    snap = tmp_path / "snap.db"
+    Memory().save(snap)
+    mem = Memory()
+    mem.add("new")
+    mem.save(snap)                    # a snapshot replaces a snapshot
+    (tmp_path / "empty.db").touch()
+    mem.save(tmp_path / "empty.db")   # and an empty file
+    assert len(Memory.load(snap)) == len(Memory.load(tmp_path / "empty.db")) == 1

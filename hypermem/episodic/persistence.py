@@ -33,13 +33,13 @@ import json
 import os
 import sqlite3
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from ..embed.spec import embedder_spec
 from ..store.atomic import atomic_sqlite
+from ..store.checks import sqlite_tables
 from ..store.validation import (
     MemoryFileError,
     check_dim,
@@ -85,17 +85,8 @@ def _foreign(tables: set[str]) -> str | None:
 
 def _existing_kind(path: str | os.PathLike) -> str | None:
     """:func:`_foreign` of the existing SQLite file ``path`` (``None``: no such file, not SQLite, or ours)."""
-    p = Path(os.fspath(path))
-    if not p.is_file() or p.stat().st_size == 0:
-        return None
-    try:
-        con = sqlite3.connect(p.resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
-        try:
-            return _foreign({r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")})
-        finally:
-            con.close()
-    except sqlite3.Error:  # not a SQLite file: replaced, as Memory.save replaces any file
-        return None
+    tables = sqlite_tables(path)
+    return None if not tables else _foreign(tables)
 
 
 def save_storage(storage, path: str | os.PathLike, overwrite: bool = False) -> None:

@@ -246,3 +246,38 @@ def check_sqlite_name(path: str | os.PathLike, call: str = "save()") -> None:
     if suffix in _OTHER_FORMATS:
         raise ValueError(f"{call} writes a SQLite file, but {os.fspath(path)!r} names a {suffix} file: use "
                          f"memory.{_OTHER_FORMATS[suffix]}(path) for that format, or a .db name for SQLite")
+
+
+def sqlite_tables(path: str | os.PathLike) -> set[str] | None:
+    """The table names of the SQLite file ``path`` (opened read-only, nothing written); None
+    when it is no file or no SQLite database."""
+    import sqlite3
+    from urllib.parse import quote
+
+    if not os.path.isfile(path):
+        return None
+    try:
+        con = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=ro", uri=True)
+        try:
+            return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            con.close()
+    except sqlite3.DatabaseError:
+        return None
+
+
+def check_replaceable(path: str | os.PathLike) -> None:
+    """``FileExistsError`` when ``save(path)`` would replace an SQLite database that is not a
+    file of ``Memory.save`` (a durable store of ``Memory.open``, an episodic memory, another
+    application's database): a snapshot replaces only a snapshot, an empty or a non-SQLite file."""
+    tables = sqlite_tables(path)
+    if not tables or ("records" in tables and "config" in tables and "hm_config" not in tables):
+        return
+    where = repr(os.fspath(path))
+    if "hm_config" in tables:
+        what = "a durable store of Memory.open (every call is written through to it)"
+    elif "memories" in tables and "config" in tables:
+        what = "an episodic memory file (MemoryStorage.save)"
+    else:
+        what = f"another SQLite database (tables: {sorted(tables)[:8]})"
+    raise FileExistsError(f"save() would replace {where}, {what}: save to another name, or remove that file first")

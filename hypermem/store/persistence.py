@@ -57,7 +57,7 @@ from ..geometry import poincare as P
 from ..temporal import policy_spec
 from ..temporal.clock import to_seconds
 from .atomic import atomic_sqlite, atomic_write_text
-from .checks import check_sqlite_name
+from .checks import check_replaceable, check_sqlite_name
 from .encoder_points import ENCODER_KEY, check_encoder, encoder_record
 from .load_checks import (
     FORMAT_VERSION,
@@ -178,9 +178,12 @@ def save(memory, path: str | os.PathLike) -> None:
     1
 
     A name ending in another format's extension (``.json``, ``.csv``, ``.html``...) is a
-    ``ValueError`` before anything is written; JSON is :func:`to_json`.
+    ``ValueError`` before anything is written; JSON is :func:`to_json`.  A snapshot replaces
+    an earlier snapshot, never a durable store, an episodic file or another SQLite database
+    (``FileExistsError``: :func:`~hypermem.store.checks.check_replaceable`).
     """
     check_sqlite_name(path)
+    check_replaceable(path)
     snap = _snapshot(memory)
     recs = snap["records"]
     with atomic_sqlite(path) as con:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..checks import check_sqlite_name
+from ..checks import check_sqlite_name, sqlite_tables
 from ..encoder_points import check_encoder, places_points
 from ..persistence import CONFIG_KEYS, memory_config
 from ..search_settings import apply_search_settings
@@ -19,24 +19,6 @@ _URL_PREFIXES = ("postgresql://", "postgres://")
 
 def is_url(target: Any) -> bool:
     return isinstance(target, str) and target.startswith(_URL_PREFIXES)
-
-
-def sqlite_tables(path: str | os.PathLike) -> set[str] | None:
-    """The table names of the SQLite file ``path`` (opened read-only, nothing written); None
-    when it is no file or no SQLite database."""
-    import sqlite3
-    from urllib.parse import quote
-
-    if not os.path.isfile(path):
-        return None
-    try:
-        con = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=ro", uri=True)
-        try:
-            return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        finally:
-            con.close()
-    except sqlite3.DatabaseError:
-        return None
 
 
 def is_durable_file(path: str | os.PathLike) -> bool:
