@@ -69,30 +69,33 @@ def log_embedding_state(tb, module, step: int) -> None:
 def add_projector_embedding(tb, points, meta, step: int, tag: str = "hierarchy") -> None:
     """``tb.add_embedding`` that keeps the entries an earlier writer of the same folder put in
     ``projector_config.pbtxt`` (a resumed run): the ``SummaryWriter`` rewrites that file from
-    its own list, which starts empty, so the list is first read from the file (an entry of
-    the same step and tag is replaced, not repeated)."""
+    its own entries only, so the file's entries from before the call are merged back in (one
+    entry a tensor path, the latest kept)."""
     import os
 
-    if not hasattr(tb, "_projector_config"):  # torch's list of the file's entries (writer.add_embedding)
-        from google.protobuf import text_format
-        from tensorboard.plugins.projector.projector_config_pb2 import ProjectorConfig
+    from google.protobuf import text_format
+    from tensorboard.plugins.projector.projector_config_pb2 import ProjectorConfig
 
+    path = os.path.join(tb.get_logdir(), "projector_config.pbtxt")
+
+    def read() -> list:
         config = ProjectorConfig()
-        path = os.path.join(tb.get_logdir(), "projector_config.pbtxt")
-        if os.path.isfile(path):
-            try:
-                with open(path, encoding="utf-8") as fh:
-                    text_format.Parse(fh.read(), config)
-            except (OSError, UnicodeDecodeError, text_format.ParseError):
-                config = ProjectorConfig()
-        tb._projector_config = config
-    subdir = f"{str(step).zfill(5)}/{tag}"
-    config = tb._projector_config
-    kept = [e for e in config.embeddings if not e.tensor_path.startswith(subdir + "/")]
-    if len(kept) != len(config.embeddings):
-        del config.embeddings[:]
-        config.embeddings.extend(kept)
+        try:
+            with open(path, encoding="utf-8") as fh:
+                text_format.Parse(fh.read(), config)
+        except (OSError, UnicodeDecodeError, text_format.ParseError):
+            return []
+        return list(config.embeddings)
+
+    before = read()
     tb.add_embedding(points, metadata=meta, metadata_header=["name", "gloss"], global_step=step, tag=tag)
+    if not before:
+        return
+    latest = {e.tensor_path: e for e in [*before, *read()]}   # insertion order: the earliest first
+    merged = ProjectorConfig()
+    merged.embeddings.extend(latest.values())
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text_format.MessageToString(merged))
 
 
 def _tsv(text) -> str:
