@@ -25,6 +25,7 @@ from ..index import ShellDistance, exact_topk
 from ..index.bands import BAND_MIN_ROWS, BandedDirectionIndex
 from ..retrieval.scoring import score_bias
 from ..temporal import NoDecay, policy_weights, weight_upper_bound
+from .caller_warning import warn_caller
 from .placement import unit
 
 MAX_CANDIDATES = 4096
@@ -51,7 +52,21 @@ def sync_index(index: BandedDirectionIndex, state, built: tuple[int, int] | None
         if built[1] != state.edits:
             index.refresh(index_columns(state))
     else:
+        if built is not None and n >= REBUILD_NOTE_ROWS:
+            warn_caller(f"update() or remove() changed stored points since the index was built: this indexed "
+                        f"search first rebuilds its HNSW graphs over {n:,} memories (HNSW cannot move or delete "
+                        f"a point); make the edits in a batch before indexed searches, or search exactly "
+                        f"(use_index=False) between edits", IndexRebuildWarning)
         index.build(keys, state.time[:n], index_columns(state))
+
+
+class IndexRebuildWarning(UserWarning):
+    """An indexed search rebuilt the store's HNSW graphs after points were edited or removed."""
+
+
+REBUILD_NOTE_ROWS = 50_000
+"""Stores from this many memories up say so when an edit makes the next indexed search rebuild
+the graphs (about a minute at 200,000 memories on two CPU cores)."""
 
 
 def auto_bands(memory) -> int:
