@@ -196,6 +196,11 @@ device
 """
 
 
+def fmt(x: float | None) -> str:
+    """A score as the example prints it: three decimals, or "none" (the vote has no threshold)."""
+    return "none" if x is None else f"{x:.3f}"
+
+
 def parse(text: str) -> dict[str, dict[str, list[str]]]:
     """``{kind: {thing: [notes]}}`` of :data:`HOUSEHOLD_TEXT`."""
     out: dict[str, dict[str, list[str]]] = {}
@@ -246,7 +251,7 @@ def run(encoder: str, folder: Path) -> None:
     dish = ids[[t for t, _, _ in texts].index("the dishwasher filter needs rinsing every month")]
     why = mem.get(dish).meta["auto_parent"]
     print(f"why the dishwasher filter note sits where it does -> parent {text_of.get(why['parent'])!r}, "
-          f"score {why['score']:.3f} vs threshold {why['threshold']}, suggested "
+          f"score {why['score']:.3f} vs threshold {fmt(why['threshold'])}, suggested "
           f"{[text_of[s['id']] for s in why['suggested']]}")
     for q in UNFILED:
         got = [h.text for h in mem.search(q, k=3, mode="ancestors")]

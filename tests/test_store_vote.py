@@ -422,7 +422,7 @@ def test_the_page_shows_a_voted_placement_as_vote_shares(enc, filed, tmp_path):
         enc.threshold = saved
     info = filed.get(i).meta["auto_parent"]
     panel, links, _ = inspected_panel(filed, tmp_path / "page.html", "poodle")
-    assert "suggested parents (vote share)" in panel and "pair score" in panel and "threshold" in panel
+    assert "suggested parents (vote score)" in panel and "pair score" in panel and "threshold" in panel
     assert [t.rsplit(" (", 1)[0] for t in links] == [s["id"] for s in info["suggested"]]
 
 

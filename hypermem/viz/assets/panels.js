@@ -2,7 +2,7 @@
 // the lazily built tree, the filter and the search box.
 var st = D.stats;
 document.getElementById("hm-summary").textContent = N + " memories \u00b7 " + st.roots + " roots \u00b7 " +
-  "max level " + st.max_level + " \u00b7 dim " + st.dim + " \u00b7 curvature " + st.curvature +
+  "max level " + st.max_level + " \u00b7 dim " + st.dim + " \u00b7 curvature " + (+Number(st.curvature).toPrecision(4)) +
   " \u00b7 layout " + D.layout + " \u00b7 decay: " + D.decay.words + " \u00b7 now " + D.now +
   (D.config.placed_by ? " \u00b7 points placed by the " + D.config.placed_by + " (depth from the encoder)" : "");
 
@@ -47,7 +47,7 @@ function select(i) {
     var sug = (D.suggested || {})[String(i)];
     if (sug) {  // an auto-placed memory: the parents its hierarchy encoder suggested, best first
       var dd = el("dd", null, "hm-suggested"), info = meta(i).auto_parent || {};
-      dl.appendChild(el("dt", info.by === "vote" ? "suggested parents (vote share)" : "suggested parents"));
+      dl.appendChild(el("dt", info.by === "vote" ? "suggested parents (vote score)" : "suggested parents"));
       sug.forEach(function (s) {
         var a = el("a", label(s[0]) + " (" + fmt(s[1], 3) + ")");
         a.href = "#"; a.setAttribute("data-row", String(s[0]));
