@@ -459,6 +459,6 @@ def main(args: list[str] | None = None, run: bool = True, prog: str = DEFAULT_PR
     except _ConfigError as exc:
         print(str(exc) if str(exc).startswith("error:") else f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
-    except BaseException:
+    except Exception:   # not an interrupt: a run stopped by the user keeps what it logged
         remove_failed_start(cls.watch)  # no empty version_N left to bump the next run's number
         raise
