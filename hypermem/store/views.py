@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -174,26 +175,33 @@ class MemoryViews:
         """The hierarchy as indented text (all roots, or the subtree of ``root``), one line a
         memory: its text (at most ``max_text`` characters, newlines as spaces), its id and its
         depth, ``[id d=1.50]``, as poincare-memory prints it."""
-        with self.memory.state.lock:
+        st = self.memory.state
+        with st.lock:
             tops = [root] if root is not None else self.roots()
             if root is not None:
-                self.memory.state.record(root)
-            lines: list[str] = []
+                st.record(root)
+            return tree_text(tops, st.children, st.records.text, lambda i: float(st.depth[st.row[i]]), max_text)
 
-            def label(i: str) -> str:
-                text = self.memory.state.records.text(i).replace("\n", " ")
-                if len(text) > max_text:
-                    text = text[: max(0, max_text - 1)] + "…"
-                return f"{text}  [{i} d={float(self.memory.state.depth[self.memory.state.row[i]]):.2f}]"
 
-            for top in tops:
-                lines.append(label(top))
-                stack = [(c, "", j == len(self.memory.state.children.get(top, ())) - 1)
-                         for j, c in enumerate(self.memory.state.children.get(top, ()))][::-1]
-                while stack:
-                    node, prefix, last = stack.pop()
-                    lines.append(prefix + ("└── " if last else "├── ") + label(node))
-                    kids = self.memory.state.children.get(node, ())
-                    child_prefix = prefix + ("    " if last else "│   ")
-                    stack.extend((c, child_prefix, j == len(kids) - 1) for j, c in reversed(list(enumerate(kids))))
-            return "\n".join(lines)
+def tree_text(tops: Sequence[str], children: Mapping[str, Sequence[str]], text_of: Callable[[str], str],
+              depth_of: Callable[[str], float], max_text: int = 60) -> str:
+    """The lines of :meth:`MemoryViews.tree` for the subtrees of ``tops`` (iterative: a deep
+    chain needs no recursion), ``text  [id d=1.50]`` a memory, ``├──`` / ``└──`` before a child."""
+    def label(i: str) -> str:
+        text = text_of(i).replace("\n", " ")
+        if len(text) > max_text:
+            text = text[: max(0, max_text - 1)] + "…"
+        return f"{text}  [{i} d={depth_of(i):.2f}]"
+
+    lines: list[str] = []
+    for top in tops:
+        lines.append(label(top))
+        kids = children.get(top, ())
+        stack = [(c, "", j == len(kids) - 1) for j, c in enumerate(kids)][::-1]
+        while stack:
+            node, prefix, last = stack.pop()
+            lines.append(prefix + ("└── " if last else "├── ") + label(node))
+            kids = children.get(node, ())
+            child_prefix = prefix + ("    " if last else "│   ")
+            stack.extend((c, child_prefix, j == len(kids) - 1) for j, c in reversed(list(enumerate(kids))))
+    return "\n".join(lines)

@@ -27,7 +27,7 @@ import torch
 
 from ...temporal import policy_weights
 from ...temporal.clock import to_seconds
-from ..views import MemoryViews
+from ..views import MemoryViews, tree_text
 from . import server_writes as W
 from .rows import record_of
 
@@ -97,32 +97,12 @@ class ServerViews:
                 tops = [root]
                 rows = con.execute(f"SELECT id, text, parent_id, depth FROM {_M} WHERE id = ANY(%s) ORDER BY sib, seq",
                                    (ids,)).fetchall()
-        text = {i: (t, d) for i, t, _, d in rows}
+        text = {i: (t, float(d)) for i, t, _, d in rows}
         kids: dict[str, list[str]] = {}
         for i, _, p, _ in rows:
             if p is not None:
                 kids.setdefault(p, []).append(i)
-
-        def line(i: str) -> str:
-            t, d = text[i]
-            t = t.replace("\n", " ")
-            t = t if len(t) <= max_text else t[: max(0, max_text - 1)] + "…"
-            return f"{t}  [{i} d={float(d):.2f}]"
-
-        out: list[str] = []
-
-        def walk(node: str, prefix: str) -> None:  # iterative: a deep chain needs no recursion
-            todo = [(node, prefix, True, True)]
-            while todo:
-                i, pre, last, top = todo.pop()
-                out.append(line(i) if top else pre + ("└── " if last else "├── ") + line(i))
-                below = "" if top else pre + ("    " if last else "│   ")
-                sub = kids.get(i, [])
-                todo.extend((c, below, n == len(sub) - 1, False) for n, c in reversed(list(enumerate(sub))))
-
-        for top in tops:
-            walk(top, "")
-        return "\n".join(out)
+        return tree_text(tops, kids, lambda i: text[i][0], lambda i: text[i][1], max_text)
 
     def table(self, at_time: datetime | None = None) -> list[dict[str, Any]]:
         """``Memory.table``: one dict a memory in insertion order (id, text, parent, level,
