@@ -336,6 +336,9 @@ def test_cli_search_mode_ancestors_without_root(enc, enc_dir, mem, tmp_path, cap
     assert [line.rsplit("[", 1)[1].rstrip("]") for line in out] == want
     assert main(["search", str(path), "--mode", "ancestors", "--embedder", str(enc_dir)]) == 1
     assert "needs --root ID (or a query)" in capsys.readouterr().err
+    assert main(["search", str(path), "poodle", "--mode", "ancestors"]) == 1   # no --embedder: which one to pass
+    err = capsys.readouterr().err
+    assert "pass --embedder" in err and f"placed by the poincare hierarchy encoder at {enc_dir}" in err
 
 
 def test_mcp_remember_auto_uses_the_stores_encoder(enc, tmp_path):
