@@ -113,8 +113,12 @@ def run(workdir: Path) -> dict[str, list[str]]:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dir", type=Path, default=None, help="where to keep the memory file (default: a temp dir)")
+    ap.add_argument("--dir", type=Path, default=None, help="where to keep the memory file (default: a temp dir); "
+                    "the scripted day starts from an empty store, so the folder must not hold one yet")
     args = ap.parse_args(argv)
+    if args.dir is not None and (args.dir / "agent_memory.db").exists():
+        ap.error(f"{args.dir / 'agent_memory.db'} exists: the scripted day replays from an empty store (a second "
+                 f"run would add its observations again); pass another --dir or remove that file")
     with tempfile.TemporaryDirectory() as tmp:
         workdir = args.dir or Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)

@@ -31,6 +31,9 @@ def test_agent_memory_example(tmp_path):
     assert answers["later: where are the keys?"] == "the keys are back on the kitchen table"
     assert answers["memories"] == "12"  # house + 3 rooms + 8 observations
     assert (tmp_path / "agent_memory.db").exists()
+    again = subprocess.run([sys.executable, str(ROOT / "examples" / "agent_memory.py"), "--dir", str(tmp_path)],
+                           capture_output=True, text=True, timeout=300, env=env)
+    assert again.returncode == 2 and "exists: the scripted day replays from an empty store" in again.stderr
 
 
 def test_the_framework_guide_snippets_run(tmp_path, monkeypatch):

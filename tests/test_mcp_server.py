@@ -46,6 +46,15 @@ def _call(app, script):
     return asyncio.run(main())
 
 
+def test_the_server_names_its_version(db):
+    import hypermem
+
+    async def script(c):
+        return c.server_info
+    info = _call(build_server(db), script)
+    assert (info.name, info.version) == ("hypermem", hypermem.__version__)
+
+
 def test_every_tool_works_through_the_client(db, tmp_path):
     async def script(c):
         names = {t.name for t in (await c.list_tools()).tools}

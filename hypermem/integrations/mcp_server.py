@@ -41,6 +41,7 @@ from typing import Any, Literal
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
+from .. import __version__
 from ..embed import StandIn, embedder_named
 from ..store import MODES, Memory
 from . import _common as C
@@ -105,7 +106,8 @@ def _hit(r) -> dict[str, Any]:
 
 def build_server(memory: Memory, *, name: str = "hypermem", auto_parent: AutoParent | None = None):
     """An :class:`mcp.server.MCPServer` whose tools read and write ``memory`` (module docstring)."""
-    app = MCPServer(name, instructions="A long-term memory: remember facts (optionally under a parent memory), "
+    app = MCPServer(name, version=__version__,
+                    instructions="A long-term memory: remember facts (optionally under a parent memory), "
                     "recall them by meaning, browse their hierarchy, forget or update them.")
     lock = threading.Lock()
 
