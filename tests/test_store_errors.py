@@ -178,3 +178,15 @@ def test_a_lone_surrogate_is_refused_on_the_way_in_not_at_save(tmp_path):
     assert len(mem) == 1
     mem.save(tmp_path / "m.db")   # nothing stored that the file cannot hold
     assert Memory.load(tmp_path / "m.db").get(i).text == "fine 😀 émoji"
+
+
+def test_meta_that_is_not_json_names_where_and_a_deep_value_is_no_recursion():
+    from hypermem.store.checks import json_problem
+
+    with pytest.raises(ValueError, match=r"meta must be JSON-serialisable \('a'\['b'\]\[1\] is nan"):
+        Memory().add("x", meta={"a": {"b": [1, float("nan")]}})
+    deep = cur = []
+    for _ in range(100_000):
+        cur.append([])
+        cur = cur[0]
+    assert json_problem(deep) is None and "is a tuple" in json_problem({"k": (1, 2)})

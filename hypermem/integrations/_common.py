@@ -224,30 +224,6 @@ def durable_copy(memory: Memory, target: str | os.PathLike) -> Memory:
     return dst
 
 
-def json_problem(value: Any, path: str = "") -> str | None:
-    """Where ``value`` (a dict or list) is not plain JSON, in words (``'f' is nan, and NaN is
-    not JSON``), or ``None`` when it is."""
-    here = path or "the value"
-    if isinstance(value, float) and not math.isfinite(value):
-        return f"{here} is {value!r}, and NaN and infinity are not JSON: store a finite number, a string or None"
-    if value is None or isinstance(value, (str, bool, int, float)):
-        return None
-    if isinstance(value, Mapping):
-        for k, v in value.items():
-            if not isinstance(k, str):
-                return f"{here} has the key {k!r}: JSON keys are strings"
-            if (bad := json_problem(v, f"{path}[{k!r}]" if path else repr(k))) is not None:
-                return bad
-        return None
-    if isinstance(value, list):
-        for n, v in enumerate(value):
-            if (bad := json_problem(v, f"{path}[{n}]" if path else f"[{n}]")) is not None:
-                return bad
-        return None
-    hint = " (store a list)" if isinstance(value, tuple) else ""
-    return f"{here} is a {type(value).__name__}, which is not JSON{hint}"
-
-
 def upsert(memory: Memory, items: Sequence[dict[str, Any]]) -> list[str]:
     """Add the items (dicts of :meth:`Memory.add_many` keys) whose id is new and replace
     those whose id exists (or repeats in ``items``; the later one wins).  New items are

@@ -62,6 +62,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
                       "pip install 'hypermem-torch[langgraph]'") from exc
 
 from ..store import Memory, MemoryRecord
+from ..store.checks import json_problem
 from . import _common as C
 from .langchain import LangChainEmbedder
 
@@ -264,7 +265,7 @@ class HypermemStore(BaseStore):
             ns, i = tuple(op.namespace), item_id(tuple(op.namespace), op.key)
             if not isinstance(op.value, dict):
                 raise TypeError(f"the value of {ns}/{op.key!r} must be a dict, got {type(op.value).__name__}")
-            if (bad := C.json_problem(op.value)) is not None:
+            if (bad := json_problem(op.value)) is not None:
                 raise ValueError(f"the value of {ns}/{op.key!r} must be JSON: {bad}")
             text = self._text(op.value, op.index)
             created = mem.get(i).meta["created_at"] if i in mem and self._live(mem.get(i), now) else C.iso(now)

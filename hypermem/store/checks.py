@@ -66,11 +66,36 @@ def check_meta(meta: Any, where: str) -> dict:
     try:
         back = json.loads(json.dumps(meta, allow_nan=False))
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"{where}: meta must be JSON-serialisable ({exc})") from exc
+        raise ValueError(f"{where}: meta must be JSON-serialisable ({json_problem(meta) or exc})") from exc
     if back != meta:
         raise ValueError(f"{where}: meta must be plain JSON (string keys; lists, not tuples): it does not "
                          f"survive a JSON round trip unchanged")
     return meta
+
+
+def json_problem(value: Any) -> str | None:
+    """Where ``value`` (a dict or list) is not plain JSON, in words (``'f' is nan, and NaN and
+    infinity are not JSON: ...``; nested places as ``'a'['b'][1]``), or ``None`` when it is.
+    Iterative, the first problem in document order: a deep value raises no RecursionError."""
+    todo: list[tuple[Any, str]] = [(value, "")]
+    while todo:
+        v, path = todo.pop()
+        here = path or "the value"
+        if isinstance(v, float) and not math.isfinite(v):
+            return f"{here} is {v!r}, and NaN and infinity are not JSON: store a finite number, a string or None"
+        if v is None or isinstance(v, (str, bool, int, float)):
+            continue
+        if isinstance(v, Mapping):
+            bad = next((k for k in v if not isinstance(k, str)), None)
+            if bad is not None:
+                return f"{here} has the key {bad!r}: JSON keys are strings"
+            todo.extend((x, f"{path}[{k!r}]" if path else repr(k)) for k, x in reversed(list(v.items())))
+        elif isinstance(v, list):
+            todo.extend((x, f"{path}[{n}]" if path else f"[{n}]") for n, x in reversed(list(enumerate(v))))
+        else:
+            hint = " (store a list)" if isinstance(v, tuple) else ""
+            return f"{here} is a {type(v).__name__}, which is not JSON{hint}"
+    return None
 
 
 def check_time(value: Any, name: str, where: str | int) -> datetime | None:
