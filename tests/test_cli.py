@@ -52,6 +52,16 @@ def test_help_everywhere(capsys, command):
     assert out.startswith("usage: hypermem") and "-h, --help" in out
 
 
+def test_version(capsys):
+    """``hypermem --version`` prints the package's version and exits 0, as users of any CLI expect."""
+    import hypermem
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == f"hypermem {hypermem.__version__}"
+
+
 def test_every_subcommand_is_there():
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     assert set(SUBCOMMANDS) <= set(sub.choices)

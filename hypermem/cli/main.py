@@ -22,6 +22,7 @@ import os
 import sys
 from pathlib import Path
 
+from .. import __version__
 from .inputs import LAYOUTS, METRICS, MODES, UserError, positive_float, positive_int, time_arg
 from .store_commands import (
     cmd_export,
@@ -79,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hypermem", description="hypermem: a hierarchy-aware, time-aware memory "
                                      "in the Poincaré ball.", formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog=__doc__.split("\n\n")[1])
+    parser.add_argument("--version", action="version", version=f"hypermem {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     from_demo = sub.add_parser("demo", help="train, save, inspect and search a demo memory (WordNet mammals)",
