@@ -4,6 +4,7 @@ file of another kind, and hand-edited files."""
 
 import os
 import sqlite3
+import warnings
 
 import episodic_helpers
 import pytest
@@ -178,3 +179,19 @@ def test_remove_episode_rewrites_the_event_and_the_file_loads(storage, tmp_path)
     storage.save(tmp_path / "day.db")
     (back,) = MemoryStorage.load(tmp_path / "day.db")
     assert back.event == m.event and back.episodes == ["E4"]
+
+
+# ---------------------------------------------------------------------- default importance below the threshold
+
+def test_instantiate_warns_when_the_memory_is_below_the_retrieval_threshold(clock):
+    """The seed's defaults (importance 0.25, threshold 0.5) store a memory that retrieve() never
+    returns: an agent replaying a conversation got [] for every query with no word."""
+    s = MemoryStorage(embedder=hypermem.HashingEmbedder(), clock=clock)
+    with pytest.warns(UserWarning, match=r"importance 0.25, below .*importance_threshold 0.5") as got:
+        s.instantiate('((Caroline say.v "I went to a support group") ** S1)')
+    assert got[0].filename == __file__  # the user's line, not hypermem's
+    assert s.retrieve("support group", n=3) == []  # the seed's rule stands; the warning explains it
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        s.instantiate('((Melanie say.v "I painted a sunrise") ** S1)', importance=0.8)
+    assert [m.importance for m in s.retrieve("sunrise", n=3)] == [0.8]

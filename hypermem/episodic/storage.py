@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from ..store import Memory as MemoryStore
+from ..store.caller_warning import warn_caller
 from ..temporal.clock import to_utc, utcnow
 from .episodic_memory import DEFAULT_TELIC_PREDICATES, EpisodicMemory, as_memory_list, check_importance
 from .eventuality import Eventuality
@@ -293,6 +294,12 @@ class MemoryStorage(RetrievalMixin):
         for m in mems:
             m.telic_predicates = self.telic_predicates
         stored = self.store(mems, context=context)
+        low = min(imps)
+        if low < self.importance_threshold:
+            warn_caller(f"instantiate(): a memory stored at importance {low:g}, below this storage's "
+                        f"importance_threshold {self.importance_threshold:g}: retrieve() and scores() leave it "
+                        "out and forget() may evict it; pass importance= (e.g. 0.8) or a lower "
+                        "importance_threshold= to MemoryStorage")
         return stored[0] if single else stored
 
     # ------------------------------------------------------------------ access and removal
