@@ -1,6 +1,7 @@
 """The memory store (layer 3)."""
 
+from .add_hint import AddManyHint
 from .memory import METRICS, MODES, Memory
 from .records import MemoryRecord, SearchResult
 
-__all__ = ["Memory", "MemoryRecord", "SearchResult", "MODES", "METRICS"]
+__all__ = ["Memory", "MemoryRecord", "SearchResult", "MODES", "METRICS", "AddManyHint"]
