@@ -17,8 +17,9 @@ Functions for Hybrid Retrieval", ACM TOIS 2023, found it more accurate than reci
 fusion once its weight is tuned).  ``λ`` is in distance units: ``λ = 0.3`` lets a memory that
 holds the query's rarest words most often win over one that is 0.3 closer in the ball.
 
-**Neighbours.** ``m^-`` and ``m^+`` are the siblings added just before and after ``m`` under
-the same parent (none for a root, or at either end): a turn answering "what did you paint?"
+**Neighbours.** ``m^-`` and ``m^+`` are the siblings just before and after ``m`` in time under
+the same parent (by ``t``, in the order added where times tie; none for a root, or at either
+end), so a conversation loaded out of order (a backfill, a merge) ranks as one loaded in order: a turn answering "what did you paint?"
 holds none of its words, the question just before it does, so it takes ``ν`` of its best
 neighbour's own term (:data:`NEIGHBOUR_SHARE`; on LoCoMo conversations 0-4 R@10 0.746 -> 0.766).
 
@@ -92,6 +93,7 @@ class Lexical:
         self.prev_row = self.next_row = torch.empty(0, dtype=torch.long)  # adjacent siblings (-1: none)
         self.version = -1
         self.mark: tuple | None = None  # how far the record table's journal was read
+        self.times = torch.empty(0, dtype=torch.float64)  # each row's t at the last layout (CPU)
 
     def sync(self, state) -> None:
         """Index the texts added or changed since the last sync, forget the removed ones, and
@@ -164,7 +166,11 @@ class Lexical:
                     self.families.extend(p, texts[c])
             else:
                 self.members.pop(p, None)
-        if removed or gone or moved or len(self.family_row) + len(fresh) != len(ids):
+        times = state.time[: state.n].detach().to("cpu", torch.float64)
+        seen = len(self.times)
+        retimed = seen > len(times) or not torch.equal(times[:seen], self.times)  # update(t=) reorders siblings
+        self.times = times.clone()
+        if removed or gone or moved or retimed or len(self.family_row) + len(fresh) != len(ids):
             self._layout(state, ids, state.children)
         elif fresh:
             self._append_layout(state, fresh)
@@ -191,6 +197,7 @@ class Lexical:
         if lists:
             flat = torch.tensor([row[c] for kids in lists for c in kids], dtype=torch.long)
             fam = torch.repeat_interleave(torch.tensor([len(kids) for kids in lists]))
+            flat, fam = self._by_time(flat, fam)
             same = fam[1:] == fam[:-1]  # adjacent in one family
             self.prev_row[flat[1:][same]] = flat[:-1][same]
             self.next_row[flat[:-1][same]] = flat[1:][same]
@@ -207,9 +214,17 @@ class Lexical:
     def _link_siblings(self, state, parent: str) -> None:
         kids = state.children.get(parent, ())
         if len(kids) > 1:
-            rows = torch.tensor([state.row[c] for c in kids], dtype=torch.long)
+            rows = self._by_time(torch.tensor([state.row[c] for c in kids], dtype=torch.long))[0]
             self.prev_row[rows[1:]] = rows[:-1]
             self.next_row[rows[:-1]] = rows[1:]
+
+    def _by_time(self, rows: torch.Tensor, fam: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``rows`` (children lists laid end to end, family ``fam``) in time order within each
+        family: two stable sorts, so the order added breaks ties of time."""
+        order = torch.sort(self.times[rows], stable=True).indices
+        fam = torch.zeros_like(rows) if fam is None else fam
+        order = order[torch.sort(fam[order], stable=True).indices]
+        return rows[order], fam[order]
 
     def term(self, state, query: str, weight: float) -> torch.Tensor:
         """The lexical term of every row for ``query`` (float64 ``(n,)``, on the store's
