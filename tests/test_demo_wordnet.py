@@ -178,3 +178,21 @@ def test_low_dimensional_embeddings_get_a_text_query_embedder_and_save(tmp_path)
     db, js = _save_and_check(mem, tmp_path, "two_d", said.append)
     assert db.exists() and js.exists() and "loads back equal" in said[0]
     assert mem.search("anything", k=1)[0].id in pts
+
+
+def test_a_shorter_demo_keeps_the_burn_in_share_of_the_run():
+    """``hypermem demo --epochs 20`` was all burn-in (20 of the config's 200 epochs): MAP 0.22,
+    and a warning to lower flags the demo does not have. The burn-in now scales with the run."""
+    from hypermem.demo import _scaled_burn_in
+
+    cfg = {"model": {"burn_in": 20}, "data": {"burn_in": 20}, "trainer": {"max_epochs": 200}}
+    assert _scaled_burn_in(cfg, 20) == ["--model.burn_in=2", "--data.burn_in=2"]
+    assert _scaled_burn_in(cfg, 2) == ["--model.burn_in=0", "--data.burn_in=0"]
+    assert _scaled_burn_in(cfg, 200) == [] and _scaled_burn_in(cfg, 400) == []  # never longer than configured
+    assert _scaled_burn_in({"model": {"burn_in": 0}, "trainer": {"max_epochs": 200}}, 20) == []
+    assert _scaled_burn_in({"model": {"burn_in": 20}}, 20) == []  # no max_epochs to scale from
+
+
+def test_the_demo_run_used_the_scaled_burn_in(demo):
+    result, _ = demo
+    assert "model.burn_in=0" in str(result["log_dir"]) and "data.burn_in=0" in str(result["log_dir"])
