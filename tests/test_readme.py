@@ -30,3 +30,26 @@ def test_the_memory_open_block_runs_as_pasted(tmp_path):
         scope["reader"].close()
     finally:
         os.chdir(cwd)
+
+
+def test_every_name_of_the_api_table_imports_from_the_module_it_gives():
+    """A reader copies `from <module> import <name>` from the API table: `BandedDirectionIndex`
+    was listed under `hypermem.index` but lived only in `hypermem.index.bands`."""
+    import importlib
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = text.split("## API", 1)[1].split("\n## ", 1)[0]
+    checked = 0
+    for row in table.splitlines():
+        cells = [c.strip() for c in row.strip().strip("|").split("|")]
+        if len(cells) != 3 or not cells[1].startswith("`hypermem."):
+            continue
+        module = re.match(r"`([\w.]+)`", cells[1]).group(1)
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError:
+            continue  # `hypermem.Memory`, `hypermem.embed.HierarchyEncoder`: a name, not a module
+        for name in re.findall(r"`([A-Za-z_]\w*)`", cells[2]):
+            assert hasattr(mod, name), f"README's API table: {name} is not importable from {module}"
+            checked += 1
+    assert checked >= 20
