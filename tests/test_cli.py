@@ -62,6 +62,32 @@ def test_version(capsys):
     assert capsys.readouterr().out.strip() == f"hypermem {hypermem.__version__}"
 
 
+def test_a_multi_line_error_prints_as_one_line(capsys, monkeypatch):
+    """psycopg's "connection refused" text holds newlines: `hypermem stats postgresql://...` printed
+    two lines where docs/cli.md promises one."""
+    import importlib
+
+    cli_main = importlib.import_module("hypermem.cli.main")
+
+    def boom(args):
+        raise ValueError('connection failed: connection to server at "127.0.0.1", port 1 failed: refused\n'
+                         '\tIs the server running on that host?\n')
+
+    parser = cli_main.build_parser
+    monkeypatch.setattr(cli_main, "build_parser", lambda: _with_func(parser(), boom))
+    assert main(["stats", "x.db"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "refused; Is the server running" in err
+
+
+def _with_func(parser, func):
+    parser.set_defaults(func=func)
+    for action in parser._subparsers._group_actions:
+        for sub in action.choices.values():
+            sub.set_defaults(func=func)
+    return parser
+
+
 def test_every_subcommand_is_there():
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     assert set(SUBCOMMANDS) <= set(sub.choices)

@@ -315,6 +315,7 @@ def _run(argv: list[str] | None) -> int:
         line = None if os.environ.get("HYPERMEM_DEBUG") else _error_line(exc)
         if line is None:
             raise
+        line = "; ".join(part.strip() for part in line.splitlines() if part.strip())  # one line, as promised
         print(f"hypermem {args.command}: error: {line}", file=sys.stderr)
         return 1
 
