@@ -210,3 +210,17 @@ def test_from_texts_and_a_file_survive_a_restart(tmp_path):
     assert [d.id for d in again.similarity_search("alpha", k=1)] == ["a"]
     with pytest.raises(ValueError, match="path"):
         HypermemVectorStore().save()
+
+
+def test_readding_an_id_keeps_its_time_unless_given():
+    store = _store()
+    store.add_texts(["Caroline went to a support group"], [{"t": "2023-05-08T13:57:00Z", "speaker": "C"}],
+                    ids=["D1:3"])
+    was = datetime(2023, 5, 8, 13, 57, tzinfo=timezone.utc)
+    store.add_texts(["Caroline went to an LGBTQ support group"], [{"speaker": "C"}], ids=["D1:3"])
+    rec = store.memory.get("D1:3")
+    assert rec.t == was and rec.text == "Caroline went to an LGBTQ support group"   # corrected, not fresher
+    store.add_texts(["Caroline went to an LGBTQ support group"], [{"speaker": "C", "t": T0}], ids=["D1:3"])
+    assert store.memory.get("D1:3").t == T0
+    assert HypermemVectorStore(memory=store.memory, include_time=True).get_by_ids(["D1:3"])[0].metadata == \
+        {"speaker": "C", "t": T0.isoformat()}

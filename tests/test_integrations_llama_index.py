@@ -173,3 +173,18 @@ def test_memories_stored_without_llama_index_come_back_as_text_nodes():
     [node] = res.nodes
     assert node.node_id == "d" and node.text == "dogs bark" and node.metadata == {"kind": "fact", "parent": "a"}
     assert node.parent_node.node_id == "a"
+
+
+def test_readding_a_node_keeps_its_time_unless_its_metadata_gives_one():
+    mem = Memory(embedder=HashingEmbedder(dim=32), clock=lambda: T0)
+    store = HypermemVectorStore(mem)
+    was = T0 - timedelta(days=300)
+    store.add([_node("d", "a support group", t=was.isoformat())])
+    store.add([_node("d", "an LGBTQ support group", speaker="C")])
+    assert mem.get("d").t == was and mem.get("d").text == "an LGBTQ support group"
+    n = _node("d", "an LGBTQ support group")
+    n.embedding = HypermemEmbedding(mem.embedder).get_text_embedding(n.text)     # a new vector: stored again
+    store.add([n])
+    assert mem.get("d").t == was
+    store.add([_node("d", "an LGBTQ support group", t=T0.isoformat())])
+    assert mem.get("d").t == T0

@@ -229,8 +229,9 @@ def upsert(memory: Memory, items: Sequence[dict[str, Any]]) -> list[str]:
     those whose id exists (or repeats in ``items``; the later one wins).  New items are
     stored with one ``add_many`` call (one embedder call), parents before children; a
     replaced memory whose text is unchanged is not embedded again.  A replaced memory keeps
-    its children; its text, metadata, times and parent become the item's.  Returns the ids
-    in the order of ``items``."""
+    its children, and its time ``t`` unless the item gives one (a corrected text is not a new
+    memory: it must not become the freshest one); its text, metadata, parent and validity
+    window become the item's.  Returns the ids in the order of ``items``."""
     new, old, seen = [], [], set()
     for it in items:
         i = it.get("id")
@@ -269,7 +270,7 @@ def _parents_first(items: list[dict]) -> list[dict]:
 
 def _replace(memory: Memory, it: dict[str, Any]) -> None:
     i = it["id"]
-    t = it.get("t") or memory.clock()
+    t = it.get("t") or memory.get(i).t  # no time given: the stored one stays
     if it.get("embedding") is None and it.get("point") is None:
         same = memory.get(i).text == it["text"]  # the same text is not embedded again
         memory.update(i, text=None if same else it["text"], meta=it.get("meta") or {}, t=t,
