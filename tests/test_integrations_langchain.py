@@ -212,6 +212,58 @@ def test_from_texts_and_a_file_survive_a_restart(tmp_path):
         HypermemVectorStore().save()
 
 
+def _hybrid_store():
+    store = _store(hybrid=0.3)                       # the lexical term on, as with a real embedder
+    store.add_texts(["session one"], ids=["S1"])
+    store.add_texts(["Caroline went to an LGBTQ support group yesterday", "Melanie: wow, what happened?",
+                     "the transgender stories were inspiring", "Melanie painted a sunrise by the lake"],
+                    metadatas=[{"parent": "S1"}] * 4, ids=["a", "b", "c", "d"])
+    return store
+
+
+def test_text_queries_rank_as_memory_search_does_lexical_term_included():
+    store, q = _hybrid_store(), "When did Caroline go to the LGBTQ support group?"
+    mem = store.memory
+
+    def ranked(hits):
+        return [(r.id, pytest.approx(r.score, abs=1e-9)) for r in hits]
+
+    direct = ranked(mem.search(q, k=4, touch=False))
+    assert direct != ranked(mem.search(q, k=4, touch=False, hybrid=0))          # the term changes the ranking
+    assert [(d.id, s) for d, s in store.similarity_search_with_score(q, k=4, touch=False)] == direct
+    assert [d.id for d in store.as_retriever(search_kwargs={"k": 4, "touch": False}).invoke(q)] == \
+        [i for i, _ in direct]
+    for h in (0, 0.8):                               # hybrid= passes through, as every Memory.search argument
+        assert [(d.id, s) for d, s in store.similarity_search_with_score(q, k=4, touch=False, hybrid=h)] == \
+            ranked(mem.search(q, k=4, touch=False, hybrid=h))
+    rel = store.similarity_search_with_relevance_scores(q, k=1, touch=False)[0][1]
+    assert rel == pytest.approx(math.exp(mem.search(q, k=1, touch=False)[0].score))
+    mmr = store.max_marginal_relevance_search(q, k=4, fetch_k=4, lambda_mult=1.0, touch=False)
+    assert [d.id for d in mmr] == [i for i, _ in direct]
+    # a vector query is a vector search: no words to match, and hybrid= is refused, not ignored
+    vec = store.embeddings.embed_query(q)
+    assert [(d.id, s) for d, s in store.similarity_search_by_vector_with_score(vec, k=4, touch=False)] == \
+        ranked(mem.search(q, k=4, touch=False, hybrid=0))
+    with pytest.raises(ValueError, match="hybrid=0.3 needs a text query"):
+        store.similarity_search_by_vector(vec, k=2, hybrid=0.3)
+
+
+def test_langchain_embeddings_keep_embed_query_without_the_lexical_term():
+    class Asymmetric(DeterministicFakeEmbedding):
+        def embed_query(self, text):
+            return super().embed_query("query: " + text)
+
+    store = HypermemVectorStore(embedding=Asymmetric(size=16), hybrid=0.0)
+    store.add_texts(["alpha beta", "gamma delta", "query: alpha"], ids=["a", "g", "q"])
+    mem = store.memory
+    # no lexical term: the vector of embed_query, as before
+    assert [d.id for d in store.similarity_search("alpha", k=1)] == ["q"] != \
+        [r.id for r in mem.search("alpha", k=1)]
+    # with it (the default of a store with a real embedder): the text, ranked by the store
+    on = [(d.id, s) for d, s in store.similarity_search_with_score("alpha", k=3, hybrid=0.3)]
+    assert on == [(r.id, pytest.approx(r.score, abs=1e-9)) for r in mem.search("alpha", k=3, hybrid=0.3)]
+
+
 def test_readding_an_id_keeps_its_time_unless_given():
     store = _store()
     store.add_texts(["Caroline went to a support group"], [{"t": "2023-05-08T13:57:00Z", "speaker": "C"}],

@@ -175,6 +175,64 @@ def test_memories_stored_without_llama_index_come_back_as_text_nodes():
     assert node.parent_node.node_id == "a"
 
 
+def _hybrid_store(**kw):
+    mem = Memory(embedder=HashingEmbedder(dim=128), clock=lambda: T0, hybrid=0.3)
+    store = HypermemVectorStore(mem, **kw)
+    nodes = [_node("S1", "session one"),
+             _node("a", "Caroline went to an LGBTQ support group yesterday", parent="S1"),
+             _node("b", "Melanie: wow, what happened?", parent="S1"),
+             _node("c", "the transgender stories were inspiring", parent="S1")]
+    idx = VectorStoreIndex(nodes, storage_context=StorageContext.from_defaults(vector_store=store),
+                           embed_model=HypermemEmbedding(mem.embedder))
+    return idx, store, mem
+
+
+Q = "When did Caroline go to the LGBTQ support group?"
+
+
+def _ranked(hits):
+    return [(h.id, pytest.approx(min(1.0, math.exp(h.score)), abs=1e-9)) for h in hits]
+
+
+def test_a_query_with_the_stores_embedder_ranks_as_memory_search_lexical_term_included():
+    idx, store, mem = _hybrid_store()
+    direct = _ranked(mem.search(Q, k=4, touch=False))
+    assert direct != _ranked(mem.search(Q, k=4, touch=False, hybrid=0))
+    got = idx.as_retriever(similarity_top_k=4, vector_store_kwargs={"touch": False}).retrieve(Q)
+    assert [(n.node.node_id, n.score) for n in got] == direct
+    emb = HypermemEmbedding(mem.embedder).get_query_embedding(Q)    # query_str and query_embedding both set
+    res = store.query(VectorStoreQuery(query_embedding=emb, query_str=Q, similarity_top_k=4), touch=False)
+    assert list(zip(res.ids, res.similarities)) == direct
+    res = store.query(VectorStoreQuery(query_embedding=emb, query_str=Q, similarity_top_k=4), touch=False,
+                      hybrid=0.9)
+    assert list(zip(res.ids, res.similarities)) == _ranked(mem.search(Q, k=4, touch=False, hybrid=0.9))
+
+
+def test_a_query_embedded_by_another_model_is_searched_by_its_vector():
+    idx, store, mem = _hybrid_store()
+    other = HashingEmbedder(dim=128, seed=7)              # same dim, another space than the store's embedder
+    emb = other.embed([Q])[0].tolist()
+    res = store.query(VectorStoreQuery(query_embedding=emb, query_str=Q, similarity_top_k=4), touch=False)
+    want = mem.search(store_point(mem, emb), k=4, touch=False, query_depth=mem.base_depth)
+    assert list(zip(res.ids, res.similarities)) == _ranked(want)
+    with pytest.raises(ValueError, match="needs a text query"):
+        store.query(VectorStoreQuery(query_embedding=emb, query_str=Q, similarity_top_k=4), hybrid=0.3)
+    # text_query=False: always the vector; text_query=True: always the text (LlamaIndex skips the embedding)
+    never = HypermemVectorStore(mem, text_query=False)
+    mine = HypermemEmbedding(mem.embedder).get_query_embedding(Q)
+    res = never.query(VectorStoreQuery(query_embedding=mine, query_str=Q, similarity_top_k=4), touch=False)
+    assert list(zip(res.ids, res.similarities)) == _ranked(mem.search(Q, k=4, touch=False, hybrid=0))
+    always = HypermemVectorStore(mem, text_query=True)
+    assert always.is_embedding_query is False and store.is_embedding_query is True
+    res = always.query(VectorStoreQuery(query_embedding=emb, query_str=Q, similarity_top_k=4), touch=False)
+    assert list(zip(res.ids, res.similarities)) == _ranked(mem.search(Q, k=4, touch=False))
+    idx2 = VectorStoreIndex.from_vector_store(always, embed_model=HypermemEmbedding(other))
+    got = idx2.as_retriever(similarity_top_k=4, vector_store_kwargs={"touch": False}).retrieve(Q)
+    assert [n.node.node_id for n in got] == [r.id for r in mem.search(Q, k=4, touch=False)]
+    with pytest.raises(TypeError, match="text_query"):
+        HypermemVectorStore(mem, text_query="yes")
+
+
 def test_readding_a_node_keeps_its_time_unless_its_metadata_gives_one():
     mem = Memory(embedder=HashingEmbedder(dim=32), clock=lambda: T0)
     store = HypermemVectorStore(mem)

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from ..embed import embed_checked
 from ..geometry import poincare as P
 from ..store import Memory, MemoryRecord, SearchResult
 from ..store.encoder_points import is_hierarchy_encoder, places_points
@@ -336,12 +337,38 @@ def search(memory: Memory, query: Any, k: int, filters: Any = None, *, vector: b
     :func:`to_time` form), ``metric`` and the other search arguments."""
     if "at_time" in kwargs:
         kwargs["at_time"] = to_time(kwargs["at_time"], "at_time")
+    if vector and kwargs.get("hybrid"):  # the store adds its lexical term to a text query only
+        raise ValueError(f"hybrid={kwargs['hybrid']!r} needs a text query (the lexical term scores the query's "
+                         f"words); this search has an embedding: pass the query text (similarity_search, "
+                         f"query_str), or leave hybrid out")
     if vector and encoder_vector(memory, kwargs):
         query = torch.as_tensor(query, dtype=torch.float64).detach().cpu()
     elif vector:
         query = query_point(memory, query)
         kwargs.setdefault("query_depth", memory.base_depth)
     return memory.search(query, k=k, filters=filters, **kwargs)
+
+
+def hybrid_weight(memory: Memory, kwargs: Mapping[str, Any]) -> float:
+    """The weight of the lexical term a text search with ``kwargs`` gets: their ``hybrid``,
+    else the store's (:attr:`Memory.hybrid`: 0.3 with a real embedder, 0 with the hashing one)."""
+    h = kwargs.get("hybrid")
+    return float(memory.hybrid if h is None else h)
+
+
+def embeds_as(memory: Memory, text: str, vector: Any, kwargs: Mapping[str, Any] | None = None) -> bool:
+    """Whether the store's own embedder gives ``vector`` for ``text`` (one embedder call): then
+    searching for ``text`` ranks by the same vector, plus the store's lexical term.  Compared
+    by direction (a query point's direction is all the store uses), or whole where the vector
+    goes to the store as it is (:func:`encoder_vector`)."""
+    mine = embed_checked(memory.embedder, [text])[0].detach().to("cpu", torch.float64)
+    v = torch.as_tensor(vector, dtype=torch.float64).detach().cpu()
+    if v.shape != mine.shape:
+        return False
+    if encoder_vector(memory, kwargs or {}):
+        return bool(torch.allclose(v, mine, rtol=1e-4, atol=1e-6))
+    den = float(v.norm() * mine.norm())
+    return den > 0 and float(v @ mine) / den >= 1.0 - 1e-5
 
 
 def encoder_vector(memory: Memory, kwargs: Mapping[str, Any]) -> bool:

@@ -15,9 +15,12 @@ Install with ``pip install "hypermem-torch[langchain]"``.  Example::
 Metadata keys ``parent``, ``t``, ``valid_from`` and ``valid_until`` are the store's
 arguments (see :func:`hypermem.integrations._common.split_metadata`); returned documents
 show ``parent`` and the validity window when set (ISO strings) and ``t`` with
-``include_time=True``.  Scores are hypermem's search scores
-(``-distance + depth_bias * depth + time_coef * log(time_weight)``, higher is better);
-relevance scores are ``min(1, exp(score))``.
+``include_time=True``; re-adding an id replaces its text and metadata and keeps its time
+unless the metadata gives ``t``.  A text query (``similarity_search*``, the retrievers,
+``max_marginal_relevance_search``) ranks as :meth:`Memory.search` does with that text,
+lexical ``hybrid`` term included; ``*_by_vector`` searches by the vector alone.  Scores are
+hypermem's search scores (``-distance + depth_bias * depth + time_coef * log(time_weight)``
+plus the lexical term, higher is better); relevance scores are ``min(1, exp(score))``.
 """
 
 from __future__ import annotations
@@ -110,7 +113,9 @@ class HypermemVectorStore(VectorStore):
     memories that subsume the query, :mod:`hypermem.store.suggest`), ``at_time`` (datetime, ISO string or POSIX seconds), ``filter`` (a dict of
     metadata values and operators, see :func:`~hypermem.integrations._common.compile_filter`,
     or a callable on the :class:`~hypermem.MemoryRecord`), and ``metric``, ``query_depth``,
-    ``touch``, ``use_index``, ``oversample`` and the other arguments of :meth:`Memory.search`.
+    ``touch``, ``use_index``, ``oversample``, ``hybrid`` (the lexical weight of a text query;
+    refused, when above 0, by the ``*_by_vector`` searches) and the other arguments of
+    :meth:`Memory.search`.
     """
 
     def __init__(self, embedding: Any = None, memory: Memory | str | None = None, *, include_time: bool = False,
@@ -139,7 +144,9 @@ class HypermemVectorStore(VectorStore):
     # ------------------------------------------------------------------ writing
     def add_texts(self, texts: Iterable[str], metadatas: list[dict] | None = None, *, ids: list[str | None] | None = None,
                   **kwargs: Any) -> list[str]:
-        """Store texts (one embedding call for the new ones); an id that exists is replaced.
+        """Store texts (one embedding call for the new ones); an id that exists is replaced
+        (its text, metadata, parent and validity window), and keeps its time ``t`` and its
+        children unless the metadata gives a ``t`` (:meth:`Memory.update` changes one field).
         ``parent`` / ``t`` / ``valid_from`` / ``valid_until`` in a metadata dict become the
         store's arguments; a parent must exist or come earlier among ``texts``."""
         if kwargs:
@@ -177,9 +184,17 @@ class HypermemVectorStore(VectorStore):
 
     def _search(self, query: Any, k: int, filter: Any, vector: bool, kwargs: dict) -> list[SearchResult]:
         C.check_search_keys(kwargs, "search", ("k", "filter"))
-        if not vector:
+        if not vector and not self._as_text(kwargs):
             query, vector = self.embeddings.embed_query(query), True
         return C.search(self.memory, query, k, C.store_filter(filter), vector=vector, **kwargs)
+
+    def _as_text(self, kwargs: dict) -> bool:
+        """Whether a text query goes to :meth:`Memory.search` as text, so that it ranks as the
+        store does, lexical (``hybrid``) term included: always with a hypermem embedder (the
+        store embeds the query as ``embed_query`` would); with LangChain ``Embeddings`` when the
+        lexical term is on (the store then embeds the query with ``embed_documents``), else the
+        vector of ``embed_query``."""
+        return not isinstance(self.memory.embedder, LangChainEmbedder) or C.hybrid_weight(self.memory, kwargs) > 0
 
     def similarity_search_with_score(self, query: str, k: int = 4, filter: Any = None,
                                      **kwargs: Any) -> list[tuple[Document, float]]:
@@ -202,13 +217,18 @@ class HypermemVectorStore(VectorStore):
                                                 **kwargs: Any) -> list[Document]:
         """The ``fetch_k`` best by score, then ``k`` of them by maximal marginal relevance
         (:func:`hypermem.integrations._common.mmr`, hyperbolic shell distances)."""
-        hits = self._search(embedding, max(k, fetch_k), filter, True, kwargs)
-        return [self._doc(r.record) for r in C.mmr(self.memory, hits, k, lambda_mult)]
+        return self._mmr(embedding, True, k, fetch_k, lambda_mult, filter, kwargs)
 
     def max_marginal_relevance_search(self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5,
                                       filter: Any = None, **kwargs: Any) -> list[Document]:
-        return self.max_marginal_relevance_search_by_vector(self.embeddings.embed_query(query), k, fetch_k,
-                                                            lambda_mult, filter, **kwargs)
+        """As :meth:`max_marginal_relevance_search_by_vector`, the candidates found as
+        :meth:`similarity_search` finds them (the query text, hybrid term included)."""
+        return self._mmr(query, False, k, fetch_k, lambda_mult, filter, kwargs)
+
+    def _mmr(self, query: Any, vector: bool, k: int, fetch_k: int, lambda_mult: float, filter: Any,
+             kwargs: dict) -> list[Document]:
+        hits = self._search(query, max(k, fetch_k), filter, vector, kwargs)
+        return [self._doc(r.record) for r in C.mmr(self.memory, hits, k, lambda_mult)]
 
     # ------------------------------------------------------------------ building
     @classmethod

@@ -23,6 +23,15 @@ nested) become hypermem filters.  ``query(..., mode=, root=, at_time=, ...)`` (L
 ``vector_store_kwargs``) pass hypermem's search arguments (``mode="ancestors"`` without ``root``, on a
 store whose embedder is a hierarchy encoder: the memories that subsume the query); similarities are
 ``min(1, exp(score))``.
+
+A query ranks as ``Memory.search(query_str)`` does, the store's lexical (``hybrid``) term
+included, when the store's embedder embeds the query as the index's ``embed_model`` did
+(``embed_model=HypermemEmbedding(store.memory.embedder)``; checked per query): the store gets
+``query_str``.  With another ``embed_model`` the store's embedder would put the query in another
+space than the nodes, so the store searches by ``query_embedding`` alone (no lexical term).
+``HypermemVectorStore(mem, text_query=True)`` always passes the text (LlamaIndex then does not
+embed the query: the store does, once); ``text_query=False`` always the embedding.  Re-adding a
+node id replaces the memory and keeps its time unless the node's metadata gives ``t``.
 """
 
 from __future__ import annotations
@@ -163,11 +172,15 @@ class HypermemVectorStore(BasePydanticVectorStore):
     stores_text: bool = True
     is_embedding_query: bool = True
     flat_metadata: bool = False
+    text_query: bool | None = None
     _memory: Memory = PrivateAttr()
     _path: str | None = PrivateAttr(default=None)
 
-    def __init__(self, memory: Memory | str | None = None, **memory_kwargs: Any):
-        super().__init__()
+    def __init__(self, memory: Memory | str | None = None, *, text_query: bool | None = None, **memory_kwargs: Any):
+        if text_query not in (None, True, False):
+            raise TypeError(f"text_query must be None (auto), True or False, got {text_query!r}")
+        # text_query=True: LlamaIndex need not embed the query, the store does (once)
+        super().__init__(text_query=text_query, is_embedding_query=text_query is not True)
         self._memory = C.open_memory(memory, **memory_kwargs)
         self._path = None if memory is None or isinstance(memory, Memory) else str(memory)
 
@@ -186,7 +199,8 @@ class HypermemVectorStore(BasePydanticVectorStore):
 
     # ------------------------------------------------------------------ writing
     def add(self, nodes: Sequence[BaseNode], **add_kwargs: Any) -> list[str]:
-        """Store the nodes (an existing node id is replaced); returns their ids."""
+        """Store the nodes; an existing node id is replaced and keeps its time unless the
+        node's metadata gives ``t``.  Returns their ids."""
         mem = self._memory
         batch = {n.node_id for n in nodes}
         items = []
@@ -285,16 +299,28 @@ class HypermemVectorStore(BasePydanticVectorStore):
         k = query.similarity_top_k
         mmr = query.mode == VectorStoreQueryMode.MMR
         fetch = max(k, int(kwargs.pop("mmr_prefetch_k", 4 * k))) if mmr else k
-        q, vector = query.query_embedding, True
-        _check_dim(self._memory, q, "the query")
-        if q is None:
-            q, vector = query.query_str, False
+        q, vector = self._query_of(query, kwargs)
         hits = C.search(self._memory, q, fetch, C.all_of(*preds), vector=vector, **kwargs)
         if mmr:
             lam = 0.5 if query.mmr_threshold is None else query.mmr_threshold
             hits = C.mmr(self._memory, hits, k, lam)
         return VectorStoreQueryResult(nodes=[self._node(h.record) for h in hits],
                                       similarities=[C.relevance(h.score) for h in hits], ids=[h.id for h in hits])
+
+    def _query_of(self, query: VectorStoreQuery, kwargs: dict) -> tuple[Any, bool]:
+        """``(query, is a vector)``: ``query_str``, so that the store ranks it as
+        :meth:`Memory.search` does (its lexical ``hybrid`` term included), where the store's
+        embedder gives the same vector as the ``embed_model`` that made ``query_embedding``;
+        else the embedding.  ``text_query`` decides: ``True`` always the text (the store
+        embeds it), ``False`` always the embedding, ``None`` (auto) the text when there is no
+        embedding, or the lexical term is on and the store's embedder gives the embedding for
+        the text (one more embedder call per query; ``text_query=True`` saves it)."""
+        emb, text = query.query_embedding, query.query_str
+        if self.text_query is not False and text is not None and (emb is None or self.text_query or (
+                C.hybrid_weight(self._memory, kwargs) > 0 and C.embeds_as(self._memory, text, emb, kwargs))):
+            return text, False
+        _check_dim(self._memory, emb, "the query")
+        return (text, False) if emb is None else (emb, True)
 
 
 __all__ = ["HypermemVectorStore", "HypermemEmbedding", "filter_spec"]
