@@ -10,17 +10,26 @@ from hypermem.geometry import PoincareBall
 
 
 def independent_hashing(text, dim=256, ngram_range=(3, 5), seed=0):
-    """The seed's algorithm, written out directly (slow, obvious)."""
+    """The seed's algorithm, written out directly (slow, obvious); a non-empty text whose row
+    is zero (no word: "!!!") is hashed as one token, its whole text ("w:" alone if that cancels)."""
     key = seed.to_bytes(4, "little")
-    v = np.zeros(dim)
-    for tok in re.findall(r"[\w']+", text.lower()):
-        feats = ["w:" + tok]
-        padded = "#" + tok + "#"
-        for n in range(ngram_range[0], ngram_range[1] + 1):
-            feats += ["c:" + padded[i:i + n] for i in range(len(padded) - n + 1)]
-        for f in feats:
-            h = hashlib.blake2b(f.encode(), digest_size=8, key=key).digest()
-            v[int.from_bytes(h[:4], "little") % dim] += 1.0 if h[4] & 1 else -1.0
+
+    def add(v, tokens, word_only=False):
+        for tok in tokens:
+            feats = ["w:" + tok]
+            padded = "#" + tok + "#"
+            for n in range(ngram_range[0], ngram_range[1] + 1):
+                feats += [] if word_only else ["c:" + padded[i:i + n] for i in range(len(padded) - n + 1)]
+            for f in feats:
+                h = hashlib.blake2b(f.encode(), digest_size=8, key=key).digest()
+                v[int.from_bytes(h[:4], "little") % dim] += 1.0 if h[4] & 1 else -1.0
+        return v
+
+    v = add(np.zeros(dim), re.findall(r"[\w']+", text.lower()))
+    if text and not v.any():
+        v = add(np.zeros(dim), [text.lower()])
+        if not v.any():
+            v = add(v, [text.lower()], word_only=True)
     n = np.linalg.norm(v)
     return v / n if n else v
 

@@ -41,7 +41,12 @@ class HashingEmbedder:
     3. each feature is hashed with keyed BLAKE2b (8-byte digest, key = ``seed`` as 4
        little-endian bytes); index = first 4 bytes as a little-endian integer mod ``dim``;
        sign = +1 if the fifth byte is odd, else -1; the row adds ``sign`` at ``index``;
-    4. each row is L2-normalised (an empty row stays zero).
+    4. a non-empty text whose row is still zero (no token, as in ``"!!!"``, an emoji or
+       ``"\u200b"``; or tokens whose features cancel) is hashed as one token: its whole
+       lower-cased text, by the features of step 2 (``"w:" + text`` alone, should those
+       cancel too), so every non-empty text gets a direction (only these texts differ from
+       ``poincare-memory``, which gives them the zero vector);
+    5. each row is L2-normalised (the empty text's row stays zero).
 
     Tokens are hashed once and cached (up to ``cache_size`` distinct tokens), so a batch
     costs one dictionary look-up per token, one ``bincount`` for the distinct tokens'
@@ -163,7 +168,7 @@ class HashingEmbedder:
                               count=int(counts.sum()))
         tids = arr
         if not tids.size:
-            return torch.zeros(n, self.dim, dtype=torch.float64)
+            return self._normalised(torch.zeros(n, self.dim, dtype=torch.float64), texts)
         # token -> dense feature row for the distinct tokens of this batch, then one
         # sparse (texts x tokens) @ (tokens x dim) product; sums of +-1 are exact in float64.
         # distinct token ids in order, and each token's position among them: by a sort for
@@ -199,8 +204,30 @@ class HashingEmbedder:
             weights = torch.from_numpy(tok).to(torch.float32 if exact32 else torch.float64)
             X = torch.nn.functional.embedding_bag(torch.from_numpy(local.astype(np.int64)), weights,
                                                   torch.from_numpy(offsets), mode="sum").to(torch.float64)
+        return self._normalised(X, texts)
+
+    def _normalised(self, X: torch.Tensor, texts: list[str]) -> torch.Tensor:
+        """Rows ``X`` divided by their norms; a non-empty text's zero row first hashed from its
+        whole text (step 4 of the class docstring)."""
         # Integer-valued rows: the squared norm is an exact integer, so this matches any
         # other correctly rounded implementation bit for bit.
         norms = torch.linalg.vector_norm(X, dim=1, keepdim=True)
+        zero = (norms[:, 0] == 0).nonzero().flatten().tolist()
+        for i in zero:
+            if texts[i]:
+                X[i] = self.text_row(texts[i])
+                norms[i] = torch.linalg.vector_norm(X[i])
         norms[norms == 0] = 1.0
         return X.div_(norms)
+
+    def text_row(self, text: str) -> torch.Tensor:
+        """The unnormalised row of a text hashed as one token (its whole lower-cased text):
+        the sum of the signs of its features; when they cancel, its ``"w:"`` feature alone."""
+        token = text.lower()
+        row = torch.zeros(self.dim, dtype=torch.float64)
+        idx, sign = self.hash_features(self.feature_names(token))
+        row.index_add_(0, torch.from_numpy(idx), torch.from_numpy(sign))
+        if not bool(row.any()):
+            i, sg = self.hash_features(["w:" + token])
+            row[int(i[0])] = float(sg[0])
+        return row

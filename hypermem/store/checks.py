@@ -14,9 +14,10 @@ import torch
 from ..embed import check_texts, embed_checked
 from ..embed.base import check_utf8
 from ..geometry import PoincareBall
+from ..geometry.numerics import max_radius
 from ..temporal.clock import to_utc
 from .records import MemoryRecord
-from .validation import check_json_depth
+from .validation import SQLITE_READ_ERRORS, check_json_depth
 
 MODES = ("nearest", "subtree", "children", "ancestors", "siblings", "cone")
 METRICS = ("shell", "hyperbolic")
@@ -46,6 +47,66 @@ def check_finite(name: str, value: Any, *, positive: bool = False, lo: float | N
     if lo is not None and v < lo or hi is not None and v > hi:
         raise ValueError(f"{name} must be in [{lo}, {hi}], got {value!r}")
     return v
+
+
+def max_depth(curvature: float) -> float:
+    r"""The deepest radius a store places a memory at, and the bound of ``base_depth``,
+    ``depth_step`` and ``query_depth``: ``(2 / sqrt(c)) artanh(1 - 1e-10)``, about
+    ``23.72 / sqrt(c)`` (:func:`hypermem.geometry.numerics.max_radius` of float64).
+
+    A float64 point rounds onto the ball's boundary at ``2 artanh(1 - 2**-53) / sqrt(c)``,
+    about ``37.4 / sqrt(c)``; the store keeps its points the float64 margin ``1e-10`` inside
+    (:func:`hypermem.geometry.poincare.project`), so a point stops moving outward at this
+    radius: a deeper depth would no longer be the depth of the memory's point.  A level
+    whose ``base_depth + level * depth_step`` lies beyond it, and an explicit ``point=``
+    beyond the margin, are placed at this radius (clamped, see
+    :mod:`hypermem.store.placement`)."""
+    return max_radius(torch.float64, curvature)
+
+
+def check_depth_settings(base_depth: Any, depth_step: Any, curvature: float) -> tuple[float, float]:
+    """``base_depth`` and ``depth_step``: positive finite numbers, each at most
+    :func:`max_depth` of the curvature (beyond it a root's point cannot hold its depth, the
+    shell scale ``sinh(sqrt(c) depth)`` overflows near 710 and hyperbolic distances become
+    infinite); a ``ValueError`` naming the setting and the bound otherwise."""
+    top = max_depth(curvature)
+    out = []
+    for name, value in (("base_depth", base_depth), ("depth_step", depth_step)):
+        v = check_finite(name, value, positive=True)
+        if v > top:
+            raise ValueError(f"{name} must be at most {top:.6g} (the deepest radius a float64 point in the ball "
+                             f"of curvature {curvature:g} can hold: 2 artanh(1 - 1e-10) / sqrt(c)), got {value!r}")
+        out.append(v)
+    return out[0], out[1]
+
+
+def check_has_direction(emb: torch.Tensor, texts: list, where: Callable[[int], str], embedder: Any = None) -> None:
+    """Refuse an embedding (a row of ``emb``) that is all zeros: a memory's direction is its
+    unit embedding, and a zero vector has none (no file could hold the memory).  ``embedder``:
+    the one that gave ``emb`` (None: the caller's ``embedding=``).  One norm per row; a row
+    whose norm is 0 is looked at exactly (tiny entries can underflow the norm)."""
+    norms = torch.linalg.vector_norm(emb, dim=1)
+    if bool((norms > 0).all()):
+        return
+    for i in (norms == 0).nonzero().flatten().tolist():
+        if bool((emb[i] != 0).any()):
+            continue
+        if embedder is None:
+            why = "its embedding is all zeros"
+        elif type(embedder).__name__ == "HashingEmbedder":
+            why = "the hashing embedder found no word in its text and gave the zero vector"
+        else:
+            why = f"the embedder {type(embedder).__name__} gave the zero vector for its text"
+        raise ValueError(f"{where(i)} (text {texts[i]!r:.80}): {why}, so the memory would have no direction "
+                         f"in the ball; give it an embedding with a non-zero entry")
+
+
+def embed_for_store(embedder: Any, texts: list, where: Callable[[int], str], return_owned: bool = False):
+    """:func:`hypermem.embed.embed_checked` for texts a store keeps: also refuses an all-zero
+    row (:func:`check_has_direction`), ``where(i)`` naming text ``i``."""
+    emb, owned = embed_checked(embedder, texts, return_owned=True)
+    check_has_direction(emb, texts, where, embedder)
+    return (emb, owned) if return_owned else emb
 
 
 _FLAT = (str, int, bool, type(None))
@@ -115,12 +176,14 @@ class Batch:
     """The columns of an ``add_many`` call, checked (all or nothing: nothing is stored if
     any item is bad)."""
 
-    __slots__ = ("texts", "ids", "parents", "times", "valid_from", "valid_until", "metas", "embeddings", "points")
+    __slots__ = ("texts", "ids", "parents", "times", "valid_from", "valid_until", "metas", "embeddings", "points",
+                 "single", "first")
 
     @classmethod
     def check(cls, items: list, dim: int, ball: PoincareBall, single: bool = False) -> Batch:
         """``single``: the batch of one ``add()`` call (errors then name ``add()``, not an item)."""
         b = cls()
+        b.single, b.first = single, 0
         at = _at_add if single else _at_item
         n = len(items)
         texts, ids, parents = [None] * n, [None] * n, [None] * n
@@ -172,6 +235,7 @@ class Batch:
                     raise ValueError(f"{at(i)}: embedding must have shape ({dim},), got {tuple(e.shape)}")
                 if not bool(torch.isfinite(e).all()):
                     raise ValueError(f"{at(i)}: embedding has non-finite values")
+                check_has_direction(e[None], [text], lambda _, i=i: at(i))
                 b.embeddings[i] = e
             if get("point") is not None:
                 p = torch.as_tensor(it["point"], dtype=torch.float64).detach().cpu()
@@ -186,11 +250,16 @@ class Batch:
     def part(self, lo: int, hi: int) -> Batch:
         """Items ``lo .. hi-1`` as a batch of their own (already checked)."""
         b = Batch()
-        for name in set(Batch.__slots__) - {"embeddings", "points"}:  # the per-item lists
+        for name in set(Batch.__slots__) - {"embeddings", "points", "single", "first"}:  # the per-item lists
             setattr(b, name, getattr(self, name)[lo:hi])
+        b.single, b.first = self.single, self.first + lo
         b.embeddings = {i - lo: e for i, e in self.embeddings.items() if lo <= i < hi}
         b.points = {i - lo: p for i, p in self.points.items() if lo <= i < hi}
         return b
+
+    def at(self, i: int) -> str:
+        """How errors name item ``i`` of this batch (``add()`` for a single add)."""
+        return _at_add(i) if self.single else _at_item(self.first + i)
 
     def embed(self, embedder, dim: int) -> tuple[torch.Tensor, bool]:
         """The batch's embeddings ``(m, dim)`` float64: the embedder's (one call) for the items
@@ -198,10 +267,10 @@ class Batch:
         (nobody else holds it), so a store may keep it as its column without a copy."""
         todo = [i for i in range(len(self.texts)) if i not in self.embeddings]
         if len(todo) == len(self.texts):
-            return embed_checked(embedder, self.texts, return_owned=True)
+            return embed_for_store(embedder, self.texts, self.at, return_owned=True)
         emb = torch.empty(len(self.texts), dim, dtype=torch.float64)
         if todo:
-            emb[todo] = embed_checked(embedder, [self.texts[i] for i in todo])
+            emb[todo] = embed_for_store(embedder, [self.texts[i] for i in todo], lambda j: self.at(todo[j]))
         for i, e in self.embeddings.items():
             emb[i] = e
         return emb, True
@@ -287,7 +356,7 @@ def sqlite_tables(path: str | os.PathLike) -> set[str] | None:
             return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         finally:
             con.close()
-    except sqlite3.DatabaseError:
+    except SQLITE_READ_ERRORS:  # a corrupt schema can raise UnicodeDecodeError too
         return None
 
 

@@ -40,6 +40,7 @@ import torch
 from ..embed.choice import StandIn
 from ..embed.encoder_kind import is_hierarchy_encoder, places_points
 from ..geometry import poincare as P
+from .checks import max_depth
 
 __all__ = ["ENCODER_KEY", "check_encoder", "encoder_checksum", "encoder_placement", "encoder_record",
            "hierarchy_encoder", "is_hierarchy_encoder", "places_points", "store_defaults"]
@@ -74,7 +75,7 @@ def encoder_placement(points: torch.Tensor, c: float) -> tuple[torch.Tensor, tor
     """Unit directions ``x / ||x||`` and depths ``d_c(0, x)`` of encoder points ``x`` (float64)."""
     x = points.to(torch.float64)
     n = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
-    return x / n.clamp_min(1e-300), P.distance_to_origin(x, c).reshape(-1)
+    return x / n.clamp_min(1e-300), P.distance_to_origin(x, c).reshape(-1).clamp_max_(max_depth(c))
 
 
 def encoder_checksum(encoder: Any) -> str:

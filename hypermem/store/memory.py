@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from ..embed import HashingEmbedder, embed_checked
+from ..embed import HashingEmbedder
 from ..geometry import PoincareBall
 from ..geometry.cones import DEFAULT_K
 from ..retrieval.scoring import RECENCY_DEFAULT, calibrated_time_coef
@@ -28,10 +28,12 @@ from .checks import (
     MODES,
     UNSET,
     Batch,
+    check_depth_settings,
     check_finite,
     check_ids,
     check_update,
     check_window,
+    embed_for_store,
     usable_device,
 )
 from .delegation import calls as _calls
@@ -130,8 +132,7 @@ class Memory:
         self.decay = NoDecay() if decay is None else decay
         if not callable(getattr(self.decay, "weight", None)):
             raise TypeError(f"decay must be a policy with a weight() method, got {decay!r}")
-        self.base_depth = check_finite("base_depth", base_depth, positive=True)
-        self.depth_step = check_finite("depth_step", depth_step, positive=True)
+        self.base_depth, self.depth_step = check_depth_settings(base_depth, depth_step, self.ball.curvature)
         self.inherit = check_finite("inherit", inherit, lo=0.0, hi=1.0)
         self.cone_constrained = bool(cone_constrained)
         self.cone_k = check_finite("cone_k", cone_k, positive=True)
@@ -326,7 +327,7 @@ class Memory:
         metadata dict; ``valid_from`` / ``valid_until`` may be set to None.  All or nothing."""
         self.state.record(id)
         where, new_meta, t, vf, vu = check_update(id, text, meta, t, valid_from, valid_until)
-        e = embed_checked(self.embedder, [text])[0] if text is not None else None
+        e = embed_for_store(self.embedder, [text], lambda _: where)[0] if text is not None else None
         with self.state.lock:
             rec = self.state.record(id)
             check_window(rec, vf, vu, where)

@@ -44,7 +44,6 @@ import errno
 import json
 import math
 import os
-import sqlite3
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
@@ -73,12 +72,14 @@ from .placement import unit
 from .search_settings import apply_search_settings, search_settings
 from .validation import (
     MAX_JSON_DEPTH,
+    SQLITE_READ_ERRORS,
     MemoryFileError,
     check_config_types,
     check_geometry,
     check_json_depth,
     check_regular_file,
     decay_from_spec,
+    direction_problem,
     embedder_from_spec,
     is_int,
     json_depth_over,
@@ -86,6 +87,7 @@ from .validation import (
     open_sqlite_readonly,
     read_sqlite_header,
     short,
+    sqlite_problem,
 )
 
 CONFIG_KEYS = ("curvature", "base_depth", "depth_step", "inherit", "cone_constrained", "cone_k", "metric",
@@ -157,6 +159,9 @@ def _snapshot(memory) -> dict[str, Any]:
         depths = memory.state.depth[:n].detach().to("cpu", torch.float64).clone()
         embeddings = memory.state.embeddings_of().detach().clone()
         config = memory_config(memory)
+    if (problem := direction_problem(directions, ids)) is not None:  # what the loaders would refuse
+        raise ValueError(f"cannot save: {problem} (it was stored without a direction, as an older version "
+                         f"stored a text without words): update(id, text=...) or remove it, then save")
     points = P.point_at(directions, depths, config["curvature"])
     return {"config": config, "records": records, "points": points, "directions": directions, "depths": depths,
             "embeddings": embeddings}
@@ -227,10 +232,10 @@ def _read_sqlite(path: str | os.PathLike) -> tuple[dict, list[dict], dict[int, t
                     if not is_int(pos) or pos in extra:
                         raise MemoryFileError(f"{where}: hypermem_rows has a bad or repeated pos {short(pos)}")
                     extra[pos] = (direction, depth, sib)
-        except sqlite3.DatabaseError as exc:
+        except SQLITE_READ_ERRORS as exc:
             with open(path, "rb") as f:
                 hint = "; it looks like JSON: use Memory.from_json" if f.read(64).lstrip().startswith(b"{") else ""
-            raise MemoryFileError(f"{where} is not a readable memory file (SQLite: {exc}){hint}") from None
+            raise MemoryFileError(f"{where} is not a readable memory file ({sqlite_problem(exc)}){hint}") from None
     finally:
         con.close()
     return config, rows, extra

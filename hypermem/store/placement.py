@@ -14,11 +14,14 @@ always inside, since the child is deeper).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
 from ..geometry import poincare as P
 from ..geometry.cones import cone_angle, half_aperture
+from .checks import max_depth
 from .encoder_points import encoder_placement, places_points
 
 CONE_MARGIN = 1e-7
@@ -28,9 +31,38 @@ _BISECT_STEPS = 40
 
 
 def unit(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Rows scaled to unit norm (zero rows stay zero); written to ``out`` when given."""
+    """Rows scaled to unit norm (zero rows stay zero: a store refuses a zero embedding,
+    :func:`hypermem.store.checks.check_has_direction`); written to ``out`` when given.
+
+    A row whose norm overflows (entries beyond about 1e154 in float64) or underflows is first
+    divided by its largest entry, so every finite non-zero row gets its unit direction; the
+    other rows are divided by their norm as they are (bit for bit as before)."""
     n = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+    small = 1e-140 if x.dtype == torch.float64 else 1e-18  # below: the squares lose precision
+    odd = ~((n > small) & (n < math.inf))
+    if bool(odd.any()):  # rare: scale those rows by their max-abs entry first
+        s = torch.linalg.vector_norm(x, ord=math.inf, dim=-1, keepdim=True).clamp_min_(torch.finfo(x.dtype).tiny)
+        x = torch.where(odd, x / s, x)
+        n = torch.where(odd, torch.linalg.vector_norm(x, dim=-1, keepdim=True), n)
     return torch.div(x, n.clamp_min_(1e-300 if x.dtype == torch.float64 else 1e-30), out=out)
+
+
+def level_depths(memory, levels, device=None) -> torch.Tensor:
+    """Depths (float64) of memories at hierarchy ``levels``: ``base_depth + level * depth_step``,
+    clamped to :func:`~hypermem.store.checks.max_depth` (a deeper level shares the deepest
+    radius its point can hold)."""
+    lv = torch.as_tensor(levels, dtype=torch.float64, device=device)
+    return (memory.base_depth + memory.depth_step * lv).clamp_max_(max_depth(memory.curvature))
+
+
+def point_placement(points: torch.Tensor, fallback: torch.Tensor, c: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Directions and depths (float64) of explicit ``point=`` rows: the unit point and
+    ``d_c(0, x)`` clamped to :func:`~hypermem.store.checks.max_depth` (a point beyond the float64
+    margin is stored at the margin); the origin, which has no direction, keeps its row of
+    ``fallback`` (its unit embedding)."""
+    u = unit(points)
+    u = torch.where(torch.linalg.vector_norm(u, dim=-1, keepdim=True) > 0, u, fallback)
+    return u, P.distance_to_origin(points, c).reshape(-1).clamp_max_(max_depth(c))
 
 
 def mix(e: torch.Tensor, up: torch.Tensor, a: torch.Tensor | float) -> torch.Tensor:
@@ -105,7 +137,7 @@ class Placer:
         if places_points(self.memory.embedder):  # a ball encoder's point, as it is (store.encoder_points)
             dirs, depths = encoder_placement(emb.to(dev), c)
             for i, p in batch.points.items():  # an explicit point= wins, as for any store
-                u, r = encoder_placement(p.to(dev)[None], c)
+                u, r = point_placement(p.to(dev)[None], dirs[i][None], c)
                 dirs[i], depths[i] = u[0], r[0]
             if out is not None:
                 out.copy_(dirs)
@@ -114,7 +146,7 @@ class Placer:
         # generation (each child's own row is read just before it is replaced).
         dirs = unit(emb.to(dev), out=out)
         e = dirs
-        depths = self.memory.base_depth + self.memory.depth_step * torch.tensor(levels, dtype=torch.float64, device=dev)
+        depths = level_depths(self.memory, levels, dev)
         gen_a = np.asarray(gen)
         m = len(batch.texts)
         explicit = np.zeros(m, dtype=bool)
@@ -124,8 +156,7 @@ class Placer:
         if explicit.any():
             ex = sorted(batch.points)
             pts = torch.stack([batch.points[i] for i in ex]).to(dev)
-            dirs[ex] = unit(pts)
-            depths[ex] = P.distance_to_origin(pts, c)
+            dirs[ex], depths[ex] = point_placement(pts, dirs[ex], c)
         has_parent = (par_batch >= 0) | (par_store >= 0)
         for g in range(int(gen_a.max()) + 1):
             gen_kids = np.nonzero((gen_a == g) & has_parent & ~explicit)[0]
@@ -181,8 +212,7 @@ class Placer:
     def _placed(self, e, par, lv):
         """Directions and depths of memories with unit embeddings ``e``, parents ``par`` and levels ``lv``."""
         dev = self.memory.device
-        depth = torch.tensor([self.memory.base_depth + v * self.memory.depth_step for v in lv], dtype=torch.float64,
-                             device=dev)
+        depth = level_depths(self.memory, lv, dev)
         dirs = e.clone()
         kid_pos = [j for j, p in enumerate(par) if p is not None]
         if kid_pos:

@@ -26,7 +26,7 @@ from ..temporal import fresh_weights, policy_weights, uses_access_counts
 from ..temporal.clock import to_seconds, to_utc
 from .ann_search import CandidateWeights, auto_bands, exact_bounds, index_recall, rank_approx, sync_index
 from .caller_warning import warn_caller
-from .checks import CONE_TOL, METRICS, MODES, Filter, check_finite
+from .checks import CONE_TOL, METRICS, MODES, Filter, check_finite, max_depth
 from .encoder_points import places_points
 from .filters import compile_filter, filter_keys
 from .lexical import Lexical
@@ -107,7 +107,7 @@ class Searcher:
         e = embed_checked(self.memory.embedder, [query])[0]
         if depth is None and places_points(self.memory.embedder):
             return e.to(self.memory.device, self.memory.dtype)
-        d = self.memory.base_depth if depth is None else check_finite("depth", depth, lo=0.0)
+        d = self.memory.base_depth if depth is None else check_finite("depth", depth, lo=0.0, hi=max_depth(self.memory.curvature))
         return P.point_at(e.to(self.memory.device, self.memory.dtype), d, self.memory.curvature)
 
     def query_directions(self, queries: Sequence[Any], query_depth: float | None):
@@ -118,7 +118,8 @@ class Searcher:
             emb = iter(embed_checked(self.memory.embedder, texts))
         dirs: list[Any] = []
         radii: list[Any] = []
-        default = self.memory.base_depth if query_depth is None else check_finite("query_depth", query_depth, lo=0.0)
+        default = self.memory.base_depth if query_depth is None else \
+            check_finite("query_depth", query_depth, lo=0.0, hi=max_depth(self.memory.curvature))
         own = places_points(self.memory.embedder)  # a ball encoder's text query is its point (store.encoder_points)
         points, slots = [], []
         for q in queries:
@@ -318,6 +319,7 @@ class Searcher:
             rows = self._rows_at(rows, at_time, bool(opts.valid_only))
             if rows is not None and rows.numel() == 0:
                 return [[] for _ in queries]
+            k = min(k, n if rows is None else rows.numel())  # no result list, nor buffer, longer than the candidates
             ann = None if no_query or (hybrid > 0 and any(isinstance(q, str) for q in queries)) else \
                 self._approximate_index(opts.use_index, rows, metric)
             if ann is not None:  # O(k) work per query: weights and bias of the candidates alone

@@ -55,10 +55,11 @@ MAX_DIM = 1 << 20
 UNIT_TOLERANCE = 1e-5
 """Largest ``| ||u|| - 1 |`` allowed for a stored unit direction (float32 stores round)."""
 
-__all__ = ["MAX_DIM", "MAX_JSON_DEPTH", "MemoryFileError", "UNIT_TOLERANCE", "check_config_types", "check_dim",
-           "check_geometry", "check_json_depth", "check_regular_file", "decay_from_spec", "embedder_from_spec",
+__all__ = ["MAX_DIM", "MAX_JSON_DEPTH", "MemoryFileError", "SQLITE_READ_ERRORS", "UNIT_TOLERANCE", "check_config_types", "check_dim",
+           "check_geometry", "check_json_depth", "check_regular_file", "decay_from_spec", "direction_problem",
+           "embedder_from_spec",
            "is_int", "is_number", "iso_time", "json_depth_over", "load_json", "open_sqlite_readonly",
-           "read_sqlite_header", "short", "stack_vectors"]
+           "read_sqlite_header", "short", "sqlite_problem", "stack_vectors"]
 
 
 class MemoryFileError(ValueError):
@@ -88,10 +89,10 @@ def json_depth_over(value: Any, limit: int) -> bool:
     stack = [(value, 1)]
     while stack:
         v, d = stack.pop()
-        if isinstance(v, (list, tuple, dict)):
+        if isinstance(v, (list, tuple, set, frozenset, Mapping)):
             if d > limit:
                 return True
-            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, Mapping) else v))
     return False
 
 
@@ -222,6 +223,20 @@ def stack_vectors(values: list, dim: int, what: str, names: list, where: str) ->
 
 
 # ---------------------------------------------------------------------------- specs
+def check_spec_type(spec: Mapping, where: str, what: str, required: bool = True) -> None:
+    """The ``type`` of a stored embedder spec names it: a non-empty string (a built-in's
+    name, or a custom class's, which then asks for ``embedder=``).  Anything else (``0``, a
+    list, ``null``) is a malformed file, a :class:`MemoryFileError` naming the field; a
+    missing ``type`` only when the spec must be rebuilt (``required``).  (A decay spec's
+    type is checked by :func:`hypermem.temporal.policy_from_spec`.)"""
+    if "type" not in spec and not required:
+        return
+    kind = spec.get("type")
+    if not isinstance(kind, str) or not kind.strip():
+        raise MemoryFileError(f"{where}: the {what} spec's 'type' must be a string naming the {what}, got "
+                              f"{short(kind) if 'type' in spec else 'none'}")
+
+
 def embedder_from_spec(spec: Any, embedder: Any = None, where: str = "the file") -> Any:
     """The embedder to use for a loaded memory: ``embedder`` if given (its ``dim`` must
     match the spec's; a ``UserWarning`` when it is another kind than the stored one, or a
@@ -230,6 +245,7 @@ def embedder_from_spec(spec: Any, embedder: Any = None, where: str = "the file")
     ``embedder=StandIn()`` (a command that never embeds) gets a stand-in of the stored spec."""
     if not isinstance(spec, Mapping):
         raise MemoryFileError(f"{where}: the embedder spec is missing or not an object")
+    check_spec_type(spec, where, "embedder", required=embedder is None)
     dim = check_dim(spec.get("dim"), where, "embedder spec dim")
     if isinstance(embedder, StandIn) and embedder.spec is None:  # opened to read, not to embed
         embedder = embedder.resolve(spec)
@@ -293,10 +309,26 @@ def decay_from_spec(spec: Any, decay: Any, where: str) -> Any:
 
 
 # ---------------------------------------------------------------------------- files
+SQLITE_READ_ERRORS = (sqlite3.DatabaseError, UnicodeDecodeError)
+"""What reading an untrusted SQLite file can raise besides :class:`MemoryFileError`; a loader
+reports either as a :class:`MemoryFileError` worded by :func:`sqlite_problem`.  A cell that
+is not UTF-8 raises ``sqlite3.OperationalError``; a corrupt schema whose names are not UTF-8
+raises ``UnicodeDecodeError`` (Python decodes SQLite's error message, which quotes them)."""
+
+
+def sqlite_problem(exc: BaseException) -> str:
+    """One of :data:`SQLITE_READ_ERRORS` in words, for a loader's :class:`MemoryFileError`."""
+    if isinstance(exc, UnicodeDecodeError):
+        return f"SQLite: its schema is corrupt, it holds bytes that are not UTF-8 ({exc.reason} at byte {exc.start})"
+    return f"SQLite: {exc}"
+
+
 def read_sqlite_header(con: sqlite3.Connection, where: str, required: set[str], kind: str) -> tuple[set, dict]:
     """``(table names, config)`` of a memory file: the SQLite integrity check, the
     ``required`` tables (else "not a ``kind`` file") and the ``config`` table, every key a
-    distinct string and every value JSON read by :func:`load_json`."""
+    distinct string and every value JSON read by :func:`load_json`.  A corrupt schema can
+    raise ``UnicodeDecodeError`` (not a ``sqlite3.Error``): a caller catches both
+    (:data:`SQLITE_READ_ERRORS`, :func:`sqlite_problem`)."""
     check = con.execute("PRAGMA quick_check").fetchall()
     if check != [("ok",)]:
         raise MemoryFileError(f"{where} is corrupt (SQLite integrity check: {check[0][0]})")
@@ -369,16 +401,27 @@ def check_config_types(config: Mapping, keys: tuple[str, ...], where: str) -> No
             raise MemoryFileError(f"{where}: the config value of {key!r} must be {kind}, got {short(v)}")
 
 
+def direction_problem(directions: torch.Tensor, names: list) -> str | None:
+    """The first stored direction that is not a unit vector (``| ||u|| - 1 | > UNIT_TOLERANCE``;
+    a zero direction has norm 0), in words naming its memory and its norm, else None: the rule
+    that the loaders check and ``save`` keeps (:mod:`hypermem.store.persistence`)."""
+    if not len(names):
+        return None
+    norms = torch.linalg.vector_norm(directions, dim=1)
+    off = (norms - 1).abs()
+    worst = int(torch.argmax(off.nan_to_num(math.inf)))
+    if float(off[worst]) <= UNIT_TOLERANCE:
+        return None
+    return f"the direction of memory {names[worst]!r} is not a unit vector (norm {float(norms[worst]):.6g})"
+
+
 def check_geometry(directions: torch.Tensor, depths: torch.Tensor, siblings: list, parents: list,
                    names: list, where: str) -> None:
     """Stored unit directions (``| ||u|| - 1 | <= UNIT_TOLERANCE``), depths ``>= 0`` and
     sibling indices (integers ``>= 0``, distinct among the children of one parent)."""
     if len(names):
-        off = (torch.linalg.vector_norm(directions, dim=1) - 1).abs()
-        worst = int(torch.argmax(off))
-        if not float(off[worst]) <= UNIT_TOLERANCE:
-            raise MemoryFileError(f"{where}: the direction of memory {names[worst]!r} is not a unit vector "
-                                  f"(norm {float(off[worst]) + 1:.6g})")
+        if (problem := direction_problem(directions, names)) is not None:
+            raise MemoryFileError(f"{where}: {problem}")
         low = int(torch.argmin(depths))
         if not float(depths[low]) >= 0:
             raise MemoryFileError(f"{where}: the depth of memory {names[low]!r} is negative ({float(depths[low])})")

@@ -31,12 +31,11 @@ from typing import Any
 
 import torch
 
-from ...embed import embed_checked
 from ...geometry import poincare as P
 from ...temporal import policy_spec, uses_access_counts
 from ...temporal.clock import from_seconds, to_seconds, to_utc
 from ..add_hint import OneByOne
-from ..checks import METRICS, MODES, UNSET, Batch, check_ids, check_update, check_window
+from ..checks import METRICS, MODES, UNSET, Batch, check_ids, check_update, check_window, embed_for_store
 from ..heap import trim_after
 from ..records import MemoryRecord, SearchResult
 from ..search import Searcher
@@ -446,7 +445,7 @@ class ServerMemory(ServerViews):
         """``Memory.update``: new text re-embeds the memory and re-places its subtree."""
         self.get(id)
         where, new_meta, t, vf, vu = check_update(id, text, meta, t, valid_from, valid_until)
-        e = embed_checked(self.embedder, [text])[0] if text is not None else None
+        e = embed_for_store(self.embedder, [text], lambda _: where)[0] if text is not None else None
         with self._write("update") as (st, _):
             rec = record_of(self._row(st.con, id))
             check_window(rec, vf, vu, where)

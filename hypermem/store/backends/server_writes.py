@@ -25,10 +25,9 @@ from typing import Any
 
 import torch
 
-from ...geometry import poincare as P
 from ...temporal import policy_weights
 from ...temporal.clock import to_seconds, to_utc
-from ..placement import child_directions, unit
+from ..placement import child_directions, level_depths, point_placement, unit
 from ..state import batch_ids
 from .rows import COLUMNS, vector_bytes, vector_from
 
@@ -129,12 +128,11 @@ def insert(mem, st, batch, emb: torch.Tensor) -> list[str]:
             lv[j] = parent_level[par] + 1
     e = unit(emb)
     dirs = e.clone()
-    depths = mem.base_depth + mem.depth_step * torch.tensor(lv, dtype=torch.float64)
+    depths = level_depths(mem, lv)
     if batch.points:
         ex = sorted(batch.points)
         pts = torch.stack([batch.points[i] for i in ex])
-        dirs[ex] = unit(pts)
-        depths[ex] = P.distance_to_origin(pts, mem.curvature)
+        dirs[ex], depths[ex] = point_placement(pts, dirs[ex], mem.curvature)
     out_dir = {p: vector_from(r["direction"], mem.dim, "direction", p) for p, r in parent_rows.items()}
     out_dep = {p: float(r["depth"]) for p, r in parent_rows.items()}
     for g in range(max(gen, default=0) + 1):
@@ -180,7 +178,7 @@ def replace_subtree(mem, st, root: str, changes: dict[str, Any]) -> list[str]:
     for g, frontier in enumerate(gens):
         emb = torch.stack([vector_from(rows[i]["embedding"], mem.dim, "embedding", i) for i in frontier])
         e = unit(emb)
-        depth = torch.full((len(frontier),), mem.base_depth + (base_level + g) * mem.depth_step, dtype=torch.float64)
+        depth = level_depths(mem, [base_level + g] * len(frontier))
         dirs = e.clone()
         kid = [j for j, i in enumerate(frontier) if rows[i]["parent_id"] is not None]
         if kid:
