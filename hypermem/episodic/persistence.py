@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 from collections.abc import Callable
 from typing import Any
 
@@ -41,6 +40,7 @@ from ..embed.spec import embedder_spec
 from ..store.atomic import atomic_sqlite
 from ..store.checks import sqlite_tables
 from ..store.validation import (
+    SQLITE_READ_ERRORS,
     MemoryFileError,
     check_dim,
     decay_from_spec,
@@ -52,6 +52,7 @@ from ..store.validation import (
     open_sqlite_readonly,
     read_sqlite_header,
     short,
+    sqlite_problem,
     stack_vectors,
 )
 from ..temporal import policy_spec
@@ -165,8 +166,8 @@ def _read(path: str | os.PathLike) -> tuple[dict[str, Any], list[dict[str, Any]]
         if cols != list(COLUMNS):
             raise MemoryFileError(f"{where}: the memories table has columns {cols}, expected {list(COLUMNS)}")
         rows = [dict(zip(COLUMNS, r)) for r in con.execute(f"SELECT {', '.join(COLUMNS)} FROM memories ORDER BY seq")]
-    except sqlite3.DatabaseError as exc:
-        raise MemoryFileError(f"{where} is not a readable episodic memory file (SQLite: {exc})") from None
+    except SQLITE_READ_ERRORS as exc:
+        raise MemoryFileError(f"{where} is not a readable episodic memory file ({sqlite_problem(exc)})") from None
     finally:
         con.close()
     _check_rows(config, rows, where)

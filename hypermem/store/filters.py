@@ -31,6 +31,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .validation import MAX_JSON_DEPTH, json_depth_over
+
 __all__ = ["MISSING", "OPERATORS", "FilterError", "check_filter", "compile_filter", "filter_keys", "json_equal",
            "to_postgres"]
 
@@ -122,7 +124,16 @@ def _is_ops(want: Any) -> bool:
 
 
 def check_filter(spec: Any, path: str = "") -> None:
-    """Raise :class:`FilterError` naming the first malformed part of ``spec``."""
+    """Raise :class:`FilterError` naming the first malformed part of ``spec``; a filter that
+    nests deeper than ``MAX_JSON_DEPTH`` (100) dicts and lists, the bound of every JSON value
+    the store takes, is refused before anything recurses into it."""
+    if not path and json_depth_over(spec, MAX_JSON_DEPTH):
+        raise FilterError(f"filter nests deeper than {MAX_JSON_DEPTH} levels of dicts and lists "
+                          f"(hypermem.store.validation.MAX_JSON_DEPTH)")
+    _check(spec, path)
+
+
+def _check(spec: Any, path: str) -> None:
     if not isinstance(spec, Mapping):
         raise FilterError(f"filter {path or ''}must be a dict, got {type(spec).__name__}")
     for key, want in spec.items():
@@ -132,9 +143,9 @@ def check_filter(spec: Any, path: str = "") -> None:
             if not isinstance(want, (list, tuple)):
                 raise FilterError(f"filter {path}{key} takes a list of filters, got {type(want).__name__}")
             for i, sub in enumerate(want):
-                check_filter(sub, f"{path}{key}[{i}].")
+                _check(sub, f"{path}{key}[{i}].")
         elif key == "$not":
-            check_filter(want, f"{path}$not.")
+            _check(want, f"{path}$not.")
         elif key.startswith("$"):
             raise FilterError(f"unknown filter combinator {key!r} at {path or 'the top'}; use $and, $or, $not "
                               f"(field operators go inside a field: {{'field': {{'$eq': ...}}}})")
@@ -146,7 +157,7 @@ def check_filter(spec: Any, path: str = "") -> None:
                 if op in _LIST_OPS and not isinstance(x, (list, tuple, set, frozenset)):
                     raise FilterError(f"filter operator {op} for {path}{key} takes a list, got {type(x).__name__}")
         elif isinstance(want, Mapping):
-            check_filter(want, f"{path}{key}.")
+            _check(want, f"{path}{key}.")
 
 
 def _matches(v: Any, want: Any) -> bool:
@@ -197,15 +208,19 @@ def compile_filter(spec: Any, lookup: Callable[[Any, str], Any] = meta_lookup) -
 
 
 def filter_keys(spec: Any) -> set[str]:
-    """The top-level fields a dict filter names (through ``$and``/``$or``/``$not``)."""
+    """The top-level fields a dict filter names (through ``$and``/``$or``/``$not``; iterative,
+    so an unchecked filter of any depth is walked without recursion)."""
     out: set[str] = set()
-    if isinstance(spec, Mapping):
+    stack = [spec]
+    while stack:
+        spec = stack.pop()
+        if not isinstance(spec, Mapping):
+            continue
         for key, want in spec.items():
             if key in ("$and", "$or"):
-                for sub in want:
-                    out |= filter_keys(sub)
+                stack.extend(want if isinstance(want, (list, tuple)) else ())
             elif key == "$not":
-                out |= filter_keys(want)
+                stack.append(want)
             elif isinstance(key, str) and not key.startswith("$"):
                 out.add(key)
     return out

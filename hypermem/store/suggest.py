@@ -180,6 +180,7 @@ class Suggester:
         with st.lock:
             if st.n == 0:
                 return [[] for _ in queries]
+            k = min(k, st.n)  # no result list longer than the store
             rows = self.candidates(filters, at_time, valid_only)
             weights = self.memory.searcher.weights(at_time).to("cpu", torch.float64)
             time_term = self.memory.time_coef * torch.log(weights)

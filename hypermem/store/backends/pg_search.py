@@ -131,7 +131,7 @@ def _top(memory, q: torch.Tensor, rows: list[dict], k: int, now: float, filters,
     if lexical:
         bias = bias + torch.tensor([lexical.get(r["id"], 0.0) for r in rows], dtype=bias.dtype)
     g = ShellDistance(memory.curvature, memory.base_depth)
-    s, idx, dist = exact_topk(q.unsqueeze(0), keys, k, g, bias, g.inverse, max_product=1.0)
+    s, idx, dist = exact_topk(q.unsqueeze(0), keys, min(k, len(rows)), g, bias, g.inverse, max_product=1.0)
     out = []
     for sc, i, d in zip(s[0].tolist(), idx[0].tolist(), dist[0].tolist()):
         if i >= 0 and sc != -math.inf:

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from ..validation import sqlite_problem
 from .changes import collect_changes, issue_changes
 from .durable import StorageError
 from .rows import COLUMNS, VECTOR_DTYPES
@@ -107,7 +108,10 @@ class SqliteStorage:
         return StorageError(f"SQLite storage {self.path!r}: {exc}")
 
     def _tables(self) -> set[str]:
-        return {r[0] for r in self.con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        try:
+            return {r[0] for r in self.con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except UnicodeDecodeError as exc:  # a corrupt schema (store.validation.SQLITE_READ_ERRORS)
+            raise StorageError(f"SQLite storage {self.path!r}: {sqlite_problem(exc)}") from None
 
     def _check_ours(self, tables: set[str]) -> None:
         """``StorageError`` for a database of tables but no ``hm_config`` (a snapshot of
