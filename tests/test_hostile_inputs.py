@@ -129,3 +129,15 @@ def test_a_custom_type_still_asks_for_the_object(field, arg):
     with pytest.raises(ValueError, match=f"custom .*'MyThing'.*pass {arg}") as info:
         Memory.from_json(json.dumps(doc))
     assert not isinstance(info.value, MemoryFileError)
+
+
+def test_a_search_time_of_the_wrong_type_names_at_time():
+    """`search(at_time="2023-05-09")` raised "expected a datetime, got str", naming nothing."""
+    from hypermem import HashingEmbedder
+
+    mem = Memory(embedder=HashingEmbedder(dim=16))
+    mem.add("x")
+    with pytest.raises(TypeError, match=r"at_time must be a datetime, got str \(parse it first"):
+        mem.search("x", at_time="2023-05-09T00:00:00")
+    with pytest.raises(TypeError, match="at_time must be a datetime, got int"):
+        mem.time_weights(at_time=1700000000)

@@ -81,7 +81,7 @@ class Searcher:
 
     # ------------------------------------------------------------------ time
     def now(self, at_time: datetime | None) -> datetime:
-        return to_utc(at_time) if at_time is not None else to_utc(self.memory.clock())
+        return to_utc(at_time, "at_time") if at_time is not None else to_utc(self.memory.clock(), "the clock's time")
 
     def weights(self, at_time: datetime | None) -> torch.Tensor:
         """The decay policy's weight of every memory at ``at_time`` (float64 ``(n,)``)."""
@@ -183,7 +183,7 @@ class Searcher:
                 psi = math.degrees(float(half_aperture(pts[r], self.memory.curvature, self.memory.cone_k)))
                 warn_caller(f"no memory lies inside the entailment cone of {root!r} (half-aperture {psi:.1f} "
                               f"degrees): this store was made without cone_constrained=True, so a child need "
-                              f"not lie in its parent's cone (they are narrow); use Memory(cone_constrained=True) "
+                              f"not lie in its parent's cone; use Memory(cone_constrained=True) "
                               f"for cone queries, or mode='subtree'")
             return rows, energy.to(self.memory.device)
         rows = torch.tensor(sorted(self.memory.state.row[i] for i in ids), dtype=torch.long, device=self.memory.device)

@@ -16,12 +16,14 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def to_utc(t: datetime) -> datetime:
-    """Aware UTC datetime; a naive datetime is taken to be UTC already."""
+def to_utc(t: datetime, name: str | None = None) -> datetime:
+    """Aware UTC datetime; a naive datetime is taken to be UTC already.  ``name``: the
+    argument's name for the error (``at_time``)."""
     if type(t) is datetime and t.tzinfo is timezone.utc:
         return t
     if not isinstance(t, datetime):
-        raise TypeError(f"expected a datetime, got {type(t).__name__}")
+        hint = " (parse it first: datetime.fromisoformat(...))" if isinstance(t, str) else ""
+        raise TypeError(f"{name or 'the time'} must be a datetime, got {type(t).__name__}{hint}")
     return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
 
 
