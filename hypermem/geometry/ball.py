@@ -12,16 +12,45 @@ from .vocabulary import GeooptVocabulary
 from .vocabulary import check_dim as _check_dim
 
 
+def _inverse_softplus(c: torch.Tensor) -> torch.Tensor:
+    """``isp_c = softplus^{-1}(c) = log(exp(c) - 1)``, evaluated as ``c + log(-expm1(-c))``:
+    geoopt's ``log(exp(c) - 1)`` loses the digits of a small ``c`` (``1e-12`` read back as
+    ``1.00009e-12``), is ``-inf`` below ``c ~ 1e-16`` (the curvature read back was 0) and
+    ``+inf`` above 709."""
+    return c + torch.log(-torch.expm1(-c))
+
+
+def _geoopt_isp(c: torch.Tensor) -> torch.Tensor:
+    """geoopt's ``log(exp(c) - 1)``: how checkpoints written before kept ``isp_c``."""
+    return c.exp().sub(1).log()
+
+
 def _exact_curvature(isp: torch.Tensor) -> float:
     """``c = softplus(isp)`` as a Python float: the shortest decimal (up to 17 digits) whose
-    ``log(exp(c) - 1)`` (geoopt's inverse, computed in float64 like the constructor) rounds to
-    ``isp`` exactly, so ``2.0`` saved comes back as ``2.0``, not ``2.0000000000000004``."""
+    :func:`_inverse_softplus` (computed in float64 like the constructor; or geoopt's, which
+    older checkpoints hold) rounds to ``isp`` exactly, so ``2.0`` saved comes back as ``2.0``,
+    not ``2.0000000000000004``."""
     value = float(torch.nn.functional.softplus(isp.to(torch.float64)))
     for digits in range(1, 18):
         guess = float(f"{value:.{digits}g}")
-        if guess > 0 and torch.equal(torch.tensor(guess, dtype=torch.float64).exp().sub(1).log().to(isp.dtype), isp):
+        g = torch.tensor(guess, dtype=torch.float64)
+        if guess > 0 and any(torch.equal(f(g).to(isp.dtype), isp) for f in (_inverse_softplus, _geoopt_isp)):
             return guess
     return value
+
+
+def check_loaded_curvature(state_dict, key: str) -> None:
+    """``ValueError`` naming ``key`` when ``state_dict[key]`` (an ``isp_c``) gives a curvature
+    ``softplus(isp_c)`` that :func:`~hypermem.geometry.conversion.check_curvature` refuses;
+    nothing to check when the key is absent, not one number, or on the meta device."""
+    isp = state_dict.get(key)
+    if isinstance(isp, torch.Tensor) and isp.numel() == 1 and not isp.is_meta:
+        c = _exact_curvature(isp.detach().cpu().reshape(()))
+        try:
+            check_curvature(c)
+        except ValueError as exc:
+            raise ValueError(f"state_dict[{key!r}] = {float(isp):g} gives the curvature softplus(isp_c) = "
+                             f"{c:g}, which PoincareBall refuses: {exc}") from None
 
 
 class PoincareBall(GeooptVocabulary, geoopt.PoincareBall):
@@ -59,6 +88,8 @@ class PoincareBall(GeooptVocabulary, geoopt.PoincareBall):
     def __init__(self, curvature: float = 1.0, learnable: bool = False):
         value = check_curvature(curvature)
         super().__init__(c=torch.tensor(value, dtype=torch.float64), learnable=learnable)
+        with torch.no_grad():
+            self.isp_c.copy_(_inverse_softplus(torch.tensor(value, dtype=torch.float64)))
         self._curvature = value
         self._learnable = bool(learnable)
 
@@ -72,7 +103,10 @@ class PoincareBall(GeooptVocabulary, geoopt.PoincareBall):
         """Load ``isp_c``, then re-read the fixed curvature's exact float from it, so a
         checkpoint of another curvature is the one every formula uses (``c = softplus(isp_c)``;
         the float kept is the shortest decimal whose ``log(exp(c) - 1)`` gives ``isp_c`` back,
-        else ``softplus(isp_c)`` itself)."""
+        else ``softplus(isp_c)`` itself).  A curvature the constructor would refuse (NaN, or
+        ``isp_c`` so negative that ``softplus`` is 0 or below ``MIN_CURVATURE``) is refused
+        before anything is loaded: ``ValueError`` naming the key."""
+        check_loaded_curvature(state_dict, prefix + "isp_c")
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
         self._curvature = _exact_curvature(self.isp_c.detach())
 

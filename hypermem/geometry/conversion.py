@@ -115,8 +115,18 @@ def as_points(*xs: Any, names: tuple[str, ...] | None = None, core_dims: int = 1
     return ts
 
 
+MIN_CURVATURE = 1e-30
+"""Smallest curvature accepted.  A ball of curvature ``c`` is Euclidean to a relative
+``c r^2`` over radius ``r``: at ``1e-30`` that is below float64's rounding up to ``r = 1e7``.
+The distance's ``u = 2c ||x - y||^2 / ((1 - c||x||^2)(1 - c||y||^2))`` is a normal float64 for
+every pair at this curvature; in float32 it is for pairs further apart than
+``1e-4 / sqrt(c / 1e-30)`` (closer pairs lose digits gradually in the subnormals).  Below it
+use a Euclidean metric (``2 ||x - y||`` is the ``c -> 0`` limit of the distance)."""
+
+
 def check_curvature(curvature: Any) -> float:
-    """Return ``curvature`` as a float, or raise ``ValueError`` unless finite and positive."""
+    """Return ``curvature`` as a float, or raise ``ValueError`` unless finite and at least
+    :data:`MIN_CURVATURE` (positive)."""
     if isinstance(curvature, torch.Tensor):
         if curvature.numel() != 1:
             raise ValueError(f"curvature must be a single number, got shape {tuple(curvature.shape)}")
@@ -126,4 +136,30 @@ def check_curvature(curvature: Any) -> float:
     value = float(curvature)
     if not math.isfinite(value) or value <= 0.0:
         raise ValueError(f"curvature must be a finite positive number, got {curvature!r}")
+    if value < MIN_CURVATURE:
+        raise ValueError(f"curvature {value!r} is below the smallest one hypermem computes with, "
+                         f"{MIN_CURVATURE:g}: such a ball is Euclidean to float precision; use a Euclidean "
+                         "metric (2 ||x - y|| is the c -> 0 limit of the hyperbolic distance)")
     return value
+
+
+def checked_curvature(c: Any) -> float | torch.Tensor:
+    """``c`` as the pure functions of :mod:`hypermem.geometry.poincare` take it, checked by the
+    rule of :func:`check_curvature` where that is free.
+
+    A number (Python, NumPy) comes back as a checked float.  A tensor (a learnable curvature)
+    comes back itself, keeping its graph and device: bool and complex tensors are refused
+    (``TypeError``), and its value is checked only when reading it costs no device sync and
+    no graph break: a single element on the CPU, outside ``torch.compile`` and
+    ``torch.jit`` tracing.  On an accelerator, or compiled, a tensor curvature is not read
+    (a NaN or negative one gives NaN): check it where it is made, as
+    :class:`~hypermem.geometry.PoincareBall` and its ``load_state_dict`` do.
+    """
+    if not isinstance(c, torch.Tensor):
+        return check_curvature(c)
+    if c.dtype == torch.bool or c.is_complex():
+        raise TypeError(f"curvature must be a real tensor, got {c.dtype}")
+    if (c.device.type == "cpu" and c.numel() == 1 and not torch.compiler.is_compiling()
+            and not torch.jit.is_tracing()):
+        check_curvature(c)
+    return c

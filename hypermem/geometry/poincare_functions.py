@@ -8,7 +8,10 @@ for Learning Hierarchical Representations" (NeurIPS 2017).
 
 Every function takes tensors (or arrays, lists), keeps the dtype and device of torch
 input, broadcasts over leading batch dimensions, and reduces over the last one.  ``c``
-may be a float or a 0-dim tensor (for a learnable curvature).  The pole-prone special
+may be a float or a 0-dim tensor (for a learnable curvature); every function checks it with
+:func:`~hypermem.geometry.conversion.checked_curvature` (a number: finite and at least
+``MIN_CURVATURE``, else ``ValueError``; a tensor: read only where that costs no device sync,
+see there).  The pole-prone special
 functions come from :mod:`hypermem.geometry.numerics`, so values and gradients are finite
 everywhere inside the ball, at the origin and within the margin of the boundary.
 """
@@ -16,12 +19,13 @@ everywhere inside the ball, at the origin and within the margin of the boundary.
 from __future__ import annotations
 
 import math
+from numbers import Real
 from typing import Any
 
 import torch
 
-from .conversion import as_points, as_tensor, as_tensors
-from .numerics import arcosh1p, artanh, ball_margin, safe_norm, sq_norm, tanh, tiny
+from .conversion import as_points, as_tensor, as_tensors, check_curvature, checked_curvature
+from .numerics import arcosh1p, artanh, asinh_exp, ball_margin, exp_range, safe_norm, sq_norm, tanh, tiny
 
 Curvature = float | torch.Tensor
 
@@ -30,12 +34,16 @@ __all__ = [
     "distance_arcosh", "boundary_gap", "arcosh_distance", "distance_to_origin", "pairwise_distance",
     "expmap0", "logmap0", "expmap", "logmap", "geodesic", "point_at", "set_depth", "project",
     "is_inside", "to_lorentz", "from_lorentz", "egrad2rgrad", "retraction", "shell_distance",
-    "shell_distance_from_cosine", "shell_scale", "shell_distance_from_half_chord", "random_points",
+    "shell_distance_from_cosine", "shell_scale", "shell_distance_from_half_chord", "shell_distance_at_depth",
+    "random_points",
 ]
 
 
 def _sqrt_c(c: Curvature):
     return c**0.5 if isinstance(c, torch.Tensor) else math.sqrt(c)
+
+
+_c = checked_curvature
 
 
 def _radius_tensor(r: Any, like: torch.Tensor) -> torch.Tensor:
@@ -46,6 +54,7 @@ def _radius_tensor(r: Any, like: torch.Tensor) -> torch.Tensor:
 def conformal_factor(x, c: Curvature = 1.0, keepdim: bool = False) -> torch.Tensor:
     r"""Conformal factor ``lambda_x = 2 / (1 - c ||x||^2)``, shape ``x.shape[:-1]``
     (``x.shape[:-1] + (1,)`` with ``keepdim``, ready to multiply vectors)."""
+    c = _c(c)
     (x,) = as_points(x, names=("x",))
     return 2.0 / boundary_gap(sq_norm(x, keepdim=keepdim), c)
 
@@ -56,6 +65,7 @@ def mobius_add(x, y, c: Curvature = 1.0) -> torch.Tensor:
     ``x ⊕_c y = ((1 + 2c<x,y> + c||y||^2) x + (1 - c||x||^2) y)
     / (1 + 2c<x,y> + c^2 ||x||^2 ||y||^2)``
     """
+    c = _c(c)
     x, y = as_points(x, y)
     xy = (x * y).sum(-1, keepdim=True)
     x2 = sq_norm(x, keepdim=True)
@@ -71,6 +81,7 @@ def mobius_scalar_mul(r, x, c: Curvature = 1.0) -> torch.Tensor:
     ``r ⊗_c x = tanh(r artanh(sqrt(c)||x||)) x / (sqrt(c) ||x||)``; it multiplies the
     hyperbolic distance from the origin by ``r``.
     """
+    c = _c(c)
     (x,) = as_points(x, names=("x",))
     r = _radius_tensor(r, x)
     sc = _sqrt_c(c)
@@ -100,8 +111,10 @@ def distance_arcosh(x, y, c: Curvature = 1.0) -> torch.Tensor:
 
     ``d_c(x, y) = (1 / sqrt(c)) arcosh(1 + 2c ||x - y||^2 / ((1 - c||x||^2)(1 - c||y||^2)))``
 
-    Evaluated as ``arcosh1p`` of the fraction, which keeps small distances precise.
+    Evaluated by :func:`arcosh_distance` (``arcosh1p`` of the fraction, which keeps small
+    distances precise).
     """
+    c = _c(c)
     x, y = as_points(x, y)
     return arcosh_distance(sq_norm(x - y), boundary_gap(sq_norm(x), c), boundary_gap(sq_norm(y), c), c)
 
@@ -109,6 +122,7 @@ def distance_arcosh(x, y, c: Curvature = 1.0) -> torch.Tensor:
 def boundary_gap(sq, c: Curvature = 1.0) -> torch.Tensor:
     r"""``1 - c ||x||^2`` from the squared norm ``sq``, floored at the dtype's ``tiny``
     (``2 / lambda_x``: the factor of both distance formulas that vanishes at the boundary)."""
+    c = _c(c)
     return (1.0 - c * sq).clamp_min(tiny(sq.dtype))
 
 
@@ -125,12 +139,22 @@ def arcosh_distance(sq_diff: torch.Tensor, gap_x: torch.Tensor, gap_y: torch.Ten
     (:mod:`hypermem.nn.distance`) evaluate it here; the closed-form training kernels
     (:mod:`hypermem.hierarchy.fused`, ``fused_sgd``, ``compiled_sgd``) keep their own copy
     and ``tests/test_formula_contract.py`` checks them against it.
+
+    Evaluated as :func:`~hypermem.geometry.numerics.arcosh1p` of the fraction, which keeps
+    small distances precise and floors no positive argument (a floor at ``tiny(dtype)`` made
+    ``c = 1e-300`` give 1.41 for a distance of 0.22).  The fraction is a product with ``c``:
+    see :data:`~hypermem.geometry.conversion.MIN_CURVATURE` for where it stays a normal
+    float.  The ``sqrt(c)`` form ``(2 / sqrt(c)) arsinh(sqrt(c) ||x - y|| / sqrt(gap_x
+    gap_y))`` would underflow later, but costs 10 to 40% more in the search's hot loop
+    (``torch.asinh`` is not vectorised on the CPU).
     """
+    c = _c(c)
     return arcosh1p(2.0 * c * sq_diff / (gap_x * gap_y)) / _sqrt_c(c)
 
 
 def distance_to_origin(x, c: Curvature = 1.0) -> torch.Tensor:
     r"""Depth coordinate ``d_c(0, x) = (2 / sqrt(c)) artanh(sqrt(c) ||x||)``."""
+    c = _c(c)
     (x,) = as_points(x, names=("x",))
     sc = _sqrt_c(c)
     return 2.0 / sc * artanh(sc * safe_norm(x))
@@ -147,6 +171,7 @@ def pairwise_distance(x, y, c: Curvature = 1.0) -> torch.Tensor:
     root is taken), while the differences keep full relative precision, so ``d(x, x)``
     is exactly 0 and nearby distances agree with :func:`distance` to the last digits.
     """
+    c = _c(c)
     x, y = as_points(x, y, core_dims=2)
     if x.dim() < 2 or y.dim() < 2:
         raise ValueError(f"pairwise_distance needs (n, d) and (m, d) inputs, got shapes "
@@ -159,6 +184,7 @@ def pairwise_distance(x, y, c: Curvature = 1.0) -> torch.Tensor:
 def expmap0(v, c: Curvature = 1.0) -> torch.Tensor:
     r"""Exponential map at the origin: ``exp_0(v) = tanh(sqrt(c)||v||) v / (sqrt(c)||v||)``
     (Ganea et al. 2018, Lemma 2 at ``x = 0``)."""
+    c = _c(c)
     (v,) = as_points(v, names=("v",))
     sc = _sqrt_c(c)
     n = safe_norm(v, keepdim=True)
@@ -167,6 +193,7 @@ def expmap0(v, c: Curvature = 1.0) -> torch.Tensor:
 
 def logmap0(y, c: Curvature = 1.0) -> torch.Tensor:
     r"""Logarithmic map at the origin: ``log_0(y) = artanh(sqrt(c)||y||) y / (sqrt(c)||y||)``."""
+    c = _c(c)
     (y,) = as_points(y, names=("y",))
     sc = _sqrt_c(c)
     n = safe_norm(y, keepdim=True)
@@ -178,6 +205,7 @@ def expmap(x, v, c: Curvature = 1.0) -> torch.Tensor:
 
     ``exp_x(v) = x ⊕_c (tanh(sqrt(c) lambda_x ||v|| / 2) v / (sqrt(c) ||v||))``
     """
+    c = _c(c)
     x, v = as_points(x, v, names=("x", "v"))
     sc = _sqrt_c(c)
     n = safe_norm(v, keepdim=True)
@@ -190,6 +218,7 @@ def logmap(x, y, c: Curvature = 1.0) -> torch.Tensor:
 
     ``log_x(y) = (2 / (sqrt(c) lambda_x)) artanh(sqrt(c)||w||) w / ||w||``, ``w = (-x) ⊕_c y``
     """
+    c = _c(c)
     x, y = as_points(x, y)
     sc = _sqrt_c(c)
     w = mobius_add(-x, y, c)
@@ -203,6 +232,7 @@ def geodesic(t, x, y, c: Curvature = 1.0) -> torch.Tensor:
 
     ``gamma(t) = x ⊕_c (t ⊗_c ((-x) ⊕_c y))`` (Ganea et al. 2018, eq. 6)
     """
+    c = _c(c)
     x, y = as_points(x, y)
     return mobius_add(x, mobius_scalar_mul(t, mobius_add(-x, y, c), c), c)
 
@@ -213,6 +243,7 @@ def point_at(direction, hyperbolic_radius, c: Curvature = 1.0) -> torch.Tensor:
     ``p = tanh(sqrt(c) r / 2) u / sqrt(c)`` with ``u = direction / ||direction||``, so that
     ``d_c(0, p) = r``.  A zero direction gives the origin.
     """
+    c = _c(c)
     (u,) = as_points(direction, names=("direction",))
     r = _radius_tensor(hyperbolic_radius, u)
     sc = _sqrt_c(c)
@@ -228,11 +259,16 @@ def set_depth(x, hyperbolic_radius, c: Curvature = 1.0) -> torch.Tensor:
 def project(x, c: Curvature = 1.0, margin: float | None = None) -> torch.Tensor:
     r"""Pull points back inside the ball: ``||x|| <= (1 - margin) / sqrt(c)``.
 
-    ``margin`` defaults to :func:`hypermem.geometry.numerics.ball_margin` of the dtype.
-    Points already inside are returned unchanged.
+    ``margin`` defaults to :func:`hypermem.geometry.numerics.ball_margin` of the dtype; a
+    given one is a number in ``[0, 1)`` (else ``ValueError``: 1 or more would put every point
+    at or through the origin).  Points already inside are returned unchanged.
     """
+    c = _c(c)
     (x,) = as_points(x, names=("x",))
-    m = ball_margin(x.dtype) if margin is None else margin
+    if margin is not None and (isinstance(margin, bool) or not isinstance(margin, Real)
+                               or not 0.0 <= float(margin) < 1.0):
+        raise ValueError(f"margin must be a number in [0, 1), got {margin!r}")
+    m = ball_margin(x.dtype) if margin is None else float(margin)
     maxnorm = (1.0 - m) / _sqrt_c(c)
     n = safe_norm(x, keepdim=True)
     return torch.where(n > maxnorm, x / n * maxnorm, x)
@@ -240,6 +276,7 @@ def project(x, c: Curvature = 1.0, margin: float | None = None) -> torch.Tensor:
 
 def is_inside(x, c: Curvature = 1.0) -> torch.Tensor:
     """Boolean tensor ``c ||x||^2 < 1`` (strictly inside the open ball), shape ``x.shape[:-1]``."""
+    c = _c(c)
     (x,) = as_points(x, names=("x",))
     return (c * sq_norm(x) < 1.0) & torch.isfinite(x).all(-1)
 
@@ -250,6 +287,7 @@ def to_lorentz(x, c: Curvature = 1.0) -> torch.Tensor:
     ``X_0 = (1 + c||x||^2) / (sqrt(c) (1 - c||x||^2))``, ``X_i = 2 x_i / (1 - c||x||^2)``.
     The output has one more coordinate, the time coordinate first.
     """
+    c = _c(c)
     (x,) = as_points(x, names=("x",))
     x2 = c * sq_norm(x, keepdim=True)
     den = (1.0 - x2).clamp_min(tiny(x.dtype))
@@ -259,6 +297,7 @@ def to_lorentz(x, c: Curvature = 1.0) -> torch.Tensor:
 
 def from_lorentz(X, c: Curvature = 1.0) -> torch.Tensor:
     r"""Inverse of :func:`to_lorentz`: ``x_i = X_i / (1 + sqrt(c) X_0)``."""
+    c = _c(c)
     (X,) = as_points(X, names=("X",))
     if X.shape[-1] < 2:
         raise ValueError(f"hyperboloid points need at least 2 coordinates, got shape {tuple(X.shape)}")
@@ -268,12 +307,14 @@ def from_lorentz(X, c: Curvature = 1.0) -> torch.Tensor:
 def egrad2rgrad(x, grad, c: Curvature = 1.0) -> torch.Tensor:
     r"""Riemannian gradient from a Euclidean one: ``((1 - c||x||^2)^2 / 4) grad``
     (Nickel & Kiela 2017, eq. 4)."""
+    c = _c(c)
     x, grad = as_points(x, grad, names=("x", "grad"))
     return ((1.0 - c * sq_norm(x, keepdim=True)) ** 2 / 4.0) * grad
 
 
 def retraction(x, v, c: Curvature = 1.0) -> torch.Tensor:
     """First-order retraction ``proj(x + v)`` of Riemannian SGD (Nickel & Kiela 2017, eq. 5)."""
+    c = _c(c)
     x, v = as_points(x, v, names=("x", "v"))
     return project(x + v, c)
 
@@ -288,17 +329,19 @@ def shell_distance(x, y, depth, c: Curvature = 1.0) -> torch.Tensor:
 
     a monotone function of the angle alone (see :func:`shell_distance_from_cosine`).
     ``sin(theta/2) = ||u - v|| / 2`` for the unit directions ``u``, ``v``, which stays
-    precise for tiny angles.  A zero vector has no direction and is treated as
-    orthogonal to everything.
+    precise for tiny angles (and exactly 0 for one direction, unfloored: at depth 800 a
+    floor of ``1e-150`` would be a distance of 900).  A zero vector has no direction and is treated as
+    orthogonal to everything.  Evaluated by :func:`shell_distance_at_depth` (finite for
+    every depth, curvature and angle).
     """
+    c = _c(c)
     x, y = as_points(x, y)
     u = x / safe_norm(x, keepdim=True)
     v = y / safe_norm(y, keepdim=True)
-    half_chord = safe_norm(u - v) / 2.0
+    half_chord = torch.linalg.vector_norm(u - v, dim=-1) / 2.0  # 0 for one direction (gradient 0)
     zero = (sq_norm(x) == 0) | (sq_norm(y) == 0)
     half_chord = torch.where(zero, torch.full_like(half_chord, math.sqrt(0.5)), half_chord)
-    depth_t = as_tensor(depth, dtype=x.dtype, device=x.device, name="depth")
-    return shell_distance_from_half_chord(half_chord, shell_scale(depth_t, c), c)
+    return shell_distance_at_depth(half_chord, _depth(depth, x), c)
 
 
 def shell_distance_from_cosine(cos, depth, c: Curvature = 1.0) -> torch.Tensor:
@@ -306,20 +349,80 @@ def shell_distance_from_cosine(cos, depth, c: Curvature = 1.0) -> torch.Tensor:
 
     ``d = (2 / sqrt(c)) arsinh(sinh(sqrt(c) rho) sqrt((1 - cos theta) / 2))``; decreasing
     in ``cos theta``, which is what lets a store rank by one matrix product of unit
-    directions (see :func:`shell_distance`).
+    directions (see :func:`shell_distance`; evaluated by :func:`shell_distance_at_depth`).
     """
+    c = _c(c)
     (cos,) = as_tensors(cos, names=("cos",))
-    depth_t = as_tensor(depth, dtype=cos.dtype, device=cos.device, name="depth")
     s = ((1.0 - cos.clamp(-1.0, 1.0)) * 0.5).clamp_min(tiny(cos.dtype)).sqrt()
-    return shell_distance_from_half_chord(s, shell_scale(depth_t, c), c)
+    return shell_distance_at_depth(s, _depth(depth, cos), c)
+
+
+def _depth(depth, like: torch.Tensor):
+    """A Python number stays a float (so :func:`shell_distance_at_depth` picks its branch on the
+    host); anything else becomes a tensor like ``like``."""
+    if isinstance(depth, Real) and not isinstance(depth, bool):
+        return float(depth)
+    return as_tensor(depth, dtype=like.dtype, device=like.device, name="depth")
 
 
 def shell_scale(depth, c: Curvature = 1.0):
     r"""``sinh(sqrt(c) rho)`` of the shell at hyperbolic radius ``rho = depth``: a Python
-    float for a float depth and curvature, else a tensor."""
+    float for a float depth and curvature, else a tensor.
+
+    ``sinh`` overflows float64 beyond ``sqrt(c) rho = log(max) = 709.78``: a float argument
+    there is refused (``ValueError``; :func:`shell_distance_at_depth` computes the distance
+    in log space), a tensor one gives ``inf``.
+    """
+    c = _c(c)
     sc = _sqrt_c(c)
     x = sc * depth
-    return torch.sinh(x) if isinstance(x, torch.Tensor) else math.sinh(x)
+    if isinstance(x, torch.Tensor):
+        return torch.sinh(x)
+    if abs(x) > exp_range(torch.float64):
+        raise ValueError(f"the shell scale sinh(sqrt(c) * depth) = sinh({x:g}) overflows a float64 (sqrt(c) * "
+                         f"depth must be at most {exp_range(torch.float64):.2f}); shell_distance_at_depth "
+                         "computes shell distances at any depth")
+    return math.sinh(x)
+
+
+def shell_distance_at_depth(half_chord, depth, c: Curvature = 1.0) -> torch.Tensor:
+    r"""The shell distance ``d = (2 / sqrt(c)) arsinh(sinh(a) h)``, ``a = sqrt(c) rho``, from the
+    half chord ``h = sin(theta / 2)`` and the radius ``rho = depth``: finite wherever ``d`` is.
+
+    Where ``sinh(a)`` fits the dtype (``a <= log(max)``: 88.7 in float32, 709.8 in float64)
+    this is :func:`shell_distance_from_half_chord` of :func:`shell_scale`.  Beyond, where
+    ``sinh(a)`` overflows but ``d`` does not (``d ~ (2 / sqrt(c))(a + log h)``: depth 800 is
+    a distance near 1600), it is taken in log space,
+
+    ``d = (2 / sqrt(c)) arsinh(e^t)``, ``t = log sinh(a) + log h``, ``log sinh(a) = a - log 2
+    + log1p(-e^{-2a})``
+
+    with :func:`~hypermem.geometry.numerics.asinh_exp` (``h = 0`` gives 0).  A Python depth
+    and curvature choose the branch on the host, for free (the memory's reads with a fixed
+    curvature); a tensor ``a`` (a learnable curvature, a depth per pair) evaluates both and
+    picks elementwise, with no host sync.
+    """
+    c = _c(c)
+    (h,) = as_tensors(half_chord, names=("half_chord",))
+    sc = _sqrt_c(c)
+    a = sc * depth
+    top = exp_range(h.dtype)
+    if not isinstance(a, torch.Tensor):
+        if a <= top:
+            return shell_distance_from_half_chord(h, math.sinh(a), c)
+        return 2.0 / sc * _asinh_sinh_far(h, a)
+    near = torch.asinh(torch.sinh(a.clamp_max(top)) * h)
+    return 2.0 / sc * torch.where(a <= top, near, _asinh_sinh_far(h, a.clamp_min(top)))
+
+
+def _asinh_sinh_far(h: torch.Tensor, a):
+    """``arsinh(sinh(a) h)`` for ``a >= log(max)``: ``asinh_exp(log sinh(a) + log h)``, with
+    ``log h = -inf`` (so 0, zero gradient) where ``h <= 0``."""
+    log_sinh = a - math.log(2.0) + (torch.log1p(-torch.exp(-2.0 * a)) if isinstance(a, torch.Tensor)
+                                    else math.log1p(-math.exp(-2.0 * a)))
+    pos = h > 0
+    log_h = torch.where(pos, torch.log(torch.where(pos, h, 1.0)), -math.inf)
+    return asinh_exp(log_h + log_sinh)
 
 
 def shell_distance_from_half_chord(half_chord, scale, c: Curvature = 1.0) -> torch.Tensor:
@@ -330,9 +433,11 @@ def shell_distance_from_half_chord(half_chord, scale, c: Curvature = 1.0) -> tor
 
     The one home of the formula: :func:`shell_distance`, :func:`shell_distance_from_cosine`
     and the differentiable memory's distances (:mod:`hypermem.nn.distance`) evaluate it
-    here; the search kernel's :class:`~hypermem.index.ShellDistance` keeps an in-place copy
+    here, through :func:`shell_distance_at_depth` (which takes over in log space where
+    ``scale`` would overflow); the search kernel's :class:`~hypermem.index.ShellDistance` keeps an in-place copy
     (its hot loop) that ``tests/test_formula_contract.py`` checks against it.
     """
+    c = _c(c)
     sc = _sqrt_c(c)
     return 2.0 / sc * torch.asinh(scale * half_chord)
 
@@ -353,5 +458,4 @@ def random_points(n: int, dim: int, max_hyperbolic_radius: float = 2.0, seed: in
         g.seed()
     u = torch.randn(int(n), int(dim), generator=g, dtype=torch.float64)
     r = torch.rand(int(n), generator=g, dtype=torch.float64) * max_hyperbolic_radius
-    return point_at(u, r, float(c) if not isinstance(c, torch.Tensor) else float(c)).to(dtype=dtype,
-                                                                                         device=device)
+    return point_at(u, r, check_curvature(c)).to(dtype=dtype, device=device)

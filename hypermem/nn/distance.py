@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from ..geometry.numerics import tiny
-from ..geometry.poincare import arcosh_distance, boundary_gap, shell_distance_from_half_chord, shell_scale
+from ..geometry.poincare import arcosh_distance, boundary_gap, shell_distance_at_depth
 
 Curvature = float | torch.Tensor
 
@@ -23,7 +23,8 @@ def _from_products(qk: torch.Tensor, q2: torch.Tensor, k2: torch.Tensor, metric:
                    base_depth: float) -> torch.Tensor:
     """Distances from inner products ``<q, k>`` and squared norms (broadcasting shapes):
     the formulas of :func:`hypermem.geometry.poincare.arcosh_distance` and
-    :func:`~hypermem.geometry.poincare.shell_distance_from_half_chord`.
+    :func:`~hypermem.geometry.poincare.shell_distance_at_depth` (finite at any depth: the
+    shell scale ``sinh(sqrt(c) rho)`` is taken in log space where it overflows).
 
     The shell metric needs ``cos = <q, k> / (||q|| ||k||)``.  The origin has no direction:
     where ``||q||^2`` or ``||k||^2`` is at most ``tiny(dtype)`` the cosine is taken as 0 (what
@@ -41,7 +42,7 @@ def _from_products(qk: torch.Tensor, q2: torch.Tensor, k2: torch.Tensor, metric:
     cos = torch.where(has_dir, qk / (qn * kn), 0.0)
     # ||u - v|| / 2 = sqrt((1 - cos) / 2) for unit directions u, v
     half_chord = ((1.0 - cos) * 0.5).clamp_min(t).sqrt()
-    return shell_distance_from_half_chord(half_chord, shell_scale(base_depth, c), c)
+    return shell_distance_at_depth(half_chord, base_depth, c)
 
 
 def gathered_distance(queries: torch.Tensor, keys: torch.Tensor, metric: str, curvature: Curvature,
