@@ -94,10 +94,17 @@ def memory_info_nce(memory, queries: torch.Tensor, targets: torch.Tensor, k: int
     other slots (hard negatives, chosen without gradient by :meth:`HyperbolicMemory.select`);
     backward cost ``O(B k d)``.  ``exclude`` ``(B,)`` or ``(B, m)``: slots that are neither
     answer nor negative (for instance the query's own slot).
+
+    An empty batch has no mean: ``reduction="mean"`` raises ``ValueError`` (torch's
+    ``cross_entropy`` would return NaN, and its backward put NaN in every gradient); skip
+    such a batch, or use ``"sum"`` (0, with zero gradients) or ``"none"`` (an empty tensor).
     """
     targets = as_indices("targets", targets, memory.keys.device)
     if targets.dim() != 1 or targets.shape[0] != queries.shape[0]:
         raise ValueError(f"targets must have shape ({queries.shape[0]},), got {tuple(targets.shape)}")
+    if queries.shape[0] == 0 and reduction == "mean":
+        raise ValueError("memory_info_nce got an empty batch (0 queries): its mean is undefined (NaN); "
+                         "skip the batch, or pass reduction='sum' (0 for an empty batch)")
     if bool((targets < 0).any()) or bool((targets >= len(memory)).any()):
         raise IndexError(f"targets must be slot indices in [0, {len(memory) - 1}]")
     if k is None:

@@ -15,11 +15,26 @@ import torch
 from torch import nn
 
 from ..geometry import poincare as P
+from ..geometry.ball import check_loaded_curvature
 from ..temporal.clock import to_seconds, to_utc
 from .indices import as_indices
 
 TIME_BUFFERS = ("timestamps", "access_counts", "valid_from", "valid_until")
 """float64 buffers (POSIX seconds, counts) that keep float64 whatever the module's dtype."""
+
+LOADED_CHECKS = {"values": "finite", "depth": "finite", "importance": "positive", "timestamps": "finite",
+                 "access_counts": "finite", "log_temperature": "finite"}
+"""What the constructor requires of each tensor a ``state_dict`` may replace (``valid_from`` /
+``valid_until`` may be infinite: an open window; the keys are checked by every read)."""
+
+
+def check_slot_values(name: str, t: torch.Tensor, rule: str = "finite") -> None:
+    """``ValueError`` unless every entry of ``t`` is finite (``rule="positive"``: and above 0):
+    the rule of the constructor, ``append``, ``update`` and ``load_state_dict``."""
+    if not bool(torch.isfinite(t).all()):
+        raise ValueError(f"{name} has non-finite values (NaN or infinity)")
+    if rule == "positive" and not bool((t > 0).all()):
+        raise ValueError(f"{name} must be positive")
 
 
 class SlotWrites:
@@ -35,10 +50,7 @@ class SlotWrites:
             raise ValueError(f"{name} must have shape ({n}, value_dim), got {tuple(t.shape)}")
         if not matrix and t.shape != (n,):
             raise ValueError(f"{name} must have shape ({n},), got {tuple(t.shape)}")
-        if not bool(torch.isfinite(t).all()):
-            raise ValueError(f"{name} has non-finite values")
-        if positive and not bool((t > 0).all()):
-            raise ValueError(f"{name} must be positive")
+        check_slot_values(name, t, "positive" if positive else "finite")
         return t
 
     def _time_tensor(self, name, value, n):
@@ -47,9 +59,21 @@ class SlotWrites:
         t = torch.as_tensor(value, dtype=torch.float64).detach().to(self.keys.device).clone()
         if t.shape != (n,):
             raise ValueError(f"{name} must have shape ({n},), got {tuple(t.shape)}")
-        if name in ("timestamps", "access_counts") and not bool(torch.isfinite(t).all()):
-            raise ValueError(f"{name} has non-finite values")
+        if name in ("timestamps", "access_counts"):
+            check_slot_values(name, t)
         return t
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        """Refuse, before anything is loaded, a tensor the constructor would refuse
+        (:data:`LOADED_CHECKS`: NaN values, a NaN ``log_temperature``, ...): ``ValueError``
+        naming the key.  The ball's ``isp_c`` too, here as well as by the ball, so a bad one
+        leaves this layer unchanged (the ball loads after it)."""
+        for name, rule in LOADED_CHECKS.items():
+            t = state_dict.get(prefix + name)
+            if isinstance(t, torch.Tensor) and not t.is_meta:
+                check_slot_values(f"state_dict[{prefix + name!r}]", t.detach(), rule)
+        check_loaded_curvature(state_dict, prefix + "ball.isp_c")
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     @staticmethod
     def _check_ids(ids, n, taken=(), start=0):
@@ -176,8 +200,7 @@ class SlotWrites:
         if not (t.is_floating_point() or t.dtype in (torch.int32, torch.int64)):
             raise TypeError(f"{name} must hold real numbers, got {t.dtype}")
         t = t.to(self.keys.device, self.keys.dtype)
-        if not bool(torch.isfinite(t).all()):
-            raise ValueError(f"{name} has non-finite values (NaN or infinity)")
+        check_slot_values(name, t)
         if name == "keys":
             self.ball.check_inside(t, name="keys")
             with torch.no_grad():  # onto the dtype's margin, like every point (numerics.md)
