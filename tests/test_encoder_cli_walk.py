@@ -95,3 +95,13 @@ def test_other_warnings_of_the_fit_still_show(setup):
         mp.setattr(EncoderModule, "on_fit_start", warn_then_start)
         assert _train(root, model, "warn") == 0
     assert "a warning of the fit" in [str(w.message) for w in caught]
+
+
+@pytest.mark.parametrize("given", ["--model.seed=3", "--seed_everything=3"])
+def test_a_seed_given_once_reaches_the_encoder_and_its_data(setup, given):
+    import yaml
+
+    root, model = setup   # --model.seed=3 alone was "Error while merging hparams" after a 31-line traceback
+    assert _train(root, model, f"seed{given[2]}", given, "--trainer.max_epochs=1", "--model.log_images=false") == 0
+    config = yaml.safe_load((root / "runs" / f"seed{given[2]}" / "version_0" / "config.yaml").read_text())
+    assert config["model"]["seed"] == config["data"]["seed"] == config["seed_everything"] == 3

@@ -5,28 +5,9 @@ import os
 from pathlib import Path
 
 import pytest
+from train_helpers import CONFIG, EDGES
 
 pytest.importorskip("lightning")
-
-EDGES = [("b", "a"), ("c", "a"), ("d", "b"), ("e", "b"), ("f", "c"), ("g", "c")]
-CONFIG = """\
-seed_everything: 0
-model: {kind: poincare, dim: 2, lr: 0.3, burn_in: 1, log_images: false, log_projector: false}
-data: {dataset: edges.tsv, batch_size: 4, negatives: 3, burn_in: 1}
-trainer:
-  max_epochs: 2
-  accelerator: cpu
-  enable_progress_bar: false
-  enable_model_summary: false
-  logger:
-    class_path: lightning.pytorch.loggers.TensorBoardLogger
-    init_args: {save_dir: runs, default_hp_metric: false}
-  callbacks:
-    - class_path: lightning.pytorch.callbacks.ModelCheckpoint
-      init_args: {filename: last, every_n_epochs: 1, save_on_train_epoch_end: true, enable_version_counter: false}
-    - class_path: lightning.pytorch.callbacks.ModelCheckpoint
-      init_args: {filename: "best-{epoch}-{step}", monitor: val/map, mode: max, save_on_train_epoch_end: false}
-"""
 
 
 @pytest.fixture
@@ -55,9 +36,13 @@ def test_run_name_ignores_the_order_and_spelling_of_overrides():
     b = run_name(["fit", "--config", "x/m.yaml", "--model.lr=0.50", "--model.dim", "5", "--ckpt_path=last"])
     assert a == b == "m-dim=5-lr=0.5"
     assert run_name(["--model.lr=1e-3", "--model.log_images=False"]) == "hierarchy-log_images=false-lr=0.001"
-    # a key both groups take is named with its group, whichever group it comes from
+    # a key both groups take is one setting of the run, named once, whichever group gives it
     assert run_name(["--data.burn_in=1", "--model.burn_in=1", "--model.dim=5"]) \
-        == "hierarchy-data.burn_in=1-dim=5-model.burn_in=1"
+        == run_name(["--model.dim=5", "--model.burn_in=1"]) == run_name(["--data.burn_in", "1", "--model.dim=5"]) \
+        == "hierarchy-burn_in=1-dim=5"
+    assert run_name(["--model.seed=7"]) == run_name(["--data.seed=7"]) == run_name(["--seed_everything=7"]) \
+        == run_name(["--seed_everything=7", "--data.seed=7"]) == "hierarchy-seed=7"
+    assert run_name(["--seed_everything=false", "--model.dim=2"]) == "hierarchy-dim=2"
     assert run_name(["--model.schedule_epochs=3", "--trainer.max_epochs=9", "--model.dim=5"]) == "hierarchy-dim=5"
 
 

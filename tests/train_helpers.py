@@ -3,6 +3,27 @@
 import os
 from pathlib import Path
 
+# a 7-node tree (hyponym, hypernym) and a tiny config over it, as a user writes them
+EDGES = [("b", "a"), ("c", "a"), ("d", "b"), ("e", "b"), ("f", "c"), ("g", "c")]
+CONFIG = """\
+seed_everything: 0
+model: {kind: poincare, dim: 2, lr: 0.3, burn_in: 1, log_images: false, log_projector: false}
+data: {dataset: edges.tsv, batch_size: 4, negatives: 3, burn_in: 1}
+trainer:
+  max_epochs: 2
+  accelerator: cpu
+  enable_progress_bar: false
+  enable_model_summary: false
+  logger:
+    class_path: lightning.pytorch.loggers.TensorBoardLogger
+    init_args: {save_dir: runs, default_hp_metric: false}
+  callbacks:
+    - class_path: lightning.pytorch.callbacks.ModelCheckpoint
+      init_args: {filename: last, every_n_epochs: 1, save_on_train_epoch_end: true, enable_version_counter: false}
+    - class_path: lightning.pytorch.callbacks.ModelCheckpoint
+      init_args: {filename: "best-{epoch}-{step}", monitor: val/map, mode: max, save_on_train_epoch_end: false}
+"""
+
 
 def run_train(tmp: Path, argv: list[str]):
     """``hypermem.train.hierarchy_cli.main(argv)`` with ``tmp`` as the working folder (runs/ goes there)."""

@@ -21,6 +21,11 @@ line, sorted by key and written as parsed: ``--config mammals_poincare --model.l
 ``runs/mammals_poincare-data.negatives=10-dim=5-lr=0.5/`` (:func:`run_name`), whatever the
 order of the overrides.  ``model.schedule_epochs`` and ``trainer.*`` never enter the name.
 
+**One seed, one burn-in.**  The keys both modules take are one setting of the run
+(:mod:`~hypermem.train.shared_keys`): ``--model.seed=7``, ``--data.seed=7`` and
+``--seed_everything=7`` each seed the model, the data and Lightning (run name ``...-seed=7``),
+``--model.burn_in=2`` or ``--data.burn_in=2`` sets both burn-ins (``...-burn_in=2``).
+
 **Resuming.**  The shipped configs keep ``checkpoints/last.ckpt`` (rewritten after every
 epoch) beside the best checkpoint by ``val/map``.  ``--ckpt_path=last`` takes the
 ``last.ckpt`` of the most recent version of the run's name and continues in that version's
@@ -52,6 +57,9 @@ import warnings
 from pathlib import Path
 
 from ..configs import available, config_path
+from .shared_keys import GLOBAL_SEED, SHARED_KEYS, unify_shared_keys
+from .shared_keys import flat_keys as _flat_keys
+from .shared_keys import options as _options
 
 SUBCOMMANDS = ("fit", "validate", "test", "predict")
 DEFAULT_PROG = "python -m hypermem.train"
@@ -88,22 +96,6 @@ def resolve_config_args(argv: list[str]) -> list[str]:
     return out
 
 
-def _options(argv: list[str]) -> list[tuple[str, str | None]]:
-    """``(key, value)`` of the ``--key=value`` / ``--key value`` options of ``argv``."""
-    out = []
-    for i, arg in enumerate(argv):
-        if not arg.startswith("--"):
-            continue
-        key, eq, value = arg[2:].partition("=")
-        if not eq:
-            nxt = argv[i + 1] if i + 1 < len(argv) else None
-            value = nxt if nxt is not None and not nxt.startswith("--") else None
-        out.append((key, value))
-    return out
-
-
-# keys both HierarchyModule and HierarchyDataModule take: named with their group in a run name
-SHARED_KEYS = ("burn_in", "seed")
 # keys that only steer how a run is continued, not what it is: left out of the run name, so a
 # resume may add them (the schedule warning advises --model.schedule_epochs)
 UNNAMED_KEYS = ("model.schedule_epochs",)
@@ -133,9 +125,12 @@ def _name_value(value: str) -> str:
 
 def _name_key(key: str) -> str:
     """``dim`` for ``model.dim``; ``data.negatives`` for ``data.negatives``; a key both groups
-    take keeps its group: ``model.burn_in``, ``data.burn_in``."""
+    take is one setting of the run, named without its group: ``burn_in`` for ``model.burn_in``
+    and ``data.burn_in``, ``seed`` for ``model.seed``, ``data.seed`` and ``seed_everything``."""
+    if key == GLOBAL_SEED:
+        return "seed"
     group, _, short = key.partition(".")
-    return short if group == "model" and short not in SHARED_KEYS else key
+    return short if group == "model" or short in SHARED_KEYS else key
 
 
 def run_name(argv: list[str]) -> str:
@@ -143,15 +138,18 @@ def run_name(argv: list[str]) -> str:
     without one), then ``-key=value`` for each ``model.*`` and ``data.*`` override, sorted by
     key (the order on the command line does not matter; a key given twice counts once, its
     last value).  ``model.*`` keys drop their group (``dim=5``), ``data.*`` keys keep it
-    (``data.negatives=10``), and so do the keys both groups take (``model.burn_in=1``,
-    ``data.burn_in=1``).  Values are written as parsed (``0.50`` is ``0.5``).  Keys that only
-    steer a resume (``model.schedule_epochs``) are left out."""
+    (``data.negatives=10``), except the keys both groups take, one setting of the run
+    (:mod:`~hypermem.train.shared_keys`): ``burn_in=1``, and ``seed=7`` also for
+    ``--seed_everything=7``.  Values are written as parsed (``0.50`` is ``0.5``).  Keys that
+    only steer a resume (``model.schedule_epochs``) are left out."""
     opts = _options(argv)
     configs = [v for k, v in opts if k == "config" and v]
     name = Path(configs[-1]).stem if configs else "hierarchy"
     chosen = {}
     for key, value in opts:
-        if value is not None and key.startswith(("model.", "data.")) and key not in UNNAMED_KEYS:
+        if value is None or key in UNNAMED_KEYS or (key == GLOBAL_SEED and _name_value(value) == "false"):
+            continue
+        if key.startswith(("model.", "data.")) or key == GLOBAL_SEED:
             chosen[_name_key(key)] = _name_value(value)
     for key in sorted(chosen):
         name += "-" + key + "=" + chosen[key]
@@ -272,6 +270,10 @@ def _cli_class():
                 init = logger.init_args
                 if init.get("name") in (None, "lightning_logs"):
                     init.name = run_name(self.argv)
+            try:
+                unify_shared_keys(cfg, self.argv)
+            except ValueError as exc:
+                raise _ConfigError(str(exc)) from None
             data = cfg.get("data")
             if data is not None and isinstance(data.get("dataset"), str):
                 data.dataset = resolve_dataset(data.dataset, self.argv)
@@ -348,17 +350,6 @@ def _parser_keys(parser) -> list[str]:
 def _config_files(argv: list[str]) -> list[str]:
     """The ``--config`` values of ``argv`` in order (paths after :func:`resolve_config_args`)."""
     return [v for k, v in _options(argv) if k == "config" and v]
-
-
-def _flat_keys(tree, prefix: str = "") -> set[str]:
-    """Every dotted key of a nested mapping: ``{"model": {"dim": 5}}`` -> ``{"model", "model.dim"}``."""
-    out: set[str] = set()
-    if isinstance(tree, dict):
-        for key, value in tree.items():
-            name = f"{prefix}{key}"
-            out.add(name)
-            out |= _flat_keys(value, name + ".")
-    return out
 
 
 def _rejected_key(head: str) -> str | None:

@@ -219,8 +219,8 @@ class HierarchyModule(pl.LightningModule):
         if burn >= epochs and self.trainer.is_global_zero:  # attributed to this module, not Lightning's caller
             warnings.warn_explicit(f"the burn-in lasts {burn} epochs (model.burn_in={hp.burn_in}, data.burn_in="
                                    f"{dm_burn}) but training lasts {epochs}: every epoch runs at lr * "
-                                   f"{hp.burn_in_lr_factor:g} with burn-in negatives; lower --model.burn_in and "
-                                   "--data.burn_in or raise --trainer.max_epochs", UserWarning, __name__, 0,
+                                   f"{hp.burn_in_lr_factor:g} with burn-in negatives; lower --model.burn_in (it sets "
+                                   "data.burn_in too) or raise --trainer.max_epochs", UserWarning, __name__, 0,
                                    module=__name__)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
