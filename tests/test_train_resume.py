@@ -72,3 +72,35 @@ def test_latest_last_checkpoint_takes_the_newest(tmp_path):
         ck.write_bytes(b"x")
         os.utime(ck, (t, t))
     assert latest_last_checkpoint(tmp_path, "run") == (3, tmp_path / "run" / "version_3" / "checkpoints" / "last.ckpt")
+
+
+def test_a_resume_purges_what_a_stopped_run_logged_after_its_checkpoint(tmp_path):
+    """A run killed after its last checkpoint had logged some steps past it; resumed, it logs
+    them again: TensorBoard keeps one point per step, the uninterrupted run's."""
+    import shutil
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    name = "--trainer.logger.init_args.name=killed"
+    first = _run(tmp_path, "--trainer.max_epochs=2", name)
+    ckpt = tmp_path / first.trainer.log_dir / "checkpoints" / "last.ckpt"
+    shutil.copy(ckpt, tmp_path / "epoch2.ckpt")
+    _run(tmp_path, "--trainer.max_epochs=3", name, "--ckpt_path=last")  # logs epoch 3, then is "killed":
+    shutil.copy(tmp_path / "epoch2.ckpt", ckpt)                         # its last checkpoint is epoch 2's
+    again = _run(tmp_path, "--trainer.max_epochs=3", name, "--ckpt_path=last")
+    assert Path(again.trainer.log_dir) == Path(first.trainer.log_dir)
+    assert len(list((tmp_path / again.trainer.log_dir).glob("events.out.tfevents.*"))) == 3
+    whole = _run(tmp_path, "--trainer.max_epochs=3", "--trainer.logger.init_args.name=whole")
+    acc = EventAccumulator(str(tmp_path / again.trainer.log_dir), size_guidance={"scalars": 0, "histograms": 0})
+    acc.Reload()
+    tags = acc.Tags()["scalars"]
+    assert {"train/loss_step", "train/loss_epoch", "val/map", "hp_metric"} <= set(tags)
+    for tag in tags:  # ('epoch' has a point per value logged at a step, also in the whole run)
+        steps = [s for s, _ in scalars(tmp_path / again.trainer.log_dir, tag)]
+        assert tag == "epoch" or len(steps) == len(set(steps)), (tag, steps)  # was: two points past epoch 2
+        if tag != "hp_metric":  # (the 2-epoch run's end wrote one at step 16: it was not killed)
+            assert scalars(tmp_path / again.trainer.log_dir, tag) == scalars(tmp_path / whole.trainer.log_dir, tag)
+    assert scalars(tmp_path / again.trainer.log_dir, "hp_metric")[-1] == scalars(tmp_path / whole.trainer.log_dir,
+                                                                                   "hp_metric")[-1]
+    depth = [e.step for e in acc.Histograms("embedding/depth")]
+    assert depth == sorted(set(depth)) == [8, 16, 24]

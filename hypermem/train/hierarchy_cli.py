@@ -29,7 +29,9 @@ order of the overrides.  ``model.schedule_epochs`` and ``trainer.*`` never enter
 **Resuming.**  The shipped configs keep ``checkpoints/last.ckpt`` (rewritten after every
 epoch) beside the best checkpoint by ``val/map``.  ``--ckpt_path=last`` takes the
 ``last.ckpt`` of the most recent version of the run's name and continues in that version's
-folder, so TensorBoard shows one set of curves; the batches are seeded per epoch, so the
+folder, so TensorBoard shows one set of curves (the events a stopped run logged after its
+checkpoint's ``global_step`` are purged: ``purge_step`` of the logger's ``SummaryWriter``,
+so no step has two points); the batches are seeded per epoch, so the
 result equals the uninterrupted run's.  A resume with nothing left to do (the checkpoint
 already holds ``trainer.max_epochs`` epochs or ``trainer.max_steps`` steps) says that the run
 is already complete and writes nothing: no events file, no config, no checkpoint
@@ -170,6 +172,20 @@ def latest_last_checkpoint(save_dir: str | Path, name: str) -> tuple[int, Path] 
     return version, path
 
 
+def checkpoint_progress(path: str | Path) -> tuple[int, int] | None:
+    """``(epochs, global_step)`` the checkpoint at ``path`` holds (the epochs Lightning's fit loop
+    processed), or ``None`` for a file ``torch.load(weights_only=True)`` cannot read."""
+    import pickle
+
+    import torch
+
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        return int(state["loops"]["fit_loop"]["epoch_progress"]["current"]["processed"]), int(state["global_step"])
+    except (OSError, RuntimeError, KeyError, TypeError, ValueError, pickle.UnpicklingError):
+        return None
+
+
 def finished_checkpoint(path: str | Path, max_epochs: int | None, max_steps: int | None) -> str | None:
     """A one-line message when the checkpoint at ``path`` has nothing left to train under
     ``max_epochs`` / ``max_steps`` (Lightning's own stop rule: the epochs its fit loop
@@ -177,16 +193,10 @@ def finished_checkpoint(path: str | Path, max_epochs: int | None, max_steps: int
     ``torch.load(weights_only=True)``: Lightning then reports what is wrong).
 
     ``max_epochs=None`` with ``max_steps`` -1 or ``None`` is Lightning's default of 1000 epochs."""
-    import pickle
-
-    import torch
-
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        epochs = int(state["loops"]["fit_loop"]["epoch_progress"]["current"]["processed"])
-        steps = int(state["global_step"])
-    except (OSError, RuntimeError, KeyError, TypeError, ValueError, pickle.UnpicklingError):
+    progress = checkpoint_progress(path)
+    if progress is None:
         return None
+    epochs, steps = progress
     max_steps = -1 if max_steps is None else int(max_steps)
     if max_epochs is None:
         max_epochs = 1000 if max_steps == -1 else -1
@@ -293,6 +303,10 @@ def _cli_class():
                 done = finished_checkpoint(cfg.ckpt_path, cfg.trainer.get("max_epochs"), cfg.trainer.get("max_steps"))
                 if done:
                     raise _AlreadyComplete(done)
+                progress = checkpoint_progress(cfg.ckpt_path)
+                if init is not None and progress is not None:
+                    # TensorBoard drops what a stopped run logged after the checkpoint: one point per step
+                    init.purge_step = progress[1] + 1
                 # the folder holds this run's own checkpoints: Lightning's warning does not apply
                 warnings.filterwarnings("ignore", message="Checkpoint directory .* exists and is not empty")
 
