@@ -128,10 +128,26 @@ def rank_memory(mem, conv, Eq, search_kwargs):
     return [[int(r.id) for r in hits] for hits in res]
 
 
+def rank_langchain(mem, conv, Eq):
+    """The same store through the LangChain adapter (`similarity_search`, as an agent calls it):
+    it must rank as `Memory.search` does, the hybrid term included."""
+    from hypermem.integrations.langchain import HypermemVectorStore
+
+    store = HypermemVectorStore(memory=mem)
+    texts = [q["question"] for q in conv.questions]
+    mem.query_lookup.table.update(zip(texts, Eq))
+    return [[int(d.id) for d in store.similarity_search(q, k=MRR_DEPTH, filter={"kind": "turn"}, touch=False)]
+            for q in texts]
+
+
+ADAPTED = "hypermem defaults, through the LangChain adapter"
+
+
 def hypermem_systems(last_date):
     """(name, Memory settings, search arguments) of every hypermem configuration measured."""
     at = {"at_time": last_date + timedelta(days=1)}
-    out = [("hypermem defaults", {}, {}), ("hypermem hybrid=0 (the seed's score)", {"hybrid": 0.0}, {})]
+    out = [("hypermem defaults", {}, {}), (ADAPTED, {}, {}),
+           ("hypermem hybrid=0 (the seed's score)", {"hybrid": 0.0}, {})]
     plain = {"family": 0.0, "neighbour": 0.0}
     lexical = [("words, family=0 neighbour=0 (the previous defaults)", {**plain, "tokenizer": words}),
                ("family=0 neighbour=0 (stems only)", plain), ("neighbour=0", {"neighbour": 0.0}),
@@ -185,7 +201,8 @@ def run(folder, split, cache, systems_filter=None):
             mem = build_memory(conv, Et, Es, session_texts, **settings)
             if lexical is not None:
                 mem.searcher.lexical = Lexical(**lexical)
-            rankings.setdefault(name, []).extend(rank_memory(mem, conv, Eq, kwargs))
+            ranked = rank_langchain(mem, conv, Eq) if name == ADAPTED else rank_memory(mem, conv, Eq, kwargs)
+            rankings.setdefault(name, []).extend(ranked)
             timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
     table = {name: metrics(r, questions) for name, r in rankings.items()}
     return table, counts, timings
