@@ -195,9 +195,10 @@ def test_ddp_on_two_cpu_processes(tmp_path):
     cmd = [sys.executable, "-m", "hypermem.train", "fit", "--config", CONFIG, *QUICK,
            "--trainer.max_epochs=1", "--trainer.strategy=ddp", "--trainer.accelerator=cpu", "--trainer.devices=2",
            "--model.log_projector=false", "--model.log_images=false", "--trainer.logger.init_args.name=ddp"]
-    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "sync_dist" not in proc.stderr, proc.stderr  # was: five "It is recommended to use ..." warnings
     ckpt = next((tmp_path / "runs" / "ddp").rglob("last.ckpt"))
     state = torch.load(ckpt, map_location="cpu", weights_only=False)
     # each of the two processes ran limit_train_batches=5 steps on its shard: 5 global steps
@@ -205,6 +206,23 @@ def test_ddp_on_two_cpu_processes(tmp_path):
     assert torch.isfinite(state["state_dict"]["embedding.weight"]).all()
     assert proc.stdout.count("final metrics (epoch 1, step 5)") == 1  # printed once, by rank 0
     assert "logs: runs/ddp/version_0" in proc.stdout
+
+
+def test_lightnings_sync_dist_advice_is_quiet_for_the_values_logged_once():
+    import warnings
+
+    from lightning.fabric.utilities.rank_zero import rank_zero_warn
+    from lightning.fabric.utilities.warnings import PossibleUserWarning
+
+    from hypermem.train.hierarchy_cli import _quiet
+
+    with warnings.catch_warnings(record=True) as caught:
+        _quiet()
+        for name in ("step", "epoch", "val/map", "val/mean_rank", "val/f1", "test/f1", "train/other"):
+            rank_zero_warn(f"It is recommended to use `self.log({name!r}, ..., sync_dist=True)` when logging on epoch "
+                           "level in distributed setting to accumulate the metric across devices.",
+                           category=PossibleUserWarning)
+    assert [str(w.message).split("'")[1] for w in caught] == ["train/other"]
 
 
 @pytest.mark.parametrize("typo, near", [("--model.dimm=3", "--model.dim"), ("--data.negativs=5", "--data.negatives"),

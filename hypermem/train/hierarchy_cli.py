@@ -67,6 +67,11 @@ SUBCOMMANDS = ("fit", "validate", "test", "predict")
 DEFAULT_PROG = "python -m hypermem.train"
 
 
+# Lightning's advice to sync_dist a value logged per epoch (DDP), for values the modules log from the
+# global-zero process only (rank_zero_only=True) or compute alike in every process (the encoder's val/*)
+RANK_ZERO_LOGGED = r"It is recommended to use `self.log\('(step|epoch|val/\w+|test/\w+)', \.\.\., sync_dist=True\)`"
+
+
 def _quiet() -> None:
     for name in ("lightning.pytorch", "lightning.fabric", "lightning"):
         logging.getLogger(name).setLevel(logging.WARNING)
@@ -74,6 +79,7 @@ def _quiet() -> None:
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
     warnings.filterwarnings("ignore", message=".*LightningCLI.s args parameter is intended.*")
     warnings.filterwarnings("ignore", message=".*torch.jit.script.*", category=DeprecationWarning)
+    warnings.filterwarnings("ignore", message=RANK_ZERO_LOGGED)
     # jsonargparse 4.49+ deprecations triggered inside Lightning's CLI, not by user configs
     warnings.filterwarnings("ignore", message="(?s).*instantiate_classes.*was deprecated")
     warnings.filterwarnings("ignore", message="(?s).*skip_none parameter was deprecated")

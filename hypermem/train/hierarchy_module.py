@@ -290,7 +290,8 @@ class HierarchyModule(pl.LightningModule):
         if not torch.isfinite(total):
             raise FloatingPointError(f"loss is {float(total)} at epoch {self.current_epoch}; lower lr")
         n = pairs.shape[0]
-        self.log("train/loss", total / n, prog_bar=True, on_step=True, on_epoch=True, batch_size=n)
+        # under DDP the mean over the devices (no communication in one process)
+        self.log("train/loss", total / n, prog_bar=True, on_step=True, on_epoch=True, batch_size=n, sync_dist=True)
         self.log("train/lr", float(opt.param_groups[0]["lr"]), on_step=True, on_epoch=False)
         self._log_step_axis()
         return total
