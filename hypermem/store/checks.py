@@ -343,21 +343,32 @@ def check_sqlite_name(path: str | os.PathLike, call: str = "save()") -> None:
 
 
 def sqlite_tables(path: str | os.PathLike) -> set[str] | None:
-    """The table names of the SQLite file ``path`` (opened read-only, nothing written); None
-    when it is no file or no SQLite database."""
+    """The table names of the SQLite file ``path`` (opened read-only, nothing written: no
+    ``-wal`` / ``-shm`` file appears); None when it is no file or no SQLite database.
+
+    With no write-ahead log or journal beside it the file is all there is, and it is read
+    ``immutable=1`` (SQLite opens no other file).  Beside a live log (another process has the
+    store open) it is read ``mode=ro``, which sees the log, and ``immutable=1`` where that fails
+    (a folder this process cannot write: WAL cannot open its ``-shm`` file there)."""
     import sqlite3
     from urllib.parse import quote
 
     if not os.path.isfile(path):
         return None
-    try:
-        con = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=ro", uri=True)
+    name = os.path.abspath(path)
+    logged = any(os.path.exists(name + s) and os.path.getsize(name + s) > 0 for s in ("-wal", "-journal"))
+    for query in ("mode=ro", "immutable=1") if logged else ("immutable=1",):
         try:
-            return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        finally:
-            con.close()
-    except SQLITE_READ_ERRORS:  # a corrupt schema can raise UnicodeDecodeError too
-        return None
+            con = sqlite3.connect(f"file:{quote(name)}?{query}", uri=True)
+            try:
+                return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            finally:
+                con.close()
+        except sqlite3.OperationalError:  # mode=ro in a folder it cannot write: try immutable
+            continue
+        except SQLITE_READ_ERRORS:  # a corrupt schema can raise UnicodeDecodeError too
+            return None
+    return None
 
 
 def check_replaceable(path: str | os.PathLike) -> None:

@@ -11,6 +11,9 @@ it returns:
 * ``link``: the moved subtree's rows; ``remove``: the removed ids;
 * the touches of ``search`` / ``search_batch``: ``access_count + n`` and
   ``last_accessed`` of the touched rows (increments, so two processes' touches add up).
+  A touch does not wait for another process's write lock: while it is held, the counts stay
+  pending in this process and the next write transaction that gets the lock writes them
+  (:mod:`.touches`).
 
 **Failure.**  If writing fails the transaction is rolled back and the in-process state
 is rebuilt from the storage, so the call leaves no trace and raises
@@ -34,6 +37,7 @@ accesses.
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from typing import Any
 
 import torch
@@ -45,6 +49,7 @@ from ..heap import trim_after
 from ..records import MemoryRecord
 from .changes import apply_changes
 from .rows import encode, restore, vector_from
+from .touches import LockBusy, PendingTouches, flush_at_close, remember
 
 __all__ = ["StorageError", "durable_class", "STREAM_PART"]
 
@@ -66,6 +71,7 @@ class DurableStore:
     _read_only = False
     _synced = -1
     _stale = False
+    _pending: PendingTouches | None = None
 
     def __getstate__(self):
         """Refused: the rows live in the database (``copy.deepcopy`` and ``pickle`` call this)."""
@@ -76,6 +82,7 @@ class DurableStore:
     def _bind(self, storage, read_only: bool) -> None:
         self._storage = storage
         self._read_only = read_only
+        self._pending = PendingTouches()
         self._load()
 
     def _load(self, in_transaction: bool = False) -> None:
@@ -92,6 +99,8 @@ class DurableStore:
         self._counter = 1 + max([*self._seq.values(), *self._sib.values()], default=-1)
         self._synced = version
         self._stale = False
+        if self._pending:
+            self._pending.reapply(self.state)
         self.searcher.invalidate()
 
     def _stored_embeddings(self, ids: list[str]) -> torch.Tensor:
@@ -122,6 +131,8 @@ class DurableStore:
         version, removed, rows, touched = st.changes_since(self._synced, in_transaction=in_transaction)
         if version != self._synced:
             apply_changes(self, removed, rows, touched, self._seq, self._sib)
+            if self._pending:  # re-read counts lack this process's pending touches
+                self._pending.reapply(self.state, [r["id"] for r in rows] + [t[0] for t in touched])
             self._counter = max(self._counter, 1 + max([int(r["seq"]) for r in rows] +
                                                        [int(r["sib"]) for r in rows], default=-1))
             self._synced = version
@@ -147,10 +158,10 @@ class DurableStore:
             return changed
 
     @contextlib.contextmanager
-    def _writing(self, what: str, sync: bool = True):
-        """One write transaction: lock, sync when another process wrote (``sync``; a search's
-        touches do not rebuild the state its results come from: the next call does), commit
-        or undo."""
+    def _writing(self, what: str, wait: bool = True):
+        """One write transaction: lock, catch up when another process wrote, write this
+        process's pending touches, commit or undo.  ``wait=False`` (a touch): raise
+        :class:`~.touches.LockBusy` at once when another process holds the write lock."""
         if self._read_only:
             raise StorageError(f"{what}: this memory was opened read_only=True")
         with self.state.lock:
@@ -158,18 +169,20 @@ class DurableStore:
             if st is None or st.closed:
                 raise StorageError(f"{what}: this memory's storage is closed")
             try:
-                st.begin()
+                st.begin(wait)
                 # version() first, always: on PostgreSQL it takes the write lock (FOR UPDATE),
                 # so no other writer commits between the re-read below and this commit.
-                behind = st.version() != self._synced or self._stale
-                if behind and sync:
+                if st.version(wait) != self._synced or self._stale:
                     self._catch_up(in_transaction=True)
-                    behind = False
             except st.db_errors as exc:
                 st.rollback()
+                if not wait and st.busy(exc):
+                    raise LockBusy(what) from exc
                 raise st.error(exc) from exc
             v0 = self.state.version
             try:
+                if self._pending:  # first: this call's own touches then set the later last_accessed
+                    st.touch(self._pending.rows())
                 yield st
                 version = st.bump()
                 st.commit()
@@ -183,8 +196,8 @@ class DurableStore:
                 raise st.error(exc) from exc
             finally:
                 self._touched = False
-            if not behind:  # else the next call applies what others wrote, and these touches with it
-                self._synced = version
+            self._synced = version
+            self._pending.clear()
 
     def _undo(self) -> None:
         try:
@@ -280,16 +293,39 @@ class DurableStore:
                 self._put(st, [child, *self.descendants(child)])
 
     def touch(self, ids) -> None:
+        """Count one access now of each id (as ``search`` does), written through; while another
+        process holds the write lock the counts stay pending here (:mod:`.touches`)."""
         ids = check_ids(ids, "touch()")
         if self._read_only or not ids:
             return
-        with self._writing("touch", sync=False) as st:
-            super().touch(ids)
-            self._touched = True
-            counts: dict[str, int] = {}
-            for i in ids:
-                counts[i] = counts.get(i, 0) + 1
-            st.touch([(n, self.state.records.last_accessed(i), i) for i, n in counts.items()])
+        counts = Counter(ids)
+        try:
+            with self._writing("touch", wait=False) as st:  # catches up first: ids others added are known
+                super().touch(ids)
+                self._touched = True
+                st.touch([(n, self.state.records.last_accessed(i), i) for i, n in counts.items()])
+        except LockBusy:
+            with self.state.lock:
+                if any(i not in self.state.row for i in counts):
+                    self.refresh()  # a read: it waits for no writer
+                super().touch(ids)  # KeyError for an id stored nowhere
+                self._pending.add(counts, self.state.records.last_accessed(ids[0]))
+                remember(self)
+
+    def _flush_touches(self) -> None:
+        """Write the touches still pending (a few short tries, then a warning)."""
+        st = self._storage
+        if self._pending and st is not None and not st.closed and not self._read_only:
+            def once():
+                with self._writing("touch", wait=False):
+                    pass
+
+            flush_at_close(once, self._pending, repr(st))
+
+    def close(self) -> None:
+        """Write the touches still pending (:meth:`_flush_touches`), then close."""
+        self._flush_touches()
+        super().close()
 
     # ------------------------------------------------------------------ reads
     def search_server(self, query: Any, k: int = 5, **kwargs: Any):

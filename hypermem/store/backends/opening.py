@@ -86,8 +86,9 @@ def open_memory(cls: type, target: Any, read_only: bool = False, mirror: bool = 
             if read_only:
                 raise FileNotFoundError(f"{target!r} holds no memory yet; open it once without read_only")
             mem = (durable_class(cls) if mirror else cls)(**kwargs)
-            storage.create(_stored_config(mem))
-        else:
+            if not storage.create(_stored_config(mem)):  # another process created it first: open its store
+                config = storage.config()
+        if config is not None:
             mem = (durable_class(cls) if mirror else cls)(**_settings(config, kwargs, repr(str(target))))
         if not mirror:
             if not read_only:

@@ -34,7 +34,13 @@ transaction (:meth:`PostgresStorage.insert`); a client killed during the copy le
 nothing (the server aborts the transaction).  Rewritten rows are upserts.
 
 A lost connection (a restarted server) raises :class:`StorageError` naming it; the next
-call opens a new connection.
+call opens a new connection.  A lock or statement timeout, a deadlock, a serialization
+failure or a full disk rolls the call back and keeps the connection (:func:`.pg_errors.describe`).
+
+Several clients may open a new database at once: ``CREATE EXTENSION`` and the creation of
+the tables run under a transaction-level advisory lock, and the check for the tables is
+repeated under it, so one client creates the store and the others open it.  A search's
+touches take the version row ``FOR UPDATE NOWAIT`` (:mod:`.touches`).
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ from ...geometry import poincare as P
 from ...geometry.lorentz import to_mips_vectors
 from .changes import collect_changes, issue_changes
 from .durable import StorageError
+from .pg_errors import CREATE_LOCK, describe, is_lost
 from .pg_search import server_search
 from .rows import COLUMNS, VECTOR_DTYPES, vector_from
 
@@ -133,9 +140,11 @@ class PostgresStorage:
         if self._con is None or self._con.closed or self._con.broken:
             try:
                 con = psycopg.connect(self.url, autocommit=False)
-                if not self.read_only:
+                if not self.read_only and not con.execute(
+                        "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector')").fetchone()[0]:
+                    con.execute(f"SELECT pg_advisory_xact_lock({CREATE_LOCK})")  # concurrent CREATE EXTENSION fails
                     con.execute("CREATE EXTENSION IF NOT EXISTS vector")
-                    con.commit()
+                con.commit()
                 register_vector(con)
                 if self.read_only:
                     con.execute("SET default_transaction_read_only = on")
@@ -149,11 +158,19 @@ class PostgresStorage:
         return self._con
 
     def error(self, exc: BaseException) -> StorageError:
-        if isinstance(exc, psycopg.OperationalError):
+        """The :class:`StorageError` of a failed call: a lost connection is dropped (the next
+        call reconnects); any other error rolls back and keeps it (:mod:`.pg_errors`)."""
+        if is_lost(exc, self._con):
             self._drop()
             return StorageError(f"PostgreSQL connection lost or refused ({str(exc).strip()}); nothing of this call "
                                 f"was committed; the next call reconnects")
-        return StorageError(f"PostgreSQL storage: {str(exc).strip()}")
+        self.rollback()
+        return StorageError(describe(exc))
+
+    @staticmethod
+    def busy(exc: BaseException) -> bool:
+        """Whether ``exc`` says another client holds the write lock (``NOWAIT``: lock_not_available)."""
+        return getattr(exc, "sqlstate", None) == "55P03"
 
     def _drop(self) -> None:
         con, self._con = self._con, None
@@ -195,7 +212,9 @@ class PostgresStorage:
         self.shell = (float(cfg["base_depth"]), float(cfg["curvature"]))
         self.m2 = float(cfg["lorentz_m2"])
 
-    def create(self, config: dict[str, Any]) -> None:
+    def create(self, config: dict[str, Any]) -> bool:
+        """Create the tables; False (nothing written) when another client created them since
+        :meth:`config` found none (checked again under the advisory lock)."""
         d = int(config["dim"])
         rho, c = float(config["base_depth"]), float(config["curvature"])
         e = torch.zeros(1, d, dtype=torch.float64)
@@ -204,6 +223,12 @@ class PostgresStorage:
         cfg = dict(config, layout=LAYOUT, vector_dtype=self.vector_dtype, lorentz_m2=m2)
         con = self.con
         try:
+            con.execute(f"SELECT pg_advisory_xact_lock({CREATE_LOCK}, hashtext(current_schema()))")
+            # pg_class read with this statement's snapshot (to_regclass may answer from a stale cache)
+            if con.execute("SELECT EXISTS (SELECT 1 FROM pg_class WHERE relname = 'hypermem_config' AND "
+                           "relnamespace = current_schema()::regnamespace)").fetchone()[0]:
+                con.rollback()  # another client created the store since config() looked
+                return False
             con.execute("CREATE TABLE hypermem_config (key text PRIMARY KEY, value jsonb NOT NULL)")
             con.execute("CREATE TABLE hypermem_state (key text PRIMARY KEY, value bigint NOT NULL)")
             con.execute(f"CREATE TABLE hypermem_memories (id text PRIMARY KEY, seq bigint NOT NULL, sib bigint NOT "
@@ -224,6 +249,7 @@ class PostgresStorage:
             con.rollback()
             raise
         self._configure(cfg)
+        return True
 
     def build_ann_index(self, m: int = 16, ef_construction: int = 128, on: str = "dirv",
                         maintenance_work_mem: str | None = None, workers: int | None = None) -> None:
@@ -261,7 +287,8 @@ class PostgresStorage:
         """The indexes the mirror-free client reads by (:mod:`.server`): ``seq`` (insertion
         order, the next insertion number) and ``sib`` (the order of siblings)."""
         con = self.con
-        try:
+        try:  # clients opening at once: concurrent CREATE INDEX IF NOT EXISTS can collide
+            con.execute(f"SELECT pg_advisory_xact_lock({CREATE_LOCK}, hashtext(current_schema()))")
             con.execute("CREATE INDEX IF NOT EXISTS hypermem_memories_seq ON hypermem_memories (seq)")
             con.execute("CREATE INDEX IF NOT EXISTS hypermem_memories_sib ON hypermem_memories (sib)")
             con.commit()
@@ -270,12 +297,14 @@ class PostgresStorage:
             raise self.error(exc) from exc
 
     # ------------------------------------------------------------------ transactions
-    def begin(self) -> None:
+    def begin(self, wait: bool = True) -> None:
         _ = self.con  # reconnect if needed; psycopg opens the transaction at the first statement
 
-    def version(self) -> int:
-        """The committed version, under the write lock (this transaction's rows get the next)."""
-        v = int(self.con.execute("SELECT value FROM hypermem_state WHERE key = 'version' FOR UPDATE").fetchone()[0])
+    def version(self, wait: bool = True) -> int:
+        """The committed version, under the write lock (this transaction's rows get the next);
+        ``wait=False`` (a touch): fail at once (lock_not_available) while another client holds it."""
+        v = int(self.con.execute("SELECT value FROM hypermem_state WHERE key = 'version' FOR UPDATE"
+                                 + ("" if wait else " NOWAIT")).fetchone()[0])
         self.next_version = v + 1
         return v
 

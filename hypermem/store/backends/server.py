@@ -8,7 +8,8 @@ themselves: :mod:`.server_views`), with the in-process answers (scores to roundi
 
 * ``search`` / ``search_batch`` run on the server (:mod:`.pg_search`): exact with the
   certified early stop by default, ``ann=True`` the HNSW order re-scored in float64;
-  ``touch=True`` (the default, as in process) adds the accesses with increments;
+  ``touch=True`` (the default, as in process) adds the accesses with increments, without
+  waiting for another client's write lock (:mod:`.server_touch`);
 * ``add`` / ``add_many`` / ``update`` / ``link`` / ``remove`` read only the rows that
   placement needs (the parents, a subtree) and write them (:mod:`.server_writes`);
 * navigation (``children``, ``ancestors``, ``descendants``...) is recursive SQL on the
@@ -35,16 +36,18 @@ from ...geometry import poincare as P
 from ...temporal import policy_spec, uses_access_counts
 from ...temporal.clock import from_seconds, to_seconds, to_utc
 from ..add_hint import OneByOne
-from ..checks import METRICS, MODES, UNSET, Batch, check_ids, check_update, check_window, embed_for_store
+from ..checks import METRICS, MODES, UNSET, Batch, check_update, check_window, embed_for_store
 from ..heap import trim_after
 from ..records import MemoryRecord, SearchResult
 from ..search import Searcher
+from . import server_touch as T
 from . import server_writes as W
 from .durable import DurableStore, StorageError
 from .pg_lexical import lexical_terms
 from .pg_search import ann_settings, candidate_bounds, rank_by_bias, scan, where_clause
 from .rows import record_of, vector_from
 from .server_views import ServerViews
+from .touches import LockBusy, PendingTouches
 
 __all__ = ["ServerMemory"]
 
@@ -74,6 +77,7 @@ class ServerMemory(ServerViews):
         self.lock = threading.RLock()
         self._query = Searcher(self)  # its query side only: query directions and "now"
         self.one_by_one = OneByOne()  # the run of single add() calls (store.add_hint)
+        self._pending = PendingTouches()  # touches not written yet: the lock was busy (.touches)
 
     __getstate__ = DurableStore.__getstate__  # refused: the rows live in the database
 
@@ -96,8 +100,12 @@ class ServerMemory(ServerViews):
                 f"decay={self.decay!r}, storage={self._storage!r})")
 
     def close(self) -> None:
-        """Close the connection (every call that returned is committed already)."""
+        """Write the touches still pending (:mod:`.server_touch`), then close the connection."""
+        self._flush_touches()
         self._storage.close()
+
+    def _flush_touches(self) -> None:
+        T.flush(self)
 
     def __enter__(self):
         return self
@@ -125,9 +133,10 @@ class ServerMemory(ServerViews):
                 st.rollback()
 
     @contextlib.contextmanager
-    def _write(self, what: str):
-        """One write transaction under the storage's write lock; the version counter (which
-        mirrored clients compare) goes up unless the block sets ``tx["changed"] = False``."""
+    def _write(self, what: str, wait: bool = True):
+        """One write transaction under the storage's write lock, which first writes the pending
+        touches; the version counter (which mirrored clients compare) goes up unless the block
+        sets ``tx["changed"] = False``.  ``wait=False``: :class:`LockBusy` when the lock is held."""
         if self.read_only:
             raise StorageError(f"{what}: this memory was opened read_only=True")
         with self.lock:
@@ -135,13 +144,17 @@ class ServerMemory(ServerViews):
             tx = {"changed": True}
             try:
                 st.begin()
-                st.version()  # SELECT ... FOR UPDATE: writers from every client take turns
+                st.version(wait)  # SELECT ... FOR UPDATE [NOWAIT]: writers from every client take turns
+                flushed = T.flush_pending(self, st)
                 yield st, tx
-                if tx["changed"]:
+                if tx["changed"] or flushed:
                     st.bump()
                 st.commit()
+                self._pending.clear()
             except Exception as exc:
                 st.rollback()
+                if not wait and isinstance(exc, st.db_errors) and st.busy(exc):
+                    raise LockBusy(what) from exc
                 if isinstance(exc, st.db_errors):
                     raise st.error(exc) from exc
                 raise
@@ -376,42 +389,11 @@ class ServerMemory(ServerViews):
         return results
 
     def _touch_results(self, results: list[list[SearchResult]]) -> None:
-        """Count the accesses of what a search returned; the returned records show them (one
-        record object per id, as in process)."""
-        if self.read_only:
-            return
-        shared: dict[str, MemoryRecord] = {}
-        counts: dict[str, int] = {}
-        for res in results:
-            for r in res:
-                r.record = shared.setdefault(r.id, r.record)
-                counts[r.id] = counts.get(r.id, 0) + 1
-        now = to_utc(self.clock())
-        if not counts:
-            return
-        with self._write("touch") as (st, _):
-            new = W.touch_counts(st, counts, now)
-        for i, rec in shared.items():
-            if i in new:
-                rec.access_count, rec.last_accessed = new[i], now
+        T.touch_results(self, results)
 
     def touch(self, ids: Iterable[str]) -> None:
         """Count one access now (the clock's) of each id in ``ids`` (a repeated id counts each time)."""
-        ids = check_ids(ids, "touch()")
-        if self.read_only:
-            return
-        with self._write("touch") as (st, tx):
-            known = {r[0] for r in st.con.execute(f"SELECT id FROM {_M} WHERE id = ANY(%s)",
-                                                  ([i for i in ids if isinstance(i, str)],))} if ids else set()
-            for i in ids:
-                if i not in known:
-                    raise KeyError(f"unknown memory id {i!r}")
-            now = to_utc(self.clock())
-            counts: dict[str, int] = {}
-            for i in ids:
-                counts[i] = counts.get(i, 0) + 1
-            W.touch_counts(st, counts, now)
-            tx["changed"] = bool(counts)
+        T.touch_ids(self, ids)
 
     # ------------------------------------------------------------------ changing
     def add(self, text: str, parent: str | None = None, t: datetime | None = None, id: str | None = None,

@@ -20,7 +20,11 @@ read-only, it is re-read whole after another process wrote, as before.
 Ingest: a batch of new memories is one ``INSERT`` prepared once and run for every row
 (``executemany``) in the call's one transaction.
 
-Writes take the write lock at ``BEGIN IMMEDIATE``; WAL lets readers go on meanwhile.
+Writes take the write lock at ``BEGIN IMMEDIATE``; WAL lets readers go on meanwhile.  A
+write waits up to 60 s for another process's write lock; a search's touches do not wait
+(:mod:`.touches`).  Several processes may create the same new file at once: one creates
+the tables (the check for them is repeated under the write lock), the others open them.
+Read-only handles: :mod:`.sqlite_open`.
 ``synchronous=FULL`` (default) syncs the WAL at every commit, so a committed call
 survives a power cut; ``NORMAL`` survives a killed process.  Pages are 16 KiB so that
 several rows of a 256-dimensional store share a page (4 KiB pages would hold one).
@@ -34,12 +38,13 @@ import os
 import sqlite3
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from ..validation import sqlite_problem
 from .changes import collect_changes, issue_changes
 from .durable import StorageError
 from .rows import COLUMNS, VECTOR_DTYPES
+from .sqlite_open import BUSY_TIMEOUT, explain, open_read_only, set_wal
+from .touches import TOUCH_WAIT_MS
 
 LAYOUT = 2
 PAGE_SIZE = 16384
@@ -80,17 +85,18 @@ class SqliteStorage:
             raise FileNotFoundError(errno.ENOENT, "no such memory database", self.path)
         self.read_only = read_only
         self.con = None
+        self.immutable = False
         try:
             if read_only:
-                self.con = sqlite3.connect(f"file:{quote(os.path.abspath(self.path))}?mode=ro", uri=True,
-                                           isolation_level=None, timeout=60, check_same_thread=False)
+                self.con, self.immutable = open_read_only(self.path)
             else:
-                self.con = sqlite3.connect(self.path, isolation_level=None, timeout=60, check_same_thread=False)
+                self.con = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT,
+                                           check_same_thread=False)
                 tables = self._tables()  # a read: a file refused here is left as it was (no WAL switch)
                 self._check_ours(tables)
                 if not tables:
                     self.con.execute(f"PRAGMA page_size = {PAGE_SIZE}")
-                self.con.execute("PRAGMA journal_mode = WAL")
+                set_wal(self.con)
                 self.con.execute(f"PRAGMA synchronous = {synchronous}")
         except BaseException as exc:
             if self.con is not None:
@@ -105,7 +111,12 @@ class SqliteStorage:
         return f"SqliteStorage({self.path!r}{', read_only' if self.read_only else ''})"
 
     def error(self, exc: BaseException) -> StorageError:
-        return StorageError(f"SQLite storage {self.path!r}: {exc}")
+        return StorageError(f"SQLite storage {self.path!r}: {explain(exc, self.path)}")
+
+    @staticmethod
+    def busy(exc: BaseException) -> bool:
+        """Whether ``exc`` says another connection holds the lock (SQLITE_BUSY / SQLITE_LOCKED)."""
+        return getattr(exc, "sqlite_errorcode", 0) & 0xFF in (5, 6)
 
     def _tables(self) -> set[str]:
         try:
@@ -152,11 +163,16 @@ class SqliteStorage:
             con.execute("ROLLBACK")
             raise
 
-    def create(self, config: dict[str, Any]) -> None:
+    def create(self, config: dict[str, Any]) -> bool:
+        """Create the tables; False (nothing written) when another process created them since
+        :meth:`config` found none (the check is repeated under the write lock)."""
         cfg = dict(config, layout=LAYOUT, vector_dtype=self.vector_dtype)
         con = self.con
         con.execute("BEGIN IMMEDIATE")
         try:
+            if self._tables():
+                con.execute("ROLLBACK")
+                return False
             con.execute("CREATE TABLE hm_config (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             con.execute("CREATE TABLE hm_state (key TEXT PRIMARY KEY, value INTEGER NOT NULL)")
             con.execute("CREATE TABLE hm_memories (id TEXT NOT NULL UNIQUE, seq INTEGER NOT NULL, sib INTEGER NOT "
@@ -173,10 +189,19 @@ class SqliteStorage:
         except BaseException:
             con.execute("ROLLBACK")
             raise
+        return True
 
     # ------------------------------------------------------------------ transactions
-    def begin(self) -> None:
-        self.con.execute("BEGIN IMMEDIATE")
+    def begin(self, wait: bool = True) -> None:
+        """Take the write lock; ``wait=False`` (a touch) waits :data:`~.touches.TOUCH_WAIT_MS` at most."""
+        if wait:
+            self.con.execute("BEGIN IMMEDIATE")
+            return
+        self.con.execute(f"PRAGMA busy_timeout = {TOUCH_WAIT_MS}")
+        try:
+            self.con.execute("BEGIN IMMEDIATE")
+        finally:
+            self.con.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
 
     def commit(self) -> None:
         self.con.execute("COMMIT")
@@ -188,7 +213,7 @@ class SqliteStorage:
     def current_version(self) -> int:
         return int(self.con.execute("SELECT value FROM hm_state WHERE key = 'version'").fetchone()[0])
 
-    def version(self) -> int:
+    def version(self, wait: bool = True) -> int:
         """The committed version, inside a write transaction (whose rows get the next one)."""
         v = self.current_version()
         self.next_version = v + 1

@@ -1,0 +1,50 @@
+"""What a PostgreSQL error means for a store: a lost connection, or an error the connection survives.
+
+psycopg raises ``OperationalError`` for a lost connection and also for a lock or statement
+timeout, a deadlock, a serialization failure or a full disk: those leave the connection
+usable, so the call is rolled back and the connection kept, with a message that names the
+cause (:func:`describe`), not "connection lost".
+"""
+
+from __future__ import annotations
+
+CREATE_LOCK = 0x68794D  # "hyM"
+"""Key of the transaction-level advisory lock under which clients create the extension, the
+tables and the client indexes (with ``hashtext(current_schema())`` where per schema)."""
+
+_NOTHING = "; nothing of this call was committed (the connection is kept)"
+_MESSAGES = {
+    "55P03": "timed out waiting for a lock another client holds on the store (lock_timeout, or NOWAIT): it is "
+             "writing; retry when its write ends",
+    "57014": "the statement was canceled (statement_timeout, or a cancel request): retry, or raise the timeout",
+    "40P01": "a deadlock with another client was detected and this call was chosen to fail: retry it",
+    "40001": "a serialization failure (a concurrent transaction conflicted): retry the call",
+    "53100": "the database server's disk is full: free space on the server, then retry",
+    "53200": "the database server is out of memory: retry, or lower the call's size",
+}
+
+
+def is_lost(exc: BaseException, con) -> bool:
+    """Whether ``exc`` means the connection ``con`` is gone (so the next call reconnects)."""
+    import psycopg
+
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    if con is None or con.closed or con.broken:
+        return True
+    state = getattr(exc, "sqlstate", None)
+    return state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03")
+
+
+def describe(exc: BaseException) -> str:
+    """The message of an error the connection survives, by its sqlstate."""
+    text = str(exc).strip()
+    state = getattr(exc, "sqlstate", None) or ""
+    what = _MESSAGES.get(state)
+    if what is None and state.startswith("40"):
+        what = _MESSAGES["40001"]
+    if what is None and state.startswith("53"):
+        what = "the database server is out of resources (disk, memory or connections): retry later"
+    if what is None:
+        return f"PostgreSQL storage: {text}"
+    return f"PostgreSQL storage: {what} ({text}){_NOTHING}"
