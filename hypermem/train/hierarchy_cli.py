@@ -59,6 +59,7 @@ import warnings
 from pathlib import Path
 
 from ..configs import available, config_path
+from .checkpoint_hparams import compare_checkpoint_hparams
 from .shared_keys import GLOBAL_SEED, SHARED_KEYS, unify_shared_keys
 from .shared_keys import flat_keys as _flat_keys
 from .shared_keys import options as _options
@@ -277,6 +278,10 @@ def _cli_class():
                     raise
                 raise _ConfigError(_short_error(exc, parser, self.argv, self.prog)) from None
 
+        def _parse_ckpt_path(self) -> None:
+            """Nothing: a checkpoint's hyper_parameters never override the user's settings, they are
+            compared with them (:mod:`~hypermem.train.checkpoint_hparams`)."""
+
         def before_instantiate_classes(self) -> None:
             cfg = self.config[self.subcommand] if self.subcommand else self.config
             logger = cfg.trainer.get("logger")
@@ -305,6 +310,13 @@ def _cli_class():
                     raise _ConfigError(f"--ckpt_path=last: no {Path(init.get('save_dir') or '.', init.name)}"
                                        "/version_*/checkpoints/last.ckpt to resume; train first or give a path")
                 init.version, cfg.ckpt_path = hit[0], str(hit[1])
+            if cfg.get("ckpt_path") and cfg.get("model") is not None and Path(cfg.ckpt_path).is_file():
+                try:
+                    note = compare_checkpoint_hparams(cfg.ckpt_path, cfg.model, self.model_class.__name__)
+                except ValueError as exc:
+                    raise _ConfigError(str(exc)) from None
+                if note:
+                    warnings.warn_explicit(note, UserWarning, __name__, 0, module=__name__)
             if self.subcommand == "fit" and cfg.get("ckpt_path"):
                 done = finished_checkpoint(cfg.ckpt_path, cfg.trainer.get("max_epochs"), cfg.trainer.get("max_steps"))
                 if done:
