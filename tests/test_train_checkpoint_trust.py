@@ -2,30 +2,16 @@
 takes no ``hyper_parameters`` from it (LightningCLI would merge them over the user's config, and
 ``init_from=<a pickle beside it>, init_from_trusted=True`` ran the pickle's code)."""
 
-import os
 import warnings
 from pathlib import Path
 
 import pytest
 import torch
-from train_helpers import CONFIG, EDGES
+from train_helpers import train_tiny
 
 pytest.importorskip("lightning")
 
 CONES = ("--model.kind=cones", "--model.init_epochs=2", "--data.negatives_kind=both_ends")
-
-
-def _train(tmp: Path, *argv: str):
-    from hypermem.train.hierarchy_cli import main
-
-    (tmp / "edges.tsv").write_text("".join(f"{c}\t{p}\n" for c, p in EDGES))
-    (tmp / "tiny.yaml").write_text(CONFIG)
-    old = os.getcwd()
-    os.chdir(tmp)
-    try:
-        return main(["fit", "--config", "tiny.yaml", *argv])
-    finally:
-        os.chdir(old)
 
 
 class _RunsCode:
@@ -41,7 +27,7 @@ def received(tmp_path_factory):
     """A cone run's ``last.ckpt`` whose hyper_parameters were changed by a sender: ``init_from`` a
     pickle shipped beside it that touches ``marker`` when unpickled, ``init_from_trusted=True``."""
     tmp = tmp_path_factory.mktemp("sender")
-    cli = _train(tmp, *CONES, "--trainer.max_epochs=1", "--trainer.logger.init_args.name=sent")
+    cli = train_tiny(tmp, *CONES, "--trainer.max_epochs=1", "--trainer.logger.init_args.name=sent")
     state = torch.load(tmp / cli.trainer.log_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     marker, init = tmp / "MARKER", tmp / "init.pt"
     torch.save({"state_dict": _RunsCode(marker)}, init)
@@ -60,7 +46,7 @@ def test_init_from_and_its_trust_never_come_from_the_checkpoint(received, tmp_pa
     ckpt = craft("trusting.ckpt")
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        cli = _train(tmp_path, *CONES, "--trainer.max_epochs=2", f"--ckpt_path={ckpt}")
+        cli = train_tiny(tmp_path, *CONES, "--trainer.max_epochs=2", f"--ckpt_path={ckpt}")
     assert not [w for w in seen if "--ckpt_path" in str(w.message)]  # init_from* differ, and are not even listed
     assert not marker.exists()  # nothing was unpickled from init.pt
     assert cli.model.hparams.init_from is None and cli.model.hparams.init_from_trusted is False
@@ -71,7 +57,7 @@ def test_a_checkpoint_of_another_model_is_refused_in_one_line(received, tmp_path
     tmp, marker, craft = received
     ckpt = craft("poincare.ckpt", kind="poincare", dim=3)  # the repro's kind swap, on the user's cone run
     with pytest.raises(SystemExit) as exc:
-        _train(tmp_path, *CONES, "--trainer.max_epochs=2", f"--ckpt_path={ckpt}")
+        train_tiny(tmp_path, *CONES, "--trainer.max_epochs=2", f"--ckpt_path={ckpt}")
     assert exc.value.code == 2 and not marker.exists()
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "holds another model than this run's" in err[0]
@@ -83,7 +69,7 @@ def test_other_settings_of_the_checkpoint_are_listed_and_the_run_keeps_its_own(r
     tmp, marker, craft = received
     ckpt = craft("lr.ckpt", lr=0.05)
     with pytest.warns(UserWarning, match=r"trained with lr=0.05 \(this run: 0.3\); this run uses its own values"):
-        cli = _train(tmp_path, *CONES, "--trainer.max_epochs=2", f"--ckpt_path={ckpt}")
+        cli = train_tiny(tmp_path, *CONES, "--trainer.max_epochs=2", f"--ckpt_path={ckpt}")
     assert cli.model.hparams.lr == 0.3 and not marker.exists()
 
 

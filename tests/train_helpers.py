@@ -44,3 +44,10 @@ def scalars(logdir: Path, tag: str) -> list[tuple[int, float]]:
     acc = EventAccumulator(str(logdir), size_guidance={"scalars": 0})
     acc.Reload()
     return [(e.step, e.value) for e in acc.Scalars(tag)]
+
+
+def train_tiny(tmp: Path, *argv: str, edges=EDGES):
+    """``hypermem train fit --config tiny.yaml *argv`` in ``tmp`` (CONFIG over ``edges``, written there)."""
+    (tmp / "edges.tsv").write_text("".join(f"{c}\t{p}\n" for c, p in edges))
+    (tmp / "tiny.yaml").write_text(CONFIG)
+    return run_train(tmp, ["fit", "--config", "tiny.yaml", *argv])

@@ -66,6 +66,7 @@ from ..hierarchy.steps import OPTIMIZERS, choose_tier, make_step_optimizer, take
 from ..hierarchy.training import lr_factor, poincare_start
 from ..nn.curvature import make_ball
 from .hierarchy_callbacks import ValidateLastEpoch
+from .hierarchy_checkpoint import check_hierarchy_checkpoint
 from .hierarchy_logging import log_embedding_state, log_final_metric, tensorboard_writer
 
 __all__ = ["KINDS", "HierarchyModule", "load_init_weights"]
@@ -233,15 +234,27 @@ class HierarchyModule(pl.LightningModule):
         checkpoint["hypermem_glosses"] = {str(k): str(v) for k, v in self.glosses.items()}
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
-        """Builds the embedding from the state dict's shape when :meth:`setup` has not (the
-        ``HierarchyModule.load_from_checkpoint(path)`` of a trained run) and takes the node
-        names, tree and glosses the checkpoint holds."""
-        weight = checkpoint.get("state_dict", {}).get("embedding.weight")
-        if self.embedding is None and isinstance(weight, torch.Tensor) and weight.dim() == 2:
+        """Checks the checkpoint (:func:`~hypermem.train.hierarchy_checkpoint.check_hierarchy_checkpoint`:
+        a ``ValueError`` naming the field that disagrees with ``dim``, ``dtype``, ``curvature``, the
+        weight's rows or the ball), builds the embedding from the state dict's shape when
+        :meth:`setup` has not (the ``HierarchyModule.load_from_checkpoint(path)`` of a trained
+        run) and takes the node names, tree and glosses the checkpoint holds.  A resumed run's
+        data must have the checkpoint's nodes, in its order.  A module loaded outside a run
+        never trusts a file: its ``init_from_trusted`` is ``False`` whatever the checkpoint says."""
+        hp = self.hparams
+        nodes = check_hierarchy_checkpoint(checkpoint, hp, _DTYPES[hp.dtype],
+                                           in_ball=self.objective.geometry != "euclidean")
+        weight = checkpoint["state_dict"]["embedding.weight"]
+        if self._trainer is None:
+            hp.init_from_trusted = False
+        if self.embedding is None:
             self.embedding = HierarchyEmbedding(weight.shape[0], weight.shape[1], self.objective.geometry,
-                                                ball=self.ball, seed=self.hparams.seed, dtype=weight.dtype)
-        if not self.nodes and checkpoint.get("hypermem_nodes"):
-            self.nodes = list(checkpoint["hypermem_nodes"])
+                                                ball=self.ball, seed=hp.seed, dtype=weight.dtype)
+        elif nodes is not None and self.nodes and [str(n) for n in self.nodes] != nodes:
+            raise ValueError(f"the checkpoint's hypermem_nodes ({len(nodes)}) are not this run's data's nodes "
+                             f"({len(self.nodes)}) in the same order: resume on the data it was trained on")
+        if not self.nodes and nodes:
+            self.nodes = nodes
         self.tree = list(checkpoint.get("hypermem_tree") or self.tree)
         self.glosses = dict(checkpoint.get("hypermem_glosses") or self.glosses)
         saved = checkpoint.get("hypermem_schedule_epochs")
