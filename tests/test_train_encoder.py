@@ -63,6 +63,11 @@ def test_a_run_logs_to_tensorboard_and_exports_the_best_encoder(straight):
     steps = [e.step for e in ea.Scalars("train/loss")]
     assert steps == sorted(steps) and len(steps) == len(set(steps))     # one step axis
     enc = HierarchyEncoder.load(run / "encoder")
+    # the exported weights are the best checkpoint's, read back with torch.load(weights_only=True)
+    best = torch.load(next((run / "checkpoints").glob("best-step=*.ckpt")), map_location="cpu", weights_only=True)
+    for k, v in enc.model.state_dict().items():
+        torch.testing.assert_close(v, best["state_dict"]["model." + k], rtol=0, atol=0, msg=k)
+    assert enc.metrics["val_f1"] == best["hypermem_encoder_best"]["f1"]
     assert enc.threshold is not None and enc.metrics["val_f1"] == pytest.approx(max(e.value for e in ea.Scalars("val/f1")), rel=1e-6)
 
 
@@ -71,8 +76,8 @@ def test_resume_equals_the_uninterrupted_run(setup, straight, capsys):
     main(_args(root, model, "parts", 1))
     main(_args(root, model, "parts", 2, "--ckpt_path=last"))
     assert "encoder: " in capsys.readouterr().out
-    a = torch.load(straight / "checkpoints" / "last.ckpt", weights_only=False)
-    b = torch.load(root / "runs" / "parts" / "version_0" / "checkpoints" / "last.ckpt", weights_only=False)
+    a = torch.load(straight / "checkpoints" / "last.ckpt", weights_only=True)
+    b = torch.load(root / "runs" / "parts" / "version_0" / "checkpoints" / "last.ckpt", weights_only=True)
     assert a["global_step"] == b["global_step"]
     for k, v in a["state_dict"].items():
         torch.testing.assert_close(b["state_dict"][k], v, rtol=0, atol=0, msg=k)
@@ -84,8 +89,8 @@ def test_frozen_layers_from_yaml_train_the_upper_layer_and_resume_exactly(setup)
     main(_args(root, model, "frozen", 2, *frozen))
     main(_args(root, model, "frozen-parts", 1, *frozen))
     main(_args(root, model, "frozen-parts", 2, *frozen, "--ckpt_path=last"))
-    a = torch.load(root / "runs" / "frozen" / "version_0" / "checkpoints" / "last.ckpt", weights_only=False)
-    b = torch.load(root / "runs" / "frozen-parts" / "version_0" / "checkpoints" / "last.ckpt", weights_only=False)
+    a = torch.load(root / "runs" / "frozen" / "version_0" / "checkpoints" / "last.ckpt", weights_only=True)
+    b = torch.load(root / "runs" / "frozen-parts" / "version_0" / "checkpoints" / "last.ckpt", weights_only=True)
     assert a["global_step"] == b["global_step"] > 0
     for k, v in a["state_dict"].items():
         torch.testing.assert_close(b["state_dict"][k], v, rtol=0, atol=0, msg=k)
@@ -111,7 +116,7 @@ def test_a_small_head_from_yaml_trains_and_exports(setup):
     enc = HierarchyEncoder.load(run / "encoder")
     assert enc.dim == 4 and enc.curvature == pytest.approx(0.25)
     assert enc.encode(["dog", "animal"]).shape == (2, 4)
-    a = torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)
+    a = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
     head = [k for k in a["state_dict"] if "linear" in k]
     assert head and a["state_dict"][head[0]].shape[0] == 4
 

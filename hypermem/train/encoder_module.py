@@ -17,7 +17,8 @@ the distribution of the points' norms at each depth of the hierarchy (``embeddin
 histograms).  The picture needs matplotlib (the ``viz`` extra); without it the run logs the rest
 and says so once on stderr (:func:`~hypermem.train.hierarchy_logging.disk_picture_available`).
 
-At the end of ``fit`` the best checkpoint's weights (``ModelCheckpoint(monitor="val/f1")``)
+At the end of ``fit`` the best checkpoint's weights (``ModelCheckpoint(monitor="val/f1")``,
+read back with ``torch.load(weights_only=True)``: no file in the log folder can run code)
 are saved as an encoder folder, ``<log_dir>/encoder`` (:meth:`HierarchyEncoder.save
 <hypermem.embed.HierarchyEncoder.save>`), with the ``lambda`` and threshold of its validation
 and the ranking ``lambda`` chosen for those weights (``choose_ranking_lambda``).
@@ -164,7 +165,7 @@ class EncoderModule(pl.LightningModule):
         enc = self.encoder
         chosen = self.best
         if ckpt and Path(ckpt).is_file():
-            state = torch.load(ckpt, map_location="cpu", weights_only=False)
+            state = torch.load(ckpt, map_location="cpu", weights_only=True)  # tensors and plain values: no code runs
             own = {k[len("model."):]: v for k, v in state["state_dict"].items() if k.startswith("model.")}
             enc.model.load_state_dict(own)
             chosen = state.get("hypermem_encoder_best", chosen)
