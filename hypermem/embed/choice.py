@@ -73,10 +73,14 @@ def embedder_named(name: str, dim: int | None = None) -> Any:
         raise ValueError(f"unknown embedder {name!r}: choose 'minilm', 'hashing' or the folder of a saved encoder")
     from .encoder_folder import CONFIG_FILE
 
-    if os.path.isfile(os.path.join(name, CONFIG_FILE)):  # saved by HierarchyEncoder.save
+    if os.path.lexists(os.path.join(name, CONFIG_FILE)):  # saved by HierarchyEncoder.save (which checks the file)
         from .hierarchy_encoder import HierarchyEncoder
 
         return HierarchyEncoder.load(name)
+    from pathlib import Path
+
+    from .folder_files import scan_folder
     from .sentence_transformer import SentenceTransformerEmbedder
 
+    scan_folder(Path(name))   # no pickle file, no symlink out of the folder
     return SentenceTransformerEmbedder(model_name=name)

@@ -24,19 +24,33 @@ centripetal weight and threshold in a ``results.tsv``; when the folder has one, 
 threshold.
 
 Nothing in the folder runs code: ``modules.json`` may name only the sentence-transformers
-modules of :data:`ALLOWED_MODULES`, the weights must be ``safetensors`` (no pickle), and
-every field of ``hypermem_encoder.json`` is checked for its type and range.  Loading never
-writes into the folder.
+modules of :data:`ALLOWED_MODULES`, each module's weights must be its own ``safetensors``
+(a pickle file anywhere in the folder is refused), no file may be a symlink out of the folder
+or a non-regular file, every JSON file the libraries read is bounded in size and depth
+(:mod:`hypermem.embed.folder_files`), the weights must match ``config.json`` and the Pooling
+be mean pooling (:mod:`hypermem.embed.module_checks`), and every field of
+``hypermem_encoder.json`` is checked for its type and range.  Loading never writes into the
+folder.
 """
 
 from __future__ import annotations
 
 import csv
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from .folder_files import (
+    EncoderFolderError,
+    inside,
+    present,
+    read_json,
+    read_text,
+    scan_folder,
+    weights_header,
+)
+from .module_checks import check_pooling, check_transformer, module_config
 
 CONFIG_FILE = "hypermem_encoder.json"
 FORMAT = "hypermem-hierarchy-encoder"
@@ -54,13 +68,8 @@ ALLOWED_MODULES = {
                   "sentence_transformers.sentence_transformer.modules.normalize.Normalize",
                   "sentence_transformers.base.modules.normalize.Normalize"),
 }
-_MAX_JSON_BYTES = 1 << 20
 DENSE_ACTIVATIONS = ("torch.nn.modules.activation.Tanh", "torch.nn.modules.linear.Identity")
 """The head activations a folder may name (sentence-transformers imports the class it names)."""
-
-
-class EncoderFolderError(ValueError):
-    """A folder that is not a loadable hierarchy encoder; the message names the file and field."""
 
 
 @dataclass
@@ -86,15 +95,6 @@ class EncoderSettings:
                 "metrics": dict(self.metrics), "config": dict(self.config)}
 
 
-def read_json(path: Path) -> Any:
-    if path.stat().st_size > _MAX_JSON_BYTES:
-        raise EncoderFolderError(f"{path}: larger than {_MAX_JSON_BYTES} bytes")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise EncoderFolderError(f"{path}: not valid JSON ({exc})") from None
-
-
 def check_number(value: Any, where: str, *, positive: bool = False, allow_none: bool = False) -> float | None:
     if value is None and allow_none:
         return None
@@ -114,13 +114,24 @@ def check_integer(value: Any, where: str, lo: int, hi: int) -> int:
 def check_modules(folder: Path) -> list[str]:
     """The short names (``Transformer``, ``Pooling``, ``Dense``, ``Normalize``) of ``modules.json``, in
     order; raises :class:`EncoderFolderError` for any other module or a malformed file."""
+    return check_folder(folder)[0]
+
+
+def check_folder(folder: Path) -> tuple[list[str], list[str], dict[str, Any]]:
+    """Every file of a sentence-transformers folder that will be read, before anything loads:
+    no pickle file and no symlink out of it anywhere, ``modules.json`` (only the modules of
+    :data:`ALLOWED_MODULES`, paths inside the folder), ``config_sentence_transformers.json``,
+    the Transformer (:func:`~hypermem.embed.module_checks.check_transformer`: its JSON files,
+    tokenizer and ``safetensors`` weights), the mean Pooling and a Dense head.  Returns the
+    modules' short names, their paths and the transformer's ``config.json``."""
+    scan_folder(folder)
     path = folder / "modules.json"
-    if not path.is_file():
+    if not present(path):
         raise EncoderFolderError(f"{folder}: no modules.json (not a sentence-transformers folder)")
-    modules = read_json(path)
+    modules = read_json(path, folder)
     if not isinstance(modules, list) or not modules:
         raise EncoderFolderError(f"{path}: expected a non-empty list of modules")
-    names = []
+    names, rels = [], []
     for i, entry in enumerate(modules):
         kind = entry.get("type") if isinstance(entry, dict) else None
         short = next((k for k, full in ALLOWED_MODULES.items() if kind in full), None)
@@ -130,28 +141,35 @@ def check_modules(folder: Path) -> list[str]:
         rel = entry.get("path", "")
         if not isinstance(rel, str) or Path(rel).is_absolute() or ".." in Path(rel).parts:
             raise EncoderFolderError(f"{path}: module #{i} has path {rel!r} outside the folder")
+        if present(folder / rel):
+            inside(folder, folder / rel)
+        elif short != "Normalize":
+            raise EncoderFolderError(f"{path}: module #{i} has path {rel!r}, which the folder does not hold")
         names.append(short)
+        rels.append(rel)
     if names[:2] != ["Transformer", "Pooling"] or names[2:] not in ([], ["Normalize"], ["Dense"]):
         raise EncoderFolderError(f"{path}: expected a Transformer, a Pooling module and at most a Dense head "
                                  f"or a Normalize, got {names}")
+    st_path = folder / "config_sentence_transformers.json"
+    st_conf = read_json(st_path, folder) if present(st_path) else {}
+    if not isinstance(st_conf, dict) or st_conf.get("model_type", "SentenceTransformer") != "SentenceTransformer":
+        raise EncoderFolderError(f"{st_path}: field 'model_type' must be 'SentenceTransformer' (a sentence "
+                                 f"encoder), got {st_conf.get('model_type') if isinstance(st_conf, dict) else st_conf!r}")
+    config = check_transformer(folder, rels[0])
+    width = config.get("hidden_size")
+    check_pooling(folder, rels[1], width)
     if names[2:] == ["Dense"]:
-        check_dense(folder / modules[2]["path"])
-    if not list(folder.glob("*.safetensors")):
-        raise EncoderFolderError(f"{folder}: no *.safetensors weights (pickled weights are not loaded: "
-                                 "they could run code)")
-    return names
+        check_dense(folder / rels[2], folder, width)
+    return names, rels, config
 
 
-def check_dense(folder: Path) -> None:
+def check_dense(folder: Path, root: Path | None = None, width: Any = None) -> None:
     """A ``Dense`` head's folder: every field of its ``config.json`` (sizes, bias, one of
     :data:`DENSE_ACTIVATIONS`, the sentence embedding in and out) and ``safetensors``
     weights; raises :class:`EncoderFolderError` naming the file and field."""
+    root = folder if root is None else root
     path = folder / "config.json"
-    if not path.is_file():
-        raise EncoderFolderError(f"{folder}: the Dense head has no config.json")
-    raw = read_json(path)
-    if not isinstance(raw, dict):
-        raise EncoderFolderError(f"{path}: expected a JSON object")
+    raw = module_config(root, folder, "the Dense head")
     known = {"in_features", "out_features", "bias", "activation_function", "module_input_name",
              "module_output_name", "use_residual"}
     extra = sorted(set(raw) - known)
@@ -167,17 +185,25 @@ def check_dense(folder: Path) -> None:
     for key in ("module_input_name", "module_output_name"):
         if raw.get(key, "sentence_embedding") not in ("sentence_embedding", None):
             raise EncoderFolderError(f"{path}: field {key!r} must be 'sentence_embedding'")
-    if not (folder / "model.safetensors").is_file():
-        raise EncoderFolderError(f"{folder}: the Dense head has no model.safetensors (pickled weights are "
-                                 "not loaded: they could run code)")
+    if isinstance(width, int) and raw["in_features"] != width:
+        raise EncoderFolderError(f"{path}: field 'in_features' is {raw['in_features']} but the pooled output has "
+                                 f"{width} dimensions")
+    files, header = weights_header(root, folder, "the Dense head")
+    out, inn = raw["out_features"], raw["in_features"]
+    want = {"linear.weight": (out, inn), **({"linear.bias": (out,)} if raw.get("bias", True) else {})}
+    got = {k: shape for k, (_, shape) in header.items()}
+    if got != want:
+        raise EncoderFolderError(f"{files[0]}: holds {got} but config.json declares {want} "
+                                 "(in_features, out_features, bias)")
 
 
-def read_settings(folder: Path, dim: int) -> EncoderSettings:
-    """The checked settings of ``folder`` (``dim``: the pooled output size of its model)."""
+def read_settings(folder: Path, dim: int, max_positions: Any = None) -> EncoderSettings:
+    """The checked settings of ``folder`` (``dim``: the pooled output size of its model;
+    ``max_positions``: its transformer's ``max_position_embeddings``, the most tokens it reads)."""
     path = folder / CONFIG_FILE
-    if not path.is_file():
+    if not present(path):
         return hit_settings(folder, dim)
-    raw = read_json(path)
+    raw = read_json(path, folder)
     if not isinstance(raw, dict):
         raise EncoderFolderError(f"{path}: expected a JSON object")
     where = lambda key: f"{path}: field {key!r}"  # noqa: E731
@@ -200,6 +226,10 @@ def read_settings(folder: Path, dim: int) -> EncoderSettings:
     curvature = check_number(raw.get("curvature"), where("curvature"), positive=True, allow_none=geometry == "euclidean")
     if geometry == "euclidean" and curvature is not None:
         raise EncoderFolderError(f"{where('curvature')} must be null for a Euclidean encoder")
+    if geometry == "poincare" and not math.isclose(curvature, 1.0 / dim, rel_tol=1e-6):
+        raise EncoderFolderError(f"{where('curvature')} must be 1/dim = {1.0 / dim!r} (the ball of radius sqrt(dim) "
+                                 f"that circumscribes the outputs), got {curvature!r}")
+    top = max_positions if isinstance(max_positions, int) and not isinstance(max_positions, bool) else 8192
     metrics = raw.get("metrics", {})
     if not isinstance(metrics, dict) or not all(isinstance(k, str) for k in metrics):
         raise EncoderFolderError(f"{where('metrics')} must be an object of numbers")
@@ -211,25 +241,41 @@ def read_settings(folder: Path, dim: int) -> EncoderSettings:
     if not isinstance(base, str):
         raise EncoderFolderError(f"{where('base')} must be a string")
     return EncoderSettings(geometry, dim, curvature,
-                           check_number(raw.get("centripetal_weight", 1.0), where("centripetal_weight")),
+                           check_weight(raw.get("centripetal_weight", 1.0), where("centripetal_weight")),
                            check_number(raw.get("threshold"), where("threshold"), allow_none=True),
-                           check_integer(raw.get("max_length", 32), where("max_length"), 1, 8192), base, metrics, config,
-                           check_number(raw.get("ranking_weight"), where("ranking_weight"), allow_none=True))
+                           check_integer(raw.get("max_length", 32), where("max_length") + " (at most config.json's "
+                                         "max_position_embeddings)", 1, min(top, 8192)), base, metrics, config,
+                           check_weight(raw.get("ranking_weight"), where("ranking_weight"), allow_none=True))
+
+
+def check_weight(value: Any, where: str, *, allow_none: bool = False) -> float | None:
+    """A score's ``lambda`` or a reranker's weight: a finite number in [0, 1000] (training
+    chooses them in [0, 5))."""
+    w = check_number(value, where, allow_none=allow_none)
+    if w is not None and not 0 <= w <= 1000:
+        raise EncoderFolderError(f"{where} must be in [0, 1000], got {value!r}")
+    return w
 
 
 def hit_settings(folder: Path, dim: int) -> EncoderSettings:
     """Settings of a folder written by the ``hierarchy-transformers`` package: HiT's ball of
-    curvature ``1/dim``, its evaluator's ``results.tsv`` when present."""
+    curvature ``1/dim``, its evaluator's ``results.tsv`` when present (a regular UTF-8 file of
+    at most 1 MiB, else refused)."""
     lam, threshold = 1.0, None
     results = folder / "results.tsv"
-    if results.is_file() and results.stat().st_size <= _MAX_JSON_BYTES:
-        with open(results, encoding="utf-8", newline="") as fh:
-            rows = list(csv.DictReader(fh, delimiter="\t"))
+    if present(results):
+        text = read_text(folder, results)
+        try:
+            rows = list(csv.DictReader(text.splitlines(), delimiter="\t"))
+        except csv.Error as exc:
+            raise EncoderFolderError(f"{results}: not a readable TSV file ({exc})") from None
         pick = next((r for r in rows if (r.get("") or "").strip() == "validation"), rows[-1] if rows else None)
         if pick is not None:
             try:
-                lam = check_number(float(pick["centri_weight"]), f"{results}: centri_weight")
+                lam = check_weight(float(pick["centri_weight"]), f"{results}: centri_weight")
                 threshold = check_number(float(pick["threshold"]), f"{results}: threshold")
             except (KeyError, TypeError, ValueError) as exc:
+                if isinstance(exc, EncoderFolderError):
+                    raise
                 raise EncoderFolderError(f"{results}: cannot read centri_weight/threshold ({exc})") from None
     return EncoderSettings("poincare", dim, 1.0 / dim, lam, threshold, base="hierarchy-transformers")

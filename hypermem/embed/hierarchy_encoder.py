@@ -54,9 +54,11 @@ from .encoder_folder import (
     GEOMETRIES,
     EncoderFolderError,
     EncoderSettings,
-    check_modules,
+    check_folder,
     read_settings,
 )
+from .folder_files import present
+from .module_checks import LOAD_ERRORS, check_loaded_weights
 from .sentence_transformer import DEFAULT_MODEL, local_minilm_path, quiet_loading
 
 __all__ = ["HierarchyEncoder", "EncoderFolderError"]
@@ -173,18 +175,25 @@ class HierarchyEncoder:
         folder = Path(path)
         if not folder.is_dir():
             raise FileNotFoundError(f"no such encoder folder: {str(path)!r}")
-        modules = check_modules(folder)
+        modules, rels, config = check_folder(folder)
+        if "Normalize" in modules and not present(folder / CONFIG_FILE):
+            raise EncoderFolderError(f"{folder}: a sentence-transformers model that normalises its output, "
+                                     "not a hierarchy encoder; start one from it with "
+                                     "HierarchyEncoder.from_pretrained(path)")
         st = _sentence_transformers()
         with _quiet_loading():
-            model = st.SentenceTransformer(str(folder), device=str(device or "cpu"), trust_remote_code=False,
-                                           local_files_only=True)
+            try:
+                model = st.SentenceTransformer(str(folder), device=str(device or "cpu"), trust_remote_code=False,
+                                               local_files_only=True)
+            except LOAD_ERRORS as exc:
+                if isinstance(exc, EncoderFolderError):
+                    raise
+                raise EncoderFolderError(f"{folder}: the model does not load from its files ({type(exc).__name__}: "
+                                         f"{str(exc)[:300]})") from None
+        check_loaded_weights(folder, folder / rels[0], model[0].auto_model)
         if "Normalize" in modules:
-            if not (folder / CONFIG_FILE).is_file():
-                raise EncoderFolderError(f"{folder}: a sentence-transformers model that normalises its output, "
-                                         "not a hierarchy encoder; start one from it with "
-                                         "HierarchyEncoder.from_pretrained(path)")
             model = st.SentenceTransformer(modules=[model[0], model[1]], device=str(device or "cpu"))
-        s = read_settings(folder, cls._pooled_dim(model))
+        s = read_settings(folder, cls._pooled_dim(model), config.get("max_position_embeddings"))
         enc = cls(model, s.geometry, centripetal_weight=s.centripetal_weight, threshold=s.threshold,
                   max_length=s.max_length, base=s.base, metrics=s.metrics, config=s.config,
                   ranking_weight=s.ranking_weight)

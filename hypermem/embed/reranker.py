@@ -46,7 +46,9 @@ from typing import Any
 
 import torch
 
-from .encoder_folder import EncoderFolderError, check_integer, check_modules, check_number, read_json
+from .encoder_folder import EncoderFolderError, check_integer, check_modules, check_number, check_weight
+from .folder_files import present, read_json, scan_folder
+from .module_checks import LOAD_ERRORS, check_loaded_weights, check_transformer
 from .sentence_transformer import local_minilm_path, quiet_loading
 
 __all__ = ["ACTIVATIONS", "CANDIDATES", "CONFIG_FILE", "RULE", "WEIGHT", "PlacementReranker", "RerankerFolderError"]
@@ -90,38 +92,47 @@ class RerankerFolderError(EncoderFolderError):
     """A folder that is not a loadable placement reranker; the message names the file and field."""
 
 
-def check_model_folder(folder: Path, *, base: bool = False) -> None:
+def check_model_folder(folder: Path, *, base: bool = False) -> bool:
     """A cross-encoder folder that loads without running code: ``modules.json`` names one
     sentence-transformers Transformer at the root (``base``: or the modules of a sentence
-    embedding model, :func:`~hypermem.embed.encoder_folder.check_modules`, whose Transformer a
-    new reranker starts from), the activation is one of :data:`ACTIVATIONS`, the weights are
-    ``safetensors``; raises :class:`RerankerFolderError` naming the file and field."""
+    embedding model, :func:`~hypermem.embed.encoder_folder.check_folder`, whose Transformer a
+    new reranker starts from), the activation is one of :data:`ACTIVATIONS`, the Transformer's
+    files pass :func:`~hypermem.embed.module_checks.check_transformer` (``safetensors`` weights,
+    no pickle file or symlink out of the folder anywhere); raises :class:`RerankerFolderError`
+    naming the file and field.  Returns whether it is a cross-encoder's folder (else an
+    embedding model's, whose new head is expected to be missing from its weights)."""
+    try:
+        return _check_model_folder(folder, base)
+    except RerankerFolderError:
+        raise
+    except EncoderFolderError as exc:   # the shared checks raise the encoder folder's error
+        raise RerankerFolderError(str(exc)) from None
+
+
+def _check_model_folder(folder: Path, base: bool) -> bool:
     if not folder.is_dir():
         raise RerankerFolderError(f"{folder}: not a folder")
+    scan_folder(folder)
     path = folder / "modules.json"
-    if not path.is_file():
+    if not present(path):
         raise RerankerFolderError(f"{folder}: no modules.json (not a sentence-transformers CrossEncoder folder)")
-    modules = read_json(path)
+    modules = read_json(path, folder)
     if (not isinstance(modules, list) or len(modules) != 1 or not isinstance(modules[0], dict)
             or modules[0].get("type") not in TRANSFORMER or modules[0].get("path", "") != ""):
         if base and isinstance(modules, list) and len(modules) > 1:
-            try:
-                check_modules(folder)
-                return
-            except EncoderFolderError as exc:
-                raise RerankerFolderError(str(exc)) from None
+            check_modules(folder)
+            return False
         raise RerankerFolderError(f"{path}: a placement reranker holds exactly one sentence-transformers "
                                   "Transformer at the folder's root")
     st_path = folder / "config_sentence_transformers.json"
-    st_conf = read_json(st_path) if st_path.is_file() else {}
+    st_conf = read_json(st_path, folder) if present(st_path) else {}
     if not isinstance(st_conf, dict) or st_conf.get("model_type", "CrossEncoder") != "CrossEncoder":
         raise RerankerFolderError(f"{st_path}: field 'model_type' must be 'CrossEncoder'")
     if st_conf.get("activation_fn", ACTIVATIONS[0]) not in ACTIVATIONS:
         raise RerankerFolderError(f"{st_path}: field 'activation_fn' must be one of {ACTIVATIONS}, "
                                   f"got {st_conf.get('activation_fn')!r}")
-    if not (folder / "model.safetensors").is_file():
-        raise RerankerFolderError(f"{folder}: no model.safetensors (pickled weights are not loaded: they could "
-                                  "run code)")
+    check_transformer(folder, "", task="sequence-classification", out_name="scores")
+    return True
 
 
 def check_folder(folder: Path) -> dict[str, Any]:
@@ -129,9 +140,12 @@ def check_folder(folder: Path) -> dict[str, Any]:
     raises :class:`RerankerFolderError` naming the file and field."""
     check_model_folder(folder)
     path = folder / CONFIG_FILE
-    if not path.is_file():
+    if not present(path):
         raise RerankerFolderError(f"{folder}: no {CONFIG_FILE} (not saved by PlacementReranker.save)")
-    raw = read_json(path)
+    try:
+        raw = read_json(path, folder)
+    except EncoderFolderError as exc:
+        raise RerankerFolderError(str(exc)) from None
     if not isinstance(raw, dict):
         raise RerankerFolderError(f"{path}: expected a JSON object")
     extra = sorted(set(raw) - {"format", "version", "weight", "candidates", "rule", "max_length", "base", "config"})
@@ -147,12 +161,17 @@ def check_folder(folder: Path) -> dict[str, Any]:
         raise RerankerFolderError(f"{path}: field 'rule' must be an object with the keys {sorted(RULE)}")
     try:   # the shared checkers raise the encoder folder's error: name the reranker's
         return {"rule": {k: check_number(v, f"{path}: field 'rule.{k}'") for k, v in rule.items()},
-                "weight": check_number(raw.get("weight"), f"{path}: field 'weight'"),
+                "weight": check_weight(raw.get("weight"), f"{path}: field 'weight'"),
                 "candidates": check_integer(raw.get("candidates"), f"{path}: field 'candidates'", 1, 1000),
                 "max_length": check_integer(raw.get("max_length"), f"{path}: field 'max_length'", 8, 512),
                 "base": raw.get("base", ""), "config": raw.get("config", {})}
     except EncoderFolderError as exc:
         raise RerankerFolderError(str(exc)) from None
+
+
+def _transformer_path(folder: Path) -> str:
+    """The Transformer's path in an embedding model's folder (checked by :func:`check_modules`)."""
+    return read_json(folder / "modules.json", folder)[0].get("path", "")
 
 
 class PlacementReranker:
@@ -180,13 +199,23 @@ class PlacementReranker:
                 raise ImportError('PlacementReranker needs sentence-transformers: pip install "hypermem-torch[embed]"'
                                   ) from exc
             source = local_minilm_path() if model is None else str(model)
-            check_model_folder(Path(source), base=True)   # a folder's own code is never run
+            folder = Path(source)
+            cross = check_model_folder(folder, base=True)   # a folder's own code is never run
             with _quiet():
-                model = CrossEncoder(source, num_labels=1, max_length=max_length, device=device or "cpu",
-                                     trust_remote_code=False, local_files_only=True)
+                try:
+                    model = CrossEncoder(source, num_labels=1, max_length=max_length, device=device or "cpu",
+                                         trust_remote_code=False, local_files_only=True)
+                except LOAD_ERRORS as exc:
+                    raise RerankerFolderError(f"{folder}: the model does not load from its files "
+                                              f"({type(exc).__name__}: {str(exc)[:300]})") from None
+            rel = "" if cross else _transformer_path(folder)
+            try:
+                check_loaded_weights(folder, folder / rel, model.model, head_may_be_new=not cross)
+            except EncoderFolderError as exc:
+                raise RerankerFolderError(str(exc)) from None
             base = base or source
         self.model = model
-        self.weight = float(check_number(weight, "weight"))
+        self.weight = float(check_weight(weight, "weight"))
         self.candidates = check_integer(candidates, "candidates", 1, 1000)
         rule = dict(RULE if rule is None else rule)
         if sorted(rule) != sorted(RULE):

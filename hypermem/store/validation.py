@@ -41,13 +41,11 @@ import torch
 
 from ..embed import HashingEmbedder
 from ..embed.choice import StandIn, embedder_named
+from ..embed.json_limits import MAX_JSON_DEPTH, json_depth_over  # the one rule, kept below the store
 from ..embed.spec import embedder_spec, is_minilm_spec
 from ..temporal import CustomPolicyError, PolicySpecError, policy_from_spec
 from ..temporal.clock import to_utc
 from .caller_warning import warn_caller
-
-MAX_JSON_DEPTH = 100
-"""Deepest nesting of arrays/objects in a JSON value a loader accepts (and ``save`` writes)."""
 
 MAX_DIM = 1 << 20
 """Largest vector dimension a file may declare (1,048,576)."""
@@ -81,19 +79,6 @@ def short(value: Any) -> str:
 # ---------------------------------------------------------------------------- JSON
 def _no_constant(name: str):
     raise ValueError(f"non-finite number {name}")
-
-
-def json_depth_over(value: Any, limit: int) -> bool:
-    """Whether ``value`` nests more than ``limit`` lists/dicts deep (iterative, so a
-    self-containing value is simply too deep)."""
-    stack = [(value, 1)]
-    while stack:
-        v, d = stack.pop()
-        if isinstance(v, (list, tuple, set, frozenset, Mapping)):
-            if d > limit:
-                return True
-            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, Mapping) else v))
-    return False
 
 
 def check_json_depth(value: Any, what: str, limit: int = MAX_JSON_DEPTH) -> None:
