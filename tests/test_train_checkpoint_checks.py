@@ -72,8 +72,24 @@ def test_the_checkpoint_as_written_loads_and_never_trusts_a_file(saved, tmp_path
     assert HierarchyModule.load_from_checkpoint(tmp_path / "trusting.ckpt").hparams.init_from_trusted is False
 
 
-def test_a_resume_on_other_data_is_refused(saved, tmp_path):
+def test_a_resume_on_other_data_is_refused_in_one_line(saved, tmp_path, capsys):
     _, path, _ = saved
     other = [(c.upper(), p.upper()) for c, p in EDGES]  # the same shape, other names
-    with pytest.raises(ValueError, match="hypermem_nodes .* are not this run's data's nodes"):
+    with pytest.raises(SystemExit) as exc:
         train_tiny(tmp_path, "--trainer.max_epochs=2", f"--ckpt_path={path}", edges=other)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and re.search("error: .*hypermem_nodes .* are not this run's data's nodes", err[0])
+    assert not list((tmp_path / "runs").rglob("version_*"))  # the failed start left no empty version folder
+
+
+def test_a_resume_from_an_inconsistent_checkpoint_prints_one_line(saved, tmp_path, capsys):
+    """`hypermem train --ckpt_path` on a checkpoint that fails its checks printed a traceback."""
+    _, _, state = saved
+    crafted = {**state, "hypermem_nodes": "abc"}
+    torch.save(crafted, tmp_path / "bad.ckpt")
+    with pytest.raises(SystemExit) as exc:
+        train_tiny(tmp_path, "--trainer.max_epochs=2", f"--ckpt_path={tmp_path / 'bad.ckpt'}")
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a consistent HierarchyModule checkpoint: hypermem_nodes is a str" in err[0]

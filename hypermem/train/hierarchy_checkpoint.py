@@ -14,14 +14,18 @@ import math
 
 import torch
 
-__all__ = ["check_hierarchy_checkpoint"]
+__all__ = ["CheckpointError", "check_hierarchy_checkpoint"]
 
 WEIGHT = "embedding.weight"
 CURVATURE_KEYS = ("ball.isp_c", "embedding.ball.isp_c")
 
 
+class CheckpointError(ValueError):
+    """A checkpoint whose fields disagree with each other (``hypermem train`` prints it in one line)."""
+
+
 def _fail(what: str) -> None:
-    raise ValueError(f"not a consistent HierarchyModule checkpoint: {what}")
+    raise CheckpointError(f"not a consistent HierarchyModule checkpoint: {what}")
 
 
 def _check_weight(state: dict, hp, dtype: torch.dtype, in_ball: bool) -> torch.Tensor:

@@ -60,6 +60,7 @@ from pathlib import Path
 
 from ..configs import available, config_path
 from .checkpoint_hparams import compare_checkpoint_hparams
+from .hierarchy_checkpoint import CheckpointError
 from .shared_keys import GLOBAL_SEED, SHARED_KEYS, unify_shared_keys
 from .shared_keys import flat_keys as _flat_keys
 from .shared_keys import options as _options
@@ -479,7 +480,8 @@ def main(args: list[str] | None = None, run: bool = True, prog: str = DEFAULT_PR
     except _AlreadyComplete as exc:
         print(exc, flush=True)
         return None
-    except _ConfigError as exc:
+    except (_ConfigError, CheckpointError) as exc:
+        remove_failed_start(cls.watch)
         print(str(exc) if str(exc).startswith("error:") else f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     except Exception:   # not an interrupt: a run stopped by the user keeps what it logged

@@ -66,7 +66,7 @@ from ..hierarchy.steps import OPTIMIZERS, choose_tier, make_step_optimizer, take
 from ..hierarchy.training import lr_factor, poincare_start
 from ..nn.curvature import make_ball
 from .hierarchy_callbacks import ValidateLastEpoch
-from .hierarchy_checkpoint import check_hierarchy_checkpoint
+from .hierarchy_checkpoint import CheckpointError, check_hierarchy_checkpoint
 from .hierarchy_logging import log_embedding_state, log_final_metric, tensorboard_writer
 
 __all__ = ["KINDS", "HierarchyModule", "load_init_weights"]
@@ -251,7 +251,7 @@ class HierarchyModule(pl.LightningModule):
             self.embedding = HierarchyEmbedding(weight.shape[0], weight.shape[1], self.objective.geometry,
                                                 ball=self.ball, seed=hp.seed, dtype=weight.dtype)
         elif nodes is not None and self.nodes and [str(n) for n in self.nodes] != nodes:
-            raise ValueError(f"the checkpoint's hypermem_nodes ({len(nodes)}) are not this run's data's nodes "
+            raise CheckpointError(f"the checkpoint's hypermem_nodes ({len(nodes)}) are not this run's data's nodes "
                              f"({len(self.nodes)}) in the same order: resume on the data it was trained on")
         if not self.nodes and nodes:
             self.nodes = nodes
