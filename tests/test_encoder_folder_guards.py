@@ -253,3 +253,36 @@ def test_a_negative_reranker_weight_is_refused(rr_dir, tmp_path):
     f = copy(rr_dir, tmp_path)
     edit(f / "hypermem_reranker.json", weight=-100.0)
     refused(f, r"field 'weight' must be in \[0, 1000\]", PlacementReranker.load, RerankerFolderError)
+
+
+# D5: the store's checksum sees what has no tensor
+def test_the_checksum_sees_pooling_activation_and_tokenizer(enc_dir, dense_dir, tmp_path):
+    from hypermem.store.encoder_points import checksum_matches, encoder_checksum
+
+    enc = HierarchyEncoder.load(enc_dir)
+    base = encoder_checksum(enc)
+    assert base.startswith("sha256v2:") and base == encoder_checksum(HierarchyEncoder.load(enc_dir))
+    enc.model[1].pooling_mode = "cls"
+    assert encoder_checksum(enc) != base
+    f = copy(enc_dir, tmp_path)
+    edit(f / "tokenizer_config.json", do_lower_case=False)
+    other = HierarchyEncoder.load(f)
+    assert encoder_checksum(other, 1) == encoder_checksum(HierarchyEncoder.load(enc_dir), 1)   # weights alike
+    assert encoder_checksum(other) != base
+    dense = HierarchyEncoder.load(dense_dir)
+    before = encoder_checksum(dense)
+    dense.model[2].activation_function = torch.nn.Identity()
+    assert encoder_checksum(dense) != before
+    assert checksum_matches(encoder_checksum(other, 1), other)   # a store saved before version 2 still loads
+
+
+def test_a_store_with_a_version_1_checksum_still_loads(enc_dir, tmp_path):
+    from hypermem import Memory
+    from hypermem.store.encoder_points import encoder_checksum
+
+    enc = HierarchyEncoder.load(enc_dir)
+    m = Memory(embedder=enc)
+    m.add("a dog")
+    doc = json.loads(m.to_json())
+    doc["config"]["encoder"]["checksum"] = encoder_checksum(enc, 1)
+    assert len(Memory.from_json(json.dumps(doc), embedder=enc)) == 1

@@ -23,10 +23,15 @@ from its vectors, depths from the declared levels, as for any embedder.
      "folder": the folder it was loaded from (or null), "checksum": "sha256:<hex>"}
 
 The checksum is the SHA-256 of what places a point: the geometry, the curvature, the token
-limit and every tensor of the model's ``state_dict`` (names, dtypes, shapes, bytes), so a
-copy of the folder elsewhere has the same checksum and a re-trained encoder another.
-Loading or opening such a store with a different encoder (or with none, or with an encoder
-for a store recorded without one) is a ``ValueError`` naming both.
+limit, every tensor of the model's ``state_dict`` (names, dtypes, shapes, bytes) and, since
+version 2 (``"sha256v2:<hex>"``), what has no tensor: each module's kind, the pooling mode,
+the Dense head's activation, the prompts, and the tokenizer (its vocabulary and the token ids
+of :data:`PROBE` texts, which differ when lower-casing, accents or splitting differ).  A copy
+of the folder elsewhere has the same checksum and a re-trained encoder, or the same weights
+under another pooling or tokenizer, another.  A store recorded with a version-1 checksum
+(``"sha256:<hex>"``, weights only) is still compared by version 1, so it keeps loading; saving
+it again records version 2.  Loading or opening such a store with a different encoder (or
+with none, or with an encoder for a store recorded without one) is a ``ValueError`` naming both.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ from ..embed.encoder_kind import is_hierarchy_encoder, places_points
 from ..geometry import poincare as P
 from .checks import max_depth
 
-__all__ = ["ENCODER_KEY", "check_encoder", "encoder_checksum", "encoder_placement", "encoder_record",
+__all__ = ["ENCODER_KEY", "PROBE", "check_encoder", "checksum_matches", "encoder_checksum", "encoder_placement", "encoder_record",
            "hierarchy_encoder", "is_hierarchy_encoder", "places_points", "store_defaults"]
 
 ENCODER_KEY = "encoder"
@@ -78,8 +83,15 @@ def encoder_placement(points: torch.Tensor, c: float) -> tuple[torch.Tensor, tor
     return x / n.clamp_min(1e-300), P.distance_to_origin(x, c).reshape(-1).clamp_max_(max_depth(c))
 
 
-def encoder_checksum(encoder: Any) -> str:
-    """``"sha256:<hex>"`` of the encoder's geometry, curvature, token limit and weights (module docstring)."""
+PROBE = ("Dog House", "ÉCOLE naïve CAFÉ", "a bird's-eye view: 3.14 - über", "中文 テキスト", "UPPER lower MiXeD ##x")
+"""Texts whose token ids fingerprint a tokenizer's normalisation (lower-casing, accents, splitting)."""
+CHECKSUM_VERSIONS = {1: "sha256:", 2: "sha256v2:"}
+
+
+def encoder_checksum(encoder: Any, version: int = 2) -> str:
+    """``"sha256v2:<hex>"`` of what places the encoder's points (module docstring);
+    ``version=1``: ``"sha256:<hex>"`` of its geometry, curvature, token limit and weights only
+    (the checksum of stores saved before version 2)."""
     h = hashlib.sha256()
     head = f"{encoder.geometry}|{encoder.curvature!r}|{getattr(encoder, 'max_length', None)!r}|"
     h.update(head.encode())
@@ -89,7 +101,33 @@ def encoder_checksum(encoder: Any) -> str:
         t = state[name].detach()
         h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
         h.update(t.to("cpu").contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
-    return "sha256:" + h.hexdigest()
+    if version >= 2:
+        _hash_placement(h, model)
+    return CHECKSUM_VERSIONS[version] + h.hexdigest()
+
+
+def _hash_placement(h: Any, model: Any) -> None:
+    """What places a point without a tensor: modules, pooling, activation, prompts, tokenizer."""
+    for m in (list(model) if isinstance(model, torch.nn.Sequential) else []):
+        act = getattr(m, "activation_function", None)
+        parts = [type(m).__name__, getattr(m, "pooling_mode", None), getattr(m, "include_prompt", None),
+                 getattr(m, "do_lower_case", None), None if act is None else type(act).__qualname__]
+        h.update(("module|" + repr(parts) + "|").encode())
+    h.update(f"prompts|{getattr(model, 'default_prompt_name', None)!r}|"
+             f"{sorted((getattr(model, 'prompts', None) or {}).items())!r}|".encode())
+    tok = getattr(model, "tokenizer", None)
+    if tok is not None and callable(getattr(tok, "get_vocab", None)):
+        h.update(("vocab|" + repr(sorted(tok.get_vocab().items())) + "|").encode())
+        prep = getattr(model, "preprocess", None) or getattr(model, "tokenize", None)   # preprocess: s-t >= 6
+        features = prep(list(PROBE)) if callable(prep) else tok(list(PROBE))
+        ids = features["input_ids"]
+        h.update(("probe|" + repr(ids.tolist() if hasattr(ids, "tolist") else ids)).encode())
+
+
+def checksum_matches(stored: str, embedder: Any) -> bool:
+    """Whether ``embedder`` has the ``stored`` checksum, computed by that checksum's version."""
+    version = next((v for v, p in sorted(CHECKSUM_VERSIONS.items(), reverse=True) if stored.startswith(p)), 2)
+    return encoder_checksum(embedder, version) == stored
 
 
 def encoder_record(embedder: Any) -> dict[str, Any] | None:
@@ -137,7 +175,7 @@ def check_encoder(config: Any, embedder: Any, where: str) -> None:
     if not is_hierarchy_encoder(embedder):
         raise ValueError(f"{where} was placed by {_named(stored)}; the embedder passed, {type(embedder).__name__}, "
                          f"is not a hierarchy encoder: pass that encoder")
-    got = encoder_record(embedder)
-    if got["checksum"] != stored["checksum"]:
+    if not checksum_matches(stored["checksum"], embedder):
+        got = encoder_record(embedder)
         raise ValueError(f"{where} was placed by {_named(stored)}, but the encoder passed is {_named(got)}: its points "
                          f"would not match the stored ones; pass the encoder that placed them")
