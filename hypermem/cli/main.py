@@ -204,6 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "remember(parent='auto') then puts a memory under the nearest memory it is-a")
     p.add_argument("--reranker", metavar="PATH", help="a placement reranker's folder (PlacementReranker.save): "
                    "remember(parent='auto') in a store that holds a tree re-scores its best candidates with it")
+    p.add_argument("--max-text", type=int, default=32_000, metavar="N", help="the longest text (characters) "
+                   "remember and update accept (default 32000)")
     p.set_defaults(func=_cmd_mcp)
 
     # Room for more subcommands: add them here with set_defaults(func=...).
@@ -215,8 +217,10 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
         from ..integrations import mcp_server
     except ImportError as exc:
         raise UserError(f"hypermem mcp needs the mcp extra: pip install 'hypermem-torch[mcp]' ({exc})") from None
-    if args.http is not None:
-        mcp_server.parse_http(args.http)  # a bad address fails before the store is opened
+    if args.max_text < 1:
+        raise UserError(f"--max-text must be at least 1, got {args.max_text}")
+    if args.http is not None:  # a bad address, or a port in use, fails before the store is opened
+        mcp_server.check_bind(*mcp_server.parse_http(args.http))
     auto = None
     if args.hierarchy is not None:
         from ..embed.hierarchy_encoder import HierarchyEncoder
@@ -230,7 +234,7 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
     memory = mcp_server.open_store(args.store, mcp_server.choose_embedder(args.store, args.embedder))
     memory.reranker = reranker
     try:
-        mcp_server.serve(memory, http=args.http, auto_parent=auto)
+        mcp_server.serve(memory, http=args.http, auto_parent=auto, max_text=args.max_text)
     finally:
         memory.close()
     return 0

@@ -12,18 +12,26 @@ with a message naming it, never as a crash of the server):
   it is one (``Memory.add(text, parent="auto")``, :mod:`hypermem.store.auto_parent`), else
   :func:`encoder_parent` (``hypermem mcp --hierarchy PATH``), or, with any embedder, the vote of
   the nearest memories' parents once the store holds a tree; a server with none refuses it.
-* ``recall(query, k=5, filters=None, mode="nearest", root=None, at_time=None)``: the store's
-  search (filters: :mod:`hypermem.store.filters`); ``mode="ancestors"`` without ``root`` on a store
-  whose embedder is a hierarchy encoder, or on one that holds a tree: the memories that subsume
-  the query.
+* ``recall(query, k=5, filters=None, mode="nearest", root=None, at_time=None, include_expired=False)``:
+  the store's search (filters: :mod:`hypermem.store.filters`) with ``valid_only`` (a memory whose
+  ``valid_until`` has passed at the query time is left out unless ``include_expired``);
+  ``mode="ancestors"`` without ``root`` on a store whose embedder is a hierarchy encoder, or on one
+  that holds a tree: the memories that subsume the query.  The store's explanatory warnings come
+  back in ``warnings``.
 * ``recall_structure(id, relation="subtree", limit=50)``: the subtree, ancestors or children
   of a memory, without a query.
-* ``forget(id, cascade=False)``, ``update(id, text=None, meta=None, valid_until=None)``,
-  ``list_recent(n=10)``.
+* ``forget(id, cascade=False)``, ``update(id, text=None, meta=None, valid_until=None)``
+  (``valid_until="never"`` clears it), ``list_recent(n=10)``.
 * Resource ``hypermem://stats``: the store's :meth:`~hypermem.Memory.stats` as JSON.
 
+Arguments a tool does not take are refused; texts are at most ``max_text`` characters and
+results cut theirs at ``result_chars`` (:mod:`.mcp_app`).
+
 **Concurrency.**  The SDK runs each (synchronous) tool in a worker thread; one lock per server
-serialises the calls on the store, so concurrent calls never interleave inside the store.
+serialises the calls on the store, and each call first catches up with what other processes
+committed (:meth:`Memory.refresh`, one small query when nothing changed).  A write waits at most
+``write_wait`` seconds (3) for another process's SQLite write lock, then answers "store busy",
+so the reads queued behind it wait no longer than that.
 **Durability.**  :func:`open_store` opens the target with :meth:`Memory.open`: a SQLite file
 (write-through: every call is committed before it answers) or a ``postgresql://`` URL; a
 snapshot written by :meth:`Memory.save` is converted once with :func:`convert_snapshot`.
@@ -31,23 +39,36 @@ snapshot written by :meth:`Memory.save` is converted once with :func:`convert_sn
 
 from __future__ import annotations
 
+import heapq
 import json
 import sys
-import threading
 from collections.abc import Callable
-from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from mcp.server import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field
 
 from .. import __version__
 from ..embed import StandIn, embedder_named
-from ..store import MODES, Memory
+from ..store import Memory
 from . import _common as C
+from .mcp_app import (
+    MAX_TEXT,
+    RESULT_CHARS,
+    WRITE_WAIT,
+    Guard,
+    HypermemServer,
+    check_bind,
+    check_text,
+    hit,
+    install_signals,
+    tool_error,
+)
+from .mcp_app import to_time as _time
 
-__all__ = ["AutoParent", "build_server", "choose_embedder", "convert_snapshot", "encoder_parent", "open_store",
-           "parse_http", "serve"]
+_tool_error = tool_error
+
+__all__ = ["AutoParent", "build_server", "check_bind", "choose_embedder", "convert_snapshot", "encoder_parent",
+           "open_store", "parse_http", "serve"]
 
 AutoParent = Callable[[Memory, str], "str | None"]
 """``auto(memory, text) -> parent id or None``: how ``remember(parent="auto")`` picks a
@@ -80,63 +101,52 @@ def encoder_parent(encoder: Any, candidates: int = CANDIDATES) -> AutoParent:
 
 
 MAX_K = 200
+MAX_LIST = 10 * MAX_K
 _RELATIONS = ("subtree", "ancestors", "children")
+_NEVER = "never"
+
+Text = Annotated[str, Field(description="The memory's text: one self-contained fact, at most the server's "
+                                        "--max-text characters (32000 by default)")]
+Id = Annotated[str, Field(description="A memory id, as returned by remember or recall")]
+Meta = Annotated[dict[str, Any] | None, Field(description="Metadata: a JSON object, e.g. {\"kind\": \"preference\"}, "
+                                                          "that recall's filters can match")]
+Until = Annotated[str | None, Field(description="ISO 8601 time after which the memory is no longer true "
+                                                "(e.g. 2030-01-01T00:00:00Z; a time without a zone is UTC): recall "
+                                                "leaves it out after that time unless include_expired")]
+Mode = Literal["nearest", "subtree", "children", "ancestors", "siblings", "cone"]
 
 
-def _tool_error(message: str) -> Exception:
-    return ToolError(message)
-
-
-def _time(value: str | None, name: str) -> datetime | None:
-    try:
-        return C.to_time(value, name)
-    except (TypeError, ValueError) as exc:
-        raise _tool_error(str(exc)) from None
-
-
-def _hit(r) -> dict[str, Any]:
-    rec = r.record if hasattr(r, "record") else r
-    out = {"id": rec.id, "text": rec.text, "parent": rec.parent_id, "t": C.iso(rec.t), "meta": dict(rec.meta)}
-    if rec.valid_until is not None:
-        out["valid_until"] = C.iso(rec.valid_until)
-    if hasattr(r, "score"):
-        out["score"] = round(float(r.score), 6)
-    return out
-
-
-def build_server(memory: Memory, *, name: str = "hypermem", auto_parent: AutoParent | None = None):
-    """An :class:`mcp.server.MCPServer` whose tools read and write ``memory`` (module docstring)."""
-    app = MCPServer(name, version=__version__,
-                    instructions="A long-term memory: remember facts (optionally under a parent memory), "
-                    "recall them by meaning, browse their hierarchy, forget or update them.")
-    lock = threading.Lock()
-
-    def guarded(fn: Callable[[], Any]) -> Any:
-        """Run one store call under the lock; store mistakes become tool errors."""
-        from ..embed.choice import EmbedderMissing
-        from ..store.backends.durable import StorageError
-
-        with lock:
-            try:
-                return fn()
-            except KeyError as exc:
-                raise _tool_error(str(exc.args[0]) if exc.args else "unknown memory id") from None
-            except (ValueError, TypeError, EmbedderMissing, StorageError) as exc:
-                raise _tool_error(str(exc)) from None
+def build_server(memory: Memory, *, name: str = "hypermem", auto_parent: AutoParent | None = None,
+                 max_text: int = MAX_TEXT, result_chars: int = RESULT_CHARS, write_wait: float = WRITE_WAIT):
+    """An :class:`mcp.server.MCPServer` whose tools read and write ``memory`` (module docstring).
+    ``max_text``: the longest text remember/update take; ``result_chars``: the longest text a
+    result shows (cut, with ``truncated``: the full length); ``write_wait``: seconds a write waits
+    for another process's write lock before answering "store busy"."""
+    app = HypermemServer(name, version=__version__,
+                         instructions="A long-term memory: remember facts (optionally under a parent memory), "
+                         "recall them by meaning, browse their hierarchy, forget or update them.")
+    guarded = Guard(memory, write_wait)
+    app.scrub = guarded.scrub
+    app.guard = guarded
 
     def known(i: str) -> None:
         if i not in memory:
             raise _tool_error(f"unknown memory id {i!r}")
 
+    def noted(out: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+        if notes:
+            out["warnings"] = [n.replace("; this store warns once per key", "") for n in notes]
+        return out
+
     @app.tool()
-    def remember(text: str, parent: str | None = None, meta: dict[str, Any] | None = None,
-                 valid_until: str | None = None) -> dict[str, Any]:
-        """Store a memory; returns its id. parent: the id of a memory this one belongs under, or
-        "auto" (the store's hierarchy encoder, or the vote of the nearest memories' parents once
-        the store holds a tree, picks it). meta: a JSON object.
-        valid_until: an ISO 8601 time after which the memory is no longer true."""
-        if not text.strip():
-            raise _tool_error("text must not be blank")
+    def remember(text: Text,
+                 parent: Annotated[str | None, Field(description='The id of a memory this one belongs under, or '
+                                                     '"auto" (the server picks it: its hierarchy encoder, or the '
+                                                     "vote of the nearest memories' parents once the store holds "
+                                                     "a tree)")] = None,
+                 meta: Meta = None, valid_until: Until = None) -> dict[str, Any]:
+        """Store a memory; returns its id and parent."""
+        check_text(text, "text", max_text)
         until = _time(valid_until, "valid_until")
 
         def run() -> dict[str, Any]:
@@ -155,41 +165,52 @@ def build_server(memory: Memory, *, name: str = "hypermem", auto_parent: AutoPar
             i = memory.add(text, parent=p, meta=meta, valid_until=until)
             return {"id": i, "parent": p}
 
-        return guarded(run)
+        return guarded(run, write=True)
 
     @app.tool()
-    def recall(query: str, k: int = 5, filters: dict[str, Any] | None = None, mode: str = "nearest",
-               root: str | None = None, at_time: str | None = None) -> dict[str, Any]:
-        """Recall the k memories that best match the query. filters: metadata conditions such as
-        {"kind": "pet"}, {"n": {"$gte": 2}}, {"$or": [...]}. mode: nearest (all memories) or
-        subtree / children / ancestors / siblings of root (a memory id). at_time: search as of an
-        ISO 8601 time."""
-        if not query.strip():
-            raise _tool_error("query must not be blank")
-        if not 1 <= k <= MAX_K:
-            raise _tool_error(f"k must be between 1 and {MAX_K}, got {k}")
-        if mode not in MODES:
-            raise _tool_error(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+    def recall(query: Annotated[str, Field(description="What to look for, in words")],
+               k: Annotated[int, Field(ge=1, le=MAX_K, description=f"How many memories to return (1-{MAX_K})")] = 5,
+               filters: Annotated[dict[str, Any] | None, Field(
+                   description='Metadata conditions: {"kind": "pet"}, {"kind": ["pet", "wild"]}, '
+                               '{"n": {"$gte": 2}}, {"$or": [...]}, {"$not": {...}}')] = None,
+               mode: Annotated[Mode, Field(description="nearest: all memories; subtree / children / ancestors / "
+                                           "siblings / cone (inside root's entailment cone): relative to root. "
+                                           "ancestors without root (on a store with a tree or a hierarchy "
+                                           "encoder): the memories that subsume the query")] = "nearest",
+               root: Annotated[str | None, Field(description="The memory id the mode is relative to")] = None,
+               at_time: Annotated[str | None, Field(description="Search as of this ISO 8601 time (a time without "
+                                                    "a zone is UTC); default now")] = None,
+               include_expired: Annotated[bool, Field(description="Also return memories whose valid_until has "
+                                                      "passed at the query time")] = False) -> dict[str, Any]:
+        """Recall the k memories that best match the query, best first. score: higher is better (in
+        nearest mode a negative distance, closer to 0 is nearer; for ancestors without root, about 0-1).
+        Memories whose valid_until is before the query time are left out unless include_expired.
+        warnings (when present) say why a result may be empty, e.g. a misspelled metadata key."""
+        check_text(query, "query", max_text)
         if mode != "nearest" and root is None and not (mode == "ancestors" and memory.suggester.places_text()):
             raise _tool_error(f"mode={mode!r} needs root=<memory id>")
         when = _time(at_time, "at_time")
+        notes: list[str] = []
 
         def run() -> dict[str, Any]:
             if root is not None:
                 known(root)
-            hits = memory.search(query, k=k, filters=filters, mode=mode, root=root, at_time=when)
-            return {"results": [_hit(h) for h in hits]}
+            memory.searcher.warned_keys.clear()  # every call that names an unknown key hears of it
+            hits = memory.search(query, k=k, filters=filters, mode=mode, root=root, at_time=when,
+                                 valid_only=not include_expired)
+            return {"results": [hit(h, result_chars) for h in hits]}
 
-        return guarded(run)
+        return noted(guarded(run, notes=notes), notes)
 
     @app.tool()
-    def recall_structure(id: str, relation: Literal["subtree", "ancestors", "children"] = "subtree",
-                         limit: int = 50) -> dict[str, Any]:
-        """The memories around one memory, without a query: its subtree (itself first, then its
-        descendants, depth first), its ancestors (nearest first) or its children."""
-        if not 1 <= limit <= 10 * MAX_K:
-            raise _tool_error(f"limit must be between 1 and {10 * MAX_K}, got {limit}")
-
+    def recall_structure(id: Id,
+                         relation: Annotated[Literal["subtree", "ancestors", "children"], Field(
+                             description="subtree: the memory, then its descendants depth first; ancestors: "
+                                         "nearest first; children")] = "subtree",
+                         limit: Annotated[int, Field(ge=1, le=MAX_LIST, description=f"At most this many results "
+                                                     f"(1-{MAX_LIST}); total says how many there are")] = 50,
+                         ) -> dict[str, Any]:
+        """The memories around one memory, without a query: its subtree, ancestors or children."""
         def run() -> dict[str, Any]:
             known(id)
             if relation == "subtree":
@@ -198,50 +219,54 @@ def build_server(memory: Memory, *, name: str = "hypermem", auto_parent: AutoPar
                 ids = memory.ancestors(id)
             else:
                 ids = memory.children(id)
-            out = [dict(_hit(memory.get(i)), level=memory.level(i)) for i in ids[:limit]]
+            out = [dict(hit(memory.get(i), result_chars), level=memory.level(i)) for i in ids[:limit]]
             return {"results": out, "total": len(ids)}
 
         return guarded(run)
 
     @app.tool()
-    def forget(id: str, cascade: bool = False) -> dict[str, Any]:
-        """Remove a memory. Its children move up to its parent, unless cascade removes them too."""
+    def forget(id: Id, cascade: Annotated[bool, Field(description="Remove its descendants too; otherwise its "
+                                                      "children move up to its parent")] = False) -> dict[str, Any]:
+        """Remove a memory; returns the removed ids."""
         def run() -> dict[str, Any]:
             known(id)
             return {"removed": C.remove(memory, [id], cascade=cascade)}
 
-        return guarded(run)
+        return guarded(run, write=True)
 
     @app.tool()
-    def update(id: str, text: str | None = None, meta: dict[str, Any] | None = None,
-               valid_until: str | None = None) -> dict[str, Any]:
-        """Change a memory: new text (re-embedded), new metadata (replaces the old), or a new
-        valid_until (ISO 8601)."""
-        if text is not None and not text.strip():
-            raise _tool_error("text must not be blank")
+    def update(id: Id, text: Annotated[str | None, Field(description="New text (re-embedded)")] = None,
+               meta: Annotated[dict[str, Any] | None, Field(description="New metadata (replaces the old)")] = None,
+               valid_until: Annotated[str | None, Field(description='New ISO 8601 expiry (a time without a zone is '
+                                                        'UTC), or "never" to clear it')] = None) -> dict[str, Any]:
+        """Change a memory's text, metadata or valid_until; returns the record. It cannot move a memory."""
+        if text is not None:
+            check_text(text, "text", max_text)
         if text is None and meta is None and valid_until is None:
             raise _tool_error("nothing to update: pass text, meta or valid_until")
-        until = _time(valid_until, "valid_until")
+        extra = {}
+        if valid_until is not None:
+            extra["valid_until"] = None if valid_until.strip().lower() == _NEVER else _time(valid_until, "valid_until")
 
         def run() -> dict[str, Any]:
             known(id)
-            extra = {} if until is None else {"valid_until": until}
             memory.update(id, text=text, meta=meta, **extra)
-            return _hit(memory.get(id))
+            return hit(memory.get(id), result_chars)
 
-        return guarded(run)
+        return guarded(run, write=True)
 
     @app.tool()
-    def list_recent(n: int = 10) -> dict[str, Any]:
+    def list_recent(n: Annotated[int, Field(ge=1, le=MAX_LIST, description=f"How many (1-{MAX_LIST})")] = 10,
+                    ) -> dict[str, Any]:
         """The n most recently stored memories, newest first."""
-        if not 1 <= n <= 10 * MAX_K:
-            raise _tool_error(f"n must be between 1 and {10 * MAX_K}, got {n}")
-
         def run() -> dict[str, Any]:
-            recs = sorted(memory, key=lambda r: r.t, reverse=True)[:n]
-            return {"results": [_hit(r) for r in recs]}
+            recs = heapq.nlargest(n, memory, key=lambda r: r.t)
+            return {"results": [hit(r, result_chars) for r in recs]}
 
         return guarded(run)
+
+    for tool in app._tool_manager.list_tools():  # the schema says what call_tool enforces
+        tool.parameters["additionalProperties"] = False
 
     @app.resource("hypermem://stats", name="stats", description="Counts, levels, depths, times and weights "
                   "of the store", mime_type="application/json")
@@ -339,11 +364,20 @@ def parse_http(text: str) -> tuple[str, int]:
     return host, p
 
 
-def serve(memory: Memory, http: str | None = None, auto_parent: AutoParent | None = None) -> None:
-    """Serve ``memory`` over stdio, or over streamable HTTP at ``http`` (``HOST:PORT``)."""
-    app = build_server(memory, auto_parent=auto_parent)
+def serve(memory: Memory, http: str | None = None, auto_parent: AutoParent | None = None, *,
+          max_text: int = MAX_TEXT, signals: bool = True) -> None:
+    """Serve ``memory`` over stdio, or over streamable HTTP at ``http`` (``HOST:PORT``; stateless:
+    every request stands alone, so clients keep working across a restart of the server).
+    ``signals``: SIGINT and SIGTERM close the store and end the process (status 130, 143)."""
+    app = build_server(memory, auto_parent=auto_parent, max_text=max_text)
+    if signals:
+        def close() -> None:
+            app.guard.lock.acquire(timeout=5)  # a call in flight finishes first
+            memory.close()
+
+        install_signals(close)
     if http is None:
         app.run("stdio")
     else:
         host, port = parse_http(http)
-        app.run("streamable-http", host=host, port=port)
+        app.run("streamable-http", host=host, port=port, stateless_http=True)

@@ -1,0 +1,228 @@
+"""The plumbing of :mod:`hypermem.integrations.mcp_server`: the MCP server class that checks
+arguments and turns every failure into a one-line tool error, the store call guard (catching up
+with other processes, a short write wait, the store's warnings returned), result formatting,
+and the process's signals and port check.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import unicodedata
+import warnings
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from typing import Any
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from pydantic import ValidationError
+
+from . import _common as C
+
+log = logging.getLogger("hypermem.mcp")
+
+WRITE_WAIT = 3.0
+"""Seconds a write waits for another process's write lock before the tool answers "store busy"."""
+
+MAX_TEXT = 32_000
+"""Default longest text (characters) ``remember`` / ``update`` accept (``hypermem mcp --max-text``)."""
+
+RESULT_CHARS = 2_000
+"""Default longest text (characters) a result shows; a longer one is cut and marked ``truncated``."""
+
+
+def tool_error(message: str) -> ToolError:
+    return ToolError(message)
+
+
+class HypermemServer(MCPServer):
+    """:class:`MCPServer` that refuses arguments a tool does not take, words argument validation
+    errors briefly, and makes any unexpected failure a one-line tool error (logged once, one line)."""
+
+    scrub: Callable[[str], str] = staticmethod(lambda text: text)
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None:
+            allowed = list(tool.parameters.get("properties", {}))
+            extra = sorted(set(arguments) - set(allowed))
+            if extra:
+                raise tool_error(f"{name} takes no argument {', '.join(map(repr, extra))}; its arguments are "
+                                 f"{', '.join(allowed)}")
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError as exc:
+            cause = exc.__cause__ or exc
+            line = self.scrub(f"{type(cause).__name__}: {cause}".splitlines()[0][:300])
+            if os.environ.get("HYPERMEM_DEBUG"):
+                log.exception("hypermem mcp: %s failed", name)
+            else:
+                log.error("hypermem mcp: %s failed: %s", name, line)
+            raise tool_error(f"{name} failed unexpectedly ({line})") from None
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                raise tool_error(validation_text(name, exc.__cause__)) from exc.__cause__
+            raise
+
+
+def validation_text(name: str, exc: ValidationError) -> str:
+    """Pydantic's errors as one line per argument, without its documentation links."""
+    parts = []
+    for err in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in err.get("loc", ())) or "arguments"
+        parts.append(f"{where}: {err.get('msg', 'invalid')}")
+    return f"invalid arguments for {name}: " + "; ".join(parts)
+
+
+def to_time(value: str | None, name: str) -> datetime | None:
+    """An ISO 8601 argument as a UTC datetime; a tool error naming ``name`` when it is not one."""
+    try:
+        return C.to_time(value, name)
+    except OverflowError:
+        raise tool_error(f"{name} is out of range: {value!r} (in UTC it falls outside years 1..9999)") from None
+    except (TypeError, ValueError) as exc:
+        raise tool_error(str(exc)) from None
+
+
+_INVISIBLE = {"Cc", "Cf", "Zs", "Zl", "Zp", "Cn", "Co", "Cs", "Mn", "Me"}
+
+
+def check_text(text: str, name: str, max_text: int) -> None:
+    """A tool error unless ``text`` has a visible character and at most ``max_text`` characters."""
+    if not any(unicodedata.category(c) not in _INVISIBLE for c in text):
+        raise tool_error(f"{name} must not be blank (it has no visible character)")
+    if len(text) > max_text:
+        raise tool_error(f"{name} is {len(text)} characters long; this server takes at most {max_text} "
+                         f"(store a summary, or split it into several memories under one parent)")
+
+
+def short_auto(meta: dict[str, Any]) -> dict[str, Any]:
+    """``meta`` with the placement details of ``parent="auto"`` cut to its decision."""
+    auto = meta.get("auto_parent")
+    if isinstance(auto, dict):
+        meta = dict(meta, auto_parent={k: auto[k] for k in ("parent", "score", "by") if k in auto})
+    return meta
+
+
+def hit(r: Any, max_chars: int = RESULT_CHARS) -> dict[str, Any]:
+    rec = r.record if hasattr(r, "record") else r
+    text = rec.text
+    out = {"id": rec.id, "text": text[:max_chars], "parent": rec.parent_id, "t": C.iso(rec.t),
+           "meta": short_auto(dict(rec.meta))}
+    if len(text) > max_chars:
+        out["truncated"] = len(text)
+    if rec.valid_until is not None:
+        out["valid_until"] = C.iso(rec.valid_until)
+    if hasattr(r, "score"):
+        out["score"] = round(float(r.score), 6)
+    return out
+
+
+@contextlib.contextmanager
+def short_write_wait(memory: Any, seconds: float) -> Iterator[None]:
+    """On a SQLite store, make a write wait at most ``seconds`` for another process's lock."""
+    con = getattr(memory.storage, "con", None)
+    if con is None or getattr(memory.storage, "read_only", False):
+        yield
+        return
+    before = con.execute("PRAGMA busy_timeout").fetchone()[0]
+    con.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
+    try:
+        yield
+    finally:
+        with contextlib.suppress(Exception):
+            con.execute(f"PRAGMA busy_timeout = {int(before)}")
+
+
+def is_busy(exc: BaseException) -> bool:
+    cause = exc.__cause__ or exc.__context__
+    return (getattr(cause, "sqlite_errorcode", 0) & 0xFF) in (5, 6) or "write lock" in str(exc)
+
+
+class Guard:
+    """Runs one store call for a tool: under the server's lock, after catching up with what other
+    processes committed, writes with a short lock wait, store mistakes as tool errors, and the
+    store's explanatory warnings collected for the result."""
+
+    def __init__(self, memory: Any, write_wait: float = WRITE_WAIT) -> None:
+        self.memory, self.write_wait = memory, write_wait
+        self.lock = threading.Lock()
+        path = getattr(memory.storage, "path", None)
+        self.path = str(path) if path else None
+
+    def scrub(self, text: str) -> str:
+        """``text`` with the store's full path cut to its file name."""
+        if self.path:
+            text = text.replace(repr(self.path), repr(os.path.basename(self.path))).replace(
+                self.path, os.path.basename(self.path))
+        return text
+
+    def __call__(self, fn: Callable[[], Any], write: bool = False, notes: list[str] | None = None) -> Any:
+        from ..embed.choice import EmbedderMissing
+        from ..store.backends.durable import StorageError
+
+        with self.lock:
+            try:
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    self.memory.refresh()
+                    if write:
+                        with short_write_wait(self.memory, self.write_wait):
+                            out = fn()
+                    else:
+                        out = fn()
+            except ToolError:
+                raise
+            except KeyError as exc:
+                raise tool_error(str(exc.args[0]) if exc.args else "unknown memory id") from None
+            except StorageError as exc:
+                if is_busy(exc):
+                    raise tool_error(f"store busy: another process is writing to this store and held its lock "
+                                     f"for {self.write_wait:g} s; nothing was written: retry in a few seconds") from None
+                raise tool_error(self.scrub(str(exc))) from None
+            except (ValueError, TypeError, OverflowError, EmbedderMissing) as exc:
+                raise tool_error(self.scrub(str(exc))) from None
+            if notes is not None:
+                for w in caught:
+                    text = str(w.message)
+                    if text not in notes:
+                        notes.append(text)
+            else:
+                for w in caught:
+                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+            return out
+
+
+def check_bind(host: str, port: int) -> None:
+    """A :class:`ValueError` (one line) when ``host:port`` cannot be bound (in use, no such address)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            why = "the port is in use (another server?)" if exc.errno in (98, 48, 10048) else exc.strerror or str(exc)
+            raise ValueError(f"cannot listen on {host}:{port}: {why}") from None
+
+
+def install_signals(close: Callable[[], None]) -> None:
+    """SIGINT and SIGTERM close the store and end the process at once (130, 143): the SDK's stdio
+    reader blocks on stdin and would keep the process alive, and uvicorn re-raises SIGTERM."""
+    done = threading.Lock()
+
+    def stop(signum: int, frame: Any) -> None:
+        if done.acquire(blocking=False):
+            with contextlib.suppress(Exception):
+                close()
+            with contextlib.suppress(Exception):
+                sys.stderr.flush()
+            os._exit(128 + signum)
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
