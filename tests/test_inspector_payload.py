@@ -23,6 +23,17 @@ def arr(doc, key, dtype):
     return np.frombuffer(base64.b64decode(doc[key]), dtype=dtype)
 
 
+def page_weights(doc):
+    """The page's weights as a (steps, n) array (0 before a memory's creation) and ``born``."""
+    steps, born = len(doc["timeline"]["seconds"]), arr(doc, "born", "<u2").astype(int)
+    flat, out, at = arr(doc, "weights", "<u2") / doc["weight_scale"], np.zeros((steps, len(born))), 0
+    for i, b in enumerate(born):
+        out[b:, i] = flat[at: at + steps - b]
+        at += steps - b
+    assert at == len(flat)
+    return out, born
+
+
 def small(decay=None):
     mem = Memory(embedder=HashingEmbedder(dim=16), decay=decay or HalfLife(72), clock=lambda: NOW)
     mem.add("root memory about everything", id="r", t=T0, meta={"title": "The Root", "name": "root-name"})
@@ -88,10 +99,12 @@ def test_pack_decodes_to_the_layout_and_the_policy_weights():
     tl = doc["timeline"]
     assert tl["seconds"][0] == T0.timestamp() and tl["seconds"][-1] == NOW.timestamp() == doc["now_s"]
     assert tl["index"] == len(tl["seconds"]) - 1
-    w = arr(doc, "weights", "u1").reshape(len(tl["seconds"]), len(mem))
-    for s, row in zip(tl["seconds"], w):
+    w, born = page_weights(doc)
+    assert born.tolist() == [0, 2, 8, 3]  # the first grid step at or after each creation (a day a step)
+    for k, s in enumerate(tl["seconds"]):
         want = mem.time_weights(at_time=datetime.fromtimestamp(s, timezone.utc)).numpy()
-        assert np.abs(row / 255 - want).max() <= 0.5 / 255 + 1e-12
+        want[born > k] = 0  # not created yet
+        assert np.abs(w[k] - want).max() <= 0.5 / 1000 + 1e-12
     assert "access" not in doc and doc["decay"] == {"words": "half-life 72 h", "constant": False}
     assert set(doc["meta"]) == {"0", "1", "3"}
 
@@ -117,3 +130,21 @@ def test_the_page_stays_small_per_memory():
     assert per < 150, per
     data = re.search(r'<script type="application/json" id="hm-data">(.*?)</script>', page, flags=re.S).group(1)
     assert len(json.loads(data)["ids"]) == 5000
+
+
+def test_the_weights_printed_agree_with_table_and_later_memories_weigh_nothing():
+    mem = Memory(embedder=HashingEmbedder(dim=16), decay=HalfLife(24 * 30), clock=lambda: NOW)
+    rng = np.random.default_rng(1)
+    mem.add_many([{"text": f"note {i}", "id": f"n{i}", "t": NOW - timedelta(days=float(rng.random() * 365))}
+                  for i in range(2000)])
+    doc = pack(mem, timeline_steps=21)
+    w, born = page_weights(doc)
+    now = w[doc["timeline"]["index"]]
+    shown = [f"{v:.3f}" for v in now]  # what panels.js prints: fmt(weight(i), 3)
+    assert shown == [f"{r['weight']:.3f}" for r in mem.table()]
+    # The first step is the oldest memory's time: only it exists; the rest weigh 0 (hidden), not 1.
+    times = np.array([r.t.timestamp() for r in mem])
+    assert born.tolist() == np.searchsorted(doc["timeline"]["seconds"], times).tolist()
+    assert (born == 0).sum() == 1 and w[0][born > 0].max() == 0
+    for k, s in enumerate(doc["timeline"]["seconds"]):
+        assert ((born <= k) == (times <= s)).all()

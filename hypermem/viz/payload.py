@@ -9,11 +9,18 @@ Instead of one JSON object per memory (~800 bytes each), the page gets column ar
   ``sqrt(c) r``), ``angle`` (``uint32``: the drawn angle quantised to ``2 pi / 2^32``),
   ``time`` (``float32`` seconds after the oldest memory) and ``access`` (``uint32``, left
   out when all are 0), each as base64 of its little-endian bytes;
+* ``born`` (``uint16``): for each memory the first of the slider's times at or after its
+  creation time; before it the memory did not exist yet, so the page hides it (a decay
+  policy gives a negative age the weight 1, which would show it at full weight);
 * ``weights``: the decay policy's weights **computed in Python** by the memory's own
   policy (custom policies work, the page never re-implements a formula) at
   ``timeline_steps`` equal times from the oldest memory to now (plus ``future`` beyond
-  now when asked), quantised to ``uint8`` (``round(255 w)``), one block of ``n`` per time;
-  left out for :class:`~hypermem.temporal.NoDecay`, where time does not count;
+  now when asked), as ``uint16`` thousandths (``round(1000 w)``, :data:`WEIGHT_SCALE`: the
+  page prints 3 decimals, the digits :meth:`~hypermem.Memory.table`'s weights round to),
+  memory by memory and only from the
+  memory's ``born`` step on (memory ``i``'s weight at step ``t >= born_i`` is at
+  ``sum_{j<i} (steps - born_j) + t - born_i``); left out for
+  :class:`~hypermem.temporal.NoDecay`, where time does not count;
 * ``meta``, ``valid`` and ``last_accessed`` only for the rows that have them;
 * ``suggested``: for each memory placed by ``add(text, parent="auto")``, the rows and scores
   of the parents its hierarchy encoder suggested (those still stored), best first;
@@ -41,7 +48,10 @@ from ..temporal import policy_spec
 from ..temporal.clock import HOUR, from_seconds, to_seconds, to_utc
 from .export import coordinates
 
-__all__ = ["LABEL_KEYS", "first_words", "memory_labels", "describe_decay", "time_grid", "suggested_rows", "pack"]
+__all__ = ["LABEL_KEYS", "WEIGHT_SCALE", "first_words", "memory_labels", "describe_decay", "time_grid", "suggested_rows", "pack"]
+
+WEIGHT_SCALE = 1000
+"""The page's weights are ``uint16`` multiples of ``1 / WEIGHT_SCALE``: exactly the 3 decimals it prints."""
 
 LABEL_KEYS = ("label", "name", "lemma", "title")
 """Metadata keys read for a memory's short label, in this order."""
@@ -163,11 +173,16 @@ def pack(memory, at_time: datetime | None = None, layout: str = "auto", label: C
         spec = policy_spec(memory.decay)
         oldest = float(times.min()) if n else now
         grid = time_grid(oldest, now, timeline_steps, fut)
+        if len(grid) > 65535:
+            raise ValueError(f"timeline_steps must be at most 65534, got {timeline_steps}")
         constant = spec.get("type") == "none"
+        # The first grid time at or after each creation time (exact, in float64 seconds).
+        born = np.searchsorted(np.asarray(grid), times.numpy(), side="left")
         weights = None
         if n and not constant:
             w = torch.stack([memory.time_weights(at_time=from_seconds(s)).to("cpu", torch.float64) for s in grid])
-            weights = (w.clamp(0, 1) * 255).round().to(torch.uint8).numpy()
+            w16 = (w.clamp(0, 1) * WEIGHT_SCALE).round().numpy().astype("<u2")
+            weights = w16.T[np.arange(len(grid))[None, :] >= born[:, None]]  # memory-major, from birth on
     sc = math.sqrt(memory.curvature)
     xy64 = xy.to(torch.float64)
     rho = xy64.norm(dim=1)
@@ -179,7 +194,7 @@ def pack(memory, at_time: datetime | None = None, layout: str = "auto", label: C
     labels = memory_labels(records, label)
     texts = [r.text for r in records]
     out: dict[str, Any] = {
-        "format": 1, "n": n, "layout": used, "now": now_dt.isoformat(), "now_s": now, "t0": oldest,
+        "format": 2, "n": n, "weight_scale": WEIGHT_SCALE, "layout": used, "now": now_dt.isoformat(), "now_s": now, "t0": oldest,
         "config": {"curvature": memory.curvature, "dim": memory.dim, "base_depth": memory.base_depth,
                    "depth_step": memory.depth_step, "metric": memory.metric, "decay": spec,
                    "embedder": embedder_spec(memory.embedder),
@@ -188,7 +203,7 @@ def pack(memory, at_time: datetime | None = None, layout: str = "auto", label: C
         "decay": {"words": describe_decay(spec), "constant": constant},
         "ids": ids, "texts": texts, "labels": ["" if a == b else a for a, b in zip(labels, texts)],
         "parent": _b64(parent), "radius": _b64(s.numpy().astype("<f4")), "angle": _b64(angle.astype("<u4")),
-        "time": _b64((times.numpy() - oldest).astype("<f4")),
+        "time": _b64((times.numpy() - oldest).astype("<f4")), "born": _b64(born.astype("<u2")),
         "timeline": {"seconds": grid, "labels": [from_seconds(g).isoformat(timespec="minutes") for g in grid],
                      "index": grid.index(now)},
         "meta": {str(i): dict(r.meta) for i, r in enumerate(records) if r.meta},
@@ -202,5 +217,5 @@ def pack(memory, at_time: datetime | None = None, layout: str = "auto", label: C
     if access.any():
         out["access"] = _b64(access.astype("<u4"))
     if weights is not None:
-        out["weights"] = _b64(weights.reshape(-1))
+        out["weights"] = _b64(weights)
     return out

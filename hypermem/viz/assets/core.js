@@ -22,7 +22,13 @@ function decode(s, Type) {
 var PARENT = decode(D.parent, Int32Array), RAD = decode(D.radius, Float32Array);
 var ANG = decode(D.angle, Uint32Array), TIME = decode(D.time, Float32Array);
 var ACCESS = D.access ? decode(D.access, Uint32Array) : null;
-var W = D.weights ? decode(D.weights, Uint8Array) : null;
+// BORN[i]: the first slider step at which memory i exists; its weights start there (WAT[i]).
+var BORN = decode(D.born, Uint16Array), W = D.weights ? decode(D.weights, Uint16Array) : null;
+var WAT = new Float64Array(N);
+(function () {
+  var steps = D.timeline.seconds.length;
+  for (var i = 1; i < N; i++) { WAT[i] = WAT[i - 1] + steps - BORN[i - 1]; }
+})();
 var SQRT_C = Math.sqrt(D.config.curvature);
 
 // Unit-disk positions: x + iy = tanh(radius / 2) exp(i angle).
@@ -94,7 +100,9 @@ var TL = D.timeline, STEPS = TL.seconds.length;
 var state = { t: TL.index, selected: -1, hasSel: false, filter: "", focus: -1, sortKey: "row", sortDir: 1 };
 var MATCH = new Uint8Array(N).fill(1), ROLE = new Int8Array(N);  // ROLE: 1 self, 2 ancestor, 3 descendant
 var ROLE_NAMES = ["other", "self", "ancestor", "descendant"];
-function weight(i) { return W ? W[state.t * N + i] / 255 : 1; }
+// Whether memory i was created at or before the slider's time (a later one is hidden).
+function exists(i) { return BORN[i] <= state.t; }
+function weight(i) { return BORN[i] > state.t ? 0 : W ? W[WAT[i] + state.t - BORN[i]] / D.weight_scale : 1; }
 function timeOf(i) { return D.t0 + TIME[i]; }
 function iso(s) { return new Date(s * 1000).toISOString().slice(0, 16).replace("T", " "); }
 function depthOf(i) { return RAD[i] / SQRT_C; }

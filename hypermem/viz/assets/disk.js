@@ -1,4 +1,5 @@
-// disk.js: drawing the Poincaré disk through the current Möbius view, with level of
+// disk.js: drawing the Poincaré disk through the current Möbius view (only the memories that
+// exist at the slider's time), with level of
 // detail (one point per 3 x 3 pixel cell, breadth first, once the memory is large),
 // geodesic links, non-overlapping labels (largest nodes first), hit testing.
 var canvas = document.getElementById("hm-disk");
@@ -75,6 +76,7 @@ function drawGrid() {
 function choose() {
   // Locals, not the closure's variables, in the loops over every memory (much faster in V8).
   var occ = OCC, order = ORDER, vx = VX, vy = VY, match = MATCH, role = ROLE, drawn = DRAWN, seen = SIZE_FRAME;
+  var born = BORN, t = state.t;
   var n = N, nd = 0, frame = ++frameNo, all = n <= LOD_ALL, filtering = state.filter !== "";
   var hasSel = state.hasSel, focus = state.focus, c0 = C0, scale = RPX / CELL, grid = GRID;
   occ.fill(0);
@@ -82,7 +84,7 @@ function choose() {
     var want = pass === 0 ? 1 : 0;
     for (var k = 0; k < n; k++) {
       var i = order[k];
-      if (filtering && match[i] !== want) { continue; }
+      if ((filtering && match[i] !== want) || born[i] > t) { continue; }  // not created yet: hidden
       // |z| < 1, so the cell is inside the grid (the disk has a margin of 14 px).
       var cell = ((c0 / CELL - vy[i] * scale) | 0) * grid + ((c0 / CELL + vx[i] * scale) | 0);
       var keep = all || i === focus || (hasSel && role[i] > 0 && role[i] < 3);
@@ -101,7 +103,7 @@ function drawLinks() {
   ctx.strokeStyle = "rgba(90,90,110,0.35)";
   for (var k = 0; k < nDrawn; k++) {
     var i = DRAWN[k], p = PARENT[i];
-    if (p < 0) { continue; }
+    if (p < 0 || !exists(p)) { continue; }
     if (state.hasSel && ROLE[i] > 1 && ROLE[p] > 0) { hotPath.push(i); continue; }
     if (state.filter && !MATCH[i] && !MATCH[p]) { dimPath.push(i); continue; }
     var dx = (VX[i] - VX[p]) * RPX, dy = (VY[i] - VY[p]) * RPX;
@@ -120,7 +122,8 @@ function drawLinks() {
     });
     ctx.stroke();
   });
-  if (state.hasSel && state.selected >= 0 && PARENT[state.selected] >= 0 && ROLE[state.selected] === 1) {
+  if (state.hasSel && state.selected >= 0 && PARENT[state.selected] >= 0 && ROLE[state.selected] === 1 &&
+      exists(state.selected) && exists(PARENT[state.selected])) {
     var s = state.selected, p = PARENT[s];
     ctx.beginPath(); ctx.strokeStyle = ROLE_COLORS[2];
     geodesicPath(VX[p], VY[p], VX[s], VY[s]); ctx.stroke();
@@ -207,7 +210,7 @@ function draw() {
   drawLinks(); mark("draw.links", t0);
   drawPoints(); mark("draw.points", t0);
   drawLabels();
-  if (state.selected >= 0) {
+  if (state.selected >= 0 && exists(state.selected)) {
     var s = state.selected;
     ctx.strokeStyle = "#000"; ctx.lineWidth = 2;
     ctx.beginPath(); ctx.arc(pxX(VX[s]), pxY(VY[s]), SIZE[s] + 5, 0, 2 * Math.PI); ctx.stroke();

@@ -1,9 +1,12 @@
 // panels.js: summary, details of the selected memory, time slider, the virtualised table,
 // the lazily built tree, the filter and the search box.
 var st = D.stats;
-document.getElementById("hm-summary").textContent = N + " memories \u00b7 " + st.roots + " roots \u00b7 " +
+function plural(n, one, many) { return n + " " + (n === 1 ? one : many); }
+document.getElementById("hm-summary").textContent = plural(N, "memory", "memories") + " \u00b7 " +
+  plural(st.roots, "root", "roots") + " \u00b7 " +
   "max level " + st.max_level + " \u00b7 dim " + st.dim + " \u00b7 curvature " + (+Number(st.curvature).toPrecision(4)) +
-  " \u00b7 layout " + D.layout + " \u00b7 decay: " + D.decay.words + " \u00b7 now " + D.now +
+  " \u00b7 layout " + D.layout + " \u00b7 decay: " + D.decay.words + " \u00b7 now " +
+  new Date(D.now_s * 1000).toISOString().slice(0, 19).replace("T", " ") + " UTC" +
   (D.config.placed_by ? " \u00b7 points placed by the " + D.config.placed_by + " (depth from the encoder)" : "");
 
 // ---------------------------------------------------------------- selection
@@ -37,7 +40,7 @@ function select(i) {
     [["id", IDS[i]], ["parent", PARENT[i] < 0 ? "(root)" : label(PARENT[i]) + "  [" + IDS[PARENT[i]] + "]"],
      ["level", LEVEL[i]], [D.config.placed_by ? "depth (encoder)" : "depth", fmt(depthOf(i), 4)],
      ["time", iso(timeOf(i))],
-     ["weight", fmt(weight(i), 3)], ["accesses", ACCESS ? ACCESS[i] : 0],
+     ["weight", exists(i) ? fmt(weight(i), 3) : "none: created after the slider's time (hidden)"], ["accesses", ACCESS ? ACCESS[i] : 0],
      ["last accessed", D.last_accessed[String(i)] || "never"],
      ["valid", (valid[0] || "\u2212\u221e") + " \u2026 " + (valid[1] || "+\u221e")],
      ["ancestors", anc.join(" \u2190 ") || "none"], ["children", String(nKids(i))],
@@ -81,7 +84,7 @@ function showTime() {
 slider.addEventListener("input", function () {
   var t0 = performance.now();
   state.t = Number(slider.value); showTime();
-  if (state.sortKey === "weight") { sortRows(); } else { updateWeights(); }
+  if (state.sortKey === "weight") { sortRows(); } else { filterRows(); }  // rows appear and disappear
   draw();
   mark("slider", t0);
 });
@@ -89,7 +92,7 @@ slider.addEventListener("input", function () {
 // ---------------------------------------------------------------- table (virtualised)
 var COLUMNS = [["id", "id"], ["label", "label"], ["text", "text"], ["level", "level"], ["depth", "depth"],
                ["time", "time"], ["weight", "weight"], ["access", "accesses"], ["meta", "meta"]];
-var ROW_H = 24, VISIBLE = 30, WEIGHT_COL = 6;
+var ROW_H = 24, VISIBLE = 30;
 var wrap = document.getElementById("hm-table-wrap"), thead = document.querySelector("#hm-table thead tr");
 var tbody = document.querySelector("#hm-table tbody");
 var PERM = new Int32Array(N), VIEWROWS = new Int32Array(N), nView = N, scrolled = 0;
@@ -111,7 +114,7 @@ function keyOf(k) {
   var out = new Array(N);
   for (var i = 0; i < N; i++) {
     out[i] = k === "id" ? IDS[i] : k === "label" ? LAB_LOW[i] : k === "text" ? TEXTS[i] : k === "level" ? LEVEL[i] :
-      k === "depth" ? RAD[i] : k === "time" ? TIME[i] : k === "weight" ? (W ? W[state.t * N + i] : 255) :
+      k === "depth" ? RAD[i] : k === "time" ? TIME[i] : k === "weight" ? weight(i) :
       k === "access" ? (ACCESS ? ACCESS[i] : 0) : metaText(i);
   }
   return out;
@@ -128,10 +131,15 @@ function sortRows() {
   filterRows();
 }
 function filterRows() {
-  var perm = PERM, match = MATCH, rows = VIEWROWS, nv = 0;
-  for (var k = 0, n = N; k < n; k++) { if (match[perm[k]]) { rows[nv++] = perm[k]; } }
+  // A memory created after the slider's time is left out of the rows and the counts.
+  var perm = PERM, match = MATCH, rows = VIEWROWS, born = BORN, t = state.t, nv = 0, later = 0;
+  for (var k = 0, n = N; k < n; k++) {
+    var i = perm[k];
+    if (born[i] > t) { later += 1; } else if (match[i]) { rows[nv++] = i; }
+  }
   nView = nv;
-  document.getElementById("hm-count").textContent = nView + " of " + N + " memories";
+  document.getElementById("hm-count").textContent = nView + " of " + plural(N - later, "memory", "memories") +
+    (later ? " (" + later + " more created after the slider's time, hidden)" : "");
   renderRows();
 }
 // The rows on screen are a fixed pool of VISIBLE <tr> between two spacer rows; rendering
@@ -176,14 +184,6 @@ function markRows() {
   for (var k = 0; k < trs.length; k++) {
     var tr = trs[k], i = tr.hasAttribute("data-row") ? Number(tr.getAttribute("data-row")) : -1;
     if (i >= 0) { tr.className = state.hasSel && ROLE[i] > 0 ? "hm-" + ROLE_NAMES[ROLE[i]] : ""; }
-  }
-}
-// A slider step changes only the weight column of the rows on screen.
-function updateWeights() {
-  var trs = tbody.children;
-  for (var k = 0; k < trs.length; k++) {
-    var tr = trs[k];
-    if (tr.hasAttribute("data-row")) { tr.children[WEIGHT_COL].textContent = fmt(weight(Number(tr.getAttribute("data-row"))), 3); }
   }
 }
 // scrollTop is read only here, so that other updates never force a layout.
