@@ -21,7 +21,7 @@ pytest.importorskip("mcp")
 
 from mcp_helpers import _call, _data, _error, db_fixture  # noqa: E402, F401
 
-from hypermem import Memory  # noqa: E402
+from hypermem import HashingEmbedder, Memory  # noqa: E402
 from hypermem.integrations.mcp_server import build_server  # noqa: E402
 
 
@@ -198,6 +198,14 @@ def test_a_port_in_use_is_one_error_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert rc != 0 and err.startswith("hypermem mcp: error: cannot listen") and "in use" in err
     assert "\n" not in err and not (tmp_path / "a.db").exists()
+
+
+def test_a_missing_folder_is_named_missing(tmp_path):
+    from hypermem.store.backends.durable import StorageError
+
+    with pytest.raises(StorageError, match="does not exist") as info:
+        Memory.open(tmp_path / "no" / "dir" / "a.db", embedder=HashingEmbedder(dim=8))
+    assert "not writable" not in str(info.value)
 
 
 @pytest.mark.parametrize("sig, rc", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])

@@ -101,6 +101,12 @@ def explain(exc: BaseException, path: str) -> str:
                 f"written: retry when that write ends, or end that process (searches with touch=False and "
                 f"read_only=True handles do not wait for it)")
     folder = folder_of(path)
+    if _code(exc) in _NO_WRITE and not os.path.isdir(folder):
+        missing = folder
+        while not os.path.isdir(os.path.dirname(missing)) and os.path.dirname(missing) != missing:
+            missing = os.path.dirname(missing)
+        return (f"{text}: the folder {folder!r} does not exist ({missing!r} is missing): create it first, or "
+                f"choose a path in an existing folder")
     if _code(exc) in _NO_WRITE and not os.access(folder, os.W_OK):
         exists = os.path.exists(path)
         return (f"{text}: the folder {folder!r} is not writable (permission denied); a store needs its folder "
