@@ -16,7 +16,7 @@ from ..geometry.cones import DEFAULT_K
 from ..retrieval.scoring import RECENCY_DEFAULT, calibrated_time_coef
 from ..temporal import DecayPolicy, NoDecay
 from ..temporal.clock import to_seconds, to_utc, utcnow
-from ..viz.html import iframe_html, render_html
+from ..viz.html import notebook_html, render_html
 from ..viz.mpl import plot
 from .add_hint import OneByOne
 from .atomic import write_page
@@ -452,7 +452,7 @@ class Memory:
 
     def _repr_html_(self) -> str:
         """Jupyter shows the inspector inline (in a sandboxed iframe)."""
-        return iframe_html(render_html(self))
+        return notebook_html(self)
 
     def plot(self, ax=None, labels: bool = False, at_time: datetime | None = None, layout: str = "auto"):
         """Matplotlib drawing in the Poincaré disk (the ``viz`` extra); returns the axes (:func:`hypermem.viz.plot`)."""

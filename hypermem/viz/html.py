@@ -56,10 +56,15 @@ from typing import Any
 
 from .payload import pack
 
-__all__ = ["render_html", "iframe_html", "script_json", "TIMELINE_STEPS", "page_assets"]
+__all__ = ["render_html", "iframe_html", "notebook_html", "NOTEBOOK_MAX_INLINE", "script_json", "TIMELINE_STEPS",
+           "page_assets"]
 
 TIMELINE_STEPS = 41
 """Default number of slider positions, from the oldest memory to now."""
+
+NOTEBOOK_MAX_INLINE = 5000
+"""Above this many memories Jupyter shows a short summary instead of the inline page (the page,
+about 250 bytes a memory, is written into the notebook file: 34 MB at 100,000)."""
 
 _MAIN_PARTS = ("core.js", "disk.js", "panels.js", "boot.js")
 
@@ -166,3 +171,28 @@ def iframe_html(page: str, height: int = 720) -> str:
     Jupyter: the page keeps its own ids, styles and security policy."""
     return (f"<iframe srcdoc=\"{html.escape(page, quote=True)}\" sandbox=\"allow-scripts\" "
             f"style=\"width:100%;height:{int(height)}px;border:1px solid #ddd\"></iframe>")
+
+
+def notebook_html(memory, max_inline: int = NOTEBOOK_MAX_INLINE) -> str:
+    """What Jupyter shows for ``memory`` (``Memory._repr_html_``): the inspector in a sandboxed
+    iframe (:func:`iframe_html`) up to ``max_inline`` memories; above that a short summary with
+    a hint to write the page to a file with ``mem.inspect("page.html")``, so that a large
+    store does not put tens of megabytes into the ``.ipynb``.
+
+    >>> from hypermem import Memory
+    >>> mem = Memory(); _ = mem.add("animals")
+    >>> notebook_html(mem).startswith("<iframe"), "inspect(" in notebook_html(mem, max_inline=0)
+    (True, True)
+    """
+    n = len(memory)
+    if n <= max_inline:
+        return iframe_html(render_html(memory))
+    roots = len(memory.roots())
+    words = (f"{n:,} memories \u00b7 {roots:,} {'root' if roots == 1 else 'roots'} \u00b7 dim {memory.dim} "
+             f"\u00b7 curvature {memory.curvature:.4g}")
+    return ("<div class=\"hypermem-summary\" style=\"font:13px/1.5 system-ui,sans-serif;padding:6px 10px;"
+            "border:1px solid #ddd\">"
+            f"<b>hypermem Memory</b>: {html.escape(words)}<br>"
+            f"Too large to show inline (more than {max_inline:,} memories; the page would be stored in the "
+            "notebook). Open the inspector in a browser: <code>mem.inspect(\"page.html\")</code> "
+            "(or <code>mem.plot()</code> for a picture).</div>")
