@@ -188,7 +188,7 @@ def notebook_html(memory, max_inline: int = NOTEBOOK_MAX_INLINE) -> str:
     if n <= max_inline:
         return iframe_html(render_html(memory))
     roots = len(memory.roots())
-    words = (f"{n:,} memories \u00b7 {roots:,} {'root' if roots == 1 else 'roots'} \u00b7 dim {memory.dim} "
+    words = (f"{n:,} {'memory' if n == 1 else 'memories'} \u00b7 {roots:,} {'root' if roots == 1 else 'roots'} \u00b7 dim {memory.dim} "
              f"\u00b7 curvature {memory.curvature:.4g}")
     return ("<div class=\"hypermem-summary\" style=\"font:13px/1.5 system-ui,sans-serif;padding:6px 10px;"
             "border:1px solid #ddd\">"
