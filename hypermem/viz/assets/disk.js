@@ -1,7 +1,7 @@
 // disk.js: drawing the Poincaré disk through the current Möbius view (only the memories that
 // exist at the slider's time), with level of
 // detail (one point per 3 x 3 pixel cell, breadth first, once the memory is large),
-// geodesic links, non-overlapping labels (largest nodes first), hit testing.
+// geodesic links, non-overlapping labels (shallowest nodes first), hit testing.
 var canvas = document.getElementById("hm-disk");
 var ctx = canvas.getContext("2d");
 var CSS = 600, dpr = window.devicePixelRatio || 1;
@@ -155,8 +155,9 @@ function drawPoints() {
   ctx.globalAlpha = 1;
 }
 
-// Labels for the nodes with room: largest drawn nodes first, each label beside its node (on the
-// side towards the centre) unless it would overlap a label already placed.
+// Labels for the nodes with room: the focus's context first, then the shallowest drawn nodes
+// (the largest first within a level), each label beside its node (on the side towards the centre,
+// else the other side) unless it would overlap a label already placed.
 function drawLabels() {
   LABELED = [];
   var cand = [];
@@ -164,7 +165,8 @@ function drawLabels() {
     var i = DRAWN[k];
     if (SIZE[i] >= 1.25 && (!state.filter || MATCH[i])) { cand.push(i); }
   }
-  cand.sort(function (a, b) { return SIZE[b] - SIZE[a] || a - b; });
+  // The shallowest first (old roots weigh little but carry the map), size only breaking ties.
+  cand.sort(function (a, b) { return LEVEL[a] - LEVEL[b] || SIZE[b] - SIZE[a] || a - b; });
   // The context of the memory in focus comes first: itself, its parent, its children.
   var c0 = state.focus >= 0 ? state.focus : state.selected;
   if (c0 >= 0) {
@@ -180,16 +182,19 @@ function drawLabels() {
     var j = cand[c], text = label(j);
     if (text.length > 28) { text = text.slice(0, 27) + "\u2026"; }
     if (LABEL_W[j] < 0) { LABEL_W[j] = ctx.measureText(text).width; }
-    var px = pxX(VX[j]), y = pxY(VY[j]), w = LABEL_W[j];
-    var x = px <= C0 + 40 ? px + SIZE[j] + 2 : px - SIZE[j] - 2 - w;
-    var box = [x - 1, y - 7, x + w + 1, y + 7];
-    if (box[0] < 0 || box[2] > CSS || box[1] < 0 || box[3] > CSS) { continue; }
-    var clash = false;
-    for (var b = 0; b < boxes.length && !clash; b++) {
-      var o = boxes[b];
-      clash = box[0] < o[2] && o[0] < box[2] && box[1] < o[3] && o[1] < box[3];
+    var px = pxX(VX[j]), y = pxY(VY[j]), w = LABEL_W[j], right = px <= C0 + 40, x = 0, box = null;
+    for (var side = 0; side < 2 && !box; side++, right = !right) {  // the other side before giving up
+      x = right ? px + SIZE[j] + 2 : px - SIZE[j] - 2 - w;
+      var bx = [x - 1, y - 7, x + w + 1, y + 7];
+      if (bx[0] < 0 || bx[2] > CSS || bx[1] < 0 || bx[3] > CSS) { continue; }
+      var clash = false;
+      for (var b = 0; b < boxes.length && !clash; b++) {
+        var o = boxes[b];
+        clash = bx[0] < o[2] && o[0] < bx[2] && bx[1] < o[3] && o[1] < bx[3];
+      }
+      if (!clash) { box = bx; }
     }
-    if (clash) { continue; }
+    if (!box) { continue; }
     boxes.push(box);
     LABELED.push(j);
     ctx.fillStyle = "rgba(247,247,251,0.8)"; ctx.fillRect(box[0], box[1], box[2] - box[0], box[3] - box[1]);
