@@ -9,8 +9,10 @@ distance ``sqrt(c) r`` from the origin of the curvature ``-1`` disk sits.  Only 
 * :func:`disk_coordinates` (the semantic projection): the tangent vectors at the origin
   ``v_i = log_0(x_i)`` are reduced to two dimensions with an *uncentred* principal
   component analysis (the top two right singular vectors ``W`` of ``V``, i.e. the top
-  eigenvectors of ``V^T V``; uncentred so the origin stays the origin), and the angle is
-  that of ``W^T v_i``;
+  eigenvectors of ``V^T V``; uncentred so points in a plane keep their angles), and the
+  angle is that of ``W^T v_i``; :func:`projection_coordinates`, the layout of a memory
+  without parents, centres the directions first (``W^T (u_i - mean)``), so that similar
+  texts spread over the disk instead of piling up around their mean direction;
 * :func:`structural_coordinates` (a radial tree, after Eades 1992, "Drawing free trees"):
   each subtree owns an angular wedge proportional to its number of leaves and a node sits
   in the middle of its wedge, so siblings spread evenly and subtrees never overlap;
@@ -40,11 +42,16 @@ def _curvature(ball: Any) -> float:
     return c
 
 
-def _principal_angles(vectors: torch.Tensor) -> torch.Tensor:
-    """Angle of each row of ``vectors`` in the plane of its top two uncentred principal
-    components (sign fixed so the largest entry of each component is positive)."""
+def _principal_angles(vectors: torch.Tensor, centred: bool = False) -> torch.Tensor:
+    """Angle of each row of ``vectors`` in the plane of its top two principal components
+    (sign fixed so the largest entry of each component is positive): uncentred (rows in a
+    plane through the origin keep their angles), or ``centred`` (the mean row subtracted
+    first: similar rows, whose mean direction would be the first uncentred axis, spread
+    around the circle instead of piling up at one angle)."""
     V = vectors.detach().to("cpu", torch.float64)
     n, d = V.shape
+    if centred and n:
+        V = V - V.mean(dim=0, keepdim=True)
     if n == 0:
         return torch.zeros(0, dtype=torch.float64)
     if d == 2:
@@ -95,15 +102,17 @@ def has_hierarchy(memory) -> bool:
 
 
 def projection_coordinates(memory) -> torch.Tensor:
-    """The semantic projection of a memory's points (see :func:`disk_coordinates`),
-    computed from its stored directions and exact depths."""
+    """The semantic projection of a memory's points, computed from its stored directions and
+    exact depths: as :func:`disk_coordinates`, but the PCA of the directions is *centred*
+    (a store without a tree holds similar texts, whose mean direction would otherwise be the
+    first axis and put them all near one angle); the radii stay the exact depths."""
     with memory.state.lock:
         dirs = memory.directions.detach().to("cpu", torch.float64)
         depths = memory.depths.detach().to("cpu", torch.float64)
     if dirs.shape[1] == 2:
         angles = torch.atan2(dirs[:, 1], dirs[:, 0])
     else:
-        angles = _principal_angles(dirs)
+        angles = _principal_angles(dirs, centred=True)
     return _on_disk(angles, depths, memory.curvature)
 
 
@@ -125,7 +134,8 @@ def structural_coordinates(memory) -> torch.Tensor:
     n = len(parent)
     if n == 0:
         return torch.zeros(0, 2, dtype=torch.float64)
-    semantic = (torch.atan2(dirs[:, 1], dirs[:, 0]) if dirs.shape[1] == 2 else _principal_angles(dirs)).numpy()
+    semantic = (torch.atan2(dirs[:, 1], dirs[:, 0]) if dirs.shape[1] == 2 else
+                _principal_angles(dirs, centred=True)).numpy()
     return _on_disk(torch.from_numpy(_radial_tree_angles(parent, semantic)), depths, memory.curvature)
 
 
