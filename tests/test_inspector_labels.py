@@ -53,3 +53,29 @@ def test_a_child_next_to_its_parent_is_labelled_on_the_other_side(browser, tmp_p
     assert len(boxes) == 2
     (l0, t0, r0, b0), (l1, t1, r1, b1) = boxes
     assert not (l0 < r1 and l1 < r0 and t0 < b1 and t1 < b0)
+
+
+def test_long_labels_end_in_an_ellipsis_and_show_whole_on_hover(browser, tmp_path):
+    mem = Memory(embedder=HashingEmbedder(dim=16), clock=lambda: NOW)
+    long = "X" * 400
+    mem.add("the root with a long label", id="r", t=T0, meta={"label": long})
+    mem.add("child " + "word " * 300, id="c", parent="r", t=T0, meta={"title": "long title " + "Y" * 300})
+    open_page(browser, tmp_path, mem)
+    browser.evaluate("(() => { const s = document.getElementById('hm-search'); s.value = 'xxxx'; "
+                     "s.dispatchEvent(new Event('input')); })()")
+    fit = browser.evaluate("""(() => {
+      const col = document.getElementById('hm-right').getBoundingClientRect();
+      const b = document.querySelector('#hm-results button'), lab = document.querySelector('#hm-tree .hm-label');
+      const tree = document.getElementById('hm-tree');
+      const sum = document.querySelector('#hm-tree summary');
+      return {button: b.getBoundingClientRect().right, col: col.right, cut: getComputedStyle(b).textOverflow,
+              labelCut: getComputedStyle(lab).textOverflow, treeScroll: tree.scrollWidth - tree.clientWidth,
+              summaryHeight: sum.getBoundingClientRect().height, title: b.title, labTitle: lab.title};
+    })()""")
+    assert fit["button"] <= fit["col"] + 1 and fit["cut"] == "ellipsis" and fit["labelCut"] == "ellipsis"
+    assert fit["treeScroll"] <= 1 and fit["summaryHeight"] < 30  # no scrollbar, the ▼ beside its label
+    assert long in fit["title"] and long in fit["labTitle"]
+    browser.evaluate("hmFocus('r', false)")
+    h3 = browser.evaluate("(() => { const h = document.querySelector('#hm-selected h3'); "
+                          "return [h.getBoundingClientRect().height, h.title]; })()")
+    assert h3[0] < 50 and h3[1] == long  # two lines at most

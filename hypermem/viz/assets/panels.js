@@ -32,7 +32,9 @@ function select(i) {
   if (i >= 0) {
     for (var a = PARENT[i]; a >= 0; a = PARENT[a]) { related += 1; }
     related += 1 + count;
-    panel.appendChild(el("h3", label(i)));
+    var h3 = el("h3", label(i));
+    h3.title = label(i);
+    panel.appendChild(h3);
     panel.appendChild(el("p", TEXTS[i], "hm-fulltext"));
     var anc = [];
     for (var c = PARENT[i]; c >= 0 && anc.length < 12; c = PARENT[c]) { anc.push(label(c)); }
@@ -194,11 +196,13 @@ tbody.addEventListener("click", function (ev) {
 });
 
 // ---------------------------------------------------------------- tree (built as it opens)
+// The hover text of a (possibly cut) label: the label whole, the text, the id.
+function fullTitle(i) { return (LABELS[i] ? LABELS[i] + "\n" : "") + TEXTS[i] + "  [" + IDS[i] + "]"; }
 var treeRoot = document.getElementById("hm-tree"), treeItems = new Map(), CHUNK = 200, FILTER_SHOWN = 60;
 var fullTree = el("ul", null, "hm-tree"), filterTreeEl = null;
 function treeItem(i, into, filtered) {
   var li = el("li"), lab = el("span", label(i), "hm-label");
-  lab.title = TEXTS[i] + "  [" + IDS[i] + "]";
+  lab.title = fullTitle(i);
   lab.setAttribute("data-row", String(i));
   var kids = nKids(i);
   if (kids && !filtered) {
@@ -331,7 +335,7 @@ function showResults() {
   results.textContent = "";
   searchRows(searchBox.value, 10).forEach(function (i) {
     var li = el("li"), b = el("button", label(i));
-    b.type = "button"; b.title = TEXTS[i]; b.setAttribute("data-row", String(i));
+    b.type = "button"; b.title = fullTitle(i); b.setAttribute("data-row", String(i));
     li.appendChild(b); li.appendChild(el("span", " " + IDS[i], "hm-n"));
     results.appendChild(li);
   });
