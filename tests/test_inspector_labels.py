@@ -79,3 +79,16 @@ def test_long_labels_end_in_an_ellipsis_and_show_whole_on_hover(browser, tmp_pat
     h3 = browser.evaluate("(() => { const h = document.querySelector('#hm-selected h3'); "
                           "return [h.getBoundingClientRect().height, h.title]; })()")
     assert h3[0] < 50 and h3[1] == long  # two lines at most
+
+
+def test_every_grid_circle_is_numbered_and_the_search_box_says_what_it_matches(browser, tmp_path):
+    counts = {}
+    for c in (1.0, 1 / 32):
+        mem = Memory(embedder=HashingEmbedder(dim=16), clock=lambda: NOW, curvature=c)
+        mem.add("a root", id="r", t=T0)
+        open_page(browser, tmp_path, mem)
+        counts[c] = int(browser.evaluate("document.getElementById('hm-disk').getAttribute('data-grid-circles')"))
+    # Curvature 1: r = 1..4 (r = 5 would sit 6 px from r = 4); 1/32: flatter, so more circles, each numbered.
+    assert counts[1.0] == 4 and 4 < counts[1 / 32] <= 16
+    placeholder = browser.evaluate("document.getElementById('hm-search').placeholder")
+    assert "label" in placeholder and "text" in placeholder and "id" in placeholder and "metadata" in placeholder

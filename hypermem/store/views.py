@@ -163,13 +163,17 @@ class MemoryViews:
             return rows
 
     def to_dataframe(self, at_time: datetime | None = None):
-        """:meth:`table` as a ``pandas.DataFrame`` (the ``pandas`` extra)."""
+        """:meth:`table` as a ``pandas.DataFrame`` (the ``pandas`` extra); the creation times
+        ``time`` and ``t`` are timezone-aware (UTC) ``datetime64`` columns."""
         try:
             import pandas as pd
         except ImportError as exc:
             raise ImportError('to_dataframe needs pandas: pip install "hypermem-torch[pandas]"') from exc
-        return pd.DataFrame(self.table(at_time),
-                            columns=["id", "text", "parent", "level", "depth", "time", "t", "weight", "accesses", "meta"])
+        df = pd.DataFrame(self.table(at_time),
+                          columns=["id", "text", "parent", "level", "depth", "time", "t", "weight", "accesses", "meta"])
+        for col in ("time", "t"):
+            df[col] = pd.to_datetime(df[col], utc=True, format="ISO8601")
+        return df
 
     def tree(self, root: str | None = None, max_text: int = 60) -> str:
         """The hierarchy as indented text (all roots, or the subtree of ``root``), one line a

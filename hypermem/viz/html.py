@@ -120,7 +120,7 @@ Selected: <span class="hm-ancestor">ancestors</span>, <span class="hm-descendant
 <div id="hm-selected"></div>
 </section>
 <section id="hm-right">
-<input id="hm-search" type="search" placeholder="search a memory by label or text (Enter: focus)"
+<input id="hm-search" type="search" placeholder="search a memory by label, text, id or metadata (Enter: focus)"
  aria-label="search"><ol id="hm-results"></ol>
 <input id="hm-filter" type="search" placeholder="filter by text, label, id or metadata" aria-label="filter">
 <h2>Tree</h2><div id="hm-tree"></div>

@@ -15,7 +15,7 @@ var view = IDENTITY.slice();
 var VX = new Float64Array(N), VY = new Float64Array(N), SIZE = new Float32Array(N);
 var OCC = new Int32Array(GRID * GRID), DRAWN = new Int32Array(N), nDrawn = 0, LABELED = [], LABEL_BOXES = [];
 var LABEL_W = new Float32Array(N).fill(-1), SIZE_FRAME = new Int32Array(N), frameNo = 0;
-var tmp = [0, 0];
+var tmp = [0, 0], GRID_CIRCLES = 0;
 
 function transformAll() {
   var m = view, x = X, y = Y, vx = VX, vy = VY, t = tmp;
@@ -60,14 +60,19 @@ function drawGrid() {
   var cx = tmp[0], cy = tmp[1], c2 = cx * cx + cy * cy;
   ctx.strokeStyle = "#e2e2ea"; ctx.lineWidth = 1;
   ctx.fillStyle = "#999"; ctx.font = "10px sans-serif";
+  // Every drawn circle is numbered: one closer than 12 px to the last drawn one (near the rim) is left out.
+  var drawnR = [];
   for (var depth = 1; depth <= 16; depth++) {
     var t = Math.tanh(SQRT_C * depth / 2), den = 1 - t * t * c2;
     var rad = t * (1 - c2) / den * RPX;
     if (rad < 3 || t > 0.999) { break; }
+    if (drawnR.length && rad - drawnR[drawnR.length - 1] < 12) { continue; }
+    drawnR.push(rad);
     var ex = pxX(cx * (1 - t * t) / den), ey = pxY(cy * (1 - t * t) / den);
     ctx.beginPath(); ctx.arc(ex, ey, rad, 0, 2 * Math.PI); ctx.stroke();
-    if (depth <= 4) { ctx.fillText("r=" + depth, ex + 3, ey - rad + 11); }
+    ctx.fillText("r=" + depth, ex + 3, ey - rad + 11);
   }
+  GRID_CIRCLES = drawnR.length;
 }
 
 // Choose the points to draw: every one for small memories; else breadth first (shallow
@@ -222,6 +227,7 @@ function draw() {
   }
   canvas.setAttribute("data-points-drawn", String(nDrawn));
   canvas.setAttribute("data-labels-drawn", String(LABELED.length));
+  canvas.setAttribute("data-grid-circles", String(GRID_CIRCLES));
   document.body.setAttribute("data-drawn", String(nDrawn));
   mark("draw", t0);
 }
