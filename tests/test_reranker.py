@@ -233,7 +233,7 @@ def test_hypermem_mcp_serves_a_store_with_the_reranker_and_refuses_a_bad_folder(
     folder = rr.save(tmp_path / "rr")
     served = {}
 
-    def serve(memory, http=None, auto_parent=None):
+    def serve(memory, http=None, auto_parent=None, **options):  # the real one also takes max_text=
         served["reranker"] = memory.reranker
     monkeypatch.setattr(mcp_server, "serve", serve)
     db = tmp_path / "notes.db"
