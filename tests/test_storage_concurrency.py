@@ -294,3 +294,16 @@ def test_a_store_in_a_read_only_folder(tmp_path):
     finally:
         os.chmod(os.path.join(top, "ro"), 0o755)
         shutil.rmtree(top)
+
+
+def test_navigation_finds_an_id_another_handle_just_added(tmp_path):
+    """`B.children(p)` for a memory another process had just added raised KeyError 'unknown memory
+    id' until some search or refresh(); navigation now catches up once for an id it does not know."""
+    emb = HashingEmbedder(dim=16)
+    with Memory.open(tmp_path / "s.db", embedder=emb) as a, Memory.open(tmp_path / "s.db", embedder=emb) as b:
+        a.add("a topic", id="p")
+        a.add("a note under it", id="c", parent="p")
+        assert b.children("p") == ["c"] and b.parent("c") == "p" and b.ancestors("c") == ["p"]
+        assert b.level("c") == 1 and b.point("c").shape == (16,)
+        with pytest.raises(KeyError, match="unknown memory id 'nope'"):
+            b.children("nope")

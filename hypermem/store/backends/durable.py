@@ -353,6 +353,27 @@ class DurableStore:
         return super().__repr__()[:-1] + f", storage={self._storage!r})"
 
 
+def _caught_up(name: str):
+    """A navigation method (``children``, ``parent``, ...) that reads the in-process state as it
+    is (no query), and, for an id it does not know, catches up with the other processes once and
+    asks again: an id another process just added is found, an unknown one still a ``KeyError``."""
+    def method(self, id: str, *args: Any, **kwargs: Any):
+        read = getattr(super(DurableStore, self), name)
+        try:
+            return read(id, *args, **kwargs)
+        except KeyError:
+            if not self.refresh():
+                raise
+            return read(id, *args, **kwargs)
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"``Memory.{name}``; an id this process has not seen yet is looked up after a refresh()."
+    return method
+
+
+for _name in ("parent", "children", "ancestors", "descendants", "siblings", "level", "depth", "point", "embedding"):
+    setattr(DurableStore, _name, _caught_up(_name))
+
+
 _CLASSES: dict[type, type] = {}
 
 
