@@ -106,3 +106,17 @@ def test_the_cli_reads_a_postgresql_store(pg_url, capsys, tmp_path):
     code, _, err = run(capsys, "inspect", pg_url)
     assert code == 1 and "-o" in err
     assert run(capsys, "inspect", pg_url, "-o", tmp_path / "pg.html")[0] == 0
+
+
+def test_a_big_file_says_it_is_loading_on_a_terminal_only(tmp_path, monkeypatch, capsys):
+    """`hypermem stats` on a 100k-memory snapshot (873 MB) printed nothing for ~10 s."""
+    import hypermem.cli.inputs as inputs
+
+    path = tmp_path / "m.db"
+    _fill(Memory(embedder=HashingEmbedder(dim=32))).save(path)
+    monkeypatch.setattr(inputs, "LOUD_LOAD_BYTES", 1)
+    inputs.load_memory(str(path))
+    assert capsys.readouterr().err == ""            # not a terminal: quiet
+    monkeypatch.setattr(inputs.sys.stderr, "isatty", lambda: True, raising=False)
+    inputs.load_memory(str(path))
+    assert capsys.readouterr().err.startswith("hypermem: loading m.db (")

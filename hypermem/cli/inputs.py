@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -100,7 +101,15 @@ def load_memory(path: str, embedder: str | None = None):
         raise UserError(f"{path} is a folder, not a memory file")
     if is_durable_file(p):
         return Memory.open(p, read_only=True, embedder=emb)
+    size = p.stat().st_size
+    if size >= LOUD_LOAD_BYTES and sys.stderr.isatty():  # a 100k-memory file takes ~10 s to load
+        print(f"hypermem: loading {p.name} ({size / 2**20:,.0f} MB) ...", file=sys.stderr, flush=True)
     return Memory.from_json(p, embedder=emb) if is_json_file(p) else Memory.load(p, embedder=emb)
+
+
+LOUD_LOAD_BYTES = 64 * 2**20
+"""A memory file at least this big gets a line on a terminal's stderr before it loads (a snapshot
+of 100,000 memories at dim 256, 873 MB, takes ~10 s, the whole of it before any output)."""
 
 
 def default_output(memory: str, suffix: str) -> Path:
