@@ -97,6 +97,9 @@ def test_labels_are_capped_shallowest_first_and_never_overlap():
     ax = plot(mem, labels=True, max_labels=5)  # the roots only, being the shallowest
     assert len(ax.texts) == 5 and all(t.get_text().startswith("Domain") for t in ax.texts)
     plt.close(ax.figure)
+    ax = mem.plot(labels=True, max_labels=3)  # the Memory method passes the option through
+    assert len(ax.texts) == 3
+    plt.close(ax.figure)
     with pytest.raises(ValueError, match="max_labels"):
         plot(mem, labels=True, max_labels=-1)
 

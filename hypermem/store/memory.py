@@ -454,9 +454,9 @@ class Memory:
         """Jupyter shows the inspector inline (in a sandboxed iframe)."""
         return notebook_html(self)
 
-    def plot(self, ax=None, labels: bool = False, at_time: datetime | None = None, layout: str = "auto"):
-        """Matplotlib drawing in the Poincaré disk (the ``viz`` extra); returns the axes (:func:`hypermem.viz.plot`)."""
-        return plot(self, ax=ax, labels=labels, at_time=at_time, layout=layout)
+    def plot(self, ax=None, labels: bool = False, at_time: datetime | None = None, layout: str = "auto", **more):
+        """Matplotlib drawing in the Poincaré disk (the ``viz`` extra; ``max_labels=``...): :func:`hypermem.viz.plot`."""
+        return plot(self, ax=ax, labels=labels, at_time=at_time, layout=layout, **more)
 
     # ------------------------------------------------------------------ durable storage
     _storage: Any = None
