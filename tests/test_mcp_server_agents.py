@@ -146,7 +146,7 @@ def test_schemas_state_limits_and_unknown_arguments_are_refused(db):
 
     async def script(c):
         tools = {t.name: t.input_schema for t in (await c.list_tools()).tools}
-        extra = await c.call_tool("update", {"id": "a", "text": "moved?", "parent": "x"})
+        extra = await c.call_tool("update", {"id": "a", "text": "moved?", "priority": "x"})
         bogus = await c.call_tool("remember", {"text": "x", "bogus": 1})
         bad = await c.call_tool("recall", {"query": "x", "k": "many"})
         return tools, extra, bogus, bad
@@ -158,7 +158,7 @@ def test_schemas_state_limits_and_unknown_arguments_are_refused(db):
     assert tools["list_recent"]["properties"]["n"]["maximum"] == 2000
     assert tools["recall_structure"]["properties"]["limit"]["maximum"] == 2000
     assert all(s["additionalProperties"] is False for s in tools.values())
-    assert "'parent'" in _error(extra) and db.get("a").text == "a memory"
+    assert "'priority'" in _error(extra) and db.get("a").text == "a memory"
     assert "'bogus'" in _error(bogus) and len(db) == 1
     assert "k:" in _error(bad) and "pydantic.dev" not in _error(bad)
 
@@ -229,3 +229,26 @@ def test_signals_stop_the_stdio_server_and_close_the_store(tmp_path, sig, rc):
     assert not os.path.exists(str(store) + "-wal") or os.path.getsize(str(store) + "-wal") == 0
     with Memory.open(store, read_only=True) as again:
         assert len(again) == 0
+
+
+def test_update_moves_a_memory_under_another_or_to_the_top(db):
+    """An agent could not re-file a memory: update refused (then ignored) a parent."""
+    db.add("the kitchen", id="kitchen")
+    db.add("the garage", id="garage")
+    db.add("the blue toolbox", id="toolbox", parent="kitchen")
+    db.add("a hammer", id="hammer", parent="toolbox")
+
+    async def script(c):
+        moved = _data(await c.call_tool("update", {"id": "toolbox", "parent": "garage"}))
+        cycle = await c.call_tool("update", {"id": "garage", "parent": "hammer"})
+        unknown = await c.call_tool("update", {"id": "toolbox", "parent": "attic"})
+        both = await c.call_tool("update", {"id": "toolbox", "parent": "kitchen", "to_root": True})
+        top = _data(await c.call_tool("update", {"id": "hammer", "to_root": True, "meta": {"loose": True}}))
+        return moved, cycle, unknown, both, top
+
+    moved, cycle, unknown, both, top = _call(build_server(db), script)
+    assert moved["id"] == "toolbox" and db.parent("toolbox") == "garage"
+    assert "cycle" in _error(cycle).lower() or "under" in _error(cycle)
+    assert db.parent("garage") is None and "unknown memory id 'attic'" in _error(unknown)
+    assert "not both" in _error(both)
+    assert db.parent("hammer") is None and db.get("hammer").meta == {"loose": True} and top["id"] == "hammer"

@@ -238,19 +238,34 @@ def build_server(memory: Memory, *, name: str = "hypermem", auto_parent: AutoPar
     def update(id: Id, text: Annotated[str | None, Field(description="New text (re-embedded)")] = None,
                meta: Annotated[dict[str, Any] | None, Field(description="New metadata (replaces the old)")] = None,
                valid_until: Annotated[str | None, Field(description='New ISO 8601 expiry (a time without a zone is '
-                                                        'UTC), or "never" to clear it')] = None) -> dict[str, Any]:
-        """Change a memory's text, metadata or valid_until; returns the record. It cannot move a memory."""
+                                                        'UTC), or "never" to clear it')] = None,
+               parent: Annotated[str | None, Field(description="Move the memory (with everything under it) under "
+                                                   "this memory id")] = None,
+               to_root: Annotated[bool, Field(description="Move the memory to the top level (no parent)")] = False,
+               ) -> dict[str, Any]:
+        """Change a memory's text, metadata or valid_until, or move it under another memory (parent) or
+        to the top level (to_root); returns the record."""
         if text is not None:
             check_text(text, "text", max_text)
-        if text is None and meta is None and valid_until is None:
-            raise _tool_error("nothing to update: pass text, meta or valid_until")
+        if parent is not None and to_root:
+            raise _tool_error("pass parent or to_root, not both")
+        if text is None and meta is None and valid_until is None and parent is None and not to_root:
+            raise _tool_error("nothing to update: pass text, meta, valid_until, parent or to_root")
         extra = {}
         if valid_until is not None:
             extra["valid_until"] = None if valid_until.strip().lower() == _NEVER else _time(valid_until, "valid_until")
 
         def run() -> dict[str, Any]:
             known(id)
-            memory.update(id, text=text, meta=meta, **extra)
+            if parent is not None:
+                known(parent)
+            if text is not None or meta is not None or extra:
+                memory.update(id, text=text, meta=meta, **extra)
+            if parent is not None or to_root:
+                try:
+                    memory.link(id, None if to_root else parent)
+                except ValueError as exc:  # a cycle: under itself or under one of its own descendants
+                    raise _tool_error(str(exc)) from None
             return hit(memory.get(id), result_chars)
 
         return guarded(run, write=True)
