@@ -2,6 +2,7 @@
 exercises every piece of state, an exact comparison of two memories, and the temporary
 files a save leaves."""
 
+import sqlite3
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -78,3 +79,12 @@ def assert_same(a: Memory, b: Memory, exact: bool = True):
 
 def temp_files(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.name.endswith(".tmp"))
+
+
+def foreign_sqlite(path: Path) -> Path:
+    """Another application's SQLite database (one table ``t``) at ``path``."""
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE t (x)")
+    con.commit()
+    con.close()
+    return path

@@ -5,6 +5,7 @@ import sqlite3
 import pytest
 import torch
 from episodic_helpers import T0, snapshot  # noqa: F401  (T0: the start of the clock fixture)
+from persistence_helpers import foreign_sqlite
 
 from hypermem import CallableEmbedder, HalfLife, HashingEmbedder
 from hypermem.episodic import EpisodicMemory, Eventuality, MemoryStorage
@@ -93,11 +94,7 @@ def test_missing_and_bad_files(tmp_path):
     junk.write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(MemoryFileError):
         MemoryStorage.load(junk)
-    other = tmp_path / "other.db"
-    con = sqlite3.connect(other)
-    con.execute("CREATE TABLE t (x)")
-    con.commit()
-    con.close()
+    other = foreign_sqlite(tmp_path / "other.db")
     with pytest.raises(MemoryFileError, match="not an episodic memory file"):
         MemoryStorage.load(other)
 

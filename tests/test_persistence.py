@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 import torch
-from persistence_helpers import T0, Clock, assert_same, rich_memory, temp_files
+from persistence_helpers import T0, Clock, assert_same, foreign_sqlite, rich_memory, temp_files
 
 from hypermem import CallableEmbedder, HalfLife, HashingEmbedder, Memory, Product, ValidityWindow
 from hypermem.store.persistence import MemoryFileError
@@ -236,10 +236,7 @@ def test_garbage_and_truncated_files(tmp_path, saved):
         short.write_bytes(data[:cut])
         with pytest.raises(MemoryFileError):
             Memory.load(short)
-    other = tmp_path / "other.db"
-    con = sqlite3.connect(other)
-    con.execute("CREATE TABLE t (x)")
-    con.close()
+    other = foreign_sqlite(tmp_path / "other.db")
     with pytest.raises(MemoryFileError, match="not a memory file"):
         Memory.load(other)
     rich_memory().to_json(tmp_path / "m.json")

@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from persistence_helpers import assert_same, rich_memory, temp_files
+from persistence_helpers import assert_same, foreign_sqlite, rich_memory, temp_files
 
 from hypermem import Memory
 from hypermem.store import atomic, persistence
@@ -179,7 +179,6 @@ def test_save_into_a_missing_folder_or_onto_a_folder(tmp_path):
 
 
 def test_save_replaces_a_snapshot_but_never_a_durable_store_or_another_database(tmp_path):
-    import sqlite3
 
     from hypermem import Memory
     from hypermem.episodic import MemoryStorage
@@ -191,14 +190,10 @@ def test_save_replaces_a_snapshot_but_never_a_durable_store_or_another_database(
     s = MemoryStorage()
     s.instantiate("((a p) ** E1)")
     s.save(episodic)
-    other = tmp_path / "app.db"
-    con = sqlite3.connect(other)
-    con.execute("CREATE TABLE foo (x)")
-    con.commit()
-    con.close()
+    other = foreign_sqlite(tmp_path / "app.db")
     before = {p: p.read_bytes() for p in (durable, episodic, other)}
     for path, what in ((durable, "durable store of Memory.open"), (episodic, "episodic memory file"),
-                       (other, r"another SQLite database \(tables: \['foo'\]\)")):
+                       (other, r"another SQLite database \(tables: \['t'\]\)")):
         with pytest.raises(FileExistsError, match=what):
             Memory().save(path)
         assert path.read_bytes() == before[path]
