@@ -19,9 +19,9 @@ holds the query's rarest words most often win over one that is 0.3 closer in the
 
 **Neighbours.** ``m^-`` and ``m^+`` are the siblings just before and after ``m`` in time under
 the same parent (by ``t``, in the order added where times tie; none for a root, or at either
-end), so a conversation loaded out of order (a backfill, a merge) ranks as one loaded in order: a turn answering "what did you paint?"
-holds none of its words, the question just before it does, so it takes ``ν`` of its best
-neighbour's own term (:data:`NEIGHBOUR_SHARE`; on LoCoMo conversations 0-4 R@10 0.746 -> 0.766).
+end), so a conversation loaded out of order (a backfill, a merge) ranks as one loaded in order.
+A turn answering "what did you paint?" holds none of its words, the question just before it
+does, so it takes ``ν`` of its best neighbour's own term (:data:`NEIGHBOUR_SHARE`; on LoCoMo conversations 0-4 R@10 0.746 -> 0.766).
 
 **Families.** The second term is the hierarchy's share: ``bm25_F`` scores *families*, one
 document per parent memory made of its own text and its children's texts (a session and its
@@ -166,16 +166,34 @@ class Lexical:
                     self.families.extend(p, texts[c])
             else:
                 self.members.pop(p, None)
-        times = state.time[: state.n].detach().to("cpu", torch.float64)
-        seen = len(self.times)
-        retimed = seen > len(times) or not torch.equal(times[:seen], self.times)  # update(t=) reorders siblings
-        self.times = times.clone()
+        retimed = self._retimed(state, None if removed or gone else rows)  # update(t=) reorders siblings
         if removed or gone or moved or retimed or len(self.family_row) + len(fresh) != len(ids):
             self._layout(state, ids, state.children)
         elif fresh:
             self._append_layout(state, fresh)
         self.version = state.version
         self.mark = table.mark()
+
+    def _retimed(self, state, rows: list[int] | None) -> bool:
+        """Bring :attr:`times` (each row's ``t``, CPU float64) in step and say whether a row known
+        before got another time.  ``rows``: the rows rewritten since the last sync (the record
+        table's journal; appended rows are the tail); None: compare every row."""
+        col, n, seen = state.time, state.n, len(self.times)
+        if rows is None or seen > n:
+            times = col[:n].detach().to("cpu", torch.float64, copy=True)
+            changed = seen > n or not torch.equal(times[:seen], self.times)
+            self.times = times
+            return changed
+        changed = False
+        old = [r for r in rows if r < seen]
+        if old:
+            idx = torch.tensor(old, dtype=torch.long)
+            now = col[idx.to(col.device)].detach().to("cpu", torch.float64)
+            changed = not torch.equal(now, self.times[idx])
+            self.times[idx] = now
+        if n > seen:
+            self.times = torch.cat([self.times, col[seen:n].detach().to("cpu", torch.float64)])
+        return changed
 
     def _slot(self, parent: str | None) -> int:
         if parent is None:
