@@ -246,3 +246,19 @@ def test_readding_a_node_keeps_its_time_unless_its_metadata_gives_one():
     assert mem.get("d").t == was
     store.add([_node("d", "an LGBTQ support group", t=T0.isoformat())])
     assert mem.get("d").t == T0
+
+
+def test_the_embedders_are_compared_once_not_on_every_query(monkeypatch):
+    """Each query embedded its text three times (LlamaIndex, the agreement check, the store)."""
+    from hypermem.integrations import _common
+
+    idx, store, mem = _hybrid_store()
+    calls = []
+    real = _common.embeds_as
+    monkeypatch.setattr(_common, "embeds_as", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    retriever = idx.as_retriever(similarity_top_k=4, vector_store_kwargs={"touch": False})
+    first, second = retriever.retrieve(Q), retriever.retrieve("a question about the garden")
+    assert len(calls) == 1
+    assert [(n.node.node_id, n.score) for n in first] == _ranked(mem.search(Q, k=4, touch=False))
+    assert [n.node.node_id for n in second] == [r.id for r in mem.search("a question about the garden", k=4,
+                                                                           touch=False)]

@@ -26,7 +26,8 @@ store whose embedder is a hierarchy encoder: the memories that subsume the query
 
 A query ranks as ``Memory.search(query_str)`` does, the store's lexical (``hybrid``) term
 included, when the store's embedder embeds the query as the index's ``embed_model`` did
-(``embed_model=HypermemEmbedding(store.memory.embedder)``; checked per query): the store gets
+(``embed_model=HypermemEmbedding(store.memory.embedder)``; checked once, on the first such query):
+the store gets
 ``query_str``.  With another ``embed_model`` the store's embedder would put the query in another
 space than the nodes, so the store searches by ``query_embedding`` alone (no lexical term).
 ``HypermemVectorStore(mem, text_query=True)`` always passes the text (LlamaIndex then does not
@@ -175,6 +176,7 @@ class HypermemVectorStore(BasePydanticVectorStore):
     text_query: bool | None = None
     _memory: Memory = PrivateAttr()
     _path: str | None = PrivateAttr(default=None)
+    _agrees: dict = PrivateAttr(default_factory=dict)  # encoder_vector(kwargs) -> the embedders agree
 
     def __init__(self, memory: Memory | str | None = None, *, text_query: bool | None = None, **memory_kwargs: Any):
         if text_query not in (None, True, False):
@@ -314,13 +316,22 @@ class HypermemVectorStore(BasePydanticVectorStore):
         else the embedding.  ``text_query`` decides: ``True`` always the text (the store
         embeds it), ``False`` always the embedding, ``None`` (auto) the text when there is no
         embedding, or the lexical term is on and the store's embedder gives the embedding for
-        the text (one more embedder call per query; ``text_query=True`` saves it)."""
+        the text (one more embedder call, on the first such query only: the answer is kept;
+        ``text_query=True`` saves even that)."""
         emb, text = query.query_embedding, query.query_str
         if self.text_query is not False and text is not None and (emb is None or self.text_query or (
-                C.hybrid_weight(self._memory, kwargs) > 0 and C.embeds_as(self._memory, text, emb, kwargs))):
+                C.hybrid_weight(self._memory, kwargs) > 0 and self._embedders_agree(text, emb, kwargs))):
             return text, False
         _check_dim(self._memory, emb, "the query")
         return (text, False) if emb is None else (emb, True)
+
+    def _embedders_agree(self, text: str, emb: Any, kwargs: dict) -> bool:
+        """Whether the store's embedder gives ``emb`` for ``text`` (:func:`embeds_as`), asked once
+        per kind of query and kept: each query would otherwise embed its text twice more."""
+        key = C.encoder_vector(self._memory, kwargs)
+        if key not in self._agrees:
+            self._agrees[key] = C.embeds_as(self._memory, text, emb, kwargs)
+        return self._agrees[key]
 
 
 __all__ = ["HypermemVectorStore", "HypermemEmbedding", "filter_spec"]
