@@ -76,6 +76,11 @@ def is_json_file(path: Path) -> bool:
     return head.startswith(b"{")
 
 
+LOUD_LOAD_BYTES = 64 * 2**20
+"""A memory file at least this big gets a line on a terminal's stderr before it loads (a snapshot
+of 100,000 memories at dim 256, 873 MB, takes ~10 s, the whole of it before any output)."""
+
+
 def load_memory(path: str, embedder: str | None = None):
     """A memory from any store: a ``postgresql://`` URL or a SQLite database of
     ``Memory.open`` (opened read-only), a SQLite file of ``Memory.save`` or a JSON file of
@@ -106,10 +111,6 @@ def load_memory(path: str, embedder: str | None = None):
         print(f"hypermem: loading {p.name} ({size / 2**20:,.0f} MB) ...", file=sys.stderr, flush=True)
     return Memory.from_json(p, embedder=emb) if is_json_file(p) else Memory.load(p, embedder=emb)
 
-
-LOUD_LOAD_BYTES = 64 * 2**20
-"""A memory file at least this big gets a line on a terminal's stderr before it loads (a snapshot
-of 100,000 memories at dim 256, 873 MB, takes ~10 s, the whole of it before any output)."""
 
 
 def default_output(memory: str, suffix: str) -> Path:

@@ -107,7 +107,8 @@ class Searcher:
         e = embed_checked(self.memory.embedder, [query])[0]
         if depth is None and places_points(self.memory.embedder):
             return e.to(self.memory.device, self.memory.dtype)
-        d = self.memory.base_depth if depth is None else check_finite("depth", depth, lo=0.0, hi=max_depth(self.memory.curvature))
+        d = self.memory.base_depth if depth is None else \
+            check_finite("depth", depth, lo=0.0, hi=max_depth(self.memory.curvature))
         return P.point_at(e.to(self.memory.device, self.memory.dtype), d, self.memory.curvature)
 
     def query_directions(self, queries: Sequence[Any], query_depth: float | None):
