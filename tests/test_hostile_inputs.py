@@ -141,3 +141,14 @@ def test_a_search_time_of_the_wrong_type_names_at_time():
         mem.search("x", at_time="2023-05-09T00:00:00")
     with pytest.raises(TypeError, match="at_time must be a datetime, got int"):
         mem.time_weights(at_time=1700000000)
+
+
+def test_an_empty_store_names_a_bad_at_time_too():
+    """An empty store returned [] for `search(at_time="...")` and only a later search, once
+    the store held something, raised: the same bad call now fails the same way either way."""
+    from hypermem import HashingEmbedder
+
+    mem = Memory(embedder=HashingEmbedder(dim=16))
+    with pytest.raises(TypeError, match="at_time must be a datetime, got str"):
+        mem.search("x", at_time="2023-05-09T00:00:00")
+    assert mem.search("x", at_time=None) == []

@@ -47,10 +47,16 @@ class HypermemServer(MCPServer):
 
     scrub: Callable[[str], str] = staticmethod(lambda text: text)
 
+    async def list_tools(self) -> list[Any]:
+        """The tools, each schema closed (``additionalProperties: false``): it says what
+        :meth:`call_tool` enforces."""
+        return [t.model_copy(update={"input_schema": {**t.input_schema, "additionalProperties": False}})
+                for t in await super().list_tools()]
+
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
-        tool = self._tool_manager.get_tool(name)
+        tool = next((t for t in await self.list_tools() if t.name == name), None)
         if tool is not None:
-            allowed = list(tool.parameters.get("properties", {}))
+            allowed = list(tool.input_schema.get("properties", {}))
             extra = sorted(set(arguments) - set(allowed))
             if extra:
                 raise tool_error(f"{name} takes no argument {', '.join(map(repr, extra))}; its arguments are "

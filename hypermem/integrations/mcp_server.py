@@ -280,9 +280,6 @@ def build_server(memory: Memory, *, name: str = "hypermem", auto_parent: AutoPar
 
         return guarded(run)
 
-    for tool in app._tool_manager.list_tools():  # the schema says what call_tool enforces
-        tool.parameters["additionalProperties"] = False
-
     @app.resource("hypermem://stats", name="stats", description="Counts, levels, depths, times and weights "
                   "of the store", mime_type="application/json")
     def stats() -> str:

@@ -312,6 +312,8 @@ class Searcher:
         with self.memory.state.lock:
             n = self.memory.state.n
             if n == 0:
+                if at_time is not None:
+                    self.now(at_time)  # a bad at_time is named on an empty store too
                 if root is not None and mode != "nearest":
                     self.memory.state.record(root)
                 return [[] for _ in queries]
