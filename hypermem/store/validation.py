@@ -197,14 +197,16 @@ def stack_vectors(values: list, dim: int, what: str, names: list, where: str) ->
             big = next(i for i, v in enumerate(values) if not all(map(is_number, v)))
             raise MemoryFileError(f"{label(big)} holds an integer beyond float64") from None
     elif not lists:
-        arr = np.frombuffer(b"".join(bytes(v) for v in values), dtype="<f8").reshape(len(values), dim)
+        arr = np.frombuffer(bytearray().join(values), dtype="<f8").reshape(len(values), dim)  # writable
     else:
         arr = np.stack([np.asarray(v, dtype=np.float64) if isinstance(v, list) else np.frombuffer(bytes(v), "<f8")
                         for v in values])
     finite = np.isfinite(arr).all(axis=1)
     if not finite.all():
         raise MemoryFileError(f"{label(int(np.argmin(finite)))} has non-finite values")
-    return torch.from_numpy(arr.astype(np.float64))  # a fresh, writable, native-order copy
+    if not (arr.flags.writeable and arr.dtype == np.float64 and arr.dtype.isnative):
+        arr = arr.astype(np.float64)  # a fresh, writable, native-order copy
+    return torch.from_numpy(arr)
 
 
 # ---------------------------------------------------------------------------- specs
