@@ -149,17 +149,26 @@ def is_json_path(path: Any) -> bool:
     return isinstance(path, (str, os.PathLike)) and os.fspath(path).lower().endswith(".json")
 
 
-def open_memory(source: Any = None, embedder: Any = None, **kwargs: Any) -> Memory:
+def open_memory(source: Any = None, embedder: Any = None, *, server_ok: bool = False, name: str = "this adapter",
+                **kwargs: Any) -> Memory:
     """A :class:`Memory` from ``source``: a ``Memory`` (used as is), ``None`` (a new one
     with ``embedder`` and the ``Memory`` keyword arguments), a ``postgresql://`` URL or the
     path of a durable SQLite file (:meth:`Memory.open`: write-through), or the path of a
     snapshot: a file written by :meth:`Memory.save` (or, named ``.json``, by
     :meth:`Memory.to_json`), loaded; a path that does not exist yet gives a new in-process
-    memory that :func:`save_memory` writes there."""
-    if isinstance(source, Memory):
+    memory that :func:`save_memory` writes there.  A ``ServerMemory`` (``Memory.open(url,
+    mirror=False)``) is used as is with ``server_ok``, else refused with a ``TypeError`` that
+    names ``name`` and the fix."""
+    from ..store.backends.server import ServerMemory
+
+    if isinstance(source, ServerMemory) and not server_ok:
+        raise TypeError(f"{name} needs a Memory with its in-process mirror: a ServerMemory "
+                        f"(Memory.open(url, mirror=False)) searches on the server, which takes no "
+                        f"callable filter; open the store with Memory.open(url) (mirror=True, the default)")
+    if isinstance(source, (Memory, ServerMemory)):
         if embedder is not None or kwargs:
             raise ValueError("pass either a Memory or the arguments to build one (embedder, ...), not both")
-        return source
+        return source  # type: ignore[return-value]
     if source is None:
         return Memory(embedder=embedder, **kwargs)
     if isinstance(source, (str, os.PathLike)):
@@ -173,6 +182,12 @@ def open_memory(source: Any = None, embedder: Any = None, **kwargs: Any) -> Memo
             return load(path, embedder=embedder, **kwargs)
         return Memory(embedder=embedder, **kwargs)
     raise TypeError(f"expected a Memory, a file path or None, got {type(source).__name__}")
+
+
+def read_only(memory: Memory) -> bool:
+    """Whether ``memory`` was opened ``read_only=True`` (its storage says so; an in-process
+    memory never is): it reads, and refuses every write."""
+    return bool(getattr(memory.storage, "read_only", False))
 
 
 def save_memory(memory: Memory, path: str | os.PathLike | None, opened_from: str | os.PathLike | None) -> None:

@@ -128,7 +128,7 @@ class HypermemVectorStore(VectorStore):
         if isinstance(memory, Memory) and embedder is not None:
             raise ValueError("pass either memory=<Memory> (its embedder is used) or embedding=, not both")
         self.path = None if memory is None or isinstance(memory, Memory) else memory
-        self.memory = C.open_memory(memory, embedder, **memory_kwargs)
+        self.memory = C.open_memory(memory, embedder, server_ok=True, **memory_kwargs)
         self.include_time = bool(include_time)
 
     # ------------------------------------------------------------------ embeddings
@@ -161,6 +161,7 @@ class HypermemVectorStore(VectorStore):
         for n, (text, meta, id_) in enumerate(zip(texts, metadatas, ids)):
             args, rest = C.split_metadata(meta, f"metadatas[{n}]")
             items.append({"text": text, "id": id_, "meta": rest, **args})
+        self.memory.refresh()  # which ids exist: what other handles committed too (a no-op in process)
         return C.upsert(self.memory, items)
 
     def delete(self, ids: list[str] | None = None, *, cascade: bool = False, **kwargs: Any) -> bool:
@@ -168,6 +169,7 @@ class HypermemVectorStore(VectorStore):
         A removed memory's children move to its parent unless ``cascade`` removes them too."""
         if kwargs:
             raise TypeError(f"delete got unexpected keyword arguments {sorted(kwargs)}")
+        self.memory.refresh()
         C.remove(self.memory, ids, cascade)
         return True
 
@@ -180,6 +182,7 @@ class HypermemVectorStore(VectorStore):
         return Document(id=rec.id, page_content=rec.text, metadata=C.record_metadata(rec, self.include_time))
 
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
+        self.memory.refresh()  # a search catches up by itself; a lookup by id asks
         return [self._doc(self.memory.get(i)) for i in ids if i in self.memory]
 
     def _search(self, query: Any, k: int, filter: Any, vector: bool, kwargs: dict) -> list[SearchResult]:

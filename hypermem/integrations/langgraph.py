@@ -15,7 +15,9 @@ is a ``subtree`` search of :meth:`Memory.search`, and items sit near their names
 the ball.  Namespace nodes without items are removed with their last item.
 
 **TTL is the validity window.**  ``put(..., ttl=minutes)`` sets the item's ``valid_until``
-to ``now + ttl`` (``now`` from the memory's clock); reads refresh it when ``refresh_ttl``.
+to ``now + ttl`` (``now`` from the memory's clock); ``put`` without ``ttl`` takes ``default_ttl``, and
+``ttl=None`` (also a raw ``PutOp``'s) means no expiry.  Reads refresh it when ``refresh_ttl``, except on
+a memory opened ``read_only=True``.
 An item whose window has ended is gone for every read, before :meth:`HypermemStore.sweep_ttl`
 removes it.
 
@@ -33,6 +35,7 @@ compared for equality (in :meth:`Memory.search` it means ``$in``).
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import threading
 from collections.abc import Iterable
@@ -132,7 +135,7 @@ class HypermemStore(BaseStore):
                 raise ValueError("pass either index={'embed': ...} or memory=<Memory> / embedder=, not both")
             embedder = LangChainEmbedder(ensure_embeddings(index["embed"]), dim=index.get("dims"))
         self.path = None if memory is None or isinstance(memory, Memory) else memory
-        self.memory = C.open_memory(memory, embedder, **memory_kwargs)
+        self.memory = C.open_memory(memory, embedder, name="HypermemStore (LangGraph)", **memory_kwargs)
         self.index_config = index
         self._fields = [(f, f if f == "$" else tokenize_path(f)) for f in (index.get("fields") or ["$"])]
         self.ttl_config = ttl
@@ -148,6 +151,7 @@ class HypermemStore(BaseStore):
             if isinstance(op, PutOp) and not op.namespace:
                 raise InvalidNamespaceError("Namespace cannot be empty.")
         with self._lock:
+            self.memory.refresh()  # what other handles committed (a no-op in process)
             now = C.to_time(self.memory.clock())
             results: list[Result] = []
             puts: dict[tuple, PutOp] = {}
@@ -177,12 +181,12 @@ class HypermemStore(BaseStore):
 
     def _item(self, rec: MemoryRecord, score: float | None = None, search: bool = False) -> Item:
         m = rec.meta
-        fields = dict(value=m["value"], key=m["key"], namespace=tuple(m["namespace"]),
+        fields = dict(value=copy.deepcopy(m["value"]), key=m["key"], namespace=tuple(m["namespace"]),
                       created_at=C.to_time(m["created_at"]), updated_at=rec.t)
         return SearchItem(score=score, **fields) if search else Item(**fields)
 
     def _refresh(self, recs: list[MemoryRecord], refresh: bool, now: datetime) -> None:
-        if not refresh:
+        if not refresh or C.read_only(self.memory):  # a read-only handle reads, and refreshes no TTL
             return
         for r in recs:
             if r.meta.get("ttl") is not None:
@@ -269,13 +273,14 @@ class HypermemStore(BaseStore):
                 raise ValueError(f"the value of {ns}/{op.key!r} must be JSON: {bad}")
             text = self._text(op.value, op.index)
             created = mem.get(i).meta["created_at"] if i in mem and self._live(mem.get(i), now) else C.iso(now)
-            ttl = op.ttl if op.ttl is not None else (self.ttl_config or {}).get("default_ttl")
+            ttl = op.ttl  # None: no expiry (BaseStore.put puts default_ttl in when no ttl is given)
             if ttl is not None and not (isinstance(ttl, (int, float)) and ttl > 0):
                 raise ValueError(f"ttl must be a positive number of minutes, got {ttl!r}")
             items.append({"id": i, "parent": namespace_id(ns), "t": now,
                           "text": text or json.dumps(op.value, sort_keys=True, ensure_ascii=False),
                           "valid_until": None if ttl is None else now + timedelta(minutes=ttl),
-                          "meta": {_KIND: "item", "namespace": list(ns), "key": op.key, "value": op.value,
+                          "meta": {_KIND: "item", "namespace": list(ns), "key": op.key,
+                                   "value": copy.deepcopy(op.value),
                                    "created_at": created, "indexed": text is not None, "ttl": ttl}})
         if items:
             C.upsert(mem, items)
@@ -293,6 +298,7 @@ class HypermemStore(BaseStore):
     def sweep_ttl(self) -> int:
         """Remove the items whose TTL has run out (and namespaces left empty); returns how many items."""
         with self._lock:
+            self.memory.refresh()
             now = C.to_time(self.memory.clock())
             dead = [r.id for r in self.memory if _is_item(r) and not self._live(r, now)]
             C.remove(self.memory, dead)

@@ -183,7 +183,7 @@ class HypermemVectorStore(BasePydanticVectorStore):
             raise TypeError(f"text_query must be None (auto), True or False, got {text_query!r}")
         # text_query=True: LlamaIndex need not embed the query, the store does (once)
         super().__init__(text_query=text_query, is_embedding_query=text_query is not True)
-        self._memory = C.open_memory(memory, **memory_kwargs)
+        self._memory = C.open_memory(memory, name="HypermemVectorStore (LlamaIndex)", **memory_kwargs)
         self._path = None if memory is None or isinstance(memory, Memory) else str(memory)
 
     @classmethod
@@ -204,6 +204,7 @@ class HypermemVectorStore(BasePydanticVectorStore):
         """Store the nodes; an existing node id is replaced and keeps its time unless the
         node's metadata gives ``t``.  Returns their ids."""
         mem = self._memory
+        mem.refresh()  # which ids exist: what other handles committed too (a no-op in process)
         batch = {n.node_id for n in nodes}
         items = []
         for n in nodes:
@@ -222,12 +223,14 @@ class HypermemVectorStore(BasePydanticVectorStore):
     def _matching(self, node_ids: Sequence[str] | None, filters: MetadataFilters | None) -> list[MemoryRecord]:
         pred = C.compile_filter(filter_spec(filters), _field)
         mem = self._memory
+        mem.refresh()
         recs = [mem.get(i) for i in node_ids if i in mem] if node_ids is not None else list(mem)
         return [r for r in recs if pred is None or pred(r)]
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
         """Remove every node of the source document ``ref_doc_id`` (children of a removed
         node that belong to another document move up to its parent)."""
+        self._memory.refresh()
         ids = [r.id for r in self._memory if r.meta.get("ref_doc_id") == ref_doc_id]
         C.remove(self._memory, ids, cascade=bool(delete_kwargs.get("cascade", False)))
 
@@ -238,6 +241,7 @@ class HypermemVectorStore(BasePydanticVectorStore):
         C.remove(self._memory, ids, cascade=bool(delete_kwargs.get("cascade", False)))
 
     def clear(self) -> None:
+        self._memory.refresh()
         C.remove(self._memory, None)
 
     def persist(self, persist_path: str | None = None, fs: Any = None) -> None:
