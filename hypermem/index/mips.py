@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 import torch
@@ -149,6 +150,37 @@ class MIPSIndex:
             out = dist, ind
         dist, ind = out
         return (dist[0], ind[0]) if single else (dist, ind)
+
+
+    def query(self, point, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Indices and Lorentz inner products ``<X, Y>_L`` (larger is closer, ``-1/c`` for the
+        point itself) of the ``k`` nearest stored points to one ball point ``(d,)``, as
+        poincare-memory's ``MIPSIndex.query`` returns them.
+
+        Best first, ties by ascending index; at most ``len(self)`` of them (no padding), and
+        empty tensors for ``k < 1`` or an empty (or never built) index.  :meth:`search` is the
+        batched form, with distances.
+        """
+        k = operator.index(k)
+        empty = torch.empty(0, dtype=torch.long), torch.empty(0, dtype=torch.float64)
+        if self._vectors is None or len(self) == 0 or k < 1:
+            return empty
+        Q = self.ball.to_lorentz(point)
+        if Q.dim() != 1:
+            raise ValueError(f"query takes one point of shape (d,), got {tuple(Q.shape[:-1])} points: "
+                             "use search(queries, k) for a batch")
+        if Q.shape[0] != self._vectors.shape[1]:
+            raise ValueError(f"query dimension {Q.shape[0] - 1} does not match the index ({self._vectors.shape[1] - 1})")
+        kk = min(k, len(self))
+        V = self._vectors.to(device=Q.device, dtype=Q.dtype)
+        if self.backend == "faiss":
+            _, ind = self.search(point, kk)
+            ind = ind[ind >= 0]
+            scores = V[ind] @ Q
+            order = torch.argsort(-scores, stable=True)
+            return ind[order], scores[order]
+        scores, ind, _ = exact_topk(Q.unsqueeze(0), V, kk, lambda s, idx: -s)
+        return ind[0], scores[0]
 
 
 def _pad(dist, ind, k):

@@ -1,0 +1,78 @@
+"""Coming from poincare-memory: ``MIPSIndex.query`` returns the reference's ``(indices,
+inner products)``, next to the reference where it is installed."""
+
+import numpy as np
+import pytest
+import torch
+
+from hypermem import Memory, PoincareBall
+from hypermem.index import MIPSIndex
+
+RNG = np.random.default_rng(3)
+PTS = RNG.normal(size=(20, 4)) * 0.15  # inside the ball of curvature 2 (radius 0.707)
+Q = RNG.normal(size=4) * 0.15
+
+
+def lorentz(x, c=1.0):
+    """Hyperboloid coordinates of ball points, by the textbook formula."""
+    x = np.asarray(x, dtype=np.float64)
+    sq = (x * x).sum(-1, keepdims=True)
+    return np.concatenate([(1 + c * sq) / (1 - c * sq) / np.sqrt(c), 2 * x / (1 - c * sq)], -1)
+
+
+@pytest.mark.parametrize("backend", ["auto", "torch", "numpy"])
+@pytest.mark.parametrize("c", [1.0, 2.0])
+def test_query_returns_indices_and_lorentz_inner_products_best_first(backend, c):
+    idx = MIPSIndex(PoincareBall(c), backend=backend).build(PTS)
+    ind, scores = idx.query(Q, 4)
+    X, Y = lorentz(PTS, c), lorentz(Q, c)
+    ip = -X[:, 0] * Y[0] + X[:, 1:] @ Y[1:]
+    want = np.argsort(-ip, kind="stable")[:4]
+    assert ind.tolist() == want.tolist() and ind.dtype == torch.long
+    np.testing.assert_allclose(np.asarray(scores), ip[want], rtol=1e-12)
+    # the same neighbours as search(), whose distances follow from the scores
+    dist, sind = idx.search(Q, 4)
+    assert sind.tolist() == ind.tolist()
+    np.testing.assert_allclose(np.asarray(dist), np.arccosh(-c * ip[want]) / np.sqrt(c), rtol=1e-9)
+
+
+def test_query_returns_only_the_stored_rows_and_empty_answers_without_padding():
+    idx = MIPSIndex(PoincareBall()).build(PTS)
+    ind, scores = idx.query(Q, 50)
+    assert sorted(ind.tolist()) == list(range(20)) and scores.shape == (20,)
+    assert (scores[:-1] >= scores[1:]).all()
+    for empty in (MIPSIndex(PoincareBall()), MIPSIndex(PoincareBall()).build(np.zeros((0, 4)))):
+        i, s = empty.query(Q, 3)
+        assert i.shape == (0,) and s.shape == (0,) and i.dtype == torch.long
+    i, s = idx.query(Q, 0)
+    assert i.shape == (0,) and s.shape == (0,)
+    with pytest.raises(ValueError, match="use search"):
+        idx.query(PTS[:2], 3)
+    with pytest.raises(ValueError, match="dimension"):
+        idx.query(np.zeros(3), 3)
+
+
+def test_query_matches_the_reference_and_ties_come_in_index_order():
+    ref = pytest.importorskip("poincare_memory")
+    r_ind, r_sc = ref.MIPSIndex(ref.PoincareBall()).build(PTS).query(Q, 5)
+    ind, sc = MIPSIndex(PoincareBall()).build(PTS).query(Q, 5)
+    assert ind.tolist() == r_ind.tolist()
+    np.testing.assert_allclose(np.asarray(sc), r_sc, rtol=1e-6)
+    same = np.array([[0.1, 0.0], [0.1, 0.0], [0.0, 0.1], [0.1, 0.0]])
+    assert MIPSIndex(PoincareBall()).build(same).query(np.array([0.1, 0.0]), 4)[0].tolist() == [0, 1, 3, 2]
+
+
+def test_memory_build_index_query_names_the_same_rows_as_the_reference():
+    texts = ["cats purr", "dogs bark", "fish swim", "birds fly", "cats and dogs", "ocean fish"]
+    m = Memory()
+    for t in texts:
+        m.add(t)
+    ind, scores = m.build_index().query(m.embed_query("cats"), 3)
+    assert [texts[i] for i in ind.tolist()][:2] == ["cats purr", "cats and dogs"]
+    ref = pytest.importorskip("poincare_memory")
+    r = ref.Memory()
+    for t in texts:
+        r.add(t)
+    r_ind, r_sc = r.build_index(backend="numpy").query(r.embed_query("cats"), 3)
+    assert ind.tolist() == r_ind.tolist()
+    np.testing.assert_allclose(np.asarray(scores), r_sc, rtol=1e-6)
