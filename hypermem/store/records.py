@@ -76,9 +76,10 @@ class SearchResult:
         return self.record.text
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-friendly dict: the record's fields plus the scores."""
+        """JSON-friendly dict: the record's fields plus the scores; the parent's id under both
+        ``parent_id`` (the record's field) and ``parent`` (poincare-memory's key)."""
         d = self.record.to_dict()
-        d.update(score=self.score, distance=self.distance, time_weight=self.time_weight, depth=self.depth,
+        d.update(parent=self.record.parent_id, score=self.score, distance=self.distance, time_weight=self.time_weight, depth=self.depth,
                  cone_energy=self.cone_energy)
         return d
 

@@ -45,9 +45,13 @@ def _iso(t: datetime | None) -> str | None:
 
 def to_dict(memory, at_time: datetime | None = None, layout: str = "auto") -> dict[str, Any]:
     """A JSON-able snapshot: config (with the ``layout`` used, as the NumPy reference records
-    it), stats, and one node per memory (id, text, parent,
+    it), stats, one node per memory (id, text, parent,
     children, level, depth, disk coordinates ``x``/``y``, time, weight at ``at_time``,
-    access count, validity, meta).
+    access count, validity, meta) and the ``edges`` parent -> child.
+
+    poincare-memory's keys are all there: ``edges`` (``{"source", "target"}``), the config's
+    ``now_ms`` and ``count``, the nodes' ``t_ms`` (milliseconds since the epoch, as ``now_ms``)
+    and ``accesses``, next to hypermem's ``now``, ``time`` (seconds) and ``access_count``.
 
     >>> from hypermem import Memory
     >>> mem = Memory(); root = mem.add("animals", id="a"); _ = mem.add("dogs", parent="a", id="d")
@@ -70,7 +74,8 @@ def to_dict(memory, at_time: datetime | None = None, layout: str = "auto") -> di
         nodes.append({
             "id": r.id, "text": r.text, "parent": r.parent_id, "children": children[r.id], "level": levels[i],
             "depth": depths[i], "x": xy_l[i][0], "y": xy_l[i][1], "t": _iso(r.t), "time": to_seconds(r.t),
-            "weight": weights[i], "access_count": int(r.access_count), "last_accessed": _iso(r.last_accessed),
+            "t_ms": to_seconds(r.t) * 1000.0, "weight": weights[i], "access_count": int(r.access_count),
+            "accesses": int(r.access_count), "last_accessed": _iso(r.last_accessed),
             "valid_from": _iso(r.valid_from), "valid_until": _iso(r.valid_until), "meta": dict(r.meta),
         })
     return {
@@ -78,9 +83,11 @@ def to_dict(memory, at_time: datetime | None = None, layout: str = "auto") -> di
         "now": now.isoformat(),
         "config": {"curvature": memory.curvature, "dim": memory.dim, "base_depth": memory.base_depth,
                    "depth_step": memory.depth_step, "metric": memory.metric, "decay": policy_spec(memory.decay),
-                   "embedder": embedder_spec(memory.embedder), "layout": used},
+                   "embedder": embedder_spec(memory.embedder), "layout": used,
+                   "now_ms": to_seconds(now) * 1000.0, "count": len(records)},
         "stats": stats,
         "nodes": nodes,
+        "edges": [{"source": r.parent_id, "target": r.id} for r in records if r.parent_id is not None],
     }
 
 
@@ -117,9 +124,11 @@ def weight_timeline(memory, steps: int = 61, at_time: datetime | None = None) ->
             "weights": weights, "index": grid.index(now)}
 
 
-def to_networkx(memory, at_time: datetime | None = None):
-    """A ``networkx.DiGraph``: one node per memory (attributes ``text``, ``level``,
-    ``depth``, ``t``, ``weight``, ``access_count``, ``meta``), an edge parent -> child.
+def to_networkx(memory, at_time: datetime | None = None, layout: str = "auto"):
+    """A ``networkx.DiGraph``: one node per memory (attributes ``text``, ``parent``, ``level``,
+    ``depth``, disk coordinates ``x``/``y`` of ``layout`` (as :func:`to_dict`), ``t`` (a
+    datetime), ``t_ms`` (milliseconds since the epoch), ``weight``, ``access_count`` and
+    ``accesses`` (the same count), ``meta``), an edge parent -> child.
 
     >>> from hypermem import Memory
     >>> mem = Memory(); _ = mem.add("animals", id="a"); _ = mem.add("dogs", parent="a", id="d")
@@ -134,9 +143,11 @@ def to_networkx(memory, at_time: datetime | None = None):
     with memory.state.lock:
         records = list(memory)
         weights = memory.time_weights(at_time=at_time).tolist() if records else []
+        xy = coordinates(memory, layout)[0].tolist()
         for i, r in enumerate(records):
-            g.add_node(r.id, text=r.text, level=memory.level(r.id), depth=memory.depth(r.id), t=r.t,
-                       weight=weights[i], access_count=int(r.access_count), meta=dict(r.meta))
+            g.add_node(r.id, text=r.text, parent=r.parent_id, level=memory.level(r.id), depth=memory.depth(r.id),
+                       x=xy[i][0], y=xy[i][1], t=r.t, t_ms=to_seconds(r.t) * 1000.0, weight=weights[i],
+                       access_count=int(r.access_count), accesses=int(r.access_count), meta=dict(r.meta))
         for r in records:
             if r.parent_id is not None:
                 g.add_edge(r.parent_id, r.id)
