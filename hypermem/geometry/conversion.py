@@ -7,6 +7,8 @@ Conventions (all of :mod:`hypermem.geometry`):
   dtype (float16, float32 or float64) and go to the CPU; lists, scalars and integer
   arrays become float64; next to a torch tensor, everything takes that tensor's dtype
   and device (torch tensors decide, then NumPy arrays);
+* any array ``np.asarray`` takes is accepted: non-contiguous ones are viewed as they are,
+  those with negative strides (``X[::-1]``) or read-only ones are copied;
 * points have their coordinates in the last dimension and may carry any number of
   leading batch dimensions, which broadcast.
 """
@@ -44,6 +46,10 @@ def as_tensor(x: Any, *, dtype: torch.dtype | None = None, device: torch.device 
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{name} must be a tensor, an array or a nested list of numbers, "
                         f"got {type(x).__name__}") from exc
+    if not arr.flags.writeable or any(s < 0 for s in arr.strides):
+        # torch cannot view negative strides, and a tensor must not alias read-only memory
+        # (torch warns that writing it is undefined): these two take a copy, nothing else does.
+        arr = np.array(arr)
     return torch.as_tensor(arr, dtype=dtype, device=device)
 
 
