@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-import geoopt
+import warnings
+
 import torch
+
+with warnings.catch_warnings():
+    # geoopt decorates its helpers with @torch.jit.script, which recent torch deprecates: its import
+    # must not fail under ``python -W error::DeprecationWarning`` (nor warn 73 times in a notebook)
+    warnings.filterwarnings("ignore", message=r"`torch\.jit\.script` is deprecated", category=DeprecationWarning)
+    import geoopt
 
 from . import poincare_functions as P
 from .conversion import as_points, check_curvature
