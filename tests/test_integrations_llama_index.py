@@ -248,17 +248,45 @@ def test_readding_a_node_keeps_its_time_unless_its_metadata_gives_one():
     assert mem.get("d").t == T0
 
 
-def test_the_embedders_are_compared_once_not_on_every_query(monkeypatch):
-    """Each query embedded its text three times (LlamaIndex, the agreement check, the store)."""
+def test_a_query_is_embedded_twice_not_three_times(monkeypatch):
+    """Each query embedded its text three times (LlamaIndex, the agreement check, the store): a
+    HypermemEmbedding of the store's embedder says what it embedded, so the check costs no call."""
     from hypermem.integrations import _common
 
     idx, store, mem = _hybrid_store()
-    calls = []
-    real = _common.embeds_as
-    monkeypatch.setattr(_common, "embeds_as", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    checks, embedded = [], []
+    real, embed = _common.embeds_as, mem.embedder.embed
+    monkeypatch.setattr(_common, "embeds_as", lambda *a, **kw: checks.append(1) or real(*a, **kw))
+    monkeypatch.setattr(mem.embedder, "embed", lambda texts: embedded.extend(texts) or embed(texts))
     retriever = idx.as_retriever(similarity_top_k=4, vector_store_kwargs={"touch": False})
     first, second = retriever.retrieve(Q), retriever.retrieve("a question about the garden")
-    assert len(calls) == 1
+    assert checks == [] and embedded == [Q, Q, "a question about the garden", "a question about the garden"]
     assert [(n.node.node_id, n.score) for n in first] == _ranked(mem.search(Q, k=4, touch=False))
     assert [n.node.node_id for n in second] == [r.id for r in mem.search("a question about the garden", k=4,
                                                                            touch=False)]
+
+
+def test_an_embedding_of_other_text_than_query_str_is_searched_by_itself():
+    """After one ordinary query the answer "the embedders agree" was kept, and every later query
+    sent query_str: an embedding of other text (HyDE, custom_embedding_strs) was ignored."""
+    from llama_index.core.schema import QueryBundle
+
+    idx, store, mem = _hybrid_store()
+    embed = HypermemEmbedding(mem.embedder)
+    retriever = idx.as_retriever(similarity_top_k=4, vector_store_kwargs={"touch": False})
+    assert [n.node.node_id for n in retriever.retrieve(Q)] == [r.id for r in mem.search(Q, k=4, touch=False)]
+    other = "Melanie: wow, what happened?"
+    emb = embed.get_query_embedding(other)
+    by_vector = _ranked(mem.search(store_point(mem, emb), k=4, touch=False, query_depth=mem.base_depth))
+    assert by_vector != _ranked(mem.search(Q, k=4, touch=False))
+    res = store.query(VectorStoreQuery(query_embedding=emb, query_str=Q, similarity_top_k=4), touch=False)
+    assert list(zip(res.ids, res.similarities)) == by_vector
+    got = retriever.retrieve(QueryBundle(Q, custom_embedding_strs=[other]))
+    assert [(n.node.node_id, n.score) for n in got] == by_vector
+    # a vector made without HypermemEmbedding: compared with the store embedder's vector of query_str
+    plain = HypermemVectorStore(mem)
+    for text in ("Did Caroline go to a support group?", Q):      # not embedded yet / embedded by `embed`
+        res = plain.query(VectorStoreQuery(query_embedding=mem.embedder.embed([other])[0].tolist(), query_str=text,
+                                           similarity_top_k=4), touch=False)
+        assert list(zip(res.ids, res.similarities)) == by_vector
+    assert [n.node.node_id for n in retriever.retrieve(Q)] == [r.id for r in mem.search(Q, k=4, touch=False)]

@@ -376,7 +376,13 @@ def embeds_as(memory: Memory, text: str, vector: Any, kwargs: Mapping[str, Any] 
     searching for ``text`` ranks by the same vector, plus the store's lexical term.  Compared
     by direction (a query point's direction is all the store uses), or whole where the vector
     goes to the store as it is (:func:`encoder_vector`)."""
-    mine = embed_checked(memory.embedder, [text])[0].detach().to("cpu", torch.float64)
+    return same_vector(memory, embed_checked(memory.embedder, [text])[0], vector, kwargs)
+
+
+def same_vector(memory: Memory, mine: Any, vector: Any, kwargs: Mapping[str, Any] | None = None) -> bool:
+    """Whether ``vector`` is the store embedder's ``mine`` as a query of ``kwargs`` uses it: by
+    direction, or whole where the vector goes to the store as it is (:func:`encoder_vector`)."""
+    mine = torch.as_tensor(mine, dtype=torch.float64).detach().cpu()
     v = torch.as_tensor(vector, dtype=torch.float64).detach().cpu()
     if v.shape != mine.shape:
         return False

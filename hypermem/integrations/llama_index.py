@@ -25,11 +25,12 @@ store whose embedder is a hierarchy encoder: the memories that subsume the query
 ``min(1, exp(score))``.
 
 A query ranks as ``Memory.search(query_str)`` does, the store's lexical (``hybrid``) term
-included, when the store's embedder embeds the query as the index's ``embed_model`` did
-(``embed_model=HypermemEmbedding(store.memory.embedder)``; checked once, on the first such query):
-the store gets
-``query_str``.  With another ``embed_model`` the store's embedder would put the query in another
-space than the nodes, so the store searches by ``query_embedding`` alone (no lexical term).
+included, when its ``query_embedding`` is the store embedder's vector of that very ``query_str``
+(``embed_model=HypermemEmbedding(store.memory.embedder)``, which keeps its latest query vectors, so
+knowing it costs no embedder call): the store gets ``query_str``.  Otherwise the store searches by
+``query_embedding`` alone (no lexical term): another ``embed_model`` (the store's embedder would put
+the query in another space than the nodes), or an embedding of other text than ``query_str``
+(HyDE, ``custom_embedding_strs``).
 ``HypermemVectorStore(mem, text_query=True)`` always passes the text (LlamaIndex then does not
 embed the query: the store does, once); ``text_query=False`` always the embedding.  Re-adding a
 node id replaces the memory and keeps its time unless the node's metadata gives ``t``.
@@ -38,6 +39,9 @@ node id replaces the memory and keeps its time unless the node's metadata gives 
 from __future__ import annotations
 
 import os
+import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -119,6 +123,36 @@ def _field(rec: MemoryRecord, key: str) -> Any:
     return rec.meta.get(key, C.MISSING)
 
 
+RECENT_QUERIES = 32
+"""Query vectors :class:`HypermemEmbedding` keeps per hypermem embedder (the latest), so that the
+store knows, without embedding the text again, whether a ``query_embedding`` is its ``query_str``'s."""
+
+_recent: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # embedder -> OrderedDict(text -> vector)
+_recent_lock = threading.Lock()
+
+
+def _remember_query(embedder: Any, text: str, vector: list[float]) -> None:
+    try:
+        with _recent_lock:
+            seen = _recent.setdefault(embedder, OrderedDict())
+            seen[text] = vector
+            seen.move_to_end(text)
+            while len(seen) > RECENT_QUERIES:
+                seen.popitem(last=False)
+    except TypeError:  # an embedder that cannot be a weak key (unhashable): the store asks its embedder
+        pass
+
+
+def _recent_query(embedder: Any, text: str) -> list[float] | None:
+    """The vector a :class:`HypermemEmbedding` of ``embedder`` gave the query ``text`` lately, or None."""
+    try:
+        with _recent_lock:
+            seen = _recent.get(embedder)
+            return None if seen is None else seen.get(text)
+    except TypeError:
+        return None
+
+
 class HypermemEmbedding(BaseEmbedding):
     """A hypermem embedder (``dim`` and ``embed(texts)``) as a LlamaIndex ``BaseEmbedding``:
     queries and documents get the same vectors."""
@@ -150,7 +184,9 @@ class HypermemEmbedding(BaseEmbedding):
         return self._get_text_embeddings([text])[0]
 
     def _get_query_embedding(self, query: str) -> list[float]:
-        return self._get_text_embedding(query)
+        vector = self._get_text_embedding(query)
+        _remember_query(self._embedder, query, vector)
+        return vector
 
     async def _aget_query_embedding(self, query: str) -> list[float]:
         return self._get_query_embedding(query)
@@ -176,7 +212,7 @@ class HypermemVectorStore(BasePydanticVectorStore):
     text_query: bool | None = None
     _memory: Memory = PrivateAttr()
     _path: str | None = PrivateAttr(default=None)
-    _agrees: dict = PrivateAttr(default_factory=dict)  # encoder_vector(kwargs) -> the embedders agree
+    _differ: set = PrivateAttr(default_factory=set)  # encoder_vector(kwargs) of queries whose embed_model differs
 
     def __init__(self, memory: Memory | str | None = None, *, text_query: bool | None = None, **memory_kwargs: Any):
         if text_query not in (None, True, False):
@@ -315,27 +351,36 @@ class HypermemVectorStore(BasePydanticVectorStore):
 
     def _query_of(self, query: VectorStoreQuery, kwargs: dict) -> tuple[Any, bool]:
         """``(query, is a vector)``: ``query_str``, so that the store ranks it as
-        :meth:`Memory.search` does (its lexical ``hybrid`` term included), where the store's
-        embedder gives the same vector as the ``embed_model`` that made ``query_embedding``;
-        else the embedding.  ``text_query`` decides: ``True`` always the text (the store
+        :meth:`Memory.search` does (its lexical ``hybrid`` term included), where
+        ``query_embedding`` is the store embedder's vector of that very ``query_str``; else the
+        embedding (another ``embed_model``, or a vector of other text: HyDE,
+        ``custom_embedding_strs``).  ``text_query`` decides: ``True`` always the text (the store
         embeds it), ``False`` always the embedding, ``None`` (auto) the text when there is no
-        embedding, or the lexical term is on and the store's embedder gives the embedding for
-        the text (one more embedder call, on the first such query only: the answer is kept;
-        ``text_query=True`` saves even that)."""
+        embedding, or the lexical term is on and :meth:`_is_embedding_of` the text."""
         emb, text = query.query_embedding, query.query_str
         if self.text_query is not False and text is not None and (emb is None or self.text_query or (
-                C.hybrid_weight(self._memory, kwargs) > 0 and self._embedders_agree(text, emb, kwargs))):
+                C.hybrid_weight(self._memory, kwargs) > 0 and self._is_embedding_of(text, emb, kwargs))):
             return text, False
         _check_dim(self._memory, emb, "the query")
         return (text, False) if emb is None else (emb, True)
 
-    def _embedders_agree(self, text: str, emb: Any, kwargs: dict) -> bool:
-        """Whether the store's embedder gives ``emb`` for ``text`` (:func:`embeds_as`), asked once
-        per kind of query and kept: each query would otherwise embed its text twice more."""
-        key = C.encoder_vector(self._memory, kwargs)
-        if key not in self._agrees:
-            self._agrees[key] = C.embeds_as(self._memory, text, emb, kwargs)
-        return self._agrees[key]
+    def _is_embedding_of(self, text: str, emb: Any, kwargs: dict) -> bool:
+        """Whether ``emb`` is the store embedder's vector of ``text``.  Without an embedder call
+        when a :class:`HypermemEmbedding` of the store's embedder embedded ``text`` lately (it
+        keeps its last :data:`RECENT_QUERIES` query vectors), so a query is embedded twice, by
+        LlamaIndex and by the store; else one store-embedder call, and none more for queries of
+        that kind once an answer was no (an ``embed_model`` that differs)."""
+        mem = self._memory
+        known = _recent_query(mem.embedder, text)
+        if known is not None:
+            return C.same_vector(mem, known, emb, kwargs)
+        kind = C.encoder_vector(mem, kwargs)
+        if kind in self._differ:
+            return False
+        same = C.embeds_as(mem, text, emb, kwargs)
+        if not same:
+            self._differ.add(kind)
+        return same
 
 
 __all__ = ["HypermemVectorStore", "HypermemEmbedding", "filter_spec"]
