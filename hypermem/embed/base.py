@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-import numpy as np
 import torch
 
+from ..geometry.conversion import as_tensor
 from .callable import CallableEmbedder
 from .hashing import HashingEmbedder
 from .sentence_transformer import SentenceTransformerEmbedder
@@ -77,7 +77,7 @@ def embed_checked(embedder: Embedder, texts: Sequence[str], *, return_owned: boo
         X = out.detach().to(device="cpu", dtype=torch.float64)
         owned = owned or X.data_ptr() != out.data_ptr()
     else:
-        X = torch.as_tensor(np.asarray(out, dtype=np.float64))
+        X = as_tensor(out, dtype=torch.float64, name="the embedder's output")  # any array layout
     dim = int(embedder.dim)
     if X.dim() != 2 or X.shape[0] != n or X.shape[1] != dim:
         raise ValueError(f"the embedder returned shape {tuple(X.shape)}, expected ({n}, {dim})")

@@ -6,8 +6,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
+
+from ..geometry.conversion import as_tensor
 
 
 @dataclass
@@ -33,7 +34,7 @@ class CallableEmbedder:
     def embed(self, texts: Sequence[str]) -> torch.Tensor:
         out = self.fn(list(texts))
         X = out.detach().to("cpu", torch.float64) if isinstance(out, torch.Tensor) else \
-            torch.as_tensor(np.asarray(out, dtype=np.float64))
+            as_tensor(out, dtype=torch.float64, name="the embedding function's output")
         if X.dim() != 2 or X.shape[1] != self.dim or X.shape[0] != len(texts):
             raise ValueError(f"embedding function returned shape {tuple(X.shape)}, "
                              f"expected ({len(texts)}, {self.dim})")
