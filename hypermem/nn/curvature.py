@@ -74,3 +74,13 @@ def points_manifold(ball: PoincareBall) -> PoincareBall:
     """The manifold for a ``ManifoldParameter`` of points on ``ball``: the ball itself, or a
     :class:`FollowingBall` of it when its curvature is learnable."""
     return FollowingBall(ball) if ball.learnable else ball
+
+
+def shared_or_new_ball(curvature, learnable: bool) -> PoincareBall:
+    """``curvature`` itself when it is a ball (shared between layers), else :func:`make_ball`."""
+    if isinstance(curvature, PoincareBall):
+        if learnable and not curvature.learnable:
+            raise ValueError("learn_curvature=True with a shared ball whose curvature is fixed; "
+                             "build the ball with make_ball(c, learnable=True)")
+        return curvature
+    return make_ball(curvature, learnable)

@@ -47,7 +47,7 @@ from torch import nn
 
 from ..geometry import PoincareBall
 from ..geometry import poincare as P
-from .curvature import ball_c
+from .curvature import ball_c, shared_or_new_ball
 from .read_checks import host_check, nonfinite_kind
 
 DEPTH_MODES = ("expmap", "fixed", "learned")
@@ -83,8 +83,6 @@ class BallEncoder(nn.Module):
             raise ValueError(f"in_features must be a positive integer, got {in_features!r}")
         if isinstance(out_features, bool) or not isinstance(out_features, int) or out_features < 2:
             raise ValueError(f"out_features must be an integer >= 2, got {out_features!r}")
-        from .hyperbolic_memory import shared_or_new_ball
-
         self.ball = shared_or_new_ball(curvature, learn_curvature)
         self.linear = nn.Linear(in_features, out_features, bias=bias, dtype=dtype, device=device)
         if init == "identity":

@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -73,12 +72,14 @@ from ..geometry.numerics import safe_norm
 from ..index import HyperbolicDistance, ShellDistance, exact_topk
 from ..temporal import NoDecay
 from ..temporal.clock import utcnow
-from .curvature import ball_c, make_ball, points_manifold
+from .curvature import ball_c, points_manifold, shared_or_new_ball
 from .dense_topk import dense_topk, exclusion_mask
 from .distance import all_distance, gathered_distance
 from .indices import as_indices
+from .module_state import ModuleState, refuse_meta
 from .read_checks import as_float as _as_float
 from .read_checks import check_k, check_query_values, check_slot_range, host_check, key_error
+from .read_result import Readout, attention
 from .slot_writes import TIME_BUFFERS as _TIME_BUFFERS
 from .slot_writes import SlotWrites
 from .store_bridge import StoreBridge
@@ -91,46 +92,10 @@ MAX_TEMPERATURE = 1e4
 """Ceiling of the temperature (scores ``-d / tau`` never collapse to 0 / NaN either way)."""
 
 
-@dataclass
-class Readout:
-    """What a read of :class:`HyperbolicMemory` returns.
-
-    ``read`` ``(batch, value_dim)``: the weighted sum of the values; ``weights``
-    ``(batch, k)``: the softmax over the read slots (rows sum to 1); ``indices``
-    ``(batch, k)``: the slots read (all slots in order for a full read; ``-1`` where fewer
-    than ``k`` slots were left after exclusions, with weight 0; a query whose slots were all
-    excluded gets all-zero weights and a zero read); ``distances`` ``(batch, k)``;
-    ``scores`` ``(batch, k)``: the logits of the softmax (``-inf`` for missing slots).
-    """
-
-    read: torch.Tensor
-    weights: torch.Tensor
-    indices: torch.Tensor
-    distances: torch.Tensor
-    scores: torch.Tensor
-
-
 _LOG_TAU_MIN, _LOG_TAU_MAX = math.log(MIN_TEMPERATURE), math.log(MAX_TEMPERATURE)
 
 
-def _attention(scores: torch.Tensor) -> torch.Tensor:
-    """``softmax`` over each row; a row with no slot left (every score ``-inf``: all
-    excluded) gets weight 0 everywhere, so its read is the zero vector, not NaN."""
-    empty = torch.isneginf(scores).all(dim=1, keepdim=True)
-    return torch.softmax(scores.masked_fill(empty, 0.0), dim=1).masked_fill(empty, 0.0)
-
-
-def shared_or_new_ball(curvature, learnable: bool) -> PoincareBall:
-    """``curvature`` itself when it is a ball (shared between layers), else :func:`make_ball`."""
-    if isinstance(curvature, PoincareBall):
-        if learnable and not curvature.learnable:
-            raise ValueError("learn_curvature=True with a shared ball whose curvature is fixed; "
-                             "build the ball with make_ball(c, learnable=True)")
-        return curvature
-    return make_ball(curvature, learnable)
-
-
-class HyperbolicMemory(SlotWrites, TimeScores, StoreBridge, nn.Module):
+class HyperbolicMemory(ModuleState, SlotWrites, TimeScores, StoreBridge, nn.Module):
     """A memory layer on the Poincaré ball (see the module docstring for the maths).
 
     Parameters
@@ -165,6 +130,8 @@ class HyperbolicMemory(SlotWrites, TimeScores, StoreBridge, nn.Module):
     sparse_grad: sparse gradients for the gathered keys and values of top-k reads
         (memory independent of ``N``; needs an optimizer that takes sparse gradients).
     clock: callable returning "now" (used when ``at_time`` is not given).
+    check_finite: check every read's queries (finite, inside the ball: one host sync a read);
+        ``False`` skips it (shapes, dtype and device are still checked).
     """
 
     def __init__(self, keys, values=None, *, curvature: float | PoincareBall = 1.0, metric: str = "hyperbolic",
@@ -174,8 +141,10 @@ class HyperbolicMemory(SlotWrites, TimeScores, StoreBridge, nn.Module):
                  depth_bias: float = 0.0, base_depth: float = 1.0, ids: Sequence[str] | None = None,
                  sparse_grad: bool = False, clock: Callable[[], datetime] | None = None,
                  dtype: torch.dtype | None = None, device: str | torch.device | None = None,
-                 learn_curvature: bool = False):
+                 learn_curvature: bool = False, check_finite: bool = True):
         super().__init__()
+        refuse_meta(keys, device)
+        self.check_finite = bool(check_finite)
         if metric not in METRICS:
             raise ValueError(f"unknown metric {metric!r}; choose one of {METRICS}")
         self.ball = shared_or_new_ball(curvature, learn_curvature)
@@ -221,20 +190,9 @@ class HyperbolicMemory(SlotWrites, TimeScores, StoreBridge, nn.Module):
         self.records: list[Any] | None = None  # MemoryRecords when built by from_memory
         self._store_config: dict[str, Any] | None = None
         self._key_cache: tuple | None = None
+        self._register_state_hooks()
 
     # ------------------------------------------------------------------ checks and helpers
-    def _apply(self, fn, recurse=True):
-        # Timestamps and counts stay float64 whatever dtype the module is cast to.
-        saved = {n: self._buffers.pop(n) for n in _TIME_BUFFERS if n in self._buffers}
-        try:
-            out = super()._apply(fn, recurse)
-        finally:
-            dev = self.keys.device
-            for n, t in saved.items():
-                self._buffers[n] = None if t is None else t.to(dev)
-        self._key_cache = None
-        return out
-
     def extra_repr(self) -> str:
         vd = None if self.values is None else self.values.shape[1]
         return (f"slots={len(self)}, dim={self.dim}, value_dim={vd}, metric={self.metric!r}, "
@@ -276,11 +234,28 @@ class HyperbolicMemory(SlotWrites, TimeScores, StoreBridge, nn.Module):
         return torch.tensor(out, dtype=torch.long, device=self.keys.device)
 
     # ------------------------------------------------------------------ scoring pieces
+    def _key_stamp(self) -> tuple | None:
+        """What the key cache is valid for: the keys' version, storage, shape, dtype, device and
+        the curvature; ``None`` for keys without storage (``torch.func`` transforms): no cache."""
+        K = self.keys
+        try:
+            ptr = K.data_ptr()
+        except RuntimeError:  # a functorch-wrapped tensor (torch.func.grad / vmap of functional_call)
+            return None
+        return (K._version, ptr, tuple(K.shape), K.dtype, K.device, self.curvature)
+
     def key_geometry(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Unit directions ``(N, d)`` and hyperbolic radii ``(N,)`` of the keys, cached until
-        the keys change (in-place optimizer steps bump the tensor's version)."""
+        the keys change: optimizer steps and writes under ``torch.no_grad()`` bump the keys'
+        version.  Writes through ``keys.data`` do not (``.data`` has its own version counter):
+        call :meth:`invalidate` after them.  Keys without storage (``torch.func.grad`` over
+        ``functional_call``) are not cached."""
+        stamp = self._key_stamp()
+        if stamp is None:
+            self._check_keys()
+            K = self.keys.detach()
+            return K / safe_norm(K, keepdim=True), P.distance_to_origin(K, self.curvature)
         K = self.keys
-        stamp = (K._version, K.data_ptr(), tuple(K.shape), K.dtype, K.device, self.curvature)
         if self._key_cache is None or self._key_cache[0] != stamp:
             if self.ball.learnable:  # the ball moved with c: keep the keys on it (in place)
                 with torch.no_grad():
@@ -299,8 +274,8 @@ class HyperbolicMemory(SlotWrites, TimeScores, StoreBridge, nn.Module):
     def refresh_key_rows(self, rows: torch.Tensor) -> None:
         """Update :meth:`key_geometry`'s cache for ``rows`` only, after a step that moved just those
         keys (a sparse optimizer step); with no cache for these keys the next read recomputes."""
-        K, cache = self.keys, self._key_cache
-        if cache is None or cache[0][1:] != (K.data_ptr(), tuple(K.shape), K.dtype, K.device, self.curvature):
+        K, cache, stamp = self.keys, self._key_cache, self._key_stamp()
+        if cache is None or stamp is None or cache[0][1:] != stamp[1:]:
             return
         kr = K[rows]
         if not bool(P.is_inside(kr, self.curvature).all()):
@@ -354,7 +329,8 @@ class HyperbolicMemory(SlotWrites, TimeScores, StoreBridge, nn.Module):
         if queries.dtype != self.keys.dtype or queries.device != self.keys.device:
             raise ValueError(f"queries are {queries.dtype} on {queries.device} but the memory is "
                              f"{self.keys.dtype} on {self.keys.device}; move one of them")
-        check_query_values(queries, self._c)
+        if self.check_finite:
+            check_query_values(queries, self._c)
         return queries
 
     # ------------------------------------------------------------------ scoring
@@ -371,6 +347,10 @@ class HyperbolicMemory(SlotWrites, TimeScores, StoreBridge, nn.Module):
             raise ValueError(f"indices must have shape ({queries.shape[0]}, m), got {tuple(indices.shape)}")
         idx = as_indices("indices", indices, self.keys.device)
         check_slot_range(idx, len(self))
+        return self._score_slots(queries, idx, at_time)
+
+    def _score_slots(self, queries, idx, at_time) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`score_slots` of checked queries and slot indices."""
         K = self._gather(self.keys, idx)
         if torch.compiler.is_compiling():
             self._check_keys()
@@ -386,7 +366,10 @@ class HyperbolicMemory(SlotWrites, TimeScores, StoreBridge, nn.Module):
 
     def score_all(self, queries: torch.Tensor, at_time=None) -> tuple[torch.Tensor, torch.Tensor]:
         """Scores and distances ``(B, N)`` against every slot, with gradient (memory ``O(B N)``)."""
-        queries = self._check_queries(queries)
+        return self._score_all(self._check_queries(queries), at_time)
+
+    def _score_all(self, queries, at_time) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`score_all` of checked queries."""
         if torch.compiler.is_compiling():
             self._check_keys()
         else:
@@ -412,10 +395,15 @@ class HyperbolicMemory(SlotWrites, TimeScores, StoreBridge, nn.Module):
         Under ``torch.compile`` the selection is :func:`~hypermem.nn.dense_topk.dense_topk` of
         all ``N`` scores (the same exact top-``k``, memory ``O(B x N)``, no graph break).
         """
-        queries = self._check_queries(queries).detach()
+        queries = self._check_queries(queries)
         k = check_k(k, len(self))
+        return self._select(queries, k, self._check_exclude(exclude, queries.shape[0]), at_time, bias)
+
+    @torch.no_grad()
+    def _select(self, queries, k: int, ex, at_time, bias) -> torch.Tensor:
+        """:meth:`select` of checked queries, ``k`` and exclusions ``(B, m)`` (or ``None``)."""
+        queries = queries.detach()
         B = queries.shape[0]
-        ex = self._check_exclude(exclude, B)
         if torch.compiler.is_compiling():
             return self._dense_select(queries, k, ex, at_time, bias)
         extra = 0 if ex is None else ex.shape[1]
@@ -424,7 +412,6 @@ class HyperbolicMemory(SlotWrites, TimeScores, StoreBridge, nn.Module):
         qdir = queries / qn
         if bias is None:
             bias = self.slot_bias(at_time)
-        tau = float(self.temperature.detach())
         if self.metric == "shell":
             g = ShellDistance(self.curvature, self.base_depth)
             dist_fn, inv = g, g.inverse
@@ -433,6 +420,7 @@ class HyperbolicMemory(SlotWrites, TimeScores, StoreBridge, nn.Module):
             dist_fn, inv = HyperbolicDistance(self.curvature, q_radius, radius), None
         if bias is not None:
             # rank by -d/tau + b, i.e. by -(d/tau) + b: scale the distance model
+            tau = float(self.temperature.detach())  # the one host sync a biased search needs
             base_fn, base_inv = dist_fn, inv
             dist_fn = lambda s, idx: base_fn(s, idx) / tau  # noqa: E731
             inv = None if base_inv is None else (lambda y: base_inv(y * tau))
@@ -459,6 +447,8 @@ class HyperbolicMemory(SlotWrites, TimeScores, StoreBridge, nn.Module):
         return dense_topk(scores, k, ex)
 
     def _check_exclude(self, exclude, B):
+        """``exclude`` as ``(B, m)`` slot indices in ``[-1, N - 1]`` (``IndexError`` naming the
+        first bad entry; one host sync, only when there are exclusions)."""
         if exclude is None:
             return None
         ex = as_indices("exclude", exclude, self.keys.device)
@@ -466,6 +456,7 @@ class HyperbolicMemory(SlotWrites, TimeScores, StoreBridge, nn.Module):
             ex = ex.unsqueeze(1)
         if ex.dim() != 2 or ex.shape[0] != B:
             raise ValueError(f"exclude must have shape ({B},) or ({B}, m), got {tuple(ex.shape)}")
+        check_slot_range(ex, len(self), "exclude")
         return ex
 
     # ------------------------------------------------------------------ reading
@@ -477,21 +468,22 @@ class HyperbolicMemory(SlotWrites, TimeScores, StoreBridge, nn.Module):
         docstring).  ``exclude``: slots left out per query (``(B,)`` or ``(B, m)``).
         ``at_time``: "now" for the temporal policy (default: the clock).
         """
-        queries = self._check_queries(queries)
+        queries = self._check_queries(queries)  # the only check of the queries a read makes
         B = queries.shape[0]
+        k = None if k is None else check_k(k, len(self))
+        ex = self._check_exclude(exclude, B)
         if k is None:
-            scores, dist = self.score_all(queries, at_time)
-            ex = self._check_exclude(exclude, B)
+            scores, dist = self._score_all(queries, at_time)
             if ex is not None:
                 scores = scores.masked_fill(exclusion_mask(ex, len(self)), -math.inf)
             idx = torch.arange(len(self), device=self.keys.device).expand(B, -1)
-            weights = _attention(scores)
+            weights = attention(scores)
             values = self.values if self.values is not None else P.logmap0(self.keys, self._c)
             read = weights @ values
             return Readout(read, weights, idx, dist, scores)
-        idx = self.select(queries, k, exclude, at_time)
-        scores, dist = self.score_slots(queries, idx, at_time)
-        weights = _attention(scores)
+        idx = self._select(queries, k, ex, at_time, None)
+        scores, dist = self._score_slots(queries, idx, at_time)  # idx from the search: in range
+        weights = attention(scores)
         if self.values is not None:
             V = self._gather(self.values, idx)
         else:

@@ -104,24 +104,29 @@ def check_finite_rows(x: torch.Tensor, what: str) -> None:
 
 
 def check_query_values(queries: torch.Tensor, c: float | torch.Tensor) -> None:
-    """Every query finite (first) and strictly inside the ball of curvature ``-c`` (a float,
-    or the tensor of a learnable curvature)."""
+    """Every query finite (named first) and strictly inside the ball of curvature ``-c`` (a
+    float, or the tensor of a learnable curvature): one host sync for both."""
     q = queries.detach()
-    check_finite_rows(q, "query")
+    finite = torch.isfinite(q).all(-1)
     inside = P.is_inside(q, c.detach() if isinstance(c, torch.Tensor) else c)
 
     def message() -> str:
+        if not bool(finite.all()):
+            bad = _first_bad(finite)
+            return f"query #{bad} has {nonfinite_kind(q[bad])} coordinates"
         bad, cf = _first_bad(inside), float(c)
         return (f"query #{bad} is not inside the Poincaré ball of curvature {cf:g} (norm "
                 f"{float(q[bad].norm()):.6g}, radius {cf ** -0.5:.6g})")
 
-    host_check(inside, message, "a query is not inside the Poincaré ball")
+    host_check(finite & inside, message, "a query has NaN or inf coordinates or is not inside the Poincaré ball")
 
 
-def check_slot_range(idx: torch.Tensor, n_slots: int) -> None:
-    """Slot indices in ``[-1, n_slots - 1]`` (``-1``: a missing slot)."""
+def check_slot_range(idx: torch.Tensor, n_slots: int, what: str = "slot indices") -> None:
+    """Slot indices in ``[-1, n_slots - 1]`` (``-1``: a missing slot); ``IndexError`` naming
+    ``what`` and the first entry out of range (an async assert under ``torch.compile``)."""
     ok = (idx >= -1) & (idx < n_slots)
     if torch.compiler.is_compiling():
-        host_check(ok, str, "slot indices out of range")
+        host_check(ok, str, f"{what} out of range")
     elif not bool(ok.all()):
-        raise IndexError(f"slot indices must be in [-1, {n_slots - 1}]")
+        bad = int(idx.reshape(-1)[_first_bad(ok.reshape(-1))])
+        raise IndexError(f"{what} must be slot indices in [-1, {n_slots - 1}] (-1: none), got {bad}")

@@ -15,7 +15,6 @@ import torch
 from torch import nn
 
 from ..geometry import poincare as P
-from ..geometry.ball import check_loaded_curvature
 from ..temporal.clock import to_seconds, to_utc
 from .indices import as_indices
 
@@ -62,18 +61,6 @@ class SlotWrites:
         if name in ("timestamps", "access_counts"):
             check_slot_values(name, t)
         return t
-
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        """Refuse, before anything is loaded, a tensor the constructor would refuse
-        (:data:`LOADED_CHECKS`: NaN values, a NaN ``log_temperature``, ...): ``ValueError``
-        naming the key.  The ball's ``isp_c`` too, here as well as by the ball, so a bad one
-        leaves this layer unchanged (the ball loads after it)."""
-        for name, rule in LOADED_CHECKS.items():
-            t = state_dict.get(prefix + name)
-            if isinstance(t, torch.Tensor) and not t.is_meta:
-                check_slot_values(f"state_dict[{prefix + name!r}]", t.detach(), rule)
-        check_loaded_curvature(state_dict, prefix + "ball.isp_c")
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     @staticmethod
     def _check_ids(ids, n, taken=(), start=0):

@@ -1,0 +1,140 @@
+"""How :class:`~hypermem.nn.HyperbolicMemory` moves, casts and loads (a mixin of the layer).
+
+* ``.to()`` / ``.cuda()`` / ``.float()`` / ``.to("meta")`` / ``.to_empty()`` reach every
+  tensor through ``nn.Module._apply``.  The time buffers (:data:`~hypermem.nn.slot_writes.TIME_BUFFERS`,
+  POSIX seconds: float32 would round today's timestamps to 128 s) keep float64 under a
+  dtype cast and follow every other change (device, ``to_empty``).  A cast of the layer to
+  ``bfloat16`` / ``float16`` is refused before anything changes (``TypeError``), as the
+  constructor refuses those dtypes: their 8- and 11-bit mantissas put every key deeper than
+  about 5 on the ball's boundary.  Run a model in half precision with ``torch.autocast``
+  (the memory computes distances in its own dtype), or cast the other submodules only.
+* ``load_state_dict`` refuses, before anything is loaded, a tensor the constructor would
+  refuse (:data:`~hypermem.nn.slot_writes.LOADED_CHECKS`), a curvature the ball refuses, and
+  keys outside the ball (``ValueError`` naming the key row).
+* After ``to_empty`` (a conversion torch cannot make in place) or ``load_state_dict(...,
+  assign=True)`` the keys come back as a plain ``nn.Parameter``; they are wrapped again as
+  a ``geoopt.ManifoldParameter`` on the layer's manifold, so Riemannian optimizers keep
+  them in the ball.
+* :meth:`ModuleState.invalidate` drops the cached key geometry (see
+  :meth:`HyperbolicMemory.key_geometry`) after writes that autograd does not see.
+"""
+
+from __future__ import annotations
+
+import geoopt
+import torch
+import torch.nn.functional as F
+
+from ..geometry import poincare as P
+from ..geometry.ball import check_loaded_curvature
+from .slot_writes import LOADED_CHECKS, TIME_BUFFERS, check_slot_values
+
+LAYER_DTYPES = (torch.float32, torch.float64)
+"""The dtypes of a memory's keys (its constructor and ``_apply`` refuse the others)."""
+
+
+def loaded_keys_error(name: str, keys: torch.Tensor, c: float) -> str | None:
+    """Why ``keys`` (a tensor of a ``state_dict``, named ``name``) are not points of the ball of
+    curvature ``-c``: the first row that is NaN / inf or not strictly inside; ``None`` if all are."""
+    k = keys.detach()
+    ok = torch.isfinite(k).all(-1) & P.is_inside(k, c)
+    if bool(ok.all()):
+        return None
+    row = int((~ok).nonzero()[0, 0])
+    return (f"{name} row #{row} is not a point inside the Poincaré ball of curvature {c:g} (norm "
+            f"{float(k[row].norm()):.6g}, radius {c ** -0.5:.6g}): this checkpoint's keys left the ball "
+            "(an optimizer that ignores the geometry, or a wrong curvature); it was not loaded")
+
+
+def refuse_meta(keys, device) -> None:
+    """``ValueError`` for a memory built on the meta device (``device="meta"``, ``with
+    torch.device("meta")``, meta keys): the constructor checks the keys' values and reads the
+    curvature, which a meta tensor does not have."""
+    dev = torch.device(device) if device is not None else torch.get_default_device()
+    if dev.type == "meta" or (isinstance(keys, torch.Tensor) and keys.is_meta):
+        raise ValueError("HyperbolicMemory cannot be built on the meta device: its constructor checks the keys' "
+                         "values (finite, inside the ball). Build it on the CPU and move it: "
+                         "HyperbolicMemory(keys, ...).to('meta'), then .to_empty(device=...) and "
+                         "load_state_dict(...)")
+
+
+class ModuleState:
+    """``_apply``, ``_load_from_state_dict`` and :meth:`invalidate` of the memory layer."""
+
+    def invalidate(self) -> None:
+        """Forget the cached key geometry (unit directions and radii, :meth:`key_geometry`), so
+        the next read recomputes it and checks the keys again.
+
+        Steps of torch / geoopt optimizers and writes under ``torch.no_grad()`` (``keys.copy_``,
+        ``keys.mul_``) bump the keys' version counter, which the cache follows.  Writes through
+        ``keys.data`` (``keys.data.copy_(K)``, ``keys.data.uniform_()``) do not: ``.data`` is a
+        tensor with its own counter.  Call ``invalidate()`` after such a write, or the next
+        top-``k`` read chooses its slots from the old keys."""
+        self._key_cache = None
+
+    def _register_state_hooks(self) -> None:
+        """Called by the constructor: :meth:`_after_load` runs after every ``load_state_dict``."""
+        self.register_load_state_dict_post_hook(ModuleState._after_load)
+
+    @staticmethod
+    def _after_load(module: ModuleState, incompatible_keys) -> None:
+        """A load-state-dict post hook (it runs once the ball has loaded too): the keys wrapped
+        again (``assign=True`` put a plain ``Parameter`` there), and the key cache dropped."""
+        module._rewrap_keys()
+        module.invalidate()
+
+    def _apply(self, fn, recurse=True):
+        # refuse a cast to a dtype the layer cannot hold, before any tensor changes
+        probe = fn(torch.zeros((), dtype=self.keys.dtype, device=self.keys.device))
+        if isinstance(probe, torch.Tensor) and probe.is_floating_point() and probe.dtype not in LAYER_DTYPES:
+            raise TypeError(f"HyperbolicMemory holds its keys in torch.float32 or torch.float64, not "
+                            f"{probe.dtype}: in it every key deeper than about 5 lies on the ball's boundary. "
+                            "Run the model under torch.autocast (the memory computes distances in its own "
+                            "dtype), or cast the other submodules only")
+        time = [t for n in TIME_BUFFERS if (t := self._buffers.get(n)) is not None]
+
+        def keep_float64(t):
+            out = fn(t)
+            if out.dtype != t.dtype and any(t is x for x in time):
+                out = t.to(out.device)  # timestamps and counts stay float64 whatever the cast
+            return out
+
+        out = super()._apply(keep_float64, recurse)
+        self._rewrap_keys()
+        self._key_cache = None
+        return out
+
+    def _rewrap_keys(self) -> None:
+        """The keys as a ``ManifoldParameter`` of the layer's manifold (a learned curvature's
+        manifold shares the ball's ``isp_c``: pointed at the new one when the ball's parameter
+        was replaced)."""
+        if self.ball.learnable and self.keys_manifold.isp_c is not self.ball.isp_c:
+            self.keys_manifold.isp_c = self.ball.isp_c  # a FollowingBall: share the new parameter
+        K = self.keys
+        if isinstance(K, geoopt.ManifoldParameter) and K.manifold is self.keys_manifold:
+            return
+        new = geoopt.ManifoldParameter(K.detach(), manifold=self.keys_manifold, requires_grad=K.requires_grad)
+        new.grad = K.grad
+        self.keys = new
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        """Refuse, before anything is loaded, a tensor the constructor would refuse
+        (:data:`LOADED_CHECKS`: NaN values, a NaN ``log_temperature``, ...; keys outside the
+        ball of the loaded curvature): ``ValueError`` naming the key.  The ball's ``isp_c``
+        too, here as well as by the ball, so a bad one leaves this layer unchanged (the ball
+        loads after it)."""
+        for name, rule in LOADED_CHECKS.items():
+            t = state_dict.get(prefix + name)
+            if isinstance(t, torch.Tensor) and not t.is_meta:
+                check_slot_values(f"state_dict[{prefix + name!r}]", t.detach(), rule)
+        check_loaded_curvature(state_dict, prefix + "ball.isp_c")
+        keys = state_dict.get(prefix + "keys")
+        if isinstance(keys, torch.Tensor) and not keys.is_meta and keys.dim() == 2 and keys.is_floating_point():
+            isp = state_dict.get(prefix + "ball.isp_c")
+            c = self.curvature if not isinstance(isp, torch.Tensor) or isp.numel() != 1 or isp.is_meta \
+                else float(F.softplus(isp.detach().double().reshape(())))
+            error = loaded_keys_error(f"state_dict[{prefix + 'keys'!r}]", keys, c)
+            if error is not None:
+                raise ValueError(error)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
