@@ -37,6 +37,17 @@ def _positive_int(name: str, value, low: int = 1) -> None:
         raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
 
 
+def _shared_ball(config, ball):
+    """``ValueError`` naming both when ``learn_curvature=True`` meets a shared ball whose
+    curvature is fixed (the layer would silently keep it fixed); the ball otherwise."""
+    if ball is not None and config.learn_curvature and not ball.learnable:
+        raise ValueError(f"{type(config).__name__}(learn_curvature=True) cannot build(ball=...) with a ball whose "
+                         "curvature is fixed: the shared ball decides. Build that ball with make_ball(c, "
+                         "learnable=True) (e.g. the other layer's learn_curvature=True), or set "
+                         "learn_curvature: false")
+    return ball
+
+
 def _positive(name: str, value) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be a positive number, got {value!r}")
@@ -63,12 +74,13 @@ class BallEncoderConfig:
         _positive("curvature", self.curvature)
 
     def build(self, ball=None, dtype: torch.dtype | None = None, device=None):
-        """The encoder; ``ball`` shares an existing ball (and its curvature) instead of ``curvature``."""
+        """The encoder; ``ball`` shares an existing ball (and its curvature) instead of ``curvature``;
+        ``learn_curvature=True`` with a ball whose curvature is fixed is refused (``ValueError``)."""
         from .encoder import BallEncoder
 
         opts = asdict(self)
         curvature = opts.pop("curvature")
-        if ball is not None:  # the shared ball decides whether the curvature is learned
+        if _shared_ball(self, ball) is not None:  # the shared ball decides whether the curvature is learned
             curvature, opts["learn_curvature"] = ball, False
         return BallEncoder(curvature=curvature, dtype=dtype, device=device, **opts)
 
@@ -96,6 +108,7 @@ class HyperbolicMemoryConfig:
     depth_bias: float = 0.0
     base_depth: float = 1.0
     sparse_grad: bool = False
+    check_finite: bool = True
     init_depth: float = 1.0
     seed: int = 0
 
@@ -115,9 +128,11 @@ class HyperbolicMemoryConfig:
 
     def build(self, ball=None, dtype: torch.dtype | None = None, device=None):
         """The memory layer (``dtype`` default ``torch.get_default_dtype()``); ``ball`` shares
-        an existing ball instead of ``curvature``/``learn_curvature``."""
+        an existing ball instead of ``curvature``/``learn_curvature`` (``learn_curvature=True``
+        with a ball whose curvature is fixed is refused: ``ValueError``)."""
         from .hyperbolic_memory import HyperbolicMemory
 
+        _shared_ball(self, ball)
         dtype = dtype or torch.get_default_dtype()
         g = torch.Generator().manual_seed(int(self.seed))
         c = self.curvature if ball is None else ball.curvature
@@ -130,4 +145,5 @@ class HyperbolicMemoryConfig:
             curvature=self.curvature if ball is None else ball, learn_curvature=self.learn_curvature and ball is None,
             metric=self.metric, temperature=self.temperature, learn_temperature=self.learn_temperature,
             learn_keys=self.learn_keys, learn_values=self.learn_values, depth_bias=self.depth_bias,
-            base_depth=self.base_depth, sparse_grad=self.sparse_grad, dtype=dtype, device=device)
+            base_depth=self.base_depth, sparse_grad=self.sparse_grad, check_finite=self.check_finite,
+            dtype=dtype, device=device)

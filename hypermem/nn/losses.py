@@ -41,6 +41,7 @@ from ..hierarchy.ranking_loss import reduce_loss as _reduce
 from ..hierarchy.ranking_loss import softmax_ranking_loss
 from .curvature import ball_c
 from .indices import as_indices
+from .read_checks import host_check
 
 
 def _curvature(ball) -> float | torch.Tensor:
@@ -54,6 +55,15 @@ def _curvature(ball) -> float | torch.Tensor:
     if isinstance(ball, torch.Tensor) and ball.dim() == 0:
         return ball
     return ball_c(ball)
+
+
+def _refuse_empty_mean(name: str, batch: int, reduction: str) -> None:
+    """An empty batch has no mean: ``ValueError`` (torch's ``cross_entropy`` returns NaN, and its
+    backward puts NaN in every gradient).  ``"sum"`` gives 0 with zero gradients, ``"none"`` an
+    empty tensor.  A shape, not a value: no host sync, and no graph break under ``torch.compile``."""
+    if batch == 0 and reduction == "mean":
+        raise ValueError(f"{name} got an empty batch (0 queries): its mean is undefined (NaN); "
+                         "skip the batch, or pass reduction='sum' (0 for an empty batch)")
 
 
 def _points(name: str, x, dim: int | None = None) -> torch.Tensor:
@@ -71,10 +81,12 @@ def hyperbolic_info_nce(queries: torch.Tensor, keys: torch.Tensor, targets: torc
     ``queries`` ``(B, d)``; ``keys`` ``(N, d)`` shared by all queries (in-batch or memory
     negatives) or ``(B, N, d)`` per query; ``targets`` ``(B,)`` the index of each query's
     positive among its keys.  ``ball`` is a :class:`~hypermem.geometry.PoincareBall` or a
-    curvature (default 1).
+    curvature (default 1).  An empty batch with ``reduction="mean"`` raises ``ValueError``, as
+    :func:`memory_info_nce` does.
     """
     c = _curvature(ball)
     _points("queries", queries, 2)
+    _refuse_empty_mean("hyperbolic_info_nce", queries.shape[0], reduction)
     if keys.dim() == 2:
         d = P.pairwise_distance(queries, keys, c)
     elif keys.dim() == 3:
@@ -96,16 +108,19 @@ def memory_info_nce(memory, queries: torch.Tensor, targets: torch.Tensor, k: int
     answer nor negative (for instance the query's own slot).
 
     An empty batch has no mean: ``reduction="mean"`` raises ``ValueError`` (torch's
-    ``cross_entropy`` would return NaN, and its backward put NaN in every gradient); skip
-    such a batch, or use ``"sum"`` (0, with zero gradients) or ``"none"`` (an empty tensor).
+    ``cross_entropy`` would return NaN, and its backward put NaN in every gradient), as
+    :func:`hyperbolic_info_nce` does; skip such a batch, or use ``"sum"`` (0, with zero
+    gradients) or ``"none"`` (an empty tensor).  Under ``torch.compile(fullgraph=True)`` the
+    range check of ``targets`` is an async assert on CPU (no graph break).
     """
     targets = as_indices("targets", targets, memory.keys.device)
     if targets.dim() != 1 or targets.shape[0] != queries.shape[0]:
         raise ValueError(f"targets must have shape ({queries.shape[0]},), got {tuple(targets.shape)}")
-    if queries.shape[0] == 0 and reduction == "mean":
-        raise ValueError("memory_info_nce got an empty batch (0 queries): its mean is undefined (NaN); "
-                         "skip the batch, or pass reduction='sum' (0 for an empty batch)")
-    if bool((targets < 0).any()) or bool((targets >= len(memory)).any()):
+    _refuse_empty_mean("memory_info_nce", queries.shape[0], reduction)
+    ok = (targets >= 0) & (targets < len(memory))
+    if torch.compiler.is_compiling():  # an async assert on CPU, no graph break (read_checks.host_check)
+        host_check(ok, str, "targets out of range")
+    elif not bool(ok.all()):
         raise IndexError(f"targets must be slot indices in [0, {len(memory) - 1}]")
     if k is None:
         out = memory(queries, k=None, exclude=exclude, at_time=at_time)

@@ -84,7 +84,8 @@ class ParentVote(nn.Module):
         self.bias = nn.Parameter(torch.tensor([float(own_bias), float(vote_bias)]), requires_grad=bool(learn))
 
     def extra_repr(self) -> str:
-        return f"slots={self.parent.shape[0]}, own_bias={float(self.bias[0]):.3g}, vote_bias={float(self.bias[1]):.3g}"
+        a, b = self.bias.detach().tolist()
+        return f"slots={self.parent.shape[0]}, own_bias={a:.3g}, vote_bias={b:.3g}"
 
     def _combine(self, own: torch.Tensor, vote: torch.Tensor, self_vote: torch.Tensor) -> torch.Tensor:
         a, b = self.bias.to(own.dtype)
