@@ -60,6 +60,7 @@ from pathlib import Path
 
 from ..configs import available, config_path
 from .checkpoint_hparams import compare_checkpoint_hparams
+from .config_paths import resolve_data_file, resolve_dataset
 from .hierarchy_checkpoint import CheckpointError
 from .shared_keys import GLOBAL_SEED, SHARED_KEYS, unify_shared_keys
 from .shared_keys import flat_keys as _flat_keys
@@ -218,41 +219,6 @@ def finished_checkpoint(path: str | Path, max_epochs: int | None, max_steps: int
             f"{limit}; nothing trained, nothing written (raise {limit.split('=')[0]} to train on)")
 
 
-def _dataset_source(argv: list[str]) -> Path | None:
-    """The folder of the config file that sets ``data.dataset`` last, or ``None`` when the
-    command line sets it after every such file (or nothing does)."""
-    import yaml
-
-    source = None
-    for key, value in _options(argv):
-        if key == "data.dataset":
-            source = None
-        elif key == "config" and value:
-            try:
-                tree = yaml.safe_load(Path(value).read_text(encoding="utf-8"))
-            except (OSError, yaml.YAMLError, UnicodeDecodeError):
-                continue
-            if "data.dataset" in _flat_keys(tree):
-                source = Path(value).resolve().parent
-    return source
-
-
-def resolve_dataset(dataset, argv: list[str]):
-    """``dataset`` with a relative file path of a config file read from that file's folder:
-    ``dataset: edges.tsv`` in ``/exp/tiny.yaml`` is ``/exp/edges.tsv`` wherever the command
-    runs (a file of that name in the working folder, and none beside the config, is kept).
-    Names (``mammals``, ``wordnet:...``), absolute paths and command-line values are kept."""
-    if not isinstance(dataset, str) or dataset in ("mammals", "nouns") or dataset.startswith("wordnet:"):
-        return dataset
-    folder = _dataset_source(argv)
-    if folder is None or Path(dataset).is_absolute():
-        return dataset
-    beside = folder / dataset
-    if beside.is_file() or not Path(dataset).is_file():
-        return str(beside)
-    return dataset
-
-
 class _ConfigError(Exception):
     pass
 
@@ -299,6 +265,12 @@ def _cli_class():
             data = cfg.get("data")
             if data is not None and isinstance(data.get("dataset"), str):
                 data.dataset = resolve_dataset(data.dataset, self.argv)
+            for key in ("edges", "names") if data is not None and data.get("hierarchy") == "files" else ():
+                if isinstance(data.get(key), str) and data.get(key):
+                    try:
+                        setattr(data, key, resolve_data_file(data[key], f"data.{key}", self.argv))
+                    except FileNotFoundError as exc:
+                        raise _ConfigError(str(exc)) from None
             if cfg.get("ckpt_path") == "best":
                 raise _ConfigError("--ckpt_path=best needs a finished run's best checkpoint, which a new "
                                    "process does not have: give its path (runs/<name>/version_<N>/checkpoints/"

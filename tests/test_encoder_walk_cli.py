@@ -1,0 +1,64 @@
+"""`hypermem train --config wordnet_encoder` on a user's own (non-WordNet) hierarchy, as a tester
+met it: files beside a user YAML, Ctrl-C, the printed figures, one step axis, warnings, time limits
+(a tiny model built in the test)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+pytest.importorskip("sentence_transformers")
+pytest.importorskip("lightning")
+
+from encoder_helpers import EDGES, NAMES, tiny_model_folder  # noqa: E402
+
+from hypermem.train.hierarchy_cli import main  # noqa: E402
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    """exp/my.yaml naming edges.jsonl and names.jsonl beside it; a tiny model."""
+    root = tmp_path_factory.mktemp("enc-walk-cli")
+    exp = root / "exp"
+    exp.mkdir()
+    (exp / "edges.jsonl").write_text("".join(json.dumps({"child": c, "parent": p}) + "\n" for c, p in EDGES))
+    (exp / "names.jsonl").write_text("".join(json.dumps({"id": i, "name": f"a {t}"}) + "\n"
+                                             for i, t in sorted(NAMES.items())))
+    (exp / "my.yaml").write_text("data: {hierarchy: files, edges: edges.jsonl, names: names.jsonl, task: none}\n")
+    elsewhere = root / "elsewhere"
+    elsewhere.mkdir()
+    return root, tiny_model_folder(root / "m")
+
+
+def _args(root, model, name, *extra, config=None):
+    return ["fit", "--config", "wordnet_encoder", "--config", str(config or root / "exp" / "my.yaml"),
+            f"--model.base={model}", "--model.lr=0.002", "--data.batch_size=8", "--trainer.max_epochs=2",
+            "--trainer.enable_progress_bar=false", f"--trainer.logger.init_args.save_dir={root / 'runs'}",
+            f"--trainer.logger.init_args.name={name}", *extra]
+
+
+def test_files_named_in_a_user_yaml_are_read_beside_it(setup, monkeypatch, capsys):
+    root, model = setup
+    monkeypatch.chdir(root / "elsewhere")
+    main(_args(root, model, "beside", "--trainer.max_epochs=1"))
+    assert (root / "runs" / "beside" / "version_0" / "encoder" / "hypermem_encoder.json").is_file()
+    # a file missing everywhere: one line naming the setting, the YAML and both places looked in
+    (root / "exp" / "other.yaml").write_text("data: {hierarchy: files, edges: nothere.jsonl, task: none}\n")
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        main(_args(root, model, "missing", config=root / "exp" / "other.yaml"))
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "data.edges: no such file: 'nothere.jsonl'" in err
+    assert str(root / "exp" / "other.yaml") in err
+    assert str(root / "exp" / "nothere.jsonl") in err and str(root / "elsewhere" / "nothere.jsonl") in err
+    # a command-line value is read from the working folder
+    with pytest.raises(SystemExit):
+        main(_args(root, model, "missing", "--data.names=names.jsonl"))
+    err = capsys.readouterr().err
+    assert "data.names: no such file: 'names.jsonl' (given on the command line" in err
+    assert str(root / "elsewhere" / "names.jsonl") in err and str(root / "exp" / "names.jsonl") not in err
