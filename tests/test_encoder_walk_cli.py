@@ -62,3 +62,33 @@ def test_files_named_in_a_user_yaml_are_read_beside_it(setup, monkeypatch, capsy
     err = capsys.readouterr().err
     assert "data.names: no such file: 'names.jsonl' (given on the command line" in err
     assert str(root / "elsewhere" / "names.jsonl") in err and str(root / "exp" / "names.jsonl") not in err
+
+
+def test_ctrl_c_says_where_the_run_stopped_and_how_to_resume(setup, monkeypatch, capsys):
+    import os
+    import shlex
+    import signal
+
+    from hypermem.train.encoder_module import EncoderModule
+
+    root, model = setup
+
+    def sigint_at_step_6(self, outputs, batch, batch_idx):
+        if self.global_step == 6:
+            os.kill(os.getpid(), signal.SIGINT)   # a real Ctrl-C, in the second epoch (4 steps each)
+
+    handler = signal.getsignal(signal.SIGINT)
+    monkeypatch.setattr(EncoderModule, "on_train_batch_end", sigint_at_step_6, raising=False)
+    with pytest.raises(SystemExit) as exc:
+        main(_args(root, model, "ctrl-c", "--trainer.max_epochs=3"))
+    assert exc.value.code == 130
+    assert signal.getsignal(signal.SIGINT) is handler   # Lightning's "ignore a second Ctrl-C" is undone
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if line.startswith("interrupted")]
+    last = root / "runs" / "ctrl-c" / "version_0" / "checkpoints" / "last.ckpt"
+    assert lines == [f"interrupted at step 6 (epoch 2): last checkpoint {last} (step 4); resume: "
+                     f"python -m hypermem.train {shlex.join(_args(root, model, 'ctrl-c', '--trainer.max_epochs=3'))}"
+                     " --ckpt_path=last"], out
+    monkeypatch.undo()
+    main(shlex.split(lines[0].split("resume: ")[1])[3:])   # the printed command resumes the run
+    assert "done: 3 epochs, 12 optimizer steps" in capsys.readouterr().out

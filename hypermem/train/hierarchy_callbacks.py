@@ -1,7 +1,8 @@
 """Callbacks the hierarchy CLI adds to every run (:mod:`hypermem.train.hierarchy_cli`).
 
 * :class:`RunSummary` — at the end of ``fit``, prints the final metrics, the best and the
-  last checkpoint and the log folder (global-zero process only).
+  last checkpoint and the log folder (global-zero process only); on Ctrl-C, one line: the
+  step, the last checkpoint and the command that resumes the run.
 * :class:`ProgressLines` — when the progress bar is off (stdout is not a terminal), one
   line per epoch: epoch, step, the last loss, and the validation metrics when it validated.
 * :class:`ValidateLastEpoch` — the last epoch always validates, so the final metrics are a
@@ -43,10 +44,45 @@ class ProgressLines(pl.Callback):
 
 
 class RunSummary(pl.Callback):
-    """Print where a run ended and where its files are (see the module docstring)."""
+    """Print where a run ended and where its files are (see the module docstring).
+
+    ``resume``: the command that resumes the run, printed when the run is interrupted
+    (Ctrl-C): one line with the step, the last checkpoint and that command
+    (:meth:`interrupt_line`); :attr:`interrupted` is then true."""
+
+    def __init__(self, resume: str | None = None) -> None:
+        self.resume = resume
+        self.interrupted = False
+        self.saved: tuple[int, int] | None = None   # (epoch, step) of the newest checkpoint written
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._start = time.perf_counter()
+
+    def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict) -> None:
+        self.saved = (trainer.current_epoch, trainer.global_step)
+
+    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
+        if not isinstance(exception, KeyboardInterrupt):
+            return
+        self.interrupted = True
+        if trainer.is_global_zero:
+            print(self.interrupt_line(trainer), flush=True)
+
+    def interrupt_line(self, trainer: pl.Trainer) -> str:
+        """``interrupted at step S (epoch E): last checkpoint P (step T); resume: COMMAND``."""
+        from pathlib import Path
+
+        from lightning.pytorch.callbacks import ModelCheckpoint
+
+        paths = {p for cb in trainer.callbacks if isinstance(cb, ModelCheckpoint)
+                 for p in (cb.last_model_path, "" if cb.monitor else cb.best_model_path) if p and Path(p).is_file()}
+        head = f"interrupted at step {trainer.global_step} (epoch {trainer.current_epoch + 1})"
+        if not paths:
+            return f"{head}: no checkpoint written yet, nothing to resume (the first comes at the end of epoch 1)"
+        last = max(paths, key=lambda p: Path(p).stat().st_mtime)
+        at = f" (step {self.saved[1]})" if self.saved else ""
+        resume = f"; resume: {self.resume}" if self.resume else "; resume with --ckpt_path=last"
+        return f"{head}: last checkpoint {last}{at}{resume}"
 
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         log_dir = trainer.log_dir  # a collective call under DDP: every process makes it
@@ -111,3 +147,19 @@ class ValidateLastEpoch(pl.Callback):
     def _restore(self, trainer: pl.Trainer) -> None:
         if self._saved is not None:
             trainer.check_val_every_n_epoch, self._saved = self._saved, None
+
+
+def resume_command(prog: str, args: list[str]) -> str:
+    """The command line that resumes a run started with ``args``: them, without a ``--ckpt_path``,
+    and ``--ckpt_path=last``."""
+    import shlex
+
+    out, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg == "--ckpt_path":
+            skip = True
+        elif not arg.startswith("--ckpt_path="):
+            out.append(arg)
+    return " ".join([prog, shlex.join([*out, "--ckpt_path=last"])])

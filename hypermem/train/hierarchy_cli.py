@@ -51,9 +51,11 @@ matching is off (``--trainer.max_epoch=5`` is refused with "did you mean
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import logging
 import re
+import signal
 import sys
 import warnings
 from pathlib import Path
@@ -425,13 +427,15 @@ def main(args: list[str] | None = None, run: bool = True, prog: str = DEFAULT_PR
 
     _quiet()
     from .config_kind import module_classes
-    from .hierarchy_callbacks import ProgressLines, RunSummary
+    from .hierarchy_callbacks import ProgressLines, RunSummary, resume_command
 
-    argv = resolve_config_args(list(sys.argv[1:] if args is None else args))
+    given = list(sys.argv[1:] if args is None else args)
+    argv = resolve_config_args(given)
     module_cls, data_cls = module_classes(argv)
     if run and (not argv or argv[0] not in SUBCOMMANDS + ("-h", "--help")):
         argv = ["fit"] + argv
     tty = sys.stdout.isatty()
+    summary = RunSummary(resume=resume_command(prog, given))
     trainer_defaults = {
         "logger": {"class_path": "lightning.pytorch.loggers.TensorBoardLogger",
                    "init_args": {"save_dir": "runs", "default_hp_metric": False}},
@@ -440,10 +444,11 @@ def main(args: list[str] | None = None, run: bool = True, prog: str = DEFAULT_PR
         "log_every_n_steps": 1,
         "enable_progress_bar": tty,
         "enable_model_summary": tty,
-        "callbacks": [RunSummary()] + ([] if tty else [ProgressLines()]),
+        "callbacks": [summary] + ([] if tty else [ProgressLines()]),
     }
     cls = _cli_class()
     cls.argv, cls.prog, cls.watch = argv, prog, None
+    on_sigint = signal.getsignal(signal.SIGINT)  # Lightning ignores a second Ctrl-C while it shuts down
     try:
         return cls(module_cls, data_cls, args=argv, run=run, seed_everything_default=0,
                    trainer_defaults=trainer_defaults, save_config_kwargs={"overwrite": True},
@@ -456,6 +461,14 @@ def main(args: list[str] | None = None, run: bool = True, prog: str = DEFAULT_PR
         remove_failed_start(cls.watch)
         print(str(exc) if str(exc).startswith("error:") else f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    except SystemExit:
+        if summary.interrupted:   # Ctrl-C: Lightning exits 1; the shell's code for SIGINT instead
+            raise SystemExit(130) from None
+        raise
     except Exception:   # not an interrupt: a run stopped by the user keeps what it logged
         remove_failed_start(cls.watch)  # no empty version_N left to bump the next run's number
         raise
+    finally:
+        with contextlib.suppress(TypeError, ValueError):  # not the main thread, or no Python handler
+            signal.signal(signal.SIGINT, on_sigint)
+
