@@ -6,9 +6,12 @@
   (``"text"`` is accepted for ``"name"``).  Without a names file each id is its own text.
 
 The format follows the file's suffix (``.jsonl`` / ``.json`` is JSONL, anything else TSV).
-Every line is checked: a malformed line, a blank id or text, a self-loop, a repeated
-name, an edge whose entity has no name, or a cycle raises :class:`HierarchyFileError`
-naming the file and line.  Nothing is executed or written.
+The files are UTF-8 (a leading byte-order mark is skipped).  Every line is checked: a file
+that is not UTF-8, a malformed line, a blank id or text, a self-loop, an id named twice, an
+edge whose entity has no name, or a cycle raises :class:`HierarchyFileError` naming the file
+and line.  Two ids may share a text (two entities of one name, as real hierarchies have):
+that loads, with a ``UserWarning`` naming them, since an encoder gives one text one point.
+Nothing is executed or written.
 
 Example::
 
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 
 from .dag import hypernym_closure
@@ -40,13 +44,28 @@ class HierarchyFileError(ValueError):
 def _lines(path: Path):
     if not path.is_file():
         raise FileNotFoundError(f"no such file: {str(path)!r}")
-    with open(path, encoding="utf-8") as fh:
-        for no, line in enumerate(fh, 1):
-            if len(line) > MAX_LINE:
-                raise HierarchyFileError(f"{path}:{no}: line longer than {MAX_LINE} characters")
-            line = line.rstrip("\n").rstrip("\r")
-            if line.strip():
-                yield no, line
+    try:  # utf-8-sig: a byte-order mark (Windows editors) is not part of the first id
+        with open(path, encoding="utf-8-sig") as fh:
+            for no, line in enumerate(fh, 1):
+                if len(line) > MAX_LINE:
+                    raise HierarchyFileError(f"{path}:{no}: line longer than {MAX_LINE} characters")
+                line = line.rstrip("\n").rstrip("\r")
+                if line.strip():
+                    yield no, line
+    except UnicodeDecodeError as exc:
+        raise _not_utf8(path, exc) from None
+
+
+def _not_utf8(path: Path, exc: UnicodeDecodeError) -> HierarchyFileError:
+    """The error naming the file, the first line that is not UTF-8 and its offending byte."""
+    with open(path, "rb") as fh:
+        for no, raw in enumerate(fh, 1):
+            try:
+                raw.decode("utf-8-sig" if no == 1 else "utf-8")
+            except UnicodeDecodeError as bad:
+                return HierarchyFileError(f"{path}:{no}: not UTF-8 text (byte 0x{raw[bad.start]:02x} at column "
+                                          f"{bad.start + 1}); save the file as UTF-8")
+    return HierarchyFileError(f"{path}: not UTF-8 text ({exc.reason}); save the file as UTF-8")
 
 
 def _jsonl(path: Path) -> bool:
@@ -108,6 +127,14 @@ def read_names(path: str | os.PathLike) -> dict[str, str]:
         if i in names:
             raise HierarchyFileError(f"{path}:{no}: id {i!r} is named twice")
         names[i] = t
+    by_text: dict[str, list[str]] = {}
+    for i, t in names.items():
+        by_text.setdefault(t, []).append(i)
+    shared = {t: ids for t, ids in by_text.items() if len(ids) > 1}
+    if shared:
+        text, ids = next(iter(shared.items()))
+        warnings.warn(f"{path}: {len(shared)} text(s) name more than one id, e.g. {text!r}: {ids[:3]}; an encoder "
+                      "gives them one point (make the texts differ to tell them apart)", UserWarning, stacklevel=2)
     return names
 
 
