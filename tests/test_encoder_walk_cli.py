@@ -92,3 +92,52 @@ def test_ctrl_c_says_where_the_run_stopped_and_how_to_resume(setup, monkeypatch,
     monkeypatch.undo()
     main(shlex.split(lines[0].split("resume: ")[1])[3:])   # the printed command resumes the run
     assert "done: 3 epochs, 12 optimizer steps" in capsys.readouterr().out
+
+
+def _events(run):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    ea = EventAccumulator(str(run), size_guidance={"images": 0, "histograms": 0, "scalars": 0})
+    ea.Reload()
+    return ea
+
+
+def test_piped_output_shows_the_loss_and_the_validation_figures(setup, capsys):
+    root, model = setup
+    main(_args(root, model, "figures", "--trainer.max_epochs=3"))
+    out = capsys.readouterr().out
+    epochs = [line for line in out.splitlines() if line.startswith("epoch ")]
+    assert len(epochs) == 3
+    for line in epochs:
+        assert "train/loss " in line and "val/f1 " in line and "val/mrr " in line, line
+    final = [line for line in out.splitlines() if line.startswith("final metrics")]
+    assert len(final) == 1 and final[0].startswith("final metrics (epoch 3, step 12): val/f1 ") and "val/mrr" in final[0]
+    run = root / "runs" / "figures" / "version_0"
+    f1 = float(final[0].split("val/f1 ")[1].split()[0])
+    assert f1 == pytest.approx(_events(run).Scalars("val/f1")[-1].value, rel=1e-3)
+
+
+def test_one_validation_is_one_step_in_tensorboard_and_the_checkpoint_name(setup):
+    root, model = setup
+    main(_args(root, model, "axis", "--trainer.max_epochs=3", "--trainer.log_every_n_steps=1"))
+    run = root / "runs" / "axis" / "version_0"
+    ea = _events(run)
+    val = [e.step for e in ea.Scalars("val/f1")]
+    assert val == [4, 8, 12]                     # 4 optimizer steps an epoch: after each epoch's 4th step
+    assert [e.step for e in ea.Images("embedding/disk")] == val
+    depth_tags = [t for t in ea.Tags()["histograms"] if t.startswith("embedding/norm_depth_")]
+    assert depth_tags and all([e.step for e in ea.Histograms(t)] == val for t in depth_tags)
+    assert [e.step for e in ea.Scalars("train/loss")] == list(range(1, 13))   # step S: the loss of the S-th step
+    best = next((run / "checkpoints").glob("best-step=*.ckpt")).name
+    assert int(best[len("best-step="):-len(".ckpt")]) in val
+
+
+def test_a_time_limit_stop_is_said_and_the_export_records_its_validation_step(setup, capsys):
+    root, model = setup
+    main(_args(root, model, "timed", "--trainer.max_epochs=100000", "--trainer.max_time=00:00:00:02"))
+    out = capsys.readouterr().out
+    done = next(line for line in out.splitlines() if line.startswith("done: "))
+    assert done.endswith("s (stopped at the time limit, trainer.max_time 0:00:02)"), done
+    settings = json.loads((root / "runs" / "timed" / "version_0" / "encoder" / "hypermem_encoder.json").read_text())
+    assert settings["metrics"]["val_step"] > 0 and settings["metrics"]["val_step"] % 4 == 0
+    assert settings["metrics"]["val_epoch"] == settings["metrics"]["val_step"] / 4

@@ -6,7 +6,10 @@ The same model, losses and steps as :func:`hypermem.hierarchy.fit_hierarchy_enco
 a linear warm-up and decay over ``trainer.estimated_stepping_batches``, dropout seeded by
 ``(seed, global_step)`` so that a resumed run equals an uninterrupted one.
 
-**Logged** on one step axis, ``global_step`` (optimizer steps): ``train/loss`` and each term
+**Logged** on one step axis, ``global_step`` (optimizer steps; a step's training scalars at the
+count that step completes, as for hierarchy embeddings, and everything of one validation -- the
+scalars, the picture, the histograms and the ``best-step=S`` checkpoint -- at one step):
+``train/loss`` and each term
 (``train/clustering``, ``train/centripetal``, ``train/contrastive``, ``train/cone``) and
 ``train/lr`` every step; at each validation ``val/f1`` (the mean of ``val/f1_random`` and
 ``val/f1_hard``: HiT's F1 at 1:10 with ``lambda`` and the threshold chosen on these pairs),
@@ -97,7 +100,8 @@ class EncoderModule(pl.LightningModule):
         if self.frozen:  # before the optimizer is built over the parameters that require a gradient
             freeze_lower_layers(self.encoder, self.frozen)
         self.tokens: TokenCache | None = None
-        self.best: dict[str, float] = {}
+        self.best: dict[str, float] = {}         # the best validation by f1, with its step and epoch
+        self.final_metrics: dict[str, float] = {}  # the latest validation
 
     def setup(self, stage: str) -> None:
         dm = self.trainer.datamodule
@@ -126,6 +130,9 @@ class EncoderModule(pl.LightningModule):
             self.log(f"train/{key}", value.detach(), on_step=True, on_epoch=False, batch_size=n,
                      prog_bar=key == "loss")
         self.log("train/lr", self.optimizers().param_groups[0]["lr"], on_step=True, on_epoch=False, batch_size=n)
+        # the step this batch's optimizer step completes: the x value of its scalars (see "Logged")
+        self.log("step", float(self.global_step + 1), on_step=True, on_epoch=False, reduce_fx="max",
+                 batch_size=n, rank_zero_only=True)
         return losses["loss"]
 
     def configure_optimizers(self):
@@ -145,10 +152,17 @@ class EncoderModule(pl.LightningModule):
         self.model.train(was)
         for key in ("f1", "f1_random", "f1_hard", "mrr", "lambda", "threshold"):
             self.log(f"val/{key}", float(m[key]), on_step=False, on_epoch=True, batch_size=1)
+        # the val/* scalars at global_step, the step of the pictures and of the checkpoint's name
+        self.log("step", float(self.global_step), on_step=False, on_epoch=True, reduce_fx="max", batch_size=1,
+                 rank_zero_only=True)
+        if self.trainer.sanity_checking:
+            return
+        m = {**m, "step": self.global_step, "epoch": self.current_epoch + 1}
+        self.final_metrics = m   # the latest validation: printed per epoch and at the end (hierarchy_callbacks)
         if not self.best or m["f1"] > self.best["f1"]:
             self.best = dict(m)
         tb = tensorboard_writer(self.logger)
-        if tb is not None and self.trainer.is_global_zero and not self.trainer.sanity_checking:
+        if tb is not None and self.trainer.is_global_zero:
             self._log_pictures(tb, dm)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:

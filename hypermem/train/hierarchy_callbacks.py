@@ -19,7 +19,7 @@ import time
 
 import lightning.pytorch as pl
 
-_SHOWN = ("val/map", "val/mean_rank", "val/f1", "test/f1")
+_SHOWN = ("val/map", "val/mean_rank", "val/f1", "val/mrr", "test/f1")
 
 
 def _fmt(metrics: dict) -> str:
@@ -34,8 +34,9 @@ class ProgressLines(pl.Callback):
             return
         m = trainer.callback_metrics
         shown = {}
-        if "train/loss_step" in m:
-            shown["train/loss"] = m["train/loss_step"]
+        loss = m.get("train/loss_step", m.get("train/loss"))   # hierarchy embeddings log it both ways, encoders per step
+        if loss is not None:
+            shown["train/loss"] = loss
         final = getattr(pl_module, "final_metrics", {}) or {}
         if final.get("epoch") == trainer.current_epoch + 1:
             shown.update({k: m[k] for k in _SHOWN if k in m})
@@ -93,10 +94,12 @@ class RunSummary(pl.Callback):
     def summary(self, trainer: pl.Trainer, pl_module: pl.LightningModule, log_dir: str | None = None) -> str:
         seconds = time.perf_counter() - getattr(self, "_start", time.perf_counter())
         state = "interrupted" if trainer.interrupted else "done"
-        lines = [f"{state}: {trainer.current_epoch} epochs, {trainer.global_step} optimizer steps in {seconds:.1f} s"]
+        lines = [f"{state}: {trainer.current_epoch} epochs, {trainer.global_step} optimizer steps in {seconds:.1f} s"
+                 + time_limit_note(trainer)]
         final = dict(getattr(pl_module, "final_metrics", {}) or {})
         if final:
-            names = {"map": "val/map", "mean_rank": "val/mean_rank", "f1": "val/f1", "test_f1": "test/f1"}
+            names = {"map": "val/map", "mean_rank": "val/mean_rank", "f1": "val/f1", "mrr": "val/mrr",
+                     "test_f1": "test/f1"}
             shown = {names[k]: v for k, v in final.items() if k in names}
             lines.append(f"final metrics (epoch {final.get('epoch')}, step {final.get('step')}): {_fmt(shown)}")
         from lightning.pytorch.callbacks import ModelCheckpoint
@@ -114,6 +117,21 @@ class RunSummary(pl.Callback):
         if log_dir:
             lines.append(f"logs: {log_dir}  (tensorboard --logdir {log_dir})")
         return "\n".join(lines)
+
+
+def time_limit_note(trainer: pl.Trainer) -> str:
+    """``" (stopped at the time limit, trainer.max_time 0:00:40)"`` when ``trainer.max_time`` ended
+    the run, else ``""``."""
+    import datetime
+
+    from lightning.pytorch.callbacks import Timer
+
+    for cb in trainer.callbacks:
+        left = cb.time_remaining() if isinstance(cb, Timer) else None
+        if left is not None and left <= 0:
+            limit = datetime.timedelta(seconds=round(cb.time_elapsed() + left))
+            return f" (stopped at the time limit, trainer.max_time {limit})"
+    return ""
 
 
 class ValidateLastEpoch(pl.Callback):
