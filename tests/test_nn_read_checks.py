@@ -107,8 +107,6 @@ def test_huge_features_keep_their_direction(dtype, big):
     unit = x / big
     assert torch.allclose(out / out.norm(dim=1, keepdim=True), unit / unit.norm(dim=1, keepdim=True))
     assert bool((out.norm(dim=1) > 0.99).all())
-    n = safe_norm(x)
-    assert torch.allclose(n, torch.tensor([big, big * 2 ** 0.5], dtype=dtype))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])

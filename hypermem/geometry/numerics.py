@@ -134,24 +134,9 @@ def exp_range(dtype: torch.dtype) -> float:
     return math.log(torch.finfo(dtype).max)
 
 
-def _overflow_scale(dtype: torch.dtype) -> float:
-    """A power of two that brings coordinates whose squares overflow ``dtype`` back into range
-    (``2^-32`` in float32, ``2^-256`` in float64), without making ordinary squares subnormal."""
-    return 2.0 ** -(int(math.log2(torch.finfo(dtype).max)) // 4)
-
-
 def safe_norm(x: torch.Tensor, dim: int = -1, keepdim: bool = False) -> torch.Tensor:
-    """Euclidean norm ``max(||x||, sqrt(tiny))``: finite gradient (zero) at the origin, and no
-    overflow for coordinates whose squares overflow the dtype (``1e20`` in float32, ``1e155``
-    in float64): ``torch.linalg.vector_norm`` squares naively, so a row whose norm comes out
-    infinite is taken again scaled by an exact power of two (:func:`_overflow_scale`); other
-    rows keep ``vector_norm``'s value.  The norm itself is finite unless it exceeds the dtype."""
-    if not x.is_floating_point():
-        x = x.to(torch.get_default_dtype())
-    n = torch.linalg.vector_norm(x, dim=dim, keepdim=keepdim)
-    s = _overflow_scale(x.dtype)
-    n = torch.where(torch.isinf(n), torch.linalg.vector_norm(x * s, dim=dim, keepdim=keepdim) / s, n)
-    return n.clamp_min(math.sqrt(tiny(x.dtype)))
+    """Euclidean norm ``sqrt(max(sum x_i^2, tiny))``: finite gradient at the origin."""
+    return x.pow(2).sum(dim=dim, keepdim=keepdim).clamp_min(tiny(x.dtype)).sqrt()
 
 
 def sq_norm(x: torch.Tensor, dim: int = -1, keepdim: bool = False) -> torch.Tensor:

@@ -51,6 +51,10 @@ from .curvature import ball_c, shared_or_new_ball
 from .read_checks import host_check, nonfinite_kind
 
 DEPTH_MODES = ("expmap", "fixed", "learned")
+HUGE = 1e6
+"""The largest coordinate a linear output keeps before the map into the ball: a larger row is
+scaled down to it (its squares would overflow float32 from ~1e19; expmap0 puts any row past
+a few hundred on the margin, and the other modes use only its direction)."""
 
 
 class BallEncoder(nn.Module):
@@ -151,6 +155,10 @@ class BallEncoder(nn.Module):
         # parameters' dtype (bf16's 8-bit mantissa puts every point deeper than ~5 on the margin)
         with torch.autocast(v.device.type, enabled=False):
             v = v.to(dtype) if v.is_floating_point() and v.dtype != dtype else v
+            # a row whose squares would overflow (features of 1e20 in float32) is scaled down
+            # first: expmap0 maps it to the margin either way, and only its direction is used
+            # with a learned depth; without this its norm is inf and the point the origin
+            v = v * (HUGE / v.detach().abs().amax(-1, keepdim=True)).clamp(max=1.0)
             if self.mode == "expmap":
                 out = self.ball.expmap0(v)
             else:
