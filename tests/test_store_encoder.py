@@ -430,3 +430,18 @@ def test_the_page_lists_an_auto_placed_memorys_suggested_parents(enc, mem, tmp_p
     assert "suggested parents" in panel and "depth (encoder)" in panel
     assert [t.rsplit(" (", 1)[0] for t in links] == [s["id"] for s in mem.get(i).meta["auto_parent"]["suggested"]]
     assert "placed by the hierarchy encoder" in summary
+
+
+def test_the_page_shows_the_pair_score_that_decided_an_auto_placement(enc, mem, tmp_path):
+    """The listed suggestions rank by the ranking lambda; the choice is decided on the pair
+    score at the threshold's.  The page showed the suggestions and the threshold only, so a
+    memory attached on a passing score looked as if nothing had passed."""
+    saved, enc.threshold = enc.threshold, -1e9
+    try:
+        i = mem.add("poodle", parent="auto", id="poodle")
+    finally:
+        enc.threshold = saved
+    info = mem.get(i).meta["auto_parent"]
+    assert info["by"] == "subsumption" and info["parent"] is not None
+    panel, _, _ = inspected_panel(mem, tmp_path / "page.html", "poodle")
+    assert f"decided on its pair score {info['score']:.3f} > threshold" in panel

@@ -59,8 +59,11 @@ function select(i) {
         a.addEventListener("click", function (ev) { ev.preventDefault(); select(s[0]); draw(); });
         dd.appendChild(a); dd.appendChild(document.createTextNode(" "));
       });
-      if (typeof info.threshold === "number") {  // a voted choice is decided on its pair score
-        var pair = info.by === "vote" && typeof info.score === "number" ? "pair score " + fmt(info.score, 3) + ", " : "";
+      if (typeof info.threshold === "number") {
+        // the choice is decided on the pair score at the threshold's lambda, which differs from the
+        // ranking values listed (vote shares, or pair scores at the ranking lambda)
+        var pair = typeof info.score === "number" ? "decided on its pair score " + fmt(info.score, 3) +
+          (info.parent ? " > " : " \u2264 ") : "";
         dd.appendChild(el("span", pair + "threshold " + fmt(info.threshold, 3)));
       }
       dl.appendChild(dd);
