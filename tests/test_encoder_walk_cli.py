@@ -141,3 +141,19 @@ def test_a_time_limit_stop_is_said_and_the_export_records_its_validation_step(se
     settings = json.loads((root / "runs" / "timed" / "version_0" / "encoder" / "hypermem_encoder.json").read_text())
     assert settings["metrics"]["val_step"] > 0 and settings["metrics"]["val_step"] % 4 == 0
     assert settings["metrics"]["val_epoch"] == settings["metrics"]["val_step"] / 4
+
+
+def test_no_lightning_noise_on_a_small_hierarchy_and_the_best_checkpoint_pattern(setup, capsys):
+    import warnings
+
+    root, model = setup
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        main(_args(root, model, "quiet", "--trainer.max_epochs=1"))   # 4 batches, the config's log_every_n_steps: 10
+    texts = [str(w.message) for w in caught]
+    assert not [t for t in texts if "IterableDataset" in t or "logging interval" in t], texts
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        main(_args(root, model, "quiet", "--ckpt_path=best"))
+    err = capsys.readouterr().err
+    assert "checkpoints/best-step=S.ckpt) or resume with --ckpt_path=last" in err, err

@@ -85,6 +85,10 @@ def _quiet() -> None:
     warnings.filterwarnings("ignore", message=".*LightningCLI.s args parameter is intended.*")
     warnings.filterwarnings("ignore", message=".*torch.jit.script.*", category=DeprecationWarning)
     warnings.filterwarnings("ignore", message=RANK_ZERO_LOGGED)
+    # the encoder's epoch dataset has a length and is read in the main process (no workers)
+    warnings.filterwarnings("ignore", message="Your `IterableDataset` has `__len__` defined")
+    # logging every n steps counts steps across epochs: an epoch shorter than n still logs
+    warnings.filterwarnings("ignore", message=r"The number of training batches \(\d+\) is smaller than the logging")
     # jsonargparse 4.49+ deprecations triggered inside Lightning's CLI, not by user configs
     warnings.filterwarnings("ignore", message="(?s).*instantiate_classes.*was deprecated")
     warnings.filterwarnings("ignore", message="(?s).*skip_none parameter was deprecated")
@@ -274,9 +278,10 @@ def _cli_class():
                     except FileNotFoundError as exc:
                         raise _ConfigError(str(exc)) from None
             if cfg.get("ckpt_path") == "best":
+                best = "best-step=S" if self.model_class.__name__ == "EncoderModule" else "best-epoch=E-step=S"
                 raise _ConfigError("--ckpt_path=best needs a finished run's best checkpoint, which a new "
                                    "process does not have: give its path (runs/<name>/version_<N>/checkpoints/"
-                                   "best-epoch=E-step=S.ckpt) or resume with --ckpt_path=last")
+                                   f"{best}.ckpt) or resume with --ckpt_path=last")
             if init is not None:
                 HierarchyCLI.watch = _watch(init.get("save_dir") or ".", init.name)
             if self.subcommand == "fit" and cfg.get("ckpt_path") == "last" and init is not None:
