@@ -111,6 +111,34 @@ def check_integer(value: Any, where: str, lo: int, hi: int) -> int:
     return value
 
 
+def not_an_encoder_folder(path: Path) -> str | None:
+    """What ``path`` is and what to load instead, when it is an existing file or a training run's
+    folder rather than an encoder folder; ``None`` otherwise (a missing path, or a folder to check)."""
+    take = "HierarchyEncoder.load takes the folder that HierarchyEncoder.save, fit_hierarchy_encoder(out=...) " \
+           "or `hypermem train` (runs/<name>/version_<N>/encoder) wrote"
+    if path.is_file():
+        run = path.parent.parent if path.parent.name == "checkpoints" else None
+        if path.suffix == ".ckpt":
+            if run is not None and (run / "encoder" / CONFIG_FILE).is_file():
+                return f"{path}: a Lightning checkpoint, not an encoder folder; load the encoder its run exported: " \
+                       f"HierarchyEncoder.load({str(run / 'encoder')!r})"
+            return f"{path}: a Lightning checkpoint, not an encoder folder; {take}"
+        return f"{path}: a file, not an encoder folder; {take}"
+    if not path.is_dir() or (path / "modules.json").is_file():
+        return None
+    exported = sorted(path.glob("version_*/encoder/" + CONFIG_FILE), key=lambda f: f.stat().st_mtime)
+    if (path / "encoder" / CONFIG_FILE).is_file():
+        return f"{path}: a training run's folder, not an encoder folder; load the encoder it exported: " \
+               f"HierarchyEncoder.load({str(path / 'encoder')!r})"
+    if (path / "checkpoints").is_dir() or (path / "hparams.yaml").is_file():
+        return f"{path}: a training run's folder without an exported encoder (a run writes <run>/encoder when " \
+               "it finishes); finish or resume the run with --ckpt_path=last"
+    if exported:
+        return f"{path}: a folder of training runs, not an encoder folder; load one run's encoder, e.g. the " \
+               f"newest: HierarchyEncoder.load({str(exported[-1].parent)!r})"
+    return None
+
+
 def check_modules(folder: Path) -> list[str]:
     """The short names (``Transformer``, ``Pooling``, ``Dense``, ``Normalize``) of ``modules.json``, in
     order; raises :class:`EncoderFolderError` for any other module or a malformed file."""

@@ -37,6 +37,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -55,6 +56,7 @@ from .encoder_folder import (
     EncoderFolderError,
     EncoderSettings,
     check_folder,
+    not_an_encoder_folder,
     read_settings,
 )
 from .folder_files import present
@@ -153,7 +155,14 @@ class HierarchyEncoder:
         tree is known to fit a ball better than R^d (Nickel & Kiela 2017; Sala et al. 2018)."""
         st = _sentence_transformers()
         with _quiet_loading():
-            source = st.SentenceTransformer(resolve_base(base), device=str(device or "cpu"))
+            try:
+                source = st.SentenceTransformer(resolve_base(base), device=str(device or "cpu"))
+            except (OSError, ValueError):   # offline hub lookup, or a name the hub refuses
+                if Path(str(base)).expanduser().exists():
+                    raise
+                raise OSError(f"base={str(base)!r}: no such folder and no model of that name in the local Hugging Face "
+                              "cache (offline); give a sentence-transformers folder or 'all-MiniLM-L6-v2' "
+                              "(bundled)") from None
         transformer = source[0]
         pooling = _st_module("Pooling")(cls._pooled_dim(source), pooling_mode="mean")
         transformer.max_seq_length = int(max_length)
@@ -173,6 +182,9 @@ class HierarchyEncoder:
         sentence-transformers Transformer and Pooling modules and a Dense head, ``safetensors`` weights, every
         field of ``hypermem_encoder.json``); nothing in it runs code, nothing is written."""
         folder = Path(path)
+        hint = not_an_encoder_folder(folder)
+        if hint:
+            raise EncoderFolderError(hint)
         if not folder.is_dir():
             raise FileNotFoundError(f"no such encoder folder: {str(path)!r}")
         modules, rels, config = check_folder(folder)
@@ -215,10 +227,18 @@ class HierarchyEncoder:
 
     def save(self, path: str | os.PathLike) -> str:
         """Write the encoder to the folder ``path`` (created; the sentence-transformers layout
-        plus ``hypermem_encoder.json``); returns the folder's path."""
+        plus ``hypermem_encoder.json``); returns the folder's path.  An existing encoder folder
+        (one holding ``hypermem_encoder.json``) is saved over, as sentence-transformers does; a
+        file, or a folder holding other files, is refused (``FileExistsError``): nothing mixes."""
         import json
 
         folder = Path(path)
+        if folder.exists() and not folder.is_dir():
+            raise FileExistsError(f"cannot save the encoder to {str(path)!r}: it is a file; give a folder "
+                                  "(new, empty, or an encoder folder this saves over)")
+        if folder.is_dir() and not (folder / CONFIG_FILE).is_file() and any(folder.iterdir()):
+            raise FileExistsError(f"cannot save the encoder to {str(path)!r}: the folder holds other files and no "
+                                  f"{CONFIG_FILE} (not a hypermem encoder folder); give a new or empty folder")
         folder.mkdir(parents=True, exist_ok=True)
         with _quiet_loading():
             self.model.save(str(folder), safe_serialization=True)
@@ -264,6 +284,9 @@ class HierarchyEncoder:
         batches (sorted by length inside, as sentence-transformers does); a progress bar
         only when stderr is a terminal and there is more than one batch."""
         texts = check_texts(texts)
+        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
+                                       or batch_size < 1):
+            raise ValueError(f"batch_size must be a positive integer (None: {self.batch_size}), got {batch_size!r}")
         bs = int(batch_size or self.batch_size)
         if show_progress_bar is None:
             show_progress_bar = sys.stderr.isatty() and len(texts) > bs
@@ -300,6 +323,14 @@ class HierarchyEncoder:
             if x.shape[-1] != self.dim:
                 raise ValueError(f"points must have {self.dim} coordinates in their last dimension, "
                                  f"got shape {tuple(x.shape)}")
+            if not bool(torch.isfinite(x).all()):
+                raise ValueError("points must be finite: got NaN or infinite coordinates")
+            if self.curvature is not None:
+                norm = float(x.detach().double().norm(dim=-1).max()) if x.numel() else 0.0
+                if norm * math.sqrt(self.curvature) >= 1.0:
+                    raise ValueError(f"points must lie inside the ball of radius {1 / math.sqrt(self.curvature):.4g} "
+                                     f"(sqrt(dim)): one has norm {norm:.4g}; encode() gives points inside, "
+                                     "hypermem.geometry.poincare.project pulls others in")
             return x
         return self.encode(x)
 
@@ -323,12 +354,21 @@ class HierarchyEncoder:
         ``-(d(c, p) + lambda (|p| - |c|))`` with hyperbolic norms, the twin's
         ``-(||c - p|| + lambda (||p|| - ||c||))`` (:mod:`hypermem.geometry.subsumption`);
         ``lambda`` is ``centripetal_weight`` (default: the one chosen on validation)."""
-        if self._as_tensor(child) is None and self._as_tensor(parent) is None and \
-                len(list(child)) != len(list(parent)):
+        # texts read once: a generator or any other iterable is listed before it is counted
+        child, parent = (x if self._as_tensor(x) is not None or isinstance(x, (str, bytes)) else list(x)
+                         for x in (child, parent))
+        if self._as_tensor(child) is None and self._as_tensor(parent) is None and len(child) != len(parent):
             raise ValueError(f"texts are scored pairwise: got {len(child)} children and {len(parent)} parents "
                              "(pass encoded points shaped (n, 1, d) and (1, m, d) for all pairs)")
+        lam = self.centripetal_weight if centripetal_weight is None else centripetal_weight
+        try:
+            lam = float(lam)
+        except (TypeError, ValueError):
+            lam = math.nan
+        if not math.isfinite(lam):
+            raise ValueError(f"centripetal_weight must be a finite number, got {centripetal_weight!r}"
+                             + ("" if centripetal_weight is not None else " (the encoder's centripetal_weight)"))
         c, p = self._points(child), self._points(parent)
-        lam = self.centripetal_weight if centripetal_weight is None else float(centripetal_weight)
         p = p.to(device=c.device, dtype=c.dtype)
         return score_from_terms(*self.score_terms(c, p), lam)
 
