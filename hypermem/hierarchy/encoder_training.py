@@ -21,7 +21,8 @@ NeurIPS 2024) or of R^d (``"euclidean"``, its twin, trained the same way).  One 
 
 With ``max_minutes`` the run stops in time (the last step is not started when it would end
 past the budget, less the time of two validations: the final one and the ranking
-``lambda``'s choice) and keeps its best validated weights; it takes one step at least, and
+``lambda``'s choice; before the first validation that time is estimated by one on a sample of
+the validation pairs, timed at the start) and keeps its best validated weights; it takes one step at least, and
 warns (``UserWarning``) when the budget stopped it before one pass over the training edges.
 The inputs are checked before the base model is loaded: ``edges`` a sequence of
 ``(child, parent)`` pairs, ``names`` a mapping ``id -> text`` with a non-blank string for each
@@ -268,6 +269,8 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
             best = (m["f1"], {k: v.detach().clone() for k, v in enc.model.state_dict().items()}, dict(m))
         val_seconds = max(val_seconds, time.monotonic() - t0)
 
+    if budget is not None:   # the time reserve before the first validation: one timed on a sample of the pairs
+        val_seconds = _validation_seconds(enc, names, val, seed)
     step, step_time, stop, out_of_time = 0, 0.0, False, False
     enc.model.train()
     epoch = 0
@@ -324,6 +327,18 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
     if out is not None:
         enc.save(Path(out))
     return enc
+
+
+def _validation_seconds(enc: HierarchyEncoder, names: Mapping[str, str], val, seed: int) -> float:
+    """The estimated seconds of a validation on ``val``: one on up to 64 of its positives (an
+    eighth of them when that is more), timed and scaled to all of them."""
+    sample = val.subset(max(64, len(val) // 8), seed=seed)
+    t0 = time.monotonic()
+    enc.model.eval()
+    with torch.no_grad():
+        validate_encoder(enc, names, sample)
+    enc.model.train()
+    return (time.monotonic() - t0) * len(val) / max(1, len(sample))
 
 
 def _checked_inputs(edges, names, validation_edges):
