@@ -5,6 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hypermem.episodic import (
+    ArgKey,
     Eventuality,
     SExprSyntaxError,
     format_sexpr,
@@ -116,8 +117,13 @@ def test_eventuality_bad_fields():
 # ---------------------------------------------------------------------- keys
 
 
+def design(key):
+    """The design document's tuple form of a key (an ArgKey drops the None padding)."""
+    return key.as_tuple() if isinstance(key, ArgKey) else key
+
+
 def test_keys_exactly_as_the_document_lists():
-    assert wff_keys(("Block1", "between.p", "Block2", "Block3")) == [
+    assert [design(k) for k in wff_keys(("Block1", "between.p", "Block2", "Block3"))] == [
         "between.p",
         ("Block1", "between.p", None, None),
         (None, "between.p", "Block2", None),
@@ -133,8 +139,10 @@ def test_keys_exactly_as_the_document_lists():
 
 
 def test_lookup_key_prefers_a_ground_argument():
-    assert lookup_key(("Block1", "between.p", "?x", "Block2")) == ("Block1", "between.p", None, None)
-    assert lookup_key(("?a", "between.p", "?x", "Block2")) == (None, "between.p", None, "Block2")
+    assert design(lookup_key(("Block1", "between.p", "?x", "Block2"))) == ("Block1", "between.p", None, None)
+    assert design(lookup_key(("?a", "between.p", "?x", "Block2"))) == (None, "between.p", None, "Block2")
+    assert lookup_key(("?a", "between.p", "?x", "Block2")) == ArgKey(4, "between.p", 3, "Block2")
+    assert lookup_key(("Block1", "smile.v")) == ("Block1", "smile.v")
     assert lookup_key(("?a", "between.p", ("?x", "y"), "?b")) == "between.p"
     assert lookup_key(("?a", "?p", "Block2")) is None
     assert lookup_key("between.p") == "between.p"

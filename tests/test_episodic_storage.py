@@ -7,7 +7,14 @@ import torch
 from episodic_helpers import T0, snapshot
 
 from hypermem import CallableEmbedder
-from hypermem.episodic import DEFAULT_TELIC_PREDICATES, EpisodicMemory, Eventuality, Memory, MemoryStorage
+from hypermem.episodic import (
+    DEFAULT_TELIC_PREDICATES,
+    ArgKey,
+    EpisodicMemory,
+    Eventuality,
+    Memory,
+    MemoryStorage,
+)
 
 BETWEEN = ("Block1", "between.p", "Block2", "Block3")
 ON = ("Block1", "on.p", "Table")
@@ -74,7 +81,7 @@ def test_instantiate_files_the_document_example_under_every_key(storage, clock):
     assert isinstance(m, EpisodicMemory) and m.start_time == T0
     assert storage.memories == {m} and storage.context == {m}
     assert storage.ep_ht == {"E1": {m}}
-    assert storage.wff_ht == {
+    assert {(k.as_tuple() if isinstance(k, ArgKey) else k): v for k, v in storage.wff_ht.items()} == {
         "between.p": {m},
         ("Block1", "between.p", None, None): {m},
         (None, "between.p", "Block2", None): {m},

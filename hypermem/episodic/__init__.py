@@ -16,7 +16,7 @@ Example::
 
 from .episodic_memory import DEFAULT_TELIC_PREDICATES, EpisodicMemory
 from .eventuality import CHARACTERIZES, Eventuality
-from .keys import lookup_key, predicate_of, wff_keys
+from .keys import ArgKey, lookup_key, predicate_of, wff_keys
 from .matching import match, matches, substitute
 from .sexpr import (
     SExpr,
@@ -35,6 +35,7 @@ Memory = EpisodicMemory
 alias for code written against it; this package's modules say ``EpisodicMemory``."""
 
 __all__ = [
+    "ArgKey",
     "CHARACTERIZES",
     "DEFAULT_TELIC_PREDICATES",
     "EpisodicMemory",

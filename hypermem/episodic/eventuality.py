@@ -7,13 +7,16 @@ from typing import Any
 
 from .sexpr import (
     MAX_DEPTH,
+    MAX_SIZE,
     SExpr,
     SExprTooDeepError,
+    SExprTooLargeError,
     depth_of,
     excerpt,
     format_sexpr,
     is_symbol,
     parse_sexpr,
+    size_of,
     to_sexpr,
 )
 
@@ -28,7 +31,8 @@ class Eventuality:
 
     ``wff`` is an S-expression (a symbol, or nested tuples/lists of symbols; stored as
     tuples) at most ``MAX_DEPTH - 1`` lists deep, so that ``(wff ** ep)`` stays within
-    :data:`~hypermem.episodic.sexpr.MAX_DEPTH`; ``ep`` is an episode symbol (a constant
+    :data:`~hypermem.episodic.sexpr.MAX_DEPTH`, and at most ``MAX_SIZE - 3`` symbols and
+    lists (:data:`~hypermem.episodic.sexpr.MAX_SIZE`); ``ep`` is an episode symbol (a constant
     such as ``E3`` or a variable).
 
     Example::
@@ -48,6 +52,9 @@ class Eventuality:
         if depth_of(wff) >= MAX_DEPTH:
             raise SExprTooDeepError(f"an Eventuality wff may nest at most {MAX_DEPTH - 1} levels, so that "
                                     f"(<wff> ** <episode>) fits hypermem.episodic.sexpr.MAX_DEPTH = {MAX_DEPTH}")
+        if size_of(wff) > MAX_SIZE - 3:
+            raise SExprTooLargeError(f"an Eventuality wff may hold at most {MAX_SIZE - 3} symbols and lists, so "
+                                     f"that (<wff> ** <episode>) fits hypermem.episodic.sexpr.MAX_SIZE = {MAX_SIZE}")
         object.__setattr__(self, "wff", wff)
         if not isinstance(self.ep, str) or not is_symbol(self.ep):
             raise ValueError(f"Eventuality ep must be an episode symbol such as 'E3', got "

@@ -6,9 +6,14 @@ document lists them:
 
 1. the predicate alone, e.g. ``between.p``;
 2. for a two-element formula ``(subj pred)``, the tuple ``(subj, pred)``;
-3. for longer formulas, one tuple per other argument: the predicate at its place, that
-   argument at its place, ``None`` elsewhere, e.g. ``(Block1, between.p, None, None)``,
-   ``(None, between.p, Block2, None)``, ``(None, between.p, None, Block3)``.
+3. for longer formulas, one key per other argument: the predicate at its place, that
+   argument at its place, ``None`` elsewhere.  The design writes these as tuples as long
+   as the formula, e.g. ``(Block1, between.p, None, None)``, ``(None, between.p, Block2,
+   None)``; here each is an :class:`ArgKey` holding the same information without the
+   ``None`` padding (the formula's length, the predicate, the place and the argument),
+   so a formula of ``n`` elements has ``n`` keys of constant size, not ``n`` tuples of
+   ``n`` slots (quadratic time and memory for a wide formula).  ``ArgKey.as_tuple()``
+   gives the design's tuple.
 
 (Key 2 is key 3 for a two-element formula.)  A one-element formula ``(pred)`` and a
 symbol ``pred`` have only key 1.  Arguments may be whole sub-formulas (nested tuples).
@@ -18,9 +23,11 @@ A prefix form such as ``(not W)`` follows the same positional rule: its "predica
 Example::
 
     >>> wff_keys(("Block1", "between.p", "Block2", "Block3"))
-    ['between.p', ('Block1', 'between.p', None, None), (None, 'between.p', 'Block2', None), (None, 'between.p', None, 'Block3')]
+    ['between.p', ArgKey(4, 'between.p', 0, 'Block1'), ArgKey(4, 'between.p', 2, 'Block2'), ArgKey(4, 'between.p', 3, 'Block3')]
     >>> wff_keys(("^you", "smile.v"))
     ['smile.v', ('^you', 'smile.v')]
+    >>> ArgKey(4, "between.p", 2, "Block2").as_tuple()
+    (None, 'between.p', 'Block2', None)
 """
 
 from __future__ import annotations
@@ -30,7 +37,46 @@ from typing import Any
 from .sexpr import SExpr, has_variables
 
 Key = Any
-"""A key of ``wff_ht``: a predicate (a symbol or a sub-formula) or a tuple as above."""
+"""A key of ``wff_ht``: a predicate (a symbol or a sub-formula), a pair or an :class:`ArgKey`."""
+
+
+class ArgKey:
+    """Key 3 of a formula of ``length >= 3`` elements: its predicate (place 1) and its
+    argument ``arg`` at ``place``; the design's tuple ``(None, pred, None, arg, ...)``
+    without the padding.  Immutable, hashable (the hash is computed once), equal to an
+    ``ArgKey`` with the same four fields."""
+
+    __slots__ = ("length", "pred", "place", "arg", "_hash")
+
+    def __init__(self, length: int, pred: SExpr, place: int, arg: SExpr, pred_hash: int | None = None):
+        object.__setattr__(self, "length", length)
+        object.__setattr__(self, "pred", pred)
+        object.__setattr__(self, "place", place)
+        object.__setattr__(self, "arg", arg)
+        object.__setattr__(self, "_hash", hash((length, place, hash(pred) if pred_hash is None else pred_hash,
+                                                arg)))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("an ArgKey is immutable")
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ArgKey):
+            return NotImplemented
+        return (self._hash == other._hash and self.length == other.length and self.place == other.place
+                and self.arg == other.arg and self.pred == other.pred)
+
+    def __repr__(self) -> str:
+        return f"ArgKey({self.length}, {self.pred!r}, {self.place}, {self.arg!r})"
+
+    def as_tuple(self) -> tuple:
+        """The design document's key: ``None`` everywhere but the predicate and the argument."""
+        key: list[Any] = [None] * self.length
+        key[1] = self.pred
+        key[self.place] = self.arg
+        return tuple(key)
 
 
 def predicate_of(wff: SExpr) -> SExpr | None:
@@ -44,21 +90,22 @@ def predicate_of(wff: SExpr) -> SExpr | None:
 
 
 def wff_keys(wff: SExpr) -> list[Key]:
-    """All keys of a formula, predicate first (see the module docstring)."""
+    """All keys of a formula, predicate first (see the module docstring); their number
+    and total size are linear in the formula's."""
     pred = predicate_of(wff)
     if pred is None:
         return [()]
     keys: list[Key] = [pred]
-    if isinstance(wff, tuple) and len(wff) >= 2:
-        keys.extend(_argument_key(wff, i) for i in range(len(wff)) if i != 1)
+    if isinstance(wff, tuple) and len(wff) == 2:
+        keys.append(wff)
+    elif isinstance(wff, tuple) and len(wff) > 2:
+        n, h = len(wff), hash(pred)
+        keys.extend(ArgKey(n, pred, i, wff[i], h) for i in range(n) if i != 1)
     return keys
 
 
-def _argument_key(wff: tuple, i: int) -> tuple:
-    key: list[Any] = [None] * len(wff)
-    key[1] = wff[1]
-    key[i] = wff[i]
-    return tuple(key)
+def _argument_key(wff: tuple, i: int) -> Key:
+    return wff if len(wff) == 2 else ArgKey(len(wff), wff[1], i, wff[i])
 
 
 def lookup_key(pattern: SExpr) -> Key | None:

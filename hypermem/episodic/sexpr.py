@@ -13,7 +13,9 @@ A symbol that starts with ``?`` and has at least one more character is a *variab
 **Limits.**  A formula may nest at most :data:`MAX_DEPTH` (256) lists deep: deeper text
 or nested lists are refused with :class:`SExprTooDeepError` (a :class:`SExprSyntaxError`)
 before anything is built, so no later step (hashing, comparison, printing, storing) can
-hit Python's recursion limit.  Every function here walks formulas iteratively.  Error
+hit Python's recursion limit.  A formula may hold at most :data:`MAX_SIZE` (10,000)
+symbols and lists in all: a larger one (e.g. a hostile megabyte of text) is refused with
+:class:`SExprTooLargeError` as soon as the parser reaches the limit.  Every function here walks formulas iteratively.  Error
 messages quote a short excerpt of the text around the problem, never the whole input.
 
 Example::
@@ -41,6 +43,10 @@ _SYMBOL_RE = re.compile(r'[^\s()"]+|"(?:[^"\\]|\\.)*"', re.DOTALL)
 MAX_DEPTH = 256
 """Deepest nesting of lists a formula may have (``"((a))"`` has depth 2, a symbol 0)."""
 
+MAX_SIZE = 10_000
+"""Most symbols and lists one formula may hold in all (``"(a (b c))"`` holds 5: two lists,
+three symbols); bounds the work of indexing, matching and embedding one formula."""
+
 EXCERPT = 40
 """Characters of the input quoted on each side of the position in an error message."""
 
@@ -57,6 +63,10 @@ class SExprTooDeepError(SExprSyntaxError):
     """A formula nested deeper than :data:`MAX_DEPTH` lists (text or Python lists)."""
 
 
+class SExprTooLargeError(SExprSyntaxError):
+    """A formula holding more than :data:`MAX_SIZE` symbols and lists."""
+
+
 def excerpt(text: str, at: int) -> str:
     """The quoted text around position ``at`` (``EXCERPT`` characters each side, ``...``
     where cut), for error messages."""
@@ -66,6 +76,11 @@ def excerpt(text: str, at: int) -> str:
 
 def _too_deep(what: str) -> SExprTooDeepError:
     return SExprTooDeepError(f"{what} is nested deeper than {MAX_DEPTH} levels (hypermem.episodic.sexpr.MAX_DEPTH)")
+
+
+def _too_large(what: str) -> SExprTooLargeError:
+    return SExprTooLargeError(f"{what} holds more than {MAX_SIZE} symbols and lists "
+                              "(hypermem.episodic.sexpr.MAX_SIZE)")
 
 
 def is_symbol(x: Any) -> bool:
@@ -105,6 +120,7 @@ def to_sexpr(expr: Any, what: str = "formula") -> SExpr:
         raise _not_sexpr(expr, what)
     # Iterative post-order walk: each frame is (source sequence, next index, built items).
     frames: list[tuple[Any, list[int], list[SExpr]]] = [(expr, [0], [])]
+    size = 1
     while True:
         seq, pos, built = frames[-1]
         if pos[0] == len(seq):
@@ -116,6 +132,9 @@ def to_sexpr(expr: Any, what: str = "formula") -> SExpr:
             continue
         e = seq[pos[0]]
         pos[0] += 1
+        size += 1
+        if size > MAX_SIZE:
+            raise _too_large(what)
         if isinstance(e, str):
             built.append(_check_symbol(e, what))
         elif isinstance(e, (tuple, list)):
@@ -138,6 +157,17 @@ def _not_sexpr(x: Any, what: str) -> TypeError:
                      f"got {type(x).__name__}: {_short.repr(x)}")
 
 
+def size_of(expr: SExpr) -> int:
+    """How many symbols and lists ``expr`` holds (a symbol: 1, ``(a (b c))``: 5)."""
+    size, stack = 0, [expr]
+    while stack:
+        e = stack.pop()
+        size += 1
+        if not isinstance(e, str):
+            stack.extend(e)
+    return size
+
+
 def depth_of(expr: SExpr) -> int:
     """How many lists deep ``expr`` nests (a symbol: 0, ``()``: 1, ``(a (b))``: 2)."""
     deepest, stack = 0, [(expr, 0)]
@@ -155,13 +185,15 @@ def parse_sexpr(text: str) -> SExpr:
     ``"(a (b c))"`` gives ``('a', ('b', 'c'))``, ``"a"`` gives ``'a'`` and ``"()"`` the
     empty tuple.  Raises :class:`SExprSyntaxError` (a ``ValueError``) for empty text,
     unbalanced brackets, an unterminated string or text after the expression, and
-    :class:`SExprTooDeepError` for nesting deeper than :data:`MAX_DEPTH`; the message
-    quotes a short excerpt around the position.
+    :class:`SExprTooDeepError` for nesting deeper than :data:`MAX_DEPTH` and
+    :class:`SExprTooLargeError` for more than :data:`MAX_SIZE` symbols and lists (refused
+    when the parser reaches the limit, so a huge text costs no more than the limit); the
+    message quotes a short excerpt around the position.
     """
     if not isinstance(text, str):
         raise TypeError(f"parse_sexpr takes a string, got {type(text).__name__}")
     stack: list[list[SExpr]] = [[]]
-    pos = 0
+    pos = size = 0
     end = len(text.rstrip())
     while pos < end:
         m = _TOKEN_RE.match(text, pos)
@@ -169,6 +201,11 @@ def parse_sexpr(text: str) -> SExpr:
             raise SExprSyntaxError(f"cannot read {text[pos:pos + 20]!r} at position {pos}")
         opening, closing, quoted, plain, bad_quote = m.groups()
         at = m.start(m.lastindex)
+        if opening or quoted or plain:
+            size += 1
+            if size > MAX_SIZE:
+                raise SExprTooLargeError(f"formula holds more than {MAX_SIZE} symbols and lists at position {at}: "
+                                         f"{excerpt(text, at)} (hypermem.episodic.sexpr.MAX_SIZE)")
         if opening:
             if len(stack) > MAX_DEPTH:
                 raise SExprTooDeepError(f"formula nested deeper than {MAX_DEPTH} levels at position {at}: "
