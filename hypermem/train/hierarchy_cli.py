@@ -38,7 +38,8 @@ is already complete and writes nothing: no events file, no config, no checkpoint
 (:func:`finished_checkpoint`).
 
 **Output.**  A run ends with its final metrics, the best and last checkpoint paths and the
-log folder.  When stdout is not a terminal the progress bar and the model summary are off
+log folder (and "stopped at the time limit" after ``trainer.max_time``); Ctrl-C prints the step,
+the last checkpoint and the command that resumes the run, and exits with status 130.  When stdout is not a terminal the progress bar and the model summary are off
 (the bar would write ``\\r`` updates into the file) and one line per epoch is printed instead.  A mistyped
 option prints the error, the nearest valid option and how to list them, in a few lines.
 
