@@ -70,3 +70,46 @@ def test_size_boundary_of_text_lists_and_eventualities():
     assert len(Eventuality(fits, "E1").wff) == MAX_SIZE - 4
     with pytest.raises(SExprTooLargeError, match=r"\(<wff> \*\* <episode>\) fits .*MAX_SIZE"):
         Eventuality(fits + ["w"], "E1")
+
+
+# ---------------------------------------------------------------------- 2. merging a repeated event
+
+
+class Ep(str):
+    """An episode symbol that counts its comparisons (a list scan compares with every item)."""
+
+    compared = 0
+
+    def __eq__(self, other):
+        Ep.compared += 1
+        return str.__eq__(self, other)
+
+    __hash__ = str.__hash__
+
+
+class CountingDict(dict):
+    touched = 0
+
+    def setdefault(self, key, default=None):
+        CountingDict.touched += 1
+        return super().setdefault(key, default)
+
+
+def test_merging_a_repeated_event_is_constant_work_per_merge(clock):
+    s = MemoryStorage(clock=clock)
+    s.ep_ht = CountingDict(s.ep_ht)
+    first = s.instantiate(Eventuality(("^you", "greet.v", "^me"), Ep("G0")), importance=0.6)
+    for i in range(1, 300):
+        s.instantiate(Eventuality(("^you", "greet.v", "^me"), Ep(f"G{i}")), importance=0.6)
+    Ep.compared = CountingDict.touched = 0
+    last = s.instantiate(Eventuality(("^you", "greet.v", "^me"), Ep("G300")), importance=0.6)
+    assert last is first and len(s) == 1
+    assert Ep.compared <= 3  # a list scan compared with all 300 episodes
+    assert CountingDict.touched == 1  # only the new episode is filed (was all 301)
+    assert first.episodes == [f"G{i}" for i in range(301)]  # order kept
+    assert s.get_episode("G300") == [first] and set(s.ep_ht) == {f"G{i}" for i in range(301)}
+    # a repeated episode is not listed twice; dropping one keeps the order of the rest
+    assert s.instantiate("((^you greet.v ^me) ** G5)", importance=0.6) is first and len(first.episodes) == 301
+    assert s.remove_episode("G5") == [] and first.episodes[4:6] == ["G4", "G6"]
+    first.episodes.append("G999")  # changed in place: still found
+    assert first.add_episodes(["G999", "G1000"]) == ["G1000"]

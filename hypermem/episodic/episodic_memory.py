@@ -82,7 +82,7 @@ class EpisodicMemory:
         self.telic = telic
         self.clock: Callable[[], datetime] = clock or utcnow
         self.telic_predicates: frozenset[str] = DEFAULT_TELIC_PREDICATES
-        self.episodes: list[str] = [event.ep]
+        self.episodes = [event.ep]
         self.start_time: datetime = self._now()
         self.end_time: datetime | None = None
         self.last_access: datetime = self.start_time
@@ -102,6 +102,38 @@ class EpisodicMemory:
         if not isinstance(now, datetime) or now.tzinfo is None:
             raise TypeError(f"the clock must return a timezone-aware datetime, got {now!r}")
         return to_utc(now)
+
+    @property
+    def episodes(self) -> list[str]:
+        """The episodes this memory characterises, in the order they were added (the first
+        is the event's).  Assigning a list replaces them; :meth:`add_episodes` and
+        :meth:`drop_episode` change them in O(1) each."""
+        return self._episodes
+
+    @episodes.setter
+    def episodes(self, value: Iterable[str]) -> None:
+        self._episodes = list(value)
+        self._episode_set = set(self._episodes)
+
+    def _episode_index(self) -> set[str]:
+        if len(self._episode_set) != len(self._episodes):  # the list was changed in place
+            self._episode_set = set(self._episodes)
+        return self._episode_set
+
+    def add_episodes(self, episodes: Iterable[str]) -> list[str]:
+        """Append the episodes not listed yet (O(1) each); returns those added."""
+        index, added = self._episode_index(), []
+        for ep in episodes:
+            if ep not in index:
+                index.add(ep)
+                self._episodes.append(ep)
+                added.append(ep)
+        return added
+
+    def drop_episode(self, ep: str) -> None:
+        """Remove one episode from :attr:`episodes` (``ValueError`` if it is not listed)."""
+        self._episodes.remove(ep)
+        self._episode_index().discard(ep)
 
     def update_last_access(self) -> None:
         """Set the most recent access to now (and count the access)."""
@@ -134,12 +166,11 @@ class EpisodicMemory:
         pred = predicate_of(self.event.wff)
         return isinstance(pred, str) and pred in self.telic_predicates
 
-    def absorb(self, other: EpisodicMemory) -> None:
+    def absorb(self, other: EpisodicMemory) -> list[str]:
         """Absorb a duplicate of this formula: its episodes, the larger importance, the
-        earlier start, the later access; the end stays open if either is open."""
-        for ep in other.episodes:
-            if ep not in self.episodes:
-                self.episodes.append(ep)
+        earlier start, the later access; the end stays open if either is open.  Returns the
+        episodes that were new here (O(1) per episode of ``other``)."""
+        added = self.add_episodes(other.episodes)
         self._importance = max(self._importance, other._importance)
         self.start_time = min(self.start_time, other.start_time)
         self.last_access = max(self.last_access, other.last_access)
@@ -150,6 +181,7 @@ class EpisodicMemory:
             self.end_time = max(self.end_time, other.end_time)
         if self.telic is None:
             self.telic = other.telic
+        return added
 
     def __repr__(self) -> str:
         eps = " ".join(self.episodes)

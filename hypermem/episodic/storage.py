@@ -228,8 +228,7 @@ class MemoryStorage(RetrievalMixin):
             self._next = first + len(new)
             for m, target in plan:
                 if target is not m:
-                    target.absorb(m)
-                    for ep in target.episodes:
+                    for ep in target.absorb(m):  # only the new episodes: O(1) per merge
                         self.ep_ht.setdefault(ep, set()).add(target)
                 if context:
                     self._enter_context(target)
@@ -359,7 +358,7 @@ class MemoryStorage(RetrievalMixin):
             gone = [m for m in mems if m.episodes == [ep]]
             for m in mems:
                 if m.episodes != [ep]:
-                    m.episodes.remove(ep)
+                    m.drop_episode(ep)
                     if m.event.ep != m.get_ep():  # the event is written with the first episode left
                         m.event = Eventuality(m.get_wff(), m.get_ep())
             self.ep_ht.pop(ep, None)
