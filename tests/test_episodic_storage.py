@@ -170,14 +170,18 @@ def test_duplicate_formulas_merge_across_episodes(storage, clock):
     assert a is b and a.episodes == ["E1", "E2"] and a.importance == 0.9
 
 
-def test_merging_reopens_an_ended_fact(storage, clock):
+def test_a_fact_that_holds_again_after_it_ended_is_a_new_memory(storage, clock):
     m = storage.instantiate(Eventuality(ON, "E1"))
     clock.tick(hours=1)
     storage.remove_from_context(m)
-    assert m.end_time == clock.now
+    ended = clock.now
+    assert m.end_time == ended
     clock.tick(hours=1)
     again = storage.instantiate(Eventuality(ON, "E2"))
-    assert again is m and m.end_time is None and m in storage.context and m.episodes == ["E1", "E2"]
+    assert again is not m and again.start_time == clock.now and again.end_time is None
+    assert m.end_time == ended and m.start_time == T0 and m.episodes == ["E1"]  # the gap is kept
+    assert storage.context == {again} and storage.get_matching(ON) == [m, again]
+    assert storage.instantiate(Eventuality(ON, "E3")) is again and again.episodes == ["E2", "E3"]
 
 
 # ---------------------------------------------------------------------- context and negation
@@ -194,7 +198,8 @@ def test_negation_maintains_the_context(storage, clock):
     assert storage.get_matching("on.p") == [w]  # still remembered, just not true now
     clock.tick(hours=1)
     again = storage.instantiate(Eventuality(ON, "E3"))
-    assert again is w and w in storage.context and w.end_time is None
+    assert again is not w and again in storage.context and again.end_time is None  # a new interval
+    assert w.end_time == T0.replace(hour=10) and w not in storage.context
     assert not_w not in storage.context and not_w.end_time == clock.now
     # a negation stored outside the context changes nothing in it
     storage.store(EpisodicMemory(Eventuality(("not", ("^you", "smile.v")), "E4")), context=False)

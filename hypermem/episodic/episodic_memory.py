@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
@@ -24,16 +25,45 @@ NOW = "^now"
 
 
 def check_importance(value: Any, what: str = "importance") -> float:
-    """``value`` as a float in ``[0, 1]``, or ``ValueError`` (NaN, out of range, not a number)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    """``value`` as a float in ``[0, 1]``, or ``ValueError`` (NaN, out of range, not a number).
+
+    Any real number is accepted (``numbers.Real``: NumPy scalars too) and a one-element
+    (0-d) tensor or array; never a bool."""
+    v = as_real(value)
+    if v is None:
         raise ValueError(f"{what} must be a number in [0, 1], got {value!r}")
-    try:
-        v = float(value)
-    except OverflowError:  # an int beyond float64
-        v = math.inf
     if not (0.0 <= v <= 1.0):  # also rejects NaN
         raise ValueError(f"{what} must be a number in [0, 1], got {value!r}")
     return v
+
+
+def _scalar(value: Any) -> Any:
+    """The Python number inside a 0-d tensor or array (``item()``), else ``value``."""
+    if not isinstance(value, (numbers.Number, str, bytes)) and getattr(value, "shape", None) == () \
+            and callable(getattr(value, "item", None)):
+        return value.item()
+    return value
+
+
+def as_real(value: Any) -> float | None:
+    """``value`` as a float when it is a real number (an int beyond float64 is ``inf``), else
+    ``None``; bools (and NumPy bools) are not numbers here."""
+    value = _scalar(value)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or type(value).__name__ == "bool_":
+        return None
+    try:
+        return float(value)
+    except OverflowError:  # an int beyond float64
+        return math.inf
+
+
+def as_count(value: Any) -> int | None:
+    """``value`` as an int when it is an integer (``numbers.Integral``, a NumPy integer, a
+    0-d integer tensor), else ``None``; never a bool."""
+    value = _scalar(value)
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or type(value).__name__ == "bool_":
+        return None
+    return int(value)
 
 
 class EpisodicMemory:
@@ -56,7 +86,15 @@ class EpisodicMemory:
         decides from the predicate (``telic_predicates`` of the storage holding it, or
         :data:`DEFAULT_TELIC_PREDICATES`).
     clock: callable returning the current aware datetime (default: the system clock, UTC).
-        A :class:`MemoryStorage` sets it to its own clock when it stores the memory.
+        A :class:`MemoryStorage` sets it to its own clock when it stores the memory; a memory
+        made without a clock whose times nobody set then takes its start and last access
+        from the storage's clock at that moment (:meth:`adopt_clock`), so every time of a
+        storage comes from its one clock.
+
+    Times never run backwards within a memory: :meth:`end` and :meth:`update_last_access`
+    clamp to the start time (and the last access), should the clock be moved back.  When
+    the memory ends (:meth:`end`), ``on_end`` (set by the storage holding it) is called, so
+    the storage takes it out of its context of facts true now.
 
     Example::
 
@@ -81,12 +119,25 @@ class EpisodicMemory:
         self._importance = check_importance(importance)
         self.telic = telic
         self.clock: Callable[[], datetime] = clock or utcnow
+        self._own_clock = clock is not None
         self.telic_predicates: frozenset[str] = DEFAULT_TELIC_PREDICATES
         self.episodes = [event.ep]
         self.start_time: datetime = self._now()
         self.end_time: datetime | None = None
         self.last_access: datetime = self.start_time
+        self._stamp = self.start_time
         self.access_count = 0
+        self.on_end: Callable[[EpisodicMemory], None] | None = None
+
+    def adopt_clock(self, clock: Callable[[], datetime]) -> None:
+        """Take ``clock`` (a storage's) for every later time.  A memory made without a clock
+        whose start and last access are still the ones stamped at creation (not set by the
+        caller, never accessed, not ended) takes them from ``clock`` now."""
+        fresh = (not self._own_clock and self.start_time is self._stamp and self.last_access is self._stamp
+                 and self.end_time is None and self.access_count == 0)
+        self.clock, self._own_clock = clock, True
+        if fresh:
+            self.start_time = self.last_access = self._stamp = self._now()
 
     @property
     def importance(self) -> float:
@@ -136,13 +187,17 @@ class EpisodicMemory:
         self._episode_index().discard(ep)
 
     def update_last_access(self) -> None:
-        """Set the most recent access to now (and count the access)."""
-        self.last_access = self._now()
+        """Set the most recent access to now (and count the access); never earlier than the
+        last access (a clock moved back does not move it back)."""
+        self.last_access = max(self._now(), self.last_access, self.start_time)
         self.access_count += 1
 
     def end(self) -> None:
-        """Declare that the event is no longer true: its end time becomes now."""
-        self.end_time = self._now()
+        """Declare that the event is no longer true: its end time becomes now (never before
+        the start time), and the storage holding it takes it out of its context."""
+        self.end_time = max(self._now(), self.start_time)
+        if self.on_end is not None:
+            self.on_end(self)
 
     def get_ep(self) -> str:
         """The (first) episode this memory characterises."""
@@ -168,16 +223,16 @@ class EpisodicMemory:
 
     def absorb(self, other: EpisodicMemory) -> list[str]:
         """Absorb a duplicate of this formula: its episodes, the larger importance, the
-        earlier start, the later access; the end stays open if either is open.  Returns the
-        episodes that were new here (O(1) per episode of ``other``)."""
+        earlier start, the later access.  The end is the later of two ends; an ended memory
+        is not reopened by absorbing an open one (only entering a storage's context makes a
+        fact true now) and an open one stays open.  Returns the episodes that were new here
+        (O(1) per episode of ``other``)."""
         added = self.add_episodes(other.episodes)
         self._importance = max(self._importance, other._importance)
         self.start_time = min(self.start_time, other.start_time)
         self.last_access = max(self.last_access, other.last_access)
         self.access_count += other.access_count
-        if self.end_time is None or other.end_time is None:
-            self.end_time = None
-        else:
+        if self.end_time is not None and other.end_time is not None:
             self.end_time = max(self.end_time, other.end_time)
         if self.telic is None:
             self.telic = other.telic

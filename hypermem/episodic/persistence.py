@@ -20,7 +20,8 @@ of the formulas), so :func:`load_storage` rebuilds them equal.  Loading executes
 from the file (no pickle) and writes nothing (a read-only, immutable connection), checks
 every field with :mod:`hypermem.store.validation` (every key of :data:`CONFIG_KEYS` present,
 the saved ``count`` against the rows, ``seq`` distinct integers below ``next``, each row's
-``event_ep`` first in its ``episodes``, JSON depth and NaN, the embedder's ``type`` and ``dim``
+``event_ep`` first in its ``episodes``, no ``end_time`` or ``last_access`` before its
+``start_time``, JSON depth and NaN, the embedder's ``type`` and ``dim``
 against every blob before anything is allocated, formulas within
 :data:`~hypermem.episodic.sexpr.MAX_DEPTH`) and raises
 :class:`~hypermem.store.validation.MemoryFileError` (a ``ValueError``) naming the file and
@@ -229,6 +230,12 @@ def _memory(r: dict[str, Any], clock: Callable, where: str) -> EpisodicMemory:
     m.start_time = iso_time(r["start_time"], f"{where}: the start time of memory {seq}", aware=True)
     m.end_time = iso_time(r["end_time"], f"{where}: the end time of memory {seq}", required=False, aware=True)
     m.last_access = iso_time(r["last_access"], f"{where}: the last access of memory {seq}", aware=True)
+    if m.end_time is not None and m.end_time < m.start_time:
+        raise MemoryFileError(f"{where}: memory {seq} ends (end_time {m.end_time.isoformat()}) before it starts "
+                              f"(start_time {m.start_time.isoformat()})")
+    if m.last_access < m.start_time:
+        raise MemoryFileError(f"{where}: memory {seq} was last accessed (last_access {m.last_access.isoformat()}) "
+                              f"before it starts (start_time {m.start_time.isoformat()})")
     m.access_count = acc
     return m
 
@@ -273,9 +280,7 @@ def load_storage(path: str | os.PathLike, embedder: Any = None, clock: Callable 
     except (TypeError, ValueError) as exc:
         raise MemoryFileError(f"{where}: bad storage settings ({exc})") from None
     mems = [_memory(r, storage.clock, where) for r in rows]
-    wffs = [m.get_wff() for m in mems]
-    if len(set(wffs)) != len(wffs):
-        raise MemoryFileError(f"{where}: a formula is stored twice (duplicates are merged when stored)")
+    wffs = [m.get_wff() for m in mems]  # a formula may recur: it held again after it ended
     if storage.hyperbolic is not None:
         if emb is not None:
             items = [{"text": format_sexpr(w), "id": f"m{s}", "t": m.start_time, "embedding": emb[j]}

@@ -29,7 +29,7 @@ import torch
 from ..index import ShellDistance
 from ..temporal import policy_weights
 from ..temporal.clock import to_seconds
-from .episodic_memory import EpisodicMemory, check_importance
+from .episodic_memory import EpisodicMemory, as_count, as_real, check_importance
 
 
 def minmax(x: torch.Tensor) -> torch.Tensor:
@@ -51,16 +51,19 @@ def _check_coeffs(coeffs: Any) -> tuple[float, float, float]:
                          f"{tuple(coeffs)!r}")
     out = []
     for name, c in zip(("recency", "importance", "salience"), coeffs):
-        if isinstance(c, bool) or not isinstance(c, (int, float)) or not math.isfinite(c):
+        v = as_real(c)
+        if v is None or not math.isfinite(v):
             raise ValueError(f"the {name} coefficient must be a finite number, got {c!r}")
-        out.append(float(c))
+        out.append(v)
     return out[0], out[1], out[2]
 
 
 def _check_count(value: Any, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+    """``value`` as an int >= ``minimum``: any integer (NumPy's, a 0-d integer tensor), never a bool."""
+    v = as_count(value)
+    if v is None or v < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return value
+    return v
 
 
 class RetrievalMixin:

@@ -83,9 +83,21 @@ def _too_large(what: str) -> SExprTooLargeError:
                               "(hypermem.episodic.sexpr.MAX_SIZE)")
 
 
+def _lone_surrogate(text: str) -> int | None:
+    """The position of the first lone surrogate (a ``str`` that UTF-8 cannot encode), or ``None``."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
+
+
 def is_symbol(x: Any) -> bool:
-    """Whether ``x`` is a valid symbol: a plain token or a double-quoted string."""
-    return isinstance(x, str) and _SYMBOL_RE.fullmatch(x) is not None
+    """Whether ``x`` is a valid symbol: a plain token or a double-quoted string, of text
+    that UTF-8 can encode (no lone surrogate such as ``"\\ud800"``: it could not be saved)."""
+    return isinstance(x, str) and _SYMBOL_RE.fullmatch(x) is not None and _lone_surrogate(x) is None
 
 
 def is_variable(x: Any) -> bool:
@@ -148,7 +160,8 @@ def to_sexpr(expr: Any, what: str = "formula") -> SExpr:
 def _check_symbol(x: str, what: str) -> str:
     if not is_symbol(x):
         raise ValueError(f"{what}: {_short.repr(x)} is not a symbol (a symbol is a non-empty run of characters "
-                         "without white space, '(' or ')', or a double-quoted string)")
+                         "without white space, '(' or ')', or a double-quoted string, in text that UTF-8 can "
+                         "encode: no lone surrogate)")
     return x
 
 
@@ -192,6 +205,10 @@ def parse_sexpr(text: str) -> SExpr:
     """
     if not isinstance(text, str):
         raise TypeError(f"parse_sexpr takes a string, got {type(text).__name__}")
+    bad = _lone_surrogate(text)
+    if bad is not None:
+        raise SExprSyntaxError(f"a lone surrogate {text[bad]!r} at position {bad} in {excerpt(text, bad)}: "
+                               "formulas are text that UTF-8 can encode")
     stack: list[list[SExpr]] = [[]]
     pos = size = 0
     end = len(text.rstrip())

@@ -24,11 +24,11 @@ from ..store.caller_warning import warn_caller
 from ..temporal.clock import to_utc, utcnow
 from .episodic_memory import DEFAULT_TELIC_PREDICATES, EpisodicMemory, as_memory_list, check_importance
 from .eventuality import Eventuality
-from .keys import Key, lookup_key, predicate_of, wff_keys
-from .matching import matches
+from .keys import Key, wff_keys
+from .lookup import LookupMixin
 from .persistence import load_storage, save_storage
 from .retrieval import RetrievalMixin
-from .sexpr import SExpr, format_sexpr, is_symbol, is_variable, parse_sexpr, to_sexpr
+from .sexpr import SExpr, format_sexpr, is_symbol
 
 NOT = "not"
 """The negation operator: ``(not <wff>)``."""
@@ -41,7 +41,17 @@ def negated(wff: SExpr) -> SExpr | None:
     return None
 
 
-class MemoryStorage(RetrievalMixin):
+def polarity(wff: SExpr) -> tuple[SExpr, bool]:
+    """``(core, positive)``: ``wff`` without its leading negations, and whether their number
+    is even (``(not (not W))`` is ``W``: ``(W, True)``; ``(not W)`` is ``(W, False)``)."""
+    positive = True
+    inner = negated(wff)
+    while inner is not None:
+        wff, positive, inner = inner, not positive, negated(inner)
+    return wff, positive
+
+
+class MemoryStorage(LookupMixin, RetrievalMixin):
     """Stores episodic memories and a context of "true now" facts, keyed on episode names
     and on predicates for efficient lookup (retrieval: :mod:`hypermem.episodic.retrieval`).
 
@@ -107,7 +117,8 @@ class MemoryStorage(RetrievalMixin):
         self.wff_ht: dict[Key, set[EpisodicMemory]] = {}
         self.context: set[EpisodicMemory] = set()
         self._seq: dict[EpisodicMemory, int] = {}
-        self._by_wff: dict[SExpr, EpisodicMemory] = {}
+        self._by_wff: dict[SExpr, list[EpisodicMemory]] = {}  # insertion order: the latest last
+        self._by_core: dict[SExpr, set[EpisodicMemory]] = {}  # by the formula without its negations
         self._next = 0
         self._lock = threading.RLock()
 
@@ -169,7 +180,7 @@ class MemoryStorage(RetrievalMixin):
         with self._lock:
             for m, seq, in_context in entries:
                 self._register(m, seq)
-                if in_context:
+                if in_context and m.end_time is None:  # an ended fact is not true now
                     self.context.add(m)
             self._next = int(next_seq)
 
@@ -180,12 +191,13 @@ class MemoryStorage(RetrievalMixin):
         return to_utc(now)
 
     def _stored(self, memory: Any) -> list[EpisodicMemory]:
-        """A memory or list of memories, each checked to be stored here (duplicates dropped)."""
+        """A memory or list of memories, each checked to be stored here, in insertion order
+        (duplicates dropped)."""
         mems, _ = as_memory_list(memory)
         for m in mems:
             if m not in self._seq:
                 raise KeyError(f"{m!r} is not stored in this MemoryStorage")
-        return list(dict.fromkeys(mems))
+        return self._ordered(set(mems))
 
     # ------------------------------------------------------------------ storing
     def store(self, memory: EpisodicMemory | Iterable[EpisodicMemory], context: bool = True):
@@ -195,9 +207,15 @@ class MemoryStorage(RetrievalMixin):
         A memory whose formula is already stored (under another episode, or the same)
         is *merged* into the stored one, which is returned instead: its ``episodes``
         gain the new episode(s), its importance becomes the larger, its start the
-        earlier.  Entering the context makes a memory "true now" (``end_time`` None)
-        and keeps the context consistent: storing ``(not W)`` removes ``W`` from the
-        context (ending it), storing ``W`` removes ``(not W)``.  All or nothing.
+        earlier; a merge never reopens an ended memory.  But when the stored memory has
+        *ended* and the new one enters the context, the fact holds again after a gap: it
+        becomes a new memory with its own start (the ended one keeps its interval), as a
+        homogeneous fact over ``[start, now]`` would otherwise claim the gap.  Entering
+        the context makes a memory "true now" (``end_time`` None) and keeps the context
+        consistent: storing ``(not W)`` removes ``W`` from the context (ending it), storing
+        ``W`` removes ``(not W)``; ``(not (not W))`` counts as ``W``.  A memory made without
+        a clock takes its times from this storage's clock now (see
+        :meth:`EpisodicMemory.adopt_clock`).  All or nothing.
         """
         mems, single = as_memory_list(memory)
         if not isinstance(context, bool):
@@ -211,15 +229,19 @@ class MemoryStorage(RetrievalMixin):
                 if m in self._seq or pending.get(wff) is m:
                     plan.append((m, m))
                     continue
-                target = self._by_wff.get(wff)
+                target = pending.get(wff)
                 if target is None:
-                    target = pending.get(wff)
+                    target = self._latest(wff)
+                    if target is not None and context and target.end_time is not None:
+                        target = None  # holds again after a gap: a new interval
                 if target is None:
                     new.append(m)
                     pending[wff] = m
                     target = m
                 plan.append((m, target))
             first = self._next
+            for m in new:
+                m.adopt_clock(self.clock)
             if self.hyperbolic is not None and new:  # may raise (embedder): nothing stored yet
                 self.hyperbolic.add_many([{"text": format_sexpr(m.get_wff()), "id": f"m{first + i}",
                                            "t": m.start_time} for i, m in enumerate(new)])
@@ -235,25 +257,35 @@ class MemoryStorage(RetrievalMixin):
             out = [t for _, t in plan]
             return out[0] if single else out
 
+    def _latest(self, wff: SExpr) -> EpisodicMemory | None:
+        same = self._by_wff.get(wff)
+        return same[-1] if same else None
+
     def _register(self, m: EpisodicMemory, seq: int) -> None:
-        m.clock = self.clock
+        m.adopt_clock(self.clock)
         m.telic_predicates = self.telic_predicates
+        m.on_end = self._ended
         self._seq[m] = seq
         self.memories.add(m)
-        self._by_wff[m.get_wff()] = m
+        self._by_wff.setdefault(m.get_wff(), []).append(m)
+        self._by_core.setdefault(polarity(m.get_wff())[0], set()).add(m)
         for ep in m.episodes:
             self.ep_ht.setdefault(ep, set()).add(m)
         for key in wff_keys(m.get_wff()):
             self.wff_ht.setdefault(key, set()).add(m)
 
     def _enter_context(self, m: EpisodicMemory) -> None:
-        wff = m.get_wff()
-        positive = negated(wff)
-        opposite = self._by_wff.get(positive) if positive is not None else self._by_wff.get((NOT, wff))
-        if opposite is not None and opposite in self.context:
-            self._leave_context(opposite)
+        core, positive = polarity(m.get_wff())
+        opposite = [o for o in self._by_core.get(core, ()) if o in self.context and polarity(o.get_wff())[1] != positive]
+        for o in self._ordered(opposite):
+            self._leave_context(o)
         self.context.add(m)
         m.end_time = None
+
+    def _ended(self, m: EpisodicMemory) -> None:
+        """``on_end`` of the stored memories: an ended memory is not true now."""
+        with self._lock:
+            self.context.discard(m)
 
     def _leave_context(self, m: EpisodicMemory) -> None:
         if m in self.context:
@@ -335,8 +367,12 @@ class MemoryStorage(RetrievalMixin):
                 _discard(self.ep_ht, ep, m)
             for key in wff_keys(m.get_wff()):
                 _discard(self.wff_ht, key, m)
-            if self._by_wff.get(m.get_wff()) is m:
+            same = self._by_wff.get(m.get_wff(), [])
+            same.remove(m)
+            if not same:
                 del self._by_wff[m.get_wff()]
+            _discard(self._by_core, polarity(m.get_wff())[0], m)
+            m.on_end = None
             del self._seq[m]
 
     def remove_from_context(self, memory: EpisodicMemory | Iterable[EpisodicMemory]) -> None:
@@ -348,22 +384,28 @@ class MemoryStorage(RetrievalMixin):
             for m in mems:
                 self._leave_context(m)
 
-    def remove_episode(self, ep: str) -> list[EpisodicMemory]:
-        """Remove every memory characterising the episode ``ep``; ``KeyError`` for an
-        unknown episode.  A memory merged from several episodes only loses ``ep`` (it
-        still characterises the others) and is removed when no episode is left.
-        Returns the memories that were removed entirely."""
+    def remove_episode(self, ep: str | Iterable[str]) -> list[EpisodicMemory]:
+        """Remove every memory characterising the episode ``ep`` (or each episode of a list,
+        in one removal from :attr:`hyperbolic`); ``KeyError`` (nothing changed) for an
+        unknown episode.  A memory merged from several episodes only loses ``ep`` (it still
+        characterises the others) and is removed when no episode is left.  Returns the
+        memories that were removed entirely, in insertion order."""
         with self._lock:
-            mems = self._episode_members(ep, strict=True)
-            gone = [m for m in mems if m.episodes == [ep]]
-            for m in mems:
-                if m.episodes != [ep]:
-                    m.drop_episode(ep)
-                    if m.event.ep != m.get_ep():  # the event is written with the first episode left
-                        m.event = Eventuality(m.get_wff(), m.get_ep())
-            self.ep_ht.pop(ep, None)
-            self._drop(gone)
-            return gone
+            eps = [ep] if isinstance(ep, str) else list(ep) if isinstance(ep, Iterable) else [ep]
+            members = {e: self._episode_members(e, strict=True) for e in dict.fromkeys(eps)}
+            gone: set[EpisodicMemory] = set()
+            for e, mems in members.items():
+                for m in mems:
+                    if m.episodes == [e]:
+                        gone.add(m)
+                    else:
+                        m.drop_episode(e)
+                        if m.event.ep != m.get_ep():  # the event is written with the first episode left
+                            m.event = Eventuality(m.get_wff(), m.get_ep())
+                self.ep_ht.pop(e, None)
+            out = self._ordered(gone)
+            self._drop(out)
+            return out
 
     def remove_episode_from_context(self, ep: str) -> None:
         """Remove from the context every memory characterising ``ep``; ``KeyError`` for an
@@ -394,78 +436,6 @@ class MemoryStorage(RetrievalMixin):
             for m in mems:
                 self._leave_context(m)
             return mems
-
-    # ------------------------------------------------------------------ lookup
-    def _episode_members(self, ep: Any, strict: bool) -> list[EpisodicMemory]:
-        if not isinstance(ep, str):
-            raise TypeError(f"an episode must be a symbol (str), got {type(ep).__name__}: {ep!r}")
-        if ep not in self.ep_ht:
-            if strict:
-                raise KeyError(f"unknown episode {ep!r}")
-            return []
-        return self._ordered(self.ep_ht[ep])
-
-    def get_episode(self, ep: str, access: bool = False) -> list[EpisodicMemory]:
-        """The memories characterising the episode ``ep`` (``[]`` if unknown), in insertion
-        order; with ``access`` they are accessed."""
-        with self._lock:
-            mems = self._episode_members(ep, strict=False)
-            if access:
-                self.access(mems)
-            return mems
-
-    def _pattern(self, pred_patt: Any) -> SExpr:
-        if isinstance(pred_patt, str):
-            if pred_patt.lstrip().startswith("("):
-                return parse_sexpr(pred_patt)
-            return to_sexpr(pred_patt, "pattern")
-        if isinstance(pred_patt, (list, tuple)):
-            return to_sexpr(pred_patt, "pattern")
-        raise TypeError(f"a pattern must be a predicate symbol (str) or a list of S-expressions, got "
-                        f"{type(pred_patt).__name__}: {pred_patt!r}")
-
-    def _matching(self, pred_patt: Any, within: set[EpisodicMemory] | None) -> list[EpisodicMemory]:
-        pattern = self._pattern(pred_patt)
-        if isinstance(pattern, str):
-            if is_variable(pattern):
-                pool: Iterable[EpisodicMemory] = self.memories
-            else:
-                pool = [m for m in self.wff_ht.get(pattern, ()) if predicate_of(m.get_wff()) == pattern]
-        else:
-            key = lookup_key(pattern)
-            pool = self.memories if key is None else self.wff_ht.get(key, ())
-            pool = [m for m in pool if matches(pattern, m.get_wff())]
-        if within is not None:
-            pool = [m for m in pool if m in within]
-        return self._ordered(pool)
-
-    def get_matching(self, pred_patt: Any, access: bool = False) -> list[EpisodicMemory]:
-        """The memories matching a predicate symbol (their formula's predicate is it, e.g.
-        ``"between.p"``) or a pattern (a list, or its text, with variables at any depth,
-        e.g. ``["Block1", "between.p", "?x", "Block2"]``; a repeated variable must bind to
-        the same value), in insertion order.  With ``access`` they are accessed."""
-        with self._lock:
-            mems = self._matching(pred_patt, None)
-            if access:
-                self.access(mems)
-            return mems
-
-    def get_from_context(self, pred_patt: Any, access: bool = False) -> list[EpisodicMemory]:
-        """The memories in context matching the pattern (see :meth:`get_matching`)."""
-        with self._lock:
-            mems = self._matching(pred_patt, self.context)
-            if access:
-                self.access(mems)
-            return mems
-
-    def get_characterizing_episode(self, pred_patt: Any, ep: str) -> list[EpisodicMemory]:
-        """The memories that match the pattern and characterise ``ep`` (``[]`` if unknown)."""
-        with self._lock:
-            return self._matching(pred_patt, set(self._episode_members(ep, strict=False)))
-
-    def does_characterize_episode(self, pred_patt: Any, ep: str) -> bool:
-        """Whether some memory matching the pattern characterises ``ep``."""
-        return bool(self.get_characterizing_episode(pred_patt, ep))
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: Any, overwrite: bool = False) -> None:
