@@ -9,8 +9,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LAYOUTS", "METRICS", "MODES", "UserError", "default_output", "is_json_file", "load_memory",
-           "positive_float", "positive_int", "print_json", "read_text", "time_arg"]
+__all__ = ["LAYOUTS", "MAX_INDENT", "METRICS", "MODES", "UserError", "decode_text", "default_output", "indent_arg",
+           "is_json_file", "load_memory", "positive_float", "positive_int", "print_json", "read_source", "read_text",
+           "time_arg", "warn"]
 
 MODES = ("nearest", "subtree", "children", "ancestors", "siblings", "cone")  # = hypermem.store.MODES
 METRICS = ("shell", "hyperbolic")
@@ -54,12 +55,41 @@ def positive_float(text: str) -> float:
     return v
 
 
+def indent_arg(text: str) -> int:
+    """``export --indent``: 0 to :data:`MAX_INDENT` spaces."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not 0 <= v <= MAX_INDENT:
+        raise argparse.ArgumentTypeError(f"must be 0 to {MAX_INDENT} spaces, got {v}")
+    return v
+
+
+MAX_INDENT = 16
+
+
+def warn(message: str) -> None:
+    """A warning as one line on stderr (``warning: ...``), as every command prints them."""
+    print(f"warning: {' '.join(str(message).split())}", file=sys.stderr)
+
+
+def read_source(source: str) -> str:
+    """The text of an input: ``-`` is stdin, else the file (:func:`read_text`)."""
+    if source == "-":
+        return decode_text("stdin", sys.stdin.buffer.read())
+    return read_text(Path(source))
+
+
 def read_text(path: Path) -> str:
     """The UTF-8 text of an input file (a byte-order mark is dropped); anything else is a
     one-line error naming the file."""
     if path.is_char_device() or path.is_block_device():
         raise UserError(f"{path} is a device, not a file")
-    data = path.read_bytes()
+    return decode_text(path, path.read_bytes())
+
+
+def decode_text(path: Path | str, data: bytes) -> str:
     if data.startswith(b"SQLite format 3\x00"):
         raise UserError(f"{path} is a SQLite file; import reads memory JSON (Memory.to_json) or JSON lines")
     try:
@@ -118,7 +148,10 @@ def default_output(memory: str, suffix: str) -> Path:
 
     if is_url(memory):
         raise UserError("a PostgreSQL store has no file name to derive the page's from: pass -o PAGE.html")
-    return Path(memory).with_suffix(suffix)
+    out = Path(memory).with_suffix(suffix)
+    if out.suffix.lower() == Path(memory).suffix.lower():
+        raise UserError(f"{memory} already ends in {suffix}: the page would replace the memory; pass -o PAGE{suffix}")
+    return out
 
 
 def print_json(obj: Any) -> None:

@@ -5,22 +5,26 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 import warnings
 from pathlib import Path
 from typing import Any
 
-from .inputs import UserError, default_output, load_memory, print_json, read_text, time_arg
+from .inputs import UserError, default_output, load_memory, print_json, read_source, time_arg, warn
+from .outputs import check_output, is_page, is_stream, report, write_text
 
 __all__ = ["cmd_export", "cmd_fit_reranker", "cmd_import", "cmd_inspect", "cmd_search", "cmd_stats", "cmd_tree"]
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    out = Path(args.output) if args.output else default_output(args.memory, ".html")
+    out = args.output or str(default_output(args.memory, ".html"))
+    check_output(out, inputs=(args.memory,), force=args.force, replaceable=is_page, what="-o PAGE.html")
     mem = load_memory(args.memory)
-    mem.inspect(out, open_browser=args.open, title=args.title or f"hypermem: {Path(args.memory).name}",
-                layout=args.layout, at_time=args.at)
-    print(f"wrote {out} ({len(mem)} memories)")
+    view = {"title": args.title or f"hypermem: {Path(args.memory).name}", "layout": args.layout, "at_time": args.at}
+    if is_stream(out):   # -, a pipe, /dev/stdout: the page streams there
+        write_text(out, mem.inspect(None, open_browser=args.open, **view))
+    else:
+        mem.inspect(out, open_browser=args.open, **view)
+    report(out, f"wrote {out} ({len(mem)} memories)")
     return 0
 
 
@@ -66,19 +70,24 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    mem = load_memory(args.memory)
-    out = Path(args.output)
-    fmt = args.format or {".json": "json", ".csv": "csv"}.get(out.suffix.lower())
+    out = args.output
+    fmt = args.format or {".json": "json", ".csv": "csv"}.get(Path(out).suffix.lower())
     if fmt is None:
-        raise UserError(f"cannot tell the format from {args.output!r}: name the file .json or .csv, or pass "
+        if out == "-":
+            raise UserError("writing to stdout (-) needs --format json|csv")
+        raise UserError(f"cannot tell the format from {out!r}: name the file .json or .csv, or pass "
                         f"--format json|csv")
+    if fmt == "csv" and args.indent is not None:
+        warn("--indent applies to JSON only; ignored for CSV")
+    if fmt == "json" and args.at is not None:
+        warn("--at applies to CSV (the weights as of a time) only; ignored for JSON, which keeps every time")
+    check_output(out, inputs=(args.memory,), force=args.force)
+    mem = load_memory(args.memory)
     if fmt == "json":
-        mem.to_json(out, indent=args.indent)
+        text = mem.to_json(indent=args.indent)
     else:
         import csv
         import io
-
-        from ..store.atomic import atomic_write_text
 
         buf = io.StringIO()
         rows = mem.table(at_time=args.at)
@@ -87,8 +96,9 @@ def cmd_export(args: argparse.Namespace) -> int:
         writer.writeheader()
         for r in rows:
             writer.writerow(dict(r, meta=json.dumps(r["meta"], ensure_ascii=False)))
-        atomic_write_text(out, buf.getvalue())
-    print(f"wrote {out} ({len(mem)} memories, {fmt})")
+        text = buf.getvalue()
+    write_text(out, text)
+    report(out, f"wrote {out} ({len(mem)} memories, {fmt})")
     return 0
 
 
@@ -139,26 +149,32 @@ def read_items(path: Path, text: str) -> tuple[list[dict[str, Any]], list[str]]:
 
 def cmd_import(args: argparse.Namespace) -> int:
     src, out = Path(args.source), Path(args.output)
-    if not src.exists():
+    if args.output == "-":
+        raise UserError("a SQLite memory needs a file: give OUTPUT as a file name such as notes.db, not -")
+    if args.source != "-" and not src.exists():
         raise UserError(f"no such file: {args.source}")
-    if out.exists() and not args.force:
-        raise UserError(f"{out} exists; pass --force to replace it")
+    check_output(args.output, inputs=(args.source,), force=args.force)
     if src.is_dir():
         raise UserError(f"{args.source} is a folder, not a file")
-    text = read_text(src)
+    text = read_source(args.source)
     head = text[:4096].lstrip()
     from ..embed import HashingEmbedder, StandIn, embedder_named
     from ..store import Memory
 
     if head.startswith("{") and '"config"' in head:
         # the file holds its embeddings: the copy needs the embedder only by name (a stand-in keeps its spec)
+        ignored = [flag for flag, used in (("--dim", args.dim is not None), ("--half-life", args.half_life is not None))
+                   if used]
+        if ignored:
+            warn(f"{', '.join(ignored)} applies to JSON lines of items only; a memory JSON keeps its own settings")
         emb = embedder_named(args.embedder) if args.embedder else StandIn(hint="pass --embedder minilm|PATH")
-        mem = Memory.from_json(src, embedder=emb)
+        mem = Memory.from_json(text if args.source == "-" else src, embedder=emb)
     else:
         from ..temporal import HalfLife
 
         decay = HalfLife(hours=args.half_life) if args.half_life is not None else None
-        emb = embedder_named(args.embedder, dim=args.dim) if args.embedder else HashingEmbedder(dim=args.dim)
+        dim = args.dim if args.dim is not None else 256
+        emb = embedder_named(args.embedder, dim=dim) if args.embedder else HashingEmbedder(dim=dim)
         mem = Memory(embedder=emb, decay=decay)
         items, where = read_items(src, text)
         try:
@@ -175,8 +191,13 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_fit_reranker(args: argparse.Namespace) -> int:
     """Train a placement reranker on the memory's own filed tree (hypermem.hierarchy.reranker_training)."""
+    from ..embed.reranker import CONFIG_FILE, check_save_folder
     from ..hierarchy.reranker_training import fit_placement_reranker
 
+    out = Path(args.out)
+    if out.is_dir() and (out / CONFIG_FILE).is_file() and not args.force:
+        raise UserError(f"{args.out} holds a placement reranker; pass --force to replace it")
+    check_save_folder(out)   # a file, or a folder of other files, is refused before the training
     mem = load_memory(args.memory)
     ids = mem.ids
     edges = [(i, mem.parent(i)) for i in ids if mem.parent(i) is not None]
@@ -188,7 +209,7 @@ def cmd_fit_reranker(args: argparse.Namespace) -> int:
                                     epochs=args.epochs, max_minutes=args.minutes, seed=args.seed, out=args.out,
                                     progress=False if args.no_progress else None)
     for w in said:
-        print(f"warning: {w.message}", file=sys.stderr)
+        warn(str(w.message))
     n = rr.config["steps"]
     print(f"wrote the placement reranker to {args.out} ({n} step{'s' if n != 1 else ''} over {rr.config['lists']} "
           "training lists); use it with mem.reranker = PlacementReranker.load(FOLDER) or hypermem mcp --reranker")

@@ -51,7 +51,8 @@ from .folder_files import present, read_json, scan_folder
 from .module_checks import LOAD_ERRORS, check_loaded_weights, check_transformer
 from .sentence_transformer import local_minilm_path, quiet_loading
 
-__all__ = ["ACTIVATIONS", "CANDIDATES", "CONFIG_FILE", "RULE", "WEIGHT", "PlacementReranker", "RerankerFolderError"]
+__all__ = ["ACTIVATIONS", "CANDIDATES", "CONFIG_FILE", "RULE", "WEIGHT", "PlacementReranker", "RerankerFolderError",
+           "check_save_folder"]
 
 CONFIG_FILE = "hypermem_reranker.json"
 FORMAT = "hypermem-placement-reranker"
@@ -86,6 +87,20 @@ def _quiet():
     finally:
         hf_logging.set_verbosity(level)
         st_log.setLevel(st_level)
+
+
+def check_save_folder(path: str | os.PathLike) -> Path:
+    """The folder :meth:`PlacementReranker.save` may write: new, empty, or a reranker folder (one
+    holding :data:`CONFIG_FILE`) that it saves over, as the encoder's ``save`` does; a file, or a
+    folder holding other files, raises ``FileExistsError`` (nothing of the user's is overwritten)."""
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise FileExistsError(f"cannot save the reranker to {str(path)!r}: it is a file; give a folder "
+                              "(new, empty, or a reranker folder this saves over)")
+    if folder.is_dir() and not (folder / CONFIG_FILE).is_file() and any(folder.iterdir()):
+        raise FileExistsError(f"cannot save the reranker to {str(path)!r}: the folder holds other files and no "
+                              f"{CONFIG_FILE} (not a placement reranker folder); give a new or empty folder")
+    return folder
 
 
 class RerankerFolderError(EncoderFolderError):
@@ -272,8 +287,10 @@ class PlacementReranker:
         self._checksum = None
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Write the reranker to folder ``path`` (module docstring); returns the folder."""
-        folder = Path(path)
+        """Write the reranker to folder ``path`` (module docstring); returns the folder.  An existing
+        reranker folder (one holding ``hypermem_reranker.json``) is saved over; a file, or a folder
+        holding other files, is refused (``FileExistsError``, :func:`check_save_folder`)."""
+        folder = check_save_folder(path)
         folder.mkdir(parents=True, exist_ok=True)
         with _quiet():
             self.model.save(str(folder), safe_serialization=True)

@@ -37,7 +37,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_sqlite", "fsync_path", "write_page"]
+__all__ = ["NotARegularFileError", "atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_sqlite", "fsync_path", "write_page"]
 
 
 def fsync_path(path: str | os.PathLike, directory: bool = False) -> None:
@@ -59,13 +59,32 @@ def fsync_path(path: str | os.PathLike, directory: bool = False) -> None:
 
 
 def _check_target(path: str | os.PathLike) -> Path:
+    """The regular file to replace: a symlink's target (written through, so the link keeps
+    pointing at the new file); a folder, a device, a named pipe or a socket is refused."""
     target = Path(os.fspath(path))
+    if target.is_symlink():
+        target = Path(os.path.realpath(target))
     if target.is_dir():
-        raise IsADirectoryError(f"cannot write {str(target)!r}: it is a folder")
+        raise IsADirectoryError(f"cannot write {str(path)!r}: it is a folder")
+    if target.exists() and not target.is_file():
+        raise NotARegularFileError(f"cannot write {str(path)!r}: it is {_kind(target)}, not a regular file "
+                                   "(only a regular file is replaced atomically)")
     folder = target.parent
     if not folder.is_dir():
         raise FileNotFoundError(f"cannot write {str(target)!r}: the folder {str(folder)!r} does not exist")
     return target
+
+
+class NotARegularFileError(OSError):
+    """The target exists and is a device, a named pipe or a socket: it cannot be replaced atomically."""
+
+
+def _kind(path: Path) -> str:
+    if path.is_fifo():
+        return "a named pipe"
+    if path.is_char_device() or path.is_block_device():
+        return "a device"
+    return "a socket" if path.is_socket() else "not a regular file"
 
 
 def _umask() -> int:
@@ -96,7 +115,9 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a fresh temporary path next to ``path``; write the new content there.
 
     When the ``with`` block ends normally the temporary file is ``fsync``-ed and renamed
-    over ``path`` and the folder is ``fsync``-ed.  When it raises, the temporary file is
+    over ``path`` and the folder is ``fsync``-ed.  A symlink ``path`` is written through: its
+    target is replaced and the link kept.  A folder, a device, a named pipe or a socket at
+    ``path`` is refused (:class:`NotARegularFileError` for the last three) before anything is written.  When it raises, the temporary file is
     deleted and ``path`` keeps its old content (or stays absent).
     """
     target = _check_target(path)

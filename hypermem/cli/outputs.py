@@ -1,0 +1,99 @@
+"""Where the command line writes (hypermem.cli): the overwrite rule, ``-`` for stdout, pipes and devices.
+
+The rule (docs/cli.md, "Output files"): a command never writes over its own input; ``export``,
+``import`` and ``fit-reranker`` refuse an existing output without ``--force``; ``inspect`` and
+``demo`` regenerate their artifacts, so they replace a file of the kind hypermem writes there (an
+inspector page, the demo's memory) and refuse any other existing file without ``--force``.  A
+symlink is written through (its target is replaced, the link kept).  An existing named pipe or
+device (``/dev/stdout``) is written to directly, and ``-`` is stdout, where a command streams.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from .inputs import UserError
+
+__all__ = ["PAGE_HEAD", "check_output", "head_of", "is_page", "is_stream", "report", "same_file", "write_text"]
+
+PAGE_HEAD = b'<!DOCTYPE html>\n<html lang="en" data-errors='
+"""How an inspector page that hypermem wrote begins (hypermem.viz.html)."""
+
+
+def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """Whether ``a`` and ``b`` name one existing file (through symlinks and other spellings)."""
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
+
+
+def is_stream(path: str) -> bool:
+    """``-`` (stdout), or an existing named pipe, device or socket (followed through symlinks):
+    written to directly, never replaced."""
+    if path == "-":
+        return True
+    try:
+        p = Path(path)
+        if path.startswith("/dev/") and p.exists():   # /dev/stdout: the shell's file, whatever it is
+            return True
+        return p.exists() and not p.is_file() and not p.is_dir()
+    except (OSError, ValueError):
+        return False
+
+
+def head_of(path: Path, n: int = 256) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(n)
+    except OSError:
+        return b""
+
+
+def is_page(path: Path) -> bool:
+    """An inspector page that hypermem wrote."""
+    return head_of(path).startswith(PAGE_HEAD)
+
+
+def check_output(output: str, *, inputs: tuple[str, ...] = (), force: bool = False,
+                 replaceable: Callable[[Path], bool] | None = None, what: str = "OUTPUT") -> None:
+    """Refuse an output that is one of the ``inputs``, a folder, or an existing file that is neither
+    ``replaceable`` (a file of the kind the command writes there) nor allowed by ``force``."""
+    if output == "-":
+        return
+    for source in inputs:
+        if same_file(output, source):
+            raise UserError(f"{output} is the input {source}: writing it would destroy the input; give another "
+                            f"{what}")
+    p = Path(output)
+    if p.is_dir():
+        raise UserError(f"{output} is a folder: give a file as {what}")
+    if is_stream(output) or not p.exists():
+        return
+    if not force and not (replaceable is not None and replaceable(p)):
+        kind = "" if replaceable is None else " and is not a file hypermem writes there"
+        raise UserError(f"{output} exists{kind}; pass --force to replace it")
+
+
+def write_text(output: str, text: str) -> None:
+    """``text`` to ``-`` (stdout), straight into a pipe or device, or atomically to a file
+    (:func:`hypermem.store.atomic.atomic_write_text`; a symlink is written through)."""
+    if output == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    if is_stream(output):
+        with open(output, "w", encoding="utf-8") as f:
+            f.write(text)
+        return
+    from ..store.atomic import atomic_write_text
+
+    atomic_write_text(output, text)
+
+
+def report(output: str, line: str) -> None:
+    """The ``wrote ...`` line: on stderr when the output itself went to a stream (stdout, a pipe)."""
+    print(line, file=sys.stderr if is_stream(output) or output == "-" else sys.stdout)
