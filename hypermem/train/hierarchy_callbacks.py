@@ -48,12 +48,14 @@ class RunSummary(pl.Callback):
     """Print where a run ended and where its files are (see the module docstring).
 
     ``resume``: the command that resumes the run, printed when the run is interrupted
-    (Ctrl-C): one line with the step, the last checkpoint and that command
-    (:meth:`interrupt_line`); :attr:`interrupted` is then true."""
+    (Ctrl-C, or SIGTERM): one line with the step, the last checkpoint and that command
+    (:meth:`interrupt_line`); :attr:`interrupted` is then true and :attr:`exit_status` the
+    shell's status for the signal (130 for SIGINT, 143 for SIGTERM)."""
 
     def __init__(self, resume: str | None = None) -> None:
         self.resume = resume
         self.interrupted = False
+        self.exit_status = 130
         self.saved: tuple[int, int] | None = None   # (epoch, step) of the newest checkpoint written
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -63,9 +65,12 @@ class RunSummary(pl.Callback):
         self.saved = (trainer.current_epoch, trainer.global_step)
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
-        if not isinstance(exception, KeyboardInterrupt):
+        from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+        if not isinstance(exception, (KeyboardInterrupt, SIGTERMException)):
             return
         self.interrupted = True
+        self.exit_status = 143 if isinstance(exception, SIGTERMException) else 130   # 128 + the signal
         if trainer.is_global_zero:
             print(self.interrupt_line(trainer), flush=True)
 

@@ -468,8 +468,8 @@ def main(args: list[str] | None = None, run: bool = True, prog: str = DEFAULT_PR
         print(str(exc) if str(exc).startswith("error:") else f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     except SystemExit:
-        if summary.interrupted:   # Ctrl-C: Lightning exits 1; the shell's code for SIGINT instead
-            raise SystemExit(130) from None
+        if summary.interrupted:   # Ctrl-C: Lightning exits 1, SIGTERM 0; the shell's code for the signal instead
+            raise SystemExit(summary.exit_status) from None
         raise
     except Exception:   # not an interrupt: a run stopped by the user keeps what it logged
         remove_failed_start(cls.watch)  # no empty version_N left to bump the next run's number
