@@ -20,6 +20,11 @@ from hypermem.store.atomic import NotARegularFileError, atomic_write_text
 
 @pytest.fixture
 def store(tmp_path):
+    return saved_store(tmp_path)
+
+
+def saved_store(tmp_path: Path) -> Path:
+    """m.db: pets with Rex and Mimi under it (a SQLite snapshot)."""
     mem = Memory()
     mem.add("pets", id="pets")
     mem.add("Rex, a dog", id="rex", parent="pets")

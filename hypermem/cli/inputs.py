@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["LAYOUTS", "MAX_INDENT", "METRICS", "MODES", "UserError", "decode_text", "default_output", "indent_arg",
-           "is_json_file", "load_memory", "positive_float", "positive_int", "print_json", "read_source", "read_text",
+           "check_embedder_name", "is_json_file", "load_memory", "named_embedder", "positive_float", "positive_int", "print_json", "read_source", "read_text",
            "time_arg", "warn"]
 
 MODES = ("nearest", "subtree", "children", "ancestors", "siblings", "cone")  # = hypermem.store.MODES
@@ -111,13 +111,43 @@ LOUD_LOAD_BYTES = 64 * 2**20
 of 100,000 memories at dim 256, 873 MB, takes ~10 s, the whole of it before any output)."""
 
 
+def named_embedder(name: str, **options: Any):
+    """:func:`hypermem.embed.embedder_named` for ``--embedder``: a placement reranker's folder is
+    refused before anything loads, and transformers' load report is kept off the terminal."""
+    from ..embed import embedder_named
+
+    check_embedder_name(name)
+    if name == "hashing":
+        return embedder_named(name, **options)
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        return embedder_named(name, **options)
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        return embedder_named(name, **options)
+    finally:
+        hf_logging.set_verbosity(level)
+
+
+def check_embedder_name(name: str | None) -> None:
+    """Refuse a placement reranker's folder (``hypermem fit-reranker --out``) given as ``--embedder``."""
+    from ..embed.reranker import CONFIG_FILE
+
+    if name not in (None, "minilm", "hashing") and (Path(name) / CONFIG_FILE).is_file():
+        raise UserError(f"{name} is a placement reranker's folder (hypermem fit-reranker), not an embedder: give "
+                        "--embedder minilm, hashing or an encoder's folder, and the reranker to hypermem mcp "
+                        "--reranker")
+
+
 def load_memory(path: str, embedder: str | None = None):
     """A memory from any store: a ``postgresql://`` URL or a SQLite database of
     ``Memory.open`` (opened read-only), a SQLite file of ``Memory.save`` or a JSON file of
     ``Memory.to_json`` (by content).  ``embedder`` (``minilm``, ``hashing`` or the folder of a
     saved encoder) is needed only to embed a query; without it a memory made with another
     embedder than the hashing one opens with a stand-in that says so when asked to embed."""
-    from ..embed import StandIn, embedder_named
+    from ..embed import StandIn
     from ..store import Memory
     from ..store.backends.opening import is_durable_file, is_url
 
@@ -126,7 +156,7 @@ def load_memory(path: str, embedder: str | None = None):
                       else "it is not the hashing embedder: pass --embedder minilm or PATH (the folder of a saved "
                            "encoder)")
     else:
-        emb = embedder_named(embedder)
+        emb = named_embedder(embedder)
     if is_url(path):
         return Memory.open(path, read_only=True, embedder=emb)
     p = Path(path)

@@ -14,7 +14,7 @@ import os
 import sys
 import warnings
 
-from .inputs import UserError, warn
+from .inputs import UserError
 from .parser import build_parser
 
 __all__ = ["build_parser", "main"]
@@ -48,9 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     Ctrl-C, 141 when the reader of the output went away: :func:`_reader_gone`)."""
     try:
         try:
-            with warnings.catch_warnings():
-                warnings.showwarning = _show_warning
+            formatwarning, warnings.formatwarning = warnings.formatwarning, _format_warning
+            try:
                 return _run(argv)
+            finally:
+                warnings.formatwarning = formatwarning
         finally:
             if sys.stdout is not None:
                 sys.stdout.flush()  # a reader gone shows here, not in Python's flush at exit
@@ -64,9 +66,10 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """A Python warning as one ``warning: ...`` line on stderr (not Python's file:line format)."""
-    warn(str(message))
+def _format_warning(message, category, filename, lineno, line=None) -> str:
+    """A Python warning as one ``warning: ...`` line (not Python's file:line format); a test's
+    ``catch_warnings(record=True)`` still records the warning itself."""
+    return f"warning: {' '.join(str(message).split())}\n"
 
 
 def _reader_gone() -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .inputs import UserError
+from .inputs import UserError, check_embedder_name
 from .outputs import PAGE_HEAD, head_of
 
 __all__ = ["cmd_demo", "cmd_mcp", "cmd_train"]
@@ -68,6 +68,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         from ..integrations import mcp_server
     except ImportError as exc:
         raise UserError(f"hypermem mcp needs the mcp extra: pip install 'hypermem-torch[mcp]' ({exc})") from None
+    check_embedder_name(args.embedder)
     if args.max_text < 1:
         raise UserError(f"--max-text must be at least 1, got {args.max_text}")
     if args.http is not None:  # a bad address, or a port in use, fails before the store is opened

@@ -9,7 +9,16 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from .inputs import UserError, default_output, load_memory, print_json, read_source, time_arg, warn
+from .inputs import (
+    UserError,
+    default_output,
+    load_memory,
+    named_embedder,
+    print_json,
+    read_source,
+    time_arg,
+    warn,
+)
 from .outputs import check_output, is_page, is_stream, report, write_text
 
 __all__ = ["cmd_export", "cmd_fit_reranker", "cmd_import", "cmd_inspect", "cmd_search", "cmd_stats", "cmd_tree"]
@@ -128,7 +137,7 @@ def read_items(path: Path, text: str) -> tuple[list[dict[str, Any]], list[str]]:
         raise UserError(f"{path}: a value nests too deep for the JSON reader") from None
     if not isinstance(items, list):
         raise UserError(f"{path}: a JSON file of items holds a list")
-    out = []
+    out, dropped = [], set()
     for i, item in enumerate(items):
         if isinstance(item, str):
             item = {"text": item}
@@ -136,7 +145,7 @@ def read_items(path: Path, text: str) -> tuple[list[dict[str, Any]], list[str]]:
             raise UserError(f"{path}: {where[i]} is not an object or a string")
         if json_depth_over(item, MAX_JSON_DEPTH + 1):
             raise UserError(f"{path}: {where[i]} nests deeper than {MAX_JSON_DEPTH} levels")
-        item = dict(item)
+        item = _own_keys(dict(item), path, where[i], dropped)
         for key in ("t", "valid_from", "valid_until"):
             if isinstance(item.get(key), str):
                 try:
@@ -144,7 +153,28 @@ def read_items(path: Path, text: str) -> tuple[list[dict[str, Any]], list[str]]:
                 except argparse.ArgumentTypeError as exc:
                     raise UserError(f"{path}: {where[i]}: {key}: {exc}") from None
         out.append(item)
+    if dropped:
+        warn(f"ignored {', '.join(sorted(dropped))}: figures of `search --json` or an export that the new memory "
+             "computes afresh")
     return out, where
+
+
+RENAMED = {"parent_id": "parent", "time": "t"}
+"""Keys of `hypermem search --json` rows and export tables that mean an item's key."""
+COMPUTED = frozenset({"access_count", "accesses", "last_accessed", "score", "distance", "time_weight", "depth",
+                      "cone_energy", "level", "weight"})
+"""Keys of those rows that a new memory computes itself: dropped with one warning."""
+
+
+def _own_keys(item: dict[str, Any], path: Path, where: str, dropped: set[str]) -> dict[str, Any]:
+    for old, new in RENAMED.items():
+        if old in item:
+            value = item.pop(old)
+            if new in item and item[new] != value:
+                raise UserError(f"{path}: {where}: {old} {value!r} and {new} {item[new]!r} differ")
+            item[new] = value
+    dropped.update(item.keys() & COMPUTED)
+    return {k: v for k, v in item.items() if k not in COMPUTED}
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -158,7 +188,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         raise UserError(f"{args.source} is a folder, not a file")
     text = read_source(args.source)
     head = text[:4096].lstrip()
-    from ..embed import HashingEmbedder, StandIn, embedder_named
+    from ..embed import HashingEmbedder, StandIn
     from ..store import Memory
 
     if head.startswith("{") and '"config"' in head:
@@ -167,14 +197,14 @@ def cmd_import(args: argparse.Namespace) -> int:
                    if used]
         if ignored:
             warn(f"{', '.join(ignored)} applies to JSON lines of items only; a memory JSON keeps its own settings")
-        emb = embedder_named(args.embedder) if args.embedder else StandIn(hint="pass --embedder minilm|PATH")
+        emb = named_embedder(args.embedder) if args.embedder else StandIn(hint="pass --embedder minilm|PATH")
         mem = Memory.from_json(text if args.source == "-" else src, embedder=emb)
     else:
         from ..temporal import HalfLife
 
         decay = HalfLife(hours=args.half_life) if args.half_life is not None else None
         dim = args.dim if args.dim is not None else 256
-        emb = embedder_named(args.embedder, dim=dim) if args.embedder else HashingEmbedder(dim=dim)
+        emb = named_embedder(args.embedder, dim=dim) if args.embedder else HashingEmbedder(dim=dim)
         mem = Memory(embedder=emb, decay=decay)
         items, where = read_items(src, text)
         try:
