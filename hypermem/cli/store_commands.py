@@ -156,7 +156,26 @@ def read_items(path: Path, text: str) -> tuple[list[dict[str, Any]], list[str]]:
     if dropped:
         warn(f"ignored {', '.join(sorted(dropped))}: figures of `search --json` or an export that the new memory "
              "computes afresh")
-    return out, where
+    return _parents_first(out, where)
+
+
+def _parents_first(items: list[dict[str, Any]], where: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The items with every parent that the file holds before its children (search rows come in
+    score order); a file already in order keeps its order."""
+    index = {it["id"]: i for i, it in enumerate(items) if isinstance(it.get("id"), str)}
+    done: set[int] = set()
+    order: list[int] = []
+    for start in range(len(items)):
+        chain, seen, i = [], set(), start
+        while i is not None and i not in done and i not in seen:
+            chain.append(i)
+            seen.add(i)
+            parent = items[i].get("parent")
+            i = index.get(parent) if isinstance(parent, str) else None
+        for j in reversed(chain):
+            done.add(j)
+            order.append(j)
+    return [items[i] for i in order], [where[i] for i in order]
 
 
 RENAMED = {"parent_id": "parent", "time": "t"}
