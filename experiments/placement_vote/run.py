@@ -66,6 +66,9 @@ def main() -> None:
                     help="attach only when the pair score of the choice (or of any known entity) passes the "
                          "encoder's threshold, else a root")
     ap.add_argument("--save", help="write each noun's within-2-hops outcome of the vote (JSON) here")
+    ap.add_argument("--lift", action="store_true",
+                    help="also the vote less each candidate's chance share: the share it would get from neighbours "
+                         "drawn at random from the store (an ancestor of most memories gets its votes by chance)")
     args = ap.parse_args()
     torch.set_num_threads(1)
 
@@ -108,7 +111,16 @@ def main() -> None:
         per_noun.update({e: int(d <= 2) for e, d in zip(ents, dist)})
         return round(sum(d == 1 for d in dist) / len(ents), 4), round(sum(d <= 2 for d in dist) / len(ents), 4)
 
-    def vote(k, alpha, decay, self_w, gamma):
+    prior: dict[str, float] = collections.defaultdict(float)   # the vote of a random neighbour, per candidate
+    if args.lift:
+        _, _, d0, s0, _ = json.loads(args.config)
+        for n in known:
+            prior[n] += s0 / len(known)
+            for a, hop in kanc[n].items():
+                if hop <= 3:
+                    prior[a] += d0 ** (hop - 1) / len(known)
+
+    def vote(k, alpha, decay, self_w, gamma, lift=False):
         def choose(j):
             sc = collections.defaultdict(float)
             for s, i in zip(top.values[j, :k].tolist(), top.indices[j, :k].tolist()):
@@ -117,6 +129,9 @@ def main() -> None:
                 for a, hop in kanc[n].items():
                     if hop <= 3:
                         sc[a] += w * decay ** (hop - 1)
+            if lift:
+                total = sum(max(s, 0.0) ** alpha for s in top.values[j, :k].tolist()) or 1.0
+                sc = collections.defaultdict(float, {c: v / total - prior[c] for c, v in sc.items()})
             if not gamma or SUB is None:
                 return max(sc, key=sc.get)
             cand = list(sc)
@@ -135,6 +150,8 @@ def main() -> None:
     if SUB is not None:
         out["subsumption top-1"] = evaluate(lambda j: known[int(SUB[j].argmax())])
     out["vote " + args.config] = evaluate(vote(*json.loads(args.config)))
+    if args.lift:
+        out["vote less chance " + args.config] = evaluate(vote(*json.loads(args.config), lift=True))
     print(args.encoder.partition("=")[0], args.split, len(ents), json.dumps(out))
     if args.save:
         Path(args.save).write_text(json.dumps(per_noun))
