@@ -63,6 +63,18 @@ def named(mem, text, first=False):
     return (first_mentioned if first else mentioned)(text, titles)
 
 
+def by_chance(mem):
+    """Each memory's chance share, by hand: (self + D1 + decay D2 + decay^2 D3) / N."""
+    from hypermem.store.vote import VOTE_DECAY, VOTE_SELF
+
+    def chance(c):
+        d1 = list(mem.children(c))
+        d2 = [g for k in d1 for g in mem.children(k)]
+        d3 = sum(len(mem.children(g)) for g in d2)
+        return (VOTE_SELF + len(d1) + VOTE_DECAY * len(d2) + VOTE_DECAY ** 2 * d3) / len(mem)
+    return chance
+
+
 def plain_vote(mem, text, names=True):
     """The vote from the store's own embeddings (the hashing embedder), its declared parents and
     (``names``) the memories the text names, re-ranked by the text's evidence as ``parent="auto"``
@@ -75,7 +87,7 @@ def plain_vote(mem, text, names=True):
     cos = (E @ q) / (E.norm(dim=1) * q.norm())
     top = torch.topk(cos, min(VOTE_K, len(ids)))
     ranked = neighbour_vote([(ids[r], c, 1.0) for c, r in zip(top.values.tolist(), top.indices.tolist())], mem.parent,
-                            mentioned=named(mem, text) if names else ())
+                            mentioned=named(mem, text) if names else (), chance=by_chance(mem) if names else None)
     return reranked(mem, text, ranked, ids, cos) if names else ranked
 
 
@@ -211,10 +223,10 @@ def test_the_store_adds_the_mention_term_and_its_titles_follow_the_store(monkeyp
         [(c, pytest.approx(v)) for c, v in plain_vote(m, note, names=False)[:3]]
     assert {h.id: h.score for h in got} == pytest.approx(
         {i: v + MENTION_SHARE * (i == "the cordless drill") for i, v in plain.items()})
-    # the kind's share (every tool votes for it) beats the named thing's at the default mu (a note of
-    # four terms is all title: it names no *first* memory, store.parent_choice); a larger mu files the
-    # note under the thing, in one add and in a batch whose earlier item it names
-    assert got[0].id == "tool"
+    # every tool votes for the kind, but so would any tool's neighbourhood: less its chance share
+    # (store.vote) the named thing wins at the default mu; a larger mu files the note under the
+    # thing too, in one add and in a batch whose earlier item it names
+    assert got[0].id == "the cordless drill"
     monkeypatch.setattr(suggest, "neighbour_vote", partial(neighbour_vote, mention=1.0))
     monkeypatch.setattr(auto_parent, "neighbour_vote", partial(neighbour_vote, mention=1.0))
     i = m.add(note, parent="auto")
@@ -279,15 +291,17 @@ def filed(enc):
 
 
 def expected_vote(enc, mem, text, allowed=None):
-    """The vote computed from the encoder's own vectors and the declared tree."""
+    """The vote computed from the encoder's own vectors and the declared tree; with ``allowed``
+    (a filter), among the allowed memories only: they vote and they are the candidates."""
     q = enc.encode([text])[0].double()
-    ids = list(mem.ids)
+    ids = [i for i in mem.ids if allowed is None or allowed(i)]
     E = torch.stack([mem.embedding(i) for i in ids]).double()
     cos = (E @ q) / (E.norm(dim=1) * q.norm())
     top = torch.topk(cos, min(VOTE_K, len(ids)))
     return reranked(mem, text, neighbour_vote([(ids[r], c, 1.0) for c, r in zip(top.values.tolist(),
                                                                                   top.indices.tolist())],
-                                              mem.parent, allowed, mentioned=named(mem, text)), ids, cos)
+                                              mem.parent, allowed, mentioned=named(mem, text),
+                                              chance=by_chance(mem)), ids, cos)
 
 
 def test_a_filed_store_suggests_by_the_vote_and_a_flat_one_by_the_score(enc, filed):

@@ -1,6 +1,7 @@
 """The neighbours' vote against the vote less each candidate's chance share, in a filed store.
 
-A candidate's chance share is the vote it would get from neighbours drawn at random from the
+The store ranks by the share less the chance share (``hypermem.store.vote``); the plain share
+is the rule before 2026-12-06.  A candidate's chance share is the vote it would get from neighbours drawn at random from the
 store: ``(self_weight [c stored] + sum_h decay^(h-1) |memories h links below c|) / N`` for
 h = 1..3 (:mod:`hypermem.store.vote`'s settings).  An ancestor of most memories (one root over
 a user's whole tree) collects votes from every neighbourhood by chance; less its chance share,
@@ -81,21 +82,14 @@ def main() -> None:
     mem.add_many([{"text": text[i], "id": i, "parent": parent.get(i) if parent.get(i) in kept else None}
                   for i in keep])
     n = len(mem)
-    chance: dict[str, float] = collections.defaultdict(float)
-    for i in mem.ids:
-        chance[i] += vote.VOTE_SELF / n
-        a, hop = mem.parent(i), 1
-        while a is not None and hop <= vote.VOTE_HOPS:
-            chance[a] += vote.VOTE_DECAY ** (hop - 1) / n
-            a, hop = mem.parent(a), hop + 1
-    plain = vote.neighbour_vote
+    store_rule = vote.neighbour_vote   # the store's: the share less the chance share (hypermem.store.vote)
 
-    def less_chance(nb, parent_of, allowed=None, **kw):
-        return sorted(((c, v - chance[c]) for c, v in plain(nb, parent_of, allowed, **kw)), key=lambda kv: -kv[1])
+    def plain(nb, parent_of, allowed=None, chance=None, **kw):   # the share alone, as before 2026-12-06
+        return store_rule(nb, parent_of, allowed, **kw)
 
     big = collections.Counter(mem.parent(i) for i in mem.ids if mem.parent(i)).most_common(1)[0]
     print(f"{n} filed, {len(mem.roots())} roots, {len(held)} held out; the largest family {big}")
-    for name, rule in (("vote", plain), ("vote less chance", less_chance)):
+    for name, rule in (("vote", plain), ("vote less chance", store_rule)):
         suggest.neighbour_vote = rule
         got = []
         for i in sorted(held):
@@ -103,7 +97,7 @@ def main() -> None:
             got.append((s == parent[i], s in list(ancestors(parent, i))[:2], s == big[0]))
         print(f"{name}: true parent %.3f, within 2 hops %.3f, the largest family %.3f" %
               tuple(sum(g[j] for g in got) / len(got) for j in range(3)))
-    suggest.neighbour_vote = plain
+    suggest.neighbour_vote = store_rule
 
 
 if __name__ == "__main__":

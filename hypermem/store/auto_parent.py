@@ -37,7 +37,7 @@ from ..embed.encoder_kind import AUTO_PARENT_KEY
 from .encoder_points import hierarchy_encoder, is_hierarchy_encoder
 from .mentions import add_title
 from .suggest import BLOCK, Suggester, decision_scores
-from .vote import FILED_MIN, VOTE_K, filed_share, neighbour_vote
+from .vote import FILED_MIN, VOTE_HOPS, VOTE_K, chance_share, filed_share, neighbour_vote
 
 __all__ = ["AUTO", "KEPT", "META_KEY", "resolve_auto"]
 
@@ -93,6 +93,14 @@ def resolve_auto(sug: Suggester, batch, emb: torch.Tensor) -> None:
     titles: dict = {}   # the titles of the batch's items before the current one (store.mentions)
     titled = 0
     kids: dict[str, int] = {}   # children among the batch's earlier items
+    extra: dict[str, list[int]] = {}   # the batch's earlier items 1, 2, 3 links below a memory (the chance share)
+    placed = 0
+
+    def chance(c: str) -> float:   # store.vote.chance_share over the stored tree and the earlier items
+        base = sug.below(c) if c in st.row else [0] * VOTE_HOPS
+        more = extra.get(c, ())
+        return chance_share([b + (more[h] if more else 0) for h, b in enumerate(base)], st.n + placed)
+
     counted = 0
     for b0 in range(0, len(auto), BLOCK):
         block = auto[b0: b0 + BLOCK]
@@ -126,7 +134,15 @@ def resolve_auto(sug: Suggester, batch, emb: torch.Tensor) -> None:
                 add_title(titles, batch.ids[t], batch.texts[t])
             titled = max(titled, i)
             named = sug.mentions.find(st, batch.texts[i], titles)
-            ranked = neighbour_vote(cand, parent_of, mentioned=named)
+            for t in range(placed, i):   # the earlier items now stand below their ancestors
+                a = batch.parents[t]
+                for h in range(VOTE_HOPS):
+                    if a is None:
+                        break
+                    extra.setdefault(a, [0] * VOTE_HOPS)[h] += 1
+                    a = parent_of(a)
+            placed = i
+            ranked = neighbour_vote(cand, parent_of, mentioned=named, chance=chance)
             best, gate = None, thr
             if ranked:  # the text's own evidence (store.parent_choice); earlier items' children count
                 for p in batch.parents[counted:i]:

@@ -52,7 +52,7 @@ from .mentions import Mentions
 from .parent_choice import placement_order, reranked
 from .records import SearchResult
 from .subsumption_scan import SubsumptionScan
-from .vote import FILED_MIN, VOTE_K, filed_share, neighbour_vote
+from .vote import FILED_MIN, VOTE_K, below_counts, chance_share, filed_share, neighbour_vote
 
 __all__ = ["BLOCK", "Suggester", "cosines", "decision_scores"]
 
@@ -92,6 +92,8 @@ class Suggester:
         self.mentions = Mentions()
         """The memories' titles, for the vote's mention term (store.mentions)."""
         self.norm_key: tuple | None = None
+        self.chance_key: tuple | None = None
+        self.chance_cache: dict[str, list[int]] = {}
         self.norm_cache = torch.zeros(0, dtype=torch.float64)
         self.reranker = None
         """The placement reranker (``Memory.reranker``; :mod:`hypermem.embed.reranker`), or None."""
@@ -194,7 +196,8 @@ class Suggester:
                                                                     dtype=torch.long)
                         nb = None if near is None else (near[0][b - b0: b - b0 + 1], near[1][b - b0: b - b0 + 1])
                         got = self._voted(enc, X[b], r, rows, weights, k, nb, FILED_MIN if fallback else 0.0,
-                                          queries[b] if parents and isinstance(queries[b], str) else None)
+                                          queries[b] if parents and isinstance(queries[b], str) else None,
+                                          less_chance=parents)
                         if got is None:  # a neighbourhood of roots: the pair score ranks (module docstring)
                             got = self._top(self.stored_scores(enc, X[b: b + 1], r)[0], r, weights, time_term, k)
                         out.append(got)
@@ -253,6 +256,21 @@ class Suggester:
         """A stored memory's parent id (None: a root)."""
         return self.memory.state.records.parent(id)
 
+    def below(self, mid: str) -> list[int]:
+        """A stored memory's :func:`~hypermem.store.vote.below_counts`, kept until the store changes."""
+        st = self.memory.state
+        key = (id(st), st.version, st.n)
+        if key != self.chance_key:
+            self.chance_cache, self.chance_key = {}, key
+        got = self.chance_cache.get(mid)
+        if got is None:
+            got = self.chance_cache[mid] = below_counts(mid, lambda p: st.children.get(p, ()))
+        return got
+
+    def chance_of(self, mid: str) -> float:
+        """A stored memory's chance share of the vote (:func:`~hypermem.store.vote.chance_share`)."""
+        return chance_share(self.below(mid), self.memory.state.n)
+
     def norms(self) -> torch.Tensor:
         """``|x_p|`` of the stored embeddings (float64, CPU), kept until the store changes."""
         st = self.memory.state
@@ -275,13 +293,16 @@ class Suggester:
 
     def _voted(self, enc, x: torch.Tensor, rows: torch.Tensor | None, allowed_rows: torch.Tensor | None,
                weights: torch.Tensor, k: int, near: tuple | None = None,
-               min_filed: float = 0.0, text: str | None = None) -> list[SearchResult] | None:
+               min_filed: float = 0.0, text: str | None = None,
+               less_chance: bool = True) -> list[SearchResult] | None:
         """The ``k`` best candidates of the neighbours' vote for one query ``x`` (module
         :mod:`hypermem.store.vote`): neighbours among ``rows``, candidates among ``allowed_rows``
         (None: all); ``score`` is the vote share (plus, with ``text``, the query's text when it
         is one, that text's evidence: store.parent_choice), ``distance`` the pair's ``-s``;
         ``near``: the neighbours when already found.  None when less than ``min_filed`` of the
-        neighbours' weight sits under a parent (:func:`~hypermem.store.vote.filed_share`)."""
+        neighbours' weight sits under a parent (:func:`~hypermem.store.vote.filed_share`).
+        ``less_chance``: each candidate's share less its chance share (a parent's choice;
+        :func:`~hypermem.store.vote.chance_share`), not for the root-free ancestors search."""
         st = self.memory.state
         if rows is not None and rows.numel() == 0:
             return []
@@ -293,7 +314,7 @@ class Suggester:
             return None
         named = () if text is None else self.mentions.find(st, text)
         ranked = neighbour_vote(nb, self.parent_of, None if ok is None else (lambda i: st.row[i] in ok),
-                                mentioned=named)
+                                mentioned=named, chance=self.chance_of if less_chance else None)
         if not ranked:
             return []
         if text is not None:   # the text's own evidence (store.parent_choice)
