@@ -37,6 +37,7 @@ accesses.
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections import Counter
 from typing import Any
 
@@ -71,6 +72,7 @@ class DurableStore:
     _read_only = False
     _synced = -1
     _stale = False
+    _touch_warned = False
     _pending: PendingTouches | None = None
 
     def __getstate__(self):
@@ -129,6 +131,9 @@ class DurableStore:
             self._load(in_transaction=in_transaction)
             return
         version, removed, rows, touched = st.changes_since(self._synced, in_transaction=in_transaction)
+        if version < self._synced:  # the counter went back (a backup restored into the store): the
+            self._load(in_transaction=in_transaction)  # stamps past it say nothing of this store; re-read it
+            return
         if version != self._synced:
             apply_changes(self, removed, rows, touched, self._seq, self._sib)
             if self._pending:  # re-read counts lack this process's pending touches
@@ -189,13 +194,11 @@ class DurableStore:
                 self.state.flushed()
             except Exception as exc:
                 st.rollback()
-                if self.state.version != v0 or getattr(self, "_touched", False):
+                if self.state.version != v0:
                     self._undo()
                 if not isinstance(exc, st.db_errors):
                     raise
                 raise st.error(exc) from exc
-            finally:
-                self._touched = False
             self._synced = version
             self._pending.clear()
 
@@ -223,6 +226,7 @@ class DurableStore:
             self.state.reserve(len(items))  # room for all at once: no column re-allocated part by part
             with contextlib.nullcontext() if stream is None else stream() as put:
                 self._stream_parts(batch, storage, put, ids)
+            self._check_parents(storage, ids)
         return ids
 
     def _stream_parts(self, batch, storage, put, ids: list[str]) -> None:
@@ -265,7 +269,21 @@ class DurableStore:
             ids = super()._insert(batch, emb, owned)
             self._stamp(ids)
             self._put(st, ids, new=True)
+            self._check_parents(st, ids)
             return ids
+
+    def _check_parents(self, st, ids) -> None:
+        """Inside the write transaction, after the rows of ``ids`` were written: every parent
+        they name is in the storage (a ``KeyError`` naming the first missing one otherwise,
+        and the transaction is rolled back), so no row with an unknown parent is committed."""
+        parents = sorted({p for p in (self.state.records.parent(i) for i in ids) if p is not None})
+        if not parents:
+            return
+        stored = st.embedding_blobs(parents)
+        missing = [p for p in parents if p not in stored]
+        if missing:
+            raise KeyError(f"parent {missing[0]!r} is not in the storage (another process removed it, or a backup "
+                           "was restored): nothing was written")
 
     def update(self, id: str, text: str | None = None, meta=None, t=None, **kwargs: Any) -> None:
         with self._writing("update") as st:
@@ -291,6 +309,7 @@ class DurableStore:
             if before != parent:
                 self._sib[child] = self._tick()
                 self._put(st, [child, *self.descendants(child)])
+                self._check_parents(st, [child])
 
     def touch(self, ids) -> None:
         """Count one access now of each id (as ``search`` does), written through; while another
@@ -299,18 +318,41 @@ class DurableStore:
         if self._read_only or not ids:
             return
         counts = Counter(ids)
+        applied = False  # counted in the process (a failed write leaves them counted, and pending)
         try:
             with self._writing("touch", wait=False) as st:  # catches up first: ids others added are known
                 super().touch(ids)
-                self._touched = True
+                applied = True
                 st.touch([(n, self.state.records.last_accessed(i), i) for i, n in counts.items()])
         except LockBusy:
-            with self.state.lock:
+            self._touch_pending(ids, counts)
+        except StorageError as exc:  # best effort (disk full, ...): the counts stay pending here
+            st = self._storage
+            if st is None or st.closed:
+                if applied:
+                    self._undo()
+                raise
+            if not self._touch_warned:
+                self._touch_warned = True
+                warnings.warn(f"{st!r}: writing the access counts of a search failed ({exc}); they stay pending "
+                              "in this process and the next write that succeeds stores them", RuntimeWarning,
+                              stacklevel=3)
+            self._touch_pending(ids, counts, applied)
+        except BaseException:
+            if applied:
+                self._undo()
+            raise
+
+    def _touch_pending(self, ids: list[str], counts: Counter, applied: bool = False) -> None:
+        """Count the touch of ``ids`` in the process (unless ``applied`` already) and keep it
+        pending (:mod:`.touches`)."""
+        with self.state.lock:
+            if not applied:
                 if any(i not in self.state.row for i in counts):
                     self.refresh()  # a read: it waits for no writer
                 super().touch(ids)  # KeyError for an id stored nowhere
-                self._pending.add(counts, self.state.records.last_accessed(ids[0]))
-                remember(self)
+            self._pending.add(counts, self.state.records.last_accessed(ids[0]))
+            remember(self)
 
     def _flush_touches(self) -> None:
         """Write the touches still pending (a few short tries, then a warning)."""

@@ -17,6 +17,7 @@ one parent (a counter value given when a memory is added or linked).
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -156,12 +157,30 @@ def _levels(records: list[MemoryRecord], pos: Mapping[str, int]) -> list[int]:
     return [level[j] for j in range(len(records))]
 
 
+def _orphans_as_roots(records: list[MemoryRecord], pos: Mapping[str, int]) -> None:
+    """A stored row whose parent is not stored (written before parents were checked in the
+    write transaction, or by a restore) is loaded as a root, with a warning naming it: one
+    such row does not make the whole store unreadable.  Its row keeps its parent id until a
+    write of that memory stores it as the root it now is."""
+    orphans = [rec for rec in records if rec.parent_id is not None and rec.parent_id not in pos]
+    if not orphans:
+        return
+    names = ", ".join(f"{rec.id!r} (parent {rec.parent_id!r})" for rec in orphans[:5])
+    more = f" and {len(orphans) - 5} more" if len(orphans) > 5 else ""
+    warnings.warn(f"{len(orphans)} stored memories have a parent that is not stored: {names}{more}; "
+                  "loaded as roots (link() them to a parent, or update() them, to store that)",
+                  RuntimeWarning, stacklevel=4)
+    for rec in orphans:
+        rec.parent_id = None
+
+
 def restore(memory, rows: list[Mapping[str, Any]]) -> None:
     """Replace ``memory``'s whole state by ``rows`` (dicts keyed by :data:`COLUMNS`, any order)."""
     rows = sorted(rows, key=lambda r: r["seq"])
     n, dim, dev, dt = len(rows), memory.dim, memory.device, memory.dtype
     records = [record_of(r) for r in rows]
     pos = {rec.id: j for j, rec in enumerate(records)}
+    _orphans_as_roots(records, pos)
     levels = _levels(records, pos)
     gen_of: list[list[int]] = [[] for _ in range(max(levels, default=-1) + 1)]
     for j, lv in enumerate(levels):
