@@ -276,10 +276,11 @@ class DurableStore:
         """Inside the write transaction, after the rows of ``ids`` were written: every parent
         they name is in the storage (a ``KeyError`` naming the first missing one otherwise,
         and the transaction is rolled back), so no row with an unknown parent is committed."""
-        parents = sorted({p for p in (self.state.records.parent(i) for i in ids) if p is not None})
+        written = set(ids)
+        parents = sorted({p for p in (self.state.records.parent(i) for i in ids) if p is not None} - written)
         if not parents:
             return
-        stored = st.embedding_blobs(parents)
+        stored = st.stored_ids(parents)   # ids only: a bulk ingest reads no embedding back
         missing = [p for p in parents if p not in stored]
         if missing:
             raise KeyError(f"parent {missing[0]!r} is not in the storage (another process removed it, or a backup "

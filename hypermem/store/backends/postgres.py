@@ -426,6 +426,10 @@ class PostgresStorage:
             if idle:
                 con.rollback()
 
+    def stored_ids(self, ids: list[str]) -> set[str]:
+        """The stored ones of ``ids`` (their rows are not read), inside the caller's transaction."""
+        return {r[0] for r in self.con.execute("SELECT id FROM hypermem_memories WHERE id = ANY(%s)", (list(ids),))}
+
     def load_rows(self, in_transaction: bool = False) -> tuple[int, list[dict[str, Any]]]:
         con = self.con
         try:

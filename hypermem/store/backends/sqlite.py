@@ -271,6 +271,15 @@ class SqliteStorage:
                                         part).fetchall())
         return out
 
+    def stored_ids(self, ids: list[str]) -> set[str]:
+        """The stored ones of ``ids`` (their rows are not read)."""
+        out: set[str] = set()
+        for lo in range(0, len(ids), 500):
+            part = ids[lo:lo + 500]
+            out.update(r[0] for r in self.con.execute(
+                f"SELECT id FROM hm_memories WHERE id IN ({', '.join('?' * len(part))})", part))
+        return out
+
     def load_rows(self, in_transaction: bool = False) -> tuple[int, list[dict[str, Any]]]:
         """``(version, rows)`` read in one consistent snapshot."""
         con = self.con
