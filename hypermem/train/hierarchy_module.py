@@ -264,6 +264,20 @@ class HierarchyModule(pl.LightningModule):
                                    f"--model.schedule_epochs={saved} to continue the old one", UserWarning,
                                    __name__, 0, module=__name__)
 
+    def on_train_start(self) -> None:
+        """The run's own ``lr`` and schedule from its first step: a resumed run's optimizer and
+        scheduler come back from the checkpoint with its ``lr`` (``param_groups``, ``initial_lr``,
+        the scheduler's ``base_lrs``); they are set from this run's hyperparameters, and the
+        group's ``lr`` to this run's schedule at the current epoch."""
+        hp, sched = self.hparams, self.lr_schedulers()
+        if sched is None:
+            return
+        factor = lr_factor(sched.last_epoch, self.schedule_epochs(), hp.burn_in, hp.burn_in_lr_factor,
+                           hp.final_lr_factor)
+        for group in sched.optimizer.param_groups:
+            group["initial_lr"], group["lr"] = float(hp.lr), float(hp.lr) * factor
+        sched.base_lrs = [float(hp.lr)] * len(sched.optimizer.param_groups)
+
     def on_train_epoch_start(self) -> None:
         dm = self.trainer.datamodule
         if hasattr(dm, "set_epoch"):
