@@ -96,6 +96,16 @@ class RunSummary(pl.Callback):
             return
         print(self.summary(trainer, pl_module, log_dir), flush=True)
 
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """``validate``: the checkpoint it evaluated and where it logged (``fit`` says it at its end)."""
+        if trainer.state.fn != "validate":
+            return
+        log_dir = trainer.log_dir
+        if trainer.is_global_zero:
+            what = trainer.ckpt_path or "the model's initial weights (no --ckpt_path)"
+            where = f"logs: {log_dir}" if trainer.logger is not None and log_dir else "not logged"
+            print(f"validated {what}; {where}", flush=True)
+
     def summary(self, trainer: pl.Trainer, pl_module: pl.LightningModule, log_dir: str | None = None) -> str:
         seconds = time.perf_counter() - getattr(self, "_start", time.perf_counter())
         state = "interrupted" if trainer.interrupted else "done"

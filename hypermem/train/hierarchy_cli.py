@@ -65,11 +65,18 @@ from ..configs import available, config_path
 from .checkpoint_hparams import compare_checkpoint_hparams
 from .config_paths import resolve_data_file, resolve_dataset
 from .hierarchy_checkpoint import CheckpointError
+from .run_folder import checkpoint_progress, finished_checkpoint, latest_last_checkpoint
+from .run_folder import remove_failed_start as remove_failed_start
+from .run_folder import watch_folder as _watch
 from .shared_keys import GLOBAL_SEED, SHARED_KEYS, unify_shared_keys
 from .shared_keys import flat_keys as _flat_keys
 from .shared_keys import options as _options
 
-SUBCOMMANDS = ("fit", "validate", "test", "predict")
+SUBCOMMANDS = ("fit", "validate")
+# LightningCLI's other subcommands: no test_step or predict_dataloader here
+UNSUPPORTED = {"test": "the final metrics of fit (val/map, test/f1) are its test: run "
+                       "`validate --ckpt_path=last` to evaluate a checkpoint again",
+               "predict": "export a checkpoint instead (HierarchyModule.load_from_checkpoint(path).to_memory())"}
 DEFAULT_PROG = "python -m hypermem.train"
 
 
@@ -174,58 +181,6 @@ def run_name(argv: list[str]) -> str:
     return name[:150]
 
 
-def latest_last_checkpoint(save_dir: str | Path, name: str) -> tuple[int, Path] | None:
-    """``(version, path)`` of the most recently written ``version_*/checkpoints/last.ckpt``
-    under ``save_dir/name``, or ``None``."""
-    found = []
-    for ckpt in Path(save_dir, name).glob("version_*/checkpoints/last.ckpt"):
-        m = re.fullmatch(r"version_(\d+)", ckpt.parent.parent.name)
-        if m:
-            found.append((ckpt.stat().st_mtime, int(m.group(1)), ckpt))
-    if not found:
-        return None
-    _, version, path = max(found)
-    return version, path
-
-
-def checkpoint_progress(path: str | Path) -> tuple[int, int] | None:
-    """``(epochs, global_step)`` the checkpoint at ``path`` holds (the epochs Lightning's fit loop
-    processed), or ``None`` for a file ``torch.load(weights_only=True)`` cannot read."""
-    import pickle
-
-    import torch
-
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        return int(state["loops"]["fit_loop"]["epoch_progress"]["current"]["processed"]), int(state["global_step"])
-    except (OSError, RuntimeError, KeyError, TypeError, ValueError, pickle.UnpicklingError):
-        return None
-
-
-def finished_checkpoint(path: str | Path, max_epochs: int | None, max_steps: int | None) -> str | None:
-    """A one-line message when the checkpoint at ``path`` has nothing left to train under
-    ``max_epochs`` / ``max_steps`` (Lightning's own stop rule: the epochs its fit loop
-    processed, or its ``global_step``), else ``None`` (also for a file it cannot read with
-    ``torch.load(weights_only=True)``: Lightning then reports what is wrong).
-
-    ``max_epochs=None`` with ``max_steps`` -1 or ``None`` is Lightning's default of 1000 epochs."""
-    progress = checkpoint_progress(path)
-    if progress is None:
-        return None
-    epochs, steps = progress
-    max_steps = -1 if max_steps is None else int(max_steps)
-    if max_epochs is None:
-        max_epochs = 1000 if max_steps == -1 else -1
-    if max_steps != -1 and steps >= max_steps:
-        limit = f"--trainer.max_steps={max_steps}"
-    elif max_epochs != -1 and epochs >= int(max_epochs):
-        limit = f"--trainer.max_epochs={max_epochs}"
-    else:
-        return None
-    return (f"already complete: {path} holds {epochs} epochs, {steps} optimizer steps, and this run stops at "
-            f"{limit}; nothing trained, nothing written (raise {limit.split('=')[0]} to train on)")
-
-
 class _ConfigError(Exception):
     pass
 
@@ -243,6 +198,10 @@ def _cli_class():
         argv: list[str] = []
         prog: str = DEFAULT_PROG
         watch: tuple | None = None  # the run's folder before it starts (_watch)
+
+        @staticmethod
+        def subcommands() -> dict:
+            return {k: v for k, v in LightningCLI.subcommands().items() if k in SUBCOMMANDS}
 
         def parse_arguments(self, parser, args) -> None:
             try:
@@ -285,7 +244,9 @@ def _cli_class():
                                    f"{best}.ckpt) or resume with --ckpt_path=last")
             if init is not None:
                 HierarchyCLI.watch = _watch(init.get("save_dir") or ".", init.name)
-            if self.subcommand == "fit" and cfg.get("ckpt_path") == "last" and init is not None:
+            if self.subcommand != "fit":  # the run's config.yaml stays the one of its fit
+                self.save_config_callback = None
+            if cfg.get("ckpt_path") == "last" and init is not None:  # validate too: its own version folder
                 hit = latest_last_checkpoint(init.get("save_dir") or ".", init.name)
                 if hit is None:
                     raise _ConfigError(f"--ckpt_path=last: no {Path(init.get('save_dir') or '.', init.name)}"
@@ -310,41 +271,6 @@ def _cli_class():
                 warnings.filterwarnings("ignore", message="Checkpoint directory .* exists and is not empty")
 
     return HierarchyCLI
-
-
-# what a start that failed before training leaves in a new version folder
-_START_FILES = re.compile(r"events\.out\.tfevents\..*|config\.yaml|hparams\.yaml")
-
-
-def _watch(save_dir, name) -> tuple[Path, bool, set[str]]:
-    """The run's folder, whether it exists and its ``version_*`` folders, before the run starts."""
-    root = Path(save_dir, name)
-    return root, root.is_dir(), {p.name for p in root.glob("version_*")}
-
-
-def remove_failed_start(watch: tuple[Path, bool, set[str]] | None) -> list[Path]:
-    """Remove the ``version_*`` folders a failed start created, when they hold only what the
-    start writes (events files, ``config.yaml``, ``hparams.yaml``, an empty ``checkpoints/``),
-    so the next run gets the same version; then the run's folder if this start created it and it
-    is empty.  Returns the removed folders."""
-    import shutil
-
-    if watch is None:
-        return []
-    root, existed, before = watch
-    removed = []
-    for folder in sorted(root.glob("version_*")):
-        if folder.name in before or not folder.is_dir():
-            continue
-        entries = list(folder.iterdir())
-        if all((e.is_file() and _START_FILES.fullmatch(e.name)) or (e.is_dir() and not any(e.iterdir()))
-               for e in entries):
-            shutil.rmtree(folder, ignore_errors=True)
-            removed.append(folder)
-    if not existed and root.is_dir() and not any(root.iterdir()):
-        root.rmdir()
-        removed.append(root)
-    return removed
 
 
 def _parser_keys(parser) -> list[str]:
@@ -437,6 +363,9 @@ def main(args: list[str] | None = None, run: bool = True, prog: str = DEFAULT_PR
 
     given = list(sys.argv[1:] if args is None else args)
     argv = resolve_config_args(given)
+    if argv and argv[0] in UNSUPPORTED:
+        print(f"error: `{argv[0]}` is not supported: {UNSUPPORTED[argv[0]]}", file=sys.stderr)
+        raise SystemExit(2)
     module_cls, data_cls = module_classes(argv)
     if run and (not argv or argv[0] not in SUBCOMMANDS + ("-h", "--help")):
         argv = ["fit"] + argv

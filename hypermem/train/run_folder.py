@@ -1,0 +1,96 @@
+"""A run's folder: its checkpoints (``--ckpt_path=last``, the progress a checkpoint holds)
+and what a failed start leaves in it (:mod:`~hypermem.train.hierarchy_cli`)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+__all__ = ["checkpoint_progress", "finished_checkpoint", "latest_last_checkpoint", "remove_failed_start", "watch_folder"]
+
+
+def latest_last_checkpoint(save_dir: str | Path, name: str) -> tuple[int, Path] | None:
+    """``(version, path)`` of the most recently written ``version_*/checkpoints/last.ckpt``
+    under ``save_dir/name``, or ``None``."""
+    found = []
+    for ckpt in Path(save_dir, name).glob("version_*/checkpoints/last.ckpt"):
+        m = re.fullmatch(r"version_(\d+)", ckpt.parent.parent.name)
+        if m:
+            found.append((ckpt.stat().st_mtime, int(m.group(1)), ckpt))
+    if not found:
+        return None
+    _, version, path = max(found)
+    return version, path
+
+
+def checkpoint_progress(path: str | Path) -> tuple[int, int] | None:
+    """``(epochs, global_step)`` the checkpoint at ``path`` holds (the epochs Lightning's fit loop
+    processed), or ``None`` for a file ``torch.load(weights_only=True)`` cannot read."""
+    import pickle
+
+    import torch
+
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        return int(state["loops"]["fit_loop"]["epoch_progress"]["current"]["processed"]), int(state["global_step"])
+    except (OSError, RuntimeError, KeyError, TypeError, ValueError, pickle.UnpicklingError):
+        return None
+
+
+def finished_checkpoint(path: str | Path, max_epochs: int | None, max_steps: int | None) -> str | None:
+    """A one-line message when the checkpoint at ``path`` has nothing left to train under
+    ``max_epochs`` / ``max_steps`` (Lightning's own stop rule: the epochs its fit loop
+    processed, or its ``global_step``), else ``None`` (also for a file it cannot read with
+    ``torch.load(weights_only=True)``: Lightning then reports what is wrong).
+
+    ``max_epochs=None`` with ``max_steps`` -1 or ``None`` is Lightning's default of 1000 epochs."""
+    progress = checkpoint_progress(path)
+    if progress is None:
+        return None
+    epochs, steps = progress
+    max_steps = -1 if max_steps is None else int(max_steps)
+    if max_epochs is None:
+        max_epochs = 1000 if max_steps == -1 else -1
+    if max_steps != -1 and steps >= max_steps:
+        limit = f"--trainer.max_steps={max_steps}"
+    elif max_epochs != -1 and epochs >= int(max_epochs):
+        limit = f"--trainer.max_epochs={max_epochs}"
+    else:
+        return None
+    return (f"already complete: {path} holds {epochs} epochs, {steps} optimizer steps, and this run stops at "
+            f"{limit}; nothing trained, nothing written (raise {limit.split('=')[0]} to train on)")
+
+
+# what a start that failed before training leaves in a new version folder
+_START_FILES = re.compile(r"events\.out\.tfevents\..*|config\.yaml|hparams\.yaml")
+
+
+def watch_folder(save_dir, name) -> tuple[Path, bool, set[str]]:
+    """The run's folder, whether it exists and its ``version_*`` folders, before the run starts."""
+    root = Path(save_dir, name)
+    return root, root.is_dir(), {p.name for p in root.glob("version_*")}
+
+
+def remove_failed_start(watch: tuple[Path, bool, set[str]] | None) -> list[Path]:
+    """Remove the ``version_*`` folders a failed start created, when they hold only what the
+    start writes (events files, ``config.yaml``, ``hparams.yaml``, an empty ``checkpoints/``),
+    so the next run gets the same version; then the run's folder if this start created it and it
+    is empty.  Returns the removed folders."""
+    import shutil
+
+    if watch is None:
+        return []
+    root, existed, before = watch
+    removed = []
+    for folder in sorted(root.glob("version_*")):
+        if folder.name in before or not folder.is_dir():
+            continue
+        entries = list(folder.iterdir())
+        if all((e.is_file() and _START_FILES.fullmatch(e.name)) or (e.is_dir() and not any(e.iterdir()))
+               for e in entries):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    if not existed and root.is_dir() and not any(root.iterdir()):
+        root.rmdir()
+        removed.append(root)
+    return removed
