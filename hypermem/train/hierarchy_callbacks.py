@@ -109,7 +109,7 @@ class RunSummary(pl.Callback):
     def summary(self, trainer: pl.Trainer, pl_module: pl.LightningModule, log_dir: str | None = None) -> str:
         seconds = time.perf_counter() - getattr(self, "_start", time.perf_counter())
         state = "interrupted" if trainer.interrupted else "done"
-        lines = [f"{state}: {trainer.current_epoch} epochs, {trainer.global_step} optimizer steps in {seconds:.1f} s"
+        lines = [f"{state}: {epochs_done(trainer)}, {trainer.global_step} optimizer steps in {seconds:.1f} s"
                  + time_limit_note(trainer)]
         final = dict(getattr(pl_module, "final_metrics", {}) or {})
         if final:
@@ -132,6 +132,17 @@ class RunSummary(pl.Callback):
         if log_dir:
             lines.append(f"logs: {log_dir}  (tensorboard --logdir {log_dir})")
         return "\n".join(lines)
+
+
+def epochs_done(trainer: pl.Trainer) -> str:
+    """``"5 epochs"``, or ``"4 epochs and 7 of 10 batches of epoch 5"`` when a limit
+    (``max_time``, ``max_steps``) stopped the run inside an epoch (Lightning counts that epoch
+    as done; checkpoint names number epochs from 0)."""
+    done, total = trainer.current_epoch, trainer.num_training_batches
+    batches = trainer.fit_loop.epoch_loop.batch_progress.current.completed
+    if done >= 1 and isinstance(total, int) and 0 < batches < total:
+        return f"{done - 1} epochs and {batches} of {total} batches of epoch {done}"
+    return f"{done} epochs"
 
 
 def time_limit_note(trainer: pl.Trainer) -> str:

@@ -384,8 +384,26 @@ class HierarchyModule(pl.LightningModule):
                     if key in res:
                         tb.add_scalar(tag, res[key], global_step=self.global_step)
                 log_embedding_state(tb, self, self.global_step)
+            self._checkpoint_final_evaluation(res)
         if tb is not None:
             log_final_metric(tb, dict(self.hparams), float(self.final_metrics["map"]), self.global_step)
+
+    def _checkpoint_final_evaluation(self, res: dict) -> None:
+        """A run stopped before its last validation (``trainer.max_time``, ``max_steps``): the
+        final evaluation is offered to each ``ModelCheckpoint`` monitoring a ``val/*`` metric, as
+        a validation would be (its ``on_validation_end``), so the best checkpoint is the best of
+        all evaluations.  One process only (a save is collective under DDP)."""
+        trainer = self.trainer
+        if trainer.world_size != 1:
+            return
+        tags = {"map": "val/map", "mean_rank": "val/mean_rank", "f1": "val/f1", "test_f1": "test/f1"}
+        metrics = trainer.callback_metrics
+        for key, tag in tags.items():
+            if key in res:
+                metrics[tag] = torch.tensor(float(res[key]))
+        for cb in trainer.checkpoint_callbacks:
+            if cb.monitor in tags.values() and cb.monitor in metrics:
+                cb.on_validation_end(trainer, self)
 
     # -- export ---------------------------------------------------------------------------
     def points_dict(self) -> dict:
