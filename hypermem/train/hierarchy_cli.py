@@ -237,6 +237,10 @@ def _cli_class():
                         setattr(data, key, resolve_data_file(data[key], f"data.{key}", self.argv))
                     except FileNotFoundError as exc:
                         raise _ConfigError(str(exc)) from None
+            epochs = cfg.trainer.get("max_epochs")
+            if self.subcommand == "fit" and isinstance(epochs, int) and (epochs == 0 or epochs < -1):
+                raise _ConfigError(f"--trainer.max_epochs={epochs} trains nothing: give a positive number of epochs "
+                                   "(or -1, no limit, with --trainer.max_steps or --trainer.max_time)")
             if cfg.get("ckpt_path") == "best":
                 best = "best-step=S" if self.model_class.__name__ == "EncoderModule" else "best-epoch=E-step=S"
                 raise _ConfigError("--ckpt_path=best needs a finished run's best checkpoint, which a new "
@@ -335,7 +339,10 @@ def _short_error(exc: Exception, parser, argv: list[str], prog: str) -> str:
     keys = sorted(set(_parser_keys(parser)))
     for bad in unknown[:2]:
         near = difflib.get_close_matches(bad, keys, n=1, cutoff=0.6)
-        if near:
+        own = [k for k in ("--model.optimizer", "--model.lr") if k in keys]
+        if bad.split("=")[0] in ("--optimizer", "--lr_scheduler") and own:
+            out.append(f"the model builds its own optimizer and schedule: set {' / '.join(own)}")
+        elif near:
             out.append(f"did you mean {near[0]}?  ({bad} is not an option)")
     rejected = None if unknown else _rejected_key(head)
     hint = _yaml_key_hint(rejected, argv, keys) if rejected else None
@@ -387,6 +394,7 @@ def main(args: list[str] | None = None, run: bool = True, prog: str = DEFAULT_PR
     try:
         return cls(module_cls, data_cls, args=argv, run=run, seed_everything_default=0,
                    trainer_defaults=trainer_defaults, save_config_kwargs={"overwrite": True},
+                   auto_configure_optimizers=False,  # the modules make their own (--model.optimizer, --model.lr)
                    parser_kwargs={"default_env": False, "exit_on_error": False, "prog": prog,
                                   "allow_abbrev": False, **{s: {"allow_abbrev": False} for s in SUBCOMMANDS}})
     except _AlreadyComplete as exc:
@@ -400,8 +408,14 @@ def main(args: list[str] | None = None, run: bool = True, prog: str = DEFAULT_PR
         if summary.interrupted:   # Ctrl-C: Lightning exits 1, SIGTERM 0; the shell's code for the signal instead
             raise SystemExit(summary.exit_status) from None
         raise
-    except Exception:   # not an interrupt: a run stopped by the user keeps what it logged
+    except Exception as exc:   # not an interrupt: a run stopped by the user keeps what it logged
         remove_failed_start(cls.watch)  # no empty version_N left to bump the next run's number
+        from lightning.fabric.utilities.exceptions import MisconfigurationException
+
+        if isinstance(exc, MisconfigurationException):  # e.g. --trainer.accelerator=gpu without a GPU
+            lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+            print(f"error: {lines[0] if lines else type(exc).__name__}", file=sys.stderr)
+            raise SystemExit(2) from None
         raise
     finally:
         with contextlib.suppress(TypeError, ValueError):  # not the main thread, or no Python handler
