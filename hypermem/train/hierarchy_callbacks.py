@@ -82,6 +82,12 @@ class RunSummary(pl.Callback):
 
         paths = {p for cb in trainer.callbacks if isinstance(cb, ModelCheckpoint)
                  for p in (cb.last_model_path, "" if cb.monitor else cb.best_model_path) if p and Path(p).is_file()}
+        if trainer.fit_loop.done:  # stopped in on_train_end: the final evaluation, not the training
+            kept = (f"; last checkpoint {max(paths, key=lambda p: Path(p).stat().st_mtime)} holds the trained "
+                    "embedding" if paths else "")
+            return (f"training finished ({trainer.current_epoch} epochs, {trainer.global_step} optimizer steps); "
+                    f"the final evaluation was interrupted{kept}: no resume needed (evaluate it with `validate "
+                    "--ckpt_path=last`)")
         head = f"interrupted at step {trainer.global_step} (epoch {trainer.current_epoch + 1})"
         if not paths:
             return f"{head}: no checkpoint written yet, nothing to resume (the first comes at the end of epoch 1)"
