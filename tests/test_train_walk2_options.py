@@ -35,3 +35,14 @@ def test_max_epochs_that_train_nothing_are_refused(tmp_path, capsys, epochs):
     err = refused(tmp_path, capsys, f"--trainer.max_epochs={epochs}")
     assert err.startswith(f"error: --trainer.max_epochs={epochs} trains nothing") and "\n" not in err
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_bad_value_in_a_config_file_names_the_file(tmp_path):
+    from train_helpers import CONFIG, EDGES, run_train
+
+    (tmp_path / "edges.tsv").write_text("".join(f"{c}\t{p}\n" for c, p in EDGES))
+    (tmp_path / "bad.yaml").write_text(CONFIG.replace("dim: 2", "dim: -2"))
+    with pytest.raises(ValueError, match=r"dim \(--model.dim\) must be .* \(model.dim set in bad.yaml\)"):
+        run_train(tmp_path, ["fit", "--config", "bad.yaml"])
+    with pytest.raises(ValueError, match=r"got -3$"):
+        run_train(tmp_path, ["fit", "--config", "bad.yaml", "--model.dim=-3"])

@@ -328,6 +328,24 @@ def _yaml_key_hint(key: str, argv: list[str], keys: list[str]) -> str | None:
     return f"{key}{place} is not an option" if where else None
 
 
+def _option_source(message: str, argv: list[str]) -> str | None:
+    """``"model.dim set in FILE"`` for a module's error naming ``(--model.dim)`` when the value
+    comes from a config file (the last ``--config`` holding it), not from the command line."""
+    import yaml
+
+    m = re.search(r"\(--((?:model|data)\.\w+)\)", message)
+    if not m or any(k == m.group(1) for k, _ in _options(argv)):
+        return None
+    where = None
+    for path in _config_files(argv):
+        try:
+            if m.group(1) in _flat_keys(yaml.safe_load(Path(path).read_text())):
+                where = path
+        except (OSError, yaml.YAMLError, UnicodeDecodeError):
+            continue
+    return f"{m.group(1)} set in {where}" if where else None
+
+
 def _short_error(exc: Exception, parser, argv: list[str], prog: str) -> str:
     """At most five lines: the error, the nearest valid option, a tip that works."""
     lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
@@ -416,6 +434,9 @@ def main(args: list[str] | None = None, run: bool = True, prog: str = DEFAULT_PR
             lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
             print(f"error: {lines[0] if lines else type(exc).__name__}", file=sys.stderr)
             raise SystemExit(2) from None
+        where = _option_source(str(exc), argv) if isinstance(exc, ValueError) else None
+        if where:
+            raise ValueError(f"{exc} ({where})") from None
         raise
     finally:
         with contextlib.suppress(TypeError, ValueError):  # not the main thread, or no Python handler
