@@ -398,7 +398,8 @@ def main(args: list[str] | None = None, run: bool = True, prog: str = DEFAULT_PR
     summary = RunSummary(resume=resume_command(prog, given))
     trainer_defaults = {
         "logger": {"class_path": "lightning.pytorch.loggers.TensorBoardLogger",
-                   "init_args": {"save_dir": "runs", "default_hp_metric": False}},
+                   # the run's name (also what --print_config shows; a config or option may name it)
+                   "init_args": {"save_dir": "runs", "name": run_name(argv), "default_hp_metric": False}},
         "accelerator": "auto",
         "devices": 1,
         "log_every_n_steps": 1,
