@@ -25,7 +25,7 @@ from typing import Any
 
 from .json_limits import MAX_JSON_DEPTH, json_depth_over
 
-__all__ = ["EncoderFolderError", "PICKLE_SUFFIXES", "inside", "read_json", "read_text", "safetensors_header",
+__all__ = ["EncoderFolderError", "PICKLE_SUFFIXES", "inside", "save_folder", "read_json", "read_text", "safetensors_header",
            "scan_folder", "weights_header"]
 
 MAX_JSON_BYTES = 1 << 20
@@ -172,3 +172,18 @@ def weights_header(folder: Path, module_dir: Path, what: str) -> tuple[list[Path
     for f in files:
         merged.update(safetensors_header(folder, f))
     return files, merged
+
+
+def save_folder(path: str | os.PathLike, marker: str, what: str) -> Path:
+    """The folder a model's ``save`` may write: new, empty, or one of its own kind (holding
+    ``marker``, its settings file), which it saves over as sentence-transformers does; a file,
+    or a folder holding other files, raises ``FileExistsError`` naming ``what`` (nothing of the
+    user's is overwritten or mixed in)."""
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise FileExistsError(f"cannot save the {what} to {str(path)!r}: it is a file; give a folder "
+                              f"(new, empty, or a {what} folder this saves over)")
+    if folder.is_dir() and not (folder / marker).is_file() and any(folder.iterdir()):
+        raise FileExistsError(f"cannot save the {what} to {str(path)!r}: the folder holds other files and no "
+                              f"{marker} (not a {what} folder); give a new or empty folder")
+    return folder

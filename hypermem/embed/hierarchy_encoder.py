@@ -59,7 +59,7 @@ from .encoder_folder import (
     not_an_encoder_folder,
     read_settings,
 )
-from .folder_files import present
+from .folder_files import present, save_folder
 from .module_checks import LOAD_ERRORS, check_loaded_weights
 from .sentence_transformer import DEFAULT_MODEL, local_minilm_path, quiet_loading
 
@@ -232,13 +232,7 @@ class HierarchyEncoder:
         file, or a folder holding other files, is refused (``FileExistsError``): nothing mixes."""
         import json
 
-        folder = Path(path)
-        if folder.exists() and not folder.is_dir():
-            raise FileExistsError(f"cannot save the encoder to {str(path)!r}: it is a file; give a folder "
-                                  "(new, empty, or an encoder folder this saves over)")
-        if folder.is_dir() and not (folder / CONFIG_FILE).is_file() and any(folder.iterdir()):
-            raise FileExistsError(f"cannot save the encoder to {str(path)!r}: the folder holds other files and no "
-                                  f"{CONFIG_FILE} (not a hypermem encoder folder); give a new or empty folder")
+        folder = save_folder(path, CONFIG_FILE, "hypermem encoder")
         folder.mkdir(parents=True, exist_ok=True)
         with _quiet_loading():
             self.model.save(str(folder), safe_serialization=True)

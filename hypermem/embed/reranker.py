@@ -47,7 +47,7 @@ from typing import Any
 import torch
 
 from .encoder_folder import EncoderFolderError, check_integer, check_modules, check_number, check_weight
-from .folder_files import present, read_json, scan_folder
+from .folder_files import present, read_json, save_folder, scan_folder
 from .module_checks import LOAD_ERRORS, check_loaded_weights, check_transformer
 from .sentence_transformer import local_minilm_path, quiet_loading
 
@@ -93,14 +93,7 @@ def check_save_folder(path: str | os.PathLike) -> Path:
     """The folder :meth:`PlacementReranker.save` may write: new, empty, or a reranker folder (one
     holding :data:`CONFIG_FILE`) that it saves over, as the encoder's ``save`` does; a file, or a
     folder holding other files, raises ``FileExistsError`` (nothing of the user's is overwritten)."""
-    folder = Path(path)
-    if folder.exists() and not folder.is_dir():
-        raise FileExistsError(f"cannot save the reranker to {str(path)!r}: it is a file; give a folder "
-                              "(new, empty, or a reranker folder this saves over)")
-    if folder.is_dir() and not (folder / CONFIG_FILE).is_file() and any(folder.iterdir()):
-        raise FileExistsError(f"cannot save the reranker to {str(path)!r}: the folder holds other files and no "
-                              f"{CONFIG_FILE} (not a placement reranker folder); give a new or empty folder")
-    return folder
+    return save_folder(path, CONFIG_FILE, "placement reranker")
 
 
 class RerankerFolderError(EncoderFolderError):
