@@ -62,6 +62,21 @@ def test_reasserting_a_fact_that_ended_keeps_the_gap(storage, clock):
     assert storage.get_from_context(home) == [at17] and storage.get_matching(home) == [at7, at17]
 
 
+def test_storing_an_ended_memory_again_is_a_new_interval_not_a_reopening(storage, clock):
+    m = storage.instantiate("((a p b) ** E1)", importance=0.6)
+    clock.tick(hours=1)
+    storage.remove_from_context(m)
+    ended = m.end_time
+    clock.tick(hours=2)
+    again = storage.store(m)
+    assert again is not m and (m.start_time, m.end_time) == (T0, ended) and m not in storage.context
+    assert (again.episodes, again.start_time, again.end_time) == (["E1"], T0 + timedelta(hours=3), None)
+    assert storage.get_from_context(("a", "p", "b")) == [again]
+    assert storage.store(m) is again  # the open interval takes it: no third copy
+    assert storage.store(m, context=False) is m and m.end_time == ended  # outside the context: as it was
+    assert storage.store(again) is again and len(storage.get_matching("p")) == 2
+
+
 def test_reasserted_facts_save_and_load(storage, clock, tmp_path):
     a = storage.instantiate("((a p b) ** E1)", importance=0.6)
     clock.tick(hours=1)

@@ -210,7 +210,8 @@ class MemoryStorage(LookupMixin, RetrievalMixin):
         earlier; a merge never reopens an ended memory.  But when the stored memory has
         *ended* and the new one enters the context, the fact holds again after a gap: it
         becomes a new memory with its own start (the ended one keeps its interval), as a
-        homogeneous fact over ``[start, now]`` would otherwise claim the gap.  Entering
+        homogeneous fact over ``[start, now]`` would otherwise claim the gap (storing a stored
+        memory that ended does the same: it is not reopened).  Entering
         the context makes a memory "true now" (``end_time`` None) and keeps the context
         consistent: storing ``(not W)`` removes ``W`` from the context (ending it), storing
         ``W`` removes ``(not W)``; ``(not (not W))`` counts as ``W``.  A memory made without
@@ -227,8 +228,12 @@ class MemoryStorage(LookupMixin, RetrievalMixin):
             for m in mems:
                 wff = m.get_wff()
                 if m in self._seq or pending.get(wff) is m:
-                    plan.append((m, m))
-                    continue
+                    if not (context and m.end_time is not None and m in self._seq):
+                        plan.append((m, m))
+                        continue
+                    # a stored memory that ended, stored again into the context: the fact
+                    # holds again after a gap, as below -- a new memory, never the old reopened
+                    m = EpisodicMemory(m.event, m.importance, m.telic, clock=self.clock)
                 target = pending.get(wff)
                 if target is None:
                     target = self._latest(wff)
