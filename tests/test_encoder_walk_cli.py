@@ -156,4 +156,4 @@ def test_no_lightning_noise_on_a_small_hierarchy_and_the_best_checkpoint_pattern
     with pytest.raises(SystemExit):
         main(_args(root, model, "quiet", "--ckpt_path=best"))
     err = capsys.readouterr().err
-    assert "checkpoints/best-step=S.ckpt) or resume with --ckpt_path=last" in err, err
+    assert "fit resumes from --ckpt_path=last" in err and "checkpoints/best-step=S.ckpt)" in err, err

@@ -160,7 +160,7 @@ def test_messages_name_the_option(walk, capsys):
     with pytest.raises(SystemExit):
         train(walk, "--ckpt_path=best")
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "best needs a finished run's best checkpoint" in err[0] and "--ckpt_path=last" in err[0]
+    assert len(err) == 1 and "--ckpt_path=best: fit resumes from --ckpt_path=last" in err[0]
 
 
 def test_a_resumed_writer_keeps_the_earlier_projector_entries(tmp_path):

@@ -27,3 +27,26 @@ def test_test_and_predict_are_refused_in_one_line(tmp_path, capsys, sub):
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: `{sub}` is not supported") and "\n" not in err
+
+
+def test_validate_best_evaluates_the_runs_best_checkpoint_from_a_new_process(tmp_path, capsys):
+    fit = train_tiny(tmp_path, "--trainer.max_epochs=3")
+    (best,) = [cb for cb in fit.trainer.checkpoint_callbacks if cb.monitor]
+    val = run_train(tmp_path, ["validate", "--config", "tiny.yaml", "--ckpt_path=best"])
+    assert val.trainer.ckpt_path == best.best_model_path and "/version_0/checkpoints/best-" in val.trainer.ckpt_path
+    assert float(val.trainer.callback_metrics["val/map"]) == pytest.approx(float(best.best_model_score))
+    assert sorted(p.name for p in (tmp_path / "runs" / "tiny").iterdir()) == ["version_0"]
+
+
+def test_best_is_refused_for_fit_and_before_any_run_in_one_line(tmp_path, capsys):
+    train_tiny(tmp_path, "--trainer.max_epochs=1")
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        run_train(tmp_path, ["validate", "--config", "tiny.yaml", "--ckpt_path=best",
+                             "--trainer.logger.init_args.name=never_trained"])
+    err = capsys.readouterr().err.strip()
+    assert "--ckpt_path=best: no run of this name has a best checkpoint" in err and "\n" not in err
+    with pytest.raises(SystemExit):
+        train_tiny(tmp_path, "--trainer.max_epochs=2", "--ckpt_path=best")
+    err = capsys.readouterr().err.strip()
+    assert "fit resumes from --ckpt_path=last" in err and "\n" not in err

@@ -65,7 +65,7 @@ from ..configs import available, config_path
 from .checkpoint_hparams import compare_checkpoint_hparams
 from .config_paths import resolve_data_file, resolve_dataset
 from .hierarchy_checkpoint import CheckpointError
-from .run_folder import checkpoint_progress, finished_checkpoint, latest_last_checkpoint
+from .run_folder import best_checkpoint, checkpoint_progress, finished_checkpoint, latest_last_checkpoint
 from .run_folder import remove_failed_start as remove_failed_start
 from .run_folder import watch_folder as _watch
 from .shared_keys import GLOBAL_SEED, SHARED_KEYS, unify_shared_keys
@@ -242,10 +242,14 @@ def _cli_class():
                 raise _ConfigError(f"--trainer.max_epochs={epochs} trains nothing: give a positive number of epochs "
                                    "(or -1, no limit, with --trainer.max_steps or --trainer.max_time)")
             if cfg.get("ckpt_path") == "best":
-                best = "best-step=S" if self.model_class.__name__ == "EncoderModule" else "best-epoch=E-step=S"
-                raise _ConfigError("--ckpt_path=best needs a finished run's best checkpoint, which a new "
-                                   "process does not have: give its path (runs/<name>/version_<N>/checkpoints/"
-                                   f"{best}.ckpt) or resume with --ckpt_path=last")
+                hit = best_checkpoint(init.get("save_dir") or ".", init.name) if init is not None else None
+                if self.subcommand == "fit" or hit is None:
+                    best = "best-step=S" if self.model_class.__name__ == "EncoderModule" else "best-epoch=E-step=S"
+                    why = ("fit resumes from --ckpt_path=last (the best checkpoint is not where training stopped)"
+                           if self.subcommand == "fit" else "no run of this name has a best checkpoint: train first")
+                    raise _ConfigError(f"--ckpt_path=best: {why}; or give a path (runs/<name>/version_<N>/"
+                                       f"checkpoints/{best}.ckpt)")
+                init.version, cfg.ckpt_path = hit[0], str(hit[1])
             if init is not None:
                 HierarchyCLI.watch = _watch(init.get("save_dir") or ".", init.name)
             if self.subcommand != "fit":  # the run's config.yaml stays the one of its fit

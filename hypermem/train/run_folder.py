@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-__all__ = ["checkpoint_progress", "finished_checkpoint", "latest_last_checkpoint", "remove_failed_start", "watch_folder"]
+__all__ = ["best_checkpoint", "checkpoint_progress", "finished_checkpoint", "latest_last_checkpoint",
+           "remove_failed_start", "watch_folder"]
 
 
 def latest_last_checkpoint(save_dir: str | Path, name: str) -> tuple[int, Path] | None:
@@ -21,6 +22,38 @@ def latest_last_checkpoint(save_dir: str | Path, name: str) -> tuple[int, Path] 
         return None
     _, version, path = max(found)
     return version, path
+
+
+def best_checkpoint(save_dir: str | Path, name: str) -> tuple[int, Path] | None:
+    """``(version, path)`` of the best checkpoint of the latest run under ``save_dir/name``
+    (``--ckpt_path=best`` in a new process), or ``None``.
+
+    The run is the one of :func:`latest_last_checkpoint`; its ``last.ckpt`` holds Lightning's
+    ``ModelCheckpoint`` state: the ``best_model_path`` of one that monitors a metric names the file (taken when it exists,
+    else looked up by its name in the same ``checkpoints/`` folder, for a run folder that was
+    moved).  Read with ``torch.load(weights_only=True)``: nothing in the file runs."""
+    import pickle
+
+    import torch
+
+    hit = latest_last_checkpoint(save_dir, name)
+    if hit is None:
+        return None
+    version, last = hit
+    try:
+        state = torch.load(last, map_location="cpu", weights_only=True)
+    except (OSError, RuntimeError, TypeError, ValueError, pickle.UnpicklingError):
+        return None
+    callbacks = state.get("callbacks") if isinstance(state, dict) else None
+    for key, value in (callbacks or {}).items():
+        monitored = isinstance(value, dict) and "ModelCheckpoint" in str(key) and value.get("monitor")
+        best = value.get("best_model_path") if monitored else None  # not a plain "last" checkpoint's
+        if not isinstance(best, str) or not best:
+            continue
+        for path in (Path(best), last.parent / Path(best).name):
+            if path.is_file():
+                return version, path
+    return None
 
 
 def checkpoint_progress(path: str | Path) -> tuple[int, int] | None:
