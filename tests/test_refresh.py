@@ -187,3 +187,38 @@ def test_a_mirrored_index_grows_with_another_clients_appends(tmp_path, monkeypat
     assert reader.state.rewrites == rewrites
     writer.update("n5", text="now about giraffes")
     assert reader.search("now about giraffes", k=1, use_index=True, touch=False)[0].id == "n5"
+
+
+def _log_entries(mem) -> int:
+    con = mem.storage.con
+    prefix = "hm" if target_is_sqlite(mem) else "hypermem"
+    n = int(con.execute(f"SELECT count(*) FROM {prefix}_removed").fetchone()[0])
+    if not target_is_sqlite(mem):
+        con.rollback()
+    return n
+
+
+def target_is_sqlite(mem) -> bool:
+    return isinstance(mem.storage.con, sqlite3.Connection)
+
+
+def test_the_removal_log_is_pruned_and_a_reader_behind_it_reads_the_store_whole(target, monkeypatch):
+    writer = Memory.open(target, embedder=HashingEmbedder(dim=32))
+    monkeypatch.setattr(writer.storage, "removal_log_versions", 6)
+    writer.add_many([{"text": f"memory number {i}", "id": f"m{i}"} for i in range(40)])
+    keeping_up = Memory.open(target, embedder=HashingEmbedder(dim=32))
+    behind = Memory.open(target, embedder=HashingEmbedder(dim=32))
+    full_reads = []
+    monkeypatch.setattr(keeping_up.storage, "load_rows", lambda *a, **k: full_reads.append("keeping_up"))
+    for i in range(30):
+        writer.remove(f"m{i}")
+        writer.add(f"a new memory {i}", id=f"new{i}")
+        assert keeping_up.refresh() and keeping_up.ids == writer.ids, i  # incremental while it keeps up
+        assert _log_entries(writer) <= 6
+    assert full_reads == []
+    assert behind.refresh() and behind.ids == writer.ids  # its removals were pruned: read whole
+    assert sorted(behind.ids) == sorted([f"m{i}" for i in range(30, 40)] + [f"new{i}" for i in range(30)])
+    fresh = Memory.open(target, embedder=HashingEmbedder(dim=32))
+    assert_same(fresh, behind)
+    for m in (writer, keeping_up, behind, fresh):
+        m.close()

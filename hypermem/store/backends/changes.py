@@ -28,6 +28,14 @@ range scans), and :func:`apply_changes` applies them to its in-process state:
   compaction after removals (both rebuilt on next use).
 
 The cost of a refresh is the number of rows that changed, never the size of the store.
+
+**The removal log is pruned** (:func:`prune_removal_log`): when its oldest entry is more than
+:data:`REMOVAL_LOG_VERSIONS` versions behind the writer, the entries of the older half are
+deleted and the highest version deleted is kept as ``removed_floor`` in the state table.  A
+client that last read a version below the floor cannot know what was removed meanwhile:
+``changes_since`` answers ``None`` for the removals and the client re-reads the store whole
+(as after a restored backup).  The log then holds at most the removals of the last
+``REMOVAL_LOG_VERSIONS`` write transactions, however many memories a long-lived store removes.
 """
 
 from __future__ import annotations
@@ -41,7 +49,33 @@ import torch
 from ...temporal.clock import to_seconds
 from .rows import COLUMNS, derived_directions, record_of, stored_time, vector_from
 
-__all__ = ["apply_changes", "collect_changes", "issue_changes"]
+__all__ = ["REMOVAL_LOG_VERSIONS", "apply_changes", "collect_changes", "issue_changes", "prune_removal_log",
+           "removal_floor"]
+
+REMOVAL_LOG_VERSIONS = 100_000
+"""Write transactions (versions) of removals the log keeps at least (see the module docstring)."""
+
+
+def prune_removal_log(con, prefix: str, mark: str, next_version: int, keep: int = REMOVAL_LOG_VERSIONS) -> bool:
+    """Inside the caller's write transaction: when the log's oldest entry is more than ``keep``
+    versions behind ``next_version``, delete the entries at or below ``next_version - keep // 2``
+    and record that version as ``removed_floor``.  Two index lookups when nothing is pruned.
+    Returns whether it pruned."""
+    oldest = con.execute(f"SELECT min(version) FROM {prefix}_removed").fetchone()[0]
+    if oldest is None or next_version - int(oldest) <= keep:
+        return False
+    floor = next_version - max(1, keep // 2)
+    con.execute(f"DELETE FROM {prefix}_removed WHERE version <= {mark}", (floor,))
+    con.execute(f"INSERT INTO {prefix}_state VALUES ('removed_floor', {mark}) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (floor,))
+    return True
+
+
+def removal_floor(cursor) -> int:
+    """The ``removed_floor`` a ``SELECT value FROM <prefix>_state WHERE key = 'removed_floor'``
+    cursor read (0: nothing pruned yet, or a store written before the log was pruned)."""
+    row = cursor.fetchone()
+    return 0 if row is None else int(row[0])
 
 
 def issue_changes(con, version: int, prefix: str, mark: str) -> tuple:

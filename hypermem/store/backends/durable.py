@@ -131,8 +131,10 @@ class DurableStore:
             self._load(in_transaction=in_transaction)
             return
         version, removed, rows, touched = st.changes_since(self._synced, in_transaction=in_transaction)
-        if version < self._synced:  # the counter went back (a backup restored into the store): the
-            self._load(in_transaction=in_transaction)  # stamps past it say nothing of this store; re-read it
+        # the counter went back (a backup restored into the store: the stamps past it say nothing
+        # of this store), or the pruned removal log no longer reaches back to ours: re-read it
+        if version < self._synced or removed is None:
+            self._load(in_transaction=in_transaction)
             return
         if version != self._synced:
             apply_changes(self, removed, rows, touched, self._seq, self._sib)

@@ -55,7 +55,7 @@ import torch
 
 from ...geometry import poincare as P
 from ...geometry.lorentz import to_mips_vectors
-from .changes import collect_changes, issue_changes
+from .changes import REMOVAL_LOG_VERSIONS, collect_changes, issue_changes, prune_removal_log, removal_floor
 from .durable import StorageError
 from .pg_errors import CREATE_LOCK, describe, is_lost
 from .pg_search import server_search
@@ -110,6 +110,8 @@ class PostgresStorage:
     """Whether the database has change stamps (layout 2): refresh reads only the changed rows."""
     next_version = 0
     """The version the current write transaction commits (set by :meth:`version`)."""
+    removal_log_versions = REMOVAL_LOG_VERSIONS
+    """Versions of removals the log keeps at least (:func:`~.changes.prune_removal_log`)."""
 
     def __init__(self, url: str, read_only: bool = False, vector_dtype: str | None = None):
         if vector_dtype is not None and vector_dtype not in VECTOR_DTYPES:
@@ -389,6 +391,7 @@ class PostgresStorage:
         self.con.execute("DELETE FROM hypermem_memories WHERE id = ANY(%s)", (list(ids),))
         if ids:
             self.con.execute("INSERT INTO hypermem_removed VALUES (%s, %s)", (self.next_version, list(ids)))
+            prune_removal_log(self.con, "hypermem", "%s", self.next_version, self.removal_log_versions)
 
     def touch(self, items: list[tuple]) -> None:
         """``(increment, last_accessed, id)`` per touched memory, stamped ``touched_at``."""
@@ -399,16 +402,20 @@ class PostgresStorage:
 
     def changes_since(self, version: int, in_transaction: bool = False):
         """``(version, removed ids, changed rows, touched (id, access_count, last_accessed))``
-        committed after ``version``, read in one snapshot (:mod:`.changes`)."""
+        committed after ``version``, read in one snapshot (:mod:`.changes`); removed ids
+        ``None`` when the pruned log no longer reaches back to ``version``."""
         con = self.con
         try:
             with con.pipeline():  # one round trip for the snapshot, the version and the changes
                 if not in_transaction:
                     con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
                 head = con.execute("SELECT value FROM hypermem_state WHERE key = 'version'")
+                floor = con.execute("SELECT value FROM hypermem_state WHERE key = 'removed_floor'")
                 cursors = issue_changes(con, version, "hypermem", "%s")
             now = int(head.fetchone()[0])
             removed, rows, touched = collect_changes(cursors)
+            if version < removal_floor(floor):
+                removed = None  # the log no longer reaches back to version: re-read whole
         finally:
             if not in_transaction:
                 con.rollback()

@@ -12,7 +12,8 @@ Tables (``hm_`` prefix; a file written by :meth:`Memory.save` is a different for
   :mod:`~hypermem.store.backends.changes`: ``changed_at`` / ``touched_at``, the version of
   the transaction that last wrote / touched the row, each with an index;
 * ``hm_removed (version INTEGER, ids TEXT)``: the removal log, the JSON list of
-  the ids each removing transaction deleted.
+  the ids each removing transaction deleted, pruned to the last
+  :data:`~.changes.REMOVAL_LOG_VERSIONS` versions (``removed_floor`` in ``hm_state``).
 
 A file of layout 1 (no change stamps) is upgraded when opened for writing; opened
 read-only, it is re-read whole after another process wrote, as before.
@@ -40,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ..validation import sqlite_problem
-from .changes import collect_changes, issue_changes
+from .changes import REMOVAL_LOG_VERSIONS, collect_changes, issue_changes, prune_removal_log, removal_floor
 from .durable import StorageError
 from .rows import COLUMNS, VECTOR_DTYPES
 from .sqlite_open import BUSY_TIMEOUT, explain, open_read_only, set_wal
@@ -70,6 +71,8 @@ class SqliteStorage:
     """Whether the file has change stamps (layout 2): refresh reads only the changed rows."""
     next_version = 0
     """The version the current write transaction commits (read by :meth:`version`)."""
+    removal_log_versions = REMOVAL_LOG_VERSIONS
+    """Versions of removals the log keeps at least (:func:`~.changes.prune_removal_log`)."""
 
     def __init__(self, path: str | os.PathLike, read_only: bool = False, synchronous: str = "FULL",
                  vector_dtype: str | None = None):
@@ -239,6 +242,7 @@ class SqliteStorage:
         self.con.executemany("DELETE FROM hm_memories WHERE id = ?", [(i,) for i in ids])
         if ids:
             self.con.execute("INSERT INTO hm_removed VALUES (?, ?)", (self.next_version, json.dumps(ids)))
+            prune_removal_log(self.con, "hm", "?", self.next_version, self.removal_log_versions)
 
     def touch(self, items: list[tuple]) -> None:
         """``(increment, last_accessed, id)`` per touched memory, stamped ``touched_at``."""
@@ -248,7 +252,8 @@ class SqliteStorage:
 
     def changes_since(self, version: int, in_transaction: bool = False):
         """``(version, removed ids, changed rows, touched (id, access_count, last_accessed))``
-        committed after ``version``, read in one snapshot (:mod:`.changes`)."""
+        committed after ``version``, read in one snapshot (:mod:`.changes`); removed ids
+        ``None`` when the pruned log no longer reaches back to ``version``."""
         con = self.con
         if not in_transaction:
             con.execute("BEGIN")
@@ -256,6 +261,8 @@ class SqliteStorage:
             now = self.current_version()
             if now == version:
                 return now, [], [], []
+            if version < removal_floor(con.execute("SELECT value FROM hm_state WHERE key = 'removed_floor'")):
+                return now, None, [], []  # the log no longer reaches back to version: re-read whole
             removed, rows, touched = collect_changes(issue_changes(con, version, "hm", "?"), json.loads)
         finally:
             if not in_transaction:
