@@ -86,6 +86,21 @@ def test_depth_loss_against_hand_computation():
         encoder_losses(pts, torch.tensor([0]), torch.tensor([1]), torch.tensor([[4]]), None, c, w)
 
 
+def test_calibration_loss_against_hand_computation():
+    pts, c = _points(), 0.25
+    ball = geoopt.PoincareBall(c=c)
+    w = LossWeights(clustering=0.0, centripetal=0.0, calibration=3.0, calibration_margin=0.4, calibration_lambda=0.7)
+    out = encoder_losses(pts, torch.tensor([0, 1]), torch.tensor([2, 3]), torch.tensor([[3, 4], [4, -1]]), None, c, w)
+    D = lambda i, j: ball.dist(pts[i], pts[j]) + 0.7 * (ball.dist0(pts[j]) - ball.dist0(pts[i]))  # noqa: E731
+    pos, neg = [D(0, 2), D(1, 3)], [D(0, 3), D(0, 4), D(1, 4)]   # across children: positive 0 against 1's negative
+    want = sum(torch.relu(p - n + 0.4) for p in pos for n in neg) / 6
+    assert float(out["calibration"]) == pytest.approx(float(want), rel=1e-6)
+    assert float(out["loss"]) == pytest.approx(3.0 * float(want))
+    e = encoder_losses(torch.tensor([[0.1, 0.0], [1.0, 0.0], [0.0, 5.0]]), torch.tensor([1]), torch.tensor([0]),
+                       torch.tensor([[2]]), None, None, LossWeights(calibration=1.0, calibration_margin=0.5))
+    assert float(e["calibration"]) == pytest.approx(0.0, abs=1e-12)  # the parent on its child's ray: D = 0
+
+
 def test_levels_are_hops_below_the_nearest_root():
     # 0 and 5 are roots; 4 is reached by 0-1-3-4 and by 0-2-4: its level is the shorter, 2
     edges = [(1, 0), (2, 0), (3, 1), (4, 3), (4, 2), (6, 5)]

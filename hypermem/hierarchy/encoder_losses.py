@@ -40,6 +40,19 @@ norms ``h`` are the geometry's: in the ball of curvature ``-c``, ``d = d_c`` and
   the norms of every branch on one scale, so that ``h(p) - h(c)`` in the score separates a
   parent from a child's siblings (same level) wherever they are in the tree.
 
+* **calibration** (not in HiT), margin ``mu``: every positive of the batch scored below
+  every negative of the batch, *across* children, with the decision's score distance
+  ``D(c, x) = d(c, x) + lambda_0 (h(x) - h(c))`` (the negated subsumption score of
+  :mod:`hypermem.geometry.subsumption`, at a fixed ``lambda_0``)::
+
+      L_cal = mean_{i, (j,k) valid} max(0, D(c_i, p_i) - D(c_j, n_jk) + mu)
+
+  The clustering and contrastive terms rank each child's parent above *its own*
+  negatives; HiT's evaluation (and ``parent="auto"``) decides with one threshold over all
+  pairs, which needs the scores of different children on one scale.  This is the pairwise
+  (AUC) surrogate of that decision (Herschtal & Raskutti, "Optimising area under the ROC
+  curve using gradient descent", ICML 2004).
+
 With the batch built from HiT's triplets (each positive with its own ``K`` negatives),
 ``L_clu + L_cen`` equals HiT's ``HierarchyTransformerLoss`` value and gradient (the
 centripetal mean over triplets is the mean over positives when every positive has ``K``
@@ -62,7 +75,7 @@ __all__ = ["LossWeights", "encoder_losses"]
 
 @dataclass(frozen=True)
 class LossWeights:
-    """Weights and margins of the five terms (see the module docstring)."""
+    """Weights and margins of the six terms (see the module docstring)."""
 
     clustering: float = 1.0
     clustering_margin: float = 5.0
@@ -74,10 +87,13 @@ class LossWeights:
     cone_margin: float = 0.01
     cone_K: float = DEFAULT_K
     depth: float = 0.0
+    calibration: float = 0.0
+    calibration_margin: float = 1.0
+    calibration_lambda: float = 1.0
 
     def __post_init__(self) -> None:
         for name in ("clustering", "clustering_margin", "centripetal", "centripetal_margin", "contrastive",
-                     "cone", "cone_margin", "depth"):
+                     "cone", "cone_margin", "depth", "calibration", "calibration_margin", "calibration_lambda"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
@@ -141,7 +157,16 @@ def encoder_losses(points: torch.Tensor, child: torch.Tensor, parent: torch.Tens
         out["depth"] = _masked_mean((r - mean).abs(), known)
     else:
         out["depth"] = zero
+    if weights.calibration > 0:
+        lam = weights.calibration_lambda
+        hc = point_norms(c, curvature)
+        d_p = d_pos + lam * (point_norms(p, curvature) - hc)
+        d_n = (d_neg + lam * (point_norms(n, curvature) - hc.unsqueeze(1)))[valid]
+        out["calibration"] = torch.relu(d_p.unsqueeze(1) - d_n.unsqueeze(0) + weights.calibration_margin).mean() \
+            if d_n.numel() else zero
+    else:
+        out["calibration"] = zero
     out["loss"] = (weights.clustering * out["clustering"] + weights.centripetal * out["centripetal"]
                    + weights.contrastive * out["contrastive"] + weights.cone * out["cone"]
-                   + weights.depth * out["depth"])
+                   + weights.depth * out["depth"] + weights.calibration * out["calibration"])
     return out
