@@ -61,6 +61,15 @@ _UPGRADE = ("ALTER TABLE hm_memories ADD COLUMN changed_at INTEGER NOT NULL DEFA
             "CREATE INDEX hm_removed_version ON hm_removed (version)")
 
 
+def _file_identity(path: str) -> tuple[int, int] | None:
+    """``(device, inode)`` of the file at ``path``, ``None`` when there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 class SqliteStorage:
     """Storage in one SQLite file (see the module docstring)."""
 
@@ -73,6 +82,8 @@ class SqliteStorage:
     """The version the current write transaction commits (read by :meth:`version`)."""
     removal_log_versions = REMOVAL_LOG_VERSIONS
     """Versions of removals the log keeps at least (:func:`~.changes.prune_removal_log`)."""
+    identity: tuple[int, int] | None = None
+    """``(device, inode)`` of the file this handle opened for writing (checked at each write)."""
 
     def __init__(self, path: str | os.PathLike, read_only: bool = False, synchronous: str = "FULL",
                  vector_dtype: str | None = None):
@@ -93,6 +104,12 @@ class SqliteStorage:
             if read_only:
                 self.con, self.immutable = open_read_only(self.path)
             else:
+                locked = [f for f in (self.path, self.path + "-wal", self.path + "-shm")
+                          if os.path.exists(f) and not os.access(f, os.W_OK)]
+                if locked:  # before any connection: a read would leave -wal / -shm files of this user behind
+                    raise StorageError(f"SQLite storage {self.path!r}: this process may not write "
+                                       f"{', '.join(repr(f) for f in locked)} (permission denied): open it as the "
+                                       "user that owns it, or with read_only=True to only read; nothing was opened")
                 self.con = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT,
                                            check_same_thread=False)
                 tables = self._tables()  # a read: a file refused here is left as it was (no WAL switch)
@@ -101,6 +118,7 @@ class SqliteStorage:
                     self.con.execute(f"PRAGMA page_size = {PAGE_SIZE}")
                 set_wal(self.con)
                 self.con.execute(f"PRAGMA synchronous = {synchronous}")
+                self.identity = _file_identity(self.path)
         except BaseException as exc:
             if self.con is not None:
                 self.con.close()
@@ -196,7 +214,14 @@ class SqliteStorage:
 
     # ------------------------------------------------------------------ transactions
     def begin(self, wait: bool = True) -> None:
-        """Take the write lock; ``wait=False`` (a touch) waits :data:`~.touches.TOUCH_WAIT_MS` at most."""
+        """Take the write lock; ``wait=False`` (a touch) waits :data:`~.touches.TOUCH_WAIT_MS` at most.
+
+        Refused when the file at the path is no longer the one opened (removed, or replaced by
+        another file): SQLite would go on writing into the unlinked file, and every write
+        would be acknowledged and lost."""
+        if _file_identity(self.path) != self.identity:
+            raise StorageError(f"SQLite storage {self.path!r}: the file was removed or replaced since this process "
+                               "opened it; nothing of this call was written: open the store again")
         if wait:
             self.con.execute("BEGIN IMMEDIATE")
             return
