@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 
+from hypermem.store import auto_parent
 from hypermem.store.mentions import MENTION_SHARE, add_title, first_mentioned, mentioned, title_terms
 from hypermem.store.parent_choice import placement_order
 from hypermem.store.vote import neighbour_vote
@@ -337,14 +338,14 @@ def test_the_vote_respects_filters_and_the_index_variant(enc, filed):
     assert [h.id for h in idx] == [h.id for h in filed.suggest_parents("poodle", k=3)]
 
 
-def test_auto_parent_in_a_filed_store_takes_the_vote_and_keeps_why(enc, filed):
+def test_auto_parent_in_a_filed_store_takes_the_vote_and_keeps_why(enc, filed, monkeypatch):
     want = expected_vote(enc, filed, "poodle")
     saved = enc.threshold
     try:
         enc.threshold = -math.inf
         i = filed.add("poodle", parent="auto")
         info = filed.get(i).meta["auto_parent"]
-        assert filed.parent(i) == want[0][0] == info["parent"] and info["by"] == "vote"
+        assert filed.parent(i) == want[0][0] == info["parent"] and info["by"] == "vote" and info["rank"] == 1
         assert [s["id"] for s in info["suggested"]] == [c for c, _ in want[:3]]
         assert [s["score"] for s in info["suggested"]] == pytest.approx([v for _, v in want[:3]])
         pair = float(enc.subsumption_scores(["poodle"], [want[0][0]], centripetal_weight=enc.centripetal_weight))
@@ -357,6 +358,17 @@ def test_auto_parent_in_a_filed_store_takes_the_vote_and_keeps_why(enc, filed):
         passing = [c for c, s in zip(want, pairs) if s > enc.threshold]
         j = filed.add("poodle", parent="auto")
         assert filed.parent(j) == (passing[0][0] if passing else None)
+        filed.remove(j)
+        # only a candidate below the three shown passes (the fifth): listed after them, with its rank
+        real = auto_parent.decision_scores
+        monkeypatch.setattr(auto_parent, "decision_scores", lambda *a: torch.where(
+            torch.arange(len(a[2])) == 4, torch.tensor(0.0, dtype=torch.float64), real(*a).to(torch.float64) - 1e6))
+        enc.threshold = -1.0
+        j = filed.add("poodle", parent="auto")
+        monkeypatch.undo()
+        info = filed.get(j).meta["auto_parent"]
+        assert filed.parent(j) == want[4][0] == info["parent"] and info["rank"] == 5 and info["score"] == 0.0
+        assert [x["id"] for x in info["suggested"]] == [c for c, _ in want[:3]] + [want[4][0]]
         filed.remove(j)
         enc.threshold = max(pairs) + 1e-3   # no candidate passes: a root, and why
         j = filed.add("poodle", parent="auto")

@@ -7,7 +7,9 @@ the threshold's ``lambda`` (``centripetal_weight``, the F1 operating point) is a
 encoder's threshold, else a root; the choice is kept in the record's meta under
 ``"auto_parent"``: ``{"parent": id or None, "score": s (the decision's), "threshold": t,
 "by": "subsumption" | "vote", "suggested": [{"id", "score"}, ...]}`` (the :data:`KEPT` best,
-ranked: pair scores, or vote shares), so an agent can show why.  With an embedder that is
+ranked: pair scores, or vote shares), so an agent can show why; a vote's choice also keeps its
+``"rank"`` in the voted list (the first candidate that passes the threshold may rank below
+the :data:`KEPT` shown: it is then listed after them).  With an embedder that is
 not a hierarchy encoder, a store that holds a tree (or a batch that declares a parent before
 its first ``"auto"`` item) attaches the vote's choice (no threshold: ``"threshold": null``,
 ``"score"`` its ranking value); without a tree ``"auto"`` is a ``ValueError``.  With a hierarchy
@@ -153,16 +155,18 @@ def resolve_auto(sug: Suggester, batch, emb: torch.Tensor) -> None:
                                               lambda c: len(st.children.get(c, ())) + kids.get(c, 0),
                                               batch.texts[i], lambda c: st.records[c].text if c in st.row
                                               else batch.texts[pos[c]])
+            at = 0
             if ranked and not hier:
-                best = {"id": ranked[0][0], "score": ranked[0][1]}
+                best = {"id": ranked[0][0], "score": ranked[0][1], "rank": 1}
             elif ranked:  # the best-ranked candidate whose pair score passes the threshold
                 dec = decision_scores(enc, X[j], P, sug.scan)
                 ok = (dec > thr).nonzero()
                 at = 0 if ranked[0][0] in named else int(ok[0, 0]) if ok.numel() else 0
-                best = {"id": ranked[at][0], "score": float(dec[at])}
+                best = {"id": ranked[at][0], "score": float(dec[at]), "rank": at + 1}
                 if ranked[0][0] in named:   # the vote's first choice, named by the text: no gate
                     best["named"], gate = True, -math.inf
-            _decide(batch, i, best, gate, "vote", [{"id": c, "score": v} for c, v in ranked[:KEPT]], thr)
+            shown = ranked[:KEPT] + ([ranked[at]] if at >= KEPT else [])   # the choice among them, always
+            _decide(batch, i, best, gate, "vote", [{"id": c, "score": v} for c, v in shown], thr)
             if ranked and sug.reranker is not None:   # the choice's provenance (embed.reranker)
                 batch.metas[i][META_KEY]["reranker"] = sug.reranker_record()
 
@@ -204,6 +208,8 @@ def _decide(batch, i: int, best: dict | None, thr: float, by: str, kept: list[di
     batch.parents[i] = parent
     info = {"parent": parent, "score": None if best is None else best["score"],
             "threshold": finite_or_none(thr if shown is None else shown), "by": by, "suggested": kept}
+    if best is not None and "rank" in best:
+        info["rank"] = best["rank"]
     if best is not None and best.get("named"):
         info["named"] = True
     batch.metas[i] = {**batch.metas[i], META_KEY: info}
