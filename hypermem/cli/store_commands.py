@@ -24,6 +24,11 @@ from .outputs import check_output, is_page, is_stream, report, write_text
 __all__ = ["cmd_export", "cmd_fit_reranker", "cmd_import", "cmd_inspect", "cmd_search", "cmd_stats", "cmd_tree"]
 
 
+def memories(n: int) -> str:
+    """``"1 memory"``, ``"2 memories"``."""
+    return f"{n} {'memory' if n == 1 else 'memories'}"
+
+
 def cmd_inspect(args: argparse.Namespace) -> int:
     out = args.output or str(default_output(args.memory, ".html"))
     check_output(out, inputs=(args.memory,), force=args.force, replaceable=is_page, what="-o PAGE.html")
@@ -33,7 +38,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         write_text(out, mem.inspect(None, open_browser=args.open, **view))
     else:
         mem.inspect(out, open_browser=args.open, **view)
-    report(out, f"wrote {out} ({len(mem)} memories)")
+    report(out, f"wrote {out} ({memories(len(mem))})")
     return 0
 
 
@@ -107,7 +112,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             writer.writerow(dict(r, meta=json.dumps(r["meta"], ensure_ascii=False)))
         text = buf.getvalue()
     write_text(out, text)
-    report(out, f"wrote {out} ({len(mem)} memories, {fmt})")
+    report(out, f"wrote {out} ({memories(len(mem))}, {fmt})")
     return 0
 
 
@@ -234,7 +239,7 @@ def cmd_import(args: argparse.Namespace) -> int:
                          else m.group(0), msg)
             raise UserError(f"{src}: {msg}") from None
     mem.save(out)
-    print(f"wrote {out} ({len(mem)} memories)")
+    print(f"wrote {out} ({memories(len(mem))})")
     return 0
 
 

@@ -7,6 +7,7 @@ and the process's signals and port check.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -32,6 +33,10 @@ WRITE_WAIT = 3.0
 
 MAX_TEXT = 32_000
 """Default longest text (characters) ``remember`` / ``update`` accept (``hypermem mcp --max-text``)."""
+
+MAX_META = 32_000
+"""Default longest ``meta`` (characters of its JSON text) ``remember`` / ``update`` accept: every
+``recall`` returns it whole."""
 
 RESULT_CHARS = 2_000
 """Default longest text (characters) a result shows; a longer one is cut and marked ``truncated``."""
@@ -99,13 +104,30 @@ def to_time(value: str | None, name: str) -> datetime | None:
 _INVISIBLE = {"Cc", "Cf", "Zs", "Zl", "Zp", "Cn", "Co", "Cs", "Mn", "Me"}
 
 
-def check_text(text: str, name: str, max_text: int) -> None:
-    """A tool error unless ``text`` has a visible character and at most ``max_text`` characters."""
+_STORE_HINT = "store a summary, or split it into several memories under one parent"
+
+
+def check_text(text: str, name: str, max_text: int, hint: str = _STORE_HINT) -> None:
+    """A tool error unless ``text`` has a visible character and at most ``max_text`` characters;
+    ``hint`` says what to do with a longer one (default: how to store it)."""
     if not any(unicodedata.category(c) not in _INVISIBLE for c in text):
         raise tool_error(f"{name} must not be blank (it has no visible character)")
     if len(text) > max_text:
-        raise tool_error(f"{name} is {len(text)} characters long; this server takes at most {max_text} "
-                         f"(store a summary, or split it into several memories under one parent)")
+        raise tool_error(f"{name} is {len(text)} characters long; this server takes at most {max_text} ({hint})")
+
+
+def check_meta(meta: dict[str, Any] | None, max_meta: int) -> None:
+    """A tool error when ``meta``'s JSON text is longer than ``max_meta`` characters (what the store
+    cannot write as JSON at all it refuses itself, with its own message)."""
+    if meta is None:
+        return
+    try:
+        size = len(json.dumps(meta, ensure_ascii=False, separators=(",", ":")))
+    except (TypeError, ValueError, RecursionError):
+        return
+    if size > max_meta:
+        raise tool_error(f"meta is {size} characters as JSON; this server takes at most {max_meta} (every recall "
+                         f"returns it whole: keep short fields in meta, the content in the text)")
 
 
 def short_auto(meta: dict[str, Any]) -> dict[str, Any]:

@@ -24,8 +24,9 @@ with a message naming it, never as a crash of the server):
   (``valid_until="never"`` clears it), ``list_recent(n=10)``.
 * Resource ``hypermem://stats``: the store's :meth:`~hypermem.Memory.stats` as JSON.
 
-Arguments a tool does not take are refused; texts are at most ``max_text`` characters and
-results cut theirs at ``result_chars`` (:mod:`.mcp_app`).
+Arguments a tool does not take are refused; texts and queries are at most ``max_text``
+characters, a ``meta`` at most ``max_meta`` characters of JSON, ``root`` is refused with
+``mode="nearest"``, and results cut their texts at ``result_chars`` (:mod:`.mcp_app`).
 
 **Concurrency.**  The SDK runs each (synchronous) tool in a worker thread; one lock per server
 serialises the calls on the store, and each call first catches up with what other processes
@@ -41,6 +42,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import os
 import sys
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
@@ -52,12 +54,14 @@ from ..embed import StandIn, embedder_named
 from ..store import Memory
 from . import _common as C
 from .mcp_app import (
+    MAX_META,
     MAX_TEXT,
     RESULT_CHARS,
     WRITE_WAIT,
     Guard,
     HypermemServer,
     check_bind,
+    check_meta,
     check_text,
     hit,
     install_signals,
@@ -109,7 +113,8 @@ Text = Annotated[str, Field(description="The memory's text: one self-contained f
                                         "--max-text characters (32000 by default)")]
 Id = Annotated[str, Field(description="A memory id, as returned by remember or recall")]
 Meta = Annotated[dict[str, Any] | None, Field(description="Metadata: a JSON object, e.g. {\"kind\": \"preference\"}, "
-                                                          "that recall's filters can match")]
+                                                          "that recall's filters can match (at most 32000 "
+                                                          "characters of JSON by default)")]
 Until = Annotated[str | None, Field(description="ISO 8601 time after which the memory is no longer true "
                                                 "(e.g. 2030-01-01T00:00:00Z; a time without a zone is UTC): recall "
                                                 "leaves it out after that time unless include_expired")]
@@ -117,9 +122,11 @@ Mode = Literal["nearest", "subtree", "children", "ancestors", "siblings", "cone"
 
 
 def build_server(memory: Memory, *, name: str = "hypermem", auto_parent: AutoParent | None = None,
-                 max_text: int = MAX_TEXT, result_chars: int = RESULT_CHARS, write_wait: float = WRITE_WAIT):
+                 max_text: int = MAX_TEXT, result_chars: int = RESULT_CHARS, write_wait: float = WRITE_WAIT,
+                 max_meta: int = MAX_META):
     """An :class:`mcp.server.MCPServer` whose tools read and write ``memory`` (module docstring).
-    ``max_text``: the longest text remember/update take; ``result_chars``: the longest text a
+    ``max_text``: the longest text remember/update take (and the longest query recall takes);
+    ``max_meta``: the longest meta (characters of its JSON text) remember/update take; ``result_chars``: the longest text a
     result shows (cut, with ``truncated``: the full length); ``write_wait``: seconds a write waits
     for another process's write lock before answering "store busy"."""
     app = HypermemServer(name, version=__version__,
@@ -147,6 +154,7 @@ def build_server(memory: Memory, *, name: str = "hypermem", auto_parent: AutoPar
                  meta: Meta = None, valid_until: Until = None) -> dict[str, Any]:
         """Store a memory; returns its id and parent."""
         check_text(text, "text", max_text)
+        check_meta(meta, max_meta)
         until = _time(valid_until, "valid_until")
 
         def run() -> dict[str, Any]:
@@ -186,7 +194,11 @@ def build_server(memory: Memory, *, name: str = "hypermem", auto_parent: AutoPar
         nearest mode a negative distance, closer to 0 is nearer; for ancestors without root, about 0-1).
         Memories whose valid_until is before the query time are left out unless include_expired.
         warnings (when present) say why a result may be empty, e.g. a misspelled metadata key."""
-        check_text(query, "query", max_text)
+        check_text(query, "query", max_text, "search with a shorter query: its key words, or a sentence that "
+                                             "sums it up")
+        if mode == "nearest" and root is not None:
+            raise _tool_error("mode='nearest' searches all memories and takes no root: pass mode='subtree', "
+                              "'children', 'ancestors', 'siblings' or 'cone' to search relative to root, or omit root")
         if mode != "nearest" and root is None and not (mode == "ancestors" and memory.suggester.places_text()):
             raise _tool_error(f"mode={mode!r} needs root=<memory id>")
         when = _time(at_time, "at_time")
@@ -236,7 +248,8 @@ def build_server(memory: Memory, *, name: str = "hypermem", auto_parent: AutoPar
 
     @app.tool()
     def update(id: Id, text: Annotated[str | None, Field(description="New text (re-embedded)")] = None,
-               meta: Annotated[dict[str, Any] | None, Field(description="New metadata (replaces the old)")] = None,
+               meta: Annotated[dict[str, Any] | None, Field(description="New metadata (replaces the old; at "
+                                                            "most 32000 characters of JSON by default)")] = None,
                valid_until: Annotated[str | None, Field(description='New ISO 8601 expiry (a time without a zone is '
                                                         'UTC), or "never" to clear it')] = None,
                parent: Annotated[str | None, Field(description="Move the memory (with everything under it) under "
@@ -247,6 +260,7 @@ def build_server(memory: Memory, *, name: str = "hypermem", auto_parent: AutoPar
         to the top level (to_root); returns the record."""
         if text is not None:
             check_text(text, "text", max_text)
+        check_meta(meta, max_meta)
         if parent is not None and to_root:
             raise _tool_error("pass parent or to_root, not both")
         if text is None and meta is None and valid_until is None and parent is None and not to_root:
@@ -294,6 +308,7 @@ def choose_embedder(target: str, name: str | None = None, warn: Callable[[str], 
     all-MiniLM-L6-v2 for a store made with it, or for a new store when the ``embed`` extra is
     installed; else the hashing embedder, with a one-line warning."""
     warn = warn or (lambda line: print(line, file=sys.stderr))
+    target = os.path.expanduser(target)
     _refuse_snapshot(target)
     if name is not None:
         return None if name == "hashing" else embedder_named(name)
@@ -328,11 +343,28 @@ def open_store(target: str, embedder: Any = _CHOOSE) -> Memory:
     when the ``embed`` extra is installed, else hashing with a warning); ``embedder=None`` keeps
     a hashing store's own (a new store: hashing).  A snapshot file (written by
     :meth:`Memory.save`, e.g. by an adapter's ``persist()`` / ``save()``) is refused with the way
-    to convert it (:func:`convert_snapshot`)."""
+    to convert it (:func:`convert_snapshot`).  ``~`` in ``target`` is the home folder (a quoted
+    ``--store '~/agent.db'`` reaches the server unexpanded)."""
+    from ..store.backends.durable import StorageError
+
+    target = os.path.expanduser(target)
     _refuse_snapshot(target)
     if embedder is _CHOOSE:
         embedder = choose_embedder(target)
-    return Memory.open(target) if embedder is None else Memory.open(target, embedder=embedder)
+    try:
+        return Memory.open(target) if embedder is None else Memory.open(target, embedder=embedder)
+    except StorageError as exc:
+        text = str(exc)
+        fixed = text.replace("; to only read it, open it with read_only=True", _MCP_WRITES).replace(
+            ": open it as the user that owns it, or with read_only=True to only read",
+            ": serve it as the user that owns it, or " + _MCP_COPY)
+        if fixed == text:
+            raise
+        raise StorageError(fixed) from None
+
+
+_MCP_COPY = "copy the store (with its -wal file) into a writable folder and serve the copy (--store COPY)"
+_MCP_WRITES = "; hypermem mcp writes to its store (it has no read-only mode): make the folder writable, or " + _MCP_COPY
 
 
 def convert_snapshot(snapshot: str, target: str, embedder: Any = None) -> Memory:
@@ -345,8 +377,6 @@ def convert_snapshot(snapshot: str, target: str, embedder: Any = None) -> Memory
 
 def _refuse_snapshot(target: str) -> None:
     """A snapshot named as a store is a :class:`StorageError` that says how to convert it."""
-    import os
-
     from ..store.backends.durable import StorageError
     from ..store.backends.opening import is_snapshot_file, is_url
 
@@ -377,11 +407,11 @@ def parse_http(text: str) -> tuple[str, int]:
 
 
 def serve(memory: Memory, http: str | None = None, auto_parent: AutoParent | None = None, *,
-          max_text: int = MAX_TEXT, signals: bool = True) -> None:
+          max_text: int = MAX_TEXT, signals: bool = True, max_meta: int = MAX_META) -> None:
     """Serve ``memory`` over stdio, or over streamable HTTP at ``http`` (``HOST:PORT``; stateless:
     every request stands alone, so clients keep working across a restart of the server).
     ``signals``: SIGINT and SIGTERM close the store and end the process (status 130, 143)."""
-    app = build_server(memory, auto_parent=auto_parent, max_text=max_text)
+    app = build_server(memory, auto_parent=auto_parent, max_text=max_text, max_meta=max_meta)
     if signals:
         def close() -> None:
             app.guard.lock.acquire(timeout=5)  # a call in flight finishes first

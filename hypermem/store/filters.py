@@ -15,9 +15,13 @@ PostgreSQL's JSONB), ``$contains $all $any $empty $text_match $text_match_insens
 **Semantics** are JSON's, so that Python and SQL agree: equality is
 :func:`json_equal` (``True`` is not ``1``, ``1`` is ``1.0``, lists and dicts compare
 structurally); ``$gt``/... compare two numbers or two strings (by code point) and are false
-otherwise; a missing field matches only ``$ne``, ``$nin``, ``$exists: False``, ``$empty``
+otherwise (a field that holds a number never passes ``{"$gt": "abc"}``; compare times as ISO 8601
+strings); a missing field matches only ``$ne``, ``$nin``, ``$exists: False``, ``$empty``
 and the negations.  An unknown operator or a malformed filter raises :class:`FilterError`
-(a ``ValueError``, also a ``TypeError`` for older callers) naming it, before any search.
+(a ``ValueError``, also a ``TypeError`` for older callers) naming it, before any search, as
+does an operand an operator cannot use: ``$in $nin $all $any`` take a list, ``$exists`` and
+``$empty`` a bool, ``$text_match`` and ``$text_match_insensitive`` a str, ``$gt $gte $lt $lte``
+a JSON scalar (a list, dict or ``datetime`` cannot be compared).
 
 **SQL.** :func:`to_postgres` translates a filter into a JSONB ``WHERE`` clause that is
 *never stricter* than the Python predicate (exact for the pushed-down operators; a clause
@@ -117,6 +121,7 @@ OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
 
 COMBINATORS = ("$and", "$or", "$not")
 _LIST_OPS = ("$in", "$nin", "$all", "$any")
+_CMP_OPS = ("$gt", "$gte", "$lt", "$lte")
 
 
 def _is_ops(want: Any) -> bool:
@@ -133,31 +138,51 @@ def check_filter(spec: Any, path: str = "") -> None:
     _check(spec, path)
 
 
+def _at(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+_OPERAND = {"$exists": (bool, "a bool (True or False)"), "$empty": (bool, "a bool (True or False)"),
+            "$text_match": (str, "a str"), "$text_match_insensitive": (str, "a str")}
+
+
+def _check_operand(op: str, x: Any, where: str) -> None:
+    """A :class:`FilterError` naming ``op`` and ``x`` when ``x`` is not a value ``op`` takes."""
+    if op in _LIST_OPS and not isinstance(x, (list, tuple, set, frozenset)):
+        raise FilterError(f"filter operator {op} for {where} takes a list, got {type(x).__name__}")
+    if op in _OPERAND and not isinstance(x, _OPERAND[op][0]):
+        raise FilterError(f"filter operator {op} for {where} takes {_OPERAND[op][1]}, "
+                          f"got {type(x).__name__} {x!r:.80}")
+    if op in _CMP_OPS and not (x is None or isinstance(x, (bool, int, float, str))):
+        raise FilterError(f"filter operator {op} for {where} compares numbers or strings (ISO 8601 times as "
+                          f"strings), got {type(x).__name__} {x!r:.80}")
+
+
 def _check(spec: Any, path: str) -> None:
     if not isinstance(spec, Mapping):
-        raise FilterError(f"filter {path or ''}must be a dict, got {type(spec).__name__}")
+        raise FilterError(f"filter {path + ' ' if path else ''}must be a dict, got {type(spec).__name__}")
     for key, want in spec.items():
         if not isinstance(key, str):
-            raise FilterError(f"filter {path}: keys must be strings, got {key!r}")
+            raise FilterError(f"filter {path or 'top level'}: keys must be strings, got {key!r}")
+        where = _at(path, key)
         if key in ("$and", "$or"):
             if not isinstance(want, (list, tuple)):
-                raise FilterError(f"filter {path}{key} takes a list of filters, got {type(want).__name__}")
+                raise FilterError(f"filter {where} takes a list of filters, got {type(want).__name__}")
             for i, sub in enumerate(want):
-                _check(sub, f"{path}{key}[{i}].")
+                _check(sub, f"{where}[{i}]")
         elif key == "$not":
-            _check(want, f"{path}$not.")
+            _check(want, where)
         elif key.startswith("$"):
             raise FilterError(f"unknown filter combinator {key!r} at {path or 'the top'}; use $and, $or, $not "
                               f"(field operators go inside a field: {{'field': {{'$eq': ...}}}})")
         elif _is_ops(want):
             for op, x in want.items():
                 if op not in OPERATORS:
-                    raise FilterError(f"unknown filter operator {op!r} for {path}{key}; "
+                    raise FilterError(f"unknown filter operator {op!r} for {where}; "
                                       f"choose one of {sorted(OPERATORS)}")
-                if op in _LIST_OPS and not isinstance(x, (list, tuple, set, frozenset)):
-                    raise FilterError(f"filter operator {op} for {path}{key} takes a list, got {type(x).__name__}")
+                _check_operand(op, x, where)
         elif isinstance(want, Mapping):
-            _check(want, f"{path}{key}.")
+            _check(want, where)
 
 
 def _matches(v: Any, want: Any) -> bool:

@@ -148,9 +148,11 @@ def render_html(memory, title: str | None = None, at_time: datetime | None = Non
     (False, True)
     """
     if title is None:
-        title = f"hypermem: {len(memory)} memories"
+        title = f"hypermem: {len(memory)} {'memory' if len(memory) == 1 else 'memories'}"
     if not isinstance(title, str):
         raise TypeError(f"title must be a string, got {type(title).__name__}")
+    if callable(label):
+        label = _str_label(label)
     data = pack(memory, at_time=at_time, layout=layout, label=label, timeline_steps=timeline_steps, future=future)
     data["title"] = title
     a = page_assets()
@@ -166,6 +168,17 @@ def render_html(memory, title: str | None = None, at_time: datetime | None = Non
     )
 
 
+def _str_label(label: Callable[[Any], Any]) -> Callable[[Any], str]:
+    """``label``, with a one-line :class:`TypeError` when it returns anything but a str."""
+    def checked(record: Any) -> str:
+        v = label(record)
+        if not isinstance(v, str):
+            raise TypeError(f"label must return a str (it is called with a MemoryRecord), got "
+                            f"{type(v).__name__} for memory {record.id!r}")
+        return v
+    return checked
+
+
 def iframe_html(page: str, height: int = 720) -> str:
     """``page`` inside a sandboxed ``<iframe srcdoc>`` (scripts allowed, nothing else), for
     Jupyter: the page keeps its own ids, styles and security policy."""
@@ -173,9 +186,10 @@ def iframe_html(page: str, height: int = 720) -> str:
             f"style=\"width:100%;height:{int(height)}px;border:1px solid #ddd\"></iframe>")
 
 
-def notebook_html(memory, max_inline: int = NOTEBOOK_MAX_INLINE) -> str:
+def notebook_html(memory, max_inline: int | None = None) -> str:
     """What Jupyter shows for ``memory`` (``Memory._repr_html_``): the inspector in a sandboxed
-    iframe (:func:`iframe_html`) up to ``max_inline`` memories; above that a short summary with
+    iframe (:func:`iframe_html`) up to ``max_inline`` memories (default: :data:`NOTEBOOK_MAX_INLINE`
+    as it is at the call, so setting the module's value takes effect); above that a short summary with
     a hint to write the page to a file with ``mem.inspect("page.html")``, so that a large
     store does not put tens of megabytes into the ``.ipynb``.
 
@@ -184,6 +198,8 @@ def notebook_html(memory, max_inline: int = NOTEBOOK_MAX_INLINE) -> str:
     >>> notebook_html(mem).startswith("<iframe"), "inspect(" in notebook_html(mem, max_inline=0)
     (True, True)
     """
+    if max_inline is None:
+        max_inline = NOTEBOOK_MAX_INLINE
     n = len(memory)
     if n <= max_inline:
         return iframe_html(render_html(memory))
