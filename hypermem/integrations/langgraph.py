@@ -90,6 +90,25 @@ def _is_item(rec: MemoryRecord) -> bool:
     return rec.meta.get(_KIND) == "item"
 
 
+def _ttl_until(ttl: Any, now: datetime | None = None, clamp: bool = False) -> datetime | None:
+    """The ``valid_until`` of an item put at ``now`` with ``ttl`` minutes (``None``: no expiry);
+    ``now=None`` checks the number only.  A ``ValueError`` unless ``ttl`` is a positive real
+    number (not a bool) small enough that ``now + ttl`` is a datetime (``clamp``: else the last
+    datetime, for a refresh of a ttl accepted earlier)."""
+    if ttl is None:
+        return None
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0:  # NaN fails ttl > 0
+        raise ValueError(f"ttl must be a positive number of minutes, got {ttl!r:.60}")
+    try:
+        span = timedelta(minutes=ttl)
+        return None if now is None else now + span
+    except OverflowError:
+        if clamp and now is not None:
+            return datetime.max.replace(tzinfo=now.tzinfo)
+        raise ValueError(f"ttl must be a positive number of minutes small enough that now + ttl is before "
+                         f"year 10000, got {ttl!r:.60}") from None
+
+
 def _matches_path(cond: MatchCondition, ns: tuple[str, ...]) -> bool:
     path = tuple(cond.path)
     if len(ns) < len(path):
@@ -138,6 +157,8 @@ class HypermemStore(BaseStore):
         self.memory = C.open_memory(memory, embedder, name="HypermemStore (LangGraph)", **memory_kwargs)
         self.index_config = index
         self._fields = [(f, f if f == "$" else tokenize_path(f)) for f in (index.get("fields") or ["$"])]
+        if ttl is not None:
+            _ttl_until(ttl.get("default_ttl"))
         self.ttl_config = ttl
         self._lock = threading.RLock()
 
@@ -190,7 +211,7 @@ class HypermemStore(BaseStore):
             return
         for r in recs:
             if r.meta.get("ttl") is not None:
-                self.memory.update(r.id, valid_until=now + timedelta(minutes=r.meta["ttl"]))
+                self.memory.update(r.id, valid_until=_ttl_until(r.meta["ttl"], now, clamp=True))
 
     def _get(self, op: GetOp, now: datetime) -> Item | None:
         i = item_id(tuple(op.namespace), op.key)
@@ -253,8 +274,21 @@ class HypermemStore(BaseStore):
         text = "\n".join(t for t in texts if t.strip())
         return text or None
 
+    def _check_puts(self, writes: list[PutOp], now: datetime) -> dict[int, datetime | None]:
+        """Every write's value and ttl checked before anything is written; the ends of their windows."""
+        until = {}
+        for op in writes:
+            ns = tuple(op.namespace)
+            if not isinstance(op.value, dict):
+                raise TypeError(f"the value of {ns}/{op.key!r} must be a dict, got {type(op.value).__name__}")
+            if (bad := json_problem(op.value)) is not None:
+                raise ValueError(f"the value of {ns}/{op.key!r} must be JSON: {bad}")
+            until[id(op)] = _ttl_until(op.ttl, now)  # None: no expiry (BaseStore.put puts default_ttl in)
+        return until
+
     def _apply_puts(self, puts: list[PutOp], now: datetime) -> None:
         mem = self.memory
+        until = self._check_puts([op for op in puts if op.value is not None], now)
         gone = [item_id(tuple(op.namespace), op.key) for op in puts if op.value is None]
         removed = C.remove(mem, [i for i in gone if i in mem])
         writes = [op for op in puts if op.value is not None]
@@ -267,21 +301,14 @@ class HypermemStore(BaseStore):
         items = []
         for op in writes:
             ns, i = tuple(op.namespace), item_id(tuple(op.namespace), op.key)
-            if not isinstance(op.value, dict):
-                raise TypeError(f"the value of {ns}/{op.key!r} must be a dict, got {type(op.value).__name__}")
-            if (bad := json_problem(op.value)) is not None:
-                raise ValueError(f"the value of {ns}/{op.key!r} must be JSON: {bad}")
             text = self._text(op.value, op.index)
             created = mem.get(i).meta["created_at"] if i in mem and self._live(mem.get(i), now) else C.iso(now)
-            ttl = op.ttl  # None: no expiry (BaseStore.put puts default_ttl in when no ttl is given)
-            if ttl is not None and not (isinstance(ttl, (int, float)) and ttl > 0):
-                raise ValueError(f"ttl must be a positive number of minutes, got {ttl!r}")
             items.append({"id": i, "parent": namespace_id(ns), "t": now,
                           "text": text or json.dumps(op.value, sort_keys=True, ensure_ascii=False),
-                          "valid_until": None if ttl is None else now + timedelta(minutes=ttl),
+                          "valid_until": until[id(op)],
                           "meta": {_KIND: "item", "namespace": list(ns), "key": op.key,
                                    "value": copy.deepcopy(op.value),
-                                   "created_at": created, "indexed": text is not None, "ttl": ttl}})
+                                   "created_at": created, "indexed": text is not None, "ttl": op.ttl}})
         if items:
             C.upsert(mem, items)
         self._prune(set(removed))

@@ -16,15 +16,29 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
+class TimeRangeError(ValueError, OverflowError):
+    """An aware time that falls outside years 1..9999 once moved to UTC: a ``ValueError``,
+    and an ``OverflowError`` for callers that catch what ``astimezone`` raises."""
+
+
 def to_utc(t: datetime, name: str | None = None) -> datetime:
     """Aware UTC datetime; a naive datetime is taken to be UTC already.  ``name``: the
-    argument's name for the error (``at_time``)."""
+    argument's name for the error (``at_time``).  A pandas ``NaT`` is a ``ValueError``; a time
+    outside the datetime range in UTC a :class:`TimeRangeError`."""
     if type(t) is datetime and t.tzinfo is timezone.utc:
         return t
     if not isinstance(t, datetime):
         hint = " (parse it first: datetime.fromisoformat(...))" if isinstance(t, str) else ""
         raise TypeError(f"{name or 'the time'} must be a datetime, got {type(t).__name__}{hint}")
-    return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
+    if t != t:  # pandas NaT: a datetime subclass unequal to itself
+        raise ValueError(f"{name or 'the time'} is NaT (not a time); pass a datetime or leave it out")
+    if t.tzinfo is None:
+        return t.replace(tzinfo=timezone.utc)
+    try:
+        return t.astimezone(timezone.utc)
+    except OverflowError:
+        raise TimeRangeError(f"{name or 'the time'} {t.isoformat()} is outside the range datetime can hold "
+                             f"in UTC (years 1..9999)") from None
 
 
 def to_seconds(t: datetime | float | int | None, default: float = math.nan) -> float:

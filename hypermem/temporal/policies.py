@@ -12,7 +12,8 @@ retrieval score, so a weight of 1 is neutral.  Every policy works on whole tenso
 * ``valid_from`` / ``valid_until`` — float64 tensors of POSIX seconds, ``-inf`` / ``+inf``
   for an open bound.
 
-Lists of datetimes (``None`` for open bounds) are accepted too and converted.
+Lists of datetimes (``None`` for open bounds) are accepted too and converted; a ``None``
+creation time in a list, or a ``now`` that is not finite, is a ``ValueError``.
 
 Forms from the literature:
 
@@ -52,11 +53,18 @@ def _check_positive(name: str, value: Any) -> float:
 
 
 def _now_seconds(now: datetime | float) -> float:
-    return to_seconds(now)
+    n = to_seconds(now)  # one scalar check per call, none per row
+    if not math.isfinite(n):
+        raise ValueError(f"now must be a finite time, got {now!r}")
+    return n
 
 
 def _times(times: Any) -> torch.Tensor:
-    return seconds_tensor(times, math.nan)
+    t = seconds_tensor(times, math.nan)
+    if not isinstance(times, torch.Tensor) and bool(t.isnan().any()):  # a list (the store passes tensors)
+        raise ValueError("times: a creation time is None or NaN; every memory needs a time (None is only "
+                         "for valid_from / valid_until)")
+    return t
 
 
 def _ages_hours(now, times) -> torch.Tensor:
@@ -78,6 +86,7 @@ class NoDecay:
     """Every memory weighs 1: time does not count."""
 
     def weight(self, now, times, access_counts, valid_from, valid_until) -> torch.Tensor:
+        _now_seconds(now)  # the same check of now as every other policy
         return torch.ones_like(_times(times))
 
     def spec(self) -> dict:
@@ -152,9 +161,9 @@ class ValidityWindow:
         t = _times(times)
         lo = seconds_tensor(valid_from, -math.inf, device=t.device)
         hi = seconds_tensor(valid_until, math.inf, device=t.device)
+        n = _now_seconds(now)
         lo = torch.nan_to_num(lo, nan=-math.inf)
         hi = torch.nan_to_num(hi, nan=math.inf)
-        n = _now_seconds(now)
         inside = (lo <= n) & (n <= hi)
         out = torch.full_like(t, max(self.outside_weight, MIN_WEIGHT))
         return torch.where(inside, torch.ones_like(t), out)

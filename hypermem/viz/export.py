@@ -6,7 +6,7 @@ poincare-memory 0.1.4 documents them (``poincare_memory.viz.export``); they live
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 import torch
@@ -95,27 +95,33 @@ def _round(w: float) -> float:
     return float(f"{w:.4g}")
 
 
+_FIRST = datetime(1, 1, 1, tzinfo=timezone.utc).timestamp()  # the datetime range in POSIX seconds
+_LAST = datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone.utc).timestamp()  # whole seconds: no rounding past it
+
+
 def weight_timeline(memory, steps: int = 61, at_time: datetime | None = None) -> dict[str, Any]:
     """The decay policy's weights of every memory on a grid of times, computed in Python
     with the memory's own policy (so custom policies work too).
 
     The grid runs from the oldest memory's time to ``max(now, newest) + span / 4``
-    (``span`` at least one hour) in ``steps`` equal steps, plus ``now`` itself (``at_time``
-    or the memory's clock).  Access counts are today's.  Weights are rounded to 4
+    (``span`` at least one hour; both ends kept inside years 1..9999 UTC) in ``steps`` equal
+    steps, plus ``now`` itself (``at_time`` or the memory's clock).  Access counts are today's.  Weights are rounded to 4
     significant digits.  Returns ``{"seconds", "labels", "weights" (one list per time),
     "index" (the position of now)}``.
     """
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 2:
         raise ValueError(f"steps must be an integer >= 2, got {steps!r}")
     now = to_seconds(to_utc(at_time) if at_time is not None else to_utc(memory.clock()))
+    now = min(now, _LAST)  # 9999-12-31T23:59:59.999999 rounds to year 10000 as float seconds
     with memory.state.lock:
         n = len(memory)
         times = memory.state.time[:n].tolist()
         lo = min(times, default=now)
         hi = max(max(times, default=now), now)
         span = max(hi - lo, HOUR)
-        hi = hi + span / 4
-        grid = sorted({lo + (hi - lo) * k / (steps - 1) for k in range(steps)} | {now})
+        hi = min(hi + span / 4, _LAST)  # the padding stops at what a datetime can hold
+        lo = max(min(lo, hi - span / 4), _FIRST)  # unchanged unless hi was cut
+        grid = sorted({min(max(lo + (hi - lo) * k / (steps - 1), _FIRST), _LAST) for k in range(steps)} | {now})
         weights = []
         for s in grid:
             w = memory.time_weights(at_time=from_seconds(s)).tolist() if n else []
