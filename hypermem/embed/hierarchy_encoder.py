@@ -29,7 +29,7 @@ Example::
     >>> enc = HierarchyEncoder.from_pretrained("all-MiniLM-L6-v2")   # doctest: +SKIP
     >>> x = enc.encode(["dog", "animal"])                              # doctest: +SKIP
     >>> enc.subsumption_scores(x[:1], x[1:])                           # doctest: +SKIP
-    tensor([-3.86])
+    tensor([-7.8911])
     >>> enc.subsumption_scores(x[:, None], x[None, :]).shape           # doctest: +SKIP
     torch.Size([2, 2])
 """
