@@ -364,6 +364,11 @@ def test_auto_parent_in_a_filed_store_takes_the_vote_and_keeps_why(enc, filed, m
         monkeypatch.setattr(auto_parent, "decision_scores", lambda *a: torch.where(
             torch.arange(len(a[2])) == 4, torch.tensor(0.0, dtype=torch.float64), real(*a).to(torch.float64) - 1e6))
         enc.threshold = -1.0
+        j = filed.add("poodle", parent="auto")   # the walk stops at the three shown (WALK): a root
+        assert filed.parent(j) is None and [x["id"] for x in filed.get(j).meta["auto_parent"]["suggested"]] == \
+            [c for c, _ in want[:3]]
+        filed.remove(j)
+        monkeypatch.setattr(auto_parent, "WALK", None)   # the whole list
         j = filed.add("poodle", parent="auto")
         monkeypatch.undo()
         info = filed.get(j).meta["auto_parent"]

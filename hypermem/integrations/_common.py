@@ -35,9 +35,10 @@ def to_time(value: Any, name: str = "time") -> datetime | None:
         return None if value is None else to_utc(value)
     if isinstance(value, str):
         try:
-            return to_utc(datetime.fromisoformat(value.replace("Z", "+00:00")))
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
             raise ValueError(f"{name} must be an ISO 8601 time, got {value!r}") from None
+        return to_utc(parsed)   # a time outside years 1..9999 in UTC: to_utc's own error
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if not math.isfinite(value):
             raise ValueError(f"{name} must be a finite number of POSIX seconds, got {value!r}")
