@@ -150,6 +150,7 @@ def main(argv=None) -> dict:
             res["drawn_points"] = browser.evaluate("hmState().drawn")
             res["load_avg_after"] = [round(v, 2) for v in os.getloadavg()]
     if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(res, indent=1))
     print(json.dumps(res, indent=1))
     return res

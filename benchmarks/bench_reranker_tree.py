@@ -88,6 +88,8 @@ def main(argv=None) -> int:
 
 def pooled(out: Path) -> None:
     """The paired intervals over every seed's texts in ``out`` (``--pool``)."""
+    if not any(out.glob("reranker-tree-s*.json")):
+        raise SystemExit(f"--pool: no reranker-tree-s*.json results in {out}: run the seeds first (-o {out})")
     for s in ("val", "test"):
         rows = [r for f in sorted(out.glob("reranker-tree-s*.json"))
                 for r in json.loads(f.read_text())["splits"][s]["rows"]]

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import resource
 import statistics
@@ -234,6 +235,7 @@ def main(argv=None) -> int:
         results["batch"] = bench_batch(args.m, args.batch, args.k, getattr(torch, args.dtype))
         print(json.dumps(results["batch"], indent=1), flush=True)
     if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
     batch = results.get("batch", {})
