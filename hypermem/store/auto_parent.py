@@ -53,8 +53,8 @@ WALK = KEPT
 """How far down the voted list ``parent="auto"`` looks for a candidate whose pair score passes
 the threshold (``None``: the whole list).  Three, the suggestions an auto-placed memory shows:
 on two hierarchies of docstrings (Python's class tree and its standard library, 10-minute
-encoders, 10% of the entities held out) walking past them placed 0 and 1 more held-out texts
-within 2 hops while attaching 6 and 35 points more of 200 conversation turns from elsewhere,
+encoders, 10% of the entities held out, two seeds) walking past them placed 0-2 more held-out
+texts within 2 hops while attaching 6-58 points more of 200 conversation turns from elsewhere,
 and in the household example it filed a bicycle note under "the aspirin" from rank 26
 (``experiments/placement_vote/walk.py``; benchmarks/RESULTS.md)."""
 
