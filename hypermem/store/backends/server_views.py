@@ -62,6 +62,9 @@ def mirror_only(name: str) -> AttributeError:
     if name in MIRROR_ONLY:
         return AttributeError(f"ServerMemory (Memory.open(url, mirror=False)) has no {name}(): it needs every row in "
                               f"this process, and this store keeps none; {MIRROR_ONLY[name]}")
+    if name == "search_server":  # the mirrored store's server search: here every search is one
+        return AttributeError("ServerMemory (Memory.open(url, mirror=False)) has no search_server(): its search() "
+                              "runs on the server already; search(..., ann=True) reads the HNSW index")
     return AttributeError(f"'ServerMemory' object has no attribute {name!r}")
 
 
