@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from ..checks import check_sqlite_name, sqlite_tables
@@ -15,10 +16,38 @@ from .server import ServerMemory
 
 _STORAGE_KEYS = ("vector_dtype", "synchronous")
 _URL_PREFIXES = ("postgresql://", "postgres://")
+_DRIVER = re.compile(r"postgres(?:ql)?\+(\w+)://", re.I)  # a SQLAlchemy URL: postgresql+psycopg://
+_DSN = re.compile(r"(?:\s*\w+\s*=\s*(?:'(?:[^'\\]|\\.)*'|[^\s']+))+\s*")  # libpq's key=value form
+_DSN_KEYS = re.compile(r"(?:^|\s)(?:host|hostaddr|port|dbname|user|password|service)\s*=")
+_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&']*)", re.I)
+_USERINFO = re.compile(r"^([a-z][\w+.-]*://).*@", re.I)
+
+
+def is_dsn(target: Any) -> bool:
+    """Whether ``target`` is a libpq connection string (``"host=... dbname=... user=..."``)."""
+    return isinstance(target, str) and _DSN.fullmatch(target) is not None and _DSN_KEYS.search(target) is not None
 
 
 def is_url(target: Any) -> bool:
-    return isinstance(target, str) and target.startswith(_URL_PREFIXES)
+    """Whether ``target`` names a PostgreSQL database: a ``postgresql://`` / ``postgres://`` URL
+    (``postgresql+psycopg://`` too) or a libpq ``key=value`` string."""
+    return isinstance(target, str) and (target.startswith(_URL_PREFIXES) or _DRIVER.match(target) is not None
+                                        or is_dsn(target))
+
+
+def redact(target: Any) -> str:
+    """``target`` (a URL or a ``key=value`` string) as text without its user and password."""
+    return _USERINFO.sub(r"\1", _PASSWORD.sub(r"\1***", str(target)))
+
+
+def _libpq_url(url: str) -> str:
+    """A URL or string libpq reads: a SQLAlchemy ``postgresql+psycopg://`` URL without its driver."""
+    m = _DRIVER.match(url)
+    if m is None:
+        return url
+    if m.group(1).lower() not in ("psycopg", "psycopg2"):
+        raise ValueError(f"cannot open {redact(url)!r}: hypermem connects with psycopg; give a postgresql:// URL")
+    return "postgresql://" + url[m.end():]
 
 
 def is_durable_file(path: str | os.PathLike) -> bool:
@@ -39,9 +68,9 @@ def make_storage(target: Any, read_only: bool, options: dict[str, Any]):
 
         if "synchronous" in options:
             raise ValueError("synchronous= is a SQLite option; a PostgreSQL server sets its own durability")
-        return PostgresStorage(target, read_only=read_only, **options)
+        return PostgresStorage(_libpq_url(target), read_only=read_only, name=redact(target), **options)
     if isinstance(target, str) and "://" in target:
-        raise ValueError(f"cannot open {target!r}: a target is a file path (SQLite) or a postgresql:// URL")
+        raise ValueError(f"cannot open {redact(target)!r}: a target is a file path (SQLite) or a postgresql:// URL")
     if not isinstance(target, (str, os.PathLike)):
         raise TypeError(f"Memory.open takes a file path or a postgresql:// URL, got {type(target).__name__}")
     _check_not_json(target)
@@ -74,7 +103,7 @@ def open_memory(cls: type, target: Any, read_only: bool = False, mirror: bool = 
     """See :meth:`hypermem.store.Memory.open`."""
     if not mirror and not is_url(target):
         raise ValueError(f"mirror=False needs a postgresql:// URL (the server searches and places the rows), got "
-                         f"{target!r}; a SQLite file is opened with its in-process mirror: Memory.open(path)")
+                         f"{redact(target)!r}; a SQLite file is opened with its in-process mirror: Memory.open(path)")
     if not mirror and places_points(kwargs.get("embedder")):
         raise ValueError("a store placed by a ball hierarchy encoder searches with the hyperbolic metric in process: "
                          "open it with its mirror, Memory.open(url)")
@@ -84,12 +113,12 @@ def open_memory(cls: type, target: Any, read_only: bool = False, mirror: bool = 
         config = storage.config()
         if config is None:
             if read_only:
-                raise FileNotFoundError(f"{target!r} holds no memory yet; open it once without read_only")
+                raise FileNotFoundError(f"{redact(target)!r} holds no memory yet; open it once without read_only")
             mem = (durable_class(cls) if mirror else cls)(**kwargs)
             if not storage.create(_stored_config(mem)):  # another process created it first: open its store
                 config = storage.config()
         if config is not None:
-            mem = (durable_class(cls) if mirror else cls)(**_settings(config, kwargs, repr(str(target))))
+            mem = (durable_class(cls) if mirror else cls)(**_settings(config, kwargs, repr(redact(target))))
         if not mirror:
             if not read_only:
                 storage.ensure_client_indexes()
@@ -123,3 +152,4 @@ def _settings(config: dict[str, Any], kwargs: dict[str, Any], where: str) -> dic
             raise StorageError(f"{where}: unknown dtype {name!r} in the stored settings")
         kwargs["dtype"] = getattr(torch, name)
     return kwargs
+

@@ -1,7 +1,7 @@
 r"""PostgreSQL + pgvector storage for a durable memory (the ``postgres`` extra).
 
-Schema (in the connection's schema; put one memory per schema, e.g. a URL with
-``options=-csearch_path%3Dtenant_a``):
+Schema (in the first schema of the search path: one memory per schema, e.g. a URL with
+``options=-csearch_path%3Dtenant_a``; pgvector in ``public``, appended to the path):
 
 * ``hypermem_config (key text PRIMARY KEY, value jsonb)``: the store's settings;
 * ``hypermem_state (key text PRIMARY KEY, value bigint)``: ``version``; a write
@@ -29,18 +29,13 @@ The change stamps of :mod:`~hypermem.store.backends.changes`: ``changed_at`` /
 touched the row, and ``hypermem_removed (version bigint, ids text[])``, the removal log.
 A database of layout 1 is upgraded when opened for writing.
 
-Ingest: new rows go in with one ``COPY ... FROM STDIN (FORMAT BINARY)`` inside the call's
-transaction (:meth:`PostgresStorage.insert`); a client killed during the copy leaves
-nothing (the server aborts the transaction).  Rewritten rows are upserts.
+Ingest: one binary ``COPY`` in the call's transaction (:meth:`PostgresStorage.insert`); rewrites: upserts.
 
-A lost connection (a restarted server) raises :class:`StorageError` naming it; the next
-call opens a new connection.  A lock or statement timeout, a deadlock, a serialization
-failure or a full disk rolls the call back and keeps the connection (:func:`.pg_errors.describe`).
+A lost connection raises :class:`StorageError` naming it; the next call reconnects.  A lock or statement
+timeout, a deadlock, a serialization failure or a full disk rolls back and keeps it (:func:`.pg_errors.describe`).
 
-Several clients may open a new database at once: ``CREATE EXTENSION`` and the creation of
-the tables run under a transaction-level advisory lock, and the check for the tables is
-repeated under it, so one client creates the store and the others open it.  A search's
-touches take the version row ``FOR UPDATE NOWAIT`` (:mod:`.touches`).
+Clients opening a new database at once: the extension, the tables and every index (a role that is no
+owner then creates none) are made under an advisory lock, the check for the tables repeated under it.
 """
 
 from __future__ import annotations
@@ -48,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -70,10 +66,19 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
     raise ImportError('PostgreSQL storage needs the postgres extra: pip install "hypermem-torch[postgres]"') from exc
 
 LAYOUT = 2
+_JSON_NUL = re.compile(r"(?:^|[^\\])(?:\\\\)*\\u0000")  # an escaped NUL, not an escaped backslash + "u0000"
 _COLS = COLUMNS + ("dirv", "lor", "changed_at")
 _UPSERT = (f"INSERT INTO hypermem_memories ({', '.join(_COLS)}) VALUES ("
            + ", ".join("%s::jsonb" if c == "meta" else "%s" for c in _COLS)
            + ") ON CONFLICT (id) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in _COLS[1:]))
+_VECTOR_AT = ("SELECT current_schema(), n.nspname, n.nspname = ANY(current_schemas(false)), current_setting("
+              "'search_path'), EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'public') FROM (SELECT 1) one "
+              "LEFT JOIN pg_extension e ON e.extname = 'vector' LEFT JOIN pg_namespace n ON n.oid = e.extnamespace")
+_CONFIG_COLUMNS = ("SELECT (SELECT coalesce(string_agg(attname, ',' ORDER BY attnum), '') FROM pg_attribute WHERE "
+                   "attrelid = c.oid AND attnum > 0 AND NOT attisdropped) FROM pg_class c WHERE relname = "
+                   "'hypermem_config' AND relnamespace = current_schema()::regnamespace")
+_CLIENT_INDEXES = {"hypermem_memories_seq": "seq", "hypermem_memories_sib": "sib"}
+_INDEXES_THERE = "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND tablename = 'hypermem_memories'"
 ANN_OPS = {"lor": "vector_l2_ops", "dirv": "vector_ip_ops"}
 """The columns an HNSW index may cover, with their operator classes (:meth:`PostgresStorage.build_ann_index`)."""
 _COPY = f"COPY hypermem_memories ({', '.join(_COLS)}) FROM STDIN (FORMAT BINARY)"
@@ -95,6 +100,15 @@ def _as_is(text: str) -> str:
     return text
 
 
+def check_nul(rows: list[tuple]) -> None:
+    """Refuse a NUL (``"\\x00"``: PostgreSQL cannot store it) in the id, text or meta of row tuples."""
+    for r in rows:
+        if "\x00" in r[0] or "\x00" in r[3] or ("\\u0000" in r[10] and _JSON_NUL.search(r[10])):
+            field = "id" if "\x00" in r[0] else "text" if "\x00" in r[3] else "meta"
+            raise ValueError(f"the {field} of memory {r[0]!r} holds a NUL character (\\x00), which PostgreSQL "
+                             f"cannot store (SQLite can); nothing was written")
+
+
 def shell_lorentz(directions: torch.Tensor, depth: float, c: float) -> torch.Tensor:
     """Negated-time hyperboloid coordinates ``(n, d + 1)`` of the shell points of unit
     ``directions`` (float64)."""
@@ -113,10 +127,10 @@ class PostgresStorage:
     removal_log_versions = REMOVAL_LOG_VERSIONS
     """Versions of removals the log keeps at least (:func:`~.changes.prune_removal_log`)."""
 
-    def __init__(self, url: str, read_only: bool = False, vector_dtype: str | None = None):
+    def __init__(self, url: str, read_only: bool = False, vector_dtype: str | None = None, name: str | None = None):
         if vector_dtype is not None and vector_dtype not in VECTOR_DTYPES:
             raise ValueError(f"vector_dtype must be one of {tuple(VECTOR_DTYPES)}, got {vector_dtype!r}")
-        self.url = url
+        self.url, self.name = url, name
         self.read_only = read_only
         self.vector_dtype = vector_dtype or "float64"
         self.db_errors = (psycopg.Error,)
@@ -131,8 +145,8 @@ class PostgresStorage:
         return f"PostgresStorage({self._safe_url()!r}{', read_only' if self.read_only else ''})"
 
     def _safe_url(self) -> str:
-        """The URL without its user and password."""
-        return self.url.split("@")[-1] if "@" in self.url else self.url
+        """The URL without its password (``name``: :func:`.opening.redact`'s, else after its ``@``)."""
+        return self.name or self.url.split("@")[-1]
 
     @property
     def con(self):
@@ -142,15 +156,11 @@ class PostgresStorage:
         if self._con is None or self._con.closed or self._con.broken:
             try:
                 con = psycopg.connect(self.url, autocommit=False)
-                if not self.read_only and not con.execute(
-                        "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector')").fetchone()[0]:
-                    con.execute(f"SELECT pg_advisory_xact_lock({CREATE_LOCK})")  # concurrent CREATE EXTENSION fails
-                    con.execute("CREATE EXTENSION IF NOT EXISTS vector")
-                con.commit()
-                register_vector(con)
-                if self.read_only:
-                    con.execute("SET default_transaction_read_only = on")
-                    con.commit()
+                try:
+                    self._prepare(con)
+                except BaseException:
+                    con.close()
+                    raise
             except psycopg.Error as exc:
                 if not self._opened:
                     raise StorageError(f"could not open the PostgreSQL database {self._safe_url()!r}: "
@@ -158,6 +168,25 @@ class PostgresStorage:
                 raise self.error(exc) from exc
             self._con, self._opened = con, True
         return self._con
+
+    def _prepare(self, con) -> None:
+        """pgvector on a new connection: created when missing (in ``public`` where it exists, shared
+        by every tenant schema), its schema appended to the session's ``search_path`` when not on it."""
+        home, schema, seen, path, public = con.execute(_VECTOR_AT).fetchone()
+        if schema is None and not self.read_only:
+            con.execute(f"SELECT pg_advisory_xact_lock({CREATE_LOCK})")  # concurrent CREATE EXTENSION fails
+            con.execute("CREATE EXTENSION IF NOT EXISTS vector" + (" SCHEMA public" if public else ""))
+            home, schema, seen, path, public = con.execute(_VECTOR_AT).fetchone()
+        if home is None:
+            raise StorageError(f"could not open the PostgreSQL database {self._safe_url()!r}: no schema of its "
+                               f"search_path ({path}) exists; create it first (CREATE SCHEMA ...)")
+        if schema is not None and not seen:  # config() and create() look in the first schema alone
+            con.execute("SELECT set_config('search_path', %s || ', ' || quote_ident(%s), false)", (path, schema))
+        con.commit()
+        register_vector(con)
+        if self.read_only:
+            con.execute("SET default_transaction_read_only = on")
+        con.commit()
 
     def error(self, exc: BaseException) -> StorageError:
         """The :class:`StorageError` of a failed call: a lost connection is dropped (the next
@@ -185,10 +214,13 @@ class PostgresStorage:
     # ------------------------------------------------------------------ layout
     def config(self) -> dict[str, Any] | None:
         con = self.con
-        exists = con.execute("SELECT to_regclass('hypermem_config') IS NOT NULL").fetchone()[0]
-        if not exists:
+        cols = con.execute(_CONFIG_COLUMNS).fetchone()
+        if cols is None or cols[0] != "key,value":
             con.rollback()
-            return None
+            if cols is None:
+                return None
+            raise StorageError(f"a table hypermem_config exists in {self._safe_url()!r} but was not written by "
+                               f"hypermem (its columns: {cols[0]}); open another database or schema")
         cfg = dict(con.execute("SELECT key, value FROM hypermem_config").fetchall())
         con.rollback()
         if cfg.get("layout") == 1 and not self.read_only:
@@ -240,6 +272,8 @@ class PostgresStorage:
                         f"dirv vector({d}) NOT NULL, lor vector({d + 2}) NOT NULL, changed_at bigint NOT NULL DEFAULT 0, "
                         f"touched_at bigint NOT NULL DEFAULT 0)")
             con.execute("CREATE INDEX hypermem_memories_parent ON hypermem_memories (parent_id)")
+            for name, col in _CLIENT_INDEXES.items():  # the creator makes them: a client that is no owner cannot
+                con.execute(f"CREATE INDEX {name} ON hypermem_memories ({col})")
             for sql in _STAMPS:
                 con.execute(sql)
             with con.cursor() as cur:
@@ -256,18 +290,13 @@ class PostgresStorage:
     def build_ann_index(self, m: int = 16, ef_construction: int = 128, on: str = "dirv",
                         maintenance_work_mem: str | None = None, workers: int | None = None) -> None:
         """Create (or re-create) the store's one HNSW index; build it after a bulk load (an
-        index present during ``COPY`` is maintained row by row, far slower).
-
-        ``on="lor"``: ``vector_l2_ops`` over the Lorentz vectors made Euclidean (module
-        docstring); ``on="dirv"``: ``vector_ip_ops`` over the float32 unit directions, whose
-        order is the shell metric's (the distance decreases with the cosine), so the index
-        is an ordinary cosine index.  ``maintenance_work_mem`` (e.g. ``"2GB"``: the graph
-        should fit, else the build slows down) and ``workers``
-        (``max_parallel_maintenance_workers``: pgvector builds in parallel) are set for
-        this build only.  :meth:`search` with ``ann=True`` reads rows in the order of
-        whichever index exists.  The defaults (``on="dirv"``, ``m=16``,
-        ``ef_construction=128``) kept recall@10 at 0.975 at ``ef_search=200`` on 1M rows
-        (build 13 min on 2 cores with ``maintenance_work_mem="2GB"``; docs/storage.md)."""
+        index present during ``COPY`` is maintained row by row, far slower).  ``on="lor"``:
+        ``vector_l2_ops`` over the Lorentz vectors made Euclidean (module docstring);
+        ``on="dirv"``: ``vector_ip_ops`` over the float32 unit directions, whose order is the
+        shell metric's, an ordinary cosine index.  ``maintenance_work_mem`` (e.g. ``"2GB"``:
+        the graph should fit) and ``workers`` (``max_parallel_maintenance_workers``) are set
+        for this build only.  :meth:`search` with ``ann=True`` reads rows in the order of
+        whichever index exists.  The defaults kept recall@10 at 0.975 at ``ef_search=200`` on 1M rows (docs/storage.md)."""
         if on not in ANN_OPS:
             raise ValueError(f"on must be one of {tuple(ANN_OPS)}, got {on!r}")
         con = self.con
@@ -286,16 +315,20 @@ class PostgresStorage:
             raise self.error(exc) from exc
 
     def ensure_client_indexes(self) -> None:
-        """The indexes the mirror-free client reads by (:mod:`.server`): ``seq`` (insertion
-        order, the next insertion number) and ``sib`` (the order of siblings)."""
+        """The indexes the mirror-free client reads by (:mod:`.server`): ``seq`` and ``sib``."""
         con = self.con
-        try:  # clients opening at once: concurrent CREATE INDEX IF NOT EXISTS can collide
-            con.execute(f"SELECT pg_advisory_xact_lock({CREATE_LOCK}, hashtext(current_schema()))")
-            con.execute("CREATE INDEX IF NOT EXISTS hypermem_memories_seq ON hypermem_memories (seq)")
-            con.execute("CREATE INDEX IF NOT EXISTS hypermem_memories_sib ON hypermem_memories (sib)")
+        try:  # only the missing ones: CREATE INDEX IF NOT EXISTS needs the table's owner even when they exist
+            missing = set(_CLIENT_INDEXES) - {r[0] for r in con.execute(_INDEXES_THERE)}
+            if missing:  # clients opening at once: concurrent CREATE INDEX IF NOT EXISTS can collide
+                con.execute(f"SELECT pg_advisory_xact_lock({CREATE_LOCK}, hashtext(current_schema()))")
+            for name in sorted(missing):
+                con.execute(f"CREATE INDEX IF NOT EXISTS {name} ON hypermem_memories ({_CLIENT_INDEXES[name]})")
             con.commit()
         except psycopg.Error as exc:
             con.rollback()
+            if getattr(exc, "sqlstate", None) == "42501":  # insufficient_privilege: not the tables' owner
+                raise StorageError("the client indexes (seq, sib) are missing and this role does not own "
+                                   "hypermem_memories: open the store once as its owner with mirror=False") from exc
             raise self.error(exc) from exc
 
     # ------------------------------------------------------------------ transactions
@@ -355,6 +388,7 @@ class PostgresStorage:
         """Insert or rewrite rows (:data:`~.rows.COLUMNS` tuples), stamped ``changed_at``."""
         if not rows:
             return
+        check_nul(rows)
         d32, lor = self._vectors(rows)
         v = self.next_version
         with self.con.cursor() as cur:
@@ -381,6 +415,7 @@ class PostgresStorage:
             def put(rows: list[tuple]) -> None:
                 if not rows:
                     return
+                check_nul(rows)
                 d32, lor = self._vectors(rows)
                 for j, r in enumerate(rows):
                     copy.write_row((*r[:10], Jsonb(r[10], dumps=_as_is), *r[11:], d32[j], lor[j], v))
