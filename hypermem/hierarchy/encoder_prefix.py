@@ -31,7 +31,7 @@ import torch
 
 from .encoder_step import length_chunks
 
-__all__ = ["FrozenPrefix", "freeze_lower_layers", "resolve_frozen_layers", "transformer_layers"]
+__all__ = ["FrozenPrefix", "freeze_lower_layers", "freeze_unused", "resolve_frozen_layers", "transformer_layers"]
 
 
 def _transformer(encoder):
@@ -57,12 +57,26 @@ two layers rank parents as well as one (benchmarks/RESULTS.md, "two trained laye
 whole budget")."""
 
 
+def freeze_unused(encoder) -> None:
+    """Stop the gradient of the parameters no point depends on: the base's pooler
+    (``auto_model.pooler``, BERT's dense layer over the first token), which sentence-transformers'
+    pooling module never reads (it pools the token embeddings).  Such a parameter gets no
+    gradient, so AdamW leaves it unchanged either way; frozen, it is not handed to the optimizer
+    and DDP does not wait for its gradient ("parameters that were not used in producing the loss")."""
+    pooler = getattr(getattr(encoder.model[0], "auto_model", None), "pooler", None)
+    if isinstance(pooler, torch.nn.Module):
+        for p in pooler.parameters():
+            p.requires_grad_(False)
+
+
 def resolve_frozen_layers(encoder, setting: int | None) -> int:
     """The layer count a ``frozen_layers`` setting means for ``encoder``: ``None`` (the default)
     freezes every layer but the last two of a BERT-style base (4 of all-MiniLM-L6-v2's 6; a
     base of two layers or fewer trains them all) and none of any other base; an integer is
     taken as it is (0: every layer trains; checked by :func:`freeze_lower_layers` when
-    positive)."""
+    positive).  Whatever the setting, the parameters no point depends on are frozen
+    (:func:`freeze_unused`): both trainers call this before building their optimizer."""
+    freeze_unused(encoder)
     if setting is None:
         try:
             return max(transformer_layers(encoder) - DEFAULT_TRAINED, 0)

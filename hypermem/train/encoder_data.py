@@ -11,11 +11,16 @@ mixed-hop prediction), ``multi`` (multi-hop inference), ``unseen`` (held-out ent
 Training batches are :class:`~hypermem.hierarchy.encoder_batches.EncoderBatch` objects of
 entity indices (every distinct entity of a batch encoded once by the module); an epoch's
 batches are a function of ``(seed, epoch)``, so a run resumed at an epoch boundary sees the
-same batches as an uninterrupted one.  Validation is one pass over ``val_size`` positives
+same batches as an uninterrupted one.  Under DDP (``trainer.strategy: ddp``) each of the ``w``
+processes trains on its share of every epoch's batches, batch ``i`` on rank ``i % w``
+(:func:`rank_share`; the last ``len % w`` batches are left out, so every rank runs as many
+steps); one process trains on all of them, in order.  Validation is one pass over ``val_size`` positives
 with their random and hard negatives (the module scores them all at once).
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
 
 import lightning.pytorch as pl
 from torch.utils.data import DataLoader, IterableDataset
@@ -35,6 +40,30 @@ from ..hierarchy.encoder_batches import EdgeBatches, closure_sets
 TASKS = {"mixed": mixed_hop_task, "multi": multi_hop_task, "unseen": unseen_entity_task}
 
 
+def process_rank() -> tuple[int, int]:
+    """``(rank, world_size)`` of this process: torch.distributed's when it is initialised (DDP),
+    else ``(0, 1)``."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def rank_share(batches: Iterable, rank: int, world: int) -> Iterator:
+    """Process ``rank``'s share of an epoch's ``batches`` under data parallelism over ``world``
+    processes: batch ``i`` goes to rank ``i % world``, and the last ``n % world`` batches to none,
+    so each process runs ``n // world`` steps (none waits for another at the end of the epoch;
+    ``n`` is the epoch's count, which varies by a batch from epoch to epoch, so the epoch is
+    listed first).  One process (``world`` 1) gets every batch, in order, as they come."""
+    if not 0 <= rank < world:
+        raise ValueError(f"rank must be in [0, {world}), got {rank}")
+    if world == 1:
+        return iter(batches)
+    batches = list(batches)
+    return iter(batches[rank:len(batches) // world * world:world])
+
+
 class _Epoch(IterableDataset):
     def __init__(self, dm: EncoderDataModule):
         self.dm = dm
@@ -44,10 +73,11 @@ class _Epoch(IterableDataset):
         # a resumed run before ``on_train_epoch_start`` runs
         # (read at the first batch, so a generator)
         trainer = getattr(self.dm, "trainer", None)
-        yield from self.dm.batches.epoch(trainer.current_epoch if trainer is not None else self.dm.epoch)
+        batches = self.dm.batches.epoch(trainer.current_epoch if trainer is not None else self.dm.epoch)
+        yield from rank_share(batches, *self.dm.rank())
 
     def __len__(self) -> int:
-        return len(self.dm.batches)
+        return len(self.dm.batches) // self.dm.rank()[1]
 
 
 class _Once(IterableDataset):
@@ -122,10 +152,22 @@ class EncoderDataModule(pl.LightningDataModule):
     def names(self) -> dict[str, str]:
         return self.h.names
 
+    def rank(self) -> tuple[int, int]:
+        """``(rank, world_size)``: the trainer's (``global_rank``, ``world_size``) when attached to
+        one, else torch.distributed's (:func:`process_rank`)."""
+        trainer = getattr(self, "trainer", None)
+        if trainer is not None:
+            return int(trainer.global_rank), int(trainer.world_size)
+        return process_rank()
+
     def set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)
 
     def train_dataloader(self) -> DataLoader:
+        world = self.rank()[1]
+        if len(self.batches) < world:
+            raise ValueError(f"an epoch has {len(self.batches)} batch(es) for {world} processes: lower "
+                             "data.batch_size or train on fewer devices")
         return DataLoader(_Epoch(self), batch_size=None, collate_fn=lambda b: b)
 
     def val_dataloader(self) -> DataLoader:

@@ -170,9 +170,27 @@ class EncoderModule(pl.LightningModule):
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self.best = dict(checkpoint.get("hypermem_encoder_best", {}))
+        self._drop_pooler_from_optimizer(checkpoint)
+
+    def _drop_pooler_from_optimizer(self, checkpoint: dict) -> None:
+        """A checkpoint written before the pooler was frozen (``freeze_unused``) has it in AdamW's
+        parameter list, without state (it never had a gradient): its entries are taken out, so that
+        the run resumes exactly with the optimizer of the trained parameters."""
+        named = list(self.named_parameters())
+        old = [p for n, p in named if p.requires_grad or ".pooler." in n]   # the former optimizer's list
+        keep = [k for k, p in enumerate(old) if p.requires_grad]
+        for opt in checkpoint.get("optimizer_states") or []:
+            groups = opt.get("param_groups") or []
+            if len(keep) == len(old) or len(groups) != 1 or len(groups[0]["params"]) != len(old):
+                continue
+            ids = groups[0]["params"]
+            renumber = {ids[k]: j for j, k in enumerate(keep)}
+            groups[0]["params"] = sorted(renumber.values())
+            opt["state"] = {renumber[k]: v for k, v in opt.get("state", {}).items() if k in renumber}
 
     def on_fit_end(self) -> None:
-        if not self.trainer.is_global_zero or self.trainer.log_dir is None:
+        log_dir = self.trainer.log_dir   # on every process: a broadcast under DDP (hierarchy_callbacks)
+        if not self.trainer.is_global_zero or log_dir is None:
             return
         monitored = [cb for cb in self.trainer.checkpoint_callbacks if getattr(cb, "monitor", None) == "val/f1"]
         ckpt = (monitored[0].best_model_path if monitored else "") or ""
@@ -194,7 +212,7 @@ class EncoderModule(pl.LightningModule):
                 chosen = {**chosen, "ranking_lambda": enc.ranking_weight, "ranking_mrr": rank_mrr[enc.ranking_weight]}
             enc.metrics = {f"val_{k}": float(v) for k, v in chosen.items()}
         enc.config = {"hparams": {k: v for k, v in self.hparams.items()}, "checkpoint": ckpt}
-        self.exported = enc.save(Path(self.trainer.log_dir) / "encoder")
+        self.exported = enc.save(Path(log_dir) / "encoder")
         print(f"encoder: {self.exported}  (HierarchyEncoder.load; the weights of {ckpt or 'the last step'})",
               flush=True)
 

@@ -189,6 +189,20 @@ class _AlreadyComplete(Exception):
     pass
 
 
+def _spawn_strategy(strategy) -> str | None:
+    """The name of ``trainer.strategy`` when it starts its processes with ``spawn`` or
+    ``forkserver`` (``ddp_spawn``, ``ddp_spawn_find_unused_parameters_true``, a strategy class
+    with ``start_method: spawn``), else ``None``."""
+    if isinstance(strategy, str):
+        return strategy if "spawn" in strategy or "forkserver" in strategy else None
+    if hasattr(strategy, "get"):  # class_path and init_args
+        init = strategy.get("init_args") or {}
+        method, name = (init.get("start_method") if hasattr(init, "get") else None), strategy.get("class_path")
+    else:  # a Strategy object
+        method, name = getattr(strategy, "_start_method", None), type(strategy).__name__
+    return str(name) if method in ("spawn", "forkserver") else None
+
+
 def _cli_class():
     from lightning.pytorch.cli import LightningCLI
 
@@ -241,6 +255,11 @@ def _cli_class():
             if self.subcommand == "fit" and isinstance(epochs, int) and (epochs == 0 or epochs < -1):
                 raise _ConfigError(f"--trainer.max_epochs={epochs} trains nothing: give a positive number of epochs "
                                    "(or -1, no limit, with --trainer.max_steps or --trainer.max_time)")
+            spawn = _spawn_strategy(cfg.trainer.get("strategy"))
+            if spawn:
+                raise _ConfigError(f"--trainer.strategy={spawn} starts processes by pickling the run, which this "
+                                   "command cannot be; use --trainer.strategy=ddp (the same training, one process "
+                                   "launched per device)")
             if cfg.get("ckpt_path") == "best":
                 hit = best_checkpoint(init.get("save_dir") or ".", init.name) if init is not None else None
                 if self.subcommand == "fit" or hit is None:

@@ -371,13 +371,15 @@ class HierarchyModule(pl.LightningModule):
             log_embedding_state(tb, self, self.global_step)
 
     def on_train_end(self) -> None:
-        """The final metrics (an evaluation now when the last validation was earlier) and
-        ``hp_metric`` on the global-zero process."""
-        if not self.trainer.is_global_zero or self.embedding is None:
+        """The final metrics (an evaluation now when the last validation was earlier, offered to
+        the best checkpoint on every process) and ``hp_metric`` on the global-zero process."""
+        if self.embedding is None:
             return
-        tb = tensorboard_writer(self.logger)
-        if self.final_metrics.get("step") != self.global_step:
-            res = self.evaluate()
+        trainer = self.trainer
+        tb = tensorboard_writer(self.logger) if trainer.is_global_zero else None
+        if self.final_metrics.get("step") != self.global_step:  # the same on every process
+            # evaluated by the first process; under DDP every process takes its numbers
+            res = trainer.strategy.broadcast(self.evaluate() if trainer.is_global_zero else None, src=0)
             self.final_metrics = {"step": self.global_step, "epoch": self.current_epoch, **res}
             if tb is not None:
                 for key, tag in (("map", "val/map"), ("mean_rank", "val/mean_rank"), ("f1", "val/f1")):
@@ -392,10 +394,9 @@ class HierarchyModule(pl.LightningModule):
         """A run stopped before its last validation (``trainer.max_time``, ``max_steps``): the
         final evaluation is offered to each ``ModelCheckpoint`` monitoring a ``val/*`` metric, as
         a validation would be (its ``on_validation_end``), so the best checkpoint is the best of
-        all evaluations.  One process only (a save is collective under DDP)."""
+        all evaluations.  Called on every process with the same ``res`` (under DDP the
+        checkpoint's decision and save are collective: every process agrees, the first saves)."""
         trainer = self.trainer
-        if trainer.world_size != 1:
-            return
         tags = {"map": "val/map", "mean_rank": "val/mean_rank", "f1": "val/f1", "test_f1": "test/f1"}
         metrics = trainer.callback_metrics
         for key, tag in tags.items():
