@@ -365,13 +365,11 @@ def test_auto_parent_in_a_filed_store_takes_the_vote_and_keeps_why(enc, filed, m
             torch.arange(len(a[2])) == 4, torch.tensor(0.0, dtype=torch.float64), real(*a).to(torch.float64) - 1e6))
         enc.threshold = -1.0
         j = filed.add("poodle", parent="auto")   # the walk stops at the three shown (WALK): a root
-        assert filed.parent(j) is None and [x["id"] for x in filed.get(j).meta["auto_parent"]["suggested"]] == \
-            [c for c, _ in want[:3]]
-        filed.remove(j)
+        shown = [x["id"] for x in filed.get(j).meta["auto_parent"]["suggested"]]
+        assert filed.parent(j) is None and shown == [c for c, _ in want[:3]] and filed.remove(j) == [j]
         monkeypatch.setattr(auto_parent, "WALK", None)   # the whole list
-        j = filed.add("poodle", parent="auto")
+        info = filed.get(j := filed.add("poodle", parent="auto")).meta["auto_parent"]
         monkeypatch.undo()
-        info = filed.get(j).meta["auto_parent"]
         assert filed.parent(j) == want[4][0] == info["parent"] and info["rank"] == 5 and info["score"] == 0.0
         assert [x["id"] for x in info["suggested"]] == [c for c, _ in want[:3]] + [want[4][0]]
         filed.remove(j)
