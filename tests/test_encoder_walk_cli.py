@@ -77,6 +77,8 @@ def test_ctrl_c_says_where_the_run_stopped_and_how_to_resume(setup, monkeypatch,
         if self.global_step == 6:
             os.kill(os.getpid(), signal.SIGINT)   # a real Ctrl-C, in the second epoch (4 steps each)
 
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:   # a suite started in the background (`... &`)
+        signal.signal(signal.SIGINT, signal.default_int_handler)   # inherits an ignored Ctrl-C: a terminal's
     handler = signal.getsignal(signal.SIGINT)
     monkeypatch.setattr(EncoderModule, "on_train_batch_end", sigint_at_step_6, raising=False)
     with pytest.raises(SystemExit) as exc:
