@@ -50,3 +50,25 @@ def test_best_is_refused_for_fit_and_before_any_run_in_one_line(tmp_path, capsys
         train_tiny(tmp_path, "--trainer.max_epochs=2", "--ckpt_path=best")
     err = capsys.readouterr().err.strip()
     assert "fit resumes from --ckpt_path=last" in err and "\n" not in err
+
+
+def test_the_schedule_warning_is_for_a_resumed_fit_not_for_validate(tmp_path):
+    import warnings
+
+    train_tiny(tmp_path, "--trainer.max_epochs=2")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run_train(tmp_path, ["validate", "--config", "tiny.yaml", "--ckpt_path=last", "--trainer.max_epochs=5"])
+    assert not [w for w in caught if "learning-rate schedule" in str(w.message)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        train_tiny(tmp_path, "--trainer.max_epochs=3", "--ckpt_path=last")
+    assert [w for w in caught if "schedule spans 2 epochs, this run's 3" in str(w.message)]
+
+
+def test_validate_of_a_checkpoint_file_logs_into_its_own_run_folder(tmp_path):
+    train_tiny(tmp_path, "--trainer.max_epochs=2")
+    (best,) = (tmp_path / "runs" / "tiny" / "version_0" / "checkpoints").glob("best-*.ckpt")
+    val = run_train(tmp_path, ["validate", "--config", "tiny.yaml", f"--ckpt_path={best}"])
+    assert val.trainer.ckpt_path == str(best)
+    assert sorted(p.name for p in (tmp_path / "runs" / "tiny").iterdir()) == ["version_0"]

@@ -65,7 +65,13 @@ from ..configs import available, config_path
 from .checkpoint_hparams import compare_checkpoint_hparams
 from .config_paths import resolve_data_file, resolve_dataset
 from .hierarchy_checkpoint import CheckpointError
-from .run_folder import best_checkpoint, checkpoint_progress, finished_checkpoint, latest_last_checkpoint
+from .run_folder import (
+    best_checkpoint,
+    checkpoint_progress,
+    checkpoint_version,
+    finished_checkpoint,
+    latest_last_checkpoint,
+)
 from .run_folder import remove_failed_start as remove_failed_start
 from .run_folder import watch_folder as _watch
 from .shared_keys import GLOBAL_SEED, SHARED_KEYS, unify_shared_keys
@@ -279,6 +285,10 @@ def _cli_class():
                     raise _ConfigError(f"--ckpt_path=last: no {Path(init.get('save_dir') or '.', init.name)}"
                                        "/version_*/checkpoints/last.ckpt to resume; train first or give a path")
                 init.version, cfg.ckpt_path = hit[0], str(hit[1])
+            if self.subcommand == "validate" and init is not None and cfg.get("ckpt_path"):
+                mine = checkpoint_version(cfg.ckpt_path, init.get("save_dir") or ".", init.name)
+                if mine is not None:   # a checkpoint of this run: its own version folder, as for last
+                    init.version = mine
             if cfg.get("ckpt_path") and cfg.get("model") is not None and Path(cfg.ckpt_path).is_file():
                 try:
                     note = compare_checkpoint_hparams(cfg.ckpt_path, cfg.model, self.model_class.__name__)

@@ -258,7 +258,8 @@ class HierarchyModule(pl.LightningModule):
         self.tree = list(checkpoint.get("hypermem_tree") or self.tree)
         self.glosses = dict(checkpoint.get("hypermem_glosses") or self.glosses)
         saved = checkpoint.get("hypermem_schedule_epochs")
-        if saved is not None and self._trainer is not None and saved != self.schedule_epochs():
+        fitting = self._trainer is not None and self._trainer.state.fn == "fit"   # validate follows no schedule
+        if saved is not None and fitting and self._trainer.is_global_zero and saved != self.schedule_epochs():
             warnings.warn_explicit(f"the checkpoint's learning-rate schedule spans {saved} epochs, this run's "
                                    f"{self.schedule_epochs()}: the rest of the run follows the new schedule; pass "
                                    f"--model.schedule_epochs={saved} to continue the old one", UserWarning,

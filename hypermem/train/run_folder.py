@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-__all__ = ["best_checkpoint", "checkpoint_progress", "finished_checkpoint", "latest_last_checkpoint",
+__all__ = ["best_checkpoint", "checkpoint_progress", "checkpoint_version", "finished_checkpoint", "latest_last_checkpoint",
            "remove_failed_start", "watch_folder"]
 
 
@@ -53,6 +53,16 @@ def best_checkpoint(save_dir: str | Path, name: str) -> tuple[int, Path] | None:
         for path in (Path(best), last.parent / Path(best).name):
             if path.is_file():
                 return version, path
+    return None
+
+
+def checkpoint_version(path: str | Path, save_dir: str | Path, name: str) -> int | None:
+    """``N`` when ``path`` is a checkpoint of ``save_dir/name/version_N/checkpoints/``, else ``None``
+    (``validate --ckpt_path=FILE`` then logs into that run's own folder, not a new version)."""
+    p = Path(path).resolve()
+    m = re.fullmatch(r"version_(\d+)", p.parent.parent.name)
+    if m and p.parent.name == "checkpoints" and p.parent.parent.parent == Path(save_dir, name).resolve():
+        return int(m.group(1))
     return None
 
 
