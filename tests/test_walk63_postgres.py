@@ -143,3 +143,17 @@ def test_server_memory_search_server_points_to_search(pg_url):
     with Memory.open(pg_url, mirror=False, embedder=_emb()) as mem:
         with pytest.raises(AttributeError, match=r"search\(\.\.\., ann=True\)"):
             mem.search_server("tea")
+
+
+def test_ann_without_an_hnsw_index_warns_and_answers_exactly(pg_url):
+    import warnings
+
+    with Memory.open(pg_url, mirror=False, embedder=_emb()) as mem:
+        mem.add_many([{"text": f"note {i} about tea {i % 7}", "id": f"n{i}"} for i in range(60)])
+        exact = [r.id for r in mem.search("tea 3", k=5, touch=False)]
+        with pytest.warns(RuntimeWarning, match="no HNSW index"):
+            assert [r.id for r in mem.search("tea 3", k=5, touch=False, ann=True)] == exact
+        mem.storage.build_ann_index()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            assert len(mem.search("tea 3", k=5, touch=False, ann=True)) == 5

@@ -49,6 +49,7 @@ from ...index import ShellDistance, exact_topk
 from ...retrieval.scoring import score_bias
 from ...temporal import MIN_WEIGHT, policy_weights
 from ...temporal.clock import to_seconds
+from ..caller_warning import warn_caller
 from ..filters import compile_filter, to_postgres
 from ..records import SearchResult
 from .rows import COLUMNS, record_of, vector_from
@@ -207,7 +208,11 @@ def scan(con, memory, q: torch.Tensor, k: int, now: float, bounds: tuple | None,
         if stats is not None:
             stats["rows_read"] = 0
         return []
-    if ann and ann_column(con) == "dirv":
+    column = ann_column(con) if ann else None
+    if ann and column is None:
+        warn_caller("search(ann=True): this store has no HNSW index (build_ann_index builds one), so PostgreSQL "
+                    "read the candidate rows in exact distance order: same results, no index speed", RuntimeWarning)
+    if column == "dirv":
         return _scan(con, memory, q, k, now, bounds, where, params, filters, stats, "dirv <#> %s",
                      q.numpy().astype("float32"), max(k * oversample, 16), lexical)
     if ann:
