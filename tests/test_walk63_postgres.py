@@ -157,3 +157,18 @@ def test_ann_without_an_hnsw_index_warns_and_answers_exactly(pg_url):
         with warnings.catch_warnings():
             warnings.simplefilter("error", RuntimeWarning)
             assert len(mem.search("tea 3", k=5, touch=False, ann=True)) == 5
+
+
+def test_a_select_only_role_is_told_to_open_read_only(pg_url):
+    import psycopg.conninfo as ci
+
+    Memory.open(pg_url, embedder=_emb()).add("tea", id="tea")
+    _sql(pg_url, "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'walk63_reader') THEN "
+                 "CREATE ROLE walk63_reader LOGIN PASSWORD 'rpw'; END IF; END $$",
+         "GRANT USAGE ON SCHEMA public TO walk63_reader", "GRANT SELECT ON ALL TABLES IN SCHEMA public TO walk63_reader")
+    reader = ci.make_conninfo(pg_url, user="walk63_reader", password="rpw")
+    with Memory.open(reader, embedder=_emb()) as mem:
+        with pytest.raises(StorageError, match=r"insufficient privilege\): open the store with read_only=True"):
+            mem.add("coffee", id="coffee")
+    with Memory.open(reader, read_only=True, embedder=_emb()) as mem:
+        assert mem.ids == ["tea"]

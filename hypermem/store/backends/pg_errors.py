@@ -21,6 +21,8 @@ _MESSAGES = {
     "40001": "a serialization failure (a concurrent transaction conflicted): retry the call",
     "53100": "the database server's disk is full: free space on the server, then retry",
     "53200": "the database server is out of memory: retry, or lower the call's size",
+    "42501": "this role may not do that on the store's tables (insufficient privilege): open the store with "
+             "read_only=True to only read it, or grant the role INSERT, UPDATE and DELETE on them",
 }
 
 
