@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-__all__ = ["best_checkpoint", "checkpoint_progress", "checkpoint_version", "finished_checkpoint", "latest_last_checkpoint",
+__all__ = ["best_checkpoint", "checkpoint_progress", "checkpoint_version", "stopped_inside_epoch", "finished_checkpoint", "latest_last_checkpoint",
            "remove_failed_start", "watch_folder"]
 
 
@@ -78,6 +78,24 @@ def checkpoint_progress(path: str | Path) -> tuple[int, int] | None:
         return int(state["loops"]["fit_loop"]["epoch_progress"]["current"]["processed"]), int(state["global_step"])
     except (OSError, RuntimeError, KeyError, TypeError, ValueError, pickle.UnpicklingError):
         return None
+
+
+def stopped_inside_epoch(path: str | Path) -> int | None:
+    """The epoch (counted from 1) a checkpoint was saved inside, when its run stopped before the
+    epoch's last batch (``max_steps``, ``max_time``, Ctrl-C: Lightning's loop state says
+    ``is_last_batch`` false), else ``None``.  Its resume starts at the next epoch."""
+    import pickle
+
+    import torch
+
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        loop = state["loops"]["fit_loop"]
+        if loop["epoch_loop.batch_progress"].get("is_last_batch") is False:
+            return int(loop["epoch_progress"]["current"]["processed"])
+    except (OSError, RuntimeError, KeyError, TypeError, ValueError, AttributeError, pickle.UnpicklingError):
+        return None
+    return None
 
 
 def finished_checkpoint(path: str | Path, max_epochs: int | None, max_steps: int | None) -> str | None:
