@@ -126,8 +126,10 @@ def test_to_utc_names_a_time_outside_the_range(t):
     assert isinstance(err.value, (OverflowError, TimeRangeError)) and "\n" not in str(err.value)
     mem = Memory(clock=lambda: NOW)
     mem.add("a", t=NOW)
-    with pytest.raises(ValueError, match="outside the range datetime can hold in UTC"):
+    with pytest.raises(ValueError, match=r"add\(\): t .* outside the range datetime can hold in UTC"):
         mem.add("b", t=t)
+    with pytest.raises(ValueError, match=r"item #0: valid_until .* outside the range"):
+        mem.add_many([{"text": "c", "valid_until": t}])
     with pytest.raises(ValueError, match="at_time .* outside the range"):
         mem.search("a", at_time=t)
     assert len(mem) == 1
@@ -138,6 +140,6 @@ def test_to_utc_refuses_pandas_nat():
     with pytest.raises(ValueError, match="at_time is NaT"):
         to_utc(pd.NaT, "at_time")
     mem = Memory(clock=lambda: NOW)
-    with pytest.raises(ValueError, match="is NaT"):
+    with pytest.raises(ValueError, match=r"add\(\): t is NaT"):
         mem.add("b", t=pd.NaT)
     assert len(mem) == 0 and to_utc(pd.Timestamp("2026-01-01", tz="UTC")) == NOW

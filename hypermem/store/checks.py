@@ -169,7 +169,10 @@ def check_time(value: Any, name: str, where: str | int) -> datetime | None:
     if not isinstance(value, datetime):
         where = f"item #{where}" if isinstance(where, int) else where
         raise TypeError(f"{where}: {name} must be a datetime or None, got {type(value).__name__}")
-    return to_utc(value)
+    try:
+        return to_utc(value)
+    except (ValueError, OverflowError):   # again, naming the argument (built only on an error)
+        return to_utc(value, f"{f'item #{where}' if isinstance(where, int) else where}: {name}")
 
 
 class Batch:
