@@ -12,6 +12,7 @@ from ..persistence import CONFIG_KEYS, memory_config
 from ..search_settings import apply_search_settings
 from ..validation import check_config_types, decay_from_spec, embedder_from_spec
 from .durable import StorageError, durable_class
+from .pg_errors import redact
 from .server import ServerMemory
 
 _STORAGE_KEYS = ("vector_dtype", "synchronous")
@@ -19,8 +20,6 @@ _URL_PREFIXES = ("postgresql://", "postgres://")
 _DRIVER = re.compile(r"postgres(?:ql)?\+(\w+)://", re.I)  # a SQLAlchemy URL: postgresql+psycopg://
 _DSN = re.compile(r"(?:\s*\w+\s*=\s*(?:'(?:[^'\\]|\\.)*'|[^\s']+))+\s*")  # libpq's key=value form
 _DSN_KEYS = re.compile(r"(?:^|\s)(?:host|hostaddr|port|dbname|user|password|service)\s*=")
-_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&']*)", re.I)
-_USERINFO = re.compile(r"^([a-z][\w+.-]*://).*@", re.I)
 
 
 def is_dsn(target: Any) -> bool:
@@ -33,11 +32,6 @@ def is_url(target: Any) -> bool:
     (``postgresql+psycopg://`` too) or a libpq ``key=value`` string."""
     return isinstance(target, str) and (target.startswith(_URL_PREFIXES) or _DRIVER.match(target) is not None
                                         or is_dsn(target))
-
-
-def redact(target: Any) -> str:
-    """``target`` (a URL or a ``key=value`` string) as text without its user and password."""
-    return _USERINFO.sub(r"\1", _PASSWORD.sub(r"\1***", str(target)))
 
 
 def _libpq_url(url: str) -> str:
@@ -68,7 +62,7 @@ def make_storage(target: Any, read_only: bool, options: dict[str, Any]):
 
         if "synchronous" in options:
             raise ValueError("synchronous= is a SQLite option; a PostgreSQL server sets its own durability")
-        return PostgresStorage(_libpq_url(target), read_only=read_only, name=redact(target), **options)
+        return PostgresStorage(_libpq_url(target), read_only=read_only, **options)
     if isinstance(target, str) and "://" in target:
         raise ValueError(f"cannot open {redact(target)!r}: a target is a file path (SQLite) or a postgresql:// URL")
     if not isinstance(target, (str, os.PathLike)):

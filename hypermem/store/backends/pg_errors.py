@@ -8,6 +8,16 @@ cause (:func:`describe`), not "connection lost".
 
 from __future__ import annotations
 
+import re
+
+_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&']*)", re.I)
+_USERINFO = re.compile(r"^([a-z][\w+.-]*://).*@", re.I)
+
+
+def redact(target) -> str:
+    """``target`` (a URL or a libpq ``key=value`` string) as text without its user and password."""
+    return _USERINFO.sub(r"\1", _PASSWORD.sub(r"\1***", str(target)))
+
 CREATE_LOCK = 0x68794D  # "hyM"
 """Key of the transaction-level advisory lock under which clients create the extension, the
 tables and the client indexes (with ``hashtext(current_schema())`` where per schema)."""

@@ -53,7 +53,7 @@ from ...geometry import poincare as P
 from ...geometry.lorentz import to_mips_vectors
 from .changes import REMOVAL_LOG_VERSIONS, collect_changes, issue_changes, prune_removal_log, removal_floor
 from .durable import StorageError
-from .pg_errors import CREATE_LOCK, describe, is_lost
+from .pg_errors import CREATE_LOCK, describe, is_lost, redact
 from .pg_search import server_search
 from .rows import COLUMNS, VECTOR_DTYPES, vector_from
 
@@ -127,10 +127,10 @@ class PostgresStorage:
     removal_log_versions = REMOVAL_LOG_VERSIONS
     """Versions of removals the log keeps at least (:func:`~.changes.prune_removal_log`)."""
 
-    def __init__(self, url: str, read_only: bool = False, vector_dtype: str | None = None, name: str | None = None):
+    def __init__(self, url: str, read_only: bool = False, vector_dtype: str | None = None):
         if vector_dtype is not None and vector_dtype not in VECTOR_DTYPES:
             raise ValueError(f"vector_dtype must be one of {tuple(VECTOR_DTYPES)}, got {vector_dtype!r}")
-        self.url, self.name = url, name
+        self.url = url
         self.read_only = read_only
         self.vector_dtype = vector_dtype or "float64"
         self.db_errors = (psycopg.Error,)
@@ -145,8 +145,8 @@ class PostgresStorage:
         return f"PostgresStorage({self._safe_url()!r}{', read_only' if self.read_only else ''})"
 
     def _safe_url(self) -> str:
-        """The URL without its password (``name``: :func:`.opening.redact`'s, else after its ``@``)."""
-        return self.name or self.url.split("@")[-1]
+        """The URL (or ``key=value`` string) without its user and password (:func:`.pg_errors.redact`)."""
+        return redact(self.url)
 
     @property
     def con(self):
