@@ -125,10 +125,12 @@ def encoder_losses(points: torch.Tensor, child: torch.Tensor, parent: torch.Tens
     out: dict[str, torch.Tensor] = {}
     d_pos = pair_distances(c, p, curvature)
     d_neg = pair_distances(c.unsqueeze(1), n, curvature)
+    # every batch entity's norm once, for the terms that read norms
+    h = point_norms(points, curvature) if weights.centripetal or weights.calibration or weights.depth else None
     out["clustering"] = _masked_mean(torch.relu(d_pos.unsqueeze(1) - d_neg + weights.clustering_margin), valid) \
         if weights.clustering > 0 else zero
-    out["centripetal"] = torch.relu(point_norms(p, curvature) - point_norms(c, curvature)
-                                    + weights.centripetal_margin).mean() if weights.centripetal > 0 else zero
+    out["centripetal"] = torch.relu(h[parent] - h[child] + weights.centripetal_margin).mean() \
+        if weights.centripetal > 0 else zero
     if weights.contrastive > 0:
         if candidates is None:
             raise ValueError("the contrastive loss needs the candidates mask")
@@ -152,16 +154,16 @@ def encoder_losses(points: torch.Tensor, child: torch.Tensor, parent: torch.Tens
         if levels is None:
             raise ValueError("the depth loss needs the entities' levels")
         known = levels >= 0
-        r = point_norms(points, curvature) - weights.centripetal_margin * levels.to(points.dtype)
+        r = h - weights.centripetal_margin * levels.to(points.dtype)
         mean = _masked_mean(r, known)
         out["depth"] = _masked_mean((r - mean).abs(), known)
     else:
         out["depth"] = zero
     if weights.calibration > 0:
         lam = weights.calibration_lambda
-        hc = point_norms(c, curvature)
-        d_p = d_pos + lam * (point_norms(p, curvature) - hc)
-        d_n = (d_neg + lam * (point_norms(n, curvature) - hc.unsqueeze(1)))[valid]
+        hc = h[child]
+        d_p = d_pos + lam * (h[parent] - hc)
+        d_n = (d_neg + lam * (h[negatives.clamp_min(0)] - hc.unsqueeze(1)))[valid]
         out["calibration"] = torch.relu(d_p.unsqueeze(1) - d_n.unsqueeze(0) + weights.calibration_margin).mean() \
             if d_n.numel() else zero
     else:
