@@ -50,17 +50,11 @@ def ancestors(parent: dict[str, str], i: str):
         yield i
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("edges")
-    ap.add_argument("names")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--encoder", help="a saved hierarchy encoder (default: MiniLM)")
-    ap.add_argument("--one-root", action="store_true")
-    args = ap.parse_args()
-    parent, text = read(args.edges, args.names, args.one_root)
+def split(parent: dict[str, str], text: dict[str, str], seed: int) -> tuple[set[str], list[str]]:
+    """``(held, keep)``: 10% of the entities that have a parent held out (seeded), and the others
+    that have no held-out ancestor, parents before children."""
     ids = sorted(text)
-    random.seed(args.seed)
+    random.seed(seed)
     held = set(random.sample([i for i in ids if i in parent and i != ROOT], len(ids) // 10))
     order: list[str] = []
     seen: set[str] = set()
@@ -70,7 +64,19 @@ def main() -> None:
             if i not in seen:
                 seen.add(i)
                 order.append(i)
-    keep = [i for i in order if i not in held and not any(a in held for a in ancestors(parent, i))]
+    return held, [i for i in order if i not in held and not any(a in held for a in ancestors(parent, i))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("edges")
+    ap.add_argument("names")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--encoder", help="a saved hierarchy encoder (default: MiniLM)")
+    ap.add_argument("--one-root", action="store_true")
+    args = ap.parse_args()
+    parent, text = read(args.edges, args.names, args.one_root)
+    held, keep = split(parent, text, args.seed)
     if args.encoder:
         from hypermem.embed import HierarchyEncoder
         emb = HierarchyEncoder.load(args.encoder)

@@ -20,7 +20,7 @@ import random
 from pathlib import Path
 
 import torch
-from chance import ancestors, read  # the same split (this folder)
+from chance import ancestors, read, split  # the same split (this folder)
 
 import hypermem.store.auto_parent as auto_parent
 from hypermem import Memory
@@ -53,10 +53,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
     parent, text = read(args.edges, args.names, False)
-    ids = sorted(text)
-    random.seed(args.seed)
-    held = set(random.sample([i for i in ids if i in parent], len(ids) // 10))
-    keep = [i for i in ids if i not in held and not any(a in held for a in ancestors(parent, i))]
+    held, keep = split(parent, text, args.seed)   # keep: parents before children
     kept = set(keep)
     if args.train:
         edges = [(c, p) for c, p in parent.items() if c in kept and p in kept]
@@ -65,17 +62,10 @@ def main() -> None:
     else:
         enc = HierarchyEncoder.load(args.encoder)
     mem = Memory(embedder=enc)
-    order, seen = [], set()
-    for i in keep:   # parents before children
-        for a in reversed([i, *ancestors(parent, i)]):
-            if a in kept and a not in seen:
-                seen.add(a)
-                order.append(a)
     mem.add_many([{"text": text[i], "id": i, "parent": parent.get(i) if parent.get(i) in kept else None}
-                  for i in order])
+                  for i in keep])
     foreign = utterances(args.foreign, args.seed)
     print(f"{len(mem)} filed, {len(held)} held out, {len(foreign)} foreign texts; threshold {enc.threshold:.3f}")
-    rows = {}
     for w in args.walks.split(","):
         auto_parent.WALK = None if w == "none" else int(w)
         got = []
@@ -92,7 +82,6 @@ def main() -> None:
             fa += mem.parent(j) is not None
             mem.remove(j)
         r = [sum(g[k] for g in got) / len(got) for k in range(4)] + [fa / max(1, len(foreign))]
-        rows[w] = r
         print(f"walk {w:>4}: true parent {r[0]:.3f}  within 2 hops {r[1]:.3f}  attached {r[2]:.3f}  "
               f"below rank 3 {r[3]:.3f}  foreign attached {r[4]:.3f}", flush=True)
     auto_parent.WALK = None
