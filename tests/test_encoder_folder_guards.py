@@ -237,8 +237,8 @@ def test_a_good_results_tsv_sets_lambda_and_threshold(enc_dir, tmp_path):
 
 # D9: settings in range
 @pytest.mark.parametrize(("fields", "match"), [
-    ({"curvature": 1e300}, r"'curvature' must be 1/dim"),
-    ({"curvature": 5.0}, r"'curvature' must be 1/dim"),
+    ({"curvature": 1e300}, r"'curvature' must be between 0.001/dim and 1000/dim"),
+    ({"curvature": 1e-300}, r"'curvature' must be between 0.001/dim and 1000/dim"),
     ({"max_length": 4096}, r"'max_length' \(at most config.json's max_position_embeddings\) must be an integer in \[1, 64\]"),
     ({"centripetal_weight": -1e9}, r"'centripetal_weight' must be in \[0, 1000\]"),
     ({"ranking_weight": -1}, r"'ranking_weight' must be in"),

@@ -118,6 +118,25 @@ def test_bad_settings_are_refused_up_front():
     _refused(ValueError, r"max_steps must be a positive integer, got 0", max_steps=0)
     _refused(ValueError, r"geometry must be 'poincare' or 'euclidean', got 'hyperbolic'", geometry="hyperbolic")
     _refused(ValueError, r"batch_size must be at least 2", batch_size=1)
+    _refused(ValueError, r"curvature= is the Poincaré ball's; geometry='euclidean' has none",
+             geometry="euclidean", curvature=0.1)
+    for bad in (0, -1.0, float("nan"), float("inf"), True, "0.1"):
+        _refused(ValueError, r"curvature must be a finite number > 0", curvature=bad)
+
+
+def test_a_chosen_curvature_trains_saves_and_loads(tiny, tmp_path):
+    from hypermem.embed import HierarchyEncoder
+    enc = fit_hierarchy_encoder(EDGES, NAMES, base=tiny, max_steps=2, batch_size=8, curvature=0.5,
+                                out=str(tmp_path / "enc"))
+    default = fit_hierarchy_encoder(EDGES, NAMES, base=tiny, max_steps=2, batch_size=8)
+    assert enc.curvature == 0.5 and default.curvature == pytest.approx(1 / default.dim)
+    back = HierarchyEncoder.load(tmp_path / "enc")
+    assert back.curvature == 0.5
+    x = back.encode(["dog", "animal"])
+    from hypermem.geometry.subsumption import geometry_distance
+    assert torch.allclose(back.subsumption_scores(x[:1], x[1:]),   # the score reads the saved ball
+                          -(geometry_distance(x[:1], x[1:], 0.5) + back.centripetal_weight
+                            * (back.norms(x[1:]) - back.norms(x[:1]))), atol=1e-5)
 
 
 def test_a_budget_too_short_for_a_step_takes_one_and_warns(tiny):

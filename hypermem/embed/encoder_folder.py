@@ -6,7 +6,7 @@ tokenizer files, ``1_Pooling/config.json``) plus one file of its own,
 ``hypermem_encoder.json``::
 
     {"format": "hypermem-hierarchy-encoder", "version": 1,
-     "geometry": "poincare" | "euclidean", "curvature": 1/dim (poincare) | null,
+     "geometry": "poincare" | "euclidean", "curvature": c (poincare, 1/dim by default) | null,
      "centripetal_weight": lambda, "ranking_weight": lambda_r | null (optional),
      "threshold": t | null, "dim": d, "max_length": tokens, "base": "...",
      "metrics": {...}, "config": {...}}
@@ -56,6 +56,9 @@ CONFIG_FILE = "hypermem_encoder.json"
 FORMAT = "hypermem-hierarchy-encoder"
 VERSION = 1
 GEOMETRIES = ("poincare", "euclidean")
+CURVATURE_RANGE = (1e-3, 1e3)
+"""A ball's saved curvature ``c`` must lie in ``[1e-3 / dim, 1e3 / dim]``: HiT's ``1/dim`` and
+any trained choice (``fit_hierarchy_encoder(curvature=...)``) fall inside, a corrupt value not."""
 ALLOWED_MODULES = {
     "Transformer": ("sentence_transformers.models.Transformer",
                     "sentence_transformers.base.modules.transformer.Transformer"),
@@ -254,9 +257,10 @@ def read_settings(folder: Path, dim: int, max_positions: Any = None) -> EncoderS
     curvature = check_number(raw.get("curvature"), where("curvature"), positive=True, allow_none=geometry == "euclidean")
     if geometry == "euclidean" and curvature is not None:
         raise EncoderFolderError(f"{where('curvature')} must be null for a Euclidean encoder")
-    if geometry == "poincare" and not math.isclose(curvature, 1.0 / dim, rel_tol=1e-6):
-        raise EncoderFolderError(f"{where('curvature')} must be 1/dim = {1.0 / dim!r} (the ball of radius sqrt(dim) "
-                                 f"that circumscribes the outputs), got {curvature!r}")
+    if geometry == "poincare" and not CURVATURE_RANGE[0] / dim <= curvature <= CURVATURE_RANGE[1] / dim:
+        raise EncoderFolderError(f"{where('curvature')} must be between {CURVATURE_RANGE[0]:g}/dim and "
+                                 f"{CURVATURE_RANGE[1]:g}/dim (1/dim = {1.0 / dim!r} is HiT's ball, of radius sqrt(dim)), "
+                                 f"got {curvature!r}")
     top = max_positions if isinstance(max_positions, int) and not isinstance(max_positions, bool) else 8192
     metrics = raw.get("metrics", {})
     if not isinstance(metrics, dict) or not all(isinstance(k, str) for k in metrics):

@@ -95,7 +95,11 @@ class EncoderTrainConfig:
     against 0.857 / 0.802 and 0.864 / 0.807 without, depth 0.1 and 1.0 0.853 / 0.796 and
     0.814 / 0.738.  ``calibration`` (every positive of a batch below every negative, margin
     ``calibration_margin``, ``None``: 1.0 in the ball, scaled like the others in the twin) is
-    off too: weight 1.0 gave 0.859 / 0.790 against 0.869 / 0.816 (ball, 20 minutes)."""
+    off too: weight 1.0 gave 0.859 / 0.790 against 0.869 / 0.816 (ball, 20 minutes).
+    ``curvature`` is the ball's ``c`` (``None``: HiT's ``1/dim``, whose ball of radius
+    ``sqrt(dim)`` holds the base's outputs, norms 6-8 in 19.6, where the conformal factor
+    ``2 / (1 - c r^2)`` is nearly flat, 2.3-2.9); a larger ``c`` bends the space where the
+    points lie (``4/dim``: radius 9.8, factor 4-6); the margins stay lengths."""
 
     batch_size: int = 128
     children_per_parent: int = 8
@@ -124,6 +128,7 @@ class EncoderTrainConfig:
     threads: int | None = None
     device: str = "cpu"
     dim: int | None = None
+    curvature: float | None = None
 
     def loss_weights(self, geometry: str) -> LossWeights:
         scale = 1.0 if geometry == "poincare" else EUCLIDEAN_MARGIN_SCALE
@@ -136,6 +141,15 @@ class EncoderTrainConfig:
                            calibration_margin=(1.0 / scale if self.calibration_margin is None
                                                else self.calibration_margin),
                            calibration_lambda=self.calibration_lambda)
+
+
+def _ball_curvature(c, geometry: str) -> float:
+    """``curvature=`` checked: a finite number > 0, for the ball only."""
+    if geometry != "poincare":
+        raise ValueError(f"curvature= is the Poincaré ball's; geometry={geometry!r} has none")
+    if isinstance(c, bool) or not isinstance(c, (int, float)) or not math.isfinite(c) or c <= 0:
+        raise ValueError(f"curvature must be a finite number > 0, got {c!r}")
+    return float(c)
 
 
 def validation_pairs(edges: Sequence[tuple[str, str]], all_edges: Sequence[tuple[str, str]],
@@ -223,6 +237,7 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
         raise ValueError(f"max_steps must be a positive integer, got {cfg.max_steps!r}")
     if geometry not in ("poincare", "euclidean"):
         raise ValueError(f"geometry must be 'poincare' or 'euclidean', got {geometry!r}")
+    curvature = None if cfg.curvature is None else _ball_curvature(cfg.curvature, geometry)
     edges, names, validation_edges = _checked_inputs(edges, names, validation_edges)
     if epochs is None and max_minutes is None and cfg.max_steps is None:
         epochs = 1
@@ -248,6 +263,8 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
     torch.manual_seed(seed)
     enc = HierarchyEncoder.from_pretrained(base, geometry, device=cfg.device, max_length=cfg.max_length,
                                            dim=cfg.dim)
+    if curvature is not None:
+        enc.curvature = curvature
     show = sys.stderr.isatty() if progress is None else bool(progress)
     tokens = TokenCache(enc.model.tokenizer, [names[e] for e in ids], cfg.max_length)
     frozen = resolve_frozen_layers(enc, cfg.frozen_layers)
