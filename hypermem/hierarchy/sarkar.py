@@ -17,8 +17,14 @@ with unit direction ``u`` (in the frame of ``x``) lands at
 
 where ``l`` is the optional edge length.  The parent's direction in the frame of ``x`` is
 ``a = normalise((-x) ⊕_c p)``; child directions come from a template (``k`` children plus
-a fixed slot ``e_1`` for the parent), rotated so that ``e_1`` lands on ``a`` by the
-Householder reflection ``H = I - 2 w w^T``, ``w = (e_1 - a) / ||e_1 - a||``.
+a fixed slot ``e_1`` for the parent), turned so that ``e_1`` lands on ``a``.  In 2-D the
+turn is the rotation ``R(a) = [[a_1, -a_2], [a_2, a_1]]``, which keeps the orientation:
+child ``j`` of ``k`` lies at angle ``angle(a) + 2 pi j / (k + 1)``, ``j = 1..k``, counted
+counter-clockwise from the parent's direction, as Sarkar's construction spaces them (and
+as poincare-memory 0.1.4 does, so the 2-D points are the same).  In ``d >= 3`` it is the
+Householder reflection ``H = I - 2 w w^T``, ``w = (e_1 - a) / ||e_1 - a||`` (a reflection
+also sends ``e_1`` to ``a``; on the sphere's spread templates the orientation carries no
+meaning).
 
 The layout is vectorised per level of the tree (one batched Möbius addition per
 level), in float64 by default.
@@ -214,7 +220,8 @@ def sarkar_layout(edges: Iterable[tuple[Hashable, Hashable]], ball: PoincareBall
             u = tpl_root[slot[idx]]
         else:
             rows = torch.tensor([off_fixed[int(k)] for k in degree[par].tolist()], dtype=torch.int64) + slot[idx] + 1
-            u = householder(frame[par], tpl_fixed[rows])
+            turn = _rotate_2d if dim == 2 else householder
+            u = turn(frame[par], tpl_fixed[rows])
         x = pts[par].to(torch.float64)
         r = tau * lengths[idx]
         y = P.point_at(u, r, c)  # child in the parent's frame
@@ -248,6 +255,18 @@ def decaying_edge_lengths(edges: Iterable[tuple[Hashable, Hashable]], ratio: flo
     children, top = tree_from_edges(edges, root)
     dep = depths(children, top)
     return {(p, c): ratio ** (dep[c] - 1) for p, cs in children.items() for c in cs if p in dep}
+
+
+def _rotate_2d(a: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """Rotate rows of ``t`` (2-D) by the rotation sending ``e_1`` to the unit vector ``a``.
+
+    ``R(a) t = (a_1 t_1 - a_2 t_2, a_2 t_1 + a_1 t_2)``: angles add, ``angle(R t) =
+    angle(a) + angle(t)``, so a template slot at ``2 pi j / (k + 1)`` lands that far
+    counter-clockwise from ``a``.  ``a`` has shape ``(2,)`` or ``(m, 2)``.
+    """
+    a1, a2 = a[..., 0:1], a[..., 1:2]
+    t1, t2 = t[..., 0:1], t[..., 1:2]
+    return torch.cat([a1 * t1 - a2 * t2, a2 * t1 + a1 * t2], dim=-1)
 
 
 def _longest_path(parent_idx: torch.Tensor, lengths: torch.Tensor) -> float:
