@@ -116,3 +116,10 @@ def test_disk_coordinates_match_reference_up_to_axis_signs():
         assert np.abs(ref - ours * signs).max() < 1e-9
     one = np.array([[0.1, 0.2, 0.3]])
     assert np.abs(ref_disk(one, pm.PoincareBall())) == pytest.approx(np.abs(np.asarray(disk_coordinates(one, 1.0))))
+
+
+def test_2d_spread_directions_follow_avoid_counter_clockwise():
+    from hypermem.hierarchy.directions import spread_directions
+    got = spread_directions(3, 2, avoid=(0.3, 0.4))   # avoid at 53.13 deg; slots at +90, +180, +270
+    want = torch.tensor([[-0.8, 0.6], [-0.6, -0.8], [0.8, -0.6]], dtype=torch.float64)
+    assert torch.allclose(got, want, atol=1e-12)

@@ -7,8 +7,10 @@ vertices ``+-e_i`` of the cross-polytope when they suffice, otherwise a Thomson-
 relaxation of the Riesz energy ``sum_{i<j} ||x_i - x_j||^{-s}`` (``s = d``), which favours
 a large minimum angle (Sala, De Sa, Gu & Ré, "Representation Tradeoffs for Hyperbolic
 Embeddings", ICML 2018, Sec. 3, spread child directions this way).  A *template* for a
-node with a parent keeps ``e_1`` as the parent's slot; :func:`householder` turns it onto
-the parent's actual direction with ``H = I - 2 w w^T``, ``w = (e_1 - a) / ||e_1 - a||``.
+node with a parent keeps ``e_1`` as the parent's slot; :func:`turn` carries it onto the
+parent's actual direction ``a``: in 2-D by the rotation sending ``e_1`` to ``a`` (the slots keep
+their counter-clockwise order), above by the reflection ``H = I - 2 w w^T``,
+``w = (e_1 - a) / ||e_1 - a||``.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ def spread_directions(k: int, dim: int, avoid=None, seed: int = 0, iterations: i
     """``k`` unit vectors in ``R^dim`` spread apart (and away from ``avoid`` if given).
 
     * ``dim = 2``: exact angles.  Without ``avoid`` the ``k`` directions are evenly spaced
-      (``2 pi j / k``); with ``avoid`` the circle is cut into ``k + 1`` even slots and
-      ``avoid`` takes one of them.
+      (``2 pi j / k``); with ``avoid`` the circle is cut into ``k + 1`` even slots,
+      ``avoid`` takes the first and the directions follow it counter-clockwise.
     * ``dim >= 3``: a seeded Thomson-style relaxation on the sphere: points repel with
       the Riesz energy ``sum_{i<j} ||x_i - x_j||^{-s}`` (``s = dim``, which favours a large
       minimum angle), by projected normalised gradient steps; ``avoid`` is a fixed extra
@@ -48,7 +50,7 @@ def spread_directions(k: int, dim: int, avoid=None, seed: int = 0, iterations: i
         a = torch.as_tensor(avoid, dtype=torch.float64).reshape(-1)
         if a.numel() != dim or float(a.norm()) == 0.0:
             raise ValueError(f"avoid must be a non-zero vector with {dim} coordinates, got {tuple(a.shape)}")
-        out = householder(a / a.norm(), out)
+        out = turn(a / a.norm(), out)
     return out.to(dtype)
 
 
@@ -132,6 +134,25 @@ def _relax(n: int, dim: int, fixed: bool, seed: int, iterations: int) -> torch.T
             x[0, 0] = 1.0
         x = x / x.norm(dim=1, keepdim=True)
     return x
+
+
+def rotate_2d(a: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """Rotate rows of ``t`` (2-D) by the rotation sending ``e_1`` to the unit vector ``a``.
+
+    ``R(a) t = (a_1 t_1 - a_2 t_2, a_2 t_1 + a_1 t_2)``: angles add, ``angle(R t) =
+    angle(a) + angle(t)``, so a template slot at ``2 pi j / (k + 1)`` lands that far
+    counter-clockwise from ``a``.  ``a`` has shape ``(2,)`` or ``(m, 2)``.
+    """
+    a1, a2 = a[..., 0:1], a[..., 1:2]
+    t1, t2 = t[..., 0:1], t[..., 1:2]
+    return torch.cat([a1 * t1 - a2 * t2, a2 * t1 + a1 * t2], dim=-1)
+
+
+def turn(a: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """Carry template rows ``t`` (laid out around ``e_1``) to the unit direction ``a``: in 2-D
+    by the rotation :func:`rotate_2d`, which keeps the slots' counter-clockwise order (Sarkar
+    2011; poincare-memory's 2-D layouts), in higher dimensions by :func:`householder`."""
+    return rotate_2d(a, t) if t.shape[-1] == 2 else householder(a, t)
 
 
 def householder(a: torch.Tensor, t: torch.Tensor) -> torch.Tensor:

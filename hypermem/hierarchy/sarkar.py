@@ -58,7 +58,7 @@ import torch
 
 from ..geometry import PoincareBall
 from ..geometry import poincare as P
-from .directions import householder, min_angle, spread_directions, stack_templates, template
+from .directions import min_angle, spread_directions, stack_templates, template, turn
 from .layout import Layout
 from .shadows import shadow_layout
 from .tree import bfs_order, depths, tree_from_edges
@@ -220,7 +220,6 @@ def sarkar_layout(edges: Iterable[tuple[Hashable, Hashable]], ball: PoincareBall
             u = tpl_root[slot[idx]]
         else:
             rows = torch.tensor([off_fixed[int(k)] for k in degree[par].tolist()], dtype=torch.int64) + slot[idx] + 1
-            turn = _rotate_2d if dim == 2 else householder
             u = turn(frame[par], tpl_fixed[rows])
         x = pts[par].to(torch.float64)
         r = tau * lengths[idx]
@@ -255,18 +254,6 @@ def decaying_edge_lengths(edges: Iterable[tuple[Hashable, Hashable]], ratio: flo
     children, top = tree_from_edges(edges, root)
     dep = depths(children, top)
     return {(p, c): ratio ** (dep[c] - 1) for p, cs in children.items() for c in cs if p in dep}
-
-
-def _rotate_2d(a: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-    """Rotate rows of ``t`` (2-D) by the rotation sending ``e_1`` to the unit vector ``a``.
-
-    ``R(a) t = (a_1 t_1 - a_2 t_2, a_2 t_1 + a_1 t_2)``: angles add, ``angle(R t) =
-    angle(a) + angle(t)``, so a template slot at ``2 pi j / (k + 1)`` lands that far
-    counter-clockwise from ``a``.  ``a`` has shape ``(2,)`` or ``(m, 2)``.
-    """
-    a1, a2 = a[..., 0:1], a[..., 1:2]
-    t1, t2 = t[..., 0:1], t[..., 1:2]
-    return torch.cat([a1 * t1 - a2 * t2, a2 * t1 + a1 * t2], dim=-1)
 
 
 def _longest_path(parent_idx: torch.Tensor, lengths: torch.Tensor) -> float:
