@@ -113,7 +113,7 @@ class HyperbolicMemoryConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        from .hyperbolic_memory import METRICS
+        from .read_checks import METRICS
 
         _positive_int("slots", self.slots)
         _positive_int("dim", self.dim, 2)

@@ -127,10 +127,11 @@ class BallEncoder(nn.Module):
         return self.ball.curvature
 
     def extra_repr(self) -> str:
+        # what the constructor takes: depth=None (the exponential map), a number, or 'learned'
         if self.mode == "fixed":
-            d = f"fixed {self.fixed_depth:g}"
+            d = f"{self.fixed_depth:g}"
         else:
-            d = "expmap0" if self.mode == "expmap" else f"learned (min {self.min_depth:g})"
+            d = "None" if self.mode == "expmap" else f"'learned', min_depth={self.min_depth:g}"
         learn = ", learn_curvature=True" if self.ball.learnable else ""
         return f"curvature={self.curvature:g}{learn}, depth={d}"
 

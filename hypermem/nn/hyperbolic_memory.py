@@ -78,14 +78,13 @@ from .distance import all_distance, gathered_distance
 from .indices import as_indices
 from .module_state import ModuleState, refuse_meta
 from .read_checks import as_float as _as_float
-from .read_checks import check_k, check_query_values, check_slot_range, host_check, key_error
+from .read_checks import check_k, check_metric, check_query_values, check_slot_range, host_check, key_error
 from .read_result import Readout, attention
 from .slot_writes import TIME_BUFFERS as _TIME_BUFFERS
 from .slot_writes import SlotWrites
 from .store_bridge import StoreBridge
 from .time_scores import TimeScores
 
-METRICS = ("shell", "hyperbolic")
 MIN_TEMPERATURE = 1e-3
 """Floor of the temperature: ``tau = max(exp(log_temperature), MIN_TEMPERATURE)``."""
 MAX_TEMPERATURE = 1e4
@@ -145,10 +144,8 @@ class HyperbolicMemory(ModuleState, SlotWrites, TimeScores, StoreBridge, nn.Modu
         super().__init__()
         refuse_meta(keys, device)
         self.check_finite = bool(check_finite)
-        if metric not in METRICS:
-            raise ValueError(f"unknown metric {metric!r}; choose one of {METRICS}")
+        self.metric = metric  # checked (read_checks.check_metric), here and on every later assignment
         self.ball = shared_or_new_ball(curvature, learn_curvature)
-        self.metric = metric
         self.base_depth = _as_float("base_depth", base_depth, positive=True)
         self.time_coef = _as_float("time_coef", time_coef)
         self.depth_bias = _as_float("depth_bias", depth_bias)
@@ -202,6 +199,16 @@ class HyperbolicMemory(ModuleState, SlotWrites, TimeScores, StoreBridge, nn.Modu
     # ------------------------------------------------------------------ properties
     def __len__(self) -> int:
         return int(self.keys.shape[0])
+
+    @property
+    def metric(self) -> str:
+        """``"hyperbolic"`` or ``"shell"``, used by full and top-k reads alike; assigning anything
+        else (``"Shell"``, a typo) raises the constructor's ``ValueError``."""
+        return self._metric
+
+    @metric.setter
+    def metric(self, value: str) -> None:
+        self._metric = check_metric(value)
 
     @property
     def dim(self) -> int:

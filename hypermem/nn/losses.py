@@ -41,7 +41,7 @@ from ..hierarchy.ranking_loss import reduce_loss as _reduce
 from ..hierarchy.ranking_loss import softmax_ranking_loss
 from .curvature import ball_c
 from .indices import as_indices
-from .read_checks import host_check
+from .read_checks import check_query_values, host_check
 
 
 def _curvature(ball) -> float | torch.Tensor:
@@ -57,12 +57,12 @@ def _curvature(ball) -> float | torch.Tensor:
     return ball_c(ball)
 
 
-def _refuse_empty_mean(name: str, batch: int, reduction: str) -> None:
+def _refuse_empty_mean(name: str, batch: int, reduction: str, what: str = "queries") -> None:
     """An empty batch has no mean: ``ValueError`` (torch's ``cross_entropy`` returns NaN, and its
     backward puts NaN in every gradient).  ``"sum"`` gives 0 with zero gradients, ``"none"`` an
     empty tensor.  A shape, not a value: no host sync, and no graph break under ``torch.compile``."""
     if batch == 0 and reduction == "mean":
-        raise ValueError(f"{name} got an empty batch (0 queries): its mean is undefined (NaN); "
+        raise ValueError(f"{name} got an empty batch (0 {what}): its mean is undefined (NaN); "
                          "skip the batch, or pass reduction='sum' (0 for an empty batch)")
 
 
@@ -74,6 +74,24 @@ def _points(name: str, x, dim: int | None = None) -> torch.Tensor:
     return x
 
 
+def _inside(name: str, x: torch.Tensor, c) -> None:
+    """``x`` ``(..., d)`` finite and inside the ball of curvature ``-c``, checked as a read checks
+    its queries (:func:`~hypermem.nn.read_checks.check_query_values`: one pass, one host sync),
+    so a point outside the ball is refused by name instead of giving a NaN loss."""
+    check_query_values(x, c, what=f"{name} row")
+
+
+def _temperature(t) -> float | torch.Tensor:
+    """A finite number > 0 (a float or a tensor, checked by value), else ``ValueError``."""
+    if isinstance(t, torch.Tensor):
+        host_check(torch.isfinite(t.detach()) & (t.detach() > 0), lambda: f"temperature must be a finite number > 0, "
+                   f"got {t.detach().tolist()!r}", "temperature must be a finite number > 0")
+        return t
+    if isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) and t > 0:
+        return float(t)
+    raise ValueError(f"temperature must be a finite number > 0, got {t!r}")
+
+
 def hyperbolic_info_nce(queries: torch.Tensor, keys: torch.Tensor, targets: torch.Tensor,
                         temperature: float | torch.Tensor = 1.0, ball=None, reduction: str = "mean") -> torch.Tensor:
     """InfoNCE with logits ``-d(q_i, k_j) / temperature``.
@@ -82,11 +100,16 @@ def hyperbolic_info_nce(queries: torch.Tensor, keys: torch.Tensor, targets: torc
     negatives) or ``(B, N, d)`` per query; ``targets`` ``(B,)`` the index of each query's
     positive among its keys.  ``ball`` is a :class:`~hypermem.geometry.PoincareBall` or a
     curvature (default 1).  An empty batch with ``reduction="mean"`` raises ``ValueError``, as
-    :func:`memory_info_nce` does.
+    :func:`memory_info_nce` does; so do a ``temperature`` that is not a finite number > 0 and
+    queries or keys that are NaN / inf or outside the ball (named, as a read names them).
     """
     c = _curvature(ball)
+    temperature = _temperature(temperature)
     _points("queries", queries, 2)
+    _points("keys", keys)
     _refuse_empty_mean("hyperbolic_info_nce", queries.shape[0], reduction)
+    _inside("queries", queries, c)
+    _inside("keys", keys, c)
     if keys.dim() == 2:
         d = P.pairwise_distance(queries, keys, c)
     elif keys.dim() == 3:
@@ -143,12 +166,16 @@ def poincare_ranking_loss(u: torch.Tensor, v: torch.Tensor, negatives: torch.Ten
 
     ``u``, ``v`` ``(B, d)``; ``negatives`` ``(B, m, d)`` (the ``N(u)`` of the paper: points
     not related to ``u``).  Equals :func:`hyperbolic_info_nce` at temperature 1 with the
-    positive first.
+    positive first.  An empty batch with ``reduction="mean"`` and points that are NaN / inf or
+    outside the ball raise ``ValueError`` (named), as for :func:`hyperbolic_info_nce`.
     """
     _points("u", u, 2)
     _points("v", v, 2)
     _points("negatives", negatives, 3)
+    _refuse_empty_mean("poincare_ranking_loss", u.shape[0], reduction)
     c = _curvature(ball)
+    for name, x in (("u", u), ("v", v), ("negatives", negatives)):
+        _inside(name, x, c)
     return softmax_ranking_loss(P.distance_arcosh(u, v, c), P.distance_arcosh(u.unsqueeze(1), negatives, c),
                                 reduction=reduction)
 
@@ -161,7 +188,8 @@ def entailment_cone_loss(general: torch.Tensor, specific: torch.Tensor, neg_gene
     Positive pairs (``general`` entails ``specific``, both ``(B, d)``) pay their energy
     ``E(u, v)`` (zero once ``v`` is inside ``u``'s cone); negative pairs (``neg_general``,
     ``neg_specific`` ``(M, d)``) pay ``max(0, margin - E(u', v'))`` until they are at least
-    ``margin`` outside.  ``reduction="mean"`` divides the sum by the number of pairs.
+    ``margin`` outside.  ``reduction="mean"`` divides the sum by the number of pairs, and
+    raises ``ValueError`` when there are none (an empty batch).
     """
     if not (isinstance(margin, (int, float)) and math.isfinite(margin) and margin >= 0):
         raise ValueError(f"margin must be a finite number >= 0, got {margin!r}")
@@ -178,4 +206,5 @@ def entailment_cone_loss(general: torch.Tensor, specific: torch.Tensor, neg_gene
                              f"{tuple(neg_general.shape)} and {tuple(neg_specific.shape)}")
         parts.append((margin - cone_energy(neg_general, neg_specific, ball, K)).clamp_min(0.0))
     loss = torch.cat([p.reshape(-1) for p in parts])
+    _refuse_empty_mean("entailment_cone_loss", loss.shape[0], reduction, what="pairs")
     return _reduce(loss, reduction)

@@ -23,6 +23,7 @@ The WordNet hypernym-retrieval experiment that trains and compares it lives in t
 
 from __future__ import annotations
 
+import geoopt
 import torch
 from torch import nn
 
@@ -46,12 +47,38 @@ def cosine_topk(qdirs: torch.Tensor, dirs: torch.Tensor, k: int, exclude: torch.
     return dense_topk(qdirs.detach() @ dirs.T, k, None if exclude is None else torch.as_tensor(exclude))
 
 
+DEFAULT_K = 32
+"""The top-``k`` of training reads when ``k=None``: ``min(DEFAULT_K, slots)``."""
+
+
 class HyperbolicRAG(nn.Module):
     """Encoder -> hyperbolic memory -> hierarchy-aware readout.
 
-    ``answer_scores`` ranks every slot exactly (:meth:`ParentVote.full`); ``train_scores``
+    ``model(x)`` (:meth:`forward`, the same as :meth:`answer_scores`) gives every slot's answer
+    score ``(B, N)`` for features ``x`` ``(B, feature_dim)``, ranking every slot exactly
+    (:meth:`ParentVote.full`): ``model(x).argmax(1)`` is the predicted slot.  ``train_scores``
     uses exact top-``k`` reads (:meth:`ParentVote.topk`), so a training step costs the
     searches plus ``O(batch x k)`` work with gradient.
+
+    Parameters (checked here, each named): ``parent`` ``(N,)`` the parent slot of every slot of
+    ``store`` (``-1`` for roots; one entry per slot); ``k`` the top-``k`` of training reads, from
+    1 to the number of slots (``None``: ``min(32, slots)``; a larger ``k`` is refused);
+    ``metric`` ``"shell"`` or ``"hyperbolic"``; ``sparse_grad`` sparse gradients for the keys.
+
+    **Optimizers.**  With ``sparse_grad=True`` (the default: a step touches ``O(batch x k)``
+    key rows, whatever ``N``) the keys get sparse gradients, which
+    :class:`geoopt.optim.RiemannianAdam` refuses: train :meth:`dense_parameters` with it and
+    :meth:`sparse_parameters` (the keys) with :class:`geoopt.optim.SparseRiemannianAdam`, as
+    :meth:`optimizers` does; or build the model with ``sparse_grad=False`` and one
+    ``RiemannianAdam(model.parameters())``.  Example::
+
+        opts = model.optimizers(lr=3e-3)              # [RiemannianAdam, SparseRiemannianAdam]
+        cand, scores = model.train_scores(x, targets, exclude)
+        loss = torch.nn.functional.cross_entropy(scores, torch.zeros_like(targets))  # answer first
+        for o in opts: o.zero_grad()
+        loss.backward()
+        for o in opts: o.step()
+        model.after_step()
 
     The search (:meth:`select`): with the shell metric and no per-slot bias, the score
     ``-d/tau`` is a decreasing function of the cosine between the query's and the key's
@@ -62,8 +89,9 @@ class HyperbolicRAG(nn.Module):
     """
 
     def __init__(self, store: Memory, parent: torch.Tensor, feature_dim: int, temperature: float = 0.1,
-                 learn_keys: bool = True, two_heads: bool = False, k: int = 32, query_depth: float | str | None = None,
-                 combine: str = "logaddexp", children: str = "max", metric: str = "shell", fast: bool = True):
+                 learn_keys: bool = True, two_heads: bool = False, k: int | None = None,
+                 query_depth: float | str | None = None, combine: str = "logaddexp", children: str = "max",
+                 metric: str = "shell", fast: bool = True, sparse_grad: bool = True):
         super().__init__()
         depth = store.base_depth if query_depth is None else query_depth
         init = "identity" if feature_dim == store.dim else "default"
@@ -72,17 +100,53 @@ class HyperbolicRAG(nn.Module):
         self.vote_encoder = BallEncoder(feature_dim, store.dim, curvature=store.curvature, depth=depth, init=init,
                                         init_depth=store.base_depth) if two_heads else None
         self.memory = HyperbolicMemory.from_memory(store, learn_keys=learn_keys, temperature=temperature,
-                                                   sparse_grad=True, dtype=torch.float32)
-        self.memory.metric = metric
+                                                   sparse_grad=bool(sparse_grad), dtype=torch.float32)
+        self.memory.metric = metric  # checked by the memory (ValueError naming the metric)
         self.readout = ParentVote(parent, combine=combine, children=children)
-        self.k = int(k)
+        n = len(self.memory)
+        if self.readout.parent.shape[0] != n:
+            raise ValueError(f"parent must have one entry per slot of the store ({n}), "
+                             f"got {self.readout.parent.shape[0]}")
+        if k is None:
+            k = min(DEFAULT_K, n)
+        elif isinstance(k, int) and not isinstance(k, bool) and k > n:
+            raise ValueError(f"k={k} is more than the store's {n} slots: pass k <= {n} "
+                             f"(or k=None for min({DEFAULT_K}, slots))")
+        self.k = check_k(k, n)
         self.fast = bool(fast)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Answer scores ``(B, N)`` of every slot for features ``x``: :meth:`answer_scores`."""
+        return self.answer_scores(x)
+
+    def sparse_parameters(self) -> list[nn.Parameter]:
+        """The parameters with sparse gradients: the keys when they train with ``sparse_grad``
+        (for :class:`geoopt.optim.SparseRiemannianAdam`), else none."""
+        K = self.memory.keys
+        return [K] if K.requires_grad and self.memory.sparse_grad else []
+
+    def dense_parameters(self) -> list[nn.Parameter]:
+        """Every trainable parameter but :meth:`sparse_parameters` (for
+        :class:`geoopt.optim.RiemannianAdam`)."""
+        sparse = {id(p) for p in self.sparse_parameters()}
+        return [p for p in self.parameters() if p.requires_grad and id(p) not in sparse]
+
+    def optimizers(self, lr: float = 3e-3, key_lr: float | None = None) -> list[torch.optim.Optimizer]:
+        """``[RiemannianAdam(dense_parameters(), lr)]``, plus
+        ``SparseRiemannianAdam(sparse_parameters(), key_lr or lr)`` when there are sparse ones;
+        step every one after each backward (then :meth:`after_step`)."""
+        opts: list[torch.optim.Optimizer] = [geoopt.optim.RiemannianAdam(self.dense_parameters(), lr=lr)]
+        sparse = self.sparse_parameters()
+        if sparse:
+            opts.append(geoopt.optim.SparseRiemannianAdam(sparse, lr=lr if key_lr is None else key_lr))
+        return opts
 
     def _queries(self, x):
         q = self.encoder(x)
         return q, (q if self.vote_encoder is None else self.vote_encoder(x))
 
     def answer_scores(self, x: torch.Tensor) -> torch.Tensor:
+        """Answer scores ``(B, N)`` of every slot (exact, with gradient; also ``model(x)``)."""
         q, v = self._queries(x)
         own = self.memory.score_all(q)[0]
         vote = own if v is q else self.memory.score_all(v)[0]

@@ -28,6 +28,16 @@ from typing import Any
 import torch
 
 from ..geometry import poincare as P
+from ..store.checks import METRICS
+
+
+def check_metric(metric: Any) -> str:
+    """``metric`` if it is one of :data:`METRICS` (exactly: ``"Shell"`` is refused), else
+    ``ValueError``; what :class:`~hypermem.nn.HyperbolicMemory` checks at construction and on
+    every assignment of ``memory.metric``."""
+    if not isinstance(metric, str) or metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r}; choose one of {METRICS}")
+    return metric
 
 
 def as_float(name: str, value: Any, positive: bool = False) -> float:
@@ -103,22 +113,24 @@ def check_finite_rows(x: torch.Tensor, what: str) -> None:
     host_check(ok, message, f"a {what} has NaN or inf coordinates")
 
 
-def check_query_values(queries: torch.Tensor, c: float | torch.Tensor) -> None:
+def check_query_values(queries: torch.Tensor, c: float | torch.Tensor, what: str = "query") -> None:
     """Every query finite (named first) and strictly inside the ball of curvature ``-c`` (a
-    float, or the tensor of a learnable curvature): one host sync for both."""
-    q = queries.detach()
+    float, or the tensor of a learnable curvature): one host sync for both.  ``queries`` is
+    ``(B, d)`` or ``(..., d)`` (rows numbered as flattened); ``what`` names a row in the message
+    (the losses pass their argument's name)."""
+    q = queries.detach().reshape(-1, queries.shape[-1])
     finite = torch.isfinite(q).all(-1)
     inside = P.is_inside(q, c.detach() if isinstance(c, torch.Tensor) else c)
 
     def message() -> str:
         if not bool(finite.all()):
             bad = _first_bad(finite)
-            return f"query #{bad} has {nonfinite_kind(q[bad])} coordinates"
+            return f"{what} #{bad} has {nonfinite_kind(q[bad])} coordinates"
         bad, cf = _first_bad(inside), float(c)
-        return (f"query #{bad} is not inside the Poincaré ball of curvature {cf:g} (norm "
+        return (f"{what} #{bad} is not inside the Poincaré ball of curvature {cf:g} (norm "
                 f"{float(q[bad].norm()):.6g}, radius {cf ** -0.5:.6g})")
 
-    host_check(finite & inside, message, "a query has NaN or inf coordinates or is not inside the Poincaré ball")
+    host_check(finite & inside, message, f"a {what} has NaN or inf coordinates or is not inside the Poincaré ball")
 
 
 def check_slot_range(idx: torch.Tensor, n_slots: int, what: str = "slot indices") -> None:
