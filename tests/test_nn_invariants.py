@@ -37,8 +37,8 @@ def _queries(b=4, d=3, seed=1):
 
 
 # -- printing and parameters ---------------------------------------------------------------
-@pytest.mark.parametrize("depth, shown", [(None, "depth=expmap0"), (2.0, "depth=fixed 2"),
-                                          ("learned", "depth=learned (min 0.05)")])
+@pytest.mark.parametrize("depth, shown", [(None, "depth=None"), (2.0, "depth=2"),
+                                          ("learned", "depth='learned', min_depth=0.05")])
 def test_ballencoder_repr_and_print_of_a_model(depth, shown):
     enc = BallEncoder(16, 8, depth=depth)
     assert shown in repr(enc) and "curvature=1" in repr(enc)
