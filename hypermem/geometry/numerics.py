@@ -48,6 +48,15 @@ _ARTANH_EPS = {
     torch.float64: 1e-15,
 }
 
+
+def _clamp_gap(e: float, dtype: torch.dtype) -> float:
+    e = 1.0 - float(torch.tensor(1.0 - e, dtype=dtype))  # the clamp as the dtype rounds it (1.19e-7 in float32)
+    return e * (2.0 - e)
+
+
+# Floor of the boundary gap 1 - c||x||^2 (see gap_floor), a plain dict so compiled code reads it freely.
+_GAP_FLOOR = {dtype: _clamp_gap(e, dtype) for dtype, e in _ARTANH_EPS.items()}
+
 # Floor for squared norms before a square root, so gradients stay finite at 0.
 _TINY = {
     torch.float16: 1e-7,
@@ -72,6 +81,16 @@ def ball_margin(dtype: torch.dtype) -> float:
 def tiny(dtype: torch.dtype) -> float:
     """Smallest squared norm treated as non-zero for ``dtype``."""
     return _TINY.get(dtype, 1e-30)
+
+
+def gap_floor(dtype: torch.dtype) -> float:
+    """Floor of the boundary gap ``1 - c||x||^2``: ``e (2 - e)``, the gap of a point at the
+    radius ``(1 - e) / sqrt(c)`` where :func:`artanh` clamps its argument (``e = 1e-7`` in
+    float32, ``1e-15`` in float64: floors ``2e-7`` and ``2e-15``).  A point on or outside the
+    boundary is thereby seen at the same clamp by the arcosh distance as by ``d(0, x) =
+    2 artanh(sqrt(c)||x||) / sqrt(c)``; every point within the margin has a larger gap
+    (``2e-3`` in float32, ``2e-10`` in float64), so none of them is changed."""
+    return _GAP_FLOOR.get(dtype, _GAP_FLOOR[torch.float32])
 
 
 def max_radius(dtype: torch.dtype, curvature: float = 1.0) -> float:

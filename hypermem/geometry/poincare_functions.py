@@ -25,7 +25,18 @@ from typing import Any
 import torch
 
 from .conversion import as_points, as_tensor, as_tensors, check_curvature, checked_curvature
-from .numerics import arcosh1p, artanh, asinh_exp, ball_margin, exp_range, safe_norm, sq_norm, tanh, tiny
+from .numerics import (
+    arcosh1p,
+    artanh,
+    asinh_exp,
+    ball_margin,
+    exp_range,
+    gap_floor,
+    safe_norm,
+    sq_norm,
+    tanh,
+    tiny,
+)
 
 Curvature = float | torch.Tensor
 
@@ -120,10 +131,16 @@ def distance_arcosh(x, y, c: Curvature = 1.0) -> torch.Tensor:
 
 
 def boundary_gap(sq, c: Curvature = 1.0) -> torch.Tensor:
-    r"""``1 - c ||x||^2`` from the squared norm ``sq``, floored at the dtype's ``tiny``
-    (``2 / lambda_x``: the factor of both distance formulas that vanishes at the boundary)."""
+    r"""``1 - c ||x||^2`` from the squared norm ``sq`` (``2 / lambda_x``: the factor of both
+    distance formulas that vanishes at the boundary), floored at
+    :func:`~hypermem.geometry.numerics.gap_floor` (``2e-7`` in float32, ``2e-15`` in float64),
+    the gap at the radius where :func:`distance_to_origin`'s ``artanh`` clamps.
+
+    So a point on or outside the boundary gets finite distances with finite gradients, and
+    on the boundary ``distance(0, x) == distance_to_origin(x)`` (16.64 in float32, 35.23 in
+    float64; see ``docs/numerics.md``).  No point within the dtype's margin is floored."""
     c = _c(c)
-    return (1.0 - c * sq).clamp_min(tiny(sq.dtype))
+    return (1.0 - c * sq).clamp_min(gap_floor(sq.dtype))
 
 
 def arcosh_distance(sq_diff: torch.Tensor, gap_x: torch.Tensor, gap_y: torch.Tensor,
