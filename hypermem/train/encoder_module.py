@@ -42,6 +42,7 @@ from ..hierarchy.encoder_prefix import FrozenPrefix, freeze_lower_layers, resolv
 from ..hierarchy.encoder_step import TokenCache, batch_losses, lr_factor, step_seed
 from ..hierarchy.encoder_training import EncoderTrainConfig, validate_encoder
 from .hierarchy_logging import disk_picture_available, tensorboard_writer
+from .step_axis import evaluated_epoch, evaluated_step, remember_checkpoint
 
 __all__ = ["EncoderModule"]
 
@@ -153,11 +154,13 @@ class EncoderModule(pl.LightningModule):
         for key in ("f1", "f1_random", "f1_hard", "mrr", "lambda", "threshold"):
             self.log(f"val/{key}", float(m[key]), on_step=False, on_epoch=True, batch_size=1)
         # the val/* scalars at global_step, the step of the pictures and of the checkpoint's name
-        self.log("step", float(self.global_step), on_step=False, on_epoch=True, reduce_fx="max", batch_size=1,
+        # (in validate --ckpt_path the checkpoint's global_step: step_axis)
+        step = evaluated_step(self)
+        self.log("step", float(step), on_step=False, on_epoch=True, reduce_fx="max", batch_size=1,
                  rank_zero_only=True)
         if self.trainer.sanity_checking:
             return
-        m = {**m, "step": self.global_step, "epoch": self.current_epoch + 1}
+        m = {**m, "step": step, "epoch": evaluated_epoch(self) + 1}
         self.final_metrics = m   # the latest validation: printed per epoch and at the end (hierarchy_callbacks)
         if not self.best or m["f1"] > self.best["f1"]:
             self.best = dict(m)
@@ -169,6 +172,7 @@ class EncoderModule(pl.LightningModule):
         checkpoint["hypermem_encoder_best"] = dict(self.best)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
+        remember_checkpoint(self, checkpoint)   # a validate run logs at its global_step (step_axis)
         self.best = dict(checkpoint.get("hypermem_encoder_best", {}))
         self._drop_pooler_from_optimizer(checkpoint)
 
@@ -226,7 +230,7 @@ class EncoderModule(pl.LightningModule):
             pts = self.encoder.encode([dm.texts[i] for i in sample], show_progress_bar=False).cpu()
         norms = self.encoder.norms(pts)
         depth = torch.tensor([dm.depth[i] for i in sample])
-        step = self.global_step
+        step = evaluated_step(self)
         for d in sorted(set(depth.tolist()) - {-1})[:12]:
             tb.add_histogram(f"embedding/norm_depth_{d}", norms[depth == d].float(), global_step=step)
         if not (self.hparams.log_images and disk_picture_available()):

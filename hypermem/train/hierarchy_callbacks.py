@@ -60,6 +60,8 @@ class RunSummary(pl.Callback):
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._start = time.perf_counter()
+        # the training time a resumed run already spent (Lightning's Timer restores it before fit starts)
+        self.used = next((cb.time_elapsed() for cb in trainer.callbacks if _timed(cb)), 0.0)
 
     def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict) -> None:
         self.saved = (trainer.current_epoch, trainer.global_step)
@@ -112,11 +114,34 @@ class RunSummary(pl.Callback):
             where = f"logs: {log_dir}" if trainer.logger is not None and log_dir else "not logged"
             print(f"validated {what}; {where}", flush=True)
 
+    def used_up_resume(self, trainer: pl.Trainer) -> tuple[int, int] | None:
+        """``(epochs, global_step)`` of the checkpoint a run resumed (its fit loop's processed
+        epochs: Lightning's ``current_epoch`` of such a run is one less when the checkpoint was
+        saved at an epoch's end) when the run trained nothing because the resumed run had already
+        used up ``trainer.max_time`` (Lightning's ``Timer`` counts the time of the checkpoint's
+        runs), else ``None``."""
+        from .run_folder import checkpoint_progress
+
+        used = getattr(self, "used", 0.0)
+        limit = next((cb.time_elapsed() + cb.time_remaining() for cb in trainer.callbacks if _timed(cb)), None)
+        if limit is None or not trainer.ckpt_path or not 0 < limit <= used:
+            return None
+        progress = checkpoint_progress(trainer.ckpt_path)
+        return progress if progress is not None and progress[1] == trainer.global_step else None
+
     def summary(self, trainer: pl.Trainer, pl_module: pl.LightningModule, log_dir: str | None = None) -> str:
         seconds = time.perf_counter() - getattr(self, "_start", time.perf_counter())
         state = "interrupted" if trainer.interrupted else "done"
-        lines = [f"{state}: {epochs_done(trainer)}, {trainer.global_step} optimizer steps in {seconds:.1f} s"
-                 + time_limit_note(trainer)]
+        resumed = self.used_up_resume(trainer)
+        if resumed is not None:   # max_time used up by the checkpoint: not one step taken
+            limit, spent = time_limit_note(trainer, only_limit=True), self.used
+            lines = [f"{state}: {resumed[0]} epochs, {trainer.global_step} optimizer steps "
+                     f"(those of {trainer.ckpt_path}); nothing trained: trainer.max_time {limit} was already used up "
+                     f"by the run being resumed ({spent:.1f} s; max_time counts the time of the runs resumed); raise "
+                     "it to train more"]
+        else:
+            lines = [f"{state}: {epochs_done(trainer)}, {trainer.global_step} optimizer steps in {seconds:.1f} s"
+                     + time_limit_note(trainer)]
         final = dict(getattr(pl_module, "final_metrics", {}) or {})
         if final:
             names = {"map": "val/map", "mean_rank": "val/mean_rank", "f1": "val/f1", "mrr": "val/mrr",
@@ -140,6 +165,13 @@ class RunSummary(pl.Callback):
         return "\n".join(lines)
 
 
+def _timed(cb) -> bool:
+    """Whether ``cb`` is Lightning's ``Timer`` with a limit (``trainer.max_time``)."""
+    from lightning.pytorch.callbacks import Timer
+
+    return isinstance(cb, Timer) and cb.time_remaining() is not None
+
+
 def epochs_done(trainer: pl.Trainer) -> str:
     """``"5 epochs"``, or ``"4 epochs and 7 of 10 batches of epoch 5"`` when a limit
     (``max_time``, ``max_steps``) stopped the run inside an epoch (Lightning counts that epoch
@@ -151,18 +183,16 @@ def epochs_done(trainer: pl.Trainer) -> str:
     return f"{done} epochs"
 
 
-def time_limit_note(trainer: pl.Trainer) -> str:
+def time_limit_note(trainer: pl.Trainer, only_limit: bool = False) -> str:
     """``" (stopped at the time limit, trainer.max_time 0:00:40)"`` when ``trainer.max_time`` ended
-    the run, else ``""``."""
+    the run, else ``""`` (``only_limit``: ``"0:00:40"``)."""
     import datetime
 
-    from lightning.pytorch.callbacks import Timer
-
     for cb in trainer.callbacks:
-        left = cb.time_remaining() if isinstance(cb, Timer) else None
+        left = cb.time_remaining() if _timed(cb) else None
         if left is not None and left <= 0:
             limit = datetime.timedelta(seconds=round(cb.time_elapsed() + left))
-            return f" (stopped at the time limit, trainer.max_time {limit})"
+            return str(limit) if only_limit else f" (stopped at the time limit, trainer.max_time {limit})"
     return ""
 
 

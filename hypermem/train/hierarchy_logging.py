@@ -46,6 +46,7 @@ def tensorboard_writer(logger) -> Any | None:
 def log_embedding_state(tb, module, step: int) -> None:
     """Disk picture, norm/depth histograms and projector of ``module``'s embedding at ``step``."""
     from .hierarchy_figures import poincare_disk_figure
+    from .step_axis import evaluated_epoch
 
     hp = module.hparams
     pts = module.embedding.points().detach()
@@ -58,7 +59,7 @@ def log_embedding_state(tb, module, step: int) -> None:
         shown = pts * math.sqrt(module.ball.curvature) if in_ball else \
             pts / norms.max().clamp_min(1e-12)
         fig = poincare_disk_figure(shown, module.nodes, getattr(module.trainer.datamodule, "tree", None),
-                                   title=f"{hp.kind} dim {hp.dim}, epoch {module.current_epoch + 1}, step {step}")
+                                   title=f"{hp.kind} dim {hp.dim}, epoch {evaluated_epoch(module) + 1}, step {step}")
         tb.add_figure("embedding/disk", fig, global_step=step)
     if hp.log_projector:
         glosses = getattr(module.trainer.datamodule, "glosses", {}) or {}

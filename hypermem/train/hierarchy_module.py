@@ -68,6 +68,7 @@ from ..nn.curvature import make_ball
 from .hierarchy_callbacks import ValidateLastEpoch
 from .hierarchy_checkpoint import CheckpointError, check_hierarchy_checkpoint
 from .hierarchy_logging import log_embedding_state, log_final_metric, tensorboard_writer
+from .step_axis import evaluated_epoch, evaluated_step, remember_checkpoint
 
 __all__ = ["KINDS", "HierarchyModule", "load_init_weights"]
 
@@ -242,6 +243,7 @@ class HierarchyModule(pl.LightningModule):
         data must have the checkpoint's nodes, in its order.  A module loaded outside a run
         never trusts a file: its ``init_from_trusted`` is ``False`` whatever the checkpoint says."""
         hp = self.hparams
+        remember_checkpoint(self, checkpoint)   # a validate run logs at its global_step (step_axis)
         nodes = check_hierarchy_checkpoint(checkpoint, hp, _DTYPES[hp.dtype],
                                            in_ball=self.objective.geometry != "euclidean")
         weight = checkpoint["state_dict"]["embedding.weight"]
@@ -326,8 +328,9 @@ class HierarchyModule(pl.LightningModule):
 
     def _log_step_axis(self, on_epoch: bool = False) -> None:
         """Lightning's ``step`` metric (the x value of the scalars logged with it, see "One
-        step axis" in the module docstring) and the epoch."""
-        for name, value in (("step", self.global_step), ("epoch", self.current_epoch)):
+        step axis" in the module docstring) and the epoch; in ``validate --ckpt_path`` the
+        checkpoint's (:mod:`~hypermem.train.step_axis`)."""
+        for name, value in (("step", evaluated_step(self)), ("epoch", evaluated_epoch(self))):
             self.log(name, float(value), on_step=not on_epoch, on_epoch=on_epoch, reduce_fx="max",
                      rank_zero_only=True)
 
@@ -366,10 +369,11 @@ class HierarchyModule(pl.LightningModule):
             self.log("val/f1", res["f1"], rank_zero_only=True)
             self.log("test/f1", res["test_f1"], rank_zero_only=True)
         self._log_step_axis(on_epoch=True)
-        self.final_metrics = {"step": self.global_step, "epoch": self.current_epoch + 1, **res}
+        step = evaluated_step(self)
+        self.final_metrics = {"step": step, "epoch": evaluated_epoch(self) + 1, **res}
         tb = tensorboard_writer(self.logger)
         if tb is not None and self.trainer.is_global_zero:
-            log_embedding_state(tb, self, self.global_step)
+            log_embedding_state(tb, self, step)
 
     def on_train_end(self) -> None:
         """The final metrics (an evaluation now when the last validation was earlier, offered to

@@ -1,0 +1,70 @@
+"""`hypermem train` as a tester met it: ``validate --ckpt_path`` logs at the checkpoint's step
+(one optimizer-step axis with the fit), and a resume whose ``trainer.max_time`` the resumed run
+already used up says that nothing was trained and counts the checkpoint's epochs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+pytest.importorskip("lightning")
+
+from train_helpers import run_train, scalars, train_tiny  # noqa: E402
+
+torch.set_num_threads(1)
+
+
+def _ckpt(path: Path) -> dict:
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def test_validate_logs_at_the_checkpoints_step(tmp_path, capsys):
+    fit = train_tiny(tmp_path, "--trainer.max_epochs=3")
+    run = tmp_path / fit.trainer.log_dir
+    fit_steps = [s for s, _ in scalars(run, "val/map")]
+    last = _ckpt(run / "checkpoints" / "last.ckpt")["global_step"]
+    assert last > 0 and last in fit_steps
+    val = run_train(tmp_path, ["validate", "--config", "tiny.yaml", "--ckpt_path=last"])
+    assert val.trainer.callback_metrics["step"] == last       # the printed table's step
+    assert val.model.final_metrics["step"] == last
+    assert val.model.final_metrics["epoch"] == 3
+    steps = [s for s, _ in scalars(tmp_path / val.trainer.log_dir, "val/map")]
+    assert 0 not in steps and steps.count(last) >= 2, steps  # the fit's point and the validate's, one step
+    best = next((run / "checkpoints").glob("best-*.ckpt"))
+    best_step = _ckpt(best)["global_step"]
+    val = run_train(tmp_path, ["validate", "--config", "tiny.yaml", f"--ckpt_path={best}"])
+    assert val.trainer.callback_metrics["step"] == best_step
+    # without a checkpoint, validate evaluates the weights in memory at their own step (0)
+    val = run_train(tmp_path, ["validate", "--config", "tiny.yaml", "--trainer.logger.init_args.name=fresh"])
+    assert val.trainer.callback_metrics["step"] == 0
+
+
+def _done(out: str) -> str:
+    return next(line for line in out.splitlines() if line.startswith("done: "))
+
+
+def test_a_resume_whose_max_time_is_used_up_says_nothing_was_trained(tmp_path, capsys):
+    first = train_tiny(tmp_path, "--trainer.max_epochs=100000", "--trainer.max_time=00:00:00:02")
+    ckpt = _ckpt(tmp_path / first.trainer.log_dir / "checkpoints" / "last.ckpt")
+    epochs = ckpt["loops"]["fit_loop"]["epoch_progress"]["current"]["processed"]
+    steps = ckpt["global_step"]
+    assert _done(capsys.readouterr().out).endswith("(stopped at the time limit, trainer.max_time 0:00:02)")
+    again = train_tiny(tmp_path, "--trainer.max_epochs=100000", "--trainer.max_time=00:00:00:01", "--ckpt_path=last")
+    assert again.trainer.global_step == steps
+    done = _done(capsys.readouterr().out)
+    assert done.startswith(f"done: {epochs} epochs, {steps} optimizer steps"), done
+    assert "nothing trained: trainer.max_time 0:00:01 was already used up by the run being resumed" in done
+    assert "raise it to train more" in done
+
+
+def test_a_resume_with_time_left_trains_on_and_says_the_usual(tmp_path, capsys):
+    first = train_tiny(tmp_path, "--trainer.max_epochs=100000", "--trainer.max_time=00:00:00:01")
+    steps = first.trainer.global_step
+    capsys.readouterr()
+    again = train_tiny(tmp_path, "--trainer.max_epochs=100000", "--trainer.max_time=00:00:00:03", "--ckpt_path=last")
+    assert again.trainer.global_step > steps
+    done = _done(capsys.readouterr().out)
+    assert "nothing trained" not in done
+    assert done.endswith("(stopped at the time limit, trainer.max_time 0:00:03)"), done
