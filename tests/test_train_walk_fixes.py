@@ -68,3 +68,32 @@ def test_a_resume_with_time_left_trains_on_and_says_the_usual(tmp_path, capsys):
     done = _done(capsys.readouterr().out)
     assert "nothing trained" not in done
     assert done.endswith("(stopped at the time limit, trainer.max_time 0:00:03)"), done
+
+
+def test_encoder_validate_logs_at_the_checkpoints_step(tmp_path):
+    pytest.importorskip("sentence_transformers")
+    import json
+
+    from encoder_helpers import EDGES, NAMES, tiny_model_folder
+
+    from hypermem.train.hierarchy_cli import main
+
+    (tmp_path / "edges.jsonl").write_text("".join(json.dumps({"child": c, "parent": p}) + "\n" for c, p in EDGES))
+    (tmp_path / "names.jsonl").write_text("".join(json.dumps({"id": i, "name": f"a {t}"}) + "\n"
+                                                  for i, t in sorted(NAMES.items())))
+    (tmp_path / "my.yaml").write_text(f"data: {{hierarchy: files, edges: {tmp_path / 'edges.jsonl'}, "
+                                      f"names: {tmp_path / 'names.jsonl'}, task: none}}\n")
+    args = ["--config", "wordnet_encoder", "--config", str(tmp_path / "my.yaml"),
+            f"--model.base={tiny_model_folder(tmp_path / 'm')}", "--data.batch_size=8",
+            "--trainer.enable_progress_bar=false", f"--trainer.logger.init_args.save_dir={tmp_path / 'runs'}",
+            "--trainer.logger.init_args.name=my"]
+    fit = main(["fit", *args, "--trainer.max_epochs=2"])
+    run = Path(fit.trainer.log_dir)
+    best = next((run / "checkpoints").glob("best-step=*.ckpt"))
+    step = _ckpt(best)["global_step"]
+    assert step > 0
+    val = main(["validate", *args, "--ckpt_path=best"])
+    assert val.trainer.callback_metrics["step"] == step
+    assert val.model.final_metrics["step"] == step
+    steps = [s for s, _ in scalars(Path(val.trainer.log_dir), "val/f1")]
+    assert 0 not in steps and step in steps, steps
