@@ -132,13 +132,20 @@ def named_embedder(name: str, **options: Any):
 
 
 def check_embedder_name(name: str | None) -> None:
-    """Refuse a placement reranker's folder (``hypermem fit-reranker --out``) given as ``--embedder``."""
+    """Refuse a placement reranker's folder (``hypermem fit-reranker --out``) given as ``--embedder``,
+    and a file or a training run's folder with the encoder loader's own message (what to load instead)."""
+    from ..embed.encoder_folder import not_an_encoder_folder
     from ..embed.reranker import CONFIG_FILE
 
-    if name not in (None, "minilm", "hashing") and (Path(name) / CONFIG_FILE).is_file():
+    if name in (None, "minilm", "hashing"):
+        return
+    if (Path(name) / CONFIG_FILE).is_file():
         raise UserError(f"{name} is a placement reranker's folder (hypermem fit-reranker), not an embedder: give "
                         "--embedder minilm, hashing or an encoder's folder, and the reranker to hypermem mcp "
                         "--reranker")
+    hint = not_an_encoder_folder(Path(name))   # HierarchyEncoder.load's check, before the folder is scanned
+    if hint:
+        raise UserError(hint)
 
 
 def load_memory(path: str, embedder: str | None = None):

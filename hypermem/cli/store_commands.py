@@ -238,7 +238,9 @@ def cmd_import(args: argparse.Namespace) -> int:
             msg = re.sub(r"item #(\d+)", lambda m: where[int(m.group(1))] if int(m.group(1)) < len(where)
                          else m.group(0), msg)
             raise UserError(f"{src}: {msg}") from None
-    mem.save(out)
+    from ..store.persistence import save as save_memory
+
+    save_memory(mem, out, force=args.force)   # --force: a file that is no memory file is replaced too
     print(f"wrote {out} ({memories(len(mem))})")
     return 0
 

@@ -42,6 +42,8 @@ class HierarchyFileError(ValueError):
 
 
 def _lines(path: Path):
+    if path.is_dir():
+        raise IsADirectoryError(f"{str(path)!r} is a folder, not a file: give the path of the hierarchy file")
     if not path.is_file():
         raise FileNotFoundError(f"no such file: {str(path)!r}")
     try:  # utf-8-sig: a byte-order mark (Windows editors) is not part of the first id

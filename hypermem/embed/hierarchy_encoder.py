@@ -63,7 +63,7 @@ from .folder_files import present, save_folder
 from .module_checks import LOAD_ERRORS, check_loaded_weights
 from .sentence_transformer import DEFAULT_MODEL, local_minilm_path, quiet_loading
 
-__all__ = ["HierarchyEncoder", "EncoderFolderError"]
+__all__ = ["HierarchyEncoder", "EncoderFolderError", "check_save_folder"]
 
 
 @contextlib.contextmanager
@@ -96,6 +96,13 @@ def resolve_base(base: str) -> str:
     """The local folder of a base model: the offline all-MiniLM-L6-v2 for its names, else
     ``base`` as given (a folder, or a hub name already in the local cache)."""
     return local_minilm_path() if base in (DEFAULT_MODEL, "all-MiniLM-L6-v2") else str(base)
+
+
+def check_save_folder(path: str | os.PathLike) -> Path:
+    """The folder :meth:`HierarchyEncoder.save` may write: new, empty, or an encoder folder (one
+    holding :data:`CONFIG_FILE`) that it saves over; a file, or a folder holding other files,
+    raises ``FileExistsError`` (checked again before a training run that will save there)."""
+    return save_folder(path, CONFIG_FILE, "hypermem encoder")
 
 
 class HierarchyEncoder:
@@ -232,7 +239,7 @@ class HierarchyEncoder:
         file, or a folder holding other files, is refused (``FileExistsError``): nothing mixes."""
         import json
 
-        folder = save_folder(path, CONFIG_FILE, "hypermem encoder")
+        folder = check_save_folder(path)
         folder.mkdir(parents=True, exist_ok=True)
         with _quiet_loading():
             self.model.save(str(folder), safe_serialization=True)

@@ -46,7 +46,7 @@ from pathlib import Path
 import torch
 
 from ..data.hierarchy_tasks import EntityHierarchy, NegativeSampler, carve_validation
-from ..embed.hierarchy_encoder import HierarchyEncoder
+from ..embed.hierarchy_encoder import HierarchyEncoder, check_save_folder
 from .encoder_batches import EdgeBatches, closure_sets
 from .encoder_eval import choose_operating_point, choose_ranking_lambda, encode_entities, pair_terms
 from .encoder_losses import LossWeights
@@ -239,6 +239,8 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
         raise ValueError(f"geometry must be 'poincare' or 'euclidean', got {geometry!r}")
     curvature = None if cfg.curvature is None else _ball_curvature(cfg.curvature, geometry)
     edges, names, validation_edges = _checked_inputs(edges, names, validation_edges)
+    if out is not None:
+        check_save_folder(out)   # refused before the training, not after it (the rule save applies)
     if epochs is None and max_minutes is None and cfg.max_steps is None:
         epochs = 1
     if cfg.threads:

@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from ..embed.reranker import CANDIDATES, WEIGHT, PlacementReranker
+from ..embed.reranker import CANDIDATES, WEIGHT, PlacementReranker, check_save_folder
 
 __all__ = ["fit_placement_reranker", "training_lists"]
 
@@ -105,6 +105,8 @@ def fit_placement_reranker(edges: Iterable[tuple[Any, Any]], names: Mapping[Any,
     missing = sorted({str(e) for pair in edges for e in pair if e not in names})[:3]
     if missing:
         raise ValueError(f"every id of edges needs a text in names; missing e.g. {missing}")
+    if out is not None:
+        check_save_folder(out)   # refused before the training, not after it (the rule save applies)
     torch.manual_seed(seed)
     lists = training_lists(edges, vectors, negatives=negatives, neighbours=neighbours, seed=seed)
     if not lists:

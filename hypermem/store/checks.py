@@ -374,14 +374,25 @@ def sqlite_tables(path: str | os.PathLike) -> set[str] | None:
     return None
 
 
-def check_replaceable(path: str | os.PathLike) -> None:
-    """``FileExistsError`` when ``save(path)`` would replace an SQLite database that is not a
-    file of ``Memory.save`` (a durable store of ``Memory.open``, an episodic memory, another
-    application's database): a snapshot replaces only a snapshot, an empty or a non-SQLite file."""
+def check_replaceable(path: str | os.PathLike, *, force: bool = False) -> None:
+    """``FileExistsError`` when ``save(path)`` would replace a file that is not a file of
+    ``Memory.save``: a file that is no SQLite database (a user's ``edges.tsv``; replaced only with
+    ``force``, the CLI's ``--force``), a folder, or an SQLite database of another kind (a durable
+    store of ``Memory.open``, an episodic memory, another application's database; never
+    replaced).  A snapshot replaces a snapshot (tables ``config`` and ``records``, what the
+    loader reads), an empty file or a new name."""
     tables = sqlite_tables(path)
+    where = repr(os.fspath(path))
+    if tables is None:
+        if os.path.isdir(path):
+            raise IsADirectoryError(f"save() writes a file, but {where} is a folder: give a file name such as "
+                                    "memory.db")
+        if force or not os.path.exists(path):
+            return
+        raise FileExistsError(f"save() would replace {where}, which is not a hypermem memory file (no SQLite "
+                              "database): save to another name, or remove that file first")
     if not tables or ("records" in tables and "config" in tables and "hm_config" not in tables):
         return
-    where = repr(os.fspath(path))
     if "hm_config" in tables:
         what = "a durable store of Memory.open (every call is written through to it)"
     elif "memories" in tables and "config" in tables:

@@ -172,7 +172,7 @@ def _blob(row: torch.Tensor) -> bytes:
 
 
 # ---------------------------------------------------------------------------- SQLite
-def save(memory, path: str | os.PathLike) -> None:
+def save(memory, path: str | os.PathLike, *, force: bool = False) -> None:
     """Write ``memory`` to the SQLite file ``path``, atomically (see the module docstring).
 
     >>> import os, tempfile
@@ -184,11 +184,12 @@ def save(memory, path: str | os.PathLike) -> None:
 
     A name ending in another format's extension (``.json``, ``.csv``, ``.html``...) is a
     ``ValueError`` before anything is written; JSON is :func:`to_json`.  A snapshot replaces
-    an earlier snapshot, never a durable store, an episodic file or another SQLite database
-    (``FileExistsError``: :func:`~hypermem.store.checks.check_replaceable`).
+    an earlier snapshot or an empty file, never a file that is no SQLite database (unless
+    ``force``: the CLI's ``--force``), a durable store, an episodic file or another SQLite
+    database (``FileExistsError``: :func:`~hypermem.store.checks.check_replaceable`).
     """
     check_sqlite_name(path)
-    check_replaceable(path)
+    check_replaceable(path, force=force)
     snap = _snapshot(memory)
     recs = snap["records"]
     with atomic_sqlite(path) as con:
