@@ -374,20 +374,31 @@ def sqlite_tables(path: str | os.PathLike) -> set[str] | None:
     return None
 
 
+def _sqlite_header(path: str | os.PathLike) -> bool:
+    """Whether ``path`` starts with SQLite's 16-byte header (``SQLite format 3\\0``): a database,
+    readable or not."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
+
+
 def check_replaceable(path: str | os.PathLike, *, force: bool = False) -> None:
     """``FileExistsError`` when ``save(path)`` would replace a file that is not a file of
     ``Memory.save``: a file that is no SQLite database (a user's ``edges.tsv``; replaced only with
     ``force``, the CLI's ``--force``), a folder, or an SQLite database of another kind (a durable
     store of ``Memory.open``, an episodic memory, another application's database; never
     replaced).  A snapshot replaces a snapshot (tables ``config`` and ``records``, what the
-    loader reads), an empty file or a new name."""
+    loader reads), a database too corrupt to list its tables (SQLite's header, an unreadable
+    schema), an empty file or a new name."""
     tables = sqlite_tables(path)
     where = repr(os.fspath(path))
     if tables is None:
         if os.path.isdir(path):
             raise IsADirectoryError(f"save() writes a file, but {where} is a folder: give a file name such as "
                                     "memory.db")
-        if force or not os.path.exists(path):
+        if force or not os.path.exists(path) or _sqlite_header(path):   # a corrupt database is replaced
             return
         raise FileExistsError(f"save() would replace {where}, which is not a hypermem memory file (no SQLite "
                               "database): save to another name, or remove that file first")
