@@ -132,6 +132,11 @@ def test_a_chosen_curvature_trains_saves_and_loads(tiny, tmp_path):
     assert enc.curvature == 0.5 and default.curvature == pytest.approx(1 / default.dim)
     back = HierarchyEncoder.load(tmp_path / "enc")
     assert back.curvature == 0.5
+    pytest.importorskip("lightning")
+    from hypermem.train.encoder_module import EncoderModule
+    assert EncoderModule(base=tiny, curvature=0.5, log_images=False).encoder.curvature == 0.5   # --model.curvature
+    with pytest.raises(ValueError, match="curvature= is the Poincaré ball's"):
+        EncoderModule(base=tiny, geometry="euclidean", curvature=0.5)
     x = back.encode(["dog", "animal"])
     from hypermem.geometry.subsumption import geometry_distance
     assert torch.allclose(back.subsumption_scores(x[:1], x[1:]),   # the score reads the saved ball

@@ -143,7 +143,7 @@ class EncoderTrainConfig:
                            calibration_lambda=self.calibration_lambda)
 
 
-def _ball_curvature(c, geometry: str) -> float:
+def check_ball_curvature(c, geometry: str) -> float:
     """``curvature=`` checked: a finite number > 0, for the ball only."""
     if geometry != "poincare":
         raise ValueError(f"curvature= is the Poincaré ball's; geometry={geometry!r} has none")
@@ -237,7 +237,7 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
         raise ValueError(f"max_steps must be a positive integer, got {cfg.max_steps!r}")
     if geometry not in ("poincare", "euclidean"):
         raise ValueError(f"geometry must be 'poincare' or 'euclidean', got {geometry!r}")
-    curvature = None if cfg.curvature is None else _ball_curvature(cfg.curvature, geometry)
+    curvature = None if cfg.curvature is None else check_ball_curvature(cfg.curvature, geometry)
     edges, names, validation_edges = _checked_inputs(edges, names, validation_edges)
     if out is not None:
         check_save_folder(out)   # refused before the training, not after it (the rule save applies)

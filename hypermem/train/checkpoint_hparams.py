@@ -27,7 +27,7 @@ __all__ = ["MODEL_KEYS", "checkpoint_hparams", "compare_checkpoint_hparams"]
 # keys that change what a checkpoint's weights and optimizer state are, by module class name
 MODEL_KEYS = {
     "HierarchyModule": ("kind", "dim", "dtype", "curvature", "optimizer"),
-    "EncoderModule": ("base", "geometry", "dim", "frozen_layers"),
+    "EncoderModule": ("base", "geometry", "dim", "frozen_layers", "curvature"),
 }
 # keys never compared: a file's trust and start are the user's alone; the schedule's length
 # has its own warning (HierarchyModule.on_load_checkpoint); pictures and chunking change no result

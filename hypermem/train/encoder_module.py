@@ -40,7 +40,7 @@ from ..embed.hierarchy_encoder import HierarchyEncoder
 from ..hierarchy.encoder_eval import choose_ranking_lambda
 from ..hierarchy.encoder_prefix import FrozenPrefix, freeze_lower_layers, resolve_frozen_layers
 from ..hierarchy.encoder_step import TokenCache, batch_losses, lr_factor, step_seed
-from ..hierarchy.encoder_training import EncoderTrainConfig, validate_encoder
+from ..hierarchy.encoder_training import EncoderTrainConfig, check_ball_curvature, validate_encoder
 from .hierarchy_logging import disk_picture_available, tensorboard_writer
 from .step_axis import evaluated_epoch, evaluated_step, remember_checkpoint
 
@@ -73,6 +73,8 @@ class EncoderModule(pl.LightningModule):
     dim:
         Coordinates of a point: ``null`` (the default) the base's width; a number adds a
         trained ``tanh`` head to that many (``HierarchyEncoder.from_pretrained(dim=...)``).
+    curvature:
+        The ball's ``c`` (``null``: HiT's ``1/dim``); as ``fit_hierarchy_encoder(curvature=...)``.
     schedule_steps:
         Steps the learning-rate schedule spans (``null``: the run's
         ``trainer.estimated_stepping_batches``).  Set it to the planned length when a run is
@@ -85,7 +87,7 @@ class EncoderModule(pl.LightningModule):
                  centripetal_margin: float | None = None, contrastive: float = 1.0, temperature: float = 1.0,
                  cone: float = 0.0, cone_margin: float = 0.01, depth: float = 0.0, seed: int = 0, log_images: bool = True,
                  disk_sample: int = 300, schedule_steps: int | None = None, frozen_layers: int | None = None,
-                 dim: int | None = None):
+                 dim: int | None = None, curvature: float | None = None):
         super().__init__()
         if geometry not in ("poincare", "euclidean"):
             raise ValueError(f"model.geometry must be 'poincare' or 'euclidean', got {geometry!r}")
@@ -95,7 +97,10 @@ class EncoderModule(pl.LightningModule):
             centripetal_margin=centripetal_margin, contrastive=contrastive, temperature=temperature, cone=cone,
             cone_margin=cone_margin, depth=depth).loss_weights(geometry)
         torch.manual_seed(seed)
+        ball_c = None if curvature is None else check_ball_curvature(curvature, geometry)
         self.encoder = HierarchyEncoder.from_pretrained(base, geometry, max_length=max_length, dim=dim)
+        if ball_c is not None:
+            self.encoder.curvature = ball_c
         self.model = self.encoder.model   # registers the transformer's parameters with this module
         self.frozen = resolve_frozen_layers(self.encoder, frozen_layers)
         if self.frozen:  # before the optimizer is built over the parameters that require a gradient
