@@ -17,14 +17,16 @@ from ..embed import embed_checked
 from ..geometry import poincare as P
 from ..store import Memory, MemoryRecord, SearchResult
 from ..store.encoder_points import is_hierarchy_encoder, places_points
-from ..store.filters import MISSING, check_filter, filter_keys
+from ..store.filters import MISSING, FilterError, check_filter, filter_keys
 from ..store.filters import compile_filter as _compile_filter
+from ..store.validation import MAX_JSON_DEPTH, json_depth_over
 from ..temporal.clock import from_seconds, to_utc
 
 STORE_KEYS = ("parent", "t", "valid_from", "valid_until")
 """Metadata keys that become :meth:`Memory.add` arguments instead of metadata."""
 
-
+TIME_KEYS = ("t", "valid_from", "valid_until")
+"""The :data:`STORE_KEYS` that hold times: a filter compares them as instants (:func:`instants`)."""
 
 
 # ---------------------------------------------------------------------------- time
@@ -92,25 +94,83 @@ def meta_field(rec: MemoryRecord, key: str) -> Any:
     """One field as :func:`record_metadata` shows it (``MISSING`` when absent)."""
     if key == "parent":
         return MISSING if rec.parent_id is None else rec.parent_id
-    if key in ("valid_from", "valid_until"):
+    if key in TIME_KEYS:  # the canonical UTC text of :func:`iso`, which :func:`instants` compares
         t = getattr(rec, key)
         return MISSING if t is None else iso(t)
     return rec.meta.get(key, MISSING)
 
 
 # ---------------------------------------------------------------------------- filters
-def compile_filter(spec: Any, lookup: Callable[[Any, str], Any] = meta_field) -> Callable[[Any], bool] | None:
+def compile_filter(spec: Any, lookup: Callable[[Any, str], Any] = meta_field,
+                   times: Sequence[str] = TIME_KEYS) -> Callable[[Any], bool] | None:
     """A predicate on records from a filter of the store's one filter language
     (:mod:`hypermem.store.filters`; ``$eq``, ``$in``, ``$and``, ...); ``lookup(record, field)``
-    reads a field, by default :func:`meta_field` (``parent`` and the validity window too)."""
-    return _compile_filter(spec, lookup)
+    reads a field, by default :func:`meta_field` (``parent``, ``t`` and the validity window
+    too).  The fields ``times`` are compared as instants (:func:`instants`); ``()`` for a
+    ``lookup`` whose fields of those names are ordinary values (LangGraph's item values)."""
+    return _compile_filter(instants(spec, times), lookup)
+
+
+_INSTANT_OPS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
+_INSTANT_LISTS = ("$in", "$nin")
+
+
+def instants(spec: Any, times: Sequence[str] = TIME_KEYS) -> Any:
+    """``spec`` with every operand on a field of ``times`` (plain, of ``$eq $ne $gt $gte $lt
+    $lte``, or in the list of ``$in $nin``) that is a time (a datetime, ISO 8601 text in any
+    offset, or POSIX seconds: :func:`to_time`) rewritten once, before any record is read, as
+    :func:`iso` writes the stored time (:func:`meta_field`): the UTC text
+    ``YYYY-MM-DDTHH:MM:SS[.ffffff]+00:00``, whose code-point order is the order of the instants.
+    So ``2026-05-01T10:00Z`` equals a stored ``2026-05-01T12:00+02:00``, per row at no cost.
+    Text that is no time is a :class:`FilterError`; other operands (``$exists``,
+    ``$text_match``, ...) stay."""
+    keys = set(times)
+    if not keys or not isinstance(spec, Mapping) or not filter_keys(spec) & keys:
+        return spec
+    if json_depth_over(spec, MAX_JSON_DEPTH):
+        check_filter(spec)  # the store's error for a filter too deep, before any recursion
+    return _instants(spec, keys)
+
+
+def _instants(spec: Mapping, keys: set[str]) -> dict:
+    out: dict[str, Any] = {}
+    for key, want in spec.items():
+        if key in ("$and", "$or") and isinstance(want, (list, tuple)):
+            out[key] = [_instants(s, keys) if isinstance(s, Mapping) else s for s in want]
+        elif key == "$not" and isinstance(want, Mapping):
+            out[key] = _instants(want, keys)
+        elif key not in keys:
+            out[key] = want
+        elif isinstance(want, Mapping):
+            out[key] = {op: _operand(op, x, key) for op, x in want.items()}
+        else:
+            out[key] = _operand("$in" if isinstance(want, _LISTS) else "$eq", want, key)
+    return out
+
+
+_LISTS = (list, tuple, set, frozenset)
+
+
+def _operand(op: str, x: Any, key: str) -> Any:
+    if op in _INSTANT_OPS:
+        return _instant(x, key)
+    return [_instant(i, key) for i in x] if op in _INSTANT_LISTS and isinstance(x, _LISTS) else x
+
+
+def _instant(x: Any, key: str) -> Any:
+    if not isinstance(x, (str, datetime, int, float)) or isinstance(x, bool):
+        return x  # None, a bool, a list...: what the store's language makes of it
+    try:
+        return iso(to_time(x, f"the filter value for {key!r}"))
+    except (TypeError, ValueError) as exc:
+        raise FilterError(str(exc)) from None
 
 
 def store_filter(spec: Any, lookup: Callable[[Any, str], Any] = meta_field) -> Any:
     """What to pass as :meth:`Memory.search`'s ``filters``: a dict on ordinary metadata keys
     is passed as it is (the store speaks the same language, and PostgreSQL runs it in SQL);
-    one that names ``parent``/``valid_from``/``valid_until`` or needs another ``lookup`` is
-    compiled by :func:`compile_filter`."""
+    one that names ``parent``/``t``/``valid_from``/``valid_until`` or needs another ``lookup`` is
+    compiled by :func:`compile_filter` (times compared as instants)."""
     if spec is None:
         return None
     if lookup is meta_field and isinstance(spec, Mapping) and not (filter_keys(spec) & set(STORE_KEYS)):

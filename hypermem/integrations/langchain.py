@@ -243,5 +243,21 @@ class HypermemVectorStore(VectorStore):
         store.add_texts(texts, metadatas, ids=ids)
         return store
 
+    @classmethod
+    def from_documents(cls, documents: list[Document], embedding: Any = None, **kwargs: Any) -> HypermemVectorStore:
+        """A store over a new memory (or ``memory=``) holding ``documents`` (their ids, when they
+        have any); ``embedding`` is optional, as for :meth:`from_texts`."""
+        return super().from_documents(documents, embedding, **kwargs)
+
+    @classmethod
+    async def afrom_texts(cls, texts: list[str], embedding: Any = None, metadatas: list[dict] | None = None,
+                          **kwargs: Any) -> HypermemVectorStore:
+        return await super().afrom_texts(texts, embedding, metadatas, **kwargs)
+
+    @classmethod
+    async def afrom_documents(cls, documents: list[Document], embedding: Any = None,
+                              **kwargs: Any) -> HypermemVectorStore:
+        return await super().afrom_documents(documents, embedding, **kwargs)
+
     def __repr__(self) -> str:
         return f"HypermemVectorStore({self.memory!r})"

@@ -171,6 +171,13 @@ class HypermemStore(BaseStore):
             _validate_labels(op)
             if isinstance(op, PutOp) and not op.namespace:
                 raise InvalidNamespaceError("Namespace cannot be empty.")
+        writes = [op for op in ops if isinstance(op, PutOp)]
+        if writes and C.read_only(self.memory):  # before any read: the batch does nothing
+            from ..store.backends.durable import StorageError
+
+            verb = "delete" if all(op.value is None for op in writes) else "put"
+            raise StorageError(f"{verb}: this store's memory was opened read_only=True: it answers get, search and "
+                               f"list_namespaces only; open it without read_only to write")
         with self._lock:
             self.memory.refresh()  # what other handles committed (a no-op in process)
             now = C.to_time(self.memory.clock())
@@ -227,7 +234,7 @@ class HypermemStore(BaseStore):
         root = namespace_id(prefix) if prefix else None
         if root is not None and root not in mem:
             return []
-        vf = C.compile_filter(C.lists_as_values(op.filter), _value_field)
+        vf = C.compile_filter(C.lists_as_values(op.filter), _value_field, times=())  # item values
 
         def keep(r: MemoryRecord) -> bool:
             return _is_item(r) and self._live(r, now) and (vf is None or vf(r))

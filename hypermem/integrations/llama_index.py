@@ -19,7 +19,8 @@ Install with ``pip install "hypermem-torch[llama-index]"``.  Example (no LLM)::
 A node's ``PARENT`` relationship becomes the memory's parent when that node is stored (or
 comes in the same ``add``); ``t`` / ``valid_from`` / ``valid_until`` in a node's metadata
 become the memory's times.  ``MetadataFilters`` (every operator, ``and`` / ``or`` / ``not``,
-nested) become hypermem filters.  ``query(..., mode=, root=, at_time=, ...)`` (LlamaIndex's
+nested) become hypermem filters, which reach ``parent``, ``t`` and the validity window of every
+memory and compare those times as instants.  ``query(..., mode=, root=, at_time=, ...)`` (LlamaIndex's
 ``vector_store_kwargs``) pass hypermem's search arguments (``mode="ancestors"`` without ``root``, on a
 store whose embedder is a hierarchy encoder: the memories that subsume the query); similarities are
 ``min(1, exp(score))``.
@@ -120,7 +121,12 @@ def _check_dim(memory: Memory, embedding: Sequence[float] | None, what: str) -> 
 
 
 def _field(rec: MemoryRecord, key: str) -> Any:
-    return rec.meta.get(key, C.MISSING)
+    """A field as a node shows it: :func:`~hypermem.integrations._common.meta_field` (``parent``,
+    ``t`` and the validity window of any memory, written by LlamaIndex or by another adapter), but
+    a ``parent`` in a node's own metadata is that metadata."""
+    if key == "parent" and "parent" in rec.meta:
+        return rec.meta["parent"]
+    return C.meta_field(rec, key)
 
 
 RECENT_QUERIES = 32
@@ -327,8 +333,10 @@ class HypermemVectorStore(BasePydanticVectorStore):
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """Top ``similarity_top_k`` by hypermem's score, filters and non-empty ``node_ids`` /
         ``doc_ids`` applied before the cut; ``mode=MMR`` re-ranks ``mmr_prefetch_k`` (default 4k)
-        candidates with ``lambda = mmr_threshold`` (default 0.5)."""
-        C.check_search_keys(kwargs, "query", ("mmr_prefetch_k",))
+        candidates with ``lambda = mmr_threshold``: the query's, else ``kwargs["mmr_threshold"]``
+        (``vector_store_kwargs``, as LlamaIndex's ``SimpleVectorStore`` reads it), else 0.5."""
+        C.check_search_keys(kwargs, "query", ("mmr_prefetch_k", "mmr_threshold"))
+        lam = kwargs.pop("mmr_threshold", None)  # vector_store_kwargs: LlamaIndex's retriever never sets the field
         if query.mode not in (VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.MMR):
             raise ValueError(f"HypermemVectorStore supports the default and mmr query modes, got {query.mode!r}")
         preds = [C.compile_filter(filter_spec(query.filters), _field)]
@@ -344,7 +352,7 @@ class HypermemVectorStore(BasePydanticVectorStore):
         q, vector = self._query_of(query, kwargs)
         hits = C.search(self._memory, q, fetch, C.all_of(*preds), vector=vector, **kwargs)
         if mmr:
-            lam = 0.5 if query.mmr_threshold is None else query.mmr_threshold
+            lam = query.mmr_threshold if query.mmr_threshold is not None else 0.5 if lam is None else lam
             hits = C.mmr(self._memory, hits, k, lam)
         return VectorStoreQueryResult(nodes=[self._node(h.record) for h in hits],
                                       similarities=[C.relevance(h.score) for h in hits], ids=[h.id for h in hits])
