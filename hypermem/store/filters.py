@@ -15,13 +15,20 @@ PostgreSQL's JSONB), ``$contains $all $any $empty $text_match $text_match_insens
 **Semantics** are JSON's, so that Python and SQL agree: equality is
 :func:`json_equal` (``True`` is not ``1``, ``1`` is ``1.0``, lists and dicts compare
 structurally); ``$gt``/... compare two numbers or two strings (by code point) and are false
-otherwise (a field that holds a number never passes ``{"$gt": "abc"}``; compare times as ISO 8601
-strings); a missing field matches only ``$ne``, ``$nin``, ``$exists: False``, ``$empty``
-and the negations.  An unknown operator or a malformed filter raises :class:`FilterError`
+otherwise (a field that holds a number never passes ``{"$gt": "abc"}``); a missing field matches
+only ``$ne``, ``$nin``, ``$exists: False``, ``$empty`` and the negations.  An unknown operator or a malformed filter raises :class:`FilterError`
 (a ``ValueError``, also a ``TypeError`` for older callers) naming it, before any search, as
 does an operand an operator cannot use: ``$in $nin $all $any`` take a list, ``$exists`` and
 ``$empty`` a bool, ``$text_match`` and ``$text_match_insensitive`` a str, ``$gt $gte $lt $lte``
-a JSON scalar (a list, dict or ``datetime`` cannot be compared).
+a number or a str (``None``, a bool, a list, a dict or a ``datetime`` has no order to compare by;
+``$eq``/``$ne`` take ``None`` and bools).
+
+**Times.** In metadata a time is text, so ``$gt``/... compare ISO 8601 strings as text: that is
+time order only when every value is written alike in the same offset (UTC,
+``2026-05-01T10:00:00+00:00``); ``...T12:00+02:00`` against ``...T10:00Z`` compares the characters,
+not the instants.  The LangChain and LlamaIndex adapters compare the store's own time fields
+(``t``, ``valid_from``, ``valid_until``) as instants, in any offset
+(:func:`hypermem.integrations._common.instants`).
 
 **SQL.** :func:`to_postgres` translates a filter into a JSONB ``WHERE`` clause that is
 *never stricter* than the Python predicate (exact for the pushed-down operators; a clause
@@ -153,9 +160,9 @@ def _check_operand(op: str, x: Any, where: str) -> None:
     if op in _OPERAND and not isinstance(x, _OPERAND[op][0]):
         raise FilterError(f"filter operator {op} for {where} takes {_OPERAND[op][1]}, "
                           f"got {type(x).__name__} {x!r:.80}")
-    if op in _CMP_OPS and not (x is None or isinstance(x, (bool, int, float, str))):
-        raise FilterError(f"filter operator {op} for {where} compares numbers or strings (ISO 8601 times as "
-                          f"strings), got {type(x).__name__} {x!r:.80}")
+    if op in _CMP_OPS and (isinstance(x, bool) or not isinstance(x, (int, float, str))):
+        raise FilterError(f"filter operator {op} for {where} compares numbers or strings (times as ISO 8601 "
+                          f"text), got {type(x).__name__} {x!r:.80}")
 
 
 def _check(spec: Any, path: str) -> None:

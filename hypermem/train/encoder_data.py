@@ -14,7 +14,8 @@ batches are a function of ``(seed, epoch)``, so a run resumed at an epoch bounda
 same batches as an uninterrupted one.  Under DDP (``trainer.strategy: ddp``) each of the ``w``
 processes trains on its share of every epoch's batches, batch ``i`` on rank ``i % w``
 (:func:`rank_share`; the last ``len % w`` batches are left out, so every rank runs as many
-steps); one process trains on all of them, in order.  Validation is one pass over ``val_size`` positives
+steps); one process trains on all of them, in order.  ``files`` are read when the module is made,
+before ``trainer.fit`` launches the other processes: a bad file is one error, not one per process.  Validation is one pass over ``val_size`` positives
 with their random and hard negatives (the module scores them all at once).
 """
 
@@ -125,13 +126,16 @@ class EncoderDataModule(pl.LightningDataModule):
             raise ValueError(f"data.val_size must be positive, got {val_size}")
         self.save_hyperparameters()
         self.epoch = 0
-        self.h: EntityHierarchy | None = None
+        # a user's files are read (and checked) here, in the process that launches the DDP ranks:
+        # a bad file stops the run with one error, not one per process
+        self.h: EntityHierarchy | None = read_hierarchy(edges, names) if hierarchy == "files" else None
 
     def setup(self, stage: str | None = None) -> None:
-        if self.h is not None:
+        if getattr(self, "batches", None) is not None:
             return
         hp = self.hparams
-        self.h = read_hierarchy(hp.edges, hp.names) if hp.hierarchy == "files" else hit_noun_hierarchy(text=hp.text)
+        if self.h is None:
+            self.h = hit_noun_hierarchy(text=hp.text)
         if hp.task == "none":
             self.train_edges, val_edges = carve_validation(self.h.edges, hp.seed)
             self.val = NegativeSampler(self.h, hp.negatives, hp.seed + 1).pair_set(val_edges)

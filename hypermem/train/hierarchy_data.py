@@ -11,7 +11,9 @@ Training batches are ``(B, 2)`` index pairs; the collate function draws the nega
 burn-in, uniform afterwards) so every batch is a dict ``{"pairs", "neg", "mask",
 "batch_size"}`` (``batch_size``: pairs per optimizer step; ``batches_per_step`` batches
 can travel together).
-Under DDP, Lightning shards the pairs across processes with its distributed sampler.
+Under DDP, Lightning shards the pairs across processes with its distributed sampler.  The
+dataset is read when the module is made, before ``trainer.fit`` launches the other processes, so
+a bad file stops the run with one error, not one per process.
 
 Every epoch's shuffle and negatives come from generators seeded by ``(seed, epoch, rank)``
 (:class:`EpochShuffle`, :meth:`HierarchyDataModule.set_epoch`), not from a stream that
@@ -199,6 +201,8 @@ class HierarchyDataModule(pl.LightningDataModule):
         self.split: LinkSplit | None = None
         self.glosses: dict[str, str] = {}
         self.tree: list[tuple[str, str]] = []
+        # read (and checked) here, in the process that launches the DDP ranks: a bad file is one error
+        self._loaded: tuple | None = load_closure(self.dataset)
 
     # -- data -----------------------------------------------------------------------
     def prepare_data(self) -> None:
@@ -207,7 +211,8 @@ class HierarchyDataModule(pl.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.relations is not None:
             return
-        closure, self.glosses, self.tree = load_closure(self.dataset)
+        closure, self.glosses, self.tree = self._loaded or load_closure(self.dataset)
+        self._loaded = None
         self.relations = Relations(closure)
         if self.link_split is not None:
             self.split = link_prediction_split(self.relations, non_basic_fraction=float(self.link_split),
