@@ -108,6 +108,8 @@ def _random_specs(seed=0, n=150):
             return {key: {op: rng.sample(values, 3)}}
         if op == "$exists":
             return {key: {op: rng.random() < 0.5}}
+        if op in ("$gt", "$gte", "$lt", "$lte"):   # None and bools have no order: refused
+            return {key: {op: rng.choice([v for v in values if v is not None and not isinstance(v, bool)])}}
         return {key: {op: rng.choice(values)}} if rng.random() < 0.8 else {key: rng.choice(values)}
 
     def spec(depth):
