@@ -66,6 +66,24 @@ class StorageError(RuntimeError):
     """Durable storage failed (connection lost, disk full, read-only store...)."""
 
 
+class ConnectionLost(StorageError):
+    """The connection to the database server was lost (a restart, a network cut); nothing of
+    the call was committed and the next call reconnects."""
+
+
+def first_statement(st, run):
+    """``run()``, once more on a new connection when the connection turns out lost before any
+    of it took effect: a server restarted since the last call, which the client sees only at
+    its first statement.  Only a read, or a write's opening (taking the write lock), is run
+    this way: nothing of it ran, so the retry is safe.  Any other error is raised as it was."""
+    try:
+        return run()
+    except st.db_errors as exc:
+        if not isinstance(st.error(exc), ConnectionLost):   # classified; a lost one is dropped
+            raise
+    return run()
+
+
 class DurableStore:
     """Overrides of the mutating paths of ``Memory``; mixed in before the user's class."""
 
@@ -152,17 +170,20 @@ class DurableStore:
             if st is None or st.closed:
                 raise StorageError("this memory's storage is closed")
             try:
-                if self._stale or not st.incremental:
-                    changed = self._stale or st.current_version() != self._synced
-                    if changed:
-                        self._load()
-                else:  # the version and the changes past ours in one read (one round trip on PostgreSQL)
-                    before = self._synced
-                    self._catch_up()
-                    changed = self._synced != before
+                return first_statement(st, self._reread)
             except st.db_errors as exc:
                 raise st.error(exc) from exc
+
+    def _reread(self) -> bool:
+        st = self._storage
+        if self._stale or not st.incremental:
+            changed = self._stale or st.current_version() != self._synced
+            if changed:
+                self._load()
             return changed
+        before = self._synced   # the version and the changes past ours in one read (one round trip on PostgreSQL)
+        self._catch_up()
+        return self._synced != before
 
     @contextlib.contextmanager
     def _writing(self, what: str, wait: bool = True):
@@ -176,10 +197,9 @@ class DurableStore:
             if st is None or st.closed:
                 raise StorageError(f"{what}: this memory's storage is closed")
             try:
-                st.begin(wait)
                 # version() first, always: on PostgreSQL it takes the write lock (FOR UPDATE),
                 # so no other writer commits between the re-read below and this commit.
-                if st.version(wait) != self._synced or self._stale:
+                if first_statement(st, lambda: (st.begin(wait), st.version(wait))[1]) != self._synced or self._stale:
                     self._catch_up(in_transaction=True)
             except st.db_errors as exc:
                 st.rollback()

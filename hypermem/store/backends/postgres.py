@@ -52,7 +52,7 @@ import torch
 from ...geometry import poincare as P
 from ...geometry.lorentz import to_mips_vectors
 from .changes import REMOVAL_LOG_VERSIONS, collect_changes, issue_changes, prune_removal_log, removal_floor
-from .durable import StorageError
+from .durable import ConnectionLost, StorageError, first_statement
 from .pg_errors import CREATE_LOCK, describe, is_lost, redact
 from .pg_search import server_search
 from .rows import COLUMNS, VECTOR_DTYPES, vector_from
@@ -193,7 +193,7 @@ class PostgresStorage:
         call reconnects); any other error rolls back and keeps it (:mod:`.pg_errors`)."""
         if is_lost(exc, self._con):
             self._drop()
-            return StorageError(f"PostgreSQL connection lost or refused ({str(exc).strip()}); nothing of this call "
+            return ConnectionLost(f"PostgreSQL connection lost or refused ({str(exc).strip()}); nothing of this call "
                                 f"was committed; the next call reconnects")
         self.rollback()
         return StorageError(describe(exc))
@@ -487,8 +487,8 @@ class PostgresStorage:
 
     def search(self, memory, query, k: int = 5, **kwargs: Any):
         """The server's own search (:func:`hypermem.store.backends.pg_search.server_search`)."""
-        try:
-            return server_search(self, memory, query, k, **kwargs)
+        try:   # a read: run again on a new connection when the old one was lost (first_statement)
+            return first_statement(self, lambda: server_search(self, memory, query, k, **kwargs))
         except psycopg.Error as exc:
             self.rollback()
             raise self.error(exc) from exc

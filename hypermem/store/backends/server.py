@@ -18,7 +18,8 @@ themselves: :mod:`.server_views`), with the in-process answers (scores to roundi
 
 What the server search does not do yet raises a ``ValueError`` naming the alternative
 (the mirrored ``Memory.open(url)``): ``mode="cone"``, ``metric="hyperbolic"``, callable
-filters, ``use_index``.  A lost connection raises :class:`StorageError`; the next call
+filters, ``use_index``.  A connection lost before a call (a server restarted since the last
+one) is opened again and the call runs; one lost during a call raises :class:`StorageError`; the next call
 reconnects.
 """
 
@@ -42,7 +43,7 @@ from ..records import MemoryRecord, SearchResult
 from ..search import Searcher
 from . import server_touch as T
 from . import server_writes as W
-from .durable import DurableStore, StorageError
+from .durable import DurableStore, StorageError, first_statement
 from .pg_lexical import lexical_terms
 from .pg_search import ann_settings, candidate_bounds, rank_by_bias, scan, where_clause
 from .rows import record_of, vector_from
@@ -122,9 +123,9 @@ class ServerMemory(ServerViews):
         """One read transaction (one snapshot), ended when the block ends."""
         with self.lock:
             st = self._storage
-            con = st.con
             try:
-                con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                con = first_statement(st, lambda: st.con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                                      .connection)
                 yield con
             except st.db_errors as exc:
                 st.rollback()
@@ -143,8 +144,8 @@ class ServerMemory(ServerViews):
             st = self._storage
             tx = {"changed": True}
             try:
-                st.begin()
-                st.version(wait)  # SELECT ... FOR UPDATE [NOWAIT]: writers from every client take turns
+                # SELECT ... FOR UPDATE [NOWAIT]: writers from every client take turns
+                first_statement(st, lambda: (st.begin(), st.version(wait)))
                 flushed = T.flush_pending(self, st)
                 yield st, tx
                 if tx["changed"] or flushed:
