@@ -278,28 +278,55 @@ def load(path: str | os.PathLike, embedder: Any = None, decay: Any = None, clock
 def to_payload(memory) -> dict[str, Any]:
     """The JSON document of :func:`to_json` as Python objects."""
     snap = _snapshot(memory)
-    pts, emb, dirs = snap["points"].tolist(), snap["embeddings"].tolist(), snap["directions"].tolist()
-    dep = snap["depths"].tolist()
-    records = []
+    return {"config": snap["config"], "records": list(_records(snap))}
+
+
+def _records(snap: dict[str, Any]):
+    """The snapshot's records as JSON objects, one at a time: a record's vectors become Python
+    floats only while it is written, not the whole store's at once (4 GB at 100k memories)."""
+    pts, emb, dirs, dep = snap["points"], snap["embeddings"], snap["directions"], snap["depths"].tolist()
     for pos, r in enumerate(snap["records"]):
-        records.append({"id": r["id"], "text": r["text"], "parent": r["parent"], "t": r["t"],
-                        "valid_from": r["valid_from"], "valid_until": r["valid_until"],
-                        "access_count": r["access_count"], "last_accessed": r["last_accessed"],
-                        "meta": json.loads(r["meta"]), "point": pts[pos], "embedding": emb[pos],
-                        "direction": dirs[pos], "depth": dep[pos], "sibling_index": r["sibling_index"]})
-    return {"config": snap["config"], "records": records}
+        yield {"id": r["id"], "text": r["text"], "parent": r["parent"], "t": r["t"],
+               "valid_from": r["valid_from"], "valid_until": r["valid_until"],
+               "access_count": r["access_count"], "last_accessed": r["last_accessed"],
+               "meta": json.loads(r["meta"]), "point": pts[pos].tolist(), "embedding": emb[pos].tolist(),
+               "direction": dirs[pos].tolist(), "depth": dep[pos], "sibling_index": r["sibling_index"]}
+
+
+def _dumps(obj: Any, indent: int | None, level: int) -> str:
+    """``json.dumps(obj, indent=indent)`` as it reads nested ``level`` deep in a document: the
+    same text ``json.dumps`` writes for the whole document, one part at a time (a JSON string
+    holds no raw newline, so the lines of ``obj`` are indented by prefixing each)."""
+    text = json.dumps(obj, indent=indent, allow_nan=False)
+    return text if indent is None else text.replace("\n", "\n" + " " * (indent * level))
+
+
+def json_chunks(memory, indent: int | None = None):
+    """The text of :func:`to_json` in pieces (a record at a time), for writing a large store to
+    a file or a stream without the whole text in memory: ``"".join(json_chunks(m))`` is
+    ``to_json(m)``, the same text as ``json.dumps`` of :func:`to_payload`."""
+    snap = _snapshot(memory)
+    one, two = ("", "") if indent is None else ("\n" + " " * indent, "\n" + " " * (2 * indent))
+    sep = ", " if indent is None else ","
+    yield "{" + one + '"config": ' + _dumps(snap["config"], indent, 1) + sep + one + '"records": ['
+    empty = True
+    for rec in _records(snap):
+        yield ("" if empty else sep) + two + _dumps(rec, indent, 2)
+        empty = False
+    yield ("]" if empty else one + "]") + ("}" if indent is None else "\n}")
 
 
 def to_json(memory, path: str | os.PathLike | None = None, indent: int | None = None) -> str:
     """Portable JSON (config, records, points, embeddings, directions, depths).  Returns
-    the text; also writes it (atomically) when ``path`` is given.
+    the text; also writes it (atomically) when ``path`` is given.  The text is the same as
+    ``json.dumps`` of :func:`to_payload`, built one record at a time (:func:`json_chunks`).
 
     >>> from hypermem import Memory
     >>> mem = Memory(); _ = mem.add("hello", id="h")
     >>> Memory.from_json(to_json(mem)).get("h").text
     'hello'
     """
-    text = json.dumps(to_payload(memory), indent=indent, allow_nan=False)
+    text = "".join(json_chunks(memory, indent))
     if path is not None:
         atomic_write_text(path, text)
     return text
