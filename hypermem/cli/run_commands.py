@@ -30,6 +30,17 @@ def _check_demo_files(folder: Path, name: str, force: bool) -> None:
                             "choose another --out")
 
 
+def _check_folder(folder: Path, flag: str, given: str) -> None:
+    """The demo's folder, or the first part of its path that exists, is a folder (it is created when missing)."""
+    for part in (folder, *folder.parents):
+        if part.exists():
+            if part.is_dir():
+                return
+            if flag == "--out" and part == folder:
+                raise UserError(f"--out {given} is a file: give a folder (it is created when missing)")
+            raise UserError(f"{flag} {given}: {part} is a file, not a folder (a missing folder is created)")
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     training = {}
     if args.dataset == "mammals":
@@ -55,6 +66,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         out, name = stem.parent, stem.name
     if name is not None:
         training["name"] = name
+    _check_folder(Path(out), *(("--out", str(out)) if args.output is None else ("-o", args.output)))
     _check_demo_files(Path(out), name or args.dataset, args.force)
     result = run_demo(out, dataset=args.dataset, inspector=not args.no_inspector, **training)
     if args.open and result["html"] is not None:

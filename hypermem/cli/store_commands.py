@@ -53,6 +53,10 @@ def cmd_tree(args: argparse.Namespace) -> int:
 
 def cmd_search(args: argparse.Namespace) -> int:
     mem = load_memory(args.memory, args.embedder)
+    if args.query is not None and args.root is None and trained_layout(mem):
+        warn("text queries do not locate the points of this store: they were trained (a hierarchy layout), not "
+             "placed by its embedder, so the hits do not follow the query; search by id with --root ID and "
+             "--mode subtree|ancestors")
     if args.mode != "nearest" and args.root is None and (args.mode != "ancestors" or args.query is None):
         raise UserError(f"--mode {args.mode} needs --root ID" + (" (or a query)" if args.mode == "ancestors" else ""))
     if args.query is None and args.mode == "nearest":
@@ -69,6 +73,31 @@ def cmd_search(args: argparse.Namespace) -> int:
     for rank, h in enumerate(hits, 1):
         print(f"{rank:3d}. {h.score:8.3f}  time_weight={h.time_weight:.3f}  depth={h.depth:.2f}  {h.text}  [{h.id}]")
     return 0
+
+
+def trained_layout(mem, sample: int = 8) -> bool:
+    """Whether the store's points were set rather than placed from its embedder: a trained
+    embedding loaded by ``hypermem.train.embedding_to_memory`` (each memory's stored embedding is
+    its point), or memories whose stored embeddings are not what the embedder gives for their text."""
+    n = len(mem)
+    if n == 0:
+        return False
+    import torch
+
+    ids = [mem.ids[round(i * (n - 1) / max(sample - 1, 1))] for i in range(min(sample, n))]
+    ids = list(dict.fromkeys(ids))
+    emb = torch.stack([mem.embedding(i) for i in ids]).to("cpu", torch.float64)
+    points = torch.stack([mem.point(i) for i in ids]).to("cpu", torch.float64)
+    if emb.shape == points.shape and torch.allclose(emb, points, atol=1e-9):
+        return True
+    try:
+        fresh = torch.as_tensor(mem.embedder.embed([mem.get(i).text for i in ids]), dtype=torch.float64)
+    except Exception:   # an embedder that cannot embed here: the search itself says so
+        return False
+    if fresh.shape != emb.shape:
+        return False
+    agree = torch.nn.functional.cosine_similarity(fresh, emb, dim=-1) > 0.99
+    return int(agree.sum()) * 2 < len(ids)
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
@@ -183,6 +212,17 @@ def _parents_first(items: list[dict[str, Any]], where: list[str]) -> tuple[list[
     return [items[i] for i in order], [where[i] for i in order]
 
 
+def _check_parents(items: list[dict[str, Any]], where: list[str], path: Path) -> None:
+    """A parent id that no item of the file has (say rows of `search --json` under a root whose
+    own parent is left out) is refused by name; one the file holds is put first (_parents_first)."""
+    ids = {it.get("id") for it in items}
+    for item, at in zip(items, where):
+        parent = item.get("parent")
+        if isinstance(parent, str) and parent not in ids:
+            raise UserError(f"{path}: unknown parent id {parent!r} ({at}; no item of the file has that id: import "
+                            "the whole store, or drop the field)")
+
+
 RENAMED = {"parent_id": "parent", "time": "t"}
 """Keys of `hypermem search --json` rows and export tables that mean an item's key."""
 COMPUTED = frozenset({"access_count", "accesses", "last_accessed", "score", "distance", "time_weight", "depth",
@@ -211,6 +251,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     if src.is_dir():
         raise UserError(f"{args.source} is a folder, not a file")
     text = read_source(args.source)
+    if not text.strip():   # an empty document is no JSON; `[]` or an empty store's JSON still imports
+        raise UserError(f"{'stdin (-)' if args.source == '-' else args.source} is empty: no items to import")
     head = text[:4096].lstrip()
     from ..embed import HashingEmbedder, StandIn
     from ..store import Memory
@@ -231,6 +273,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         emb = named_embedder(args.embedder, dim=dim) if args.embedder else HashingEmbedder(dim=dim)
         mem = Memory(embedder=emb, decay=decay)
         items, where = read_items(src, text)
+        _check_parents(items, where, src)
         try:
             mem.add_many(items)
         except (ValueError, TypeError, KeyError) as exc:

@@ -86,7 +86,12 @@ def batch_ids(ids, parents, records) -> tuple[list[str], dict[str, int]]:
         elif id_ in records or id_ in pos:
             raise ValueError(f"duplicate id {id_!r}")
         if par is not None and par not in records and par not in pos:
-            where = "" if len(new) == 0 and len(ids) == 1 else f" (item #{i}; parents must precede their children)"
+            if len(new) == 0 and len(ids) == 1:
+                where = ""
+            elif par in ids[i + 1:]:
+                where = f" (item #{i}; parents must precede their children)"
+            else:
+                where = f" (item #{i}; neither a stored memory nor an item of the batch has that id)"
             raise KeyError(f"unknown parent id {par!r}{where}")
         pos[id_] = i
         new.append(id_)
