@@ -40,3 +40,21 @@ def test_the_peak_is_well_below_the_whole_store_as_python_floats():
     tracemalloc.stop()
     floats = 3 * 1500 * 256 * (24 + 8)   # points, embeddings, directions as Python floats in lists
     assert peak < len(text) * 2 + floats / 4, (peak, len(text))
+
+
+def test_export_writes_the_chunks_as_they_come(tmp_path, capsys):
+    from hypermem.cli.outputs import write_text
+    m = _store(3)
+    write_text(str(tmp_path / "m.json"), json_chunks(m, 2))
+    assert (tmp_path / "m.json").read_text(encoding="utf-8") == to_json(m, indent=2)
+    write_text("-", json_chunks(m))
+    assert capsys.readouterr().out == to_json(m)
+
+    def broken():
+        yield "{"
+        raise ValueError("cut")
+    (tmp_path / "m.json").write_text("old", encoding="utf-8")
+    with pytest.raises(ValueError, match="cut"):
+        write_text(str(tmp_path / "m.json"), broken())
+    assert (tmp_path / "m.json").read_text(encoding="utf-8") == "old"   # atomic: the old file stays
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json"]

@@ -78,20 +78,24 @@ def check_output(output: str, *, inputs: tuple[str, ...] = (), force: bool = Fal
         raise UserError(f"{output} exists{kind}; pass --force to replace it")
 
 
-def write_text(output: str, text: str) -> None:
-    """``text`` to ``-`` (stdout), straight into a pipe or device, or atomically to a file
-    (:func:`hypermem.store.atomic.atomic_write_text`; a symlink is written through)."""
+def write_text(output: str, text) -> None:
+    """``text`` (a string, or an iterable of string chunks written as they come) to ``-``
+    (stdout), straight into a pipe or device, or atomically to a file
+    (:func:`hypermem.store.atomic.atomic_write_chunks`; a symlink is written through)."""
+    chunks = (text,) if isinstance(text, str) else text
     if output == "-":
-        sys.stdout.write(text)
+        for chunk in chunks:
+            sys.stdout.write(chunk)
         sys.stdout.flush()
         return
     if is_stream(output):
         with open(output, "w", encoding="utf-8") as f:
-            f.write(text)
+            for chunk in chunks:
+                f.write(chunk)
         return
-    from ..store.atomic import atomic_write_text
+    from ..store.atomic import atomic_write_chunks
 
-    atomic_write_text(output, text)
+    atomic_write_chunks(output, chunks)
 
 
 def report(output: str, line: str) -> None:

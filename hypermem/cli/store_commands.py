@@ -126,8 +126,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         warn("--at applies to CSV (the weights as of a time) only; ignored for JSON, which keeps every time")
     check_output(out, inputs=(args.memory,), force=args.force)
     mem = load_memory(args.memory)
-    if fmt == "json":
-        text = mem.to_json(indent=args.indent)
+    if fmt == "json":   # written a record at a time: a large store's text is never whole in memory
+        from ..store.persistence import json_chunks
+
+        text = json_chunks(mem, indent=args.indent)
     else:
         import csv
         import io

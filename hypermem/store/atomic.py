@@ -155,6 +155,15 @@ def atomic_write_text(path: str | os.PathLike, text: str, encoding: str = "utf-8
     atomic_write_bytes(path, text.encode(encoding))
 
 
+def atomic_write_chunks(path: str | os.PathLike, chunks, encoding: str = "utf-8") -> None:
+    """Replace ``path`` atomically with the text of the iterable ``chunks``, written as they
+    come (a large document never whole in memory)."""
+    with atomic_path(path) as tmp, open(tmp, "w", encoding=encoding, newline="") as f:
+        for chunk in chunks:
+            f.write(chunk)
+        f.flush()
+
+
 @contextmanager
 def atomic_sqlite(path: str | os.PathLike) -> Iterator[sqlite3.Connection]:
     """A connection to a brand-new SQLite database that replaces ``path`` atomically.
