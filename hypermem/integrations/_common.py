@@ -121,7 +121,7 @@ def instants(spec: Any, times: Sequence[str] = TIME_KEYS) -> Any:
     offset, or POSIX seconds: :func:`to_time`) rewritten once, before any record is read, as
     :func:`iso` writes the stored time (:func:`meta_field`): the UTC text
     ``YYYY-MM-DDTHH:MM:SS[.ffffff]+00:00``, whose code-point order is the order of the instants.
-    So ``2026-05-01T10:00Z`` equals a stored ``2026-05-01T12:00+02:00``, per row at no cost.
+    So ``...T10:00Z`` equals a stored ``...T12:00+02:00`` of the same day, per row at no cost.
     Text that is no time is a :class:`FilterError`; other operands (``$exists``,
     ``$text_match``, ...) stay."""
     keys = set(times)

@@ -374,12 +374,16 @@ def sqlite_tables(path: str | os.PathLike) -> set[str] | None:
     return None
 
 
+SQLITE_HEADER = b"SQLite format 3\x00"
+"""The first 16 bytes of every SQLite database file."""
+
+
 def _sqlite_header(path: str | os.PathLike) -> bool:
     """Whether ``path`` starts with SQLite's 16-byte header (``SQLite format 3\\0``): a database,
     readable or not."""
     try:
         with open(path, "rb") as f:
-            return f.read(16) == b"SQLite format 3\x00"
+            return f.read(16) == SQLITE_HEADER
     except OSError:
         return False
 

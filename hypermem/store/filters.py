@@ -25,7 +25,7 @@ a number or a str (``None``, a bool, a list, a dict or a ``datetime`` has no ord
 
 **Times.** In metadata a time is text, so ``$gt``/... compare ISO 8601 strings as text: that is
 time order only when every value is written alike in the same offset (UTC,
-``2026-05-01T10:00:00+00:00``); ``...T12:00+02:00`` against ``...T10:00Z`` compares the characters,
+``YYYY-MM-DDTHH:MM:SS+00:00``); ``...T12:00+02:00`` against ``...T10:00Z`` compares the characters,
 not the instants.  The LangChain and LlamaIndex adapters compare the store's own time fields
 (``t``, ``valid_from``, ``valid_until``) as instants, in any offset
 (:func:`hypermem.integrations._common.instants`).
