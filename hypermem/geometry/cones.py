@@ -32,7 +32,7 @@ import math
 import torch
 
 from .conversion import as_points, check_curvature
-from .numerics import safe_norm, sq_norm
+from .numerics import half_as_float32, safe_norm, sq_norm
 
 DEFAULT_K = 0.1
 """Aperture constant ``K`` of Ganea et al. (2018); they use 0.1."""
@@ -56,6 +56,7 @@ def _check_k(K: float) -> None:
         raise ValueError(f"cone constant K must be a finite positive number, got {K!r}")
 
 
+@half_as_float32
 def half_aperture(x, ball=None, K: float = DEFAULT_K) -> torch.Tensor:
     """Half-aperture ``psi(x) = arcsin(K (1 - ||x||^2) / ||x||)`` (radians), shape ``x.shape[:-1]``;
     ``pi`` inside the central region where the argument exceeds 1 (the cone is undefined
@@ -73,6 +74,7 @@ def half_aperture(x, ball=None, K: float = DEFAULT_K) -> torch.Tensor:
     return torch.where(arg > 1.0, torch.full_like(psi, math.pi), psi)
 
 
+@half_as_float32
 def cone_angle(x, y, ball=None) -> torch.Tensor:
     r"""Angle ``Xi(x, y)`` at ``x`` between the cone axis (away from the origin) and ``y``
     (Ganea et al. 2018, eq. 28), in ``[0, pi]``, shape ``broadcast(x, y).shape[:-1]``.
@@ -116,6 +118,7 @@ def cone_angle(x, y, ball=None) -> torch.Tensor:
     return torch.atan2(sin_part, torch.where(same, 1.0, cos_part))
 
 
+@half_as_float32
 def cone_energy(x, y, ball=None, K: float = DEFAULT_K) -> torch.Tensor:
     """``max(0, Xi(x, y) - psi(x))``: zero when ``y`` lies in the entailment cone of ``x``."""
     return (cone_angle(x, y, ball) - half_aperture(x, ball, K)).clamp_min(0.0)
@@ -126,6 +129,7 @@ def in_cone(x, y, ball=None, K: float = DEFAULT_K, tol: float = 1e-9) -> torch.T
     return cone_energy(x, y, ball, K) <= tol
 
 
+@half_as_float32
 def euclidean_cone_energy(x, y, scale: float = 1.0, K: float = DEFAULT_K) -> torch.Tensor:
     r"""Energy of Ganea et al.'s *Euclidean* entailment cones (2018, sec. 3.1), the twin of
     :func:`cone_energy` in R^d: ``max(0, Xi(x, y) - psi(x))`` with

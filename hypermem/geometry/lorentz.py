@@ -16,9 +16,10 @@ import math
 import torch
 
 from .conversion import as_points, check_curvature
-from .numerics import arcosh1p
+from .numerics import arcosh1p, half_as_float32
 
 
+@half_as_float32
 def lorentz_inner(X, Y) -> torch.Tensor:
     r"""``<X, Y>_L = -X_0 Y_0 + sum_{i>=1} X_i Y_i`` over the last dimension."""
     X, Y = as_points(X, Y, names=("X", "Y"))
@@ -26,11 +27,13 @@ def lorentz_inner(X, Y) -> torch.Tensor:
     return prod[..., 1:].sum(-1) - prod[..., 0]
 
 
+@half_as_float32
 def lorentz_distance(X, Y, curvature: float = 1.0) -> torch.Tensor:
     r"""Geodesic distance on the hyperboloid: ``(1/sqrt(c)) arcosh(-c <X, Y>_L)``."""
     return distance_from_lorentz_inner(lorentz_inner(X, Y), check_curvature(curvature))
 
 
+@half_as_float32
 def distance_from_lorentz_inner(inner: torch.Tensor, c: float = 1.0) -> torch.Tensor:
     r"""``(1/sqrt(c)) arcosh(-c <X, Y>_L)`` from the Lorentzian inner product (Nickel & Kiela
     2018), evaluated as ``arcosh1p(-c <X, Y>_L - 1)`` (precise for close points).  The one
@@ -45,10 +48,16 @@ def to_mips_vectors(X) -> torch.Tensor:
     return torch.cat([-X[..., :1], X[..., 1:]], dim=-1)
 
 
+@half_as_float32
 def mips_scores(stored_mips, query) -> torch.Tensor:
     """Dot products (larger = closer) of MIPS-prepared stored vectors ``(N, d+1)`` with
-    hyperboloid query coordinates ``(d+1,)`` or ``(B, d+1)``; returns ``(N,)`` or ``(B, N)``."""
+    hyperboloid query coordinates ``(d+1,)`` or ``(B, d+1)``; returns ``(N,)`` or ``(B, N)``.
+    Computed in float32 for half inputs and under ``torch.autocast`` (the scores of points at
+    depth 5 reach ~1e4 and cancel: bfloat16 keeps none of their digits)."""
     stored_mips, query = as_points(stored_mips, query, names=("stored_mips", "query"), core_dims=0)
     if stored_mips.dim() != 2:
         raise ValueError(f"stored_mips must have shape (N, d+1), got {tuple(stored_mips.shape)}")
+    if torch.is_autocast_enabled(query.device.type):  # float32 in, float32 out: no bfloat16 product
+        with torch.autocast(query.device.type, enabled=False):
+            return query @ stored_mips.T
     return query @ stored_mips.T

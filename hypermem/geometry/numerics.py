@@ -22,11 +22,21 @@ float32 carries about 7 significant digits, so ``1 - ||x||^2`` near ``1 - 1e-3``
 has four correct digits; float64 keeps six at ``1 - 1e-10``.  geoopt clamps ``artanh``
 at ``1 - 1e-7`` in every dtype, which caps float64 distances near 16.6; hypermem's
 dtype-aware clamps keep the whole float64 range (needed by deep trees, Sarkar 2011).
+
+Half precision
+--------------
+float16 and bfloat16 are too short for the formulas themselves (``1 + 2|x - y|^2 / ((1 -
+|x|^2)(1 - |y|^2))`` passes float16's 65504 near the boundary, ``sinh`` of a depth above 11
+overflows it, bfloat16's 8-bit mantissa loses ``1 - |x|^2``): :func:`half_as_float32` makes a
+geometry function compute in float32 and return the input's dtype (see ``docs/numerics.md``).
 """
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import torch
 
@@ -161,3 +171,48 @@ def safe_norm(x: torch.Tensor, dim: int = -1, keepdim: bool = False) -> torch.Te
 def sq_norm(x: torch.Tensor, dim: int = -1, keepdim: bool = False) -> torch.Tensor:
     """Squared Euclidean norm ``sum x_i^2``."""
     return x.pow(2).sum(dim=dim, keepdim=keepdim)
+
+
+HALF_DTYPES = (torch.float16, torch.bfloat16)
+"""The half-precision dtypes that :func:`half_as_float32` computes in float32."""
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _up(a: Any) -> Any:
+    return a.float() if isinstance(a, torch.Tensor) and a.dtype in HALF_DTYPES else a
+
+
+def _down(r: Any, dtype: torch.dtype) -> Any:
+    """A float32 result back in ``dtype``, clamped to its largest finite value first (the float32
+    value is capped by the float32 clamps; NaN stays NaN); other results unchanged."""
+    if isinstance(r, torch.Tensor) and r.dtype == torch.float32:
+        top = torch.finfo(dtype).max
+        return r.clamp(-top, top).to(dtype)
+    if isinstance(r, tuple):
+        return tuple(_down(v, dtype) for v in r)
+    return r
+
+
+def half_as_float32(fn: _F) -> _F:
+    """Decorator: a call with a float16 / bfloat16 tensor argument computes in float32 (its
+    half tensors, curvature included, converted with ``.float()``, differentiably) and returns
+    its float32 results in the half dtype (the promotion of the tensor arguments' dtypes:
+    float16 with float32 gives float32, as torch promotes), clamped to that dtype's range.
+
+    float32 and float64 calls pass straight through (one dtype check per tensor argument, no
+    copy).  The one home of the half-precision policy of :mod:`hypermem.geometry`."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        half = next((a.dtype for a in args if isinstance(a, torch.Tensor) and a.dtype in HALF_DTYPES), None)
+        if half is None and kwargs:
+            half = next((a.dtype for a in kwargs.values()
+                         if isinstance(a, torch.Tensor) and a.dtype in HALF_DTYPES), None)
+        if half is None:
+            return fn(*args, **kwargs)
+        for a in (*args, *kwargs.values()):  # float32 next to a half tensor gives float32, as torch promotes
+            if isinstance(a, torch.Tensor) and a.is_floating_point():
+                half = torch.promote_types(half, a.dtype)
+        out = fn(*[_up(a) for a in args], **{k: _up(a) for k, a in kwargs.items()})
+        return _down(out, half) if half in HALF_DTYPES else out
+    return wrapper  # type: ignore[return-value]

@@ -32,6 +32,7 @@ from .numerics import (
     ball_margin,
     exp_range,
     gap_floor,
+    half_as_float32,
     safe_norm,
     sq_norm,
     tanh,
@@ -62,6 +63,7 @@ def _radius_tensor(r: Any, like: torch.Tensor) -> torch.Tensor:
     return r.unsqueeze(-1)
 
 
+@half_as_float32
 def conformal_factor(x, c: Curvature = 1.0, keepdim: bool = False) -> torch.Tensor:
     r"""Conformal factor ``lambda_x = 2 / (1 - c ||x||^2)``, shape ``x.shape[:-1]``
     (``x.shape[:-1] + (1,)`` with ``keepdim``, ready to multiply vectors)."""
@@ -70,6 +72,7 @@ def conformal_factor(x, c: Curvature = 1.0, keepdim: bool = False) -> torch.Tens
     return 2.0 / boundary_gap(sq_norm(x, keepdim=keepdim), c)
 
 
+@half_as_float32
 def mobius_add(x, y, c: Curvature = 1.0) -> torch.Tensor:
     r"""Möbius addition (Ungar 2008; Ganea et al. 2018, eq. 2).
 
@@ -86,6 +89,7 @@ def mobius_add(x, y, c: Curvature = 1.0) -> torch.Tensor:
     return num / den.clamp_min(tiny(x.dtype))
 
 
+@half_as_float32
 def mobius_scalar_mul(r, x, c: Curvature = 1.0) -> torch.Tensor:
     r"""Möbius scalar multiplication (Ganea et al. 2018, eq. 3).
 
@@ -117,6 +121,7 @@ def distance(x, y, c: Curvature = 1.0) -> torch.Tensor:
     return distance_arcosh(x, y, c)
 
 
+@half_as_float32
 def distance_arcosh(x, y, c: Curvature = 1.0) -> torch.Tensor:
     r"""Geodesic distance by the arcosh formula (Nickel & Kiela 2017, eq. 1, curvature c).
 
@@ -143,6 +148,7 @@ def boundary_gap(sq, c: Curvature = 1.0) -> torch.Tensor:
     return (1.0 - c * sq).clamp_min(gap_floor(sq.dtype))
 
 
+@half_as_float32
 def arcosh_distance(sq_diff: torch.Tensor, gap_x: torch.Tensor, gap_y: torch.Tensor,
                     c: Curvature = 1.0) -> torch.Tensor:
     r"""The arcosh distance from its parts (Nickel & Kiela 2017, eq. 1, curvature c):
@@ -169,6 +175,7 @@ def arcosh_distance(sq_diff: torch.Tensor, gap_x: torch.Tensor, gap_y: torch.Ten
     return arcosh1p(2.0 * c * sq_diff / (gap_x * gap_y)) / _sqrt_c(c)
 
 
+@half_as_float32
 def distance_to_origin(x, c: Curvature = 1.0) -> torch.Tensor:
     r"""Depth coordinate ``d_c(0, x) = (2 / sqrt(c)) artanh(sqrt(c) ||x||)``."""
     c = _c(c)
@@ -177,6 +184,7 @@ def distance_to_origin(x, c: Curvature = 1.0) -> torch.Tensor:
     return 2.0 / sc * artanh(sc * safe_norm(x))
 
 
+@half_as_float32
 def pairwise_distance(x, y, c: Curvature = 1.0) -> torch.Tensor:
     r"""All-pairs distances: ``x`` of shape ``(..., n, d)``, ``y`` of shape ``(..., m, d)``
     give ``(..., n, m)``.
@@ -198,6 +206,7 @@ def pairwise_distance(x, y, c: Curvature = 1.0) -> torch.Tensor:
     return arcosh_distance(d2, gap_x, boundary_gap(sq_norm(y), c).unsqueeze(-2), c)
 
 
+@half_as_float32
 def expmap0(v, c: Curvature = 1.0) -> torch.Tensor:
     r"""Exponential map at the origin: ``exp_0(v) = tanh(sqrt(c)||v||) v / (sqrt(c)||v||)``
     (Ganea et al. 2018, Lemma 2 at ``x = 0``)."""
@@ -208,6 +217,7 @@ def expmap0(v, c: Curvature = 1.0) -> torch.Tensor:
     return tanh(sc * n) * v / (sc * n)
 
 
+@half_as_float32
 def logmap0(y, c: Curvature = 1.0) -> torch.Tensor:
     r"""Logarithmic map at the origin: ``log_0(y) = artanh(sqrt(c)||y||) y / (sqrt(c)||y||)``."""
     c = _c(c)
@@ -217,6 +227,7 @@ def logmap0(y, c: Curvature = 1.0) -> torch.Tensor:
     return artanh(sc * n) * y / (sc * n)
 
 
+@half_as_float32
 def expmap(x, v, c: Curvature = 1.0) -> torch.Tensor:
     r"""Exponential map at ``x`` (Ganea et al. 2018, Lemma 2).
 
@@ -230,6 +241,7 @@ def expmap(x, v, c: Curvature = 1.0) -> torch.Tensor:
     return mobius_add(x, tanh(sc * lam * n / 2.0) * v / (sc * n), c)
 
 
+@half_as_float32
 def logmap(x, y, c: Curvature = 1.0) -> torch.Tensor:
     r"""Logarithmic map at ``x`` (Ganea et al. 2018, Lemma 2).
 
@@ -244,6 +256,7 @@ def logmap(x, y, c: Curvature = 1.0) -> torch.Tensor:
     return 2.0 / (sc * lam) * artanh(sc * n) * w / n
 
 
+@half_as_float32
 def geodesic(t, x, y, c: Curvature = 1.0) -> torch.Tensor:
     r"""Point at fraction ``t`` of the geodesic from ``x`` (t=0) to ``y`` (t=1).
 
@@ -298,6 +311,7 @@ def is_inside(x, c: Curvature = 1.0) -> torch.Tensor:
     return (c * sq_norm(x) < 1.0) & torch.isfinite(x).all(-1)
 
 
+@half_as_float32
 def to_lorentz(x, c: Curvature = 1.0) -> torch.Tensor:
     r"""Map ball points to the hyperboloid ``{X : <X,X>_L = -1/c, X_0 > 0}``.
 
@@ -312,6 +326,7 @@ def to_lorentz(x, c: Curvature = 1.0) -> torch.Tensor:
     return torch.cat([x0, 2.0 * x / den], dim=-1)
 
 
+@half_as_float32
 def from_lorentz(X, c: Curvature = 1.0) -> torch.Tensor:
     r"""Inverse of :func:`to_lorentz`: ``x_i = X_i / (1 + sqrt(c) X_0)``."""
     c = _c(c)
@@ -321,6 +336,7 @@ def from_lorentz(X, c: Curvature = 1.0) -> torch.Tensor:
     return X[..., 1:] / (1.0 + _sqrt_c(c) * X[..., :1])
 
 
+@half_as_float32
 def egrad2rgrad(x, grad, c: Curvature = 1.0) -> torch.Tensor:
     r"""Riemannian gradient from a Euclidean one: ``((1 - c||x||^2)^2 / 4) grad``
     (Nickel & Kiela 2017, eq. 4)."""
@@ -336,6 +352,7 @@ def retraction(x, v, c: Curvature = 1.0) -> torch.Tensor:
     return project(x + v, c)
 
 
+@half_as_float32
 def shell_distance(x, y, depth, c: Curvature = 1.0) -> torch.Tensor:
     r"""Distance after moving ``x`` and ``y`` radially to the same hyperbolic radius ``depth``.
 
@@ -361,6 +378,7 @@ def shell_distance(x, y, depth, c: Curvature = 1.0) -> torch.Tensor:
     return shell_distance_at_depth(half_chord, _depth(depth, x), c)
 
 
+@half_as_float32
 def shell_distance_from_cosine(cos, depth, c: Curvature = 1.0) -> torch.Tensor:
     r"""Shell distance from the cosine of the angle between two directions.
 
@@ -402,6 +420,7 @@ def shell_scale(depth, c: Curvature = 1.0):
     return math.sinh(x)
 
 
+@half_as_float32
 def shell_distance_at_depth(half_chord, depth, c: Curvature = 1.0) -> torch.Tensor:
     r"""The shell distance ``d = (2 / sqrt(c)) arsinh(sinh(a) h)``, ``a = sqrt(c) rho``, from the
     half chord ``h = sin(theta / 2)`` and the radius ``rho = depth``: finite wherever ``d`` is.
@@ -442,6 +461,7 @@ def _asinh_sinh_far(h: torch.Tensor, a):
     return asinh_exp(log_h + log_sinh)
 
 
+@half_as_float32
 def shell_distance_from_half_chord(half_chord, scale, c: Curvature = 1.0) -> torch.Tensor:
     r"""The shell distance from its parts: ``d = (2 / sqrt(c)) arsinh(scale * h)`` with
     ``scale = sinh(sqrt(c) rho)`` (:func:`shell_scale`) and ``h = sin(theta / 2) =

@@ -331,8 +331,8 @@ class HyperbolicMemory(ModuleState, SlotWrites, TimeScores, StoreBridge, nn.Modu
             raise TypeError(f"queries must be a tensor of shape (batch, {self.dim}), got {type(queries).__name__}")
         if queries.dim() != 2 or queries.shape[1] != self.dim:
             raise ValueError(f"queries must have shape (batch, {self.dim}), got {tuple(queries.shape)}")
-        if queries.dtype in (torch.bfloat16, torch.float16) and torch.is_autocast_enabled(queries.device.type):
-            queries = queries.to(self.keys.dtype)  # under autocast: distances in the keys' dtype
+        if queries.dtype in (torch.bfloat16, torch.float16):  # autocast or a .half() encoder
+            queries = queries.to(self.keys.dtype)  # distances in the keys' dtype (docs/numerics.md)
         if queries.dtype != self.keys.dtype or queries.device != self.keys.device:
             raise ValueError(f"queries are {queries.dtype} on {queries.device} but the memory is "
                              f"{self.keys.dtype} on {self.keys.device}; move one of them")
