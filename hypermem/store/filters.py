@@ -44,7 +44,7 @@ from typing import Any
 
 from .validation import MAX_JSON_DEPTH, json_depth_over
 
-__all__ = ["MISSING", "OPERATORS", "FilterError", "check_filter", "compile_filter", "filter_keys", "json_equal",
+__all__ = ["MISSING", "OPERATORS", "FilterError", "check_filter", "compile_filter", "filter_keys", "json_equal", "matches",
            "to_postgres"]
 
 
@@ -192,13 +192,13 @@ def _check(spec: Any, path: str) -> None:
             _check(want, where)
 
 
-def _matches(v: Any, want: Any) -> bool:
+def matches(v: Any, want: Any) -> bool:
     """``v`` against one filter value: operators, a nested dict (each key matched
     recursively), a list (``$in``) or a plain value (equality)."""
     if _is_ops(want):
         return all(OPERATORS[op](v, x) for op, x in want.items())
     if isinstance(want, Mapping):
-        return isinstance(v, Mapping) and all(_matches(v.get(k, MISSING), w) for k, w in want.items())
+        return isinstance(v, Mapping) and all(matches(v.get(k, MISSING), w) for k, w in want.items())
     if isinstance(want, (list, tuple, set, frozenset)):
         return v is not MISSING and _member(v, want)
     return v is not MISSING and json_equal(v, want)
@@ -217,7 +217,7 @@ def _compile(spec: Mapping, lookup: Callable[[Any, str], Any]) -> Callable[[Any]
             sub = _compile(want, lookup)
             tests.append(lambda r, sub=sub: not sub(r))
         else:
-            tests.append(lambda r, key=key, want=want: _matches(lookup(r, key), want))
+            tests.append(lambda r, key=key, want=want: matches(lookup(r, key), want))
     return lambda r: all(t(r) for t in tests)
 
 

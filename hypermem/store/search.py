@@ -28,8 +28,9 @@ from .ann_search import CandidateWeights, auto_bands, exact_bounds, index_recall
 from .caller_warning import warn_caller
 from .checks import CONE_TOL, METRICS, MODES, Filter, check_finite, max_depth
 from .encoder_points import places_points
-from .filters import compile_filter, filter_keys
+from .filters import filter_keys
 from .lexical import Lexical
+from .meta_columns import MetaColumns
 from .placement import unit
 from .records import SearchResult, search_results
 
@@ -70,6 +71,8 @@ class Searcher:
         self._index_built: tuple[int, int] | None = None
         self.warned_keys: set[str] = set()
         """Filter keys already warned about by :meth:`warn_unknown_keys`."""
+        self.meta = MetaColumns()
+        """The value codes of the metadata fields that filters name (:mod:`hypermem.store.meta_columns`)."""
         self.lexical = Lexical()
         """The BM25 index of the texts, for ``hybrid`` searches (:mod:`hypermem.store.lexical`)."""
         self.mirror_min_rows = MIRROR_MIN_ROWS
@@ -192,26 +195,21 @@ class Searcher:
 
     def _filter_rows(self, rows: torch.Tensor | None, filters: Filter) -> torch.Tensor | None:
         """``rows`` (None: all) whose record passes ``filters``: a callable on the record, or
-        a dict of :mod:`hypermem.store.filters` on its metadata."""
+        a dict of :mod:`hypermem.store.filters` on its metadata (answered by value groups,
+        :mod:`hypermem.store.meta_columns`)."""
         if filters is None:
             return rows
-        if callable(filters) and not isinstance(filters, Mapping):
-            keep_fn = filters
-        elif isinstance(filters, Mapping):
-            pred = compile_filter(filters)
-
-            def keep_fn(rec):
-                return pred(rec.meta)
-        else:
-            raise TypeError(f"filters must be a dict or a callable, got {type(filters).__name__}")
         st = self.memory.state
+        if isinstance(filters, Mapping):
+            mask = self.meta.mask(st.records, filters)
+            kept = mask.nonzero().squeeze(1) if rows is None else rows[mask[rows.cpu()].to(rows.device)]
+            if not kept.numel():
+                self.warn_unknown_keys(filters, lambda key: any(key in m for m in st.records.metas if m))
+            return kept.to(self.memory.device)
+        if not callable(filters):
+            raise TypeError(f"filters must be a dict or a callable, got {type(filters).__name__}")
         cand = range(st.n) if rows is None else rows.tolist()
-        if isinstance(filters, Mapping):  # the metadata alone, without building the records
-            kept = [r for r in cand if pred(st.records.meta_at(r))]
-        else:
-            kept = [r for r, rec in zip(cand, st.records.at_rows(cand)) if keep_fn(rec)]
-        if not kept and isinstance(filters, Mapping):
-            self.warn_unknown_keys(filters, lambda key: any(key in m for m in st.records.metas if m))
+        kept = [r for r, rec in zip(cand, st.records.at_rows(cand)) if filters(rec)]
         return torch.tensor(kept, dtype=torch.long, device=self.memory.device)
 
     def warn_unknown_keys(self, filters: Mapping, known: Callable[[str], bool]) -> None:

@@ -47,7 +47,6 @@ from ..embed.reranker import PlacementReranker
 from ..temporal.clock import to_seconds
 from .checks import Filter
 from .encoder_points import hierarchy_encoder, is_hierarchy_encoder, places_points
-from .filters import compile_filter
 from .mentions import Mentions
 from .parent_choice import placement_order, reranked
 from .records import SearchResult
@@ -230,17 +229,12 @@ class Suggester:
                 keep &= (st.time[:n] <= now).cpu()
             if valid_only:
                 keep &= ((st.valid_from[:n] <= now) & (st.valid_until[:n] >= now)).cpu()
-        if filters is not None:
-            if isinstance(filters, Mapping):
-                pred = compile_filter(filters)
-
-                def ok(rec):
-                    return pred(rec.meta)
-            elif callable(filters):
-                ok = filters
-            else:
-                raise TypeError(f"filters must be a dict or a callable, got {type(filters).__name__}")
-            keep &= torch.tensor([bool(ok(rec)) for rec in st.records.values()], dtype=torch.bool)
+        if isinstance(filters, Mapping):   # by value groups (hypermem.store.meta_columns)
+            keep &= self.memory.searcher.meta.mask(st.records, filters)
+        elif callable(filters):
+            keep &= torch.tensor([bool(filters(rec)) for rec in st.records.values()], dtype=torch.bool)
+        elif filters is not None:
+            raise TypeError(f"filters must be a dict or a callable, got {type(filters).__name__}")
         return keep.nonzero().squeeze(1)
 
     def holds_tree(self) -> bool:

@@ -1,0 +1,157 @@
+"""Metadata filters answered by value groups (hypermem.store.meta_columns) give exactly the
+row-by-row answer, through adds, updates, removals and reloads."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from hypermem.embed import HashingEmbedder
+from hypermem.store import Memory, meta_columns
+from hypermem.store.filters import FilterError, compile_filter
+from hypermem.store.meta_columns import MetaColumns
+
+VALUES = ["a", "b", "", 0, 1, 1.0, 2.5, -3, True, False, None, [], ["a"], ["a", "b"], [1, True], {"x": 1},
+          {"x": 1.0}, {"x": "a", "y": [2]}, {}]
+
+
+def _meta(rng: random.Random) -> dict:
+    return {k: rng.choice(VALUES) for k in ("k", "j", "tags") if rng.random() < 0.7}
+
+
+def _leaf(rng: random.Random) -> dict:
+    key = rng.choice(["k", "j", "tags", "absent"])
+    v = rng.choice(VALUES)
+    num = rng.choice([0, 1, 2.0, -5, "a", "b"])
+    want = rng.choice([
+        v, {"$eq": v}, {"$ne": v}, {"$in": [rng.choice(VALUES), rng.choice(VALUES)]},
+        {"$nin": [rng.choice(VALUES)]}, {"$gt": num}, {"$lte": num}, {"$exists": rng.random() < 0.5},
+        {"$contains": rng.choice(["a", 1, "b"])}, {"$empty": rng.random() < 0.5}, {"$any": ["a", 1]},
+        {"$text_match": "a"}, {"x": 1}, {"x": {"$gte": 1}},
+    ])
+    return {key: want}
+
+
+def _spec(rng: random.Random, depth: int = 0) -> dict:
+    r = rng.random()
+    if depth < 2 and r < 0.15:
+        return {"$and": [_spec(rng, depth + 1) for _ in range(rng.randint(1, 3))]}
+    if depth < 2 and r < 0.3:
+        return {"$or": [_spec(rng, depth + 1) for _ in range(rng.randint(1, 3))]}
+    if depth < 2 and r < 0.4:
+        return {"$not": _spec(rng, depth + 1)}
+    spec = _leaf(rng)
+    if rng.random() < 0.3:
+        spec.update(_leaf(rng))
+    return spec
+
+
+def _row_by_row(mem: Memory, spec: dict) -> list[str]:
+    pred = compile_filter(spec)
+    return [r.id for r in mem if pred(r.meta)]
+
+
+def _grouped(cols: MetaColumns, mem: Memory, spec: dict) -> list[str]:
+    mask = cols.mask(mem.state.records, spec)
+    assert mask.dtype == torch.bool and mask.shape == (len(mem),)
+    ids = mem.ids
+    return [ids[r] for r in mask.nonzero().squeeze(1).tolist()]
+
+
+def _check(cols: MetaColumns, mem: Memory, rng: random.Random, specs: int = 60) -> None:
+    for _ in range(specs):
+        spec = _spec(rng)
+        assert _grouped(cols, mem, spec) == _row_by_row(mem, spec), spec
+
+
+@pytest.mark.parametrize("cap", [meta_columns.MAX_GROUPS, 3])
+def test_grouped_answer_is_the_row_by_row_one_through_writes(monkeypatch, cap):
+    monkeypatch.setattr(meta_columns, "MAX_GROUPS", cap)   # 3: most fields tested row by row
+    rng = random.Random(cap)
+    mem = Memory(embedder=HashingEmbedder(dim=16))
+    mem.add_many([{"text": f"m{i}", "id": f"m{i}", "meta": _meta(rng)} for i in range(120)])
+    cols = MetaColumns()
+    _check(cols, mem, rng)
+    mem.add_many([{"text": f"n{i}", "id": f"n{i}", "meta": _meta(rng)} for i in range(30)])   # appended
+    _check(cols, mem, rng)
+    for i in rng.sample(range(150), 25):   # rewritten in place
+        mem.update(mem.ids[i], meta=_meta(rng))
+    _check(cols, mem, rng)
+    mem.remove_many(rng.sample(mem.ids, 20))   # rows renumbered
+    _check(cols, mem, rng)
+    mem.add("after", id="after", meta={"k": "a", "j": ["a"]})
+    mem.update("m0" if "m0" in mem else mem.ids[0], meta={"k": "new value", "tags": {"x": 1}})
+    _check(cols, mem, rng)
+
+
+def test_updated_value_moves_between_groups():
+    mem = Memory(embedder=HashingEmbedder(dim=16))
+    mem.add_many([{"text": f"m{i}", "id": f"m{i}", "meta": {"user": f"u{i % 3}"}} for i in range(9)])
+    cols = MetaColumns()
+    assert _grouped(cols, mem, {"user": "u1"}) == ["m1", "m4", "m7"]
+    mem.update("m4", meta={"user": "u2"})
+    mem.update("m0", meta={})
+    assert _grouped(cols, mem, {"user": "u1"}) == ["m1", "m7"]
+    assert _grouped(cols, mem, {"user": {"$exists": False}}) == ["m0"]
+    mem.remove("m1")
+    assert _grouped(cols, mem, {"user": "u1"}) == ["m7"]
+    assert _grouped(cols, mem, {"user": "u2"}) == ["m2", "m4", "m5", "m8"]
+
+
+def test_numbers_booleans_and_containers_keep_their_own_groups():
+    mem = Memory(embedder=HashingEmbedder(dim=16))
+    metas = [{"v": 1}, {"v": 1.0}, {"v": True}, {"v": [1]}, {"v": [True]}, {"v": {"a": 1}}, {"v": {"a": True}}]
+    mem.add_many([{"text": f"m{i}", "id": f"m{i}", "meta": m} for i, m in enumerate(metas)])
+    cols = MetaColumns()
+    assert _grouped(cols, mem, {"v": 1}) == ["m0", "m1"]   # numbers by value
+    assert _grouped(cols, mem, {"v": True}) == ["m2"]      # a boolean is no number
+    assert _grouped(cols, mem, {"v": {"$contains": 1}}) == ["m3"]
+    assert _grouped(cols, mem, {"v": {"a": 1}}) == ["m5"]
+
+
+def test_store_search_and_suggest_use_the_groups():
+    mem = Memory(embedder=HashingEmbedder(dim=32))
+    mem.add_many([{"text": f"note {i} on topic {i % 5}", "id": f"m{i}", "meta": {"user": f"u{i % 4}", "n": i}}
+                  for i in range(200)])
+    hits = mem.search("note on topic 3", k=50, filters={"user": "u2", "n": {"$lt": 100}}, touch=False)
+    assert hits and all(h.record.meta["user"] == "u2" and h.record.meta["n"] < 100 for h in hits)
+    assert len(hits) == 25
+    assert {h.id for h in mem.search("topic", k=300, filters={"$not": {"user": "u0"}}, touch=False)} == \
+        {f"m{i}" for i in range(200) if i % 4}
+    mem.add("child", id="child", parent="m1")   # a tree: suggest_parents votes
+    got = mem.suggest_parents("note on topic 1", k=10, filters={"user": "u1"})
+    assert got and all(r.record.meta["user"] == "u1" for r in got)
+    mem.add("late", id="late", meta={"user": "u9"})   # a search after a write sees it
+    assert [h.id for h in mem.search("late", k=5, filters={"user": "u9"}, touch=False)] == ["late"]
+    with pytest.raises(FilterError, match=r"\$gtt"):
+        mem.search("x", filters={"n": {"$gtt": 1}})
+
+
+def test_a_loaded_store_starts_its_own_columns(tmp_path):
+    mem = Memory(embedder=HashingEmbedder(dim=16))
+    mem.add_many([{"text": f"m{i}", "id": f"m{i}", "meta": {"k": i % 2}} for i in range(6)])
+    assert [h.id for h in mem.search("m", k=6, filters={"k": 1}, touch=False)]
+    path = tmp_path / "m.db"
+    mem.save(path)
+    back = Memory.load(path, embedder=HashingEmbedder(dim=16))
+    back.add("m6", id="m6", meta={"k": 1})
+    assert sorted(h.id for h in back.search("m", k=10, filters={"k": 1}, touch=False)) == ["m1", "m3", "m5", "m6"]
+
+
+def test_order_operators_compare_numbers_in_one_pass_and_big_integers_row_by_row():
+    mem = Memory(embedder=HashingEmbedder(dim=16))
+    metas = [{"ts": 1.5}, {"ts": 2}, {"ts": "3"}, {"ts": True}, {}, {"ts": None}, {"ts": 2 ** 53}, {"ts": -7}]
+    mem.add_many([{"text": f"m{i}", "id": f"m{i}", "meta": m} for i, m in enumerate(metas)])
+    cols = MetaColumns()
+    for spec in ({"ts": {"$gt": 1.5}}, {"ts": {"$gte": 1.5, "$lt": 2 ** 53}}, {"ts": {"$lte": 2}},
+                 {"ts": {"$gt": "2"}}, {"$not": {"ts": {"$lt": 0}}}):
+        assert _grouped(cols, mem, spec) == _row_by_row(mem, spec), spec
+    assert _grouped(cols, mem, {"ts": {"$gt": 1.5}}) == ["m1", "m6"]
+    big = 2 ** 53 + 1   # not exact as a float64: that field is compared row by row from now on
+    mem.add("big", id="big", meta={"ts": big})
+    assert cols.mask(mem.state.records, {"ts": {"$gt": 2 ** 53}}).nonzero().squeeze(1).tolist() == [8]
+    assert cols.columns["ts"].big
+    for spec in ({"ts": {"$gte": 2 ** 53}}, {"ts": {"$lt": big}}, {"ts": {"$gt": 2 ** 60}}):
+        assert _grouped(cols, mem, spec) == _row_by_row(mem, spec), spec
