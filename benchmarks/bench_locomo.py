@@ -226,7 +226,7 @@ def markdown(table) -> str:
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("folder", help="the LoCoMo folder (its ten .json files)")
+    p.add_argument("folder", help="the LoCoMo folder (its ten .json files) or its single locomo10.json")
     p.add_argument("--split", choices=sorted(SPLITS), default="dev", help="dev: conversations 0-4 (choose "
                    "settings here); test: 5-9 (report once)")
     p.add_argument("--cache", default="out/locomo-cache", help="where MiniLM embeddings are cached")

@@ -10,6 +10,7 @@ search; prints the seconds of each.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
@@ -42,4 +43,6 @@ def main(n: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 100_000)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("n", type=int, nargs="?", default=100_000, help="memories in the store (default 100,000)")
+    main(ap.parse_args().n)

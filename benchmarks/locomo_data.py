@@ -7,6 +7,13 @@ questions with the ids of their evidence turns and a category (1 multi-hop, 2 te
 (``'D8:6; D9:17'`` and ``'D9:1 D4:4'`` are two ids, ``'D:11:26'`` is ``D11:26``, ``D30:05`` is
 ``D30:5``), drops those that name no turn
 and says how many; category 5 and questions left without evidence are skipped.
+
+Either form of the release is read: a folder of one file per conversation (the ten files
+``data/multimodal_dialog/locomo10_v2/NN.json`` of ``data/locomo10.zip`` in the LoCoMo
+repository, snap-research/locomo; here ``../shared/data/locomo``), or its single
+``data/locomo10.json`` (a list of samples, each with ``sample_id``, ``conversation`` and
+``qa``).  The conversations come in the same order both ways (26, 30, 41, ..., 50), which
+makes the split of ``bench_locomo.py``: dev = the first five, test = the last five.
 """
 
 from __future__ import annotations
@@ -56,17 +63,30 @@ def turn_text(turn: dict) -> str:
     return text
 
 
-def load(folder: str | Path) -> tuple[list[Conversation], dict]:
-    """The conversations in file-name order, and counts of what was normalised or dropped."""
-    files = sorted(Path(folder).glob("*.json"))
+def _sources(where: str | Path) -> list[tuple[str, dict]]:
+    """(name, conversation dict with its ``qa``) from a folder of files or one ``locomo10.json``."""
+    where = Path(where)
+    if where.is_file():
+        samples = json.loads(where.read_text())
+        if not isinstance(samples, list) or not all(isinstance(x, dict) and "conversation" in x and "qa" in x
+                                                    for x in samples):
+            raise ValueError(f"{where}: expected LoCoMo's locomo10.json, a list of samples with "
+                             f"'conversation' and 'qa'")
+        return [(str(x.get("sample_id", i)).removeprefix("conv-"), {**x["conversation"], "qa": x["qa"]})
+                for i, x in enumerate(samples)]
+    files = sorted(where.glob("*.json"))
     if not files:
-        raise FileNotFoundError(f"no LoCoMo .json files in {folder}")
+        raise FileNotFoundError(f"no LoCoMo .json files in {where}")
+    return [(f.stem, json.loads(f.read_text())) for f in files]
+
+
+def load(folder: str | Path) -> tuple[list[Conversation], dict]:
+    """The conversations in order (module docstring), and counts of what was normalised or dropped."""
     counts = {"questions": 0, "category_5": 0, "no_evidence": 0, "evidence_dropped": 0, "kept": 0}
     convs = []
-    for f in files:
-        d = json.loads(f.read_text())
+    for stem, d in _sources(folder):
         nums = sorted(int(k.split("_")[1]) for k in d if re.fullmatch(r"session_\d+", k))
-        conv = Conversation(f.stem, [(n, _date(d[f"session_{n}_date_time"])) for n in nums])
+        conv = Conversation(stem, [(n, _date(d[f"session_{n}_date_time"])) for n in nums])
         pos = {}
         for s, n in enumerate(nums):
             for turn in d[f"session_{n}"]:

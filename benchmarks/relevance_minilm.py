@@ -6,6 +6,8 @@ the figures of docs/frameworks.md, "Relevance".
 
 from __future__ import annotations
 
+import argparse
+
 from hypermem import Memory, SentenceTransformerEmbedder
 from hypermem.integrations.langchain import HypermemVectorStore
 
@@ -37,4 +39,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()   # --help, no options
     main()

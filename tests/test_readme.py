@@ -53,3 +53,17 @@ def test_every_name_of_the_api_table_imports_from_the_module_it_gives():
             assert hasattr(mod, name), f"README's API table: {name} is not importable from {module}"
             checked += 1
     assert checked >= 20
+
+
+def _slug(heading: str) -> str:
+    """A Markdown heading's anchor as GitHub writes it: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lstrip("#").strip().lower()).replace(" ", "-")
+
+
+def test_every_link_into_results_names_one_of_its_sections():
+    results = (ROOT / "benchmarks" / "RESULTS.md").read_text(encoding="utf-8")
+    anchors = {_slug(line) for line in results.splitlines() if line.startswith("#")}
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        links = re.findall(r"RESULTS\.md#([^)\s]+)\)", doc.read_text(encoding="utf-8"))
+        missing = sorted(set(links) - anchors)
+        assert not missing, f"{doc.name} links to no section of benchmarks/RESULTS.md: {missing}"

@@ -7,6 +7,7 @@ the plain share.
 
 from __future__ import annotations
 
+import argparse
 import time
 
 import torch
@@ -60,4 +61,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()   # --help, no options
     main()
