@@ -240,6 +240,7 @@ def main(argv=None) -> int:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
+        print(f"results: {os.path.abspath(args.json)}")
     batch = results.get("batch", {})
     ratio = batch.get("distance_only_cpu_vs_faiss" if args.threads == 1 else "distance_only_throughput_vs_faiss")
     if args.guard is not None and ratio is not None and ratio < args.guard:

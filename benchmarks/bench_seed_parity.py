@@ -158,6 +158,7 @@ def main(argv=None) -> dict:
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(out, fh, indent=1)
+        print(f"results: {os.path.abspath(args.json)}")
     return out
 
 
