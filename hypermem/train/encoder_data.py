@@ -10,8 +10,9 @@ mixed-hop prediction), ``multi`` (multi-hop inference), ``unseen`` (held-out ent
 
 Training batches are :class:`~hypermem.hierarchy.encoder_batches.EncoderBatch` objects of
 entity indices (every distinct entity of a batch encoded once by the module); an epoch's
-batches are a function of ``(seed, epoch)``, so a run resumed at an epoch boundary sees the
-same batches as an uninterrupted one.  Under DDP (``trainer.strategy: ddp``) each of the ``w``
+batches are a function of ``(seed, epoch)``, so a resumed run sees the same batches as an
+uninterrupted one; one stopped at batch ``b`` of an epoch resumes there (its loader, a
+:class:`~hypermem.train.mid_epoch.ResumableLoader`, skips this process's first ``b`` batches).  Under DDP (``trainer.strategy: ddp``) each of the ``w``
 processes trains on its share of every epoch's batches, batch ``i`` on rank ``i % w``
 (:func:`rank_share`; the last ``len % w`` batches are left out, so every rank runs as many
 steps); one process trains on all of them, in order.  ``files`` are read when the module is made,
@@ -37,6 +38,7 @@ from ..data.hierarchy_tasks import (
 )
 from ..data.wordnet import HIT_TEXTS, hit_noun_hierarchy
 from ..hierarchy.encoder_batches import EdgeBatches, closure_sets
+from .mid_epoch import ResumableLoader, trainer_position
 
 TASKS = {"mixed": mixed_hop_task, "multi": multi_hop_task, "unseen": unseen_entity_task}
 
@@ -79,6 +81,10 @@ class _Epoch(IterableDataset):
 
     def __len__(self) -> int:
         return len(self.dm.batches) // self.dm.rank()[1]
+
+
+def _same(batch):
+    return batch
 
 
 class _Once(IterableDataset):
@@ -172,7 +178,13 @@ class EncoderDataModule(pl.LightningDataModule):
         if len(self.batches) < world:
             raise ValueError(f"an epoch has {len(self.batches)} batch(es) for {world} processes: lower "
                              "data.batch_size or train on fewer devices")
-        return DataLoader(_Epoch(self), batch_size=None, collate_fn=lambda b: b)
+        return ResumableLoader(_Epoch(self), batch_size=None, collate_fn=_same, position=self.loader_position)
+
+    def loader_position(self) -> tuple[int, int] | None:
+        """``(epoch, batches run in it)`` of the trainer running this module, else ``None``
+        (:class:`~hypermem.train.mid_epoch.ResumableLoader`)."""
+        trainer = getattr(self, "trainer", None)
+        return trainer_position(trainer) if trainer is not None else None
 
     def val_dataloader(self) -> DataLoader:
         return DataLoader(_Once(), batch_size=None)

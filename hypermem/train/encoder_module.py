@@ -42,6 +42,7 @@ from ..hierarchy.encoder_prefix import FrozenPrefix, freeze_lower_layers, resolv
 from ..hierarchy.encoder_step import TokenCache, batch_losses, lr_factor, step_seed
 from ..hierarchy.encoder_training import EncoderTrainConfig, check_ball_curvature, validate_encoder
 from .hierarchy_logging import disk_picture_available, tensorboard_writer
+from .mid_epoch import reopen_stopped_epoch
 from .step_axis import evaluated_epoch, evaluated_step, remember_checkpoint
 
 __all__ = ["EncoderModule"]
@@ -180,6 +181,8 @@ class EncoderModule(pl.LightningModule):
         remember_checkpoint(self, checkpoint)   # a validate run logs at its global_step (step_axis)
         self.best = dict(checkpoint.get("hypermem_encoder_best", {}))
         self._drop_pooler_from_optimizer(checkpoint)
+        if self._trainer is not None and self._trainer.state.fn == "fit":
+            reopen_stopped_epoch(checkpoint)   # a run stopped inside an epoch resumes at its stopped batch
 
     def _drop_pooler_from_optimizer(self, checkpoint: dict) -> None:
         """A checkpoint written before the pooler was frozen (``freeze_unused``) has it in AdamW's

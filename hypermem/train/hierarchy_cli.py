@@ -71,7 +71,6 @@ from .run_folder import (
     checkpoint_version,
     finished_checkpoint,
     latest_last_checkpoint,
-    stopped_inside_epoch,
 )
 from .run_folder import remove_failed_start as remove_failed_start
 from .run_folder import watch_folder as _watch
@@ -301,12 +300,6 @@ def _cli_class():
                 done = finished_checkpoint(cfg.ckpt_path, cfg.trainer.get("max_epochs"), cfg.trainer.get("max_steps"))
                 if done:
                     raise _AlreadyComplete(done)
-                inside = stopped_inside_epoch(cfg.ckpt_path)
-                if inside is not None:
-                    warnings.warn_explicit(f"--ckpt_path {cfg.ckpt_path} was saved inside epoch {inside} (a max_steps or "
-                                           f"max_time stop, or Ctrl-C): the run resumes at epoch {inside + 1}, and the "
-                                           f"rest of epoch {inside} is not trained", UserWarning, __name__, 0,
-                                           module=__name__)
                 progress = checkpoint_progress(cfg.ckpt_path)
                 if init is not None and progress is not None:
                     # TensorBoard drops what a stopped run logged after the checkpoint: one point per step

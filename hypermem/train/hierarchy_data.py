@@ -18,7 +18,9 @@ a bad file stops the run with one error, not one per process.
 Every epoch's shuffle and negatives come from generators seeded by ``(seed, epoch, rank)``
 (:class:`EpochShuffle`, :meth:`HierarchyDataModule.set_epoch`), not from a stream that
 runs across epochs: a run resumed from a checkpoint at the end of epoch ``e`` draws the
-same batches as an uninterrupted run from epoch ``e + 1`` on.
+same batches as an uninterrupted run from epoch ``e + 1`` on, and a run stopped at batch ``b`` of
+epoch ``e`` resumes there: its loader draws the first ``b`` batches again, negatives included,
+and drops them (:class:`~hypermem.train.mid_epoch.ResumableLoader`).
 
 With ``link_split`` set (a fraction of non-basic edges, e.g. 0.5), the closure is split
 as Ganea et al. (2018) do (:func:`~hypermem.hierarchy.splits.link_prediction_split`):
@@ -42,6 +44,7 @@ from ..hierarchy.cones import sample_cone_negatives
 from ..hierarchy.relations import Relations
 from ..hierarchy.sampling import NegativeSampler
 from ..hierarchy.splits import LinkSplit, link_prediction_split
+from .mid_epoch import ResumableLoader, trainer_position
 
 
 class _Pairs(Dataset):
@@ -247,9 +250,14 @@ class HierarchyDataModule(pl.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         pairs = _Pairs(self.train_relations.pairs)
-        return DataLoader(pairs, batch_size=self.batch_size * self.batches_per_step,
-                          sampler=EpochShuffle(len(pairs), self.seed), collate_fn=self.collate,
-                          num_workers=self.num_workers)
+        return ResumableLoader(pairs, batch_size=self.batch_size * self.batches_per_step,
+                               sampler=EpochShuffle(len(pairs), self.seed), collate_fn=self.collate,
+                               num_workers=self.num_workers, position=self.loader_position)
+
+    def loader_position(self) -> tuple[int, int] | None:
+        """``(epoch, batches run in it)`` of the trainer running this module, else ``None``
+        (:class:`~hypermem.train.mid_epoch.ResumableLoader`)."""
+        return trainer_position(self.trainer) if self.trainer is not None else None
 
     def val_dataloader(self) -> DataLoader:
         return DataLoader(_One(), batch_size=1)

@@ -68,6 +68,7 @@ from ..nn.curvature import make_ball
 from .hierarchy_callbacks import ValidateLastEpoch
 from .hierarchy_checkpoint import CheckpointError, check_hierarchy_checkpoint
 from .hierarchy_logging import log_embedding_state, log_final_metric, tensorboard_writer
+from .mid_epoch import epoch_ran_out, reopen_stopped_epoch
 from .step_axis import evaluated_epoch, evaluated_step, remember_checkpoint
 
 __all__ = ["KINDS", "HierarchyModule", "load_init_weights"]
@@ -266,6 +267,11 @@ class HierarchyModule(pl.LightningModule):
                                    f"{self.schedule_epochs()}: the rest of the run follows the new schedule; pass "
                                    f"--model.schedule_epochs={saved} to continue the old one", UserWarning,
                                    __name__, 0, module=__name__)
+        stopped = reopen_stopped_epoch(checkpoint) if fitting else None   # resumed at the stopped batch
+        if stopped is not None:
+            for sched in checkpoint.get("lr_schedulers") or []:
+                if sched.get("last_epoch") == stopped[0] + 1:   # stepped at the stop (a checkpoint of an older run)
+                    sched["last_epoch"] = stopped[0]
 
     def on_train_start(self) -> None:
         """The run's own ``lr`` and schedule from its first step: a resumed run's optimizer and
@@ -273,6 +279,9 @@ class HierarchyModule(pl.LightningModule):
         the scheduler's ``base_lrs``); they are set from this run's hyperparameters, and the
         group's ``lr`` to this run's schedule at the current epoch."""
         hp, sched = self.hparams, self.lr_schedulers()
+        dm = self.trainer.datamodule
+        if hasattr(dm, "set_epoch"):   # a run resumed inside an epoch starts it without on_train_epoch_start
+            dm.set_epoch(self.current_epoch)
         if sched is None:
             return
         factor = lr_factor(sched.last_epoch, self.schedule_epochs(), hp.burn_in, hp.burn_in_lr_factor,
@@ -335,7 +344,8 @@ class HierarchyModule(pl.LightningModule):
                      rank_zero_only=True)
 
     def on_train_epoch_end(self) -> None:
-        self.lr_schedulers().step()  # manual optimisation: the per-epoch schedule steps here
+        if epoch_ran_out(self.trainer):   # manual optimisation: the per-epoch schedule steps here, not
+            self.lr_schedulers().step()   # at a limit's stop inside an epoch (its resume trains the rest)
         self._log_step_axis(on_epoch=True)
 
     # -- evaluation -----------------------------------------------------------------------

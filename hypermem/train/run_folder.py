@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-__all__ = ["best_checkpoint", "checkpoint_progress", "checkpoint_version", "stopped_inside_epoch", "finished_checkpoint", "latest_last_checkpoint",
-           "remove_failed_start", "watch_folder"]
+__all__ = ["best_checkpoint", "checkpoint_progress", "checkpoint_version", "finished_checkpoint", "latest_last_checkpoint",
+           "remove_failed_start", "stopped_position", "watch_folder"]
 
 
 def latest_last_checkpoint(save_dir: str | Path, name: str) -> tuple[int, Path] | None:
@@ -66,34 +66,37 @@ def checkpoint_version(path: str | Path, save_dir: str | Path, name: str) -> int
     return None
 
 
-def checkpoint_progress(path: str | Path) -> tuple[int, int] | None:
+def checkpoint_progress(path: str | Path, whole_epochs: bool = False) -> tuple[int, int] | None:
     """``(epochs, global_step)`` the checkpoint at ``path`` holds (the epochs Lightning's fit loop
-    processed), or ``None`` for a file ``torch.load(weights_only=True)`` cannot read."""
+    processed; ``whole_epochs``: less an epoch a limit stopped inside, :func:`stopped_position`,
+    whose rest its resume trains), or ``None`` for a file ``torch.load(weights_only=True)``
+    cannot read."""
     import pickle
 
     import torch
 
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
-        return int(state["loops"]["fit_loop"]["epoch_progress"]["current"]["processed"]), int(state["global_step"])
+        epochs = int(state["loops"]["fit_loop"]["epoch_progress"]["current"]["processed"])
+        stopped = whole_epochs and stopped_position(state) is not None
+        return epochs - stopped, int(state["global_step"])
     except (OSError, RuntimeError, KeyError, TypeError, ValueError, pickle.UnpicklingError):
         return None
 
 
-def stopped_inside_epoch(path: str | Path) -> int | None:
-    """The epoch (counted from 1) a checkpoint was saved inside, when its run stopped before the
-    epoch's last batch (``max_steps``, ``max_time``, Ctrl-C: Lightning's loop state says
-    ``is_last_batch`` false), else ``None``.  Its resume starts at the next epoch."""
-    import pickle
-
-    import torch
-
+def stopped_position(checkpoint: dict) -> tuple[int, int] | None:
+    """``(e, b)`` when ``checkpoint`` (a dict ``torch.load`` returned) was saved after a limit
+    stopped its run at batch ``b`` (``b`` >= 1) of epoch ``e`` (counted from 0), before the
+    epoch's last batch, with Lightning counting the epoch as processed; else ``None`` (also for a
+    checkpoint saved at an epoch's end or by Lightning inside an epoch, which resumes there)."""
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        loop = state["loops"]["fit_loop"]
-        if loop["epoch_loop.batch_progress"].get("is_last_batch") is False:
-            return int(loop["epoch_progress"]["current"]["processed"])
-    except (OSError, RuntimeError, KeyError, TypeError, ValueError, AttributeError, pickle.UnpicklingError):
+        loop = checkpoint["loops"]["fit_loop"]
+        epochs = loop["epoch_progress"]["current"]
+        batches = loop["epoch_loop.batch_progress"]
+        done = int(batches["current"]["processed"])
+        if batches.get("is_last_batch") is False and done >= 1 and int(epochs["processed"]) == int(epochs["ready"]) >= 1:
+            return int(epochs["processed"]) - 1, done
+    except (KeyError, TypeError, ValueError, AttributeError):
         return None
     return None
 
@@ -101,11 +104,11 @@ def stopped_inside_epoch(path: str | Path) -> int | None:
 def finished_checkpoint(path: str | Path, max_epochs: int | None, max_steps: int | None) -> str | None:
     """A one-line message when the checkpoint at ``path`` has nothing left to train under
     ``max_epochs`` / ``max_steps`` (Lightning's own stop rule: the epochs its fit loop
-    processed, or its ``global_step``), else ``None`` (also for a file it cannot read with
+    processed, less one stopped inside, or its ``global_step``), else ``None`` (also for a file it cannot read with
     ``torch.load(weights_only=True)``: Lightning then reports what is wrong).
 
     ``max_epochs=None`` with ``max_steps`` -1 or ``None`` is Lightning's default of 1000 epochs."""
-    progress = checkpoint_progress(path)
+    progress = checkpoint_progress(path, whole_epochs=True)   # a stopped epoch's rest is still to train
     if progress is None:
         return None
     epochs, steps = progress
