@@ -204,12 +204,15 @@ def half_as_float32(fn: _F) -> _F:
     copy).  The one home of the half-precision policy of :mod:`hypermem.geometry`."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        half = next((a.dtype for a in args if isinstance(a, torch.Tensor) and a.dtype in HALF_DTYPES), None)
-        if half is None and kwargs:
-            half = next((a.dtype for a in kwargs.values()
-                         if isinstance(a, torch.Tensor) and a.dtype in HALF_DTYPES), None)
-        if half is None:
-            return fn(*args, **kwargs)
+        for a in args:  # the float32 / float64 path: this loop, then the call
+            if isinstance(a, torch.Tensor) and a.dtype in HALF_DTYPES:
+                break
+        else:
+            if not kwargs or not any(isinstance(a, torch.Tensor) and a.dtype in HALF_DTYPES
+                                     for a in kwargs.values()):
+                return fn(*args, **kwargs)
+        half = torch.float16 if any(isinstance(a, torch.Tensor) and a.dtype == torch.float16
+                                    for a in (*args, *kwargs.values())) else torch.bfloat16
         for a in (*args, *kwargs.values()):  # float32 next to a half tensor gives float32, as torch promotes
             if isinstance(a, torch.Tensor) and a.is_floating_point():
                 half = torch.promote_types(half, a.dtype)
