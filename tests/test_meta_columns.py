@@ -155,3 +155,20 @@ def test_order_operators_compare_numbers_in_one_pass_and_big_integers_row_by_row
     assert cols.columns["ts"].big
     for spec in ({"ts": {"$gte": 2 ** 53}}, {"ts": {"$lt": big}}, {"ts": {"$gt": 2 ** 60}}):
         assert _grouped(cols, mem, spec) == _row_by_row(mem, spec), spec
+
+
+@pytest.mark.parametrize("metric,hybrid,dtype", [("shell", 0.0, torch.float64), ("shell", 0.3, torch.float64),
+                                                 ("hyperbolic", 0.0, torch.float64), ("shell", 0.0, torch.float32)])
+def test_a_filter_that_keeps_most_rows_ranks_as_the_whole_ranking_filtered(metric, hybrid, dtype):
+    mem = Memory(embedder=HashingEmbedder(dim=32), dtype=dtype)
+    mem.searcher.mirror_min_rows = 1   # the float32 mirror's scan too
+    mem.add_many([{"text": f"note {i} on topic {i % 7}", "id": f"m{i}", "meta": {"kind": "fact" if i % 3 else "chat"}}
+                  for i in range(300)])
+    mem.add("child", id="child", parent="m1", meta={"kind": "fact"})
+    for spec, keep in (({"$not": {"kind": "chat"}}, lambda m: m.get("kind") != "chat"),
+                       ({"kind": "chat"}, lambda m: m.get("kind") == "chat")):
+        got = mem.search("topic 3 note", k=12, filters=spec, metric=metric, hybrid=hybrid, touch=False)
+        every = mem.search("topic 3 note", k=len(mem), metric=metric, hybrid=hybrid, touch=False)
+        want = [h for h in every if keep(h.record.meta)][:12]
+        assert [h.id for h in got] == [h.id for h in want]
+        assert [h.score for h in got] == pytest.approx([h.score for h in want], rel=1e-9, abs=1e-9)
