@@ -133,3 +133,14 @@ def test_ball_encoder_in_half(dtype):
     assert torch.isfinite(y).all() and P.is_inside(y.float()).all()
     y.float().sum().backward()
     assert torch.isfinite(x.grad).all()
+
+
+@pytest.mark.parametrize("half", [torch.float16, torch.bfloat16])
+def test_a_0d_curvature_leaves_a_half_input_half(half):
+    """As torch promotes: a 0-d tensor (a learnable ball's curvature) does not change the dtype."""
+    x = (P.expmap0(torch.randn(4, 6, dtype=torch.float64)) * 0.9).to(half)
+    y = (P.expmap0(torch.randn(4, 6, dtype=torch.float64)) * 0.9).to(half)
+    assert P.distance(x, y, torch.tensor(1.0, dtype=torch.float64)).dtype == half
+    assert P.expmap0(x, torch.tensor(1.0)).dtype == half and P.conformal_factor(x, torch.tensor(1.0)).dtype == half
+    ball = hn.make_ball(1.0, learnable=True)
+    assert ball.dist(x, y).dtype == half and ball.expmap0(x).dtype == half

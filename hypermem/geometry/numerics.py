@@ -198,7 +198,8 @@ def half_as_float32(fn: _F) -> _F:
     """Decorator: a call with a float16 / bfloat16 tensor argument computes in float32 (its
     half tensors, curvature included, converted with ``.float()``, differentiably) and returns
     its float32 results in the half dtype (the promotion of the tensor arguments' dtypes:
-    float16 with float32 gives float32, as torch promotes), clamped to that dtype's range.
+    float16 with float32 gives float32, as torch promotes, while a 0-d tensor such as a
+    learnable curvature leaves the dtype as it is), clamped to that dtype's range.
 
     float32 and float64 calls pass straight through (one dtype check per tensor argument, no
     copy).  The one home of the half-precision policy of :mod:`hypermem.geometry`."""
@@ -213,8 +214,8 @@ def half_as_float32(fn: _F) -> _F:
                 return fn(*args, **kwargs)
         half = torch.float16 if any(isinstance(a, torch.Tensor) and a.dtype == torch.float16
                                     for a in (*args, *kwargs.values())) else torch.bfloat16
-        for a in (*args, *kwargs.values()):  # float32 next to a half tensor gives float32, as torch promotes
-            if isinstance(a, torch.Tensor) and a.is_floating_point():
+        for a in (*args, *kwargs.values()):  # float32 next to a half tensor gives float32, as torch promotes;
+            if isinstance(a, torch.Tensor) and a.is_floating_point() and a.dim() > 0:   # a 0-d one (a curvature) does not
                 half = torch.promote_types(half, a.dtype)
         out = fn(*[_up(a) for a in args], **{k: _up(a) for k, a in kwargs.items()})
         return _down(out, half) if half in HALF_DTYPES else out
