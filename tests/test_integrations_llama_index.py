@@ -290,3 +290,19 @@ def test_an_embedding_of_other_text_than_query_str_is_searched_by_itself():
                                            similarity_top_k=4), touch=False)
         assert list(zip(res.ids, res.similarities)) == by_vector
     assert [n.node.node_id for n in retriever.retrieve(Q)] == [r.id for r in mem.search(Q, k=4, touch=False)]
+
+
+def test_a_metadata_filter_reaches_the_store_as_a_dict(index, monkeypatch):
+    """Filters on metadata go to the store's filter columns, not a Python predicate per memory."""
+    _, store, mem = index
+    seen = []
+    search = mem.search
+    monkeypatch.setattr(mem, "search", lambda *a, **kw: (seen.append(kw.get("filters")), search(*a, **kw))[1])
+    flt = MetadataFilters(filters=[MetadataFilter(key="topic", value="bio")])
+    got = store.query(VectorStoreQuery(query_str="animals", similarity_top_k=5, filters=flt, doc_ids=["zoo", "x"]))
+    assert isinstance(seen[-1], dict)
+    assert sorted(got.ids) == ["animals", "bird", "dog"]
+    got = store.query(VectorStoreQuery(query_str="animals", similarity_top_k=5, doc_ids=["garage"]))
+    assert isinstance(seen[-1], dict) and got.ids == ["cars"]
+    store.query(VectorStoreQuery(query_str="animals", similarity_top_k=5, node_ids=["dog"], filters=flt))
+    assert callable(seen[-1])   # node ids: a predicate on the records

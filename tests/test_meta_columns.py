@@ -172,3 +172,49 @@ def test_a_filter_that_keeps_most_rows_ranks_as_the_whole_ranking_filtered(metri
         want = [h for h in every if keep(h.record.meta)][:12]
         assert [h.id for h in got] == [h.id for h in want]
         assert [h.score for h in got] == pytest.approx([h.score for h in want], rel=1e-9, abs=1e-9)
+
+
+def test_metadata_is_copied_in_and_out():
+    mem = Memory(embedder=HashingEmbedder(dim=16))
+    la, lb = ["a"], ["a"]
+    mem.add("alpha", id="A", meta={"tags": la, "u": 1})
+    mem.add("beta", id="B", meta={"tags": lb, "u": 1})
+    assert [h.id for h in mem.search("x", k=5, filters={"tags": {"$contains": "a"}}, touch=False)]
+    la.append("q")                                    # the caller's own lists stay the caller's
+    mem.search("alpha", k=1)[0].record.meta["u"] = 3  # a record's meta is a copy
+    mem.get("B").meta["tags"].append("z")
+    assert mem.get("A").meta == {"tags": ["a"], "u": 1} and mem.get("B").meta == {"tags": ["a"], "u": 1}
+    assert mem.search("x", k=5, filters={"tags": {"$contains": "q"}}, touch=False) == []
+    assert mem.search("x", k=5, filters={"u": 3}, touch=False) == []
+    assert sorted(h.id for h in mem.search("x", k=5, filters={"u": 1}, touch=False)) == ["A", "B"]
+
+
+def test_removals_are_taken_out_of_the_columns_without_reading_them_again(monkeypatch):
+    mem = Memory(embedder=HashingEmbedder(dim=16))
+    mem.add_many([{"text": f"m{i}", "id": f"m{i}", "meta": {"k": i % 5}} for i in range(50)])
+    cols = MetaColumns()
+    assert _grouped(cols, mem, {"k": 2}) == _row_by_row(mem, {"k": 2})
+    read: list = []
+    fill = meta_columns._Column.fill
+    monkeypatch.setattr(meta_columns._Column, "fill", lambda self, metas, key, rows, n: (
+        read.append(None if rows is None else len(rows)), fill(self, metas, key, rows, n))[1])
+    mem.add("new", id="new", meta={"k": 2})
+    mem.remove_many(["m2", "m10", "m47"])
+    mem.add("newer", id="newer", meta={"k": 2})
+    mem.remove("m0")
+    assert _grouped(cols, mem, {"k": 2}) == _row_by_row(mem, {"k": 2})
+    assert _grouped(cols, mem, {"k": {"$gt": 3}}) == _row_by_row(mem, {"k": {"$gt": 3}})
+    assert None not in read and sum(read) <= 2   # only the rows appended since were read
+
+
+def test_a_field_with_too_many_values_keeps_no_codes_after_a_relayout(monkeypatch):
+    monkeypatch.setattr(meta_columns, "MAX_GROUPS", 4)
+    mem = Memory(embedder=HashingEmbedder(dim=16))
+    mem.add_many([{"text": f"m{i}", "id": f"m{i}", "meta": {"s": f"v{i}"}} for i in range(20)])
+    cols = MetaColumns()
+    assert _grouped(cols, mem, {"s": "v3"}) == ["m3"]
+    col = cols.columns["s"]
+    assert col.codes is None and col.wide and len(col.values) == 1
+    mem.remove("m3")
+    assert _grouped(cols, mem, {"s": {"$in": ["v4", "v9"]}}) == ["m4", "m9"]
+    assert cols.columns["s"].codes is None

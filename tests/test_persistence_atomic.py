@@ -26,7 +26,8 @@ def test_non_json_meta_is_refused_and_the_old_file_survives(tmp_path):
     jpath = tmp_path / "m.json"
     mem.to_json(jpath)
     before, jbefore = path.read_bytes(), jpath.read_bytes()
-    meta = mem.get("puppy").meta  # a non-empty meta is the stored dict itself
+    assert mem.get("puppy").meta is not mem.get("puppy").meta   # a record's meta is a copy
+    meta = mem.state.records.meta_at(mem.state.row["puppy"])   # the stored dict itself
     for bad in (object(), {1, 2}, ("a", "b"), float("nan")):
         meta["bad"] = bad  # changed in place, behind the store's back
         with pytest.raises(ValueError, match="meta of memory 'puppy'"):

@@ -69,6 +69,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from ..embed import embed_checked
 from ..store import Memory, MemoryRecord
+from ..store.filters import filter_keys
 from . import _common as C
 
 _OPS = {
@@ -339,18 +340,22 @@ class HypermemVectorStore(BasePydanticVectorStore):
         lam = kwargs.pop("mmr_threshold", None)  # vector_store_kwargs: LlamaIndex's retriever never sets the field
         if query.mode not in (VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.MMR):
             raise ValueError(f"HypermemVectorStore supports the default and mmr query modes, got {query.mode!r}")
-        preds = [C.compile_filter(filter_spec(query.filters), _field)]
+        spec = filter_spec(query.filters)
+        if query.doc_ids:
+            docs = {"ref_doc_id": {"$in": sorted(set(query.doc_ids), key=str)}}
+            spec = docs if spec is None else {"$and": [spec, docs]}
         if query.node_ids:  # an empty list is no restriction: VectorStoreIndex passes [] for stores with text
             wanted = set(query.node_ids)
-            preds.append(lambda r: r.id in wanted)
-        if query.doc_ids:
-            docs = set(query.doc_ids)
-            preds.append(lambda r: r.meta.get("ref_doc_id") in docs)
+            filters = C.all_of(C.compile_filter(spec, _field), lambda r: r.id in wanted)
+        elif spec is not None and filter_keys(spec) & set(C.STORE_KEYS):   # parent and times: node fields
+            filters = C.compile_filter(spec, _field)
+        else:   # metadata alone: the store's filter columns (hypermem.store.meta_columns)
+            filters = C.store_filter(spec)
         k = query.similarity_top_k
         mmr = query.mode == VectorStoreQueryMode.MMR
         fetch = max(k, int(kwargs.pop("mmr_prefetch_k", 4 * k))) if mmr else k
         q, vector = self._query_of(query, kwargs)
-        hits = C.search(self._memory, q, fetch, C.all_of(*preds), vector=vector, **kwargs)
+        hits = C.search(self._memory, q, fetch, filters, vector=vector, **kwargs)
         if mmr:
             lam = query.mmr_threshold if query.mmr_threshold is not None else 0.5 if lam is None else lam
             hits = C.mmr(self._memory, hits, k, lam)

@@ -115,7 +115,8 @@ _FLAT = (str, int, bool, type(None))
 
 def check_meta(meta: Any, where: str) -> dict:
     """Metadata must survive a JSON round trip unchanged (so every store can be saved):
-    string keys, JSON values, no NaN, no tuples or sets."""
+    string keys, JSON values, no NaN, no tuples or sets.  Returns the store's own copy (the
+    caller's dict and the lists and dicts inside it are not kept)."""
     if meta is None or (type(meta) is dict and not meta):
         return {}
     if not isinstance(meta, Mapping):
@@ -131,7 +132,7 @@ def check_meta(meta: Any, where: str) -> dict:
     if back != meta:
         raise ValueError(f"{where}: meta must be plain JSON (string keys; lists, not tuples): it does not "
                          f"survive a JSON round trip unchanged")
-    return meta
+    return back   # a copy all the way down: the caller's nested lists and dicts stay the caller's
 
 
 def json_problem(value: Any) -> str | None:

@@ -24,11 +24,13 @@ a float64) is compared row by row.
 
 The columns follow the record table's journal (:meth:`RecordTable.since
 <hypermem.store.record_table.RecordTable.since>`): rows appended or rewritten since the last
-filter are read again, and a removal or a relayout reads the field's rows anew.  A field with
-more than :data:`MAX_GROUPS` distinct values (an id, a timestamp) keeps no codes: operators
-other than the order ones test its rows' values one by one, as before.  Metadata is read as
-the store holds it, so change it with ``Memory.update`` (a record's ``meta`` dict edited in
-place is seen neither by these columns nor by a saved file).
+filter are read again, a removal takes its rows out of the columns, and a relayout reads the
+field's rows anew.  A field with
+more than :data:`MAX_GROUPS` distinct values (an id, a timestamp) keeps no codes from then on:
+its operators other than the order ones with a number operand test its rows' values one by
+one, as before.  Metadata changes only
+through ``Memory.update`` (the store copies it on the way in and out), so the journal sees
+every change.
 """
 
 from __future__ import annotations
@@ -81,6 +83,8 @@ class _Column:
         """An integer beyond 2^53 (not exact as a float64): the order operators go row by row."""
         self.values: list[Any] = [MISSING]
         self.groups: dict[Any, int] = {}
+        self.wide = False
+        """It had more than :data:`MAX_GROUPS` values once: it keeps no codes."""
         self.n = 0
 
     def code(self, v: Any) -> int:
@@ -102,11 +106,25 @@ class _Column:
             self.big = True
         return math.nan
 
+    def drop(self, taken: list[int]) -> None:
+        """Take out the rows a removal took (increasing); rows past the ones read are the
+        appended rows that the next :meth:`fill` reads."""
+        taken = [r for r in taken if r < self.n]
+        if not taken:
+            return
+        keep = torch.ones(self.n, dtype=torch.bool)
+        keep[torch.as_tensor(taken, dtype=torch.long)] = False
+        self.nums = self.nums[: self.n][keep]
+        if self.codes is not None:
+            self.codes = self.codes[: self.n][keep]
+        self.n -= len(taken)
+
     def fill(self, metas: list, key: str, rows: list[int] | None, n: int) -> None:
         """Read ``rows`` (None: every row, anew) of a table of ``n`` rows."""
         if rows is None:
             self.values, self.groups, self.big = [MISSING], {}, False
-            self.codes, self.nums = torch.zeros(n, dtype=torch.long), torch.zeros(n, dtype=torch.float64)
+            self.codes = None if self.wide else torch.zeros(n, dtype=torch.long)
+            self.nums = torch.zeros(n, dtype=torch.float64)
             rows = range(n)
         elif n > self.nums.numel():   # room for the appended rows (doubling)
             size = max(n, 2 * self.nums.numel())
@@ -121,9 +139,12 @@ class _Column:
             at = torch.as_tensor(list(rows), dtype=torch.long)
             self.nums[at] = torch.tensor([self.number(v) for v in vals], dtype=torch.float64)
             if self.codes is not None:
-                new = [self.code(v) for v in vals]
-                if len(self.values) > MAX_GROUPS + 1:   # too many values to be worth codes
-                    self.codes, self.values, self.groups = None, [MISSING], {}
+                code, cap, new = self.code, MAX_GROUPS + 1, []
+                for v in vals:
+                    new.append(code(v))
+                    if len(self.values) > cap:   # too many values to be worth codes, from now on
+                        self.codes, self.values, self.groups, self.wide = None, [MISSING], {}, True
+                        break
                 else:
                     self.codes[at] = torch.tensor(new, dtype=torch.long)
         self.n = n
@@ -155,9 +176,10 @@ class MetaColumns:
     def _sync(self) -> None:
         table, n = self.table, self.table.state.n
         got = table.since(self.mark)
-        if got is not None and got[1]:
-            got = None   # a removal renumbered the rows after it: read them anew
+        taken = [] if got is None else table.removals_since(self.mark)
         for key, col in self.columns.items():
+            for rows in taken:   # the removals renumbered the rows after them
+                col.drop(rows)
             col.fill(table.metas, key, None if got is None else got[0], n)
         self.mark = table.mark()
 

@@ -18,7 +18,8 @@ memory (about 300 bytes beside the text, more than the rest of a row's columns).
 
 A record read from the table is a fresh object: change a memory through
 :meth:`Memory.update <hypermem.store.Memory.update>` (which calls :meth:`RecordTable.put`),
-not by assigning to a record's fields.  A non-empty ``meta`` is the stored dict itself.
+not by assigning to a record's fields.  A record's ``meta`` is a copy too: editing it changes
+nothing stored.
 
 Reading: ``table[id]``, ``id in table``, ``len``, iteration over ids, :meth:`at_rows` (many
 records from one gather of the columns), and the single fields without building a record
@@ -27,6 +28,7 @@ records from one gather of the columns), and the single fields without building 
 
 from __future__ import annotations
 
+import copy
 import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -43,6 +45,15 @@ from .text_column import TextColumn, as_text_column
 __all__ = ["RecordTable"]
 
 _TIMES = ("t", "valid_from", "valid_until")
+
+
+def meta_copy(m: dict) -> dict:
+    """A copy of stored metadata that shares nothing mutable with the store: a flat dict's
+    shallow copy, else a deep one (metadata is plain JSON, ``checks.check_meta``)."""
+    for v in m.values():
+        if type(v) in (list, dict):
+            return copy.deepcopy(m)
+    return dict(m)
 
 
 def _round_trips(t: datetime, s: float) -> bool:
@@ -88,6 +99,12 @@ class RecordTable(Mapping):
     def mark(self) -> tuple:
         """Where a reader has read up to: give it back to :meth:`since` at its next sync."""
         return self.layout, len(self.rewrites), self.state.n, len(self.removed), len(self.removals)
+
+    def removals_since(self, mark: tuple) -> list[list[int]]:
+        """The rows each removal after ``mark`` took out, in order (numbered as they were then),
+        for a reader that keeps row-aligned columns of its own; valid when :meth:`since` of the
+        same mark is not ``None``."""
+        return self.removals[mark[4]:]
 
     def since(self, mark: tuple | None) -> tuple[list[int], list[str]] | None:
         """What changed after ``mark`` (:meth:`mark`): the rows a reader must read again (in
@@ -163,7 +180,7 @@ class RecordTable(Mapping):
             out.append(MemoryRecord(
                 i, texts[j], parents[r],
                 x["t"] if x and "t" in x else from_seconds(t),
-                {} if m is None else m,
+                {} if m is None else meta_copy(m),
                 x["valid_from"] if x and "valid_from" in x else (None if vf == -math.inf else from_seconds(vf)),
                 x["valid_until"] if x and "valid_until" in x else (None if vu == math.inf else from_seconds(vu)),
                 int(acc), last.get(i)))

@@ -336,9 +336,9 @@ class Searcher:
             bias = score_bias(weights[:n], self.memory.state.depth[:n], self.memory.time_coef,
                               self.memory.depth_bias, overwrite=fresh_weights(self.memory.decay))
             index_on = (self.index is not None) if opts.use_index is None else bool(opts.use_index)
-            if not no_query and rows is not None and energies is None and not index_on and 2 * rows.numel() >= n:
-                # most rows kept (a filter like {"archived": False}), an exact scan: scan them
-                # all, the rest at a bias of -inf, instead of gathering the kept rows' keys first
+            if not no_query and rows is not None and energies is None and not index_on and 4 * rows.numel() >= n:
+                # a quarter of the rows or more kept (a filter like {"archived": False}), an exact
+                # scan: scan them all, the rest at a bias of -inf, rather than gather the kept keys
                 kept = torch.full_like(bias, -math.inf)
                 kept[rows] = bias[rows]
                 bias, rows = kept, None
