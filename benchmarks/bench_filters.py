@@ -2,9 +2,11 @@
 
 A store of ``n`` memories (hashing embedder, dim 256) with metadata ``{"user": one of 100,
 "kind": one of 2, "n": the row}``; ten queries a filter (``k=5``, ``hybrid=0``), each also
-right after an ``add``; one thread.  Prints one JSON line of medians in ms:
+right after an ``add``; one thread.  Prints one JSON line of medians in ms.  ``--shares``
+instead times filters that keep 1-60% of the rows (``{"p": {"$lt": X}}``, ``p`` one of 100),
+then a removal and the filtered search right after it:
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_filters.py --n 100000
+    OMP_NUM_THREADS=1 python benchmarks/bench_filters.py --n 100000 [--shares]
 """
 
 from __future__ import annotations
@@ -23,13 +25,50 @@ def median_ms(times: list[float]) -> float:
     return round(sorted(times)[len(times) // 2] * 1000, 1)
 
 
+def timed(fn, reps: int = 7) -> float:
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return median_ms(times)
+
+
+def shares(n: int) -> dict[str, float]:
+    mem = Memory(embedder=HashingEmbedder(dim=256))
+    mem.add_many([{"text": f"note {i} about topic {i % 977}", "meta": {"p": i % 100, "user": f"u{i % 100}",
+                   "kind": "chat" if i % 3 else "fact", "tags": ["a"] if i % 3 == 0 else ["b"]}} for i in range(n)])
+    q = "topic 5 note"
+    out = {"none": timed(lambda: mem.search(q, k=5, touch=False, hybrid=0))}
+    for pct in (1, 10, 25, 40, 49, 60):
+        spec = {"p": {"$lt": pct}}
+        mem.search(q, k=5, filters=spec, touch=False, hybrid=0)
+        out[f"keep_{pct}%"] = timed(lambda spec=spec: mem.search(q, k=5, filters=spec, touch=False, hybrid=0))
+    for spec in ({"user": "u3"}, {"kind": "fact"}, {"tags": {"$contains": "a"}}):
+        mem.search(q, k=5, filters=spec, touch=False, hybrid=0)
+    ids, removal, after = mem.ids, [], []
+    for j in range(5):
+        t = time.perf_counter()
+        mem.remove(ids[1000 + 7 * j])
+        removal.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        mem.search(q, k=5, filters={"user": "u3"}, touch=False, hybrid=0)
+        after.append(time.perf_counter() - t)
+    out["remove"], out["filtered_search_after_remove"] = median_ms(removal), median_ms(after)
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--shares", action="store_true", help="filters keeping 1-60%% of the rows, then removals")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     n = args.n
+    if args.shares:
+        print(json.dumps(shares(n)))
+        return 0
     mem = Memory(embedder=HashingEmbedder(dim=256))
     mem.add_many([{"text": f"note {i} about topic {i % 977}",
                    "meta": {"user": f"u{i % 100}", "kind": "chat" if i % 3 else "fact", "n": i}} for i in range(n)])
