@@ -55,6 +55,8 @@ def main() -> None:
         still = reader.refresh() and "after" in reader and len(reader) == args.n - args.remove + 1
         print(json.dumps({"n": args.n, "removed": args.remove, "file_mb_before": round(before[0], 1),
                           "free_mb_before": round(before[1], 1), "wal_mb_before": round(before[2], 1),
+                          "file_and_wal_mb_before": round(before[0] + before[2], 1),
+                          "file_and_wal_mb_after": round(after[0] + after[2], 1),
                           "vacuum_s": round(seconds, 3), "file_mb_after": round(after[0], 1),
                           "free_mb_after": round(after[1], 1), "wal_mb_after": round(after[2], 1),
                           "writer_and_reader_still_work": bool(still)}))
