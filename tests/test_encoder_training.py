@@ -4,6 +4,7 @@ form, lambda/threshold selection, batches, tasks, files, fit_hierarchy_encoder o
 from __future__ import annotations
 
 import json
+import random
 
 import geoopt
 import pytest
@@ -278,3 +279,20 @@ def test_max_minutes_stops_in_time_with_validated_weights(tiny):
     enc = fit_hierarchy_encoder(EDGES, NAMES, base=str(tiny), epochs=10_000, max_minutes=0.05, batch_size=8,
                                 validate_every=10**6)
     assert enc.config["steps"] < 10_000 * 4 and enc.config["history"] and enc.threshold is not None
+
+
+@pytest.mark.parametrize("batch_size,per_parent", [(4, 2), (8, 4), (16, 8), (2, 8), (128, 8)])
+def test_every_epoch_packs_exactly_len_batches_and_every_edge_once(batch_size, per_parent):
+    """Lightning reads an epoch's length once: an epoch one batch short ended without its
+    epoch-end validation, and a finished run looked stopped inside its last epoch."""
+    rng = random.Random(batch_size)
+    n = 300
+    edges = [(i, rng.randrange(0, max(1, i // 3))) for i in range(1, n)]
+    eb = EdgeBatches(edges, closure_sets(edges, n), batch_size=batch_size, children_per_parent=per_parent,
+                     negatives=2, hard_negatives=1, seed=3)
+    for epoch in range(4):
+        batches = list(eb.epoch(epoch))
+        assert len(batches) == len(eb)
+        mapped = sorted((b.entities[c], b.entities[p]) for b in batches
+                        for c, p in zip(b.child.tolist(), b.parent.tolist()))
+        assert mapped == sorted(edges)

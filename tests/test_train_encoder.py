@@ -68,6 +68,9 @@ def test_a_run_logs_to_tensorboard_and_exports_the_best_encoder(straight):
     for k, v in enc.model.state_dict().items():
         torch.testing.assert_close(v, best["state_dict"]["model." + k], rtol=0, atol=0, msg=k)
     assert enc.metrics["val_f1"] == best["hypermem_encoder_best"]["f1"]
+    # the threshold and metrics are those of the exported weights' own validation
+    assert best["hypermem_encoder_validation"]["step"] == best["global_step"] == enc.metrics["val_step"]
+    assert enc.threshold == best["hypermem_encoder_validation"]["threshold"]
     assert enc.threshold is not None and enc.metrics["val_f1"] == pytest.approx(max(e.value for e in ea.Scalars("val/f1")), rel=1e-6)
 
 

@@ -132,3 +132,14 @@ def test_the_encoder_trainer_resumes_inside_an_epoch_exactly(tmp_path):
     resumed = main(args("parts", "--ckpt_path=last"))
     assert resumed.trainer.global_step == 2 * per_epoch
     _assert_same_training(_last(tmp_path, whole), _last(tmp_path, resumed))
+
+
+def test_a_resume_inside_an_epoch_with_another_batch_size_is_refused(embedding_runs, capsys):
+    """The resume skips the trained batches by their count: with other batches, other rows."""
+    tmp, _, first, _, _ = embedding_runs
+    run_train(tmp, [*BASE, "--trainer.max_steps=12", "--trainer.logger.init_args.name=bs"])
+    with pytest.raises(SystemExit) as exc:
+        run_train(tmp, [*BASE, "--data.batch_size=32", "--trainer.logger.init_args.name=bs", "--ckpt_path=last"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "stopped inside epoch 2 after 2 batches of data.batch_size=64" in err and "--data.batch_size=64" in err

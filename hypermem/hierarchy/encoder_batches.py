@@ -82,6 +82,19 @@ class EncoderBatch:
         return int(self.child.numel())
 
 
+def _cuts(sizes: list[int], n: int) -> list[int]:
+    """Where to cut a list of groups of ``sizes`` edges into exactly ``n`` non-empty runs of
+    nearly equal edge counts (``n`` <= the groups): run ``k`` starts at the first group whose
+    edges before it reach ``k/n`` of all, or where the groups left are just enough."""
+    total, cuts, before = sum(sizes), [], 0
+    for j, size in enumerate(sizes):
+        k = len(cuts) + 1
+        if k < n and j > (cuts[-1] if cuts else 0) and (before * n >= k * total or len(sizes) - j <= n - k):
+            cuts.append(j)
+        before += size
+    return cuts
+
+
 class EdgeBatches:
     """Epochs of :class:`EncoderBatch` over integer ``edges`` ``(child, parent)``.
 
@@ -111,8 +124,10 @@ class EdgeBatches:
         self.levels = levels(self.edges, len(ancestors))
 
     def __len__(self) -> int:
-        """Batches per epoch (the packing is the same size every epoch, up to one batch)."""
-        return max(1, round(len(self.edges) / self.batch_size))
+        """Batches per epoch, the same every epoch (:meth:`epoch` packs exactly this many):
+        ``round(edges / batch_size)``, at most one per sibling group."""
+        groups = sum(-(-len(kids) // self.m) for kids in self.kids.values())
+        return max(1, min(round(len(self.edges) / self.batch_size), groups))
 
     def _siblings(self, c: int) -> set[int]:
         out = set()
@@ -130,14 +145,9 @@ class EdgeBatches:
             rng.shuffle(kids)
             groups.extend([(c, p) for c in kids[i:i + self.m]] for i in range(0, len(kids), self.m))
         rng.shuffle(groups)
-        batch: list[tuple[int, int]] = []
-        for g in groups:
-            batch.extend(g)
-            if len(batch) >= self.batch_size:
-                yield self._assemble(batch, rng)
-                batch = []
-        if batch:
-            yield self._assemble(batch, rng)
+        cuts = [*_cuts([len(g) for g in groups], len(self)), len(groups)]
+        for a, b in zip([0, *cuts], cuts):
+            yield self._assemble([e for g in groups[a:b] for e in g], rng)
 
     def _assemble(self, pos: list[tuple[int, int]], rng: random.Random) -> EncoderBatch:
         ents: dict[int, int] = {}

@@ -176,6 +176,8 @@ class EncoderModule(pl.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["hypermem_encoder_best"] = dict(self.best)
+        if getattr(self, "final_metrics", None):   # the validation of these weights, when they had one
+            checkpoint["hypermem_encoder_validation"] = dict(self.final_metrics)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         remember_checkpoint(self, checkpoint)   # a validate run logs at its global_step (step_axis)
@@ -212,7 +214,11 @@ class EncoderModule(pl.LightningModule):
             state = torch.load(ckpt, map_location="cpu", weights_only=True)  # tensors and plain values: no code runs
             own = {k[len("model."):]: v for k, v in state["state_dict"].items() if k.startswith("model.")}
             enc.model.load_state_dict(own)
-            chosen = state.get("hypermem_encoder_best", chosen)
+            own_val = state.get("hypermem_encoder_validation") or {}
+            # the threshold and metrics of these weights' own validation; the run's best so far
+            # may be another step's (a resume keeps a stopped run's best, not its checkpoint)
+            chosen = own_val if own_val.get("step") == state.get("global_step") else \
+                state.get("hypermem_encoder_best", chosen)
         if chosen:
             enc.centripetal_weight, enc.threshold = chosen["lambda"], chosen["threshold"]
             enc.model.eval()

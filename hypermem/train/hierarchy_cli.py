@@ -71,6 +71,7 @@ from .run_folder import (
     checkpoint_version,
     finished_checkpoint,
     latest_last_checkpoint,
+    other_batches,
 )
 from .run_folder import remove_failed_start as remove_failed_start
 from .run_folder import watch_folder as _watch
@@ -300,6 +301,9 @@ def _cli_class():
                 done = finished_checkpoint(cfg.ckpt_path, cfg.trainer.get("max_epochs"), cfg.trainer.get("max_steps"))
                 if done:
                     raise _AlreadyComplete(done)
+                other = other_batches(cfg.ckpt_path, cfg.get("data"))
+                if other:
+                    raise _ConfigError(other)
                 progress = checkpoint_progress(cfg.ckpt_path)
                 if init is not None and progress is not None:
                     # TensorBoard drops what a stopped run logged after the checkpoint: one point per step

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 __all__ = ["best_checkpoint", "checkpoint_progress", "checkpoint_version", "finished_checkpoint", "latest_last_checkpoint",
-           "remove_failed_start", "stopped_position", "watch_folder"]
+           "other_batches", "remove_failed_start", "stopped_position", "watch_folder"]
+
+BATCH_KEYS = ("batch_size", "children_per_parent")
+"""The data settings that draw an epoch's batch boundaries (the embedding and the encoder data)."""
 
 
 def latest_last_checkpoint(save_dir: str | Path, name: str) -> tuple[int, Path] | None:
@@ -98,6 +102,32 @@ def stopped_position(checkpoint: dict) -> tuple[int, int] | None:
             return int(epochs["processed"]) - 1, done
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
+    return None
+
+
+def other_batches(path: str | Path, data: Any) -> str | None:
+    """A one-line refusal when the checkpoint at ``path`` stopped inside an epoch
+    (:func:`stopped_position`) and ``data`` (this run's data settings, ``.get(key)``) cuts the
+    epoch into other batches (:data:`BATCH_KEYS`): its resume skips the batches already trained
+    by their count, which would then be other rows.  ``None`` otherwise."""
+    import pickle
+
+    import torch
+
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except (OSError, RuntimeError, pickle.UnpicklingError):
+        return None
+    where = stopped_position(state)
+    saved = state.get("datamodule_hyper_parameters") or {}
+    if where is None or data is None:
+        return None
+    for key in BATCH_KEYS:
+        if key in saved and data.get(key) is not None and data.get(key) != saved[key]:
+            return (f"--ckpt_path {path} stopped inside epoch {where[0] + 1} after {where[1]} batches of "
+                    f"data.{key}={saved[key]}; this run's data.{key}={data.get(key)} cuts the epoch into other "
+                    f"batches, so its resume would train other rows: resume with --data.{key}={saved[key]} "
+                    f"(a later run may change it at an epoch's end)")
     return None
 
 
