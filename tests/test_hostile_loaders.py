@@ -84,7 +84,9 @@ def test_meta_depth_limit_is_the_same_for_save_and_load(tmp_path):
     with pytest.raises(ValueError, match="deeper than"):
         mem.update("ok", meta=too_deep)  # the store refuses it up front, unchanged
     assert mem.get("ok").meta == ok
-    mem.get("ok").meta["x"] = too_deep["x"]  # a record's meta changed in place behind the store's back
+    mem.get("ok").meta["x"] = too_deep["x"]  # a record's meta is a copy: the store is unchanged
+    assert mem.get("ok").meta == ok
+    mem.state.records.meta_at(mem.state.row["ok"])["x"] = too_deep["x"]  # the stored dict, behind the store's back
     with pytest.raises(ValueError, match="deeper than"):
         mem.save(tmp_path / "ok.db")  # save refuses what load would refuse; the old file stays
     assert Memory.load(tmp_path / "ok.db").get("ok").meta == ok

@@ -151,7 +151,7 @@ def finished_checkpoint(path: str | Path, max_epochs: int | None, max_steps: int
         limit = f"--trainer.max_epochs={max_epochs}"
     else:
         return None
-    return (f"already complete: {path} holds {epochs} epochs, {steps} optimizer steps, and this run stops at "
+    return (f"already complete: {path} holds {epochs} epoch{'' if epochs == 1 else 's'}, {steps} optimizer steps, and this run stops at "
             f"{limit}; nothing trained, nothing written (raise {limit.split('=')[0]} to train on)")
 
 
