@@ -18,5 +18,5 @@ def test_an_interrupt_in_the_final_evaluation_says_training_finished(tmp_path, c
         train_tiny(tmp_path, "--trainer.max_epochs=1")
     assert exc.value.code == 130
     out = capsys.readouterr().out
-    assert "training finished (1 epochs" in out and "final evaluation was interrupted" in out
+    assert "training finished (1 epoch," in out and "final evaluation was interrupted" in out
     assert "last.ckpt holds the trained embedding" in out and "interrupted at step" not in out
