@@ -147,7 +147,7 @@ def _snapshot(memory) -> dict[str, Any]:
         sibling = {}
         for kids in memory.state.children.values():
             sibling.update((k, j) for j, k in enumerate(kids))
-        for i, rec in zip(ids, memory.state.records.values()):
+        for i, rec in zip(ids, memory.state.records.values(copies=False)):   # serialised, never kept
             records.append({
                 "id": rec.id, "text": rec.text, "parent": rec.parent_id, "t": _iso(rec.t),
                 "valid_from": _iso(rec.valid_from), "valid_until": _iso(rec.valid_until),

@@ -137,9 +137,9 @@ class RecordTable(Mapping):
     def __iter__(self) -> Iterator[str]:
         return iter(self.state.ids[: self.state.n])
 
-    def values(self) -> list[MemoryRecord]:  # type: ignore[override]
-        """Every record, in row order (one gather of the columns)."""
-        return self.at_rows(range(self.state.n))
+    def values(self, copies: bool = True) -> list[MemoryRecord]:  # type: ignore[override]
+        """Every record, in row order (one gather of the columns); ``copies`` as :meth:`at_rows`."""
+        return self.at_rows(range(self.state.n), copies)
 
     def __repr__(self) -> str:
         return f"RecordTable(n={self.state.n})"
@@ -161,8 +161,10 @@ class RecordTable(Mapping):
     def last_accessed(self, id: str) -> datetime | None:
         return self.last.get(id)
 
-    def at_rows(self, rows: Iterable[int]) -> list[MemoryRecord]:
-        """The records of ``rows`` (one gather of each time column, on any device)."""
+    def at_rows(self, rows: Iterable[int], copies: bool = True) -> list[MemoryRecord]:
+        """The records of ``rows`` (one gather of each time column, on any device).  Their
+        ``meta`` is a copy (:func:`meta_copy`); ``copies=False`` hands out the stored dicts, for
+        the store's own readers that only serialise them (saving, the durable writes)."""
         rows = list(rows)
         if not rows:
             return []
@@ -180,7 +182,7 @@ class RecordTable(Mapping):
             out.append(MemoryRecord(
                 i, texts[j], parents[r],
                 x["t"] if x and "t" in x else from_seconds(t),
-                {} if m is None else meta_copy(m),
+                {} if m is None else meta_copy(m) if copies else m,
                 x["valid_from"] if x and "valid_from" in x else (None if vf == -math.inf else from_seconds(vf)),
                 x["valid_until"] if x and "valid_until" in x else (None if vu == math.inf else from_seconds(vu)),
                 int(acc), last.get(i)))

@@ -159,7 +159,7 @@ class MemoryViews:
                 when = rec.t.isoformat()
                 rows.append({"id": i, "text": rec.text, "parent": rec.parent_id, "level": self.memory.state.levels[r],
                              "depth": dep[r], "time": when, "t": when, "weight": w[r],
-                             "accesses": rec.access_count, "meta": dict(rec.meta)})
+                             "accesses": rec.access_count, "meta": rec.meta})
             return rows
 
     def to_dataframe(self, at_time: datetime | None = None):

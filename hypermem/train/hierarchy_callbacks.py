@@ -19,6 +19,8 @@ import time
 
 import lightning.pytorch as pl
 
+from .run_folder import epochs_text
+
 _SHOWN = ("val/map", "val/mean_rank", "val/f1", "val/mrr", "test/f1")
 
 
@@ -87,7 +89,7 @@ class RunSummary(pl.Callback):
         if trainer.fit_loop.done:  # stopped in on_train_end: the final evaluation, not the training
             kept = (f"; last checkpoint {max(paths, key=lambda p: Path(p).stat().st_mtime)} holds the trained "
                     "embedding" if paths else "")
-            return (f"training finished ({_epochs(trainer.current_epoch)}, {trainer.global_step} optimizer steps); "
+            return (f"training finished ({epochs_text(trainer.current_epoch)}, {trainer.global_step} optimizer steps); "
                     f"the final evaluation was interrupted{kept}: no resume needed (evaluate it with `validate "
                     "--ckpt_path=last`)")
         head = f"interrupted at step {trainer.global_step} (epoch {trainer.current_epoch + 1})"
@@ -135,7 +137,7 @@ class RunSummary(pl.Callback):
         resumed = self.used_up_resume(trainer)
         if resumed is not None:   # max_time used up by the checkpoint: not one step taken
             limit, spent = time_limit_note(trainer, only_limit=True), self.used
-            lines = [f"{state}: {_epochs(resumed[0])}, {trainer.global_step} optimizer steps "
+            lines = [f"{state}: {epochs_text(resumed[0])}, {trainer.global_step} optimizer steps "
                      f"(those of {trainer.ckpt_path}); nothing trained: trainer.max_time {limit} was already used up "
                      f"by the run being resumed ({spent:.1f} s; max_time counts the time of the runs resumed); raise "
                      "it to train more"]
@@ -179,12 +181,9 @@ def epochs_done(trainer: pl.Trainer) -> str:
     done, total = trainer.current_epoch, trainer.num_training_batches
     batches = trainer.fit_loop.epoch_loop.batch_progress.current.completed
     if done >= 1 and isinstance(total, int) and 0 < batches < total:
-        return f"{_epochs(done - 1)} and {batches} of {total} batches of epoch {done}"
-    return _epochs(done)
+        return f"{epochs_text(done - 1)} and {batches} of {total} batches of epoch {done}"
+    return epochs_text(done)
 
-
-def _epochs(n: int) -> str:
-    return f"{n} epoch" if n == 1 else f"{n} epochs"
 
 
 def time_limit_note(trainer: pl.Trainer, only_limit: bool = False) -> str:

@@ -7,11 +7,16 @@ import re
 from pathlib import Path
 from typing import Any
 
-__all__ = ["best_checkpoint", "checkpoint_progress", "checkpoint_version", "finished_checkpoint", "latest_last_checkpoint",
+__all__ = ["best_checkpoint", "checkpoint_progress", "checkpoint_version", "epochs_text", "finished_checkpoint", "latest_last_checkpoint",
            "other_batches", "remove_failed_start", "stopped_position", "watch_folder"]
 
 BATCH_KEYS = ("batch_size", "children_per_parent")
 """The data settings that draw an epoch's batch boundaries (the embedding and the encoder data)."""
+
+
+def epochs_text(n: int) -> str:
+    """``"1 epoch"``, ``"3 epochs"``: the run summaries' count of epochs."""
+    return f"{n} epoch" if n == 1 else f"{n} epochs"
 
 
 def latest_last_checkpoint(save_dir: str | Path, name: str) -> tuple[int, Path] | None:
@@ -151,7 +156,7 @@ def finished_checkpoint(path: str | Path, max_epochs: int | None, max_steps: int
         limit = f"--trainer.max_epochs={max_epochs}"
     else:
         return None
-    return (f"already complete: {path} holds {epochs} epoch{'' if epochs == 1 else 's'}, {steps} optimizer steps, and this run stops at "
+    return (f"already complete: {path} holds {epochs_text(epochs)}, {steps} optimizer steps, and this run stops at "
             f"{limit}; nothing trained, nothing written (raise {limit.split('=')[0]} to train on)")
 
 

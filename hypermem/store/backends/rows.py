@@ -111,7 +111,7 @@ def encode(memory, ids: Sequence[str], seq: Mapping[str, int], sib: Mapping[str,
     tt = _iso if time_text else (lambda t: t)
     dumps = json.dumps
     out = []
-    for j, (i, rec) in enumerate(zip(ids, st.records.at_rows(rows))):
+    for j, (i, rec) in enumerate(zip(ids, st.records.at_rows(rows, copies=False))):   # serialised, never kept
         meta = dumps(rec.meta, allow_nan=False) if rec.meta else "{}"
         out.append((i, seq[i], sib[i], rec.text, rec.parent_id, tt(rec.t), tt(rec.valid_from), tt(rec.valid_until),
                     int(rec.access_count), tt(rec.last_accessed), meta, depths[j], embeddings[j], directions[j]))
