@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import torch
 
+import hypermem
 from hypermem import Memory, PoincareBall
 from hypermem.index import MIPSIndex
 
@@ -76,3 +77,29 @@ def test_memory_build_index_query_names_the_same_rows_as_the_reference():
     r_ind, r_sc = r.build_index(backend="numpy").query(r.embed_query("cats"), 3)
     assert ind.tolist() == r_ind.tolist()
     np.testing.assert_allclose(np.asarray(scores), r_sc, rtol=1e-6)
+
+
+@pytest.mark.parametrize("ref_filter, ours", [
+    ({"tags": ["p", "q"]}, {"tags": {"$eq": ["p", "q"]}}),
+    ({"n": None}, {"$or": [{"n": None}, {"n": {"$exists": False}}]}),
+    ({"missing": None}, {"$or": [{"missing": None}, {"missing": {"$exists": False}}]}),
+    ({"tags": "p"}, {"tags": "p"}),
+])
+@pytest.mark.filterwarnings("ignore:no memory has the metadata key")
+def test_the_references_plain_value_filters_written_for_hypermem(ref_filter, ours):
+    """docs/migrating.md, *Filters*: the reference compares ``meta.get(key) == value``; the
+    rewrites the page gives return the reference's ids, and the plain forms differ as it says."""
+    ref = pytest.importorskip("poincare_memory")
+
+    def ids(lib, f):
+        m = lib.Memory()
+        m.add("alpha", id="a", meta={"tags": ["p", "q"], "n": None})
+        m.add("beta", id="b", meta={"tags": "p"})
+        return sorted(r.record.id for r in m.search("alpha", k=5, filters=f))
+
+    want = ids(ref, ref_filter)
+    assert ids(hypermem, ours) == want
+    plain = {"tags": ["b"], "n": ["a"], "missing": []}
+    key = next(iter(ref_filter))
+    if ref_filter != ours:
+        assert ids(hypermem, ref_filter) == plain[key] != want

@@ -334,6 +334,14 @@ def read_sqlite_header(con: sqlite3.Connection, where: str, required: set[str], 
         if "hm_config" in tables:  # the write-through database of Memory.open (backends/sqlite.py)
             raise MemoryFileError(f"{where} is a durable database written by Memory.open, not {kind} file of "
                                   f"Memory.save: open it with Memory.open(path) (read_only=True to only read)")
+        if not tables:  # a 0-byte file opens as an empty database
+            raise MemoryFileError(f"{where} is empty (no tables): not {kind} file")
+        if "records" not in required and "records" in tables and "memories" not in tables:
+            raise MemoryFileError(f"{where} is a memory store file of hypermem.Memory.save, not {kind} file: "
+                                  "load it with hypermem.Memory.load")
+        if "memories" not in required and {"config", "memories"} <= tables and "records" not in tables:
+            raise MemoryFileError(f"{where} is an episodic memory file of MemoryStorage.save, not {kind} file: "
+                                  "load it with hypermem.episodic.MemoryStorage.load")
         raise MemoryFileError(f"{where} is a SQLite file but not {kind} file (tables: {sorted(tables)})")
     config: dict[str, Any] = {}
     for key, value in con.execute("SELECT key, value FROM config"):

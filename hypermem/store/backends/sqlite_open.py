@@ -107,6 +107,11 @@ def explain(exc: BaseException, path: str) -> str:
             missing = os.path.dirname(missing)
         return (f"{text}: the folder {folder!r} does not exist ({missing!r} is missing): create it first, or "
                 f"choose a path in an existing folder")
+    if _code(exc) in _NO_WRITE and _read_only_mount(folder):
+        return (f"{text}: the folder {folder!r} is on a read-only file system; a store needs its folder "
+                f"writable (SQLite keeps its -wal and -shm files beside the file)"
+                + ("; to only read it, open it with read_only=True" if os.path.exists(path) else
+                   ": choose a folder on a writable file system"))
     if _code(exc) in _NO_WRITE and not os.access(folder, os.W_OK):
         exists = os.path.exists(path)
         return (f"{text}: the folder {folder!r} is not writable (permission denied); a store needs its folder "
@@ -119,3 +124,11 @@ def explain(exc: BaseException, path: str) -> str:
             return (f"{text}: this process may not write {', '.join(repr(f) for f in locked)} (permission denied): "
                     f"open it as the user that owns it, or with read_only=True to only read")
     return text
+
+
+def _read_only_mount(folder: str) -> bool:
+    """Whether ``folder`` lies on a file system mounted read-only (``ST_RDONLY``)."""
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):  # no statvfs (Windows) or no such folder
+        return False

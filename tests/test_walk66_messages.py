@@ -1,0 +1,84 @@
+"""What a migrating user's walk found in the loaders' words (stop 66): a file of the other
+kind, an empty file and a read-only file system each named for what they are."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hypermem import HashingEmbedder, Memory
+from hypermem.episodic import MemoryStorage
+from hypermem.store.backends import sqlite_open
+from hypermem.store.load_checks import MemoryFileError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_an_episodic_file_loaded_as_a_store_names_the_loader_that_reads_it(tmp_path):
+    s = MemoryStorage()
+    s.instantiate("((^you reply-to.v E1) ** E3)", importance=0.8)
+    s.save(tmp_path / "epi.db")
+    with pytest.raises(MemoryFileError, match=r"episodic memory file of MemoryStorage\.save.*MemoryStorage\.load"):
+        Memory.load(tmp_path / "epi.db")
+
+
+def test_an_empty_file_is_called_empty(tmp_path):
+    (tmp_path / "x.db").write_bytes(b"")
+    with pytest.raises(MemoryFileError, match=r"is empty \(no tables\)"):
+        Memory.load(tmp_path / "x.db")
+    with pytest.raises(MemoryFileError, match=r"is empty \(no tables\)"):
+        MemoryStorage.load(tmp_path / "x.db")
+
+
+def test_a_read_only_file_system_is_named_as_such(tmp_path, monkeypatch):
+    """The words for SQLite's 'cannot open' when the folder's file system is mounted read-only
+    (statvfs's ST_RDONLY), where os.access alone reads as a permission problem."""
+    exc = sqlite3.OperationalError("unable to open database file")
+    exc.sqlite_errorcode = 14  # SQLITE_CANTOPEN
+    path = str(tmp_path / "y.db")
+    assert "read-only file system" not in sqlite_open.explain(exc, path)
+
+    class Flags:
+        f_flag = os.ST_RDONLY
+
+    monkeypatch.setattr(sqlite_open.os, "statvfs", lambda folder: Flags())
+    text = sqlite_open.explain(exc, path)
+    assert "is on a read-only file system" in text and "permission" not in text
+
+
+MOUNTED = """
+import os, sys
+sys.path.insert(0, {root!r})
+from hypermem import HashingEmbedder, Memory
+try:
+    Memory.open("/tmp/hm-rofs/y.db", embedder=HashingEmbedder(dim=16))
+except Exception as exc:
+    print("refused:", exc)
+"""
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux's unshare")
+def test_memory_open_on_a_real_read_only_mount():
+    probe = subprocess.run(["unshare", "-Urm", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("user namespaces are not available here")
+    script = ("mkdir -p /tmp/hm-rofs && mount -t tmpfs -o ro tmpfs /tmp/hm-rofs && "
+              f"{sys.executable} -c \"$HM_SCRIPT\"")
+    run = subprocess.run(["unshare", "-Urm", "sh", "-c", script], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, OMP_NUM_THREADS="1", HM_SCRIPT=MOUNTED.format(root=str(ROOT))))
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "refused:" in run.stdout and "is on a read-only file system" in run.stdout, run.stdout
+    assert "permission denied" not in run.stdout
+
+
+def test_a_store_file_still_loads(tmp_path):
+    mem = Memory(embedder=HashingEmbedder(dim=16))
+    mem.add("hello", id="a")
+    mem.save(tmp_path / "m.db")
+    assert Memory.load(tmp_path / "m.db", embedder=HashingEmbedder(dim=16)).get("a").text == "hello"
