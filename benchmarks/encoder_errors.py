@@ -36,7 +36,10 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
     h = hit_noun_hierarchy()
-    val = mixed_hop_task(h, seed=0).val.subset(a.positives, seed=a.sample_seed)
+    task = mixed_hop_task(h, seed=0)
+    val = task.val.subset(a.positives, seed=a.sample_seed)
+    as_child = {c for c, _ in task.train_edges}
+    as_parent = {p for _, p in task.train_edges}
     enc = HierarchyEncoder.load(a.encoder)
     ids = [e for pos, r, hh in zip(val.positives, val.random_negatives, val.hard_negatives) for e in (*pos, *r, *hh)]
     pts = encode_entities(enc, h.names, ids)
@@ -51,16 +54,24 @@ def main(argv=None) -> int:
         op = choose_operating_point(terms, LAMBDAS)
         pred = terms.scores(op.centripetal_weight) >= op.threshold
         recall = collections.defaultdict(lambda: [0, 0])
+        seen = collections.defaultdict(lambda: [0, 0])  # hop-1 positives by how the child occurs in training
         fp = collections.Counter()
         for i, (c, p) in enumerate(pairs):
             if labels[i]:
                 b = recall[min(hops[c][p], 5)]
                 b[0] += int(pred[i])
                 b[1] += 1
+                if hops[c][p] == 1:
+                    s = seen["child of a training edge" if c in as_child else
+                             "parent only" if c in as_parent else "in no training edge"]
+                    s[0] += int(pred[i])
+                    s[1] += 1
             elif pred[i]:
                 fp[max(-3, min(3, level[p] - level[c]))] += 1
         print(f"{kind}: F1 {op.f1:.3f} (lambda {op.centripetal_weight}, threshold {op.threshold:.2f})")
         print("  recall by hop (5 = 5+):", {k: (round(v[0] / v[1], 3), v[1]) for k, v in sorted(recall.items())})
+        print("  hop-1 recall by the child's training edges:", {k: (round(v[0] / v[1], 3), v[1])
+                                                              for k, v in sorted(seen.items())})
         print("  false positives by level(negative) - level(child), clipped to +-3:", sorted(fp.items()),
               f"of {len(labels) - sum(labels)} negatives")
     ents = sorted(set(ids))

@@ -102,6 +102,23 @@ def test_calibration_loss_against_hand_computation():
     assert float(e["calibration"]) == pytest.approx(0.0, abs=1e-12)  # the parent on its child's ray: D = 0
 
 
+def test_siblings_loss_against_hand_computation():
+    pts, c = _points(), 0.25
+    ball = geoopt.PoincareBall(c=c)
+    w = LossWeights(clustering=0.0, centripetal=0.0, siblings=2.0)
+    # children 0 and 1 of parent 3, child 2 of parent 4 (no sibling: left out); 0 -> 3 twice (two rows)
+    child, parent = torch.tensor([0, 1, 2, 0]), torch.tensor([3, 3, 4, 3])
+    out = encoder_losses(pts, child, parent, torch.tensor([[4], [4], [3], [4]]), None, c, w)
+    h = [ball.dist0(pts[i]) for i in (0, 1, 0)]
+    mean = sum(h) / 3
+    want = sum((x - mean).abs() for x in h) / 3
+    assert float(out["siblings"]) == pytest.approx(float(want), rel=1e-6)
+    assert float(out["loss"]) == pytest.approx(2.0 * float(want))
+    twin = encoder_losses(torch.tensor([[3.0, 4.0], [0.0, 5.0], [1.0, 0.0]]), torch.tensor([0, 1]),
+                          torch.tensor([2, 2]), torch.tensor([[1], [0]]), None, None, LossWeights(siblings=1.0))
+    assert float(twin["siblings"]) == pytest.approx(0.0, abs=1e-12)  # R^d: both children at norm 5
+
+
 def test_levels_are_hops_below_the_nearest_root():
     # 0 and 5 are roots; 4 is reached by 0-1-3-4 and by 0-2-4: its level is the shorter, 2
     edges = [(1, 0), (2, 0), (3, 1), (4, 3), (4, 2), (6, 5)]

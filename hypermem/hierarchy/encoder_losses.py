@@ -40,6 +40,16 @@ norms ``h`` are the geometry's: in the ball of curvature ``-c``, ``d = d_c`` and
   the norms of every branch on one scale, so that ``h(p) - h(c)`` in the score separates a
   parent from a child's siblings (same level) wherever they are in the tree.
 
+* **siblings** (not in HiT): the children of one parent in the batch at one norm -- the
+  mean absolute deviation of each child's norm from the mean of its batch siblings' (the
+  children of the same parent ``p``, ``S_p``), over the children that have a sibling::
+
+      L_sib = mean_i |h(c_i) - mean_{j in S_{p_i}} h(c_j)|
+
+  A child's siblings are HiT's hard negatives; in the score ``h(x) - h(c)`` they are at the
+  child's own level only when the norms of siblings agree, where ``depth`` asks one scale of
+  the whole tree, this asks it of each family alone (no level needed).
+
 * **calibration** (not in HiT), margin ``mu``: every positive of the batch scored below
   every negative of the batch, *across* children, with the decision's score distance
   ``D(c, x) = d(c, x) + lambda_0 (h(x) - h(c))`` (the negated subsumption score of
@@ -75,7 +85,7 @@ __all__ = ["LossWeights", "encoder_losses"]
 
 @dataclass(frozen=True)
 class LossWeights:
-    """Weights and margins of the six terms (see the module docstring)."""
+    """Weights and margins of the seven terms (see the module docstring)."""
 
     clustering: float = 1.0
     clustering_margin: float = 5.0
@@ -87,13 +97,14 @@ class LossWeights:
     cone_margin: float = 0.01
     cone_K: float = DEFAULT_K
     depth: float = 0.0
+    siblings: float = 0.0
     calibration: float = 0.0
     calibration_margin: float = 1.0
     calibration_lambda: float = 1.0
 
     def __post_init__(self) -> None:
         for name in ("clustering", "clustering_margin", "centripetal", "centripetal_margin", "contrastive",
-                     "cone", "cone_margin", "depth", "calibration", "calibration_margin", "calibration_lambda"):
+                     "cone", "cone_margin", "depth", "siblings", "calibration", "calibration_margin", "calibration_lambda"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
@@ -126,7 +137,8 @@ def encoder_losses(points: torch.Tensor, child: torch.Tensor, parent: torch.Tens
     d_pos = pair_distances(c, p, curvature)
     d_neg = pair_distances(c.unsqueeze(1), n, curvature)
     # every batch entity's norm once, for the terms that read norms
-    h = point_norms(points, curvature) if weights.centripetal or weights.calibration or weights.depth else None
+    h = point_norms(points, curvature) \
+        if weights.centripetal or weights.calibration or weights.depth or weights.siblings else None
     out["clustering"] = _masked_mean(torch.relu(d_pos.unsqueeze(1) - d_neg + weights.clustering_margin), valid) \
         if weights.clustering > 0 else zero
     out["centripetal"] = torch.relu(h[parent] - h[child] + weights.centripetal_margin).mean() \
@@ -159,6 +171,13 @@ def encoder_losses(points: torch.Tensor, child: torch.Tensor, parent: torch.Tens
         out["depth"] = _masked_mean((r - mean).abs(), known)
     else:
         out["depth"] = zero
+    if weights.siblings > 0:
+        count = torch.bincount(parent, minlength=points.shape[0]).to(points.dtype)
+        total = points.new_zeros(points.shape[0]).index_add(0, parent, h[child])
+        family = total[parent] / count[parent]
+        out["siblings"] = _masked_mean((h[child] - family).abs(), count[parent] > 1)
+    else:
+        out["siblings"] = zero
     if weights.calibration > 0:
         lam = weights.calibration_lambda
         hc = h[child]
@@ -170,5 +189,6 @@ def encoder_losses(points: torch.Tensor, child: torch.Tensor, parent: torch.Tens
         out["calibration"] = zero
     out["loss"] = (weights.clustering * out["clustering"] + weights.centripetal * out["centripetal"]
                    + weights.contrastive * out["contrastive"] + weights.cone * out["cone"]
-                   + weights.depth * out["depth"] + weights.calibration * out["calibration"])
+                   + weights.depth * out["depth"] + weights.siblings * out["siblings"]
+                   + weights.calibration * out["calibration"])
     return out

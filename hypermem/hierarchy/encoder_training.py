@@ -122,6 +122,7 @@ class EncoderTrainConfig:
     cone: float = 0.0
     cone_margin: float = 0.01
     depth: float = 0.0
+    siblings: float = 0.0
     calibration: float = 0.0
     calibration_margin: float | None = None
     calibration_lambda: float = 1.0
@@ -140,6 +141,7 @@ class EncoderTrainConfig:
                            self.centripetal,
                            2.0 / scale if self.centripetal_margin is None else self.centripetal_margin,
                            self.contrastive, self.temperature, self.cone, self.cone_margin, depth=self.depth,
+                           siblings=self.siblings,
                            calibration=self.calibration,
                            calibration_margin=(1.0 / scale if self.calibration_margin is None
                                                else self.calibration_margin),
