@@ -72,7 +72,8 @@ def test_a_stopped_epoch_is_not_complete(embedding_runs, tmp_path):
     path = tmp_path / "stopped.ckpt"
     torch.save(stopped, path)
     assert finished_checkpoint(path, max_epochs=2, max_steps=None) is None   # the rest of epoch 2 is to train
-    assert finished_checkpoint(path, max_epochs=1, max_steps=None).startswith(f"already complete: {path} holds 1 epoch,")
+    assert finished_checkpoint(path, max_epochs=1, max_steps=None).startswith(
+        f"already complete: {path} holds 1 epoch and 2 batches of epoch 2,")
     assert "--trainer.max_steps=12" in finished_checkpoint(path, max_epochs=3, max_steps=12)
 
 

@@ -51,3 +51,25 @@ def train_tiny(tmp: Path, *argv: str, edges=EDGES):
     (tmp / "edges.tsv").write_text("".join(f"{c}\t{p}\n" for c, p in edges))
     (tmp / "tiny.yaml").write_text(CONFIG)
     return run_train(tmp, ["fit", "--config", "tiny.yaml", *argv])
+
+
+# a short mammals run: 4 loader batches an epoch, 2 optimizer steps each: 8 steps an epoch, 3 epochs
+MID_EPOCH_BASE = [
+    "fit", "--config", "mammals_poincare", "--trainer.limit_train_batches=4", "--trainer.check_val_every_n_epoch=1",
+    "--trainer.enable_model_summary=false", "--model.burn_in=1", "--data.burn_in=1", "--data.batch_size=64",
+    "--data.negatives=10", "--data.batches_per_step=2", "--model.dim=5", "--model.schedule_epochs=3",
+    "--model.log_images=false", "--model.log_projector=false", "--model.optimizer=radam", "--trainer.max_epochs=3"]
+
+
+def assert_same_training(a: dict, b: dict) -> None:
+    """Two checkpoints (dicts) hold the same training: step, weights and Adam's moments, bit for bit."""
+    import torch
+
+    assert a["global_step"] == b["global_step"]
+    for key, value in a["state_dict"].items():
+        assert torch.equal(b["state_dict"][key], value), key
+    sa, sb = a["optimizer_states"][0]["state"], b["optimizer_states"][0]["state"]
+    assert sa.keys() == sb.keys() and sa
+    for i in sa:
+        for moment in ("exp_avg", "exp_avg_sq"):
+            assert torch.equal(sa[i][moment], sb[i][moment]), (i, moment)

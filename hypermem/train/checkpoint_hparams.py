@@ -20,7 +20,7 @@ checkpoint's values are only compared with the run's (:func:`compare_checkpoint_
 
 from __future__ import annotations
 
-import pickle
+from .run_folder import read_checkpoint
 
 __all__ = ["MODEL_KEYS", "checkpoint_hparams", "compare_checkpoint_hparams"]
 
@@ -36,16 +36,11 @@ QUIET_KEYS = ("init_from", "init_from_trusted", "init_epochs", "init_max_radius"
               "_class_path")
 
 
-def checkpoint_hparams(path) -> dict | None:
+def checkpoint_hparams(path, state: dict | None = None) -> dict | None:
     """The ``hyper_parameters`` dict of the checkpoint at ``path`` (read with
-    ``torch.load(weights_only=True)``), or ``None`` when it has none or cannot be read
-    (Lightning then reports the file)."""
-    import torch
-
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError, EOFError, ValueError, pickle.UnpicklingError):
-        return None
+    ``torch.load(weights_only=True)``; ``state``: the checkpoint already read, not read again),
+    or ``None`` when it has none or cannot be read (Lightning then reports the file)."""
+    state = read_checkpoint(path) if state is None else state
     hp = state.get("hyper_parameters") if isinstance(state, dict) else None
     return dict(hp) if isinstance(hp, dict) else None
 
@@ -58,12 +53,12 @@ def _same(a, b) -> bool:
     return a == b
 
 
-def compare_checkpoint_hparams(path, model_cfg, module_name: str) -> str | None:
-    """Compare the checkpoint at ``path``'s ``hyper_parameters`` with the run's ``model``
-    settings ``model_cfg`` (a mapping).  Raises ``ValueError`` (one line) when they differ on
+def compare_checkpoint_hparams(path, model_cfg, module_name: str, state: dict | None = None) -> str | None:
+    """Compare the checkpoint at ``path``'s ``hyper_parameters`` (``state``: the checkpoint
+    already read) with the run's ``model`` settings ``model_cfg`` (a mapping).  Raises ``ValueError`` (one line) when they differ on
     one of :data:`MODEL_KEYS`; returns a one-line warning naming the other keys that differ (the
     run keeps its own values), or ``None``."""
-    saved = checkpoint_hparams(path)
+    saved = checkpoint_hparams(path, state)
     if not saved:
         return None
     model_keys = MODEL_KEYS.get(module_name, ())

@@ -116,20 +116,23 @@ class RunSummary(pl.Callback):
             where = f"logs: {log_dir}" if trainer.logger is not None and log_dir else "not logged"
             print(f"validated {what}; {where}", flush=True)
 
-    def used_up_resume(self, trainer: pl.Trainer) -> tuple[int, int] | None:
-        """``(epochs, global_step)`` of the checkpoint a run resumed (its fit loop's processed
-        epochs: Lightning's ``current_epoch`` of such a run is one less when the checkpoint was
-        saved at an epoch's end) when the run trained nothing because the resumed run had already
-        used up ``trainer.max_time`` (Lightning's ``Timer`` counts the time of the checkpoint's
-        runs), else ``None``."""
-        from .run_folder import checkpoint_progress
+    def used_up_resume(self, trainer: pl.Trainer) -> tuple[str, int] | None:
+        """``(held, global_step)`` of the checkpoint a run resumed (``held``: the training it holds,
+        ``"12 epochs"``, or ``"11 epochs and 3 batches of epoch 12"`` for one stopped inside an
+        epoch: :func:`~hypermem.train.run_folder.progress_text`) when the run trained nothing
+        because the resumed run had already used up ``trainer.max_time`` (Lightning's ``Timer``
+        counts the time of the checkpoint's runs), else ``None``."""
+        from .run_folder import checkpoint_progress, progress_text, read_checkpoint
 
         used = getattr(self, "used", 0.0)
         limit = next((cb.time_elapsed() + cb.time_remaining() for cb in trainer.callbacks if _timed(cb)), None)
         if limit is None or not trainer.ckpt_path or not 0 < limit <= used:
             return None
-        progress = checkpoint_progress(trainer.ckpt_path)
-        return progress if progress is not None and progress[1] == trainer.global_step else None
+        state = read_checkpoint(trainer.ckpt_path)
+        progress = None if state is None else checkpoint_progress(trainer.ckpt_path, state=state)
+        if progress is None or progress[1] != trainer.global_step:
+            return None
+        return progress_text(state) or epochs_text(progress[0]), progress[1]
 
     def summary(self, trainer: pl.Trainer, pl_module: pl.LightningModule, log_dir: str | None = None) -> str:
         seconds = time.perf_counter() - getattr(self, "_start", time.perf_counter())
@@ -137,7 +140,7 @@ class RunSummary(pl.Callback):
         resumed = self.used_up_resume(trainer)
         if resumed is not None:   # max_time used up by the checkpoint: not one step taken
             limit, spent = time_limit_note(trainer, only_limit=True), self.used
-            lines = [f"{state}: {epochs_text(resumed[0])}, {trainer.global_step} optimizer steps "
+            lines = [f"{state}: {resumed[0]}, {trainer.global_step} optimizer steps "
                      f"(those of {trainer.ckpt_path}); nothing trained: trainer.max_time {limit} was already used up "
                      f"by the run being resumed ({spent:.1f} s; max_time counts the time of the runs resumed); raise "
                      "it to train more"]

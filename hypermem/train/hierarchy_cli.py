@@ -62,17 +62,11 @@ import warnings
 from pathlib import Path
 
 from ..configs import available, config_path
-from .checkpoint_hparams import compare_checkpoint_hparams
 from .config_paths import resolve_data_file, resolve_dataset
 from .hierarchy_checkpoint import CheckpointError
-from .run_folder import (
-    best_checkpoint,
-    checkpoint_progress,
-    checkpoint_version,
-    finished_checkpoint,
-    latest_last_checkpoint,
-    other_batches,
-)
+from .resume_checks import AlreadyComplete, ConfigError, check_resume
+from .run_folder import best_checkpoint, checkpoint_version, latest_last_checkpoint
+from .run_folder import finished_checkpoint as finished_checkpoint
 from .run_folder import remove_failed_start as remove_failed_start
 from .run_folder import watch_folder as _watch
 from .shared_keys import GLOBAL_SEED, SHARED_KEYS, unify_shared_keys
@@ -188,14 +182,6 @@ def run_name(argv: list[str]) -> str:
     return name[:150]
 
 
-class _ConfigError(Exception):
-    pass
-
-
-class _AlreadyComplete(Exception):
-    pass
-
-
 def _spawn_strategy(strategy) -> str | None:
     """The name of ``trainer.strategy`` when it starts its processes with ``spawn`` or
     ``forkserver`` (``ddp_spawn``, ``ddp_spawn_find_unused_parameters_true``, a strategy class
@@ -230,7 +216,7 @@ def _cli_class():
             except Exception as exc:
                 if type(exc).__name__ != "ArgumentError":
                     raise
-                raise _ConfigError(_short_error(exc, parser, self.argv, self.prog)) from None
+                raise ConfigError(_short_error(exc, parser, self.argv, self.prog)) from None
 
         def _parse_ckpt_path(self) -> None:
             """Nothing: a checkpoint's hyper_parameters never override the user's settings, they are
@@ -248,7 +234,7 @@ def _cli_class():
             try:
                 unify_shared_keys(cfg, self.argv)
             except ValueError as exc:
-                raise _ConfigError(str(exc)) from None
+                raise ConfigError(str(exc)) from None
             data = cfg.get("data")
             if data is not None and isinstance(data.get("dataset"), str):
                 data.dataset = resolve_dataset(data.dataset, self.argv)
@@ -257,14 +243,14 @@ def _cli_class():
                     try:
                         setattr(data, key, resolve_data_file(data[key], f"data.{key}", self.argv))
                     except FileNotFoundError as exc:
-                        raise _ConfigError(str(exc)) from None
+                        raise ConfigError(str(exc)) from None
             epochs = cfg.trainer.get("max_epochs")
             if self.subcommand == "fit" and isinstance(epochs, int) and (epochs == 0 or epochs < -1):
-                raise _ConfigError(f"--trainer.max_epochs={epochs} trains nothing: give a positive number of epochs "
+                raise ConfigError(f"--trainer.max_epochs={epochs} trains nothing: give a positive number of epochs "
                                    "(or -1, no limit, with --trainer.max_steps or --trainer.max_time)")
             spawn = _spawn_strategy(cfg.trainer.get("strategy"))
             if spawn:
-                raise _ConfigError(f"--trainer.strategy={spawn} starts processes by pickling the run, which this "
+                raise ConfigError(f"--trainer.strategy={spawn} starts processes by pickling the run, which this "
                                    "command cannot be; use --trainer.strategy=ddp (the same training, one process "
                                    "launched per device)")
             if cfg.get("ckpt_path") == "best":
@@ -273,7 +259,7 @@ def _cli_class():
                     best = "best-step=S" if self.model_class.__name__ == "EncoderModule" else "best-epoch=E-step=S"
                     why = ("fit resumes from --ckpt_path=last (the best checkpoint is not where training stopped)"
                            if self.subcommand == "fit" else "no run of this name has a best checkpoint: train first")
-                    raise _ConfigError(f"--ckpt_path=best: {why}; or give a path (runs/<name>/version_<N>/"
+                    raise ConfigError(f"--ckpt_path=best: {why}; or give a path (runs/<name>/version_<N>/"
                                        f"checkpoints/{best}.ckpt)")
                 init.version, cfg.ckpt_path = hit[0], str(hit[1])
             if init is not None:
@@ -283,33 +269,15 @@ def _cli_class():
             if cfg.get("ckpt_path") == "last" and init is not None:  # validate too: its own version folder
                 hit = latest_last_checkpoint(init.get("save_dir") or ".", init.name)
                 if hit is None:
-                    raise _ConfigError(f"--ckpt_path=last: no {Path(init.get('save_dir') or '.', init.name)}"
+                    raise ConfigError(f"--ckpt_path=last: no {Path(init.get('save_dir') or '.', init.name)}"
                                        "/version_*/checkpoints/last.ckpt to resume; train first or give a path")
                 init.version, cfg.ckpt_path = hit[0], str(hit[1])
             if self.subcommand == "validate" and init is not None and cfg.get("ckpt_path"):
                 mine = checkpoint_version(cfg.ckpt_path, init.get("save_dir") or ".", init.name)
                 if mine is not None:   # a checkpoint of this run: its own version folder, as for last
                     init.version = mine
-            if cfg.get("ckpt_path") and cfg.get("model") is not None and Path(cfg.ckpt_path).is_file():
-                try:
-                    note = compare_checkpoint_hparams(cfg.ckpt_path, cfg.model, self.model_class.__name__)
-                except ValueError as exc:
-                    raise _ConfigError(str(exc)) from None
-                if note:
-                    warnings.warn_explicit(note, UserWarning, __name__, 0, module=__name__)
-            if self.subcommand == "fit" and cfg.get("ckpt_path"):
-                done = finished_checkpoint(cfg.ckpt_path, cfg.trainer.get("max_epochs"), cfg.trainer.get("max_steps"))
-                if done:
-                    raise _AlreadyComplete(done)
-                other = other_batches(cfg.ckpt_path, cfg.get("data"))
-                if other:
-                    raise _ConfigError(other)
-                progress = checkpoint_progress(cfg.ckpt_path)
-                if init is not None and progress is not None:
-                    # TensorBoard drops what a stopped run logged after the checkpoint: one point per step
-                    init.purge_step = progress[1] + 1
-                # the folder holds this run's own checkpoints: Lightning's warning does not apply
-                warnings.filterwarnings("ignore", message="Checkpoint directory .* exists and is not empty")
+            if cfg.get("ckpt_path"):
+                check_resume(cfg, init, self.subcommand, self.model_class.__name__)   # the file read once
 
     return HierarchyCLI
 
@@ -422,6 +390,7 @@ def main(args: list[str] | None = None, run: bool = True, prog: str = DEFAULT_PR
     _quiet()
     from .config_kind import module_classes
     from .hierarchy_callbacks import ProgressLines, RunSummary, resume_command
+    from .interrupt_checkpoint import InterruptCheckpoint
 
     given = list(sys.argv[1:] if args is None else args)
     argv = resolve_config_args(given)
@@ -442,7 +411,8 @@ def main(args: list[str] | None = None, run: bool = True, prog: str = DEFAULT_PR
         "log_every_n_steps": 1,
         "enable_progress_bar": tty,
         "enable_model_summary": tty,
-        "callbacks": [summary] + ([] if tty else [ProgressLines()]),
+        # Ctrl-C saves last.ckpt at the stop, before the summary names the last checkpoint
+        "callbacks": [InterruptCheckpoint(), summary] + ([] if tty else [ProgressLines()]),
     }
     cls = _cli_class()
     cls.argv, cls.prog, cls.watch = argv, prog, None
@@ -453,10 +423,10 @@ def main(args: list[str] | None = None, run: bool = True, prog: str = DEFAULT_PR
                    auto_configure_optimizers=False,  # the modules make their own (--model.optimizer, --model.lr)
                    parser_kwargs={"default_env": False, "exit_on_error": False, "prog": prog,
                                   "allow_abbrev": False, **{s: {"allow_abbrev": False} for s in SUBCOMMANDS}})
-    except _AlreadyComplete as exc:
+    except AlreadyComplete as exc:
         print(exc, flush=True)
         return None
-    except (_ConfigError, CheckpointError) as exc:
+    except (ConfigError, CheckpointError) as exc:
         remove_failed_start(cls.watch)
         print(str(exc) if str(exc).startswith("error:") else f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -7,8 +7,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-__all__ = ["best_checkpoint", "checkpoint_progress", "checkpoint_version", "epochs_text", "finished_checkpoint", "latest_last_checkpoint",
-           "other_batches", "remove_failed_start", "stopped_position", "watch_folder"]
+__all__ = ["best_checkpoint", "checkpoint_position", "checkpoint_progress", "checkpoint_version", "epochs_text",
+           "finished_checkpoint", "latest_last_checkpoint", "other_batches", "progress_text", "read_checkpoint",
+           "remove_failed_start", "stopped_position", "watch_folder"]
 
 BATCH_KEYS = ("batch_size", "children_per_parent")
 """The data settings that draw an epoch's batch boundaries (the embedding and the encoder data)."""
@@ -17,6 +18,21 @@ BATCH_KEYS = ("batch_size", "children_per_parent")
 def epochs_text(n: int) -> str:
     """``"1 epoch"``, ``"3 epochs"``: the run summaries' count of epochs."""
     return f"{n} epoch" if n == 1 else f"{n} epochs"
+
+
+def read_checkpoint(path: str | Path) -> dict | None:
+    """The checkpoint at ``path`` as ``torch.load(path, weights_only=True)`` returns it (nothing in
+    the file runs), or ``None`` for a file it cannot read or that holds no dict.  The CLI reads a
+    ``--ckpt_path`` once and hands the dict to the checks below (their ``state=`` argument)."""
+    import pickle
+
+    import torch
+
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except (OSError, RuntimeError, EOFError, TypeError, ValueError, pickle.UnpicklingError):
+        return None
+    return state if isinstance(state, dict) else None
 
 
 def latest_last_checkpoint(save_dir: str | Path, name: str) -> tuple[int, Path] | None:
@@ -41,19 +57,12 @@ def best_checkpoint(save_dir: str | Path, name: str) -> tuple[int, Path] | None:
     ``ModelCheckpoint`` state: the ``best_model_path`` of one that monitors a metric names the file (taken when it exists,
     else looked up by its name in the same ``checkpoints/`` folder, for a run folder that was
     moved).  Read with ``torch.load(weights_only=True)``: nothing in the file runs."""
-    import pickle
-
-    import torch
-
     hit = latest_last_checkpoint(save_dir, name)
     if hit is None:
         return None
     version, last = hit
-    try:
-        state = torch.load(last, map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError, TypeError, ValueError, pickle.UnpicklingError):
-        return None
-    callbacks = state.get("callbacks") if isinstance(state, dict) else None
+    state = read_checkpoint(last)
+    callbacks = state.get("callbacks") if state is not None else None
     for key, value in (callbacks or {}).items():
         monitored = isinstance(value, dict) and "ModelCheckpoint" in str(key) and value.get("monitor")
         best = value.get("best_model_path") if monitored else None  # not a plain "last" checkpoint's
@@ -75,22 +84,48 @@ def checkpoint_version(path: str | Path, save_dir: str | Path, name: str) -> int
     return None
 
 
-def checkpoint_progress(path: str | Path, whole_epochs: bool = False) -> tuple[int, int] | None:
+def checkpoint_progress(path: str | Path, whole_epochs: bool = False, state: dict | None = None) -> tuple[int, int] | None:
     """``(epochs, global_step)`` the checkpoint at ``path`` holds (the epochs Lightning's fit loop
     processed; ``whole_epochs``: less an epoch a limit stopped inside, :func:`stopped_position`,
     whose rest its resume trains), or ``None`` for a file ``torch.load(weights_only=True)``
-    cannot read."""
-    import pickle
-
-    import torch
-
+    cannot read.  ``state``: the checkpoint already read (:func:`read_checkpoint`), not read again."""
+    state = read_checkpoint(path) if state is None else state
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
         epochs = int(state["loops"]["fit_loop"]["epoch_progress"]["current"]["processed"])
         stopped = whole_epochs and stopped_position(state) is not None
         return epochs - stopped, int(state["global_step"])
-    except (OSError, RuntimeError, KeyError, TypeError, ValueError, pickle.UnpicklingError):
+    except (KeyError, TypeError, ValueError):
         return None
+
+
+def checkpoint_position(state: dict) -> tuple[int, int] | None:
+    """``(e, b)``: the checkpoint ``state`` holds ``e`` whole epochs and ``b`` batches of epoch
+    ``e + 1`` (``b`` = 0 at an epoch's end): a limit's stop inside an epoch
+    (:func:`stopped_position`, whose epoch Lightning counts as processed) and Lightning's own
+    checkpoint inside an epoch (an interrupt's, :mod:`~hypermem.train.interrupt_checkpoint`)
+    alike.  ``None`` for a dict without Lightning's loop state."""
+    stopped = stopped_position(state)
+    if stopped is not None:
+        return stopped
+    try:
+        loop = state["loops"]["fit_loop"]
+        epochs = loop["epoch_progress"]["current"]
+        done, batches = int(epochs["processed"]), int(loop["epoch_loop.batch_progress"]["current"]["processed"])
+        return done, (batches if int(epochs["ready"]) > done else 0)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
+def progress_text(state: dict) -> str | None:
+    """``"3 epochs"``, ``"1 epoch and 2 batches of epoch 2"``: the training a checkpoint holds
+    (:func:`checkpoint_position`; a partial epoch is not counted as a whole one), or ``None``."""
+    where = checkpoint_position(state)
+    if where is None:
+        return None
+    epochs, batches = where
+    if not batches:
+        return epochs_text(epochs)
+    return f"{epochs_text(epochs)} and {batches} batch{'es' if batches != 1 else ''} of epoch {epochs + 1}"
 
 
 def stopped_position(checkpoint: dict) -> tuple[int, int] | None:
@@ -110,22 +145,18 @@ def stopped_position(checkpoint: dict) -> tuple[int, int] | None:
     return None
 
 
-def other_batches(path: str | Path, data: Any) -> str | None:
+def other_batches(path: str | Path, data: Any, state: dict | None = None) -> str | None:
     """A one-line refusal when the checkpoint at ``path`` stopped inside an epoch
     (:func:`stopped_position`) and ``data`` (this run's data settings, ``.get(key)``) cuts the
     epoch into other batches (:data:`BATCH_KEYS`): its resume skips the batches already trained
-    by their count, which would then be other rows.  ``None`` otherwise."""
-    import pickle
-
-    import torch
-
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError, pickle.UnpicklingError):
+    by their count, which would then be other rows.  ``None`` otherwise.  ``state``: the
+    checkpoint already read (:func:`read_checkpoint`)."""
+    state = read_checkpoint(path) if state is None else state
+    if not isinstance(state, dict):
         return None
-    where = stopped_position(state)
+    where = checkpoint_position(state)   # a limit's stop or an interrupt's checkpoint inside an epoch
     saved = state.get("datamodule_hyper_parameters") or {}
-    if where is None or data is None:
+    if where is None or not where[1] or data is None:
         return None
     for key in BATCH_KEYS:
         if key in saved and data.get(key) is not None and data.get(key) != saved[key]:
@@ -136,14 +167,17 @@ def other_batches(path: str | Path, data: Any) -> str | None:
     return None
 
 
-def finished_checkpoint(path: str | Path, max_epochs: int | None, max_steps: int | None) -> str | None:
+def finished_checkpoint(path: str | Path, max_epochs: int | None, max_steps: int | None,
+                        state: dict | None = None) -> str | None:
     """A one-line message when the checkpoint at ``path`` has nothing left to train under
     ``max_epochs`` / ``max_steps`` (Lightning's own stop rule: the epochs its fit loop
     processed, less one stopped inside, or its ``global_step``), else ``None`` (also for a file it cannot read with
-    ``torch.load(weights_only=True)``: Lightning then reports what is wrong).
+    ``torch.load(weights_only=True)``: Lightning then reports what is wrong).  ``state``: the
+    checkpoint already read (:func:`read_checkpoint`).
 
     ``max_epochs=None`` with ``max_steps`` -1 or ``None`` is Lightning's default of 1000 epochs."""
-    progress = checkpoint_progress(path, whole_epochs=True)   # a stopped epoch's rest is still to train
+    state = read_checkpoint(path) if state is None else state
+    progress = checkpoint_progress(path, whole_epochs=True, state=state)   # a stopped epoch's rest is still to train
     if progress is None:
         return None
     epochs, steps = progress
@@ -156,7 +190,8 @@ def finished_checkpoint(path: str | Path, max_epochs: int | None, max_steps: int
         limit = f"--trainer.max_epochs={max_epochs}"
     else:
         return None
-    return (f"already complete: {path} holds {epochs_text(epochs)}, {steps} optimizer steps, and this run stops at "
+    held = progress_text(state) or epochs_text(epochs)
+    return (f"already complete: {path} holds {held}, {steps} optimizer steps, and this run stops at "
             f"{limit}; nothing trained, nothing written (raise {limit.split('=')[0]} to train on)")
 
 

@@ -1,0 +1,124 @@
+"""Ctrl-C during ``fit`` keeps the work done: :class:`InterruptCheckpoint` writes ``last.ckpt`` at the stop.
+
+Lightning ends a ``fit`` interrupted by ``KeyboardInterrupt`` through its exception path (the
+callbacks' ``on_exception``, then ``sys.exit(1)``; :mod:`~hypermem.train.hierarchy_cli` exits
+130).  Lightning's ``OnExceptionCheckpoint`` saves there, but to ``on_exception.ckpt``, which
+``--ckpt_path=last`` does not take, on any exception, and whatever the state: a Ctrl-C inside a
+training step (between two of a hierarchy embedding's ``batches_per_step`` optimizer steps, or
+inside one) would save weights that match no count of the loops.  So:
+
+* the first Ctrl-C inside a training step is deferred to the step's end (one line on stderr
+  says so; a second Ctrl-C stops at once, as before), where :meth:`on_train_batch_end` raises
+  the ``KeyboardInterrupt`` itself; after an epoch's last batch, once the epoch has ended
+  (its validation and its ``last.ckpt``), at the next batch's start;
+* :meth:`on_exception` saves the run's ``last.ckpt`` (the file of its ``ModelCheckpoint`` without
+  a monitor named ``last``, or of one with ``save_last``) when a ``KeyboardInterrupt`` comes while
+  the loops' counters and the weights agree: a training batch fully run (from any callback's
+  ``on_train_batch_end``, or between batches), not inside a validation or a step, and not
+  after the epoch's last batch (Lightning's resume would train that epoch again; the epoch's
+  end writes ``last.ckpt``, so such an interrupt keeps the previous one).  That is the
+  checkpoint Lightning itself writes inside an epoch (``every_n_train_steps``): its resume starts
+  at the next batch, and the run's resumable loader skips the batches already trained
+  (:mod:`~hypermem.train.mid_epoch`), so the resumed run equals the uninterrupted one.
+
+Under DDP (more than one process) nothing changes: a save there is collective, and the processes
+do not stop at one point.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import threading
+from pathlib import Path
+
+import lightning.pytorch as pl
+
+__all__ = ["InterruptCheckpoint", "last_checkpoint_file"]
+
+
+def last_checkpoint_file(trainer: pl.Trainer) -> Path | None:
+    """The run's ``last.ckpt``: the file of a ``ModelCheckpoint`` with ``save_last``, or of one
+    without a monitor whose ``filename`` is ``last`` (the shipped configs'); ``None`` without one."""
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    for cb in trainer.checkpoint_callbacks:
+        if not isinstance(cb, ModelCheckpoint) or not cb.dirpath:
+            continue
+        if cb.save_last:
+            return Path(cb.dirpath, cb.CHECKPOINT_NAME_LAST + cb.FILE_EXTENSION)
+        if not cb.monitor and cb.filename == cb.CHECKPOINT_NAME_LAST:
+            return Path(cb.dirpath, cb.filename + cb.FILE_EXTENSION)
+    return None
+
+
+def _batch_settled(trainer: pl.Trainer) -> bool:
+    """Whether the training loop's counters describe whole batches: every batch it started has
+    run its optimizer step (Lightning's ``processed``), and no validation is running."""
+    if trainer.sanity_checking or trainer.validating or trainer.fit_loop.done:
+        return False
+    counts = trainer.fit_loop.epoch_loop.batch_progress.current
+    # after the epoch's last batch, before its end (validation, schedule, checkpoint): Lightning's
+    # resume of that state trains the epoch again, so the epoch's end is what saves it
+    return (counts.ready == counts.started == counts.processed and
+            1 <= counts.processed < trainer.num_training_batches)
+
+
+class InterruptCheckpoint(pl.Callback):
+    """Write ``last.ckpt`` when Ctrl-C stops ``fit`` (see the module docstring).  :attr:`saved`:
+    the file written at the stop, else ``None``."""
+
+    def __init__(self) -> None:
+        self.saved: Path | None = None
+        self.in_step = False
+        self.pending = False
+        self._previous = None
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.world_size == 1 and threading.current_thread() is threading.main_thread():
+            self._previous = signal.getsignal(signal.SIGINT)
+            signal.signal(signal.SIGINT, self._sigint)
+
+    def _sigint(self, signum, frame) -> None:
+        if self.in_step and not self.pending:
+            self.pending = True
+            print("Ctrl-C: stopping at the end of this step and saving a checkpoint (Ctrl-C again to stop now)",
+                  file=sys.stderr, flush=True)
+            return
+        raise KeyboardInterrupt
+
+    def _restore(self) -> None:
+        if self._previous is not None:
+            with contextlib.suppress(TypeError, ValueError):
+                signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if self.pending:   # deferred past the end of the previous epoch, which saved last.ckpt
+            self.pending = False
+            raise KeyboardInterrupt
+        self.in_step = True
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.in_step = False
+        done = trainer.fit_loop.epoch_loop.batch_progress.current.processed
+        if self.pending and done < trainer.num_training_batches:   # the epoch's last batch: at its end
+            self.pending = False
+            raise KeyboardInterrupt
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.in_step = False
+        self._restore()
+
+    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
+        self._restore()
+        self.in_step = False
+        if (not isinstance(exception, KeyboardInterrupt) or trainer.world_size != 1 or trainer.state.fn != "fit"
+                or not _batch_settled(trainer)):   # inside a step or a validation: the previous checkpoint stays
+            return
+        path = last_checkpoint_file(trainer)
+        if path is None:
+            return
+        trainer.save_checkpoint(path)
+        self.saved = path

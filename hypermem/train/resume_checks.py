@@ -1,0 +1,60 @@
+"""The checks of ``hypermem train ... --ckpt_path=FILE`` before anything is built (:mod:`~hypermem.train.hierarchy_cli`).
+
+The checkpoint is read once (:func:`~hypermem.train.run_folder.read_checkpoint`,
+``torch.load(weights_only=True)``) and that dict is handed to each check: its model against the
+run's (:func:`~hypermem.train.checkpoint_hparams.compare_checkpoint_hparams`), whether anything
+is left to train (:func:`~hypermem.train.run_folder.finished_checkpoint`), whether a resume
+inside an epoch would cut other batches (:func:`~hypermem.train.run_folder.other_batches`), and
+the step TensorBoard purges from (:func:`~hypermem.train.run_folder.checkpoint_progress`).
+Lightning's ``fit`` then reads the file once more to restore it (its own load).
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+from .checkpoint_hparams import compare_checkpoint_hparams
+from .run_folder import checkpoint_progress, finished_checkpoint, other_batches, read_checkpoint
+
+__all__ = ["AlreadyComplete", "ConfigError", "check_resume"]
+
+
+class ConfigError(Exception):
+    """A mistake in the options or the config (printed in one line, status 2)."""
+
+
+class AlreadyComplete(Exception):
+    """A ``fit`` resumed from a checkpoint with nothing left to train (printed, status 0)."""
+
+
+def check_resume(cfg, init, subcommand: str, module_name: str) -> None:
+    """Check the run's ``--ckpt_path`` (``cfg.ckpt_path``, an existing file) against its config
+    ``cfg``; ``init``: the TensorBoard logger's ``init_args`` (its ``purge_step`` is set), or ``None``.
+    Raises :class:`ConfigError` or :class:`AlreadyComplete`; warns about other ``lr``, loss weights."""
+    path = cfg.get("ckpt_path")
+    if not path or not Path(path).is_file():
+        return
+    state = read_checkpoint(path)   # once: every check below reads this dict
+    if cfg.get("model") is not None:
+        try:
+            note = compare_checkpoint_hparams(path, cfg.model, module_name, state=state)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        if note:
+            warnings.warn_explicit(note, UserWarning, "hypermem.train.hierarchy_cli", 0,
+                                   module="hypermem.train.hierarchy_cli")
+    if subcommand != "fit" or state is None:
+        return
+    done = finished_checkpoint(path, cfg.trainer.get("max_epochs"), cfg.trainer.get("max_steps"), state=state)
+    if done:
+        raise AlreadyComplete(done)
+    other = other_batches(path, cfg.get("data"), state=state)
+    if other:
+        raise ConfigError(other)
+    progress = checkpoint_progress(path, state=state)
+    if init is not None and progress is not None:
+        # TensorBoard drops what a stopped run logged after the checkpoint: one point per step
+        init.purge_step = progress[1] + 1
+    # the folder holds this run's own checkpoints: Lightning's warning does not apply
+    warnings.filterwarnings("ignore", message="Checkpoint directory .* exists and is not empty")
