@@ -24,6 +24,7 @@ from llama_index.core.vector_stores.types import (  # noqa: E402
 from hypermem import HalfLife, HashingEmbedder, Memory  # noqa: E402
 from hypermem.integrations._common import query_point as store_point  # noqa: E402
 from hypermem.integrations.llama_index import HypermemEmbedding, HypermemVectorStore  # noqa: E402
+from hypermem.store.filters import RecordFilter  # noqa: E402
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -304,5 +305,5 @@ def test_a_metadata_filter_reaches_the_store_as_a_dict(index, monkeypatch):
     assert sorted(got.ids) == ["animals", "bird", "dog"]
     got = store.query(VectorStoreQuery(query_str="animals", similarity_top_k=5, doc_ids=["garage"]))
     assert isinstance(seen[-1], dict) and got.ids == ["cars"]
-    store.query(VectorStoreQuery(query_str="animals", similarity_top_k=5, node_ids=["dog"], filters=flt))
-    assert callable(seen[-1])   # node ids: a predicate on the records
+    got = store.query(VectorStoreQuery(query_str="animals", similarity_top_k=5, node_ids=["dog"], filters=flt))
+    assert isinstance(seen[-1], RecordFilter) and seen[-1].ids == {"dog"} and got.ids == ["dog"]  # ids: rows too

@@ -34,17 +34,18 @@ def _leaf(rng: random.Random) -> dict:
     return {key: want}
 
 
-def _spec(rng: random.Random, depth: int = 0) -> dict:
+def _spec(rng: random.Random, depth: int = 0, leaf=_leaf) -> dict:
+    """A random filter: ``$and`` / ``$or`` / ``$not`` of ``leaf(rng)`` conditions."""
     r = rng.random()
     if depth < 2 and r < 0.15:
-        return {"$and": [_spec(rng, depth + 1) for _ in range(rng.randint(1, 3))]}
+        return {"$and": [_spec(rng, depth + 1, leaf) for _ in range(rng.randint(1, 3))]}
     if depth < 2 and r < 0.3:
-        return {"$or": [_spec(rng, depth + 1) for _ in range(rng.randint(1, 3))]}
+        return {"$or": [_spec(rng, depth + 1, leaf) for _ in range(rng.randint(1, 3))]}
     if depth < 2 and r < 0.4:
-        return {"$not": _spec(rng, depth + 1)}
-    spec = _leaf(rng)
+        return {"$not": _spec(rng, depth + 1, leaf)}
+    spec = leaf(rng)
     if rng.random() < 0.3:
-        spec.update(_leaf(rng))
+        spec.update(leaf(rng))
     return spec
 
 

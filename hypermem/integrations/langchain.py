@@ -39,6 +39,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 from ..embed import embed_checked
 from ..store import Memory, SearchResult
 from . import _common as C
+from . import _record_filters as RF
 
 
 class HypermemEmbeddings(Embeddings):
@@ -189,7 +190,7 @@ class HypermemVectorStore(VectorStore):
         C.check_search_keys(kwargs, "search", ("k", "filter"))
         if not vector and not self._as_text(kwargs):
             query, vector = self.embeddings.embed_query(query), True
-        return C.search(self.memory, query, k, C.store_filter(filter), vector=vector, **kwargs)
+        return C.search(self.memory, query, k, RF.store_filter(self.memory, filter), vector=vector, **kwargs)
 
     def _as_text(self, kwargs: dict) -> bool:
         """Whether a text query goes to :meth:`Memory.search` as text, so that it ranks as the

@@ -38,7 +38,7 @@ import asyncio
 import copy
 import json
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -64,9 +64,13 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise ImportError("hypermem.integrations.langgraph needs langgraph-checkpoint: "
                       "pip install 'hypermem-torch[langgraph]'") from exc
 
+import torch
+
 from ..store import Memory, MemoryRecord
 from ..store.checks import json_problem
+from ..store.filters import check_filter
 from . import _common as C
+from . import _record_filters as RF
 from .langchain import LangChainEmbedder
 
 _KIND = "langgraph"
@@ -234,35 +238,60 @@ class HypermemStore(BaseStore):
         root = namespace_id(prefix) if prefix else None
         if root is not None and root not in mem:
             return []
-        vf = C.compile_filter(C.lists_as_values(op.filter), _value_field, times=())  # item values
-
-        def keep(r: MemoryRecord) -> bool:
-            return _is_item(r) and self._live(r, now) and (vf is None or vf(r))
-
-        def pool() -> list[MemoryRecord]:
-            recs = mem if root is None else (mem.get(i) for i in mem.descendants(root))
-            return [r for r in recs if keep(r)]
-
+        values, user = C.lists_as_values(op.filter), None
+        if values is not None and not isinstance(values, Mapping):
+            user = C.compile_filter(values, _value_field, times=())  # a predicate on the record (or the store's error)
+            values = None
+        elif values is not None:
+            check_filter(values)
         want = op.offset + op.limit
         if op.query:
             q, vector = op.query, False
             if isinstance(mem.embedder, LangChainEmbedder):
                 q, vector = mem.embedder.embeddings.embed_query(op.query), True
             if self.search_mode == "ancestors":  # the prefix is a filter, not the root of the ranking
-                inside = None if root is None else set(mem.descendants(root))
-                hits = C.search(mem, q, want, lambda r: keep(r) and r.meta["indexed"] and
-                                (inside is None or r.id in inside), vector=vector, mode="ancestors")
+                inside = None if root is None else mem.descendants(root)
+                hits = C.search(mem, q, want, self._where(values, user, now, True, inside), vector=vector,
+                                mode="ancestors")
             else:
-                hits = C.search(mem, q, want, lambda r: keep(r) and r.meta["indexed"], vector=vector,
+                hits = C.search(mem, q, want, self._where(values, user, now, True), vector=vector,
                                 mode="nearest" if root is None else "subtree", root=root)
             scored: list[tuple[MemoryRecord, float | None]] = [(h.record, C.relevance(h.score)) for h in hits]
             if len(scored) < want:  # unindexed items follow, unscored
-                scored += [(r, None) for r in pool() if not r.meta["indexed"]][: want - len(scored)]
+                scored += [(r, None) for r in self._pool(values, user, now, root, False, want - len(scored))]
         else:
-            scored = [(r, None) for r in sorted(pool(), key=lambda r: r.t, reverse=True)]
+            scored = [(r, None) for r in self._pool(values, user, now, root, None, want, newest=True)]
         page = scored[op.offset: want]
         self._refresh([r for r, _ in page], op.refresh_ttl, now)
         return [self._item(mem.get(r.id), s, search=True) for r, s in page]
+
+    def _where(self, values: Mapping | None, user: Any, now: datetime, indexed: bool | None, ids: Any = None) -> Any:
+        """The search filter of the live items whose value passes ``values`` (the store's
+        columns, :func:`~hypermem.integrations._record_filters.item_filter`), and ``user`` (a
+        predicate on the record, run on those alone)."""
+        f = RF.item_filter(values, now, indexed, ids)
+        if user is None:
+            return f
+        mem = self.memory
+        with mem.state.lock:
+            keep = {mem.state.ids[r] for r in RF.kept_rows(mem, f).tolist()}
+        return lambda r: r.id in keep and user(r)
+
+    def _pool(self, values: Mapping | None, user: Any, now: datetime, root: str | None, indexed: bool | None,
+              stop: int, newest: bool = False) -> list[MemoryRecord]:
+        """The first ``stop`` live items that pass, in the store's order (under ``root``: its
+        descendants' order), or ``newest`` first (by ``t``; ties in that order)."""
+        mem = self.memory
+        st = mem.state
+        with st.lock:
+            f = RF.item_filter(values, now, indexed)
+            rows = RF.kept_rows(mem, f, None if root is None else mem.descendants(root))
+            if user is not None:
+                rows = torch.tensor([r for r, rec in zip(rows.tolist(), st.records.at_rows(rows.tolist())) if user(rec)],
+                                    dtype=torch.long)
+            if newest:
+                rows = RF.newest_first(st, rows)
+            return st.records.at_rows(rows[:stop].tolist())
 
     def _list_namespaces(self, op: ListNamespacesOp, now: datetime) -> list[tuple[str, ...]]:
         spaces = {tuple(r.meta["namespace"]) for r in self.memory if _is_item(r) and self._live(r, now)}

@@ -71,6 +71,7 @@ from ..embed import embed_checked
 from ..store import Memory, MemoryRecord
 from ..store.filters import filter_keys
 from . import _common as C
+from . import _record_filters as RF
 
 _OPS = {
     FilterOperator.EQ: "$eq", FilterOperator.NE: "$ne", FilterOperator.GT: "$gt", FilterOperator.GTE: "$gte",
@@ -344,11 +345,9 @@ class HypermemVectorStore(BasePydanticVectorStore):
         if query.doc_ids:
             docs = {"ref_doc_id": {"$in": sorted(set(query.doc_ids), key=str)}}
             spec = docs if spec is None else {"$and": [spec, docs]}
-        if query.node_ids:  # an empty list is no restriction: VectorStoreIndex passes [] for stores with text
-            wanted = set(query.node_ids)
-            filters = C.all_of(C.compile_filter(spec, _field), lambda r: r.id in wanted)
-        elif spec is not None and filter_keys(spec) & set(C.STORE_KEYS):   # parent and times: node fields
-            filters = C.compile_filter(spec, _field)
+        # an empty node_ids is no restriction: VectorStoreIndex passes [] for stores with text
+        if query.node_ids or (spec is not None and filter_keys(spec) & set(C.STORE_KEYS)):
+            filters = RF.node_filter(spec, query.node_ids or None)   # node fields and ids from the columns
         else:   # metadata alone: the store's filter columns (hypermem.store.meta_columns)
             filters = C.store_filter(spec)
         k = query.similarity_top_k

@@ -44,8 +44,8 @@ from typing import Any
 
 from .validation import MAX_JSON_DEPTH, json_depth_over
 
-__all__ = ["MISSING", "OPERATORS", "FilterError", "check_filter", "compile_filter", "filter_keys", "json_equal", "matches",
-           "to_postgres"]
+__all__ = ["MISSING", "OPERATORS", "RECORD_FIELDS", "FilterError", "RecordFilter", "check_filter", "compile_filter",
+           "filter_keys", "is_ops", "json_equal", "matches", "to_postgres"]
 
 
 class _Missing:
@@ -131,8 +131,42 @@ _LIST_OPS = ("$in", "$nin", "$all", "$any")
 _CMP_OPS = ("$gt", "$gte", "$lt", "$lte")
 
 
-def _is_ops(want: Any) -> bool:
+def is_ops(want: Any) -> bool:
+    """Whether a field's filter value is a dict of operators (``{"$gt": 1}``), not a nested dict."""
     return isinstance(want, Mapping) and any(isinstance(k, str) and k.startswith("$") for k in want)
+
+
+_is_ops = is_ops
+
+RECORD_FIELDS = ("parent", "t", "valid_from", "valid_until")
+"""The record's own fields a :class:`RecordFilter` can name."""
+
+
+class RecordFilter(dict):
+    """A dict filter (module docstring) some of whose field names are the memory's own fields,
+    not its metadata: the framework adapters' filters on ``parent`` and times, answered by the
+    in-process search from the store's columns (:mod:`hypermem.store.meta_columns`).
+
+    ``fields`` maps a name the filter uses (at the top of any ``$and``/``$or``/``$not``) to one
+    of :data:`RECORD_FIELDS`: ``parent`` (the parent's id, missing for a root) or a time
+    (``t``, ``valid_from``, ``valid_until``, missing where the window is open), whose value is its
+    ISO 8601 text as ``datetime.isoformat()`` writes it (UTC: ``YYYY-MM-DDTHH:MM:SS[.ffffff]+00:00``,
+    so text order is time order).  The row-by-row predicate it equals is :func:`compile_filter`
+    of the spec with each such name read from the record.  ``ids``: only these memory ids
+    (``None``: any).  Its names are the caller's: a search that keeps nothing warns about none
+    of them (:func:`filter_keys`).  The server search (``ServerMemory``) refuses it."""
+
+    def __init__(self, spec: Mapping | None = None, fields: Mapping[str, str] | None = None,
+                 ids: Any = None) -> None:
+        super().__init__(spec or {})
+        self.fields = dict(fields or {})
+        bad = sorted(set(self.fields.values()) - set(RECORD_FIELDS))
+        if bad:
+            raise FilterError(f"RecordFilter fields map to the record's {RECORD_FIELDS}, got {bad}")
+        self.ids = None if ids is None else frozenset(ids)
+
+    def __repr__(self) -> str:
+        return f"RecordFilter({dict(self)!r}, fields={self.fields!r}, ids={self.ids!r})"
 
 
 def check_filter(spec: Any, path: str = "") -> None:
@@ -235,14 +269,24 @@ def compile_filter(spec: Any, lookup: Callable[[Any, str], Any] = meta_lookup) -
         return None
     if callable(spec) and not isinstance(spec, Mapping):
         return spec
+    _plain(spec)
     check_filter(spec)
     return _compile(spec, lookup)
 
 
+def _plain(spec: Any) -> None:
+    if isinstance(spec, RecordFilter):
+        raise FilterError("a RecordFilter (parent, times, ids) is answered by the in-process search alone, from the "
+                          "store's columns; this path filters metadata: pass a plain dict")
+
+
 def filter_keys(spec: Any) -> set[str]:
     """The top-level fields a dict filter names (through ``$and``/``$or``/``$not``; iterative,
-    so an unchecked filter of any depth is walked without recursion)."""
+    so an unchecked filter of any depth is walked without recursion); none for a
+    :class:`RecordFilter`, whose names are its caller's."""
     out: set[str] = set()
+    if isinstance(spec, RecordFilter):
+        return out
     stack = [spec]
     while stack:
         spec = stack.pop()
@@ -363,6 +407,7 @@ def to_postgres(spec: Any, column: str = "meta") -> tuple[str | None, list]:
     down).  ``spec`` must be a dict filter (checked)."""
     if column != "meta":
         raise ValueError("to_postgres filters the 'meta' column")
+    _plain(spec)
     check_filter(spec)
     params: list = []
     clause, _ = _pg(spec, params)

@@ -43,7 +43,8 @@ from typing import Any
 
 import torch
 
-from .filters import MISSING, check_filter, matches
+from .filters import MISSING, RecordFilter, check_filter, is_ops, matches
+from .record_times import time_mask
 
 __all__ = ["MAX_GROUPS", "MetaColumns"]
 
@@ -58,10 +59,47 @@ EXACT = 2 ** 53
 _ORDER = {"$gt": operator.gt, "$gte": operator.ge, "$lt": operator.lt, "$lte": operator.le}
 
 
+class _NotDict:
+    def __repr__(self) -> str:
+        return "<under no dict>"
+
+
+NOT_DICT: Any = _NotDict()
+"""The value at a nested path (``("place", "room")``) of a row where a value above it is no dict
+(or is missing): every nested filter fails there."""
+
+
+def at_path(meta: Mapping | None, path: tuple) -> Any:
+    """The value at ``path`` in a row's metadata (``None``: empty): ``MISSING`` when its last
+    key is absent, :data:`NOT_DICT` when a value above it is no dict."""
+    v = MISSING if meta is None else meta.get(path[0], MISSING)
+    for key in path[1:]:
+        if not isinstance(v, Mapping):
+            return NOT_DICT
+        v = v.get(key, MISSING)
+    return v
+
+
+def read(metas: list, key: Any, rows) -> list:
+    """The values of ``rows``: at the top-level ``key`` (a str) or the nested path ``key`` (a
+    tuple) of their metadata, or (``key`` None) the parent ids ``metas`` holds (``MISSING`` for a root)."""
+    if key is None:
+        return [MISSING if (p := metas[r]) is None else p for r in rows]
+    if isinstance(key, tuple):
+        return [at_path(metas[r], key) for r in rows]
+    return [MISSING if (m := metas[r]) is None else m.get(key, MISSING) for r in rows]
+
+
+def _passes(v: Any, want: Any) -> bool:
+    return v is not NOT_DICT and matches(v, want)
+
+
 def _group(v: Any) -> Any:
     """A hashable key shared exactly by the values no filter can tell apart."""
     if type(v) is str:
         return v
+    if v is NOT_DICT:
+        return ("x",)
     if isinstance(v, bool):
         return ("b", v)
     if isinstance(v, (int, float)):   # 1 and 1.0 compare alike under every operator
@@ -119,8 +157,9 @@ class _Column:
             self.codes = self.codes[: self.n][keep]
         self.n -= len(taken)
 
-    def fill(self, metas: list, key: str, rows: list[int] | None, n: int) -> None:
-        """Read ``rows`` (None: every row, anew) of a table of ``n`` rows."""
+    def fill(self, metas: list, key: Any, rows: list[int] | None, n: int) -> None:
+        """Read ``rows`` (None: every row, anew) of a table of ``n`` rows: the value at ``key``
+        of each row's metadata (:func:`read`; ``metas`` the table's parents when ``key`` is None)."""
         if rows is None:
             self.values, self.groups, self.big = [MISSING], {}, False
             self.codes = None if self.wide else torch.zeros(n, dtype=torch.long)
@@ -134,7 +173,7 @@ class _Column:
                     grown = torch.zeros(size, dtype=dtype)
                     grown[: self.n] = old[: self.n]
                     setattr(self, name, grown)
-        vals = [MISSING if (m := metas[r]) is None else m.get(key, MISSING) for r in rows]
+        vals = read(metas, key, rows)
         if vals:
             at = torch.as_tensor(list(rows), dtype=torch.long)
             self.nums[at] = torch.tensor([self.number(v) for v in vals], dtype=torch.float64)
@@ -169,8 +208,8 @@ class MetaColumns:
 
     def __init__(self) -> None:
         self.table = None
-        self.columns: dict[str, _Column] = {}
-        """field -> its codes and numbers."""
+        self.columns: dict[Any, _Column] = {}
+        """field (a str; a tuple for a nested path) -> its codes and numbers; None -> the parents'."""
         self.mark: tuple | None = None
 
     def _sync(self) -> None:
@@ -180,52 +219,73 @@ class MetaColumns:
         for key, col in self.columns.items():
             for rows in taken:   # the removals renumbered the rows after them
                 col.drop(rows)
-            col.fill(table.metas, key, None if got is None else got[0], n)
+            col.fill(table.parents if key is None else table.metas, key, None if got is None else got[0], n)
         self.mark = table.mark()
 
-    def _column(self, key: str) -> _Column:
+    def _column(self, key: Any) -> _Column:
         col = self.columns.get(key)
         if col is None:
             col = self.columns[key] = _Column()
-            col.fill(self.table.metas, key, None, self.table.state.n)
+            source = self.table.parents if key is None else self.table.metas
+            col.fill(source, key, None, self.table.state.n)
         return col
 
     def mask(self, table, spec: Mapping) -> torch.Tensor:
         """The rows (a CPU bool tensor of ``table``'s length) whose metadata passes the dict
-        filter ``spec``: the row-by-row answer of :func:`hypermem.store.filters.compile_filter`."""
+        filter ``spec``: the row-by-row answer of :func:`hypermem.store.filters.compile_filter`;
+        for a :class:`~hypermem.store.filters.RecordFilter`, with its record fields read from the
+        record (the parents' codes; the time columns, :func:`~hypermem.store.record_times.time_mask`)
+        and its ``ids`` alone."""
         check_filter(spec)
         if table is not self.table:   # another table (a store loaded anew): start over
             self.table, self.columns, self.mark = table, {}, None
         self._sync()
-        return self._mask(spec, self.table.state.n)
+        n = self.table.state.n
+        fields = spec.fields if isinstance(spec, RecordFilter) else {}
+        out = self._mask(spec, n, fields)
+        if isinstance(spec, RecordFilter) and spec.ids is not None:
+            row = self.table.state.row
+            keep = torch.zeros(n, dtype=torch.bool)
+            keep[torch.tensor([row[i] for i in spec.ids if i in row], dtype=torch.long)] = True
+            out &= keep
+        return out
 
-    def _mask(self, spec: Mapping, n: int) -> torch.Tensor:
+    def _mask(self, spec: Mapping, n: int, fields: Mapping[str, str]) -> torch.Tensor:
         out = torch.ones(n, dtype=torch.bool)
         for key, want in spec.items():
             if key == "$and":
                 for sub in want:
-                    out &= self._mask(sub, n)
+                    out &= self._mask(sub, n, fields)
             elif key == "$or":
                 any_ = torch.zeros(n, dtype=torch.bool)
                 for sub in want:
-                    any_ |= self._mask(sub, n)
+                    any_ |= self._mask(sub, n, fields)
                 out &= any_
             elif key == "$not":
-                out &= ~self._mask(want, n)
+                out &= ~self._mask(want, n, fields)
+            elif key in fields and fields[key] != "parent":
+                out &= time_mask(self.table, fields[key], want, n)
             else:
-                out &= self._field(key, want, n)
+                out &= self._field(None if key in fields else key, want, n)
         return out
 
-    def _field(self, key: str, want: Any, n: int) -> torch.Tensor:
+    def _field(self, key: Any, want: Any, n: int) -> torch.Tensor:
+        if key is not None and isinstance(want, Mapping) and want and not is_ops(want):
+            # a nested dict: the value there is a dict and each of its keys matches, so
+            # mask = AND over k of mask(path + (k,), want[k]) (NOT_DICT where no dict holds it)
+            path = key if isinstance(key, tuple) else (key,)
+            out = torch.ones(n, dtype=torch.bool)
+            for k, w in want.items():
+                out &= self._field((*path, k), w, n)
+            return out
         col = self._column(key)
         fast = col.order(want, n)
         if fast is not None:
             return fast
         if col.codes is None:   # many values: test each row's own
-            metas = self.table.metas
-            return torch.tensor([matches(MISSING if (m := metas[r]) is None else m.get(key, MISSING), want)
-                                 for r in range(n)], dtype=torch.bool)
-        passing = [c for c, v in enumerate(col.values) if matches(v, want)]
+            source = self.table.parents if key is None else self.table.metas
+            return torch.tensor([_passes(v, want) for v in read(source, key, range(n))], dtype=torch.bool)
+        passing = [c for c, v in enumerate(col.values) if _passes(v, want)]
         if not passing:
             return torch.zeros(n, dtype=torch.bool)
         if len(passing) == len(col.values):

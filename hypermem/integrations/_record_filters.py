@@ -1,0 +1,128 @@
+"""The adapters' filters as the store's own fast filters: a
+:class:`~hypermem.store.filters.RecordFilter` (metadata by value groups, ``parent`` by the parents'
+codes, times from the time columns, ids by row; :mod:`hypermem.store.meta_columns`) instead of a
+Python predicate run on every record.  Each gives exactly the predicate's answer:
+
+* LangChain (:func:`store_filter`): a filter naming ``parent``, ``t``, ``valid_from`` or
+  ``valid_until`` reads them from the record (:func:`~hypermem.integrations._common.meta_field`),
+  times as instants (:func:`~hypermem.integrations._common.instants` rewrites the operands to the
+  UTC text the record's times have);
+* LlamaIndex (:func:`node_filter`): the same, but a ``parent`` in a node's own metadata is that
+  metadata, and ``node_ids`` restrict the rows;
+* LangGraph (:func:`item_filter`): an item (``{"langgraph": "item"}``), live (no ``valid_until``
+  or one after now), whose value passes the filter (each field ``f: want`` of the value filter
+  is the nested metadata filter ``{"value": {f: want}}``), indexed or not.
+
+A ``ServerMemory`` (no in-process search) gets the predicate, as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import torch
+
+from ..store import Memory
+from ..store.filters import RecordFilter, check_filter, filter_keys
+from . import _common as C
+
+__all__ = ["TRUTHY", "item_filter", "kept_rows", "newest_first", "node_filter", "store_filter"]
+
+TRUTHY = {"$exists": True, "$nin": [False, None, 0, "", [], {}]}
+"""A field whose JSON value is true in Python (``bool(v)``): present, and none of the false ones."""
+
+_TIMES = {k: k for k in C.TIME_KEYS}
+
+
+def store_filter(memory: Any, spec: Any) -> Any:
+    """:func:`hypermem.integrations._common.store_filter` (LangChain's ``filter``) as the store's
+    fast filter: a dict naming the store's fields becomes a :class:`RecordFilter` on a
+    :class:`Memory` (the predicate elsewhere)."""
+    if not isinstance(memory, Memory) or not isinstance(spec, Mapping) or not filter_keys(spec) & set(C.STORE_KEYS):
+        return C.store_filter(spec)
+    spec = C.instants(spec)
+    check_filter(spec)
+    return RecordFilter(spec, {"parent": "parent", **_TIMES})
+
+
+def node_filter(spec: Mapping | None, ids: Any = None) -> RecordFilter:
+    """A LlamaIndex filter (``filter_spec``) and ``node_ids`` (``None``: any) as a
+    :class:`RecordFilter`: ``parent`` is the node metadata's ``parent`` where it has one, else the
+    memory's parent; times as instants."""
+    spec = C.instants(spec or {})
+    check_filter(spec)
+    keys = filter_keys(spec)
+    name = "parent"
+    if "parent" in keys:   # the memory's parent goes by a name the filter does not use
+        name = "\x00parent"
+        while name in keys:
+            name += "'"
+        spec = _node_parents(spec, name)
+    return RecordFilter(spec, {name: "parent", **_TIMES}, ids)
+
+
+def _node_parents(spec: Mapping, name: str) -> dict:
+    """``spec`` with each ``{"parent": want}`` read as a node reads it: ``(metadata has parent
+    and it matches) or (it has none and the memory's parent, named ``name``, matches)``."""
+    parts: list[dict] = []
+    for key, want in spec.items():
+        if key in ("$and", "$or"):
+            parts.append({key: [_node_parents(s, name) for s in want]})
+        elif key == "$not":
+            parts.append({key: _node_parents(want, name)})
+        elif key == "parent":
+            parts.append({"$or": [{"parent": {"$exists": True}, "$and": [{"parent": want}]},
+                                  {"parent": {"$exists": False}, name: want}]})
+        else:
+            parts.append({key: want})
+    return {"$and": parts}
+
+
+def item_filter(values: Mapping | None, now: datetime, indexed: bool | None = None, ids: Any = None) -> RecordFilter:
+    """LangGraph's items live at ``now`` whose value passes ``values`` (a checked filter, lists
+    already ``$eq``: :func:`~hypermem.integrations._common.lists_as_values`), ``indexed`` (True:
+    ``meta["indexed"]`` true; False: false; None: either), among ``ids`` (None: any)."""
+    parts: list[dict] = [{"langgraph": "item"}, {"$not": {"valid_until": {"$lte": C.iso(now)}}}]
+    if values:
+        parts.append(_in_value(values))
+    if indexed is not None:
+        parts.append({"indexed": TRUTHY} if indexed else {"$not": {"indexed": TRUTHY}})
+    return RecordFilter({"$and": parts}, {"valid_until": "valid_until"}, ids)
+
+
+def _in_value(spec: Mapping) -> dict:
+    parts: list[dict] = []
+    for key, want in spec.items():
+        if key in ("$and", "$or"):
+            parts.append({key: [_in_value(s) for s in want]})
+        elif key == "$not":
+            parts.append({key: _in_value(want)})
+        else:
+            parts.append({"value": {key: want}})
+    return {"$and": parts}
+
+
+def kept_rows(memory: Memory, spec: RecordFilter, order: list[str] | None = None) -> torch.Tensor:
+    """The rows (CPU ``long``) of the memories that pass ``spec``: ascending, or in the order of
+    the ids ``order``.  The caller holds ``memory.state.lock``."""
+    st = memory.state
+    mask = memory.searcher.meta.mask(st.records, spec)
+    if order is None:
+        return mask.nonzero().squeeze(1)
+    cand = torch.tensor(st.rows_of(order), dtype=torch.long)
+    return cand[mask[cand]] if cand.numel() else cand
+
+
+def newest_first(state: Any, rows: torch.Tensor) -> torch.Tensor:
+    """``rows`` by time ``t``, newest first, ties in their order: ``sorted(records, key=t,
+    reverse=True)`` from the time column (equal floats are equal times for the times that come
+    back from their float; the records' own times where one does not)."""
+    exact = state.records.exact
+    if exact and any("t" in exact.get(state.ids[r], ()) for r in rows.tolist()):
+        recs = state.records.at_rows(rows.tolist())
+        order = sorted(range(len(recs)), key=lambda j: recs[j].t, reverse=True)
+        return rows[torch.tensor(order, dtype=torch.long)]
+    t = state.time[rows.to(state.time.device)].to("cpu", torch.float64)
+    return rows[torch.sort(-t, stable=True).indices]
