@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import random
+import warnings
 from pathlib import Path
 
 import lightning.pytorch as pl
@@ -45,7 +46,20 @@ from .hierarchy_logging import disk_picture_available, tensorboard_writer
 from .mid_epoch import reopen_stopped_epoch
 from .step_axis import evaluated_epoch, evaluated_step, remember_checkpoint
 
-__all__ = ["EncoderModule"]
+__all__ = ["EncoderModule", "ValidateAtStepLimit"]
+
+
+class ValidateAtStepLimit(pl.Callback):
+    """A run stopped by ``trainer.max_steps`` validates at the stop, as an epoch's end does: its
+    ``val/*``, the ``best-step=S`` checkpoint and the export (the best validated weights) then
+    consider the last weights, not only those of the previous validation.  At the step that
+    reaches ``max_steps`` it asks Lightning to stop (``trainer.should_stop``), and Lightning
+    validates a requested stop in the epoch's loop (once: a stop at an epoch's last batch, or at a
+    ``val_check_interval`` batch, gets that one validation)."""
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if trainer.max_steps != -1 and trainer.global_step >= trainer.max_steps and trainer.enable_validation:
+            trainer.should_stop = True
 
 
 class EncoderModule(pl.LightningModule):
@@ -146,9 +160,32 @@ class EncoderModule(pl.LightningModule):
         opt = torch.optim.AdamW([p for p in self.parameters() if p.requires_grad], lr=self.hparams.lr,
                                 weight_decay=self.hparams.weight_decay)
         total = max(1, int(self.hparams.schedule_steps or self.trainer.estimated_stepping_batches))
+        self._warn_step_limit_schedule(total)
         warm = self.hparams.warmup
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s / total, warm))
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    def _warn_step_limit_schedule(self, total: int) -> None:
+        """One warning when ``trainer.max_steps`` cuts the run short of ``trainer.max_epochs`` without
+        ``schedule_steps``: Lightning's ``estimated_stepping_batches`` is then ``max_steps``, so the
+        schedule ends at the stop, and a resume with another limit follows another schedule."""
+        trainer, hp = self.trainer, self.hparams
+        if hp.schedule_steps is not None or trainer.max_steps == -1 or trainer.max_epochs in (None, -1):
+            return
+        batches = trainer.num_training_batches
+        if not isinstance(batches, int) or not trainer.is_global_zero:
+            return
+        full = math.ceil(batches / trainer.accumulate_grad_batches) * max(trainer.max_epochs, 1)
+        if total < full:
+            warnings.warn_explicit(
+                f"trainer.max_steps={trainer.max_steps} stops before the {full} steps of trainer.max_epochs="
+                f"{trainer.max_epochs}, and the learning-rate schedule spans {total} steps (it ends at the stop); "
+                f"pass --model.schedule_steps={full} to keep the whole run's schedule (and its resume's)",
+                UserWarning, __name__, 0, module=__name__)
+
+    def configure_callbacks(self):
+        """:class:`ValidateAtStepLimit`: a ``trainer.max_steps`` stop validates, so the export considers it."""
+        return [ValidateAtStepLimit()]
 
     def validation_step(self, batch, batch_idx):
         dm = self.trainer.datamodule
