@@ -4,9 +4,12 @@ A store of ``n`` memories (hashing embedder, dim 256) with metadata ``{"user": o
 "kind": one of 2, "n": the row}``; ten queries a filter (``k=5``, ``hybrid=0``), each also
 right after an ``add``; one thread.  Prints one JSON line of medians in ms.  ``--shares``
 instead times filters that keep 1-60% of the rows (``{"p": {"$lt": X}}``, ``p`` one of 100),
-then a removal and the filtered search right after it:
+then a removal and the filtered search right after it.  ``--adapters`` times the framework
+adapters' filters that name more than metadata: a LangGraph ``BaseStore`` search (items, TTL,
+value filter, namespace prefix; with a query and without), a LangChain filter on ``parent`` and
+on ``t``, and a LlamaIndex query with ``node_ids``:
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_filters.py --n 100000 [--shares]
+    OMP_NUM_THREADS=1 python benchmarks/bench_filters.py --n 100000 [--shares | --adapters]
 """
 
 from __future__ import annotations
@@ -58,16 +61,57 @@ def shares(n: int) -> dict[str, float]:
     return out
 
 
+def adapters(n: int) -> dict[str, float]:
+    from datetime import datetime, timedelta, timezone
+
+    from langgraph.store.base import PutOp, SearchOp
+    from llama_index.core.vector_stores.types import VectorStoreQuery
+
+    from hypermem.integrations.langchain import HypermemVectorStore as LangChainStore
+    from hypermem.integrations.langgraph import HypermemStore
+    from hypermem.integrations.llama_index import HypermemVectorStore as LlamaStore
+
+    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    out: dict[str, float] = {}
+    graph = HypermemStore(embedder=HashingEmbedder(dim=256), clock=lambda: t0)
+    graph.batch([PutOp(("users", f"u{i % 100}"), f"k{i}", {"text": f"note {i} about topic {i % 977}",
+                                                          "kind": "chat" if i % 3 else "fact"},
+                       ttl=60 if i % 10 == 0 else None) for i in range(n)])
+    for name, op in (("langgraph_query_filter", SearchOp((), {"kind": "fact"}, 5, 0, "topic 5 note", False)),
+                     ("langgraph_query_prefix", SearchOp(("users", "u7"), None, 5, 0, "topic 5 note", False)),
+                     ("langgraph_list_prefix", SearchOp(("users", "u7"), {"kind": "fact"}, 10, 0, None, False)),
+                     ("langgraph_list_all", SearchOp((), {"kind": "fact"}, 10, 0, None, False))):
+        graph.batch([op])
+        out[name] = timed(lambda op=op: graph.batch([op]), reps=5)
+    mem = Memory(embedder=HashingEmbedder(dim=256))
+    mem.add_many([{"text": f"topic {j}", "id": f"p{j}", "t": t0} for j in range(100)])
+    mem.add_many([{"text": f"note {i} about topic {i % 977}", "id": f"m{i}", "parent": f"p{i % 100}",
+                   "t": t0 + timedelta(seconds=i), "meta": {"kind": "chat" if i % 3 else "fact"}} for i in range(n)])
+    chain = LangChainStore(memory=mem)
+    late = (t0 + timedelta(seconds=n - 1000)).isoformat()
+    for name, flt in (("langchain_parent", {"parent": "p7"}), ("langchain_t", {"t": {"$gte": late}}),
+                      ("langchain_parent_kind", {"parent": "p7", "kind": "fact"})):
+        chain.similarity_search("topic 5 note", k=5, filter=flt, touch=False, hybrid=0)
+        out[name] = timed(lambda flt=flt: chain.similarity_search("topic 5 note", k=5, filter=flt, touch=False,
+                                                                  hybrid=0), reps=5)
+    llama = LlamaStore(mem)
+    q = VectorStoreQuery(query_str="topic 5 note", similarity_top_k=5, node_ids=[f"m{i}" for i in range(0, n, 97)])
+    llama.query(q, touch=False, hybrid=0)
+    out["llama_node_ids"] = timed(lambda: llama.query(q, touch=False, hybrid=0), reps=5)
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--shares", action="store_true", help="filters keeping 1-60%% of the rows, then removals")
+    ap.add_argument("--adapters", action="store_true", help="the LangGraph, LangChain and LlamaIndex filters")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     n = args.n
-    if args.shares:
-        print(json.dumps(shares(n)))
+    if args.shares or args.adapters:
+        print(json.dumps(shares(n) if args.shares else adapters(n)))
         return 0
     mem = Memory(embedder=HashingEmbedder(dim=256))
     mem.add_many([{"text": f"note {i} about topic {i % 977}",
