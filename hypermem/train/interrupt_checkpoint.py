@@ -34,6 +34,7 @@ import threading
 from pathlib import Path
 
 import lightning.pytorch as pl
+from lightning.pytorch.callbacks import ModelCheckpoint
 
 __all__ = ["InterruptCheckpoint", "last_checkpoint_file"]
 
@@ -41,8 +42,6 @@ __all__ = ["InterruptCheckpoint", "last_checkpoint_file"]
 def last_checkpoint_file(trainer: pl.Trainer) -> Path | None:
     """The run's ``last.ckpt``: the file of a ``ModelCheckpoint`` with ``save_last``, or of one
     without a monitor whose ``filename`` is ``last`` (the shipped configs'); ``None`` without one."""
-    from lightning.pytorch.callbacks import ModelCheckpoint
-
     for cb in trainer.checkpoint_callbacks:
         if not isinstance(cb, ModelCheckpoint) or not cb.dirpath:
             continue
