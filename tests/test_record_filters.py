@@ -19,12 +19,23 @@ from hypermem.store.filters import FilterError, RecordFilter, compile_filter, fi
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 FAR = datetime(2400, 3, 1, 12, 0, 0, 123457, tzinfo=timezone.utc)   # its float does not give it back
+LAST = datetime.max.replace(tzinfo=timezone.utc)   # 9999-12-31T23:59:59.999999: its float is in year 10000
+EDGES = [FAR, LAST, datetime(1, 1, 1, 0, 0, 0, 3, tzinfo=timezone.utc), datetime(1, 1, 1, tzinfo=timezone.utc),
+         datetime(2400, 1, 1, 0, 0, 0, 1, tzinfo=timezone.utc)]
 
 
 def _time(rng: random.Random) -> datetime:
-    if rng.random() < 0.05:
-        return FAR
+    if rng.random() < 0.08:
+        return rng.choice(EDGES)
     return T0 + timedelta(seconds=rng.choice([0, 1, 30, 3600]) * rng.randint(0, 5), microseconds=rng.choice([0, 5]))
+
+
+def _plus(t: datetime, seconds: float) -> datetime:
+    """``t + seconds``, held inside years 1..9999."""
+    try:
+        return t + timedelta(seconds=seconds)
+    except OverflowError:
+        return t
 
 
 def _store(rng: random.Random, n: int = 60) -> Memory:
@@ -38,7 +49,7 @@ def _store(rng: random.Random, n: int = 60) -> Memory:
         if rng.random() < 0.4:
             it["valid_from"] = _time(rng)
         if rng.random() < 0.4:
-            it["valid_until"] = max(_time(rng), it.get("valid_from", T0)) + timedelta(hours=1)
+            it["valid_until"] = _plus(max(_time(rng), it.get("valid_from", T0)), 3600)
         items.append(it)
     mem.add_many(items)
     return mem
@@ -47,9 +58,10 @@ def _store(rng: random.Random, n: int = 60) -> Memory:
 def _operand(rng: random.Random, key: str) -> object:
     if key == "parent" or key == "kind":
         return rng.choice(["m1", "m2", "m7", "a", "b", None, 1])
-    t = _time(rng) + timedelta(seconds=rng.choice([0, 0, 1, -1]))
-    return rng.choice([t, t.isoformat(), t.astimezone(timezone(timedelta(hours=2))).isoformat(),
-                       t.isoformat().replace("+00:00", "Z"), t.timestamp(), None])
+    t = _plus(_time(rng), rng.choice([0, 0, 1, -1]))
+    shifted = t.astimezone(timezone(timedelta(hours=2))) if t < LAST - timedelta(hours=2) else t
+    seconds = t.timestamp() if t < LAST - timedelta(seconds=1) else t   # LAST's float is no time
+    return rng.choice([t, t.isoformat(), shifted.isoformat(), t.isoformat().replace("+00:00", "Z"), seconds, None])
 
 
 def _leaf(rng: random.Random) -> dict:
@@ -63,7 +75,8 @@ def _leaf(rng: random.Random) -> dict:
     else:
         y = x if isinstance(x, (int, float)) else x
         want = rng.choice([y, {"$eq": y}, {"$ne": y}, {"$gt": y}, {"$gte": y}, {"$lt": y}, {"$lte": y},
-                           {"$in": [y, _operand(rng, key) or y]}, {"$nin": [y]}, {"$text_match": "2026"}])
+                           {"$in": [y, _operand(rng, key) or y]}, {"$nin": [y]},
+                           {rng.choice(["$text_match", "$contains"]): rng.choice(["2026", "9999", "0001", ".000001"])}])
     return {key: want}
 
 
@@ -291,3 +304,26 @@ def test_langgraph_callable_filter_is_still_a_record_predicate():
     for q in (None, "topic 1 note"):
         op = SearchOp(("a",), pred, 10, 0, q, refresh_ttl=False)
         assert [i.key for i in new.batch([op])[0]] == [i.key for i in old.batch([op])[0]]
+
+
+@pytest.mark.parametrize("want", [{"$text_match": "9999"}, {"$contains": "9999-12"},
+                                  {"$gt": "2400-01-01T00:00:00.000001+00:00"}, {"$gte": LAST.isoformat()}])
+def test_a_time_at_datetime_max_is_read_as_its_own_text(want):
+    """9999-12-31T23:59:59.999999 rounds to a float in year 10000: a filter the columns cannot
+    answer reads that row's stored time, never its float."""
+    mem = Memory(embedder=HashingEmbedder(dim=16))
+    mem.add_many([{"id": "a", "text": "a", "valid_until": LAST, "t": LAST}, {"id": "b", "text": "b"}])
+    for key in ("valid_until", "t"):
+        spec = {key: want}
+        assert _ids(mem, RecordFilter(C.instants(spec), {k: k for k in C.STORE_KEYS})) == ["a"]
+        assert _ids(mem, C.compile_filter(spec)) == ["a"]
+
+
+def test_langchain_searches_a_store_holding_datetime_max():
+    pytest.importorskip("langchain_core")
+    from hypermem.integrations.langchain import HypermemVectorStore
+
+    vs = HypermemVectorStore()
+    vs.add_texts(["a", "b"], [{"valid_until": LAST}, {}], ids=["a", "b"])
+    for want in ({"$text_match": "9999"}, {"$gt": "2400-01-01T00:00:00.000001+00:00"}):
+        assert [d.id for d in vs.similarity_search("a", filter={"valid_until": want})] == ["a"]

@@ -116,15 +116,21 @@ def time_mask(table, name: str, want: Any, n: int) -> torch.Tensor:
     st = table.state
     secs = getattr(st, _COLUMN[name])[:n].to("cpu", torch.float64)
     present = torch.isfinite(secs)   # an open window is -inf / +inf
-    exact = [(st.row[i], x[name]) for i, x in table.exact.items() if name in x and st.row.get(i, n) < n]
+    exact = {st.row[i]: x[name] for i, x in table.exact.items() if name in x and st.row.get(i, n) < n}
     try:
         out = _vectorised(secs, present, want)
-    except _Unanswered:
-        texts: list[Any] = [from_seconds(s).isoformat() if ok else MISSING
-                            for s, ok in zip(secs.tolist(), present.tolist())]
-        for r, d in exact:
-            texts[r] = d.isoformat()
-        return torch.tensor([matches(v, want) for v in texts], dtype=torch.bool)
-    for r, d in exact:   # times their float does not give back: their own text
+    except _Unanswered:   # every row on its text: the stored time's own where its float is not exact
+        return torch.tensor([matches(_text(r, s, ok, exact), want)
+                             for r, (s, ok) in enumerate(zip(secs.tolist(), present.tolist()))], dtype=torch.bool)
+    for r, d in exact.items():   # times their float does not give back: their own text
         out[r] = matches(d.isoformat(), want)
     return out
+
+
+def _text(row: int, s: float, present: bool, exact: Mapping[int, datetime]) -> Any:
+    """Row ``row``'s time as text: the stored datetime's own where its float ``s`` does not give it
+    back (``exact``; 9999-12-31T23:59:59.999999 rounds to a float in year 10000), else the float's."""
+    d = exact.get(row)
+    if d is not None:
+        return d.isoformat()
+    return from_seconds(s).isoformat() if present else MISSING
