@@ -9,12 +9,17 @@ import pytest
 import torch
 
 from hypermem.embed import HashingEmbedder
-from hypermem.store import Memory, meta_columns
-from hypermem.store.filters import FilterError, compile_filter
+from hypermem.store import Memory, filters, meta_columns
+from hypermem.store.filters import FilterError, compile_filter, json_key, matches, value_test
 from hypermem.store.meta_columns import MetaColumns
 
 VALUES = ["a", "b", "", 0, 1, 1.0, 2.5, -3, True, False, None, [], ["a"], ["a", "b"], [1, True], {"x": 1},
-          {"x": 1.0}, {"x": "a", "y": [2]}, {}]
+          {"x": 1.0}, {"x": "a", "y": [2]}, {}, [[1, 2.0]], [[1.0, 2]], [[True]], {"x": [1, {"y": True}]},
+          {"x": [1.0, {"y": 1}]}, {"x": [1.0, {"y": True}]}, 2 ** 53 + 1, float(2 ** 53), -0.0]
+
+
+def _some(rng: random.Random) -> list:
+    return [rng.choice(VALUES) for _ in range(rng.randint(0, 6))]
 
 
 def _meta(rng: random.Random) -> dict:
@@ -26,8 +31,7 @@ def _leaf(rng: random.Random) -> dict:
     v = rng.choice(VALUES)
     num = rng.choice([0, 1, 2.0, -5, "a", "b"])
     want = rng.choice([
-        v, {"$eq": v}, {"$ne": v}, {"$in": [rng.choice(VALUES), rng.choice(VALUES)]},
-        {"$nin": [rng.choice(VALUES)]}, {"$gt": num}, {"$lte": num}, {"$exists": rng.random() < 0.5},
+        v, {"$eq": v}, {"$ne": v}, {"$in": _some(rng)}, {"$nin": _some(rng)}, _some(rng), {"$in": _some(rng), "$ne": v}, {"$gt": num}, {"$lte": num}, {"$exists": rng.random() < 0.5},
         {"$contains": rng.choice(["a", 1, "b"])}, {"$empty": rng.random() < 0.5}, {"$any": ["a", 1]},
         {"$text_match": "a"}, {"x": 1}, {"x": {"$gte": 1}},
     ])
@@ -219,3 +223,38 @@ def test_a_field_with_too_many_values_keeps_no_codes_after_a_relayout(monkeypatc
     mem.remove("m3")
     assert _grouped(cols, mem, {"s": {"$in": ["v4", "v9"]}}) == ["m4", "m9"]
     assert cols.columns["s"].codes is None
+
+
+def test_membership_by_hashed_keys_is_json_equality():
+    """$in / $nin / a list value through value_test (hashed json_key) answer as matches (json_equal
+    pair by pair): True is not 1, 1 is 1.0, lists and dicts structurally, NaN equals nothing."""
+    rng = random.Random(5)
+    odd = [float("nan"), [float("nan")], (1, 2.0), ("a",), frozenset({1}), {1, 2}, b"a", {"x": float("nan")}]
+    pool = VALUES + odd
+    for a in pool:
+        for b in pool:
+            ka, kb = json_key(a), json_key(b)
+            if ka is not None and kb is not None:
+                assert (ka == kb) == filters.json_equal(a, b), (a, b)
+    for _ in range(3000):
+        xs = [rng.choice(pool) for _ in range(rng.randint(0, 5))]
+        want = rng.choice([{"$in": xs}, {"$nin": xs}, xs, {"$in": xs, "$ne": rng.choice(pool)},
+                           {"x": {"$in": xs}}, {"$nin": xs, "$exists": True}])
+        for v in (rng.choice(pool), filters.MISSING, {"x": rng.choice(pool)}):
+            assert value_test(want)(v) == matches(v, want), (v, want)
+
+
+def test_in_costs_one_lookup_per_value_not_one_comparison_per_pair(monkeypatch):
+    """A 200-value $in on a field of 2,000 distinct values compares no pair of them (it was
+    2,000 x 200 json_equal calls)."""
+    mem = Memory(embedder=HashingEmbedder(dim=8))
+    mem.add_many([{"text": f"m{i}", "id": f"m{i}", "meta": {"uid": f"u{i}"}} for i in range(2000)])
+    calls = []
+    real = filters.json_equal
+    monkeypatch.setattr(filters, "json_equal", lambda a, b: calls.append(1) or real(a, b))
+    cols = MetaColumns()
+    want = [f"u{i}" for i in range(0, 4000, 20)]
+    assert _grouped(cols, mem, {"uid": {"$in": want}}) == [f"m{i}" for i in range(0, 2000, 20)]
+    assert len(_grouped(cols, mem, {"uid": {"$nin": want}})) == 1900
+    assert _grouped(cols, mem, {"uid": want[:3]}) == ["m0", "m20", "m40"]
+    assert calls == []

@@ -45,7 +45,7 @@ from typing import Any
 from .validation import MAX_JSON_DEPTH, json_depth_over
 
 __all__ = ["MISSING", "OPERATORS", "RECORD_FIELDS", "FilterError", "RecordFilter", "check_filter", "compile_filter",
-           "filter_keys", "is_ops", "json_equal", "matches", "to_postgres"]
+           "filter_keys", "is_ops", "json_equal", "json_key", "matches", "to_postgres", "value_test"]
 
 
 class _Missing:
@@ -236,6 +236,72 @@ def matches(v: Any, want: Any) -> bool:
     if isinstance(want, (list, tuple, set, frozenset)):
         return v is not MISSING and _member(v, want)
     return v is not MISSING and json_equal(v, want)
+
+
+def json_key(v: Any) -> Any:
+    """A hashable key of a JSON value with ``json_key(a) == json_key(b)`` exactly when
+    :func:`json_equal` ``(a, b)``: a type tag and the value (``("n", 1)`` and ``("n", 1.0)`` are one
+    key, ``("b", True)`` another), lists and tuples as the tuple of their items' keys, dicts as
+    the set of ``(key, value's key)``.  None for a value no key stands for (a float NaN, equal to
+    nothing, or a type that is no plain JSON): compare those with :func:`json_equal`."""
+    if type(v) is str:
+        return v
+    if isinstance(v, bool):
+        return ("b", v)
+    if isinstance(v, (int, float)):   # equal numbers have equal hashes (1, 1.0, -0.0)
+        return None if v != v else ("n", v)
+    if v is None:
+        return ("z",)
+    if isinstance(v, (list, tuple)):
+        items = tuple(json_key(x) for x in v)
+        return None if None in items else ("l", items)
+    if isinstance(v, Mapping):
+        try:
+            pairs = frozenset((k, json_key(x)) for k, x in v.items())
+        except TypeError:
+            return None
+        return None if len(pairs) != len(v) or any(x is None for _, x in pairs) else ("d", pairs)
+    return None
+
+
+def _membership(xs: Any) -> Callable[[Any], bool]:
+    """``lambda v: _member(v, xs)`` by a set of :func:`json_key` keys: O(1) a value, not O(len(xs))."""
+    keys, rest = set(), []
+    for x in xs:
+        k = json_key(x)
+        if k is None:
+            rest.append(x)
+        else:
+            keys.add(k)
+
+    def member(v: Any) -> bool:
+        k = json_key(v)
+        if k is None:
+            return _member(v, xs)
+        return k in keys or bool(rest) and _member(v, rest)
+    return member
+
+
+def value_test(want: Any) -> Callable[[Any], bool]:
+    """``lambda v: matches(v, want)``, built once for many values: the lists of ``$in``, ``$nin``
+    and a plain list value tested by :func:`json_key` (O(1) a value, the same answer)."""
+    if _is_ops(want):
+        tests: list[Callable[[Any], bool]] = []
+        for op, x in want.items():
+            if op in ("$in", "$nin"):
+                m = _membership(x)
+                tests.append((lambda v, m=m: v is not MISSING and m(v)) if op == "$in"
+                             else (lambda v, m=m: v is MISSING or not m(v)))
+            else:
+                tests.append(lambda v, f=OPERATORS[op], x=x: f(v, x))
+        return lambda v: all(t(v) for t in tests)
+    if isinstance(want, Mapping):
+        subs = [(k, value_test(w)) for k, w in want.items()]
+        return lambda v: isinstance(v, Mapping) and all(t(v.get(k, MISSING)) for k, t in subs)
+    if isinstance(want, (list, tuple, set, frozenset)):
+        m = _membership(want)
+        return lambda v: v is not MISSING and m(v)
+    return lambda v: matches(v, want)
 
 
 def _compile(spec: Mapping, lookup: Callable[[Any, str], Any]) -> Callable[[Any], bool]:

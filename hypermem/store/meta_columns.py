@@ -14,7 +14,9 @@ with ``$and`` / ``$or`` / ``$not`` as ``&`` / ``|`` / ``~`` of the masks: one te
 value, one vectorised pass per field.  The answer is the row-by-row one exactly: values that
 share a code are equal in every way a filter can tell (strings as they are; numbers by value,
 booleans apart from them; lists and dicts by their canonical JSON), and the test is the very
-function the row-by-row pass calls.
+function the row-by-row pass calls.  ``$in``/``$nin`` (and a plain list) look each value up in a set
+of hashed JSON keys (:func:`~hypermem.store.filters.value_test`), so a long list over many distinct
+values costs O(values + list), not a comparison per pair.
 
 The order operators (``$gt``, ``$gte``, ``$lt``, ``$lte``) with number operands compare a
 row-aligned ``float64`` column of the field's numbers instead (NaN where the value is no
@@ -43,7 +45,7 @@ from typing import Any
 
 import torch
 
-from .filters import MISSING, RecordFilter, check_filter, is_ops, matches
+from .filters import MISSING, RecordFilter, check_filter, is_ops, value_test
 from .record_times import time_mask
 
 __all__ = ["MAX_GROUPS", "MetaColumns"]
@@ -88,10 +90,6 @@ def read(metas: list, key: Any, rows) -> list:
     if isinstance(key, tuple):
         return [at_path(metas[r], key) for r in rows]
     return [MISSING if (m := metas[r]) is None else m.get(key, MISSING) for r in rows]
-
-
-def _passes(v: Any, want: Any) -> bool:
-    return v is not NOT_DICT and matches(v, want)
 
 
 def _group(v: Any) -> Any:
@@ -282,10 +280,11 @@ class MetaColumns:
         fast = col.order(want, n)
         if fast is not None:
             return fast
+        test = value_test(want)   # matches(v, want), with $in / $nin by hashed keys
         if col.codes is None:   # many values: test each row's own
             source = self.table.parents if key is None else self.table.metas
-            return torch.tensor([_passes(v, want) for v in read(source, key, range(n))], dtype=torch.bool)
-        passing = [c for c, v in enumerate(col.values) if _passes(v, want)]
+            return torch.tensor([v is not NOT_DICT and test(v) for v in read(source, key, range(n))], dtype=torch.bool)
+        passing = [c for c, v in enumerate(col.values) if v is not NOT_DICT and test(v)]
         if not passing:
             return torch.zeros(n, dtype=torch.bool)
         if len(passing) == len(col.values):

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from ..temporal.clock import from_seconds, to_seconds
-from .filters import MISSING, is_ops, matches
+from .filters import MISSING, is_ops, matches, value_test
 
 __all__ = ["time_mask"]
 
@@ -67,10 +67,10 @@ def _equal(secs: torch.Tensor, x: Any) -> torch.Tensor:
 
 
 def _member(secs: torch.Tensor, xs: Any) -> torch.Tensor:
-    out = torch.zeros(secs.shape, dtype=torch.bool)
-    for x in xs:
-        out |= _equal(secs, x)
-    return out
+    """Rows whose text is one of ``xs``: the seconds of those :func:`seconds_of` reads (the others
+    no such row's text, as in :func:`_equal`), one ``isin``."""
+    found = [s for s in map(seconds_of, xs) if s is not None]
+    return torch.isin(secs, torch.tensor(found, dtype=torch.float64))
 
 
 def _op(secs: torch.Tensor, present: torch.Tensor, op: str, x: Any) -> torch.Tensor:
@@ -120,7 +120,8 @@ def time_mask(table, name: str, want: Any, n: int) -> torch.Tensor:
     try:
         out = _vectorised(secs, present, want)
     except _Unanswered:   # every row on its text: the stored time's own where its float is not exact
-        return torch.tensor([matches(_text(r, s, ok, exact), want)
+        test = value_test(want)
+        return torch.tensor([test(_text(r, s, ok, exact))
                              for r, (s, ok) in enumerate(zip(secs.tolist(), present.tolist()))], dtype=torch.bool)
     for r, d in exact.items():   # times their float does not give back: their own text
         out[r] = matches(d.isoformat(), want)
