@@ -327,3 +327,27 @@ def test_langchain_searches_a_store_holding_datetime_max():
     vs.add_texts(["a", "b"], [{"valid_until": LAST}, {}], ids=["a", "b"])
     for want in ({"$text_match": "9999"}, {"$gt": "2400-01-01T00:00:00.000001+00:00"}):
         assert [d.id for d in vs.similarity_search("a", filter={"valid_until": want})] == ["a"]
+
+
+@pytest.mark.parametrize("spec,field", [({"t": {"$gt": 1e20}}, "'t'"), ({"t": 253402300800}, "'t'"),
+                                        ({"$or": [{"valid_from": {"$in": [1, -1e15]}}]}, "'valid_from'"),
+                                        ({"$not": {"valid_until": {"$lte": -62135596801}}}, "'valid_until'")])
+def test_seconds_outside_the_datetime_range_are_a_filter_error_naming_the_field(spec, field):
+    mem = Memory(embedder=HashingEmbedder(dim=16))
+    mem.add("a", id="a")
+    for make in (lambda: RF.store_filter(mem, spec), lambda: RF.node_filter(spec)):
+        with pytest.raises(FilterError, match=f"filter value for {field}.*years 1..9999"):
+            make()
+    assert _ids(mem, RF.store_filter(mem, {"t": {"$gt": -62135596800}})) == ["a"]   # the range's ends are times
+
+
+def test_langchain_names_parent_as_the_reserved_key_of_an_unknown_parent():
+    pytest.importorskip("langchain_core")
+    from hypermem.integrations.langchain import HypermemVectorStore
+
+    vs = HypermemVectorStore(embedding=HashingEmbedder(dim=16))
+    vs.add_texts(["a"], ids=["a"])
+    with pytest.raises(KeyError, match=r"unknown parent id 'my dad'.*metadatas\[1\]\['parent'\] is this store's "
+                                       r"reserved key for the memory's parent.*'parent_name'"):
+        vs.add_texts(["b", "c"], metadatas=[{"parent": "a"}, {"parent": "my dad"}])
+    assert vs.memory.ids == ["a"]

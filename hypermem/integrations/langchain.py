@@ -95,6 +95,18 @@ def as_embedder(embedding: Any) -> Any:
     return LangChainEmbedder(embedding)
 
 
+def _parent_error(exc: KeyError, items: list[dict]) -> KeyError | None:
+    """The store's ``unknown parent id`` error, saying which metadata dict gave that ``parent`` and
+    that ``parent`` is the adapter's reserved key for the memory's parent; None for another error."""
+    msg = str(exc.args[0]) if exc.args else ""
+    for n, it in enumerate(items):
+        if "parent" in it and msg.startswith(f"unknown parent id {it['parent']!r}"):
+            return KeyError(f"{msg}: metadatas[{n}]['parent'] is this store's reserved key for the memory's parent "
+                            f"(the id of a stored memory or of one earlier among the texts), not metadata; keep "
+                            f"such a value under another key, e.g. {{'parent_name': {it['parent']!r}}}")
+    return None
+
+
 class HypermemVectorStore(VectorStore):
     """A LangChain ``VectorStore`` backed by a hypermem :class:`~hypermem.store.Memory`.
 
@@ -163,7 +175,13 @@ class HypermemVectorStore(VectorStore):
             args, rest = C.split_metadata(meta, f"metadatas[{n}]")
             items.append({"text": text, "id": id_, "meta": rest, **args})
         self.memory.refresh()  # which ids exist: what other handles committed too (a no-op in process)
-        return C.upsert(self.memory, items)
+        try:
+            return C.upsert(self.memory, items)
+        except KeyError as exc:
+            err = _parent_error(exc, items)
+            if err is None:
+                raise
+            raise err from None
 
     def delete(self, ids: list[str] | None = None, *, cascade: bool = False, **kwargs: Any) -> bool:
         """Remove the memories ``ids`` (unknown ids are ignored; ``None`` removes all).
