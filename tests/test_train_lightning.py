@@ -103,7 +103,7 @@ def test_run_prints_final_metrics_checkpoints_and_log_folder(trained):
     tmp, cli = trained
     out = cli.hypermem_stdout
     assert "final metrics (epoch 2, step 10): val/map" in out
-    best = cli.trainer.checkpoint_callbacks[1].best_model_path
+    best = next(cb for cb in cli.trainer.checkpoint_callbacks if cb.monitor == "val/map").best_model_path
     assert f"best checkpoint: {best}" in out and "best-epoch=" in best
     assert f"last checkpoint: {cli.trainer.log_dir}/checkpoints/last.ckpt" in out
     assert f"logs: {cli.trainer.log_dir}" in out

@@ -42,6 +42,7 @@ from ..hierarchy.encoder_eval import choose_ranking_lambda
 from ..hierarchy.encoder_prefix import FrozenPrefix, freeze_lower_layers, resolve_frozen_layers
 from ..hierarchy.encoder_step import TokenCache, batch_losses, lr_factor, step_seed
 from ..hierarchy.encoder_training import EncoderTrainConfig, check_ball_curvature, validate_encoder
+from .checkpoint_order import best_checkpoints_first
 from .hierarchy_logging import disk_picture_available, tensorboard_writer
 from .mid_epoch import reopen_stopped_epoch
 from .step_axis import evaluated_epoch, evaluated_step, remember_checkpoint
@@ -133,6 +134,7 @@ class EncoderModule(pl.LightningModule):
                 self.tokens = FrozenPrefix(self.encoder, self.tokens, self.frozen)
 
     def on_fit_start(self) -> None:
+        best_checkpoints_first(self.trainer)   # the best checkpoint chosen before last.ckpt is written
         # sentence-transformers loads the model in eval mode; train mode before Lightning's fit loop
         # starts (on_train_epoch_start sets it again after each validation), so its "module(s) in eval
         # mode at the start of training" check finds none: no module of this one is meant to stay in

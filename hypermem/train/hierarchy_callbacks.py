@@ -32,9 +32,13 @@ class ProgressLines(pl.Callback):
     """One line per epoch on stdout when the trainer has no progress bar."""
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if trainer.progress_bar_callback is not None or not trainer.is_global_zero:
+        if trainer.progress_bar_callback is not None:
             return
+        # on every process: under DDP reading the metrics syncs the epoch's (a collective call), and
+        # the processes must make the same collective calls in the same order
         m = trainer.callback_metrics
+        if not trainer.is_global_zero:
+            return
         shown = {}
         loss = m.get("train/loss_step", m.get("train/loss"))   # hierarchy embeddings log it both ways, encoders per step
         if loss is not None:
@@ -59,11 +63,15 @@ class RunSummary(pl.Callback):
         self.interrupted = False
         self.exit_status = 130
         self.saved: tuple[int, int] | None = None   # (epoch, step) of the newest checkpoint written
+        self.train_ended = False   # fit reached on_train_end: the last checkpoint holds the training
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._start = time.perf_counter()
+        self._start, self.train_ended = time.perf_counter(), False
         # the training time a resumed run already spent (Lightning's Timer restores it before fit starts)
         self.used = next((cb.time_elapsed() for cb in trainer.callbacks if _timed(cb)), 0.0)
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.train_ended = True   # before the module's (its final evaluation, hp_metric)
 
     def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict) -> None:
         self.saved = (trainer.current_epoch, trainer.global_step)
@@ -86,7 +94,9 @@ class RunSummary(pl.Callback):
 
         paths = {p for cb in trainer.callbacks if isinstance(cb, ModelCheckpoint)
                  for p in (cb.last_model_path, "" if cb.monitor else cb.best_model_path) if p and Path(p).is_file()}
-        if trainer.fit_loop.done:  # stopped in on_train_end: the final evaluation, not the training
+        # stopped in on_train_end: the final evaluation, not the training (a stop's evaluation at its
+        # epoch's end, before that epoch's last.ckpt, is a validation: the previous checkpoint stays)
+        if self.train_ended:
             kept = (f"; last checkpoint {max(paths, key=lambda p: Path(p).stat().st_mtime)} holds the trained "
                     "embedding" if paths else "")
             return (f"training finished ({epochs_text(trainer.current_epoch)}, {trainer.global_step} optimizer steps); "

@@ -65,6 +65,7 @@ from ..hierarchy.objectives import KINDS, objective_for
 from ..hierarchy.steps import OPTIMIZERS, choose_tier, make_step_optimizer, take_step
 from ..hierarchy.training import lr_factor, poincare_start
 from ..nn.curvature import make_ball
+from .checkpoint_order import best_checkpoints_first, stops_after_epoch
 from .hierarchy_callbacks import ValidateLastEpoch
 from .hierarchy_checkpoint import CheckpointError, check_hierarchy_checkpoint
 from .hierarchy_logging import log_embedding_state, log_final_metric, tensorboard_writer
@@ -216,6 +217,7 @@ class HierarchyModule(pl.LightningModule):
         return [ValidateLastEpoch()]
 
     def on_fit_start(self) -> None:
+        best_checkpoints_first(self.trainer)   # the best checkpoint chosen before last.ckpt is written
         hp, epochs = self.hparams, self.schedule_epochs()
         dm_burn = getattr(self.trainer.datamodule, "burn_in", 0)
         burn = max(hp.burn_in, dm_burn)
@@ -347,6 +349,9 @@ class HierarchyModule(pl.LightningModule):
         if epoch_ran_out(self.trainer):   # manual optimisation: the per-epoch schedule steps here, not
             self.lr_schedulers().step()   # at a limit's stop inside an epoch (its resume trains the rest)
         self._log_step_axis(on_epoch=True)
+        if self.embedding is not None and stops_after_epoch(self.trainer):
+            # before the checkpoint callbacks' epoch end: last.ckpt holds the best checkpoint's choice
+            self._final_evaluation(epoch=self.current_epoch + 1)
 
     # -- evaluation -----------------------------------------------------------------------
     def validation_step(self, batch, batch_idx):
@@ -386,24 +391,34 @@ class HierarchyModule(pl.LightningModule):
             log_embedding_state(tb, self, step)
 
     def on_train_end(self) -> None:
-        """The final metrics (an evaluation now when the last validation was earlier, offered to
-        the best checkpoint on every process) and ``hp_metric`` on the global-zero process."""
+        """``hp_metric`` on the global-zero process, from the final metrics (the final evaluation of
+        :meth:`on_train_epoch_end`; made here when a stop came without an epoch's end)."""
         if self.embedding is None:
             return
-        trainer = self.trainer
-        tb = tensorboard_writer(self.logger) if trainer.is_global_zero else None
-        if self.final_metrics.get("step") != self.global_step:  # the same on every process
-            # evaluated by the first process; under DDP every process takes its numbers
-            res = trainer.strategy.broadcast(self.evaluate() if trainer.is_global_zero else None, src=0)
-            self.final_metrics = {"step": self.global_step, "epoch": self.current_epoch, **res}
-            if tb is not None:
-                for key, tag in (("map", "val/map"), ("mean_rank", "val/mean_rank"), ("f1", "val/f1")):
-                    if key in res:
-                        tb.add_scalar(tag, res[key], global_step=self.global_step)
-                log_embedding_state(tb, self, self.global_step)
-            self._checkpoint_final_evaluation(res)
+        self._final_evaluation()
+        tb = tensorboard_writer(self.logger) if self.trainer.is_global_zero else None
         if tb is not None:
             log_final_metric(tb, dict(self.hparams), float(self.final_metrics["map"]), self.global_step)
+
+    def _final_evaluation(self, epoch: int | None = None) -> None:
+        """The final metrics: an evaluation now when the last validation was earlier (a stop before
+        it, ``trainer.max_steps`` inside an epoch), logged and offered to the best checkpoint, on
+        every process (under DDP evaluated by the first process, every process takes its numbers).
+        ``epoch``: the epoch of the metrics (counted from 1), ``current_epoch`` when ``None``."""
+        trainer = self.trainer
+        if self.final_metrics.get("step") == self.global_step:  # the same on every process
+            return
+        tb = tensorboard_writer(self.logger) if trainer.is_global_zero else None
+        with torch.no_grad():   # inside the training epoch: no graph of the points
+            res = self.evaluate() if trainer.is_global_zero else None
+        res = trainer.strategy.broadcast(res, src=0)
+        self.final_metrics = {"step": self.global_step, "epoch": self.current_epoch if epoch is None else epoch, **res}
+        if tb is not None:
+            for key, tag in (("map", "val/map"), ("mean_rank", "val/mean_rank"), ("f1", "val/f1")):
+                if key in res:
+                    tb.add_scalar(tag, res[key], global_step=self.global_step)
+            log_embedding_state(tb, self, self.global_step)
+        self._checkpoint_final_evaluation(res)
 
     def _checkpoint_final_evaluation(self, res: dict) -> None:
         """A run stopped before its last validation (``trainer.max_time``, ``max_steps``): the
