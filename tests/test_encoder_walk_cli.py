@@ -88,7 +88,8 @@ def test_ctrl_c_says_where_the_run_stopped_and_how_to_resume(setup, monkeypatch,
     out = capsys.readouterr().out
     lines = [line for line in out.splitlines() if line.startswith("interrupted")]
     last = root / "runs" / "ctrl-c" / "version_0" / "checkpoints" / "last.ckpt"
-    assert lines == [f"interrupted at step 6 (epoch 2): last checkpoint {last} (step 4); resume: "
+    # the Ctrl-C's own checkpoint, at the end of its step (hypermem.train.interrupt_checkpoint)
+    assert lines == [f"interrupted at step 6 (epoch 2): last checkpoint {last} (step 6); resume: "
                      f"python -m hypermem.train {shlex.join(_args(root, model, 'ctrl-c', '--trainer.max_epochs=3'))}"
                      " --ckpt_path=last"], out
     monkeypatch.undo()
