@@ -95,7 +95,8 @@ class EncoderTrainConfig:
     against 0.857 / 0.802 and 0.864 / 0.807 without, depth 0.1 and 1.0 0.853 / 0.796 and
     0.814 / 0.738.  ``calibration`` (every positive of a batch below every negative, margin
     ``calibration_margin``, ``None``: 1.0 in the ball, scaled like the others in the twin) is
-    off too: weight 1.0 gave 0.859 / 0.790 against 0.869 / 0.816 (ball, 20 minutes).
+    off too: weight 1.0 gave 0.859 / 0.790 against 0.869 / 0.816 (ball, 20 minutes), as is
+    ``siblings`` (one norm for a parent's children): 0.814 / 0.759 at the same steps.
     ``curvature`` is the ball's ``c`` (``None``: HiT's ``1/dim``, whose ball of radius
     ``sqrt(dim)`` holds the base's outputs, norms 6-8 in 19.6, where the conformal factor
     ``2 / (1 - c r^2)`` is nearly flat, 2.3-2.9); a larger ``c`` bends the space where the
