@@ -54,9 +54,18 @@ def to_seconds(t: datetime | float | int | None, default: float = math.nan) -> f
     raise TypeError(f"expected a datetime or POSIX seconds, got {type(t).__name__}")
 
 
+_LAST = datetime.max.replace(tzinfo=timezone.utc)
+_LAST_S = _LAST.timestamp()   # 253402300800.0: year 10000, rounded up from 9999-12-31T23:59:59.999999
+
+
 def from_seconds(s: float) -> datetime:
-    """Aware UTC datetime from POSIX seconds."""
-    return datetime.fromtimestamp(float(s), tz=timezone.utc)
+    """Aware UTC datetime from POSIX seconds.  ``datetime.max`` stored as float seconds rounds
+    up to year 10000, which ``datetime`` cannot hold: exactly that float gives ``datetime.max``
+    back; seconds beyond it (or before year 1) are a ``ValueError``/``OverflowError``."""
+    s = float(s)
+    if s == _LAST_S:
+        return _LAST
+    return datetime.fromtimestamp(s, tz=timezone.utc)
 
 
 def seconds_tensor(values: Any, default: float, *, device=None) -> torch.Tensor:
