@@ -8,10 +8,12 @@ Python predicate run on every record.  Each gives exactly the predicate's answer
   times as instants (:func:`~hypermem.integrations._common.instants` rewrites the operands to the
   UTC text the record's times have);
 * LlamaIndex (:func:`node_filter`): the same, but a ``parent`` in a node's own metadata is that
-  metadata, and ``node_ids`` restrict the rows;
+  metadata, and ``node_ids`` restrict the rows (``query``, and ``get_nodes`` / ``delete_nodes``
+  through :meth:`Memory.select <hypermem.store.Memory.select>`);
 * LangGraph (:func:`item_filter`): an item (``{"langgraph": "item"}``), live (no ``valid_until``
   or one after now), whose value passes the filter (each field ``f: want`` of the value filter
-  is the nested metadata filter ``{"value": {f: want}}``), indexed or not.
+  is the nested metadata filter ``{"value": {f: want}}``), indexed or not; the namespaces of the
+  live items (:func:`item_namespaces`) from the groups of their ``namespace`` field.
 
 A ``ServerMemory`` (no in-process search) gets the predicate, as before.
 """
@@ -26,10 +28,11 @@ from typing import Any
 import torch
 
 from ..store import Memory
-from ..store.filters import FilterError, RecordFilter, check_filter, filter_keys
+from ..store.filters import MISSING, FilterError, RecordFilter, check_filter, filter_keys
 from . import _common as C
 
-__all__ = ["TRUTHY", "check_seconds", "item_filter", "kept_rows", "newest_first", "node_filter", "store_filter"]
+__all__ = ["TRUTHY", "check_seconds", "item_filter", "item_namespaces", "kept_rows", "newest_first", "node_filter",
+           "store_filter"]
 
 TRUTHY = {"$exists": True, "$nin": [False, None, 0, "", [], {}]}
 """A field whose JSON value is true in Python (``bool(v)``): present, and none of the false ones."""
@@ -146,6 +149,17 @@ def _in_value(spec: Mapping) -> dict:
         else:
             parts.append({"value": {key: want}})
     return {"$and": parts}
+
+
+def item_namespaces(memory: Memory, now: datetime) -> list:
+    """The distinct metadata ``namespace`` values (lists of labels) of LangGraph's items live at
+    ``now`` (:func:`item_filter`): the values of the field's groups at those rows
+    (:meth:`MetaColumns.values <hypermem.store.meta_columns.MetaColumns.values>`), not a pass over
+    every record; a namespace's group holds exactly the lists equal to it."""
+    st = memory.state
+    with st.lock:
+        rows = kept_rows(memory, item_filter(None, now))
+        return [v for v in memory.searcher.meta.values(st.records, "namespace", rows) if v is not MISSING]
 
 
 def kept_rows(memory: Memory, spec: RecordFilter, order: list[str] | None = None) -> torch.Tensor:

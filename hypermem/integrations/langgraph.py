@@ -257,11 +257,12 @@ class HypermemStore(BaseStore):
                 hits = C.search(mem, q, want, self._where(values, user, now, True), vector=vector,
                                 mode="nearest" if root is None else "subtree", root=root)
             scored: list[tuple[MemoryRecord, float | None]] = [(h.record, C.relevance(h.score)) for h in hits]
-            if len(scored) < want:  # unindexed items follow, unscored
-                scored += [(r, None) for r in self._pool(values, user, now, root, False, want - len(scored))]
+            page = scored[op.offset: want]
+            if len(scored) < want:  # unindexed items follow, unscored (the records of the page's alone)
+                page += [(r, None) for r in self._pool(values, user, now, root, False,
+                                                       max(0, op.offset - len(scored)), want - len(scored))]
         else:
-            scored = [(r, None) for r in self._pool(values, user, now, root, None, want, newest=True)]
-        page = scored[op.offset: want]
+            page = [(r, None) for r in self._pool(values, user, now, root, None, op.offset, want, newest=True)]
         self._refresh([r for r, _ in page], op.refresh_ttl, now)
         return [self._item(mem.get(r.id), s, search=True) for r, s in page]
 
@@ -278,9 +279,10 @@ class HypermemStore(BaseStore):
         return lambda r: r.id in keep and user(r)
 
     def _pool(self, values: Mapping | None, user: Any, now: datetime, root: str | None, indexed: bool | None,
-              stop: int, newest: bool = False) -> list[MemoryRecord]:
-        """The first ``stop`` live items that pass, in the store's order (under ``root``: its
-        descendants' order), or ``newest`` first (by ``t``; ties in that order)."""
+              start: int, stop: int, newest: bool = False) -> list[MemoryRecord]:
+        """The live items ``start`` to ``stop`` (the records of those alone) of those that pass, in
+        the store's order (under ``root``: its descendants' order), or ``newest`` first (by ``t``;
+        ties in that order)."""
         mem = self.memory
         st = mem.state
         with st.lock:
@@ -291,10 +293,13 @@ class HypermemStore(BaseStore):
                                     dtype=torch.long)
             if newest:
                 rows = RF.newest_first(st, rows)
-            return st.records.at_rows(rows[:stop].tolist())
+            return st.records.at_rows(rows[start:stop].tolist())
 
     def _list_namespaces(self, op: ListNamespacesOp, now: datetime) -> list[tuple[str, ...]]:
-        spaces = {tuple(r.meta["namespace"]) for r in self.memory if _is_item(r) and self._live(r, now)}
+        """The namespaces of the live items: the distinct values of their metadata ``namespace``
+        (a list of labels: lists that no filter tells apart are equal), from the store's columns
+        (:func:`~hypermem.integrations._record_filters.item_namespaces`), not a pass over every record."""
+        spaces = {tuple(ns) for ns in RF.item_namespaces(self.memory, now)}
         if op.match_conditions:
             spaces = {ns for ns in spaces if all(_matches_path(c, ns) for c in op.match_conditions)}
         if op.max_depth is not None:

@@ -264,12 +264,15 @@ class HypermemVectorStore(BasePydanticVectorStore):
                           "embedding": n.embedding, **args})
         return C.upsert(mem, items)
 
-    def _matching(self, node_ids: Sequence[str] | None, filters: MetadataFilters | None) -> list[MemoryRecord]:
-        pred = C.compile_filter(filter_spec(filters), _field)
-        mem = self._memory
-        mem.refresh()
-        recs = [mem.get(i) for i in node_ids if i in mem] if node_ids is not None else list(mem)
-        return [r for r in recs if pred is None or pred(r)]
+    def _matching(self, node_ids: Sequence[str] | None, filters: MetadataFilters | None) -> list[str]:
+        """The ids among ``node_ids`` (in their order; ``None``: every id, in the store's) whose
+        node matches ``filters``: :meth:`Memory.select` of :func:`~._record_filters.node_filter`
+        (the store's filter columns), the ids a node-by-node test of :func:`_field` keeps."""
+        kept = self._memory.select(RF.node_filter(filter_spec(filters), node_ids))
+        if node_ids is None:
+            return kept
+        keep = set(kept)
+        return [i for i in node_ids if i in keep]
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
         """Remove every node of the source document ``ref_doc_id`` (children of a removed
@@ -281,7 +284,7 @@ class HypermemVectorStore(BasePydanticVectorStore):
     def delete_nodes(self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None,
                      **delete_kwargs: Any) -> None:
         """Remove the nodes among ``node_ids`` (all when ``None``) that match ``filters``."""
-        ids = [r.id for r in self._matching(node_ids, filters)]
+        ids = self._matching(node_ids, filters)
         C.remove(self._memory, ids, cascade=bool(delete_kwargs.get("cascade", False)))
 
     def clear(self) -> None:
@@ -330,7 +333,11 @@ class HypermemVectorStore(BasePydanticVectorStore):
         return node
 
     def get_nodes(self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None) -> list[BaseNode]:
-        return [self._node(r) for r in self._matching(node_ids, filters)]
+        ids = self._matching(node_ids, filters)
+        st = self._memory.state
+        with st.lock:
+            recs = st.records.at_rows(st.rows_of(ids))
+        return [self._node(r) for r in recs]
 
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """Top ``similarity_top_k`` by hypermem's score, filters and non-empty ``node_ids`` /

@@ -49,6 +49,7 @@ from .placement import Placer
 from .records import MemoryRecord
 from .removal import remove_memories
 from .search import Searcher
+from .selection import select
 from .state import MemoryState
 from .suggest import Suggester
 from .views import MemoryViews
@@ -292,13 +293,11 @@ class Memory:
         return new_ids
 
     # ------------------------------------------------------------------ searching
-    search = _calls("searcher", Searcher, "search")
-    search_batch = _calls("searcher", Searcher, "search_batch")
-    time_weights = _calls("searcher", Searcher, "time_weights")
-    embed_query = _calls("searcher", Searcher, "embed_query")
-    build_index = _calls("searcher", Searcher, "build_index")
-    index_recall = _calls("searcher", Searcher, "index_recall")
+    search, search_batch, time_weights, embed_query, build_index, index_recall = (
+        _calls("searcher", Searcher, n) for n in ("search", "search_batch", "time_weights", "embed_query",
+                                                   "build_index", "index_recall"))
     suggest_parents = _calls("suggester", Suggester, "suggest_parents")
+    select = select  # the ids a filter keeps, without a search (store.selection)
 
     # ------------------------------------------------------------------ views (store.views.MemoryViews)
     ids, points, directions, depths, embeddings = (

@@ -228,6 +228,26 @@ class MetaColumns:
             col.fill(source, key, None, self.table.state.n)
         return col
 
+    def _bind(self, table) -> None:
+        if table is not self.table:   # another table (a store loaded anew): start over
+            self.table, self.columns, self.mark = table, {}, None
+        self._sync()
+
+    def values(self, table, key: str, rows: torch.Tensor) -> list:
+        """The distinct values of the metadata field ``key`` at ``rows`` (CPU ``long``) of ``table``:
+        one value per group of values no filter tells apart (``1`` and ``1.0`` are one group, shown
+        as the first one seen; ``[1]`` and ``[True]`` two), ``MISSING`` where a row lacks it, in no
+        set order.  From the field's codes (``unique`` of ``codes[rows]``) when it has them, else
+        read row by row at ``rows`` alone."""
+        self._bind(table)
+        col = self._column(key)
+        if col.codes is None:
+            got: dict[Any, Any] = {}
+            for v in read(self.table.metas, key, rows.tolist()):
+                got.setdefault(MISSING if v is MISSING else _group(v), v)
+            return list(got.values())
+        return [col.values[c] for c in torch.unique(col.codes[rows]).tolist()]
+
     def mask(self, table, spec: Mapping) -> torch.Tensor:
         """The rows (a CPU bool tensor of ``table``'s length) whose metadata passes the dict
         filter ``spec``: the row-by-row answer of :func:`hypermem.store.filters.compile_filter`;
@@ -235,9 +255,7 @@ class MetaColumns:
         record (the parents' codes; the time columns, :func:`~hypermem.store.record_times.time_mask`)
         and its ``ids`` alone."""
         check_filter(spec)
-        if table is not self.table:   # another table (a store loaded anew): start over
-            self.table, self.columns, self.mark = table, {}, None
-        self._sync()
+        self._bind(table)
         n = self.table.state.n
         fields = spec.fields if isinstance(spec, RecordFilter) else {}
         out = self._mask(spec, n, fields)
