@@ -6,8 +6,10 @@ right after an ``add``; one thread.  Prints one JSON line of medians in ms.  ``-
 instead times filters that keep 1-60% of the rows (``{"p": {"$lt": X}}``, ``p`` one of 100),
 then a removal and the filtered search right after it.  ``--adapters`` times the framework
 adapters' filters that name more than metadata: a LangGraph ``BaseStore`` search (items, TTL,
-value filter, namespace prefix; with a query and without), a LangChain filter on ``parent`` and
-on ``t``, and a LlamaIndex query with ``node_ids``:
+value filter, namespace prefix; with a query and without; a page at offset 5,000; ``list_namespaces``),
+a LangChain filter on ``parent`` and on ``t``, a LlamaIndex query with ``node_ids``, and the
+listings without a search: LlamaIndex ``get_nodes`` / ``delete_nodes`` (on a fresh copy of the
+store each time) by a filter on ``parent`` (1% of the nodes) and on ``kind`` with ``parent``:
 
     OMP_NUM_THREADS=1 python benchmarks/bench_filters.py --n 100000 [--shares | --adapters]
 """
@@ -64,8 +66,8 @@ def shares(n: int) -> dict[str, float]:
 def adapters(n: int) -> dict[str, float]:
     from datetime import datetime, timedelta, timezone
 
-    from langgraph.store.base import PutOp, SearchOp
-    from llama_index.core.vector_stores.types import VectorStoreQuery
+    from langgraph.store.base import ListNamespacesOp, PutOp, SearchOp
+    from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters, VectorStoreQuery
 
     from hypermem.integrations.langchain import HypermemVectorStore as LangChainStore
     from hypermem.integrations.langgraph import HypermemStore
@@ -80,13 +82,35 @@ def adapters(n: int) -> dict[str, float]:
     for name, op in (("langgraph_query_filter", SearchOp((), {"kind": "fact"}, 5, 0, "topic 5 note", False)),
                      ("langgraph_query_prefix", SearchOp(("users", "u7"), None, 5, 0, "topic 5 note", False)),
                      ("langgraph_list_prefix", SearchOp(("users", "u7"), {"kind": "fact"}, 10, 0, None, False)),
-                     ("langgraph_list_all", SearchOp((), {"kind": "fact"}, 10, 0, None, False))):
+                     ("langgraph_list_all", SearchOp((), {"kind": "fact"}, 10, 0, None, False)),
+                     ("langgraph_list_offset_5000", SearchOp((), {"kind": "fact"}, 10, 5000, None, False)),
+                     ("langgraph_list_namespaces", ListNamespacesOp(None, None, 100, 0))):
         graph.batch([op])
-        out[name] = timed(lambda op=op: graph.batch([op]), reps=5)
-    mem = Memory(embedder=HashingEmbedder(dim=256))
-    mem.add_many([{"text": f"topic {j}", "id": f"p{j}", "t": t0} for j in range(100)])
-    mem.add_many([{"text": f"note {i} about topic {i % 977}", "id": f"m{i}", "parent": f"p{i % 100}",
-                   "t": t0 + timedelta(seconds=i), "meta": {"kind": "chat" if i % 3 else "fact"}} for i in range(n)])
+        out[name] = timed(lambda op=op, graph=graph: graph.batch([op]), reps=5)
+    del graph
+
+    def store() -> Memory:
+        mem = Memory(embedder=HashingEmbedder(dim=256))
+        mem.add_many([{"text": f"topic {j}", "id": f"p{j}", "t": t0} for j in range(100)])
+        mem.add_many([{"text": f"note {i} about topic {i % 977}", "id": f"m{i}", "parent": f"p{i % 100}",
+                       "t": t0 + timedelta(seconds=i), "meta": {"kind": "chat" if i % 3 else "fact"}}
+                      for i in range(n)])
+        return mem
+
+    mem = store()
+    parent7 = MetadataFilters(filters=[MetadataFilter(key="parent", value="p7")])
+    kind7 = MetadataFilters(filters=[MetadataFilter(key="kind", value="fact"), MetadataFilter(key="parent", value="p7")])
+    for name, flt in (("llama_get_nodes_parent", parent7), ("llama_get_nodes_kind_parent", kind7)):
+        LlamaStore(mem).get_nodes(filters=flt)
+        out[name] = timed(lambda flt=flt: LlamaStore(mem).get_nodes(filters=flt), reps=5)
+    deletes = []
+    for _ in range(3):   # each on a fresh store: the time of the call alone
+        copy = LlamaStore(store())
+        t = time.perf_counter()
+        copy.delete_nodes(filters=parent7)
+        deletes.append(time.perf_counter() - t)
+        del copy
+    out["llama_delete_nodes_parent"] = median_ms(deletes)
     chain = LangChainStore(memory=mem)
     late = (t0 + timedelta(seconds=n - 1000)).isoformat()
     for name, flt in (("langchain_parent", {"parent": "p7"}), ("langchain_t", {"t": {"$gte": late}}),
