@@ -97,7 +97,7 @@ def test_search_server_without_a_query_ranks_the_structural_modes(pg_url):
 
 # ---------------------------------------------------------------------- 3. what a mirror-free store offers
 MISSING = ("points", "directions", "depths", "embeddings", "save", "to_json", "inspect", "plot", "build_index",
-           "index_recall", "suggest_parents", "reranker")
+           "index_recall", "suggest_parents", "reranker", "select")
 
 
 def test_mirror_free_store_offers_the_views_and_names_what_it_lacks(pg_url, clock):

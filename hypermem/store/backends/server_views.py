@@ -53,6 +53,7 @@ MIRROR_ONLY: dict[str, str] = {
     "index_recall": "the in-process index is the mirror's: " + _MIRROR,
     "suggest_parents": "parent suggestion places texts in process: " + _MIRROR,
     "reranker": "the placement reranker works in process: " + _MIRROR,
+    "select": "select() reads the filter columns in process: " + _MIRROR,
 }
 """``Memory`` methods a mirror-free store lacks, with what to use instead."""
 
