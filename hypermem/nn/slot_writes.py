@@ -10,13 +10,13 @@ import math
 import uuid
 from collections.abc import Sequence
 
-import geoopt
 import torch
 from torch import nn
 
 from ..geometry import poincare as P
 from ..temporal.clock import to_seconds, to_utc
 from .indices import as_indices
+from .param_rows import as_optimizers, check_holds, swap_rows
 
 TIME_BUFFERS = ("timestamps", "access_counts", "valid_from", "valid_until")
 """float64 buffers (POSIX seconds, counts) that keep float64 whatever the module's dtype."""
@@ -81,8 +81,18 @@ class SlotWrites:
         return ids
 
     # ------------------------------------------------------------------ writing (no gradient)
-    def _resize(self, keep: torch.Tensor | None, add: dict[str, torch.Tensor | None] | None, n_add: int) -> None:
-        """Rebuild every per-slot tensor: keep the rows ``keep`` and append the rows ``add``."""
+    def _trained_rows(self, optimizer) -> list:
+        """The optimizers of ``append`` / ``remove`` (:func:`~hypermem.nn.param_rows.as_optimizers`),
+        each checked to hold the keys or the values, before anything changes."""
+        opts = as_optimizers(optimizer)
+        params = [p for p in (self.keys, self.values) if isinstance(p, nn.Parameter)]
+        check_holds(opts, params)
+        return opts
+
+    def _resize(self, keep: torch.Tensor | None, add: dict[str, torch.Tensor | None] | None, n_add: int,
+                optimizers=()) -> None:
+        """Rebuild every per-slot tensor: keep the rows ``keep`` and append the rows ``add``.  The
+        keys and trainable values stay the same Parameter objects (:mod:`~hypermem.nn.param_rows`)."""
         def new_rows(name, old):
             parts = [old if keep is None else old[keep]]
             if n_add:
@@ -93,13 +103,11 @@ class SlotWrites:
             return torch.cat(parts, 0)
 
         with torch.no_grad():
-            K = new_rows("keys", self.keys.data)
-            self.keys = geoopt.ManifoldParameter(K, manifold=self.keys_manifold,
-                                                 requires_grad=self.keys.requires_grad)
+            swap_rows(self.keys, new_rows("keys", self.keys.data), keep, n_add, optimizers)
             if self.values is not None:
                 V = new_rows("values", self.values.data)
                 if isinstance(self.values, nn.Parameter):
-                    self.values = nn.Parameter(V)
+                    swap_rows(self.values, V, keep, n_add, optimizers)
                 else:
                     self.values = V
             for name in ("depth", "importance", *TIME_BUFFERS):
@@ -109,14 +117,25 @@ class SlotWrites:
         self._key_cache = None
 
     def append(self, keys, values=None, *, ids: Sequence[str] | None = None, depth=None, timestamps=None,
-               access_counts=None, valid_from=None, valid_until=None, importance=None) -> list[str]:
+               access_counts=None, valid_from=None, valid_until=None, importance=None,
+               optimizer=None) -> list[str]:
         """Add slots (no gradient); returns their ids.  All or nothing.
 
-        Parameters are replaced by larger ones, so create the optimizer again after writing.
+        ``keys`` and trainable ``values`` stay the same Parameter objects, grown in place, so
+        the optimizer already built keeps training them (:mod:`~hypermem.nn.param_rows`).
+        ``optimizer`` (one or a list): resize its state of the keys / values too (Adam's
+        moments, momentum: zeros for the new rows, the step count kept); an optimizer with
+        such state that is not passed fails loudly at its next ``step()`` (a shape error).
+        A stateless one (``SGD`` without momentum) needs nothing.  Example::
+
+            opt = geoopt.optim.RiemannianAdam(memory.parameters(), lr=1e-2)
+            memory.append(new_keys, new_values, optimizer=opt)   # then train on as before
+
         Optional per-slot tensors the memory has but that are not given get defaults (depth:
         the keys' distance to the origin; timestamps: now; counts 0; open windows;
         importance 1).
         """
+        opts = self._trained_rows(optimizer)
         K = torch.as_tensor(keys).detach()
         if K.dim() != 2 or K.shape[1] != self.dim:
             raise ValueError(f"keys must have shape (m, {self.dim}), got {tuple(K.shape)}")
@@ -145,7 +164,7 @@ class SlotWrites:
         if self.timestamps is not None and "timestamps" not in add:
             add["timestamps"] = torch.full((m,), to_seconds(to_utc(self.clock())), dtype=torch.float64)
         new_ids = self._check_ids(ids, m, taken=self.ids, start=len(self))
-        self._resize(None, add, m)
+        self._resize(None, add, m, opts)
         self.ids.extend(new_ids)
         if self.records is not None:
             self.records.extend([None] * m)
@@ -194,8 +213,14 @@ class SlotWrites:
                 t = self.ball.projx(t)
         return t
 
-    def remove(self, slots) -> list[str]:
-        """Remove slots (indices or ids); returns the removed ids.  Create the optimizer again after."""
+    def remove(self, slots, *, optimizer=None) -> list[str]:
+        """Remove slots (indices or ids); returns the removed ids.  All or nothing.
+
+        Like :meth:`append`, the keys and values stay the same Parameter objects (shrunk in
+        place); ``optimizer`` (one or a list): drop the removed rows of its state too
+        (``memory.remove(["a", "b"], optimizer=opt)``); without it an optimizer with state of
+        the old shape fails loudly at its next ``step()``."""
+        opts = self._trained_rows(optimizer)
         idx = self._slots(slots)
         keep = torch.ones(len(self), dtype=torch.bool, device=self.keys.device)
         keep[idx] = False
@@ -203,7 +228,7 @@ class SlotWrites:
             raise ValueError("cannot remove every slot (a memory needs at least one)")
         gone = [self.ids[i] for i in idx.tolist()]
         kept = keep.nonzero().squeeze(1)
-        self._resize(kept, None, 0)
+        self._resize(kept, None, 0, opts)
         kl = kept.tolist()
         self.ids = [self.ids[i] for i in kl]
         if self.records is not None:
