@@ -165,3 +165,23 @@ def test_keys_are_checked_against_the_loaded_curvature():
     sd["ball.isp_c"] = m.state_dict()["ball.isp_c"].clone().fill_(5.0)  # c = softplus(5) ~ 5: radius 0.45
     with pytest.raises(ValueError, match=r"row #0 is not a point inside the Poincaré ball of curvature 5"):
         m.load_state_dict(sd)
+
+
+# ---------------------------------------------------------------------------- a read after to_empty
+@pytest.mark.parametrize("fill", [float("inf"), float("nan"), 3.0])
+@pytest.mark.parametrize("assign", [False, True])
+def test_a_read_after_to_empty_without_a_load_names_uninitialised_memory(fill, assign):
+    m = _memory()
+    sd = {k: v.clone() for k, v in m.state_dict().items()}
+    model = torch.nn.Sequential(m).to("meta").to_empty(device="cpu")  # as a model holding it does
+    with torch.no_grad():
+        m.keys.fill_(fill)  # what empty memory may hold
+    with pytest.raises(ValueError, match=r"key #0 .*may be uninitialised.*to_empty\(\).*load_state_dict"):
+        m(Q, k=2)
+    model.load_state_dict({f"0.{k}": v for k, v in sd.items()}, assign=assign)
+    assert m(Q, k=2).read.isfinite().all()
+    with torch.no_grad():
+        m.keys[1] = float("nan")  # after a load, a NaN key is a diverged step again
+    with pytest.raises(ValueError, match="key #1 has NaN coordinates .*optimizer step diverged") as err:
+        m(Q, k=2)
+    assert "uninitialised" not in str(err.value)

@@ -78,7 +78,7 @@ from .distance import all_distance, gathered_distance
 from .indices import as_indices
 from .module_state import ModuleState, refuse_meta
 from .read_checks import as_float as _as_float
-from .read_checks import check_k, check_metric, check_query_values, check_slot_range, host_check, key_error
+from .read_checks import check_k, check_metric, check_query_values, check_slot_range, host_check
 from .read_result import Readout, attention
 from .slot_writes import TIME_BUFFERS as _TIME_BUFFERS
 from .slot_writes import SlotWrites
@@ -292,7 +292,7 @@ class HyperbolicMemory(ModuleState, SlotWrites, TimeScores, StoreBridge, nn.Modu
         self._key_cache = ((K._version, *cache[0][1:]), cache[1], cache[2])
 
     def _check_keys(self) -> None:
-        """``ValueError`` (:func:`~hypermem.nn.read_checks.key_error`) when a key is NaN / inf or
+        """``ValueError`` (:meth:`_key_error`) when a key is NaN / inf or
         left the ball."""
         if torch.compiler.is_compiling():  # no host sync: an async assert on CPU (read_checks.host_check);
             if not self.ball.learnable:    # a learned c moved the ball: eager reads project the keys first
@@ -301,7 +301,7 @@ class HyperbolicMemory(ModuleState, SlotWrites, TimeScores, StoreBridge, nn.Modu
         with torch.no_grad():
             inside = P.is_inside(self.keys, self.curvature)
             if not bool(inside.all()):
-                raise ValueError(key_error(self.keys, int((~inside).nonzero()[0]), self.ball))
+                raise ValueError(self._key_error(int((~inside).nonzero()[0])))
 
     def _depth_term(self, idx: torch.Tensor | None) -> torch.Tensor | None:
         """``depth_bias * depth`` of the slots ``idx`` (all slots for ``None``), with gradient

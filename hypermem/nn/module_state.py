@@ -14,7 +14,9 @@
 * After ``to_empty`` (a conversion torch cannot make in place) or ``load_state_dict(...,
   assign=True)`` the keys come back as a plain ``nn.Parameter``; they are wrapped again as
   a ``geoopt.ManifoldParameter`` on the layer's manifold, so Riemannian optimizers keep
-  them in the ball.
+  them in the ball.  Until a ``load_state_dict`` fills a ``to_empty``'d layer, a read that
+  finds a key NaN / inf or outside the ball says the memory may be uninitialised (not that an
+  optimizer step diverged).
 * :meth:`ModuleState.invalidate` drops the cached key geometry (see
   :meth:`HyperbolicMemory.key_geometry`) after writes that autograd does not see.
 """
@@ -27,6 +29,7 @@ import torch.nn.functional as F
 
 from ..geometry import poincare as P
 from ..geometry.ball import check_loaded_curvature
+from .read_checks import key_error
 from .slot_writes import LOADED_CHECKS, TIME_BUFFERS, check_slot_values
 
 LAYER_DTYPES = (torch.float32, torch.float64)
@@ -61,6 +64,14 @@ def refuse_meta(keys, device) -> None:
 class ModuleState:
     """``_apply``, ``_load_from_state_dict`` and :meth:`invalidate` of the memory layer."""
 
+    _emptied = False
+    """Set when ``to_empty()`` allocated the keys off the meta device (values undefined), cleared
+    by ``load_state_dict``: a read's key error then names the likely cause."""
+
+    def _key_error(self, bad: int) -> str:
+        """Why key ``bad`` is not a point of the ball (:func:`~hypermem.nn.read_checks.key_error`)."""
+        return key_error(self.keys, bad, self.ball, self._emptied)
+
     def invalidate(self) -> None:
         """Forget the cached key geometry (unit directions and radii, :meth:`key_geometry`), so
         the next read recomputes it and checks the keys again.
@@ -81,6 +92,7 @@ class ModuleState:
         """A load-state-dict post hook (it runs once the ball has loaded too): the keys wrapped
         again (``assign=True`` put a plain ``Parameter`` there), and the key cache dropped."""
         module._rewrap_keys()
+        module._emptied = False
         module.invalidate()
 
     def _apply(self, fn, recurse=True):
@@ -99,7 +111,10 @@ class ModuleState:
                 out = t.to(out.device)  # timestamps and counts stay float64 whatever the cast
             return out
 
+        was_meta = self.keys.is_meta
         out = super()._apply(keep_float64, recurse)
+        if was_meta and not self.keys.is_meta:  # only to_empty() leaves the meta device
+            self._emptied = True
         self._rewrap_keys()
         self._key_cache = None
         return out

@@ -86,11 +86,19 @@ def nonfinite_kind(row: torch.Tensor) -> str:
     return "NaN and inf" if nan and inf else ("NaN" if nan else "inf")
 
 
-def key_error(keys: torch.Tensor, bad: int, ball) -> str:
+def key_error(keys: torch.Tensor, bad: int, ball, emptied: bool = False) -> str:
     """Why key ``bad`` is not a point of ``ball``: NaN / inf coordinates (a diverged step,
     whatever the optimizer; with a learned curvature, its value now), or a finite key on or
-    beyond the boundary (an optimizer that ignores the geometry moved it)."""
+    beyond the boundary (an optimizer that ignores the geometry moved it).  ``emptied``: the
+    layer was allocated by ``to_empty()`` and no ``load_state_dict()`` filled it since, so the
+    likely cause is memory that was never initialised."""
     norm, c = float(keys[bad].norm()), ball.curvature
+    if emptied:
+        what = (f"has {nonfinite_kind(keys[bad])} coordinates (norm {norm})" if not math.isfinite(norm)
+                else f"is not inside the Poincaré ball of curvature {c:g} (norm {norm:.6g})")
+        return (f"key #{bad} {what}: the memory may be uninitialised: it was allocated by .to_empty(), which "
+                "keeps no values, and no load_state_dict() has filled it since; load its checkpoint "
+                "(load_state_dict) or set the keys before reading")
     if not math.isfinite(norm):
         moved = f"; the curvature is learned and is now {c:g}" if ball.learnable else ""
         return (f"key #{bad} has {nonfinite_kind(keys[bad])} coordinates (norm {norm}): an optimizer step "
