@@ -49,6 +49,7 @@ from ..geometry import PoincareBall
 from ..geometry import poincare as P
 from .curvature import ball_c, shared_or_new_ball
 from .read_checks import host_check, nonfinite_kind
+from .scripting import NotScriptable
 
 DEPTH_MODES = ("expmap", "fixed", "learned")
 HUGE = 1e6
@@ -57,7 +58,7 @@ scaled down to it (its squares would overflow float32 from ~1e19; expmap0 puts a
 a few hundred on the margin, and the other modes use only its direction)."""
 
 
-class BallEncoder(nn.Module):
+class BallEncoder(NotScriptable, nn.Module):
     """Linear map, then into the ball (see the module docstring).
 
     Parameters

@@ -46,6 +46,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .rag_model import cosine_topk
+from .scripting import NotScriptable
 
 VALUE_MODES = (None, "copy", "zero")
 """``learn_values`` of :class:`LatentRetrievalReader`: frozen values, or a trainable value per slot
@@ -169,6 +170,8 @@ class PairReader(nn.Module):
     def forward(self, features: torch.Tensor, values: torch.Tensor | None = None) -> torch.Tensor:
         h = self.features(self.dropout(features))
         if self.values is not None:
+            if values is None:
+                raise ValueError(f"this reader reads slot values: pass values (..., {self.value_dim})")
             if h.dim() == values.dim() - 1:
                 h = h.unsqueeze(-2)
             h = h + self.values(self.dropout(values.to(features.dtype)))
@@ -192,7 +195,7 @@ def full_select(memory):
     return select
 
 
-class LatentRetrievalReader(nn.Module):
+class LatentRetrievalReader(NotScriptable, nn.Module):
     """The marginalised top-``k`` read of the module docstring.
 
     Parameters

@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from ..geometry import poincare as P
 from ..geometry.ball import check_loaded_curvature
 from .read_checks import key_error
+from .scripting import NotScriptable
 from .slot_writes import LOADED_CHECKS, TIME_BUFFERS, check_slot_values
 
 LAYER_DTYPES = (torch.float32, torch.float64)
@@ -61,8 +62,9 @@ def refuse_meta(keys, device) -> None:
                          "load_state_dict(...)")
 
 
-class ModuleState:
-    """``_apply``, ``_load_from_state_dict`` and :meth:`invalidate` of the memory layer."""
+class ModuleState(NotScriptable):
+    """``_apply``, ``_load_from_state_dict`` and :meth:`invalidate` of the memory layer (and its
+    refusal of ``torch.jit.script``, :mod:`~hypermem.nn.scripting`)."""
 
     _emptied = False
     """Set when ``to_empty()`` allocated the keys off the meta device (values undefined), cleared

@@ -34,6 +34,7 @@ from .encoder import BallEncoder
 from .hyperbolic_memory import HyperbolicMemory
 from .read_checks import check_k
 from .readout import ParentVote
+from .scripting import NotScriptable
 
 __all__ = ["HyperbolicRAG", "cosine_topk"]
 
@@ -51,7 +52,7 @@ DEFAULT_K = 32
 """The top-``k`` of training reads when ``k=None``: ``min(DEFAULT_K, slots)``."""
 
 
-class HyperbolicRAG(nn.Module):
+class HyperbolicRAG(NotScriptable, nn.Module):
     """Encoder -> hyperbolic memory -> hierarchy-aware readout.
 
     ``model(x)`` (:meth:`forward`, the same as :meth:`answer_scores`) gives every slot's answer
