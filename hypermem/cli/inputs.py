@@ -9,6 +9,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from .shown import json_safe, shown
+
 __all__ = ["LAYOUTS", "MAX_INDENT", "METRICS", "MODES", "UserError", "decode_text", "default_output", "indent_arg",
            "check_embedder_name", "is_json_file", "load_memory", "named_embedder", "positive_float", "positive_int", "print_json", "read_source", "read_text",
            "time_arg", "warn"]
@@ -71,7 +73,7 @@ MAX_INDENT = 16
 
 def warn(message: str) -> None:
     """A warning as one line on stderr (``warning: ...``), as every command prints them."""
-    print(f"warning: {' '.join(str(message).split())}", file=sys.stderr)
+    print(f"warning: {shown(' '.join(str(message).split()))}", file=sys.stderr)
 
 
 def read_source(source: str) -> str:
@@ -192,5 +194,5 @@ def default_output(memory: str, suffix: str) -> Path:
 
 
 def print_json(obj: Any) -> None:
-    print(json.dumps(obj, indent=1, ensure_ascii=False, default=str))
+    print(json_safe(json.dumps(obj, indent=1, ensure_ascii=False, default=str)))
 

@@ -16,6 +16,7 @@ import warnings
 
 from .inputs import UserError
 from .parser import build_parser
+from .shown import shown
 
 __all__ = ["build_parser", "main"]
 
@@ -69,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
 def _format_warning(message, category, filename, lineno, line=None) -> str:
     """A Python warning as one ``warning: ...`` line (not Python's file:line format); a test's
     ``catch_warnings(record=True)`` still records the warning itself."""
-    return f"warning: {' '.join(str(message).split())}\n"
+    return f"warning: {shown(' '.join(str(message).split()))}\n"
 
 
 def _reader_gone() -> int:
@@ -103,7 +104,7 @@ def _run(argv: list[str] | None) -> int:
         if line is None:
             raise
         line = "; ".join(part.strip() for part in line.splitlines() if part.strip())  # one line, as promised
-        print(f"hypermem {args.command}: error: {line}", file=sys.stderr)
+        print(f"hypermem {args.command}: error: {shown(line)}", file=sys.stderr)
         return 1
 
 

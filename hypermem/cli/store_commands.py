@@ -20,6 +20,7 @@ from .inputs import (
     warn,
 )
 from .outputs import check_output, is_page, is_stream, report, write_text
+from .shown import shown
 
 __all__ = ["cmd_export", "cmd_fit_reranker", "cmd_import", "cmd_inspect", "cmd_search", "cmd_stats", "cmd_tree"]
 
@@ -47,8 +48,18 @@ def cmd_tree(args: argparse.Namespace) -> int:
     if args.root is not None and args.root not in mem:
         raise UserError(f"unknown memory id {args.root!r}")
     text = mem.tree(root=args.root, max_text=args.max_text)
-    print(text if text else "(empty memory)")
+    print(tree_shown(text, mem.ids) if text else "(empty memory)")
     return 0
+
+
+def tree_shown(text: str, ids: list[str]) -> str:
+    """``Memory.tree``'s lines with their controls escaped (:func:`.shown.shown`).  The tree shows
+    a text's newlines as spaces, so a newline is a line break unless an id holds it: such an id's
+    newlines are escaped first, where the line shows it (``[id d=``)."""
+    for i in ids:
+        if "\n" in i:
+            text = text.replace(f"[{i} d=", f"[{i.replace(chr(10), chr(92) + 'n')} d=")
+    return "\n".join(shown(line) for line in text.split("\n"))
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -71,7 +82,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     if not hits:
         print("(no results)")
     for rank, h in enumerate(hits, 1):
-        print(f"{rank:3d}. {h.score:8.3f}  time_weight={h.time_weight:.3f}  depth={h.depth:.2f}  {h.text}  [{h.id}]")
+        print(f"{rank:3d}. {h.score:8.3f}  time_weight={h.time_weight:.3f}  depth={h.depth:.2f}  {shown(h.text)}  "
+              f"[{shown(h.id)}]")
     return 0
 
 
@@ -108,7 +120,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     else:
         width = max(map(len, stats))
         for k, v in stats.items():
-            print(f"{k:<{width}}  {json.dumps(v, ensure_ascii=False) if isinstance(v, (dict, list)) else v}")
+            print(shown(f"{k:<{width}}  {json.dumps(v, ensure_ascii=False) if isinstance(v, (dict, list)) else v}"))
     return 0
 
 
