@@ -23,6 +23,8 @@ draws with plain JavaScript (``hypermem/viz/assets/*.js``), no network and no li
 * a virtualised sortable table over all rows, a tree built as it opens, a filter (text,
   label, id, metadata) and a search box that focuses the memory it finds.  The address
   keeps the focus and may preset the rest: ``page.html#focus=<id>&filter=dog&select=<id>``.
+  A later change of the address (typed, a link, back or forward) focuses the memory it names;
+  an address without ``focus=`` goes home.
 
 **Escaping.**  Memory text, ids, labels, metadata and the title only ever reach the page
 as text: the data sits in a ``<script type="application/json">`` block with ``<``, ``>``
@@ -30,7 +32,10 @@ and ``&`` written as ``\u003c`` / ``\u003e`` / ``\u0026`` (and everything non-AS
 U+2028 and U+2029 included, as ``\uXXXX``), so no string can close the block; the title is
 HTML-escaped; the script inserts text with ``textContent`` only.  On top of that a
 Content-Security-Policy allows only the page's own two scripts (by SHA-256 hash) and no
-network at all.  A memory whose text is ``<script>alert(1)</script>`` shows as that text.
+network at all.  A memory whose text is ``<script>alert(1)</script>`` shows as that text.  Bidi
+controls (U+202A-E, U+2066-9, U+200E/F, U+061C) and C0/C1 controls other than tab and newline show
+as visible escapes (``\u202e``, in a distinct style), and each stored string is a bidi isolate,
+so ``"rtl \u202e gnp.exe"`` cannot pass for ``"rtl exe.png"`` nor reorder the text beside it.
 
 **Checks.**  The page records what it drew (``data-points-drawn`` and
 ``data-labels-drawn`` on the canvas; ``data-drawn``, ``data-selected``,

@@ -66,7 +66,7 @@ window.addEventListener("mousemove", function (ev) {
   }
   if (ev.target !== canvas) { return; }
   var n = nearest(p[0], p[1]);
-  canvas.title = n >= 0 ? label(n) + "\n" + TEXTS[n] + "\n[" + IDS[n] + "]" : "";
+  canvas.title = n >= 0 ? shown(label(n) + "\n" + TEXTS[n] + "\n[" + IDS[n] + "]") : "";
   canvas.style.cursor = n >= 0 ? "pointer" : "grab";
 });
 window.addEventListener("mouseup", function (ev) {
@@ -132,6 +132,18 @@ if (preFocus !== null && ROW.has(preFocus)) {
   if (preSel === null) { select(ROW.get(preFocus)); }
   focusOn(ROW.get(preFocus), false);
 } else { draw(); }
+// The address changed after load (typed, a link, back/forward): focus the memory it names, or go
+// home when it names none.  setHash writes the address with replaceState (no event), and the
+// memory already in focus is left alone, so the two never call each other in a loop.
+function followHash() {
+  var id = new URLSearchParams(window.location.hash.replace(/^#/, "")).get("focus");
+  if (id !== null && !ROW.has(id)) { return; }  // not a memory of this page: nothing to focus
+  var i = id === null ? -1 : ROW.get(id);
+  if (i === state.focus) { return; }
+  select(i); focusOn(i, true);
+}
+window.addEventListener("hashchange", followHash);
+window.addEventListener("popstate", followHash);
 MARKS.ready = Math.round(performance.now() * 10) / 10;
 report();
 document.body.setAttribute("data-ready", "1");

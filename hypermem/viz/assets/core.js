@@ -107,12 +107,40 @@ function timeOf(i) { return D.t0 + TIME[i]; }
 function iso(s) { return new Date(s * 1000).toISOString().slice(0, 16).replace("T", " "); }
 function depthOf(i) { return RAD[i] / SQRT_C; }
 function fmt(x, d) { return (typeof x === "number" && isFinite(x)) ? x.toFixed(d) : ""; }
+// Characters that would disguise stored text: the bidi embeddings, overrides, isolates and marks
+// (U+202A-E, U+2066-9, U+200E/F, U+061C) and the C0/C1 controls but tab and newline.  They are shown
+// as a visible escape ("\u202e", class hm-ctl in the DOM), so "rtl \u202e gnp.exe" cannot pass for
+// "rtl exe.png", nor reorder the page's text around it; the data keeps them as they are stored.
+var HIDDEN = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+var HAS_HIDDEN = new RegExp(HIDDEN.source);
+function escChar(ch) { return "\\u" + (0x10000 + ch.charCodeAt(0)).toString(16).slice(1); }
+function shown(s) { return String(s).replace(HIDDEN, escChar); }  // for titles and the canvas
+// Stored text into an element: plain textContent, unless it holds such characters (then each one a span).
+function setText(e, text) {
+  var s = String(text);
+  if (!HAS_HIDDEN.test(s)) { e.textContent = s; return; }
+  e.textContent = "";
+  var at = 0;
+  s.replace(HIDDEN, function (ch, k) {
+    if (k > at) { e.appendChild(document.createTextNode(s.slice(at, k))); }
+    var c = document.createElement("span");
+    c.className = "hm-ctl"; c.textContent = escChar(ch); c.title = "a control character stored in the text";
+    e.appendChild(c); at = k + 1;
+    return ch;
+  });
+  if (at < s.length) { e.appendChild(document.createTextNode(s.slice(at))); }
+}
+// An element with text (stored text: see setText) or with child nodes (an array of strings and nodes).
 function el(tag, text, cls) {
   var e = document.createElement(tag);
-  if (text !== undefined && text !== null) { e.textContent = String(text); }
+  if (Array.isArray(text)) {
+    text.forEach(function (t) { e.appendChild(typeof t === "string" ? document.createTextNode(t) : t); });
+  } else if (text !== undefined && text !== null) { setText(e, text); }
   if (cls) { e.className = cls; }
   return e;
 }
+// One stored string as its own bidi isolate (a label beside an id: neither can reorder the other).
+function iso(text) { return el("span", text, "hm-iso"); }
 
 // ---------------------------------------------------------------- Möbius view
 // The view is a disk automorphism z -> (a z + b) / (conj(b) z + conj(a)) with

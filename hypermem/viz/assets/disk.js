@@ -184,7 +184,7 @@ function drawLabels() {
   ctx.font = "11px sans-serif"; ctx.textBaseline = "middle";
   var boxes = [], limit = Math.min(cand.length, 600);
   for (var c = 0; c < limit && boxes.length < 60; c++) {
-    var j = cand[c], text = label(j);
+    var j = cand[c], text = shown(label(j));
     if (text.length > 28) { text = text.slice(0, 27) + "\u2026"; }
     if (LABEL_W[j] < 0) { LABEL_W[j] = ctx.measureText(text).width; }
     var px = pxX(VX[j]), y = pxY(VY[j]), w = LABEL_W[j], right = px <= C0 + 40, x = 0, box = null;

@@ -33,19 +33,19 @@ function select(i) {
     for (var a = PARENT[i]; a >= 0; a = PARENT[a]) { related += 1; }
     related += 1 + count;
     var h3 = el("h3", label(i));
-    h3.title = label(i);
+    h3.title = shown(label(i));
     panel.appendChild(h3);
     panel.appendChild(el("p", TEXTS[i], "hm-fulltext"));
-    var anc = [];
-    for (var c = PARENT[i]; c >= 0 && anc.length < 12; c = PARENT[c]) { anc.push(label(c)); }
+    var anc = [];  // each label its own isolate, so that none reorders the arrows or its neighbours
+    for (var c = PARENT[i]; c >= 0 && anc.length < 23; c = PARENT[c]) { anc.push(anc.length ? " \u2190 " : "", iso(label(c))); }
     var valid = D.valid[String(i)] || [null, null], dl = el("dl");
-    [["id", IDS[i]], ["parent", PARENT[i] < 0 ? "(root)" : label(PARENT[i]) + "  [" + IDS[PARENT[i]] + "]"],
+    [["id", IDS[i]], ["parent", PARENT[i] < 0 ? "(root)" : [iso(label(PARENT[i])), "  [", iso(IDS[PARENT[i]]), "]"]],
      ["level", LEVEL[i]], [D.config.placed_by ? "depth (encoder)" : "depth", fmt(depthOf(i), 4)],
      ["time", iso(timeOf(i))],
      ["weight", exists(i) ? fmt(weight(i), 3) : "none: created after the slider's time (hidden)"], ["accesses", ACCESS ? ACCESS[i] : 0],
      ["last accessed", D.last_accessed[String(i)] || "never"],
      ["valid", (valid[0] || "\u2212\u221e") + " \u2026 " + (valid[1] || "+\u221e")],
-     ["ancestors", anc.join(" \u2190 ") || "none"], ["children", String(nKids(i))],
+     ["ancestors", anc.length ? anc.slice(1) : "none"], ["children", String(nKids(i))],
      ["descendants", String(count)], ["meta", JSON.stringify(meta(i))]].forEach(function (kv) {
       dl.appendChild(el("dt", kv[0])); dl.appendChild(el("dd", kv[1]));
     });
@@ -54,7 +54,7 @@ function select(i) {
       var dd = el("dd", null, "hm-suggested"), info = meta(i).auto_parent || {};
       dl.appendChild(el("dt", info.by === "vote" ? "suggested parents (vote score)" : "suggested parents"));
       sug.forEach(function (s) {
-        var a = el("a", label(s[0]) + " (" + fmt(s[1], 3) + ")");
+        var a = el("a", [iso(label(s[0])), " (" + fmt(s[1], 3) + ")"]);
         a.href = "#"; a.setAttribute("data-row", String(s[0]));
         a.addEventListener("click", function (ev) { ev.preventDefault(); select(s[0]); draw(); });
         dd.appendChild(a); dd.appendChild(document.createTextNode(" "));
@@ -179,8 +179,8 @@ function renderRows() {
     tr.className = state.hasSel && ROLE[i] > 0 ? "hm-" + ROLE_NAMES[ROLE[i]] : "";
     var values = [IDS[i], label(i), TEXTS[i], LEVEL[i], fmt(depthOf(i), 3), iso(timeOf(i)), fmt(weight(i), 3),
                   ACCESS ? ACCESS[i] : 0, metaText(i)];
-    for (var c = 0; c < values.length; c++) { cells[c].textContent = String(values[c]); }
-    cells[2].title = TEXTS[i];
+    for (var c = 0; c < values.length; c++) { setText(cells[c], values[c]); }
+    cells[2].title = shown(TEXTS[i]);
   }
 }
 // A selection changes only the classes of the rows on screen.
@@ -200,7 +200,7 @@ tbody.addEventListener("click", function (ev) {
 
 // ---------------------------------------------------------------- tree (built as it opens)
 // The hover text of a (possibly cut) label: the label whole, the text, the id.
-function fullTitle(i) { return (LABELS[i] ? LABELS[i] + "\n" : "") + TEXTS[i] + "  [" + IDS[i] + "]"; }
+function fullTitle(i) { return shown((LABELS[i] ? LABELS[i] + "\n" : "") + TEXTS[i] + "  [" + IDS[i] + "]"); }
 var treeRoot = document.getElementById("hm-tree"), treeItems = new Map(), CHUNK = 200, FILTER_SHOWN = 60;
 var fullTree = el("ul", null, "hm-tree"), filterTreeEl = null;
 function treeItem(i, into, filtered) {
