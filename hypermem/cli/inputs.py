@@ -93,7 +93,8 @@ def read_text(path: Path) -> str:
 
 def decode_text(path: Path | str, data: bytes) -> str:
     if data.startswith(b"SQLite format 3\x00"):
-        raise UserError(f"{path} is a SQLite file; import reads memory JSON (Memory.to_json) or JSON lines")
+        raise UserError(f"{path} is a SQLite file; import reads memory JSON (Memory.to_json) or JSON lines, and a "
+                        "memory file by name with --durable (to make it a durable store)")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -17,7 +17,11 @@ from pathlib import Path
 
 from .inputs import UserError
 
-__all__ = ["PAGE_HEAD", "check_output", "head_of", "is_page", "is_stream", "report", "same_file", "write_text"]
+__all__ = ["PAGE_HEAD", "SQLITE_HEAD", "check_output", "head_of", "is_page", "is_stream", "report", "same_file", "write_durable",
+           "write_text"]
+
+SQLITE_HEAD = b"SQLite format 3\x00"
+"""How a SQLite database file begins."""
 
 PAGE_HEAD = b'<!DOCTYPE html>\n<html lang="en" data-errors='
 """How an inspector page that hypermem wrote begins (hypermem.viz.html)."""
@@ -101,3 +105,27 @@ def write_text(output: str, text) -> None:
 def report(output: str, line: str) -> None:
     """The ``wrote ...`` line: on stderr when the output itself went to a stream (stdout, a pipe)."""
     print(line, file=sys.stderr if is_stream(output) or output == "-" else sys.stdout)
+
+
+def write_durable(memory, output: str) -> None:
+    """``memory`` as a new durable store (:meth:`Memory.open`, what ``hypermem mcp --store``
+    serves) at ``output``, written beside it and moved over it when complete (a symlink is
+    written through).  An existing durable store is never replaced: its ``-wal`` file, or a
+    server that has it open, would not follow the swap."""
+    from ..integrations.snapshots import durable_copy
+    from ..store.atomic import atomic_path
+    from ..store.backends.opening import is_durable_file
+    from ..store.checks import check_sqlite_name
+
+    if is_stream(output):
+        raise UserError(f"{output} is not a regular file: a durable store needs a file name such as agent.db")
+    check_sqlite_name(output)
+    if Path(output).is_file() and is_durable_file(output):
+        raise UserError(f"{output} is a durable store (Memory.open): import into a new name, or remove it first "
+                        "(with its -wal and -shm files)")
+    with atomic_path(output) as tmp:
+        try:
+            durable_copy(memory, tmp).close()
+        finally:
+            for suffix in ("-wal", "-shm", "-journal"):
+                Path(f"{tmp}{suffix}").unlink(missing_ok=True)

@@ -26,7 +26,7 @@ EPILOG = """\
   hypermem search MEMORY [QUERY] [-k K] [--mode MODE] [--root ID]
   hypermem stats MEMORY [--json]                 summary numbers
   hypermem export MEMORY OUT.json|OUT.csv|-      portable JSON (exact) or a CSV table (by extension or --format)
-  hypermem import SOURCE|- OUT.db                memory JSON, or JSON lines of items, to a SQLite memory
+  hypermem import SOURCE|- OUT.db [--durable]    memory JSON, a memory file or JSON lines, to a SQLite memory
   hypermem fit-reranker MEMORY --out FOLDER      train a placement reranker on a memory's own tree
   hypermem train --config mammals_poincare       train hierarchy embeddings (Lightning; train --help)
   hypermem mcp --store agent.db [--http HOST:PORT]   an MCP server over a durable store (the mcp extra)
@@ -172,13 +172,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("import", help="memory JSON, or JSON lines of items, to a SQLite memory",
-                       description="Write a SQLite memory from a memory JSON file (Memory.to_json) or from "
-                       "JSON lines of items ({\"text\", \"id\", \"parent\", \"t\", \"meta\", ...}; parents "
-                       "before children; the rows of `search --json` too), embedded with --embedder (default: "
-                       "the hashing embedder). SOURCE - reads stdin.",
-                       epilog="example: hypermem import notes.jsonl notes.db --embedder minilm")
-    p.add_argument("source", help="memory JSON, or JSON lines / a JSON list of items (- for stdin)")
+                       description="Write a SQLite memory from a memory JSON file (Memory.to_json), a memory file\n"
+                       "(with --durable: Memory.save, Memory.open) or JSON lines of items ({\"text\", \"id\",\n"
+                       "\"parent\", \"t\", \"meta\", ...}; parents before children; the rows of `search --json`),\n"
+                       "embedded with --embedder (default: the hashing embedder). SOURCE - reads stdin.\n\n"
+                       "OUTPUT is a snapshot (Memory.save) unless --durable makes it a durable store\n"
+                       "(Memory.open), the kind `hypermem mcp --store` serves.",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog="examples:\n  hypermem import notes.jsonl notes.db --embedder minilm\n"
+                       "  hypermem export agent.db ex.json && hypermem import ex.json copy.db --durable && "
+                       "hypermem mcp --store copy.db\n"
+                       "  hypermem import snapshot.db agent.db --durable   # a Memory.save file made servable")
+    p.add_argument("source", help="memory JSON, a memory file (SQLite; with --durable), or JSON lines / a JSON list of items (- "
+                   "for stdin)")
     p.add_argument("output", help="the SQLite memory file to write")
+    p.add_argument("--durable", action="store_true", help="write a durable store (Memory.open: every call "
+                   "commits; what hypermem mcp --store serves) instead of a snapshot (Memory.save); an existing "
+                   "durable store is never replaced")
     p.add_argument("--dim", type=positive_int, default=None, help="hashing embedder dimension for items "
                    "(default: 256)")
     p.add_argument("--half-life", type=positive_float, default=None, help="decay half-life in hours for items "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
 import warnings
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from .inputs import (
     time_arg,
     warn,
 )
-from .outputs import check_output, is_page, is_stream, report, write_text
+from .outputs import SQLITE_HEAD, check_output, head_of, is_page, is_stream, report, write_durable, write_text
 from .shown import shown
 
 __all__ = ["cmd_export", "cmd_fit_reranker", "cmd_import", "cmd_inspect", "cmd_search", "cmd_stats", "cmd_tree"]
@@ -256,7 +257,7 @@ def _own_keys(item: dict[str, Any], path: Path, where: str, dropped: set[str]) -
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    src, out = Path(args.source), Path(args.output)
+    src = Path(args.source)
     if args.output == "-":
         raise UserError("a SQLite memory needs a file: give OUTPUT as a file name such as notes.db, not -")
     if args.source != "-" and not src.exists():
@@ -264,6 +265,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     check_output(args.output, inputs=(args.source,), force=args.force)
     if src.is_dir():
         raise UserError(f"{args.source} is a folder, not a file")
+    if args.durable and args.source != "-" and head_of(src, 16) == SQLITE_HEAD:  # a memory file, copied whole
+        _ignored_item_flags(args, "a memory file")
+        return _write_import(load_memory(args.source, args.embedder), args)
     text = read_source(args.source)
     if not text.strip():   # an empty document is no JSON; `[]` or an empty store's JSON still imports
         raise UserError(f"{'stdin (-)' if args.source == '-' else args.source} is empty: no items to import")
@@ -273,10 +277,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     if head.startswith("{") and '"config"' in head:
         # the file holds its embeddings: the copy needs the embedder only by name (a stand-in keeps its spec)
-        ignored = [flag for flag, used in (("--dim", args.dim is not None), ("--half-life", args.half_life is not None))
-                   if used]
-        if ignored:
-            warn(f"{', '.join(ignored)} applies to JSON lines of items only; a memory JSON keeps its own settings")
+        _ignored_item_flags(args, "a memory JSON")
         emb = named_embedder(args.embedder) if args.embedder else StandIn(hint="pass --embedder minilm|PATH")
         mem = Memory.from_json(text if args.source == "-" else src, embedder=emb)
     else:
@@ -295,10 +296,27 @@ def cmd_import(args: argparse.Namespace) -> int:
             msg = re.sub(r"item #(\d+)", lambda m: where[int(m.group(1))] if int(m.group(1)) < len(where)
                          else m.group(0), msg)
             raise UserError(f"{src}: {msg}") from None
+    return _write_import(mem, args)
+
+
+def _ignored_item_flags(args: argparse.Namespace, what: str) -> None:
+    ignored = [flag for flag, used in (("--dim", args.dim is not None), ("--half-life", args.half_life is not None))
+               if used]
+    if ignored:
+        warn(f"{', '.join(ignored)} applies to JSON lines of items only; {what} keeps its own settings")
+
+
+def _write_import(mem, args: argparse.Namespace) -> int:
+    """The imported memory as a snapshot (``Memory.save``) or, ``--durable``, a ``Memory.open`` store."""
+    if args.durable:
+        write_durable(mem, args.output)
+        print(f"wrote {args.output} ({memories(len(mem))}, a durable store: hypermem mcp --store "
+              f"{shlex.quote(args.output)} serves it)")
+        return 0
     from ..store.persistence import save as save_memory
 
-    save_memory(mem, out, force=args.force)   # --force: a file that is no memory file is replaced too
-    print(f"wrote {out} ({memories(len(mem))})")
+    save_memory(mem, args.output, force=args.force)   # --force: a file that is no memory file is replaced too
+    print(f"wrote {args.output} ({memories(len(mem))})")
     return 0
 
 

@@ -35,7 +35,8 @@ committed (:meth:`Memory.refresh`, one small query when nothing changed).  A wri
 so the reads queued behind it wait no longer than that.
 **Durability.**  :func:`open_store` opens the target with :meth:`Memory.open`: a SQLite file
 (write-through: every call is committed before it answers) or a ``postgresql://`` URL; a
-snapshot written by :meth:`Memory.save` is converted once with :func:`convert_snapshot`.
+snapshot written by :meth:`Memory.save` is converted once with ``hypermem import SNAPSHOT NEW.db
+--durable`` or :func:`convert_snapshot` (:mod:`.snapshots`).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from __future__ import annotations
 import heapq
 import json
 import os
+import shlex
 import sys
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
@@ -68,6 +70,7 @@ from .mcp_app import (
     tool_error,
 )
 from .mcp_app import to_time as _time
+from .snapshots import convert_snapshot
 
 _tool_error = tool_error
 
@@ -367,14 +370,6 @@ _MCP_COPY = "copy the store (with its -wal file) into a writable folder and serv
 _MCP_WRITES = "; hypermem mcp writes to its store (it has no read-only mode): make the folder writable, or " + _MCP_COPY
 
 
-def convert_snapshot(snapshot: str, target: str, embedder: Any = None) -> Memory:
-    """A durable store at ``target`` (new) holding the memories of the snapshot file ``snapshot``
-    (written by :meth:`Memory.save` or, ``.json``, :meth:`Memory.to_json`), embeddings and all;
-    ``embedder`` for a snapshot saved with a custom embedder.  Returns the open durable memory."""
-    load = Memory.from_json if C.is_json_path(snapshot) else Memory.load
-    return C.durable_copy(load(snapshot, embedder=embedder), target)
-
-
 def _refuse_snapshot(target: str) -> None:
     """A snapshot named as a store is a :class:`StorageError` that says how to convert it."""
     from ..store.backends.durable import StorageError
@@ -387,10 +382,11 @@ def _refuse_snapshot(target: str) -> None:
         new = os.path.splitext(target)[0] + "-durable.db"
         how = "Memory.to_json" if C.is_json_path(target) else "Memory.save"
         raise StorageError(f"{target!r} is a snapshot (written by {how}, e.g. by a framework adapter's "
-                           f"persist() or save()), not a durable store that every call writes through to. "
-                           f"Convert it once: python -c \"from hypermem.integrations.mcp_server import "
-                           f"convert_snapshot; convert_snapshot({target!r}, {new!r}).close()\", then serve "
-                           f"--store {new} (and give the adapters memory=Memory.open({new!r}))")
+                           f"persist() or save(), or by hypermem import without --durable), not a durable store "
+                           f"that every call writes through to. Convert it once: hypermem import "
+                           f"{shlex.quote(target)} {shlex.quote(new)} --durable (in Python: convert_snapshot("
+                           f"{target!r}, {new!r}).close(), from hypermem.integrations.mcp_server), then serve "
+                           f"--store {shlex.quote(new)} (and give the adapters memory=Memory.open({new!r}))")
 
 
 def parse_http(text: str) -> tuple[str, int]:
