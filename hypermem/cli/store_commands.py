@@ -64,7 +64,7 @@ def tree_shown(text: str, ids: list[str]) -> str:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    mem = load_memory(args.memory, args.embedder)
+    mem = load_memory(args.memory, args.embedder, embeds=args.query is not None)
     if args.query is not None and args.root is None and trained_layout(mem):
         warn("text queries do not locate the points of this store: they were trained (a hierarchy layout), not "
              "placed by its embedder, so the hits do not follow the query; search by id with --root ID and "
