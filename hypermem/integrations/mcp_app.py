@@ -254,3 +254,72 @@ def install_signals(close: Callable[[], None]) -> None:
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
+
+
+_ORDERED = ("$eq", "$gt", "$gte", "$lt", "$lte")
+
+
+def _kind(value: Any) -> str | None:
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return "number"
+    return None
+
+
+def _operands(filters: Any) -> Iterator[tuple[str, Any]]:
+    """``(field, operand)`` of each equality, ``$eq``/``$gt``/... and ``$in`` of a filter dict,
+    through ``$and``/``$or``/``$not``."""
+    if not isinstance(filters, dict):
+        return
+    for key, cond in filters.items():
+        if key in ("$and", "$or"):
+            for part in cond if isinstance(cond, list) else ():
+                yield from _operands(part)
+        elif key == "$not":
+            yield from _operands(cond)
+        elif isinstance(cond, dict) and any(str(k).startswith("$") for k in cond):
+            for op, x in cond.items():
+                if op in _ORDERED:
+                    yield key, x
+                elif op == "$in" and isinstance(x, list):
+                    yield from ((key, v) for v in x)
+        elif isinstance(cond, list):
+            yield from ((key, v) for v in cond)
+        elif not isinstance(cond, dict):
+            yield key, cond
+
+
+def empty_notes(memory: Any, filters: Any, when: datetime | None, expired: int) -> list[str]:
+    """Why a recall found nothing, computed only then (one pass over the records): ``expired``
+    memories that matched but whose ``valid_until`` has passed, an ``at_time`` before every
+    memory, and a filter that compares a number field with a string operand or the reverse."""
+    notes = []
+    if expired:
+        notes.append(f"{expired} memor{'y' if expired == 1 else 'ies'} matched but expired (valid_until before the "
+                     "query time): pass include_expired=true to see them")
+    wanted = {}
+    for field, x in _operands(filters):
+        if _kind(x) is not None:
+            wanted.setdefault(field, {})[_kind(x)] = x
+    if when is None and not wanted:
+        return notes
+    oldest, held = None, {field: {} for field in wanted}
+    for rec in memory:
+        oldest = rec.t if oldest is None or rec.t < oldest else oldest
+        for field, kinds in held.items():
+            v = rec.meta.get(field)
+            if _kind(v) is not None:
+                kinds.setdefault(_kind(v), v)
+    if when is not None and oldest is not None and when < oldest:
+        notes.append(f"at_time {C.iso(when)} is before every memory (the oldest was stored at {C.iso(oldest)}): "
+                     "nothing was stored yet then")
+    for field, given in wanted.items():
+        kinds = held[field]
+        for kind, x in given.items():
+            if kinds and kind not in kinds:
+                other = next(iter(kinds))
+                notes.append(f"the filter on {field!r} compares a {kind} ({x!r}) with a field that holds "
+                             f"{other}s (e.g. {kinds[other]!r}), and a {other} never equals or orders with a "
+                             f"{kind}: write the operand as a {other}")
+    return notes

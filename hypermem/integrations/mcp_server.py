@@ -65,6 +65,7 @@ from .mcp_app import (
     check_bind,
     check_meta,
     check_text,
+    empty_notes,
     hit,
     install_signals,
     tool_error,
@@ -213,6 +214,10 @@ def build_server(memory: Memory, *, name: str = "hypermem", auto_parent: AutoPar
             memory.searcher.warned_keys.clear()  # every call that names an unknown key hears of it
             hits = memory.search(query, k=k, filters=filters, mode=mode, root=root, at_time=when,
                                  valid_only=not include_expired)
+            if not hits:   # why: computed only for an empty answer
+                expired = 0 if include_expired else len(memory.search(
+                    query, k=k, filters=filters, mode=mode, root=root, at_time=when, valid_only=False, touch=False))
+                notes.extend(empty_notes(memory, filters, when, expired))
             return {"results": [hit(h, result_chars) for h in hits]}
 
         return noted(guarded(run, notes=notes), notes)
