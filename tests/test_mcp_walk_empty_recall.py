@@ -54,3 +54,14 @@ def test_a_result_or_a_plain_miss_has_no_such_warning(db):
     assert "warnings" not in recall(db, filters={"n": {"$gte": 2}})
     out = recall(db, filters={"n": {"$gte": 5}})
     assert out["results"] == [] and "warnings" not in out
+
+
+def test_an_unknown_argument_has_the_prefix_of_the_other_tool_errors(db):
+    from mcp_helpers import _error
+
+    async def script(c):
+        return (_error(await c.call_tool("recall", {"query": "tea", "limit": 3})),
+                _error(await c.call_tool("recall", {"query": "tea", "mode": "subtree"})))
+    unknown, other = _call(build_server(db), script)
+    assert other.startswith("Error executing tool recall: ")
+    assert unknown.startswith("Error executing tool recall: recall takes no argument 'limit'; its arguments are query")

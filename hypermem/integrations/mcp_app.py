@@ -64,8 +64,9 @@ class HypermemServer(MCPServer):
             allowed = list(tool.input_schema.get("properties", {}))
             extra = sorted(set(arguments) - set(allowed))
             if extra:
-                raise tool_error(f"{name} takes no argument {', '.join(map(repr, extra))}; its arguments are "
-                                 f"{', '.join(allowed)}")
+                # raised before the SDK's call, which prefixes the other tool errors: the same prefix here
+                raise tool_error(f"Error executing tool {name}: {name} takes no argument "
+                                 f"{', '.join(map(repr, extra))}; its arguments are {', '.join(allowed)}")
         try:
             return await super().call_tool(name, arguments, context)
         except UnexpectedToolError as exc:
