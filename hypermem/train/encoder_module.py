@@ -24,7 +24,10 @@ At the end of ``fit`` the best checkpoint's weights (``ModelCheckpoint(monitor="
 read back with ``torch.load(weights_only=True)``: no file in the log folder can run code)
 are saved as an encoder folder, ``<log_dir>/encoder`` (:meth:`HierarchyEncoder.save
 <hypermem.embed.HierarchyEncoder.save>`), with the ``lambda`` and threshold of its validation
-and the ranking ``lambda`` chosen for those weights (``choose_ranking_lambda``).
+and the ranking ``lambda`` chosen for those weights (``choose_ranking_lambda``).  Every stop
+validates at its step (:mod:`~hypermem.train.encoder_stop`), and weights with no recorded
+validation (a run that never validated) are validated once before the export: an exported
+encoder always has its threshold.
 """
 
 from __future__ import annotations
@@ -43,24 +46,12 @@ from ..hierarchy.encoder_prefix import FrozenPrefix, freeze_lower_layers, resolv
 from ..hierarchy.encoder_step import TokenCache, batch_losses, lr_factor, step_seed
 from ..hierarchy.encoder_training import EncoderTrainConfig, check_ball_curvature, validate_encoder
 from .checkpoint_order import best_checkpoints_first
+from .encoder_stop import ValidateAtStepLimit
 from .hierarchy_logging import disk_picture_available, tensorboard_writer
 from .mid_epoch import reopen_stopped_epoch
 from .step_axis import evaluated_epoch, evaluated_step, remember_checkpoint
 
 __all__ = ["EncoderModule", "ValidateAtStepLimit"]
-
-
-class ValidateAtStepLimit(pl.Callback):
-    """A run stopped by ``trainer.max_steps`` validates at the stop, as an epoch's end does: its
-    ``val/*``, the ``best-step=S`` checkpoint and the export (the best validated weights) then
-    consider the last weights, not only those of the previous validation.  At the step that
-    reaches ``max_steps`` it asks Lightning to stop (``trainer.should_stop``), and Lightning
-    validates a requested stop in the epoch's loop (once: a stop at an epoch's last batch, or at a
-    ``val_check_interval`` batch, gets that one validation)."""
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        if trainer.max_steps != -1 and trainer.global_step >= trainer.max_steps and trainer.enable_validation:
-            trainer.should_stop = True
 
 
 class EncoderModule(pl.LightningModule):
@@ -186,7 +177,8 @@ class EncoderModule(pl.LightningModule):
                 UserWarning, __name__, 0, module=__name__)
 
     def configure_callbacks(self):
-        """:class:`ValidateAtStepLimit`: a ``trainer.max_steps`` stop validates, so the export considers it."""
+        """:class:`~hypermem.train.encoder_stop.ValidateAtStepLimit`: every stop (``max_steps``,
+        ``max_time``, the last epoch) validates at its step, so the export considers its weights."""
         return [ValidateAtStepLimit()]
 
     def validation_step(self, batch, batch_idx):
@@ -258,6 +250,8 @@ class EncoderModule(pl.LightningModule):
             # may be another step's (a resume keeps a stopped run's best, not its checkpoint)
             chosen = own_val if own_val.get("step") == state.get("global_step") else \
                 state.get("hypermem_encoder_best", chosen)
+        if not chosen or chosen.get("threshold") is None:   # never an export without a threshold
+            chosen = self._validate_exported()
         if chosen:
             enc.centripetal_weight, enc.threshold = chosen["lambda"], chosen["threshold"]
             enc.model.eval()
@@ -272,6 +266,20 @@ class EncoderModule(pl.LightningModule):
         self.exported = enc.save(Path(log_dir) / "encoder")
         print(f"encoder: {self.exported}  (HierarchyEncoder.load; the weights of {ckpt or 'the last step'})",
               flush=True)
+
+    def _validate_exported(self) -> dict:
+        """The validation of the weights about to be exported when none was recorded for them (a
+        run that never validated: ``limit_val_batches=0``, a ``Timer`` checking at epochs' ends):
+        ``lambda`` and the threshold chosen on the validation pairs, as a validation chooses them."""
+        dm = self.trainer.datamodule
+        if getattr(dm, "val", None) is None:
+            return {}
+        self.encoder.model.eval()
+        with torch.no_grad():
+            m = validate_encoder(self.encoder, dm.names, dm.val)
+        print(f"encoder: no validation of the exported weights was recorded; validated them now "
+              f"(val/f1 {float(m['f1']):.4g})", flush=True)
+        return {**m, "step": self.trainer.global_step, "epoch": max(1, self.current_epoch)}
 
     # -- pictures -------------------------------------------------------------------------
     def _log_pictures(self, tb, dm) -> None:
