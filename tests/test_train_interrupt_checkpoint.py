@@ -9,7 +9,7 @@ import signal
 
 import pytest
 import torch
-from train_helpers import MID_EPOCH_BASE, assert_same_training, run_train
+from train_helpers import MID_EPOCH_BASE, assert_same_training, run_train, scalars
 
 pytest.importorskip("lightning")
 
@@ -22,10 +22,19 @@ BASE = MID_EPOCH_BASE
 
 
 @pytest.fixture(scope="module")
-def whole(tmp_path_factory):
+def whole_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("whole")
     cli = run_train(tmp, [*BASE, "--trainer.logger.init_args.name=whole"])
-    return read_checkpoint(tmp / cli.trainer.log_dir / "checkpoints" / "last.ckpt")
+    return read_checkpoint(tmp / cli.trainer.log_dir / "checkpoints" / "last.ckpt"), tmp / cli.trainer.log_dir
+
+
+@pytest.fixture(scope="module")
+def whole(whole_run):
+    return whole_run[0]
+
+
+def _steps(logdir, tag: str) -> list[int]:
+    return sorted(step for step, _ in scalars(logdir, tag))
 
 
 def _interrupted(tmp, monkeypatch, name: str, hook: str, at_step: int, action):
@@ -70,7 +79,7 @@ def test_the_already_complete_line_counts_the_interrupted_epoch_as_part_of_one(w
 
 
 @pytest.mark.parametrize(("step", "stop", "epoch"), [(10, 12, 2), (14, 16, 3)])
-def test_a_sigint_inside_a_step_stops_at_its_end_with_a_checkpoint(whole, tmp_path, monkeypatch, capsys, step,
+def test_a_sigint_inside_a_step_stops_at_its_end_with_a_checkpoint(whole_run, tmp_path, monkeypatch, capsys, step,
                                                                    stop, epoch):
     """The signal arrives while the step runs (the module's on_train_batch_start); the step ends, then the run
     (after an epoch's last batch: once the epoch ended, at the next batch)."""
@@ -81,5 +90,10 @@ def test_a_sigint_inside_a_step_stops_at_its_end_with_a_checkpoint(whole, tmp_pa
     assert f"interrupted at step {stop} (epoch {epoch})" in captured.out
     assert read_checkpoint(last)["global_step"] == stop
     run_train(tmp_path, [*BASE, "--trainer.logger.init_args.name=sig", "--ckpt_path=last"])
+    whole, whole_dir = whole_run
     assert_same_training(whole, read_checkpoint(last))
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler   # the CLI's handler is put back
+    # the curves of the run and its resume: every step once, the interrupted step's point included
+    for tag in ("train/loss_step", "train/lr"):
+        steps = _steps(last.parent.parent, tag)
+        assert steps == _steps(whole_dir, tag) and stop in steps, tag

@@ -8,9 +8,12 @@ training step (between two of a hierarchy embedding's ``batches_per_step`` optim
 inside one) would save weights that match no count of the loops.  So:
 
 * the first Ctrl-C inside a training step is deferred to the step's end (one line on stderr
-  says so; a second Ctrl-C stops at once, as before), where :meth:`on_train_batch_end` raises
-  the ``KeyboardInterrupt`` itself; after an epoch's last batch, once the epoch has ended
-  (its validation and its ``last.ckpt``), at the next batch's start;
+  says so; a second Ctrl-C stops at once, as before), where :meth:`on_train_batch_end` saves
+  ``last.ckpt`` (the state :meth:`on_exception` would save there) and the run stops at the next
+  hook, once Lightning has logged the step (its ``update_train_step_metrics`` comes after
+  ``on_train_batch_end``): the next batch's start, a validation's start or the epoch's end, so
+  the curves of the run and of its resume hold every step once; after an epoch's last batch,
+  once the epoch has ended (its validation and its ``last.ckpt``), at the next batch's start;
 * :meth:`on_exception` saves the run's ``last.ckpt`` (the file of its ``ModelCheckpoint`` without
   a monitor named ``last``, or of one with ``save_last``) when a ``KeyboardInterrupt`` comes while
   the loops' counters and the weights agree: a training batch fully run (from any callback's
@@ -70,8 +73,10 @@ class InterruptCheckpoint(pl.Callback):
 
     def __init__(self) -> None:
         self.saved: Path | None = None
+        self.saved_step = -1
         self.in_step = False
         self.pending = False
+        self.stop_next = False   # saved at a deferred stop's batch end: stop at the next hook
         self._previous = None
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -93,7 +98,13 @@ class InterruptCheckpoint(pl.Callback):
                 signal.signal(signal.SIGINT, self._previous)
             self._previous = None
 
+    def _stop_now(self) -> None:
+        if self.stop_next:   # last.ckpt saved at the batch's end, the step logged since
+            self.stop_next = False
+            raise KeyboardInterrupt
+
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        self._stop_now()
         if self.pending:   # deferred past the end of the previous epoch, which saved last.ckpt
             self.pending = False
             raise KeyboardInterrupt
@@ -104,20 +115,36 @@ class InterruptCheckpoint(pl.Callback):
         done = trainer.fit_loop.epoch_loop.batch_progress.current.processed
         if self.pending and done < trainer.num_training_batches:   # the epoch's last batch: at its end
             self.pending = False
-            raise KeyboardInterrupt
+            if trainer.world_size != 1 or not _batch_settled(trainer) or not self._save(trainer):
+                raise KeyboardInterrupt   # nothing saved here: on_exception decides, as before
+            self.stop_next = True   # after Lightning logs this step's scalars
+
+    def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not trainer.sanity_checking:
+            self._stop_now()
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._stop_now()   # a limit (max_steps, max_time) ended the epoch at that batch
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.in_step = False
+        self.in_step = self.stop_next = False
         self._restore()
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
         self._restore()
         self.in_step = False
+        if self.saved is not None and self.saved_step == trainer.global_step:
+            return   # saved at the deferred stop's batch end
         if (not isinstance(exception, KeyboardInterrupt) or trainer.world_size != 1 or trainer.state.fn != "fit"
                 or not _batch_settled(trainer)):   # inside a step or a validation: the previous checkpoint stays
             return
+        self._save(trainer)
+
+    def _save(self, trainer: pl.Trainer) -> bool:
+        """Write the run's ``last.ckpt`` now; ``False`` when the run has none."""
         path = last_checkpoint_file(trainer)
         if path is None:
-            return
+            return False
         trainer.save_checkpoint(path)
-        self.saved = path
+        self.saved, self.saved_step = path, trainer.global_step
+        return True
