@@ -61,7 +61,7 @@ from .encoder_folder import (
 )
 from .folder_files import present, save_folder
 from .module_checks import LOAD_ERRORS, check_loaded_weights
-from .sentence_transformer import DEFAULT_MODEL, load_sentence_transformer, local_minilm_path, quiet_loading
+from .sentence_transformer import load_sentence_transformer, quiet_loading
 
 __all__ = ["HierarchyEncoder", "EncoderFolderError", "check_save_folder"]
 
@@ -90,12 +90,6 @@ def _st_module(name: str):
     except ImportError:  # 3.x - 5.x
         from sentence_transformers import models as modules
     return getattr(modules, name)
-
-
-def resolve_base(base: str) -> str:
-    """The local folder of a base model: the offline all-MiniLM-L6-v2 for its names, else
-    ``base`` as given (a folder, or a hub name already in the local cache)."""
-    return local_minilm_path() if base in (DEFAULT_MODEL, "all-MiniLM-L6-v2") else str(base)
 
 
 def check_save_folder(path: str | os.PathLike) -> Path:
