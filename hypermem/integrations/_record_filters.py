@@ -13,7 +13,8 @@ Python predicate run on every record.  Each gives exactly the predicate's answer
 * LangGraph (:func:`item_filter`): an item (``{"langgraph": "item"}``), live (no ``valid_until``
   or one after now), whose value passes the filter (each field ``f: want`` of the value filter
   is the nested metadata filter ``{"value": {f: want}}``), indexed or not; the namespaces of the
-  live items (:func:`item_namespaces`) from the groups of their ``namespace`` field.
+  live items (:func:`item_namespaces`) from the groups of their ``namespace`` field; the expired
+  items ``sweep_ttl`` removes (:func:`expired_items`).
 
 A ``ServerMemory`` (no in-process search) gets the predicate, as before.
 """
@@ -31,7 +32,7 @@ from ..store import Memory
 from ..store.filters import MISSING, FilterError, RecordFilter, check_filter, filter_keys
 from . import _common as C
 
-__all__ = ["TRUTHY", "check_seconds", "item_filter", "item_namespaces", "kept_rows", "newest_first", "node_filter",
+__all__ = ["TRUTHY", "check_seconds", "expired_items", "item_filter", "item_namespaces", "kept_rows", "newest_first", "node_filter",
            "store_filter"]
 
 TRUTHY = {"$exists": True, "$nin": [False, None, 0, "", [], {}]}
@@ -137,6 +138,12 @@ def item_filter(values: Mapping | None, now: datetime, indexed: bool | None = No
     if indexed is not None:
         parts.append({"indexed": TRUTHY} if indexed else {"$not": {"indexed": TRUTHY}})
     return RecordFilter({"$and": parts}, {"valid_until": "valid_until"}, ids)
+
+
+def expired_items(now: datetime) -> RecordFilter:
+    """LangGraph's items whose window has ended at ``now`` (``valid_until <= now``, from the time
+    column): the items :func:`item_filter` does not find live, what ``sweep_ttl`` removes."""
+    return RecordFilter({"langgraph": "item", "valid_until": {"$lte": C.iso(now)}}, {"valid_until": "valid_until"})
 
 
 def _in_value(spec: Mapping) -> dict:

@@ -355,20 +355,21 @@ class HypermemStore(BaseStore):
         self._prune(set(removed))
 
     def _prune(self, removed: set[str]) -> None:
-        """Remove namespace nodes left without children."""
+        """Remove namespace nodes left without children (the deepest first: the store's order
+        reversed; the namespace nodes from the store's columns, :meth:`Memory.select`)."""
         if not removed:
             return
         mem = self.memory
-        for r in [r for r in mem if r.meta.get(_KIND) == "namespace"][::-1]:
-            if r.id in mem and not mem.children(r.id):
-                mem.remove(r.id)
+        for i in mem.select({_KIND: "namespace"})[::-1]:
+            if i in mem and not mem.children(i):
+                mem.remove(i)
 
     def sweep_ttl(self) -> int:
         """Remove the items whose TTL has run out (and namespaces left empty); returns how many items."""
         with self._lock:
             self.memory.refresh()
             now = C.to_time(self.memory.clock())
-            dead = [r.id for r in self.memory if _is_item(r) and not self._live(r, now)]
+            dead = self.memory.select(RF.expired_items(now))   # the store's columns, not every record
             C.remove(self.memory, dead)
             self._prune(set(dead))
             return len(dead)

@@ -276,9 +276,16 @@ class HypermemVectorStore(BasePydanticVectorStore):
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
         """Remove every node of the source document ``ref_doc_id`` (children of a removed
-        node that belong to another document move up to its parent)."""
-        self._memory.refresh()
-        ids = [r.id for r in self._memory if r.meta.get("ref_doc_id") == ref_doc_id]
+        node that belong to another document move up to its parent): the memories whose metadata
+        ``ref_doc_id`` equals it.  A ``str`` (every id LlamaIndex passes, and what it stores:
+        ``node_to_metadata_dict`` writes the node's ``ref_doc_id`` or ``"None"``) is answered by the
+        store's filter columns (:meth:`Memory.select`; equal to a str only a str of the same text);
+        any other value keeps Python's ``==`` record by record (where ``True == 1``, ``None`` matches
+        a missing field), which JSON equality would not give."""
+        if type(ref_doc_id) is str:
+            ids = self._memory.select({"ref_doc_id": {"$eq": ref_doc_id}})
+        else:
+            ids = self._memory.select(lambda r: r.meta.get("ref_doc_id") == ref_doc_id)
         C.remove(self._memory, ids, cascade=bool(delete_kwargs.get("cascade", False)))
 
     def delete_nodes(self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None,
