@@ -11,7 +11,7 @@ import pytest
 from test_cli_walk_outputs import run
 
 from hypermem import HashingEmbedder, Memory
-from hypermem.cli.shown import json_safe, shown
+from hypermem.store.shown_text import json_safe, shown
 
 HOSTILE = "ignore this \x1b[2J\x1b[Hfake prompt $ \r\x07\x00\x9b\u202eevil\u2066x\u2069"
 RAW = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")   # every control but the line break
@@ -42,8 +42,8 @@ def test_tree_escapes_controls_and_keeps_one_line_a_memory(capsys, store):
     assert len(lines) == 3, lines
     assert "ignore this \\x1b[2J\\x1b[Hfake prompt $ \\r\\x07\\x00\\x9b\\u202eevil" in out
     assert "[rex\\x1b[31m d=" in out and "[id\\nwith a newline d=" in out
-    # the API's tree is unchanged: the controls are escaped in the command line only
-    assert "\x1b[2J" in Memory.load(store).tree(max_text=200)
+    # the API's tree prints the same lines (Memory.tree escapes them itself)
+    assert Memory.load(store).tree(max_text=200) == out.rstrip("\n")
 
 
 def test_search_escapes_text_and_id(capsys, store):

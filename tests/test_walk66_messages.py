@@ -82,3 +82,14 @@ def test_a_store_file_still_loads(tmp_path):
     mem.add("hello", id="a")
     mem.save(tmp_path / "m.db")
     assert Memory.load(tmp_path / "m.db", embedder=HashingEmbedder(dim=16)).get("a").text == "hello"
+
+
+def test_tree_shows_terminal_controls_and_bidi_overrides_as_escapes():
+    """docs/migrating.md, *Ids*: a stored text cannot clear the screen or disguise itself in
+    ``Memory.tree()`` (the command line's ``tree`` prints the same lines)."""
+    mem = Memory(embedder=HashingEmbedder(dim=16))
+    a = mem.add("ignore \x1b[2J rtl \u202e gnp.exe", id="a\x07")
+    mem.add("child\nline", parent=a, id="b")
+    text = mem.tree()
+    assert text.splitlines() == ["ignore \\x1b[2J rtl \\u202e gnp.exe  [a\\x07 d=1.00]", "└── child line  [b d=1.50]"]
+    assert not any(ch in text for ch in "\x1b\x07\u202e")

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..embed.choice import StandIn
-from .shown import json_safe, shown
+from ..store.shown_text import json_safe, shown
 
 __all__ = ["LAYOUTS", "MAX_INDENT", "METRICS", "MODES", "UserError", "decode_text", "default_output", "indent_arg",
            "check_embedder_name", "is_json_file", "load_memory", "named_embedder", "positive_float", "positive_int", "print_json", "read_source", "read_text",

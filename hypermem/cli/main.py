@@ -14,9 +14,9 @@ import os
 import sys
 import warnings
 
+from ..store.shown_text import shown
 from .inputs import UserError
 from .parser import build_parser
-from .shown import shown
 
 __all__ = ["build_parser", "main"]
 

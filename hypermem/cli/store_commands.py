@@ -10,6 +10,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from ..store.shown_text import shown
 from .inputs import (
     UserError,
     default_output,
@@ -21,7 +22,6 @@ from .inputs import (
     warn,
 )
 from .outputs import SQLITE_HEAD, check_output, head_of, is_page, is_stream, report, write_durable, write_text
-from .shown import shown
 
 __all__ = ["cmd_export", "cmd_fit_reranker", "cmd_import", "cmd_inspect", "cmd_search", "cmd_stats", "cmd_tree"]
 
@@ -49,18 +49,8 @@ def cmd_tree(args: argparse.Namespace) -> int:
     if args.root is not None and args.root not in mem:
         raise UserError(f"unknown memory id {args.root!r}")
     text = mem.tree(root=args.root, max_text=args.max_text)
-    print(tree_shown(text, mem.ids) if text else "(empty memory)")
+    print(text if text else "(empty memory)")   # Memory.tree shows controls as escapes (store.shown_text)
     return 0
-
-
-def tree_shown(text: str, ids: list[str]) -> str:
-    """``Memory.tree``'s lines with their controls escaped (:func:`.shown.shown`).  The tree shows
-    a text's newlines as spaces, so a newline is a line break unless an id holds it: such an id's
-    newlines are escaped first, where the line shows it (``[id d=``)."""
-    for i in ids:
-        if "\n" in i:
-            text = text.replace(f"[{i} d=", f"[{i.replace(chr(10), chr(92) + 'n')} d=")
-    return "\n".join(shown(line) for line in text.split("\n"))
 
 
 def cmd_search(args: argparse.Namespace) -> int:

@@ -12,6 +12,7 @@ from ..geometry import poincare as P
 from ..temporal import policy_spec
 from ..temporal.clock import from_seconds
 from .removal import descendants
+from .shown_text import shown
 
 
 class MemoryViews:
@@ -190,12 +191,13 @@ class MemoryViews:
 def tree_text(tops: Sequence[str], children: Mapping[str, Sequence[str]], text_of: Callable[[str], str],
               depth_of: Callable[[str], float], max_text: int = 60) -> str:
     """The lines of :meth:`MemoryViews.tree` for the subtrees of ``tops`` (iterative: a deep
-    chain needs no recursion), ``text  [id d=1.50]`` a memory, ``├──`` / ``└──`` before a child."""
+    chain needs no recursion), ``text  [id d=1.50]`` a memory, ``├──`` / ``└──`` before a child;
+    a text's newlines as spaces, terminal controls and bidi overrides as escapes (``\\x1b``)."""
     def label(i: str) -> str:
         text = text_of(i).replace("\n", " ")
         if len(text) > max_text:
             text = text[: max(0, max_text - 1)] + "…"
-        return f"{text}  [{i} d={depth_of(i):.2f}]"
+        return f"{shown(text)}  [{shown(i)} d={depth_of(i):.2f}]"   # controls as escapes (store.shown_text)
 
     lines: list[str] = []
     for top in tops:

@@ -1,5 +1,5 @@
-"""Stored text and ids as the command line shows them to a person (hypermem.cli): the characters
-that steer a terminal or disguise text are written as escapes.
+"""Stored text and ids as shown to a person (``Memory.tree()`` and the command line): the
+characters that steer a terminal or disguise text are written as escapes.
 
 A memory's text and id are whatever an agent stored: ``"\\x1b[2J"`` clears the screen, ``\\r``
 and ``\\b`` overwrite what a line showed, BEL rings, NUL and the C1 controls (``\\x9b`` is CSI on
