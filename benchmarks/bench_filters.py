@@ -9,7 +9,9 @@ adapters' filters that name more than metadata: a LangGraph ``BaseStore`` search
 value filter, namespace prefix; with a query and without; a page at offset 5,000; ``list_namespaces``),
 a LangChain filter on ``parent`` and on ``t``, a LlamaIndex query with ``node_ids``, and the
 listings without a search: LlamaIndex ``get_nodes`` / ``delete_nodes`` (on a fresh copy of the
-store each time) by a filter on ``parent`` (1% of the nodes) and on ``kind`` with ``parent``:
+store each time) by a filter on ``parent`` (1% of the nodes) and on ``kind`` with ``parent``, ``delete``
+of a source document (1% of the nodes), and LangGraph's ``sweep_ttl`` (nothing expired; 10% expired,
+once) and a delete of one item (then the pass that prunes emptied namespaces):
 
     OMP_NUM_THREADS=1 python benchmarks/bench_filters.py --n 100000 [--shares | --adapters]
 """
@@ -75,7 +77,8 @@ def adapters(n: int) -> dict[str, float]:
 
     t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
     out: dict[str, float] = {}
-    graph = HypermemStore(embedder=HashingEmbedder(dim=256), clock=lambda: t0)
+    clock = [t0]
+    graph = HypermemStore(embedder=HashingEmbedder(dim=256), clock=lambda: clock[0])
     graph.batch([PutOp(("users", f"u{i % 100}"), f"k{i}", {"text": f"note {i} about topic {i % 977}",
                                                           "kind": "chat" if i % 3 else "fact"},
                        ttl=60 if i % 10 == 0 else None) for i in range(n)])
@@ -87,13 +90,23 @@ def adapters(n: int) -> dict[str, float]:
                      ("langgraph_list_namespaces", ListNamespacesOp(None, None, 100, 0))):
         graph.batch([op])
         out[name] = timed(lambda op=op, graph=graph: graph.batch([op]), reps=5)
+    out["langgraph_sweep_ttl_none_expired"] = timed(graph.sweep_ttl, reps=5)
+    keys = iter(range(1, n, 10))   # items without a TTL, one deleted a call: the namespaces are pruned after it
+    out["langgraph_delete_one"] = timed(lambda: graph.batch([PutOp(("users", f"u{(j := next(keys)) % 100}"),
+                                                                   f"k{j}", None)]), reps=5)
+    clock[0] = t0 + timedelta(minutes=61)   # the 10% with ttl=60 have expired
+    t = time.perf_counter()
+    swept = graph.sweep_ttl()
+    out["langgraph_sweep_ttl_10%_expired"] = median_ms([time.perf_counter() - t])
+    assert swept == len(range(0, n, 10)), swept
     del graph
 
-    def store() -> Memory:
+    def store(docs: bool = False) -> Memory:
         mem = Memory(embedder=HashingEmbedder(dim=256))
         mem.add_many([{"text": f"topic {j}", "id": f"p{j}", "t": t0} for j in range(100)])
         mem.add_many([{"text": f"note {i} about topic {i % 977}", "id": f"m{i}", "parent": f"p{i % 100}",
-                       "t": t0 + timedelta(seconds=i), "meta": {"kind": "chat" if i % 3 else "fact"}}
+                       "t": t0 + timedelta(seconds=i), "meta": {"kind": "chat" if i % 3 else "fact",
+                                                                **({"ref_doc_id": f"d{i % 100}"} if docs else {})}}
                       for i in range(n)])
         return mem
 
@@ -111,6 +124,14 @@ def adapters(n: int) -> dict[str, float]:
         deletes.append(time.perf_counter() - t)
         del copy
     out["llama_delete_nodes_parent"] = median_ms(deletes)
+    docs, deletes = LlamaStore(store(docs=True)), []
+    for j in range(3):   # a source document of 1% of the nodes; the store's rows are built before
+        docs.delete("d-none")
+        t = time.perf_counter()
+        docs.delete(f"d{j}")
+        deletes.append(time.perf_counter() - t)
+    out["llama_delete_ref_doc"] = median_ms(deletes)
+    del docs
     chain = LangChainStore(memory=mem)
     late = (t0 + timedelta(seconds=n - 1000)).isoformat()
     for name, flt in (("langchain_parent", {"parent": "p7"}), ("langchain_t", {"t": {"$gte": late}}),
