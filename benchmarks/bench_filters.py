@@ -92,7 +92,7 @@ def adapters(n: int) -> dict[str, float]:
         out[name] = timed(lambda op=op, graph=graph: graph.batch([op]), reps=5)
     out["langgraph_sweep_ttl_none_expired"] = timed(graph.sweep_ttl, reps=5)
     keys = iter(range(1, n, 10))   # items without a TTL, one deleted a call: the namespaces are pruned after it
-    out["langgraph_delete_one"] = timed(lambda: graph.batch([PutOp(("users", f"u{(j := next(keys)) % 100}"),
+    out["langgraph_delete_one"] = timed(lambda graph=graph: graph.batch([PutOp(("users", f"u{(j := next(keys)) % 100}"),
                                                                    f"k{j}", None)]), reps=5)
     clock[0] = t0 + timedelta(minutes=61)   # the 10% with ttl=60 have expired
     t = time.perf_counter()
