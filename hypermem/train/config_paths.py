@@ -11,28 +11,27 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .shared_keys import flat_keys, options
+from .shared_keys import file_keys, options
 
-__all__ = ["setting_source", "resolve_dataset", "resolve_data_file"]
+__all__ = ["setting_file", "setting_source", "resolve_dataset", "resolve_data_file"]
 
 
-def setting_source(argv: list[str], key: str = "data.dataset") -> Path | None:
-    """The config file that sets ``key`` last, or ``None`` when the command line sets it after
-    every such file (or nothing does)."""
-    import yaml
-
+def setting_file(argv: list[str], key: str) -> str | None:
+    """The ``--config`` value (as given) of the last file of ``argv`` that sets ``key``, or ``None``
+    when the command line sets it after every such file (or nothing does)."""
     source = None
     for k, value in options(argv):
         if k == key:
             source = None
-        elif k == "config" and value:
-            try:
-                tree = yaml.safe_load(Path(value).read_text(encoding="utf-8"))
-            except (OSError, yaml.YAMLError, UnicodeDecodeError):
-                continue
-            if key in flat_keys(tree):
-                source = Path(value).resolve()
+        elif k == "config" and value and key in file_keys(value):
+            source = value
     return source
+
+
+def setting_source(argv: list[str], key: str = "data.dataset") -> Path | None:
+    """The config file that sets ``key`` last (:func:`setting_file`, resolved), or ``None``."""
+    source = setting_file(argv, key)
+    return None if source is None else Path(source).resolve()
 
 
 def resolve_dataset(dataset, argv: list[str]):

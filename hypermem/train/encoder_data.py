@@ -128,6 +128,11 @@ class EncoderDataModule(pl.LightningDataModule):
             raise ValueError("data.text applies to hierarchy: wordnet; a names file gives a files hierarchy its texts")
         if task not in (*TASKS, "none"):
             raise ValueError(f"data.task must be one of {sorted(TASKS) + ['none']}, got {task!r}")
+        # EdgeBatches' minimums, checked here so that the error names the setting before any training
+        for key, value, least in (("batch_size", batch_size, 2), ("children_per_parent", children_per_parent, 1),
+                                  ("negatives", negatives, 1), ("hard_negatives", hard_negatives, 0)):
+            if value < least:
+                raise ValueError(f"data.{key} must be at least {least}, got {value}")
         if val_size < 1:
             raise ValueError(f"data.val_size must be positive, got {val_size}")
         self.save_hyperparameters()

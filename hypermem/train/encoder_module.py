@@ -98,6 +98,8 @@ class EncoderModule(pl.LightningModule):
         super().__init__()
         if geometry not in ("poincare", "euclidean"):
             raise ValueError(f"model.geometry must be 'poincare' or 'euclidean', got {geometry!r}")
+        if not (isinstance(lr, (int, float)) and 0 < lr < math.inf):
+            raise ValueError(f"model.lr must be a finite positive number, got {lr!r}")
         self.save_hyperparameters()
         self.weights = EncoderTrainConfig(
             clustering=clustering, clustering_margin=clustering_margin, centripetal=centripetal,

@@ -47,7 +47,9 @@ option prints the error, the nearest valid option and how to list them, in a few
 matching is off (``--trainer.max_epoch=5`` is refused with "did you mean
 --trainer.max_epochs?", not taken as ``max_epochs``).  A mistyped key inside a config file
 (``model: {dimm: 5}``) gets the same suggestion and names the file that holds it
-(:func:`_yaml_key_hint`).
+(:func:`_yaml_key_hint`); a bad value (a wrong type, a value a module refuses, a ``trainer.max_time``
+that is no duration) or a config file that is not YAML is one line naming the setting and the file
+(:mod:`~hypermem.train.config_errors`), status 2.
 """
 
 from __future__ import annotations
@@ -62,7 +64,8 @@ import warnings
 from pathlib import Path
 
 from ..configs import available, config_path
-from .config_paths import resolve_data_file, resolve_dataset
+from .config_errors import max_time_error, module_error, parser_value_error, yaml_error
+from .config_paths import resolve_data_file, resolve_dataset, setting_file
 from .hierarchy_checkpoint import CheckpointError
 from .resume_checks import AlreadyComplete, ConfigError, check_resume
 from .run_folder import best_checkpoint, checkpoint_version, latest_last_checkpoint
@@ -70,7 +73,6 @@ from .run_folder import finished_checkpoint as finished_checkpoint
 from .run_folder import remove_failed_start as remove_failed_start
 from .run_folder import watch_folder as _watch
 from .shared_keys import GLOBAL_SEED, SHARED_KEYS, unify_shared_keys
-from .shared_keys import flat_keys as _flat_keys
 from .shared_keys import options as _options
 
 SUBCOMMANDS = ("fit", "validate")
@@ -218,6 +220,13 @@ def _cli_class():
                     raise
                 raise ConfigError(_short_error(exc, parser, self.argv, self.prog)) from None
 
+        def instantiate_classes(self) -> None:
+            try:
+                super().instantiate_classes()
+            except ValueError as exc:   # a module refused a value: its setting and where it was set
+                cfg = self.config[self.subcommand] if self.subcommand else self.config
+                raise ConfigError(module_error(str(exc), self.argv, cfg)) from None
+
         def _parse_ckpt_path(self) -> None:
             """Nothing: a checkpoint's hyper_parameters never override the user's settings, they are
             compared with them (:mod:`~hypermem.train.checkpoint_hparams`)."""
@@ -248,6 +257,9 @@ def _cli_class():
             if self.subcommand == "fit" and isinstance(epochs, int) and (epochs == 0 or epochs < -1):
                 raise ConfigError(f"--trainer.max_epochs={epochs} trains nothing: give a positive number of epochs "
                                    "(or -1, no limit, with --trainer.max_steps or --trainer.max_time)")
+            bad_time = max_time_error(cfg.trainer.get("max_time"), self.argv)
+            if bad_time:
+                raise ConfigError(bad_time)
             spawn = _spawn_strategy(cfg.trainer.get("strategy"))
             if spawn:
                 raise ConfigError(f"--trainer.strategy={spawn} starts processes by pickling the run, which this "
@@ -316,16 +328,7 @@ def _rejected_key(head: str) -> str | None:
 def _yaml_key_hint(key: str, argv: list[str], keys: list[str]) -> str | None:
     """``did you mean model.dim?  (model.dimm in FILE is not an option)`` for a key of a
     config file that the parser refused; ``FILE`` is the last ``--config`` file holding it."""
-    import yaml
-
-    where = None
-    for path in _config_files(argv):
-        try:
-            tree = yaml.safe_load(Path(path).read_text())
-        except (OSError, yaml.YAMLError, UnicodeDecodeError):
-            continue
-        if key in _flat_keys(tree):
-            where = path
+    where = setting_file(argv, key)
     near = difflib.get_close_matches(key, [k[2:] for k in keys], n=1, cutoff=0.6)
     place = f" in {where}" if where else ""
     if near:
@@ -333,26 +336,17 @@ def _yaml_key_hint(key: str, argv: list[str], keys: list[str]) -> str | None:
     return f"{key}{place} is not an option" if where else None
 
 
-def _option_source(message: str, argv: list[str]) -> str | None:
-    """``"model.dim set in FILE"`` for a module's error naming ``(--model.dim)`` when the value
-    comes from a config file (the last ``--config`` holding it), not from the command line."""
-    import yaml
-
-    m = re.search(r"\(--((?:model|data)\.\w+)\)", message)
-    if not m or any(k == m.group(1) for k, _ in _options(argv)):
-        return None
-    where = None
-    for path in _config_files(argv):
-        try:
-            if m.group(1) in _flat_keys(yaml.safe_load(Path(path).read_text())):
-                where = path
-        except (OSError, yaml.YAMLError, UnicodeDecodeError):
-            continue
-    return f"{m.group(1)} set in {where}" if where else None
-
-
 def _short_error(exc: Exception, parser, argv: list[str], prog: str) -> str:
-    """At most five lines: the error, the nearest valid option, a tip that works."""
+    """At most five lines: the error, the nearest valid option, a tip that works; a value of the
+    wrong type or a config file that is not YAML is the one line of :mod:`~hypermem.train.config_errors`
+    and the tip."""
+    sub = argv[0] if argv and argv[0] in SUBCOMMANDS else "fit"
+    tip = f"tip: `{prog} {sub} --help` lists every option"
+    one = parser_value_error(str(exc), argv)
+    if one is None and str(exc).startswith("Problems parsing config"):
+        one = yaml_error(_config_files(argv))
+    if one:
+        return f"error: {one}\n{tip}"
     lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
     head = lines[0] if lines else type(exc).__name__
     if head.endswith(":") and len(lines) > 1:  # 'Parser key "model.dim":' then the reason
@@ -373,8 +367,7 @@ def _short_error(exc: Exception, parser, argv: list[str], prog: str) -> str:
         out.append(hint)
     if 'key "config"' in head and "does not exist" in head:
         out.append(f"--config takes a file or a shipped config's name: {', '.join(available())}")
-    sub = argv[0] if argv and argv[0] in SUBCOMMANDS else "fit"
-    out.append(f"tip: `{prog} {sub} --help` lists every option")
+    out.append(tip)
     return "\n".join(out[:5])
 
 
@@ -442,9 +435,6 @@ def main(args: list[str] | None = None, run: bool = True, prog: str = DEFAULT_PR
             lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
             print(f"error: {lines[0] if lines else type(exc).__name__}", file=sys.stderr)
             raise SystemExit(2) from None
-        where = _option_source(str(exc), argv) if isinstance(exc, ValueError) else None
-        if where:
-            raise ValueError(f"{exc} ({where})") from None
         raise
     finally:
         with contextlib.suppress(TypeError, ValueError):  # not the main thread, or no Python handler

@@ -185,9 +185,9 @@ class HierarchyDataModule(pl.LightningDataModule):
         super().__init__()
         if negatives_kind not in ("target", "both_ends"):
             raise ValueError(f"negatives_kind must be 'target' or 'both_ends', got {negatives_kind!r}")
-        if batch_size < 1 or negatives < 1 or batches_per_step < 1:
-            raise ValueError("batch_size, negatives and batches_per_step must be positive, got "
-                             f"{batch_size}, {negatives}, {batches_per_step}")
+        for key, value in (("batch_size", batch_size), ("negatives", negatives), ("batches_per_step", batches_per_step)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{key} (--data.{key}) must be a positive integer, got {value!r}")
         self.save_hyperparameters()
         self.dataset = dataset
         self.batch_size = int(batch_size)

@@ -52,6 +52,7 @@ Mixed precision therefore changes nothing here.
 
 from __future__ import annotations
 
+import math
 import pickle
 import warnings
 
@@ -150,6 +151,8 @@ class HierarchyModule(pl.LightningModule):
         self.objective = objective_for(kind, K, margin)  # raises for an unknown kind
         if isinstance(dim, bool) or not isinstance(dim, (int, float)) or int(dim) != dim or dim < 1:
             raise ValueError(f"dim (--model.dim) must be a positive integer, got {dim!r}")
+        if not (isinstance(lr, (int, float)) and 0 < lr < math.inf):
+            raise ValueError(f"lr (--model.lr) must be a finite positive number, got {lr!r}")
         if optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
         if dtype not in _DTYPES:

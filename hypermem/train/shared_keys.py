@@ -45,7 +45,8 @@ def flat_keys(tree, prefix: str = "") -> set[str]:
     return out
 
 
-def _file_keys(path: str) -> set[str]:
+def file_keys(path: str) -> set[str]:
+    """Every dotted key of the YAML file at ``path`` (none when it cannot be read or parsed)."""
     import yaml
 
     try:
@@ -61,7 +62,7 @@ def last_setting(argv: list[str], names: set[str]) -> set[str]:
     options_since_config = False
     for key, value in options(argv):
         if key == "config" and value:
-            found = names & _file_keys(value)
+            found = names & file_keys(value)
             options_since_config = False
             if found:
                 last = found
