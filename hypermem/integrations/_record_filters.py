@@ -32,7 +32,7 @@ from ..store import Memory
 from ..store.filters import MISSING, FilterError, RecordFilter, check_filter, filter_keys
 from . import _common as C
 
-__all__ = ["TRUTHY", "check_seconds", "expired_items", "item_filter", "item_namespaces", "kept_rows", "newest_first", "node_filter",
+__all__ = ["TRUTHY", "check_seconds", "expired_items", "item_filter", "item_namespaces", "kept_rows", "newest_first", "newest_records", "node_filter",
            "store_filter"]
 
 TRUTHY = {"$exists": True, "$nin": [False, None, 0, "", [], {}]}
@@ -178,6 +178,14 @@ def kept_rows(memory: Memory, spec: RecordFilter, order: list[str] | None = None
         return mask.nonzero().squeeze(1)
     cand = torch.tensor(st.rows_of(order), dtype=torch.long)
     return cand[mask[cand]] if cand.numel() else cand
+
+
+def newest_records(memory: Memory, n: int) -> list:
+    """The ``n`` newest memories, newest first, ties in store order: ``heapq.nlargest(n, memory,
+    key=lambda r: r.t)`` from the time column, building only those ``n`` records."""
+    st = memory.state
+    rows = newest_first(st, torch.arange(st.n))[: max(0, int(n))]
+    return [memory.get(st.ids[r]) for r in rows.tolist()]
 
 
 def newest_first(state: Any, rows: torch.Tensor) -> torch.Tensor:

@@ -55,6 +55,7 @@ from .. import __version__
 from ..embed import StandIn, embedder_named
 from ..store import Memory
 from . import _common as C
+from . import _record_filters as RF
 from .mcp_app import (
     MAX_META,
     MAX_TEXT,
@@ -297,7 +298,8 @@ def build_server(memory: Memory, *, name: str = "hypermem", auto_parent: AutoPar
                     ) -> dict[str, Any]:
         """The n most recently stored memories, newest first."""
         def run() -> dict[str, Any]:
-            recs = heapq.nlargest(n, memory, key=lambda r: r.t)
+            recs = (RF.newest_records(memory, n) if isinstance(memory, Memory)   # the time column
+                    else heapq.nlargest(n, memory, key=lambda r: r.t))
             return {"results": [hit(r, result_chars) for r in recs]}
 
         return guarded(run)
