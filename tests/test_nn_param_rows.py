@@ -165,3 +165,34 @@ def test_the_documented_example_runs():
     scope: dict = {}
     exec(compile(code, "docs/nn.md", "exec"), scope)
     assert len(scope["memory"]) == 4 and scope["memory"].keys.shape == (4, 4)
+
+
+@pytest.mark.parametrize("write", ["append", "remove"])
+def test_a_loss_from_before_a_write_raises_torchs_inplace_error(write):
+    """The write changes the parameters in place: the pre-write graph's saved keys would be the
+    new rows, so its backward raises torch's own error (it was an opaque shape error)."""
+    m = _memory()
+    q = 0.1 * torch.randn(2, 4)
+    loss = m(q).read.pow(2).sum()
+    if write == "append":
+        m.append(*_new_rows())
+    else:
+        m.remove([0])
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+    m(q).read.pow(2).sum().backward()   # a graph built after the write trains the new rows
+    assert m.keys.grad.shape == m.keys.shape
+
+
+def test_a_write_under_inference_mode_leaves_the_memory_trainable():
+    m = _memory()
+    opt = geoopt.optim.RiemannianAdam(m.parameters(), lr=1e-2)
+    _steps(m, opt, 1)
+    with torch.inference_mode():
+        m.append(*_new_rows(), optimizer=opt)
+        m.remove([1], optimizer=opt)
+    assert not m.keys.is_inference() and not m.values.is_inference()
+    assert not any(t.is_inference() for s in opt.state.values() for t in s.values() if isinstance(t, torch.Tensor))
+    before = m.keys.detach().clone()
+    _steps(m, opt, 2)
+    assert not torch.equal(before, m.keys.detach())

@@ -18,6 +18,10 @@ before the write still holds them and keeps training the grown or shrunk memory,
   loud, never silent.
 * A pending dense gradient (a ``backward()`` before the write) is resized the same way; a
   sparse one (``sparse_grad=True``) is dropped.
+* A loss computed before the write cannot be backpropagated after it: the write changes the
+  parameter in place, so that ``backward()`` raises torch's "modified by an inplace operation"
+  (call ``backward()`` before writing, as a gradient step would).
+* A write under ``torch.inference_mode()`` keeps the parameters normal tensors, trainable after.
 """
 
 from __future__ import annotations
@@ -66,18 +70,24 @@ def swap_rows(param: torch.Tensor, new: torch.Tensor, keep: torch.Tensor | None,
     """Give ``param`` the storage ``new`` (rows ``keep`` of the old one, then ``n_add`` new rows),
     keeping the object (its class, manifold, hooks, and its place in every optimizer); resize
     its dense gradient and, in ``optimizers``, every state tensor of its old shape."""
-    old = param.shape
-    grad = param.grad
-    param.grad = None
-    # Through a tensor of another dtype: torch's set_data drops the parameter's cached gradient
-    # accumulator only on a change of type or device, and a graph still alive from before the
-    # write (the last loss) keeps the old one, with the old shape, for the next backward.
-    param.data = new.new_empty(0, dtype=torch.float16 if new.dtype != torch.float16 else torch.float32)
-    param.data = new
-    if grad is not None and grad.layout == torch.strided:
-        param.grad = resize_rows(grad, keep, n_add)
-    for o in optimizers:
-        state = o.state.get(param)
-        for name, t in list((state or {}).items()):
-            if isinstance(t, torch.Tensor) and t.dim() > 0 and t.shape == old:
-                state[name] = resize_rows(t, keep, n_add)
+    with torch.inference_mode(False):   # a write under inference_mode: the parameter stays trainable
+        if new.is_inference():
+            new = new.clone()
+        old = param.shape
+        grad = param.grad
+        param.grad = None
+        # Through a tensor of another dtype: torch's set_data drops the parameter's cached gradient
+        # accumulator only on a change of type or device, and a graph still alive from before the
+        # write (the last loss) keeps the old one, with the old shape, for the next backward.
+        param.data = new.new_empty(0, dtype=torch.float16 if new.dtype != torch.float16 else torch.float32)
+        param.data = new
+        # the parameter changed in place: a graph built before the write now raises torch's own
+        # "modified by an inplace operation" at backward, instead of reading the new rows
+        torch.autograd.graph.increment_version(param)
+        if grad is not None and grad.layout == torch.strided:
+            param.grad = resize_rows(grad, keep, n_add)
+        for o in optimizers:
+            state = o.state.get(param)
+            for name, t in list((state or {}).items()):
+                if isinstance(t, torch.Tensor) and t.dim() > 0 and t.shape == old:
+                    state[name] = resize_rows(t, keep, n_add)
