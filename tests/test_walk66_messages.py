@@ -93,3 +93,34 @@ def test_tree_shows_terminal_controls_and_bidi_overrides_as_escapes():
     text = mem.tree()
     assert text.splitlines() == ["ignore \\x1b[2J rtl \\u202e gnp.exe  [a\\x07 d=1.00]", "└── child line  [b d=1.50]"]
     assert not any(ch in text for ch in "\x1b\x07\u202e")
+
+
+MCP_ON_READ_ONLY = """
+import sys
+sys.path.insert(0, {root!r})
+from hypermem import HashingEmbedder, Memory
+from hypermem.integrations.mcp_server import open_store
+if sys.argv[1] == "make":
+    with Memory.open("/tmp/hm-rofs2/s.db", embedder=HashingEmbedder(dim=16)) as mem:
+        mem.add("hello")
+else:
+    try:
+        open_store("/tmp/hm-rofs2/s.db", embedder=None)
+    except Exception as exc:
+        print("refused:", exc)
+"""
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux's unshare")
+def test_the_mcp_server_on_a_read_only_mount_advises_a_copy_not_a_writable_folder():
+    pytest.importorskip("mcp")
+    if subprocess.run(["unshare", "-Urm", "true"], capture_output=True).returncode != 0:
+        pytest.skip("user namespaces are not available here")
+    script = ("mkdir -p /tmp/hm-rofs2 && mount -t tmpfs tmpfs /tmp/hm-rofs2 && "
+              f"{sys.executable} -c \"$HM_SCRIPT\" make && mount -o remount,ro /tmp/hm-rofs2 && "
+              f"{sys.executable} -c \"$HM_SCRIPT\" serve")
+    run = subprocess.run(["unshare", "-Urm", "sh", "-c", script], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, OMP_NUM_THREADS="1", HM_SCRIPT=MCP_ON_READ_ONLY.format(root=str(ROOT))))
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "is on a read-only file system" in run.stdout and "serve the copy" in run.stdout, run.stdout
+    assert "make the folder writable" not in run.stdout

@@ -365,7 +365,8 @@ def open_store(target: str, embedder: Any = _CHOOSE) -> Memory:
         return Memory.open(target) if embedder is None else Memory.open(target, embedder=embedder)
     except StorageError as exc:
         text = str(exc)
-        fixed = text.replace("; to only read it, open it with read_only=True", _MCP_WRITES).replace(
+        writes = _MCP_WRITES_RO if "read-only file system" in text else _MCP_WRITES
+        fixed = text.replace("; to only read it, open it with read_only=True", writes).replace(
             ": open it as the user that owns it, or with read_only=True to only read",
             ": serve it as the user that owns it, or " + _MCP_COPY)
         if fixed == text:
@@ -375,6 +376,7 @@ def open_store(target: str, embedder: Any = _CHOOSE) -> Memory:
 
 _MCP_COPY = "copy the store (with its -wal file) into a writable folder and serve the copy (--store COPY)"
 _MCP_WRITES = "; hypermem mcp writes to its store (it has no read-only mode): make the folder writable, or " + _MCP_COPY
+_MCP_WRITES_RO = "; hypermem mcp writes to its store (it has no read-only mode): " + _MCP_COPY
 
 
 def _refuse_snapshot(target: str) -> None:

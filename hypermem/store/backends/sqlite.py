@@ -44,7 +44,7 @@ from ..validation import sqlite_problem
 from .changes import REMOVAL_LOG_VERSIONS, collect_changes, issue_changes, prune_removal_log, removal_floor
 from .durable import StorageError
 from .rows import COLUMNS, VECTOR_DTYPES
-from .sqlite_open import BUSY_TIMEOUT, explain, open_read_only, set_wal
+from .sqlite_open import BUSY_TIMEOUT, explain, folder_of, open_read_only, read_only_mount, set_wal
 from .touches import TOUCH_WAIT_MS
 
 LAYOUT = 2
@@ -106,6 +106,10 @@ class SqliteStorage:
             else:
                 locked = [f for f in (self.path, self.path + "-wal", self.path + "-shm")
                           if os.path.exists(f) and not os.access(f, os.W_OK)]
+                if locked and read_only_mount(folder_of(self.path)):
+                    raise StorageError(f"SQLite storage {self.path!r}: the folder {folder_of(self.path)!r} is on a "
+                                       "read-only file system; to only read it, open it with read_only=True; "
+                                       "nothing was opened")
                 if locked:  # before any connection: a read would leave -wal / -shm files of this user behind
                     raise StorageError(f"SQLite storage {self.path!r}: this process may not write "
                                        f"{', '.join(repr(f) for f in locked)} (permission denied): open it as the "

@@ -107,7 +107,7 @@ def explain(exc: BaseException, path: str) -> str:
             missing = os.path.dirname(missing)
         return (f"{text}: the folder {folder!r} does not exist ({missing!r} is missing): create it first, or "
                 f"choose a path in an existing folder")
-    if _code(exc) in _NO_WRITE and _read_only_mount(folder):
+    if _code(exc) in _NO_WRITE and read_only_mount(folder):
         return (f"{text}: the folder {folder!r} is on a read-only file system; a store needs its folder "
                 f"writable (SQLite keeps its -wal and -shm files beside the file)"
                 + ("; to only read it, open it with read_only=True" if os.path.exists(path) else
@@ -126,7 +126,7 @@ def explain(exc: BaseException, path: str) -> str:
     return text
 
 
-def _read_only_mount(folder: str) -> bool:
+def read_only_mount(folder: str) -> bool:
     """Whether ``folder`` lies on a file system mounted read-only (``ST_RDONLY``)."""
     try:
         return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
