@@ -63,18 +63,22 @@ except Exception as exc:
 """
 
 
-@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux's unshare")
-def test_memory_open_on_a_real_read_only_mount():
-    probe = subprocess.run(["unshare", "-Urm", "true"], capture_output=True)
-    if probe.returncode != 0:
-        pytest.skip("user namespaces are not available here")
-    script = ("mkdir -p /tmp/hm-rofs && mount -t tmpfs -o ro tmpfs /tmp/hm-rofs && "
-              f"{sys.executable} -c \"$HM_SCRIPT\"")
-    run = subprocess.run(["unshare", "-Urm", "sh", "-c", script], capture_output=True, text=True, timeout=120,
-                         env=dict(os.environ, OMP_NUM_THREADS="1", HM_SCRIPT=MOUNTED.format(root=str(ROOT))))
+def _in_a_mount_namespace(shell: str, script: str) -> str:
+    """The stdout of ``shell`` run as root of a new user and mount namespace (``unshare -Urm``),
+    where ``$HM_SCRIPT`` holds ``script``; skipped where such namespaces are not available."""
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-Urm", "true"], capture_output=True).returncode:
+        pytest.skip("user namespaces (util-linux's unshare) are not available here")
+    run = subprocess.run(["unshare", "-Urm", "sh", "-c", shell], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, OMP_NUM_THREADS="1", HM_SCRIPT=script.format(root=str(ROOT))))
     assert run.returncode == 0, run.stderr[-2000:]
-    assert "refused:" in run.stdout and "is on a read-only file system" in run.stdout, run.stdout
-    assert "permission denied" not in run.stdout
+    return run.stdout
+
+
+def test_memory_open_on_a_real_read_only_mount():
+    out = _in_a_mount_namespace("mkdir -p /tmp/hm-rofs && mount -t tmpfs -o ro tmpfs /tmp/hm-rofs && "
+                                f"{sys.executable} -c \"$HM_SCRIPT\"", MOUNTED)
+    assert "refused:" in out and "is on a read-only file system" in out, out
+    assert "permission denied" not in out
 
 
 def test_a_store_file_still_loads(tmp_path):
@@ -111,16 +115,10 @@ else:
 """
 
 
-@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux's unshare")
 def test_the_mcp_server_on_a_read_only_mount_advises_a_copy_not_a_writable_folder():
     pytest.importorskip("mcp")
-    if subprocess.run(["unshare", "-Urm", "true"], capture_output=True).returncode != 0:
-        pytest.skip("user namespaces are not available here")
-    script = ("mkdir -p /tmp/hm-rofs2 && mount -t tmpfs tmpfs /tmp/hm-rofs2 && "
-              f"{sys.executable} -c \"$HM_SCRIPT\" make && mount -o remount,ro /tmp/hm-rofs2 && "
-              f"{sys.executable} -c \"$HM_SCRIPT\" serve")
-    run = subprocess.run(["unshare", "-Urm", "sh", "-c", script], capture_output=True, text=True, timeout=120,
-                         env=dict(os.environ, OMP_NUM_THREADS="1", HM_SCRIPT=MCP_ON_READ_ONLY.format(root=str(ROOT))))
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert "is on a read-only file system" in run.stdout and "serve the copy" in run.stdout, run.stdout
-    assert "make the folder writable" not in run.stdout
+    out = _in_a_mount_namespace("mkdir -p /tmp/hm-rofs2 && mount -t tmpfs tmpfs /tmp/hm-rofs2 && "
+                                f"{sys.executable} -c \"$HM_SCRIPT\" make && mount -o remount,ro /tmp/hm-rofs2 && "
+                                f"{sys.executable} -c \"$HM_SCRIPT\" serve", MCP_ON_READ_ONLY)
+    assert "is on a read-only file system" in out and "serve the copy" in out, out
+    assert "make the folder writable" not in out
