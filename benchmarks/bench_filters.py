@@ -164,7 +164,8 @@ def main(argv=None) -> int:
     queries = [f"topic {j} note" for j in range(10)]
     filters = {"none": None, "user": {"user": "u7"}, "user_in": {"user": {"$in": ["u7", "u8"]}},
                "user_kind": {"user": "u7", "kind": "fact"}, "not_kind": {"$not": {"kind": "fact"}},
-               "n_gt": {"n": {"$gt": n - 1000}}}
+               "n_gt": {"n": {"$gt": n - 1000}},
+               "n_in_200": {"n": {"$in": list(range(0, n, max(1, n // 200)))[:200]}}}   # a field of n values
     out = {}
     for name, spec in filters.items():
         mem.search(queries[0], k=5, filters=spec, touch=False, hybrid=0)   # a field's columns are built here
