@@ -30,6 +30,7 @@ import torch
 
 from ..store import Memory
 from ..store.filters import MISSING, FilterError, RecordFilter, check_filter, filter_keys
+from ..store.selection import kept_rows
 from . import _common as C
 
 __all__ = ["TRUTHY", "check_seconds", "expired_items", "item_filter", "item_namespaces", "kept_rows", "newest_first", "newest_records", "node_filter",
@@ -169,23 +170,14 @@ def item_namespaces(memory: Memory, now: datetime) -> list:
         return [v for v in memory.searcher.meta.values(st.records, "namespace", rows) if v is not MISSING]
 
 
-def kept_rows(memory: Memory, spec: RecordFilter, order: list[str] | None = None) -> torch.Tensor:
-    """The rows (CPU ``long``) of the memories that pass ``spec``: ascending, or in the order of
-    the ids ``order``.  The caller holds ``memory.state.lock``."""
-    st = memory.state
-    mask = memory.searcher.meta.mask(st.records, spec)
-    if order is None:
-        return mask.nonzero().squeeze(1)
-    cand = torch.tensor(st.rows_of(order), dtype=torch.long)
-    return cand[mask[cand]] if cand.numel() else cand
-
-
 def newest_records(memory: Memory, n: int) -> list:
     """The ``n`` newest memories, newest first, ties in store order: ``heapq.nlargest(n, memory,
     key=lambda r: r.t)`` from the time column, building only those ``n`` records."""
+    memory.refresh()   # a store bound by Memory.open: what others committed
     st = memory.state
-    rows = newest_first(st, torch.arange(st.n))[: max(0, int(n))]
-    return [memory.get(st.ids[r]) for r in rows.tolist()]
+    with st.lock:
+        rows = newest_first(st, torch.arange(st.n))[: max(0, int(n))]
+        return st.records.at_rows(rows.tolist())
 
 
 def newest_first(state: Any, rows: torch.Tensor) -> torch.Tensor:

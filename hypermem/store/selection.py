@@ -10,7 +10,7 @@ answer it in one vectorised pass, the same answer as the row-by-row test.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -20,16 +20,21 @@ from .checks import Filter
 __all__ = ["kept_rows", "select"]
 
 
-def kept_rows(memory: Any, filters: Filter) -> torch.Tensor:
+def kept_rows(memory: Any, filters: Filter, order: Sequence[str] | None = None) -> torch.Tensor:
     """The rows (CPU ``long``, ascending) of the memories of ``memory`` that pass ``filters``:
     ``None`` (all), a dict or :class:`~hypermem.store.filters.RecordFilter` (the search's filter
-    columns, ``memory.searcher.meta``), or a callable on the record (read row by row).  The
-    caller holds ``memory.state.lock``."""
+    columns, ``memory.searcher.meta``), or a callable on the record (read row by row).  With
+    ``order`` (ids; a dict filter only) the kept rows of those ids, in that order.  The caller
+    holds ``memory.state.lock``."""
     st = memory.state
     if filters is None:
         return torch.arange(st.n, dtype=torch.long)
     if isinstance(filters, Mapping):
-        return memory.searcher.meta.mask(st.records, filters).nonzero().squeeze(1)
+        mask = memory.searcher.meta.mask(st.records, filters)
+        if order is None:
+            return mask.nonzero().squeeze(1)
+        cand = torch.tensor(st.rows_of(list(order)), dtype=torch.long)
+        return cand[mask[cand]] if cand.numel() else cand
     if not callable(filters):
         raise TypeError(f"filters must be a dict or a callable, got {type(filters).__name__}")
     keep = [r for r, rec in enumerate(st.records.at_rows(range(st.n))) if filters(rec)]
