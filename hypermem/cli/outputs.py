@@ -17,11 +17,8 @@ from pathlib import Path
 
 from .inputs import UserError
 
-__all__ = ["PAGE_HEAD", "SQLITE_HEAD", "check_output", "head_of", "is_page", "is_stream", "report", "same_file", "write_durable",
+__all__ = ["PAGE_HEAD", "check_output", "head_of", "is_page", "is_stream", "report", "same_file", "write_durable",
            "write_text"]
-
-SQLITE_HEAD = b"SQLite format 3\x00"
-"""How a SQLite database file begins."""
 
 PAGE_HEAD = b'<!DOCTYPE html>\n<html lang="en" data-errors='
 """How an inspector page that hypermem wrote begins (hypermem.viz.html)."""

@@ -10,6 +10,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from ..store.checks import SQLITE_HEADER
 from ..store.shown_text import shown
 from .inputs import (
     UserError,
@@ -21,7 +22,7 @@ from .inputs import (
     time_arg,
     warn,
 )
-from .outputs import SQLITE_HEAD, check_output, head_of, is_page, is_stream, report, write_durable, write_text
+from .outputs import check_output, head_of, is_page, is_stream, report, write_durable, write_text
 
 __all__ = ["cmd_export", "cmd_fit_reranker", "cmd_import", "cmd_inspect", "cmd_search", "cmd_stats", "cmd_tree"]
 
@@ -258,7 +259,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     check_output(args.output, inputs=(args.source,), force=args.force)
     if src.is_dir():
         raise UserError(f"{args.source} is a folder, not a file")
-    if args.durable and args.source != "-" and head_of(src, 16) == SQLITE_HEAD:  # a memory file, copied whole
+    if args.durable and args.source != "-" and head_of(src, 16) == SQLITE_HEADER:  # a memory file, copied whole
         _ignored_item_flags(args, "a memory file")
         return _write_import(load_memory(args.source, args.embedder), args)
     text = read_source(args.source)

@@ -122,12 +122,13 @@ class EdgeBatches:
             self.kids.setdefault(p, []).append(c)
             self.parents.setdefault(c, []).append(p)
         self.levels = levels(self.edges, len(ancestors))
+        groups = sum(-(-len(kids) // self.m) for kids in self.kids.values())
+        self.batches = max(1, min(round(len(self.edges) / self.batch_size), groups))
 
     def __len__(self) -> int:
         """Batches per epoch, the same every epoch (:meth:`epoch` packs exactly this many):
         ``round(edges / batch_size)``, at most one per sibling group."""
-        groups = sum(-(-len(kids) // self.m) for kids in self.kids.values())
-        return max(1, min(round(len(self.edges) / self.batch_size), groups))
+        return self.batches
 
     def _siblings(self, c: int) -> set[int]:
         out = set()

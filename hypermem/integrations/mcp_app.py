@@ -301,8 +301,8 @@ def empty_notes(memory: Any, filters: Any, when: datetime | None, expired: int) 
                      "query time): pass include_expired=true to see them")
     wanted = {}
     for field, x in _operands(filters):
-        if _kind(x) is not None:
-            wanted.setdefault(field, {})[_kind(x)] = x
+        if (kind := _kind(x)) is not None:
+            wanted.setdefault(field, {})[kind] = x
     if when is None and not wanted:
         return notes
     oldest, held = None, {field: {} for field in wanted}

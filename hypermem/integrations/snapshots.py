@@ -10,19 +10,13 @@ validity windows and embeddings (nothing is re-embedded), the settings, embedder
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from ..store import Memory
 from . import _common as C
+from ._common import durable_copy  # a new durable store holding a memory's memories
 
 __all__ = ["convert_snapshot", "durable_copy"]
-
-
-def durable_copy(memory: Memory, target: str | os.PathLike) -> Memory:
-    """A new durable store at ``target`` holding ``memory``'s memories (module docstring);
-    returns it open.  A ``target`` that already holds memories is a :class:`ValueError`."""
-    return C.durable_copy(memory, target)
 
 
 def convert_snapshot(snapshot: str, target: str, embedder: Any = None) -> Memory:

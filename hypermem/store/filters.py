@@ -136,7 +136,6 @@ def is_ops(want: Any) -> bool:
     return isinstance(want, Mapping) and any(isinstance(k, str) and k.startswith("$") for k in want)
 
 
-_is_ops = is_ops
 
 RECORD_FIELDS = ("parent", "t", "valid_from", "valid_until")
 """The record's own fields a :class:`RecordFilter` can name."""
@@ -216,7 +215,7 @@ def _check(spec: Any, path: str) -> None:
         elif key.startswith("$"):
             raise FilterError(f"unknown filter combinator {key!r} at {path or 'the top'}; use $and, $or, $not "
                               f"(field operators go inside a field: {{'field': {{'$eq': ...}}}})")
-        elif _is_ops(want):
+        elif is_ops(want):
             for op, x in want.items():
                 if op not in OPERATORS:
                     raise FilterError(f"unknown filter operator {op!r} for {where}; "
@@ -229,7 +228,7 @@ def _check(spec: Any, path: str) -> None:
 def matches(v: Any, want: Any) -> bool:
     """``v`` against one filter value: operators, a nested dict (each key matched
     recursively), a list (``$in``) or a plain value (equality)."""
-    if _is_ops(want):
+    if is_ops(want):
         return all(OPERATORS[op](v, x) for op, x in want.items())
     if isinstance(want, Mapping):
         return isinstance(v, Mapping) and all(matches(v.get(k, MISSING), w) for k, w in want.items())
@@ -285,7 +284,7 @@ def _membership(xs: Any) -> Callable[[Any], bool]:
 def value_test(want: Any) -> Callable[[Any], bool]:
     """``lambda v: matches(v, want)``, built once for many values: the lists of ``$in``, ``$nin``
     and a plain list value tested by :func:`json_key` (O(1) a value, the same answer)."""
-    if _is_ops(want):
+    if is_ops(want):
         tests: list[Callable[[Any], bool]] = []
         for op, x in want.items():
             if op in ("$in", "$nin"):
@@ -416,7 +415,7 @@ def _pg_and(parts: list[str | None]) -> str | None:
 
 def _pg_value(path: list[str], want: Any, params: list) -> tuple[str | None, bool]:
     """``(clause or None, exact)`` of one field's filter value."""
-    if _is_ops(want):
+    if is_ops(want):
         parts = [_pg_field(path, op, x, params) for op, x in want.items()]
         return _pg_and(parts), all(p is not None for p in parts)
     if isinstance(want, Mapping):

@@ -49,6 +49,7 @@ from .checkpoint_order import best_checkpoints_first
 from .encoder_stop import ValidateAtStepLimit
 from .hierarchy_logging import disk_picture_available, tensorboard_writer
 from .mid_epoch import reopen_stopped_epoch
+from .run_folder import read_checkpoint
 from .step_axis import evaluated_epoch, evaluated_step, remember_checkpoint
 
 __all__ = ["EncoderModule", "ValidateAtStepLimit"]
@@ -243,8 +244,8 @@ class EncoderModule(pl.LightningModule):
         ckpt = (monitored[0].best_model_path if monitored else "") or ""
         enc = self.encoder
         chosen = self.best
-        if ckpt and Path(ckpt).is_file():
-            state = torch.load(ckpt, map_location="cpu", weights_only=True)  # tensors and plain values: no code runs
+        state = read_checkpoint(ckpt) if ckpt and Path(ckpt).is_file() else None   # weights_only: no code runs
+        if state is not None:
             own = {k[len("model."):]: v for k, v in state["state_dict"].items() if k.startswith("model.")}
             enc.model.load_state_dict(own)
             own_val = state.get("hypermem_encoder_validation") or {}

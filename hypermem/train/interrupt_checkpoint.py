@@ -115,7 +115,7 @@ class InterruptCheckpoint(pl.Callback):
         done = trainer.fit_loop.epoch_loop.batch_progress.current.processed
         if self.pending and done < trainer.num_training_batches:   # the epoch's last batch: at its end
             self.pending = False
-            if trainer.world_size != 1 or not _batch_settled(trainer) or not self._save(trainer):
+            if not _batch_settled(trainer) or not self._save(trainer):   # pending: one process only
                 raise KeyboardInterrupt   # nothing saved here: on_exception decides, as before
             self.stop_next = True   # after Lightning logs this step's scalars
 

@@ -106,8 +106,9 @@ class SqliteStorage:
             else:
                 locked = [f for f in (self.path, self.path + "-wal", self.path + "-shm")
                           if os.path.exists(f) and not os.access(f, os.W_OK)]
-                if locked and read_only_mount(folder_of(self.path)):
-                    raise StorageError(f"SQLite storage {self.path!r}: the folder {folder_of(self.path)!r} is on a "
+                folder = folder_of(self.path)
+                if locked and read_only_mount(folder):
+                    raise StorageError(f"SQLite storage {self.path!r}: the folder {folder!r} is on a "
                                        "read-only file system; to only read it, open it with read_only=True; "
                                        "nothing was opened")
                 if locked:  # before any connection: a read would leave -wal / -shm files of this user behind
