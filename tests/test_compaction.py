@@ -18,15 +18,24 @@ def test_removed_blocks_are_the_maximal_runs():
     assert removed_blocks(torch.tensor([], dtype=torch.long)) == []
 
 
-@pytest.mark.parametrize("buffer_bytes", [compaction.BUFFER_BYTES, 64])
-def test_shift_rows_equals_a_gather_of_the_kept_rows(monkeypatch, buffer_bytes):
-    monkeypatch.setattr(compaction, "BUFFER_BYTES", buffer_bytes)   # 64 bytes: many trips through the buffer
+@pytest.mark.parametrize("buffer_bytes,layout", [(compaction.BUFFER_BYTES, "contiguous"),
+                                                  (compaction.BUFFER_BYTES, "strided"), (64, "strided")])
+def test_shift_rows_equals_a_gather_of_the_kept_rows(monkeypatch, buffer_bytes, layout):
+    """A contiguous CPU column moves by memmove; a strided one (as a CUDA column would) through
+    the buffer, 64 bytes: many trips through it."""
+    monkeypatch.setattr(compaction, "BUFFER_BYTES", buffer_bytes)
     rng = random.Random(0)
     for trial in range(40):
         n = rng.randrange(1, 300)
         cap = n + rng.randrange(0, 20)
         shape = (cap, rng.choice([1, 3, 8])) if trial % 3 else (cap,)
         t = torch.randn(*shape, dtype=rng.choice([torch.float32, torch.float64]))
+        if layout == "strided":   # every other element of a wider tensor: not contiguous
+            t = torch.randn(*shape[:-1], shape[-1] * 2, dtype=t.dtype)[..., ::2]
+        assert t.is_contiguous() == (layout == "contiguous")
+        if trial == 0 and layout == "contiguous":
+            t = torch.cat([torch.zeros_like(t[:2]), t])[2:]   # a column that starts past its storage's first byte
+            assert t.storage_offset() == 2 * t[:1].numel()
         keep = torch.tensor([rng.random() > 0.2 for _ in range(n)])
         end = rng.randrange(0, n + 1)                                 # a mirror valid up to `end`
         blocks = removed_blocks((~keep).nonzero().squeeze(1))

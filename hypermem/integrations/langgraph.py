@@ -355,14 +355,17 @@ class HypermemStore(BaseStore):
         self._prune(set(removed))
 
     def _prune(self, removed: set[str]) -> None:
-        """Remove namespace nodes left without children (the deepest first: the store's order
-        reversed; the namespace nodes from the store's columns, :meth:`Memory.select`)."""
+        """Remove namespace nodes left without children, and those only such nodes are under
+        (the store's order reversed: a namespace after its parent), in one removal; the
+        namespace nodes from the store's columns (:meth:`Memory.select`)."""
         if not removed:
             return
-        mem = self.memory
-        for i in mem.select({_KIND: "namespace"})[::-1]:
-            if i in mem and not mem.children(i):
-                mem.remove(i)
+        mem, empty = self.memory, set()
+        spaces = mem.select({_KIND: "namespace"})
+        for i in reversed(spaces):
+            if all(c in empty for c in mem.children(i)):
+                empty.add(i)
+        mem.remove_many([i for i in spaces if i in empty])
 
     def sweep_ttl(self) -> int:
         """Remove the items whose TTL has run out (and namespaces left empty); returns how many items."""

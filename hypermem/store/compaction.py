@@ -8,13 +8,16 @@ large the store is; removing an old one moves the rest of the store once.
 
 The removed rows come as a few *blocks* (half-open ``[a, b)`` row ranges): one for a memory
 without children, a handful for a small subtree.  Each kept run between two blocks moves as
-one slice: ``del`` on a Python list (a ``memmove``), and for a tensor a copy through a
-small reused buffer (:func:`shift_rows`), since a copy between overlapping slices is not
-allowed and a fresh copy of the whole tail would page in as many new bytes.  Blocks so many
+one slice: ``del`` on a Python list (a ``memmove``), ``memmove`` on a contiguous CPU
+tensor too, and on any other tensor a copy through a small reused buffer
+(:func:`shift_rows`), since torch refuses a copy between overlapping slices and a fresh
+copy of the whole tail would page in as many new bytes.  Blocks so many
 that their runs are short (:func:`moves_runs`) fall back to one gather of the kept rows.
 """
 
 from __future__ import annotations
+
+import ctypes
 
 import torch
 
@@ -34,21 +37,24 @@ BUFFER_BYTES = 1 << 20
 
 
 def removed_blocks(drop: torch.Tensor) -> list[tuple[int, int]]:
-    """The maximal runs ``[a, b)`` of consecutive rows in ``drop`` (increasing row numbers)."""
-    rows = drop.tolist()
-    blocks: list[tuple[int, int]] = []
-    for r in rows:
-        if blocks and blocks[-1][1] == r:
-            blocks[-1] = (blocks[-1][0], r + 1)
-        else:
-            blocks.append((r, r + 1))
-    return blocks
+    """The maximal runs ``[a, b)`` of consecutive rows in ``drop`` (increasing row numbers):
+    a run breaks where ``drop[k] != drop[k-1] + 1``."""
+    if drop.numel() == 0:
+        return []
+    brk = (drop[1:] != drop[:-1] + 1).nonzero().squeeze(1) + 1
+    starts = torch.cat([drop[:1], drop[brk]]).tolist()
+    ends = (torch.cat([drop[brk - 1], drop[-1:]]) + 1).tolist()
+    return list(zip(starts, ends))
 
 
 def shift_rows(t: torch.Tensor, blocks: list[tuple[int, int]], end: int) -> int:
     """Close the gaps of ``blocks`` in rows ``0 .. end-1`` of ``t``, in place: each kept run
     moves down by the removed rows before it.  Returns the number of rows kept below
-    ``end``.  Rows at and past that number are left as they were (spare capacity)."""
+    ``end``.  Rows at and past that number are left as they were (spare capacity).
+
+    A contiguous CPU column moves each run with one ``memmove`` (overlap allowed, one read
+    and one write of each byte); any other tensor through a small reused buffer."""
+    flat = t.device.type == "cpu" and t.is_contiguous()
     row_bytes = max(1, t[:1].numel() * t.element_size())
     step = max(1, BUFFER_BYTES // row_bytes)
     buf = None
@@ -58,6 +64,11 @@ def shift_rows(t: torch.Tensor, blocks: list[tuple[int, int]], end: int) -> int:
             break
         shift += min(b, end) - a
         src, stop = min(b, end), min(blocks[j + 1][0] if j + 1 < len(blocks) else end, end)
+        if flat:
+            if stop > src:
+                base = t.data_ptr()
+                ctypes.memmove(base + (src - shift) * row_bytes, base + src * row_bytes, (stop - src) * row_bytes)
+            continue
         i = src
         while i < stop:
             c = min(step, stop - i)

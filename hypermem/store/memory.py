@@ -324,7 +324,7 @@ class Memory:
                t: datetime | None = None, valid_from: Any = UNSET, valid_until: Any = UNSET) -> None:
         """Change a memory in place.  New text re-embeds it and re-places its subtree; ``meta`` replaces the
         metadata dict; ``valid_from`` / ``valid_until`` may be set to None.  All or nothing."""
-        self.state.record(id)
+        self.state.row_of(id)
         where, new_meta, t, vf, vu = check_update(id, text, meta, t, valid_from, valid_until)
         e = embed_for_store(self.embedder, [text], lambda _: where)[0] if text is not None else None
         with self.state.lock:
@@ -366,7 +366,7 @@ class Memory:
         with self.state.lock:
             rec = self.state.record(child)
             if parent is not None:
-                self.state.record(parent)
+                self.state.row_of(parent)
                 if parent == child:
                     raise ValueError(f"cannot link {child!r} under itself")
                 if parent in set(self.descendants(child)):

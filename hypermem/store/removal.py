@@ -18,7 +18,7 @@ __all__ = ["descendants", "remove_memories"]
 
 def descendants(state, id: str) -> list[str]:
     """All descendants of ``id`` in ``state``, breadth first (``KeyError`` when unknown)."""
-    state.record(id)
+    state.row_of(id)
     out: list[str] = []
     frontier = list(state.children.get(id, ()))
     while frontier:
@@ -35,7 +35,7 @@ def remove_memories(state, ids: Sequence[str], cascade: bool = False) -> list[st
     with state.lock:
         named = set()
         for i in ids:
-            state.record(i)
+            state.row_of(i)
             named.add(i)
         if not cascade:
             for i in ids:

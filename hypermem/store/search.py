@@ -167,7 +167,7 @@ class Searcher:
             return None, None
         if root is None:
             raise ValueError(f"mode={mode!r} needs root=<memory id>")
-        self.memory.state.record(root)
+        self.memory.state.row_of(root)
         if mode == "subtree":
             ids = [root, *self.memory.descendants(root)]
         elif mode == "children":
@@ -313,7 +313,7 @@ class Searcher:
                 if at_time is not None:
                     self.now(at_time)  # a bad at_time is named on an empty store too
                 if root is not None and mode != "nearest":
-                    self.memory.state.record(root)
+                    self.memory.state.row_of(root)
                 return [[] for _ in queries]
             rows, energies = self._candidates(mode, root)
             rows = self._filter_rows(rows, opts.filters)

@@ -242,8 +242,7 @@ class MemoryState:
         row = self.row
         for i in gone:
             del row[i]
-        for r in range(first, m):
-            row[self.ids[r]] = r
+        row.update(zip(self.ids[first:m], range(first, m)))
         self.n = m
         self.rewrites += 1
 
@@ -433,6 +432,13 @@ class MemoryState:
         """The record of ``id``; ``KeyError`` naming it when unknown."""
         try:
             return self.records[id]
+        except (KeyError, TypeError):
+            raise KeyError(f"unknown memory id {id!r}") from None
+
+    def row_of(self, id: str) -> int:
+        """The row of ``id`` without building its record; ``KeyError`` naming it when unknown."""
+        try:
+            return self.row[id]
         except (KeyError, TypeError):
             raise KeyError(f"unknown memory id {id!r}") from None
 

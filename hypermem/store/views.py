@@ -67,17 +67,17 @@ class MemoryViews:
     # ------------------------------------------------------------------ navigation
     def parent(self, id: str) -> str | None:
         """The parent's id, ``None`` for a root."""
-        return self.memory.state.record(id).parent_id
+        return self.memory.state.records.parents[self.memory.state.row_of(id)]
 
     def children(self, id: str) -> list[str]:
         """Direct children, in the order they were added."""
-        self.memory.state.record(id)
+        self.memory.state.row_of(id)
         return list(self.memory.state.children.get(id, ()))
 
     def ancestors(self, id: str) -> list[str]:
         """Ancestors from the parent up to the root."""
         out: list[str] = []
-        cur = self.memory.state.record(id).parent_id
+        cur = self.memory.state.records.parents[self.memory.state.row_of(id)]
         while cur is not None:
             out.append(cur)
             cur = self.memory.state.records.parent(cur)
@@ -89,7 +89,7 @@ class MemoryViews:
 
     def siblings(self, id: str) -> list[str]:
         """The other children of the parent (for a root: the other roots)."""
-        p = self.memory.state.record(id).parent_id
+        p = self.memory.state.records.parents[self.memory.state.row_of(id)]
         pool = self.memory.state.children.get(p, ()) if p is not None else self.roots()
         return [i for i in pool if i != id]
 
@@ -100,23 +100,23 @@ class MemoryViews:
 
     def level(self, id: str) -> int:
         """Hierarchy level: 0 for a root, the parent's level + 1 below it."""
-        self.memory.state.record(id)
+        self.memory.state.row_of(id)
         return self.memory.state.levels[self.memory.state.row[id]]
 
     def depth(self, id: str) -> float:
         """Hyperbolic distance of ``id``'s point from the origin."""
-        self.memory.state.record(id)
+        self.memory.state.row_of(id)
         return float(self.memory.state.depth[self.memory.state.row[id]])
 
     def point(self, id: str) -> torch.Tensor:
         """The point ``(dim,)`` of ``id``."""
-        self.memory.state.record(id)
+        self.memory.state.row_of(id)
         r = self.memory.state.row[id]
         return P.point_at(self.memory.state.direction[r], self.memory.state.depth[r], self.memory.curvature)
 
     def embedding(self, id: str) -> torch.Tensor:
         """A copy of ``id``'s raw text embedding ``(dim,)`` (float64, CPU)."""
-        self.memory.state.record(id)
+        self.memory.state.row_of(id)
         return self.memory.state.embeddings_of(self.memory.state.row[id]).clone()
 
     # ------------------------------------------------------------------ views
@@ -184,7 +184,7 @@ class MemoryViews:
         with st.lock:
             tops = [root] if root is not None else self.roots()
             if root is not None:
-                st.record(root)
+                st.row_of(root)
             return tree_text(tops, st.children, st.records.text, lambda i: float(st.depth[st.row[i]]), max_text)
 
 
