@@ -59,6 +59,7 @@ from .encoder_folder import (
     not_an_encoder_folder,
     read_settings,
 )
+from .file_modes import give_normal_modes
 from .folder_files import present, save_folder
 from .module_checks import LOAD_ERRORS, check_loaded_weights
 from .sentence_transformer import load_sentence_transformer, quiet_loading
@@ -225,7 +226,8 @@ class HierarchyEncoder:
         """Write the encoder to the folder ``path`` (created; the sentence-transformers layout
         plus ``hypermem_encoder.json``); returns the folder's path.  An existing encoder folder
         (one holding ``hypermem_encoder.json``) is saved over, as sentence-transformers does; a
-        file, or a folder holding other files, is refused (``FileExistsError``): nothing mixes."""
+        file, or a folder holding other files, is refused (``FileExistsError``): nothing mixes.
+        Every file gets ``0o666`` less the umask, the weights too (:mod:`~hypermem.embed.file_modes`)."""
         import json
 
         folder = check_save_folder(path)
@@ -235,6 +237,7 @@ class HierarchyEncoder:
         tmp = folder / (CONFIG_FILE + ".tmp")
         tmp.write_text(json.dumps(self.settings().to_json(), indent=2) + "\n", encoding="utf-8")
         os.replace(tmp, folder / CONFIG_FILE)
+        give_normal_modes(folder)   # safetensors' weights file arrives 0o600 (a renamed mkstemp file)
         self.source = str(folder.resolve())  # a store placed by this encoder records where it lives
         return str(folder)
 

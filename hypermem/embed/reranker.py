@@ -47,6 +47,7 @@ from typing import Any
 import torch
 
 from .encoder_folder import EncoderFolderError, check_integer, check_modules, check_number, check_weight
+from .file_modes import give_normal_modes
 from .folder_files import present, read_json, save_folder, scan_folder
 from .module_checks import LOAD_ERRORS, check_loaded_weights, check_transformer
 from .sentence_transformer import local_minilm_path, quiet_loading
@@ -282,7 +283,8 @@ class PlacementReranker:
     def save(self, path: str | os.PathLike) -> Path:
         """Write the reranker to folder ``path`` (module docstring); returns the folder.  An existing
         reranker folder (one holding ``hypermem_reranker.json``) is saved over; a file, or a folder
-        holding other files, is refused (``FileExistsError``, :func:`check_save_folder`)."""
+        holding other files, is refused (``FileExistsError``, :func:`check_save_folder`).  Every file
+        gets ``0o666`` less the umask, the weights too (:mod:`~hypermem.embed.file_modes`)."""
         folder = check_save_folder(path)
         folder.mkdir(parents=True, exist_ok=True)
         with _quiet():
@@ -290,6 +292,7 @@ class PlacementReranker:
         conf = {"format": FORMAT, "version": VERSION, "weight": self.weight, "candidates": self.candidates,
                 "rule": self.rule, "max_length": self.max_length, "base": self.base, "config": self.config}
         (folder / CONFIG_FILE).write_text(json.dumps(conf, indent=2) + "\n", encoding="utf-8")
+        give_normal_modes(folder)   # safetensors' weights file arrives 0o600 (a renamed mkstemp file)
         self.forget_checksum()
         return folder
 

@@ -37,6 +37,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..embed.file_modes import normal_file_mode
+
 __all__ = ["NotARegularFileError", "atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_sqlite", "fsync_path", "write_page"]
 
 
@@ -87,27 +89,12 @@ def _kind(path: Path) -> str:
     return "a socket" if path.is_socket() else "not a regular file"
 
 
-def _umask() -> int:
-    """The process umask, read without changing it where the OS tells it (Linux), else by
-    setting and restoring it."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def _mode_for(target: Path) -> int:
     """The mode the new file gets: the replaced file's, or ``0o666`` less the umask."""
     try:
         return target.stat().st_mode & 0o7777
     except FileNotFoundError:
-        return 0o666 & ~_umask()
+        return normal_file_mode()
 
 
 @contextmanager
