@@ -95,3 +95,15 @@ def test_a_module_refusal_names_the_option_when_built_in_python():
         HierarchyModule(lr=float("nan"))
     with pytest.raises(ValueError, match=r"^negatives \(--data.negatives\) must be a positive integer, got 0$"):
         HierarchyDataModule(negatives=0)
+
+
+@pytest.mark.parametrize("where", ["file", "command line"])
+def test_a_base_model_that_does_not_load_offline_is_a_config_error(encoder_folder, capsys, where):
+    """Not a traceback or status 1: one ``error:`` line naming the setting (and its file), status 2."""
+    (encoder_folder / "my.yaml").write_text("model: {base: bert-base-uncased}" if where == "file" else "{}")
+    after = [] if where == "file" else ["--model.base=bert-base-uncased"]
+    err = refused(encoder_folder, capsys,
+                  ["--config", "wordnet_encoder", "--config", "base.yaml", "--config", "my.yaml", *after], False)
+    set_in = " (set in my.yaml)" if where == "file" else ""
+    assert err.startswith(f"error: model.base='bert-base-uncased'{set_in}: no such folder and no model of that "
+                          "name in the local Hugging Face cache, and nothing is downloaded at run time"), err

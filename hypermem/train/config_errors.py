@@ -16,6 +16,11 @@ for any other mistake in the options:
 
       error: data.batch_size must be a positive integer, got 0 (set in my.yaml)
 
+- a base model that is no folder and not in the local Hugging Face cache
+  (``model: {base: bert-base-uncased}``; nothing is downloaded)::
+
+      error: model.base='bert-base-uncased' (set in my.yaml): no such folder and no model of that name in the local Hugging Face cache, ...
+
 - a ``trainer.max_time`` Lightning cannot read (``"5 minutes"``)::
 
       error: trainer.max_time: '5 minutes' is not a duration (set in my.yaml); give "DD:HH:MM:SS" (e.g. "00:00:05:00" for 5 minutes) or a mapping such as {minutes: 5}
@@ -101,6 +106,8 @@ def module_error(message: str, argv: list[str], cfg) -> str:
     """A module's ``ValueError`` message with its setting as a dotted key and where it was set:
     ``dim (--model.dim) must be ...`` -> ``model.dim must be ... (set in FILE)``; a message that
     starts with a key of exactly one group (``lr must be ...``, the model's) gets that group.
+    A ``key='value': why`` message (a base model that does not load offline) names the file after
+    the value: ``model.base='bert-base-uncased' (set in FILE): no such folder ...``.
     Other messages are kept as they are."""
     m = re.match(r"(\w+) \(--((?:model|data)\.\1)\) ", message)
     key = None
@@ -115,7 +122,12 @@ def module_error(message: str, argv: list[str], cfg) -> str:
             key = f"{groups[0]}.{leaf.group(1)}"
             message = groups[0] + "." + message
     message = " ".join(message.split())
-    return message + (_where(argv, key) if key else "")
+    if not key:
+        return message
+    named = re.match(rf"{re.escape(key)}=('[^']*'|\S+?):", message)   # key='value': why (a base model)
+    if named:
+        return named.group(0)[:-1] + _where(argv, key) + message[named.end() - 1:]
+    return message + _where(argv, key)
 
 
 def max_time_error(value, argv: list[str]) -> str | None:

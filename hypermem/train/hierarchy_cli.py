@@ -223,7 +223,9 @@ def _cli_class():
         def instantiate_classes(self) -> None:
             try:
                 super().instantiate_classes()
-            except ValueError as exc:   # a module refused a value: its setting and where it was set
+            except (ValueError, OSError) as exc:   # a module refused a value: its setting and where it was set
+                if isinstance(exc, OSError) and exc.errno is not None:
+                    raise   # the system's (a disk, a permission), not a value: no config error
                 cfg = self.config[self.subcommand] if self.subcommand else self.config
                 raise ConfigError(module_error(str(exc), self.argv, cfg)) from None
 
