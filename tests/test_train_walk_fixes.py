@@ -4,6 +4,7 @@ already used up says that nothing was trained and counts the checkpoint's epochs
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,16 @@ def test_encoder_validate_logs_at_the_checkpoints_step(tmp_path):
     assert val.model.final_metrics["step"] == step
     steps = [s for s, _ in scalars(Path(val.trainer.log_dir), "val/f1")]
     assert 0 not in steps and step in steps, steps
+
+
+def test_a_resumed_runs_finish_line_says_which_steps_its_time_took(tmp_path, capsys):
+    """Not "N optimizer steps in S s" with N the whole run's steps and S the resumed part's time."""
+    first = train_tiny(tmp_path, "--trainer.max_epochs=2")
+    before = first.trainer.global_step
+    assert re.match(rf"done: 2 epochs, {before} optimizer steps in \d+\.\d s$", _done(capsys.readouterr().out))
+    again = train_tiny(tmp_path, "--trainer.max_epochs=4", "--ckpt_path=last")
+    after = again.trainer.global_step
+    assert after == 2 * before
+    done = _done(capsys.readouterr().out)
+    assert re.match(rf"done: 4 epochs, optimizer steps {before + 1}-{after} \({after - before} this run\) "
+                    rf"in \d+\.\d s; {after} in all$", done), done

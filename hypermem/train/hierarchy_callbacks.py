@@ -69,6 +69,10 @@ class RunSummary(pl.Callback):
         self._start, self.train_ended = time.perf_counter(), False
         # the training time a resumed run already spent (Lightning's Timer restores it before fit starts)
         self.used = next((cb.time_elapsed() for cb in trainer.callbacks if _timed(cb)), 0.0)
+        self.first_step = 0   # the checkpoint's global_step, once restored (on_train_start)
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.first_step = trainer.global_step   # a resumed run's loops are restored after on_fit_start
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.train_ended = True   # before the module's (its final evaluation, hp_metric)
@@ -155,7 +159,8 @@ class RunSummary(pl.Callback):
                      f"by the run being resumed ({spent:.1f} s; max_time counts the time of the runs resumed); raise "
                      "it to train more"]
         else:
-            lines = [f"{state}: {epochs_done(trainer)}, {trainer.global_step} optimizer steps in {seconds:.1f} s"
+            lines = [f"{state}: {epochs_done(trainer)}, "
+                     f"{steps_done(getattr(self, 'first_step', 0), trainer.global_step, seconds)}"
                      + time_limit_note(trainer)]
         final = dict(getattr(pl_module, "final_metrics", {}) or {})
         if final:
@@ -185,6 +190,20 @@ def _timed(cb) -> bool:
     from lightning.pytorch.callbacks import Timer
 
     return isinstance(cb, Timer) and cb.time_remaining() is not None
+
+
+def steps_done(first: int, last: int, seconds: float) -> str:
+    """The optimizer steps of this run and its time: ``"40 optimizer steps in 3.1 s"`` from the
+    start; a resumed run (``first``, the checkpoint's step, above 0) took steps ``first+1`` to
+    ``last`` in ``seconds``, which say nothing of the steps before:
+    ``"optimizer steps 86-121 (36 this run) in 62.1 s; 121 in all"``."""
+    if first <= 0:
+        return f"{last} optimizer steps in {seconds:.1f} s"
+    if last <= first:
+        return f"no optimizer step this run ({seconds:.1f} s); {last} in all"
+    this = last - first
+    span = f"step {last}" if this == 1 else f"steps {first + 1}-{last}"
+    return f"optimizer {span} ({this} this run) in {seconds:.1f} s; {last} in all"
 
 
 def epochs_done(trainer: pl.Trainer) -> str:
