@@ -47,8 +47,10 @@ def test_shift_rows_equals_a_gather_of_the_kept_rows(monkeypatch, buffer_bytes, 
         assert kept == int(keep[:end].sum()) and torch.equal(t[:kept], want)
 
 
-def test_a_subtree_scattered_over_many_blocks_is_removed_by_a_gather():
-    m = Memory(embedder=HashingEmbedder(dim=8))
+@pytest.mark.parametrize("dim", [8, 256])
+def test_a_subtree_scattered_over_many_blocks_is_removed_by_a_gather(dim):
+    """The lists gather; the wide columns of ``dim=256`` (2 KB rows) still move their runs."""
+    m = Memory(embedder=HashingEmbedder(dim=dim))
     m.add("the hub", id="hub")
     m.add_many([{"text": f"item {i}", "id": f"i{i}", **({"parent": "hub"} if i % 2 else {})} for i in range(300)])
     m.update("i3", text="rewritten three")
@@ -56,7 +58,10 @@ def test_a_subtree_scattered_over_many_blocks_is_removed_by_a_gather():
     before = {i: (m.get(i).text, m.state.direction[m.state.row[i]].clone()) for i in m.state.ids[: m.state.n]}
     gone = m.remove("hub", cascade=True)
     row_before = {i: r for r, i in enumerate(before)}
-    assert not compaction.moves_runs(removed_blocks(torch.tensor(sorted(row_before[i] for i in gone))), 301)
+    blocks = removed_blocks(torch.tensor(sorted(row_before[i] for i in gone)))
+    assert not compaction.moves_runs(blocks, 301)
+    assert compaction.moves_column(m.state.direction, blocks, 301) == (dim == 256)
+    assert not compaction.moves_column(m.state.depth, blocks, 301)
     assert [m.state.row[i] for i in m.state.ids[: m.state.n]] == list(range(m.state.n)) == list(range(150))
     for i in m.state.ids[: m.state.n]:
         assert m.get(i).text == before[i][0] and torch.equal(m.state.direction[m.state.row[i]], before[i][1])

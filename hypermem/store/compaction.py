@@ -21,7 +21,7 @@ import ctypes
 
 import torch
 
-__all__ = ["BUFFER_BYTES", "MIN_ROWS_PER_BLOCK", "delete_blocks", "moves_runs", "removed_blocks", "shift_rows"]
+__all__ = ["BUFFER_BYTES", "MIN_ROWS_PER_BLOCK", "RUN_BYTES", "delete_blocks", "moves_column", "moves_runs", "removed_blocks", "shift_rows"]
 
 MIN_ROWS_PER_BLOCK = 256
 """A removal moves runs while it has at most ``max(64, rows after its first block / 256)``
@@ -31,6 +31,19 @@ blocks (each run costs a few slicing calls per column); past that it gathers the
 def moves_runs(blocks: list[tuple[int, int]], n: int) -> bool:
     """Whether removing ``blocks`` from ``n`` rows moves runs (else: one gather)."""
     return len(blocks) <= max(64, (n - blocks[0][0]) // MIN_ROWS_PER_BLOCK)
+
+RUN_BYTES = 2048
+"""A contiguous CPU column moves its runs (one ``memmove`` each, about a microsecond) while it
+has at most one block per ``RUN_BYTES`` bytes after the first block; past that, a gather of
+its kept rows (which reads and writes every byte twice) costs less."""
+
+
+def moves_column(t: torch.Tensor, blocks: list[tuple[int, int]], end: int) -> bool:
+    """Whether rows ``0 .. end-1`` of column ``t`` close the gaps of ``blocks`` by moving runs
+    even where the lists gather (:func:`moves_runs`): a contiguous CPU tensor of wide rows."""
+    row_bytes = t[:1].numel() * t.element_size()
+    return t.device.type == "cpu" and t.is_contiguous() and len(blocks) * RUN_BYTES <= (end - blocks[0][0]) * row_bytes
+
 
 BUFFER_BYTES = 1 << 20
 """The size of the buffer a run of tensor rows moves through (fits the cache)."""

@@ -57,7 +57,7 @@ import torch
 
 from ..geometry.poincare import point_at
 from ..temporal.clock import to_seconds
-from .compaction import delete_blocks, moves_runs, removed_blocks, shift_rows
+from .compaction import delete_blocks, moves_column, moves_runs, removed_blocks, shift_rows
 from .record_table import RecordTable, table_of
 from .records import MemoryRecord
 
@@ -215,26 +215,28 @@ class MemoryState:
         first, m = blocks[0][0], self.n - int(drop.numel())
         drop_rows = drop.tolist()
         gone = [self.ids[r] for r in drop_rows]
-        if moves_runs(blocks, self.n):  # move the kept runs between the blocks
-            for name in COLUMNS:
-                t = getattr(self, name)
-                if t is not None:
-                    shift_rows(t, blocks, self.n)
-            if self.mirror is not None and self.mirror_rows > first:
+        runs = moves_runs(blocks, self.n)   # the row-aligned lists move runs, else one gather
+        tail = None if runs else keep[first: self.n].nonzero().squeeze(1) + first
+        for name in COLUMNS:
+            t = getattr(self, name)
+            if t is None:
+                continue
+            if runs or moves_column(t, blocks, self.n):
+                shift_rows(t, blocks, self.n)
+            else:
+                t[first:m] = t.index_select(0, tail.to(t.device))
+        if self.mirror is not None and self.mirror_rows > first:
+            if runs or moves_column(self.mirror, blocks, self.mirror_rows):
                 self.mirror_rows = shift_rows(self.mirror, blocks, self.mirror_rows)
-            self.records.keep_from(blocks, gone, drop_rows)
-            delete_blocks(self.ids, blocks)
-            delete_blocks(self.levels, blocks)
-        else:  # many scattered rows: one gather of the kept rows after the first removed one
-            tail = keep[first: self.n].nonzero().squeeze(1) + first
-            for name in COLUMNS:
-                t = getattr(self, name)
-                if t is not None:
-                    t[first:m] = t.index_select(0, tail.to(t.device))
-            if self.mirror is not None and self.mirror_rows > first:
+            else:
                 mt = tail[tail < self.mirror_rows]
                 self.mirror[first: first + mt.numel()] = self.mirror.index_select(0, mt.to(self.mirror.device))
                 self.mirror_rows = first + int(mt.numel())
+        if runs:
+            self.records.keep_from(blocks, gone, drop_rows)
+            delete_blocks(self.ids, blocks)
+            delete_blocks(self.levels, blocks)
+        else:
             kept = tail.tolist()
             self.records.keep_from(blocks, gone, drop_rows, kept)
             self.ids[first:] = [self.ids[r] for r in kept]
