@@ -277,7 +277,7 @@ def durable_copy(memory: Memory, target: str | os.PathLike) -> Memory:
     memories: ids, texts, parents, metadata, times and embeddings (nothing is re-embedded)
     with its settings, embedder and decay.  How a snapshot becomes a store that
     ``hypermem mcp --store`` serves: ``durable_copy(Memory.load("snapshot.db"), "agent.db")``.
-    Access counts start again at zero.  Returns the open durable memory."""
+    Access counts and last access times are kept.  Returns the open durable memory."""
     from ..store.persistence import CONFIG_KEYS
 
     kwargs: dict[str, Any] = {k: getattr(memory, k) for k in CONFIG_KEYS}
@@ -295,6 +295,7 @@ def durable_copy(memory: Memory, target: str | os.PathLike) -> Memory:
                  for r in memory]
         if items:
             dst.add_many(_parents_first(items))
+            dst.record_accesses({r.id: (r.access_count, r.last_accessed) for r in memory if r.access_count})
     except BaseException:
         dst.close()
         raise

@@ -5,7 +5,8 @@ run).
 A snapshot (:meth:`Memory.save`'s SQLite file, :meth:`Memory.to_json`'s JSON) is written whole
 when saved; a durable store (:meth:`Memory.open`) commits every call, and is what
 ``hypermem mcp --store`` serves.  The copy keeps ids, texts, parents, metadata, times,
-validity windows and embeddings (nothing is re-embedded), the settings, embedder and decay.
+validity windows, embeddings (nothing is re-embedded), access counts and last access times, the
+settings, embedder and decay.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from .ann_search import CandidateWeights, auto_bands, exact_bounds, index_recall
 from .caller_warning import warn_caller
 from .checks import CONE_TOL, METRICS, MODES, Filter, check_finite, max_depth
 from .encoder_points import places_points
+from .filter_hints import unknown_key_warning
 from .filters import filter_keys
 from .lexical import Lexical
 from .meta_columns import MetaColumns
@@ -204,7 +205,7 @@ class Searcher:
             mask = self.meta.mask(st.records, filters)
             kept = mask.nonzero().squeeze(1) if rows is None else rows[mask[rows.cpu()].to(rows.device)]
             if not kept.numel():
-                self.warn_unknown_keys(filters, lambda key: any(key in m for m in st.records.metas if m))
+                self.warn_unknown_keys(filters)
             return kept.to(self.memory.device)
         if not callable(filters):
             raise TypeError(f"filters must be a dict or a callable, got {type(filters).__name__}")
@@ -212,14 +213,15 @@ class Searcher:
         kept = [r for r, rec in zip(cand, st.records.at_rows(cand)) if filters(rec)]
         return torch.tensor(kept, dtype=torch.long, device=self.memory.device)
 
-    def warn_unknown_keys(self, filters: Mapping, known: Callable[[str], bool]) -> None:
-        """Warn (once per store and key) when a filter that matched nothing names a
-        metadata key that no memory has: usually a misspelling, not an empty answer."""
+    def warn_unknown_keys(self, filters: Mapping, known: Callable[[str], bool] | None = None,
+                          what: str = "the search") -> None:
+        """Warn (once per store and key) when a filter that matched nothing names a metadata key
+        that no memory has (``known``: whether one has it; default: a record here has it):
+        usually a misspelling, not an empty answer (:func:`~.filter_hints.unknown_key_warning`)."""
         for key in sorted(filter_keys(filters) - self.warned_keys):
-            if not known(key):
+            if not (known(key) if known else any(key in m for m in self.memory.state.records.metas if m)):
                 self.warned_keys.add(key)
-                warn_caller(f"no memory has the metadata key {key!r} that the filter names, so the search "
-                              f"found nothing (a misspelled key?); this store warns once per key")
+                warn_caller(unknown_key_warning(key, what))
 
     def search(self, query: Any = None, k: int = 5, mode: str = "nearest", root: str | None = None,
                at_time: datetime | None = None, filters: Filter = None, metric: str | None = None,
@@ -241,12 +243,14 @@ class Searcher:
         one): with an exact backend the answer is the same; with faiss the
         ``k * oversample`` index candidates are re-scored exactly.
 
-        **Time.** ``at_time`` (default: the clock's now) is the moment the search is asked
-        at: it sets the temporal weights, and memories created after an explicit
-        ``at_time`` (their ``t`` later than it) are left out, as if the store were searched
-        then.  A memory outside its validity window (``valid_from``/``valid_until``) is kept
-        with the policy's weight (``ValidityWindow`` gives ``MIN_WEIGHT``, NoDecay 1);
-        ``valid_only=True`` leaves it out.  Naive datetimes are taken as UTC.
+        **Time.** ``at_time`` (default: the clock's now) is the moment the search is asked at: it
+        sets the temporal weights, and memories created after an explicit ``at_time`` (their ``t``
+        later than it) are left out, as if the store were searched then.  Without ``at_time`` none
+        is left out: a future-dated memory (``t`` after the clock's now, a reminder) is found at
+        age 0 (time weight 1), where ``at_time=mem.clock()`` leaves it out.  A memory outside its
+        validity window (``valid_from``/``valid_until``) is kept with the policy's weight
+        (``ValidityWindow`` gives ``MIN_WEIGHT``, NoDecay 1); ``valid_only=True`` leaves it out.
+        Naive datetimes are taken as UTC.
 
         **Hybrid.** ``hybrid`` (default: the store's, 0.3 with a real embedder, 0 with the
         hashing one) adds, for a text query, ``hybrid`` times the memory's Okapi BM25 score

@@ -48,7 +48,8 @@ def select(memory: Any, filters: Filter = None) -> list[str]:
     (:mod:`hypermem.store.filters`), a :class:`~hypermem.store.filters.RecordFilter` (the
     record's parent, times and ids too), or a callable on the record (tested record by record).
     A dict is answered by the search's filter columns (:mod:`hypermem.store.meta_columns`), the
-    same ids as the row-by-row test; a malformed one is a ``FilterError`` naming the problem.  A
+    same ids as the row-by-row test; a malformed one is a ``FilterError`` naming the problem, and one
+    that keeps nothing and names a metadata key no memory has warns as ``search`` does.  A
     store bound by :meth:`~hypermem.store.Memory.open` first reads what others committed.  A
     ``ServerMemory`` (``Memory.open(url, mirror=False)``) has no ``select``: its filters run in
     the server search.
@@ -69,4 +70,7 @@ def select(memory: Any, filters: Filter = None) -> list[str]:
     st = memory.state
     with st.lock:
         ids = st.ids
-        return [ids[r] for r in kept_rows(memory, filters).tolist()]
+        out = [ids[r] for r in kept_rows(memory, filters).tolist()]
+        if not out and st.n and isinstance(filters, Mapping):  # an empty store: no warning, as in search
+            memory.searcher.warn_unknown_keys(filters, what="select()")  # the search's warning, once per key
+        return out

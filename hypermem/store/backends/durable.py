@@ -43,6 +43,7 @@ from typing import Any
 
 import torch
 
+from ...temporal.clock import to_utc
 from ..auto_parent import AUTO, resolve_auto
 from ..checks import Batch, check_ids
 from ..encoder_points import places_points
@@ -103,6 +104,7 @@ class DurableStore:
         self._storage = storage
         self._read_only = read_only
         self._pending = PendingTouches()
+        self.one_by_one.commits = True  # each single add is its own transaction: the add_many hint says so
         self._load()
 
     def _load(self, in_transaction: bool = False) -> None:
@@ -361,6 +363,30 @@ class DurableStore:
                               "in this process and the next write that succeeds stores them", RuntimeWarning,
                               stacklevel=3)
             self._touch_pending(ids, counts, applied)
+        except BaseException:
+            if applied:
+                self._undo()
+            raise
+
+    def record_accesses(self, accesses) -> None:
+        """Count ``n`` more accesses of each id, the last at ``when`` (``{id: (n, when)}``; a
+        later ``last_accessed`` already stored stays), in one write transaction: how a copy
+        (:func:`~hypermem.integrations._common.durable_copy`) keeps its source's access counts
+        and last access times, where :meth:`touch` counts accesses now."""
+        items = [(i, int(n), None if when is None else to_utc(when, "last_accessed"))
+                 for i, (n, when) in accesses.items() if n]
+        if not items:
+            return
+        applied = False
+        try:
+            with self._writing("record_accesses") as st:  # catches up first: ids others added are known
+                self.state.rows_of([i for i, _, _ in items])  # KeyError naming an unknown id, before any is counted
+                applied = True
+                for i, n, when in items:
+                    last = self.state.records.last_accessed(i)
+                    self.state.set_access(i, int(self.state.access[self.state.row[i]]) + n,
+                                          when if last is None or (when is not None and when > last) else last)
+                st.touch([(n, self.state.records.last_accessed(i), i) for i, n, _ in items])
         except BaseException:
             if applied:
                 self._undo()

@@ -14,6 +14,7 @@ from ..validation import check_config_types, decay_from_spec, embedder_from_spec
 from .durable import StorageError, durable_class
 from .pg_errors import redact
 from .server import ServerMemory
+from .stored_decay import check_stored_decay
 
 _STORAGE_KEYS = ("vector_dtype", "synchronous")
 _URL_PREFIXES = ("postgresql://", "postgres://")
@@ -137,6 +138,7 @@ def _settings(config: dict[str, Any], kwargs: dict[str, Any], where: str) -> dic
     apply_search_settings(config, kwargs)
     check_encoder(config, kwargs.get("embedder"), where)
     kwargs["embedder"] = embedder_from_spec(config.get("embedder"), kwargs.get("embedder"), where)
+    check_stored_decay(config.get("decay"), kwargs.get("decay"), where)
     kwargs["decay"] = decay_from_spec(config.get("decay"), kwargs.get("decay"), where)
     import torch
 

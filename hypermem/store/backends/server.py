@@ -77,7 +77,7 @@ class ServerMemory(ServerViews):
         self.read_only = read_only
         self.lock = threading.RLock()
         self._query = Searcher(self)  # its query side only: query directions and "now"
-        self.one_by_one = OneByOne()  # the run of single add() calls (store.add_hint)
+        self.one_by_one = OneByOne(commits=True)  # the run of single add() calls, each committed (store.add_hint)
         self._pending = PendingTouches()  # touches not written yet: the lock was busy (.touches)
 
     __getstate__ = DurableStore.__getstate__  # refused: the rows live in the database

@@ -278,7 +278,8 @@ class SqliteStorage:
         """``(increment, last_accessed, id)`` per touched memory, stamped ``touched_at``."""
         v = self.next_version
         self.con.executemany("UPDATE hm_memories SET access_count = access_count + ?, last_accessed = ?, "
-                             "touched_at = ? WHERE id = ?", [(n, t.isoformat(), v, i) for n, t, i in items])
+                             "touched_at = ? WHERE id = ?",
+                             [(n, None if t is None else t.isoformat(), v, i) for n, t, i in items])
 
     def changes_since(self, version: int, in_transaction: bool = False):
         """``(version, removed ids, changed rows, touched (id, access_count, last_accessed))``
