@@ -94,7 +94,7 @@ def test_ctrl_c_says_where_the_run_stopped_and_how_to_resume(setup, monkeypatch,
                      " --ckpt_path=last"], out
     monkeypatch.undo()
     main(shlex.split(lines[0].split("resume: ")[1])[3:])   # the printed command resumes the run
-    assert "done: 3 epochs, 12 optimizer steps" in capsys.readouterr().out
+    assert "done: 3 epochs, optimizer steps 7-12 (6 this run) in " in capsys.readouterr().out   # the resumed part
 
 
 def _events(run):

@@ -49,3 +49,18 @@ def test_two_ids_may_share_a_text_with_a_warning(tmp_path):
         warnings.simplefilter("error")   # no warning without a shared text
         (tmp_path / "distinct.tsv").write_text("a\tx\nb\ty\n")
         assert read_names(tmp_path / "distinct.tsv") == {"a": "x", "b": "y"}
+
+
+def test_read_hierarchy_names_each_files_role_and_absolute_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "loop.tsv").write_text("dog\tanimal\nanimal\tanimal\n")
+    with pytest.raises(HierarchyFileError, match=rf"^edges file {tmp_path / 'loop.tsv'}:2: 'animal' is its own parent$"):
+        read_hierarchy("loop.tsv")
+    (tmp_path / "e.tsv").write_text("dog\tanimal\n")
+    (tmp_path / "n.tsv").write_text("dog\ta dog\n")
+    with pytest.raises(HierarchyFileError) as exc:
+        read_hierarchy("e.tsv", "n.tsv")
+    assert str(exc.value) == (f"names file {tmp_path / 'n.tsv'}: no name for 1 entities of the edges file "
+                              f"{tmp_path / 'e.tsv'}, e.g. ['animal']")
+    with pytest.raises(FileNotFoundError, match=rf"^names file: no such file: '{tmp_path / 'none.tsv'}'$"):
+        read_hierarchy("e.tsv", "none.tsv")

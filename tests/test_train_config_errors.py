@@ -107,3 +107,21 @@ def test_a_base_model_that_does_not_load_offline_is_a_config_error(encoder_folde
     set_in = " (set in my.yaml)" if where == "file" else ""
     assert err.startswith(f"error: model.base='bert-base-uncased'{set_in}: no such folder and no model of that "
                           "name in the local Hugging Face cache, and nothing is downloaded at run time"), err
+
+
+def test_a_data_file_error_names_the_file_read_and_its_role(encoder_folder, capsys):
+    """A relative ``--data.edges`` is read from the working folder (a file of that name beside the
+    YAML is not it): the error says which, by absolute path, and which role each file plays."""
+    exp = encoder_folder / "exp"
+    exp.mkdir(exist_ok=True)
+    (encoder_folder / "both.tsv").write_text("a\ta\n")          # read: the working folder's
+    (exp / "both.tsv").write_text("b\tc\n")
+    (encoder_folder / "plain.tsv").write_text("x\ty\nz\ty\n")
+    (exp / "names.tsv").write_text("x\tan x\n")
+    (exp / "mime.yaml").write_text("data: {names: names.tsv}\n")
+    first = ["--config", "wordnet_encoder", "--config", "base.yaml", "--config", "exp/mime.yaml"]
+    err = refused(encoder_folder, capsys, [*first, "--data.edges=both.tsv"], False)
+    assert err == f"error: data.edges file {encoder_folder / 'both.tsv'}:1: 'a' is its own parent"
+    err = refused(encoder_folder, capsys, [*first, "--data.edges=plain.tsv"], False)
+    assert err == (f"error: data.names file {exp / 'names.tsv'}: no name for 2 entities of the edges file "
+                   f"{encoder_folder / 'plain.tsv'}, e.g. ['y', 'z'] (set in exp/mime.yaml)")

@@ -140,16 +140,31 @@ def read_names(path: str | os.PathLike) -> dict[str, str]:
     return names
 
 
+def _read_as(role: str, read, path: Path):
+    """``read(path)`` with its error naming the file's role: ``edges file /abs/e.tsv:3: ...``."""
+    try:
+        return read(path)
+    except HierarchyFileError as exc:
+        raise HierarchyFileError(f"{role} file {exc}") from None
+    except (FileNotFoundError, IsADirectoryError) as exc:
+        raise type(exc)(f"{role} file: {exc}") from None
+
+
 def read_hierarchy(edges: str | os.PathLike, names: str | os.PathLike | None = None) -> EntityHierarchy:
     """An :class:`~hypermem.data.hierarchy_tasks.EntityHierarchy` from an edges file and an
-    optional names file; checked for unnamed entities and cycles."""
-    e = read_edges(edges)
+    optional names file; checked for unnamed entities and cycles.  An error names the file's
+    role and its absolute path (a relative path is read from the working folder):
+    ``edges file /home/me/exp/edges.tsv:1: 'a' is its own parent``."""
+    edges = Path(edges).expanduser().absolute()
+    e = _read_as("edges", read_edges, edges)
     ids = {x for pair in e for x in pair}
     if names:
-        n = read_names(names)
+        names = Path(names).expanduser().absolute()
+        n = _read_as("names", read_names, names)
         missing = sorted(ids - set(n))
         if missing:
-            raise HierarchyFileError(f"{names}: no name for {len(missing)} entities of {edges}, e.g. {missing[:3]}")
+            raise HierarchyFileError(f"names file {names}: no name for {len(missing)} entities of the edges file "
+                                     f"{edges}, e.g. {missing[:3]}")
         n = {k: v for k, v in n.items() if k in ids}
     else:
         n = {x: x for x in sorted(ids)}
@@ -159,5 +174,5 @@ def read_hierarchy(edges: str | os.PathLike, names: str | os.PathLike | None = N
     try:
         hypernym_closure(parents)
     except ValueError as exc:
-        raise HierarchyFileError(f"{edges}: {exc}") from None
-    return EntityHierarchy(n, e, name=Path(edges).stem)
+        raise HierarchyFileError(f"edges file {edges}: {exc}") from None
+    return EntityHierarchy(n, e, name=edges.stem)

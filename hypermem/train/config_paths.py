@@ -52,7 +52,8 @@ def resolve_dataset(dataset, argv: list[str]):
 
 def resolve_data_file(value: str, key: str, argv: list[str]) -> str:
     """The file ``value`` of the setting ``key`` (``data.edges``, ``data.names``): beside the config
-    file that set it (else in the working folder), or as given on the command line.  Raises
+    file that set it (else in the working folder), or as given on the command line; its absolute
+    path, so that an error reading it names the file that was read.  Raises
     ``FileNotFoundError`` naming the setting and every place looked in."""
     path = Path(value).expanduser()
     source = setting_source(argv, key)
@@ -67,7 +68,7 @@ def resolve_data_file(value: str, key: str, argv: list[str]) -> str:
             return str(beside)
         looked.append(f"beside {source} ({beside})")
     if path.is_file():
-        return value
+        return str(path.absolute())   # as read: errors and the run's config.yaml name this very file
     looked.append(f"in the working folder ({Path.cwd() / path})")
     set_by = f"set in {source}" if source is not None else "given on the command line"
     raise FileNotFoundError(f"{key}: no such file: {value!r} ({set_by}; looked {' and '.join(looked)})")
