@@ -17,11 +17,18 @@
   them in the ball.  Until a ``load_state_dict`` fills a ``to_empty``'d layer, a read that
   finds a key NaN / inf or outside the ball says the memory may be uninitialised (not that an
   optimizer step diverged).
+* The slot ids travel in the ``state_dict`` as its ``_extra_state`` (torch's
+  ``get_extra_state`` / ``set_extra_state``): the UTF-8 bytes of a JSON list in a ``uint8``
+  tensor, so the dict stays all tensors (``torch.load(weights_only=True)``, safetensors).  A
+  state dict saved before they did loads with the layer's own ids; ids that are not one
+  distinct string per loaded key are refused before anything is loaded.
 * :meth:`ModuleState.invalidate` drops the cached key geometry (see
   :meth:`HyperbolicMemory.key_geometry`) after writes that autograd does not see.
 """
 
 from __future__ import annotations
+
+import json
 
 import geoopt
 import torch
@@ -48,6 +55,25 @@ def loaded_keys_error(name: str, keys: torch.Tensor, c: float) -> str | None:
     return (f"{name} row #{row} is not a point inside the Poincaré ball of curvature {c:g} (norm "
             f"{float(k[row].norm()):.6g}, radius {c ** -0.5:.6g}): this checkpoint's keys left the ball "
             "(an optimizer that ignores the geometry, or a wrong curvature); it was not loaded")
+
+
+def loaded_ids(name: str, state, rows: int, check) -> list[str]:
+    """The slot ids of a loaded ``_extra_state`` (``name``): a 1-D ``uint8`` tensor of the UTF-8
+    JSON of distinct strings, ``rows`` of them unless ``None`` (``check``: the layer's id
+    check); ``ValueError`` naming what is wrong."""
+    if not isinstance(state, torch.Tensor) or state.dtype != torch.uint8 or state.dim() != 1 or state.is_meta:
+        raise ValueError(f"{name} must hold the slot ids as a 1-D torch.uint8 tensor (UTF-8 JSON), got "
+                         f"{type(state).__name__}{'' if not isinstance(state, torch.Tensor) else f' {state.dtype}'}")
+    try:
+        ids = json.loads(state.cpu().numpy().tobytes().decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise ValueError(f"{name} is not the UTF-8 JSON of a list of slot ids: {e}") from None
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise ValueError(f"{name} must be a JSON list of strings (one slot id per key)")
+    try:
+        return check(ids, len(ids) if rows is None else rows)
+    except ValueError as e:
+        raise ValueError(f"{name}: {e}") from None
 
 
 def refuse_meta(keys, device) -> None:
@@ -134,6 +160,16 @@ class ModuleState(NotScriptable):
         new.grad = K.grad
         self.keys = new
 
+    def get_extra_state(self) -> torch.Tensor:
+        """The slot ids for the ``state_dict``: the UTF-8 bytes of a JSON list, ``uint8``."""
+        return torch.frombuffer(bytearray(json.dumps(self.ids).encode()), dtype=torch.uint8).clone()
+
+    def set_extra_state(self, state) -> None:
+        """The slot ids from a ``state_dict`` (:meth:`get_extra_state`), checked against the keys."""
+        ids = loaded_ids("state_dict['_extra_state']", state, None, self._check_ids)
+        if len(ids) == len(self):  # else the keys did not load either: torch reports their size mismatch
+            self.ids = ids
+
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         """Refuse, before anything is loaded, a tensor the constructor would refuse
         (:data:`LOADED_CHECKS`: NaN values, a NaN ``log_temperature``, ...; keys outside the
@@ -153,5 +189,11 @@ class ModuleState(NotScriptable):
             error = loaded_keys_error(f"state_dict[{prefix + 'keys'!r}]", keys, c)
             if error is not None:
                 raise ValueError(error)
+        rows = keys.shape[0] if isinstance(keys, torch.Tensor) and keys.dim() == 2 else len(self)
+        extra = state_dict.get(prefix + "_extra_state")
+        if extra is None:  # saved before the ids were: this layer keeps its own
+            state_dict[prefix + "_extra_state"] = self.get_extra_state()
+        else:
+            loaded_ids(f"state_dict[{prefix + '_extra_state'!r}]", extra, rows, self._check_ids)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
