@@ -4,6 +4,7 @@ embedder (no LLM), filters, parent relationships, deletion and persistence."""
 from __future__ import annotations
 
 import math
+import warnings
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -307,3 +308,14 @@ def test_a_metadata_filter_reaches_the_store_as_a_dict(index, monkeypatch):
     assert isinstance(seen[-1], dict) and got.ids == ["cars"]
     got = store.query(VectorStoreQuery(query_str="animals", similarity_top_k=5, node_ids=["dog"], filters=flt))
     assert isinstance(seen[-1], RecordFilter) and seen[-1].ids == {"dog"} and got.ids == ["dog"]  # ids: rows too
+
+
+def test_delete_of_a_document_no_node_names_does_not_warn_of_a_misspelled_key():
+    """``delete(ref_doc_id)`` filters on the adapter's own key: a store whose nodes carry no
+    ``ref_doc_id`` gets no "misspelled key" warning from it (the user named no key)."""
+    m = Memory(embedder=HashingEmbedder(dim=16))
+    m.add("a plain note")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        HypermemVectorStore(m).delete("doc-1")
+    assert len(m) == 1

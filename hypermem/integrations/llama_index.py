@@ -69,7 +69,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from ..embed import embed_checked
 from ..store import Memory, MemoryRecord
-from ..store.filters import filter_keys
+from ..store.filters import RecordFilter, filter_keys
 from . import _common as C
 from . import _record_filters as RF
 
@@ -283,7 +283,7 @@ class HypermemVectorStore(BasePydanticVectorStore):
         any other value keeps Python's ``==`` record by record (where ``True == 1``, ``None`` matches
         a missing field), which JSON equality would not give."""
         if type(ref_doc_id) is str:
-            ids = self._memory.select({"ref_doc_id": {"$eq": ref_doc_id}})
+            ids = self._memory.select(RecordFilter({"ref_doc_id": {"$eq": ref_doc_id}}))   # the adapter's key: no warning
         else:
             ids = self._memory.select(lambda r: r.meta.get("ref_doc_id") == ref_doc_id)
         C.remove(self._memory, ids, cascade=bool(delete_kwargs.get("cascade", False)))
