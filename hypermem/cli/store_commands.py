@@ -19,6 +19,7 @@ from .inputs import (
     named_embedder,
     print_json,
     read_source,
+    read_text,
     time_arg,
     warn,
 )
@@ -262,10 +263,10 @@ def cmd_import(args: argparse.Namespace) -> int:
     if args.durable and args.source != "-" and head_of(src, 16) == SQLITE_HEADER:  # a memory file, copied whole
         _ignored_item_flags(args, "a memory file")
         return _write_import(load_memory(args.source, args.embedder), args)
-    text = read_source(args.source)
-    if not text.strip():   # an empty document is no JSON; `[]` or an empty store's JSON still imports
-        raise UserError(f"{'stdin (-)' if args.source == '-' else args.source} is empty: no items to import")
-    head = text[:4096].lstrip()
+    # a file is first judged by its head: a memory JSON is then read by Memory.from_json a record at a time
+    text = None if args.source != "-" and src.is_file() else _read_import_text(args)
+    head = (text if text is not None else head_of(src, 4 * 4096 + 3).decode("utf-8-sig", "replace"))[:4096]
+    head = head.lstrip()
     from ..embed import HashingEmbedder, StandIn
     from ..store import Memory
 
@@ -273,8 +274,14 @@ def cmd_import(args: argparse.Namespace) -> int:
         # the file holds its embeddings: the copy needs the embedder only by name (a stand-in keeps its spec)
         _ignored_item_flags(args, "a memory JSON")
         emb = named_embedder(args.embedder) if args.embedder else StandIn(hint="pass --embedder minilm|PATH")
-        mem = Memory.from_json(text if args.source == "-" else src, embedder=emb)
+        try:
+            mem = Memory.from_json(text if args.source == "-" else src, embedder=emb)
+        except ValueError:
+            if text is None:
+                read_text(src)   # a file that is not UTF-8 is refused as any input is, naming the byte
+            raise
     else:
+        text = _read_import_text(args) if text is None else text
         from ..temporal import HalfLife
 
         decay = HalfLife(hours=args.half_life) if args.half_life is not None else None
@@ -291,6 +298,13 @@ def cmd_import(args: argparse.Namespace) -> int:
                          else m.group(0), msg)
             raise UserError(f"{src}: {msg}") from None
     return _write_import(mem, args)
+
+
+def _read_import_text(args: argparse.Namespace) -> str:
+    text = read_source(args.source)
+    if not text.strip():   # an empty document is no JSON; `[]` or an empty store's JSON still imports
+        raise UserError(f"{'stdin (-)' if args.source == '-' else args.source} is empty: no items to import")
+    return text
 
 
 def _ignored_item_flags(args: argparse.Namespace, what: str) -> None:

@@ -58,6 +58,7 @@ from ..temporal.clock import to_seconds
 from .atomic import atomic_sqlite, atomic_write_text
 from .checks import check_replaceable, check_sqlite_name
 from .encoder_points import ENCODER_KEY, check_encoder, encoder_record
+from .json_reader import read_document
 from .load_checks import (
     FORMAT_VERSION,
     check_count,
@@ -261,16 +262,18 @@ def load(path: str | os.PathLike, embedder: Any = None, decay: Any = None, clock
         if r["meta"] is not None:
             r["meta"] = load_json(r["meta"], where, f"the meta of memory {short(r['id'])}")
     dim = config_dim(config, where)
-    points = stack_rows([r["point"] for r in rows], dim, "point", rows, where)
-    embeddings = stack_rows([r["embedding"] for r in rows], dim, "embedding", rows, where)
+    # each column's blobs are dropped once stacked: the file's vectors are never held twice over
+    points = stack_rows([r.pop("point") for r in rows], dim, "point", rows, where)
+    embeddings = stack_rows([r.pop("embedding") for r in rows], dim, "embedding", rows, where)
     geometry = None
     if extra:
         if sorted(extra) != [r["pos"] for r in rows]:
             raise MemoryFileError(f"{where}: hypermem_rows does not match the records table")
-        ex = [extra[r["pos"]] for r in rows]
+        ex = [extra.pop(r["pos"]) for r in rows]
         directions = stack_rows([e[0] for e in ex], dim, "direction", rows, where)
         depths = floats([e[1] for e in ex], "depth", rows, where)
         geometry = (directions, depths, [e[2] for e in ex])
+        del ex   # the direction blobs
     return _build(config, rows, points, embeddings, geometry, where, embedder, decay, clock, device, dtype, cls)
 
 
@@ -338,15 +341,24 @@ def from_json(source: str | os.PathLike | Mapping, embedder: Any = None, decay: 
     """Inverse of :func:`to_json` (``Memory.from_json`` calls it with ``cls=Memory``):
     ``source`` is a path, the JSON text itself, or the parsed document (a dict)."""
     if isinstance(source, Mapping):
-        doc, where = source, "the JSON document"
+        return from_payload(source, embedder, decay, clock, device, dtype, cls=cls, where="the JSON document")
+    text, where = _json_source(source)
+    if isinstance(text, Path) and not text.is_file():   # a pipe is read once
+        text = text.read_bytes()
+    if isinstance(text, Path):   # a file: decoded and parsed a record at a time (store.json_reader)
+        with open(text, "rb") as f:
+            parts = read_document(f, os.fstat(f.fileno()).st_size)
     else:
-        text, where = _json_source(source)
-        doc = load_json(text, where, "the document", depth=None)
-    return from_payload(doc, embedder, decay, clock, device, dtype, cls=cls, where=where)
+        parts = read_document(text) if isinstance(text, str) else None
+    if parts is None:   # not laid out as to_json writes it, or not valid: read whole, checked as ever
+        doc = load_json(text.read_bytes() if isinstance(text, Path) else text, where, "the document", depth=None)
+        return from_payload(doc, embedder, decay, clock, device, dtype, cls=cls, where=where)
+    check_count(parts[0], parts[1], where)
+    return _build(*parts, where, embedder, decay, clock, device, dtype, cls)
 
 
-def _json_source(source: Any) -> tuple[str | bytes, str]:
-    """``(text or bytes, where)`` of a ``from_json`` source: text that starts like JSON (or
+def _json_source(source: Any) -> tuple[str | Path, str]:
+    """``(text or path, where)`` of a ``from_json`` source: text that starts like JSON (or
     parses as JSON and names no file) is the document itself, anything else a path."""
     if isinstance(source, str) and source.lstrip()[:1] in ("{", "["):
         return source, "the JSON text"
@@ -368,7 +380,7 @@ def _json_source(source: Any) -> tuple[str | bytes, str]:
     if p.is_dir():
         raise IsADirectoryError(errno.EISDIR, "a folder, not a memory file", str(p))
     check_regular_file(p)
-    return p.read_bytes(), f"{str(p)!r}"
+    return p, f"{str(p)!r}"
 
 
 def from_payload(doc: Any, embedder: Any = None, decay: Any = None, clock: Callable | None = None,
@@ -447,7 +459,8 @@ def _build(config, rows, points, embeddings, geometry, where, embedder, decay, c
         check_geometry(directions, depths, siblings, [r.parent_id for r in records], [r.id for r in records], where)
         if records:
             again = P.point_at(directions, depths, c)
-            gap = float((again - points).abs().max())
+            gap = float(again.sub_(points).abs_().max())   # in place: no two more (n, dim) tensors
+            del again
             if not gap <= POINT_TOLERANCE:
                 raise MemoryFileError(f"{where}: stored points and directions/depths disagree by {gap:.3g}")
     restore_state(memory, records, levels, siblings, directions, depths, embeddings)
