@@ -495,6 +495,6 @@ def test_a_neighbourhood_of_roots_falls_back_to_the_pair_score(enc):
         assert m.get(i).meta["auto_parent"]["by"] == "subsumption" and m.parent(i) == sub[0]
     finally:
         enc.threshold = saved
-    # asked for, the vote answers all the same
+    # asked for, the vote answers all the same, less the stored "poodle" (a text is not its own parent)
     assert [h.id for h in m.suggest_parents("poodle", k=4, by="vote")] == [
-        c for c, _ in expected_vote(enc, m, "poodle")[:4]]
+        c for c, _ in expected_vote(enc, m, "poodle") if c != i][:4]

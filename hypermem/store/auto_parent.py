@@ -25,7 +25,9 @@ and the ancestors of ``by="auto"``.
 The candidates and their order come from the store's suggestions (:mod:`hypermem.store.suggest`:
 the neighbours' vote, the text's own evidence, the encoder's pair score); this module makes the
 decision for each ``"auto"`` item of a checked batch, in order, so that an item may be placed
-under an earlier one of the same batch.
+under an earlier one of the same batch.  A text is not its own parent: a stored memory or an
+earlier item whose text is the item's, exactly, is no candidate (it still votes; only the
+candidates' texts are read: :func:`~hypermem.store.suggest.first_other_texts`).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import torch
 from ..embed.encoder_kind import AUTO_PARENT_KEY
 from .encoder_points import hierarchy_encoder, is_hierarchy_encoder
 from .mentions import add_title
-from .suggest import BLOCK, Suggester, decision_scores
+from .suggest import BLOCK, Suggester, decision_scores, first_other_texts
 from .vote import FILED_MIN, VOTE_HOPS, VOTE_K, chance_share, filed_share, neighbour_vote
 
 __all__ = ["AUTO", "KEPT", "META_KEY", "resolve_auto"]
@@ -153,6 +155,8 @@ def resolve_auto(sug: Suggester, batch, emb: torch.Tensor) -> None:
                     a = parent_of(a)
             placed = i
             ranked = neighbour_vote(cand, parent_of, mentioned=named, chance=chance)
+            ranked = [(c, v) for c, v in ranked   # not its own parent: the voted candidates' texts only
+                      if (st.records.text(c) if c in st.row else batch.texts[pos[c]]) != batch.texts[i]]
             best, gate = None, thr
             if ranked:  # the text's own evidence (store.parent_choice); earlier items' children count
                 for p in batch.parents[counted:i]:
@@ -192,11 +196,14 @@ def _pair_scores(sug: Suggester, enc, X: torch.Tensor, block: list[int], emb: to
 def _choose(sug: Suggester, batch, i: int, scores: torch.Tensor, thr: float, x: torch.Tensor,
             emb: torch.Tensor) -> None:
     """Item ``i``'s parent by the best subsumption score among the stored memories and the
-    earlier items (``scores``: over the ``n`` stored rows, then the batch's items)."""
+    earlier items (``scores``: over the ``n`` stored rows, then the batch's items), none of
+    item ``i``'s own text."""
     st = sug.memory.state
     n = st.n
     enc = sug.memory.embedder
-    order = torch.argsort(-scores, stable=True)[:KEPT]  # ties: insertion order, as suggest_parents
+    texts = st.records.texts
+    order = first_other_texts(torch.argsort(-scores, stable=True),   # ties: insertion order, as suggest_parents
+                              lambda c: texts[c] if c < n else batch.texts[c - n], batch.texts[i], KEPT)
     kept = [{"id": st.ids[c] if c < n else batch.ids[c - n], "score": float(scores[c])}
             for c in order.tolist() if float(scores[c]) > -math.inf]
     best = None

@@ -29,6 +29,12 @@ in :meth:`~hypermem.store.Memory.search`; 0 under ``NoDecay``).
 * ``add(text, parent="auto")`` / ``add_many`` items with ``"parent": "auto"``: the same
   candidates and the decision of :mod:`hypermem.store.auto_parent`.
 
+**A text is not its own parent.**  A memory whose text is the query's text, exactly, is no
+candidate of any of these (its point is the text's own: the pair score ranks it near the top);
+it still votes, for where that text was filed.  Only the candidates are compared, never every
+memory: the few a ranking returns and those the vote names (:func:`first_other_texts`).  A
+query given as a vector excludes nothing.
+
 The ranking uses the encoder's ``ranking_lambda`` (the ``lambda`` chosen on validation for
 ranking parents; the centripetal weight when none was chosen); the decision to attach
 uses the pair score that the threshold was chosen on.
@@ -53,7 +59,7 @@ from .records import SearchResult
 from .subsumption_scan import SubsumptionScan
 from .vote import FILED_MIN, VOTE_K, below_counts, chance_share, filed_share, neighbour_vote
 
-__all__ = ["BLOCK", "Suggester", "cosines", "decision_scores"]
+__all__ = ["BLOCK", "Suggester", "cosines", "decision_scores", "first_other_texts"]
 
 BLOCK = 256
 """Queries (and auto-placed items, store.auto_parent) scored per block."""
@@ -71,6 +77,21 @@ def decision_scores(enc, x: torch.Tensor, P: torch.Tensor, scan: SubsumptionScan
     if lam is None or getattr(enc, "ranking_lambda", lam) == lam:
         return scan.scores(enc, x[None], P)[0]
     return enc.subsumption_scores(x[None], P, centripetal_weight=lam).to(torch.float64).reshape(-1)
+
+
+def first_other_texts(order: torch.Tensor, text_at, text: str | None, k: int) -> torch.Tensor:
+    """The first ``k`` entries of ``order`` (candidates, the best first) whose ``text_at(entry)``
+    is not ``text`` (module docstring: a text is not its own parent); ``text`` None: the first
+    ``k``.  Reads the texts of a head of ``order`` only, twice as long while too few remain."""
+    if text is None or order.numel() == 0:
+        return order[:k]
+    m = k
+    while True:
+        head = order[:m]
+        keep = [text_at(c) != text for c in head.tolist()]
+        if sum(keep) >= k or m >= order.numel():
+            return head[torch.tensor(keep, dtype=torch.bool)][:k]
+        m *= 2
 
 
 def cosines(X: torch.Tensor, E: torch.Tensor, norms: torch.Tensor) -> torch.Tensor:
@@ -148,7 +169,8 @@ class Suggester:
         default) votes when the store holds a tree (a memory has a parent).  The vote needs no
         hierarchy encoder: with any embedder a store that holds a tree votes (``distance`` is
         then ``1 - cos``); the pair score, and so a store without a tree, needs one (else a
-        ``ValueError``)."""
+        ``ValueError``).  A memory whose text is ``text``, exactly, is never suggested (a text is
+        not its own parent; module docstring)."""
         return self.rank([text], k, filters, at_time, valid_only, use_index, oversample, touch, by)[0]
 
     def rank(self, queries: Sequence[Any], k: int, filters: Filter = None, at_time: datetime | None = None,
@@ -194,11 +216,12 @@ class Suggester:
                         r = rows if pools is None else torch.tensor(sorted(st.row[i] for i in pools[b]),
                                                                     dtype=torch.long)
                         nb = None if near is None else (near[0][b - b0: b - b0 + 1], near[1][b - b0: b - b0 + 1])
+                        own = queries[b] if isinstance(queries[b], str) else None   # never its own parent
                         got = self._voted(enc, X[b], r, rows, weights, k, nb, FILED_MIN if fallback else 0.0,
-                                          queries[b] if parents and isinstance(queries[b], str) else None,
-                                          less_chance=parents)
+                                          own if parents else None, less_chance=parents, own=own)
                         if got is None:  # a neighbourhood of roots: the pair score ranks (module docstring)
-                            got = self._top(self.stored_scores(enc, X[b: b + 1], r)[0], r, weights, time_term, k)
+                            got = self._top(self.stored_scores(enc, X[b: b + 1], r)[0], r, weights, time_term, k,
+                                            own)
                         out.append(got)
                 if touch:
                     self.memory.touch([h.id for res in out for h in res])
@@ -206,11 +229,13 @@ class Suggester:
             for b0 in range(0, X.shape[0], BLOCK):
                 if pools is None:
                     S = self.stored_scores(enc, X[b0: b0 + BLOCK], rows)
-                    out += [self._top(S[j], rows, weights, time_term, k) for j in range(S.shape[0])]
+                    out += [self._top(S[j], rows, weights, time_term, k, _text(queries[b0 + j]))
+                            for j in range(S.shape[0])]
                     continue
                 for b in range(b0, min(b0 + BLOCK, X.shape[0])):
                     r = torch.tensor(sorted(st.row[i] for i in pools[b]), dtype=torch.long)
-                    out.append(self._top(self.stored_scores(enc, X[b: b + 1], r)[0], r, weights, time_term, k))
+                    out.append(self._top(self.stored_scores(enc, X[b: b + 1], r)[0], r, weights, time_term, k,
+                                         _text(queries[b])))
             if touch:
                 self.memory.touch([h.id for res in out for h in res])
             return out
@@ -288,7 +313,7 @@ class Suggester:
     def _voted(self, enc, x: torch.Tensor, rows: torch.Tensor | None, allowed_rows: torch.Tensor | None,
                weights: torch.Tensor, k: int, near: tuple | None = None,
                min_filed: float = 0.0, text: str | None = None,
-               less_chance: bool = True) -> list[SearchResult] | None:
+               less_chance: bool = True, own: str | None = None) -> list[SearchResult] | None:
         """The ``k`` best candidates of the neighbours' vote for one query ``x`` (module
         :mod:`hypermem.store.vote`): neighbours among ``rows``, candidates among ``allowed_rows``
         (None: all); ``score`` is the vote share (plus, with ``text``, the query's text when it
@@ -296,7 +321,8 @@ class Suggester:
         ``near``: the neighbours when already found.  None when less than ``min_filed`` of the
         neighbours' weight sits under a parent (:func:`~hypermem.store.vote.filed_share`).
         ``less_chance``: each candidate's share less its chance share (a parent's choice;
-        :func:`~hypermem.store.vote.chance_share`), not for the root-free ancestors search."""
+        :func:`~hypermem.store.vote.chance_share`), not for the root-free ancestors search.
+        ``own``: the query's text; a candidate of that very text is dropped (it still voted)."""
         st = self.memory.state
         if rows is not None and rows.numel() == 0:
             return []
@@ -309,6 +335,8 @@ class Suggester:
         named = () if text is None else self.mentions.find(st, text)
         ranked = neighbour_vote(nb, self.parent_of, None if ok is None else (lambda i: st.row[i] in ok),
                                 mentioned=named, chance=self.chance_of if less_chance else None)
+        if own is not None:   # the voted candidates only (a few dozen), not a text per memory
+            ranked = [(c, v) for c, v in ranked if st.records.text(c) != own]
         if not ranked:
             return []
         if text is not None:   # the text's own evidence (store.parent_choice)
@@ -364,15 +392,23 @@ class Suggester:
         return self.scan.scores(enc, X, st.embedding_column()[rows], tuple(t[rows] for t in terms))
 
     def _top(self, s: torch.Tensor, rows: torch.Tensor | None, weights: torch.Tensor, time_term: torch.Tensor,
-             k: int) -> list[SearchResult]:
-        """The ``k`` best of one query's scores ``s`` over ``rows`` (None: all), with the time term."""
+             k: int, own: str | None = None) -> list[SearchResult]:
+        """The ``k`` best of one query's scores ``s`` over ``rows`` (None: all), with the time term;
+        none whose text is ``own``, the query's (:func:`first_other_texts`)."""
         if s.numel() == 0:
             return []
         st = self.memory.state
         total = s + (time_term if rows is None else time_term[rows])
-        order = torch.argsort(-total, stable=True)[:k]  # ties: insertion order
+        texts = st.records.texts
+        order = first_other_texts(torch.argsort(-total, stable=True), (lambda j: texts[j]) if rows is None else
+                                  (lambda j: texts[int(rows[j])]), own, k)  # ties: insertion order
         at = order if rows is None else rows[order]
         depth = st.depth[at.to(st.device)].tolist()
         return [SearchResult(record=st.records[st.ids[int(r)]], score=float(total[j]), distance=-float(s[j]),
                              time_weight=float(weights[r]), depth=float(d))
                 for j, r, d in zip(order.tolist(), at.tolist(), depth)]
+
+
+def _text(query) -> str | None:
+    """A query's text (None for a vector): what a candidate must not be (module docstring)."""
+    return query if isinstance(query, str) else None
