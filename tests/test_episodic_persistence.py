@@ -102,7 +102,8 @@ def test_missing_and_bad_files(tmp_path):
 @pytest.mark.parametrize("column, value, message", [
     ("wff", "(Block1 between.p", "malformed"),
     ("episodes", "[]", "episode list"),
-    ("importance", 1.5, "importance"),
+    ("importance", "high", "importance"),  # any finite number is an importance (the seed's score)
+    ("importance", float("inf"), "importance"),
     ("start_time", "yesterday", "ISO 8601"),
     ("embedding", b"\x00" * 8, "bytes"),
 ])

@@ -19,15 +19,15 @@ storage = episodic_helpers.storage  # the fixture, shared with test_episodic_sto
 
 def test_retrieval_order_against_a_hand_computation(clock):
     """Without an embedder salience is 1; recency and importance are min-max scaled over the
-    memories at or above the threshold (0.5)."""
-    s = MemoryStorage(clock=clock)
+    memories above the threshold (0.4, strictly: the seed's rule)."""
+    s = MemoryStorage(clock=clock, importance_threshold=0.4)  # 0.5 is retrieved: strictly above
     m1 = s.instantiate("((^me see.v Block1) ** E1)", importance=0.9)  # 09:00
     clock.tick(hours=1)
     m2 = s.instantiate("((^me see.v Block2) ** E2)", importance=0.6)  # 10:00
     clock.tick(hours=1)
-    m3 = s.instantiate("((^me see.v Block3) ** E3)", importance=0.5)  # 11:00, at the threshold: kept
+    m3 = s.instantiate("((^me see.v Block3) ** E3)", importance=0.5)  # 11:00, above 0.4
     clock.tick(hours=1)
-    m4 = s.instantiate("((^me see.v Block4) ** E4)", importance=0.4)  # 12:00, below: never retrieved
+    m4 = s.instantiate("((^me see.v Block4) ** E4)", importance=0.4)  # 12:00, at the threshold: never retrieved
     # recency (9h, 10h, 11h) -> (0, 0.5, 1); importance (0.9, 0.6, 0.5) -> (1, 0.25, 0); salience 1
     # score = 1.0 * recency + 1.5 * importance + 0.5 * salience
     expected = {m1: 0 + 1.5 * 1 + 0.5, m2: 0.5 + 1.5 * 0.25 + 0.5, m3: 1 + 0 + 0.5}  # 2.0, 1.375, 1.5
@@ -49,7 +49,7 @@ def test_retrieval_with_salience_against_a_hand_computation(clock):
     vectors = {"(a near.p x)": [1.0, 0.0], "(b near.p x)": [0.0, 1.0], "(c near.p x)": [-1.0, 0.0],
                "east": [1.0, 0.0]}
     emb = CallableEmbedder(lambda texts: [vectors.get(t, [0.0, 0.0]) for t in texts], dim=2)
-    s = MemoryStorage(embedder=emb, clock=clock)
+    s = MemoryStorage(embedder=emb, clock=clock, importance_threshold=0.4)
     a, b, c = s.instantiate(["((a near.p x) ** E1)", "((b near.p x) ** E2)", "((c near.p x) ** E3)"],
                             importance=[0.5, 0.9, 0.7])
     d = [0.0, 2 * math.asinh(math.sinh(1.0) * math.sqrt(0.5)), 2 * math.asinh(math.sinh(1.0))]  # cos 1, 0, -1
@@ -82,7 +82,7 @@ def test_no_embedder_or_no_query_means_salience_one(clock):
 
 def test_retrieval_with_a_decay_policy(clock):
     """With a policy recency is its weight of the last access (0.5^(hours/h)), then min-max."""
-    s = MemoryStorage(clock=clock, decay=HalfLife(hours=1.0))
+    s = MemoryStorage(clock=clock, decay=HalfLife(hours=1.0), importance_threshold=0.4)
     old = s.instantiate("((a p) ** E1)", importance=1.0)
     clock.tick(hours=1)
     mid = s.instantiate("((b p) ** E2)", importance=0.5)

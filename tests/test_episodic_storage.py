@@ -53,8 +53,8 @@ def test_memory_telic():
     assert not s.instantiate(reply).is_telic()
 
 
-@pytest.mark.parametrize("bad", [-0.1, 1.5, float("nan"), float("inf"), True, "0.5", None])
-def test_memory_importance_must_be_in_unit_interval(bad):
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), 10**400, True, "0.5", None])
+def test_memory_importance_must_be_finite(bad):
     with pytest.raises(ValueError, match="importance"):
         EpisodicMemory(Eventuality(ON, "E1"), importance=bad)
     m = EpisodicMemory(Eventuality(ON, "E1"), importance=0.3)
@@ -110,7 +110,7 @@ def test_instantiate_lists_with_importances(storage):
 
 @pytest.mark.parametrize("events, importance, error", [
     ([Eventuality(ON, "E1"), "((a b) ** E2)"], [0.2, float("nan")], ValueError),
-    ([Eventuality(ON, "E1"), "((a b) ** E2)"], [0.2, 1.2], ValueError),
+    ([Eventuality(ON, "E1"), "((a b) ** E2)"], [0.2, float("inf")], ValueError),
     ([Eventuality(ON, "E1"), "((a b) ** E2)"], [0.2], ValueError),
     ([Eventuality(ON, "E1"), "((a b) ** E2"], 0.5, ValueError),
     ([Eventuality(ON, "E1"), ("a", "b")], 0.5, TypeError),
@@ -406,8 +406,8 @@ def test_forget_can_spare_the_context(storage):
     assert list(storage) == [a, b]
 
 
-@pytest.mark.parametrize("kwargs", [{"max_size": -1}, {"max_size": 1.5}, {"threshold": 1.5},
-                                    {"threshold": float("nan")}])
+@pytest.mark.parametrize("kwargs", [{"max_size": -1}, {"max_size": 1.5}, {"threshold": "1.5"},
+                                    {"threshold": float("nan")}, {"threshold": float("inf")}])
 def test_forget_bad_arguments(storage, kwargs):
     storage.instantiate("((a p) ** E1)")
     with pytest.raises(ValueError):

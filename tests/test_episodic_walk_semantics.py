@@ -136,7 +136,7 @@ def test_numpy_and_torch_numbers_are_numbers(storage):
     assert storage.forget(max_size=np.int64(5)) == []
     assert storage.scores(coeffs=(np.float32(1), torch.tensor(0.5), 1))[0]["score"] > 0
     for bad in (True, np.bool_(True), torch.tensor(True), torch.tensor([0.6]), "0.6"):
-        with pytest.raises(ValueError, match="importance must be a number"):
+        with pytest.raises(ValueError, match="importance must be a finite number"):
             storage.instantiate("((b p) ** E1)", importance=bad)
     with pytest.raises(ValueError, match="n must be an integer"):
         storage.retrieve(n=np.float64(3.0))

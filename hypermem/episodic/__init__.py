@@ -18,6 +18,7 @@ from .episodic_memory import DEFAULT_TELIC_PREDICATES, EpisodicMemory
 from .eventuality import CHARACTERIZES, Eventuality
 from .keys import ArgKey, lookup_key, predicate_of, wff_keys
 from .matching import match, matches, substitute
+from .negation import NOT, negated
 from .sexpr import (
     SExpr,
     SExprSyntaxError,
@@ -28,7 +29,7 @@ from .sexpr import (
     parse_sexpr,
     to_sexpr,
 )
-from .storage import NOT, MemoryStorage, negated
+from .storage import MemoryStorage
 
 Memory = EpisodicMemory
 """The design document's name for :class:`EpisodicMemory` (``eta.memory.Memory``), kept as an

@@ -11,7 +11,9 @@ from typing import Any
 from ..temporal.clock import to_utc, utcnow
 from .eventuality import Eventuality
 from .keys import predicate_of
-from .sexpr import SExpr, format_sexpr
+from .sexpr import SExpr, format_sexpr, is_variable
+
+_UNSET: Any = object()
 
 DEFAULT_TELIC_PREDICATES = frozenset({
     "say-to.v", "paraphrase-to.v", "reply-to.v", "respond-to.v", "ask.v", "tell.v", "hear.v",
@@ -25,16 +27,61 @@ NOW = "^now"
 
 
 def check_importance(value: Any, what: str = "importance") -> float:
-    """``value`` as a float in ``[0, 1]``, or ``ValueError`` (NaN, out of range, not a number).
+    """``value`` as a finite float, or ``ValueError`` (NaN, infinite, not a number).
 
-    Any real number is accepted (``numbers.Real``: NumPy scalars too) and a one-element
-    (0-d) tensor or array; never a bool."""
+    Importance is "a numerical score" on any scale, as in the seed: retrieval only compares it
+    with ``importance_threshold`` and min-max scales it over the candidates, neither of which
+    needs ``[0, 1]``.  Any real number is accepted (``numbers.Real``: NumPy scalars too) and a
+    one-element (0-d) tensor or array; never a bool."""
     v = as_real(value)
-    if v is None:
-        raise ValueError(f"{what} must be a number in [0, 1], got {value!r}")
-    if not (0.0 <= v <= 1.0):  # also rejects NaN
-        raise ValueError(f"{what} must be a number in [0, 1], got {value!r}")
+    if v is None or not math.isfinite(v):
+        raise ValueError(f"{what} must be a finite number (any scale, e.g. 0.8 or 7), got {value!r}")
     return v
+
+
+def check_time(value: Any, name: str, optional: bool = False) -> datetime | None:
+    """``value`` as an aware UTC datetime; ``None`` too when ``optional``.  ``TypeError``
+    naming ``name`` for anything else (a string, a number, a naive datetime: it would not
+    compare with the storage's aware times), ``ValueError`` for NaT."""
+    if value is None and optional:
+        return None
+    allowed = "a timezone-aware datetime" + (" or None (true now)" if optional else "")
+    if not isinstance(value, datetime):
+        hint = " (parse it first: datetime.fromisoformat(...))" if isinstance(value, str) else ""
+        raise TypeError(f"{name} must be {allowed}, got {type(value).__name__}: {value!r}{hint}")
+    if value != value:  # pandas NaT
+        raise ValueError(f"{name} must be {allowed}, got NaT")
+    if value.utcoffset() is None:
+        raise TypeError(f"{name} must be {allowed}, got the naive {value.isoformat()} (give it a tzinfo, e.g. "
+                        f"tzinfo=timezone.utc): a memory's times are compared with the storage's aware clock")
+    return to_utc(value, name)
+
+
+def order_problem(start: datetime, end: datetime | None, last: datetime) -> str | None:
+    """What is out of order in a memory's times (``None`` when nothing is): an end or a
+    last access before the start."""
+    if end is not None and end < start:
+        return f"ended (end_time {end.isoformat()}) before it starts (start_time {start.isoformat()})"
+    if last < start:
+        return f"been last accessed (last_access {last.isoformat()}) before it starts (start_time {start.isoformat()})"
+    return None
+
+
+def check_event(value: Any) -> Eventuality:
+    """``value`` (an :class:`Eventuality` or its text) as the event of a memory: its episode
+    a constant (``E3``, not the variable ``?e``) and its formula neither ``()`` nor a variable."""
+    if isinstance(value, str):
+        value = Eventuality.from_text(value)
+    if not isinstance(value, Eventuality):
+        raise TypeError(f"event must be an Eventuality (or its text \"(<wff> ** <episode>)\"), got "
+                        f"{type(value).__name__}: {value!r}")
+    if is_variable(value.ep):
+        raise ValueError(f"a memory's episode must be a constant such as E3, not the variable {value.ep!r}: a "
+                         f"memory records an episode (a variable belongs in a pattern, e.g. get_matching)")
+    if value.wff == () or is_variable(value.wff):
+        raise ValueError(f"a memory's formula must be a fact such as (a b.v), got {format_sexpr(value.wff)!r} in "
+                         f"{value}")
+    return value
 
 
 def _scalar(value: Any) -> Any:
@@ -78,10 +125,16 @@ class EpisodicMemory:
     :meth:`MemoryStorage.store`) lists them all in ``episodes``; :meth:`get_ep` gives the
     first.  Memories compare by identity.
 
+    The times are checked when set (aware datetimes; ``end_time`` may be ``None``; neither
+    ``end_time`` nor ``last_access`` before ``start_time``: :meth:`set_times` sets several at
+    once), and so is ``event`` (see :func:`check_event`; a stored memory's event may only
+    name another of its episodes, with the same formula).  A memory is held by at most one
+    storage (:attr:`storage`); :meth:`copy` makes an unstored one to store elsewhere.
+
     Parameters
     ----------
     event: the :class:`Eventuality` (or its text ``"(<wff> ** <ep>)"``).
-    importance: a number in ``[0, 1]``.
+    importance: a finite number (the seed's "numerical score", any scale).
     telic: ``True``/``False`` to say whether the event is instantaneous; ``None`` (default)
         decides from the predicate (``telic_predicates`` of the storage holding it, or
         :data:`DEFAULT_TELIC_PREDICATES`).
@@ -107,25 +160,23 @@ class EpisodicMemory:
 
     def __init__(self, event: Eventuality | str, importance: float = 0.25, telic: bool | None = None, *,
                  clock: Callable[[], datetime] | None = None):
-        if isinstance(event, str):
-            event = Eventuality.from_text(event)
-        if not isinstance(event, Eventuality):
-            raise TypeError(f"event must be an Eventuality (or its text), got {type(event).__name__}")
+        event = check_event(event)
         if telic is not None and not isinstance(telic, bool):
             raise TypeError(f"telic must be True, False or None, got {telic!r}")
         if clock is not None and not callable(clock):
             raise TypeError("clock must be a callable returning a datetime")
-        self.event = event
+        self._event = event
+        self._holder: Any = None
         self._importance = check_importance(importance)
         self.telic = telic
         self.clock: Callable[[], datetime] = clock or utcnow
         self._own_clock = clock is not None
         self.telic_predicates: frozenset[str] = DEFAULT_TELIC_PREDICATES
         self.episodes = [event.ep]
-        self.start_time: datetime = self._now()
-        self.end_time: datetime | None = None
-        self.last_access: datetime = self.start_time
-        self._stamp = self.start_time
+        self._start: datetime = self._now()
+        self._end: datetime | None = None
+        self._last: datetime = self._start
+        self._stamp = self._start
         self.access_count = 0
         self.on_end: Callable[[EpisodicMemory], None] | None = None
 
@@ -133,15 +184,90 @@ class EpisodicMemory:
         """Take ``clock`` (a storage's) for every later time.  A memory made without a clock
         whose start and last access are still the ones stamped at creation (not set by the
         caller, never accessed, not ended) takes them from ``clock`` now."""
-        fresh = (not self._own_clock and self.start_time is self._stamp and self.last_access is self._stamp
-                 and self.end_time is None and self.access_count == 0)
+        fresh = (not self._own_clock and self._start is self._stamp and self._last is self._stamp
+                 and self._end is None and self.access_count == 0)
         self.clock, self._own_clock = clock, True
         if fresh:
-            self.start_time = self.last_access = self._stamp = self._now()
+            self._start = self._last = self._stamp = self._now()
+
+    # ------------------------------------------------------------------ checked attributes
+    @property
+    def event(self) -> Eventuality:
+        """The :class:`Eventuality`; setting it checks it (:func:`check_event`) and keeps
+        :attr:`episodes` in step: the new episode first.  A memory held by a storage may only
+        take an event with the same formula and one of its episodes (the storage indexes it
+        by both); another event needs ``storage.remove(m)`` and a new memory."""
+        return self._event
+
+    @event.setter
+    def event(self, value: Eventuality | str) -> None:
+        event = check_event(value)
+        keep = event.wff == self._event.wff and event.ep in self._episode_index()
+        if self._holder is not None and not keep:
+            raise ValueError(f"this memory is stored in a MemoryStorage, which indexes it by its formula and episodes "
+                             f"({' '.join(self._episodes)}): its event may only name one of them, with the same "
+                             f"formula, not {event}; remove the memory (storage.remove(m)) and store a new one")
+        self._event = event
+        self.episodes = [event.ep] + [e for e in self._episodes if e != event.ep] if keep else [event.ep]
+
+    start_time = property(lambda self: self._start, lambda self, v: self.set_times(start_time=v),
+                          doc="The earliest time the event is known to be true (aware UTC datetime).")
+    end_time = property(lambda self: self._end, lambda self, v: self.set_times(end_time=v),
+                        doc="The latest time the event is known to be true; ``None`` while it is true now. "
+                            "Setting a time ends the memory as :meth:`end` does (it leaves its storage's context).")
+    last_access = property(lambda self: self._last, lambda self, v: self.set_times(last_access=v),
+                           doc="The latest access (first the start time).")
+
+    def set_times(self, start_time: datetime = _UNSET, end_time: datetime | None = _UNSET,
+                  last_access: datetime = _UNSET) -> None:
+        """Set one or several times, checked together (:func:`check_time`; neither
+        ``end_time`` nor ``last_access`` before ``start_time``).  Each attribute's setter
+        comes here; an ``end_time`` ends the memory (``on_end``: it leaves the context)."""
+        start = self._start if start_time is _UNSET else check_time(start_time, "start_time")
+        end = self._end if end_time is _UNSET else check_time(end_time, "end_time", optional=True)
+        last = self._last if last_access is _UNSET else check_time(last_access, "last_access")
+        problem = order_problem(start, end, last)
+        if problem:
+            given = [n for n, v in (("start_time", start_time), ("end_time", end_time), ("last_access", last_access))
+                     if v is not _UNSET]
+            how = "" if len(given) > 1 else " (to move several, pass them together to set_times(...))"
+            raise ValueError(f"{', '.join(given)}: the memory would have {problem}; times never run backwards "
+                             f"within a memory{how}")
+        self._start, self._end, self._last = start, end, last
+        if end_time is not _UNSET and end is not None and self.on_end is not None:
+            self.on_end(self)
+
+    @property
+    def storage(self) -> Any:
+        """The :class:`MemoryStorage` holding this memory, or ``None``."""
+        return self._holder
+
+    def bind(self, holder: Any, on_end: Callable[[EpisodicMemory], None]) -> None:
+        """Called by a storage that takes this memory (``ValueError`` when another holds it:
+        two storages would share its mutable state; store :meth:`copy` there)."""
+        if self._holder is not None and self._holder is not holder:
+            raise ValueError(f"{self!r} is already stored in another MemoryStorage; a memory belongs to one "
+                             f"storage (their indexes would share its times and episodes): remove it there first, "
+                             f"or store a copy (m.copy())")
+        self._holder, self.on_end = holder, on_end
+
+    def unbind(self) -> None:
+        """Called by the storage that removes this memory."""
+        self._holder, self.on_end = None, None
+
+    def copy(self) -> EpisodicMemory:
+        """An unstored memory with the same event, episodes, importance, times, access count
+        and clock (to store in another storage)."""
+        m = EpisodicMemory(self._event, self._importance, self.telic, clock=self.clock)
+        m._own_clock = self._own_clock
+        m.episodes, m.access_count = list(self._episodes), self.access_count
+        m._start, m._end, m._last = self._start, self._end, self._last
+        m.telic_predicates = self.telic_predicates
+        return m
 
     @property
     def importance(self) -> float:
-        """A number in ``[0, 1]``; setting it checks the range."""
+        """A finite number; setting it checks it."""
         return self._importance
 
     @importance.setter
@@ -195,9 +321,7 @@ class EpisodicMemory:
     def end(self) -> None:
         """Declare that the event is no longer true: its end time becomes now (never before
         the start time), and the storage holding it takes it out of its context."""
-        self.end_time = max(self._now(), self.start_time)
-        if self.on_end is not None:
-            self.on_end(self)
+        self.end_time = max(self._now(), self.start_time)  # the setter calls on_end
 
     def get_ep(self) -> str:
         """The (first) episode this memory characterises."""

@@ -10,6 +10,7 @@ from typing import Any
 from .episodic_memory import EpisodicMemory
 from .keys import lookup_key, predicate_of
 from .matching import matches
+from .negation import canonical
 from .sexpr import SExpr, is_variable, parse_sexpr, to_sexpr
 
 
@@ -45,16 +46,18 @@ class LookupMixin:
                         f"{type(pred_patt).__name__}: {pred_patt!r}")
 
     def _matching(self, pred_patt: Any, within: set[EpisodicMemory] | None) -> list[EpisodicMemory]:
-        pattern = self._pattern(pred_patt)
+        """Formula and pattern are read with double negations cancelled (:func:`canonical`):
+        ``(not (not W))`` is found as ``W``, as the context treats it."""
+        pattern = canonical(self._pattern(pred_patt))
         if isinstance(pattern, str):
             if is_variable(pattern):
                 pool: Iterable[EpisodicMemory] = self.memories
             else:
-                pool = [m for m in self.wff_ht.get(pattern, ()) if predicate_of(m.get_wff()) == pattern]
+                pool = [m for m in self.wff_ht.get(pattern, ()) if predicate_of(canonical(m.get_wff())) == pattern]
         else:
             key = lookup_key(pattern)
             pool = self.memories if key is None else self.wff_ht.get(key, ())
-            pool = [m for m in pool if matches(pattern, m.get_wff())]
+            pool = [m for m in pool if matches(pattern, canonical(m.get_wff()))]
         if within is not None:
             pool = [m for m in pool if m in within]
         return self._ordered(pool)
@@ -63,7 +66,8 @@ class LookupMixin:
         """The memories matching a predicate symbol (their formula's predicate is it, e.g.
         ``"between.p"``) or a pattern (a list, or its text, with variables at any depth,
         e.g. ``["Block1", "between.p", "?x", "Block2"]``; a repeated variable must bind to
-        the same value), in insertion order.  With ``access`` they are accessed."""
+        the same value), in insertion order.  With ``access`` they are accessed.
+        ``(not (not W))`` counts as ``W`` (in the formulas and in the pattern)."""
         with self._lock:
             mems = self._matching(pred_patt, None)
             if access:

@@ -57,7 +57,7 @@ from ..store.validation import (
     stack_vectors,
 )
 from ..temporal import policy_spec
-from .episodic_memory import EpisodicMemory, check_importance
+from .episodic_memory import EpisodicMemory, check_importance, order_problem
 from .eventuality import Eventuality
 from .sexpr import SExprSyntaxError, format_sexpr, is_symbol, parse_sexpr
 
@@ -225,17 +225,18 @@ def _memory(r: dict[str, Any], clock: Callable, where: str) -> EpisodicMemory:
         event = Eventuality(wff, r["event_ep"])
     except ValueError as exc:
         raise MemoryFileError(f"{where}: the formula of memory {seq} is not an eventuality's ({exc})") from None
-    m = EpisodicMemory(event, importance, telic=None if r["telic"] is None else bool(r["telic"]), clock=clock)
+    try:
+        m = EpisodicMemory(event, importance, telic=None if r["telic"] is None else bool(r["telic"]), clock=clock)
+    except ValueError as exc:
+        raise MemoryFileError(f"{where}: memory {seq} is not a memory's event ({exc})") from None
     m.episodes = list(episodes)
-    m.start_time = iso_time(r["start_time"], f"{where}: the start time of memory {seq}", aware=True)
-    m.end_time = iso_time(r["end_time"], f"{where}: the end time of memory {seq}", required=False, aware=True)
-    m.last_access = iso_time(r["last_access"], f"{where}: the last access of memory {seq}", aware=True)
-    if m.end_time is not None and m.end_time < m.start_time:
-        raise MemoryFileError(f"{where}: memory {seq} ends (end_time {m.end_time.isoformat()}) before it starts "
-                              f"(start_time {m.start_time.isoformat()})")
-    if m.last_access < m.start_time:
-        raise MemoryFileError(f"{where}: memory {seq} was last accessed (last_access {m.last_access.isoformat()}) "
-                              f"before it starts (start_time {m.start_time.isoformat()})")
+    start = iso_time(r["start_time"], f"{where}: the start time of memory {seq}", aware=True)
+    end = iso_time(r["end_time"], f"{where}: the end time of memory {seq}", required=False, aware=True)
+    last = iso_time(r["last_access"], f"{where}: the last access of memory {seq}", aware=True)
+    problem = order_problem(start, end, last)
+    if problem:
+        raise MemoryFileError(f"{where}: memory {seq} has {problem}")
+    m.set_times(start_time=start, end_time=end, last_access=last)
     m.access_count = acc
     return m
 
@@ -273,6 +274,8 @@ def load_storage(path: str | os.PathLike, embedder: Any = None, clock: Callable 
     dtype = _DTYPES.get(name) if isinstance(name, str) else None
     if dtype is None or not is_number(curvature) or curvature <= 0:
         raise MemoryFileError(f"{where}: bad dtype {short(name)} or curvature {short(curvature)}")
+    if config.get("importance_threshold") is None:  # the constructor would take None as the default
+        raise MemoryFileError(f"{where}: bad storage settings (importance_threshold is null)")
     try:
         storage = cls(embedder=embedder, importance_threshold=config.get("importance_threshold"), clock=clock,
                       telic_predicates=config.get("telic_predicates"), decay=decay, curvature=curvature,

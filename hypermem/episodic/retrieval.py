@@ -2,7 +2,8 @@ r"""Retrieval from a :class:`~hypermem.episodic.MemoryStorage`: scoring by recen
 importance and salience, and eviction (:meth:`RetrievalMixin.forget`).
 
 **Retrieval** (the generative-agents score; Park et al., "Generative Agents", UIST 2023).
-Over the candidates ``C`` (memories with ``importance >= importance_threshold``)::
+Over the candidates ``C`` (memories with ``importance > importance_threshold``: "only memories
+above this threshold will be retrieved", the seed's rule)::
 
     score_i = a * minmax(recency)_i + b * minmax(importance)_i + g * minmax(salience)_i
     minmax(x)_i = (x_i - min_C x) / (max_C x - min_C x)      (1 for every i when max = min)
@@ -103,7 +104,7 @@ class RetrievalMixin:
         if query is not None and not query.strip():
             raise ValueError(f"query must be a non-empty string or None, got {query!r}")
         device = self.hyperbolic.device if self.hyperbolic is not None else torch.device("cpu")
-        cands = self._ordered(m for m in self.memories if m.importance >= self.importance_threshold)
+        cands = self._ordered(m for m in self.memories if m.importance > self.importance_threshold)
         rec = minmax(self._recency(cands, device))
         imp = minmax(torch.tensor([m.importance for m in cands], dtype=torch.float64, device=device))
         sal = minmax(self._salience(cands, query, device))
@@ -122,7 +123,7 @@ class RetrievalMixin:
 
     def retrieve(self, query: str | None = None, n: int = 5,
                  coeffs: Sequence[float] = (1.0, 1.0, 1.0)) -> list[EpisodicMemory]:
-        """The ``n`` best memories at or above ``importance_threshold`` by
+        """The ``n`` best memories above ``importance_threshold`` (strictly, as in the seed) by
         ``coeffs[0]*recency + coeffs[1]*importance + coeffs[2]*salience``, each min-max
         scaled over those memories (see the module docstring); they are accessed.
 
@@ -141,8 +142,8 @@ class RetrievalMixin:
                keep_context: bool = False) -> list[EpisodicMemory]:
         """Permanently evict the memories with the lowest combined recency and importance.
 
-        ``combined_i = (minmax(recency)_i + importance_i) / 2`` in ``[0, 1]`` (recency over
-        all stored memories, as in :meth:`retrieve`).  With ``threshold`` every memory whose
+        ``combined_i = (minmax(recency)_i + importance_i) / 2`` (recency over all stored
+        memories, as in :meth:`retrieve`; in ``[0, 1]`` when the importances are).  With ``threshold`` every memory whose
         combined value is below it goes; with ``max_size`` the lowest go until at most
         ``max_size`` are left (ties: the older first).  ``keep_context`` spares the memories
         in context.  Returns the evicted memories, lowest first.
@@ -150,14 +151,16 @@ class RetrievalMixin:
         ``forget()`` with neither (the seed API's call) uses ``threshold =
         importance_threshold / 2``: the least recently accessed memory (recency 0) goes
         exactly when its importance is below ``importance_threshold`` (so :meth:`retrieve`
-        would never return it), and the most recently accessed one (recency 1) never goes.
+        would never return it; one exactly at the threshold is kept, though retrieve skips
+        it), and, with importances in ``[0, 1]``, the most recently accessed one (recency 1)
+        never goes.  ``threshold`` is any finite number (on the importances' scale).
         """
         if max_size is None and threshold is None:
             threshold = self.importance_threshold / 2
         if max_size is not None:
             max_size = _check_count(max_size, "max_size", 0)
         if threshold is not None:
-            threshold = check_importance(threshold, "threshold")
+            threshold = check_importance(threshold, "forget(threshold=...)")
         with self._lock:
             mems = self._ordered(self.memories)
             if not mems:

@@ -26,29 +26,13 @@ from .episodic_memory import DEFAULT_TELIC_PREDICATES, EpisodicMemory, as_memory
 from .eventuality import Eventuality
 from .keys import Key, wff_keys
 from .lookup import LookupMixin
+from .negation import canonical, polarity
 from .persistence import load_storage, save_storage
 from .retrieval import RetrievalMixin
 from .sexpr import SExpr, format_sexpr, is_symbol
 
-NOT = "not"
-"""The negation operator: ``(not <wff>)``."""
-
-
-def negated(wff: SExpr) -> SExpr | None:
-    """``W`` when ``wff`` is ``(not W)``, else ``None``."""
-    if isinstance(wff, tuple) and len(wff) == 2 and wff[0] == NOT:
-        return wff[1]
-    return None
-
-
-def polarity(wff: SExpr) -> tuple[SExpr, bool]:
-    """``(core, positive)``: ``wff`` without its leading negations, and whether their number
-    is even (``(not (not W))`` is ``W``: ``(W, True)``; ``(not W)`` is ``(W, False)``)."""
-    positive = True
-    inner = negated(wff)
-    while inner is not None:
-        wff, positive, inner = inner, not positive, negated(inner)
-    return wff, positive
+DEFAULT_THRESHOLD = 0.5
+"""The default ``importance_threshold`` (the seed reads its own from ``eta.constants``)."""
 
 
 class MemoryStorage(LookupMixin, RetrievalMixin):
@@ -71,7 +55,8 @@ class MemoryStorage(LookupMixin, RetrievalMixin):
     Parameters
     ----------
     embedder: embeds the formulas for salience (``None``: salience is always 1).
-    importance_threshold: only memories with at least this importance are retrieved.
+    importance_threshold: only memories *above* this importance are retrieved (the seed's
+        rule); a finite number on the importances' scale; ``None``: the default, 0.5.
     clock: callable returning the current timezone-aware datetime, used for the start,
         end and access times of every memory this storage holds (default: UTC now).
     telic_predicates: predicates of instantaneous events (they leave the context when
@@ -91,10 +76,12 @@ class MemoryStorage(LookupMixin, RetrievalMixin):
         True
     """
 
-    def __init__(self, embedder: Any = None, importance_threshold: float = 0.5,
+    def __init__(self, embedder: Any = None, importance_threshold: float | None = DEFAULT_THRESHOLD,
                  clock: Callable[[], datetime] | None = None,
                  telic_predicates: Iterable[str] = DEFAULT_TELIC_PREDICATES, decay: Any = None, *,
                  curvature: float = 1.0, dtype: torch.dtype = torch.float64, device: str | torch.device = "cpu"):
+        if importance_threshold is None:  # the seed: "if not given, the default threshold"
+            importance_threshold = DEFAULT_THRESHOLD
         self.importance_threshold = check_importance(importance_threshold, "importance_threshold")
         if clock is not None and not callable(clock):
             raise TypeError("clock must be a callable returning a timezone-aware datetime")
@@ -216,12 +203,18 @@ class MemoryStorage(LookupMixin, RetrievalMixin):
         consistent: storing ``(not W)`` removes ``W`` from the context (ending it), storing
         ``W`` removes ``(not W)``; ``(not (not W))`` counts as ``W``.  A memory made without
         a clock takes its times from this storage's clock now (see
-        :meth:`EpisodicMemory.adopt_clock`).  All or nothing.
+        :meth:`EpisodicMemory.adopt_clock`).  A memory held by another storage is refused
+        (``ValueError``: store ``m.copy()``).  All or nothing.
         """
         mems, single = as_memory_list(memory)
         if not isinstance(context, bool):
             raise TypeError(f"context must be True or False, got {context!r}")
         with self._lock:
+            for i, m in enumerate(mems):
+                if m.storage is not None and m.storage is not self:
+                    raise ValueError(f"memory #{i}, {m!r}, is stored in another MemoryStorage; a memory belongs to "
+                                     "one storage (both would change its times, context and episodes): remove it "
+                                     "there first, or store a copy (m.copy()); nothing was stored")
             plan: list[tuple[EpisodicMemory, EpisodicMemory]] = []
             new: list[EpisodicMemory] = []
             pending: dict[SExpr, EpisodicMemory] = {}
@@ -269,14 +262,14 @@ class MemoryStorage(LookupMixin, RetrievalMixin):
     def _register(self, m: EpisodicMemory, seq: int) -> None:
         m.adopt_clock(self.clock)
         m.telic_predicates = self.telic_predicates
-        m.on_end = self._ended
+        m.bind(self, self._ended)
         self._seq[m] = seq
         self.memories.add(m)
         self._by_wff.setdefault(m.get_wff(), []).append(m)
         self._by_core.setdefault(polarity(m.get_wff())[0], set()).add(m)
         for ep in m.episodes:
             self.ep_ht.setdefault(ep, set()).add(m)
-        for key in wff_keys(m.get_wff()):
+        for key in wff_keys(canonical(m.get_wff())):  # (not (not W)) is found as W
             self.wff_ht.setdefault(key, set()).add(m)
 
     def _enter_context(self, m: EpisodicMemory) -> None:
@@ -302,7 +295,14 @@ class MemoryStorage(LookupMixin, RetrievalMixin):
                     importance: float | Sequence[float] = 0.25, context: bool = True):
         """Make new memories of an event (or list of events; an event may be given as its
         text ``"(<wff> ** <ep>)"``) and store them (see :meth:`store`).  ``importance`` is
-        one number for all or one per event.  Returns the stored memory (or list)."""
+        one number for all or one per event.  Returns the stored memory (or list; ``[]``
+        for no events).  A memory's episode must be a constant and its formula a fact
+        (``ValueError`` for ``?e`` or ``()``, see :func:`check_event`).
+
+        A memory at or below :attr:`importance_threshold` is stored but :meth:`retrieve`
+        never returns it (only memories strictly above it are retrieved, as in the seed):
+        ``instantiate`` then warns (``UserWarning``).  The seed's defaults do this: importance
+        0.25, threshold 0.5; pass ``importance=`` or a lower ``importance_threshold``."""
         single = isinstance(event, (Eventuality, str))
         if not single and (isinstance(event, (bytes, bytearray, memoryview, Mapping))
                            or not isinstance(event, Iterable)):
@@ -318,6 +318,8 @@ class MemoryStorage(LookupMixin, RetrievalMixin):
             imps = [check_importance(v, f"importance #{i}") for i, v in enumerate(importance)]
         else:
             imps = [check_importance(importance)] * len(events)
+        if not events:
+            return []
         parsed = []
         for i, e in enumerate(events):
             if isinstance(e, str):
@@ -331,11 +333,12 @@ class MemoryStorage(LookupMixin, RetrievalMixin):
             m.telic_predicates = self.telic_predicates
         stored = self.store(mems, context=context)
         low = min(imps)
-        if low < self.importance_threshold:
-            warn_caller(f"instantiate(): a memory stored at importance {low:g}, below this storage's "
-                        f"importance_threshold {self.importance_threshold:g}: retrieve() and scores() leave it "
-                        "out and forget() may evict it; pass importance= (e.g. 0.8) or a lower "
-                        "importance_threshold= to MemoryStorage")
+        if low <= self.importance_threshold:
+            how = "below" if low < self.importance_threshold else "at"
+            warn_caller(f"instantiate(): a memory stored at importance {low:g}, {how} this storage's "
+                        f"importance_threshold {self.importance_threshold:g}: retrieve() and scores() only return "
+                        "memories above the threshold, so they leave it out, and forget() may evict it; pass "
+                        "importance= (e.g. 0.8) or a lower importance_threshold= to MemoryStorage")
         return stored[0] if single else stored
 
     # ------------------------------------------------------------------ access and removal
@@ -370,14 +373,14 @@ class MemoryStorage(LookupMixin, RetrievalMixin):
             self.context.discard(m)
             for ep in m.episodes:
                 _discard(self.ep_ht, ep, m)
-            for key in wff_keys(m.get_wff()):
+            for key in wff_keys(canonical(m.get_wff())):
                 _discard(self.wff_ht, key, m)
             same = self._by_wff.get(m.get_wff(), [])
             same.remove(m)
             if not same:
                 del self._by_wff[m.get_wff()]
             _discard(self._by_core, polarity(m.get_wff())[0], m)
-            m.on_end = None
+            m.unbind()
             del self._seq[m]
 
     def remove_from_context(self, memory: EpisodicMemory | Iterable[EpisodicMemory]) -> None:
@@ -396,8 +399,7 @@ class MemoryStorage(LookupMixin, RetrievalMixin):
         characterises the others) and is removed when no episode is left.  Returns the
         memories that were removed entirely, in insertion order."""
         with self._lock:
-            eps = [ep] if isinstance(ep, str) else list(ep) if isinstance(ep, Iterable) else [ep]
-            members = {e: self._episode_members(e, strict=True) for e in dict.fromkeys(eps)}
+            members = self._episodes_of(ep)
             gone: set[EpisodicMemory] = set()
             for e, mems in members.items():
                 for m in mems:
@@ -412,12 +414,19 @@ class MemoryStorage(LookupMixin, RetrievalMixin):
             self._drop(out)
             return out
 
-    def remove_episode_from_context(self, ep: str) -> None:
-        """Remove from the context every memory characterising ``ep``; ``KeyError`` for an
-        unknown episode."""
+    def remove_episode_from_context(self, ep: str | Iterable[str]) -> None:
+        """Remove from the context every memory characterising ``ep`` (or each episode of a
+        list, as :meth:`remove_episode`); ``KeyError`` (nothing changed) for an unknown episode."""
         with self._lock:
-            for m in self._episode_members(ep, strict=True):
+            members = self._episodes_of(ep)
+            for m in self._ordered({m for mems in members.values() for m in mems}):
                 self._leave_context(m)
+
+    def _episodes_of(self, ep: Any) -> dict[str, list[EpisodicMemory]]:
+        """Episode -> its memories, for one episode symbol or a list of them; ``TypeError``
+        for a non-symbol, ``KeyError`` for an unknown episode (before anything changes)."""
+        eps = [ep] if isinstance(ep, str) else list(ep) if isinstance(ep, Iterable) else [ep]
+        return {e: self._episode_members(e, strict=True) for e in dict.fromkeys(eps)}
 
     def remove_matching(self, pred_patt: Any) -> list[EpisodicMemory]:
         """Remove every memory matching the pattern (see :meth:`get_matching`); returns them."""
