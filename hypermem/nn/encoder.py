@@ -24,7 +24,8 @@ places inputs exactly like the store does.
 weights would come out as a NaN "point" that every later distance turns into NaN.  With
 ``check_finite=True`` (the default) a forward whose output is not finite raises
 ``ValueError`` saying which: ``feature row #2 has NaN coordinates`` or ``BallEncoder weights
-hold NaN or inf (linear.weight)`` (a diverged optimizer step).  The check reads one boolean
+hold NaN or inf (linear.weight)`` (a diverged optimizer step; after ``to_empty()`` with no
+``load_state_dict()`` since, that the encoder may be uninitialised).  The check reads one boolean
 on the host per forward; under ``torch.compile`` it is an async assert on CPU and skipped on
 other devices (:mod:`hypermem.nn.read_checks`); ``check_finite=False`` turns it off.
 
@@ -48,6 +49,7 @@ from torch import nn
 from ..geometry import PoincareBall
 from ..geometry import poincare as P
 from .curvature import ball_c, shared_or_new_ball
+from .emptied import EMPTIED_HINT, TracksEmpty
 from .read_checks import host_check, nonfinite_kind
 from .scripting import NotScriptable
 
@@ -58,7 +60,7 @@ scaled down to it (its squares would overflow float32 from ~1e19; expmap0 puts a
 a few hundred on the margin, and the other modes use only its direction)."""
 
 
-class BallEncoder(NotScriptable, nn.Module):
+class BallEncoder(TracksEmpty, NotScriptable, nn.Module):
     """Linear map, then into the ball (see the module docstring).
 
     Parameters
@@ -178,6 +180,8 @@ class BallEncoder(NotScriptable, nn.Module):
             i = int(bad_in.nonzero()[0, 0])
             return f"feature row #{i} has {nonfinite_kind(rows[i])} coordinates"
         bad = [n for n, p in self.named_parameters() if not bool(torch.isfinite(p.detach()).all())]
+        if bad and self._emptied:
+            return f"BallEncoder weights hold NaN or inf ({', '.join(bad)}): it may be uninitialised: {EMPTIED_HINT}"
         if bad:
             return f"BallEncoder weights hold NaN or inf ({', '.join(bad)}): a diverged optimizer step?"
         i = int((~ok).nonzero()[0, 0])

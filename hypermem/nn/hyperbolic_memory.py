@@ -229,17 +229,6 @@ class HyperbolicMemory(ModuleState, SlotWrites, TimeScores, StoreBridge, nn.Modu
         (a differentiable 0-d tensor)."""
         return self.log_temperature.clamp(_LOG_TAU_MIN, _LOG_TAU_MAX).exp()
 
-    def index_of(self, ids: str | Sequence[str]) -> torch.Tensor:
-        """Slot indices of ``ids`` (``KeyError`` naming an unknown id)."""
-        single = isinstance(ids, str)
-        pos = {i: r for r, i in enumerate(self.ids)}
-        out = []
-        for i in [ids] if single else ids:
-            if i not in pos:
-                raise KeyError(f"unknown slot id {i!r}")
-            out.append(pos[i])
-        return torch.tensor(out, dtype=torch.long, device=self.keys.device)
-
     # ------------------------------------------------------------------ scoring pieces
     def _key_stamp(self) -> tuple | None:
         """What the key cache is valid for: the keys' version, storage, shape, dtype, device and

@@ -128,7 +128,8 @@ def memory_info_nce(memory, queries: torch.Tensor, targets: torch.Tensor, k: int
     ``k=None``: against every slot (memory ``O(B N)``).  ``k``: against the ``k`` best-scoring
     other slots (hard negatives, chosen without gradient by :meth:`HyperbolicMemory.select`);
     backward cost ``O(B k d)``.  ``exclude`` ``(B,)`` or ``(B, m)``: slots that are neither
-    answer nor negative (for instance the query's own slot).
+    answer nor negative (for instance the query's own slot); a row whose target is among its
+    excluded slots raises ``ValueError`` naming the row, with or without ``k``.
 
     An empty batch has no mean: ``reduction="mean"`` raises ``ValueError`` (torch's
     ``cross_entropy`` would return NaN, and its backward put NaN in every gradient), as
@@ -141,10 +142,17 @@ def memory_info_nce(memory, queries: torch.Tensor, targets: torch.Tensor, k: int
         raise ValueError(f"targets must have shape ({queries.shape[0]},), got {tuple(targets.shape)}")
     _refuse_empty_mean("memory_info_nce", queries.shape[0], reduction)
     ok = (targets >= 0) & (targets < len(memory))
+    answer_excluded = _excluded_targets(targets, exclude)
     if torch.compiler.is_compiling():  # an async assert on CPU, no graph break (read_checks.host_check)
         host_check(ok, str, "targets out of range")
-    elif not bool(ok.all()):
-        raise IndexError(f"targets must be slot indices in [0, {len(memory) - 1}]")
+        if answer_excluded is not None:
+            host_check(~answer_excluded, str, "a target is also in exclude")
+    elif not bool(ok.all() if answer_excluded is None else (ok & ~answer_excluded).all()):  # one host sync
+        if not bool(ok.all()):
+            raise IndexError(f"targets must be slot indices in [0, {len(memory) - 1}]")
+        row = int(answer_excluded.nonzero()[0, 0])
+        raise ValueError(f"targets row #{row}: the answer slot {int(targets[row])} is also in exclude; an "
+                         "excluded slot is neither answer nor negative (drop it from that row's exclude)")
     if k is None:
         out = memory(queries, k=None, exclude=exclude, at_time=at_time)
         loss = F.cross_entropy(out.scores, targets, reduction="none")
@@ -158,6 +166,18 @@ def memory_info_nce(memory, queries: torch.Tensor, targets: torch.Tensor, k: int
     scores, _ = memory.score_slots(queries, cand, at_time=at_time)
     zero = torch.zeros_like(targets)
     return _reduce(F.cross_entropy(scores, zero, reduction="none"), reduction)
+
+
+def _excluded_targets(targets: torch.Tensor, exclude) -> torch.Tensor | None:
+    """``(B,)`` True where ``targets[i]`` is among ``exclude[i]`` (``(B,)`` or ``(B, m)``, ``-1``
+    ignored); ``None`` without exclusions or when their shape is wrong (the read names it)."""
+    if exclude is None:
+        return None
+    ex = as_indices("exclude", exclude, targets.device)
+    ex = ex.unsqueeze(1) if ex.dim() == 1 else ex
+    if ex.dim() != 2 or ex.shape[0] != targets.shape[0]:
+        return None
+    return (ex == targets.unsqueeze(1)).any(1)
 
 
 def poincare_ranking_loss(u: torch.Tensor, v: torch.Tensor, negatives: torch.Tensor, ball=None,

@@ -22,6 +22,14 @@
   tensor, so the dict stays all tensors (``torch.load(weights_only=True)``, safetensors).  A
   state dict saved before they did loads with the layer's own ids; ids that are not one
   distinct string per loaded key are refused before anything is loaded.
+* A checkpoint of another slot count (a memory grown by ``append`` / shrunk by ``remove``)
+  loads into a layer built at any size: the slot count is data, not architecture.  When every
+  per-slot tensor of the layer (:data:`~hypermem.nn.slot_writes.SLOT_TABLES`) is in the
+  ``state_dict`` with the loaded keys' row count (and the layer's other dimensions), and the
+  ids (``_extra_state``) are there, each is resized in place first (:meth:`ModuleState._take_slot_count`:
+  the same Parameter objects, so an optimizer built after the load, as Lightning builds its
+  optimizers after restoring the model, holds them and loads its state of that shape); torch
+  then copies the values.  Otherwise torch's ``size mismatch`` error stands.
 * :meth:`ModuleState.invalidate` drops the cached key geometry (see
   :meth:`HyperbolicMemory.key_geometry`) after writes that autograd does not see.
 """
@@ -36,9 +44,10 @@ import torch.nn.functional as F
 
 from ..geometry import poincare as P
 from ..geometry.ball import check_loaded_curvature
+from .param_rows import swap_rows
 from .read_checks import key_error
 from .scripting import NotScriptable
-from .slot_writes import LOADED_CHECKS, TIME_BUFFERS, check_slot_values
+from .slot_writes import LOADED_CHECKS, SLOT_TABLES, TIME_BUFFERS, check_slot_values
 
 LAYER_DTYPES = (torch.float32, torch.float64)
 """The dtypes of a memory's keys (its constructor and ``_apply`` refuse the others)."""
@@ -195,5 +204,29 @@ class ModuleState(NotScriptable):
             state_dict[prefix + "_extra_state"] = self.get_extra_state()
         else:
             loaded_ids(f"state_dict[{prefix + '_extra_state'!r}]", extra, rows, self._check_ids)
+            self._take_slot_count(state_dict, prefix, rows)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def _take_slot_count(self, state_dict, prefix: str, rows: int) -> None:
+        """Resize every per-slot tensor to ``rows`` slots (values undefined until torch copies the
+        loaded ones), in place for the Parameters (:func:`~hypermem.nn.param_rows.swap_rows`),
+        when the ``state_dict`` holds each of them with ``rows`` rows; else leave the layer as it
+        is (torch names the size mismatch)."""
+        if rows == len(self):
+            return
+        tables = {n: t for n in SLOT_TABLES if (t := getattr(self, n)) is not None}
+        for name, t in tables.items():
+            s = state_dict.get(prefix + name)
+            if not isinstance(s, torch.Tensor) or tuple(s.shape) != (rows, *t.shape[1:]):
+                return
+        with torch.no_grad():
+            for name, t in tables.items():
+                new = t.new_empty((rows, *t.shape[1:]))
+                if isinstance(t, torch.nn.Parameter):
+                    t.grad = None  # a gradient of the old slots means nothing for the loaded ones
+                    swap_rows(t, new, None, 0, [])
+                else:
+                    setattr(self, name, new)
+        self.records = None  # the store records of the old slots (from_memory) no longer match
+        self._key_cache = None
 

@@ -7,7 +7,6 @@ before it changes anything (all or nothing).
 from __future__ import annotations
 
 import math
-import uuid
 from collections.abc import Sequence
 
 import torch
@@ -17,9 +16,13 @@ from ..geometry import poincare as P
 from ..temporal.clock import to_seconds, to_utc
 from .indices import as_indices
 from .param_rows import as_optimizers, check_holds, swap_rows
+from .slot_ids import SlotIds, generate_ids
 
 TIME_BUFFERS = ("timestamps", "access_counts", "valid_from", "valid_until")
 """float64 buffers (POSIX seconds, counts) that keep float64 whatever the module's dtype."""
+
+SLOT_TABLES = ("keys", "values", "depth", "importance", *TIME_BUFFERS)
+"""Every per-slot tensor of the layer (row ``j`` is slot ``j``; ``None`` where the layer has none)."""
 
 LOADED_CHECKS = {"values": "finite", "depth": "finite", "importance": "positive", "timestamps": "finite",
                  "access_counts": "finite", "log_temperature": "finite"}
@@ -62,21 +65,33 @@ class SlotWrites:
             check_slot_values(name, t)
         return t
 
+    @property
+    def ids(self) -> SlotIds:
+        """The slot names, one distinct string per slot (a list, :class:`~hypermem.nn.slot_ids.SlotIds`)."""
+        return self._slot_ids
+
+    @ids.setter
+    def ids(self, value) -> None:
+        self._slot_ids = SlotIds(value)  # a new id -> row map (index_of)
+
+    def index_of(self, ids: str | Sequence[str]) -> torch.Tensor:
+        """Slot indices of ``ids`` (``KeyError`` naming an unknown id); ``O(1)`` an id (a cached map)."""
+        pos = self.ids.rows()
+        try:
+            out = [pos[i] for i in ([ids] if isinstance(ids, str) else ids)]
+        except KeyError as e:
+            raise KeyError(f"unknown slot id {e.args[0]!r}") from None
+        return torch.tensor(out, dtype=torch.long, device=self.keys.device)
+
     @staticmethod
     def _check_ids(ids, n, taken=(), start=0):
+        """``n`` distinct ids not in ``taken``; ``None``: generated (:func:`~hypermem.nn.slot_ids.generate_ids`)."""
         if ids is None:
-            out, used = [], set(taken)
-            for i in range(n):
-                name = str(start + i)
-                while name in used:
-                    name = uuid.uuid4().hex[:16]
-                out.append(name)
-                used.add(name)
-            return out
+            return generate_ids(n, taken, start)
         ids = [str(i) for i in ids]
         if len(ids) != n:
             raise ValueError(f"got {len(ids)} ids for {n} slots")
-        if len(set(ids)) != n or set(ids) & set(taken):
+        if len(set(ids)) != n or any(i in taken for i in ids):
             raise ValueError("slot ids must be distinct")
         return ids
 
@@ -110,7 +125,7 @@ class SlotWrites:
                     swap_rows(self.values, V, keep, n_add, optimizers)
                 else:
                     self.values = V
-            for name in ("depth", "importance", *TIME_BUFFERS):
+            for name in SLOT_TABLES[2:]:
                 old = getattr(self, name)
                 if old is not None:
                     setattr(self, name, new_rows(name, old))
@@ -133,7 +148,9 @@ class SlotWrites:
 
         Optional per-slot tensors the memory has but that are not given get defaults (depth:
         the keys' distance to the origin; timestamps: now; counts 0; open windows;
-        importance 1).
+        importance 1).  ``ids=None`` names the new slots ``str(N)``, ``str(N + 1)``, ... (``N``
+        the slot count before the write), skipping ids in use: deterministic, but a removed
+        slot's id may be given again (:func:`~hypermem.nn.slot_ids.generate_ids`).
         """
         opts = self._trained_rows(optimizer)
         K = torch.as_tensor(keys).detach()
@@ -163,7 +180,7 @@ class SlotWrites:
             add["depth"] = P.distance_to_origin(K, self.curvature)
         if self.timestamps is not None and "timestamps" not in add:
             add["timestamps"] = torch.full((m,), to_seconds(to_utc(self.clock())), dtype=torch.float64)
-        new_ids = self._check_ids(ids, m, taken=self.ids, start=len(self))
+        new_ids = self._check_ids(ids, m, taken=self.ids.rows(), start=len(self))
         self._resize(None, add, m, opts)
         self.ids.extend(new_ids)
         if self.records is not None:
@@ -171,7 +188,8 @@ class SlotWrites:
         return new_ids
 
     def update(self, slots, keys=None, values=None, *, depth=None, timestamps=None, importance=None) -> None:
-        """Overwrite slots in place (no gradient).  ``slots``: indices or ids.  All or nothing."""
+        """Overwrite slots in place (no gradient).  All or nothing.  ``slots``: strings are ids,
+        ints / integer tensors are row indices (see :meth:`remove`)."""
         idx = self._slots(slots)
         m = int(idx.numel())
         with torch.no_grad():
@@ -214,7 +232,13 @@ class SlotWrites:
         return t
 
     def remove(self, slots, *, optimizer=None) -> list[str]:
-        """Remove slots (indices or ids); returns the removed ids.  All or nothing.
+        """Remove slots; returns the removed ids.  All or nothing.
+
+        ``slots`` (as for :meth:`update`): a string or a list / tuple of strings are slot
+        **ids**; an int, a list of ints or an integer tensor are row **indices**.  With ids
+        that look like numbers the type decides: for ``ids=["3", "2", "1", "0"]``,
+        ``remove(["0"])`` removes the slot named ``"0"`` (row 3), ``remove([0])`` row 0 (named
+        ``"3"``).
 
         Like :meth:`append`, the keys and values stay the same Parameter objects (shrunk in
         place); ``optimizer`` (one or a list): drop the removed rows of its state too
