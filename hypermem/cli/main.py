@@ -14,6 +14,7 @@ import os
 import sys
 import warnings
 
+from ..store.backends.pg_errors import redact_text
 from ..store.shown_text import shown
 from .inputs import UserError
 from .parser import build_parser
@@ -104,6 +105,7 @@ def _run(argv: list[str] | None) -> int:
         if line is None:
             raise
         line = "; ".join(part.strip() for part in line.splitlines() if part.strip())  # one line, as promised
+        line = redact_text(line)   # a PostgreSQL URL's password never reaches the terminal
         print(f"hypermem {args.command}: error: {shown(line)}", file=sys.stderr)
         return 1
 

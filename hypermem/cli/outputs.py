@@ -108,12 +108,16 @@ def write_durable(memory, output: str) -> None:
     """``memory`` as a new durable store (:meth:`Memory.open`, what ``hypermem mcp --store``
     serves) at ``output``, written beside it and moved over it when complete (a symlink is
     written through).  An existing durable store is never replaced: its ``-wal`` file, or a
-    server that has it open, would not follow the swap."""
+    server that has it open, would not follow the swap.  A PostgreSQL ``output`` (a URL or libpq
+    string) is copied into directly: a database that already holds memories is refused."""
     from ..integrations.snapshots import durable_copy
     from ..store.atomic import atomic_path
-    from ..store.backends.opening import is_durable_file
+    from ..store.backends.opening import is_durable_file, is_url
     from ..store.checks import check_sqlite_name
 
+    if is_url(output):
+        durable_copy(memory, output).close()
+        return
     if is_stream(output):
         raise UserError(f"{output} is not a regular file: a durable store needs a file name such as agent.db")
     check_sqlite_name(output)

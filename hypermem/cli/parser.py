@@ -183,9 +183,10 @@ def build_parser() -> argparse.ArgumentParser:
                        "  hypermem export agent.db ex.json && hypermem import ex.json copy.db --durable && "
                        "hypermem mcp --store copy.db\n"
                        "  hypermem import snapshot.db agent.db --durable   # a Memory.save file made servable")
-    p.add_argument("source", help="memory JSON, a memory file (SQLite; with --durable), or JSON lines / a JSON list of items (- "
-                   "for stdin)")
-    p.add_argument("output", help="the SQLite memory file to write")
+    p.add_argument("source", help="memory JSON, a memory file (SQLite; with --durable), a postgresql:// URL, or JSON "
+                   "lines / a JSON list of items (- for stdin)")
+    p.add_argument("output", help="the SQLite memory file to write, or (with --durable) a postgresql:// URL of a "
+                   "database that holds no memories yet")
     p.add_argument("--durable", action="store_true", help="write a durable store (Memory.open: every call "
                    "commits; what hypermem mcp --store serves) instead of a snapshot (Memory.save); an existing "
                    "durable store is never replaced")

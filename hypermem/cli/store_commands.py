@@ -252,12 +252,22 @@ def _own_keys(item: dict[str, Any], path: Path, where: str, dropped: set[str]) -
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    from ..store.backends.opening import is_url
+    from ..store.backends.pg_errors import redact
+
     src = Path(args.source)
     if args.output == "-":
         raise UserError("a SQLite memory needs a file: give OUTPUT as a file name such as notes.db, not -")
+    if is_url(args.output) and not args.durable:
+        raise UserError(f"{redact(args.output)} is a PostgreSQL database: it holds a durable store, so pass --durable "
+                        "(a snapshot, Memory.save, is a SQLite file)")
+    if is_url(args.source):   # a PostgreSQL store, read-only, copied whole
+        _ignored_item_flags(args, "a stored memory")
+        return _write_import(load_memory(args.source, args.embedder), args)
     if args.source != "-" and not src.exists():
-        raise UserError(f"no such file: {args.source}")
-    check_output(args.output, inputs=(args.source,), force=args.force)
+        raise UserError(f"no such file: {redact(args.source)}")
+    if not is_url(args.output):
+        check_output(args.output, inputs=(args.source,), force=args.force)
     if src.is_dir():
         raise UserError(f"{args.source} is a folder, not a file")
     if args.durable and args.source != "-" and head_of(src, 16) == SQLITE_HEADER:  # a memory file, copied whole
@@ -317,9 +327,13 @@ def _ignored_item_flags(args: argparse.Namespace, what: str) -> None:
 def _write_import(mem, args: argparse.Namespace) -> int:
     """The imported memory as a snapshot (``Memory.save``) or, ``--durable``, a ``Memory.open`` store."""
     if args.durable:
+        from ..store.backends.opening import is_url
+        from ..store.backends.pg_errors import redact
+
         write_durable(mem, args.output)
-        print(f"wrote {args.output} ({memories(len(mem))}, a durable store: hypermem mcp --store "
-              f"{shlex.quote(args.output)} serves it)")
+        store = "URL" if is_url(args.output) else shlex.quote(args.output)
+        print(f"wrote {redact(args.output)} ({memories(len(mem))}, a durable store: hypermem mcp --store "
+              f"{store} serves it)")
         return 0
     from ..store.persistence import save as save_memory
 

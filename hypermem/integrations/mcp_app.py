@@ -155,9 +155,20 @@ def hit(r: Any, max_chars: int = RESULT_CHARS) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def short_write_wait(memory: Any, seconds: float) -> Iterator[None]:
-    """On a SQLite store, make a write wait at most ``seconds`` for another process's lock."""
-    con = getattr(memory.storage, "con", None)
-    if con is None or getattr(memory.storage, "read_only", False):
+    """Make a write wait at most ``seconds`` for another process's write lock, then fail as busy
+    (:func:`is_busy`), so that a tool call answers "retry" instead of hanging behind a long write:
+    SQLite's ``busy_timeout``; PostgreSQL's ``lock_timeout`` of the write transaction
+    (``PostgresStorage.lock_wait``), which no statement outside the write changes."""
+    storage = memory.storage
+    if hasattr(storage, "lock_wait") and not storage.read_only:  # PostgreSQL: SET LOCAL in the write's transaction
+        before, storage.lock_wait = storage.lock_wait, seconds
+        try:
+            yield
+        finally:
+            storage.lock_wait = before
+        return
+    con = getattr(storage, "con", None)
+    if con is None or getattr(storage, "read_only", False):
         yield
         return
     before = con.execute("PRAGMA busy_timeout").fetchone()[0]
@@ -171,7 +182,8 @@ def short_write_wait(memory: Any, seconds: float) -> Iterator[None]:
 
 def is_busy(exc: BaseException) -> bool:
     cause = exc.__cause__ or exc.__context__
-    return (getattr(cause, "sqlite_errorcode", 0) & 0xFF) in (5, 6) or "write lock" in str(exc)
+    return ((getattr(cause, "sqlite_errorcode", 0) & 0xFF) in (5, 6) or "write lock" in str(exc)
+            or getattr(cause, "sqlstate", None) == "55P03")  # PostgreSQL: lock_not_available (lock_timeout)
 
 
 class Guard:

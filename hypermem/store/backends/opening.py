@@ -113,6 +113,7 @@ def open_memory(cls: type, target: Any, read_only: bool = False, mirror: bool = 
             if not storage.create(_stored_config(mem)):  # another process created it first: open its store
                 config = storage.config()
         if config is not None:
+            _check_vector_dtype(config, options, repr(redact(target)))
             mem = (durable_class(cls) if mirror else cls)(**_settings(config, kwargs, repr(redact(target))))
         if not mirror:
             if not read_only:
@@ -125,6 +126,15 @@ def open_memory(cls: type, target: Any, read_only: bool = False, mirror: bool = 
             raise storage.error(exc) from exc
         raise
     return mem
+
+
+def _check_vector_dtype(config: dict[str, Any], options: dict[str, Any], where: str) -> None:
+    """Refuse ``vector_dtype=`` other than the one the store's embeddings were written with."""
+    was = config.get("vector_dtype", "float64")
+    if options.get("vector_dtype") is not None and options["vector_dtype"] != was:
+        raise ValueError(f"{where} was created with vector_dtype={was!r}; cannot open it with "
+                         f"vector_dtype={options['vector_dtype']!r}: a store keeps the dtype of its stored "
+                         f"embeddings (copy it into a new store to change it)")
 
 
 def _settings(config: dict[str, Any], kwargs: dict[str, Any], where: str) -> dict[str, Any]:

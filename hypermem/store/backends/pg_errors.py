@@ -18,6 +18,15 @@ def redact(target) -> str:
     """``target`` (a URL or a libpq ``key=value`` string) as text without its user and password."""
     return _USERINFO.sub(r"\1", _PASSWORD.sub(r"\1***", str(target)))
 
+
+_USERINFO_IN = re.compile(r"\b([a-z][\w+.-]*:/{1,2})[^\s/@'\"]*@", re.I)
+
+
+def redact_text(text: str) -> str:
+    """A message with the user and password of every URL in it (``postgresql://user:pw@``, also as a
+    path spells it, ``postgresql:/user:pw@``) and every libpq ``password=`` cut (:func:`redact`)."""
+    return _USERINFO_IN.sub(r"\1", _PASSWORD.sub(r"\1***", text))
+
 CREATE_LOCK = 0x68794D  # "hyM"
 """Key of the transaction-level advisory lock under which clients create the extension, the
 tables and the client indexes (with ``hashtext(current_schema())`` where per schema)."""

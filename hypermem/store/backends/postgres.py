@@ -59,9 +59,10 @@ from .rows import COLUMNS, VECTOR_DTYPES, vector_from
 
 try:
     import psycopg
-    from pgvector.psycopg import register_vector
     from psycopg.copy import QueuedLibpqWriter
     from psycopg.types.json import Jsonb
+
+    from .pg_session import begin_write, pipeline, prepare
 except ImportError as exc:  # pragma: no cover - the extra is missing
     raise ImportError('PostgreSQL storage needs the postgres extra: pip install "hypermem-torch[postgres]"') from exc
 
@@ -71,9 +72,6 @@ _COLS = COLUMNS + ("dirv", "lor", "changed_at")
 _UPSERT = (f"INSERT INTO hypermem_memories ({', '.join(_COLS)}) VALUES ("
            + ", ".join("%s::jsonb" if c == "meta" else "%s" for c in _COLS)
            + ") ON CONFLICT (id) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in _COLS[1:]))
-_VECTOR_AT = ("SELECT current_schema(), n.nspname, n.nspname = ANY(current_schemas(false)), current_setting("
-              "'search_path'), EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'public') FROM (SELECT 1) one "
-              "LEFT JOIN pg_extension e ON e.extname = 'vector' LEFT JOIN pg_namespace n ON n.oid = e.extnamespace")
 _CONFIG_COLUMNS = ("SELECT (SELECT coalesce(string_agg(attname, ',' ORDER BY attnum), '') FROM pg_attribute WHERE "
                    "attrelid = c.oid AND attnum > 0 AND NOT attisdropped) FROM pg_class c WHERE relname = "
                    "'hypermem_config' AND relnamespace = current_schema()::regnamespace")
@@ -126,6 +124,8 @@ class PostgresStorage:
     """The version the current write transaction commits (set by :meth:`version`)."""
     removal_log_versions = REMOVAL_LOG_VERSIONS
     """Versions of removals the log keeps at least (:func:`~.changes.prune_removal_log`)."""
+    lock_wait: float | None = None
+    """Seconds a write waits for the write lock (:func:`.pg_session.begin_write`); None: the server's lock_timeout."""
 
     def __init__(self, url: str, read_only: bool = False, vector_dtype: str | None = None):
         if vector_dtype is not None and vector_dtype not in VECTOR_DTYPES:
@@ -157,7 +157,7 @@ class PostgresStorage:
             try:
                 con = psycopg.connect(self.url, autocommit=False)
                 try:
-                    self._prepare(con)
+                    prepare(con, self.read_only, self._safe_url())
                 except BaseException:
                     con.close()
                     raise
@@ -168,25 +168,6 @@ class PostgresStorage:
                 raise self.error(exc) from exc
             self._con, self._opened = con, True
         return self._con
-
-    def _prepare(self, con) -> None:
-        """pgvector on a new connection: created when missing (in ``public`` where it exists, shared
-        by every tenant schema), its schema appended to the session's ``search_path`` when not on it."""
-        home, schema, seen, path, public = con.execute(_VECTOR_AT).fetchone()
-        if schema is None and not self.read_only:
-            con.execute(f"SELECT pg_advisory_xact_lock({CREATE_LOCK})")  # concurrent CREATE EXTENSION fails
-            con.execute("CREATE EXTENSION IF NOT EXISTS vector" + (" SCHEMA public" if public else ""))
-            home, schema, seen, path, public = con.execute(_VECTOR_AT).fetchone()
-        if home is None:
-            raise StorageError(f"could not open the PostgreSQL database {self._safe_url()!r}: no schema of its "
-                               f"search_path ({path}) exists; create it first (CREATE SCHEMA ...)")
-        if schema is not None and not seen:  # config() and create() look in the first schema alone
-            con.execute("SELECT set_config('search_path', %s || ', ' || quote_ident(%s), false)", (path, schema))
-        con.commit()
-        register_vector(con)
-        if self.read_only:
-            con.execute("SET default_transaction_read_only = on")
-        con.commit()
 
     def error(self, exc: BaseException) -> StorageError:
         """The :class:`StorageError` of a failed call: a lost connection is dropped (the next
@@ -333,7 +314,7 @@ class PostgresStorage:
 
     # ------------------------------------------------------------------ transactions
     def begin(self, wait: bool = True) -> None:
-        _ = self.con  # reconnect if needed; psycopg opens the transaction at the first statement
+        begin_write(self.con, self.lock_wait if wait else None)  # the property reconnects if needed
 
     def version(self, wait: bool = True) -> int:
         """The committed version, under the write lock (this transaction's rows get the next);
@@ -441,7 +422,7 @@ class PostgresStorage:
         ``None`` when the pruned log no longer reaches back to ``version``."""
         con = self.con
         try:
-            with con.pipeline():  # one round trip for the snapshot, the version and the changes
+            with pipeline(con):  # one round trip for the snapshot, the version and the changes
                 if not in_transaction:
                     con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
                 head = con.execute("SELECT value FROM hypermem_state WHERE key = 'version'")
