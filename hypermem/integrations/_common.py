@@ -16,6 +16,7 @@ import torch
 from ..embed import embed_checked
 from ..geometry import poincare as P
 from ..store import Memory, MemoryRecord, SearchResult
+from ..store.backends.pg_errors import redact
 from ..store.encoder_points import is_hierarchy_encoder, places_points
 from ..store.filters import MISSING, FilterError, check_filter, filter_keys
 from ..store.filters import compile_filter as _compile_filter
@@ -289,7 +290,8 @@ def durable_copy(memory: Memory, target: str | os.PathLike) -> Memory:
                       dtype=memory.dtype, hybrid=memory.hybrid, **kwargs)
     try:
         if len(dst):
-            raise ValueError(f"{os.fspath(target)!r} already holds {len(dst)} memories: copy into a new file")
+            raise ValueError(f"{redact(os.fspath(target))!r} already holds {len(dst)} memories: copy into a new "
+                             f"file (or an empty database)")
         items = [{"id": r.id, "text": r.text, "parent": r.parent_id, "meta": dict(r.meta), "t": r.t,
                   "valid_from": r.valid_from, "valid_until": r.valid_until, "embedding": memory.embedding(r.id)}
                  for r in memory]
