@@ -24,6 +24,7 @@ one step on one batch in any tier.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable
 
 import geoopt
@@ -42,8 +43,14 @@ def check_optimizer(optimizer: str, lr: float) -> None:
     finite positive number."""
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
-    if not (lr > 0 and math.isfinite(lr)):
-        raise ValueError(f"lr must be a finite positive number, got {lr!r}")
+    check_lr(lr)
+
+
+def check_lr(lr: float, name: str = "lr") -> None:
+    """Raise ``ValueError`` naming ``name`` unless the learning rate ``lr`` is a finite positive
+    real number (``0 < lr < inf``; NaN is neither)."""
+    if not (isinstance(lr, numbers.Real) and 0 < lr < math.inf):
+        raise ValueError(f"{name} must be a finite positive number, got {lr!r}")
 
 
 def make_optimizer(params, optimizer: str = "rsgd", lr: float = 1.0, sparse: bool = False

@@ -8,7 +8,7 @@ import inspect
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 import torch
@@ -18,7 +18,7 @@ from ..geometry import poincare as P
 from ..store import Memory, MemoryRecord, SearchResult
 from ..store.backends.pg_errors import redact
 from ..store.encoder_points import is_hierarchy_encoder, places_points
-from ..store.filters import MISSING, FilterError, check_filter, filter_keys
+from ..store.filters import MISSING, FilterError, check_filter, filter_keys, map_fields
 from ..store.filters import compile_filter as _compile_filter
 from ..store.validation import MAX_JSON_DEPTH, json_depth_over
 from ..temporal.clock import from_seconds, to_utc
@@ -123,7 +123,8 @@ def instants(spec: Any, times: Sequence[str] = TIME_KEYS) -> Any:
     :func:`iso` writes the stored time (:func:`meta_field`): the UTC text
     ``YYYY-MM-DDTHH:MM:SS[.ffffff]+00:00``, whose code-point order is the order of the instants.
     So ``...T10:00Z`` equals a stored ``...T12:00+02:00`` of the same day, per row at no cost.
-    Text that is no time is a :class:`FilterError`; other operands (``$exists``,
+    Text that is no time, and finite POSIX seconds outside the times a datetime holds (years
+    1..9999 in UTC), are a :class:`FilterError` naming the field; other operands (``$exists``,
     ``$text_match``, ...) stay."""
     keys = set(times)
     if not keys or not isinstance(spec, Mapping) or not filter_keys(spec) & keys:
@@ -134,22 +135,18 @@ def instants(spec: Any, times: Sequence[str] = TIME_KEYS) -> Any:
 
 
 def _instants(spec: Mapping, keys: set[str]) -> dict:
-    out: dict[str, Any] = {}
-    for key, want in spec.items():
-        if key in ("$and", "$or") and isinstance(want, (list, tuple)):
-            out[key] = [_instants(s, keys) if isinstance(s, Mapping) else s for s in want]
-        elif key == "$not" and isinstance(want, Mapping):
-            out[key] = _instants(want, keys)
-        elif key not in keys:
-            out[key] = want
-        elif isinstance(want, Mapping):
-            out[key] = {op: _operand(op, x, key) for op, x in want.items()}
-        else:
-            out[key] = _operand("$in" if isinstance(want, _LISTS) else "$eq", want, key)
-    return out
+    def field(key: Any, want: Any) -> dict:
+        if key not in keys:
+            return {key: want}
+        if isinstance(want, Mapping):
+            return {key: {op: _operand(op, x, key) for op, x in want.items()}}
+        return {key: _operand("$in" if isinstance(want, _LISTS) else "$eq", want, key)}
+    return map_fields(spec, field)
 
 
 _LISTS = (list, tuple, set, frozenset)
+_FIRST = round(datetime.min.replace(tzinfo=timezone.utc).timestamp())   # -62135596800
+_LAST = round(datetime.max.replace(tzinfo=timezone.utc).timestamp())    # 253402300800
 
 
 def _operand(op: str, x: Any, key: str) -> Any:
@@ -161,6 +158,10 @@ def _operand(op: str, x: Any, key: str) -> Any:
 def _instant(x: Any, key: str) -> Any:
     if not isinstance(x, (str, datetime, int, float)) or isinstance(x, bool):
         return x  # None, a bool, a list...: what the store's language makes of it
+    if isinstance(x, (int, float)) and math.isfinite(x) and not _FIRST <= x < _LAST:
+        raise FilterError(f"the filter value for {key!r}: {x!r} POSIX seconds is outside the times a datetime "
+                          f"holds (years 1..9999 in UTC: from {_FIRST} up to, not including, {_LAST}); "
+                          f"pass a time in that range")
     try:
         return iso(to_time(x, f"the filter value for {key!r}"))
     except (TypeError, ValueError) as exc:
@@ -185,17 +186,12 @@ def lists_as_values(spec: Any) -> Any:
     compare a list value for equality, where the store's language reads it as ``$in``."""
     if not isinstance(spec, Mapping):
         return spec
-    out: dict[str, Any] = {}
-    for key, want in spec.items():
-        if key in ("$and", "$or") and isinstance(want, (list, tuple)):
-            out[key] = [lists_as_values(s) for s in want]
-        elif key == "$not" or (isinstance(want, Mapping) and not any(str(k).startswith("$") for k in want)):
-            out[key] = lists_as_values(want)
-        elif isinstance(want, list) and not str(key).startswith("$"):
-            out[key] = {"$eq": want}
-        else:
-            out[key] = want
-    return out
+
+    def field(key: Any, want: Any) -> dict:
+        if isinstance(want, Mapping) and not any(str(k).startswith("$") for k in want):
+            return {key: lists_as_values(want)}
+        return {key: {"$eq": want} if isinstance(want, list) and not str(key).startswith("$") else want}
+    return map_fields(spec, field)
 
 
 def all_of(*preds: Callable[[Any], bool] | None) -> Callable[[Any], bool] | None:

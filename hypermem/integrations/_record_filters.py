@@ -21,37 +21,30 @@ A ``ServerMemory`` (no in-process search) gets the predicate, as before.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 import torch
 
 from ..store import Memory
-from ..store.filters import MISSING, FilterError, RecordFilter, check_filter, filter_keys
+from ..store.filters import MISSING, RecordFilter, check_filter, filter_keys, map_fields
 from ..store.selection import kept_rows
 from . import _common as C
 
-__all__ = ["TRUTHY", "check_seconds", "expired_items", "item_filter", "item_namespaces", "kept_rows", "newest_first", "newest_records", "node_filter",
-           "store_filter"]
+__all__ = ["TRUTHY", "expired_items", "item_filter", "item_namespaces", "kept_rows", "newest_first", "newest_records",
+           "node_filter", "store_filter"]
 
 TRUTHY = {"$exists": True, "$nin": [False, None, 0, "", [], {}]}
 """A field whose JSON value is true in Python (``bool(v)``): present, and none of the false ones."""
 
 _TIMES = {k: k for k in C.TIME_KEYS}
-_INSTANT_OPS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
-_LISTS = (list, tuple, set, frozenset)
-_FIRST = round(datetime.min.replace(tzinfo=timezone.utc).timestamp())   # -62135596800
-_LAST = round(datetime.max.replace(tzinfo=timezone.utc).timestamp())    # 253402300800
 
 
 def store_filter(memory: Any, spec: Any) -> Any:
     """:func:`hypermem.integrations._common.store_filter` (LangChain's ``filter``) as the store's
     fast filter: a dict naming the store's fields becomes a :class:`RecordFilter` on a
     :class:`Memory` (the predicate elsewhere)."""
-    if isinstance(spec, Mapping):
-        check_seconds(spec)
     if not isinstance(memory, Memory) or not isinstance(spec, Mapping) or not filter_keys(spec) & set(C.STORE_KEYS):
         return C.store_filter(spec)
     spec = C.instants(spec)
@@ -63,7 +56,6 @@ def node_filter(spec: Mapping | None, ids: Any = None) -> RecordFilter:
     """A LlamaIndex filter (``filter_spec``) and ``node_ids`` (``None``: any) as a
     :class:`RecordFilter`: ``parent`` is the node metadata's ``parent`` where it has one, else the
     memory's parent; times as instants."""
-    check_seconds(spec or {})
     spec = C.instants(spec or {})
     check_filter(spec)
     keys = filter_keys(spec)
@@ -76,57 +68,15 @@ def node_filter(spec: Mapping | None, ids: Any = None) -> RecordFilter:
     return RecordFilter(spec, {name: "parent", **_TIMES}, ids)
 
 
-def check_seconds(spec: Mapping) -> None:
-    """A :class:`FilterError` naming the field when an operand of a time field (plain, of
-    ``$eq $ne $gt $gte $lt $lte``, in ``$in``/``$nin``) is finite POSIX seconds outside the times a
-    datetime holds (years 1..9999 in UTC), before :func:`~hypermem.integrations._common.instants`
-    reads it (an ``OverflowError`` or a year out of range there).  Iterative: any depth."""
-    stack: list[Any] = [spec]
-    while stack:
-        part = stack.pop()
-        if not isinstance(part, Mapping):
-            continue
-        for key, want in part.items():
-            if key in ("$and", "$or") and isinstance(want, (list, tuple)):
-                stack.extend(want)
-            elif key == "$not":
-                stack.append(want)
-            elif key in C.TIME_KEYS:
-                for x in _time_operands(want):
-                    _seconds_ok(x, key)
-
-
-def _time_operands(want: Any) -> list:
-    if isinstance(want, Mapping):
-        ops = [x for op, x in want.items() if op in _INSTANT_OPS]
-        return ops + [i for op, x in want.items() if op in ("$in", "$nin") and isinstance(x, _LISTS) for i in x]
-    return list(want) if isinstance(want, _LISTS) else [want]
-
-
-def _seconds_ok(x: Any, key: str) -> None:
-    if not isinstance(x, (int, float)) or isinstance(x, bool) or not math.isfinite(x):
-        return   # not seconds, or C.instants' own error (infinite, NaN)
-    if not _FIRST <= x < _LAST:
-        raise FilterError(f"the filter value for {key!r}: {x!r} POSIX seconds is outside the times a datetime "
-                          f"holds (years 1..9999 in UTC: from {_FIRST} up to, not including, {_LAST}); "
-                          f"pass a time in that range")
-
-
 def _node_parents(spec: Mapping, name: str) -> dict:
     """``spec`` with each ``{"parent": want}`` read as a node reads it: ``(metadata has parent
     and it matches) or (it has none and the memory's parent, named ``name``, matches)``."""
-    parts: list[dict] = []
-    for key, want in spec.items():
-        if key in ("$and", "$or"):
-            parts.append({key: [_node_parents(s, name) for s in want]})
-        elif key == "$not":
-            parts.append({key: _node_parents(want, name)})
-        elif key == "parent":
-            parts.append({"$or": [{"parent": {"$exists": True}, "$and": [{"parent": want}]},
-                                  {"parent": {"$exists": False}, name: want}]})
-        else:
-            parts.append({key: want})
-    return {"$and": parts}
+    def field(key: Any, want: Any) -> dict:
+        if key != "parent":
+            return {key: want}
+        return {"$or": [{"parent": {"$exists": True}, "$and": [{"parent": want}]},
+                        {"parent": {"$exists": False}, name: want}]}
+    return map_fields(spec, field)
 
 
 def item_filter(values: Mapping | None, now: datetime, indexed: bool | None = None, ids: Any = None) -> RecordFilter:
@@ -148,15 +98,7 @@ def expired_items(now: datetime) -> RecordFilter:
 
 
 def _in_value(spec: Mapping) -> dict:
-    parts: list[dict] = []
-    for key, want in spec.items():
-        if key in ("$and", "$or"):
-            parts.append({key: [_in_value(s) for s in want]})
-        elif key == "$not":
-            parts.append({key: _in_value(want)})
-        else:
-            parts.append({"value": {key: want}})
-    return {"$and": parts}
+    return map_fields(spec, lambda key, want: {"value": {key: want}})
 
 
 def item_namespaces(memory: Memory, now: datetime) -> list:

@@ -95,16 +95,19 @@ def as_embedder(embedding: Any) -> Any:
     return LangChainEmbedder(embedding)
 
 
-def _parent_error(exc: KeyError, items: list[dict]) -> KeyError | None:
-    """The store's ``unknown parent id`` error, saying which metadata dict gave that ``parent`` and
-    that ``parent`` is the adapter's reserved key for the memory's parent; None for another error."""
-    msg = str(exc.args[0]) if exc.args else ""
-    for n, it in enumerate(items):
-        if "parent" in it and msg.startswith(f"unknown parent id {it['parent']!r}"):
-            return KeyError(f"{msg}: metadatas[{n}]['parent'] is this store's reserved key for the memory's parent "
-                            f"(the id of a stored memory or of one earlier among the texts), not metadata; keep "
-                            f"such a value under another key, e.g. {{'parent_name': {it['parent']!r}}}")
-    return None
+def _parent_error(exc: KeyError, memory: Any, items: list[dict]) -> KeyError | None:
+    """The store's ``unknown parent id`` error, saying which metadata dicts gave a ``parent`` that is
+    neither stored nor among the texts' ids, and that ``parent`` is the adapter's reserved key for the
+    memory's parent; None when no item has such a parent (another error)."""
+    ids = {it["id"] for it in items if it.get("id") is not None}
+    bad = [n for n, it in enumerate(items) if "parent" in it and it["parent"] not in ids and it["parent"] not in memory]
+    if not bad:
+        return None
+    where = " and ".join(f"metadatas[{n}]['parent']" for n in bad)
+    return KeyError(f"{exc.args[0] if exc.args else exc}: {where} {'is' if len(bad) == 1 else 'are'} this store's "
+                    f"reserved key for the memory's parent (the id of a stored memory or of one earlier among the "
+                    f"texts), not metadata; keep such a value under another key, e.g. "
+                    f"{{'parent_name': {items[bad[0]]['parent']!r}}}")
 
 
 class HypermemVectorStore(VectorStore):
@@ -178,7 +181,7 @@ class HypermemVectorStore(VectorStore):
         try:
             return C.upsert(self.memory, items)
         except KeyError as exc:
-            err = _parent_error(exc, items)
+            err = _parent_error(exc, self.memory, items)
             if err is None:
                 raise
             raise err from None

@@ -45,7 +45,7 @@ from typing import Any
 from .validation import MAX_JSON_DEPTH, json_depth_over
 
 __all__ = ["MISSING", "OPERATORS", "RECORD_FIELDS", "FilterError", "RecordFilter", "check_filter", "compile_filter",
-           "filter_keys", "is_ops", "json_equal", "json_key", "matches", "to_postgres", "value_test"]
+           "filter_keys", "is_ops", "json_equal", "json_key", "map_fields", "matches", "to_postgres", "value_test"]
 
 
 class _Missing:
@@ -135,6 +135,22 @@ def is_ops(want: Any) -> bool:
     """Whether a field's filter value is a dict of operators (``{"$gt": 1}``), not a nested dict."""
     return isinstance(want, Mapping) and any(isinstance(k, str) and k.startswith("$") for k in want)
 
+
+def map_fields(spec: Mapping, field: Callable[[Any, Any], Mapping]) -> dict:
+    """``spec`` with each field ``key: want`` (at the top of any ``$and``/``$or``/``$not``) replaced by
+    the filter ``field(key, want)``; the combinators stay, and so does a list item that is no dict (a
+    combinator with no list or dict is a field, for :func:`check_filter` to name).  A dict's parts all
+    hold: one dict, or their ``$and`` where two share a key."""
+    parts: list[Mapping] = []
+    for key, want in spec.items():
+        if key in ("$and", "$or") and isinstance(want, (list, tuple)):
+            parts.append({key: [map_fields(s, field) if isinstance(s, Mapping) else s for s in want]})
+        elif key == "$not" and isinstance(want, Mapping):
+            parts.append({key: map_fields(want, field)})
+        else:
+            parts.append(field(key, want))
+    out = {k: v for p in parts for k, v in p.items()}
+    return out if len(out) == sum(map(len, parts)) else {"$and": [dict(p) for p in parts]}
 
 
 RECORD_FIELDS = ("parent", "t", "valid_from", "valid_until")

@@ -45,6 +45,7 @@ from ..hierarchy.encoder_eval import choose_ranking_lambda
 from ..hierarchy.encoder_prefix import FrozenPrefix, freeze_lower_layers, resolve_frozen_layers
 from ..hierarchy.encoder_step import TokenCache, batch_losses, lr_factor, step_seed
 from ..hierarchy.encoder_training import EncoderTrainConfig, check_ball_curvature, validate_encoder
+from ..hierarchy.steps import check_lr
 from .checkpoint_order import best_checkpoints_first
 from .encoder_stop import ValidateAtStepLimit
 from .hierarchy_logging import disk_picture_available, tensorboard_writer
@@ -99,8 +100,7 @@ class EncoderModule(pl.LightningModule):
         super().__init__()
         if geometry not in ("poincare", "euclidean"):
             raise ValueError(f"model.geometry must be 'poincare' or 'euclidean', got {geometry!r}")
-        if not (isinstance(lr, (int, float)) and 0 < lr < math.inf):
-            raise ValueError(f"model.lr must be a finite positive number, got {lr!r}")
+        check_lr(lr, "model.lr")
         self.save_hyperparameters()
         self.weights = EncoderTrainConfig(
             clustering=clustering, clustering_margin=clustering_margin, centripetal=centripetal,

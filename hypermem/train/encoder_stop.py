@@ -15,23 +15,9 @@ from __future__ import annotations
 
 import lightning.pytorch as pl
 
-__all__ = ["ValidateAtStepLimit", "stops_after_batch"]
+from .fit_stop import stops_after
 
-
-def stops_after_batch(trainer: pl.Trainer) -> bool:
-    """Whether ``fit`` ends after the batch that just ran (asked in ``on_train_batch_end``, after
-    the ``Timer``, which Lightning lists before the module's callbacks): ``max_steps`` reached, a
-    stop asked for (``max_time``, early stopping) once ``min_epochs`` / ``min_steps`` are met, or
-    the last batch of the ``max_epochs``-th epoch."""
-    steps, epochs = trainer.max_steps, trainer.max_epochs
-    if steps is not None and steps != -1 and trainer.global_step >= steps:
-        return True
-    if trainer.should_stop and trainer.current_epoch >= (trainer.min_epochs or 0) and \
-            trainer.global_step >= (trainer.min_steps or 0):
-        return True
-    done = trainer.fit_loop.epoch_loop.batch_progress.current.processed
-    last_batch = isinstance(trainer.num_training_batches, int) and done >= trainer.num_training_batches
-    return last_batch and epochs is not None and epochs != -1 and trainer.current_epoch + 1 >= epochs
+__all__ = ["ValidateAtStepLimit"]
 
 
 class ValidateAtStepLimit(pl.Callback):
@@ -51,7 +37,7 @@ class ValidateAtStepLimit(pl.Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         self._restore(trainer)
-        if not trainer.enable_validation or not stops_after_batch(trainer):
+        if not trainer.enable_validation or not stops_after(trainer, "batch"):
             return
         trainer.should_stop = True
         every = trainer.check_val_every_n_epoch

@@ -52,7 +52,6 @@ Mixed precision therefore changes nothing here.
 
 from __future__ import annotations
 
-import math
 import pickle
 import warnings
 
@@ -63,10 +62,11 @@ from ..hierarchy.cones import DEFAULT_K, DEFAULT_MARGIN
 from ..hierarchy.evaluation import link_prediction, reconstruction
 from ..hierarchy.model import HierarchyEmbedding
 from ..hierarchy.objectives import KINDS, objective_for
-from ..hierarchy.steps import OPTIMIZERS, choose_tier, make_step_optimizer, take_step
+from ..hierarchy.steps import OPTIMIZERS, check_lr, choose_tier, make_step_optimizer, take_step
 from ..hierarchy.training import lr_factor, poincare_start
 from ..nn.curvature import make_ball
-from .checkpoint_order import best_checkpoints_first, stops_after_epoch
+from .checkpoint_order import best_checkpoints_first
+from .fit_stop import stops_after
 from .hierarchy_callbacks import ValidateLastEpoch
 from .hierarchy_checkpoint import CheckpointError, check_hierarchy_checkpoint
 from .hierarchy_logging import log_embedding_state, log_final_metric, tensorboard_writer
@@ -151,8 +151,7 @@ class HierarchyModule(pl.LightningModule):
         self.objective = objective_for(kind, K, margin)  # raises for an unknown kind
         if isinstance(dim, bool) or not isinstance(dim, (int, float)) or int(dim) != dim or dim < 1:
             raise ValueError(f"dim (--model.dim) must be a positive integer, got {dim!r}")
-        if not (isinstance(lr, (int, float)) and 0 < lr < math.inf):
-            raise ValueError(f"lr (--model.lr) must be a finite positive number, got {lr!r}")
+        check_lr(lr, "lr (--model.lr)")
         if optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
         if dtype not in _DTYPES:
@@ -352,7 +351,7 @@ class HierarchyModule(pl.LightningModule):
         if epoch_ran_out(self.trainer):   # manual optimisation: the per-epoch schedule steps here, not
             self.lr_schedulers().step()   # at a limit's stop inside an epoch (its resume trains the rest)
         self._log_step_axis(on_epoch=True)
-        if self.embedding is not None and stops_after_epoch(self.trainer):
+        if self.embedding is not None and stops_after(self.trainer, "epoch"):
             # before the checkpoint callbacks' epoch end: last.ckpt holds the best checkpoint's choice
             self._final_evaluation(epoch=self.current_epoch + 1)
 
