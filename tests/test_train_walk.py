@@ -91,15 +91,22 @@ def test_a_relative_dataset_of_a_config_is_read_beside_the_config(walk, tmp_path
     assert len(cli.model.nodes) == 7 and (elsewhere / "runs").is_dir()
 
 
-def test_a_missing_dataset_file_says_where_it_was_looked_for(walk, tmp_path_factory):
+def test_a_missing_dataset_file_says_where_it_was_looked_for(walk, tmp_path_factory, capsys):
+    """The loader raises FileNotFoundError; the CLI makes it a one-line config error (status 2)
+    naming the setting, where it looked and the file that set it."""
     from hypermem.train.hierarchy_data import load_closure
 
     with pytest.raises(FileNotFoundError, match="no such file: looked for .*nowhere.tsv"):
         load_closure(str(walk / "nowhere.tsv"))
     (walk / "tiny.yaml").write_text(CONFIG.replace("edges.tsv", "gone.tsv"))
     elsewhere = tmp_path_factory.mktemp("elsewhere")
-    with pytest.raises(FileNotFoundError, match=f"looked for {walk / 'gone.tsv'}"):
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
         train(walk, "--trainer.max_epochs=1", cwd=elsewhere)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 2 and len(err) == 1
+    assert err[0].startswith("error: data.dataset ") and f"looked for {walk / 'gone.tsv'}" in err[0]
+    assert "(set in " in err[0] and "tiny.yaml" in err[0]
 
 
 def test_a_tsv_is_closed_and_gives_a_tree(tmp_path):
