@@ -17,6 +17,7 @@ from ..embed import embed_checked
 from ..geometry import poincare as P
 from ..store import Memory, MemoryRecord, SearchResult
 from ..store.backends.pg_errors import redact
+from ..store.auto_parent import AUTO
 from ..store.encoder_points import is_hierarchy_encoder, places_points
 from ..store.filters import MISSING, FilterError, check_filter, filter_keys, map_fields
 from ..store.filters import compile_filter as _compile_filter
@@ -314,6 +315,10 @@ def upsert(memory: Memory, items: Sequence[dict[str, Any]]) -> list[str]:
         (old if i is not None and (i in seen or i in memory) else new).append(it)
         if i is not None:
             seen.add(i)
+    named = seen | {it["id"] for it in new if it.get("id") is not None}
+    for it in old:   # a replacement's parent is checked before anything changes
+        if (p := it.get("parent")) not in (None, AUTO) and p not in named and p not in memory:
+            raise KeyError(f"unknown memory id {p!r}")
     ordered = _parents_first(new)
     added = dict(zip(map(id, ordered), memory.add_many(ordered) if ordered else []))
     for it in old:
