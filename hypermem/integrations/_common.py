@@ -16,8 +16,8 @@ import torch
 from ..embed import embed_checked
 from ..geometry import poincare as P
 from ..store import Memory, MemoryRecord, SearchResult
-from ..store.backends.pg_errors import redact
 from ..store.auto_parent import AUTO
+from ..store.backends.pg_errors import redact
 from ..store.encoder_points import is_hierarchy_encoder, places_points
 from ..store.filters import MISSING, FilterError, check_filter, filter_keys, map_fields
 from ..store.filters import compile_filter as _compile_filter
