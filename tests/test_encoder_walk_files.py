@@ -54,7 +54,7 @@ def test_two_ids_may_share_a_text_with_a_warning(tmp_path):
 def test_read_hierarchy_names_each_files_role_and_absolute_path(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "loop.tsv").write_text("dog\tanimal\nanimal\tanimal\n")
-    with pytest.raises(HierarchyFileError, match=rf"^edges file {tmp_path / 'loop.tsv'}:2: 'animal' is its own parent$"):
+    with pytest.raises(HierarchyFileError, match=rf"^edges file {tmp_path / 'loop.tsv'}:2: 'animal' is its own parent \(a self-loop\)$"):
         read_hierarchy("loop.tsv")
     (tmp_path / "e.tsv").write_text("dog\tanimal\n")
     (tmp_path / "n.tsv").write_text("dog\ta dog\n")

@@ -121,7 +121,7 @@ def test_a_data_file_error_names_the_file_read_and_its_role(encoder_folder, caps
     (exp / "mime.yaml").write_text("data: {names: names.tsv}\n")
     first = ["--config", "wordnet_encoder", "--config", "base.yaml", "--config", "exp/mime.yaml"]
     err = refused(encoder_folder, capsys, [*first, "--data.edges=both.tsv"], False)
-    assert err == f"error: data.edges file {encoder_folder / 'both.tsv'}:1: 'a' is its own parent"
+    assert err == f"error: data.edges file {encoder_folder / 'both.tsv'}:1: 'a' is its own parent (a self-loop)"
     err = refused(encoder_folder, capsys, [*first, "--data.edges=plain.tsv"], False)
     assert err == (f"error: data.names file {exp / 'names.tsv'}: no name for 2 entities of the edges file "
                    f"{encoder_folder / 'plain.tsv'}, e.g. ['y', 'z'] (set in exp/mime.yaml)")

@@ -120,11 +120,11 @@ def test_a_tsv_is_closed_and_gives_a_tree(tmp_path):
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("a\tb\nb\tc\nc\ta\n", r"cycle .*'a' -> 'b' -> 'c' -> 'a'"),
-    ("x\tx\n", r"cycle .*'x' -> 'x'"),
-    ("\n\n", "holds no pairs"),
-    (b"caf\xe9\tdrink\n", "not UTF-8"),
-    ("lonely\n", "two tab-separated names"),
+    ("a\tb\nb\tc\nc\ta\n", r":1: the hierarchy has a cycle .*'a' -> 'b' -> 'c' -> 'a'"),
+    ("y\tz\nx\tx\n", r":2: 'x' is its own parent \(a self-loop\)"),
+    ("\n\n", "no edges"),
+    (b"ok\tfine\ncaf\xe9\tdrink\n", r":2: not UTF-8"),
+    ("a\tb\nlonely\n", r":2: every line needs two tab-separated names"),
 ])
 def test_a_bad_tsv_is_refused_naming_the_file(tmp_path, text, message):
     from hypermem.train.hierarchy_data import load_closure

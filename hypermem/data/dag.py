@@ -4,14 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-__all__ = ["hypernym_closure"]
+__all__ = ["CycleError", "hypernym_closure"]
+
+
+class CycleError(ValueError):
+    """A cycle in a hierarchy; :attr:`cycle` holds its nodes, each a child of the next (the last
+    a child of the first), so a reader can name the line of one of its edges."""
+
+    def __init__(self, message: str, cycle: list[str]):
+        super().__init__(message)
+        self.cycle = cycle
 
 
 def hypernym_closure(parents: Mapping[str, Sequence[str]]) -> dict[str, set[str]]:
     """All ancestors of every node of a DAG given as ``node -> direct parents``.
 
-    Iterative (Kahn's topological order), so depth is unlimited; raises ``ValueError``
-    naming a cycle, each node a child of the next: ``'chair' -> 'furniture' -> 'chair'``
+    Iterative (Kahn's topological order), so depth is unlimited; raises :class:`CycleError`
+    (a ``ValueError``) naming a cycle, each node a child of the next: ``'chair' -> 'furniture' -> 'chair'``
     (:func:`_a_cycle`).
     """
     nodes = set(parents)
@@ -37,14 +46,14 @@ def hypernym_closure(parents: Mapping[str, Sequence[str]]) -> dict[str, set[str]
             if pending[c] == 0:
                 queue.append(c)
     if done != len(nodes):
-        raise ValueError(f"the hierarchy has a cycle (each node a child of the next): {_a_cycle(parents, pending)}")
+        cycle = _a_cycle(parents, pending)
+        raise CycleError(f"the hierarchy has a cycle (each node a child of the next): {_shown(cycle)}", cycle)
     return ancestors
 
 
-def _a_cycle(parents: Mapping[str, Sequence[str]], pending: Mapping[str, int], show: int = 8) -> str:
-    """A cycle among the nodes Kahn's algorithm left (``pending > 0``), as ``'a' -> 'b' -> 'a'``
-    (each node a child of the next), from the cycle's first node in sorted order; a cycle of more
-    than ``show`` nodes is cut in the middle.
+def _a_cycle(parents: Mapping[str, Sequence[str]], pending: Mapping[str, int]) -> list[str]:
+    """A cycle among the nodes Kahn's algorithm left (``pending > 0``), each node a child of the
+    next, from the cycle's first node in sorted order.
 
     A left node has a parent that is left too (the one that never came off the queue), so
     following left parents from any left node must come back to a node already met: the nodes
@@ -61,7 +70,11 @@ def _a_cycle(parents: Mapping[str, Sequence[str]], pending: Mapping[str, int], s
         node = min(p for p in parents[node] if pending[p] > 0)
     cycle = path[at[node]:]
     first = cycle.index(min(cycle))
-    cycle = cycle[first:] + cycle[:first]
+    return cycle[first:] + cycle[:first]
+
+
+def _shown(cycle: list[str], show: int = 8) -> str:
+    """``'a' -> 'b' -> 'a'``; a cycle of more than ``show`` nodes is cut in the middle."""
     if len(cycle) <= show:
         return " -> ".join(map(repr, [*cycle, cycle[0]]))
     shown = " -> ".join(map(repr, cycle[:show - 1]))

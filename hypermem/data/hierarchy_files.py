@@ -5,11 +5,13 @@
 * **names**: one entity a line -- TSV ``id<TAB>text``, or JSONL ``{"id": ..., "name": ...}``
   (``"text"`` is accepted for ``"name"``).  Without a names file each id is its own text.
 
-The format follows the file's suffix (``.jsonl`` / ``.json`` is JSONL, anything else TSV).
-The files are UTF-8 (a leading byte-order mark is skipped).  Every line is checked: a file
+The format follows the file's suffix (``.jsonl`` / ``.json`` is JSONL, anything else TSV; a
+further ``.gz`` is gunzipped).  The files are UTF-8: a leading byte-order mark (Windows editors)
+is dropped, in TSV and JSONL, with ``\n`` or ``\r\n`` line ends alike.  Spaces around an id or a
+text are stripped (``" dog"`` and ``"dog"`` are one entity).  Every line is checked: a file
 that is not UTF-8, a malformed line, a blank id or text, a self-loop, an id named twice, an
-edge whose entity has no name, or a cycle raises :class:`HierarchyFileError` naming the file
-and line.  Two ids may share a text (two entities of one name, as real hierarchies have):
+edge whose entity has no name, or a cycle (the line of one of its edges) raises
+:class:`HierarchyFileError` naming the file and line.  Two ids may share a text (two entities of one name, as real hierarchies have):
 that loads, with a ``UserWarning`` naming them, since an encoder gives one text one point.
 Nothing is executed or written.
 
@@ -24,15 +26,16 @@ Example::
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import warnings
 from pathlib import Path
 
-from .dag import hypernym_closure
+from .dag import CycleError, hypernym_closure
 from .hierarchy_tasks import EntityHierarchy
 
-__all__ = ["HierarchyFileError", "read_edges", "read_names", "read_hierarchy"]
+__all__ = ["HierarchyFileError", "read_edges", "read_names", "read_hierarchy", "read_checked_edges"]
 
 MAX_LINE = 1 << 16
 
@@ -41,13 +44,17 @@ class HierarchyFileError(ValueError):
     """A hierarchy file that cannot be read; the message names the file and line."""
 
 
+def _open(path: Path, mode: str, **kw):
+    return (gzip.open if path.suffix.lower() == ".gz" else open)(path, mode, **kw)
+
+
 def _lines(path: Path):
     if path.is_dir():
         raise IsADirectoryError(f"{str(path)!r} is a folder, not a file: give the path of the hierarchy file")
     if not path.is_file():
         raise FileNotFoundError(f"no such file: {str(path)!r}")
     try:  # utf-8-sig: a byte-order mark (Windows editors) is not part of the first id
-        with open(path, encoding="utf-8-sig") as fh:
+        with _open(path, "rt", encoding="utf-8-sig") as fh:
             for no, line in enumerate(fh, 1):
                 if len(line) > MAX_LINE:
                     raise HierarchyFileError(f"{path}:{no}: line longer than {MAX_LINE} characters")
@@ -56,11 +63,13 @@ def _lines(path: Path):
                     yield no, line
     except UnicodeDecodeError as exc:
         raise _not_utf8(path, exc) from None
+    except (EOFError, gzip.BadGzipFile) as exc:   # a damaged .gz
+        raise HierarchyFileError(f"{path}: cannot be read ({exc})") from None
 
 
 def _not_utf8(path: Path, exc: UnicodeDecodeError) -> HierarchyFileError:
     """The error naming the file, the first line that is not UTF-8 and its offending byte."""
-    with open(path, "rb") as fh:
+    with _open(path, "rb") as fh:
         for no, raw in enumerate(fh, 1):
             try:
                 raw.decode("utf-8-sig" if no == 1 else "utf-8")
@@ -71,7 +80,8 @@ def _not_utf8(path: Path, exc: UnicodeDecodeError) -> HierarchyFileError:
 
 
 def _jsonl(path: Path) -> bool:
-    return path.suffix.lower() in (".jsonl", ".json")
+    suffix = Path(path.stem).suffix if path.suffix.lower() == ".gz" else path.suffix
+    return suffix.lower() in (".jsonl", ".json")
 
 
 def _field(obj, keys: tuple[str, ...], path: Path, no: int) -> str:
@@ -80,11 +90,12 @@ def _field(obj, keys: tuple[str, ...], path: Path, no: int) -> str:
             v = obj[k]
             if not isinstance(v, (str, int)) or isinstance(v, bool) or not str(v).strip():
                 raise HierarchyFileError(f"{path}:{no}: field {k!r} must be a non-empty string, got {v!r}")
-            return str(v)
+            return str(v).strip()
     raise HierarchyFileError(f"{path}:{no}: missing field {keys[0]!r}")
 
 
-def _record(path: Path, no: int, line: str, keys: tuple[tuple[str, ...], tuple[str, ...]]) -> tuple[str, str]:
+def _record(path: Path, no: int, line: str, keys: tuple[tuple[str, ...], tuple[str, ...]],
+            extra_columns: bool = False) -> tuple[str, str]:
     if _jsonl(path):
         try:
             obj = json.loads(line)
@@ -94,28 +105,44 @@ def _record(path: Path, no: int, line: str, keys: tuple[tuple[str, ...], tuple[s
             raise HierarchyFileError(f"{path}:{no}: expected a JSON object")
         return _field(obj, keys[0], path, no), _field(obj, keys[1], path, no)
     parts = line.split("\t")
+    if extra_columns:
+        parts = parts[:2]
     if len(parts) != 2 or not parts[0].strip() or not parts[1].strip():
-        raise HierarchyFileError(f"{path}:{no}: expected two non-empty tab-separated fields, got {line[:80]!r}")
+        raise HierarchyFileError(f"{path}:{no}: every line needs two tab-separated names (neither blank), "
+                                 f"got {line[:80]!r}")
     return parts[0].strip(), parts[1].strip()
+
+
+def _edge_lines(path: Path, extra_columns: bool = False) -> dict[tuple[str, str], int]:
+    """``(child, parent) -> the line that first gives it``, in the file's order."""
+    edges: dict[tuple[str, str], int] = {}
+    for no, line in _lines(path):
+        c, p = _record(path, no, line, (("child",), ("parent",)), extra_columns)
+        if no == 1 and not _jsonl(path) and (c, p) == ("child", "parent"):
+            continue
+        if c == p:
+            raise HierarchyFileError(f"{path}:{no}: {c!r} is its own parent (a self-loop)")
+        edges.setdefault((c, p), no)
+    if not edges:
+        raise HierarchyFileError(f"{path}: no edges: write one child<TAB>parent per line")
+    return edges
 
 
 def read_edges(path: str | os.PathLike) -> list[tuple[str, str]]:
     """The ``(child, parent)`` edges of an edges file (module docstring)."""
-    path = Path(path)
-    edges: list[tuple[str, str]] = []
-    seen = set()
-    for no, line in _lines(path):
-        c, p = _record(path, no, line, (("child",), ("parent",)))
-        if no == 1 and not _jsonl(path) and (c, p) == ("child", "parent"):
-            continue
-        if c == p:
-            raise HierarchyFileError(f"{path}:{no}: {c!r} is its own parent")
-        if (c, p) not in seen:
-            seen.add((c, p))
-            edges.append((c, p))
-    if not edges:
-        raise HierarchyFileError(f"{path}: no edges")
-    return edges
+    return list(_edge_lines(Path(path)))
+
+
+def _ancestors(path: Path, edges: dict[tuple[str, str], int]) -> dict[str, set[str]]:
+    """Every node's ancestors (:func:`~hypermem.data.dag.hypernym_closure`); a cycle is named
+    with the line of its edge from its first node: ``FILE:7: the hierarchy has a cycle ...``."""
+    parents: dict[str, list[str]] = {}
+    for c, p in edges:
+        parents.setdefault(c, []).append(p)
+    try:
+        return hypernym_closure(parents)
+    except CycleError as exc:
+        raise HierarchyFileError(f"{path}:{edges[(exc.cycle[0], exc.cycle[1 % len(exc.cycle)])]}: {exc}") from None
 
 
 def read_names(path: str | os.PathLike) -> dict[str, str]:
@@ -156,7 +183,8 @@ def read_hierarchy(edges: str | os.PathLike, names: str | os.PathLike | None = N
     role and its absolute path (a relative path is read from the working folder):
     ``edges file /home/me/exp/edges.tsv:1: 'a' is its own parent``."""
     edges = Path(edges).expanduser().absolute()
-    e = _read_as("edges", read_edges, edges)
+    lines = _read_as("edges", _edge_lines, edges)
+    e = list(lines)
     ids = {x for pair in e for x in pair}
     if names:
         names = Path(names).expanduser().absolute()
@@ -168,11 +196,16 @@ def read_hierarchy(edges: str | os.PathLike, names: str | os.PathLike | None = N
         n = {k: v for k, v in n.items() if k in ids}
     else:
         n = {x: x for x in sorted(ids)}
-    parents: dict[str, list[str]] = {}
-    for c, p in e:
-        parents.setdefault(c, []).append(p)
-    try:
-        hypernym_closure(parents)
-    except ValueError as exc:
-        raise HierarchyFileError(f"edges file {edges}: {exc}") from None
+    _read_as("edges", lambda path: _ancestors(path, lines), edges)
     return EntityHierarchy(n, e, name=edges.stem)
+
+
+def read_checked_edges(path: str | os.PathLike, role: str = "edges",
+                       extra_columns: bool = False) -> tuple[list[tuple[str, str]], dict[str, set[str]]]:
+    """``(edges, ancestors)`` of an edges file: its ``(child, parent)`` edges, each once in the
+    file's order, and every node's ancestors, checked as :func:`read_hierarchy` checks them;
+    an error names ``role`` and the absolute path: ``dataset file /home/me/pairs.tsv:3: ...``.
+    ``extra_columns``: TSV columns after the second are ignored instead of refused."""
+    path = Path(path).expanduser().absolute()
+    lines = _read_as(role, lambda p: _edge_lines(p, extra_columns), path)
+    return list(lines), _read_as(role, lambda p: _ancestors(p, lines), path)

@@ -30,7 +30,6 @@ link-prediction F1 on the held-out pairs.
 
 from __future__ import annotations
 
-import gzip
 import os
 from pathlib import Path
 
@@ -39,7 +38,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from ..data import wordnet
-from ..data.dag import hypernym_closure
+from ..data.hierarchy_files import HierarchyFileError, read_checked_edges
 from ..hierarchy.cones import sample_cone_negatives
 from ..hierarchy.relations import Relations
 from ..hierarchy.sampling import NegativeSampler
@@ -115,35 +114,21 @@ def load_closure(dataset: str) -> tuple[list[tuple[str, str]], dict[str, str], l
 
 def load_tsv(path: str | Path) -> tuple[list[tuple[str, str]], dict[str, str], list[tuple[str, str]]]:
     """``(closure, {}, tree)`` of a UTF-8 file of ``hyponym<TAB>hypernym`` lines (gzipped when
-    it ends in ``.gz``; blank lines skipped, columns after the second ignored).
+    it ends in ``.gz``; blank lines skipped, columns after the second ignored; a leading
+    byte-order mark, ``\r\n`` line ends and spaces around a name are dropped), read by
+    :func:`~hypermem.data.hierarchy_files.read_checked_edges`.
 
     The pairs are closed transitively (:func:`~hypermem.data.dag.hypernym_closure`): the pairs
     as given, each once, then the implied ones, so a file of direct edges and a file of the
     whole closure train alike.  The tree gives each node its deepest hypernym as parent.
-    Refused, naming the file: no pairs, a line without two names, bytes that are not UTF-8,
-    a cycle (named, each node a child of the next)."""
-    path = Path(path)
-    opener = gzip.open if path.suffix == ".gz" else open
+    Refused with a :class:`~hypermem.data.hierarchy_files.HierarchyFileError` (a ``ValueError``)
+    naming the absolute path and line: ``dataset file /abs/pairs.tsv:LINE: ...`` for no pairs, a
+    line without two names, bytes that are not UTF-8, a self-loop, a cycle (named, each node a child
+    of the next, at the line of one of its edges); the CLI says ``data.dataset file ...``."""
     try:
-        with opener(path, "rt", encoding="utf-8") as fh:
-            pairs = [tuple(line.rstrip("\r\n").split("\t")[:2]) for line in fh if line.strip()]
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
-    except (OSError, EOFError) as exc:  # a damaged .gz
-        raise ValueError(f"{path}: cannot be read ({exc})") from None
-    bad = [p for p in pairs if len(p) != 2 or not all(x.strip() for x in p)]
-    if bad:
-        raise ValueError(f"{path}: every line needs two tab-separated names, got {bad[0]!r}")
-    if not pairs:
-        raise ValueError(f"{path} holds no pairs: write one hyponym<TAB>hypernym per line")
-    parents: dict[str, list[str]] = {}
-    for child, parent in pairs:
-        parents.setdefault(child, []).append(parent)
-    try:
-        ancestors = hypernym_closure(parents)
-    except ValueError as exc:
-        raise ValueError(f"{path}: {exc}") from None
-    given = list(dict.fromkeys(pairs))
+        given, ancestors = read_checked_edges(path, role="dataset", extra_columns=True)
+    except OSError as exc:  # a damaged .gz
+        raise HierarchyFileError(f"dataset file {Path(path).absolute()}: cannot be read ({exc})") from None
     seen = set(given)
     closure = given + sorted((c, a) for c in ancestors for a in ancestors[c] if (c, a) not in seen)
     depth = {n: len(a) for n, a in ancestors.items()}

@@ -1,0 +1,78 @@
+"""A user's walk through ``hypermem train`` with files from Windows editors and mistakes in them:
+byte-order marks, CRLF, spaces around names, and one-line errors naming the file and line."""
+
+import gzip
+import json
+
+import pytest
+from train_helpers import CONFIG, EDGES, run_train
+
+pytest.importorskip("lightning")
+
+BOM = "\ufeff"
+
+
+def tsv(edges, sep="\n") -> str:
+    return "".join(f"{c}\t{p}{sep}" for c, p in edges)
+
+
+@pytest.mark.parametrize("name", ["bom.tsv", "bomcrlf.tsv", "bom.tsv.gz", "bom.jsonl"])
+def test_a_leading_bom_is_not_part_of_the_first_name(tmp_path, name):
+    from hypermem.data.hierarchy_files import read_hierarchy
+    from hypermem.train.hierarchy_data import load_tsv
+
+    edges = [("Électronique", "Produits"), ("Cuisine", "Produits"), ("Four", "Électronique")]
+    if name.endswith(".jsonl"):
+        text = "\r\n".join(json.dumps({"child": c, "parent": p}) for c, p in edges)
+    else:
+        text = tsv(edges, "\r\n" if "crlf" in name else "\n")
+    data = (BOM + text).encode()
+    (tmp_path / name).write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
+    nodes = {"Électronique", "Produits", "Cuisine", "Four"}
+    if not name.endswith(".jsonl"):
+        closure, _, tree = load_tsv(tmp_path / name)
+        assert {x for pair in closure for x in pair} == nodes
+        assert ("Four", "Produits") in closure   # the subtree under the first name hangs on
+    assert set(read_hierarchy(tmp_path / name).names) == nodes
+
+
+def test_spaces_around_a_name_are_stripped_to_one_node(tmp_path):
+    from hypermem.train.hierarchy_data import load_tsv
+
+    (tmp_path / "spaces.tsv").write_text("dog \tanimal\n cat\t animal \nkitten\tcat\n")
+    closure, _, _ = load_tsv(tmp_path / "spaces.tsv")
+    assert {x for pair in closure for x in pair} == {"dog", "cat", "animal", "kitten"}
+    assert ("kitten", "animal") in closure
+
+
+@pytest.mark.parametrize(("text", "line", "why"), [
+    ("b\ta\nlonely\nc\ta\n", 2, "every line needs two tab-separated names (neither blank), got 'lonely'"),
+    ("b\ta\nc\t\n", 2, "every line needs two tab-separated names (neither blank), got 'c\\t'"),
+    (b"b\ta\nc\ta\ncaf\xe9\ta\n", 3, "not UTF-8 text (byte 0xe9 at column 4); save the file as UTF-8"),
+    ("b\ta\nc\tc\n", 2, "'c' is its own parent (a self-loop)"),
+    ("b\ta\nc\tb\na\tc\n", 3, "the hierarchy has a cycle (each node a child of the next): 'a' -> 'c' -> 'b' -> 'a'"),
+])
+def test_a_bad_dataset_is_one_error_line_with_the_file_and_line(tmp_path, capsys, text, line, why):
+    (tmp_path / "bad.tsv").write_bytes(text if isinstance(text, bytes) else text.encode())
+    (tmp_path / "tiny.yaml").write_text(CONFIG)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        run_train(tmp_path, ["fit", "--config", "tiny.yaml", "--data.dataset=bad.tsv"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 2
+    assert err == [f"error: data.dataset file {tmp_path / 'bad.tsv'}:{line}: {why}"]
+
+
+def test_a_jsonl_error_names_its_line(tmp_path):
+    from hypermem.data.hierarchy_files import HierarchyFileError, read_hierarchy
+
+    (tmp_path / "e.jsonl").write_text(BOM + '{"child": "b", "parent": "a"}\n{"child": "c"\n')
+    with pytest.raises(HierarchyFileError, match=rf"^edges file {tmp_path / 'e.jsonl'}:2: not valid JSON"):
+        read_hierarchy(tmp_path / "e.jsonl")
+
+
+def test_the_tiny_tree_still_trains(tmp_path):
+    (tmp_path / "edges.tsv").write_text(BOM + tsv(EDGES, "\r\n"))
+    (tmp_path / "tiny.yaml").write_text(CONFIG)
+    cli = run_train(tmp_path, ["fit", "--config", "tiny.yaml", "--trainer.max_epochs=1"])
+    assert sorted(cli.model.nodes) == list("abcdefg")
