@@ -76,3 +76,28 @@ def test_the_tiny_tree_still_trains(tmp_path):
     (tmp_path / "tiny.yaml").write_text(CONFIG)
     cli = run_train(tmp_path, ["fit", "--config", "tiny.yaml", "--trainer.max_epochs=1"])
     assert sorted(cli.model.nodes) == list("abcdefg")
+
+
+@pytest.mark.parametrize("overrides", [["--model.burn_in=2"], ["--data.burn_in=2", "--model.seed=7"],
+                                       ["--seed_everything=5"]])
+def test_the_printed_config_runs_again_as_the_run_it_prints(tmp_path, capsys, overrides):
+    """A key both modules take (burn_in, seed; the seed also Lightning's) is printed with its one
+    value in every place, so the printed YAML is accepted and gives the same settings."""
+    import yaml
+
+    (tmp_path / "edges.tsv").write_text(tsv(EDGES))
+    (tmp_path / "tiny.yaml").write_text(CONFIG)
+    argv = ["fit", "--config", "tiny.yaml", "--trainer.max_epochs=3", *overrides]
+    with pytest.raises(SystemExit) as stop:
+        run_train(tmp_path, [*argv, "--print_config"])
+    assert stop.value.code in (0, None)
+    printed = capsys.readouterr().out
+    cfg = yaml.safe_load(printed)
+    (tmp_path / "printed.yaml").write_text(printed)
+    again = run_train(tmp_path, ["fit", "--config", "printed.yaml"])
+    direct = run_train(tmp_path, argv)
+    for cli in (again, direct):
+        for key in ("burn_in", "seed"):
+            assert cli.model.hparams[key] == cli.datamodule.hparams[key] == cfg["model"][key] == cfg["data"][key]
+        assert cfg["seed_everything"] == cfg["model"]["seed"] == cli.config.fit.seed_everything
+    assert again.config.fit.trainer.max_epochs == direct.config.fit.trainer.max_epochs == 3

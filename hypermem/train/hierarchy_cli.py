@@ -212,6 +212,23 @@ def _cli_class():
         def subcommands() -> dict:
             return {k: v for k, v in LightningCLI.subcommands().items() if k in SUBCOMMANDS}
 
+        def add_arguments_to_parser(self, parser) -> None:
+            """What the parser dumps (``--print_config``, the run's ``config.yaml``) gives the shared
+            keys their one value (:func:`~hypermem.train.shared_keys.unify_shared_keys`), so the
+            printed YAML runs again as the run it prints."""
+            dump, argv = parser.dump, self.argv
+
+            def unified_dump(cfg=None, *args, **kwargs):
+                if cfg is not None and hasattr(cfg, "clone"):
+                    cfg = cfg.clone()
+                    try:
+                        unify_shared_keys(cfg, argv)
+                    except ValueError as exc:
+                        raise ConfigError(str(exc)) from None
+                return dump(cfg, *args, **kwargs)
+
+            parser.dump = unified_dump
+
         def parse_arguments(self, parser, args) -> None:
             try:
                 super().parse_arguments(parser, args)
