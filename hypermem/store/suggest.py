@@ -42,6 +42,7 @@ uses the pair score that the threshold was chosen on.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -51,6 +52,7 @@ import torch
 from ..embed import check_texts, embed_checked
 from ..embed.reranker import PlacementReranker
 from ..temporal.clock import to_seconds
+from . import nearest_floor as nf
 from .checks import Filter
 from .encoder_points import hierarchy_encoder, is_hierarchy_encoder, places_points
 from .mentions import Mentions
@@ -115,6 +117,8 @@ class Suggester:
         self.chance_key: tuple | None = None
         self.chance_cache: dict[str, list[int]] = {}
         self.norm_cache = torch.zeros(0, dtype=torch.float64)
+        self.floor_key: tuple | None = None
+        self.floor_value = -math.inf
         self.reranker = None
         """The placement reranker (``Memory.reranker``; :mod:`hypermem.embed.reranker`), or None."""
 
@@ -309,6 +313,17 @@ class Suggester:
         top = torch.topk(cos, min(kn, cos.shape[1]), dim=1)
         at = top.indices if rows is None else rows[top.indices]
         return top.values, at
+
+    def floor(self) -> float:
+        """The store's nearest-neighbour floor for ``parent="auto"`` (:mod:`hypermem.store.nearest_floor`),
+        kept while the store's size stays within 10% of the size it was read at."""
+        st = self.memory.state
+        key = (id(st), nf.FLOOR_QUANTILE, nf.FLOOR_SAMPLE)
+        if key != (self.floor_key or (None,))[:3] or nf.stale(st.n, self.floor_key[3]):
+            E, nrm = st.embedding_column(), self.norms()
+            self.floor_value = nf.nearest_floor(st.n, lambda r: cosines(E[r.to(E.device)], E, nrm.to(E.device)))
+            self.floor_key = (*key, st.n)
+        return self.floor_value
 
     def _voted(self, enc, x: torch.Tensor, rows: torch.Tensor | None, allowed_rows: torch.Tensor | None,
                weights: torch.Tensor, k: int, near: tuple | None = None,

@@ -1,0 +1,65 @@
+"""Whether a text belongs among a store's memories at all: the nearest-neighbour floor of
+``parent="auto"``.
+
+``parent="auto"`` files a text under the best candidate its neighbours vote for (or that the
+encoder's pair score picks); a text from elsewhere -- a chat turn added to a store of code
+notes -- still has a best candidate, and the pair score's threshold, chosen on validation pairs
+of one positive to ten negatives, lets most of them through (RESULTS, "how far down the voted
+list"; 66-94% of foreign texts attached).  What separates a text from elsewhere is how near
+its nearest memory is: with ``cos(x, e)`` the cosine of the embedding column,
+
+    nearest(x) = max_j cos(x, e_j),
+
+and the store's own memories say what "near" means here, by their leave-one-out nearest
+neighbours ``nearest_{-i}(e_i) = max_{j != i} cos(e_i, e_j)``.  The floor is their
+``FLOOR_QUANTILE`` quantile over a seeded sample of ``FLOOR_SAMPLE`` memories; a text whose
+``nearest(x)`` is below it is left a root.  This is a nearest-neighbour novelty test (the
+distance to the k-th neighbour as an outlier score, Ramaswamy, Rastogi & Shim, SIGMOD 2000),
+its cut set by the quantile of the same statistic on the inliers (a conformal p-value
+threshold, Vovk et al. 2005; Laxhammar & Falkman 2015): a text of the store's own kind is cut
+with probability about ``FLOOR_QUANTILE``.
+
+The floor is kept while the store's size stays within 10% of the size it was computed at:
+the statistic moves slowly, and recomputing it costs ``FLOOR_SAMPLE x N`` cosines.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+
+__all__ = ["FLOOR_MIN_MEMORIES", "FLOOR_QUANTILE", "FLOOR_SAMPLE", "nearest_floor", "stale"]
+
+FLOOR_QUANTILE: float | None = 0.01
+"""The share of a store's own memories whose nearest neighbour is farther than the floor
+(``None``: no floor; every text is placed as before)."""
+
+FLOOR_SAMPLE = 512
+"""How many stored memories the floor's quantile is read from (seeded)."""
+
+FLOOR_MIN_MEMORIES = 20
+"""Below this many memories there is no floor (too few neighbours to say what is near)."""
+
+
+def nearest_floor(n: int, cosine_rows: Callable[[torch.Tensor], torch.Tensor],
+                  q: float | None = None, sample: int | None = None) -> float:
+    """The floor of a store of ``n`` memories: the ``q`` quantile (default
+    :data:`FLOOR_QUANTILE`) of the leave-one-out nearest-neighbour cosine of a seeded sample
+    of ``sample`` rows (default :data:`FLOOR_SAMPLE`).  ``cosine_rows(rows)`` gives the cosines
+    ``(m, n)`` of those rows against every memory.  ``-inf`` (no floor) without a quantile or
+    below :data:`FLOOR_MIN_MEMORIES` memories."""
+    q = FLOOR_QUANTILE if q is None else q
+    if q is None or n < FLOOR_MIN_MEMORIES:
+        return -math.inf
+    m = min(n, FLOOR_SAMPLE if sample is None else sample)
+    rows = torch.randperm(n, generator=torch.Generator().manual_seed(0))[:m].sort().values
+    cos = cosine_rows(rows).to(torch.float64).clone()
+    cos[torch.arange(m), rows.to(cos.device)] = -math.inf   # not itself
+    return float(torch.quantile(cos.max(dim=1).values.cpu(), q))
+
+
+def stale(n: int, computed_at: int | None) -> bool:
+    """Whether a floor computed at ``computed_at`` memories is to be computed again at ``n``."""
+    return computed_at is None or not 0.9 * computed_at <= n <= 1.1 * computed_at
