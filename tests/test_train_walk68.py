@@ -3,11 +3,13 @@ byte-order marks, CRLF, spaces around names, and one-line errors naming the file
 
 import gzip
 import json
+import signal
 
 import pytest
 from train_helpers import CONFIG, EDGES, run_train
 
 pytest.importorskip("lightning")
+from lightning.pytorch.callbacks import ModelCheckpoint  # noqa: E402
 
 BOM = "\ufeff"
 
@@ -101,3 +103,44 @@ def test_the_printed_config_runs_again_as_the_run_it_prints(tmp_path, capsys, ov
             assert cli.model.hparams[key] == cli.datamodule.hparams[key] == cfg["model"][key] == cfg["data"][key]
         assert cfg["seed_everything"] == cfg["model"]["seed"] == cli.config.fit.seed_everything
     assert again.config.fit.trainer.max_epochs == direct.config.fit.trainer.max_epochs == 3
+
+
+class SigintAfterLastSave(ModelCheckpoint):
+    """The run's ``last.ckpt`` checkpoint; after its save at the end of epoch ``at`` it sends the
+    process a SIGINT, as a Ctrl-C landing during the epoch-end checkpoint write does."""
+
+    def __init__(self, at: int = 1, **kwargs):
+        super().__init__(**kwargs)
+        self.at = at
+
+    def on_train_epoch_end(self, trainer, pl_module):
+        super().on_train_epoch_end(trainer, pl_module)
+        if trainer.current_epoch == self.at:
+            signal.raise_signal(signal.SIGINT)
+
+
+def test_a_ctrl_c_at_an_epochs_end_keeps_every_epochs_loss_point(tmp_path, capsys):
+    """Interrupted right after the epoch-end ``last.ckpt`` (epoch 2 of 4), then resumed: one
+    ``train/loss_epoch`` point per epoch (the stop waits for Lightning to log the epoch)."""
+    from train_helpers import scalars
+
+    (tmp_path / "edges.tsv").write_text(tsv(EDGES))
+    last = ("class_path: lightning.pytorch.callbacks.ModelCheckpoint\n"
+            "      init_args: {filename: last, every_n_epochs: 1, save_on_train_epoch_end: true, "
+            "enable_version_counter: false}")
+    assert last in CONFIG
+    (tmp_path / "tiny.yaml").write_text(CONFIG.replace(last, last.replace(
+        "lightning.pytorch.callbacks.ModelCheckpoint", f"{__name__}.SigintAfterLastSave")))
+    with pytest.raises(SystemExit) as stop:
+        run_train(tmp_path, ["fit", "--config", "tiny.yaml", "--trainer.max_epochs=4"])
+    assert stop.value.code == 130
+    out = capsys.readouterr()
+    assert "Ctrl-C: stopping once this epoch's end has saved its checkpoint" in out.err
+    logdir = tmp_path / "runs" / "tiny" / "version_0"
+    first = [s for s, _ in scalars(logdir, "train/loss_epoch")]
+    assert len(first) == 2, first
+    (tmp_path / "tiny.yaml").write_text(CONFIG)
+    cli = run_train(tmp_path, ["fit", "--config", "tiny.yaml", "--trainer.max_epochs=4", "--ckpt_path=last"])
+    assert cli.trainer.current_epoch == 4
+    steps = [s for s, _ in scalars(logdir, "train/loss_epoch")]
+    assert len(steps) == len(set(steps)) == 4 and steps[:2] == first, steps

@@ -14,6 +14,11 @@ inside one) would save weights that match no count of the loops.  So:
   ``on_train_batch_end``): the next batch's start, a validation's start or the epoch's end, so
   the curves of the run and of its resume hold every step once; after an epoch's last batch,
   once the epoch has ended (its validation and its ``last.ckpt``), at the next batch's start;
+* a Ctrl-C during an epoch's end (its ``on_train_epoch_end`` hooks, where ``ModelCheckpoint``
+  writes ``last.ckpt``, until Lightning logs the epoch's scalars such as ``train/loss_epoch``) is
+  deferred to the next batch's start the same way: stopped in between, the run would keep a
+  checkpoint of the finished epoch whose epoch scalars were never logged, and its resume, which
+  starts at the next epoch, would leave that epoch's point out of the curves;
 * :meth:`on_exception` saves the run's ``last.ckpt`` (the file of its ``ModelCheckpoint`` without
   a monitor named ``last``, or of one with ``save_last``) when a ``KeyboardInterrupt`` comes while
   the loops' counters and the weights agree: a training batch fully run (from any callback's
@@ -74,7 +79,8 @@ class InterruptCheckpoint(pl.Callback):
     def __init__(self) -> None:
         self.saved: Path | None = None
         self.saved_step = -1
-        self.in_step = False
+        self.in_step = False     # inside a step or an epoch's end: a first Ctrl-C waits (self.where)
+        self.where = "step"
         self.pending = False
         self.stop_next = False   # saved at a deferred stop's batch end: stop at the next hook
         self._previous = None
@@ -87,8 +93,9 @@ class InterruptCheckpoint(pl.Callback):
     def _sigint(self, signum, frame) -> None:
         if self.in_step and not self.pending:
             self.pending = True
-            print("Ctrl-C: stopping at the end of this step and saving a checkpoint (Ctrl-C again to stop now)",
-                  file=sys.stderr, flush=True)
+            what = ("stopping at the end of this step and saving a checkpoint" if self.where == "step" else
+                    "stopping once this epoch's end has saved its checkpoint and logged its scalars")
+            print(f"Ctrl-C: {what} (Ctrl-C again to stop now)", file=sys.stderr, flush=True)
             return
         raise KeyboardInterrupt
 
@@ -108,7 +115,7 @@ class InterruptCheckpoint(pl.Callback):
         if self.pending:   # deferred past the end of the previous epoch, which saved last.ckpt
             self.pending = False
             raise KeyboardInterrupt
-        self.in_step = True
+        self.in_step, self.where = True, "step"
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         self.in_step = False
@@ -125,6 +132,9 @@ class InterruptCheckpoint(pl.Callback):
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._stop_now()   # a limit (max_steps, max_time) ended the epoch at that batch
+        # a callback without a monitor: runs before the checkpoints' epoch-end saves; deferred from
+        # here to the next batch's start (or the run's end), after Lightning logs the epoch's scalars
+        self.in_step, self.where = True, "epoch end"
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.in_step = self.stop_next = False
