@@ -78,3 +78,26 @@ def test_the_floor_is_read_again_only_when_the_store_grew_by_a_tenth(monkeypatch
     m.add_many([{"text": f"kitchen appliance fridge extra {j}", "parent": "k1"} for j in range(5)])
     m.add("kitchen appliance oven note 97", parent="auto")
     assert len(calls) == 2                                            # 35 -> 40: more than 10%
+
+
+def test_the_pair_score_path_of_a_hierarchy_encoder_keeps_the_floor_too(tmp_path, monkeypatch):
+    """A store with a hierarchy encoder and no tree places by the pair score; the floor comes
+    first there as well (a floor at the 100% quantile: nearly every text is below it)."""
+    pytest.importorskip("sentence_transformers")
+    from encoder_helpers import EDGES, NAMES, tiny_model_folder
+
+    from hypermem.hierarchy.encoder_training import fit_hierarchy_encoder
+
+    enc = fit_hierarchy_encoder(EDGES, NAMES, base=str(tiny_model_folder(tmp_path / "tiny")), geometry="poincare",
+                                epochs=1, batch_size=8, validate_every=4, validation_edges=EDGES[:2], seed=1)
+    enc.threshold = -math.inf   # attach whatever the pair score picks, unless the floor says no
+    m = Memory(embedder=enc)
+    m.add_many([{"text": t} for t in sorted(set(NAMES.values()))[:30]])
+    assert len(m) >= nf.FLOOR_MIN_MEMORIES
+    monkeypatch.setattr(nf, "FLOOR_QUANTILE", 1.0)
+    i = m.add("a text from somewhere else entirely", parent="auto")
+    info = m.get(i).meta["auto_parent"]
+    assert info["by"] == "subsumption" and info["parent"] is None and info["nearest"] < info["floor"]
+    monkeypatch.setattr(nf, "FLOOR_QUANTILE", None)
+    j = m.add("a text from somewhere else entirely", parent="auto")
+    assert m.get(j).meta["auto_parent"]["by"] == "subsumption" and m.parent(j) is not None
