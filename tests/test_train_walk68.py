@@ -144,3 +144,18 @@ def test_a_ctrl_c_at_an_epochs_end_keeps_every_epochs_loss_point(tmp_path, capsy
     assert cli.trainer.current_epoch == 4
     steps = [s for s, _ in scalars(logdir, "train/loss_epoch")]
     assert len(steps) == len(set(steps)) == 4 and steps[:2] == first, steps
+
+
+def test_a_fit_resumed_from_a_file_of_the_run_goes_on_in_its_version(tmp_path, capsys):
+    """``--ckpt_path=runs/NAME/version_0/checkpoints/best-...ckpt`` continues version_0, as
+    ``last`` does, without Lightning's ``dirpath has changed`` warning."""
+    (tmp_path / "edges.tsv").write_text(tsv(EDGES))
+    (tmp_path / "tiny.yaml").write_text(CONFIG)
+    base = ["fit", "--config", "tiny.yaml", "--model.schedule_epochs=4"]
+    run_train(tmp_path, [*base, "--trainer.max_epochs=2"])
+    best = next((tmp_path / "runs/tiny/version_0/checkpoints").glob("best-*.ckpt"))
+    capsys.readouterr()
+    cli = run_train(tmp_path, [*base, "--trainer.max_epochs=3", f"--ckpt_path={best.relative_to(tmp_path)}"])
+    assert cli.trainer.log_dir == "runs/tiny/version_0"
+    out = capsys.readouterr()
+    assert "dirpath has changed" not in out.out + out.err

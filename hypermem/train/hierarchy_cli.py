@@ -303,7 +303,7 @@ def _cli_class():
                     raise ConfigError(f"--ckpt_path=last: no {Path(init.get('save_dir') or '.', init.name)}"
                                        "/version_*/checkpoints/last.ckpt to resume; train first or give a path")
                 init.version, cfg.ckpt_path = hit[0], str(hit[1])
-            if self.subcommand == "validate" and init is not None and cfg.get("ckpt_path"):
+            if self.subcommand in ("fit", "validate") and init is not None and cfg.get("ckpt_path"):
                 mine = checkpoint_version(cfg.ckpt_path, init.get("save_dir") or ".", init.name)
                 if mine is not None:   # a checkpoint of this run: its own version folder, as for last
                     init.version = mine
