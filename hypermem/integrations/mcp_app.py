@@ -132,10 +132,11 @@ def check_meta(meta: dict[str, Any] | None, max_meta: int) -> None:
 
 
 def short_auto(meta: dict[str, Any]) -> dict[str, Any]:
-    """``meta`` with the placement details of ``parent="auto"`` cut to its decision."""
+    """``meta`` with the placement details of ``parent="auto"`` cut to its decision (and, for a text
+    the store's floor left a root, its nearest cosine and the floor: store.nearest_floor)."""
     auto = meta.get("auto_parent")
     if isinstance(auto, dict):
-        meta = dict(meta, auto_parent={k: auto[k] for k in ("parent", "score", "by") if k in auto})
+        meta = dict(meta, auto_parent={k: auto[k] for k in ("parent", "score", "by", "nearest", "floor") if k in auto})
     return meta
 
 
