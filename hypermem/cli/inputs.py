@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..embed.choice import StandIn
+from ..store.filters import FilterError, check_filter
 from ..store.shown_text import json_safe, shown
 
 __all__ = ["LAYOUTS", "MAX_INDENT", "METRICS", "MODES", "UserError", "decode_text", "default_output", "indent_arg",
@@ -36,6 +37,22 @@ def time_arg(text: str) -> datetime:
         return t.astimezone(timezone.utc)
     except OverflowError:
         raise argparse.ArgumentTypeError(f"{text!r} is outside the datetime range in UTC") from None
+
+
+def filter_arg(text: str) -> dict:
+    """``--filter JSON``: a metadata filter as ``Memory.search`` takes it (a JSON object),
+    checked here so that a mistake is one line naming it."""
+    try:
+        spec = json.loads(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"not JSON: {e} (e.g. '{{\"user\": \"u1\"}}')") from None
+    if not isinstance(spec, dict):
+        raise argparse.ArgumentTypeError(f"a filter is a JSON object of metadata fields, got {type(spec).__name__}")
+    try:
+        check_filter(spec)
+    except FilterError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return spec
 
 
 def positive_int(text: str) -> int:

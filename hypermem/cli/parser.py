@@ -5,7 +5,17 @@ from __future__ import annotations
 import argparse
 
 from .. import __version__
-from .inputs import LAYOUTS, MAX_INDENT, METRICS, MODES, indent_arg, positive_float, positive_int, time_arg
+from .inputs import (
+    LAYOUTS,
+    MAX_INDENT,
+    METRICS,
+    MODES,
+    filter_arg,
+    indent_arg,
+    positive_float,
+    positive_int,
+    time_arg,
+)
 from .run_commands import cmd_demo, cmd_mcp, cmd_train
 from .store_commands import (
     cmd_export,
@@ -144,6 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--root", help="the memory id for subtree/children/ancestors/siblings/cone (ancestors without it: what subsumes the query, by the memory's hierarchy encoder)")
     p.add_argument("--metric", choices=METRICS, help="distance (default: the memory's)")
     p.add_argument("--at", type=time_arg, help="search as of this time (ISO 8601; default: now)")
+    p.add_argument("--filter", type=filter_arg, metavar="JSON", help='only memories whose metadata match, as '
+                   'Memory.search takes it: \'{"user": "u1"}\', \'{"n": {"$gt": 3}}\', $and/$or/$not/$in')
+    p.add_argument("--valid-only", action="store_true", help="leave out memories outside their validity window")
     p.add_argument("--embedder", metavar="minilm|hashing|PATH", help="the embedder of the query: minilm "
                    "(all-MiniLM-L6-v2, the embed extra), hashing, or the folder of a saved encoder (default: the "
                    "store's own, hashing or MiniLM, as hypermem mcp finds it; PATH is needed for another encoder)")

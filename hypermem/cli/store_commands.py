@@ -68,7 +68,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.root is not None and args.root not in mem:
         raise UserError(f"unknown memory id {args.root!r}")
     hits = mem.search(args.query, k=args.k, mode=args.mode, root=args.root, metric=args.metric, at_time=args.at,
-                      touch=False)
+                      touch=False, filters=args.filter, valid_only=args.valid_only)
     if args.json:
         print_json([h.to_dict() for h in hits])
         return 0
