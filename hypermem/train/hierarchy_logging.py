@@ -22,6 +22,8 @@ import math
 import sys
 from typing import Any
 
+from ..viz.fonts import quiet_missing_glyphs
+
 _NOTED: set[str] = set()
 
 
@@ -60,7 +62,8 @@ def log_embedding_state(tb, module, step: int) -> None:
             pts / norms.max().clamp_min(1e-12)
         fig = poincare_disk_figure(shown, module.nodes, getattr(module.trainer.datamodule, "tree", None),
                                    title=f"{hp.kind} dim {hp.dim}, epoch {evaluated_epoch(module) + 1}, step {step}")
-        tb.add_figure("embedding/disk", fig, global_step=step)
+        with quiet_missing_glyphs():   # drawing it: a label without glyphs was noted once by the figure
+            tb.add_figure("embedding/disk", fig, global_step=step)
     if hp.log_projector:
         glosses = getattr(module.trainer.datamodule, "glosses", {}) or {}
         meta = [[_tsv(n), _tsv(glosses.get(n, ""))[:80]] for n in module.nodes]
