@@ -38,3 +38,14 @@ def test_a_bad_filter_is_an_argument_error(store, capsys, bad, words):
     code, _, err = run(capsys, "search", store, "dog", "--filter", bad)
     assert code == 2 and err.strip().splitlines()[-1].startswith("hypermem search: error: argument --filter:")
     assert words in err
+
+
+def test_which_stores_are_searched_with_minilm_one_rule():
+    """`hypermem search` and `hypermem mcp` share one rule (embed.spec.searches_with_minilm)."""
+    from hypermem.embed.spec import MINILM, searches_with_minilm
+
+    assert searches_with_minilm({"type": "SentenceTransformerEmbedder", "dim": 384, "model": MINILM})
+    assert searches_with_minilm({"type": "SentenceTransformerEmbedder", "dim": 384, "custom": True})   # older record
+    assert not searches_with_minilm({"type": "SentenceTransformerEmbedder", "dim": 384, "model": "another-model"})
+    assert not searches_with_minilm({"type": "SentenceTransformerEmbedder", "dim": 768})
+    assert not searches_with_minilm({"type": "hashing", "dim": 384}) and not searches_with_minilm(None)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..embed.choice import StandIn
+from ..embed.spec import searches_with_minilm
 from ..store.filters import FilterError, check_filter
 from ..store.shown_text import json_safe, shown
 
@@ -177,7 +178,7 @@ class OwnEmbedder(StandIn):
     def resolve(self, spec):
         if spec.get("type") == "hashing":
             return None
-        if spec.get("type") == "SentenceTransformerEmbedder" and spec.get("dim") == 384:
+        if searches_with_minilm(spec):
             try:
                 return named_embedder("minilm")
             except ImportError as exc:

@@ -7,7 +7,7 @@ from typing import Any
 from .choice import StandIn
 from .hashing import HashingEmbedder
 
-__all__ = ["embedder_spec", "is_minilm_spec", "MINILM"]
+__all__ = ["embedder_spec", "is_minilm_spec", "MINILM", "searches_with_minilm"]
 
 MINILM = "all-MiniLM-L6-v2"
 """The offline default model's name, as embedder specs record it."""
@@ -42,3 +42,12 @@ def is_minilm_spec(spec: Any) -> bool:
     """Whether a stored embedder spec records the offline all-MiniLM-L6-v2 embedder."""
     return (isinstance(spec, dict) and spec.get("type") == "SentenceTransformerEmbedder"
             and spec.get("model") == MINILM and spec.get("dim") == 384)
+
+
+def searches_with_minilm(spec: Any) -> bool:
+    """Whether a command that opens a store without its embedder (``hypermem search``,
+    ``hypermem mcp``) embeds with all-MiniLM-L6-v2: a spec that records it
+    (:func:`is_minilm_spec`), or a 384-dimensional ``SentenceTransformerEmbedder`` recorded
+    before specs named the model (the store's own open warns when the two differ)."""
+    return is_minilm_spec(spec) or (isinstance(spec, dict) and spec.get("type") == "SentenceTransformerEmbedder"
+                                    and spec.get("dim") == 384 and "model" not in spec)

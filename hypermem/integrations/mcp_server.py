@@ -53,6 +53,7 @@ from pydantic import Field
 
 from .. import __version__
 from ..embed import StandIn, embedder_named
+from ..embed.spec import searches_with_minilm
 from ..store import Memory
 from . import _common as C
 from . import _record_filters as RF
@@ -331,7 +332,7 @@ def choose_embedder(target: str, name: str | None = None, warn: Callable[[str], 
         probe.close()
         if spec is None:
             return None
-        if spec.get("type") == "SentenceTransformerEmbedder" and spec.get("dim") == 384:
+        if searches_with_minilm(spec):
             return embedder_named("minilm")
         raise ValueError(f"{target} was made with the embedder {spec.get('type')!r} (dim {spec.get('dim')}): "
                          f"pass --embedder PATH (the folder of that encoder)")
