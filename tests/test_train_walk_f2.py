@@ -41,3 +41,52 @@ def test_label_fonts_names_the_characters_no_font_has():
     assert label_fonts(["dog", "Électronique"]) == (None, "")
     assert missing_glyphs(["a\U0010fffdb"]) == "\U0010fffd"   # a private-use code point: in no font
     assert label_fonts(["x\U0010fffd"]) == (None, "\U0010fffd")
+
+
+def run_in_pty(cwd, argv: list[str], timeout: float = 240) -> str:
+    """``hypermem.train`` with ``argv`` in a child process whose stdout and stderr are a terminal
+    (a pseudo-terminal): what the terminal received."""
+    import os
+    import pty
+    import select
+    import subprocess
+    import sys
+
+    main_fd, child_fd = pty.openpty()
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "120", "TERM": "xterm"}
+    proc = subprocess.Popen([sys.executable, "-m", "hypermem.train", *argv], cwd=cwd, stdin=child_fd,
+                            stdout=child_fd, stderr=child_fd, env=env, close_fds=True)
+    os.close(child_fd)
+    out = b""
+    try:
+        while True:
+            ready, _, _ = select.select([main_fd], [], [], timeout)
+            if not ready:
+                proc.kill()
+                break
+            try:
+                chunk = os.read(main_fd, 65536)
+            except OSError:   # the child closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        os.close(main_fd)
+        proc.wait(timeout=30)
+    assert proc.returncode == 0, out.decode(errors="replace")[-2000:]
+    return out.decode(errors="replace")
+
+
+def test_on_a_terminal_the_summary_comes_after_the_progress_bar_is_closed(tmp_path):
+    """The rich progress bar's last frame is drawn once, before the ``done`` / ``logs`` lines,
+    not again after them (the summary used to be printed while the live bar was still up)."""
+    pytest.importorskip("rich")
+    write_run(tmp_path)
+    out = run_in_pty(tmp_path, ["fit", "--config", "tiny.yaml", "--trainer.enable_progress_bar=true",
+                                "--trainer.max_epochs=2"])
+    assert "Epoch 2/2" in out or "Epoch 1/1" in out, out[-2000:]
+    head, sep, tail = out.rpartition("done: 2 epochs")
+    assert sep and "Epoch" in head
+    assert "logs: runs/tiny/version_0" in tail
+    assert "Epoch" not in tail, tail   # no bar frame after the summary

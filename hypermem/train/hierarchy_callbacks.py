@@ -1,7 +1,8 @@
 """Callbacks the hierarchy CLI adds to every run (:mod:`hypermem.train.hierarchy_cli`).
 
 * :class:`RunSummary` — at the end of ``fit``, prints the final metrics, the best and the
-  last checkpoint and the log folder (global-zero process only); on Ctrl-C, one line: the
+  last checkpoint and the log folder (global-zero process only), after closing the progress
+  bar (:func:`close_progress_bar`); on Ctrl-C, one line: the
   step, the last checkpoint and the command that resumes the run.
 * :class:`ProgressLines` — when the progress bar is off (stdout is not a terminal), one
   line per epoch: epoch, step, the last loss, and the validation metrics when it validated.
@@ -88,6 +89,7 @@ class RunSummary(pl.Callback):
         self.interrupted = True
         self.exit_status = 143 if isinstance(exception, SIGTERMException) else 130   # 128 + the signal
         if trainer.is_global_zero:
+            close_progress_bar(trainer, pl_module)
             print(self.interrupt_line(trainer), flush=True)
 
     def interrupt_line(self, trainer: pl.Trainer) -> str:
@@ -118,6 +120,7 @@ class RunSummary(pl.Callback):
         log_dir = trainer.log_dir  # a collective call under DDP: every process makes it
         if not trainer.is_global_zero:
             return
+        close_progress_bar(trainer, pl_module)
         print(self.summary(trainer, pl_module, log_dir), flush=True)
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -183,6 +186,16 @@ class RunSummary(pl.Callback):
         if log_dir:
             lines.append(f"logs: {log_dir}  (tensorboard --logdir {log_dir})")
         return "\n".join(lines)
+
+
+def close_progress_bar(trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    """Close the live progress bar before the summary is printed.  Lightning calls ``on_fit_end``
+    before the callbacks' ``teardown``, where the rich progress bar stops its live display: a line
+    printed under a live display is followed by the bar's last frame drawn again.  Its
+    ``teardown`` (and ``on_exception``) stop the display; a second call does nothing."""
+    bar = trainer.progress_bar_callback
+    if bar is not None:
+        bar.teardown(trainer, pl_module, "fit")
 
 
 def _timed(cb) -> bool:
