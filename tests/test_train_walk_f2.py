@@ -90,3 +90,28 @@ def test_on_a_terminal_the_summary_comes_after_the_progress_bar_is_closed(tmp_pa
     assert sep and "Epoch" in head
     assert "logs: runs/tiny/version_0" in tail
     assert "Epoch" not in tail, tail   # no bar frame after the summary
+
+
+def test_a_fit_resumed_from_a_file_elsewhere_says_so_in_one_line(tmp_path, capsys):
+    """``fit --ckpt_path=FILE`` of a file outside the run's folders starts a new version with one
+    note, printed once the resume was accepted, not Lightning's raw ``dirpath has changed``."""
+    import shutil
+
+    write_run(tmp_path)
+    base = ["fit", "--config", "tiny.yaml", "--model.schedule_epochs=4"]
+    run_train(tmp_path, [*base, "--trainer.max_epochs=2"])
+    (tmp_path / "elsewhere").mkdir()
+    shutil.copy(tmp_path / "runs/tiny/version_0/checkpoints/last.ckpt", tmp_path / "elsewhere/x.ckpt")
+    capsys.readouterr()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        cli = run_train(tmp_path, [*base, "--trainer.max_epochs=3", "--ckpt_path=elsewhere/x.ckpt"])
+    assert cli.trainer.log_dir == "runs/tiny/version_1" and cli.trainer.global_step > 0
+    assert not [w for w in seen if "dirpath has changed" in str(w.message)]
+    out = capsys.readouterr()
+    assert "dirpath has changed" not in out.out + out.err
+    notes = [line for line in out.err.splitlines() if "resumed elsewhere/x.ckpt" in line]
+    assert len(notes) == 1 and "runs/tiny/version_1/checkpoints" in notes[0], out.err
+    # a file of the run's own folder says nothing
+    run_train(tmp_path, [*base, "--trainer.max_epochs=4", "--ckpt_path=last"])
+    assert "resumed" not in capsys.readouterr().err

@@ -3,7 +3,8 @@
 * :class:`RunSummary` — at the end of ``fit``, prints the final metrics, the best and the
   last checkpoint and the log folder (global-zero process only), after closing the progress
   bar (:func:`close_progress_bar`); on Ctrl-C, one line: the
-  step, the last checkpoint and the command that resumes the run.
+  step, the last checkpoint and the command that resumes the run; a resume of a checkpoint from
+  outside the run's folder says so in one line (:func:`foreign_resume_note`).
 * :class:`ProgressLines` — when the progress bar is off (stdout is not a terminal), one
   line per epoch: epoch, step, the last loss, and the validation metrics when it validated.
 * :class:`ValidateLastEpoch` — the last epoch always validates, so the final metrics are a
@@ -16,6 +17,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 
 import lightning.pytorch as pl
@@ -74,6 +76,9 @@ class RunSummary(pl.Callback):
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.first_step = trainer.global_step   # a resumed run's loops are restored after on_fit_start
+        note = foreign_resume_note(trainer) if trainer.is_global_zero else None
+        if note:   # the resume was accepted: every check and restore is behind
+            print(note, file=sys.stderr, flush=True)
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.train_ended = True   # before the module's (its final evaluation, hp_metric)
@@ -186,6 +191,27 @@ class RunSummary(pl.Callback):
         if log_dir:
             lines.append(f"logs: {log_dir}  (tensorboard --logdir {log_dir})")
         return "\n".join(lines)
+
+
+def foreign_resume_note(trainer: pl.Trainer) -> str | None:
+    """One line when ``fit --ckpt_path=FILE`` resumed a checkpoint that lies outside the folder this
+    run saves its checkpoints in (another run's, a copied file), else ``None``: the training goes on
+    from the file, but Lightning's ``ModelCheckpoint`` keeps only the file's ``best_model_path``, not
+    its best score and top-k record (its raw ``The dirpath has changed`` warning is silenced by the
+    CLI and replaced by this line, printed once the resume was accepted)."""
+    from pathlib import Path
+
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    if not trainer.ckpt_path or not Path(trainer.ckpt_path).is_file():
+        return None
+    folder = Path(trainer.ckpt_path).resolve().parent
+    dirs = {cb.dirpath for cb in trainer.callbacks if isinstance(cb, ModelCheckpoint) and cb.dirpath}
+    if not dirs or any(Path(d).resolve() == folder for d in dirs):
+        return None
+    return (f"note: resumed {trainer.ckpt_path} (step {trainer.global_step}, from outside this run's folder); "
+            f"checkpoints now go to {', '.join(sorted(str(d) for d in dirs))} and its best-checkpoint "
+            "ranking starts afresh")
 
 
 def close_progress_bar(trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:

@@ -96,6 +96,8 @@ def _quiet() -> None:
     warnings.filterwarnings("ignore", message=".*LightningCLI.s args parameter is intended.*")
     warnings.filterwarnings("ignore", message=".*torch.jit.script.*", category=DeprecationWarning)
     warnings.filterwarnings("ignore", message=RANK_ZERO_LOGGED)
+    # a resume from another folder: said in one line once it is accepted (foreign_resume_note)
+    warnings.filterwarnings("ignore", message="The dirpath has changed from")
     # the encoder's epoch dataset has a length and is read in the main process (no workers)
     warnings.filterwarnings("ignore", message="Your `IterableDataset` has `__len__` defined")
     # logging every n steps counts steps across epochs: an epoch shorter than n still logs
