@@ -115,3 +115,28 @@ def test_a_fit_resumed_from_a_file_elsewhere_says_so_in_one_line(tmp_path, capsy
     # a file of the run's own folder says nothing
     run_train(tmp_path, [*base, "--trainer.max_epochs=4", "--ckpt_path=last"])
     assert "resumed" not in capsys.readouterr().err
+
+
+def test_validate_adds_no_point_to_the_fits_run_and_says_the_epoch_as_the_fit(tmp_path, capsys):
+    """After a fit, ``validate --ckpt_path=last`` twice and ``=best`` once: the fit's event files
+    keep one ``val/map`` point per validation of the fit; each checkpoint's validate has its own
+    TensorBoard run (``validate-last``) with one point, at the checkpoint's step, however often it
+    is run; no "Embedding dir exists" line; the epoch is counted from 1, as the fit prints it."""
+    from train_helpers import scalars
+
+    write_run(tmp_path, config=CONFIG.replace("log_projector: false", "log_projector: true"))
+    fit = run_train(tmp_path, ["fit", "--config", "tiny.yaml", "--trainer.max_epochs=3"])
+    run = tmp_path / fit.trainer.log_dir
+    fit_points = scalars(run, "val/map")
+    last = fit.trainer.global_step
+    capsys.readouterr()
+    for ckpt in ("last", "last", "best"):
+        val = run_train(tmp_path, ["validate", "--config", "tiny.yaml", f"--ckpt_path={ckpt}"])
+        assert "epoch" not in val.trainer.callback_metrics   # Lightning's 0-based epoch is not in the table
+    out = capsys.readouterr()
+    assert "Embedding dir exists" not in out.out + out.err
+    assert f"last.ckpt (epoch 3, step {last}); logs: runs/tiny/version_0/validate-last" in out.out
+    assert scalars(run, "val/map") == fit_points
+    assert [s for s, _ in scalars(run / "validate-last", "val/map")] == [last]
+    (best,) = [p for p in run.iterdir() if p.name.startswith("validate-best-")]
+    assert len(scalars(best, "val/map")) == 1

@@ -34,7 +34,8 @@ def test_validate_logs_at_the_checkpoints_step(tmp_path, capsys):
     assert val.model.final_metrics["step"] == last
     assert val.model.final_metrics["epoch"] == 3
     steps = [s for s, _ in scalars(tmp_path / val.trainer.log_dir, "val/map")]
-    assert 0 not in steps and steps.count(last) >= 2, steps  # the fit's point and the validate's, one step
+    assert steps == [last], steps   # its own run beside the fit's (validate-last), at the fit's step
+    assert [s for s, _ in scalars(run, "val/map")] == fit_steps   # the fit's curve: nothing added
     best = next((run / "checkpoints").glob("best-*.ckpt"))
     best_step = _ckpt(best)["global_step"]
     val = run_train(tmp_path, ["validate", "--config", "tiny.yaml", f"--ckpt_path={best}"])

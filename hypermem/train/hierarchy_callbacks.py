@@ -135,6 +135,9 @@ class RunSummary(pl.Callback):
         log_dir = trainer.log_dir
         if trainer.is_global_zero:
             what = trainer.ckpt_path or "the model's initial weights (no --ckpt_path)"
+            final = getattr(pl_module, "final_metrics", {}) or {}
+            if trainer.ckpt_path and final.get("epoch") is not None:   # counted from 1, as the fit says it
+                what += f" (epoch {final['epoch']}, step {final.get('step')})"
             where = f"logs: {log_dir}" if trainer.logger is not None and log_dir else "not logged"
             print(f"validated {what}; {where}", flush=True)
 

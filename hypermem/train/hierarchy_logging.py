@@ -17,7 +17,9 @@ IMAGES tab.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import math
 import sys
 from typing import Any
@@ -92,7 +94,11 @@ def add_projector_embedding(tb, points, meta, step: int, tag: str = "hierarchy")
         return list(config.embeddings)
 
     before = read()
-    tb.add_embedding(points, metadata=meta, metadata_header=["name", "gloss"], global_step=step, tag=tag)
+    again = os.path.isdir(os.path.join(tb.get_logdir(), str(step).zfill(5), tag))
+    # a validate of the same checkpoint again rewrites its step's projector files: no "Embedding dir
+    # exists" line (the SummaryWriter prints it to stdout)
+    with contextlib.redirect_stdout(io.StringIO()) if again else contextlib.nullcontext():
+        tb.add_embedding(points, metadata=meta, metadata_header=["name", "gloss"], global_step=step, tag=tag)
     if not before:
         return
     latest = {e.tensor_path: e for e in [*before, *read()]}   # insertion order: the earliest first

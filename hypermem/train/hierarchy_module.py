@@ -71,7 +71,7 @@ from .hierarchy_callbacks import ValidateLastEpoch
 from .hierarchy_checkpoint import CheckpointError, check_hierarchy_checkpoint
 from .hierarchy_logging import log_embedding_state, log_final_metric, tensorboard_writer
 from .mid_epoch import epoch_ran_out, reopen_stopped_epoch
-from .step_axis import evaluated_epoch, evaluated_step, remember_checkpoint
+from .step_axis import evaluated_epoch, evaluated_step, remember_checkpoint, validating_checkpoint
 
 __all__ = ["KINDS", "HierarchyModule", "load_init_weights"]
 
@@ -342,8 +342,11 @@ class HierarchyModule(pl.LightningModule):
     def _log_step_axis(self, on_epoch: bool = False) -> None:
         """Lightning's ``step`` metric (the x value of the scalars logged with it, see "One
         step axis" in the module docstring) and the epoch; in ``validate --ckpt_path`` the
-        checkpoint's (:mod:`~hypermem.train.step_axis`)."""
-        for name, value in (("step", evaluated_step(self)), ("epoch", evaluated_epoch(self))):
+        checkpoint's (:mod:`~hypermem.train.step_axis`), without the epoch: Lightning's ``epoch`` counts
+        from 0 where the fit's lines and ``validated ... (epoch E, step S)`` count from 1."""
+        axis = [("step", evaluated_step(self))] + ([] if validating_checkpoint(self) else
+                                                    [("epoch", evaluated_epoch(self))])
+        for name, value in axis:
             self.log(name, float(value), on_step=not on_epoch, on_epoch=on_epoch, reduce_fx="max",
                      rank_zero_only=True)
 

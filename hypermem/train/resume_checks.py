@@ -24,6 +24,15 @@ class ConfigError(Exception):
     """A mistake in the options or the config (printed in one line, status 2)."""
 
 
+def validate_run(path: str | Path) -> str:
+    """The TensorBoard run (the logger's ``sub_dir``) of ``validate --ckpt_path=path``:
+    ``validate-<file stem>`` inside the version folder, ``validate-last`` for ``last.ckpt``.
+    The fit's event files get nothing from a validate (no second ``val/map`` point at a step the
+    fit already logged); the logger's ``purge_step`` is the checkpoint's ``global_step``, so
+    validating the same checkpoint again replaces that run's point instead of adding one."""
+    return f"validate-{Path(path).stem}"
+
+
 class AlreadyComplete(Exception):
     """A ``fit`` resumed from a checkpoint with nothing left to train (printed, status 0)."""
 
@@ -44,6 +53,10 @@ def check_resume(cfg, init, subcommand: str, module_name: str) -> None:
         if note:
             warnings.warn_explicit(note, UserWarning, "hypermem.train.hierarchy_cli", 0,
                                    module="hypermem.train.hierarchy_cli")
+    if subcommand == "validate" and init is not None and state is not None:
+        axis = checkpoint_progress(path, state=state)
+        if axis is not None:   # its own TensorBoard run beside the fit's, one point per step (validate_run)
+            init.sub_dir, init.purge_step = validate_run(path), axis[1]
     if subcommand != "fit" or state is None:
         return
     done = finished_checkpoint(path, cfg.trainer.get("max_epochs"), cfg.trainer.get("max_steps"), state=state)

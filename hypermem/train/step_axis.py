@@ -44,3 +44,8 @@ def evaluated_epoch(module) -> int:
     ``validate`` from a checkpoint the checkpoint's ``epoch``."""
     axis = _checkpoint_axis(module)
     return module.current_epoch if axis is None else axis[1]
+
+
+def validating_checkpoint(module) -> bool:
+    """Whether ``module`` runs in ``validate --ckpt_path`` (its step and epoch are the checkpoint's)."""
+    return _checkpoint_axis(module) is not None
