@@ -120,3 +120,18 @@ def test_the_page_follows_the_address_after_load(browser, tmp_path):
     browser.evaluate("new Promise(r => setTimeout(r, 200))")
     assert browser.evaluate("location.hash") == "#focus=n3"
     assert browser.evaluate("[hmState().focus, hmState().animating, history.length]") == ["n3", False, length + 3]
+
+
+def test_times_show_as_times_in_the_table_and_the_panel(browser, tmp_path):
+    """The time column and the panel's time row read "2026-... hh:mm", not an element's name (a
+    second function named like the time formatter once replaced it)."""
+    mem = Memory(embedder=HashingEmbedder(dim=16), clock=lambda: NOW)
+    mem.add("the parent", id="p", t=T0)
+    mem.add("the child", id="c", parent="p", t=T0)
+    open_page(browser, tmp_path, mem)
+    browser.evaluate("hmFocus('c', false)")
+    seen = browser.evaluate("""(() => ({page: document.body.textContent,
+      rows: Array.from(document.querySelectorAll('#hm-table tbody tr[data-id]')).map(t => t.textContent)}))()""")
+    assert "[object" not in seen["page"]
+    stamp = T0.strftime("%Y-%m-%d %H:%M")
+    assert len(seen["rows"]) == 2 and all(stamp in r for r in seen["rows"]) and stamp in seen["page"]

@@ -140,7 +140,7 @@ function el(tag, text, cls) {
   return e;
 }
 // One stored string as its own bidi isolate (a label beside an id: neither can reorder the other).
-function iso(text) { return el("span", text, "hm-iso"); }
+function isolated(text) { return el("span", text, "hm-iso"); }
 
 // ---------------------------------------------------------------- Möbius view
 // The view is a disk automorphism z -> (a z + b) / (conj(b) z + conj(a)) with

@@ -37,9 +37,9 @@ function select(i) {
     panel.appendChild(h3);
     panel.appendChild(el("p", TEXTS[i], "hm-fulltext"));
     var anc = [];  // each label its own isolate, so that none reorders the arrows or its neighbours
-    for (var c = PARENT[i]; c >= 0 && anc.length < 23; c = PARENT[c]) { anc.push(anc.length ? " \u2190 " : "", iso(label(c))); }
+    for (var c = PARENT[i]; c >= 0 && anc.length < 23; c = PARENT[c]) { anc.push(anc.length ? " \u2190 " : "", isolated(label(c))); }
     var valid = D.valid[String(i)] || [null, null], dl = el("dl");
-    [["id", IDS[i]], ["parent", PARENT[i] < 0 ? "(root)" : [iso(label(PARENT[i])), "  [", iso(IDS[PARENT[i]]), "]"]],
+    [["id", IDS[i]], ["parent", PARENT[i] < 0 ? "(root)" : [isolated(label(PARENT[i])), "  [", isolated(IDS[PARENT[i]]), "]"]],
      ["level", LEVEL[i]], [D.config.placed_by ? "depth (encoder)" : "depth", fmt(depthOf(i), 4)],
      ["time", iso(timeOf(i))],
      ["weight", exists(i) ? fmt(weight(i), 3) : "none: created after the slider's time (hidden)"], ["accesses", ACCESS ? ACCESS[i] : 0],
@@ -54,7 +54,7 @@ function select(i) {
       var dd = el("dd", null, "hm-suggested"), info = meta(i).auto_parent || {};
       dl.appendChild(el("dt", info.by === "vote" ? "suggested parents (vote score)" : "suggested parents"));
       sug.forEach(function (s) {
-        var a = el("a", [iso(label(s[0])), " (" + fmt(s[1], 3) + ")"]);
+        var a = el("a", [isolated(label(s[0])), " (" + fmt(s[1], 3) + ")"]);
         a.href = "#"; a.setAttribute("data-row", String(s[0]));
         a.addEventListener("click", function (ev) { ev.preventDefault(); select(s[0]); draw(); });
         dd.appendChild(a); dd.appendChild(document.createTextNode(" "));
