@@ -148,3 +148,18 @@ def test_import_of_a_memory_json_with_a_bad_byte_deep_inside_names_the_byte(tmp_
     path.write_bytes(data)
     assert main(["import", str(path), str(tmp_path / "o.db")]) == 0
     _same(Memory.load(tmp_path / "o.db"), Memory.from_json(data.decode()))
+
+
+@pytest.mark.parametrize("count", [True, 2.0, "40", -1])
+def test_a_saved_count_of_the_wrong_type_gets_the_whole_documents_error(count):
+    """The reader sizes its arrays from ``config.count`` only when it is an int the file could
+    hold; any other value is left to the checks, which name it as before (not a numpy error)."""
+    doc = json.loads(_store(5).to_json())
+    doc["config"]["count"] = count
+    text = json.dumps(doc)
+    with pytest.raises(MemoryFileError) as whole:
+        _whole(text)
+    with pytest.raises(MemoryFileError) as streamed:
+        Memory.from_json(text)
+    w = str(whole.value)   # "w: ..." or "w holds ...": the same words after the document's name
+    assert str(streamed.value).startswith("the JSON text") and str(streamed.value).endswith(w[w.index(" "):])

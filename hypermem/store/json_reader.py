@@ -182,7 +182,7 @@ def _records(text: _Text, dim: int, count: Any, size_bound: int) -> tuple[list[d
             raise _Unusual("record")
         if columns is None:   # a saved count that the file could hold sizes the arrays (else they grow)
             names = ("point", "embedding", "direction") if "direction" in rec else ("point", "embedding")
-            fits = isinstance(count, int) and 0 < count <= size_bound // (2 * len(names) * dim)
+            fits = type(count) is int and 0 < count <= size_bound // (2 * len(names) * dim)
             columns, depths, siblings = _Columns(dim, count if fits else CHUNK_ROWS, names), [], []
         if ("direction" in rec) != (len(columns.names) == 3):
             raise _Unusual("direction")
