@@ -135,3 +135,18 @@ def test_times_show_as_times_in_the_table_and_the_panel(browser, tmp_path):
     assert "[object" not in seen["page"]
     stamp = T0.strftime("%Y-%m-%d %H:%M")
     assert len(seen["rows"]) == 2 and all(stamp in r for r in seen["rows"]) and stamp in seen["page"]
+
+
+def test_a_memory_the_floor_left_a_root_shows_why(browser, tmp_path):
+    """An auto-placed memory below the store's nearest-neighbour floor lists the candidates it
+    would have had and says none was taken (hypermem.store.nearest_floor)."""
+    mem = Memory(embedder=HashingEmbedder(dim=256), clock=lambda: NOW)
+    mem.add_many([{"id": f"k{j}", "text": f"kitchen appliance {w}", "t": T0} for j, w in enumerate(["oven", "fridge", "kettle"])])
+    mem.add_many([{"id": f"n{j}", "text": f"kitchen appliance {w} note {j} cleaning schedule", "parent": f"k{j % 3}",
+                   "t": T0} for j, w in enumerate(["oven", "fridge", "kettle"] * 10)])
+    far = mem.add("zebra migrations cross savannah rivers yearly", parent="auto", t=T0)
+    assert mem.parent(far) is None
+    open_page(browser, tmp_path, mem)
+    browser.evaluate(f"hmFocus({far!r}, false)")
+    panel = browser.evaluate("document.getElementById('hm-selected').textContent")
+    assert "suggested parents" in panel and "none taken: nearest filed memory" in panel and "< floor" in panel

@@ -58,13 +58,28 @@ def test_a_text_from_elsewhere_stays_a_root_and_says_why(monkeypatch):
     assert 0 < floor < 1
     near = m.add("kitchen appliance kettle note cleaning schedule descale", parent="auto")
     assert m.parent(near) == "k2"
+    assert m.get(near).meta["auto_parent"]["nearest"] >= floor   # kept on a placed memory too
     far = m.add("zebra migrations cross savannah rivers yearly", parent="auto")
     info = m.get(far).meta["auto_parent"]
-    assert m.parent(far) is None and info["parent"] is None
+    assert m.parent(far) is None and info["parent"] is None and info["reason"].startswith("below the floor")
     assert info["nearest"] < info["floor"] == pytest.approx(floor)
+    assert info["suggested"]                                          # the candidates it would have had
     monkeypatch.setattr(nf, "FLOOR_QUANTILE", None)                   # no floor: placed as before
     again = m.add("zebra migrations cross savannah rivers yearly", parent="auto")
     assert m.parent(again) is not None and "floor" not in m.get(again).meta["auto_parent"]
+
+
+def test_roots_from_elsewhere_neither_lower_the_floor_nor_let_their_like_in():
+    """The floor and a text's nearest memory count the filed memories only: texts from elsewhere
+    left roots do not lower it, and a second text like them (or the same) stays a root too."""
+    m = _filed()
+    floor = m.suggester.floor()
+    for j in range(12):   # more than a tenth of the store: the floor is read again
+        m.add(f"zebra migrations cross savannah rivers yearly {j}", parent="auto")
+    assert m.parent(m.ids[-1]) is None and m.suggester.floor() == pytest.approx(floor)
+    again = m.add("zebra migrations cross savannah rivers yearly 3", parent="auto")
+    info = m.get(again).meta["auto_parent"]
+    assert m.parent(again) is None and info["nearest"] < info["floor"]
 
 
 def test_the_floor_is_read_again_only_when_the_store_grew_by_a_tenth(monkeypatch):

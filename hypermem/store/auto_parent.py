@@ -22,15 +22,18 @@ meta; :mod:`hypermem.store.mentions`); a neighbourhood of
 roots is placed by the pair score as in a store without a tree, and so are the suggestions
 and the ancestors of ``by="auto"``.
 
-Before any of that, a text nearer to no stored memory (cosine of the embedding column) than
-the store's own memories are to their nearest neighbours -- below the store's floor,
-:mod:`hypermem.store.nearest_floor` -- is a text from elsewhere: it stays a root, and the meta
-says why (``"nearest"``: its nearest cosine, ``"floor"``: the floor; ``"suggested"`` empty).
+Beside that, a text nearer to no filed memory (cosine of the embedding column) than the filed
+memories are to their nearest neighbours -- below the store's floor,
+:mod:`hypermem.store.nearest_floor` -- is a text from elsewhere: it stays a root (unless it
+names its parent), and the meta
+says why (``"reason"``, ``"nearest"``: its nearest filed cosine, ``"floor"``: the floor; the
+candidates it would have had stay in ``"suggested"``).  Every auto-placed memory of a store
+with a floor keeps ``"nearest"`` and ``"floor"``, so an agent can see how close the call was.
 On two hierarchies of docstrings with 10-minute encoders and with MiniLM (two seeds), the
-floor at its default quantile (1%) left 0.5-10% of 200 conversation turns attached instead of
-42-100%, at a cost of 0-0.010 of the held-out texts placed within 2 hops
+floor at its default quantile (1%) left 0.5-15% of 200 conversation turns attached instead of
+42-100%, at a cost of 0-0.014 of the held-out texts placed within 2 hops
 (``experiments/placement_vote/foreign.py``; benchmarks/RESULTS.md).  A store of fewer than
-:data:`~hypermem.store.nearest_floor.FLOOR_MIN_MEMORIES` memories has no floor.
+:data:`~hypermem.store.nearest_floor.FLOOR_MIN_MEMORIES` filed memories has no floor.
 
 The candidates and their order come from the store's suggestions (:mod:`hypermem.store.suggest`:
 the neighbours' vote, the text's own evidence, the encoder's pair score); this module makes the
@@ -124,11 +127,14 @@ def resolve_auto(sug: Suggester, batch, emb: torch.Tensor) -> None:
         return chance_share([b + (more[h] if more else 0) for h, b in enumerate(base)], st.n + placed)
 
     counted = 0
+    filed = torch.tensor([p is not None and p != AUTO for p in batch.parents], dtype=torch.bool)   # batch items in the tree
     floor = sug.floor()   # a text nearer to no memory than this is from elsewhere: a root
     for b0 in range(0, len(auto), BLOCK):
         block = auto[b0: b0 + BLOCK]
         X = emb[block].to(torch.float64)
         upto = max(block)
+        near_filed = sug.nearest_filed(X) if floor > -math.inf else None
+
         sub = None    # the pair scores of the block, when an item first needs them
         near = C = None   # the vote's neighbours among the stored memories and the batch, when an item first votes
         prev = 0
@@ -151,14 +157,8 @@ def resolve_auto(sug: Suggester, batch, emb: torch.Tensor) -> None:
             if not tree or (hier and filed_share(cand, parent_of) < FILED_MIN):  # the pair score decides
                 if sub is None:
                     sub = _pair_scores(sug, enc, X, block, emb)
-                    first = sug.neighbours(X, None, 1)[0][:, 0].tolist() if st.n else [math.inf] * len(block)
-                if first[j] < floor:   # the stored memories' floor (module nearest_floor)
-                    _decide(batch, i, None, thr, "subsumption", [], thr, {"nearest": first[j], "floor": floor})
-                else:
-                    _choose(sug, batch, i, sub[j], thr, X[j], emb)
-                continue
-            if cand and cand[0][1] < floor:   # nearer to nothing here than the store's own memories are
-                _decide(batch, i, None, thr, "vote", [], thr, {"nearest": cand[0][1], "floor": floor})
+                _choose(sug, batch, i, sub[j], thr, X[j], emb, _gate(near_filed, j, floor))
+                filed[i] = batch.parents[i] is not None
                 continue
             for t in range(titled, i):
                 add_title(titles, batch.ids[t], batch.texts[t])
@@ -175,7 +175,7 @@ def resolve_auto(sug: Suggester, batch, emb: torch.Tensor) -> None:
             ranked = neighbour_vote(cand, parent_of, mentioned=named, chance=chance)
             ranked = [(c, v) for c, v in ranked   # not its own parent: the voted candidates' texts only
                       if (st.records.text(c) if c in st.row else batch.texts[pos[c]]) != batch.texts[i]]
-            best, gate = None, thr
+            best, gate_thr = None, thr
             if ranked:  # the text's own evidence (store.parent_choice); earlier items' children count
                 for p in batch.parents[counted:i]:
                     kids[p] = kids.get(p, 0) + 1
@@ -194,9 +194,11 @@ def resolve_auto(sug: Suggester, batch, emb: torch.Tensor) -> None:
                 at = 0 if ranked[0][0] in named else int(ok[0, 0]) if ok.numel() else 0
                 best = {"id": ranked[at][0], "score": float(dec[at]), "rank": at + 1}
                 if ranked[0][0] in named:   # the vote's first choice, named by the text: no gate
-                    best["named"], gate = True, -math.inf
+                    best["named"], gate_thr = True, -math.inf
             shown = ranked[:KEPT] + ([ranked[at]] if at >= KEPT else [])   # the choice among them, always
-            _decide(batch, i, best, gate, "vote", [{"id": c, "score": v} for c, v in shown], thr)
+            _decide(batch, i, best, gate_thr, "vote", [{"id": c, "score": v} for c, v in shown], thr,
+                    _gate(near_filed, j, floor, C[j, :i][filed[:i]] if i else None))
+            filed[i] = batch.parents[i] is not None
             if ranked and sug.reranker is not None:   # the choice's provenance (embed.reranker)
                 batch.metas[i][META_KEY]["reranker"] = sug.reranker_record()
 
@@ -212,7 +214,7 @@ def _pair_scores(sug: Suggester, enc, X: torch.Tensor, block: list[int], emb: to
     return torch.cat([S, B], dim=1)
 
 def _choose(sug: Suggester, batch, i: int, scores: torch.Tensor, thr: float, x: torch.Tensor,
-            emb: torch.Tensor) -> None:
+            emb: torch.Tensor, gate: dict | None = None) -> None:
     """Item ``i``'s parent by the best subsumption score among the stored memories and the
     earlier items (``scores``: over the ``n`` stored rows, then the batch's items), none of
     item ``i``'s own text."""
@@ -229,7 +231,18 @@ def _choose(sug: Suggester, batch, i: int, scores: torch.Tensor, thr: float, x: 
         c = int(order[0])
         p = st.embedding_column()[c] if c < n else emb[c - n]
         best = {**kept[0], "score": float(decision_scores(enc, x, p[None], sug.scan)[0])}
-    _decide(batch, i, best, thr, "subsumption", kept)
+    _decide(batch, i, best, thr, "subsumption", kept, gate=gate)
+
+
+def _gate(near_filed: list[float] | None, j: int, floor: float, batch_cos: torch.Tensor | None = None) -> dict | None:
+    """Block item ``j``'s nearest filed cosine (the stored memories', and the filed earlier batch
+    items' ``batch_cos``) beside the store's floor; None without a floor."""
+    if near_filed is None:
+        return None
+    near = near_filed[j]
+    if batch_cos is not None and batch_cos.numel():
+        near = max(near, float(batch_cos.max()))
+    return {"nearest": near, "floor": floor}
 
 
 def _decide(batch, i: int, best: dict | None, thr: float, by: str, kept: list[dict],
@@ -237,8 +250,10 @@ def _decide(batch, i: int, best: dict | None, thr: float, by: str, kept: list[di
     """Attach item ``i`` to ``best`` when its decision score passes ``thr`` (else a root), and
     keep the choice in its meta (``shown``: the threshold to record, when ``thr`` was lifted
     for a parent the text names; the meta then says ``"named": true``; ``gate``: the text's
-    nearest cosine and the store's floor, when the floor left it a root)."""
-    parent = best["id"] if best is not None and best["score"] > thr else None
+    nearest filed cosine and the store's floor, kept in the meta; below the floor the text
+    stays a root whatever its score, with ``"reason"``, unless it names the parent)."""
+    below = gate is not None and gate["nearest"] < gate["floor"] and not (best or {}).get("named")
+    parent = best["id"] if best is not None and best["score"] > thr and not below else None
     batch.parents[i] = parent
     info = {"parent": parent, "score": None if best is None else best["score"],
             "threshold": finite_or_none(thr if shown is None else shown), "by": by, "suggested": kept}
@@ -248,4 +263,6 @@ def _decide(batch, i: int, best: dict | None, thr: float, by: str, kept: list[di
         info["named"] = True
     if gate is not None:
         info.update(gate)
+        if below:
+            info["reason"] = "below the floor: no filed memory is as near as the store's own are to theirs"
     batch.metas[i] = {**batch.metas[i], META_KEY: info}

@@ -6,14 +6,17 @@ encoder's pair score picks); a text from elsewhere -- a chat turn added to a sto
 notes -- still has a best candidate, and the pair score's threshold, chosen on validation pairs
 of one positive to ten negatives, lets most of them through (RESULTS, "how far down the voted
 list"; 66-94% of foreign texts attached).  What separates a text from elsewhere is how near
-its nearest memory is: with ``cos(x, e)`` the cosine of the embedding column,
+its nearest *filed* memory is: with ``cos(x, e)`` the cosine of the embedding column and
+``F`` the memories in the store's tree (a parent or children; every memory when the store
+holds no tree),
 
-    nearest(x) = max_j cos(x, e_j),
+    nearest(x) = max_{j in F} cos(x, e_j),
 
-and the store's own memories say what "near" means here, by their leave-one-out nearest
-neighbours ``nearest_{-i}(e_i) = max_{j != i} cos(e_i, e_j)``.  The floor is their
-``FLOOR_QUANTILE`` quantile over a seeded sample of ``FLOOR_SAMPLE`` memories; a text whose
-``nearest(x)`` is below it is left a root.  This is a nearest-neighbour novelty test (the
+and the filed memories say what "near" means here, by their leave-one-out nearest neighbours
+``nearest_{-i}(e_i) = max_{j in F, j != i} cos(e_i, e_j)``.  The floor is their
+``FLOOR_QUANTILE`` quantile over a seeded sample of ``FLOOR_SAMPLE`` of them; a text whose
+``nearest(x)`` is below it is left a root.  Unfiled roots count for neither: texts from
+elsewhere left roots must not lower the floor, nor let a second text like them pass it.  This is a nearest-neighbour novelty test (the
 distance to the k-th neighbour as an outlier score, Ramaswamy, Rastogi & Shim, SIGMOD 2000),
 its cut set by the quantile of the same statistic on the inliers (a conformal p-value
 threshold, Vovk et al. 2005; Laxhammar & Falkman 2015): a text of the store's own kind is cut
@@ -45,18 +48,18 @@ FLOOR_MIN_MEMORIES = 20
 
 def nearest_floor(n: int, cosine_rows: Callable[[torch.Tensor], torch.Tensor],
                   q: float | None = None, sample: int | None = None) -> float:
-    """The floor of a store of ``n`` memories: the ``q`` quantile (default
-    :data:`FLOOR_QUANTILE`) of the leave-one-out nearest-neighbour cosine of a seeded sample
-    of ``sample`` rows (default :data:`FLOOR_SAMPLE`).  ``cosine_rows(rows)`` gives the cosines
-    ``(m, n)`` of those rows against every memory.  ``-inf`` (no floor) without a quantile or
-    below :data:`FLOOR_MIN_MEMORIES` memories."""
+    """The floor of a pool of ``n`` memories (the filed ones): the ``q`` quantile (default
+    :data:`FLOOR_QUANTILE`) of the leave-one-out nearest-neighbour cosine of a seeded sample of
+    ``sample`` of them (default :data:`FLOOR_SAMPLE`).  ``cosine_rows(pos)`` gives the cosines
+    ``(m, n)`` of the pool's entries ``pos`` against the whole pool.  ``-inf`` (no floor) without
+    a quantile or below :data:`FLOOR_MIN_MEMORIES` memories."""
     q = FLOOR_QUANTILE if q is None else q
     if q is None or n < FLOOR_MIN_MEMORIES:
         return -math.inf
     m = min(n, FLOOR_SAMPLE if sample is None else sample)
-    rows = torch.randperm(n, generator=torch.Generator().manual_seed(0))[:m].sort().values
-    cos = cosine_rows(rows).to(torch.float64).clone()
-    cos[torch.arange(m), rows.to(cos.device)] = -math.inf   # not itself
+    pos = torch.randperm(n, generator=torch.Generator().manual_seed(0))[:m].sort().values
+    cos = cosine_rows(pos).to(torch.float64).clone()
+    cos[torch.arange(m), pos.to(cos.device)] = -math.inf   # not itself
     return float(torch.quantile(cos.max(dim=1).values.cpu(), q))
 
 

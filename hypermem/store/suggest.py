@@ -119,6 +119,8 @@ class Suggester:
         self.norm_cache = torch.zeros(0, dtype=torch.float64)
         self.floor_key: tuple | None = None
         self.floor_value = -math.inf
+        self.filed_key: tuple | None = None
+        self.filed_cache: torch.Tensor | None = None
         self.reranker = None
         """The placement reranker (``Memory.reranker``; :mod:`hypermem.embed.reranker`), or None."""
 
@@ -314,16 +316,41 @@ class Suggester:
         at = top.indices if rows is None else rows[top.indices]
         return top.values, at
 
-    def floor(self) -> float:
-        """The store's nearest-neighbour floor for ``parent="auto"`` (:mod:`hypermem.store.nearest_floor`),
-        kept while the store's size stays within 10% of the size it was read at."""
+    def filed_rows(self) -> torch.Tensor | None:
+        """Rows of the memories in the store's tree (a parent or children), kept until the store
+        changes; None when it holds no tree (then every memory counts: store.nearest_floor)."""
         st = self.memory.state
-        key = (id(st), nf.FLOOR_QUANTILE, nf.FLOOR_SAMPLE)
-        if key != (self.floor_key or (None,))[:3] or nf.stale(st.n, self.floor_key[3]):
+        key = (id(st), st.version, st.n)
+        if key != self.filed_key:
+            kids, parents = st.children, st.records.parents
+            rows = [r for r, i in enumerate(st.ids[: st.n]) if parents[r] is not None or i in kids]
+            self.filed_cache = torch.tensor(rows, dtype=torch.long) if rows else None
+            self.filed_key = key
+        return self.filed_cache
+
+    def floor(self) -> float:
+        """The store's nearest-neighbour floor for ``parent="auto"`` over its filed memories
+        (:mod:`hypermem.store.nearest_floor`), kept while their number stays within 10% of the
+        number it was read at."""
+        st = self.memory.state
+        filed = self.filed_rows()
+        n = st.n if filed is None else int(filed.numel())
+        key = (id(st), nf.FLOOR_QUANTILE, nf.FLOOR_SAMPLE, filed is None)
+        if key != (self.floor_key or (None,))[:4] or nf.stale(n, self.floor_key[4]):
             E, nrm = st.embedding_column(), self.norms()
-            self.floor_value = nf.nearest_floor(st.n, lambda r: cosines(E[r.to(E.device)], E, nrm.to(E.device)))
-            self.floor_key = (*key, st.n)
+            if filed is not None:
+                E, nrm = E[filed.to(E.device)], nrm[filed]
+            self.floor_value = nf.nearest_floor(n, lambda r: cosines(E[r.to(E.device)], E, nrm.to(E.device)))
+            self.floor_key = (*key, n)
         return self.floor_value
+
+    def nearest_filed(self, X: torch.Tensor) -> list[float]:
+        """Each query's cosine with its nearest filed memory (every memory without a tree), the
+        statistic the floor bounds; ``-inf`` in an empty store."""
+        st = self.memory.state
+        if not st.n:
+            return [-math.inf] * X.shape[0]
+        return self.neighbours(X, self.filed_rows(), 1)[0][:, 0].tolist()
 
     def _voted(self, enc, x: torch.Tensor, rows: torch.Tensor | None, allowed_rows: torch.Tensor | None,
                weights: torch.Tensor, k: int, near: tuple | None = None,

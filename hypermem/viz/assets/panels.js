@@ -66,6 +66,11 @@ function select(i) {
           (info.parent ? " > " : " \u2264 ") : "";
         dd.appendChild(el("span", pair + "threshold " + fmt(info.threshold, 3)));
       }
+      if (typeof info.floor === "number" && typeof info.nearest === "number") {
+        // the store's nearest-neighbour floor (hypermem.store.nearest_floor): below it, a root whatever the scores
+        dd.appendChild(el("span", (info.reason ? "; none taken: " : "; ") + "nearest filed memory " +
+          fmt(info.nearest, 3) + (info.nearest < info.floor ? " < " : " \u2265 ") + "floor " + fmt(info.floor, 3)));
+      }
       dl.appendChild(dd);
     }
     panel.appendChild(dl);
