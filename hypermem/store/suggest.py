@@ -47,6 +47,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..embed import check_texts, embed_checked
@@ -121,6 +122,7 @@ class Suggester:
         self.floor_value = -math.inf
         self.filed_key: tuple | None = None
         self.filed_cache: torch.Tensor | None = None
+        """The filed memories' mask (:meth:`filed_mask`)."""
         self.reranker = None
         """The placement reranker (``Memory.reranker``; :mod:`hypermem.embed.reranker`), or None."""
 
@@ -316,15 +318,17 @@ class Suggester:
         at = top.indices if rows is None else rows[top.indices]
         return top.values, at
 
-    def filed_rows(self) -> torch.Tensor | None:
-        """Rows of the memories in the store's tree (a parent or children), kept until the store
-        changes; None when it holds no tree (then every memory counts: store.nearest_floor)."""
+    def filed_mask(self) -> torch.Tensor | None:
+        """Which stored memories are in the tree (a parent or children), a bool ``(n,)`` kept until
+        the store changes; None when it holds no tree (then every memory counts: store.nearest_floor)."""
         st = self.memory.state
         key = (id(st), st.version, st.n)
         if key != self.filed_key:
-            kids, parents = st.children, st.records.parents
-            rows = [r for r, i in enumerate(st.ids[: st.n]) if parents[r] is not None or i in kids]
-            self.filed_cache = torch.tensor(rows, dtype=torch.long) if rows else None
+            mask = torch.from_numpy(np.fromiter((p is not None for p in st.records.parents), bool, st.n))
+            kids = [st.row[p] for p in st.children if p in st.row]
+            if kids:
+                mask[kids] = True
+            self.filed_cache = mask if bool(mask.any()) else None
             self.filed_key = key
         return self.filed_cache
 
@@ -333,7 +337,8 @@ class Suggester:
         (:mod:`hypermem.store.nearest_floor`), kept while their number stays within 10% of the
         number it was read at."""
         st = self.memory.state
-        filed = self.filed_rows()
+        mask = self.filed_mask()
+        filed = None if mask is None else mask.nonzero().squeeze(1)
         n = st.n if filed is None else int(filed.numel())
         key = (id(st), nf.FLOOR_QUANTILE, nf.FLOOR_SAMPLE, filed is None)
         if key != (self.floor_key or (None,))[:4] or nf.stale(n, self.floor_key[4]):
@@ -350,7 +355,11 @@ class Suggester:
         st = self.memory.state
         if not st.n:
             return [-math.inf] * X.shape[0]
-        return self.neighbours(X, self.filed_rows(), 1)[0][:, 0].tolist()
+        cos = cosines(X, st.embedding_column(), self.norms())
+        mask = self.filed_mask()
+        if mask is not None:
+            cos[:, ~mask.to(cos.device)] = -math.inf
+        return cos.max(dim=1).values.tolist()
 
     def _voted(self, enc, x: torch.Tensor, rows: torch.Tensor | None, allowed_rows: torch.Tensor | None,
                weights: torch.Tensor, k: int, near: tuple | None = None,
