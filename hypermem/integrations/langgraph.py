@@ -141,6 +141,8 @@ class HypermemStore(BaseStore):
     search_mode: ``"nearest"`` (default) or ``"ancestors"``: a search with a ``query`` returns the
         items that subsume the query, ranked by the store's hierarchy encoder (``Memory.search(query,
         mode="ancestors")`` without a root, :mod:`hypermem.store.suggest`), inside the namespace prefix.
+        Like every search of this store it returns LangGraph items only (those ``put`` through
+        it): memories added to the ``Memory`` directly are candidates of no search here.
     memory_kwargs: ``Memory`` arguments for a new memory (``decay``, ``clock``, ...).
     """
 
