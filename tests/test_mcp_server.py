@@ -261,3 +261,21 @@ def test_a_real_hierarchy_encoder_plugs_in(db, tmp_path):
     db.add("animal", id="animal")
     got = encoder_parent(enc)(db, "dog")
     assert got == "animal"
+
+
+def test_remember_auto_says_why_a_text_from_elsewhere_stayed_a_root(db):
+    """In a store that holds a tree, remember(parent="auto") returns the decision: a text nearer
+    to no filed memory than the store's floor stays a root, with its nearest cosine and the floor."""
+    db.add_many([{"id": f"k{j}", "text": f"kitchen appliance {w}"} for j, w in enumerate(["oven", "fridge", "kettle"])])
+    db.add_many([{"id": f"n{j}", "text": f"kitchen appliance {w} note {j} cleaning schedule", "parent": f"k{j % 3}"}
+                 for j, w in enumerate(["oven", "fridge", "kettle"] * 10)])
+
+    async def script(c):
+        near = _data(await c.call_tool("remember", {"text": "kitchen appliance kettle note cleaning schedule descale",
+                                                    "parent": "auto"}))
+        far = _data(await c.call_tool("remember", {"text": "zebra migrations cross savannah rivers", "parent": "auto"}))
+        return near, far
+
+    near, far = _call(build_server(db), script)
+    assert near["parent"] == "k2" and near["auto_parent"]["nearest"] >= near["auto_parent"]["floor"]
+    assert far["parent"] is None and far["auto_parent"]["nearest"] < far["auto_parent"]["floor"]

@@ -70,6 +70,7 @@ from .mcp_app import (
     empty_notes,
     hit,
     install_signals,
+    short_auto,
     tool_error,
 )
 from .mcp_app import to_time as _time
@@ -158,7 +159,8 @@ def build_server(memory: Memory, *, name: str = "hypermem", auto_parent: AutoPar
                                                      "vote of the nearest memories' parents once the store holds "
                                                      "a tree)")] = None,
                  meta: Meta = None, valid_until: Until = None) -> dict[str, Any]:
-        """Store a memory; returns its id and parent."""
+        """Store a memory; returns its id and parent (with ``parent="auto"`` placed by the store,
+        also the decision: ``auto_parent``'s parent, score, by, nearest and floor)."""
         check_text(text, "text", max_text)
         check_meta(meta, max_meta)
         until = _time(valid_until, "valid_until")
@@ -167,7 +169,8 @@ def build_server(memory: Memory, *, name: str = "hypermem", auto_parent: AutoPar
             p = parent
             if p == "auto" and auto_parent is None and memory.suggester.places_text():
                 i = memory.add(text, parent="auto", meta=meta, valid_until=until)  # the encoder, or the vote
-                return {"id": i, "parent": memory.get(i).parent_id}
+                rec = memory.get(i)   # why: the decision (and the floor's numbers), store.auto_parent
+                return {"id": i, "parent": rec.parent_id, "auto_parent": short_auto(rec.meta).get("auto_parent")}
             if p == "auto":
                 if auto_parent is None:
                     raise _tool_error("parent='auto' needs a hierarchy encoder or a store that holds a tree (a "
