@@ -55,7 +55,7 @@ if [ ! -f "$STAMP" ] || [ "$NEED" = 1 ]; then
     TORCH_PIN="torch==$("$VPY" -c 'import torch; print(torch.__version__.split("+")[0])')"
     step "installing hypermem-torch[$ALL] beside $TORCH_PIN (about 1-3 min)"
   else
-    step "installing $TORCH_PIN and hypermem-torch[$ALL] (first time: about 3-8 min, ~1 GB; later: seconds)"
+    step "installing $TORCH_PIN and hypermem-torch[$ALL] (first time: about 1-8 min, ~1 GB, as fast as the wheels come; later: seconds)"
   fi
   if [ "$DRY" != 1 ]; then
     pip_install "$TORCH_PIN" numpy -e ".[$ALL]"
