@@ -159,3 +159,15 @@ def test_a_fit_resumed_from_a_file_of_the_run_goes_on_in_its_version(tmp_path, c
     assert cli.trainer.log_dir == "runs/tiny/version_0"
     out = capsys.readouterr()
     assert "dirpath has changed" not in out.out + out.err
+
+
+def test_the_epoch_lines_mark_the_burn_in_and_its_end():
+    """The loss jumps where the burn-in's lr x0.1 ends: the epoch lines say so (the demo's log)."""
+    import types
+
+    from hypermem.train.hierarchy_callbacks import _burn_note
+
+    module = types.SimpleNamespace(hparams={"burn_in": 2, "burn_in_lr_factor": 0.1})
+    assert [_burn_note(module, e) for e in (1, 2, 3, 4)] == [
+        "  (burn-in: lr x0.1)", "  (burn-in: lr x0.1)", "  (burn-in over: the full lr from here)", ""]
+    assert _burn_note(types.SimpleNamespace(hparams={}), 1) == ""   # an encoder: no burn-in

@@ -49,8 +49,18 @@ class ProgressLines(pl.Callback):
         final = getattr(pl_module, "final_metrics", {}) or {}
         if final.get("epoch") == trainer.current_epoch + 1:
             shown.update({k: m[k] for k in _SHOWN if k in m})
-        print(f"epoch {trainer.current_epoch + 1}/{trainer.max_epochs}  step {trainer.global_step}  {_fmt(shown)}",
-              flush=True)
+        print(f"epoch {trainer.current_epoch + 1}/{trainer.max_epochs}  step {trainer.global_step}  {_fmt(shown)}"
+              f"{_burn_note(pl_module, trainer.current_epoch + 1)}", flush=True)
+
+
+def _burn_note(module: pl.LightningModule, epoch: int) -> str:
+    """The burn-in's mark on an epoch line (hierarchy embeddings: ``lr * burn_in_lr_factor`` for the
+    first ``burn_in`` epochs, so the loss jumps where it ends), else nothing."""
+    hp = getattr(module, "hparams", {})
+    burn, factor = int(hp.get("burn_in", 0) or 0), hp.get("burn_in_lr_factor")
+    if not burn or factor is None or epoch > burn + 1:
+        return ""
+    return f"  (burn-in: lr x{factor:g})" if epoch <= burn else "  (burn-in over: the full lr from here)"
 
 
 class RunSummary(pl.Callback):
