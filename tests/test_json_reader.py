@@ -163,3 +163,12 @@ def test_a_saved_count_of_the_wrong_type_gets_the_whole_documents_error(count):
         Memory.from_json(text)
     w = str(whole.value)   # "w: ..." or "w holds ...": the same words after the document's name
     assert str(streamed.value).startswith("the JSON text") and str(streamed.value).endswith(w[w.index(" "):])
+
+
+def test_a_nan_in_a_file_is_placed_by_line_and_column():
+    """json reports no position for a NaN its parse_constant refuses; the loader's message does."""
+    doc = json.loads(_store(3).to_json(indent=1))
+    text = json.dumps(doc, indent=1).replace('"n": 2', '"n": NaN', 1)
+    line = next(k for k, t in enumerate(text.splitlines(), 1) if "NaN" in t)
+    with pytest.raises(MemoryFileError, match=rf"non-finite number NaN at line {line} column \d+\)"):
+        Memory.from_json(text)

@@ -27,6 +27,7 @@ import errno
 import json
 import math
 import os
+import re
 import reprlib
 import sqlite3
 import stat
@@ -81,6 +82,20 @@ def _no_constant(name: str):
     raise ValueError(f"non-finite number {name}")
 
 
+_CONSTANT = re.compile(r"[:\[,]\s*(-?Infinity|NaN)\b")
+"""``NaN`` / ``Infinity`` where a JSON value starts (after ``:``, ``[`` or ``,``)."""
+
+
+def _constant_at(text: str, exc: ValueError) -> str:
+    """Where a refused NaN / Infinity is (`` at line L column C``), for ``load_json``'s message:
+    ``json`` reports no position for a constant its ``parse_constant`` refuses."""
+    m = _CONSTANT.search(text) if str(exc).startswith("non-finite number") else None
+    if m is None:
+        return ""
+    at = m.start(1)
+    return f" at line {text.count(chr(10), 0, at) + 1} column {at - text.rfind(chr(10), 0, at)}"
+
+
 def check_json_depth(value: Any, what: str, limit: int = MAX_JSON_DEPTH) -> None:
     """``ValueError`` when ``value`` nests deeper than ``limit`` (``save`` calls this, so
     that it writes nothing the loaders refuse)."""
@@ -106,7 +121,7 @@ def load_json(text: Any, where: str, what: str, depth: int | None = MAX_JSON_DEP
     except RecursionError:
         raise MemoryFileError(f"{where}: {what} nests too deep for the JSON reader") from None
     except ValueError as exc:  # JSONDecodeError is a ValueError
-        raise MemoryFileError(f"{where}: {what} is not valid JSON ({str(exc)[:120]})") from None
+        raise MemoryFileError(f"{where}: {what} is not valid JSON ({str(exc)[:120]}{_constant_at(text, exc)})") from None
     if depth is not None and json_depth_over(value, depth):
         raise MemoryFileError(f"{where}: {what} nests deeper than {depth} levels")
     return value
