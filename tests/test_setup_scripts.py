@@ -60,7 +60,7 @@ def test_a_first_run_says_each_step_and_its_rough_duration(copy):
     assert len(lines) == 2, lines
     assert re.fullmatch(r"\[setup\] creating \.venv with Python 3\.\d+\.\d+ \(about 10 s\)", lines[0])
     assert lines[1] == ("[setup] installing torch==2.13.0 and hypermem-torch[fast,viz] "
-                        "(first time: about 3-8 min, ~1 GB; later: seconds)")
+                        "(first time: about 1-8 min, ~1 GB, as fast as the wheels come; later: seconds)")
 
 
 def test_test_sh_after_demo_sh_installs_the_union_and_demo_after_test_nothing(copy):
