@@ -319,3 +319,15 @@ def test_delete_of_a_document_no_node_names_does_not_warn_of_a_misspelled_key():
         warnings.simplefilter("error")
         HypermemVectorStore(m).delete("doc-1")
     assert len(m) == 1
+
+
+def test_a_hybrid_query_mode_says_the_default_mode_has_the_lexical_term():
+    m = Memory(embedder=HashingEmbedder(dim=16))
+    m.add("a plain note")
+    for mode in (VectorStoreQueryMode.HYBRID, VectorStoreQueryMode.SPARSE):
+        with pytest.raises(ValueError, match=r"already adds the store's lexical \(BM25\) term.*'hybrid': w"):
+            HypermemVectorStore(m).query(VectorStoreQuery(query_str="note", similarity_top_k=1, mode=mode))
+    with pytest.raises(ValueError, match="default and mmr") as err:
+        HypermemVectorStore(m).query(VectorStoreQuery(query_str="note", similarity_top_k=1,
+                                                      mode=VectorStoreQueryMode.SVM))
+    assert "BM25" not in str(err.value)

@@ -354,7 +354,12 @@ class HypermemVectorStore(BasePydanticVectorStore):
         C.check_search_keys(kwargs, "query", ("mmr_prefetch_k", "mmr_threshold"))
         lam = kwargs.pop("mmr_threshold", None)  # vector_store_kwargs: LlamaIndex's retriever never sets the field
         if query.mode not in (VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.MMR):
-            raise ValueError(f"HypermemVectorStore supports the default and mmr query modes, got {query.mode!r}")
+            lexical = query.mode in (VectorStoreQueryMode.HYBRID, VectorStoreQueryMode.SPARSE,
+                                     VectorStoreQueryMode.SEMANTIC_HYBRID)
+            raise ValueError(f"HypermemVectorStore supports the default and mmr query modes, got {query.mode!r}"
+                             + ("; the default mode already adds the store's lexical (BM25) term to a text query: "
+                                "weigh it with vector_store_kwargs={'hybrid': w} (the store's default 0.3)"
+                                if lexical else ""))
         spec = filter_spec(query.filters)
         if query.doc_ids:
             docs = {"ref_doc_id": {"$in": sorted(set(query.doc_ids), key=str)}}
