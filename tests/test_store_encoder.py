@@ -446,3 +446,16 @@ def test_the_page_shows_the_pair_score_that_decided_an_auto_placement(enc, mem, 
     assert info["by"] == "subsumption" and info["parent"] is not None
     panel, _, _ = inspected_panel(mem, tmp_path / "page.html", "poodle")
     assert f"decided on its pair score {info['score']:.3f} > threshold" in panel
+
+
+def test_open_store_without_the_encoder_names_its_folder(enc, enc_dir, tmp_path):
+    """`hypermem mcp --store` / `open_store` on a store an encoder placed: the error names the
+    recorded folder and says what to pass from Python and from the command line."""
+    mcp = pytest.importorskip("hypermem.integrations.mcp_server")
+    path = tmp_path / "placed.db"
+    with Memory.open(path, embedder=enc) as m:
+        m.add("animal", id="animal")
+    with pytest.raises(ValueError) as err:
+        mcp.choose_embedder(str(path))
+    text = str(err.value)
+    assert str(enc_dir) in text and "--embedder PATH" in text and "open_store(target, HierarchyEncoder.load(PATH))" in text
