@@ -18,17 +18,19 @@ def test_the_floor_is_the_quantile_of_the_leave_one_out_nearest_cosine():
     nn = [float(U[0] @ U[1]), float(U[1] @ U[0]), float(U[2] @ U[3]), float(U[3] @ U[2])]
     rows_seen = []
 
-    def cosine_rows(rows):
+    def cosine_rows(rows):   # leave-one-out nearest cosines of these rows
         rows_seen.append(rows.tolist())
-        return U[rows] @ U.T
+        c = U[rows] @ U.T
+        c[torch.arange(len(rows)), rows] = -math.inf
+        return c.max(dim=1).values
 
     old = nf.FLOOR_MIN_MEMORIES
     nf.FLOOR_MIN_MEMORIES = 2
     try:
-        got = nf.nearest_floor(4, cosine_rows, q=0.5, sample=10)
+        got = nf.nearest_floor(4, cosine_rows, q=0.5, sample=10, chunk=3)
     finally:
         nf.FLOOR_MIN_MEMORIES = old
-    assert rows_seen == [[0, 1, 2, 3]]
+    assert rows_seen == [[0, 1, 2], [3]]                              # asked a chunk at a time
     assert got == pytest.approx(float(torch.quantile(torch.tensor(nn, dtype=torch.float64), 0.5)))
     assert nf.nearest_floor(4, cosine_rows, q=0.5) == -math.inf       # fewer than FLOOR_MIN_MEMORIES
     monkeypatch_free = nf.FLOOR_QUANTILE

@@ -46,21 +46,21 @@ FLOOR_MIN_MEMORIES = 20
 """Below this many memories there is no floor (too few neighbours to say what is near)."""
 
 
-def nearest_floor(n: int, cosine_rows: Callable[[torch.Tensor], torch.Tensor],
-                  q: float | None = None, sample: int | None = None) -> float:
+def nearest_floor(n: int, nearest_of: Callable[[torch.Tensor], torch.Tensor],
+                  q: float | None = None, sample: int | None = None, chunk: int = 32) -> float:
     """The floor of a pool of ``n`` memories (the filed ones): the ``q`` quantile (default
     :data:`FLOOR_QUANTILE`) of the leave-one-out nearest-neighbour cosine of a seeded sample of
-    ``sample`` of them (default :data:`FLOOR_SAMPLE`).  ``cosine_rows(pos)`` gives the cosines
-    ``(m, n)`` of the pool's entries ``pos`` against the whole pool.  ``-inf`` (no floor) without
-    a quantile or below :data:`FLOOR_MIN_MEMORIES` memories."""
+    ``sample`` of them (default :data:`FLOOR_SAMPLE`).  ``nearest_of(pos)`` gives that cosine
+    ``(m,)`` for the pool's entries ``pos`` (itself left out); it is asked ``chunk`` entries at a
+    time, so that the cosines held at once are ``chunk x N``, not ``sample x N``.  ``-inf`` (no
+    floor) without a quantile or below :data:`FLOOR_MIN_MEMORIES` memories."""
     q = FLOOR_QUANTILE if q is None else q
     if q is None or n < FLOOR_MIN_MEMORIES:
         return -math.inf
     m = min(n, FLOOR_SAMPLE if sample is None else sample)
     pos = torch.randperm(n, generator=torch.Generator().manual_seed(0))[:m].sort().values
-    cos = cosine_rows(pos).to(torch.float64).clone()
-    cos[torch.arange(m), pos.to(cos.device)] = -math.inf   # not itself
-    return float(torch.quantile(cos.max(dim=1).values.cpu(), q))
+    near = torch.cat([nearest_of(pos[s: s + chunk]).to(torch.float64).cpu() for s in range(0, m, chunk)])
+    return float(torch.quantile(near, q))
 
 
 def stale(n: int, computed_at: int | None) -> bool:

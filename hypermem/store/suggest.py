@@ -343,9 +343,16 @@ class Suggester:
         key = (id(st), nf.FLOOR_QUANTILE, nf.FLOOR_SAMPLE, filed is None)
         if key != (self.floor_key or (None,))[:4] or nf.stale(n, self.floor_key[4]):
             E, nrm = st.embedding_column(), self.norms()
-            if filed is not None:
-                E, nrm = E[filed.to(E.device)], nrm[filed]
-            self.floor_value = nf.nearest_floor(n, lambda r: cosines(E[r.to(E.device)], E, nrm.to(E.device)))
+
+            def nearest_of(pos: torch.Tensor) -> torch.Tensor:   # leave-one-out, over the filed memories
+                rows = pos if filed is None else filed[pos]
+                cos = cosines(E[rows.to(E.device)], E, nrm.to(E.device))
+                if mask is not None:
+                    cos[:, ~mask.to(cos.device)] = -math.inf
+                cos[torch.arange(len(rows)), rows.to(cos.device)] = -math.inf
+                return cos.max(dim=1).values
+
+            self.floor_value = nf.nearest_floor(n, nearest_of)
             self.floor_key = (*key, n)
         return self.floor_value
 
