@@ -28,11 +28,8 @@ memories are to their nearest neighbours -- below the store's floor,
 names its parent), and the meta
 says why (``"reason"``, ``"nearest"``: its nearest filed cosine, ``"floor"``: the floor; the
 candidates it would have had stay in ``"suggested"``).  Every auto-placed memory of a store
-with a floor keeps ``"nearest"`` and ``"floor"``, so an agent can see how close the call was.
-On two hierarchies of docstrings with 10-minute encoders and with MiniLM (two seeds), the
-floor at its default quantile (1%) left 0.5-15% of 200 conversation turns attached instead of
-42-100%, at a cost of 0-0.014 of the held-out texts placed within 2 hops
-(``experiments/placement_vote/foreign.py``; benchmarks/RESULTS.md).  A store of fewer than
+with a floor keeps ``"nearest"`` and ``"floor"``, so an agent can see how close the call was
+(the measurements: ``experiments/placement_vote/foreign.py``, benchmarks/RESULTS.md).  A store of fewer than
 :data:`~hypermem.store.nearest_floor.FLOOR_MIN_MEMORIES` filed memories has no floor.
 
 The candidates and their order come from the store's suggestions (:mod:`hypermem.store.suggest`:

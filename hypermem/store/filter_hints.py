@@ -2,7 +2,7 @@
 
 ``Memory.search``, ``search_batch``, the server search and ``Memory.select`` give the same words
 (:meth:`hypermem.store.search.Searcher.warn_unknown_keys`, once per store and key).  Such a key is
-usually a misspelling; or it is one of the record's own fields (``{"t": {"$lt": "2026-02-01"}}``),
+usually a misspelling; or it is one of the record's own fields (``{"t": {"$lt": "<a date>"}}``),
 which a dict filter does not read: it reads metadata.  For those the warning says how to filter
 them: a :class:`~hypermem.store.filters.RecordFilter` (the parent, the times, the ids) or a
 callable on the record.
@@ -32,7 +32,7 @@ def unknown_key_warning(key: str, what: str = "the search") -> str:
         msg += (f": {key!r} is a field of the record, and a dict filter reads metadata; filter it with {way}a "
                 f"callable on the record (lambda r: ...)")
         if key in ("t", "valid_from", "valid_until"):
-            msg += " (a RecordFilter compares a time as ISO 8601 UTC text, 2026-02-01T00:00:00+00:00)"
+            msg += " (a RecordFilter compares a time as ISO 8601 UTC text, YYYY-MM-DDTHH:MM:SS+00:00)"
     else:
         msg += " (a misspelled key?)"
     return msg + "; this store warns once per key"

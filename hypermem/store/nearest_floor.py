@@ -4,9 +4,10 @@
 ``parent="auto"`` files a text under the best candidate its neighbours vote for (or that the
 encoder's pair score picks); a text from elsewhere -- a chat turn added to a store of code
 notes -- still has a best candidate, and the pair score's threshold, chosen on validation pairs
-of one positive to ten negatives, lets most of them through (RESULTS, "how far down the voted
-list"; 66-94% of foreign texts attached).  What separates a text from elsewhere is how near
-its nearest *filed* memory is: with ``cos(x, e)`` the cosine of the embedding column and
+of one positive to ten negatives, is asked here of the best of thousands of candidates, so it
+lets most such texts through (benchmarks/RESULTS.md, "texts from elsewhere stay roots").
+
+What separates a text from elsewhere is how near its nearest *filed* memory is: with ``cos(x, e)`` the cosine of the embedding column and
 ``F`` the memories in the store's tree (a parent or children; every memory when the store
 holds no tree),
 
