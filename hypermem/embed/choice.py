@@ -39,6 +39,7 @@ class StandIn:
     def __init__(self, spec: Mapping[str, Any] | None = None, hint: str = "pass embedder=<the same embedder>"):
         self.spec = None if spec is None else dict(spec)
         self.hint = hint
+        self.placed_by = ""   # the hierarchy encoder a store records, once a store is opened with this
 
     @property
     def dim(self) -> int | None:
@@ -49,7 +50,9 @@ class StandIn:
         rebuilds itself (the hashing embedder), else a stand-in of that spec."""
         if spec.get("type") == "hashing":
             return None
-        return StandIn(spec, self.hint)
+        out = StandIn(spec, self.hint)
+        out.placed_by = self.placed_by
+        return out
 
     def embed(self, texts: Sequence[str]) -> torch.Tensor:
         kind = "an unknown embedder" if self.spec is None else f"the embedder {self.spec.get('type')!r}"

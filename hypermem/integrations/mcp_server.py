@@ -332,14 +332,14 @@ def choose_embedder(target: str, name: str | None = None, warn: Callable[[str], 
         probe = None
     if probe is not None:
         spec = probe.embedder.spec if isinstance(probe.embedder, StandIn) else None
-        placed = probe.embedder.hint.strip() if isinstance(probe.embedder, StandIn) else ""   # the recorded encoder
+        placed = getattr(probe.embedder, "placed_by", "")   # the recorded encoder (store.encoder_points)
         probe.close()
         if spec is None:
             return None
         if searches_with_minilm(spec):
             return embedder_named("minilm")
         raise ValueError(f"{target} was made with the embedder {spec.get('type')!r} (dim {spec.get('dim')})"
-                         f"{' ' + placed if 'placed by' in placed else ''}: pass --embedder PATH on the command line, "
+                         f"{' ' + placed if placed else ''}: pass --embedder PATH on the command line, "
                          f"or open_store(target, HierarchyEncoder.load(PATH)) (PATH: the folder of that encoder)")
     try:
         return embedder_named("minilm")

@@ -158,6 +158,7 @@ def check_encoder(config: Any, embedder: Any, where: str) -> None:
     stored = config.get(ENCODER_KEY) if isinstance(config, dict) else None
     if isinstance(embedder, StandIn):  # opened to read the structure, never to embed or place
         note = f" (this store was placed by {_named(stored)})" if isinstance(stored, dict) else ""
+        embedder.placed_by = note.strip()   # which encoder to pass, for a caller that must name it
         if note and note not in embedder.hint:   # what to pass, should the reader embed after all
             embedder.hint += note
         return
