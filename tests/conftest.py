@@ -11,7 +11,14 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from hypothesis import settings as hypothesis_settings  # noqa: E402
 from installed_wheel import bare_venv, venv, wheel  # noqa: E402,F401  (session fixtures: the installed wheel)
+
+# The property suites draw the same examples on every run, so CI is reproducible: a failure seen
+# once is seen again. `HYPOTHESIS_PROFILE=explore ./scripts/test.sh` draws fresh examples.
+hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
+hypothesis_settings.register_profile("explore", derandomize=False, print_blob=True)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 from hypermem.data.wordnet import load_mammals  # noqa: E402
 
