@@ -12,7 +12,6 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
-import numpy as np
 import torch
 
 from ..embed import check_texts, embed_checked
@@ -33,6 +32,7 @@ from .filters import filter_keys
 from .lexical import Lexical
 from .meta_columns import MetaColumns
 from .placement import unit
+from .query_checks import check_point_query
 from .records import SearchResult, search_results
 
 MIRROR_MIN_ROWS = 16_384
@@ -136,8 +136,7 @@ class Searcher:
                 continue
             if q is None:
                 raise ValueError("a query in a batch cannot be None")
-            if not isinstance(q, (torch.Tensor, np.ndarray, list, tuple)):
-                raise TypeError(f"a query must be text or a point (tensor, array, list), got {type(q).__name__}")
+            check_point_query(q)  # a QueryTypeError: a TypeError and the reference's ValueError
             p = torch.as_tensor(q).detach().to("cpu", torch.float64)
             if p.shape != (self.memory.dim,):
                 raise ValueError(f"a query must be text or a point of shape ({self.memory.dim},), got shape "
