@@ -3,5 +3,6 @@
 from .add_hint import AddManyHint
 from .memory import METRICS, MODES, Memory
 from .records import MemoryRecord, SearchResult
+from .validation import MemoryFileError
 
-__all__ = ["Memory", "MemoryRecord", "SearchResult", "MODES", "METRICS", "AddManyHint"]
+__all__ = ["Memory", "MemoryRecord", "SearchResult", "MODES", "METRICS", "AddManyHint", "MemoryFileError"]
