@@ -338,19 +338,25 @@ class DurableStore:
 
     def touch(self, ids) -> None:
         """Count one access now of each id (as ``search`` does), written through; while another
-        process holds the write lock the counts stay pending here (:mod:`.touches`)."""
+        process holds the write lock the counts stay pending here (:mod:`.touches`).  An id that
+        another process removed since this one read it counts nothing (:meth:`_kept`)."""
         ids = check_ids(ids, "touch()")
         if self._read_only or not ids:
             return
         counts = Counter(ids)
+        row, version = self.state.row, self.state.version
+        unseen = [i for i in counts if i not in row]  # ids this process has not read: the catch-up may bring them
         applied = False  # counted in the process (a failed write leaves them counted, and pending)
         try:
             with self._writing("touch", wait=False) as st:  # catches up first: ids others added are known
-                super().touch(ids)
-                applied = True
-                st.touch([(n, self.state.records.last_accessed(i), i) for i, n in counts.items()])
+                if self.state.version != version:  # the catch-up changed rows: drop the ids it removed
+                    ids, counts = self._kept(ids, counts, unseen)
+                if ids:
+                    super().touch(ids)
+                    applied = True
+                    st.touch([(n, self.state.records.last_accessed(i), i) for i, n in counts.items()])
         except LockBusy:
-            self._touch_pending(ids, counts)
+            self._touch_pending(ids, counts, unseen=unseen)
         except StorageError as exc:  # best effort (disk full, ...): the counts stay pending here
             st = self._storage
             if st is None or st.closed:
@@ -362,7 +368,7 @@ class DurableStore:
                 warnings.warn(f"{st!r}: writing the access counts of a search failed ({exc}); they stay pending "
                               "in this process and the next write that succeeds stores them", RuntimeWarning,
                               stacklevel=3)
-            self._touch_pending(ids, counts, applied)
+            self._touch_pending(ids, counts, applied, unseen)
         except BaseException:
             if applied:
                 self._undo()
@@ -392,13 +398,29 @@ class DurableStore:
                 self._undo()
             raise
 
-    def _touch_pending(self, ids: list[str], counts: Counter, applied: bool = False) -> None:
+    def _kept(self, ids: list[str], counts: Counter, unseen: list[str]) -> tuple[list[str], Counter]:
+        """``ids`` and ``counts`` without the ids another process removed since the caller read
+        them (known before the catch-up, gone after it): a search's hits stay as it saw them, and
+        a memory removed meanwhile has no access to count.  An id in ``unseen`` (unknown before)
+        that is still unknown stays, for ``Memory.touch``'s ``KeyError``."""
+        row = self.state.row
+        gone = {i for i in counts if i not in row}.difference(unseen)
+        if not gone:
+            return ids, counts
+        return [i for i in ids if i not in gone], Counter({i: n for i, n in counts.items() if i not in gone})
+
+    def _touch_pending(self, ids: list[str], counts: Counter, applied: bool = False, unseen=()) -> None:
         """Count the touch of ``ids`` in the process (unless ``applied`` already) and keep it
-        pending (:mod:`.touches`)."""
+        pending (:mod:`.touches`); ``unseen``: the ids unknown when the touch began."""
+        if not ids:
+            return
         with self.state.lock:
             if not applied:
                 if any(i not in self.state.row for i in counts):
                     self.refresh()  # a read: it waits for no writer
+                    ids, counts = self._kept(ids, counts, list(unseen))
+                    if not ids:
+                        return
                 super().touch(ids)  # KeyError for an id stored nowhere
             self._pending.add(counts, self.state.records.last_accessed(ids[0]))
             remember(self)
