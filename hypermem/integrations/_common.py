@@ -1,5 +1,5 @@
 """What the framework adapters share: time and metadata conversion, one filter language,
-upserts, query points, relevance scores and maximal marginal relevance over a
+upserts (:mod:`._upserts`, re-exported), query points, relevance scores and maximal marginal relevance over a
 :class:`~hypermem.store.Memory`.  Imports no framework."""
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ import torch
 from ..embed import embed_checked
 from ..geometry import poincare as P
 from ..store import Memory, MemoryRecord, SearchResult
-from ..store.auto_parent import AUTO
 from ..store.backends.pg_errors import redact
 from ..store.encoder_points import is_hierarchy_encoder, places_points
 from ..store.filters import MISSING, FilterError, check_filter, filter_keys, map_fields
 from ..store.filters import compile_filter as _compile_filter
 from ..store.validation import MAX_JSON_DEPTH, json_depth_over
 from ..temporal.clock import from_seconds, to_utc
+from ._upserts import parents_first, remove, upsert  # noqa: F401 - the adapters' C.upsert and C.remove
 
 STORE_KEYS = ("parent", "t", "valid_from", "valid_until")
 """Metadata keys that become :meth:`Memory.add` arguments instead of metadata."""
@@ -293,99 +293,12 @@ def durable_copy(memory: Memory, target: str | os.PathLike) -> Memory:
                   "valid_from": r.valid_from, "valid_until": r.valid_until, "embedding": memory.embedding(r.id)}
                  for r in memory]
         if items:
-            dst.add_many(_parents_first(items))
+            dst.add_many(parents_first(items))
             dst.record_accesses({r.id: (r.access_count, r.last_accessed) for r in memory if r.access_count})
     except BaseException:
         dst.close()
         raise
     return dst
-
-
-def upsert(memory: Memory, items: Sequence[dict[str, Any]]) -> list[str]:
-    """Add the items (dicts of :meth:`Memory.add_many` keys) whose id is new and replace
-    those whose id exists (or repeats in ``items``; the later one wins).  New items are
-    stored with one ``add_many`` call (one embedder call), parents before children; a
-    replaced memory whose text is unchanged is not embedded again.  A replaced memory keeps
-    its children, and its time ``t`` unless the item gives one (a corrected text is not a new
-    memory: it must not become the freshest one); its text, metadata, parent and validity
-    window become the item's.  Returns the ids in the order of ``items``."""
-    new, old, seen = [], [], set()
-    for it in items:
-        i = it.get("id")
-        (old if i is not None and (i in seen or i in memory) else new).append(it)
-        if i is not None:
-            seen.add(i)
-    named = seen | {it["id"] for it in new if it.get("id") is not None}
-    for it in old:   # a replacement's parent is checked before anything changes
-        if (p := it.get("parent")) not in (None, AUTO) and p not in named and p not in memory:
-            raise KeyError(f"unknown memory id {p!r}")
-    ordered = _parents_first(new)
-    added = dict(zip(map(id, ordered), memory.add_many(ordered) if ordered else []))
-    for it in old:
-        _replace(memory, it)
-    return [added.get(id(it), it.get("id")) for it in items]
-
-
-def _parents_first(items: list[dict]) -> list[dict]:
-    """Stable order in which every item's parent (when it is in ``items``) comes first."""
-    pos = {it["id"]: n for n, it in enumerate(items) if it.get("id") is not None}
-    if not any(it.get("parent") in pos for it in items):
-        return items
-    out, done = [], set()
-
-    def visit(n: int, path: set) -> None:
-        if n in done:
-            return
-        if n in path:
-            raise ValueError(f"the items' parents form a cycle through {items[n].get('id')!r}")
-        p = pos.get(items[n].get("parent"))
-        if p is not None:
-            visit(p, path | {n})
-        done.add(n)
-        out.append(items[n])
-
-    for n in range(len(items)):
-        visit(n, set())
-    return out
-
-
-def _replace(memory: Memory, it: dict[str, Any]) -> None:
-    i = it["id"]
-    t = it.get("t") or memory.get(i).t  # no time given: the stored one stays
-    if it.get("embedding") is None and it.get("point") is None:
-        same = memory.get(i).text == it["text"]  # the same text is not embedded again
-        memory.update(i, text=None if same else it["text"], meta=it.get("meta") or {}, t=t,
-                      valid_from=it.get("valid_from"),
-                      valid_until=it.get("valid_until"))
-        memory.link(i, it.get("parent"))
-        return
-    # A new vector: update() re-embeds from the text, so the memory is stored again under its id.
-    kids = memory.children(i)
-    for c in kids:
-        memory.link(c, None)
-    memory.remove(i)
-    memory.add_many([{**it, "t": t}])
-    for c in kids:
-        memory.link(c, i)
-
-
-def remove(memory: Memory, ids: Sequence[str] | None, cascade: bool = False) -> list[str]:
-    """Remove the memories ``ids`` (unknown ids are ignored; ``None`` removes all).  A removed
-    memory's children move up to its parent unless ``cascade`` removes them too.  Returns
-    the removed ids."""
-    if ids is None:
-        return memory.remove_many(memory.roots(), cascade=True)
-    present = list(dict.fromkeys(i for i in ids if i in memory))
-    if not cascade:
-        named = set(present)
-        for i in present:
-            up = memory.parent(i)
-            while up in named:  # the nearest ancestor that stays
-                up = memory.parent(up)
-            for c in memory.children(i):
-                if c not in named:
-                    memory.link(c, up)
-    return memory.remove_many(present, cascade=cascade)  # one pass over the store's rows
 
 
 def query_point(memory: Memory, vector: Any) -> torch.Tensor:
@@ -481,7 +394,9 @@ def mmr(memory: Memory, results: list[SearchResult], k: int, lambda_mult: float 
         raise ValueError(f"lambda_mult must be in [0, 1], got {lambda_mult!r}")
     if len(results) <= 1 or k <= 1:
         return results[:k]
-    pts = torch.stack([memory.point(r.id).to("cpu", torch.float64) for r in results])  # k points, any device
+    results, pts = _with_points(memory, results)
+    if len(results) <= 1:
+        return results[:k]
     D = P.shell_distance(pts[:, None, :], pts[None, :, :], memory.base_depth, memory.curvature)
     score = torch.tensor([r.score for r in results], dtype=torch.float64)
     picked = [int(torch.argmax(score))]
@@ -493,3 +408,16 @@ def mmr(memory: Memory, results: list[SearchResult], k: int, lambda_mult: float 
         picked.append(j)
         nearest = torch.minimum(nearest, D[j])
     return [results[j] for j in picked]
+
+
+def _with_points(memory: Memory, results: list[SearchResult]) -> tuple[list[SearchResult], torch.Tensor]:
+    """The results whose memory is still stored (another thread or process may have removed one
+    since the search) and their points ``(m, dim)``, float64 on the CPU."""
+    kept, pts = [], []
+    for r in results:
+        try:
+            pts.append(memory.point(r.id).to("cpu", torch.float64))
+        except KeyError:
+            continue
+        kept.append(r)
+    return kept, torch.stack(pts) if pts else torch.empty(0, memory.dim, dtype=torch.float64)

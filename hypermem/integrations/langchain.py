@@ -40,6 +40,7 @@ from ..embed import embed_checked
 from ..store import Memory, SearchResult
 from . import _common as C
 from . import _record_filters as RF
+from . import _upserts as U
 
 
 class HypermemEmbeddings(Embeddings):
@@ -205,7 +206,8 @@ class HypermemVectorStore(VectorStore):
 
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
         self.memory.refresh()  # a search catches up by itself; a lookup by id asks
-        return [self._doc(self.memory.get(i)) for i in ids if i in self.memory]
+        recs = (U.get_or_none(self.memory, i) for i in ids)   # None: unknown, or removed meanwhile by another process
+        return [self._doc(r) for r in recs if r is not None]
 
     def _search(self, query: Any, k: int, filter: Any, vector: bool, kwargs: dict) -> list[SearchResult]:
         C.check_search_keys(kwargs, "search", ("k", "filter"))

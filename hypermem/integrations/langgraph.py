@@ -71,6 +71,7 @@ from ..store.checks import json_problem
 from ..store.filters import check_filter
 from . import _common as C
 from . import _record_filters as RF
+from . import _upserts as U
 from .langchain import LangChainEmbedder
 
 _KIND = "langgraph"
@@ -224,11 +225,15 @@ class HypermemStore(BaseStore):
             return
         for r in recs:
             if r.meta.get("ttl") is not None:
-                self.memory.update(r.id, valid_until=_ttl_until(r.meta["ttl"], now, clamp=True))
+                try:
+                    self.memory.update(r.id, valid_until=_ttl_until(r.meta["ttl"], now, clamp=True))
+                except KeyError:
+                    if r.id in self.memory:
+                        raise   # removed by another process since it was read: no ttl to refresh
 
     def _get(self, op: GetOp, now: datetime) -> Item | None:
-        i = item_id(tuple(op.namespace), op.key)
-        if i not in self.memory or not self._live(rec := self.memory.get(i), now):
+        rec = U.get_or_none(self.memory, item_id(tuple(op.namespace), op.key))  # None: removed meanwhile too
+        if rec is None or not self._live(rec, now):
             return None
         self._refresh([rec], op.refresh_ttl, now)
         return self._item(rec)
@@ -246,7 +251,20 @@ class HypermemStore(BaseStore):
             values = None
         elif values is not None:
             check_filter(values)
-        want = op.offset + op.limit
+        try:
+            page = self._page(op, now, root, values, user)
+        except KeyError:
+            if root is None or root in mem:
+                raise
+            return []   # another process removed the namespace (its last item) since the check above
+        self._refresh([r for r, _ in page], op.refresh_ttl, now)
+        # the records as the search saw them where another process removed one since
+        return [self._item(U.get_or_none(mem, r.id) or r, s, search=True) for r, s in page]
+
+    def _page(self, op: SearchOp, now: datetime, root: str | None, values: Mapping | None,
+              user: Any) -> list[tuple[MemoryRecord, float | None]]:
+        """The records of the page ``op`` asks for, with their relevance (``None``: unscored)."""
+        mem, want = self.memory, op.offset + op.limit
         if op.query:
             q, vector = op.query, False
             if isinstance(mem.embedder, LangChainEmbedder):
@@ -265,8 +283,7 @@ class HypermemStore(BaseStore):
                                                        max(0, op.offset - len(scored)), want - len(scored))]
         else:
             page = [(r, None) for r in self._pool(values, user, now, root, None, op.offset, want, newest=True)]
-        self._refresh([r for r, _ in page], op.refresh_ttl, now)
-        return [self._item(mem.get(r.id), s, search=True) for r, s in page]
+        return page
 
     def _where(self, values: Mapping | None, user: Any, now: datetime, indexed: bool | None, ids: Any = None) -> Any:
         """The search filter of the live items whose value passes ``values`` (the store's
@@ -333,27 +350,32 @@ class HypermemStore(BaseStore):
         mem = self.memory
         until = self._check_puts([op for op in puts if op.value is not None], now)
         gone = [item_id(tuple(op.namespace), op.key) for op in puts if op.value is None]
-        removed = C.remove(mem, [i for i in gone if i in mem])
+        removed = C.remove(mem, gone)   # unknown ids (removed by another process too) are ignored
         writes = [op for op in puts if op.value is not None]
-        chains = {tuple(op.namespace)[:n] for op in writes for n in range(1, len(op.namespace) + 1)}
-        new_ns = sorted((ns for ns in chains if namespace_id(ns) not in mem), key=len)
-        if new_ns:
-            mem.add_many([{"id": namespace_id(ns), "text": "/".join(ns),
-                           "parent": namespace_id(ns[:-1]) if len(ns) > 1 else None,
-                           "meta": {_KIND: "namespace", "namespace": list(ns)}} for ns in new_ns])
+        chains = sorted({tuple(op.namespace)[:n] for op in writes for n in range(1, len(op.namespace) + 1)}, key=len)
+        nodes = [{"id": namespace_id(ns), "text": "/".join(ns), "parent": namespace_id(ns[:-1]) if len(ns) > 1 else None,
+                  "meta": {_KIND: "namespace", "namespace": list(ns)}} for ns in chains]
         items = []
         for op in writes:
             ns, i = tuple(op.namespace), item_id(tuple(op.namespace), op.key)
             text = self._text(op.value, op.index)
-            created = mem.get(i).meta["created_at"] if i in mem and self._live(mem.get(i), now) else C.iso(now)
+            rec = U.get_or_none(mem, i)
+            created = rec.meta["created_at"] if rec is not None and self._live(rec, now) else C.iso(now)
             items.append({"id": i, "parent": namespace_id(ns), "t": now,
                           "text": text or json.dumps(op.value, sort_keys=True, ensure_ascii=False),
                           "valid_until": until[id(op)],
                           "meta": {_KIND: "item", "namespace": list(ns), "key": op.key,
                                    "value": copy.deepcopy(op.value),
                                    "created_at": created, "indexed": text is not None, "ttl": op.ttl}})
-        if items:
-            C.upsert(mem, items)
+        for attempt in range(U.TRIES):
+            U.add_missing(mem, nodes)   # a namespace another process creates meanwhile exists once
+            try:
+                if items:
+                    C.upsert(mem, items)
+                break
+            except KeyError:   # another process removed a namespace (its last item) since: create it again
+                if attempt + 1 == U.TRIES or all(n["id"] in mem for n in nodes):
+                    raise
         self._prune(set(removed))
 
     def _prune(self, removed: set[str]) -> None:
@@ -362,12 +384,18 @@ class HypermemStore(BaseStore):
         namespace nodes from the store's columns (:meth:`Memory.select`)."""
         if not removed:
             return
-        mem, empty = self.memory, set()
-        spaces = mem.select({_KIND: "namespace"})
-        for i in reversed(spaces):
-            if all(c in empty for c in mem.children(i)):
-                empty.add(i)
-        mem.remove_many([i for i in spaces if i in empty])
+        mem = self.memory
+        for _ in range(U.TRIES):
+            try:
+                empty: set[str] = set()
+                spaces = mem.select({_KIND: "namespace"})
+                for i in reversed(spaces):
+                    if all(c in empty for c in mem.children(i)):
+                        empty.add(i)
+                mem.remove_many([i for i in spaces if i in empty])
+                return
+            except (KeyError, ValueError):  # another process removed one, or put an item under one, meanwhile
+                continue   # decide again; after the last try the empty nodes wait for the next removal
 
     def sweep_ttl(self) -> int:
         """Remove the items whose TTL has run out (and namespaces left empty); returns how many items."""

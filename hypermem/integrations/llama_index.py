@@ -342,8 +342,8 @@ class HypermemVectorStore(BasePydanticVectorStore):
     def get_nodes(self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None) -> list[BaseNode]:
         ids = self._matching(node_ids, filters)
         st = self._memory.state
-        with st.lock:
-            recs = st.records.at_rows(st.rows_of(ids))
+        with st.lock:   # an id removed since the selection (another thread's refresh) is left out
+            recs = st.records.at_rows([st.row[i] for i in ids if i in st.row])
         return [self._node(r) for r in recs]
 
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
