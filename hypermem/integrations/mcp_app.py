@@ -24,6 +24,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from pydantic import ValidationError
 
+from ..store import AddManyHint
 from . import _common as C
 
 log = logging.getLogger("hypermem.mcp")
@@ -190,7 +191,9 @@ def is_busy(exc: BaseException) -> bool:
 class Guard:
     """Runs one store call for a tool: under the server's lock, after catching up with what other
     processes committed, writes with a short lock wait, store mistakes as tool errors, and the
-    store's explanatory warnings collected for the result."""
+    store's explanatory warnings collected for the result.  The :class:`~hypermem.store.AddManyHint`
+    (use ``add_many``) is dropped: an MCP client remembers one memory a call, and the operator
+    cannot change that either."""
 
     def __init__(self, memory: Any, write_wait: float = WRITE_WAIT) -> None:
         self.memory, self.write_wait = memory, write_wait
@@ -230,6 +233,7 @@ class Guard:
                 raise tool_error(self.scrub(str(exc))) from None
             except (ValueError, TypeError, OverflowError, EmbedderMissing) as exc:
                 raise tool_error(self.scrub(str(exc))) from None
+            caught = [w for w in caught if not issubclass(w.category, AddManyHint)]  # Python-only advice
             if notes is not None:
                 for w in caught:
                     text = str(w.message)

@@ -244,7 +244,12 @@ def build_server(memory: Memory, *, name: str = "hypermem", auto_parent: AutoPar
                 ids = memory.ancestors(id)
             else:
                 ids = memory.children(id)
-            out = [dict(hit(memory.get(i), result_chars), level=memory.level(i)) for i in ids[:limit]]
+            out = []
+            for i in ids[:limit]:
+                try:   # one removed meanwhile by another process is left out
+                    out.append(dict(hit(memory.get(i), result_chars), level=memory.level(i)))
+                except KeyError:
+                    continue
             return {"results": out, "total": len(ids)}
 
         return guarded(run)
