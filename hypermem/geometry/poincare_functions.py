@@ -271,13 +271,15 @@ def point_at(direction, hyperbolic_radius, c: Curvature = 1.0) -> torch.Tensor:
     r"""Point at hyperbolic distance ``r`` from the origin along ``direction``.
 
     ``p = tanh(sqrt(c) r / 2) u / sqrt(c)`` with ``u = direction / ||direction||``, so that
-    ``d_c(0, p) = r``.  A zero direction gives the origin.
+    ``d_c(0, p) = r``.  A zero direction gives the origin with zero gradient (``u / ||u||`` detached
+    where ``||u||^2 = 0``, not ``1/sqrt(tiny)``; other rows' values and gradients unchanged).
     """
     c = _c(c)
     (u,) = as_points(direction, names=("direction",))
     r = _radius_tensor(hyperbolic_radius, u)
     sc = _sqrt_c(c)
-    u = u / safe_norm(u, keepdim=True)
+    unit = u / (sq := sq_norm(u, keepdim=True)).clamp_min(tiny(u.dtype)).sqrt()  # = u / safe_norm(u)
+    u = torch.where(sq > 0, unit, unit.detach())
     return project(tanh(sc * r / 2.0) * u / sc, c)
 
 

@@ -24,10 +24,15 @@ places inputs exactly like the store does.
 weights would come out as a NaN "point" that every later distance turns into NaN.  With
 ``check_finite=True`` (the default) a forward whose output is not finite raises
 ``ValueError`` saying which: ``feature row #2 has NaN coordinates`` or ``BallEncoder weights
-hold NaN or inf (linear.weight)`` (a diverged optimizer step; after ``to_empty()`` with no
-``load_state_dict()`` since, that the encoder may be uninitialised).  The check reads one boolean
+hold NaN or inf (linear.weight)`` (a diverged optimizer step).  The check reads one boolean
 on the host per forward; under ``torch.compile`` it is an async assert on CPU and skipped on
 other devices (:mod:`hypermem.nn.read_checks`); ``check_finite=False`` turns it off.
+
+**After ``to_empty()``** (``.to("meta")`` then ``.to_empty(device=...)``) the weights hold
+whatever the allocator left, finite or not, so a forward refuses (``ValueError: BallEncoder is
+uninitialised: its parameters linear.weight, linear.bias still hold what .to_empty() allocated
+...``) until ``load_state_dict()``, :meth:`BallEncoder.reset_parameters`, or a write of each weight
+(:mod:`hypermem.nn.emptied`; ``check_finite`` does not turn this off: it is one attribute test).
 
 Example::
 
@@ -49,7 +54,7 @@ from torch import nn
 from ..geometry import PoincareBall
 from ..geometry import poincare as P
 from .curvature import ball_c, shared_or_new_ball
-from .emptied import EMPTIED_HINT, TracksEmpty
+from .emptied import TracksEmpty
 from .read_checks import host_check, nonfinite_kind
 from .scripting import NotScriptable
 
@@ -91,17 +96,15 @@ class BallEncoder(TracksEmpty, NotScriptable, nn.Module):
         if isinstance(out_features, bool) or not isinstance(out_features, int) or out_features < 2:
             raise ValueError(f"out_features must be an integer >= 2, got {out_features!r}")
         self.ball = shared_or_new_ball(curvature, learn_curvature)
+        # the ball's curvature at construction, for reset_parameters (None: shared, not this layer's)
+        self._own_curvature = None if isinstance(curvature, PoincareBall) else self.ball.curvature
         self.linear = nn.Linear(in_features, out_features, bias=bias, dtype=dtype, device=device)
-        if init == "identity":
-            if in_features != out_features:
-                raise ValueError(f"init='identity' needs in_features == out_features, got {in_features} "
-                                 f"and {out_features}")
-            with torch.no_grad():
-                self.linear.weight.copy_(torch.eye(in_features))
-                if bias:
-                    self.linear.bias.zero_()
-        elif init != "default":
+        if init == "identity" and in_features != out_features:
+            raise ValueError(f"init='identity' needs in_features == out_features, got {in_features} "
+                             f"and {out_features}")
+        if init not in ("default", "identity"):
             raise ValueError(f"init must be 'default' or 'identity', got {init!r}")
+        self.init = init
         self.depth_head: nn.Linear | None = None
         self.fixed_depth: float | None = None
         if depth is None:
@@ -114,16 +117,40 @@ class BallEncoder(TracksEmpty, NotScriptable, nn.Module):
                 raise ValueError(f"init_depth must be > min_depth, got {init_depth!r}")
             self.min_depth = float(min_depth)
             self.depth_head = nn.Linear(in_features, 1, dtype=dtype, device=device)
-            with torch.no_grad():
-                self.depth_head.weight.zero_()
-                # softplus^-1(init_depth - min_depth)
-                y = init_depth - min_depth
-                self.depth_head.bias.fill_(y + math.log(-math.expm1(-y)))
+            y = init_depth - min_depth
+            self._depth_bias0 = y + math.log(-math.expm1(-y))  # softplus^-1(init_depth - min_depth)
         elif isinstance(depth, (int, float)) and not isinstance(depth, bool) and math.isfinite(depth) and depth > 0:
             self.mode = "fixed"
             self.fixed_depth = float(depth)
         else:
             raise ValueError(f"depth must be None, 'learned' or a positive number, got {depth!r}")
+        self._init_weights()
+
+    @torch.no_grad()
+    def _init_weights(self) -> None:
+        """What ``init`` and a learned depth set on top of ``nn.Linear``'s initialisation: the
+        identity map (``init="identity"``); the depth head's zero weight and its bias
+        ``softplus^-1(init_depth - min_depth)`` (every input at ``init_depth`` at first)."""
+        if self.init == "identity":
+            self.linear.weight.copy_(torch.eye(self.linear.in_features))
+            if self.linear.bias is not None:
+                self.linear.bias.zero_()
+        if self.depth_head is not None:
+            self.depth_head.weight.zero_()
+            self.depth_head.bias.fill_(self._depth_bias0)
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """The constructor's initialisation again (``nn.Linear``'s, then ``init``, the depth
+        head's, and the curvature this layer was built with unless its ball is shared): what
+        torch's ``to_empty()`` flow calls before training from scratch
+        (:mod:`hypermem.nn.emptied`)."""
+        self.linear.reset_parameters()
+        if self.depth_head is not None:
+            self.depth_head.reset_parameters()
+        self._init_weights()
+        if self._own_curvature is not None:
+            self.ball.isp_c.copy_(PoincareBall(self._own_curvature, self.ball.learnable).isp_c)
 
     @property
     def curvature(self) -> float:
@@ -152,6 +179,7 @@ class BallEncoder(TracksEmpty, NotScriptable, nn.Module):
             raise TypeError(f"expected a tensor of features, got {type(x).__name__}")
         if x.shape[-1] != self.linear.in_features:
             raise ValueError(f"expected features of size {self.linear.in_features}, got shape {tuple(x.shape)}")
+        self.refuse_if_empty()  # after .to_empty(), until loaded / initialised (one attribute test)
         v = self.linear(x)
         depth = self.depth_of(x)
         dtype = self.linear.weight.dtype
@@ -180,8 +208,6 @@ class BallEncoder(TracksEmpty, NotScriptable, nn.Module):
             i = int(bad_in.nonzero()[0, 0])
             return f"feature row #{i} has {nonfinite_kind(rows[i])} coordinates"
         bad = [n for n, p in self.named_parameters() if not bool(torch.isfinite(p.detach()).all())]
-        if bad and self._emptied:
-            return f"BallEncoder weights hold NaN or inf ({', '.join(bad)}): it may be uninitialised: {EMPTIED_HINT}"
         if bad:
             return f"BallEncoder weights hold NaN or inf ({', '.join(bad)}): a diverged optimizer step?"
         i = int((~ok).nonzero()[0, 0])

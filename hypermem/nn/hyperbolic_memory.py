@@ -82,6 +82,7 @@ from .read_checks import check_k, check_metric, check_query_values, check_slot_r
 from .read_result import Readout, attention
 from .slot_writes import TIME_BUFFERS as _TIME_BUFFERS
 from .slot_writes import SlotWrites
+from .sparse_rows import sparse_gather_ok
 from .store_bridge import StoreBridge
 from .time_scores import TimeScores
 
@@ -126,8 +127,8 @@ class HyperbolicMemory(ModuleState, SlotWrites, TimeScores, StoreBridge, nn.Modu
     decay: a policy of :mod:`hypermem.temporal` (default :class:`~hypermem.temporal.NoDecay`).
     time_coef, depth_bias, base_depth: score weights and the shell radius.
     ids: ``N`` distinct slot names (default ``"0"``, ``"1"``, ...).
-    sparse_grad: sparse gradients for the gathered keys and values of top-k reads
-        (memory independent of ``N``; needs an optimizer that takes sparse gradients).
+    sparse_grad: sparse gradients for the gathered keys and values of top-k reads (memory independent
+        of ``N``; for a sparse optimizer); dense under DDP (:mod:`hypermem.nn.sparse_rows`).
     clock: callable returning "now" (used when ``at_time`` is not given).
     check_finite: check every read's queries (finite, inside the ball: one host sync a read);
         ``False`` skips it (shapes, dtype and device are still checked).
@@ -307,7 +308,7 @@ class HyperbolicMemory(ModuleState, SlotWrites, TimeScores, StoreBridge, nn.Modu
     def _gather(self, table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
         """Rows ``table[idx]`` for ``idx`` of any shape (``-1`` reads row 0; mask it after)."""
         flat = idx.clamp_min(0).reshape(-1)
-        if self.sparse_grad and table.requires_grad:
+        if self.sparse_grad and table.requires_grad and sparse_gather_ok("HyperbolicMemory"):  # dense under DDP
             rows = F.embedding(flat, table, sparse=True)
         else:
             rows = table.index_select(0, flat)
@@ -448,8 +449,7 @@ class HyperbolicMemory(ModuleState, SlotWrites, TimeScores, StoreBridge, nn.Modu
         if exclude is None:
             return None
         ex = as_indices("exclude", exclude, self.keys.device)
-        if ex.dim() == 1:
-            ex = ex.unsqueeze(1)
+        ex = ex.unsqueeze(1) if ex.dim() == 1 else ex
         if ex.dim() != 2 or ex.shape[0] != B:
             raise ValueError(f"exclude must have shape ({B},) or ({B}, m), got {tuple(ex.shape)}")
         check_slot_range(ex, len(self), "exclude")

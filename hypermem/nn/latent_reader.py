@@ -47,6 +47,7 @@ from torch import nn
 
 from .rag_model import cosine_topk
 from .scripting import NotScriptable
+from .sparse_rows import sparse_gather_ok
 
 VALUE_MODES = (None, "copy", "zero")
 """``learn_values`` of :class:`LatentRetrievalReader`: frozen values, or a trainable value per slot
@@ -77,7 +78,8 @@ class LatentRead:
 class CosineKeys(nn.Module):
     r"""A Euclidean key set: scores ``cos(q, k_j) / tau`` (``tau`` learned), exact top-``k`` by
     one matmul of unit vectors and ``topk``; ``values`` ``(N, dv)`` are kept as a buffer.
-    ``sparse_grad``: the keys' gradient is sparse (only the rows read), for a sparse optimizer.
+    ``sparse_grad``: the keys' gradient is sparse (only the rows read), for a sparse optimizer
+    (dense while ``torch.distributed`` is initialised: :mod:`hypermem.nn.sparse_rows`).
 
     ``depth`` ``(N,)`` (e.g. each slot's level in a tree) adds a learned, per-query pull
     towards general or specific slots, the Euclidean counterpart of a hyperbolic query at a
@@ -141,7 +143,7 @@ class CosineKeys(nn.Module):
                     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Scores and cosine distances ``1 - cos`` ``(B, m)`` of the slots ``indices``, with
         gradient to the queries, the gathered keys and the temperature (``-1``: ``-inf``)."""
-        K = F.normalize(F.embedding(indices.clamp_min(0), self.keys, sparse=self.sparse_grad), dim=-1)
+        K = F.normalize(F.embedding(indices.clamp_min(0), self.keys, sparse=self.sparse_grad and sparse_gather_ok("CosineKeys")), dim=-1)
         u = F.normalize(queries, dim=1)
         cos = (u.unsqueeze(1) * K).sum(-1)
         scores = cos / self.log_temperature.exp()

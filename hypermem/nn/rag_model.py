@@ -35,6 +35,7 @@ from .hyperbolic_memory import HyperbolicMemory
 from .read_checks import check_k
 from .readout import ParentVote
 from .scripting import NotScriptable
+from .sparse_rows import sparse_rows_allowed
 
 __all__ = ["HyperbolicRAG", "cosine_topk"]
 
@@ -71,7 +72,9 @@ class HyperbolicRAG(NotScriptable, nn.Module):
     :class:`geoopt.optim.RiemannianAdam` refuses: train :meth:`dense_parameters` with it and
     :meth:`sparse_parameters` (the keys) with :class:`geoopt.optim.SparseRiemannianAdam`, as
     :meth:`optimizers` does; or build the model with ``sparse_grad=False`` and one
-    ``RiemannianAdam(model.parameters())``.  Example::
+    ``RiemannianAdam(model.parameters())``.  Under ``DistributedDataParallel`` the key gradients
+    are dense (:mod:`hypermem.nn.sparse_rows`): call :meth:`optimizers` after
+    ``init_process_group`` and it gives the keys to ``RiemannianAdam`` too.  Example::
 
         opts = model.optimizers(lr=3e-3)              # [RiemannianAdam, SparseRiemannianAdam]
         cand, scores = model.train_scores(x, targets, exclude)
@@ -122,9 +125,11 @@ class HyperbolicRAG(NotScriptable, nn.Module):
 
     def sparse_parameters(self) -> list[nn.Parameter]:
         """The parameters with sparse gradients: the keys when they train with ``sparse_grad``
-        (for :class:`geoopt.optim.SparseRiemannianAdam`), else none."""
+        (for :class:`geoopt.optim.SparseRiemannianAdam`), else none; none either while
+        ``torch.distributed`` is initialised, where the memory's gathers are dense (DDP takes no
+        other sparse gradients: :mod:`hypermem.nn.sparse_rows`)."""
         K = self.memory.keys
-        return [K] if K.requires_grad and self.memory.sparse_grad else []
+        return [K] if K.requires_grad and self.memory.sparse_grad and sparse_rows_allowed() else []
 
     def dense_parameters(self) -> list[nn.Parameter]:
         """Every trainable parameter but :meth:`sparse_parameters` (for

@@ -15,7 +15,9 @@ on the host.  Under ``torch.compile`` that would break the graph (``Tensor.item(
 there (``torch.compiler.is_compiling()``) they become ``torch._assert_async`` on CPU (the
 compiled graph raises ``RuntimeError`` with a shorter message) and are skipped on other
 devices, where a failed device-side assert would leave the CUDA context unusable: check
-inputs with one eager call, or call these functions outside the compiled region.
+inputs with one eager call, or call these functions outside the compiled region.  Under
+``torch.func.vmap`` there is no single value to read: the ``RuntimeError`` says to build the
+layer with ``check_finite=False`` there.
 """
 
 from __future__ import annotations
@@ -72,7 +74,16 @@ def host_check(ok: torch.Tensor, message: Callable[[], str], short: str) -> None
         if ok.device.type == "cpu":
             torch._assert_async(ok.all(), short)
         return
-    if not bool(ok.all()):
+    try:
+        passed = bool(ok.all())
+    except RuntimeError as e:  # torch.func.vmap: a batched tensor has no single value to read
+        if "vmap" not in str(e):
+            raise
+        raise RuntimeError(f"check_finite=True reads a value on the host to refuse bad input ('{short}'), "
+                           "which torch.func.vmap cannot: build the layer with check_finite=False (or set "
+                           f"layer.check_finite = False) to run it under vmap, and check inputs outside it ({e})"
+                           ) from None
+    if not passed:
         raise ValueError(message())
 
 
