@@ -32,7 +32,8 @@ from ..geometry.subsumption import broadcast_inner, score_from_terms
 from .evaluation import best_threshold, f1_at
 
 __all__ = ["LAMBDAS", "CosineScorer", "PairTerms", "OperatingPoint", "encode_entities", "pair_terms",
-           "choose_operating_point", "f1_report", "rank_parents", "HOP_BUCKETS"]
+           "choose_operating_point", "f1_report", "rank_parents", "HOP_BUCKETS", "ranking_sample",
+           "choose_ranking_lambda", "CachedScorer"]
 
 LAMBDAS = tuple(round(0.1 * i, 1) for i in range(50))
 """HiT's grid of centripetal weights."""
@@ -131,35 +132,43 @@ def rank_parents(scorer, names: Mapping[str, str], queries: Sequence[str], candi
 
     ``parents[q]``: the true direct parents of ``q`` (ids among ``candidates``);
     ``ancestors_by_hop[q]``: ``ancestor -> hops``.  Returns ``lambda -> metrics`` with ``mrr``,
-    ``hits@1``, ``hits@{k}`` and ``anc@{k}/hop=...`` recalls."""
+    ``hits@1``, ``hits@{k}`` and ``anc@{k}/hop=...`` recalls.  The distances and norms of a
+    chunk of queries are computed once for all the ``lambdas``."""
     cand_pts = scorer.encode([names[c] for c in candidates]) if candidate_points is None else candidate_points
     q_pts = scorer.encode([names[q] for q in queries])
     index = {c: i for i, c in enumerate(candidates)}
-    out: dict[float, dict[str, float]] = {}
-    for lam in lambdas:
-        rr, h1, hk = [], [], []
-        rec: dict[str, list[float]] = {f"anc@{k}/hop={_bucket(b)}": [] for b in HOP_BUCKETS}
-        for s in range(0, len(queries), chunk):
-            qs = queries[s:s + chunk]
-            d, hc, hp = scorer.score_terms(q_pts[s:s + chunk].unsqueeze(1), cand_pts.unsqueeze(0))
+    lams = [float(lam) for lam in lambdas]
+    keys = [f"anc@{k}/hop={_bucket(b)}" for b in HOP_BUCKETS]
+    rr: dict[float, list[float]] = {lam: [] for lam in lams}
+    h1: dict[float, list[float]] = {lam: [] for lam in lams}
+    hk: dict[float, list[float]] = {lam: [] for lam in lams}
+    rec: dict[float, dict[str, list[float]]] = {lam: {key: [] for key in keys} for lam in lams}
+    for s in range(0, len(queries), chunk):
+        qs = queries[s:s + chunk]
+        d, hc, hp = scorer.score_terms(q_pts[s:s + chunk].unsqueeze(1), cand_pts.unsqueeze(0))
+        true = [[index[p] for p in parents.get(q, ()) if p in index] for q in qs]
+        want = [[[a for a, hop in ancestors_by_hop.get(q, {}).items() if b[0] <= hop <= b[1] and a in index]
+                 for b in HOP_BUCKETS] for q in qs]
+        for lam in lams:
             scores = score_from_terms(d, hc, hp, lam)
             top = scores.topk(min(k, scores.shape[1]), dim=1).indices
-            for row, q in enumerate(qs):
-                true = [index[p] for p in parents.get(q, ()) if p in index]
-                if true:
-                    best = scores[row, true].max()
+            for row in range(len(qs)):
+                if true[row]:
+                    best = scores[row, true[row]].max()
                     rank = int((scores[row] > best).sum()) + 1
-                    rr.append(1.0 / rank)
-                    h1.append(float(rank <= 1))
-                    hk.append(float(rank <= k))
+                    rr[lam].append(1.0 / rank)
+                    h1[lam].append(float(rank <= 1))
+                    hk[lam].append(float(rank <= k))
                 got = {candidates[j] for j in top[row].tolist()}
-                for b in HOP_BUCKETS:
-                    want = [a for a, hop in ancestors_by_hop.get(q, {}).items() if b[0] <= hop <= b[1] and a in index]
-                    if want:
-                        rec[f"anc@{k}/hop={_bucket(b)}"].append(sum(a in got for a in want) / len(want))
-        m = {"mrr": _mean(rr), "hits@1": _mean(h1), f"hits@{k}": _mean(hk), "queries": float(len(rr))}
-        m.update({key: _mean(v) for key, v in rec.items()})
-        out[float(lam)] = m
+                for key, w in zip(keys, want[row]):
+                    if w:
+                        rec[lam][key].append(sum(a in got for a in w) / len(w))
+    out: dict[float, dict[str, float]] = {}
+    for lam in lams:
+        m = {"mrr": _mean(rr[lam]), "hits@1": _mean(h1[lam]), f"hits@{k}": _mean(hk[lam]),
+             "queries": float(len(rr[lam]))}
+        m.update({key: _mean(v) for key, v in rec[lam].items()})
+        out[lam] = m
     return out
 
 
@@ -167,15 +176,11 @@ RANKING_LAMBDAS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
 """The grid :func:`choose_ranking_lambda` searches."""
 
 
-def choose_ranking_lambda(scorer, names: Mapping[str, str], edges: Sequence[tuple[str, str]], *,
-                          candidates: int = 5000, queries: int = 500, seed: int = 0,
-                          lambdas: Sequence[float] = RANKING_LAMBDAS) -> tuple[float | None, dict[float, float]]:
-    """The ``lambda`` that ranks each validation child's true parents highest among the
-    entities, the way a store ranks the parents of a new text: parent MRR (:func:`rank_parents`)
-    over ``lambdas``, for at most ``queries`` children of ``edges`` against their true parents
-    and a sample of at most ``candidates`` other entities (the children left out).  Returns the
-    best ``lambda`` (ties: the smallest) and the MRR at each; ``(None, {})`` when no child has
-    a parent to rank."""
+def ranking_sample(names: Mapping[str, str], edges: Sequence[tuple[str, str]], *, candidates: int = 5000,
+                   queries: int = 500, seed: int = 0) -> tuple[list[str], list[str], dict[str, list[str]]]:
+    """``(children, candidates, parents)`` that :func:`choose_ranking_lambda` ranks: at most
+    ``queries`` children of ``edges``, their true parents and a sample of at most ``candidates``
+    other entities (the children left out), and ``child -> its parents``."""
     rng = random.Random(seed)
     parents: dict[str, list[str]] = {}
     for c, p in edges:
@@ -187,11 +192,48 @@ def choose_ranking_lambda(scorer, names: Mapping[str, str], edges: Sequence[tupl
     left_out = set(parents)
     pool = sorted(e for e in names if e not in left_out and e not in true)
     cands = sorted(true - left_out) + (rng.sample(pool, min(candidates, len(pool))) if pool else [])
+    return kids, cands, parents
+
+
+def choose_ranking_lambda(scorer, names: Mapping[str, str], edges: Sequence[tuple[str, str]], *,
+                          candidates: int = 5000, queries: int = 500, seed: int = 0,
+                          lambdas: Sequence[float] = RANKING_LAMBDAS) -> tuple[float | None, dict[float, float]]:
+    """The ``lambda`` that ranks each validation child's true parents highest among the
+    entities, the way a store ranks the parents of a new text: parent MRR (:func:`rank_parents`)
+    over ``lambdas``, for at most ``queries`` children of ``edges`` against their true parents
+    and a sample of at most ``candidates`` other entities (the children left out:
+    :func:`ranking_sample`).  Returns the best ``lambda`` (ties: the smallest) and the MRR at
+    each; ``(None, {})`` when no child has a parent to rank."""
+    kids, cands, parents = ranking_sample(names, edges, candidates=candidates, queries=queries, seed=seed)
     ranked = rank_parents(scorer, names, kids, cands, parents, {}, lambdas) if kids else {}
     mrr = {lam: m["mrr"] for lam, m in ranked.items() if m["queries"] > 0}
     if not mrr:  # no child with a parent to rank (every parent is a validation child too)
         return None, {}
     return max(mrr, key=lambda lam: (mrr[lam], -lam)), mrr
+
+
+class CachedScorer:
+    """A scorer that encodes each distinct text once: :meth:`encode` takes the points of texts
+    already in ``points`` (``text -> point``) and encodes the others in one call of the wrapped
+    scorer, adding them to ``points``; :meth:`score_terms` is the wrapped scorer's.  A
+    validation's points then serve the ranking ``lambda``'s choice on the same weights
+    (:func:`~hypermem.hierarchy.encoder_training.fit_hierarchy_encoder`)."""
+
+    def __init__(self, scorer, points: dict[str, torch.Tensor] | None = None) -> None:
+        self.scorer = scorer
+        self.points: dict[str, torch.Tensor] = {} if points is None else points
+
+    def encode(self, texts: Sequence[str]) -> torch.Tensor:
+        texts = list(texts)
+        missing = list(dict.fromkeys(t for t in texts if t not in self.points))
+        if missing:
+            self.points.update(zip(missing, self.scorer.encode(missing)))
+        if not texts:
+            return self.scorer.encode([])
+        return torch.stack([self.points[t] for t in texts])
+
+    def score_terms(self, child: torch.Tensor, parent: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return self.scorer.score_terms(child, parent)
 
 
 def _bucket(b: tuple[int, int]) -> str:

@@ -19,10 +19,15 @@ NeurIPS 2024) or of R^d (``"euclidean"``, its twin, trained the same way).  One 
    ``lambda`` chosen for them by ranking the validation children's parents among sampled
    entities (:func:`~hypermem.hierarchy.encoder_eval.choose_ranking_lambda`).
 
-With ``max_minutes`` the run stops in time (the last step is not started when it would end
-past the budget, less the time of two validations: the final one and the ranking
-``lambda``'s choice; before the first validation that time is estimated by one on a sample of
-the validation pairs, timed at the start) and keeps its best validated weights; it takes one step at least, and
+With ``max_minutes`` the run stops in time, everything after its last step included: a step
+is not started when it would leave too little time for the final validation, the ranking
+``lambda``'s choice and the save (:class:`~hypermem.hierarchy.encoder_step.TimeBudget`).  A
+validation's time is modelled as ``fixed + per_text * texts``
+(:class:`~hypermem.hierarchy.encoder_step.EncodeCost`), fitted to two validations of samples
+of the validation pairs timed at the start, then to each validation of the run; the ranking
+reuses the points of the validation of the weights it ranks with
+(:class:`~hypermem.hierarchy.encoder_eval.CachedScorer`) and encodes only the texts that
+validation did not.  The run keeps its best validated weights; it takes one step at least, and
 warns (``UserWarning``) when the budget stopped it before one pass over the training edges.
 The inputs are checked before the base model is loaded: ``edges`` a sequence of
 ``(child, parent)`` pairs, ``names`` a mapping ``id -> text`` with a non-blank string for each
@@ -48,10 +53,17 @@ import torch
 from ..data.hierarchy_tasks import EntityHierarchy, NegativeSampler, carve_validation
 from ..embed.hierarchy_encoder import HierarchyEncoder, check_save_folder
 from .encoder_batches import EdgeBatches, closure_sets
-from .encoder_eval import choose_operating_point, choose_ranking_lambda, encode_entities, pair_terms
+from .encoder_eval import (
+    CachedScorer,
+    choose_operating_point,
+    choose_ranking_lambda,
+    encode_entities,
+    pair_terms,
+    ranking_sample,
+)
 from .encoder_losses import LossWeights
 from .encoder_prefix import FrozenPrefix, resolve_frozen_layers
-from .encoder_step import TokenCache, batch_losses, lr_factor, step_seed
+from .encoder_step import TimeBudget, TokenCache, batch_losses, lr_factor, step_seed
 
 __all__ = ["EncoderTrainConfig", "fit_hierarchy_encoder", "validation_pairs", "validate_encoder",
            "EUCLIDEAN_MARGIN_SCALE"]
@@ -283,41 +295,45 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
     planned = len(batches) * epochs if epochs is not None else None
     if cfg.max_steps is not None:
         planned = min(planned or cfg.max_steps, cfg.max_steps)
-    budget = None if max_minutes is None else 60.0 * max_minutes
+    budget = None
+    if max_minutes is not None:   # what runs after the last step, timed on samples of the pairs at the start
+        val_texts = _pair_texts(val, names)
+        kids, cands, _ = ranking_sample(names, val.positives, seed=seed)
+        budget = TimeBudget(60.0 * max_minutes, len(val_texts), len({names[e] for e in (*kids, *cands)} - val_texts))
+        _time_samples(enc, names, val, seed, budget)
     bar = _bar(planned, show)
 
     history: list[dict[str, float]] = []
-    best: tuple[float, dict, dict] | None = None
-    val_seconds = 0.0
+    best: tuple[float, dict, dict, dict] | None = None   # f1, weights, metrics, text -> point
 
     def run_validation(step: int, epoch: float) -> None:
-        nonlocal best, val_seconds
+        nonlocal best
         t0 = time.monotonic()
         enc.model.eval()
-        m = validate_encoder(enc, names, val)
+        scorer = CachedScorer(enc)   # the points of these weights, for the ranking lambda's choice
+        m = validate_encoder(scorer, names, val)
         enc.model.train()
         m.update({"step": float(step), "epoch": epoch, "seconds": time.monotonic() - start,
                   "cpu_seconds": time.process_time() - cpu_start})
         history.append(m)
         if best is None or m["f1"] > best[0]:
-            best = (m["f1"], {k: v.detach().clone() for k, v in enc.model.state_dict().items()}, dict(m))
-        val_seconds = max(val_seconds, time.monotonic() - t0)
-
-    if budget is not None:   # the time reserve before the first validation: one timed on a sample of the pairs
-        val_seconds = _validation_seconds(enc, names, val, seed)
+            best = (m["f1"], {k: v.detach().clone() for k, v in enc.model.state_dict().items()}, dict(m),
+                    scorer.points)
+        if budget is not None:
+            budget.observe(len(scorer.points), time.monotonic() - t0)
     step, step_time, stop, out_of_time = 0, 0.0, False, False
     enc.model.train()
     epoch = 0
     while not stop and (epochs is None or epoch < epochs):
         for batch in batches.epoch(epoch):
             elapsed = time.monotonic() - start
-            # room left for the final validation and the ranking lambda's choice (about as long);
+            # room left for the final validation, the ranking lambda's choice and the save;
             # one step at least, however little time the budget left after loading the model
-            out_of_time = bool(step) and budget is not None and elapsed + step_time + 2 * val_seconds > budget
+            out_of_time = bool(step) and budget is not None and not budget.fits(elapsed, step_time)
             if out_of_time or (cfg.max_steps is not None and step >= cfg.max_steps):
                 stop = True
                 break
-            progress_frac = max(step / planned if planned else 0.0, elapsed / budget if budget else 0.0)
+            progress_frac = max(step / planned if planned else 0.0, elapsed / budget.seconds if budget else 0.0)
             for g in opt.param_groups:
                 g["lr"] = cfg.lr * lr_factor(progress_frac, cfg.warmup)
             t0 = time.monotonic()
@@ -349,8 +365,9 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
     chosen = best[2]
     enc.centripetal_weight, enc.threshold = chosen["lambda"], chosen["threshold"]
     enc.model.eval()
-    with torch.no_grad():  # the ranking lambda of the kept weights, on the same validation edges
-        enc.ranking_weight, rank_mrr = choose_ranking_lambda(enc, names, val.positives, seed=seed)
+    with torch.no_grad():  # the ranking lambda of the kept weights, on the same validation edges (their points)
+        enc.ranking_weight, rank_mrr = choose_ranking_lambda(CachedScorer(enc, best[3]), names, val.positives,
+                                                             seed=seed)
     if enc.ranking_weight is not None:
         chosen = {**chosen, "ranking_lambda": enc.ranking_weight, "ranking_mrr": rank_mrr[enc.ranking_weight]}
     enc.metrics = {f"val_{k}": float(v) for k, v in chosen.items()}
@@ -363,16 +380,25 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
     return enc
 
 
-def _validation_seconds(enc: HierarchyEncoder, names: Mapping[str, str], val, seed: int) -> float:
-    """The estimated seconds of a validation on ``val``: one on up to 64 of its positives (an
-    eighth of them when that is more), timed and scaled to all of them."""
-    sample = val.subset(max(64, len(val) // 8), seed=seed)
-    t0 = time.monotonic()
-    enc.model.eval()
-    with torch.no_grad():
-        validate_encoder(enc, names, sample)
-    enc.model.train()
-    return (time.monotonic() - t0) * len(val) / max(1, len(sample))
+def _pair_texts(pairs, names: Mapping[str, str]) -> set[str]:
+    """The distinct texts a validation on ``pairs`` encodes."""
+    return {names[e] for pos, r, h in zip(pairs.positives, pairs.random_negatives, pairs.hard_negatives)
+            for e in (*pos, *r, *h)}
+
+
+def _time_samples(enc: HierarchyEncoder, names: Mapping[str, str], val, seed: int, budget: TimeBudget) -> None:
+    """Time validations on two samples of ``val`` (up to 64 of its positives, or an eighth when
+    that is more, and an eighth of that sample) into ``budget``: the two sizes fit
+    :class:`~hypermem.hierarchy.encoder_step.EncodeCost`'s fixed and per-text parts."""
+    big = min(len(val), max(64, len(val) // 8))
+    for size in sorted({max(1, big // 8), big}):
+        scorer = CachedScorer(enc)
+        t0 = time.monotonic()
+        enc.model.eval()
+        with torch.no_grad():
+            validate_encoder(scorer, names, val.subset(size, seed=seed))
+        enc.model.train()
+        budget.observe(len(scorer.points), time.monotonic() - t0)
 
 
 def _checked_inputs(edges, names, validation_edges):

@@ -24,7 +24,9 @@ At the end of ``fit`` the best checkpoint's weights (``ModelCheckpoint(monitor="
 read back with ``torch.load(weights_only=True)``: no file in the log folder can run code)
 are saved as an encoder folder, ``<log_dir>/encoder`` (:meth:`HierarchyEncoder.save
 <hypermem.embed.HierarchyEncoder.save>`), with the ``lambda`` and threshold of its validation
-and the ranking ``lambda`` chosen for those weights (``choose_ranking_lambda``).  Every stop
+and the ranking ``lambda`` chosen for those weights (``choose_ranking_lambda``); a line
+``encoder: writing <log_dir>/encoder ...`` is printed when that starts and ``encoder: <folder>``
+when the folder is written, the run's last line.  Every stop
 validates at its step (:mod:`~hypermem.train.encoder_stop`), and weights with no recorded
 validation (a run that never validated) are validated once before the export: an exported
 encoder always has its threshold.
@@ -244,6 +246,10 @@ class EncoderModule(pl.LightningModule):
         ckpt = (monitored[0].best_model_path if monitored else "") or ""
         enc = self.encoder
         chosen = self.best
+        # the summary above ends with the logs; the export takes a while (the ranking lambda encodes
+        # up to 5,500 texts): say so at once, so that nobody stops the run before its last line
+        print(f"encoder: writing {Path(log_dir) / 'encoder'} from {ckpt or 'the last step'} (choosing its "
+              "ranking lambda on the validation edges first) ...", flush=True)
         state = read_checkpoint(ckpt) if ckpt and Path(ckpt).is_file() else None   # weights_only: no code runs
         if state is not None:
             own = {k[len("model."):]: v for k, v in state["state_dict"].items() if k.startswith("model.")}
