@@ -55,6 +55,10 @@ from .. import __version__
 from ..embed import StandIn, embedder_named
 from ..embed.spec import searches_with_minilm
 from ..store import Memory
+from ..store.backends.opening import stored_config
+from ..store.backends.pg_errors import redact
+from ..store.encoder_points import check_encoder
+from ..store.validation import embedder_from_spec
 from . import _common as C
 from . import _record_filters as RF
 from .mcp_app import (
@@ -331,14 +335,14 @@ def choose_embedder(target: str, name: str | None = None, warn: Callable[[str], 
     _refuse_snapshot(target)
     if name is not None:
         return None if name == "hashing" else embedder_named(name)
-    try:
-        probe = Memory.open(target, read_only=True, embedder=StandIn())
-    except FileNotFoundError:
-        probe = None
-    if probe is not None:
-        spec = probe.embedder.spec if isinstance(probe.embedder, StandIn) else None
-        placed = getattr(probe.embedder, "placed_by", "")   # the recorded encoder (store.encoder_points)
-        probe.close()
+    config = stored_config(target)   # the stored settings alone, not the rows (None: a new store)
+    if config is not None:
+        where = repr(redact(target))
+        stand_in = StandIn()
+        check_encoder(config, stand_in, where)   # names the recorded encoder (store.encoder_points)
+        found = embedder_from_spec(config.get("embedder"), stand_in, where)   # a hashing store: its own
+        spec = found.spec if isinstance(found, StandIn) else None
+        placed = stand_in.placed_by
         if spec is None:
             return None
         if searches_with_minilm(spec):

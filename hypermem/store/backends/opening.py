@@ -75,6 +75,24 @@ def make_storage(target: Any, read_only: bool, options: dict[str, Any]):
     return SqliteStorage(target, read_only=read_only, **options)
 
 
+def stored_config(target: Any) -> dict[str, Any] | None:
+    """The stored settings of the durable store at ``target`` (a SQLite path or a PostgreSQL URL:
+    its embedder's spec, its encoder record...), read without its rows; ``None`` where no store
+    is yet (no file, an empty database, a database without pgvector), which a first open creates."""
+    try:
+        storage = make_storage(target, True, {})
+    except FileNotFoundError:   # a missing file; a database without pgvector (pg_session.NoStore)
+        return None
+    try:
+        return storage.config()
+    except BaseException as exc:
+        if isinstance(exc, storage.db_errors):
+            raise storage.error(exc) from exc
+        raise
+    finally:
+        storage.close()
+
+
 def _check_not_json(target: str | os.PathLike) -> None:
     """A ``.json`` target is a ``ValueError``: an existing one is read by ``Memory.from_json``."""
     name = os.fspath(target)

@@ -257,7 +257,7 @@ class PostgresStorage:
                 con.execute(f"CREATE INDEX {name} ON hypermem_memories ({col})")
             for sql in _STAMPS:
                 con.execute(sql)
-            with con.cursor() as cur:
+            with pipeline(con), con.cursor() as cur:  # pipeline: a lost connection is raised once
                 cur.executemany("INSERT INTO hypermem_config VALUES (%s, %s::jsonb)",
                                 [(k, json.dumps(v, allow_nan=False)) for k, v in cfg.items()])
             con.execute("INSERT INTO hypermem_state VALUES ('version', 0)")
@@ -372,7 +372,7 @@ class PostgresStorage:
         check_nul(rows)
         d32, lor = self._vectors(rows)
         v = self.next_version
-        with self.con.cursor() as cur:
+        with pipeline(self.con), self.con.cursor() as cur:
             cur.executemany(_UPSERT, [r + (d32[j], lor[j], v) for j, r in enumerate(rows)])
 
     def insert(self, rows: list[tuple]) -> None:
@@ -412,7 +412,7 @@ class PostgresStorage:
     def touch(self, items: list[tuple]) -> None:
         """``(increment, last_accessed, id)`` per touched memory, stamped ``touched_at``."""
         v = self.next_version
-        with self.con.cursor() as cur:
+        with pipeline(self.con), self.con.cursor() as cur:
             cur.executemany("UPDATE hypermem_memories SET access_count = access_count + %s, last_accessed = %s, "
                             "touched_at = %s WHERE id = %s", [(n, t, v, i) for n, t, i in items])
 
