@@ -279,7 +279,7 @@ def point_at(direction, hyperbolic_radius, c: Curvature = 1.0) -> torch.Tensor:
     r = _radius_tensor(hyperbolic_radius, u)
     sc = _sqrt_c(c)
     unit = u / (sq := sq_norm(u, keepdim=True)).clamp_min(tiny(u.dtype)).sqrt()  # = u / safe_norm(u)
-    u = torch.where(sq > 0, unit, unit.detach())
+    u = torch.where(sq > 0, unit, unit.detach()) if unit.requires_grad else unit
     return project(tanh(sc * r / 2.0) * u / sc, c)
 
 
