@@ -17,7 +17,7 @@ from ..geometry import PoincareBall
 from ..geometry.numerics import max_radius
 from ..temporal.clock import to_utc
 from .records import MemoryRecord
-from .validation import SQLITE_READ_ERRORS, check_json_depth
+from .validation import SQLITE_READ_ERRORS, check_json_depth, short
 
 MODES = ("nearest", "subtree", "children", "ancestors", "siblings", "cone")
 METRICS = ("shell", "hyperbolic")
@@ -97,7 +97,7 @@ def check_has_direction(emb: torch.Tensor, texts: list, where: Callable[[int], s
             why = "the hashing embedder found no word in its text and gave the zero vector"
         else:
             why = f"the embedder {type(embedder).__name__} gave the zero vector for its text"
-        raise ValueError(f"{where(i)} (text {texts[i]!r:.80}): {why}, so the memory would have no direction "
+        raise ValueError(f"{where(i)} (text {short(texts[i])}): {why}, so the memory would have no direction "
                          f"in the ball; give it an embedding with a non-zero entry")
 
 

@@ -48,6 +48,10 @@ def embedding_to_memory(points: Mapping[Any, Any], tree: Iterable[tuple[Any, Any
 
     Memory points are stored as a direction and a hyperbolic radius, so
     ``mem.point(id)`` equals the trained point up to rounding (about 1e-15 in float64).
+    A node at the origin (the root of :func:`~hypermem.hierarchy.sarkar_layout` and
+    :func:`~hypermem.hierarchy.shadows.shadow_layout`) keeps the origin as its point; its
+    embedding, which a point at radius 0 does not give, is the mean unit direction of its
+    children (:func:`origin_direction`).
 
     >>> import torch
     >>> from hypermem.embed import CallableEmbedder
@@ -81,7 +85,28 @@ def embedding_to_memory(points: Mapping[Any, Any], tree: Iterable[tuple[Any, Any
     memory_kwargs.setdefault("metric", "hyperbolic")
     mem = Memory(embedder=HashingEmbedder(dim=dim) if embedder is None else embedder, curvature=curvature,
                  clock=lambda: t, **memory_kwargs)
+    embeddings = {n: origin_direction(vectors, children.get(n, ())) if not bool(v.any()) else v
+                  for n, v in vectors.items()}
     mem.add_many([{"id": ids[n], "text": texts.get(n) or ids[n], "parent": ids[parent[n]] if n in parent else None,
-                   "t": t, "point": vectors[n], "embedding": vectors[n], "meta": dict(meta.get(n, {}))}
+                   "t": t, "point": vectors[n], "embedding": embeddings[n], "meta": dict(meta.get(n, {}))}
                   for n in order])
     return mem
+
+
+def origin_direction(vectors: Mapping[Any, torch.Tensor], kids: Iterable[Any]) -> torch.Tensor:
+    """The embedding of a node whose point is the origin (a layout's root), which has no
+    direction of its own: ``s / ||s||`` with ``s = sum_k x_k / ||x_k||`` over its children's
+    non-zero points ``x_k`` (the direction its subtree leans to), or the first axis ``e_1``
+    where no child has one or the children spread evenly (``||s||`` below ``1e-9`` per
+    child, e.g. Sarkar's root, whose children are spread over the sphere).  The store keeps
+    the origin as the point and this as the memory's direction
+    (:func:`hypermem.store.placement.point_placement`)."""
+    dim = next(iter(vectors.values())).shape[-1]
+    units = [v / v.norm() for v in (vectors[k] for k in kids) if bool(v.any())]
+    total = torch.stack(units).sum(0) if units else torch.zeros(dim, dtype=torch.float64)
+    norm = float(total.norm())
+    if units and norm > 1e-9 * len(units):
+        return total / norm
+    axis = torch.zeros(dim, dtype=torch.float64)
+    axis[0] = 1.0
+    return axis
