@@ -63,13 +63,16 @@ class Relations:
                 labels = {x for p in plist for x in p}
                 try:
                     self.nodes = sorted(labels)
-                except TypeError:
+                except TypeError:  # labels of several types, e.g. 1 and "a": ordered by repr
                     self.nodes = sorted(labels, key=repr)
+                    check_distinct_names(self.nodes)
             else:
                 self.nodes = list(nodes)
             index = {x: i for i, x in enumerate(self.nodes)}
             if len(index) != len(self.nodes):
                 raise ValueError("nodes contains repeated labels")
+            if nodes is not None and len({type(x) for x in self.nodes}) > 1:
+                check_distinct_names(self.nodes)
             try:
                 flat = [(index[u], index[v]) for u, v in plist]
             except KeyError as exc:
@@ -145,6 +148,21 @@ class Relations:
     def labels(self, idx: torch.Tensor) -> list:
         """Node labels of an index tensor (flattened)."""
         return [self.nodes[i] for i in idx.reshape(-1).tolist()]
+
+
+def check_distinct_names(labels: Iterable[Hashable]) -> None:
+    """Refuse two different node labels with the same name ``str(label)``, such as ``1`` and
+    ``"1"``: mixed id types (some ids read from a file as text, others given as numbers)
+    would otherwise split one node into two unrelated ones, silently.  Labels of several
+    types that differ as text (``1`` and ``"a"``) stay allowed.  Raises a ``ValueError``
+    naming one such pair."""
+    seen: dict[str, Hashable] = {}
+    for x in labels:
+        other = seen.setdefault(str(x), x)
+        if other is not x and other != x:
+            raise ValueError(f"node ids {other!r} ({type(other).__name__}) and {x!r} ({type(x).__name__}) are "
+                             f"different nodes with the same name: mixed id types would split one node in two; "
+                             f"give every id one type (e.g. str)")
 
 
 def as_relations(pairs, nodes: Sequence[Hashable] | None = None, device=None) -> Relations:
