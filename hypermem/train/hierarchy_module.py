@@ -63,7 +63,7 @@ from ..hierarchy.evaluation import link_prediction, reconstruction
 from ..hierarchy.model import HierarchyEmbedding
 from ..hierarchy.objectives import KINDS, objective_for
 from ..hierarchy.steps import OPTIMIZERS, check_lr, choose_tier, make_step_optimizer, take_step
-from ..hierarchy.training import lr_factor, poincare_start
+from ..hierarchy.training import lr_factor, poincare_start, radius_limit_message
 from ..nn.curvature import make_ball
 from .checkpoint_order import best_checkpoints_first
 from .fit_stop import stops_after
@@ -397,13 +397,18 @@ class HierarchyModule(pl.LightningModule):
 
     def on_train_end(self) -> None:
         """``hp_metric`` on the global-zero process, from the final metrics (the final evaluation of
-        :meth:`on_train_epoch_end`; made here when a stop came without an epoch's end)."""
+        :meth:`on_train_epoch_end`; made here when a stop came without an epoch's end), and a
+        warning when many points sit at the dtype's radius limit
+        (:func:`~hypermem.hierarchy.training.radius_limit_message`)."""
         if self.embedding is None:
             return
         self._final_evaluation()
         tb = tensorboard_writer(self.logger) if self.trainer.is_global_zero else None
         if tb is not None:
             log_final_metric(tb, dict(self.hparams), float(self.final_metrics["map"]), self.global_step)
+        limit = radius_limit_message(self.embedding, "--model.dtype=float64") if self.trainer.is_global_zero else None
+        if limit:   # float32 pushed many points onto its radius limit
+            warnings.warn_explicit(limit, RuntimeWarning, __name__, 0, module=__name__)
 
     def _final_evaluation(self, epoch: int | None = None) -> None:
         """The final metrics: an evaluation now when the last validation was earlier (a stop before
