@@ -158,13 +158,19 @@ def sarkar_layout(edges: Iterable[tuple[Hashable, Hashable]], ball: PoincareBall
     if isinstance(edge_length, str):
         if edge_length != "isa":
             raise ValueError(f"edge_length must be a mapping, None or 'isa', got {edge_length!r}")
-        return shadow_layout(edges, ball=ball, dim=dim, root=root, seed=seed, dtype=dtype, device=device)
+        try:
+            return shadow_layout(edges, ball=ball, dim=dim, root=root, seed=seed, dtype=dtype, device=device)
+        except ValueError as exc:
+            raise ValueError(tree_hint(str(exc))) from None
     if int(dim) != dim or dim < 1:
         raise ValueError(f"dim must be a positive integer, got {dim!r}")
     dim = int(dim)
     ball = ball or PoincareBall()
     c = ball.curvature
-    children, top = tree_from_edges(edges, root)
+    try:
+        children, top = tree_from_edges(edges, root)
+    except ValueError as exc:
+        raise ValueError(tree_hint(str(exc))) from None
     order = bfs_order(children, top)
     level = depths(children, top)
     max_deg = max((len(children.get(n, ())) for n in order), default=0)
@@ -234,6 +240,21 @@ def sarkar_layout(edges: Iterable[tuple[Hashable, Hashable]], ball: PoincareBall
     out = Layout({n: pts[i] for i, n in enumerate(order)})
     out.points, out.nodes, out.tau, out.info = pts, order, tau, info
     return out
+
+
+def tree_hint(message: str) -> str:
+    """``message`` (a refusal of :func:`~hypermem.hierarchy.tree.tree_from_edges`) with the way
+    out: a node with two parents (a DAG) needs a spanning tree,
+    :func:`hypermem.hierarchy.spanning.ancestor_tree`; a forest a virtual root,
+    :func:`hypermem.hierarchy.spanning.add_virtual_root`."""
+    if "has two parents" in message:
+        return (f"{message}; for a DAG take a spanning tree first: hypermem.hierarchy.spanning.ancestor_tree(closure, "
+                f"root='<root>') gives the (parent, child) edges of one tree, each node under the parent whose path "
+                f"keeps the most ancestors (closure: the (descendant, ancestor) pairs of the transitive closure)")
+    if "form a forest" in message:
+        return (f"{message} (hypermem.hierarchy.spanning.add_virtual_root(edges, '<root>', nodes) does, and "
+                f"keeps the nodes in no edge)")
+    return message
 
 
 def decaying_edge_lengths(edges: Iterable[tuple[Hashable, Hashable]], ratio: float = 0.5,

@@ -16,23 +16,32 @@ ancestors:
 with half the non-basic pairs held out (Ganea et al.'s split) the tree built from the
 training pairs covers 93.9% of the held-out pairs, against 84.0% for the parent with the
 most ancestors in the DAG.
+
+The result is a forest, given as edges, and a root none of whose children chose it (each
+has a parent with more ancestors) is in no edge.  The constructions need one tree over
+every node: :func:`add_virtual_root` (or ``ancestor_tree(closure, root="<root>")``) puts
+one node above every root, isolated ones included.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 
 from .relations import Relations, as_relations
 from .splits import transitive_reduction
 
 
-def ancestor_tree(closure) -> list[tuple[Hashable, Hashable]]:
+def ancestor_tree(closure, root: Hashable | None = None) -> list[tuple[Hashable, Hashable]]:
     """``(parent, child)`` edges of the spanning tree described in the module docstring.
 
     ``closure`` holds ``(hyponym, hypernym)`` pairs (a transitive closure, possibly with
     pairs left out) or is a :class:`~hypermem.hierarchy.relations.Relations`.  Nodes
-    without a hypernym are roots (several roots make a forest).  Ties go to the parent
-    listed first.  A cycle is an error.
+    without a hypernym are roots (several roots make a forest, and a root whose children
+    all chose another parent is in no edge).  ``root``: a new node placed above every root
+    (:func:`add_virtual_root`), so that the edges form one tree holding every node of the
+    closure, as :func:`~hypermem.hierarchy.sarkar.sarkar_layout` and
+    :func:`~hypermem.hierarchy.shadows.shadow_layout` need.  Ties go to the parent listed
+    first.  A cycle is an error.
 
     Example::
 
@@ -71,4 +80,27 @@ def ancestor_tree(closure) -> list[tuple[Hashable, Hashable]]:
         best = max(ps, key=lambda p: len(path[p]))  # max keeps the first of equals
         path[x] = path[best] | {best}
         edges.append((rel.nodes[best], rel.nodes[x]))
-    return edges
+    return edges if root is None else add_virtual_root(edges, root, rel.nodes)
+
+
+def add_virtual_root(tree: Iterable[tuple[Hashable, Hashable]], root: Hashable = "<root>",
+                     nodes: Iterable[Hashable] = ()) -> list[tuple[Hashable, Hashable]]:
+    """One tree over every node: the ``(parent, child)`` edges of ``tree`` (a forest) and
+    ``(root, r)`` for each of its roots and for each node of ``nodes`` that no edge
+    mentions (an isolated root, e.g. a hypernym whose children all chose a deeper parent in
+    :func:`ancestor_tree` or :func:`hypermem.train.hierarchy_data.load_tsv`), in that order.
+    ``root`` must be a new node (a ``ValueError`` otherwise).  A layout of the result has a
+    point for ``root`` too (the origin); the reconstruction of the closure ranks it as a
+    candidate unless it is left out: ``{n: p for n, p in layout.items() if n != root}``.
+
+    >>> add_virtual_root([("a", "b"), ("c", "d")], "top", nodes=["a", "b", "c", "d", "e"])
+    [('a', 'b'), ('c', 'd'), ('top', 'a'), ('top', 'c'), ('top', 'e')]
+    """
+    edges, nodes = list(tree), list(nodes)
+    children = {c for _, c in edges}
+    seen = children | {p for p, _ in edges}
+    if root in seen or root in nodes:
+        raise ValueError(f"the virtual root {root!r} is already a node; pass a new name as root=")
+    tops = dict.fromkeys(p for p, _ in edges if p not in children)
+    tops.update(dict.fromkeys(n for n in nodes if n not in seen))
+    return edges + [(root, r) for r in tops]

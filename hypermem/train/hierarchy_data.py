@@ -120,7 +120,12 @@ def load_tsv(path: str | Path) -> tuple[list[tuple[str, str]], dict[str, str], l
 
     The pairs are closed transitively (:func:`~hypermem.data.dag.hypernym_closure`): the pairs
     as given, each once, then the implied ones, so a file of direct edges and a file of the
-    whole closure train alike.  The tree gives each node its deepest hypernym as parent.
+    whole closure train alike.  The tree gives each node its deepest hypernym as parent: a
+    forest of ``(parent, child)`` edges, in which a root whose children all have a deeper
+    hypernym is in no edge (the export makes it a root memory of its own).  The closure
+    names every node; for a layout, which needs one tree over all of them, use
+    :func:`~hypermem.hierarchy.spanning.add_virtual_root` ``(tree, "<root>", nodes)`` (nodes:
+    those of the closure) or ``ancestor_tree(closure, root="<root>")``.
     Refused with a :class:`~hypermem.data.hierarchy_files.HierarchyFileError` (a ``ValueError``)
     naming the absolute path and line: ``dataset file /abs/pairs.tsv:LINE: ...`` for no pairs, a
     line without two names, bytes that are not UTF-8, a self-loop, a cycle (named, each node a child
