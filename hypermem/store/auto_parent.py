@@ -6,10 +6,14 @@ term, no filter) among the stored memories and the batch's earlier items, if its
 the threshold's ``lambda`` (``centripetal_weight``, the F1 operating point) is above the
 encoder's threshold, else a root; the choice is kept in the record's meta under
 ``"auto_parent"``: ``{"parent": id or None, "score": s (the decision's), "threshold": t,
-"by": "subsumption" | "vote", "suggested": [{"id", "score"}, ...]}`` (the :data:`KEPT` best,
-ranked: pair scores, or vote shares), so an agent can show why; a vote's choice also keeps its
-``"rank"`` in the voted list (the first candidate that passes the threshold may rank below
-the :data:`KEPT` shown: it is then listed after them).  With an embedder that is
+"by": "subsumption" | "vote", "suggested": [{"id", "score", "pair", "passed"}, ...]}`` (the
+:data:`KEPT` best, ranked; ``"score"`` the ranking value: the pair score at the ranking
+``lambda``, or the vote's; ``"pair"`` the pair score at the threshold's ``lambda`` and
+``"passed"`` whether it is above the threshold, so a candidate walked over says why -- with a
+hierarchy encoder only), so an agent can show why; a vote's choice also keeps its ``"rank"``
+in the voted list when it was taken (the first candidate that passes the threshold may rank
+below the :data:`KEPT` shown: it is then listed after them; a root has no ``"rank"``, its
+``"score"`` is the first suggestion's pair score).  With an embedder that is
 not a hierarchy encoder, a store that holds a tree (or a batch that declares a parent before
 its first ``"auto"`` item) attaches the vote's choice (no threshold: ``"threshold": null``,
 ``"score"`` its ranking value); without a tree ``"auto"`` is a ``ValueError``.  With a hierarchy
@@ -182,18 +186,19 @@ def resolve_auto(sug: Suggester, batch, emb: torch.Tensor) -> None:
                                               lambda c: len(st.children.get(c, ())) + kids.get(c, 0),
                                               batch.texts[i], lambda c: st.records[c].text if c in st.row
                                               else batch.texts[pos[c]])
-            at = 0
+            at, dec = 0, None
             if ranked and not hier:
                 best = {"id": ranked[0][0], "score": ranked[0][1], "rank": 1}
             elif ranked:  # the best-ranked candidate whose pair score passes the threshold
-                dec = decision_scores(enc, X[j], P, sug.scan)
-                ok = (dec[:WALK] > thr).nonzero()
-                at = 0 if ranked[0][0] in named else int(ok[0, 0]) if ok.numel() else 0
-                best = {"id": ranked[at][0], "score": float(dec[at]), "rank": at + 1}
+                dec = decision_scores(enc, X[j], P, sug.scan).tolist()
+                ok = [q for q, d in enumerate(dec[:WALK]) if d > thr]
+                at = 0 if ranked[0][0] in named or not ok else ok[0]
+                best = {"id": ranked[at][0], "score": dec[at], "rank": at + 1}
                 if ranked[0][0] in named:   # the vote's first choice, named by the text: no gate
                     best["named"], gate_thr = True, -math.inf
-            shown = ranked[:KEPT] + ([ranked[at]] if at >= KEPT else [])   # the choice among them, always
-            _decide(batch, i, best, gate_thr, "vote", [{"id": c, "score": v} for c, v in shown], thr,
+            shown = list(range(min(KEPT, len(ranked)))) + ([at] if at >= KEPT else [])   # the choice among them, always
+            _decide(batch, i, best, gate_thr, "vote",
+                    [suggestion(ranked[q][0], ranked[q][1], None if dec is None else dec[q], thr) for q in shown], thr,
                     _gate(near_filed, j, floor, C[j, :i][filed[:i]] if i else None))
             filed[i] = batch.parents[i] is not None
             if ranked and sug.reranker is not None:   # the choice's provenance (embed.reranker)
@@ -221,14 +226,24 @@ def _choose(sug: Suggester, batch, i: int, scores: torch.Tensor, thr: float, x: 
     texts = st.records.texts
     order = first_other_texts(torch.argsort(-scores, stable=True),   # ties: insertion order, as suggest_parents
                               lambda c: texts[c] if c < n else batch.texts[c - n], batch.texts[i], KEPT)
-    kept = [{"id": st.ids[c] if c < n else batch.ids[c - n], "score": float(scores[c])}
-            for c in order.tolist() if float(scores[c]) > -math.inf]
-    best = None
-    if kept:  # the decision: the best-ranked parent's score at the threshold's lambda
-        c = int(order[0])
-        p = st.embedding_column()[c] if c < n else emb[c - n]
-        best = {**kept[0], "score": float(decision_scores(enc, x, p[None], sug.scan)[0])}
+    order = [c for c in order.tolist() if float(scores[c]) > -math.inf]
+    best, kept = None, []
+    if order:  # the decision: the best-ranked parent's score at the threshold's lambda
+        P = torch.stack([st.embedding_column()[c] if c < n else emb[c - n] for c in order])
+        dec = decision_scores(enc, x, P, sug.scan).tolist()
+        kept = [suggestion(st.ids[c] if c < n else batch.ids[c - n], float(scores[c]), d, thr)
+                for c, d in zip(order, dec)]
+        best = {"id": kept[0]["id"], "score": dec[0]}
     _decide(batch, i, best, thr, "subsumption", kept, gate=gate)
+
+
+def suggestion(id: str, score: float, pair: float | None, thr: float) -> dict:
+    """A suggestion as an auto-placed memory's meta keeps it: its ranking value ``score``, and
+    with a threshold its pair score at the threshold's ``lambda`` and whether that passes."""
+    out = {"id": id, "score": float(score)}
+    if pair is not None:
+        out["pair"], out["passed"] = float(pair), bool(pair > thr)
+    return out
 
 
 def _gate(near_filed: list[float] | None, j: int, floor: float, batch_cos: torch.Tensor | None = None) -> dict | None:
@@ -254,7 +269,7 @@ def _decide(batch, i: int, best: dict | None, thr: float, by: str, kept: list[di
     batch.parents[i] = parent
     info = {"parent": parent, "score": None if best is None else best["score"],
             "threshold": finite_or_none(thr if shown is None else shown), "by": by, "suggested": kept}
-    if best is not None and "rank" in best:
+    if parent is not None and "rank" in best:   # where the parent stood in the list (none taken: no rank)
         info["rank"] = best["rank"]
     if best is not None and best.get("named"):
         info["named"] = True
