@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-__all__ = ["CycleError", "hypernym_closure"]
+__all__ = ["MAX_CLOSURE", "ClosureTooLargeError", "CycleError", "hypernym_closure"]
+
+MAX_CLOSURE = 10_000_000
+"""The most ``(node, ancestor)`` pairs :func:`hypernym_closure` builds (about 0.6 GB of sets; the
+WordNet noun hierarchy holds about 0.75 million).  A chain of ``n`` nodes holds ``n (n - 1) / 2``
+pairs, so a file of a few hundred kilobytes could otherwise exhaust the memory."""
+
+
+class ClosureTooLargeError(ValueError):
+    """A hierarchy whose transitive closure holds more than :data:`MAX_CLOSURE` pairs."""
 
 
 class CycleError(ValueError):
@@ -16,13 +25,16 @@ class CycleError(ValueError):
         self.cycle = cycle
 
 
-def hypernym_closure(parents: Mapping[str, Sequence[str]]) -> dict[str, set[str]]:
+def hypernym_closure(parents: Mapping[str, Sequence[str]], limit: int | None = None) -> dict[str, set[str]]:
     """All ancestors of every node of a DAG given as ``node -> direct parents``.
 
     Iterative (Kahn's topological order), so depth is unlimited; raises :class:`CycleError`
     (a ``ValueError``) naming a cycle, each node a child of the next: ``'chair' -> 'furniture' -> 'chair'``
-    (:func:`_a_cycle`).
+    (:func:`_a_cycle`).  The closure ``anc(v) = P(v) ∪ ⋃_{p ∈ P(v)} anc(p)`` (``P(v)``: the
+    direct parents) is counted as it is built: past ``limit`` pairs (default :data:`MAX_CLOSURE`)
+    it raises :class:`ClosureTooLargeError` before holding much more than that.
     """
+    limit = MAX_CLOSURE if limit is None else limit
     nodes = set(parents)
     for ps in parents.values():
         nodes.update(ps)
@@ -34,14 +46,21 @@ def hypernym_closure(parents: Mapping[str, Sequence[str]]) -> dict[str, set[str]
             pending[n] += 1
     ancestors: dict[str, set[str]] = {n: set() for n in nodes}
     queue = [n for n in nodes if pending[n] == 0]
-    done = 0
+    done = pairs = 0   # pairs: the entries of every set so far (sets only grow)
     while queue:
         p = queue.pop()
         done += 1
         for c in children[p]:
             anc = ancestors[c]
+            before = len(anc)
             anc.add(p)
             anc |= ancestors[p]
+            pairs += len(anc) - before
+            if pairs > limit:
+                raise ClosureTooLargeError(
+                    f"the hierarchy's transitive closure holds more than {limit:,} (node, ancestor) pairs (a chain "
+                    f"of n nodes holds n(n-1)/2; {len(nodes):,} nodes here): too large to build "
+                    "(limit hypermem.data.dag.MAX_CLOSURE)")
             pending[c] -= 1
             if pending[c] == 0:
                 queue.append(c)

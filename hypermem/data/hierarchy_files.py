@@ -1,7 +1,9 @@
 """A user's own hierarchy from files: edges and names, TSV or JSONL.
 
 * **edges**: one ``(child, parent)`` edge a line -- TSV ``child<TAB>parent`` (a first line
-  ``child<TAB>parent`` is a header and skipped), or JSONL ``{"child": ..., "parent": ...}``;
+  ``child<TAB>parent`` is a header and skipped, in any case and also as ``hyponym<TAB>hypernym``,
+  ``id<TAB>parent``: :data:`CHILD_HEADERS` / :data:`PARENT_HEADERS`; another first line whose
+  names occur on no other line warns), or JSONL ``{"child": ..., "parent": ...}``;
 * **names**: one entity a line -- TSV ``id<TAB>text``, or JSONL ``{"id": ..., "name": ...}``
   (``"text"`` is accepted for ``"name"``).  Without a names file each id is its own text.
 
@@ -10,7 +12,9 @@ further ``.gz`` is gunzipped).  The files are UTF-8: a leading byte-order mark (
 is dropped, in TSV and JSONL, with ``\n`` or ``\r\n`` line ends alike.  Spaces around an id or a
 text are stripped (``" dog"`` and ``"dog"`` are one entity).  Every line is checked: a file
 that is not UTF-8, a malformed line, a blank id or text, a self-loop, an id named twice, an
-edge whose entity has no name, or a cycle (the line of one of its edges) raises
+edge whose entity has no name, a cycle (the line of one of its edges), a line longer than
+:data:`MAX_LINE` characters (read bounded: a small ``.gz`` inflating to one huge line is refused
+there) or a transitive closure of more than :data:`~hypermem.data.dag.MAX_CLOSURE` pairs raises
 :class:`HierarchyFileError` naming the file and line.  Two ids may share a text (two entities of one name, as real hierarchies have):
 that loads, with a ``UserWarning`` naming them, since an encoder gives one text one point.
 Nothing is executed or written.
@@ -32,12 +36,16 @@ import os
 import warnings
 from pathlib import Path
 
-from .dag import CycleError, hypernym_closure
+from .dag import ClosureTooLargeError, CycleError, hypernym_closure
 from .hierarchy_tasks import EntityHierarchy
 
 __all__ = ["HierarchyFileError", "read_edges", "read_names", "read_hierarchy", "read_checked_edges"]
 
 MAX_LINE = 1 << 16
+CHILD_HEADERS = ("child", "hyponym", "id", "node", "child_id", "subclass", "narrower")
+PARENT_HEADERS = ("parent", "hypernym", "parent_id", "superclass", "broader")
+"""A TSV edges file's first line is a header, and skipped, when its two names are one of each
+(any case): ``child<TAB>parent``, ``Hyponym<TAB>Hypernym``, ``id<TAB>parent``..."""
 
 
 class HierarchyFileError(ValueError):
@@ -55,7 +63,8 @@ def _lines(path: Path):
         raise FileNotFoundError(f"no such file: {str(path)!r}")
     try:  # utf-8-sig: a byte-order mark (Windows editors) is not part of the first id
         with _open(path, "rt", encoding="utf-8-sig") as fh:
-            for no, line in enumerate(fh, 1):
+            # bounded reads: a small .gz inflating to one huge line is refused at MAX_LINE + 1 characters
+            for no, line in enumerate(iter(lambda: fh.readline(MAX_LINE + 1), ""), 1):
                 if len(line) > MAX_LINE:
                     raise HierarchyFileError(f"{path}:{no}: line longer than {MAX_LINE} characters")
                 line = line.rstrip("\n").rstrip("\r")
@@ -70,7 +79,9 @@ def _lines(path: Path):
 def _not_utf8(path: Path, exc: UnicodeDecodeError) -> HierarchyFileError:
     """The error naming the file, the first line that is not UTF-8 and its offending byte."""
     with _open(path, "rb") as fh:
-        for no, raw in enumerate(fh, 1):
+        for no, raw in enumerate(iter(lambda: fh.readline(4 * MAX_LINE + 2), b""), 1):
+            if len(raw) > 4 * MAX_LINE + 1:   # at most 4 bytes a character
+                return HierarchyFileError(f"{path}:{no}: line longer than {MAX_LINE} characters")
             try:
                 raw.decode("utf-8-sig" if no == 1 else "utf-8")
             except UnicodeDecodeError as bad:
@@ -101,6 +112,8 @@ def _record(path: Path, no: int, line: str, keys: tuple[tuple[str, ...], tuple[s
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise HierarchyFileError(f"{path}:{no}: not valid JSON ({exc.msg})") from None
+        except (ValueError, RecursionError) as exc:   # an integer of more than 4300 digits, a deep nest
+            raise HierarchyFileError(f"{path}:{no}: not a readable JSON line ({str(exc).split(';')[0][:100]})") from None
         if not isinstance(obj, dict):
             raise HierarchyFileError(f"{path}:{no}: expected a JSON object")
         return _field(obj, keys[0], path, no), _field(obj, keys[1], path, no)
@@ -118,14 +131,32 @@ def _edge_lines(path: Path, extra_columns: bool = False) -> dict[tuple[str, str]
     edges: dict[tuple[str, str], int] = {}
     for no, line in _lines(path):
         c, p = _record(path, no, line, (("child",), ("parent",)), extra_columns)
-        if no == 1 and not _jsonl(path) and (c, p) == ("child", "parent"):
+        if no == 1 and not _jsonl(path) and c.lower() in CHILD_HEADERS and p.lower() in PARENT_HEADERS:
             continue
         if c == p:
             raise HierarchyFileError(f"{path}:{no}: {c!r} is its own parent (a self-loop)")
         edges.setdefault((c, p), no)
     if not edges:
         raise HierarchyFileError(f"{path}: no edges: write one child<TAB>parent per line")
+    _header_warning(path, edges)
     return edges
+
+
+def _header_warning(path: Path, edges: dict[tuple[str, str], int]) -> None:
+    """Warn when a TSV file's line 1 looks like a header it does not recognise: the file's only
+    edge whose two names occur on no other line (``Kind<TAB>Broader`` above connected pairs; a
+    file of separate pairs warns of none)."""
+    if _jsonl(path) or edges[next(iter(edges))] != 1 or len(edges) < 2:
+        return
+    seen: dict[str, int] = {}
+    for pair in edges:
+        for x in pair:
+            seen[x] = seen.get(x, 0) + 1
+    alone = [pair for pair in edges if seen[pair[0]] == seen[pair[1]] == 1]
+    if alone and edges[alone[0]] == 1 and len(alone) == 1:
+        c, p = alone[0]
+        warnings.warn(f"{path}:1: {c!r}<TAB>{p!r} is read as an edge, but neither name occurs on another line: if it "
+                      "is a header, write child<TAB>parent (or delete the line)", UserWarning, stacklevel=2)
 
 
 def read_edges(path: str | os.PathLike) -> list[tuple[str, str]]:
@@ -143,6 +174,8 @@ def _ancestors(path: Path, edges: dict[tuple[str, str], int]) -> dict[str, set[s
         return hypernym_closure(parents)
     except CycleError as exc:
         raise HierarchyFileError(f"{path}:{edges[(exc.cycle[0], exc.cycle[1 % len(exc.cycle)])]}: {exc}") from None
+    except ClosureTooLargeError as exc:
+        raise HierarchyFileError(f"{path} ({len(edges):,} edges): {exc}") from None
 
 
 def read_names(path: str | os.PathLike) -> dict[str, str]:
@@ -151,7 +184,7 @@ def read_names(path: str | os.PathLike) -> dict[str, str]:
     names: dict[str, str] = {}
     for no, line in _lines(path):
         i, t = _record(path, no, line, (("id",), ("name", "text")))
-        if no == 1 and not _jsonl(path) and (i, t) in (("id", "name"), ("id", "text")):
+        if no == 1 and not _jsonl(path) and (i.lower(), t.lower()) in (("id", "name"), ("id", "text")):
             continue
         if i in names:
             raise HierarchyFileError(f"{path}:{no}: id {i!r} is named twice")
