@@ -168,15 +168,20 @@ def read_items(path: Path, text: str) -> tuple[list[dict[str, Any]], list[str]]:
             where = [f"item #{i}" for i in range(len(items))] if isinstance(items, list) else []
         else:
             items, where = [], []
-            for n, line in enumerate(text.splitlines(), 1):
+            # only \n, \r\n or \r end a line (JSON strings escape them), not a raw U+2028 or U+0085
+            for n, line in enumerate(re.split(r"\r\n|[\r\n]", text), 1):
                 if line.strip():
                     try:
                         items.append(json.loads(line))
                     except json.JSONDecodeError as exc:
                         raise UserError(f"{path}: line {n} is not JSON ({exc})") from None
+                    except ValueError as exc:   # an integer of more than 4300 digits
+                        raise UserError(f"{path}: line {n}: {str(exc).split(';')[0][:100]}") from None
                     where.append(f"line {n}")
     except json.JSONDecodeError as exc:
         raise UserError(f"{path}: not JSON lines ({exc})") from None
+    except ValueError as exc:   # a JSON list holding an integer of more than 4300 digits
+        raise UserError(f"{path}: not readable JSON ({str(exc).split(';')[0][:100]})") from None
     except RecursionError:
         raise UserError(f"{path}: a value nests too deep for the JSON reader") from None
     if not isinstance(items, list):

@@ -46,6 +46,7 @@ from ..embed.choice import StandIn
 from ..embed.encoder_kind import is_hierarchy_encoder, places_points
 from ..geometry import poincare as P
 from .checks import max_depth
+from .validation import MemoryFileError, short
 
 __all__ = ["ENCODER_KEY", "PROBE", "check_encoder", "checksum_matches", "encoder_checksum", "encoder_placement", "encoder_record",
            "hierarchy_encoder", "is_hierarchy_encoder", "places_points", "store_defaults"]
@@ -150,12 +151,27 @@ def _named(record: dict[str, Any]) -> str:
     return f"the {record.get('geometry')} hierarchy encoder at {where} ({str(record.get('checksum'))[:19]}...)"
 
 
+def _check_record(stored: Any, where: str) -> None:
+    """Refuse a malformed encoder record (``None``: no record) with a :class:`MemoryFileError` naming the field."""
+    if stored is None:
+        return
+    if not isinstance(stored, dict):
+        raise MemoryFileError(f"{where}: config field {ENCODER_KEY!r} must be an object (the encoder's record), "
+                              f"got {short(stored)}")
+    for key, kinds in (("checksum", (str,)), ("folder", (str, type(None))), ("geometry", (str, type(None)))):
+        if not isinstance(stored.get(key), kinds):
+            raise MemoryFileError(f"{where}: config field '{ENCODER_KEY}.{key}' is malformed (the encoder's record "
+                                  f"needs {'a checksum, sha256v2:<hex>' if key == 'checksum' else 'a string or null'}), "
+                                  f"got {short(stored.get(key))}")
+
+
 def check_encoder(config: Any, embedder: Any, where: str) -> None:
     """Refuse to load or open a store (its stored ``config``) with ``embedder`` when the encoder
     recorded there is not the one passed (module docstring).  ``embedder=None`` on a store with
     an encoder is refused with the folder to load; a stand-in (a command that never embeds)
     passes."""
     stored = config.get(ENCODER_KEY) if isinstance(config, dict) else None
+    _check_record(stored, where)
     if isinstance(embedder, StandIn):  # opened to read the structure, never to embed or place
         note = f" (this store was placed by {_named(stored)})" if isinstance(stored, dict) else ""
         embedder.placed_by = note.strip()   # which encoder to pass, for a caller that must name it
@@ -167,8 +183,6 @@ def check_encoder(config: Any, embedder: Any, where: str) -> None:
             raise ValueError(f"{where} was not placed by a hierarchy encoder (its points come from declared levels); "
                              f"it cannot be opened with {embedder!r}: pass the embedder it was made with")
         return
-    if not isinstance(stored, dict) or not isinstance(stored.get("checksum"), str):
-        raise ValueError(f"{where}: the encoder record is malformed (needs a checksum), got {stored!r}")
     folder = stored.get("folder")
     if embedder is None:
         hint = f"HierarchyEncoder.load({folder!r})" if folder else "HierarchyEncoder.load(<its folder>)"
