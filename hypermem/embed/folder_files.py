@@ -5,7 +5,8 @@ reads through here, so each file it opens is
 
 * inside the folder (a symlink that leads out of it is refused, never followed),
 * a regular file (a directory, a device such as ``/dev/zero`` or a pipe is refused),
-* of a bounded size, and for JSON nested at most :data:`~hypermem.embed.json_limits.MAX_JSON_DEPTH`
+* of a bounded size (every file of the folder but its weights, :data:`MAX_FILE_BYTES`, since
+  sentence-transformers reads some whole: ``README.md``), and for JSON nested at most :data:`~hypermem.embed.json_limits.MAX_JSON_DEPTH`
   deep (no ``RecursionError``);
 
 and no file of the folder holds pickled weights (``*.bin``, ``*.pt``, ``*.pth``, ``*.ckpt``,
@@ -34,6 +35,12 @@ MAX_BIG_JSON_BYTES = 64 << 20
 MAX_HEADER_BYTES = 100_000_000
 """The ``safetensors`` library's own bound on a header."""
 MAX_ENTRIES = 10_000
+MAX_FILE_BYTES = 64 << 20
+"""The largest file of a folder other than weights (:data:`WEIGHT_SUFFIXES`): sentence-transformers
+and transformers read such files whole (``README.md``, the tokenizer's files...)."""
+WEIGHT_SUFFIXES = (".safetensors", ".onnx", ".onnx_data", ".h5", ".msgpack", ".ot")
+"""Weights: ``safetensors`` headers are checked against the file's size (:func:`safetensors_header`);
+the other formats are never opened by a torch load."""
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle", ".joblib")
 _DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
                 "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "U16": 2, "U32": 4, "U64": 8}
@@ -101,7 +108,9 @@ def read_json(path: Path, folder: Path | None = None, limit: int = MAX_JSON_BYTE
 
 
 def scan_folder(folder: Path) -> None:
-    """Refuse a folder holding pickled weights anywhere, or a symlink that leads out of it."""
+    """Refuse a folder holding pickled weights anywhere, a symlink that leads out of it, anything
+    but regular files and folders (a pipe would block a read forever, a device never end), or a
+    file other than weights larger than :data:`MAX_FILE_BYTES` (read whole by the libraries)."""
     count = 0
     for top, dirs, files in os.walk(folder, followlinks=False):
         for name in dirs + files:
@@ -115,6 +124,25 @@ def scan_folder(folder: Path) -> None:
                 raise EncoderFolderError(f"{path}: a pickle file (weights of *.bin/*.pt/*.ckpt are pickled, and "
                                          "unpickling can run code); a folder must hold safetensors weights only: "
                                          "remove the file, or convert it where you trust it")
+            if name in files:
+                _bounded(folder, path)
+
+
+def _bounded(folder: Path, path: Path) -> None:
+    """Refuse ``path`` (a file name of the folder) unless it is a regular file (a link to a folder
+    is a folder) of at most :data:`MAX_FILE_BYTES`, or weights."""
+    try:
+        st = path.stat()   # a link inside the folder: its target (stat opens nothing, a pipe does not block)
+    except OSError as exc:
+        raise EncoderFolderError(f"{path}: cannot be read ({exc.strerror})") from None
+    if stat.S_ISDIR(st.st_mode):
+        return
+    if not stat.S_ISREG(st.st_mode):
+        raise EncoderFolderError(f"{path}: not a regular file (a pipe, socket or device); a received folder holds "
+                                 "files and folders only")
+    if st.st_size > MAX_FILE_BYTES and not path.name.lower().endswith(WEIGHT_SUFFIXES):
+        raise EncoderFolderError(f"{path}: {st.st_size} bytes, larger than {MAX_FILE_BYTES} (the libraries read it "
+                                 "whole); not a file of a model folder")
 
 
 def safetensors_header(folder: Path, path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:

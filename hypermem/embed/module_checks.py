@@ -35,6 +35,20 @@ LAYER_FIELDS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 SIZE_FIELDS = ("hidden_size", "vocab_size", "intermediate_size", "max_position_embeddings", "type_vocab_size",
                "num_attention_heads", "n_embd", "n_positions", "n_head", "d_model")
 _LAYER_KEY = re.compile(r"(?:^|\.)(?:layer|layers|h|block|blocks)\.(\d+)\.")
+_WORDS = r"(?:^|\.)(?:word_embeddings|wte|embed_tokens|tok_embeddings)\.weight$"
+SHAPE_ROLES = {"vocab_size": (_WORDS, 0), "hidden_size": (_WORDS, 1), "n_embd": (_WORDS, 1), "d_model": (_WORDS, 1),
+               "dim": (_WORDS, 1),
+               "max_position_embeddings": (r"(?:^|\.)(?:embeddings\.position_embeddings|wpe)\.weight$", 0),
+               "n_positions": (r"(?:^|\.)wpe\.weight$", 0),
+               "type_vocab_size": (r"(?:^|\.)token_type_embeddings\.weight$", 0),
+               "intermediate_size": (r"(?:^|\.)(?:layer|layers)\.0\.(?:intermediate\.dense|mlp\.fc1|mlp\.up_proj)\.weight$", 0),
+               "hidden_dim": (r"(?:^|\.)layer\.0\.ffn\.lin1\.weight$", 0)}
+"""config.json's sizes and the tensor (a name pattern) and dimension each sizes: compared with
+the ``safetensors`` header before anything is built (a declared ``vocab_size`` of 2**24 would
+allocate gigabytes the weights never fill)."""
+SHAPE_ANY = ("vocab_size", "hidden_size", "intermediate_size", "n_embd", "d_model", "dim", "hidden_dim", "d_ff",
+             "n_inner", "ffn_dim")
+"""Sizes that, without their tensor above, must still be the length of some weight's dimension."""
 SB_KEYS = {"transformer_task", "modality_config", "module_output_name", "processing_kwargs", "unpad_inputs",
            "query_length", "document_length", "query_expansion", "max_seq_length", "do_lower_case",
            "model_args", "model_kwargs", "tokenizer_args", "processor_kwargs", "config_args", "config_kwargs"}
@@ -120,9 +134,33 @@ def check_transformer(folder: Path, rel: str, *, task: str = "feature-extraction
             continue
         if isinstance(v, bool) or not isinstance(v, int) or v < 0 or (layers and v != held) or v > 256:
             raise EncoderFolderError(f"{path}: field {key!r} is {v!r} but {files[0].name} holds {held} layers")
+    _check_shapes(config, path, files[0].name, header)
     max_pos = config.get("max_position_embeddings")
     _check_sb_config(folder, module_dir, task, out_name, max_pos if isinstance(max_pos, int) else None)
     return config
+
+
+def _check_shapes(config: dict[str, Any], path: Path, weights: str, header: dict[str, tuple[str, tuple[int, ...]]]) -> None:
+    """Refuse a size of ``config.json`` (:data:`SHAPE_ROLES`, :data:`SHAPE_ANY`) that the weights'
+    header does not hold, naming the field, its tensor and ``weights`` (the file)."""
+    dims = {d for _, shape in header.values() for d in shape}
+    for key in sorted(set(SHAPE_ROLES) | set(SHAPE_ANY)):
+        v = config.get(key)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 1 << 24:
+            raise EncoderFolderError(f"{path}: field {key!r} must be an integer in [1, {1 << 24}], got {v!r}")
+        pattern, axis = SHAPE_ROLES.get(key, (None, 0))
+        named = [(k, shape) for k, (_, shape) in header.items()
+                 if pattern and re.search(pattern, k) and len(shape) > axis]
+        if key in ("hidden_size", "d_model") and "embedding_size" in config:
+            named = []   # ALBERT: the word embeddings are embedding_size wide
+        if named and named[0][1][axis] != v:
+            raise EncoderFolderError(f"{path}: field {key!r} is {v} but {weights}'s {named[0][0]!r} has shape "
+                                     f"{list(named[0][1])} (nothing is built from a size the weights do not hold)")
+        if not named and key in SHAPE_ANY and v not in dims:
+            raise EncoderFolderError(f"{path}: field {key!r} is {v} but no tensor of {weights} has a dimension of "
+                                     "that size (nothing is built from a size the weights do not hold)")
 
 
 def check_pooling(folder: Path, rel: str, width: Any) -> None:
