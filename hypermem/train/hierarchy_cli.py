@@ -68,7 +68,13 @@ from .config_errors import max_time_error, module_error, parser_value_error, yam
 from .config_paths import resolve_data_file, resolve_dataset, setting_file
 from .hierarchy_checkpoint import CheckpointError
 from .resume_checks import AlreadyComplete, ConfigError, check_resume
-from .run_folder import best_checkpoint, checkpoint_version, latest_last_checkpoint
+from .run_folder import (
+    best_checkpoint,
+    checkpoint_refusal,
+    checkpoint_version,
+    latest_last_checkpoint,
+    trust_refusal,
+)
 from .run_folder import finished_checkpoint as finished_checkpoint
 from .run_folder import remove_failed_start as remove_failed_start
 from .run_folder import watch_folder as _watch
@@ -309,7 +315,12 @@ def _cli_class():
                 mine = checkpoint_version(cfg.ckpt_path, init.get("save_dir") or ".", init.name)
                 if mine is not None:   # a checkpoint of this run: its own version folder, as for last
                     init.version = mine
-            if cfg.get("ckpt_path"):
+            path = cfg.get("ckpt_path")   # unpickled only with --weights_only=false given on the command line
+            refusal = trust_refusal(cfg, self.argv, setting_file) or (
+                path and Path(path).is_file() and cfg.get("weights_only") is not False and checkpoint_refusal(path))
+            if refusal:
+                raise ConfigError(refusal)
+            if path:
                 check_resume(cfg, init, self.subcommand, self.model_class.__name__)   # the file read once
 
     return HierarchyCLI

@@ -71,6 +71,7 @@ from .hierarchy_callbacks import ValidateLastEpoch
 from .hierarchy_checkpoint import CheckpointError, check_hierarchy_checkpoint
 from .hierarchy_logging import log_embedding_state, log_final_metric, tensorboard_writer
 from .mid_epoch import epoch_ran_out, reopen_stopped_epoch
+from .run_folder import pickle_reason
 from .step_axis import evaluated_epoch, evaluated_step, remember_checkpoint, validating_checkpoint
 
 __all__ = ["KINDS", "HierarchyModule", "load_init_weights"]
@@ -95,9 +96,9 @@ def load_init_weights(path: str, trusted: bool = False) -> torch.Tensor:
     except FileNotFoundError:
         raise FileNotFoundError(f"init_from: no such checkpoint {path!r}") from None
     except pickle.UnpicklingError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ValueError(f"init_from {path!r} holds objects that torch.load(weights_only=True) refuses ({first}); "
-                         "if you trust the file, pass --model.init_from_trusted=true") from None
+        raise ValueError(f"init_from {path!r} holds objects that torch.load(weights_only=True) refuses "
+                         f"({pickle_reason(exc)}); nothing in it ran; if you trust the file, pass "
+                         "--model.init_from_trusted=true on the command line") from None
     weight = state.get("state_dict", {}).get("embedding.weight") if isinstance(state, dict) else None
     if not isinstance(weight, torch.Tensor) or weight.dim() != 2:
         raise ValueError(f"init_from {path!r} is not a checkpoint of HierarchyModule (no state_dict/embedding.weight)")

@@ -3,13 +3,21 @@ and what a failed start leaves in it (:mod:`~hypermem.train.hierarchy_cli`)."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
 
-__all__ = ["best_checkpoint", "checkpoint_position", "checkpoint_progress", "checkpoint_version", "epochs_text",
-           "finished_checkpoint", "latest_last_checkpoint", "other_batches", "progress_text", "read_checkpoint",
-           "remove_failed_start", "stopped_position", "watch_folder"]
+__all__ = ["TRUST_OPTIONS", "best_checkpoint", "checkpoint_position", "checkpoint_progress", "checkpoint_refusal",
+           "checkpoint_version", "epochs_text", "finished_checkpoint", "latest_last_checkpoint", "other_batches",
+           "pickle_reason", "progress_text", "read_checkpoint", "remove_failed_start", "stopped_position",
+           "trust_refusal", "watch_folder"]
+
+TRUST_OPTIONS = {"weights_only": False, "model.init_from_trusted": True}
+"""The options that let ``torch.load`` unpickle a file (which can run its code), with their
+trusting value: ``--weights_only=false`` (Lightning's load of ``--ckpt_path``) and
+``--model.init_from_trusted=true`` (``model.init_from``).  They are taken from the command line
+only, never from a config file (:func:`trust_refusal`)."""
 
 BATCH_KEYS = ("batch_size", "children_per_parent")
 """The data settings that draw an epoch's batch boundaries (the embedding and the encoder data)."""
@@ -28,11 +36,104 @@ def read_checkpoint(path: str | Path) -> dict | None:
 
     import torch
 
+    handed = _HANDED.pop(_identity(path), None)
+    _HANDED.clear()
+    if handed is not None:   # checkpoint_refusal read this very file just before: one read
+        return handed
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except (OSError, RuntimeError, EOFError, TypeError, ValueError, pickle.UnpicklingError):
         return None
     return state if isinstance(state, dict) else None
+
+
+_HANDED: dict[tuple, dict] = {}
+"""The checkpoint :func:`checkpoint_refusal` accepted, for the :func:`read_checkpoint` of the same
+unchanged file that follows it (the CLI's checks, :mod:`~hypermem.train.resume_checks`): taken once."""
+
+
+def _identity(path: str | Path) -> tuple | None:
+    """The file at ``path`` as it is now (its real path, inode, size and modification time), or ``None``."""
+    try:
+        st = os.stat(path)
+    except (OSError, TypeError, ValueError):
+        return None
+    return os.path.realpath(path), st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def pickle_reason(exc: BaseException) -> str:
+    """The short reason of ``torch.load(weights_only=True)``'s refusal: ``Unsupported global: GLOBAL io.open``."""
+    text = str(exc)
+    m = re.search(r"Unsupported [^\n]*?(?= was not|\. |\n|$)", text) or re.search(r"(?<=WeightsUnpickler error: )[^\n]*", text)
+    if m:
+        return m.group(0)[:160]
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0][:160] if lines else type(exc).__name__
+
+
+def checkpoint_refusal(path: str | Path) -> str | None:
+    """One line when the file at ``path`` is no Lightning checkpoint that ``torch.load(weights_only=True)``
+    reads (objects it refuses, no torch file at all, no dict, no ``pytorch-lightning_version``),
+    else ``None``.  Nothing in the file runs; the tensors of a zip checkpoint are mapped, not read,
+    and the dict is handed to the :func:`read_checkpoint` that follows (the file is read once)."""
+    import pickle
+
+    import torch
+
+    def load(mmap: bool):
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+
+    try:
+        try:
+            state = load(True)
+        except RuntimeError as exc:   # a file of the legacy (not zip) format cannot be mapped
+            if "mmap" not in str(exc):
+                raise
+            state = load(False)
+    except pickle.UnpicklingError as exc:
+        if "global" not in pickle_reason(exc).lower():
+            return f"--ckpt_path {path} is not a checkpoint torch.load can read ({pickle_reason(exc)})"
+        return (f"--ckpt_path {path} holds objects that torch.load(weights_only=True) refuses ({pickle_reason(exc)}); "
+                "nothing in it ran and nothing was loaded; if you trust the file, pass --weights_only=false on the "
+                "command line")
+    except (OSError, RuntimeError, EOFError, TypeError, ValueError, AttributeError, IndexError, KeyError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return f"--ckpt_path {path} is not a checkpoint torch.load can read ({first[:160]})"
+    if not isinstance(state, dict) or "pytorch-lightning_version" not in state:
+        what = "holds no dict" if not isinstance(state, dict) else "has no 'pytorch-lightning_version'"
+        return (f"--ckpt_path {path} is not a Lightning checkpoint ({what}; a file torch.save wrote itself is not "
+                "one): give a checkpoint a hypermem train run wrote")
+    _HANDED.clear()
+    key = _identity(path)
+    if key is not None:
+        _HANDED[key] = state   # the next read_checkpoint of this file takes it instead of reading again
+    return None
+
+
+def trust_refusal(cfg: Any, argv: list[str], file_of) -> str | None:
+    """One line when a :data:`TRUST_OPTIONS` option has its trusting value in the run's config
+    ``cfg`` without the command line ``argv`` giving it as an option itself (a config file, or a
+    group's file such as ``--model=x.yaml``, set it); ``file_of(argv, key)`` names the file."""
+    import yaml
+
+    from .shared_keys import options
+
+    for key, trusting in TRUST_OPTIONS.items():
+        group, _, leaf = key.rpartition(".")
+        node = cfg.get(group) if group else cfg
+        if node is None or node.get(leaf) is not trusting:
+            continue
+        given = [v for k, v in options(argv) if k == key]
+        try:
+            said = yaml.safe_load(given[-1]) if given and given[-1] is not None else None
+        except yaml.YAMLError:
+            said = None
+        if said is not trusting:
+            where = file_of(argv, key)
+            value = str(trusting).lower()
+            return (f"{key}: {value} {f'in {where}' if where else 'from a config file'} is refused: trusting a checkpoint "
+                    f"(a pickle can run code) is said on the command line only, as --{key}={value}")
+    return None
 
 
 def latest_last_checkpoint(save_dir: str | Path, name: str) -> tuple[int, Path] | None:
