@@ -66,6 +66,14 @@ __all__ = ["BLOCK", "Suggester", "cosines", "decision_scores", "first_other_text
 
 BLOCK = 256
 """Queries (and auto-placed items, store.auto_parent) scored per block."""
+ANCESTORS_VOTE: dict = {}
+"""How the root-free ancestors search votes, as :func:`~hypermem.store.vote.neighbour_vote`'s
+keywords (``alpha``, ``decay``, ``self_weight``, ``hops``) and ``"chance"``: the weight of each
+candidate's chance share subtracted (a parent's choice subtracts all of it).  Empty: the
+vote's defaults and the plain share.  On the hierarchies at hand (benchmarks/RESULTS.md, "walk
+69") less chance lost everywhere, and no decay (``{"decay": 1.0}``, the share of the
+neighbourhood filed under a candidate) raised precision@5 but pushed parents and grandparents
+out of the top 5 on WordNet, so the default stays."""
 BY = ("auto", "vote", "subsumption")
 """How suggestions rank: the neighbours' vote when the store holds a tree (``"auto"``), or always one of the two."""
 
@@ -226,7 +234,8 @@ class Suggester:
                         nb = None if near is None else (near[0][b - b0: b - b0 + 1], near[1][b - b0: b - b0 + 1])
                         own = queries[b] if isinstance(queries[b], str) else None   # never its own parent
                         got = self._voted(enc, X[b], r, rows, weights, k, nb, FILED_MIN if fallback else 0.0,
-                                          own if parents else None, less_chance=parents, own=own)
+                                          own if parents else None, own=own,
+                                          vote=None if parents else ANCESTORS_VOTE)
                         if got is None:  # a neighbourhood of roots: the pair score ranks (module docstring)
                             got = self._top(self.stored_scores(enc, X[b: b + 1], r)[0], r, weights, time_term, k,
                                             own)
@@ -371,15 +380,17 @@ class Suggester:
     def _voted(self, enc, x: torch.Tensor, rows: torch.Tensor | None, allowed_rows: torch.Tensor | None,
                weights: torch.Tensor, k: int, near: tuple | None = None,
                min_filed: float = 0.0, text: str | None = None,
-               less_chance: bool = True, own: str | None = None) -> list[SearchResult] | None:
+               own: str | None = None, vote: dict | None = None) -> list[SearchResult] | None:
         """The ``k`` best candidates of the neighbours' vote for one query ``x`` (module
         :mod:`hypermem.store.vote`): neighbours among ``rows``, candidates among ``allowed_rows``
         (None: all); ``score`` is the vote share (plus, with ``text``, the query's text when it
         is one, that text's evidence: store.parent_choice), ``distance`` the pair's ``-s``;
         ``near``: the neighbours when already found.  None when less than ``min_filed`` of the
         neighbours' weight sits under a parent (:func:`~hypermem.store.vote.filed_share`).
-        ``less_chance``: each candidate's share less its chance share (a parent's choice;
-        :func:`~hypermem.store.vote.chance_share`), not for the root-free ancestors search.
+        ``vote``: None for a parent's choice (each candidate's share less its chance share,
+        :func:`~hypermem.store.vote.chance_share`), else the root-free ancestors search's
+        settings (:data:`ANCESTORS_VOTE`: the vote's keywords, and ``"chance"``, the weight of
+        the chance share subtracted; 0 or absent: the plain share).
         ``own``: the query's text; a candidate of that very text is dropped (it still voted)."""
         st = self.memory.state
         if rows is not None and rows.numel() == 0:
@@ -391,8 +402,11 @@ class Suggester:
         if min_filed and filed_share(nb, self.parent_of) < min_filed:
             return None
         named = () if text is None else self.mentions.find(st, text)
+        opts = dict(vote or {})
+        less = opts.pop("chance", 0.0) if vote is not None else 1.0
         ranked = neighbour_vote(nb, self.parent_of, None if ok is None else (lambda i: st.row[i] in ok),
-                                mentioned=named, chance=self.chance_of if less_chance else None)
+                                mentioned=named, chance=None if not less else self.chance_of if less == 1.0
+                                else (lambda c: less * self.chance_of(c)), **opts)
         if own is not None:   # the voted candidates only (a few dozen), not a text per memory
             ranked = [(c, v) for c, v in ranked if st.records.text(c) != own]
         if not ranked:
