@@ -13,11 +13,9 @@ against 30-40x less in one ``add_many``, so there the hint names the commits too
 ``gap`` seconds of the previous one's end, that has spent more than ``seconds`` in ``add`` after
 at least ``calls`` calls gets one :class:`AddManyHint` warning.  In a store that does not commit
 each add (an in-memory ``Memory``) the run must also have averaged more than ``seconds / per``
-in each add (10 ms by default), the cost of an embedding model (MiniLM: 23 ms a chat turn, 380 ms
-a note), so a cheap embedder never gets the hint there: the hashing embedder's adds take 1.8-3 ms
-(0.6 ms of it embedding; the rest is the store's own placement and rows), 2,000 of them 4.5 s
-(``add_many``: 0.2 s), and a warning after 2 s of them would make ``add`` raise in a test suite
-that runs with warnings as errors.  On a durable store any run is told, and where its adds
+in each add (10 ms by default), the order of an embedding model's call, so a cheap embedder (the
+hashing one, a few ms an add) never gets the hint there: a warning after ``seconds`` of such adds
+would make ``add`` raise in a test suite that runs with warnings as errors.  On a durable store any run is told, and where its adds
 averaged ``seconds / per`` or less the hint blames the commits, not the embedder.
 """
 

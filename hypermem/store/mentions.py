@@ -41,10 +41,8 @@ are found in one pass that skips its long texts)."""
 SEPARATORS = (": ", " - ", " \u2013 ", " \u2014 ")
 """What ends a title: a colon, or a hyphen, en dash or em dash with a space each side (the
 earliest of them in the text).  An unspaced hyphen ("able-bodied", "backend-buckets") is part
-of a word.  On a manual-page and command tree of 2,858 "name - description" texts, reading
-the dash as a separator moved the held-out texts placed within 2 hops from 57 to 62 of 80
-(under the true parent: 35 to 40; benchmarks/RESULTS.md, "walk 69"); WordNet's "lemma:
-definition" texts keep their titles (all 74,401, lemmas too)."""
+of a word.  A manual page's NAME line ("strace - trace system calls") then names its title the
+way a "lemma: definition" text does (measured in benchmarks/RESULTS.md, "walk 69")."""
 MENTION_SHARE = 0.1
 """``mu``: the share a mentioned memory adds to its vote share, chosen on the validation nouns of
 WordNet's unseen-entity split (mu 0 / 0.1 / 0.15 / 0.2, the best mean within-2-hops rate over the

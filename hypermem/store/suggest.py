@@ -70,10 +70,8 @@ ANCESTORS_VOTE: dict = {}
 """How the root-free ancestors search votes, as :func:`~hypermem.store.vote.neighbour_vote`'s
 keywords (``alpha``, ``decay``, ``self_weight``, ``hops``) and ``"chance"``: the weight of each
 candidate's chance share subtracted (a parent's choice subtracts all of it).  Empty: the
-vote's defaults and the plain share.  On the hierarchies at hand (benchmarks/RESULTS.md, "walk
-69") less chance lost everywhere, and no decay (``{"decay": 1.0}``, the share of the
-neighbourhood filed under a candidate) raised precision@5 but pushed parents and grandparents
-out of the top 5 on WordNet, so the default stays."""
+vote's defaults and the plain share, the setting the measured alternatives did not beat on
+every hierarchy (benchmarks/RESULTS.md, "walk 69")."""
 BY = ("auto", "vote", "subsumption")
 """How suggestions rank: the neighbours' vote when the store holds a tree (``"auto"``), or always one of the two."""
 
