@@ -8,6 +8,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from .shared_keys import options
+
 __all__ = ["TRUST_OPTIONS", "best_checkpoint", "checkpoint_position", "checkpoint_progress", "checkpoint_refusal",
            "checkpoint_version", "epochs_text", "finished_checkpoint", "latest_last_checkpoint", "other_batches",
            "pickle_reason", "progress_text", "read_checkpoint", "remove_failed_start", "stopped_position",
@@ -115,8 +117,6 @@ def trust_refusal(cfg: Any, argv: list[str], file_of) -> str | None:
     ``cfg`` without the command line ``argv`` giving it as an option itself (a config file, or a
     group's file such as ``--model=x.yaml``, set it); ``file_of(argv, key)`` names the file."""
     import yaml
-
-    from .shared_keys import options
 
     for key, trusting in TRUST_OPTIONS.items():
         group, _, leaf = key.rpartition(".")
