@@ -15,14 +15,11 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from ..store.page_file import PAGE_HEAD
 from .inputs import UserError
 
 __all__ = ["PAGE_HEAD", "check_output", "head_of", "is_page", "is_stream", "report", "same_file", "write_durable",
            "write_text"]
-
-PAGE_HEAD = b'<!DOCTYPE html>\n<html lang="en" data-errors='
-"""How an inspector page that hypermem wrote begins (hypermem.viz.html)."""
-
 
 def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
     """Whether ``a`` and ``b`` name one existing file (through symlinks and other spellings)."""

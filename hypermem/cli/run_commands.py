@@ -19,8 +19,8 @@ _DEMO_FILES = {".db": lambda head: head.startswith(b"SQLite format 3\x00"),
 def _check_demo_files(folder: Path, name: str, force: bool) -> None:
     for suffix, written in _DEMO_FILES.items():
         path = folder / f"{name}{suffix}"
-        if force and suffix == ".db" and path.is_file() and not written(head_of(path)):
-            path.unlink()   # Memory.save replaces no file that is not SQLite; --force said to replace it
+        if force and suffix in (".db", ".html") and path.is_file() and not written(head_of(path)):
+            path.unlink()   # Memory.save / inspect replace no file of another kind; --force said to replace it
         if force or not (path.exists() or path.is_symlink()):
             continue
         if path.is_dir():

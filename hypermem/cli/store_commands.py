@@ -12,6 +12,7 @@ from typing import Any
 
 from ..store.checks import SQLITE_HEADER
 from ..store.shown_text import shown
+from ..temporal import policy_spec
 from .inputs import (
     UserError,
     default_output,
@@ -37,11 +38,14 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     out = args.output or str(default_output(args.memory, ".html"))
     check_output(out, inputs=(args.memory,), force=args.force, replaceable=is_page, what="-o PAGE.html")
     mem = load_memory(args.memory)
+    if args.at is not None and policy_spec(mem.decay).get("type") == "none":
+        warn("--at changes nothing here: this store has no decay, so every memory is shown at weight 1 "
+             "whatever the time")
     view = {"title": args.title or f"hypermem: {Path(args.memory).name}", "layout": args.layout, "at_time": args.at}
     if is_stream(out):   # -, a pipe, /dev/stdout: the page streams there
         write_text(out, mem.inspect(None, open_browser=args.open, **view))
-    else:
-        mem.inspect(out, open_browser=args.open, **view)
+    else:   # check_output above applied the rule; --force reaches Memory.inspect's own check too
+        mem.inspect(out, open_browser=args.open, force=args.force, **view)
     report(out, f"wrote {out} ({memories(len(mem))})")
     return 0
 

@@ -38,6 +38,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..embed.file_modes import normal_file_mode
+from .page_file import check_page_path
 
 __all__ = ["NotARegularFileError", "atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_sqlite", "fsync_path", "write_page"]
 
@@ -174,10 +175,14 @@ def atomic_sqlite(path: str | os.PathLike) -> Iterator[sqlite3.Connection]:
             con.close()
 
 
-def write_page(page: str, path: str | os.PathLike | None, open_browser: bool = False) -> None:
+def write_page(page: str, path: str | os.PathLike | None, open_browser: bool = False, *,
+               own: str | os.PathLike | None = None, force: bool = False) -> None:
     """Write an HTML ``page`` to ``path`` atomically (when given); with ``open_browser`` open it
-    in the default browser, from a temporary ``hypermem-*.html`` file when there is no ``path``."""
+    in the default browser, from a temporary ``hypermem-*.html`` file when there is no ``path``.
+    ``path`` must not be ``own`` (the memory's durable file) nor, without ``force``, an existing
+    file that is no inspector page (:func:`hypermem.store.page_file.check_page_path`)."""
     if path is not None:
+        check_page_path(path, own=own, force=force)
         atomic_write_text(path, page)
     if open_browser:
         if path is None:

@@ -430,14 +430,14 @@ class Memory:
     # ------------------------------------------------------------------ looking
     def inspect(self, path: str | os.PathLike | None = None, open_browser: bool = False, title: str | None = None,
                 layout: str = "auto", at_time: datetime | None = None, label: Callable[[Any], str] | None = None,
-                future: timedelta | None = None) -> str:
+                future: timedelta | None = None, force: bool = False) -> str:
         """The self-contained offline inspector page (a hyperbolic browser of the Poincaré disk with focus
         + context, labels, time slider, table, tree, filter and search; see :mod:`hypermem.viz.html`).
         ``label`` maps a record to its short label (default: the meta keys ``label``, ``name``,
         ``lemma``, ``title``, else the text's first words); ``future`` lets the time slider run past now.
-        Returns the HTML; writes it (atomically) when ``path`` is given; ``open_browser`` opens it (in a
-        temporary file when there is no ``path``).  The page is returned even with a ``path``, as
-        poincare-memory's ``inspect`` does (code written for it keeps working); in a REPL write
+        Returns the HTML; writes it (atomically) when ``path`` is given (an existing file that is no
+        inspector page needs ``force=True``; this store's own file is refused); ``open_browser`` opens it.
+        The page is returned even with a ``path``, as poincare-memory's ``inspect`` does; in a REPL write
         ``_ = mem.inspect(path)`` to keep it from echoing the whole page.
 
         >>> from hypermem import Memory
@@ -446,7 +446,7 @@ class Memory:
         True
         """
         page = render_html(self, title=title, at_time=at_time, layout=layout, label=label, future=future)
-        write_page(page, path, open_browser)
+        write_page(page, path, open_browser, own=getattr(self.storage, "path", None), force=force)
         return page
 
     def _repr_html_(self) -> str:

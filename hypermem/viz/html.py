@@ -62,7 +62,7 @@ from typing import Any
 from .payload import pack
 
 __all__ = ["render_html", "iframe_html", "notebook_html", "NOTEBOOK_MAX_INLINE", "script_json", "TIMELINE_STEPS",
-           "page_assets"]
+           "page_assets", "PAGE_HEAD"]
 
 TIMELINE_STEPS = 41
 """Default number of slider positions, from the oldest memory to now."""
@@ -137,6 +137,11 @@ Selected: <span class="hm-ancestor">ancestors</span>, <span class="hm-descendant
 """
 
 
+PAGE_HEAD = b'<!DOCTYPE html>\n<html lang="en" data-errors='
+"""How every inspector page that hypermem writes begins: ``inspect`` replaces a file that begins so, and
+refuses any other existing file without ``force`` (:mod:`hypermem.store.page_file`)."""
+
+
 def render_html(memory, title: str | None = None, at_time: datetime | None = None, layout: str = "auto",
                 timeline_steps: int = TIMELINE_STEPS, label: Callable[[Any], str] | None = None,
                 future: timedelta | None = None) -> str:
@@ -163,7 +168,7 @@ def render_html(memory, title: str | None = None, at_time: datetime | None = Non
     a = page_assets()
     t = html.escape(title, quote=True)
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\" data-errors=\"0\"><head><meta charset=\"utf-8\">\n"
+        PAGE_HEAD.decode() + "\"0\"><head><meta charset=\"utf-8\">\n"
         f"<meta http-equiv=\"Content-Security-Policy\" content=\"{a['csp']}\">\n"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
         f"<title>{t}</title>\n<style>{a['style']}</style>\n<script>{a['errors']}</script>\n</head>\n"

@@ -11,7 +11,9 @@ Instead of one JSON object per memory (~800 bytes each), the page gets column ar
   out when all are 0), each as base64 of its little-endian bytes;
 * ``born`` (``uint16``): for each memory the first of the slider's times at or after its
   creation time; before it the memory did not exist yet, so the page hides it (a decay
-  policy gives a negative age the weight 1, which would show it at full weight);
+  policy gives a negative age the weight 1, which would show it at full weight); all ``0``
+  for :class:`~hypermem.temporal.NoDecay` (the page hides the slider there: a memory dated
+  after now is shown, not hidden for good);
 * ``weights``: the decay policy's weights **computed in Python** by the memory's own
   policy (custom policies work, the page never re-implements a formula) at
   ``timeline_steps`` equal times from the oldest memory to now (plus ``future`` beyond
@@ -178,6 +180,8 @@ def pack(memory, at_time: datetime | None = None, layout: str = "auto", label: C
         constant = spec.get("type") == "none"
         # The first grid time at or after each creation time (exact, in float64 seconds).
         born = np.searchsorted(np.asarray(grid), times.numpy(), side="left")
+        if constant:   # time changes nothing, and the page hides the slider: every memory shows at every step
+            born[:] = 0
         weights = None
         if n and not constant:
             w = torch.stack([memory.time_weights(at_time=from_seconds(s)).to("cpu", torch.float64) for s in grid])

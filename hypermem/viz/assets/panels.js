@@ -56,7 +56,7 @@ function select(i) {
       sug.forEach(function (s) {
         var a = el("a", [isolated(label(s[0])), " (" + fmt(s[1], 3) + ")"]);
         a.href = "#"; a.setAttribute("data-row", String(s[0]));
-        a.addEventListener("click", function (ev) { ev.preventDefault(); select(s[0]); draw(); });
+        a.addEventListener("click", function (ev) { ev.preventDefault(); pick(s[0]); });  // focus, as a disk click
         dd.appendChild(a); dd.appendChild(document.createTextNode(" "));
       });
       if (typeof info.threshold === "number") {
