@@ -51,6 +51,7 @@ def test_times_never_run_backwards_when_set(storage, clock):
         m.end_time = m.start_time - timedelta(days=1)
     with pytest.raises(ValueError, match="last_access.*last accessed .* before it starts"):
         m.last_access = m.start_time - timedelta(seconds=1)
+    m.last_access = T0  # set: from now on it stays put
     with pytest.raises(ValueError, match="set_times"):
         m.start_time = m.start_time + timedelta(hours=1)  # after its last access
     assert m.end_time is None and m.start_time == m.last_access == T0

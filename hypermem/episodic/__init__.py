@@ -27,7 +27,9 @@ from .sexpr import (
     is_symbol,
     is_variable,
     parse_sexpr,
+    quote_symbol,
     to_sexpr,
+    unquote_symbol,
 )
 from .storage import MemoryStorage
 
@@ -56,7 +58,9 @@ __all__ = [
     "negated",
     "parse_sexpr",
     "predicate_of",
+    "quote_symbol",
     "substitute",
     "to_sexpr",
+    "unquote_symbol",
     "wff_keys",
 ]

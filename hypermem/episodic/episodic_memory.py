@@ -177,14 +177,17 @@ class EpisodicMemory:
         self._end: datetime | None = None
         self._last: datetime = self._start
         self._stamp = self._start
+        self._last_set = False  # until a last access is set or made, it follows the start time
         self.access_count = 0
         self.on_end: Callable[[EpisodicMemory], None] | None = None
 
     def adopt_clock(self, clock: Callable[[], datetime]) -> None:
         """Take ``clock`` (a storage's) for every later time.  A memory made without a clock
         whose start and last access are still the ones stamped at creation (not set by the
-        caller, never accessed, not ended) takes them from ``clock`` now."""
-        fresh = (not self._own_clock and self._start is self._stamp and self._last is self._stamp
+        caller, never accessed, not ended) takes them from ``clock`` now.  A last access
+        nobody set follows the start time (:meth:`set_times`), so a back-filled memory
+        (``m.start_time`` set in the past, then stored) keeps that past time as its last access."""
+        fresh = (not self._own_clock and self._start is self._stamp and not self._last_set
                  and self._end is None and self.access_count == 0)
         self.clock, self._own_clock = clock, True
         if fresh:
@@ -222,10 +225,13 @@ class EpisodicMemory:
                   last_access: datetime = _UNSET) -> None:
         """Set one or several times, checked together (:func:`check_time`; neither
         ``end_time`` nor ``last_access`` before ``start_time``).  Each attribute's setter
-        comes here; an ``end_time`` ends the memory (``on_end``: it leaves the context)."""
+        comes here; an ``end_time`` ends the memory (``on_end``: it leaves the context).
+        Until a last access is set (or made: :meth:`update_last_access`), it is the start
+        time and moves with it, as a memory's last access starts as its start time."""
         start = self._start if start_time is _UNSET else check_time(start_time, "start_time")
         end = self._end if end_time is _UNSET else check_time(end_time, "end_time", optional=True)
-        last = self._last if last_access is _UNSET else check_time(last_access, "last_access")
+        follow = last_access is _UNSET and not self._last_set
+        last = start if follow else self._last if last_access is _UNSET else check_time(last_access, "last_access")
         problem = order_problem(start, end, last)
         if problem:
             given = [n for n, v in (("start_time", start_time), ("end_time", end_time), ("last_access", last_access))
@@ -234,6 +240,7 @@ class EpisodicMemory:
             raise ValueError(f"{', '.join(given)}: the memory would have {problem}; times never run backwards "
                              f"within a memory{how}")
         self._start, self._end, self._last = start, end, last
+        self._last_set = not follow
         if end_time is not _UNSET and end is not None and self.on_end is not None:
             self.on_end(self)
 
@@ -261,7 +268,7 @@ class EpisodicMemory:
         m = EpisodicMemory(self._event, self._importance, self.telic, clock=self.clock)
         m._own_clock = self._own_clock
         m.episodes, m.access_count = list(self._episodes), self.access_count
-        m._start, m._end, m._last = self._start, self._end, self._last
+        m._start, m._end, m._last, m._last_set = self._start, self._end, self._last, self._last_set
         m.telic_predicates = self.telic_predicates
         return m
 

@@ -236,7 +236,8 @@ def _memory(r: dict[str, Any], clock: Callable, where: str) -> EpisodicMemory:
     problem = order_problem(start, end, last)
     if problem:
         raise MemoryFileError(f"{where}: memory {seq} has {problem}")
-    m.set_times(start_time=start, end_time=end, last_access=last)
+    followed = last == start and acc == 0  # a last access nobody set follows the start time, as before saving
+    m.set_times(start_time=start, end_time=end, **({} if followed else {"last_access": last}))
     m.access_count = acc
     return m
 

@@ -45,8 +45,16 @@ def minmax(x: torch.Tensor) -> torch.Tensor:
 
 
 def _check_coeffs(coeffs: Any) -> tuple[float, float, float]:
+    """``coeffs`` as three finite floats: a list or tuple, or a 1-D NumPy array or tensor."""
+    shape = getattr(coeffs, "shape", None)
+    if shape is not None and callable(getattr(coeffs, "tolist", None)) and not isinstance(coeffs, (str, bytes)):
+        if len(shape) != 1:
+            raise ValueError(f"coeffs must be 3 numbers (recency, importance, salience) in one dimension, "
+                             f"got an array of shape {tuple(shape)}")
+        coeffs = coeffs.tolist()
     if isinstance(coeffs, (str, bytes)) or not isinstance(coeffs, Sequence):
-        raise ValueError(f"coeffs must be a sequence of 3 numbers (recency, importance, salience), got {coeffs!r}")
+        raise ValueError(f"coeffs must be 3 numbers (recency, importance, salience): a list, a tuple, or a 1-D "
+                         f"NumPy array or tensor, got {coeffs!r}")
     if len(coeffs) != 3:
         raise ValueError(f"coeffs must have 3 numbers (recency, importance, salience), got {len(coeffs)}: "
                          f"{tuple(coeffs)!r}")
@@ -127,7 +135,9 @@ class RetrievalMixin:
         ``coeffs[0]*recency + coeffs[1]*importance + coeffs[2]*salience``, each min-max
         scaled over those memories (see the module docstring); they are accessed.
 
-        ``coeffs`` must hold 3 finite numbers (``ValueError`` otherwise)."""
+        ``coeffs`` must hold 3 finite numbers: a list, a tuple, or a 1-D NumPy array or tensor
+        (``ValueError`` otherwise).  For recall from a long conversation pass ``(0, 0, 1)``
+        (salience alone; see docs/episodic.md, "Conversations")."""
         n = _check_count(n, "n", 1)
         with self._lock:
             cands, score, _, _, _ = self._score(query, coeffs)

@@ -38,6 +38,7 @@ SExpr = str | tuple["SExpr", ...]
 
 _TOKEN_RE = re.compile(r'\s*(?:(\()|(\))|("(?:[^"\\]|\\.)*")|([^\s()"]+)|("))', re.DOTALL)
 _SYMBOL_RE = re.compile(r'[^\s()"]+|"(?:[^"\\]|\\.)*"', re.DOTALL)
+_ESCAPE_RE = re.compile(r"\\(.)", re.DOTALL)
 
 
 MAX_DEPTH = 256
@@ -92,6 +93,16 @@ def _lone_surrogate(text: str) -> int | None:
     except UnicodeEncodeError as exc:
         return exc.start
     return None
+
+
+def _check_text(text: Any, who: str, what: str) -> None:
+    """``TypeError`` unless ``text`` is a ``str``; :class:`SExprSyntaxError` at a lone surrogate."""
+    if not isinstance(text, str):
+        raise TypeError(f"{who} takes a string, got {type(text).__name__}")
+    bad = _lone_surrogate(text)
+    if bad is not None:
+        raise SExprSyntaxError(f"a lone surrogate {text[bad]!r} at position {bad} in {excerpt(text, bad)}: "
+                               f"{what} are text that UTF-8 can encode")
 
 
 def is_symbol(x: Any) -> bool:
@@ -203,12 +214,7 @@ def parse_sexpr(text: str) -> SExpr:
     when the parser reaches the limit, so a huge text costs no more than the limit); the
     message quotes a short excerpt around the position.
     """
-    if not isinstance(text, str):
-        raise TypeError(f"parse_sexpr takes a string, got {type(text).__name__}")
-    bad = _lone_surrogate(text)
-    if bad is not None:
-        raise SExprSyntaxError(f"a lone surrogate {text[bad]!r} at position {bad} in {excerpt(text, bad)}: "
-                               "formulas are text that UTF-8 can encode")
+    _check_text(text, "parse_sexpr", "formulas")
     stack: list[list[SExpr]] = [[]]
     pos = size = 0
     end = len(text.rstrip())
@@ -246,6 +252,31 @@ def parse_sexpr(text: str) -> SExpr:
     if not stack[0]:
         raise SExprSyntaxError("empty text: expected an S-expression")
     return stack[0][0]
+
+
+def quote_symbol(text: str) -> str:
+    r"""The double-quoted symbol holding raw ``text`` (any characters, spaces and brackets
+    too): ``"`` and ``\`` are escaped with a backslash, so ``parse_sexpr`` reads it as one
+    symbol and :func:`unquote_symbol` gives ``text`` back.  ``TypeError`` for a non-string,
+    :class:`SExprSyntaxError` for text UTF-8 cannot encode (a lone surrogate).
+
+    Example::
+
+        >>> quote_symbol('she said "hi" (twice)')
+        '"she said \\"hi\\" (twice)"'
+        >>> parse_sexpr(f"(Alice say-to.v Bob {quote_symbol('a (b) c')})")[3]
+        '"a (b) c"'
+    """
+    _check_text(text, "quote_symbol", "symbols")
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def unquote_symbol(symbol: str) -> str:
+    """The raw text of a double-quoted symbol (the inverse of :func:`quote_symbol`:
+    ``\\x`` becomes ``x``).  ``ValueError`` when ``symbol`` is not one quoted symbol."""
+    if not isinstance(symbol, str) or not symbol.startswith('"') or _SYMBOL_RE.fullmatch(symbol) is None:
+        raise ValueError(f"unquote_symbol takes a double-quoted symbol such as '\"hi\"', got {reprlib.repr(symbol)}")
+    return _ESCAPE_RE.sub(r"\1", symbol[1:-1])
 
 
 def format_sexpr(expr: Any) -> str:

@@ -238,8 +238,9 @@ class MemoryStorage(LookupMixin, RetrievalMixin):
                     target = m
                 plan.append((m, target))
             first = self._next
-            for m in new:
-                m.adopt_clock(self.clock)
+            for m, _ in plan:  # new and merged alike: a clockless memory's times come from this clock
+                if m.storage is None:
+                    m.adopt_clock(self.clock)
             if self.hyperbolic is not None and new:  # may raise (embedder): nothing stored yet
                 self.hyperbolic.add_many([{"text": format_sexpr(m.get_wff()), "id": f"m{first + i}",
                                            "t": m.start_time} for i, m in enumerate(new)])
