@@ -103,14 +103,27 @@ def gap_floor(dtype: torch.dtype) -> float:
     return _GAP_FLOOR.get(dtype, _GAP_FLOOR[torch.float32])
 
 
+_MAX_RADIUS: dict[tuple[torch.dtype, float], float] = {}
+"""(dtype, curvature) -> :func:`max_radius`, for float curvatures already checked (a store asks
+at every add)."""
+
+
 def max_radius(dtype: torch.dtype, curvature: float = 1.0) -> float:
     """Largest hyperbolic distance from the origin representable inside the margin.
 
-    ``r_max = (2 / sqrt(c)) * artanh(1 - margin)``.
+    ``r_max = (2 / sqrt(c)) * artanh(1 - margin)``.  Remembered per ``(dtype, c)`` for a
+    float ``c`` (the value is the same computation's; an invalid ``c`` is refused each time).
     """
+    key = (dtype, curvature) if type(curvature) is float else None
+    r = _MAX_RADIUS.get(key) if key is not None else None
+    if r is not None:
+        return r
     m = ball_margin(dtype)
     t = torch.tensor(1.0 - m, dtype=torch.float64)
-    return float(2.0 * torch.atanh(t)) / math.sqrt(check_curvature(curvature))
+    r = float(2.0 * torch.atanh(t)) / math.sqrt(check_curvature(curvature))
+    if key is not None and len(_MAX_RADIUS) < 4096:
+        _MAX_RADIUS[key] = r
+    return r
 
 
 def artanh(x: torch.Tensor) -> torch.Tensor:
