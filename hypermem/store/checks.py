@@ -85,6 +85,8 @@ def check_has_direction(emb: torch.Tensor, texts: list, where: Callable[[int], s
     unit embedding, and a zero vector has none (no file could hold the memory).  ``embedder``:
     the one that gave ``emb`` (None: the caller's ``embedding=``).  One norm per row; a row
     whose norm is 0 is looked at exactly (tiny entries can underflow the norm)."""
+    if emb.shape[0] == 1 and bool(emb.any()):  # one row (an add()) with a non-zero entry: one reduction
+        return
     norms = torch.linalg.vector_norm(emb, dim=1)
     if bool((norms > 0).all()):
         return

@@ -39,6 +39,8 @@ def unit(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     other rows are divided by their norm as they are (bit for bit as before)."""
     n = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
     small = 1e-140 if x.dtype == torch.float64 else 1e-18  # below: the squares lose precision
+    if n.numel() == 1 and 2 * small < n.item() < math.inf:  # one ordinary row (an add()): one read, same division
+        return torch.div(x, n, out=out)
     odd = ~((n > small) & (n < math.inf))
     if bool(odd.any()):  # rare: scale those rows by their max-abs entry first
         s = torch.linalg.vector_norm(x, ord=math.inf, dim=-1, keepdim=True).clamp_min_(torch.finfo(x.dtype).tiny)
@@ -51,6 +53,9 @@ def level_depths(memory, levels, device=None) -> torch.Tensor:
     """Depths (float64) of memories at hierarchy ``levels``: ``base_depth + level * depth_step``,
     clamped to :func:`~hypermem.store.checks.max_depth` (a deeper level shares the deepest
     radius its point can hold)."""
+    if type(levels) is list and len(levels) == 1:  # one add(): the same float64 arithmetic in Python
+        d = float(memory.base_depth) + float(memory.depth_step) * float(levels[0])
+        return torch.full((1,), min(d, max_depth(memory.curvature)), dtype=torch.float64, device=device)
     lv = torch.as_tensor(levels, dtype=torch.float64, device=device)
     return (memory.base_depth + memory.depth_step * lv).clamp_max_(max_depth(memory.curvature))
 
@@ -75,6 +80,8 @@ def mix(e: torch.Tensor, up: torch.Tensor, a: torch.Tensor | float) -> torch.Ten
             a = a.unsqueeze(1)
         v = (1.0 - a) * e + a * up
     n = torch.linalg.vector_norm(v, dim=-1, keepdim=True)
+    if n.numel() == 1 and n.item() > 2e-12:  # one row that did not vanish (an add()): one read
+        return v.div_(n)
     vanished = n <= 1e-12
     v.div_(n.clamp_min_(1e-300))
     if bool(vanished.any()):
@@ -142,6 +149,8 @@ class Placer:
             if out is not None:
                 out.copy_(dirs)
             return (dirs if out is None else out), depths
+        if len(batch.texts) == 1 and not batch.points:  # one add(): no generations to order
+            return self._place_one(batch.parents[0], emb, levels, out)
         # Roots keep their unit embedding; children's rows are overwritten generation by
         # generation (each child's own row is read just before it is replaced).
         dirs = unit(emb.to(dev), out=out)
@@ -165,6 +174,21 @@ class Placer:
             # 4 KiB, which here dominated the arithmetic).
             for b0 in range(0, gen_kids.size, PLACE_BLOCK):
                 self._place_children(gen_kids[b0:b0 + PLACE_BLOCK], dirs, e, depths, par_batch, par_store)
+        return dirs, depths
+
+    def _place_one(self, parent, emb, levels, out):
+        """:meth:`place_batch` of one memory without ``point=`` (its parent, if any, is stored):
+        the same arithmetic on the same one-row tensors, without the generation bookkeeping."""
+        mem = self.memory
+        dev = mem.device
+        dirs = unit(emb.to(dev), out=out)
+        depths = level_depths(mem, levels, dev)
+        if parent is not None:
+            r = mem.state.row[parent]
+            pdir = mem.state.direction[r: r + 1].to(torch.float64)
+            pdep = mem.state.depth[r: r + 1].to(torch.float64)
+            dirs.copy_(child_directions(dirs, pdir, pdep, depths, mem.inherit, mem.cone_constrained, mem.cone_k,
+                                        mem.curvature))
         return dirs, depths
 
     def _place_children(self, kids: np.ndarray, dirs, e, depths, par_batch, par_store) -> None:

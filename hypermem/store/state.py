@@ -297,10 +297,16 @@ class MemoryState:
         its column instead of copying it."""
         n0, m = self.n, len(records)
         sl, f64 = slice(n0, n0 + m), {"dtype": torch.float64, "device": self.device}
-        self.time[sl] = torch.tensor([r.t.timestamp() for r in records], **f64)
-        self.access[sl] = 0.0
-        self.valid_from[sl] = torch.tensor([to_seconds(r.valid_from, -math.inf) for r in records], **f64)
-        self.valid_until[sl] = torch.tensor([to_seconds(r.valid_until, math.inf) for r in records], **f64)
+        if m == 1:  # one add(): the same float64 values, written without a tensor each
+            r = records[0]
+            self.time[n0], self.access[n0] = r.t.timestamp(), 0.0
+            self.valid_from[n0] = to_seconds(r.valid_from, -math.inf)
+            self.valid_until[n0] = to_seconds(r.valid_until, math.inf)
+        else:
+            self.time[sl] = torch.tensor([r.t.timestamp() for r in records], **f64)
+            self.access[sl] = 0.0
+            self.valid_from[sl] = torch.tensor([to_seconds(r.valid_from, -math.inf) for r in records], **f64)
+            self.valid_until[sl] = torch.tensor([to_seconds(r.valid_until, math.inf) for r in records], **f64)
         ids = [r.id for r in records]
         self.row.update(zip(ids, range(n0, n0 + m)))
         self.ids.extend(ids)
