@@ -5,6 +5,7 @@ them (``poincare_memory.embed.base``); each lives in its own module."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -73,7 +74,9 @@ def embed_checked(embedder: Embedder, texts: Sequence[str], *, return_owned: boo
     n = len(texts)
     out = embedder.embed(list(texts))
     owned = getattr(embedder, "returns_fresh_tensors", False) is True
-    if isinstance(out, torch.Tensor):
+    if type(out) is torch.Tensor and out.dtype == torch.float64 and out.device.type == "cpu" and not out.requires_grad:
+        X = out  # already what the store keeps (the common case: no view to make)
+    elif isinstance(out, torch.Tensor):
         X = out.detach().to(device="cpu", dtype=torch.float64)
         owned = owned or X.data_ptr() != out.data_ptr()
     else:
@@ -83,7 +86,7 @@ def embed_checked(embedder: Embedder, texts: Sequence[str], *, return_owned: boo
         raise ValueError(f"the embedder returned shape {tuple(X.shape)}, expected ({n}, {dim})")
     # A sum is finite unless an entry is NaN or inf (or the sum overflows): one cheap
     # reduction, then the exact check only when it fails.
-    if not bool(torch.isfinite(X.sum())) and not bool(torch.isfinite(X).all()):
+    if not math.isfinite(X.sum().item()) and not bool(torch.isfinite(X).all()):
         bad = int((~torch.isfinite(X)).any(dim=1).nonzero()[0])
         raise ValueError(f"the embedder returned non-finite values (NaN or inf) for text #{bad}")
     return (X, owned) if return_owned else X

@@ -107,9 +107,13 @@ class HashingEmbedder:
             h = template.copy()
             h.update(f.encode("utf-8"))
             digests.append(h.digest())
-        raw = np.frombuffer(b"".join(digests), dtype=np.uint8).reshape(-1, 8)
-        idx = raw[:, :4].copy().view("<u4").ravel().astype(np.int64) % self.dim
-        sign = np.where(raw[:, 4] & 1, 1.0, -1.0)
+        if len(digests) <= 64:  # a token or a few (an add()): the same integers, read in Python
+            idx = np.array([int.from_bytes(d[:4], "little") % self.dim for d in digests], dtype=np.int64)
+            sign = np.array([1.0 if d[4] & 1 else -1.0 for d in digests], dtype=np.float64)
+        else:
+            raw = np.frombuffer(b"".join(digests), dtype=np.uint8).reshape(-1, 8)
+            idx = raw[:, :4].copy().view("<u4").ravel().astype(np.int64) % self.dim
+            sign = np.where(raw[:, 4] & 1, 1.0, -1.0)
         if len(distinct) < len(features):
             where = dict(zip(distinct, range(len(distinct))))
             pos = np.fromiter(map(where.__getitem__, features), dtype=np.int64, count=len(features))
@@ -132,12 +136,13 @@ class HashingEmbedder:
         names = [self.feature_names(t) for t in tokens]
         lens = [len(f) for f in names]
         idx, sign = self.hash_features([f for fs in names for f in fs])
-        cuts = np.cumsum(lens)[:-1]
-        for tok, n, ip, sp in zip(tokens, lens, np.split(idx, cuts), np.split(sign, cuts)):
+        start = 0
+        for tok, n in zip(tokens, lens):  # each token's run of features: views, as np.split gives
             self._cache[tok] = len(self._lens)
             self._lens.append(n)
-            self._idx_parts.append(ip)
-            self._sgn_parts.append(sp)
+            self._idx_parts.append(idx[start:start + n])
+            self._sgn_parts.append(sign[start:start + n])
+            start += n
 
     def embed(self, texts: Sequence[str]) -> torch.Tensor:
         """float64 tensor ``(len(texts), dim)`` of L2-normalised hashed features."""
@@ -155,6 +160,8 @@ class HashingEmbedder:
         if None in tids:
             self._add_tokens(list(set(tokens).difference(self._cache)))
             tids = list(map(get, tokens))
+        if n == 1 and tids and -1 not in tids:  # one text (an add()) without NUL: one bincount
+            return self._normalised(self._one_row(tids), texts)
         arr = np.fromiter(tids, dtype=np.int64, count=len(tids))
         is_sep = arr < 0
         seps = np.flatnonzero(is_sep)
@@ -173,7 +180,13 @@ class HashingEmbedder:
         # sparse (texts x tokens) @ (tokens x dim) product; sums of +-1 are exact in float64.
         # distinct token ids in order, and each token's position among them: by a sort for
         # few tokens, by a presence map over the vocabulary (no sort) for many
-        if tids.size * 16 < len(self._lens):
+        if tids.size <= 64:  # a text or a few (an add()): the sorted set and the inverse in Python
+            tl = tids.tolist()
+            order = sorted(set(tl))
+            at = {u: j for j, u in enumerate(order)}
+            uniq = np.array(order, dtype=np.int64)
+            local = np.fromiter(map(at.__getitem__, tl), dtype=np.int64, count=len(tl))
+        elif tids.size * 16 < len(self._lens):
             uniq, local = np.unique(tids, return_inverse=True)
         else:
             present = np.zeros(len(self._lens), dtype=bool)
@@ -206,18 +219,30 @@ class HashingEmbedder:
                                                   torch.from_numpy(offsets), mode="sum").to(torch.float64)
         return self._normalised(X, texts)
 
+    def _one_row(self, tids: list[int]) -> torch.Tensor:
+        """The unnormalised row ``(1, dim)`` of one text with token ids ``tids``: the signs of all
+        its tokens' features summed by index.  Every entry is a sum of +-1, an integer that
+        float64 holds exactly in any order, so this is the batch path's row bit for bit."""
+        cols = np.concatenate([self._idx_parts[t] for t in tids])
+        signs = np.concatenate([self._sgn_parts[t] for t in tids])
+        return torch.from_numpy(np.bincount(cols, weights=signs, minlength=self.dim).reshape(1, self.dim))
+
     def _normalised(self, X: torch.Tensor, texts: list[str]) -> torch.Tensor:
         """Rows ``X`` divided by their norms; a non-empty text's zero row first hashed from its
         whole text (step 4 of the class docstring)."""
         # Integer-valued rows: the squared norm is an exact integer, so this matches any
         # other correctly rounded implementation bit for bit.
         norms = torch.linalg.vector_norm(X, dim=1, keepdim=True)
-        zero = (norms[:, 0] == 0).nonzero().flatten().tolist()
-        for i in zero:
-            if texts[i]:
-                X[i] = self.text_row(texts[i])
-                norms[i] = torch.linalg.vector_norm(X[i])
-        norms[norms == 0] = 1.0
+        if len(texts) == 1:  # one text (an add()): one read instead of a comparison and a nonzero
+            zero = [0] if norms.item() == 0 else []
+        else:
+            zero = (norms[:, 0] == 0).nonzero().flatten().tolist()
+        if zero:  # without a zero row there is no norm to replace
+            for i in zero:
+                if texts[i]:
+                    X[i] = self.text_row(texts[i])
+                    norms[i] = torch.linalg.vector_norm(X[i])
+            norms[norms == 0] = 1.0
         return X.div_(norms)
 
     def text_row(self, text: str) -> torch.Tensor:
