@@ -175,8 +175,7 @@ def test_ball_encoder_names_to_empty_after_meta_and_to_empty_without_a_load():
     enc.to_empty(device="cpu")
     with torch.no_grad():
         enc[0].linear.weight.fill_(float("nan"))
-        enc[0].linear.bias.zero_()  # to_empty leaves garbage, which may itself be NaN: keep the message exact
-    with pytest.raises(ValueError, match=r"linear.weight\): it may be uninitialised: it was allocated by "
+    with pytest.raises(ValueError, match=r"linear.weight(, linear.bias)?\): it may be uninitialised: it was allocated by "
                                          r"\.to_empty\(\)"):
         enc(torch.randn(2, 5))
     enc.load_state_dict(good)
