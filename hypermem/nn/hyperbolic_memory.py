@@ -270,16 +270,21 @@ class HyperbolicMemory(ModuleState, SlotWrites, TimeScores, StoreBridge, nn.Modu
     @torch.no_grad()
     def refresh_key_rows(self, rows: torch.Tensor) -> None:
         """Update :meth:`key_geometry`'s cache for ``rows`` only, after a step that moved just those
-        keys (a sparse optimizer step); with no cache for these keys the next read recomputes."""
+        keys (a sparse optimizer step); with no cache for these keys the next read recomputes.
+        A cache built by a read under ``torch.inference_mode()`` (a validation loop) holds inference
+        tensors, which torch forbids to change in place outside that mode: it is copied first (once)."""
         K, cache, stamp = self.keys, self._key_cache, self._key_stamp()
         if cache is None or stamp is None or cache[0][1:] != stamp[1:]:
             return
         kr = K[rows]
         if not bool(P.is_inside(kr, self.curvature).all()):
             self._check_keys()  # raises, naming the key that left the ball
-        cache[1][rows] = kr / safe_norm(kr, keepdim=True)
-        cache[2][rows] = P.distance_to_origin(kr, self.curvature)
-        self._key_cache = ((K._version, *cache[0][1:]), cache[1], cache[2])
+        dirs, radius = cache[1], cache[2]
+        if dirs.is_inference() and not torch.is_inference_mode_enabled():
+            dirs, radius = dirs.clone(), radius.clone()  # a normal tensor outside inference_mode
+        dirs[rows] = kr / safe_norm(kr, keepdim=True)
+        radius[rows] = P.distance_to_origin(kr, self.curvature)
+        self._key_cache = ((K._version, *cache[0][1:]), dirs, radius)
 
     def _check_keys(self) -> None:
         """``ValueError`` (:meth:`_key_error`) when a key is NaN / inf or

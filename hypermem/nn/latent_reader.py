@@ -46,6 +46,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .rag_model import cosine_topk
+from .read_checks import check_finite_rows, check_k, refuse_empty_mean
 from .scripting import NotScriptable
 from .sparse_rows import sparse_gather_ok
 
@@ -126,7 +127,11 @@ class CosineKeys(nn.Module):
     @torch.no_grad()
     def select(self, queries: torch.Tensor, k: int, exclude: torch.Tensor | None = None, at_time=None
                ) -> torch.Tensor:
-        """The top-``k`` slots ``(B, k)`` by score (``exclude`` never returned; ``-1`` missing)."""
+        """The top-``k`` slots ``(B, k)`` by score (``exclude`` never returned; ``-1`` missing).
+        ``k`` above the number of slots and NaN / inf queries raise ``ValueError``, as for
+        :class:`~hypermem.nn.HyperbolicMemory` (:mod:`~hypermem.nn.read_checks`)."""
+        k = check_k(k, len(self))
+        check_finite_rows(queries, "query")
         if self.depth_head is None:
             return cosine_topk(F.normalize(queries, dim=1), F.normalize(self.keys, dim=1), k, exclude)
         return full_select(self)(queries, k, exclude)
@@ -142,7 +147,9 @@ class CosineKeys(nn.Module):
     def score_slots(self, queries: torch.Tensor, indices: torch.Tensor, at_time=None
                     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Scores and cosine distances ``1 - cos`` ``(B, m)`` of the slots ``indices``, with
-        gradient to the queries, the gathered keys and the temperature (``-1``: ``-inf``)."""
+        gradient to the queries, the gathered keys and the temperature (``-1``: ``-inf``); a
+        NaN / inf query raises ``ValueError`` naming its row (one host sync)."""
+        check_finite_rows(queries, "query")
         K = F.normalize(F.embedding(indices.clamp_min(0), self.keys, sparse=self.sparse_grad and sparse_gather_ok("CosineKeys")), dim=-1)
         u = F.normalize(queries, dim=1)
         cos = (u.unsqueeze(1) * K).sum(-1)
@@ -270,6 +277,9 @@ class LatentRetrievalReader(NotScriptable, nn.Module):
         return LatentRead(marginal_log_probs(log_prior, log_lik), log_prior, log_lik, indices)
 
     def loss(self, queries: torch.Tensor, features: torch.Tensor, labels: torch.Tensor,
-             exclude: torch.Tensor | None = None) -> torch.Tensor:
-        """Mean ``-log p(y | x)`` of the answers ``labels`` ``(B,)``."""
-        return F.nll_loss(self(queries, features, exclude).log_probs, labels)
+             exclude: torch.Tensor | None = None, reduction: str = "mean") -> torch.Tensor:
+        """``-log p(y | x)`` of the answers ``labels`` ``(B,)``, reduced by ``reduction`` (``"mean"``,
+        ``"sum"`` or ``"none"``); an empty batch with ``"mean"`` raises ``ValueError`` (its mean is
+        NaN), as the losses of :mod:`hypermem.nn.losses` do."""
+        refuse_empty_mean("LatentRetrievalReader.loss", int(labels.shape[0]), reduction)
+        return F.nll_loss(self(queries, features, exclude).log_probs, labels, reduction=reduction)

@@ -41,7 +41,7 @@ from ..hierarchy.ranking_loss import reduce_loss as _reduce
 from ..hierarchy.ranking_loss import softmax_ranking_loss
 from .curvature import ball_c
 from .indices import as_indices
-from .read_checks import check_query_values, host_check
+from .read_checks import check_query_values, host_check, refuse_empty_mean
 
 
 def _curvature(ball) -> float | torch.Tensor:
@@ -55,15 +55,6 @@ def _curvature(ball) -> float | torch.Tensor:
     if isinstance(ball, torch.Tensor) and ball.dim() == 0:
         return ball
     return ball_c(ball)
-
-
-def _refuse_empty_mean(name: str, batch: int, reduction: str, what: str = "queries") -> None:
-    """An empty batch has no mean: ``ValueError`` (torch's ``cross_entropy`` returns NaN, and its
-    backward puts NaN in every gradient).  ``"sum"`` gives 0 with zero gradients, ``"none"`` an
-    empty tensor.  A shape, not a value: no host sync, and no graph break under ``torch.compile``."""
-    if batch == 0 and reduction == "mean":
-        raise ValueError(f"{name} got an empty batch (0 {what}): its mean is undefined (NaN); "
-                         "skip the batch, or pass reduction='sum' (0 for an empty batch)")
 
 
 def _points(name: str, x, dim: int | None = None) -> torch.Tensor:
@@ -107,7 +98,7 @@ def hyperbolic_info_nce(queries: torch.Tensor, keys: torch.Tensor, targets: torc
     temperature = _temperature(temperature)
     _points("queries", queries, 2)
     _points("keys", keys)
-    _refuse_empty_mean("hyperbolic_info_nce", queries.shape[0], reduction)
+    refuse_empty_mean("hyperbolic_info_nce", queries.shape[0], reduction)
     _inside("queries", queries, c)
     _inside("keys", keys, c)
     if keys.dim() == 2:
@@ -140,7 +131,7 @@ def memory_info_nce(memory, queries: torch.Tensor, targets: torch.Tensor, k: int
     targets = as_indices("targets", targets, memory.keys.device)
     if targets.dim() != 1 or targets.shape[0] != queries.shape[0]:
         raise ValueError(f"targets must have shape ({queries.shape[0]},), got {tuple(targets.shape)}")
-    _refuse_empty_mean("memory_info_nce", queries.shape[0], reduction)
+    refuse_empty_mean("memory_info_nce", queries.shape[0], reduction)
     ok = (targets >= 0) & (targets < len(memory))
     answer_excluded = _excluded_targets(targets, exclude)
     if torch.compiler.is_compiling():  # an async assert on CPU, no graph break (read_checks.host_check)
@@ -192,7 +183,7 @@ def poincare_ranking_loss(u: torch.Tensor, v: torch.Tensor, negatives: torch.Ten
     _points("u", u, 2)
     _points("v", v, 2)
     _points("negatives", negatives, 3)
-    _refuse_empty_mean("poincare_ranking_loss", u.shape[0], reduction)
+    refuse_empty_mean("poincare_ranking_loss", u.shape[0], reduction)
     c = _curvature(ball)
     for name, x in (("u", u), ("v", v), ("negatives", negatives)):
         _inside(name, x, c)
@@ -209,22 +200,32 @@ def entailment_cone_loss(general: torch.Tensor, specific: torch.Tensor, neg_gene
     ``E(u, v)`` (zero once ``v`` is inside ``u``'s cone); negative pairs (``neg_general``,
     ``neg_specific`` ``(M, d)``) pay ``max(0, margin - E(u', v'))`` until they are at least
     ``margin`` outside.  ``reduction="mean"`` divides the sum by the number of pairs, and
-    raises ``ValueError`` when there are none (an empty batch).
+    raises ``ValueError`` when there are none (an empty batch).  Points that are NaN / inf or
+    outside the ball raise ``ValueError`` (named), as for :func:`poincare_ranking_loss`: outside
+    the ball the cone is undefined and the energy can read 0 with zero gradient ("solved").
     """
     if not (isinstance(margin, (int, float)) and math.isfinite(margin) and margin >= 0):
         raise ValueError(f"margin must be a finite number >= 0, got {margin!r}")
+    _points("general", general)
+    _points("specific", specific)
     if general.shape != specific.shape:
         raise ValueError(f"general and specific must have the same shape, got {tuple(general.shape)} "
                          f"and {tuple(specific.shape)}")
-    pos = cone_energy(general, specific, ball, K)
-    parts = [pos]
     if (neg_general is None) != (neg_specific is None):
         raise ValueError("give both neg_general and neg_specific, or neither")
+    named = [("general", general), ("specific", specific)]
     if neg_general is not None:
+        named += [("neg_general", _points("neg_general", neg_general)),
+                  ("neg_specific", _points("neg_specific", neg_specific))]
         if neg_general.shape != neg_specific.shape:
             raise ValueError(f"neg_general and neg_specific must have the same shape, got "
                              f"{tuple(neg_general.shape)} and {tuple(neg_specific.shape)}")
+    c = _curvature(ball)
+    for name, x in named:
+        _inside(name, x, c)
+    parts = [cone_energy(general, specific, ball, K)]
+    if neg_general is not None:
         parts.append((margin - cone_energy(neg_general, neg_specific, ball, K)).clamp_min(0.0))
     loss = torch.cat([p.reshape(-1) for p in parts])
-    _refuse_empty_mean("entailment_cone_loss", loss.shape[0], reduction, what="pairs")
+    refuse_empty_mean("entailment_cone_loss", loss.shape[0], reduction, what="pairs")
     return _reduce(loss, reduction)

@@ -67,6 +67,17 @@ def check_k(k, n_slots: int) -> int:
     return value
 
 
+def refuse_empty_mean(name: str, batch: int, reduction: str, what: str = "queries") -> None:
+    """An empty batch has no mean: ``ValueError`` (torch's ``cross_entropy`` returns NaN, and its
+    backward puts NaN in every gradient).  ``"sum"`` gives 0 with zero gradients, ``"none"`` an
+    empty tensor.  A shape, not a value: no host sync, and no graph break under ``torch.compile``.
+    The check of every loss of :mod:`hypermem.nn` (:mod:`~hypermem.nn.losses`,
+    :meth:`~hypermem.nn.LatentRetrievalReader.loss`)."""
+    if batch == 0 and reduction == "mean":
+        raise ValueError(f"{name} got an empty batch (0 {what}): its mean is undefined (NaN); "
+                         "skip the batch, or pass reduction='sum' (0 for an empty batch)")
+
+
 def host_check(ok: torch.Tensor, message: Callable[[], str], short: str) -> None:
     """Raise ``ValueError(message())`` unless every entry of the boolean ``ok`` is true; under
     ``torch.compile``: ``torch._assert_async(ok.all(), short)`` on CPU, nothing elsewhere."""

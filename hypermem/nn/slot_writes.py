@@ -117,7 +117,9 @@ class SlotWrites:
                 parts.append(extra.to(old.device, old.dtype))
             return torch.cat(parts, 0)
 
-        with torch.no_grad():
+        # outside inference_mode: a write under it must not leave inference tensors, which a later
+        # in-place write (update) outside it could not change (swap_rows does the same for the keys)
+        with torch.no_grad(), torch.inference_mode(False):
             swap_rows(self.keys, new_rows("keys", self.keys.data), keep, n_add, optimizers)
             if self.values is not None:
                 V = new_rows("values", self.values.data)
