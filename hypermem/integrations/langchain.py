@@ -38,9 +38,12 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from ..embed import embed_checked
 from ..store import Memory, SearchResult
+from . import _async_embed as AE
 from . import _common as C
 from . import _record_filters as RF
 from . import _upserts as U
+
+_ASYNC_FIX = "use the store's async methods (aput, asearch, abatch, ...), or give a sync embedding function"
 
 
 class HypermemEmbeddings(Embeddings):
@@ -67,20 +70,38 @@ class HypermemEmbeddings(Embeddings):
 
 class LangChainEmbedder:
     """LangChain ``Embeddings`` as a hypermem embedder (``dim`` and ``embed(texts)``, which
-    calls ``embed_documents``).  ``dim`` is measured by embedding one probe text when not given."""
+    calls ``embed_documents``).  ``dim`` is measured by embedding one probe text when not given.
+    Embeddings with an async path only (LangGraph's ``index={"embed": async_fn}``) are awaited
+    from the sync code (:mod:`hypermem.integrations._async_embed`): they need the async API of
+    the store (``aput``, ``asearch``, ...) inside an event loop, and ``dim`` when made there."""
 
     def __init__(self, embeddings: Embeddings, dim: int | None = None):
         if not isinstance(embeddings, Embeddings):
             raise TypeError(f"expected langchain_core Embeddings, got {type(embeddings).__name__}")
         self.embeddings = embeddings
         if dim is None:
-            dim = len(embeddings.embed_query("dimension probe"))
+            dim = len(self.embed_query("dimension probe", fix="give the dimension, index={'embed': ..., 'dims': N} "
+                                       "(the dimension probe embeds one text when the store is made)"))
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 2:
             raise ValueError(f"the embeddings must have dimension >= 2, got {dim!r}")
         self.dim = dim
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if AE.async_only(self.embeddings):
+            return AE.run_async(lambda: self.embeddings.aembed_documents(list(texts)), _ASYNC_FIX)
         return self.embeddings.embed_documents(list(texts))
+
+    def check_sync(self) -> None:
+        """A ``RuntimeError`` now where :meth:`embed` would need to await async-only embeddings
+        inside this thread's running event loop (before a caller takes its locks)."""
+        if AE.async_only(self.embeddings):
+            AE.check_no_loop(_ASYNC_FIX)
+
+    def embed_query(self, text: str, fix: str | None = None) -> list[float]:
+        """The embeddings' ``embed_query`` (``aembed_query`` awaited for async-only ones)."""
+        if AE.async_only(self.embeddings):
+            return AE.run_async(lambda: self.embeddings.aembed_query(text), fix or _ASYNC_FIX)
+        return self.embeddings.embed_query(text)
 
     def __repr__(self) -> str:
         return f"LangChainEmbedder({type(self.embeddings).__name__}, dim={self.dim})"

@@ -19,7 +19,9 @@ to ``now + ttl`` (``now`` from the memory's clock); ``put`` without ``ttl`` take
 ``ttl=None`` (also a raw ``PutOp``'s) means no expiry.  Reads refresh it when ``refresh_ttl``, except on
 a memory opened ``read_only=True``.
 An item whose window has ended is gone for every read, before :meth:`HypermemStore.sweep_ttl`
-removes it.
+removes it: call it, or let the sweeper thread do it (``TTLConfig``'s ``sweep_interval_minutes``
+starts it; :meth:`HypermemStore.start_ttl_sweeper` / ``stop_ttl_sweeper`` as in LangGraph's stores;
+:meth:`HypermemStore.close` stops it).
 
 **Search.**  With a ``query``, items are ranked by hypermem's score (``-distance +
 time_coef * log(time_weight) + ...``: the memory's decay policy applies) and
@@ -35,6 +37,7 @@ compared for equality (in :meth:`Memory.search` it means ``$in``).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import copy
 import json
 import threading
@@ -69,8 +72,10 @@ import torch
 from ..store import Memory, MemoryRecord
 from ..store.checks import json_problem
 from ..store.filters import check_filter
+from . import _async_embed as AE
 from . import _common as C
 from . import _record_filters as RF
+from . import _ttl_sweeper as TS
 from . import _upserts as U
 from .langchain import LangChainEmbedder
 
@@ -114,6 +119,15 @@ def _ttl_until(ttl: Any, now: datetime | None = None, clamp: bool = False) -> da
                          f"year 10000, got {ttl!r:.60}") from None
 
 
+def _now(memory: Memory) -> datetime:
+    """The memory's clock's time (aware UTC); a ``TypeError`` naming the clock unless it is a datetime."""
+    now = memory.clock()
+    if not isinstance(now, datetime):
+        raise TypeError(f"the memory's clock must return a datetime, got {type(now).__name__} ({now!r:.40}): for a "
+                        f"clock of POSIX seconds, clock=lambda: datetime.fromtimestamp(seconds(), timezone.utc)")
+    return C.to_time(now)
+
+
 def _matches_path(cond: MatchCondition, ns: tuple[str, ...]) -> bool:
     path = tuple(cond.path)
     if len(ns) < len(path):
@@ -135,10 +149,14 @@ class HypermemStore(BaseStore):
     memory: a ``Memory`` (``Memory.open("agent.db")`` for a durable store, written through on
         every call), the path of a snapshot file (:meth:`Memory.save`, or ``.json``; loaded, or
         a new in-process memory that :meth:`save` writes there), or ``None`` (a new memory).
+        A snapshot belongs to one process: two that load it each :meth:`save` their own copy
+        over the file, and the later save loses the other's writes; agents that share a store
+        give ``Memory.open(path)`` (durable, shared, nothing to save).
     index: LangGraph's ``IndexConfig``: ``embed`` (LangChain ``Embeddings`` or a function of
         texts) becomes a new memory's embedder (``dims`` its dimension); ``fields`` choose the
         text of each item.  Without ``embed`` the memory's own embedder is used.
-    ttl: LangGraph's ``TTLConfig`` (``default_ttl`` in minutes, ``refresh_on_read``).
+    ttl: LangGraph's ``TTLConfig`` (``default_ttl`` in minutes, ``refresh_on_read``;
+        ``sweep_interval_minutes`` starts :meth:`start_ttl_sweeper`, unless the memory is read-only).
     search_mode: ``"nearest"`` (default) or ``"ancestors"``: a search with a ``query`` returns the
         items that subsume the query, ranked by the store's hierarchy encoder (``Memory.search(query,
         mode="ancestors")`` without a root, :mod:`hypermem.store.suggest`), inside the namespace prefix.
@@ -164,10 +182,15 @@ class HypermemStore(BaseStore):
         self.memory = C.open_memory(memory, embedder, name="HypermemStore (LangGraph)", **memory_kwargs)
         self.index_config = index
         self._fields = [(f, f if f == "$" else tokenize_path(f)) for f in (index.get("fields") or ["$"])]
+        interval = None
         if ttl is not None:
             _ttl_until(ttl.get("default_ttl"))
+            interval = TS.check_interval(ttl.get("sweep_interval_minutes"))
         self.ttl_config = ttl
         self._lock = threading.RLock()
+        self._sweeper = TS.TTLSweeper(self.sweep_ttl, lambda: bool(getattr(self.memory.storage, "closed", False)))
+        if interval is not None and not C.read_only(self.memory):   # a read-only handle removes nothing
+            self.start_ttl_sweeper()
 
     # ------------------------------------------------------------------ batch
     def batch(self, ops: Iterable[Op]) -> list[Result]:
@@ -179,6 +202,9 @@ class HypermemStore(BaseStore):
             if isinstance(op, PutOp) and not op.namespace:
                 raise InvalidNamespaceError("Namespace cannot be empty.")
         writes = [op for op in ops if isinstance(op, PutOp)]
+        if isinstance(self.memory.embedder, LangChainEmbedder) and (
+                any(op.value is not None for op in writes) or any(isinstance(op, SearchOp) and op.query for op in ops)):
+            self.memory.embedder.check_sync()   # async-only embeddings: refused before the lock, not deadlocked
         if writes and C.read_only(self.memory):  # before any read: the batch does nothing
             from ..store.backends.durable import StorageError
 
@@ -187,7 +213,7 @@ class HypermemStore(BaseStore):
                                f"list_namespaces only; open it without read_only to write")
         with self._lock:
             self.memory.refresh()  # what other handles committed (a no-op in process)
-            now = C.to_time(self.memory.clock())
+            now = _now(self.memory)
             results: list[Result] = []
             puts: dict[tuple, PutOp] = {}
             for op in ops:
@@ -207,8 +233,14 @@ class HypermemStore(BaseStore):
             return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """:meth:`batch` in a worker thread; async-only embeddings are awaited on this loop
+        (:mod:`hypermem.integrations._async_embed`)."""
         ops = list(ops)
-        return await asyncio.get_running_loop().run_in_executor(None, self.batch, ops)
+        token = AE.CALLER_LOOP.set(asyncio.get_running_loop())
+        try:
+            return await asyncio.to_thread(self.batch, ops)   # the worker sees CALLER_LOOP (a copied context)
+        finally:
+            AE.CALLER_LOOP.reset(token)
 
     # ------------------------------------------------------------------ reads
     def _live(self, rec: MemoryRecord, now: datetime) -> bool:
@@ -240,8 +272,10 @@ class HypermemStore(BaseStore):
 
     def _search(self, op: SearchOp, now: datetime) -> list[SearchItem]:
         mem, prefix = self.memory, tuple(op.namespace_prefix)
-        if op.limit < 1 or op.offset < 0:
-            raise ValueError(f"search needs limit >= 1 and offset >= 0, got limit={op.limit}, offset={op.offset}")
+        if op.limit < 0 or op.offset < 0:
+            raise ValueError(f"search needs limit >= 0 and offset >= 0, got limit={op.limit}, offset={op.offset}")
+        if op.limit == 0:   # as LangGraph's InMemoryStore: an empty page
+            return []
         root = namespace_id(prefix) if prefix else None
         if root is not None and root not in mem:
             return []
@@ -268,7 +302,7 @@ class HypermemStore(BaseStore):
         if op.query:
             q, vector = op.query, False
             if isinstance(mem.embedder, LangChainEmbedder):
-                q, vector = mem.embedder.embeddings.embed_query(op.query), True
+                q, vector = mem.embedder.embed_query(op.query), True
             if self.search_mode == "ancestors":  # the prefix is a filter, not the root of the ranking
                 inside = None if root is None else mem.descendants(root)
                 hits = C.search(mem, q, want, self._where(values, user, now, True, inside), vector=vector,
@@ -401,11 +435,44 @@ class HypermemStore(BaseStore):
         """Remove the items whose TTL has run out (and namespaces left empty); returns how many items."""
         with self._lock:
             self.memory.refresh()
-            now = C.to_time(self.memory.clock())
+            now = _now(self.memory)
             dead = self.memory.select(RF.expired_items(now))   # the store's columns, not every record
             C.remove(self.memory, dead)
             self._prune(set(dead))
             return len(dead)
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> concurrent.futures.Future[None]:
+        """Call :meth:`sweep_ttl` every ``sweep_interval_minutes`` (default the ``TTLConfig``'s, else 5) in a
+        daemon thread, as LangGraph's stores do; the store starts it itself when its ``TTLConfig`` has
+        ``sweep_interval_minutes``.  Returns a future done when the loop ends (cancelling it stops the
+        loop); the running loop's when one runs; a done one without a ``TTLConfig`` or an interval."""
+        minutes = TS.check_interval(sweep_interval_minutes)
+        if minutes is None and not self.ttl_config:
+            done: concurrent.futures.Future[None] = concurrent.futures.Future()
+            done.set_result(None)
+            return done
+        if C.read_only(self.memory):
+            from ..store.backends.durable import StorageError
+
+            raise StorageError("start_ttl_sweeper: this store's memory was opened read_only=True and removes "
+                               "nothing; sweep from a handle opened without read_only")
+        minutes = minutes or TS.check_interval((self.ttl_config or {}).get("sweep_interval_minutes"))
+        return self._sweeper.start(minutes or TS.DEFAULT_MINUTES)
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the TTL sweeper thread; whether it ended within ``timeout`` seconds (``True`` if none ran)."""
+        return self._sweeper.stop(timeout)
+
+    def close(self) -> None:
+        """Stop the TTL sweeper and close the memory (:meth:`Memory.close`; a no-op in process)."""
+        self._sweeper.stop()
+        self.memory.close()
+
+    def __enter__(self) -> HypermemStore:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
     def save(self, path: str | None = None) -> None:
         """Write a snapshot of the memory (:meth:`Memory.save`, or :meth:`Memory.to_json` for a ``.json``

@@ -10,7 +10,8 @@ the saved ``time_coef`` as the seed's explicit coefficient.
 
 ``recency_weight`` (when set) stands for the calibrated time term: the ``time_coef`` saved
 beside it is only the value it had at saving time, so reopening drops it and recalibrates to
-the store's current distance spread.
+the store's current distance spread; ``Memory.open(..., time_coef=...)`` of such a store is a
+``ValueError`` naming the coefficient it ranks with (:mod:`hypermem.store.backends.opening`).
 """
 
 from __future__ import annotations

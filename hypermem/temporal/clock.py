@@ -29,6 +29,9 @@ def to_utc(t: datetime, name: str | None = None) -> datetime:
         return t
     if not isinstance(t, datetime):
         hint = " (parse it first: datetime.fromisoformat(...))" if isinstance(t, str) else ""
+        if name is None and not isinstance(t, str):   # unnamed: most often what a Memory's clock= returned
+            hint = (" (a Memory's clock= must return a datetime: for a clock of POSIX seconds, "
+                    "clock=lambda: datetime.fromtimestamp(seconds(), timezone.utc))")
         raise TypeError(f"{name or 'the time'} must be a datetime, got {type(t).__name__}{hint}")
     if t != t:  # pandas NaT: a datetime subclass unequal to itself
         raise ValueError(f"{name or 'the time'} is NaT (not a time); pass a datetime or leave it out")

@@ -121,6 +121,9 @@ def open_memory(cls: type, target: Any, read_only: bool = False, mirror: bool = 
         raise ValueError("a store placed by a ball hierarchy encoder searches with the hyperbolic metric in process: "
                          "open it with its mirror, Memory.open(url)")
     options = {k: kwargs.pop(k) for k in _STORAGE_KEYS if k in kwargs}
+    if kwargs.get("time_coef") is not None and kwargs.get("recency_weight") is not None:
+        raise ValueError("pass time_coef (the seed's coefficient) or recency_weight (calibrated), not both")
+    asked = kwargs.get("time_coef")
     storage = make_storage(target, read_only, options)
     try:
         config = storage.config()
@@ -133,11 +136,16 @@ def open_memory(cls: type, target: Any, read_only: bool = False, mirror: bool = 
         if config is not None:
             _check_vector_dtype(config, options, repr(redact(target)))
             mem = (durable_class(cls) if mirror else cls)(**_settings(config, kwargs, repr(redact(target))))
+            if mirror:
+                mem._bind(storage, read_only)
+            if asked is not None and mem.recency_weight is not None:
+                raise _calibrated_refusal(mem, asked, repr(redact(target)))
         if not mirror:
             if not read_only:
                 storage.ensure_client_indexes()
             return ServerMemory(storage, mem, read_only)
-        mem._bind(storage, read_only)
+        if config is None:
+            mem._bind(storage, read_only)
     except BaseException as exc:
         storage.close()
         if isinstance(exc, storage.db_errors):
@@ -155,10 +163,24 @@ def _check_vector_dtype(config: dict[str, Any], options: dict[str, Any], where: 
                          f"embeddings (copy it into a new store to change it)")
 
 
+def _calibrated_refusal(mem, asked: Any, where: str) -> ValueError:
+    """The refusal of ``time_coef=`` for a store whose time term is calibrated by ``recency_weight``
+    (:mod:`hypermem.store.search_settings`): it names the coefficient the store ranks with now."""
+    return ValueError(f"{where} was created with recency_weight={mem.recency_weight!r}: its time term is calibrated, "
+                      f"time_coef = recency_weight * spread / ln 2 = {mem.time_coef:.6g} now (it follows the "
+                      f"store's distance spread), not a stored time_coef; cannot open it with time_coef={asked!r}: "
+                      f"pass recency_weight= to weigh recency for this object, or set mem.time_coef = {asked!r} "
+                      f"after opening for a fixed coefficient (neither is stored)")
+
+
 def _settings(config: dict[str, Any], kwargs: dict[str, Any], where: str) -> dict[str, Any]:
     """The ``Memory`` keyword arguments of a stored memory (the stored settings win)."""
     check_config_types(config, CONFIG_KEYS, where)
+    calibrated = config.get("recency_weight") is not None or kwargs.get("recency_weight") is not None
     for key in CONFIG_KEYS:
+        if key == "time_coef" and calibrated:  # the saved value of a calibrated term (search_settings)
+            kwargs[key] = config[key]
+            continue
         if key in kwargs and kwargs[key] != config[key]:
             raise ValueError(f"{where} was created with {key}={config[key]!r}; cannot open it with "
                              f"{key}={kwargs[key]!r}")
