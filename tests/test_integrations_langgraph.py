@@ -159,7 +159,7 @@ def test_bad_namespaces_and_values_are_refused(store):
     with pytest.raises(TypeError, match="dict"):
         store.batch([PutOp(("a",), "k", ["not", "a", "dict"])])
     with pytest.raises(ValueError, match="limit"):
-        store.search((), limit=0)
+        store.search((), limit=-1)
 
 
 def test_langchain_embeddings_from_the_index_config(clock):
