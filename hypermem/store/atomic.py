@@ -11,8 +11,13 @@ target.
 
 File mode: a replaced file keeps its mode; a new one gets ``0o666`` less the process
 umask, as ``open()`` would give it (the temporary file's private ``0o600`` from
-:func:`tempfile.mkstemp` is not left on the result).  Set the umask (e.g. ``umask 077``)
-to keep memory files private.
+:func:`tempfile.mkstemp` is not left on the result).  The mode is set after the content is
+written, so a read-only (``0o444``) file in a writable folder is replaced and stays read-only.
+Set the umask (e.g. ``umask 077``) to keep memory files private.
+
+Errors: a failure to write the temporary file (disk full, an I/O error; SQLite's "database or
+disk is full" in :func:`atomic_sqlite`) is raised as an ``OSError`` of the same errno whose
+``filename`` is the path asked for, never the temporary file's name or no name.
 
 Example::
 
@@ -118,9 +123,14 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     os.close(fd)
     tmp = Path(tmp_name)
     try:
-        os.chmod(tmp, _mode_for(target))
-        yield tmp
-        fsync_path(tmp)
+        try:
+            yield tmp
+            fsync_path(tmp)
+            os.chmod(tmp, _mode_for(target))  # after writing: a read-only (0o444) mode would refuse the write
+        except OSError as exc:
+            if exc.filename is not None and str(exc.filename) != tmp_name:  # another file's error: as it was
+                raise
+            raise _named(exc, path) from exc
         os.replace(tmp, target)
     except BaseException:
         try:
@@ -129,6 +139,43 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
             pass
         raise
     fsync_path(target.parent, directory=True)
+
+
+_SQLITE_ERRNO = {13: errno.ENOSPC, 8: errno.EACCES, 10: errno.EIO, 14: errno.EACCES}
+"""errno for SQLite's result codes that mean the file could not be written: SQLITE_FULL,
+SQLITE_READONLY, SQLITE_IOERR, SQLITE_CANTOPEN."""
+
+
+def _named(exc: OSError, path: str | os.PathLike) -> OSError:
+    """``exc`` (a write to the temporary file failed: disk full, ...) as the same ``OSError``
+    subclass naming ``path``, the file asked for, instead of the temporary file or no file."""
+    return type(exc)(exc.errno, f"{exc.strerror or exc} (nothing written: an old file there is untouched)", os.fspath(path))
+
+
+@contextmanager
+def sqlite_write_errors(path: str | os.PathLike) -> Iterator[None]:
+    """Inside the block, a SQLite error that means the temporary file of ``path`` could not be
+    written (disk full, ...) is raised as an ``OSError`` naming ``path`` (:func:`_sqlite_write_error`)."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        named = _sqlite_write_error(exc, path)
+        if named is None:
+            raise
+        raise named from exc
+
+
+def _sqlite_write_error(exc: sqlite3.Error, path: str | os.PathLike) -> OSError | None:
+    """An ``OSError`` naming ``path`` for a SQLite error that means its temporary file could not
+    be written (disk full, read-only, I/O error); ``None`` for any other SQLite error."""
+    code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+
+    if code is None:  # the primary code from the message otherwise
+        text = str(exc)
+        code = 13 if "is full" in text else 8 if "readonly" in text else 10 if "I/O error" in text else None
+    number = _SQLITE_ERRNO.get(code & 0xFF if code is not None else None)
+    if number is None:
+        return None
+    return OSError(number, f"{exc} (nothing written: an old file there is untouched)", os.fspath(path))  # EACCES: PermissionError
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
@@ -163,7 +210,7 @@ def atomic_sqlite(path: str | os.PathLike) -> Iterator[sqlite3.Connection]:
     it is written with ``journal_mode=OFF`` and ``synchronous=OFF``; durability comes from
     the ``fsync`` before the rename.
     """
-    with atomic_path(path) as tmp:
+    with atomic_path(path) as tmp, sqlite_write_errors(path):
         con = sqlite3.connect(tmp, isolation_level=None)
         try:
             con.execute("PRAGMA journal_mode=OFF")

@@ -51,6 +51,8 @@ from ..heap import trim_after
 from ..records import MemoryRecord
 from .changes import apply_changes
 from .rows import encode, restore, vector_from
+from .storage_errors import ConnectionLost as ConnectionLost  # re-exported: postgres, server
+from .storage_errors import StorageError, first_statement
 from .touches import LockBusy, PendingTouches, flush_at_close, remember
 
 __all__ = ["StorageError", "durable_class", "STREAM_PART"]
@@ -61,28 +63,6 @@ STREAM_PART = 2048
 
 PUT_PART = 4096
 """Rows encoded and written at a time by one write (:meth:`DurableStore._put`)."""
-
-
-class StorageError(RuntimeError):
-    """Durable storage failed (connection lost, disk full, read-only store...)."""
-
-
-class ConnectionLost(StorageError):
-    """The connection to the database server was lost (a restart, a network cut); nothing of
-    the call was committed and the next call reconnects."""
-
-
-def first_statement(st, run):
-    """``run()``, once more on a new connection when the connection turns out lost before any
-    of it took effect: a server restarted since the last call, which the client sees only at
-    its first statement.  Only a read, or a write's opening (taking the write lock), is run
-    this way: nothing of it ran, so the retry is safe.  Any other error is raised as it was."""
-    try:
-        return run()
-    except st.db_errors as exc:
-        if not isinstance(st.error(exc), ConnectionLost):   # classified; a lost one is dropped
-            raise
-    return run()
 
 
 class DurableStore:
@@ -198,13 +178,18 @@ class DurableStore:
             st = self._storage
             if st is None or st.closed:
                 raise StorageError(f"{what}: this memory's storage is closed")
+            catching = False
             try:
                 # version() first, always: on PostgreSQL it takes the write lock (FOR UPDATE),
                 # so no other writer commits between the re-read below and this commit.
                 if first_statement(st, lambda: (st.begin(wait), st.version(wait))[1]) != self._synced or self._stale:
+                    catching = True
                     self._catch_up(in_transaction=True)
-            except st.db_errors as exc:
+            except BaseException as exc:  # Ctrl-C too: no transaction (write lock) is left open
                 st.rollback()
+                self._stale = self._stale or catching  # a catch-up cut short: re-read whole next time
+                if not isinstance(exc, st.db_errors):
+                    raise
                 if not wait and st.busy(exc):
                     raise LockBusy(what) from exc
                 raise st.error(exc) from exc
@@ -216,9 +201,9 @@ class DurableStore:
                 version = st.bump()
                 st.commit()
                 self.state.flushed()
-            except Exception as exc:
+            except BaseException as exc:  # KeyboardInterrupt, SystemExit too: undone, then raised unchanged
                 st.rollback()
-                if self.state.version != v0:
+                if self.state.version != v0 or not isinstance(exc, Exception):  # an interrupt lands anywhere
                     self._undo()
                 if not isinstance(exc, st.db_errors):
                     raise
@@ -227,10 +212,11 @@ class DurableStore:
             self._pending.clear()
 
     def _undo(self) -> None:
-        try:
+        """Rebuild the state from the storage after a failed write; stale (re-read at the next
+        call) when that fails, or is itself interrupted."""
+        self._stale = True
+        with contextlib.suppress(Exception):
             self._load()
-        except Exception:
-            self._stale = True
 
     def _add_many(self, items, single: bool = False) -> list[str]:
         """A large batch into a storage that streams new rows (PostgreSQL's ``COPY``): checked

@@ -291,8 +291,10 @@ class PostgresStorage:
             con.execute(f"CREATE INDEX hypermem_memories_{on} ON hypermem_memories USING hnsw ({on} {ANN_OPS[on]}) "
                         f"WITH (m = {int(m)}, ef_construction = {int(ef_construction)})")
             con.commit()
-        except psycopg.Error as exc:
-            con.rollback()
+        except BaseException as exc:  # Ctrl-C too: no transaction (table lock) is left open
+            self.rollback()
+            if not isinstance(exc, psycopg.Error):
+                raise
             raise self.error(exc) from exc
 
     def ensure_client_indexes(self) -> None:
@@ -305,8 +307,10 @@ class PostgresStorage:
             for name in sorted(missing):
                 con.execute(f"CREATE INDEX IF NOT EXISTS {name} ON hypermem_memories ({_CLIENT_INDEXES[name]})")
             con.commit()
-        except psycopg.Error as exc:
-            con.rollback()
+        except BaseException as exc:  # Ctrl-C too: no transaction (table lock) is left open
+            self.rollback()
+            if not isinstance(exc, psycopg.Error):
+                raise
             if getattr(exc, "sqlstate", None) == "42501":  # insufficient_privilege: not the tables' owner
                 raise StorageError("the client indexes (seq, sib) are missing and this role does not own "
                                    "hypermem_memories: open the store once as its owner with mirror=False") from exc

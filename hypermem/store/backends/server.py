@@ -152,7 +152,7 @@ class ServerMemory(ServerViews):
                     st.bump()
                 st.commit()
                 self._pending.clear()
-            except Exception as exc:
+            except BaseException as exc:  # Ctrl-C too: the transaction (FOR UPDATE lock) is not left open
                 st.rollback()
                 if not wait and isinstance(exc, st.db_errors) and st.busy(exc):
                     raise LockBusy(what) from exc

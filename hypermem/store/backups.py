@@ -1,0 +1,93 @@
+"""A consistent backup of a durable SQLite store, taken while it is open and written to.
+
+Copying ``agent.db`` with ``cp`` while a process has the store open copies a stale (often
+empty) database: in WAL mode the recent commits live in ``agent.db-wal`` until a checkpoint
+moves them into the file, and copying the ``-wal`` along with the file races the writers
+(a copy taken between two of their writes can be torn).  :func:`backup` instead reads the
+store through SQLite's online backup API (``sqlite3.Connection.backup``, in one step): it
+copies one committed snapshot (the file plus the committed part of the ``-wal``) and
+neither blocks nor is broken by the processes writing meanwhile (WAL readers never wait for
+a writer).  Commits made after the snapshot began are not in the backup.
+
+>>> import os, tempfile
+>>> from hypermem import Memory
+>>> from hypermem.store import backup
+>>> folder = tempfile.mkdtemp()
+>>> mem = Memory.open(os.path.join(folder, "agent.db"))
+>>> _ = mem.add("the meeting moved to Friday")
+>>> backup(mem, os.path.join(folder, "agent-backup.db"))  # the store stays open
+>>> len(Memory.open(os.path.join(folder, "agent-backup.db"), read_only=True))
+1
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from .atomic import atomic_path, sqlite_write_errors
+from .backends.sqlite import SqliteStorage
+from .backends.sqlite_open import BUSY_TIMEOUT
+
+__all__ = ["backup"]
+
+_SIDE_FILES = ("", "-wal", "-shm", "-journal")
+
+
+def _source_path(source: Any) -> str:
+    """The SQLite file of ``source``: a path, or a memory opened with ``Memory.open(path)``."""
+    if isinstance(source, (str, os.PathLike)):
+        return os.fspath(source)
+    storage = getattr(source, "storage", None)
+    if isinstance(storage, SqliteStorage):
+        return storage.path
+    if storage is not None:
+        raise ValueError(f"backup() copies a SQLite store; {storage!r} is not one (back up PostgreSQL with "
+                         "pg_dump)")
+    if hasattr(source, "storage"):
+        raise ValueError("backup() copies a durable store of Memory.open(path); this memory lives in the "
+                         "process: write it with save(path) or to_json(path)")
+    raise TypeError(f"backup() takes a path or a memory opened with Memory.open(path), got {type(source).__name__}")
+
+
+def backup(source: str | os.PathLike | Any, dest: str | os.PathLike) -> None:
+    """Write a consistent copy of the SQLite store ``source`` (a path, or a memory opened with
+    ``Memory.open(path)``) to the new file ``dest``, safely while processes have it open and
+    write to it (module docstring).  ``dest`` is written atomically (a temporary file beside
+    it, renamed when complete: :mod:`hypermem.store.atomic`) and opens with ``Memory.open``.
+
+    Refused before anything is written: an existing ``dest`` (``FileExistsError``: a backup
+    never replaces a file), ``dest`` naming the store or its ``-wal`` / ``-shm`` / ``-journal``
+    file (``ValueError``), a missing ``source`` (``FileNotFoundError``), a PostgreSQL or an
+    in-process memory (``ValueError``: ``pg_dump``; ``save``).  The access counts a process
+    still holds pending (:mod:`hypermem.store.backends.touches`) are not in the file yet, so
+    not in the backup.  Restoring it: docs/storage.md (Operations).
+    """
+    src = _source_path(source)
+    out = os.fspath(dest)
+    real = os.path.realpath(src)
+    if os.path.realpath(out) in {real + side for side in _SIDE_FILES}:
+        raise ValueError(f"backup() to {out!r}: that is the store {src!r} itself (or one of its files); "
+                         "write the backup to a new file")
+    if os.path.lexists(out):
+        raise FileExistsError(errno.EEXIST, "a backup never replaces a file: choose a new name", out)
+    if not Path(src).is_file():
+        raise FileNotFoundError(errno.ENOENT, "no such SQLite store to back up", src)
+    con = sqlite3.connect(f"file:{quote(real)}?mode=ro", uri=True, timeout=BUSY_TIMEOUT)
+    try:
+        try:
+            con.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the source's errors first
+        except sqlite3.Error as exc:
+            raise ValueError(f"backup() cannot read {src!r}: {exc} (is it a SQLite store?)") from exc
+        with atomic_path(out) as tmp, sqlite_write_errors(out):  # disk full, ...: an OSError naming dest
+            copy = sqlite3.connect(tmp)
+            try:
+                con.backup(copy)  # pages=-1: every page in one step, from one read snapshot
+            finally:
+                copy.close()
+    finally:
+        con.close()
