@@ -13,6 +13,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from hypothesis import settings as hypothesis_settings  # noqa: E402
 from installed_wheel import bare_venv, venv, wheel  # noqa: E402,F401  (session fixtures: the installed wheel)
+from pg_fixture import pg_server, pg_url  # noqa: E402,F401  (one PostgreSQL server for the whole run)
 
 # The property suites draw the same examples on every run, so CI is reproducible: a failure seen
 # once is seen again. `HYPOTHESIS_PROFILE=explore ./scripts/test.sh` draws fresh examples.

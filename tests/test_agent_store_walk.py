@@ -9,7 +9,6 @@ from __future__ import annotations
 import warnings
 from datetime import datetime, timedelta, timezone
 
-import pg_fixture
 import pytest
 from test_cli_walk_outputs import run
 
@@ -20,7 +19,6 @@ from hypermem.store.filters import RecordFilter
 from hypermem.temporal import Ebbinghaus, HalfLife, Product
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-pg_server, pg_url = pg_fixture.pg_server, pg_fixture.pg_url  # the real-server fixtures
 NOW = datetime(2026, 3, 1, tzinfo=timezone.utc)
 
 

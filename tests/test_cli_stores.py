@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import json
 
-import pg_fixture
 import pytest
 import torch
 
 from hypermem import CallableEmbedder, HashingEmbedder, Memory
 from hypermem.cli import main
 from hypermem.store.persistence import MemoryFileError
-
-pg_server, pg_url = pg_fixture.pg_server, pg_fixture.pg_url
 
 
 def _fill(mem):

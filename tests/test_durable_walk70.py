@@ -12,7 +12,6 @@ import subprocess
 import sys
 import tempfile
 
-import pg_fixture
 import pytest
 
 from hypermem import HashingEmbedder, Memory
@@ -20,7 +19,6 @@ from hypermem.store import atomic, backup
 from hypermem.store.backends.sqlite import SqliteStorage
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-pg_server, pg_url = pg_fixture.pg_server, pg_fixture.pg_url  # the real-server fixtures
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

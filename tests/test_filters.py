@@ -8,13 +8,10 @@ import itertools
 import random
 import warnings
 
-import pg_fixture
 import pytest
 
 from hypermem import HashingEmbedder, Memory
 from hypermem.store.filters import FilterError, compile_filter, filter_keys, json_equal, to_postgres
-
-pg_server, pg_url = pg_fixture.pg_server, pg_fixture.pg_url
 
 METAS = [{"kind": "pet", "n": 1, "tags": ["a", "b"]}, {"kind": "wild", "n": 5, "place": {"room": "kitchen"}},
          {"kind": "pet", "n": 2.5, "flag": True}, {"kind": None, "n": "7"}, {}, {"n": 1.0, "flag": 1}]

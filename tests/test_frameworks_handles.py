@@ -11,7 +11,6 @@ pytest.importorskip("langgraph.store.base", reason="the langgraph extra is not i
 pytest.importorskip("langchain_core", reason="the langchain extra is not installed (pip install '.[langchain]')")
 pytest.importorskip("llama_index.core", reason="the llama-index extra is not installed (pip install '.[llama-index]')")
 
-import pg_fixture  # noqa: E402
 from langgraph.store.base import GetOp, PutOp  # noqa: E402
 from langgraph.store.memory import InMemoryStore  # noqa: E402
 from llama_index.core.schema import TextNode  # noqa: E402
@@ -22,7 +21,6 @@ from hypermem.integrations.langgraph import HypermemStore  # noqa: E402
 from hypermem.integrations.llama_index import HypermemVectorStore as LlamaStore  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-pg_server, pg_url = pg_fixture.pg_server, pg_fixture.pg_url
 
 
 def _open(path, **kw):

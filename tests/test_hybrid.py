@@ -7,7 +7,6 @@ import math
 import random
 from datetime import datetime, timedelta, timezone
 
-import pg_fixture
 import pytest
 import torch
 
@@ -17,7 +16,6 @@ from hypermem.retrieval.bm25 import BM25Index, tokenize
 from hypermem.retrieval.scoring import RECENCY_DEFAULT, calibrated_time_coef
 from hypermem.store.lexical import HYBRID_DEFAULT
 
-pg_server, pg_url = pg_fixture.pg_server, pg_fixture.pg_url
 NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
 WORDS = "keys phone kitchen table drawer charger garden tea coffee window lamp book door car".split()
 

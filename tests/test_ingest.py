@@ -13,7 +13,6 @@ import textwrap
 import time
 from datetime import timedelta
 
-import pg_fixture
 import psycopg
 import pytest
 from storage_parity import T0
@@ -22,7 +21,6 @@ from hypermem import HashingEmbedder, Memory
 from hypermem.store.backends.durable import STREAM_PART
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-pg_server, pg_url = pg_fixture.pg_server, pg_fixture.pg_url
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 from urllib.parse import urlsplit, urlunsplit
 
-import pg_fixture
 import psycopg
 import pytest
 from test_cli_walk_outputs import run
@@ -18,7 +17,6 @@ from hypermem import HashingEmbedder, Memory
 from hypermem.store.backends import StorageError
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-pg_server, pg_url = pg_fixture.pg_server, pg_fixture.pg_url
 SECRET = "Sup3rSecretPW"
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import time
 
-import pg_fixture
 import psycopg
 import pytest
 import test_refresh
@@ -24,7 +23,6 @@ from hypermem.store.backends.postgres import PostgresStorage
 from hypermem.store.backends.sqlite import SqliteStorage
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-pg_server, pg_url = pg_fixture.pg_server, pg_fixture.pg_url
 target = test_refresh.target   # a new SQLite path, or a new PostgreSQL database
 
 

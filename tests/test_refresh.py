@@ -10,7 +10,6 @@ import subprocess
 import sys
 from datetime import timedelta
 
-import pg_fixture
 import pytest
 import torch
 from storage_parity import T0, assert_same, settings, stepping_clock
@@ -18,7 +17,6 @@ from storage_parity import T0, assert_same, settings, stepping_clock
 from hypermem import HashingEmbedder, Memory
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-pg_server, pg_url = pg_fixture.pg_server, pg_fixture.pg_url
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

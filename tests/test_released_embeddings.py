@@ -3,7 +3,6 @@ reads the rows a re-placement, a save or a reader needs (``MemoryState.release_e
 
 from __future__ import annotations
 
-import pg_fixture
 import pytest
 import torch
 from storage_parity import assert_same, script, settings
@@ -12,7 +11,6 @@ from hypermem import HashingEmbedder, Memory
 from hypermem.store.backends import StorageError
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-pg_server, pg_url = pg_fixture.pg_server, pg_fixture.pg_url  # the real-server fixtures
 
 
 def held(mem) -> bool:

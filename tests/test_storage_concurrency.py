@@ -15,7 +15,6 @@ import sys
 import tempfile
 import textwrap
 
-import pg_fixture
 import pytest
 
 from hypermem import HashingEmbedder, Memory
@@ -23,7 +22,6 @@ from hypermem.cli.main import main as cli_main
 from hypermem.store.backends import StorageError
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-pg_server, pg_url = pg_fixture.pg_server, pg_fixture.pg_url  # the real-server fixtures
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EMB = {"embedder": HashingEmbedder(dim=16)}
 

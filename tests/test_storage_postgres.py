@@ -9,7 +9,6 @@ import sys
 import textwrap
 from datetime import timedelta
 
-import pg_fixture
 import pytest
 import torch
 from storage_parity import T0, assert_same, check_script_and_reopen, settings, stepping_clock
@@ -19,7 +18,6 @@ from hypermem.store.backends import StorageError
 from hypermem.temporal import HalfLife
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-pg_server, pg_url = pg_fixture.pg_server, pg_fixture.pg_url  # the real-server fixtures
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AT = T0 + timedelta(days=10)
 

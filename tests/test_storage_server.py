@@ -12,7 +12,6 @@ import re
 import tracemalloc
 from datetime import timedelta
 
-import pg_fixture
 import pytest
 import torch
 from storage_parity import T0, TOL, queries, script, settings, stepping_clock
@@ -23,7 +22,6 @@ from hypermem.store.backends.server import ServerMemory
 from hypermem.temporal import HalfLife
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-pg_server, pg_url = pg_fixture.pg_server, pg_fixture.pg_url  # the real-server fixtures
 AT = T0 + timedelta(days=10)
 
 

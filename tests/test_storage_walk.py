@@ -6,14 +6,12 @@ from __future__ import annotations
 import os
 import sqlite3
 
-import pg_fixture
 import pytest
 
 from hypermem import HashingEmbedder, Memory
 from hypermem.store.backends import StorageError
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-pg_server, pg_url = pg_fixture.pg_server, pg_fixture.pg_url  # the real-server fixtures
 
 
 def _emb():

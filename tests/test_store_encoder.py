@@ -12,7 +12,6 @@ import torch
 
 pytest.importorskip("sentence_transformers")
 
-import pg_fixture  # noqa: E402
 from encoder_helpers import EDGES, NAMES, inspected_panel, tiny_model_folder  # noqa: E402
 
 from hypermem import HalfLife, Memory  # noqa: E402
@@ -24,7 +23,6 @@ from hypermem.store.encoder_points import encoder_checksum  # noqa: E402
 torch.set_num_threads(1)
 WORDS = ["entity", "animal", "mammal", "bird", "dog", "cat", "plant", "tree", "oak", "tool", "hammer", "vehicle"]
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
-pg_server, pg_url = pg_fixture.pg_server, pg_fixture.pg_url  # the real-server fixtures
 
 
 @pytest.fixture(scope="module")

@@ -4,14 +4,12 @@ that does not own the tables, passwords kept out of errors, NUL characters, a fo
 
 from __future__ import annotations
 
-import pg_fixture
 import pytest
 
 from hypermem import HashingEmbedder, Memory
 from hypermem.store.backends import StorageError
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-pg_server, pg_url = pg_fixture.pg_server, pg_fixture.pg_url  # the real-server fixtures
 
 
 def _emb():
