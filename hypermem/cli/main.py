@@ -5,7 +5,8 @@ MEMORY is a file written by ``Memory.save`` (SQLite) or ``Memory.to_json`` (JSON
 database of ``Memory.open`` or a ``postgresql://`` URL (both opened read-only).
 Mistakes (a missing file, an unknown id, a bad option) print one line and exit non-zero
 (set HYPERMEM_DEBUG=1 to get the traceback instead); a warning is one ``warning: ...`` line
-on stderr; Ctrl-C stops any command with status 130 and no traceback.
+on stderr; Ctrl-C stops any command with status 130 and no traceback, SIGTERM and SIGHUP with
+143 and 129 (:mod:`hypermem.cli.stop_signals`), a half-written output's temporary file removed.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ..store.backends.pg_errors import redact_text
 from ..store.shown_text import shown
 from .inputs import UserError
 from .parser import build_parser
+from .stop_signals import SIGNALS, stopping_on_signals
 
 __all__ = ["build_parser", "main"]
 
@@ -62,10 +64,10 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("HYPERMEM_DEBUG"):
             raise
         return _reader_gone()
-    except KeyboardInterrupt:   # anywhere: building the parser, loading, writing
+    except KeyboardInterrupt as exc:   # anywhere: building the parser, loading, writing
         if os.environ.get("HYPERMEM_DEBUG"):
             raise
-        return 130
+        return getattr(exc, "status", 130)   # 143 / 129 for SIGTERM / SIGHUP (stop_signals.Stopped)
 
 
 def _format_warning(message, category, filename, lineno, line=None) -> str:
@@ -94,10 +96,15 @@ def _reader_gone() -> int:
 def _run(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # train and the mammals demo (Lightning: its resume line) and mcp (mcp_app.install_signals) handle
+    # SIGTERM themselves, and Lightning sets its own handler only where none is set: left to them
+    own = args.command in ("train", "mcp") or (args.command == "demo" and args.dataset == "mammals")
+    signals = () if own else SIGNALS
     try:
-        return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        return 130
+        with stopping_on_signals(signals):
+            return int(args.func(args) or 0)
+    except KeyboardInterrupt as exc:
+        return getattr(exc, "status", 130)
     except BrokenPipeError:
         raise   # not a mistake of the user's: main stops quietly
     except Exception as exc:

@@ -15,11 +15,12 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from ..embed.file_modes import normal_file_mode
 from ..store.page_file import PAGE_HEAD
 from .inputs import UserError
 
-__all__ = ["PAGE_HEAD", "check_output", "head_of", "is_page", "is_stream", "report", "same_file", "write_durable",
-           "write_text"]
+__all__ = ["PAGE_HEAD", "check_output", "head_of", "is_page", "is_stream", "report", "same_file", "save_new",
+           "write_durable", "write_text"]
 
 def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
     """Whether ``a`` and ``b`` name one existing file (through symlinks and other spellings)."""
@@ -94,6 +95,45 @@ def write_text(output: str, text) -> None:
     from ..store.atomic import atomic_write_chunks
 
     atomic_write_chunks(output, chunks)
+
+
+def save_new(memory, output: str) -> None:
+    """``Memory.save`` to ``output``, a name that did not exist when the command began (no
+    ``--force``): written to a hidden file beside it, then hard-linked to the name, which fails
+    when another process created it meanwhile (two imports to one new name: the later one is
+    refused, not the earlier result replaced).  Where the folder takes no hard link, the name is
+    checked once more and the file moved there (the window is then the move's)."""
+    import errno
+    import tempfile
+
+    from ..store.atomic import fsync_path
+    from ..store.checks import check_sqlite_name
+    from ..store.persistence import save
+
+    check_sqlite_name(output)   # the name's own mistake, before the hidden one is made
+    target = Path(output)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".new.db", dir=target.parent)
+    except OSError:   # no such folder, or not writable: save names the file asked for, not the hidden one
+        save(memory, output)
+        return
+    os.close(fd)
+    try:
+        os.chmod(tmp, normal_file_mode())   # save keeps the mode of the file it replaces: not mkstemp's 0o600
+        save(memory, tmp)   # an empty file: replaced
+        try:
+            os.link(tmp, target)
+        except FileExistsError:
+            raise UserError(f"{output} was created by another process while this command ran; pass --force to "
+                            "replace it, or give another name") from None
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+                raise
+            check_output(output)   # no hard links here: the name is checked again right before the move
+            os.replace(tmp, target)
+        fsync_path(target.parent, directory=True)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
 
 
 def report(output: str, line: str) -> None:

@@ -24,7 +24,7 @@ from .inputs import (
     time_arg,
     warn,
 )
-from .outputs import check_output, head_of, is_page, is_stream, report, write_durable, write_text
+from .outputs import check_output, head_of, is_page, is_stream, report, save_new, write_durable, write_text
 
 __all__ = ["cmd_export", "cmd_fit_reranker", "cmd_import", "cmd_inspect", "cmd_search", "cmd_stats", "cmd_tree"]
 
@@ -61,6 +61,9 @@ def cmd_tree(args: argparse.Namespace) -> int:
 
 def cmd_search(args: argparse.Namespace) -> int:
     mem = load_memory(args.memory, args.embedder, embeds=args.query is not None)
+    if args.root is not None and args.mode == "nearest":
+        warn(f"--root {args.root} does nothing with --mode nearest (the default), which searches the whole store: "
+             "give --mode subtree|children|ancestors|siblings|cone to search around it")
     if args.query is not None and args.root is None and trained_layout(mem):
         warn("text queries do not locate the points of this store: they were trained (a hierarchy layout), not "
              "placed by its embedder, so the hits do not follow the query; search by id with --root ID and "
@@ -143,20 +146,33 @@ def cmd_export(args: argparse.Namespace) -> int:
 
         text = json_chunks(mem, indent=args.indent)
     else:
-        import csv
-        import io
-
-        buf = io.StringIO()
-        rows = mem.table(at_time=args.at)
-        writer = csv.DictWriter(buf, fieldnames=["id", "text", "parent", "level", "depth", "time", "weight",
-                                                 "accesses", "meta"], extrasaction="ignore")  # "t": "time" again
-        writer.writeheader()
-        for r in rows:
-            writer.writerow(dict(r, meta=json.dumps(r["meta"], ensure_ascii=False)))
-        text = buf.getvalue()
+        text = csv_chunks(mem.table(at_time=args.at))
     write_text(out, text)
     report(out, f"wrote {out} ({memories(len(mem))}, {fmt})")
     return 0
+
+
+CSV_FIELDS = ("id", "text", "parent", "level", "depth", "time", "weight", "accesses", "meta")
+"""The columns of ``export --format csv`` (a row's ``"t"`` is ``"time"`` again)."""
+
+
+def csv_chunks(rows, per_chunk: int = 512):
+    """The CSV text of ``Memory.table`` rows (``meta`` as JSON), ``per_chunk`` rows a chunk: written
+    as they come (:func:`write_text`), a large store's CSV is never whole in memory, and a reader
+    that goes away (``| head -1``) is seen at the next chunk, not lost in one huge write."""
+    import csv
+    import io
+
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=CSV_FIELDS, extrasaction="ignore")
+    writer.writeheader()
+    for n, r in enumerate(rows, 1):
+        writer.writerow(dict(r, meta=json.dumps(r["meta"], ensure_ascii=False)))
+        if n % per_chunk == 0:
+            yield buf.getvalue()
+            buf.seek(0)
+            buf.truncate()
+    yield buf.getvalue()
 
 
 def read_items(path: Path, text: str) -> tuple[list[dict[str, Any]], list[str]]:
@@ -178,6 +194,8 @@ def read_items(path: Path, text: str) -> tuple[list[dict[str, Any]], list[str]]:
                     try:
                         items.append(json.loads(line))
                     except json.JSONDecodeError as exc:
+                        if not items and _csv_like(path, line):
+                            raise UserError(f"{path}: {NOT_CSV}") from None
                         raise UserError(f"{path}: line {n} is not JSON ({exc})") from None
                     except ValueError as exc:   # an integer of more than 4300 digits
                         raise UserError(f"{path}: line {n}: {str(exc).split(';')[0][:100]}") from None
@@ -209,13 +227,32 @@ def read_items(path: Path, text: str) -> tuple[list[dict[str, Any]], list[str]]:
     if dropped:
         warn(f"ignored {', '.join(sorted(dropped))}: figures of `search --json` or an export that the new memory "
              "computes afresh")
-    return _parents_first(out, where)
+    return _parents_first(out, where, path)
 
 
-def _parents_first(items: list[dict[str, Any]], where: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
+NOT_CSV = ("CSV/TSV is not an import format: convert to JSON lines (one object per line: {\"text\": ..., and "
+           "optionally \"id\", \"parent\", \"t\", \"valid_from\", \"valid_until\", \"meta\": {...}}); to copy a "
+           "store, export it as JSON (export --format json), which import reads whole (an export's CSV lacks "
+           "valid_from / valid_until and the embeddings)")
+
+
+def _csv_like(path: Path, line: str) -> bool:
+    """A first line that is no JSON in a ``.csv``/``.tsv`` file, or one that reads as a CSV header
+    (``id,text,parent,...`` as ``export --format csv`` writes it)."""
+    return path.suffix.lower() in (".csv", ".tsv") or bool(re.fullmatch(r'\s*"?\w+"?(\s*[,;\t]\s*"?\w+"?)+\s*', line))
+
+
+def _parents_first(items: list[dict[str, Any]], where: list[str],
+                   path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """The items with every parent that the file holds before its children (search rows come in
-    score order); a file already in order keeps its order."""
-    index = {it["id"]: i for i, it in enumerate(items) if isinstance(it.get("id"), str)}
+    score order); a file already in order keeps its order.  A duplicate id names both places, a
+    parent cycle (or an item that is its own parent) its items."""
+    index: dict[str, int] = {}
+    for i, it in enumerate(items):
+        if isinstance(it.get("id"), str):
+            if it["id"] in index:
+                raise UserError(f"{path}: duplicate id {it['id']!r} ({where[index[it['id']]]} and {where[i]})")
+            index[it["id"]] = i
     done: set[int] = set()
     order: list[int] = []
     for start in range(len(items)):
@@ -225,10 +262,20 @@ def _parents_first(items: list[dict[str, Any]], where: list[str]) -> tuple[list[
             seen.add(i)
             parent = items[i].get("parent")
             i = index.get(parent) if isinstance(parent, str) else None
+        if i is not None and i in seen:
+            _refuse_cycle(items, where, path, chain[chain.index(i):])
         for j in reversed(chain):
             done.add(j)
             order.append(j)
     return [items[i] for i in order], [where[i] for i in order]
+
+
+def _refuse_cycle(items: list[dict[str, Any]], where: list[str], path: Path, cycle: list[int]) -> None:
+    if len(cycle) == 1:
+        raise UserError(f"{path}: {where[cycle[0]]}: id {items[cycle[0]]['id']!r} is its own parent")
+    steps = " -> ".join(f"{items[j]['id']!r} ({where[j]})" for j in cycle)
+    raise UserError(f"{path}: parent cycle: {steps} -> {items[cycle[0]]['id']!r}: each names the next as its "
+                    "parent, so none can be first; drop one of these parents")
 
 
 def _check_parents(items: list[dict[str, Any]], where: list[str], path: Path) -> None:
@@ -346,7 +393,10 @@ def _write_import(mem, args: argparse.Namespace) -> int:
         return 0
     from ..store.persistence import save as save_memory
 
-    save_memory(mem, args.output, force=args.force)   # --force: a file that is no memory file is replaced too
+    if args.force or is_stream(args.output) or Path(args.output).is_symlink():
+        save_memory(mem, args.output, force=args.force)   # --force: a file that is no memory file is replaced too
+    else:   # a new name: never replaced, even by another import that began after this one (save_new)
+        save_new(mem, args.output)
     print(f"wrote {args.output} ({memories(len(mem))})")
     return 0
 
