@@ -27,11 +27,13 @@ store whose embedder is a hierarchy encoder: the memories that subsume the query
 
 A query ranks as ``Memory.search(query_str)`` does, the store's lexical (``hybrid``) term
 included, when its ``query_embedding`` is the store embedder's vector of that very ``query_str``
-(``embed_model=HypermemEmbedding(store.memory.embedder)``, which keeps its latest query vectors, so
-knowing it costs no embedder call): the store gets ``query_str``.  Otherwise the store searches by
-``query_embedding`` alone (no lexical term): another ``embed_model`` (the store's embedder would put
-the query in another space than the nodes), or an embedding of other text than ``query_str``
-(HyDE, ``custom_embedding_strs``).
+(``embed_model=HypermemEmbedding(store.memory.embedder)``, or of another object of that model, which
+keeps its latest query vectors, so knowing it costs no embedder call): the store gets ``query_str``.
+Otherwise the store searches by ``query_embedding`` alone (no lexical term): another ``embed_model``
+(the store's embedder would put the query in another space than the nodes), or an embedding of
+other text than ``query_str`` (HyDE, ``custom_embedding_strs``: later queries are not affected).
+The default mode is hybrid (weight ``vector_store_kwargs={"hybrid": w}``); ``mode="hybrid"`` and
+``alpha`` are refused, naming it.
 ``HypermemVectorStore(mem, text_query=True)`` always passes the text (LlamaIndex then does not
 embed the query: the store does, once); ``text_query=False`` always the embedding.  Re-adding a
 node id replaces the memory and keeps its time unless the node's metadata gives ``t``.
@@ -45,6 +47,8 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
+
+import torch
 
 try:
     from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -68,6 +72,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
                       "pip install 'hypermem-torch[llama-index]'") from exc
 
 from ..embed import embed_checked
+from ..embed.choice import EmbedderMissing
 from ..store import Memory, MemoryRecord
 from ..store.filters import RecordFilter, filter_keys
 from . import _common as C
@@ -135,7 +140,11 @@ RECENT_QUERIES = 32
 """Query vectors :class:`HypermemEmbedding` keeps per hypermem embedder (the latest), so that the
 store knows, without embedding the text again, whether a ``query_embedding`` is its ``query_str``'s."""
 
-_recent: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # embedder -> OrderedDict(text -> vector)
+DIFFER_AFTER = 3
+"""Store-embedder comparisons that must all say no (and none yes) before the store takes a
+non-hypermem ``embed_model`` to differ and stops comparing: one HyDE query says no too."""
+
+_recent: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # embedder -> OrderedDict(text -> float64 vector)
 _recent_lock = threading.Lock()
 
 
@@ -143,7 +152,7 @@ def _remember_query(embedder: Any, text: str, vector: list[float]) -> None:
     try:
         with _recent_lock:
             seen = _recent.setdefault(embedder, OrderedDict())
-            seen[text] = vector
+            seen[text] = torch.as_tensor(vector, dtype=torch.float64)
             seen.move_to_end(text)
             while len(seen) > RECENT_QUERIES:
                 seen.popitem(last=False)
@@ -151,14 +160,26 @@ def _remember_query(embedder: Any, text: str, vector: list[float]) -> None:
         pass
 
 
-def _recent_query(embedder: Any, text: str) -> list[float] | None:
-    """The vector a :class:`HypermemEmbedding` of ``embedder`` gave the query ``text`` lately, or None."""
+def _gave_any(memory: Memory, vectors: list[torch.Tensor], emb: Any, kwargs: dict) -> bool:
+    """Whether ``emb`` is one of ``vectors`` as :func:`~._common.same_vector` compares them (whole
+    where the vector goes to the store as it is, else by direction: ``cos >= 1 - 1e-5``), in one
+    batched comparison."""
+    v = torch.as_tensor(emb, dtype=torch.float64).detach().cpu()
+    rows = [x for x in vectors if x.shape == v.shape]
+    if not rows or v.dim() != 1:
+        return False
+    V = torch.stack(rows)
+    if C.encoder_vector(memory, kwargs):
+        return bool(((V - v).abs() <= 1e-6 + 1e-4 * V.abs()).all(dim=1).any())
+    den = V.norm(dim=1) * v.norm()
+    return bool(((den > 0) & (V @ v >= (1.0 - 1e-5) * den)).any())
+
+
+def _equal(a: Any, b: Any) -> bool:
     try:
-        with _recent_lock:
-            seen = _recent.get(embedder)
-            return None if seen is None else seen.get(text)
-    except TypeError:
-        return None
+        return bool(a == b)
+    except Exception:   # an == that is no truth value
+        return False
 
 
 class HypermemEmbedding(BaseEmbedding):
@@ -221,6 +242,8 @@ class HypermemVectorStore(BasePydanticVectorStore):
     _memory: Memory = PrivateAttr()
     _path: str | None = PrivateAttr(default=None)
     _differ: set = PrivateAttr(default_factory=set)  # encoder_vector(kwargs) of queries whose embed_model differs
+    _votes: dict = PrivateAttr(default_factory=dict)  # encoder_vector(kwargs) -> (agreed, differed) of step 3
+    _alike: weakref.WeakKeyDictionary = PrivateAttr(default_factory=weakref.WeakKeyDictionary)  # embedder -> bool
 
     def __init__(self, memory: Memory | str | None = None, *, text_query: bool | None = None, **memory_kwargs: Any):
         if text_query not in (None, True, False):
@@ -351,15 +374,19 @@ class HypermemVectorStore(BasePydanticVectorStore):
         ``doc_ids`` applied before the cut; ``mode=MMR`` re-ranks ``mmr_prefetch_k`` (default 4k)
         candidates with ``lambda = mmr_threshold``: the query's, else ``kwargs["mmr_threshold"]``
         (``vector_store_kwargs``, as LlamaIndex's ``SimpleVectorStore`` reads it), else 0.5."""
+        hint = (f"the default mode already adds the store's lexical (BM25) term to a text query: weigh it with "
+                f"vector_store_kwargs={{'hybrid': w}} (this store's default {C.hybrid_weight(self._memory, {}):g}; "
+                f"0 turns it off)")
+        if "alpha" in kwargs or query.alpha is not None:
+            raise TypeError(f"HypermemVectorStore takes no alpha (LlamaIndex's dense/sparse mix of its hybrid "
+                            f"mode, which this store has not): {hint}")
         C.check_search_keys(kwargs, "query", ("mmr_prefetch_k", "mmr_threshold"))
         lam = kwargs.pop("mmr_threshold", None)  # vector_store_kwargs: LlamaIndex's retriever never sets the field
         if query.mode not in (VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.MMR):
             lexical = query.mode in (VectorStoreQueryMode.HYBRID, VectorStoreQueryMode.SPARSE,
                                      VectorStoreQueryMode.SEMANTIC_HYBRID)
             raise ValueError(f"HypermemVectorStore supports the default and mmr query modes, got {query.mode!r}"
-                             + ("; the default mode already adds the store's lexical (BM25) term to a text query: "
-                                "weigh it with vector_store_kwargs={'hybrid': w} (the store's default 0.3)"
-                                if lexical else ""))
+                             + (f"; {hint}" if lexical else ""))
         spec = filter_spec(query.filters)
         if query.doc_ids:
             docs = {"ref_doc_id": {"$in": sorted(set(query.doc_ids), key=str)}}
@@ -396,22 +423,59 @@ class HypermemVectorStore(BasePydanticVectorStore):
         return (text, False) if emb is None else (emb, True)
 
     def _is_embedding_of(self, text: str, emb: Any, kwargs: dict) -> bool:
-        """Whether ``emb`` is the store embedder's vector of ``text``.  Without an embedder call
-        when a :class:`HypermemEmbedding` of the store's embedder embedded ``text`` lately (it
-        keeps its last :data:`RECENT_QUERIES` query vectors), so a query is embedded twice, by
-        LlamaIndex and by the store; else one store-embedder call, and none more for queries of
-        that kind once an answer was no (an ``embed_model`` that differs)."""
+        """Whether ``emb`` is the store embedder's vector of ``text``, in this order:
+
+        1. a :class:`HypermemEmbedding` of the store's embedder, or of one that embeds alike
+           (:meth:`_embeds_alike`: two objects of one model, the embedder a reload rebuilt),
+           embedded ``text`` lately: compare with that vector (no embedder call);
+        2. ``emb`` is a vector some :class:`HypermemEmbedding` gave another text lately (HyDE,
+           ``custom_embedding_strs``, or another model's query): no, and nothing is concluded;
+        3. else one store-embedder call compares (a non-hypermem ``embed_model``).  Only after
+           :data:`DIFFER_AFTER` answers no and none yes for queries of this kind is the
+           ``embed_model`` taken to differ, and later queries skip the call; a HyDE query
+           (an embedding of other text) alone never concludes it."""
         mem = self._memory
-        known = _recent_query(mem.embedder, text)
-        if known is not None:
-            return C.same_vector(mem, known, emb, kwargs)
+        with _recent_lock:
+            recent = [(e, dict(seen)) for e, seen in _recent.items()]
+        for embedder, seen in recent:
+            known = seen.get(text)
+            if known is not None and self._embeds_alike(embedder, text, known):
+                return C.same_vector(mem, known, emb, kwargs)
+        if _gave_any(mem, [v for _, seen in recent for v in seen.values()], emb, kwargs):
+            return False
         kind = C.encoder_vector(mem, kwargs)
         if kind in self._differ:
             return False
-        same = C.embeds_as(mem, text, emb, kwargs)
-        if not same:
+        try:
+            same = C.embeds_as(mem, text, emb, kwargs)
+        except EmbedderMissing:   # a store opened without its embedder: it cannot embed the text
+            same = False
+        yes, no = self._votes.get(kind, (0, 0))
+        self._votes[kind] = (yes + same, no + (not same))
+        if not yes and not same and no + 1 >= DIFFER_AFTER:
             self._differ.add(kind)
         return same
+
+    def _embeds_alike(self, embedder: Any, text: str, vector: torch.Tensor) -> bool:
+        """Whether ``embedder`` gives the store embedder's vectors: the same object, an equal one
+        (``==``: a :class:`~hypermem.embed.HashingEmbedder` of the same settings), or (asked once
+        per embedder object, one store-embedder call) one whose ``vector`` of ``text`` is the store
+        embedder's, whole (``allclose``, rtol 1e-4, atol 1e-6): two objects of one model."""
+        mem = self._memory
+        if embedder is mem.embedder or _equal(embedder, mem.embedder):
+            return True
+        alike = self._alike.get(embedder)
+        if alike is None:
+            alike = False
+            if getattr(embedder, "dim", None) == mem.dim:
+                try:
+                    mine = embed_checked(mem.embedder, [text])[0].to("cpu", torch.float64)
+                    theirs = torch.as_tensor(vector, dtype=torch.float64).detach().cpu()
+                    alike = mine.shape == theirs.shape and bool(torch.allclose(theirs, mine, rtol=1e-4, atol=1e-6))
+                except EmbedderMissing:
+                    pass
+            self._alike[embedder] = alike
+        return alike
 
 
 __all__ = ["HypermemVectorStore", "HypermemEmbedding", "filter_spec"]
