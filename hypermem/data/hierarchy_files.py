@@ -2,8 +2,10 @@
 
 * **edges**: one ``(child, parent)`` edge a line -- TSV ``child<TAB>parent`` (a first line
   ``child<TAB>parent`` is a header and skipped, in any case and also as ``hyponym<TAB>hypernym``,
-  ``id<TAB>parent``: :data:`CHILD_HEADERS` / :data:`PARENT_HEADERS`; another first line whose
-  names occur on no other line warns), or JSONL ``{"child": ..., "parent": ...}``;
+  ``id<TAB>parent``: :data:`CHILD_HEADERS` / :data:`PARENT_HEADERS`; the same names parent first,
+  ``parent<TAB>child``, are refused: the columns are swapped; another first line whose
+  names occur on no other line warns; a line ``name<TAB>`` with a blank parent, a pandas
+  root row, is refused with that hint), or JSONL ``{"child": ..., "parent": ...}``;
 * **names**: one entity a line -- TSV ``id<TAB>text``, or JSONL ``{"id": ..., "name": ...}``
   (``"text"`` is accepted for ``"name"``).  Without a names file each id is its own text.
 
@@ -121,8 +123,12 @@ def _record(path: Path, no: int, line: str, keys: tuple[tuple[str, ...], tuple[s
     if extra_columns:
         parts = parts[:2]
     if len(parts) != 2 or not parts[0].strip() or not parts[1].strip():
+        root = keys[1] == ("parent",) and len(parts) == 2 and parts[0].strip()
+        hint = (f": {parts[0].strip()!r} has a blank parent, this looks like a root row (pandas writes a NaN "
+                "parent as an empty cell); drop it, e.g. df.dropna(subset=['parent']): a root needs no line"
+                if root else "")
         raise HierarchyFileError(f"{path}:{no}: every line needs two tab-separated names (neither blank), "
-                                 f"got {line[:80]!r}")
+                                 f"got {line[:80]!r}{hint}")
     return parts[0].strip(), parts[1].strip()
 
 
@@ -133,6 +139,10 @@ def _edge_lines(path: Path, extra_columns: bool = False) -> dict[tuple[str, str]
         c, p = _record(path, no, line, (("child",), ("parent",)), extra_columns)
         if no == 1 and not _jsonl(path) and c.lower() in CHILD_HEADERS and p.lower() in PARENT_HEADERS:
             continue
+        if no == 1 and not _jsonl(path) and c.lower() in PARENT_HEADERS and p.lower() in CHILD_HEADERS:
+            raise HierarchyFileError(f"{path}:1: the header {c!r}<TAB>{p!r} says parent first: this loader reads "
+                                     "child<TAB>parent; swap the columns (e.g. df[['child', 'parent']].to_csv(..., "
+                                     "sep='\\t', index=False))")
         if c == p:
             raise HierarchyFileError(f"{path}:{no}: {c!r} is its own parent (a self-loop)")
         edges.setdefault((c, p), no)
@@ -156,7 +166,8 @@ def _header_warning(path: Path, edges: dict[tuple[str, str], int]) -> None:
     if alone and edges[alone[0]] == 1 and len(alone) == 1:
         c, p = alone[0]
         warnings.warn(f"{path}:1: {c!r}<TAB>{p!r} is read as an edge, but neither name occurs on another line: if it "
-                      "is a header, write child<TAB>parent (or delete the line)", UserWarning, stacklevel=2)
+                      "is a header, delete it or name the columns child<TAB>parent, and check that every line "
+                      "gives the child first", UserWarning, stacklevel=2)
 
 
 def read_edges(path: str | os.PathLike) -> list[tuple[str, str]]:

@@ -24,12 +24,12 @@ the points a step trains on are the points the encoder gives at inference (dropo
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 
 import torch
 
 from .encoder_step import length_chunks
+from .progress import progress_bar, show_progress
 
 __all__ = ["FrozenPrefix", "freeze_lower_layers", "freeze_unused", "resolve_frozen_layers", "transformer_layers"]
 
@@ -140,12 +140,8 @@ class FrozenPrefix:
         hidden_size = int(model.config.hidden_size)
         self.states = torch.empty(int(self.offsets[-1]), hidden_size, dtype=torch.float32, device=dev)
         order = sorted(range(len(lengths)), key=lengths.__getitem__)
-        show = sys.stderr.isatty() if progress is None else bool(progress)
-        bar = None
-        if show and len(order) > chunk:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=len(order), desc=f"caching {layers} frozen layers", unit="text", dynamic_ncols=True)
+        bar = progress_bar(len(order), f"caching {layers} frozen layers", "text",
+                           show_progress(progress) and len(order) > chunk)
         was = model.training
         model.eval()
         try:

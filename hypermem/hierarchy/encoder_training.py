@@ -41,7 +41,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
-import sys
 import time
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
@@ -64,6 +63,7 @@ from .encoder_eval import (
 from .encoder_losses import LossWeights
 from .encoder_prefix import FrozenPrefix, resolve_frozen_layers
 from .encoder_step import TimeBudget, TokenCache, batch_losses, lr_factor, step_seed
+from .progress import progress_bar, show_progress
 
 __all__ = ["EncoderTrainConfig", "fit_hierarchy_encoder", "validation_pairs", "validate_encoder",
            "EUCLIDEAN_MARGIN_SCALE"]
@@ -285,7 +285,7 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
                                            dim=cfg.dim)
     if curvature is not None:
         enc.curvature = curvature
-    show = sys.stderr.isatty() if progress is None else bool(progress)
+    show = show_progress(progress)
     tokens = TokenCache(enc.model.tokenizer, [names[e] for e in ids], cfg.max_length)
     frozen = resolve_frozen_layers(enc, cfg.frozen_layers)
     if frozen:  # the frozen lower layers' outputs, once per entity
@@ -301,7 +301,7 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
         kids, cands, _ = ranking_sample(names, val.positives, seed=seed)
         budget = TimeBudget(60.0 * max_minutes, len(val_texts), len({names[e] for e in (*kids, *cands)} - val_texts))
         _time_samples(enc, names, val, seed, budget)
-    bar = _bar(planned, show)
+    bar = progress_bar(planned, "hierarchy encoder", "step", show)
 
     history: list[dict[str, float]] = []
     best: tuple[float, dict, dict, dict] | None = None   # f1, weights, metrics, text -> point
@@ -453,13 +453,3 @@ def _id(x) -> str:
     if getattr(x, "ndim", None) == 0 and hasattr(x, "item"):
         x = x.item()
     return str(x)
-
-
-def _bar(total: int | None, show: bool):
-    if not show:
-        return None
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:  # pragma: no cover - tqdm ships with transformers
-        return None
-    return tqdm(total=total, desc="hierarchy encoder", unit="step", dynamic_ncols=True)

@@ -13,6 +13,9 @@ from collections.abc import Hashable, Iterable, Sequence
 
 import torch
 
+from ..data.dag import check_acyclic
+from .node_ids import check_node_ids
+
 _DENSE_LIMIT = 1 << 24
 """Relations over at most ``sqrt(_DENSE_LIMIT)`` (4,096) nodes answer :meth:`Relations.contains`
 from an ``n * n`` bit table (16 MB at most) instead of a binary search."""
@@ -59,6 +62,7 @@ class Relations:
                 except (TypeError, ValueError) as exc:
                     raise ValueError(f"pair {i} must be a (u, v) pair, got {p!r}") from exc
                 plist.append((u, v))
+            check_node_ids(plist, extra=() if nodes is None else nodes)
             if nodes is None:
                 labels = {x for p in plist for x in p}
                 try:
@@ -129,6 +133,32 @@ class Relations:
             return table[key]
         pos = torch.searchsorted(self.keys, key.reshape(-1)).clamp_max(len(self) - 1)
         return (self.keys[pos] == key.reshape(-1)).reshape(key.shape)
+
+    def check_acyclic(self) -> None:
+        """Refuse a relation whose pairs ``(u, v)`` (``u`` is-a ``v``) contain a cycle
+        (``a -> b -> c -> a``), with :func:`~hypermem.data.dag.check_acyclic`'s
+        :class:`~hypermem.data.dag.CycleError` naming it, each node a child of the next; an
+        is-a relation has none.  Linear in nodes and pairs; remembered, so a second call
+        (each evaluation during training) costs nothing."""
+        if self.__dict__.get("_acyclic"):
+            return
+        # Kahn's algorithm from the leaves up, on the sorted pairs (each node's partners are a
+        # slice): a node is done when all its children are; what is left holds a cycle
+        offsets, targets = (t.tolist() for t in self.to("cpu").csr())
+        waiting = torch.bincount(self.pairs[:, 1].cpu(), minlength=self.n).tolist()  # children not done
+        ready = [i for i, k in enumerate(waiting) if k == 0]
+        done = 0
+        while ready:
+            u = ready.pop()
+            done += 1
+            for v in targets[offsets[u]:offsets[u + 1]]:
+                waiting[v] -= 1
+                if waiting[v] == 0:
+                    ready.append(v)
+        if done != self.n:  # name a cycle among the nodes left, with the one cycle finder
+            left = {u: [v for v in targets[offsets[u]:offsets[u + 1]] if waiting[v]] for u, k in enumerate(waiting) if k}
+            check_acyclic(left, self.nodes)
+        self._acyclic = True
 
     def out_degree(self) -> torch.Tensor:
         """Number of pairs ``(u, .)`` for every node ``u``, shape ``(n,)``."""

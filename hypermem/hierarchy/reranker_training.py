@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from ..embed.reranker import CANDIDATES, WEIGHT, PlacementReranker, check_save_folder
+from .progress import progress_bar, show_progress
 
 __all__ = ["fit_placement_reranker", "training_lists"]
 
@@ -116,8 +117,8 @@ def fit_placement_reranker(edges: Iterable[tuple[Any, Any]], names: Mapping[Any,
     dev = next(net.parameters()).device
     opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=0.01)
     steps = max(1, math.ceil(epochs * len(lists) / group))
-    show = sys.stderr.isatty() if progress is None else bool(progress)
-    bar = _bar(steps) if show else None
+    show = show_progress(progress)
+    bar = progress_bar(steps, "placement reranker", "step", show)
     net.train()
     t0, losses, stopped = time.monotonic(), [], None
     try:
@@ -164,8 +165,3 @@ def fit_placement_reranker(edges: Iterable[tuple[Any, Any]], names: Mapping[Any,
         if show:
             print(f"placement reranker saved to {out}", file=sys.stderr)
     return rr
-
-
-def _bar(total: int):
-    from tqdm.auto import tqdm
-    return tqdm(total=total, desc="placement reranker", unit="step", dynamic_ncols=True)

@@ -16,23 +16,30 @@ from collections import deque
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
+from .node_ids import check_node_ids
+
 N = TypeVar("N", bound=Hashable)
 
 
 def children_map(edges: Iterable[tuple[N, N]]) -> tuple[dict[N, list[N]], list[N]]:
     """``parent -> [children]`` (in edge order) and the roots (nodes without a parent).
 
-    Raises ``ValueError`` for a malformed edge, a repeated edge, a self-loop, a node
-    with two parents, or a cycle (a component without a root).
+    Raises ``ValueError`` for a malformed edge, a missing id (NaN/None: a pandas root row)
+    or one number in two types (``1`` and ``1.0``: :func:`~hypermem.hierarchy.node_ids.check_node_ids`),
+    a repeated edge, a self-loop, a node with two parents, or a cycle (a component without a root).
     """
-    children: dict[N, list[N]] = {}
-    parent: dict[N, N] = {}
-    seen: set[tuple[N, N]] = set()
+    pairs: list[tuple[N, N]] = []
     for i, edge in enumerate(edges):
         try:
             p, c = edge
         except (TypeError, ValueError) as exc:
             raise ValueError(f"edge {i} must be a (parent, child) pair, got {edge!r}") from exc
+        pairs.append((p, c))
+    check_node_ids(pairs, "edge")
+    children: dict[N, list[N]] = {}
+    parent: dict[N, N] = {}
+    seen: set[tuple[N, N]] = set()
+    for i, (p, c) in enumerate(pairs):
         if p == c:
             raise ValueError(f"edge {i} is a self-loop on {p!r}")
         if (p, c) in seen:
@@ -131,6 +138,7 @@ def _topological(children: Mapping[N, Sequence[N]], root: N) -> tuple[list[N], d
             left[c] -= 1
             if left[c] == 0:
                 queue.append(c)
+    check_node_ids([(p, c) for p, cs in kids.items() for c in cs], "edge")
     if len(order) != len(kids):
         cycle = _cycle_among([n for n in kids if left[n] > 0], kids)
         raise ValueError(f"the children contain a cycle: {_describe_cycle(cycle)}")
