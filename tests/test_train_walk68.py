@@ -49,7 +49,9 @@ def test_spaces_around_a_name_are_stripped_to_one_node(tmp_path):
 
 @pytest.mark.parametrize(("text", "line", "why"), [
     ("b\ta\nlonely\nc\ta\n", 2, "every line needs two tab-separated names (neither blank), got 'lonely'"),
-    ("b\ta\nc\t\n", 2, "every line needs two tab-separated names (neither blank), got 'c\\t'"),
+    ("b\ta\nc\t\n", 2, "every line needs two tab-separated names (neither blank), got 'c\\t': 'c' has a blank "
+                        "parent, this looks like a root row (pandas writes a NaN parent as an empty cell); drop it, "
+                        "e.g. df.dropna(subset=['parent']): a root needs no line"),
     (b"b\ta\nc\ta\ncaf\xe9\ta\n", 3, "not UTF-8 text (byte 0xe9 at column 4); save the file as UTF-8"),
     ("b\ta\nc\tc\n", 2, "'c' is its own parent (a self-loop)"),
     ("b\ta\nc\tb\na\tc\n", 3, "the hierarchy has a cycle (each node a child of the next): 'a' -> 'c' -> 'b' -> 'a'"),
