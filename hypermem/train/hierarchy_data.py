@@ -116,7 +116,9 @@ def load_tsv(path: str | Path) -> tuple[list[tuple[str, str]], dict[str, str], l
     """``(closure, {}, tree)`` of a UTF-8 file of ``hyponym<TAB>hypernym`` lines (gzipped when
     it ends in ``.gz``; blank lines skipped, columns after the second ignored; a leading
     byte-order mark, ``\r\n`` line ends and spaces around a name are dropped), read by
-    :func:`~hypermem.data.hierarchy_files.read_checked_edges`.
+    :func:`~hypermem.data.hierarchy_files.read_checked_edges`: a header of known names is
+    skipped, one in parent-first order (``parent<TAB>child``) is refused rather than flipped,
+    and a ``name<TAB>`` line (a root row, pandas' empty NaN cell) is refused with that hint.
 
     The pairs are closed transitively (:func:`~hypermem.data.dag.hypernym_closure`): the pairs
     as given, each once, then the implied ones, so a file of direct edges and a file of the
