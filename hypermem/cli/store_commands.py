@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..store.checks import SQLITE_HEADER
+from ..store.frames import parents_first
 from ..store.shown_text import shown
 from ..temporal import policy_spec
 from .inputs import (
@@ -245,37 +246,13 @@ def _csv_like(path: Path, line: str) -> bool:
 def _parents_first(items: list[dict[str, Any]], where: list[str],
                    path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """The items with every parent that the file holds before its children (search rows come in
-    score order); a file already in order keeps its order.  A duplicate id names both places, a
-    parent cycle (or an item that is its own parent) its items."""
-    index: dict[str, int] = {}
-    for i, it in enumerate(items):
-        if isinstance(it.get("id"), str):
-            if it["id"] in index:
-                raise UserError(f"{path}: duplicate id {it['id']!r} ({where[index[it['id']]]} and {where[i]})")
-            index[it["id"]] = i
-    done: set[int] = set()
-    order: list[int] = []
-    for start in range(len(items)):
-        chain, seen, i = [], set(), start
-        while i is not None and i not in done and i not in seen:
-            chain.append(i)
-            seen.add(i)
-            parent = items[i].get("parent")
-            i = index.get(parent) if isinstance(parent, str) else None
-        if i is not None and i in seen:
-            _refuse_cycle(items, where, path, chain[chain.index(i):])
-        for j in reversed(chain):
-            done.add(j)
-            order.append(j)
+    score order; :func:`hypermem.store.frames.parents_first`); a file already in order keeps its
+    order.  A duplicate id names both places, a parent cycle (or an item that is its own parent) its items."""
+    try:
+        order = parents_first(items, where)
+    except ValueError as exc:
+        raise UserError(f"{path}: {exc}") from None
     return [items[i] for i in order], [where[i] for i in order]
-
-
-def _refuse_cycle(items: list[dict[str, Any]], where: list[str], path: Path, cycle: list[int]) -> None:
-    if len(cycle) == 1:
-        raise UserError(f"{path}: {where[cycle[0]]}: id {items[cycle[0]]['id']!r} is its own parent")
-    steps = " -> ".join(f"{items[j]['id']!r} ({where[j]})" for j in cycle)
-    raise UserError(f"{path}: parent cycle: {steps} -> {items[cycle[0]]['id']!r}: each names the next as its "
-                    "parent, so none can be first; drop one of these parents")
 
 
 def _check_parents(items: list[dict[str, Any]], where: list[str], path: Path) -> None:

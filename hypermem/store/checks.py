@@ -16,6 +16,7 @@ from ..embed.base import check_utf8
 from ..geometry import PoincareBall
 from ..geometry.numerics import max_radius
 from ..temporal.clock import to_utc
+from .caller_warning import warn_caller
 from .records import MemoryRecord
 from .validation import SQLITE_READ_ERRORS, check_json_depth, short
 
@@ -162,6 +163,26 @@ def json_problem(value: Any) -> str | None:
     return None
 
 
+NANOSECONDS_WARNED = False
+"""Whether :func:`plain_datetime` has warned (once a process) that nanoseconds were dropped."""
+
+
+def plain_datetime(value: datetime) -> datetime:
+    """A ``datetime`` subclass (a ``pandas.Timestamp``) as a plain ``datetime`` of the same
+    instant and zone, as the store keeps a time: to the microsecond, the resolution that
+    ``save``/``load`` and ``to_json`` keep, so the record in memory equals the one loaded.
+    Non-zero nanoseconds are dropped (truncated, as ``Timestamp.to_pydatetime`` does) with a
+    ``UserWarning`` once a process."""
+    global NANOSECONDS_WARNED
+    if getattr(value, "nanosecond", 0) and not NANOSECONDS_WARNED:
+        NANOSECONDS_WARNED = True
+        warn_caller(f"a time with nanoseconds ({value}) is stored to the microsecond: the store keeps "
+                    "microseconds (as datetime, save/load and to_json do); its nanoseconds are dropped "
+                    "(warned once)")
+    return datetime(value.year, value.month, value.day, value.hour, value.minute, value.second,
+                    value.microsecond, value.tzinfo, fold=getattr(value, "fold", 0))
+
+
 def check_time(value: Any, name: str, where: str | int) -> datetime | None:
     """``value`` as an aware UTC datetime (``None`` stays ``None``); ``where`` names the
     call or, as an int, the ``add_many`` item (formatted only for an error)."""
@@ -172,6 +193,8 @@ def check_time(value: Any, name: str, where: str | int) -> datetime | None:
     if not isinstance(value, datetime):
         where = f"item #{where}" if isinstance(where, int) else where
         raise TypeError(f"{where}: {name} must be a datetime or None, got {type(value).__name__}")
+    if type(value) is not datetime and value == value:   # a pandas Timestamp (NaT: to_utc names it)
+        value = plain_datetime(value)
     try:
         return to_utc(value)
     except (ValueError, OverflowError):   # again, naming the argument (built only on an error)
@@ -222,6 +245,8 @@ class Batch:
             par = get("parent")
             if par is not None:
                 if not isinstance(par, str):
+                    if isinstance(par, float) and par != par:   # a DataFrame's root (pandas gives NaN)
+                        raise TypeError(f"{at(i)}: parent is a missing parent (NaN): use None for a root")
                     raise TypeError(f"{at(i)}: parent must be a memory id (str), got {type(par).__name__}")
                 parents[i] = par
             t = get("t")

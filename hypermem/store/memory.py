@@ -38,6 +38,7 @@ from .checks import (
 )
 from .delegation import calls as _calls
 from .encoder_points import is_hierarchy_encoder, places_points, store_defaults
+from .frames import memory_from_dataframe
 from .gc_pause import gc_paused
 from .heap import trim_after
 from .lexical import default_hybrid
@@ -249,11 +250,10 @@ class Memory:
     def add_many(self, items: Iterable[Mapping[str, Any]]) -> list[str]:
         """Store many memories with one embedding call; all or nothing.
 
-        Each item is a dict of :meth:`add` keyword arguments (``text`` required), plus optionally
-        ``embedding`` (a precomputed vector: the embedder is not called for it) and ``point`` (an explicit
-        position in the ball instead of the computed one).  Parents must precede their children (an
-        ``"auto"`` parent is chosen among the stored memories and the earlier items).  Returns the ids.
-        """
+        Each item is a dict of :meth:`add` keyword arguments (``text`` required), plus optionally ``embedding`` (a
+        precomputed vector: the embedder is not called for it) and ``point`` (an explicit position in the ball
+        instead of the computed one).  Parents must precede their children (``store.frames.parents_first`` orders
+        items; an ``"auto"`` parent is chosen among the stored memories and the earlier items).  Returns the ids."""
         with gc_paused():  # bulk allocation without cyclic collections (hypermem.store.gc_pause)
             ids = self._add_many(items)
         trim_after(len(ids))  # the batch's temporaries back to the OS (hypermem.store.heap)
@@ -307,6 +307,7 @@ class Memory:
                                                    "roots", "level", "depth", "point", "embedding"))
     stats, table, to_dataframe, tree = (_calls("views", MemoryViews, n) for n in ("stats", "table", "to_dataframe",
                                                                                    "tree"))
+    from_dataframe = classmethod(memory_from_dataframe)  # a new memory from to_dataframe's rows (store.frames)
 
     def touch(self, ids: Iterable[str]) -> None:
         """Count one access now of each id in ``ids`` (a repeated id counts each time), as ``search`` does."""
@@ -355,10 +356,9 @@ class Memory:
         return remove_memories(self.state, [id], cascade)
 
     def remove_many(self, ids: Iterable[str], cascade: bool = False) -> list[str]:
-        """Remove several memories in one pass over the rows (a loop of :meth:`remove` moves
-        the rows after each one); with ``cascade`` their subtrees too.  All ids are checked
-        first (unknown: ``KeyError``; children neither named nor ``cascade``: ``ValueError``)
-        and nothing is removed on an error.  Returns the removed ids."""
+        """Remove several memories in one pass over the rows (a loop of :meth:`remove` moves the rows after
+        each one); with ``cascade`` their subtrees too.  All ids are checked first (unknown: ``KeyError``;
+        children neither named nor ``cascade``: ``ValueError``); nothing is removed on an error.  Returns the ids."""
         return remove_memories(self.state, list(ids), cascade)
 
     def link(self, child: str, parent: str | None) -> None:

@@ -15,12 +15,15 @@ always inside, since the child is deeper).
 from __future__ import annotations
 
 import math
+import weakref
 
 import numpy as np
 import torch
 
 from ..geometry import poincare as P
 from ..geometry.cones import cone_angle, half_aperture
+from ..geometry.numerics import max_radius
+from .caller_warning import warn_caller
 from .checks import max_depth
 from .encoder_points import encoder_placement, places_points
 
@@ -52,12 +55,51 @@ def unit(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
 def level_depths(memory, levels, device=None) -> torch.Tensor:
     """Depths (float64) of memories at hierarchy ``levels``: ``base_depth + level * depth_step``,
     clamped to :func:`~hypermem.store.checks.max_depth` (a deeper level shares the deepest
-    radius its point can hold)."""
+    radius its point can hold; the first time a store's level is clamped, :func:`warn_saturated`)."""
+    top = max_depth(memory.curvature)
     if type(levels) is list and len(levels) == 1:  # one add(): the same float64 arithmetic in Python
         d = float(memory.base_depth) + float(memory.depth_step) * float(levels[0])
-        return torch.full((1,), min(d, max_depth(memory.curvature)), dtype=torch.float64, device=device)
+        if d > top:  # one comparison: the level's depth is clamped
+            warn_saturated(memory, top)
+        return torch.full((1,), min(d, top), dtype=torch.float64, device=device)
+    if len(levels) and memory.base_depth + memory.depth_step * max(levels) > top:  # the batch's deepest level
+        warn_saturated(memory, top)
     lv = torch.as_tensor(levels, dtype=torch.float64, device=device)
-    return (memory.base_depth + memory.depth_step * lv).clamp_max_(max_depth(memory.curvature))
+    return (memory.base_depth + memory.depth_step * lv).clamp_max_(top)
+
+
+_SATURATED: weakref.WeakSet = weakref.WeakSet()
+"""The stores :func:`warn_saturated` has warned (once a store)."""
+
+
+def saturation_level(base_depth: float, depth_step: float, top: float) -> int:
+    """The first level whose depth ``base_depth + level * depth_step`` passes ``top``
+    (:func:`~hypermem.store.checks.max_depth`): ``floor((top - base_depth) / depth_step) + 1``, as
+    the float64 comparison of :func:`level_depths` decides it; that level and every deeper one share
+    the radius ``top`` (the defaults ``1 + 0.5 l`` and ``c = 1``: level 46, ``top = 23.72``)."""
+    lv = max(0, math.floor((top - base_depth) / depth_step))
+    while base_depth + depth_step * lv <= top:  # the float64 comparison of level_depths decides
+        lv += 1
+    return lv
+
+
+def warn_saturated(memory, top: float) -> None:
+    """Warn once a store (a ``UserWarning`` at the caller's line) that its levels from
+    :func:`saturation_level` on share the deepest radius ``top``, so depth no longer tells them apart."""
+    if memory in _SATURATED:
+        return
+    _SATURATED.add(memory)
+    b, s = float(memory.base_depth), float(memory.depth_step)
+    sat = saturation_level(b, s, top)
+    hint = ""
+    if getattr(memory, "dtype", torch.float64) != torch.float64:  # float32 points stop sooner (numerics.max_radius)
+        hint = (f"; the points of this float32 store (mem.points) already stop at radius "
+                f"{max_radius(torch.float32, memory.curvature):.3g}: dtype=torch.float64 keeps them to {top:.4g}")
+    warn_caller(f"levels {sat} and deeper all sit at radius {top:.4g}, the deepest a float64 point in the ball "
+                f"of curvature {memory.curvature:g} holds (max_depth): base_depth {b:g} + level * depth_step {s:g} "
+                f"passes it from level {sat} on, so depth no longer tells those levels apart; for a deeper tree "
+                f"pass a smaller depth_step or base_depth (level L stays apart while base_depth + L * depth_step "
+                f"<= {top:.4g}) or a smaller curvature{hint} (warned once a store)")
 
 
 def point_placement(points: torch.Tensor, fallback: torch.Tensor, c: float) -> tuple[torch.Tensor, torch.Tensor]:
