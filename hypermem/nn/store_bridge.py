@@ -11,6 +11,7 @@ import torch
 
 from ..embed import HashingEmbedder
 from ..store import Memory
+from ..store.frames import parents_first
 
 
 class StoreBridge:
@@ -97,7 +98,7 @@ class StoreBridge:
                 item["embedding"] = K[i] / K[i].norm().clamp_min(1e-300)
             items.append(item)
         mem = Memory(**cfg)
-        ids = mem.add_many(_parents_first(items))
+        ids = mem.add_many([items[i] for i in parents_first(items)])
         if self.access_counts is not None:
             acc = self.access_counts.detach().cpu().tolist()
             pos = {i: r for r, i in enumerate(self.ids)}
@@ -107,24 +108,3 @@ class StoreBridge:
                     src = recs[r]
                     mem.state.set_access(id_, int(acc[r]), None if src is None else src.last_accessed)
         return mem
-
-
-def _parents_first(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Order items so that every parent precedes its children (stable otherwise)."""
-    by_id = {it["id"]: it for it in items}
-    done: set[str] = set()
-    out: list[dict[str, Any]] = []
-    for it in items:
-        stack = []
-        cur = it
-        while cur is not None and cur["id"] not in done:
-            stack.append(cur)
-            p = cur.get("parent")
-            cur = by_id.get(p) if p is not None else None
-            if cur is not None and cur in stack:
-                raise ValueError(f"the slots' parents form a cycle through {cur['id']!r}")
-        for s in reversed(stack):
-            if s["id"] not in done:
-                done.add(s["id"])
-                out.append(s)
-    return out
