@@ -8,7 +8,10 @@ its candidates can only enter the top-k if its cosine is at least
 ``g^{-1}(b_max^{(j)} - t_k)`` (``t_k``: the k-th re-scored score so far).  :func:`rank_approx`
 asks each band's graph for more candidates (four times as many, up to
 :data:`MAX_CANDIDATES`) until its last candidate's cosine is below that bound: with exact
-graphs the answer is then exact, with HNSW it misses only what the graphs miss.
+graphs the answer is then exact, with HNSW it misses only what the graphs miss.  A band
+still short of its bound at :data:`MAX_CANDIDATES` is finished exactly: every row of it whose
+bias alone reaches ``t_k`` is re-scored (:func:`finish_capped`), so the cap never cuts the
+answer silently.
 :func:`index_recall` measures that on a sample.
 """
 
@@ -140,19 +143,22 @@ def rank_approx(memory, index: BandedDirectionIndex, Q: torch.Tensor, bias_of, b
     score, re-scored in the store's dtype together with the best so far (``bias_of(rows)``:
     their bias); then, round by round, four times as many candidates from each band whose bias
     bound (``bounds``: each band's largest bias, and whether the bias varies) says a memory
-    beyond its last candidate could still enter."""
+    beyond its last candidate could still enter.  A band that would need more than
+    :data:`MAX_CANDIDATES` is finished exactly (:func:`finish_capped`) instead of being cut."""
     st = memory.state
     g = ShellDistance(memory.curvature, memory.base_depth)
     bmax, varies = bounds
     top = bmax.to("cpu", torch.float64)
     order = [b for b in torch.argsort(top, descending=True, stable=True).tolist() if index.band_size(b) > 0]
     first = min(st.n, k * oversample)
+    cap = max(MAX_CANDIDATES, first)
+    band_bias: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
     out_s, out_i, out_d = [], [], []
     for qi in range(Q.shape[0]):
         q = Q[qi: qi + 1]
         kept = torch.empty(0, dtype=torch.long, device=memory.device)
         pending = [(order[0], first)]
-        later = order[1:]
+        later, capped = order[1:], []
         while pending:
             found, last = [kept], []
             for b, K in pending:
@@ -163,21 +169,44 @@ def rank_approx(memory, index: BandedDirectionIndex, Q: torch.Tensor, bias_of, b
             s, local, d = exact_topk(q, st.direction[c], k, g, bias_of(c).to(q.dtype), None, max_product=1.0)
             kept = c[local[0][local[0] >= 0]]
             kth = float(s[0, -1])
-            grow = []
+            need = []
             if varies and math.isfinite(kth):
                 cut = g.inverse(top[[b for b, _ in pending]] - kth).tolist()
-                grow = [(b, min(index.band_size(b), 4 * K)) for (b, K), x, lim in zip(pending, last, cut)
-                        if x >= lim and K < min(index.band_size(b), max(MAX_CANDIDATES, first))]
+                need = [(b, K) for (b, K), x, lim in zip(pending, last, cut) if x >= lim and K < index.band_size(b)]
             elif varies:  # fewer than k so far: every band's whole first batch counts
-                grow = [(b, min(index.band_size(b), 4 * K)) for b, K in pending if K < index.band_size(b)
-                        and K < max(MAX_CANDIDATES, first)]
-            pending = grow + [(b, min(index.band_size(b), first)) for b in later
-                              if not (math.isfinite(kth) and top[b].item() < kth)]
+                need = [(b, K) for b, K in pending if K < index.band_size(b)]
+            capped += [b for b, K in need if K >= cap]
+            pending = [(b, min(index.band_size(b), 4 * K)) for b, K in need if K < cap]
+            pending += [(b, min(index.band_size(b), first)) for b in later
+                        if not (math.isfinite(kth) and top[b].item() < kth)]
             later = []
+        if capped:
+            c, s, local, d = finish_capped(memory, index, q, g, bias_of, band_bias, capped, kept, kth, k)
         out_s.append(s)
         out_i.append(torch.where(local >= 0, c[local.clamp_min(0)], local))
         out_d.append(d)
     return torch.cat(out_s), torch.cat(out_i), torch.cat(out_d)
+
+
+def finish_capped(memory, index, q, g, bias_of, band_bias, bands, kept, kth: float, k: int):
+    r"""Candidates ``c`` and ``exact_topk`` over them for one query whose bands ``bands``
+    stopped at :data:`MAX_CANDIDATES` before their bound was met: the kept top-k plus every
+    row of those bands whose bias alone reaches the k-th score, ``b_r \ge t_k``.  The score
+    is ``-g(s) + b_r`` with ``g \ge 0`` (``g(1) = 0``), so a row with ``b_r < t_k`` scores
+    below ``t_k`` at any cosine and cannot enter: the answer over these bands is exact, not
+    bounded by what their graphs return.  ``band_bias`` caches each band's rows and bias
+    (they do not depend on the query)."""
+    sel = [kept]
+    slack = 1e-6 * (1.0 + abs(kth)) if math.isfinite(kth) else 0.0
+    for b in bands:
+        if b not in band_bias:
+            rows = (index.band_of == b).nonzero().squeeze(1).to(memory.device)
+            band_bias[b] = rows, bias_of(rows).to("cpu", torch.float64)
+        rows, bias = band_bias[b]
+        sel.append(rows[(bias >= kth - slack).to(rows.device)])
+    c = torch.unique(torch.cat(sel))
+    s, local, d = exact_topk(q, memory.state.direction[c], k, g, bias_of(c).to(q.dtype), None, max_product=1.0)
+    return c, s, local, d
 
 
 def index_recall(searcher, queries=None, k: int = 10, sample: int = 100, seed: int = 0, **kwargs: Any) -> float:

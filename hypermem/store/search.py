@@ -267,8 +267,8 @@ class Searcher:
         return self.run([query], k, opts, allow_none=True)[0]
 
     def search_batch(self, queries: Sequence[Any], k: int = 5, **kwargs: Any) -> list[list[SearchResult]]:
-        """:meth:`search` for many queries at once (one embedding call, one batched scoring):
-        one list per query, equal to calling :meth:`search` for each.
+        """:meth:`search` for many queries at once (one embedding call, one batched scoring), exact
+        unless ``use_index=True`` asks for a faiss index (searched query by query: slower).
 
         With ``touch=True`` and a policy that depends on access counts (Ebbinghaus), each
         search changes the next one's weights, so the queries are then run one by one."""
@@ -280,6 +280,8 @@ class Searcher:
             raise TypeError(f"search_batch got unexpected keyword arguments {sorted(unknown)}")
         if not queries:
             return []
+        if kwargs.get("use_index") is None and not getattr(self.index, "exact", True):
+            kwargs["use_index"] = False  # one exact batch beats a graph search per query (docs/search-kernel.md)
         touch = kwargs.get("touch", True)
         if touch and uses_access_counts(self.memory.decay):
             return [self.search(q, k=k, **kwargs) for q in queries]
