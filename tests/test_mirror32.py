@@ -126,14 +126,14 @@ def test_an_update_rewrites_only_the_rows_it_moves():
     mem = store(n=1500)
     qs = random_queries(6, seed=3)
     mem.build_index("faiss")
-    search_both(mem, qs)
+    search_both(mem, qs, use_index=True)
     graph, rewrites = mem.searcher.ensure_index(), mem.state.rewrites
     builds, build = [], graph.build
     graph.build = lambda d, *rest: builds.append(len(d)) or build(d, *rest)
     mem.update("m3", meta={"tag": "x"}, t=NOW - timedelta(days=1), valid_until=NOW + timedelta(days=3))
     assert mem.state.rewrites == rewrites and mem.state.mirror_rows == mem.state.n
     assert mem.searcher.ensure_index() is graph and builds == [] and len(graph) == mem.state.n  # not rebuilt
-    fast, slow = search_both(mem, qs)
+    fast, slow = search_both(mem, qs, use_index=True)
     assert_same(fast, slow)
     mem.state.mirror[0] = 0.0  # a row the next update does not move: left as it is
     kid = mem.add("a child of m4", parent="m4")
@@ -144,7 +144,7 @@ def test_an_update_rewrites_only_the_rows_it_moves():
     torch.testing.assert_close(keys[moved], mem.state.direction[moved].float(), rtol=0, atol=0)
     assert float(keys[0].abs().sum()) == 0.0
     mem.state.mirror[0] = mem.state.direction[0].float()
-    fast, slow = search_both(mem, qs)
+    fast, slow = search_both(mem, qs, use_index=True)
     assert_same(fast, slow)
     assert builds == [mem.state.n]  # moved rows: the graph is rebuilt once
 
