@@ -8,7 +8,7 @@ raises :class:`~hypermem.store.validation.MemoryFileError` naming the file and t
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sized
 from datetime import datetime
 from typing import Any
 
@@ -41,7 +41,7 @@ def check_format(config: Mapping, where: str) -> None:
                               f"{FORMAT_VERSION}")
 
 
-def check_count(config: Mapping, rows: list, where: str) -> None:
+def check_count(config: Mapping, rows: Sized, where: str) -> None:
     count = config.get("count")
     if count is not None and not is_int(count):
         raise MemoryFileError(f"{where}: the saved count is {short(count)}, not an integer")
@@ -74,8 +74,10 @@ def parse_time(value: Any, what: str, rid: Any, where: str, required: bool = Fal
     return iso_time(value, f"{where}: the {what} of memory {rid!r}", required=required)
 
 
-def parse_records(rows: list[dict], where: str) -> list[MemoryRecord]:
-    records, seen = [], set()
+def parse_records(rows: list[dict], where: str, seen: set | None = None) -> list[MemoryRecord]:
+    """The records of ``rows``, every field checked; ``seen``: the ids of earlier chunks of the
+    same file (a duplicate of one of them is refused too), extended with these."""
+    records, seen = [], set() if seen is None else seen
     for r in rows:
         rid = r.get("id")
         if not isinstance(rid, str) or not rid:

@@ -42,10 +42,8 @@ from __future__ import annotations
 
 import errno
 import json
-import math
 import os
 from collections.abc import Callable, Mapping
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +52,6 @@ import torch
 from ..embed.spec import embedder_spec
 from ..geometry import poincare as P
 from ..temporal import policy_spec
-from ..temporal.clock import to_seconds
 from .atomic import atomic_sqlite, atomic_write_text
 from .checks import check_replaceable, check_sqlite_name
 from .encoder_points import ENCODER_KEY, check_encoder, encoder_record
@@ -71,57 +68,41 @@ from .load_checks import (
 )
 from .placement import unit
 from .search_settings import apply_search_settings, search_settings
+from .sqlite_stream import (
+    POINT_TOLERANCE,
+    RECORD_COLUMNS,
+    exact_json,
+    iso,
+    not_saveable,
+    read_rows,
+    restore_state,
+    write_rows,
+)
 from .validation import (
     MAX_JSON_DEPTH,
     SQLITE_READ_ERRORS,
     MemoryFileError,
     check_config_types,
     check_geometry,
-    check_json_depth,
     check_regular_file,
     decay_from_spec,
     direction_problem,
     embedder_from_spec,
-    is_int,
     json_depth_over,
     load_json,
     open_sqlite_readonly,
     read_sqlite_header,
-    short,
     sqlite_problem,
 )
 
 CONFIG_KEYS = ("curvature", "base_depth", "depth_step", "inherit", "cone_constrained", "cone_k", "metric",
                "time_coef", "depth_bias")
-RECORD_COLUMNS = ("pos", "id", "text", "parent_id", "t", "valid_from", "valid_until", "access_count",
-                  "last_accessed", "meta", "point", "embedding")
-POINT_TOLERANCE = 1e-6
-"""Largest disagreement allowed between a stored point and ``point_at(direction, depth)``."""
-
 __all__ = ["FORMAT_VERSION", "MemoryFileError", "embedder_spec", "embedder_from_spec",
            "save", "load", "to_json", "from_json", "to_payload", "from_payload"]
 
 
 # ---------------------------------------------------------------------------- specs
 # ---------------------------------------------------------------------------- snapshot
-def _exact_json(value: Any, what: str) -> str:
-    """``json.dumps(value)``, refusing anything that would not load back equal (or that
-    nests deeper than the loaders accept)."""
-    check_json_depth(value, what)
-    try:
-        text = json.dumps(value, allow_nan=False, ensure_ascii=False)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{what} cannot be saved as JSON ({exc}); refusing to stringify it") from None
-    if json.loads(text) != value:
-        raise ValueError(f"{what} would not load back equal from JSON (tuples, non-string keys and the like "
-                         f"change); use lists and string keys")
-    return text
-
-
-def _iso(t: datetime | None) -> str | None:
-    return None if t is None else t.isoformat()
-
-
 def memory_config(memory) -> dict[str, Any]:
     """The settings of ``memory`` as the JSON config that save, to_json and the durable
     backends store (format, curvature, dim, the Memory arguments, embedder and decay specs)."""
@@ -150,10 +131,10 @@ def _snapshot(memory) -> dict[str, Any]:
             sibling.update((k, j) for j, k in enumerate(kids))
         for i, rec in zip(ids, memory.state.records.values(copies=False)):   # serialised, never kept
             records.append({
-                "id": rec.id, "text": rec.text, "parent": rec.parent_id, "t": _iso(rec.t),
-                "valid_from": _iso(rec.valid_from), "valid_until": _iso(rec.valid_until),
-                "access_count": int(rec.access_count), "last_accessed": _iso(rec.last_accessed),
-                "meta": _exact_json(rec.meta, f"the meta of memory {rec.id!r}"),
+                "id": rec.id, "text": rec.text, "parent": rec.parent_id, "t": iso(rec.t),
+                "valid_from": iso(rec.valid_from), "valid_until": iso(rec.valid_until),
+                "access_count": int(rec.access_count), "last_accessed": iso(rec.last_accessed),
+                "meta": exact_json(rec.meta, f"the meta of memory {rec.id!r}"),
                 "sibling_index": sibling.get(i, 0),
             })
         directions = memory.state.direction[:n].detach().to("cpu", torch.float64).clone()
@@ -161,8 +142,7 @@ def _snapshot(memory) -> dict[str, Any]:
         embeddings = memory.state.embeddings_of().detach().clone()
         config = memory_config(memory)
     if (problem := direction_problem(directions, ids)) is not None:  # what the loaders would refuse
-        raise ValueError(f"cannot save: {problem} (it was stored without a direction, as an older version "
-                         f"stored a text without words): update(id, text=...) or remove it, then save")
+        raise not_saveable(problem)
     points = P.point_at(directions, depths, config["curvature"])
     return {"config": config, "records": records, "points": points, "directions": directions, "depths": depths,
             "embeddings": embeddings}
@@ -191,27 +171,26 @@ def save(memory, path: str | os.PathLike, *, force: bool = False) -> None:
     """
     check_sqlite_name(path)
     check_replaceable(path, force=force)
-    snap = _snapshot(memory)
-    recs = snap["records"]
-    with atomic_sqlite(path) as con:
+    with memory.state.lock, atomic_sqlite(path) as con:   # written a chunk at a time (store.sqlite_stream)
         con.execute("CREATE TABLE config (key TEXT PRIMARY KEY, value TEXT)")
         con.execute("CREATE TABLE records (pos INTEGER PRIMARY KEY, id TEXT UNIQUE, text TEXT, parent_id TEXT, "
                     "t TEXT, valid_from TEXT, valid_until TEXT, access_count INTEGER, last_accessed TEXT, "
                     "meta TEXT, point BLOB, embedding BLOB)")
         con.execute("CREATE TABLE hypermem_rows (pos INTEGER PRIMARY KEY, direction BLOB, depth REAL, "
                     "sibling_index INTEGER)")
-        con.executemany("INSERT INTO config VALUES (?, ?)",
-                        [(k, json.dumps(v, allow_nan=False)) for k, v in snap["config"].items()])
-        con.executemany(f"INSERT INTO records VALUES ({', '.join('?' * len(RECORD_COLUMNS))})", (
-            (pos, r["id"], r["text"], r["parent"], r["t"], r["valid_from"], r["valid_until"], r["access_count"],
-             r["last_accessed"], r["meta"], _blob(snap["points"][pos]), _blob(snap["embeddings"][pos]))
-            for pos, r in enumerate(recs)))
-        depths = snap["depths"].tolist()
-        con.executemany("INSERT INTO hypermem_rows VALUES (?, ?, ?, ?)", (
-            (pos, _blob(snap["directions"][pos]), depths[pos], r["sibling_index"]) for pos, r in enumerate(recs)))
+        write_rows(con, memory, memory_config(memory), lambda row: _blob(row))   # _blob looked up a call
 
 
-def _read_sqlite(path: str | os.PathLike) -> tuple[dict, list[dict], dict[int, tuple]]:
+def load(path: str | os.PathLike, embedder: Any = None, decay: Any = None, clock: Callable | None = None,
+         device: str | torch.device | None = None, dtype: torch.dtype | None = None, *, cls: type):
+    """Read a memory written by :func:`save` (or by ``poincare-memory`` 0.1.4) as an instance
+    of ``cls`` (``Memory.load`` passes itself; this module does not import the store class).
+
+    The embeddings stored in the file are used as they are: nothing is re-embedded.
+    ``embedder`` / ``decay`` are needed only when the file was saved with custom ones;
+    ``dtype`` defaults to the saved one, ``device`` to the CPU.  The rows are read a chunk at
+    a time into the new store's columns (:mod:`hypermem.store.sqlite_stream`).
+    """
     where = f"{os.fspath(path)!r}"
     con = open_sqlite_readonly(path)
     try:
@@ -222,59 +201,15 @@ def _read_sqlite(path: str | os.PathLike) -> tuple[dict, list[dict], dict[int, t
             missing = [c for c in RECORD_COLUMNS if c not in cols]
             if missing:
                 raise MemoryFileError(f"{where}: the records table lacks columns {missing}")
-            rows = []
-            for row in con.execute(f"SELECT {', '.join(RECORD_COLUMNS)} FROM records ORDER BY pos"):
-                r = dict(zip(RECORD_COLUMNS, row))
-                r["parent"] = r.pop("parent_id")
-                rows.append(r)
-            extra: dict[int, tuple] = {}
-            if "hypermem_rows" in tables:
-                for pos, direction, depth, sib in con.execute(
-                        "SELECT pos, direction, depth, sibling_index FROM hypermem_rows ORDER BY pos"):
-                    if not is_int(pos) or pos in extra:
-                        raise MemoryFileError(f"{where}: hypermem_rows has a bad or repeated pos {short(pos)}")
-                    extra[pos] = (direction, depth, sib)
+            dim = config_dim(config, where)
+            return read_rows(con, tables, config, dim, where,
+                             lambda: _new_memory(config, where, embedder, decay, clock, device, dtype, cls))
         except SQLITE_READ_ERRORS as exc:
             with open(path, "rb") as f:
                 hint = "; it looks like JSON: use Memory.from_json" if f.read(64).lstrip().startswith(b"{") else ""
             raise MemoryFileError(f"{where} is not a readable memory file ({sqlite_problem(exc)}){hint}") from None
     finally:
         con.close()
-    return config, rows, extra
-
-
-def load(path: str | os.PathLike, embedder: Any = None, decay: Any = None, clock: Callable | None = None,
-         device: str | torch.device | None = None, dtype: torch.dtype | None = None, *, cls: type):
-    """Read a memory written by :func:`save` (or by ``poincare-memory`` 0.1.4) as an instance
-    of ``cls`` (``Memory.load`` passes itself; this module does not import the store class).
-
-    The embeddings stored in the file are used as they are: nothing is re-embedded.
-    ``embedder`` / ``decay`` are needed only when the file was saved with custom ones;
-    ``dtype`` defaults to the saved one, ``device`` to the CPU.
-    """
-    config, rows, extra = _read_sqlite(path)
-    where = f"{os.fspath(path)!r}"
-    check_count(config, rows, where)
-    positions = [r["pos"] for r in rows]
-    if not all(is_int(q) for q in positions) or len(set(positions)) != len(positions):
-        raise MemoryFileError(f"{where}: the records table has a bad or repeated pos (the row order)")
-    for r in rows:
-        if r["meta"] is not None:
-            r["meta"] = load_json(r["meta"], where, f"the meta of memory {short(r['id'])}")
-    dim = config_dim(config, where)
-    # each column's blobs are dropped once stacked: the file's vectors are never held twice over
-    points = stack_rows([r.pop("point") for r in rows], dim, "point", rows, where)
-    embeddings = stack_rows([r.pop("embedding") for r in rows], dim, "embedding", rows, where)
-    geometry = None
-    if extra:
-        if sorted(extra) != [r["pos"] for r in rows]:
-            raise MemoryFileError(f"{where}: hypermem_rows does not match the records table")
-        ex = [extra.pop(r["pos"]) for r in rows]
-        directions = stack_rows([e[0] for e in ex], dim, "direction", rows, where)
-        depths = floats([e[1] for e in ex], "depth", rows, where)
-        geometry = (directions, depths, [e[2] for e in ex])
-        del ex   # the direction blobs
-    return _build(config, rows, points, embeddings, geometry, where, embedder, decay, clock, device, dtype, cls)
 
 
 # ---------------------------------------------------------------------------- JSON
@@ -427,7 +362,8 @@ def _dtype_of(config: Mapping, dtype: torch.dtype | None, where: str) -> torch.d
     return getattr(torch, name)
 
 
-def _build(config, rows, points, embeddings, geometry, where, embedder, decay, clock, device, dtype, cls):
+def _new_memory(config, where, embedder, decay, clock, device, dtype, cls):
+    """An empty ``cls`` with the settings of ``config`` (checked), its dimension the file's."""
     check_encoder(config, embedder, where)
     emb = embedder_from_spec(config.get("embedder"), embedder, where)
     dec = decay_from_spec(config.get("decay"), decay, where)
@@ -442,6 +378,11 @@ def _build(config, rows, points, embeddings, geometry, where, embedder, decay, c
     if memory.dim != config["dim"]:
         raise ValueError(f"dimension mismatch: {where} holds {config['dim']}-dimensional memories but the "
                          f"embedder has dim={memory.dim}")
+    return memory
+
+
+def _build(config, rows, points, embeddings, geometry, where, embedder, decay, clock, device, dtype, cls):
+    memory = _new_memory(config, where, embedder, decay, clock, device, dtype, cls)
     records = parse_records(rows, where)
     levels = hierarchy_levels(records, where)
     c = memory.curvature
@@ -465,31 +406,3 @@ def _build(config, rows, points, embeddings, geometry, where, embedder, decay, c
                 raise MemoryFileError(f"{where}: stored points and directions/depths disagree by {gap:.3g}")
     restore_state(memory, records, levels, siblings, directions, depths, embeddings)
     return memory
-
-
-def restore_state(memory, records, levels, siblings, directions, depths, embeddings) -> None:
-    """Fill a fresh, empty memory's state directly (no embedding, no placement): the loaders
-    (SQLite, JSON) and the durable backends restore a store through this one function."""
-    n = len(records)
-    dev, dt = memory.device, memory.dtype
-    with memory.state.lock:
-        memory.state.alloc(n)
-        memory.state.direction[:n] = directions.to(dev, dt)
-        memory.state.depth[:n] = depths.to(dev, dt)
-        memory.state.set_embeddings(slice(0, n), embeddings)
-        f64 = {"dtype": torch.float64, "device": dev}
-        memory.state.time[:n] = torch.tensor([to_seconds(r.t) for r in records], **f64)
-        memory.state.access[:n] = torch.tensor([float(r.access_count) for r in records], **f64)
-        memory.state.valid_from[:n] = torch.tensor([to_seconds(r.valid_from, -math.inf) for r in records], **f64)
-        memory.state.valid_until[:n] = torch.tensor([to_seconds(r.valid_until, math.inf) for r in records], **f64)
-        memory.state.ids = [r.id for r in records]
-        memory.state.row = {r.id: i for i, r in enumerate(records)}
-        memory.state.records.reset(records)
-        children: dict[str, list[tuple[Any, int, str]]] = {}
-        for i, r in enumerate(records):
-            if r.parent_id is not None:
-                children.setdefault(r.parent_id, []).append((siblings[i], i, r.id))
-        memory.state.children = {p: [k for _, _, k in sorted(kids)] for p, kids in children.items()}
-        memory.state.levels = list(levels)
-        memory.state.n = n
-        memory.state.changed()

@@ -37,6 +37,7 @@ import errno
 import json
 import os
 import sqlite3
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,31 @@ _UPGRADE = ("ALTER TABLE hm_memories ADD COLUMN changed_at INTEGER NOT NULL DEFA
             "CREATE INDEX hm_memories_touched ON hm_memories (touched_at)",
             "CREATE TABLE hm_removed (version INTEGER NOT NULL, ids TEXT NOT NULL)",
             "CREATE INDEX hm_removed_version ON hm_removed (version)")
+
+
+_INDEX = {c: j for j, c in enumerate(COLUMNS)}
+FETCH = 8192
+"""Rows fetched at a time when the whole table is read (:meth:`SqliteStorage.load_rows`)."""
+
+
+class StoredRow(Mapping):
+    """One row of ``hm_memories`` read by :meth:`SqliteStorage.load_rows`: the fetched tuple,
+    read by column name (:data:`~.rows.COLUMNS`) without a dict a row (a dict of 14 keys is
+    some 650 bytes; the tuple is kept as it came)."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: tuple):
+        self._values = values
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[_INDEX[key]]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(COLUMNS)
+
+    def __len__(self) -> int:
+        return len(COLUMNS)
 
 
 def _file_identity(path: str) -> tuple[int, int] | None:
@@ -318,15 +344,18 @@ class SqliteStorage:
                 f"SELECT id FROM hm_memories WHERE id IN ({', '.join('?' * len(part))})", part))
         return out
 
-    def load_rows(self, in_transaction: bool = False) -> tuple[int, list[dict[str, Any]]]:
-        """``(version, rows)`` read in one consistent snapshot."""
+    def load_rows(self, in_transaction: bool = False) -> tuple[int, list[Mapping[str, Any]]]:
+        """``(version, rows)`` read in one consistent snapshot, :data:`FETCH` rows a fetch, each
+        a :class:`StoredRow` (no dict a row)."""
         con = self.con
         if not in_transaction:
             con.execute("BEGIN")
         try:
             version = self.current_version()
             cur = con.execute(f"SELECT {', '.join(COLUMNS)} FROM hm_memories ORDER BY seq")
-            rows = [dict(zip(COLUMNS, r)) for r in cur]
+            rows: list[Mapping[str, Any]] = []
+            while part := cur.fetchmany(FETCH):
+                rows.extend(map(StoredRow, part))
         finally:
             if not in_transaction:
                 con.execute("COMMIT")
