@@ -24,6 +24,7 @@ from ..retrieval.scoring import score_bias
 from ..temporal import fresh_weights, policy_weights, uses_access_counts
 from ..temporal.clock import to_seconds, to_utc
 from .ann_search import CandidateWeights, auto_bands, exact_bounds, index_recall, rank_approx, sync_index
+from .as_of import rows_at
 from .caller_warning import warn_caller
 from .checks import CONE_TOL, METRICS, MODES, Filter, check_finite, max_depth
 from .encoder_points import places_points
@@ -322,7 +323,8 @@ class Searcher:
                 return [[] for _ in queries]
             rows, energies = self._candidates(mode, root)
             rows = self._filter_rows(rows, opts.filters)
-            rows = self._rows_at(rows, at_time, bool(opts.valid_only))
+            rows = rows_at(self.memory.state, rows, lambda: to_seconds(self.now(at_time)), at_time is not None,
+                           bool(opts.valid_only), k)  # store.as_of: the one at_time rule
             if rows is not None and rows.numel() == 0:
                 return [[] for _ in queries]
             k = min(k, n if rows is None else rows.numel())  # no result list, nor buffer, longer than the candidates
@@ -368,22 +370,6 @@ class Searcher:
             fresh = st.records.at_rows([st.row[i] for i in recs if i in st.row])
         for f in fresh:
             recs[f.id].access_count, recs[f.id].last_accessed = f.access_count, f.last_accessed
-
-    def _rows_at(self, rows: torch.Tensor | None, at_time: datetime | None, valid_only: bool):
-        """``rows`` (None: all) less the memories created after an explicit ``at_time`` and,
-        with ``valid_only``, those outside their validity window at that time."""
-        if at_time is None and not valid_only:
-            return rows
-        n = self.memory.state.n
-        now = to_seconds(self.now(at_time))
-        keep = torch.ones(n, dtype=torch.bool, device=self.memory.device)
-        if at_time is not None:
-            keep &= self.memory.state.time[:n] <= now
-        if valid_only:
-            keep &= (self.memory.state.valid_from[:n] <= now) & (self.memory.state.valid_until[:n] >= now)
-        if rows is None:
-            return None if bool(keep.all()) else keep.nonzero().squeeze(1)
-        return rows[keep[rows]]
 
     def _rank_hybrid(self, queries, weight, Q, q_radius, bias, rows, k, metric, opts):
         """:meth:`_rank` per query, each text query's bias plus its lexical term."""

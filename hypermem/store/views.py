@@ -10,7 +10,8 @@ import torch
 
 from ..geometry import poincare as P
 from ..temporal import policy_spec
-from ..temporal.clock import from_seconds
+from ..temporal.clock import from_seconds, to_seconds
+from .as_of import keep_at
 from .removal import descendants
 from .shown_text import shown
 
@@ -121,19 +122,26 @@ class MemoryViews:
 
     # ------------------------------------------------------------------ views
     def stats(self, at_time: datetime | None = None) -> dict[str, Any]:
-        """Summary numbers: counts, levels, depths, timestamps, mean temporal weight."""
+        """Summary numbers: counts, levels, depths, timestamps, mean temporal weight.  At an
+        explicit ``at_time`` they describe the store as it was then: the memories created after it
+        are left out, as ``search(at_time=...)`` leaves them out (:mod:`hypermem.store.as_of`)."""
         with self.memory.state.lock:
-            n = self.memory.state.n
+            st, keep = self.memory.state, self._kept(at_time)
+            levels, parents = st.levels, st.records.parents
+            w = self.memory.searcher.weights(at_time) if st.n else None
+            d, t, acc = st.depth[: st.n], st.time[: st.n], st.access[: st.n]
+            if keep is not None:  # the rows that existed at at_time
+                levels = [lv for lv, k in zip(levels, keep) if k]
+                parents = [p for p, k in zip(parents, keep) if k]
+                w, d, t, acc = (x[torch.tensor(keep, device=x.device)] for x in (w, d, t, acc))
+            n = len(levels)
             hist: dict[int, int] = {}
-            for lv in self.memory.state.levels:
+            for lv in levels:
                 hist[lv] = hist.get(lv, 0) + 1
-            w = self.memory.searcher.weights(at_time) if n else None
-            d = self.memory.state.depth[:n]
-            t = self.memory.state.time[:n]
             return {
                 "count": n,
-                "roots": sum(1 for p in self.memory.state.records.parents if p is None),
-                "max_level": max(self.memory.state.levels, default=0),
+                "roots": sum(1 for p in parents if p is None),
+                "max_level": max(levels, default=0),
                 "levels": dict(sorted(hist.items())),
                 "dim": self.memory.dim,
                 "curvature": self.memory.curvature,
@@ -144,19 +152,31 @@ class MemoryViews:
                 "oldest": from_seconds(float(t.min())).isoformat() if n else None,
                 "newest": from_seconds(float(t.max())).isoformat() if n else None,
                 "mean_time_weight": float(w.mean()) if n else None,
-                "accesses": int(self.memory.state.access[:n].sum()) if n else 0,
+                "accesses": int(acc.sum()) if n else 0,
                 "dtype": str(self.memory.dtype).replace("torch.", ""),
                 "device": str(self.memory.device),
             }
 
+    def _kept(self, at_time: datetime | None) -> list[bool] | None:
+        """Which rows existed at an explicit ``at_time`` (None: all of them, or no ``at_time``)."""
+        st = self.memory.state
+        if at_time is None or st.n == 0:
+            return None
+        keep = keep_at(st, to_seconds(self.memory.searcher.now(at_time)), True, False)
+        return None if bool(keep.all()) else keep.tolist()
+
     def table(self, at_time: datetime | None = None) -> list[dict[str, Any]]:
         """Plain rows: id, text, parent, level, depth, time, weight, accesses, meta.  The creation
-        time (ISO 8601) is under ``"time"`` and, as poincare-memory's rows name it, ``"t"``."""
+        time (ISO 8601) is under ``"time"`` and, as poincare-memory's rows name it, ``"t"``.  At an
+        explicit ``at_time``, only the memories created by then (as :meth:`stats`)."""
         with self.memory.state.lock:
             w = self.memory.searcher.weights(at_time).tolist() if self.memory.state.n else []
             dep = self.memory.state.depth[: self.memory.state.n].tolist()
+            keep = self._kept(at_time)
             rows = []
             for r, (i, rec) in enumerate(zip(self.memory.state.ids, self.memory.state.records.values())):
+                if keep is not None and not keep[r]:
+                    continue
                 when = rec.t.isoformat()
                 rows.append({"id": i, "text": rec.text, "parent": rec.parent_id, "level": self.memory.state.levels[r],
                              "depth": dep[r], "time": when, "t": when, "weight": w[r],
