@@ -29,8 +29,22 @@ def _caught(fn):
     return out, [str(x.message) for x in w]
 
 
+def test_a_window_alone_keeps_the_seeds_coefficient_and_ranks_the_current_fact_first():
+    """A ValidityWindow has no age to calibrate: its term is an exclusion at time_coef 1, so the
+    expired fact that matches the query better still ranks below the current one, unwarned."""
+    for decay in (ValidityWindow(), Product(ValidityWindow(), ValidityWindow(outside_weight=0.5))):
+        mem = Memory(embedder=HashingEmbedder(dim=64), decay=decay, clock=lambda: NOW, recency_weight=0.1)
+        a = mem.add("who is the CEO of Acme now: the CEO of Acme is Alice", t=Y2019, valid_from=Y2019,
+                    valid_until=Y2023)
+        b = mem.add("Acme appointed Bob to run the company", t=Y2023, valid_from=Y2023)
+        res, msgs = _caught(lambda m=mem: m.search("who is the CEO of Acme now?", k=2, touch=False))
+        assert mem.time_coef == 1.0 and msgs == []
+        assert [r.record.id for r in res] == [b, a]
+        assert res[0].distance > res[1].distance   # Alice matches better; the window decides
+
+
 def test_calibrated_time_term_over_a_window_warns_once_naming_the_remedies():
-    for decay in (ValidityWindow(), Product(HalfLife(72), ValidityWindow())):
+    for decay in (Product(HalfLife(72), ValidityWindow()),):
         mem, a, b = _acme(decay, recency_weight=0.1)
         _, msgs = _caught(lambda m=mem: [m.search("CEO of Acme", k=2, touch=False) for _ in range(3)])
         assert len(msgs) == 1, msgs

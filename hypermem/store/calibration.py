@@ -33,7 +33,7 @@ from ..retrieval.scoring import calibrated_time_coef
 from ..temporal import Product, ValidityWindow
 from .caller_warning import warn_caller
 
-__all__ = ["FALLBACK_SPREAD", "MIN_ROWS", "SAMPLE", "Spread", "distance_spread", "window_warning"]
+__all__ = ["FALLBACK_SPREAD", "MIN_ROWS", "SAMPLE", "Spread", "ages", "distance_spread", "window_warning"]
 
 SAMPLE = 256
 MIN_ROWS = 8
@@ -65,6 +65,18 @@ def _windows(policy) -> list[ValidityWindow]:
     if isinstance(policy, Product):
         return [w for p in policy.policies for w in _windows(p)]
     return []
+
+
+def ages(policy) -> bool:
+    """Whether ``policy`` weighs by age, the thing :func:`calibrated_time_coef` scales: False for
+    a :class:`ValidityWindow` alone (or a :class:`Product` of windows), whose term is an
+    exclusion (``ln outside_weight`` outside, 0 inside) with no half-life to calibrate, so the
+    store keeps the seed's ``time_coef = 1`` for it."""
+    if isinstance(policy, ValidityWindow):
+        return False
+    if isinstance(policy, Product):
+        return any(ages(p) for p in policy.policies)
+    return True
 
 
 def window_warning(policy, recency_weight: float, spread: float) -> str | None:

@@ -22,7 +22,7 @@ from .add_hint import OneByOne
 from .atomic import write_page
 from .auto_parent import resolve_auto
 from .backends.opening import open_memory
-from .calibration import Spread
+from .calibration import Spread, ages
 from .checks import (
     METRICS,
     MODES,
@@ -179,8 +179,9 @@ class Memory:
 
     @property
     def time_coef(self) -> float:
-        """The time term's coefficient: as set, or ``calibrated_time_coef(recency_weight, spread)``."""
-        if self.recency_weight is None:
+        """The time term's coefficient: as set, or ``calibrated_time_coef(recency_weight, spread)`` (1 for a
+        policy with no age to scale: a ValidityWindow alone, :func:`~hypermem.store.calibration.ages`)."""
+        if self.recency_weight is None or not ages(self.decay):
             return self._time_coef
         return calibrated_time_coef(self.recency_weight, self.spread.of(self))
 
