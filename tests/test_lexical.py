@@ -253,3 +253,17 @@ def test_a_journal_past_its_bound_starts_a_new_layout_and_stays_exact():
     lex = mem.searcher.lexical
     assert lex.term(mem.state, "zebra tea", 0.3).tolist() == pytest.approx(
         Lexical().term(mem.state, "zebra tea", 0.3).tolist())
+
+
+def test_a_long_run_of_y_stems_without_recursion_and_a_hybrid_store_still_searches():
+    """``y`` is a consonant after a vowel and a vowel after a consonant: the stemmer once decided
+    that by recursing over the run, so 1,000 ``y`` raised RecursionError inside every hybrid
+    search of a store holding such a text (MCP ``recall`` of a shared store: walk 70)."""
+    assert porter_stem("y" * 40_000) == "y" * 39_999 + "i"   # step 1c: (*v*) Y -> I
+    assert [porter_stem(w) for w in ("happy", "sky", "toy", "syzygy", "yyyy")] == \
+        ["happi", "sky", "toi", "syzygi", "yyyi"]
+    mem = Memory(embedder=HashingEmbedder(dim=32), hybrid=0.3)
+    mem.add("y" * 1000)
+    tea = mem.add("the user drinks green tea")
+    assert mem.search("tea", k=1)[0].record.id == tea
+    assert len(mem.search("y" * 1000, k=2)) == 2

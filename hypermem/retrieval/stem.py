@@ -20,28 +20,31 @@ from functools import lru_cache
 __all__ = ["porter_stem"]
 
 
+def _consonants(w: str) -> list[bool]:
+    """Whether each letter of ``w`` is a consonant: not ``a e i o u``, and ``y`` only at the start
+    or after a vowel; one pass, so a run of thousands of ``y`` costs no recursion."""
+    out: list[bool] = []
+    for i, c in enumerate(w):
+        out.append(False if c in "aeiou" else (i == 0 or not out[i - 1]) if c == "y" else True)
+    return out
+
+
 def _cons(w: str, i: int) -> bool:
-    c = w[i]
-    if c in "aeiou":
-        return False
-    if c == "y":
-        return i == 0 or not _cons(w, i - 1)
-    return True
+    return _consonants(w)[i]
 
 
 def _measure(stem: str) -> int:
     """``m`` of ``stem`` read as ``[C](VC)^m[V]``."""
     m, prev_vowel = 0, False
-    for i in range(len(stem)):
-        vowel = not _cons(stem, i)
-        if prev_vowel and not vowel:
+    for cons in _consonants(stem):
+        if prev_vowel and cons:
             m += 1
-        prev_vowel = vowel
+        prev_vowel = not cons
     return m
 
 
 def _has_vowel(stem: str) -> bool:
-    return any(not _cons(stem, i) for i in range(len(stem)))
+    return not all(_consonants(stem))
 
 
 def _double_cons(w: str) -> bool:
