@@ -205,7 +205,8 @@ class MemoryViews:
             tops = [root] if root is not None else self.roots()
             if root is not None:
                 st.row_of(root)
-            return tree_text(tops, st.children, st.records.text, lambda i: float(st.depth[st.row[i]]), max_text)
+            depths = st.depth.tolist()  # one copy off the device, not one sync a memory
+            return tree_text(tops, st.children, st.records.text, lambda i: depths[st.row[i]], max_text)
 
 
 def tree_text(tops: Sequence[str], children: Mapping[str, Sequence[str]], text_of: Callable[[str], str],
