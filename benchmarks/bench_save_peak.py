@@ -6,6 +6,9 @@ build's own peak is reported before the operation, so the save line shows whethe
 raised it).  Files go to a temporary folder, removed at the end.
 
     OMP_NUM_THREADS=1 PYTHONPATH=. python benchmarks/bench_save_peak.py [N]    # default 100000
+
+``--open N FOLDER`` runs only the ``open`` case against ``FOLDER/durable.db`` (built there by the
+first such run and kept), so open can be timed before and after a change on one file.
 """
 
 from __future__ import annotations
@@ -84,6 +87,12 @@ def _child(op: str, n: int, folder: str) -> None:
 def main() -> None:
     if len(sys.argv) > 2 and sys.argv[1] == "--child":
         _child(sys.argv[2], int(sys.argv[3]), sys.argv[4])
+        return
+    if len(sys.argv) > 3 and sys.argv[1] == "--open":
+        n, folder = int(sys.argv[2]), sys.argv[3]
+        ops = ("open",) if os.path.exists(os.path.join(folder, "durable.db")) else ("build-durable", "open")
+        for op in ops:
+            subprocess.run([sys.executable, __file__, "--child", op, str(n), folder], check=True)
         return
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
     with tempfile.TemporaryDirectory() as folder:

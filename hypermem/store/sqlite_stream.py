@@ -31,6 +31,7 @@ from ..geometry import poincare as P
 from ..temporal.clock import to_seconds
 from .load_checks import check_count, floats, hierarchy_levels, parse_records, stack_rows
 from .placement import unit
+from .state import COLUMNS as STATE_COLUMNS
 from .validation import (
     MemoryFileError,
     check_geometry,
@@ -197,6 +198,21 @@ def restore_state(memory, records, levels, siblings, directions, depths, embeddi
         memory.state.direction[:n] = directions.to(dev, dt)
         memory.state.depth[:n] = depths.to(dev, dt)
         memory.state.set_embeddings(slice(0, n), embeddings)
+        finish_restore(memory, records, levels, siblings)
+
+
+def restore_columns(memory, records, levels, siblings, direction, depth, embedding) -> None:
+    """:func:`restore_state` with columns built for ``len(records)`` rows (``direction`` and
+    ``depth`` in the store's dtype and device, ``embedding`` float32 or float64 on the CPU):
+    they become the state's own, not copied into freshly allocated ones."""
+    st = memory.state
+    with st.lock:
+        st.alloc(0)   # empty columns, the counters a rewrite resets
+        n = len(records)
+        built = {"direction": direction, "depth": depth, "embedding": embedding}
+        for name in STATE_COLUMNS:
+            col = getattr(st, name)
+            setattr(st, name, built[name] if name in built else col.new_zeros((n, *col.shape[1:])))
         finish_restore(memory, records, levels, siblings)
 
 

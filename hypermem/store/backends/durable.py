@@ -50,7 +50,7 @@ from ..encoder_points import places_points
 from ..heap import trim_after
 from ..records import MemoryRecord
 from .changes import apply_changes
-from .rows import encode, restore, vector_from
+from .rows import encode, load_state, vector_from
 from .storage_errors import ConnectionLost as ConnectionLost  # re-exported: postgres, server
 from .storage_errors import StorageError, first_statement
 from .touches import LockBusy, PendingTouches, flush_at_close, remember
@@ -90,11 +90,7 @@ class DurableStore:
     def _load(self, in_transaction: bool = False) -> None:
         """Rebuild the in-process state from the storage (inside the caller's transaction
         when ``in_transaction``)."""
-        version, rows = self._storage.load_rows(in_transaction=in_transaction)
-        restore(self, rows)
-        self._seq = {r["id"]: int(r["seq"]) for r in rows}
-        self._sib = {r["id"]: int(r["sib"]) for r in rows}
-        del rows
+        version, self._seq, self._sib = load_state(self, self._storage, in_transaction)   # streamed (rows.py)
         if not places_points(self.embedder):  # the storage holds them: no second copy in RAM
             self.state.release_embeddings(self._stored_embeddings)
         trim_after(self.state.n)  # the rows read back to the OS (hypermem.store.heap)

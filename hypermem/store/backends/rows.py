@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -26,10 +26,10 @@ import numpy as np
 import torch
 
 from ...temporal.clock import to_utc
-from ..persistence import restore_state
 from ..placement import child_directions, unit
 from ..records import MemoryRecord
-from ..state import take
+from ..sqlite_stream import restore_columns
+from ..state import exactly_float32, take
 
 COLUMNS = ("id", "seq", "sib", "text", "parent_id", "t", "valid_from", "valid_until", "access_count",
            "last_accessed", "meta", "depth", "embedding", "direction")
@@ -118,15 +118,15 @@ def encode(memory, ids: Sequence[str], seq: Mapping[str, int], sib: Mapping[str,
     return out
 
 
-def _stack(blobs: list[bytes], dim: int, ids: list[str]) -> torch.Tensor:
-    """``(n, dim)`` float64 from embedding blobs: one buffer when they all have one width."""
-    if not blobs:
-        return torch.zeros(0, dim, dtype=torch.float64)
-    width = len(blobs[0])
+def _vectors(blobs: Sequence[bytes], dim: int, ids: Sequence[str], what: str) -> torch.Tensor:
+    """``(len(blobs), dim)`` values of one chunk of blobs, in their stored width (float32 or
+    float64: one join, no float64 copy) when they all have one, else float64 row by row."""
+    width = len(blobs[0]) if blobs else 8 * dim
     if width in (4 * dim, 8 * dim) and all(len(b) == width for b in blobs):
-        arr = np.frombuffer(b"".join(blobs), dtype="<f8" if width == 8 * dim else "<f4").reshape(len(blobs), dim)
-        return torch.from_numpy(arr.astype(np.float64))
-    return torch.stack([vector_from(b, dim, "embedding", i) for b, i in zip(blobs, ids)])
+        kind = np.float64 if width == 8 * dim else np.float32
+        arr = np.frombuffer(bytearray().join(blobs), dtype="<f8" if kind is np.float64 else "<f4")
+        return torch.from_numpy(arr.astype(kind, copy=False).reshape(len(blobs), dim))
+    return torch.stack([vector_from(b, dim, what, i) for b, i in zip(blobs, ids)])
 
 
 def record_of(r: Mapping[str, Any]) -> MemoryRecord:
@@ -157,7 +157,7 @@ def _levels(records: list[MemoryRecord], pos: Mapping[str, int]) -> list[int]:
     return [level[j] for j in range(len(records))]
 
 
-def _orphans_as_roots(records: list[MemoryRecord], pos: Mapping[str, int]) -> None:
+def _orphans_as_roots(records: list[MemoryRecord], pos: Mapping[str, int], stacklevel: int = 4) -> None:
     """A stored row whose parent is not stored (written before parents were checked in the
     write transaction, or by a restore) is loaded as a root, with a warning naming it: one
     such row does not make the whole store unreadable.  Its row keeps its parent id until a
@@ -169,33 +169,92 @@ def _orphans_as_roots(records: list[MemoryRecord], pos: Mapping[str, int]) -> No
     more = f" and {len(orphans) - 5} more" if len(orphans) > 5 else ""
     warnings.warn(f"{len(orphans)} stored memories have a parent that is not stored: {names}{more}; "
                   "loaded as roots (link() them to a parent, or update() them, to store that)",
-                  RuntimeWarning, stacklevel=4)
+                  RuntimeWarning, stacklevel=stacklevel)
     for rec in orphans:
         rec.parent_id = None
 
 
-def restore(memory, rows: list[Mapping[str, Any]]) -> None:
-    """Replace ``memory``'s whole state by ``rows`` (dicts keyed by :data:`COLUMNS`, any order)."""
-    rows = sorted(rows, key=lambda r: r["seq"])
-    n, dim, dev, dt = len(rows), memory.dim, memory.device, memory.dtype
-    records = [record_of(r) for r in rows]
+PART = 8192
+"""Rows whose vectors are joined and written at a time by :func:`restore_stream`."""
+
+
+def restore(memory, rows: list[Mapping[str, Any]], stacklevel: int = 5) -> tuple[dict[str, int], dict[str, int]]:
+    """Replace ``memory``'s whole state by ``rows`` (dicts keyed by :data:`COLUMNS`, any
+    order); returns the ``seq`` and ``sib`` of every id."""
+    return restore_stream(memory, len(rows), [sorted(rows, key=lambda r: r["seq"])], stacklevel)
+
+
+def restore_stream(memory, n: int, chunks: Iterable[Sequence[Mapping[str, Any]]],
+                   stacklevel: int = 4) -> tuple[dict[str, int], dict[str, int]]:
+    """Replace ``memory``'s whole state by the ``n`` rows of ``chunks`` (in ``seq`` order);
+    returns ``(seq, sib)`` of every id.  Each chunk's embeddings (and stored directions) are
+    written into columns allocated for ``n`` rows, :data:`PART` rows at a time, so neither
+    every row's blobs nor a second ``(n, dim)`` array is held; the state is replaced only once
+    every row was read and checked (a bad row leaves it as it was)."""
+    st, dim, dev, dt = memory.state, memory.dim, memory.device, memory.dtype
+    emb = torch.empty(n, dim, dtype=torch.float32 if st.narrow_embeddings else torch.float64)
+    direction = torch.zeros(n, dim, dtype=dt, device=dev)
+    depth = torch.empty(n, dtype=dt, device=dev)
+    records: list[MemoryRecord] = []
+    siblings: list[int] = []
+    stored_dir: list[bool] = []
+    seq: dict[str, int] = {}
+    sib: dict[str, int] = {}
+    lo = 0
+    for chunk in chunks:
+        for a in range(0, len(chunk), PART):
+            part = chunk[a:a + PART]
+            hi = lo + len(part)
+            if hi > n:
+                raise ValueError(f"the storage holds more than the {n} memories it counted (changed while read)")
+            ids = [r["id"] for r in part]
+            records.extend(record_of(r) for r in part)
+            siblings.extend(int(r["sib"]) for r in part)
+            seq.update((r["id"], int(r["seq"])) for r in part)
+            sib.update(zip(ids, siblings[lo:hi]))
+            depth[lo:hi] = torch.tensor([float(r["depth"]) for r in part], dtype=torch.float64).to(dev, dt)
+            values = _vectors([r["embedding"] for r in part], dim, ids, "embedding")
+            if emb.dtype == torch.float32 and not exactly_float32(values):   # as MemoryState.set_embeddings widens
+                wide = torch.empty(n, dim, dtype=torch.float64)
+                wide[:lo] = emb[:lo]
+                emb = wide
+            emb[lo:hi] = values
+            del values
+            has = [r["direction"] is not None for r in part]
+            stored_dir.extend(has)
+            keep = [j for j, h in enumerate(has) if h]
+            if keep:   # final values: a derived direction depends only on its parent's
+                direction[[lo + j for j in keep]] = _vectors(
+                    [part[j]["direction"] for j in keep], dim, [ids[j] for j in keep], "direction").to(dev, dt)
+            lo = hi
+    if lo != n:
+        raise ValueError(f"the storage holds {lo} memories, not the {n} it counted (changed while read)")
     pos = {rec.id: j for j, rec in enumerate(records)}
-    _orphans_as_roots(records, pos)
+    _orphans_as_roots(records, pos, stacklevel)
     levels = _levels(records, pos)
     gen_of: list[list[int]] = [[] for _ in range(max(levels, default=-1) + 1)]
     for j, lv in enumerate(levels):
         gen_of[lv].append(j)
-    emb = _stack([r["embedding"] for r in rows], dim, [r["id"] for r in rows])
-    depth = torch.tensor([float(r["depth"]) for r in rows], dtype=torch.float64)
-    with memory.state.lock:
-        restore_state(memory, records, levels, [int(r["sib"]) for r in rows], torch.zeros(n, dim, dtype=torch.float64),
-                 depth, emb)
+    with st.lock:
+        restore_columns(memory, records, levels, siblings, direction, depth, emb)
+        del direction, depth, emb
         for gen in gen_of:  # parents are placed before their children
-            derive = [j for j in gen if rows[j]["direction"] is None]
-            if derive:
-                memory.state.direction[derive] = derived_directions(memory, derive)
-            for j in gen:
-                if rows[j]["direction"] is not None:
-                    memory.state.direction[j] = vector_from(rows[j]["direction"], dim, "direction", rows[j]["id"]).to(dev, dt)
-        memory.state.changed()
+            derive = [j for j in gen if not stored_dir[j]]
+            for a in range(0, len(derive), PART):   # row by row maths: a part's temporaries, not a generation's
+                st.direction[derive[a:a + PART]] = derived_directions(memory, derive[a:a + PART])
+        st.changed()
         memory.searcher.invalidate()
+    return seq, sib
+
+
+def load_state(memory, storage, in_transaction: bool = False) -> tuple[int, dict[str, int], dict[str, int]]:
+    """Rebuild ``memory`` from ``storage``: ``(version, seq, sib)``.  A storage that
+    ``streams_rows`` (SQLite) hands its rows to :func:`restore_stream` a fetch at a time;
+    otherwise ``load_rows`` gives them all at once."""
+    if getattr(storage, "streams_rows", False):
+        version, (seq, sib) = storage.load_rows(in_transaction=in_transaction,
+                                                consume=lambda n, chunks: restore_stream(memory, n, chunks, 7))
+        return version, seq, sib
+    version, rows = storage.load_rows(in_transaction=in_transaction)
+    seq, sib = restore(memory, rows, 6)
+    return version, seq, sib

@@ -37,7 +37,7 @@ import errno
 import json
 import os
 import sqlite3
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +104,8 @@ class SqliteStorage:
     always_direction = False
     incremental = True
     """Whether the file has change stamps (layout 2): refresh reads only the changed rows."""
+    streams_rows = True
+    """:meth:`load_rows` takes ``consume`` (the rows a fetch at a time: :func:`~.rows.load_state`)."""
     next_version = 0
     """The version the current write transaction commits (read by :meth:`version`)."""
     removal_log_versions = REMOVAL_LOG_VERSIONS
@@ -344,22 +346,26 @@ class SqliteStorage:
                 f"SELECT id FROM hm_memories WHERE id IN ({', '.join('?' * len(part))})", part))
         return out
 
-    def load_rows(self, in_transaction: bool = False) -> tuple[int, list[Mapping[str, Any]]]:
+    def load_rows(self, in_transaction: bool = False,
+                  consume: Callable[[int, Iterator[list[StoredRow]]], Any] | None = None) -> tuple[int, Any]:
         """``(version, rows)`` read in one consistent snapshot, :data:`FETCH` rows a fetch, each
-        a :class:`StoredRow` (no dict a row)."""
+        a :class:`StoredRow` (no dict a row).  With ``consume``: ``(version, consume(n,
+        chunks))``, ``chunks`` yielding the ``n`` rows a fetch at a time (``seq`` order), so
+        the caller holds one fetch of them at a time, not the whole table."""
         con = self.con
         if not in_transaction:
             con.execute("BEGIN")
         try:
             version = self.current_version()
+            if consume is not None:
+                n = con.execute("SELECT COUNT(*) FROM hm_memories").fetchone()[0]
             cur = con.execute(f"SELECT {', '.join(COLUMNS)} FROM hm_memories ORDER BY seq")
-            rows: list[Mapping[str, Any]] = []
-            while part := cur.fetchmany(FETCH):
-                rows.extend(map(StoredRow, part))
+            chunks = iter(lambda: list(map(StoredRow, cur.fetchmany(FETCH))), [])
+            out = consume(n, chunks) if consume is not None else [r for part in chunks for r in part]
         finally:
             if not in_transaction:
                 con.execute("COMMIT")
-        return version, rows
+        return version, out
 
     def close(self) -> None:
         if not self.closed:
