@@ -54,6 +54,7 @@ from ..embed import check_texts, embed_checked
 from ..embed.reranker import PlacementReranker
 from ..temporal.clock import to_seconds
 from . import nearest_floor as nf
+from .as_of import keep_at
 from .checks import Filter
 from .encoder_points import hierarchy_encoder, is_hierarchy_encoder, places_points
 from .mentions import Mentions
@@ -265,10 +266,7 @@ class Suggester:
         keep = torch.ones(n, dtype=torch.bool)
         if at_time is not None or valid_only:
             now = to_seconds(self.memory.searcher.now(at_time))
-            if at_time is not None:
-                keep &= (st.time[:n] <= now).cpu()
-            if valid_only:
-                keep &= ((st.valid_from[:n] <= now) & (st.valid_until[:n] >= now)).cpu()
+            keep &= keep_at(st, now, at_time is not None, valid_only).cpu()
         if isinstance(filters, Mapping):   # by value groups (hypermem.store.meta_columns)
             keep &= self.memory.searcher.meta.mask(st.records, filters)
         elif callable(filters):
