@@ -88,3 +88,15 @@ def foreign_sqlite(path: Path) -> Path:
     con.commit()
     con.close()
     return path
+
+
+def note_item(i: int, **extra) -> dict:
+    """Item ``i`` of the chunked save/open tests' 300-note store: a parent every third note, a
+    validity window every eleventh, typed meta, an hour apart."""
+    item = {"text": f"note {i} about topic {i % 7}", "id": f"n{i}", "meta": {"k": i % 5, "tags": ["a", i]},
+            "t": T0 - timedelta(hours=i), **extra}
+    if i % 3:
+        item["parent"] = f"n{i - i % 3}"
+    if i % 11 == 0:
+        item["valid_from"], item["valid_until"] = T0 - timedelta(days=9), T0 + timedelta(days=i)
+    return item

@@ -4,12 +4,11 @@ fetch at a time (backends.rows.restore_stream): the state is the one the whole-t
 
 import json
 import math
-from datetime import timedelta
 
 import numpy as np
 import pytest
 import torch
-from persistence_helpers import T0, Clock
+from persistence_helpers import Clock, note_item
 
 from hypermem import HashingEmbedder, Memory
 from hypermem.store.backends import rows as rows_module
@@ -71,13 +70,9 @@ def whole_table_restore(memory, rows):
 def build(path, vector_dtype, dtype):
     mem = Memory.open(path, embedder=HashingEmbedder(dim=32), clock=Clock(), dtype=dtype, vector_dtype=vector_dtype)
     g = np.random.default_rng(1)
-    window = {"valid_from": T0 - timedelta(days=9)}
     xs = g.standard_normal((300, 32))   # float32 values first; past row 150 not (the column widens mid-stream)
     xs[:150] = xs[:150].astype(np.float32)
-    items = [dict(text=f"note {i} about topic {i % 7}", id=f"n{i}", meta={"k": i % 5, "tags": ["a", i]},
-                  t=T0 - timedelta(hours=i), embedding=torch.from_numpy(xs[i].copy()),
-                  **({"parent": f"n{i - i % 3}"} if i % 3 else {}),
-                  **({**window, "valid_until": T0 + timedelta(days=i)} if i % 11 == 0 else {})) for i in range(300)]
+    items = [note_item(i, embedding=torch.from_numpy(xs[i].copy())) for i in range(300)]
     mem.add_many(items)
     mem.add_many([{"text": "an explicit point", "id": "pt",   # a stored direction
                    "point": torch.full((32,), 0.05, dtype=torch.float64)}])

@@ -4,11 +4,10 @@ one the whole-store writer gave (compared row by row), and files of that writer 
 
 import json
 import sqlite3
-from datetime import timedelta
 
 import pytest
 import torch
-from persistence_helpers import T0, Clock, assert_same
+from persistence_helpers import Clock, assert_same, note_item
 
 from hypermem import HashingEmbedder, Memory
 from hypermem.geometry import poincare as P
@@ -21,16 +20,7 @@ CHUNK = 64   # small chunks: a 300-memory store is written and read in five
 
 def store(n=300, dtype=torch.float64) -> Memory:
     mem = Memory(embedder=HashingEmbedder(dim=32), clock=Clock(), dtype=dtype)
-    items = []
-    for i in range(n):
-        item = {"text": f"note {i} about topic {i % 7}", "id": f"n{i}", "meta": {"k": i % 5, "tags": ["a", i]},
-                "t": T0 - timedelta(hours=i)}
-        if i % 3:
-            item["parent"] = f"n{i - i % 3}"
-        if i % 11 == 0:
-            item["valid_from"], item["valid_until"] = T0 - timedelta(days=9), T0 + timedelta(days=i)
-        items.append(item)
-    mem.add_many(items)
+    mem.add_many([note_item(i) for i in range(n)])
     mem.link("n7", "n150")   # sibling order that is no longer the insertion order, across chunks
     mem.search("topic 3", k=5)  # access counts and last-accessed times
     return mem
