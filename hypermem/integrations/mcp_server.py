@@ -61,6 +61,8 @@ from ..store.encoder_points import check_encoder
 from ..store.validation import embedder_from_spec
 from . import _common as C
 from . import _record_filters as RF
+from ._mcp_schema import PARENT, limited_args, plain, recall_description
+from ._mcp_store import check_embedder, check_writable
 from .mcp_app import (
     MAX_META,
     MAX_TEXT,
@@ -120,12 +122,7 @@ MAX_LIST = 10 * MAX_K
 _RELATIONS = ("subtree", "ancestors", "children")
 _NEVER = "never"
 
-Text = Annotated[str, Field(description="The memory's text: one self-contained fact, at most the server's "
-                                        "--max-text characters (32000 by default)")]
 Id = Annotated[str, Field(description="A memory id, as returned by remember or recall")]
-Meta = Annotated[dict[str, Any] | None, Field(description="Metadata: a JSON object, e.g. {\"kind\": \"preference\"}, "
-                                                          "that recall's filters can match (at most 32000 "
-                                                          "characters of JSON by default)")]
 Until = Annotated[str | None, Field(description="ISO 8601 time after which the memory is no longer true "
                                                 "(e.g. 2030-01-01T00:00:00Z; a time without a zone is UTC): recall "
                                                 "leaves it out after that time unless include_expired")]
@@ -156,13 +153,20 @@ def build_server(memory: Memory, *, name: str = "hypermem", auto_parent: AutoPar
             out["warnings"] = [n.replace("; this store warns once per key", "") for n in notes]
         return out
 
-    @app.tool()
-    def remember(text: Text,
-                 parent: Annotated[str | None, Field(description='The id of a memory this one belongs under, or '
-                                                     '"auto" (the server picks it: its hierarchy encoder, or the '
-                                                     "vote of the nearest memories' parents once the store holds "
-                                                     "a tree)")] = None,
-                 meta: Meta = None, valid_until: Until = None) -> dict[str, Any]:
+    sized = limited_args(max_text, max_meta)   # this server's limits in the schema (annotations, below)
+
+    def tool(description: str | None = None, **args: str) -> Callable[[Any], Any]:
+        """``app.tool`` with a plain-text description (the docstring's, or ``description``) and the
+        arguments named in ``args`` typed ``sized[...]``: evaluated here, since the module's
+        annotations are strings that the SDK evaluates in its globals alone."""
+        def register(fn: Any) -> Any:
+            fn.__annotations__.update({arg: sized[kind] for arg, kind in args.items()})
+            return app.tool(description=plain(description or fn.__doc__))(fn)
+        return register
+
+    @tool(text="text", meta="meta")
+    def remember(text: str, parent: Annotated[str | None, Field(description=PARENT)] = None,
+                 meta: dict[str, Any] | None = None, valid_until: Until = None) -> dict[str, Any]:
         """Store a memory; returns its id and parent (with ``parent="auto"`` placed by the store,
         also the decision: ``auto_parent``'s parent, score, by, nearest and floor)."""
         check_text(text, "text", max_text)
@@ -188,8 +192,8 @@ def build_server(memory: Memory, *, name: str = "hypermem", auto_parent: AutoPar
 
         return guarded(run, write=True)
 
-    @app.tool()
-    def recall(query: Annotated[str, Field(description="What to look for, in words")],
+    @tool(recall_description(memory), query="query")
+    def recall(query: str,
                k: Annotated[int, Field(ge=1, le=MAX_K, description=f"How many memories to return (1-{MAX_K})")] = 5,
                filters: Annotated[dict[str, Any] | None, Field(
                    description='Metadata conditions: {"kind": "pet"}, {"kind": ["pet", "wild"]}, '
@@ -203,10 +207,7 @@ def build_server(memory: Memory, *, name: str = "hypermem", auto_parent: AutoPar
                                                     "a zone is UTC); default now")] = None,
                include_expired: Annotated[bool, Field(description="Also return memories whose valid_until has "
                                                       "passed at the query time")] = False) -> dict[str, Any]:
-        """Recall the k memories that best match the query, best first. score: higher is better (in
-        nearest mode a negative distance, closer to 0 is nearer; for ancestors without root, about 0-1).
-        Memories whose valid_until is before the query time are left out unless include_expired.
-        warnings (when present) say why a result may be empty, e.g. a misspelled metadata key."""
+        """Recall (the description: :func:`._mcp_schema.recall_description`, the score as this store makes it)."""
         check_text(query, "query", max_text, "search with a shorter query: its key words, or a sentence that "
                                              "sums it up")
         if mode == "nearest" and root is not None:
@@ -231,7 +232,7 @@ def build_server(memory: Memory, *, name: str = "hypermem", auto_parent: AutoPar
 
         return noted(guarded(run, notes=notes), notes)
 
-    @app.tool()
+    @tool()
     def recall_structure(id: Id,
                          relation: Annotated[Literal["subtree", "ancestors", "children"], Field(
                              description="subtree: the memory, then its descendants depth first; ancestors: "
@@ -258,7 +259,7 @@ def build_server(memory: Memory, *, name: str = "hypermem", auto_parent: AutoPar
 
         return guarded(run)
 
-    @app.tool()
+    @tool()
     def forget(id: Id, cascade: Annotated[bool, Field(description="Remove its descendants too; otherwise its "
                                                       "children move up to its parent")] = False) -> dict[str, Any]:
         """Remove a memory; returns the removed ids."""
@@ -268,10 +269,8 @@ def build_server(memory: Memory, *, name: str = "hypermem", auto_parent: AutoPar
 
         return guarded(run, write=True)
 
-    @app.tool()
-    def update(id: Id, text: Annotated[str | None, Field(description="New text (re-embedded)")] = None,
-               meta: Annotated[dict[str, Any] | None, Field(description="New metadata (replaces the old; at "
-                                                            "most 32000 characters of JSON by default)")] = None,
+    @tool(text="new_text", meta="new_meta")
+    def update(id: Id, text: str | None = None, meta: dict[str, Any] | None = None,
                valid_until: Annotated[str | None, Field(description='New ISO 8601 expiry (a time without a zone is '
                                                         'UTC), or "never" to clear it')] = None,
                parent: Annotated[str | None, Field(description="Move the memory (with everything under it) under "
@@ -306,7 +305,7 @@ def build_server(memory: Memory, *, name: str = "hypermem", auto_parent: AutoPar
 
         return guarded(run, write=True)
 
-    @app.tool()
+    @tool()
     def list_recent(n: Annotated[int, Field(ge=1, le=MAX_LIST, description=f"How many (1-{MAX_LIST})")] = 10,
                     ) -> dict[str, Any]:
         """The n most recently stored memories, newest first."""
@@ -326,18 +325,23 @@ def build_server(memory: Memory, *, name: str = "hypermem", auto_parent: AutoPar
 
 
 def choose_embedder(target: str, name: str | None = None, warn: Callable[[str], None] | None = None) -> Any:
-    """The embedder for ``target``: ``name`` when given (:func:`hypermem.embed.embedder_named`);
-    else the store's own when it is a built-in one (hashing: ``None``, rebuilt by the store);
+    """The embedder for ``target``: ``name`` when given (:func:`hypermem.embed.embedder_named`; on
+    an existing store only its own: another is a ``ValueError`` naming both, :mod:`._mcp_store`); else the store's own when it is a built-in one (hashing: ``None``, rebuilt by the store);
     all-MiniLM-L6-v2 for a store made with it, or for a new store when the ``embed`` extra is
     installed; else the hashing embedder, with a one-line warning."""
     warn = warn or (lambda line: print(line, file=sys.stderr))
     target = os.path.expanduser(target)
     _refuse_snapshot(target)
-    if name is not None:
-        return None if name == "hashing" else embedder_named(name)
     config = stored_config(target)   # the stored settings alone, not the rows (None: a new store)
+    where = repr(redact(target))
+    if name is not None:   # the store's own, or refused naming both (_mcp_store.check_embedder)
+        if config is not None:
+            check_embedder(config.get("embedder"), where, name)   # hashing / minilm, before any load
+        named = None if name.lower() == "hashing" else embedder_named(name)
+        if config is not None:
+            check_embedder(config.get("embedder"), where, name, named)   # an encoder's folder
+        return named
     if config is not None:
-        where = repr(redact(target))
         stand_in = StandIn()
         check_encoder(config, stand_in, where)   # names the recorded encoder (store.encoder_points)
         found = embedder_from_spec(config.get("embedder"), stand_in, where)   # a hashing store: its own
@@ -369,15 +373,18 @@ def open_store(target: str, embedder: Any = _CHOOSE) -> Memory:
     a hashing store's own (a new store: hashing).  A snapshot file (written by
     :meth:`Memory.save`, e.g. by an adapter's ``persist()`` / ``save()``) is refused with the way
     to convert it (:func:`convert_snapshot`).  ``~`` in ``target`` is the home folder (a quoted
-    ``--store '~/agent.db'`` reaches the server unexpanded)."""
+    ``--store '~/agent.db'`` reaches the server unexpanded).  An ``embedder`` of another dimension
+    than the store's, and a PostgreSQL role that may not write, are refused (:mod:`._mcp_store`)."""
     from ..store.backends.durable import StorageError
 
     target = os.path.expanduser(target)
     _refuse_snapshot(target)
     if embedder is _CHOOSE:
         embedder = choose_embedder(target)
+    elif embedder is not None and (config := stored_config(target)) is not None:
+        check_embedder(config.get("embedder"), repr(redact(target)), None, embedder)   # another dimension
     try:
-        return Memory.open(target) if embedder is None else Memory.open(target, embedder=embedder)
+        memory = Memory.open(target) if embedder is None else Memory.open(target, embedder=embedder)
     except StorageError as exc:
         text = str(exc)
         writes = _MCP_WRITES_RO if "read-only file system" in text else _MCP_WRITES
@@ -387,6 +394,12 @@ def open_store(target: str, embedder: Any = _CHOOSE) -> Memory:
         if fixed == text:
             raise
         raise StorageError(fixed) from None
+    try:
+        check_writable(memory, repr(redact(target)))   # a PostgreSQL role that may only read
+    except BaseException:
+        memory.close()
+        raise
+    return memory
 
 
 _MCP_COPY = "copy the store (with its -wal file) into a writable folder and serve the copy (--store COPY)"
