@@ -273,13 +273,17 @@ class ServerMemory(ServerViews):
 
     def stats(self, at_time: datetime | None = None) -> dict[str, Any]:
         """Summary numbers, as ``Memory.stats`` (computed by the server and a streamed pass
-        over the time columns for the mean weight)."""
+        over the time columns for the mean weight); at an explicit ``at_time`` of the rows
+        recorded by then (``t <= at_time``, as search: :mod:`hypermem.store.as_of`)."""
+        now = self._query.now(at_time)
+        t_max = None if at_time is None else now
+        where, params = W.recorded_by(t_max)
         with self._read() as con:
             n, roots, dmin, dmax, tmin, tmax, acc = con.execute(
                 f"SELECT count(*), count(*) FILTER (WHERE parent_id IS NULL), min(depth), max(depth), min(t), max(t), "
-                f"coalesce(sum(access_count), 0) FROM {_M}").fetchone()
-            hist = W.level_histogram(con) if n else {}
-            mean_w = W.mean_weight(con, self.decay, self._query.now(at_time), n) if n else None
+                f"coalesce(sum(access_count), 0) FROM {_M}{where}", params).fetchone()
+            hist = W.level_histogram(con, t_max) if n else {}
+            mean_w = W.mean_weight(con, self.decay, now, n, t_max) if n else None
         return {"count": int(n), "roots": int(roots), "max_level": max(hist, default=0), "levels": hist,
                 "dim": self.dim, "curvature": self.curvature, "metric": self.metric, "decay": policy_spec(self.decay),
                 "depth_min": None if not n else float(dmin), "depth_max": None if not n else float(dmax),

@@ -37,8 +37,8 @@ _TIMES = ("t", "access_count", "valid_from", "valid_until")
 _ROW = ("id", "text", "parent_id", "t", "valid_from", "valid_until", "access_count", "last_accessed", "meta", "depth")
 _LEVELED = (f"WITH RECURSIVE lv(id, level) AS (SELECT id, 0 FROM {_M} WHERE parent_id IS NULL UNION ALL "
             f"SELECT m.id, lv.level + 1 FROM {_M} m JOIN lv ON m.parent_id = lv.id) "
-            f"SELECT {', '.join('m.' + c for c in _ROW)}, lv.level FROM {_M} m JOIN lv ON lv.id = m.id "
-            f"ORDER BY m.seq, m.id")
+            f"SELECT {', '.join('m.' + c for c in _ROW)}, lv.level FROM {_M} m JOIN lv ON lv.id = m.id"
+            "{where} ORDER BY m.seq, m.id")
 
 MIRROR_ONLY: dict[str, str] = {
     "points": "point(id) reads one memory's point from the server; for the whole column " + _MIRROR,
@@ -110,10 +110,13 @@ class ServerViews:
 
     def table(self, at_time: datetime | None = None) -> list[dict[str, Any]]:
         """``Memory.table``: one dict a memory in insertion order (id, text, parent, level,
-        depth, time / t, weight, accesses, meta); the weights at ``at_time`` (default now)."""
+        depth, time / t, weight, accesses, meta); the weights at ``at_time`` (default now).  At
+        an explicit ``at_time``, only the rows recorded by then (``t <= at_time``, as ``stats``)."""
+        now_dt = self._query.now(at_time)
+        where, params = W.recorded_by(None if at_time is None else now_dt, "m.t")
         with self._read() as con:
-            rows = [dict(zip((*_ROW, "level"), r)) for r in con.execute(_LEVELED)]
-        now = to_seconds(self._query.now(at_time))
+            rows = [dict(zip((*_ROW, "level"), r)) for r in con.execute(_LEVELED.format(where=where), params)]
+        now = to_seconds(now_dt)
         w = _weights(self.decay, now, [tuple(r[c] for c in _TIMES) for r in rows]).tolist()
         out = []
         for r, weight in zip(rows, w):

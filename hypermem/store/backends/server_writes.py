@@ -40,9 +40,15 @@ _LEVELS = (f"WITH RECURSIVE up(start, pid) AS (SELECT id, parent_id FROM {_M} WH
            f"SELECT start, count(pid) FROM up GROUP BY start")
 _UP = (f"WITH RECURSIVE up(id, parent_id, n) AS (SELECT id, parent_id, 0 FROM {_M} WHERE id = %s UNION ALL "
        f"SELECT m.id, m.parent_id, up.n + 1 FROM {_M} m JOIN up ON m.id = up.parent_id) SELECT id FROM up ORDER BY n")
-_HISTOGRAM = (f"WITH RECURSIVE lv(id, level) AS (SELECT id, 0 FROM {_M} WHERE parent_id IS NULL UNION ALL "
-              f"SELECT m.id, lv.level + 1 FROM {_M} m JOIN lv ON m.parent_id = lv.id) "
-              f"SELECT level, count(*) FROM lv GROUP BY level ORDER BY level")
+_HISTOGRAM = (f"WITH RECURSIVE lv(id, level, t) AS (SELECT id, 0, t FROM {_M} WHERE parent_id IS NULL UNION ALL "
+              f"SELECT m.id, lv.level + 1, m.t FROM {_M} m JOIN lv ON m.parent_id = lv.id) "
+              "SELECT level, count(*) FROM lv{where} GROUP BY level ORDER BY level")
+
+
+def recorded_by(t_max, column: str = "t") -> tuple[str, tuple]:
+    """``(" WHERE t <= %s", (t_max,))``: the rows recorded at ``t_max`` or before (the rule of
+    :func:`hypermem.store.as_of.keep_at` at an explicit ``at_time``); ``("", ())`` for None."""
+    return ("", ()) if t_max is None else (f" WHERE {column} <= %s", (t_max,))
 
 
 def subtree(con, root: str) -> list[tuple[str, int]]:
@@ -56,9 +62,11 @@ def subtree_up(con, id: str) -> list[str]:
     return [r[0] for r in con.execute(_UP, (id,))]
 
 
-def level_histogram(con) -> dict[int, int]:
-    """How many memories sit at each level of the hierarchy."""
-    return {int(r[0]): int(r[1]) for r in con.execute(_HISTOGRAM)}
+def level_histogram(con, t_max=None) -> dict[int, int]:
+    """How many memories sit at each level of the hierarchy (a level counts every ancestor,
+    also one recorded later); with ``t_max`` only those recorded at ``t_max`` or before."""
+    where, params = recorded_by(t_max)
+    return {int(r[0]): int(r[1]) for r in con.execute(_HISTOGRAM.format(where=where), params)}
 
 
 def embedding_bytes(e: torch.Tensor, st) -> bytes:
@@ -215,13 +223,15 @@ def update_fields(st, id: str, fields: dict[str, Any]) -> None:
         st.con.execute(f"UPDATE {_M} SET {sets}, changed_at = %s WHERE id = %s", (*vals, st.next_version, id))
 
 
-def mean_weight(con, decay, now, n: int) -> float:
-    """Mean time weight at ``now`` of the ``n`` stored memories, streamed in chunks (a
-    server-side cursor: no column of the whole store in the process)."""
+def mean_weight(con, decay, now, n: int, t_max=None) -> float:
+    """Mean time weight at ``now`` of the ``n`` stored memories (with ``t_max``: of the ``n``
+    recorded at ``t_max`` or before), streamed in chunks (a server-side cursor: no column of
+    the whole store in the process)."""
     total = 0.0
     f64 = {"dtype": torch.float64}
+    where, params = recorded_by(t_max)
     with con.cursor(name="hypermem_weights") as cur:
-        cur.execute(f"SELECT t, access_count, valid_from, valid_until FROM {_M}")
+        cur.execute(f"SELECT t, access_count, valid_from, valid_until FROM {_M}{where}", params)
         while batch := cur.fetchmany(50_000):
             t, acc, vf, vu = zip(*batch)
             w = policy_weights(decay, now, torch.tensor([to_seconds(x) for x in t], **f64),
