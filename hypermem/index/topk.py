@@ -130,7 +130,12 @@ def exact_topk(queries: torch.Tensor, keys: torch.Tensor, k: int, distance: Dist
         if max_product is None:
             max_product = float(queries.norm(dim=1).max() * keys.norm(dim=1).max())
         limit = torch.tensor(max_product, dtype=dt, device=dev)
-    for start, stop in _bounds(N, chunk, first_chunk(chunk, kk, B)):
+    bounds = list(_bounds(N, chunk, first_chunk(chunk, kk, B)))
+    if bias is not None and not by_bias:
+        # every chunk's largest bias, and which are all -inf (excluded: skipped), in one host sync
+        bmaxes = torch.stack([bias[start:stop].max() for start, stop in bounds])
+        excluded = (bmaxes == -math.inf).tolist()
+    for j, (start, stop) in enumerate(bounds):
         if by_bias:
             cidx = torch.sort(order[start:stop]).values  # index order inside the chunk
             b = bias[cidx]
@@ -141,9 +146,9 @@ def exact_topk(queries: torch.Tensor, keys: torch.Tensor, k: int, distance: Dist
         else:
             cidx = None
             b = None if bias is None else bias[start:stop]
-            bmax = zero if b is None else b.max()
-            if b is not None and bool(bmax == -math.inf):
+            if b is not None and excluded[j]:
                 continue
+            bmax = zero if b is None else bmaxes[j]
             kc = keys[start:stop]
         if start > 0 and inverse is not None:
             s_min = inverse(bmax - state[0][:, -1])  # (B,)
@@ -240,7 +245,8 @@ def _top_first(sc: torch.Tensor, top: int) -> tuple[torch.Tensor, torch.Tensor]:
         return vals[:, :top], pos[:, :top]
     vals, pos = torch.topk(sc, top, dim=1)
     # Only an exact tie at the cut can make topk's choice differ from the stable order.
-    if bool(((sc >= vals[:, -1:]).sum(dim=1) > top).any()):
+    # (On the meta device, shape-only tracing, there are no values to compare.)
+    if sc.device.type != "meta" and bool(((sc >= vals[:, -1:]).sum(dim=1) > top).any()):
         vals, pos = torch.sort(sc, dim=1, descending=True, stable=True)
         return vals[:, :top], pos[:, :top]
     return vals, pos

@@ -11,12 +11,19 @@ in the keys' dtype: in bfloat16 ``1 - c|k|^2`` has 8 bits of mantissa, and keys 
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from ..geometry.numerics import tiny
 from ..geometry.poincare import arcosh_distance, boundary_gap, shell_distance_at_depth
 
 Curvature = float | torch.Tensor
+
+
+def _no_autocast(device: torch.device):
+    """Autocast off on ``device`` (the ``meta`` device has no autocast: nothing to turn off)."""
+    return contextlib.nullcontext() if device.type == "meta" else torch.autocast(device.type, enabled=False)
 
 
 def _from_products(qk: torch.Tensor, q2: torch.Tensor, k2: torch.Tensor, metric: str, curvature: Curvature,
@@ -54,7 +61,7 @@ def gathered_distance(queries: torch.Tensor, keys: torch.Tensor, metric: str, cu
     ``||k||^2`` (as :func:`all_distance` does, so a top-k read and a full read agree to
     rounding): cost ``O(B m d)``.
     """
-    with torch.autocast(keys.device.type, enabled=False):
+    with _no_autocast(keys.device):
         queries = queries.to(keys.dtype)
         qk = torch.bmm(keys, queries.unsqueeze(2)).squeeze(2)
         q2 = queries.pow(2).sum(-1, keepdim=True)
@@ -66,7 +73,7 @@ def all_distance(queries: torch.Tensor, keys: torch.Tensor, metric: str, curvatu
                  base_depth: float) -> torch.Tensor:
     """Distances ``(B, N)`` between queries ``(B, d)`` and all keys ``(N, d)`` (one matrix
     product; memory ``O(B N)``)."""
-    with torch.autocast(keys.device.type, enabled=False):
+    with _no_autocast(keys.device):
         queries = queries.to(keys.dtype)
         qk = queries @ keys.T
         q2 = queries.pow(2).sum(-1, keepdim=True)

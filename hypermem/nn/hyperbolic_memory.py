@@ -76,9 +76,10 @@ from .curvature import ball_c, points_manifold, shared_or_new_ball
 from .dense_topk import dense_topk, exclusion_mask
 from .distance import all_distance, gathered_distance
 from .indices import as_indices
+from .key_cache import KeyCache
 from .module_state import ModuleState, refuse_meta
 from .read_checks import as_float as _as_float
-from .read_checks import check_k, check_metric, check_query_values, check_slot_range, host_check
+from .read_checks import check_k, check_metric, check_query_values, check_slot_range
 from .read_result import Readout, attention
 from .slot_writes import TIME_BUFFERS as _TIME_BUFFERS
 from .slot_writes import SlotWrites
@@ -95,7 +96,7 @@ MAX_TEMPERATURE = 1e4
 _LOG_TAU_MIN, _LOG_TAU_MAX = math.log(MIN_TEMPERATURE), math.log(MAX_TEMPERATURE)
 
 
-class HyperbolicMemory(ModuleState, SlotWrites, TimeScores, StoreBridge, nn.Module):
+class HyperbolicMemory(ModuleState, KeyCache, SlotWrites, TimeScores, StoreBridge, nn.Module):
     """A memory layer on the Poincaré ball (see the module docstring for the maths).
 
     Parameters
@@ -231,73 +232,6 @@ class HyperbolicMemory(ModuleState, SlotWrites, TimeScores, StoreBridge, nn.Modu
         return self.log_temperature.clamp(_LOG_TAU_MIN, _LOG_TAU_MAX).exp()
 
     # ------------------------------------------------------------------ scoring pieces
-    def _key_stamp(self) -> tuple | None:
-        """What the key cache is valid for: the keys' version, storage, shape, dtype, device and
-        the curvature; ``None`` for keys without storage (``torch.func`` transforms): no cache."""
-        K = self.keys
-        try:
-            ptr = K.data_ptr()
-        except RuntimeError:  # a functorch-wrapped tensor (torch.func.grad / vmap of functional_call)
-            return None
-        return (K._version, ptr, tuple(K.shape), K.dtype, K.device, self.curvature)
-
-    def key_geometry(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Unit directions ``(N, d)`` and hyperbolic radii ``(N,)`` of the keys, cached until
-        the keys change: optimizer steps and writes under ``torch.no_grad()`` bump the keys'
-        version.  Writes through ``keys.data`` do not (``.data`` has its own version counter):
-        call :meth:`invalidate` after them.  Keys without storage (``torch.func.grad`` over
-        ``functional_call``) are not cached."""
-        stamp = self._key_stamp()
-        if stamp is None:
-            self._check_keys()
-            K = self.keys.detach()
-            return K / safe_norm(K, keepdim=True), P.distance_to_origin(K, self.curvature)
-        K = self.keys
-        if self._key_cache is None or self._key_cache[0] != stamp:
-            if self.ball.learnable:  # the ball moved with c: keep the keys on it (in place)
-                with torch.no_grad():
-                    inside = self.ball.projx(K.detach())
-                    if not torch.equal(inside, K.detach()):
-                        K.copy_(inside)
-                stamp = (K._version, *stamp[1:])
-            self._check_keys()
-            with torch.no_grad():
-                n = safe_norm(K, keepdim=True)
-                radius = P.distance_to_origin(K, self.curvature)
-                self._key_cache = (stamp, K / n, radius)
-        return self._key_cache[1], self._key_cache[2]
-
-    @torch.no_grad()
-    def refresh_key_rows(self, rows: torch.Tensor) -> None:
-        """Update :meth:`key_geometry`'s cache for ``rows`` only, after a step that moved just those
-        keys (a sparse optimizer step); with no cache for these keys the next read recomputes.
-        A cache built by a read under ``torch.inference_mode()`` (a validation loop) holds inference
-        tensors, which torch forbids to change in place outside that mode: it is copied first (once)."""
-        K, cache, stamp = self.keys, self._key_cache, self._key_stamp()
-        if cache is None or stamp is None or cache[0][1:] != stamp[1:]:
-            return
-        kr = K[rows]
-        if not bool(P.is_inside(kr, self.curvature).all()):
-            self._check_keys()  # raises, naming the key that left the ball
-        dirs, radius = cache[1], cache[2]
-        if dirs.is_inference() and not torch.is_inference_mode_enabled():
-            dirs, radius = dirs.clone(), radius.clone()  # a normal tensor outside inference_mode
-        dirs[rows] = kr / safe_norm(kr, keepdim=True)
-        radius[rows] = P.distance_to_origin(kr, self.curvature)
-        self._key_cache = ((K._version, *cache[0][1:]), dirs, radius)
-
-    def _check_keys(self) -> None:
-        """``ValueError`` (:meth:`_key_error`) when a key is NaN / inf or
-        left the ball."""
-        if torch.compiler.is_compiling():  # no host sync: an async assert on CPU (read_checks.host_check);
-            if not self.ball.learnable:    # a learned c moved the ball: eager reads project the keys first
-                host_check(P.is_inside(self.keys.detach(), self.curvature), str, "a key has left the Poincaré ball")
-            return
-        with torch.no_grad():
-            inside = P.is_inside(self.keys, self.curvature)
-            if not bool(inside.all()):
-                raise ValueError(self._key_error(int((~inside).nonzero()[0])))
-
     def _depth_term(self, idx: torch.Tensor | None) -> torch.Tensor | None:
         """``depth_bias * depth`` of the slots ``idx`` (all slots for ``None``), with gradient
         to the keys when the depth comes from them."""
@@ -409,17 +343,17 @@ class HyperbolicMemory(ModuleState, SlotWrites, TimeScores, StoreBridge, nn.Modu
         if torch.compiler.is_compiling():
             return self._dense_select(queries, k, ex, at_time, bias)
         extra = 0 if ex is None else ex.shape[1]
-        dirs, radius = self.key_geometry()
+        dirs, radius, c = self._key_geometry()  # c: the float curvature, read once per change of it
         qn = safe_norm(queries, keepdim=True)
         qdir = queries / qn
         if bias is None:
             bias = self.slot_bias(at_time)
         if self.metric == "shell":
-            g = ShellDistance(self.curvature, self.base_depth)
+            g = ShellDistance(c, self.base_depth)
             dist_fn, inv = g, g.inverse
         else:
-            q_radius = P.distance_to_origin(queries, self.curvature)
-            dist_fn, inv = HyperbolicDistance(self.curvature, q_radius, radius), None
+            q_radius = P.distance_to_origin(queries, c)
+            dist_fn, inv = HyperbolicDistance(c, q_radius, radius), None
         if bias is not None:
             # rank by -d/tau + b, i.e. by -(d/tau) + b: scale the distance model
             tau = float(self.temperature.detach())  # the one host sync a biased search needs
