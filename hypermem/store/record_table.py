@@ -123,7 +123,8 @@ class RecordTable(Mapping):
 
     # ------------------------------------------------------------------ Mapping
     def __getitem__(self, id: str) -> MemoryRecord:
-        return self.at_rows([self.state.row[id]])[0]
+        with self.state.lock:   # the row and its columns of one moment: a remove compacts rows under it
+            return self.at_rows([self.state.row[id]])[0]
 
     def __contains__(self, id: object) -> bool:
         try:
@@ -147,11 +148,13 @@ class RecordTable(Mapping):
     # ------------------------------------------------------------------ fields
     def parent(self, id: str) -> str | None:
         """The parent id of ``id`` (None: a root); ``KeyError`` when unknown."""
-        return self.parents[self.state.row[id]]
+        with self.state.lock:
+            return self.parents[self.state.row[id]]
 
     def text(self, id: str) -> str:
         """The text of ``id``; ``KeyError`` when unknown."""
-        return self.texts[self.state.row[id]]
+        with self.state.lock:
+            return self.texts[self.state.row[id]]
 
     def meta_at(self, row: int) -> dict:
         """The metadata of row ``row`` (an empty dict when it has none)."""
