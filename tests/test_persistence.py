@@ -132,7 +132,7 @@ def test_custom_embedder_or_policy_must_be_passed_back(tmp_path):
         Memory.from_json(mem.to_json())
     back = Memory.load(path, embedder=emb, decay=Linear())
     assert back.embedder is emb and isinstance(back.decay, Linear)
-    with pytest.raises(ValueError, match="dimension mismatch.*16-dimensional.*dim=32"):
+    with pytest.raises(ValueError, match="dimension mismatch.*made with a 16-dimensional embedder.*dim=32"):
         Memory.load(path, embedder=HashingEmbedder(dim=32), decay=Linear())
 
 

@@ -376,8 +376,8 @@ def _new_memory(config, where, embedder, decay, clock, device, dtype, cls):
     except (TypeError, ValueError) as exc:
         raise MemoryFileError(f"{where}: invalid config ({exc})") from None
     if memory.dim != config["dim"]:
-        raise ValueError(f"dimension mismatch: {where} holds {config['dim']}-dimensional memories but the "
-                         f"embedder has dim={memory.dim}")
+        raise ValueError(f"dimension mismatch: {where} was made with a {config['dim']}-dimensional embedder but "
+                         f"the embedder has dim={memory.dim}")
     return memory
 
 

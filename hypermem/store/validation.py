@@ -254,8 +254,8 @@ def embedder_from_spec(spec: Any, embedder: Any = None, where: str = "the file")
     if embedder is not None:
         got = getattr(embedder, "dim", None)
         if got != dim:
-            raise ValueError(f"dimension mismatch: {where} holds {dim}-dimensional memories but the embedder "
-                             f"passed has dim={got!r}")
+            raise ValueError(f"dimension mismatch: {where} was made with a {dim}-dimensional embedder "
+                             f"({spec.get('type', 'custom')}) but the embedder passed has dim={got!r}")
         if not isinstance(embedder, StandIn):
             warn_other_embedder(spec, embedder, where)
         return embedder
