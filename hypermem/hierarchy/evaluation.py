@@ -189,7 +189,7 @@ def reconstruction(points: Mapping[Hashable, object] | torch.Tensor,
     the ``(B, n)`` distance blocks and the placing of each distance among the row's related
     distances (:func:`count_below`) dominate; a poor embedding (random, early in training) is
     the slow case, as most distances then fall below the farthest partner.  Quadratic in the
-    nodes: 20,000 nodes take 5-45 s on one CPU core (the mammals' 1,180 well under one).
+    nodes (measured at 5,000-40,000 nodes: benchmarks/RESULTS.md, "Reconstruction cost by size").
 
     Parameters
     ----------

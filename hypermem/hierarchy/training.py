@@ -111,8 +111,8 @@ def radius_limit_message(model: HierarchyEmbedding, how: str = "dtype=torch.floa
     up to ``r_max = (2 / sqrt(c)) artanh(1 - m)`` (7.6 in float32, 23.7 in float64).  Points
     that training pushes further all stop on that one sphere, where their depths merge.  A
     point counts as *at the limit* when ``sqrt(c) ||x|| >= 1 - 1.5 m``; when at least
-    ``share`` of the points are (a DAG of 5,565 Python classes, 100 epochs at ``dim=2`` in
-    float32: 77%, reconstruction MAP 0.08 against 0.29 in float64; at ``dim=10``: 32%), the
+    ``share`` of the points are (small dimensions in float32 reach it: RESULTS, "Reconstruction
+    cost by size"), the
     message counts them and names float64 (``how``: the setting that asks for it).  ``None`` for Euclidean embeddings, float64 and fewer points at the limit.
     """
     w = model.weight.detach()
@@ -342,7 +342,7 @@ def fit_poincare_embeddings(edges, dim: int = 10, epochs: int = 200, lr: float =
     than 20,000 nodes) uses sparse gradients and geoopt's sparse optimizers;
     ``eval_every`` records the reconstruction MAP during training: each evaluation ranks every
     node against all ``n`` (:func:`~hypermem.hierarchy.evaluation.reconstruction`, about
-    ``n^2 (dim + log m)``: 17 s at 20,000 nodes on one CPU core, against ~2 s per epoch), and
+    ``n^2 (dim + log m)``, soon more than an epoch: RESULTS, "Reconstruction cost by size"), and
     ``report.eval_seconds`` says what it cost.  ``init`` starts from
     given points instead of Nickel & Kiela's small random ones (a ``node -> point``
     mapping, or an ``(n, dim)`` tensor in the order of the relation's nodes), e.g. the

@@ -83,7 +83,7 @@ class KeyCache:
     def _project_keys(self) -> float:
         """A learnable ``c`` moved the ball: project the keys onto it (in place, only where
         that changes them), check them (:meth:`_check_keys`'s ``ValueError``) and return ``c``,
-        with one host sync for the three (was five: ``c`` read three times, ``torch.equal``, the check)."""
+        with one host sync for the three (one ``tolist`` of the flags)."""
         K, ball = self.keys, self.ball
         if K.device.type == "meta":  # shape-only tracing: no values to project, check or read
             return 1.0  # a stand-in: no distance on meta has values
