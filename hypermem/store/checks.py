@@ -261,13 +261,7 @@ class Batch:
             meta = get("meta")
             metas[i] = {} if meta is None else check_meta(meta, at(i))
             if get("embedding") is not None:
-                e = torch.as_tensor(it["embedding"], dtype=torch.float64).detach().cpu()
-                if e.shape != (dim,):
-                    raise ValueError(f"{at(i)}: embedding must have shape ({dim},), got {tuple(e.shape)}")
-                if not bool(torch.isfinite(e).all()):
-                    raise ValueError(f"{at(i)}: embedding has non-finite values")
-                check_has_direction(e[None], [text], lambda _, i=i: at(i))
-                b.embeddings[i] = e
+                b.embeddings[i] = check_embedding(it["embedding"], dim, text, at(i))
             if get("point") is not None:
                 p = torch.as_tensor(it["point"], dtype=torch.float64).detach().cpu()
                 if p.shape != (dim,):
@@ -313,6 +307,29 @@ def check_ids(ids: Any, call: str) -> list:
     if isinstance(ids, str) or not isinstance(ids, Iterable):
         raise TypeError(f"{call} takes a list of ids, got {type(ids).__name__} {ids!r:.60}")
     return list(ids)
+
+
+def check_embedding(embedding: Any, dim: int, text: str, where: str) -> torch.Tensor:
+    """A precomputed embedding given for ``text`` (``add_many``'s ``embedding``, ``update``'s):
+    a finite, non-zero vector of shape ``(dim,)``, returned as a float64 CPU tensor."""
+    try:
+        e = torch.as_tensor(embedding, dtype=torch.float64).detach().cpu()
+    except (TypeError, ValueError, RuntimeError) as exc:
+        raise TypeError(f"{where}: embedding must be a vector of {dim} numbers ({exc})") from exc
+    if e.shape != (dim,):
+        raise ValueError(f"{where}: embedding must have shape ({dim},), got {tuple(e.shape)}")
+    if not bool(torch.isfinite(e).all()):
+        raise ValueError(f"{where}: embedding has non-finite values")
+    check_has_direction(e[None], [text], lambda _: where)
+    return e
+
+
+def embedding_for_update(embedder: Any, dim: int, text: str | None, embedding: Any, where: str):
+    """The new embedding of ``update(id, text=, embedding=)``: the given one (checked as
+    :func:`check_embedding`), else the embedder's for the new text, else ``None`` (no move)."""
+    if embedding is not None:
+        return check_embedding(embedding, dim, "" if text is None else text, where)
+    return None if text is None else embed_for_store(embedder, [text], lambda _: where)[0]
 
 
 def check_update(id: str, text: str | None, meta: Any, t: Any, valid_from: Any, valid_until: Any):

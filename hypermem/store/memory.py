@@ -33,7 +33,7 @@ from .checks import (
     check_ids,
     check_update,
     check_window,
-    embed_for_store,
+    embedding_for_update,
     usable_device,
 )
 from .delegation import calls as _calls
@@ -238,8 +238,7 @@ class Memory:
         converted to UTC, **naive ones are taken to be UTC already** (as the NumPy reference does), so
         pass ``datetime.now(timezone.utc)``, not ``datetime.now()``, on a machine whose clock is not in UTC.
 
-        Each call embeds one text; :meth:`add_many` embeds many in one call (MiniLM, 200 notes: 76 s
-        one by one, 6.6 s at once); a long run of single adds warns once (``store.add_hint``)."""
+        Each call embeds one text; :meth:`add_many` embeds many in one call, far faster (``store.add_hint``)."""
         item = {"text": text, "parent": parent, "t": t, "id": id, "meta": meta, "valid_from": valid_from,
                 "valid_until": valid_until}
         start = OneByOne.clock()
@@ -323,19 +322,20 @@ class Memory:
 
     # ------------------------------------------------------------------ changing
     def update(self, id: str, text: str | None = None, meta: Mapping[str, Any] | None = None,
-               t: datetime | None = None, valid_from: Any = UNSET, valid_until: Any = UNSET) -> None:
-        """Change a memory in place.  New text re-embeds it and re-places its subtree; ``meta`` replaces the
-        metadata dict; ``valid_from`` / ``valid_until`` may be set to None.  All or nothing."""
+               t: datetime | None = None, valid_from: Any = UNSET, valid_until: Any = UNSET,
+               embedding: Any = None) -> None:
+        """Change a memory in place.  New text (or a precomputed ``embedding``, as in :meth:`add_many`) re-embeds
+        it and re-places its subtree; ``meta`` replaces the metadata; ``valid_from`` / ``valid_until`` may be None."""
         self.state.row_of(id)
         where, new_meta, t, vf, vu = check_update(id, text, meta, t, valid_from, valid_until)
-        e = embed_for_store(self.embedder, [text], lambda _: where)[0] if text is not None else None
+        e = embedding_for_update(self.embedder, self.dim, text, embedding, where)
         with self.state.lock:
             rec = self.state.record(id)
             check_window(rec, vf, vu, where)
             r = self.state.row[id]
             moved: list[int] = []  # rows whose points change (none for metadata, times, validity)
             if e is not None:
-                rec.text = text
+                rec.text = rec.text if text is None else text
                 self.state.set_embeddings(r, e)
                 moved = self.placer.replace_subtree(id)
             if new_meta is not None:

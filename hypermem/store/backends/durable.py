@@ -295,7 +295,8 @@ class DurableStore:
     def update(self, id: str, text: str | None = None, meta=None, t=None, **kwargs: Any) -> None:
         with self._writing("update") as st:
             super().update(id, text=text, meta=meta, t=t, **kwargs)
-            self._put(st, [id, *self.descendants(id)] if text is not None else [id])
+            moved = text is not None or kwargs.get("embedding") is not None  # the subtree was re-placed
+            self._put(st, [id, *self.descendants(id)] if moved else [id])
 
     def remove(self, id: str, cascade: bool = False) -> list[str]:
         return self.remove_many([id], cascade=cascade)

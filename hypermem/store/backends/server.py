@@ -37,7 +37,7 @@ from ...geometry import poincare as P
 from ...temporal import policy_spec, uses_access_counts
 from ...temporal.clock import from_seconds, to_seconds, to_utc
 from ..add_hint import OneByOne
-from ..checks import METRICS, MODES, UNSET, Batch, check_update, check_window, embed_for_store
+from ..checks import METRICS, MODES, UNSET, Batch, check_update, check_window, embedding_for_update
 from ..heap import trim_after
 from ..records import MemoryRecord, SearchResult
 from ..search import Searcher
@@ -428,16 +428,18 @@ class ServerMemory(ServerViews):
             return W.insert(self, st, batch, emb)
 
     def update(self, id: str, text: str | None = None, meta: Mapping[str, Any] | None = None,
-               t: datetime | None = None, valid_from: Any = UNSET, valid_until: Any = UNSET) -> None:
-        """``Memory.update``: new text re-embeds the memory and re-places its subtree."""
+               t: datetime | None = None, valid_from: Any = UNSET, valid_until: Any = UNSET,
+               embedding: Any = None) -> None:
+        """``Memory.update``: new text (or ``embedding``) re-embeds the memory and re-places its subtree."""
         self.get(id)
         where, new_meta, t, vf, vu = check_update(id, text, meta, t, valid_from, valid_until)
-        e = embed_for_store(self.embedder, [text], lambda _: where)[0] if text is not None else None
+        e = embedding_for_update(self.embedder, self.dim, text, embedding, where)
         with self._write("update") as (st, _):
             rec = record_of(self._row(st.con, id))
             check_window(rec, vf, vu, where)
             if e is not None:
-                W.replace_subtree(self, st, id, {"text": text, "embedding": W.embedding_bytes(e, st)})
+                new = {"embedding": W.embedding_bytes(e, st)} | ({} if text is None else {"text": text})
+                W.replace_subtree(self, st, id, new)
             fields: dict[str, Any] = {} if new_meta is None else {"meta": new_meta}
             if t is not None:
                 fields["t"] = t
