@@ -11,9 +11,8 @@ input, broadcasts over leading batch dimensions, and reduces over the last one. 
 may be a float or a 0-dim tensor (for a learnable curvature); every function checks it with
 :func:`~hypermem.geometry.conversion.checked_curvature` (a number: finite and at least
 ``MIN_CURVATURE``, else ``ValueError``; a tensor: read only where that costs no device sync,
-see there).  The pole-prone special
-functions come from :mod:`hypermem.geometry.numerics`, so values and gradients are finite
-everywhere inside the ball, at the origin and within the margin of the boundary.
+see there).  Pole-prone special functions come from :mod:`hypermem.geometry.numerics`, so values
+and gradients are finite everywhere inside the ball, at the origin and near the boundary.
 """
 
 from __future__ import annotations
@@ -59,8 +58,7 @@ _c = checked_curvature
 
 
 def _radius_tensor(r: Any, like: torch.Tensor) -> torch.Tensor:
-    r = as_tensor(r, dtype=like.dtype, device=like.device, name="hyperbolic_radius")
-    return r.unsqueeze(-1)
+    return as_tensor(r, dtype=like.dtype, device=like.device, name="hyperbolic_radius").unsqueeze(-1)
 
 
 @half_as_float32
@@ -276,11 +274,16 @@ def point_at(direction, hyperbolic_radius, c: Curvature = 1.0) -> torch.Tensor:
     """
     c = _c(c)
     (u,) = as_points(direction, names=("direction",))
-    r = _radius_tensor(hyperbolic_radius, u)
-    sc = _sqrt_c(c)
+    return project(_on_ray(u, hyperbolic_radius, c), c)
+
+
+@half_as_float32
+def _on_ray(u, hyperbolic_radius, c):
+    """:func:`point_at` before its projection (which runs in the input's dtype): in float32 for half input."""
+    r, sc = _radius_tensor(hyperbolic_radius, u), _sqrt_c(c)
     unit = u / (sq := sq_norm(u, keepdim=True)).clamp_min(tiny(u.dtype)).sqrt()  # = u / safe_norm(u)
     u = torch.where(sq > 0, unit, unit.detach()) if unit.requires_grad else unit
-    return project(tanh(sc * r / 2.0) * u / sc, c)
+    return tanh(sc * r / 2.0) * u / sc
 
 
 def set_depth(x, hyperbolic_radius, c: Curvature = 1.0) -> torch.Tensor:
@@ -491,10 +494,7 @@ def random_points(n: int, dim: int, max_hyperbolic_radius: float = 2.0, seed: in
     if not (max_hyperbolic_radius >= 0 and math.isfinite(max_hyperbolic_radius)):
         raise ValueError(f"max_hyperbolic_radius must be finite and >= 0, got {max_hyperbolic_radius}")
     g = torch.Generator(device="cpu")
-    if seed is not None:
-        g.manual_seed(int(seed))
-    else:
-        g.seed()
+    g.manual_seed(int(seed)) if seed is not None else g.seed()
     u = torch.randn(int(n), int(dim), generator=g, dtype=torch.float64)
     r = torch.rand(int(n), generator=g, dtype=torch.float64) * max_hyperbolic_radius
     return point_at(u, r, check_curvature(c)).to(dtype=dtype, device=device)
