@@ -28,6 +28,14 @@ hold NaN or inf (linear.weight)`` (a diverged optimizer step).  The check reads 
 on the host per forward; under ``torch.compile`` it is an async assert on CPU and skipped on
 other devices (:mod:`hypermem.nn.read_checks`); ``check_finite=False`` turns it off.
 
+**The curvature keeps its dtype under a half cast.**  ``.bfloat16()`` / ``.half()`` /
+``.to(torch.float16)`` cast the weights but leave the ball's ``isp_c`` in its float64 (or
+float32): an 8-bit mantissa would round a fixed curvature (2.0 would reload as 1.9974) and
+freeze a learned one (a step of ``1e-3`` is below bfloat16's spacing), also for a ball shared
+with a :class:`~hypermem.nn.HyperbolicMemory`.  The points are computed in the input's dtype
+as before (the map into the ball in float32 for half inputs).  Casts to float32 / float64
+reach the curvature as torch casts any parameter.
+
 **After ``to_empty()``** (``.to("meta")`` then ``.to_empty(device=...)``) the weights hold
 whatever the allocator left, finite or not, so a forward refuses (``ValueError: BallEncoder is
 uninitialised: its parameters linear.weight, linear.bias still hold what .to_empty() allocated
@@ -53,6 +61,7 @@ from torch import nn
 
 from ..geometry import PoincareBall
 from ..geometry import poincare as P
+from ..geometry.numerics import HALF_DTYPES
 from .curvature import ball_c, shared_or_new_ball
 from .emptied import TracksEmpty
 from .read_checks import host_check, nonfinite_kind
@@ -156,6 +165,19 @@ class BallEncoder(TracksEmpty, NotScriptable, nn.Module):
     def curvature(self) -> float:
         return self.ball.curvature
 
+    def _apply(self, fn, recurse=True):
+        # a cast to float16 / bfloat16 leaves the ball's isp_c (and its gradient) in its own dtype,
+        # moving it to the new device only (see the module docstring)
+        ball = [t for p in (*self.ball.parameters(), *self.ball.buffers()) for t in (p, p.grad) if t is not None]
+
+        def keep_curvature(t):
+            out = fn(t)
+            if out.dtype in HALF_DTYPES and t.dtype not in HALF_DTYPES and any(t is b for b in ball):
+                return t.to(out.device)
+            return out
+
+        return super()._apply(keep_curvature, recurse)
+
     def extra_repr(self) -> str:
         # what the constructor takes: depth=None (the exponential map), a number, or 'learned'
         if self.mode == "fixed":
@@ -180,9 +202,12 @@ class BallEncoder(TracksEmpty, NotScriptable, nn.Module):
         if x.shape[-1] != self.linear.in_features:
             raise ValueError(f"expected features of size {self.linear.in_features}, got shape {tuple(x.shape)}")
         self.refuse_if_empty()  # after .to_empty(), until loaded / initialised (one attribute test)
+        dtype = self.linear.weight.dtype
+        if x.dtype != dtype and not torch.is_autocast_enabled(x.device.type):
+            raise ValueError(f"features are {x.dtype} but the BallEncoder's weights are {dtype}: pass "
+                             f"x.to({dtype}), cast the encoder, or run it under torch.autocast")
         v = self.linear(x)
         depth = self.depth_of(x)
-        dtype = self.linear.weight.dtype
         # under autocast the linear map may run in bf16; the map into the ball runs in the
         # parameters' dtype (bf16's 8-bit mantissa puts every point deeper than ~5 on the margin)
         with torch.autocast(v.device.type, enabled=False):
