@@ -8,6 +8,13 @@
   constructor refuses those dtypes: their 8- and 11-bit mantissas put every key deeper than
   about 5 on the ball's boundary.  Run a model in half precision with ``torch.autocast``
   (the memory computes distances in its own dtype), or cast the other submodules only.
+* A narrowing cast (``.float()`` of a float64 layer) keeps every key a point of the ball in
+  the new dtype: keys deeper than its margin (float32 holds radii up to ``1 - 1e-3`` of the
+  ball's, hyperbolic radius ~7.6 at ``c = 1``; float64 up to ~23.7) would round onto the
+  boundary, so they are projected onto the margin, as the constructor projects its keys,
+  with a ``UserWarning`` naming the dtype and how many keys moved.  Loading a float64
+  checkpoint into a float32 layer does the same (torch casts it on copy); with
+  ``assign=True`` the layer takes the checkpoint's dtype and nothing moves.
 * ``load_state_dict`` refuses, before anything is loaded, a tensor the constructor would
   refuse (:data:`~hypermem.nn.slot_writes.LOADED_CHECKS`), a curvature the ball refuses, and
   keys outside the ball (``ValueError`` naming the key row).
@@ -37,6 +44,8 @@
 from __future__ import annotations
 
 import json
+import math
+import warnings
 
 import geoopt
 import torch
@@ -44,6 +53,7 @@ import torch.nn.functional as F
 
 from ..geometry import poincare as P
 from ..geometry.ball import check_loaded_curvature
+from ..geometry.numerics import ball_margin
 from .param_rows import swap_rows
 from .read_checks import key_error
 from .scripting import NotScriptable
@@ -64,6 +74,24 @@ def loaded_keys_error(name: str, keys: torch.Tensor, c: float) -> str | None:
     return (f"{name} row #{row} is not a point inside the Poincaré ball of curvature {c:g} (norm "
             f"{float(k[row].norm()):.6g}, radius {c ** -0.5:.6g}): this checkpoint's keys left the ball "
             "(an optimizer that ignores the geometry, or a wrong curvature); it was not loaded")
+
+
+def narrowed_keys(keys: torch.Tensor, was: torch.dtype, dtype: torch.dtype, c: float, what: str
+                  ) -> torch.Tensor:
+    """``keys`` (inside the ball of curvature ``-c`` in their dtype ``was``) in the narrower
+    ``dtype``, projected onto its margin (:func:`~hypermem.geometry.poincare.project`); a
+    ``UserWarning`` naming ``what`` (the cast or the load), the dtype and how many keys moved,
+    when some did."""
+    K = keys.detach().to(dtype)
+    out = P.project(K, c)
+    moved = int((out != K).any(-1).sum())
+    if moved:
+        m = ball_margin(dtype)
+        warnings.warn(f"{what}: {moved} of {K.shape[0]} keys lay deeper than {dtype} holds and were moved onto "
+                      f"its margin (norm {1 - m:g} / sqrt(c), hyperbolic radius "
+                      f"{2 * math.atanh(1 - m) / math.sqrt(c):.3g}); keep the layer in {was} to keep "
+                      "their depth", UserWarning, stacklevel=4)
+    return out
 
 
 def loaded_ids(name: str, state, rows: int, check) -> list[str]:
@@ -148,10 +176,15 @@ class ModuleState(NotScriptable):
                 out = t.to(out.device)  # timestamps and counts stay float64 whatever the cast
             return out
 
-        was_meta = self.keys.is_meta
+        was_meta, was = self.keys.is_meta, self.keys.dtype
         out = super()._apply(keep_float64, recurse)
         if was_meta and not self.keys.is_meta:  # only to_empty() leaves the meta device
             self._emptied = True
+        K = self.keys
+        if not K.is_meta and torch.finfo(K.dtype).eps > torch.finfo(was).eps:  # a narrowing cast
+            with torch.no_grad():
+                what = f"HyperbolicMemory cast to {K.dtype}"
+                K.copy_(narrowed_keys(K, was, K.dtype, self.ball.curvature, what))
         self._rewrap_keys()
         self._key_cache = None
         return out
@@ -179,12 +212,14 @@ class ModuleState(NotScriptable):
         if len(ids) == len(self):  # else the keys did not load either: torch reports their size mismatch
             self.ids = ids
 
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, *args, **kwargs):
         """Refuse, before anything is loaded, a tensor the constructor would refuse
         (:data:`LOADED_CHECKS`: NaN values, a NaN ``log_temperature``, ...; keys outside the
         ball of the loaded curvature): ``ValueError`` naming the key.  The ball's ``isp_c``
         too, here as well as by the ball, so a bad one leaves this layer unchanged (the ball
-        loads after it)."""
+        loads after it).  Keys of a wider dtype than the layer's (float64 into float32) are
+        projected onto the margin of the layer's dtype (:func:`narrowed_keys`, with a
+        warning), unless ``assign=True``."""
         for name, rule in LOADED_CHECKS.items():
             t = state_dict.get(prefix + name)
             if isinstance(t, torch.Tensor) and not t.is_meta:
@@ -198,6 +233,11 @@ class ModuleState(NotScriptable):
             error = loaded_keys_error(f"state_dict[{prefix + 'keys'!r}]", keys, c)
             if error is not None:
                 raise ValueError(error)
+            mine = self.keys.dtype
+            if (not local_metadata.get("assign_to_params_buffers", False) and not self.keys.is_meta
+                    and mine.is_floating_point and torch.finfo(mine).eps > torch.finfo(keys.dtype).eps):
+                what = f"state_dict[{prefix + 'keys'!r}] ({keys.dtype}) loaded into {mine} keys"
+                state_dict[prefix + "keys"] = narrowed_keys(keys, keys.dtype, mine, c, what)
         rows = keys.shape[0] if isinstance(keys, torch.Tensor) and keys.dim() == 2 else len(self)
         extra = state_dict.get(prefix + "_extra_state")
         if extra is None:  # saved before the ids were: this layer keeps its own
@@ -205,7 +245,7 @@ class ModuleState(NotScriptable):
         else:
             loaded_ids(f"state_dict[{prefix + '_extra_state'!r}]", extra, rows, self._check_ids)
             self._take_slot_count(state_dict, prefix, rows)
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, *args, **kwargs)
 
     def _take_slot_count(self, state_dict, prefix: str, rows: int) -> None:
         """Resize every per-slot tensor to ``rows`` slots (values undefined until torch copies the
