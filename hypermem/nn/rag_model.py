@@ -23,11 +23,13 @@ The WordNet hypernym-retrieval experiment that trains and compares it lives in t
 
 from __future__ import annotations
 
+import contextlib
+
 import geoopt
 import torch
 from torch import nn
 
-from ..geometry.numerics import safe_norm
+from ..geometry.numerics import HALF_DTYPES, safe_norm
 from ..store import Memory
 from .dense_topk import dense_topk
 from .encoder import BallEncoder
@@ -37,7 +39,13 @@ from .readout import ParentVote
 from .scripting import NotScriptable
 from .sparse_rows import sparse_rows_allowed
 
-__all__ = ["HyperbolicRAG", "cosine_topk"]
+__all__ = ["HyperbolicRAG", "cosine_topk", "no_autocast"]
+
+
+def no_autocast(device: torch.device):
+    """Autocast off on ``device`` (the ``meta`` device has no autocast: nothing to turn off), so
+    a product runs in its operands' dtype: an exact top-``k`` under ``torch.autocast``."""
+    return contextlib.nullcontext() if device.type == "meta" else torch.autocast(device.type, enabled=False)
 
 
 @torch.no_grad()
@@ -45,8 +53,12 @@ def cosine_topk(qdirs: torch.Tensor, dirs: torch.Tensor, k: int, exclude: torch.
                 ) -> torch.Tensor:
     """Top-``k`` slots ``(B, k)`` by cosine of unit query directions ``(B, d)`` with unit key
     directions ``(N, d)``: one matmul and ``topk``.  ``exclude`` ``(B,)`` or ``(B, m)``
-    (``-1`` ignored) are never returned; missing entries are ``-1``."""
-    return dense_topk(qdirs.detach() @ dirs.T, k, None if exclude is None else torch.as_tensor(exclude))
+    (``-1`` ignored) are never returned; missing entries are ``-1``.  The product runs with
+    autocast off in the keys' dtype (half queries converted), so the top-``k`` under
+    ``torch.autocast`` is the exact one, as :meth:`HyperbolicMemory.select`'s."""
+    with no_autocast(dirs.device):
+        cos = qdirs.detach().to(dirs.dtype) @ dirs.T
+    return dense_topk(cos, k, None if exclude is None else torch.as_tensor(exclude))
 
 
 DEFAULT_K = 32
@@ -65,7 +77,10 @@ class HyperbolicRAG(NotScriptable, nn.Module):
     Parameters (checked here, each named): ``parent`` ``(N,)`` the parent slot of every slot of
     ``store`` (``-1`` for roots; one entry per slot); ``k`` the top-``k`` of training reads, from
     1 to the number of slots (``None``: ``min(32, slots)``; a larger ``k`` is refused);
-    ``metric`` ``"shell"`` or ``"hyperbolic"``; ``sparse_grad`` sparse gradients for the keys.
+    ``metric`` ``"shell"`` or ``"hyperbolic"``; ``sparse_grad`` sparse gradients for the keys;
+    ``dtype`` the one dtype of the encoders and the memory, ``torch.float32`` or
+    ``torch.float64`` (``None``: ``torch.get_default_dtype()``; another one is refused, naming
+    it).  Run it in half precision under ``torch.autocast``.
 
     **Optimizers.**  With ``sparse_grad=True`` (the default: a step touches ``O(batch x k)``
     key rows, whatever ``N``) the keys get sparse gradients, which
@@ -95,16 +110,23 @@ class HyperbolicRAG(NotScriptable, nn.Module):
     def __init__(self, store: Memory, parent: torch.Tensor, feature_dim: int, temperature: float = 0.1,
                  learn_keys: bool = True, two_heads: bool = False, k: int | None = None,
                  query_depth: float | str | None = None, combine: str = "logaddexp", children: str = "max",
-                 metric: str = "shell", fast: bool = True, sparse_grad: bool = True):
+                 metric: str = "shell", fast: bool = True, sparse_grad: bool = True,
+                 dtype: torch.dtype | None = None):
         super().__init__()
+        dt = torch.get_default_dtype() if dtype is None else dtype
+        if dt not in (torch.float32, torch.float64):
+            what = "the default dtype" if dtype is None else "dtype"
+            raise ValueError(f"HyperbolicRAG holds its encoders and memory in torch.float32 or "
+                             f"torch.float64, {what} is {dt}: pass dtype=torch.float32 (run half "
+                             "precision under torch.autocast)")
         depth = store.base_depth if query_depth is None else query_depth
         init = "identity" if feature_dim == store.dim else "default"
         self.encoder = BallEncoder(feature_dim, store.dim, curvature=store.curvature, depth=depth, init=init,
-                                   init_depth=store.base_depth)
+                                   init_depth=store.base_depth, dtype=dt)
         self.vote_encoder = BallEncoder(feature_dim, store.dim, curvature=store.curvature, depth=depth, init=init,
-                                        init_depth=store.base_depth) if two_heads else None
+                                        init_depth=store.base_depth, dtype=dt) if two_heads else None
         self.memory = HyperbolicMemory.from_memory(store, learn_keys=learn_keys, temperature=temperature,
-                                                   sparse_grad=bool(sparse_grad), dtype=torch.float32)
+                                                   sparse_grad=bool(sparse_grad), dtype=dt)
         self.memory.metric = metric  # checked by the memory (ValueError naming the metric)
         self.readout = ParentVote(parent, combine=combine, children=children)
         n = len(self.memory)
@@ -169,6 +191,10 @@ class HyperbolicRAG(NotScriptable, nn.Module):
         if not self.fast or mem.metric != "shell" or mem.slot_bias(None) is not None:
             return mem.select(queries, k, exclude=exclude)
         dirs, _ = mem.key_geometry()
+        if queries.dtype in HALF_DTYPES:  # a .half() encoder: directions in the keys' dtype, as the memory's
+            queries = queries.to(dirs.dtype)
+        elif queries.dtype != dirs.dtype:
+            raise ValueError(f"queries are {queries.dtype} but the memory is {dirs.dtype}; move one of them")
         return cosine_topk(queries / safe_norm(queries, keepdim=True), dirs, k, exclude)
 
     def train_scores(self, x, targets, exclude):
