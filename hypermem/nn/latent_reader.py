@@ -45,7 +45,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .rag_model import cosine_topk
+from ..geometry.numerics import HALF_DTYPES
+from .rag_model import cosine_topk, no_autocast
 from .read_checks import check_finite_rows, check_k, refuse_empty_mean
 from .scripting import NotScriptable
 from .sparse_rows import sparse_gather_ok
@@ -91,21 +92,36 @@ class CosineKeys(nn.Module):
         s_j(q) = \frac{\cos(q, k_j)}{\tau} + \beta(q)\, \mathrm{depth}_j, \qquad
         \beta(q) = w^\top \frac{q}{\lVert q \rVert} + b \quad (w, b \text{ start at } 0),
 
-    and the top-``k`` is then taken over these scores (one ``(B, N)`` matmul)."""
+    and the top-``k`` is then taken over these scores (one ``(B, N)`` matmul).
+
+    **Dtypes**, as :class:`~hypermem.nn.HyperbolicMemory`'s: ``dtype`` (``None``: the keys'
+    floating dtype, else ``torch.get_default_dtype()``) is ``torch.float32`` or
+    ``torch.float64`` (another is refused, naming it) and holds the keys, the temperature, the
+    depths and the depth head.  Half-precision queries (``torch.autocast``, a ``.half()``
+    encoder) are converted to it; queries of the other float dtype are refused (``ValueError``
+    naming both).  The scores run with autocast off, so the top-``k`` under ``torch.autocast``
+    is the exact one."""
 
     def __init__(self, keys: torch.Tensor, temperature: float = 0.05, learn_keys: bool = True,
-                 values: torch.Tensor | None = None, sparse_grad: bool = False, depth: torch.Tensor | None = None):
+                 values: torch.Tensor | None = None, sparse_grad: bool = False, depth: torch.Tensor | None = None,
+                 dtype: torch.dtype | None = None):
         super().__init__()
         self.sparse_grad = bool(sparse_grad)
-        self.keys = nn.Parameter(torch.as_tensor(keys).detach().clone().float(), requires_grad=bool(learn_keys))
-        self.log_temperature = nn.Parameter(torch.tensor(math.log(float(temperature))))
+        K = torch.as_tensor(keys).detach()
+        dt = dtype if dtype is not None else K.dtype if K.is_floating_point() else torch.get_default_dtype()
+        if dt not in (torch.float32, torch.float64):
+            what = "dtype is" if dtype is not None else "the keys are"
+            raise ValueError(f"CosineKeys holds its keys in torch.float32 or torch.float64, {what} {dt}: pass "
+                             "dtype=torch.float32 (run half precision under torch.autocast)")
+        self.keys = nn.Parameter(K.to(dt).clone(), requires_grad=bool(learn_keys))
+        self.log_temperature = nn.Parameter(torch.tensor(math.log(float(temperature)), dtype=dt, device=K.device))
         self.register_buffer("values", None if values is None else torch.as_tensor(values).detach().clone())
-        self.register_buffer("depth", None if depth is None else torch.as_tensor(depth).detach().clone().float())
+        self.register_buffer("depth", None if depth is None else torch.as_tensor(depth).detach().to(dt).clone())
         self.depth_head = None
         if depth is not None:
             if self.depth.shape != (len(self),):
                 raise ValueError(f"depth must have shape ({len(self)},), got {tuple(self.depth.shape)}")
-            self.depth_head = nn.Linear(self.keys.shape[1], 1)
+            self.depth_head = nn.Linear(self.keys.shape[1], 1, dtype=dt, device=K.device)
             nn.init.zeros_(self.depth_head.weight)
             nn.init.zeros_(self.depth_head.bias)
 
@@ -116,6 +132,15 @@ class CosineKeys(nn.Module):
         vd = None if self.values is None else self.values.shape[1]
         return (f"slots={len(self)}, dim={self.keys.shape[1]}, value_dim={vd}, learn_keys={self.keys.requires_grad}, "
                 f"depth_pull={self.depth_head is not None}")
+
+    def _queries(self, queries: torch.Tensor) -> torch.Tensor:
+        """Half-precision ``queries`` in the keys' dtype; another dtype refused, naming both."""
+        if queries.dtype in HALF_DTYPES:
+            return queries.to(self.keys.dtype)
+        if queries.dtype != self.keys.dtype:
+            raise ValueError(f"queries are {queries.dtype} but the CosineKeys keys are {self.keys.dtype}; "
+                             "move one of them")
+        return queries
 
     def _depth_term(self, u: torch.Tensor, indices: torch.Tensor | None) -> torch.Tensor | None:
         """``beta(q) depth_j`` ``(B, m)`` (``indices=None``: every slot), or ``None``."""
@@ -133,15 +158,16 @@ class CosineKeys(nn.Module):
         k = check_k(k, len(self))
         check_finite_rows(queries, "query")
         if self.depth_head is None:
-            return cosine_topk(F.normalize(queries, dim=1), F.normalize(self.keys, dim=1), k, exclude)
+            return cosine_topk(F.normalize(self._queries(queries), dim=1), F.normalize(self.keys, dim=1), k, exclude)
         return full_select(self)(queries, k, exclude)
 
     def score_all(self, queries: torch.Tensor, at_time=None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Scores and cosine distances ``(B, N)`` against every slot."""
-        u = F.normalize(queries, dim=1)
-        cos = u @ F.normalize(self.keys, dim=1).T
-        scores = cos / self.log_temperature.exp()
-        term = self._depth_term(u, None)
+        """Scores and cosine distances ``(B, N)`` against every slot (autocast off)."""
+        with no_autocast(self.keys.device):
+            u = F.normalize(self._queries(queries), dim=1)
+            cos = u @ F.normalize(self.keys, dim=1).T
+            scores = cos / self.log_temperature.exp()
+            term = self._depth_term(u, None)
         return (scores if term is None else scores + term), 1.0 - cos
 
     def score_slots(self, queries: torch.Tensor, indices: torch.Tensor, at_time=None
@@ -150,11 +176,13 @@ class CosineKeys(nn.Module):
         gradient to the queries, the gathered keys and the temperature (``-1``: ``-inf``); a
         NaN / inf query raises ``ValueError`` naming its row (one host sync)."""
         check_finite_rows(queries, "query")
-        K = F.normalize(F.embedding(indices.clamp_min(0), self.keys, sparse=self.sparse_grad and sparse_gather_ok("CosineKeys")), dim=-1)
-        u = F.normalize(queries, dim=1)
-        cos = (u.unsqueeze(1) * K).sum(-1)
-        scores = cos / self.log_temperature.exp()
-        term = self._depth_term(u, indices)
+        sparse = self.sparse_grad and sparse_gather_ok("CosineKeys")
+        with no_autocast(self.keys.device):
+            K = F.normalize(F.embedding(indices.clamp_min(0), self.keys, sparse=sparse), dim=-1)
+            u = F.normalize(self._queries(queries), dim=1)
+            cos = (u.unsqueeze(1) * K).sum(-1)
+            scores = cos / self.log_temperature.exp()
+            term = self._depth_term(u, indices)
         if term is not None:
             scores = scores + term
         return scores.masked_fill(indices < 0, -math.inf), 1.0 - cos
