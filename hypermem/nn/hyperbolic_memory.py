@@ -159,6 +159,9 @@ class HyperbolicMemory(ModuleState, KeyCache, SlotWrites, TimeScores, StoreBridg
             raise TypeError("clock must be a callable returning a datetime")
         self.clock = clock or utcnow
         K = torch.as_tensor(keys)
+        if dtype is None and K.is_floating_point() and K.dtype not in (torch.float32, torch.float64):
+            raise ValueError(f"the keys are {K.dtype}: HyperbolicMemory holds them in torch.float32 or "
+                             "torch.float64, pass dtype=torch.float32 to convert them")
         if dtype is None:
             dtype = K.dtype if K.is_floating_point() else torch.get_default_dtype()
         if dtype not in (torch.float32, torch.float64):
