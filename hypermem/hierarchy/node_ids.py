@@ -10,10 +10,12 @@ the two ids a pandas table gives silently:
   every NaN is a node of its own (``nan != nan``) or, worse, one shared root;
 * the **same number in two types**: ``1`` and ``1.0`` are one dict key, so they merge silently
   under whichever came first (memory ids ``'1.0'`` next to ``'2'``); a column that held a NaN
-  is float64 in pandas and stays float after ``dropna``.
+  is float64 in pandas and stays float after ``dropna``.  So do ``True`` (a Python or a numpy
+  bool), ``Decimal('1')`` and ``1+0j`` with ``1``: every such pair is refused, in either order.
 
-The check looks at the distinct ids (a set: linear, no sort), and scans the pairs only to name
-the first offending one.
+The check looks at the distinct ids and, apart, at the set of their types (the set of ids keeps
+only the first of ``1`` and ``1.0``, so it cannot tell which types met): both linear, no sort.
+It scans the pairs only to name the first offending one.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ import math
 import numbers
 import sys
 from collections.abc import Hashable, Iterable, Sequence
+from decimal import Decimal
+
+import numpy as np
 
 __all__ = ["MISSING_HINT", "check_node_ids", "is_missing"]
 
@@ -53,31 +58,44 @@ def is_missing(x) -> bool:
         return False
 
 
-def _kind(x) -> str | None:
-    """``"int"`` or ``"float"`` for a number id (numpy's included, ``bool`` not), else ``None``."""
-    if isinstance(x, bool):
-        return None
-    if isinstance(x, numbers.Integral):
+_RANK = {"int": 0, "float": 1, "Decimal": 2, "complex": 3, "bool": 4}
+"""Number kinds in the order an error names them (``1 (int) and 1.0 (float)``)."""
+
+
+def _kind_of_type(t: type) -> str | None:
+    """The number kind of ids of type ``t`` (numpy's included): ``"bool"`` (Python's and numpy's),
+    ``"int"``, ``"float"`` (any other real), ``"Decimal"``, ``"complex"``; ``None`` for no number."""
+    if issubclass(t, (bool, np.bool_)):
+        return "bool"
+    if issubclass(t, numbers.Integral):
         return "int"
-    if isinstance(x, numbers.Real):
+    if issubclass(t, numbers.Real):
         return "float"
-    return None
+    if issubclass(t, Decimal):
+        return "Decimal"
+    return "complex" if issubclass(t, numbers.Complex) else None
+
+
+def _kind(x) -> str | None:
+    return _kind_of_type(type(x))
 
 
 def check_node_ids(pairs: Sequence[tuple[Hashable, Hashable]], what: str = "pair",
                    extra: Iterable[Hashable] = ()) -> None:
     """Refuse a missing id (:func:`is_missing`) or ids that are one number in two types (``1``
-    and ``1.0``, or a whole float such as ``3.0`` next to int ids), naming the first ``what``
-    (``"pair"``, ``"edge"``) by its index.  ``extra``: more ids to check (a ``nodes`` list)."""
+    and ``1.0``, ``True`` and ``1``, ``Decimal('1')`` and ``1``, ... in any order, or a whole float
+    such as ``3.0`` next to int ids), naming the first ``what`` (``"pair"``, ``"edge"``) by its
+    index.  ``extra``: more ids to check (a ``nodes`` list)."""
+    extra = list(extra)
     labels = {x for p in pairs for x in p}
     labels.update(extra)
-    kinds = set()
+    types = {type(x) for p in pairs for x in p}  # apart: the set of ids keeps one of 1 and 1.0
+    types.update(type(x) for x in extra)
     missing = False
     for x in labels:
         k = _kind(x)
         if k is not None:
-            kinds.add(k)
-            missing = missing or (k == "float" and x != x)
+            missing = missing or (k not in ("int", "bool") and x != x)
         elif not missing and is_missing(x):
             missing = True
     if missing:
@@ -85,14 +103,15 @@ def check_node_ids(pairs: Sequence[tuple[Hashable, Hashable]], what: str = "pair
             if any(is_missing(x) for x in p):
                 raise ValueError(f"{what} {i} is {p!r}: {MISSING_HINT} (pandas reads an empty cell as NaN)")
         raise ValueError(f"nodes hold {MISSING_HINT}")
-    if kinds == {"int", "float"}:
-        _refuse_mixed_numbers(pairs, what, extra)
+    kinds = {_kind_of_type(t) for t in types} - {None}
+    if len(kinds) > 1:
+        _refuse_mixed_numbers(pairs, what, extra, int_and_float={"int", "float"} <= kinds)
 
 
-def _refuse_mixed_numbers(pairs, what: str, extra) -> None:
-    """Name the first number id whose value was met in the other type, else the first whole
-    float among int ids."""
-    first: dict = {}  # value -> the first id of that value (1 and 1.0 are one key)
+def _refuse_mixed_numbers(pairs, what: str, extra, int_and_float: bool) -> None:
+    """Name the first number id whose value was met in another type, else (``int_and_float``)
+    the first whole float among int ids."""
+    first: dict = {}  # value -> the first id of that value (1, 1.0 and True are one key)
     whole_float = some_int = None
     items = [(i, x) for i, p in enumerate(pairs) for x in p] + [(None, x) for x in extra]
     for i, x in items:
@@ -100,16 +119,19 @@ def _refuse_mixed_numbers(pairs, what: str, extra) -> None:
         if k is None:
             continue
         y = first.setdefault(x, x)
-        if _kind(y) != k:
-            a, b = (y, x) if k == "float" else (x, y)
+        ky = _kind(y)
+        if ky != k:
+            (a, ka), (b, kb) = sorted([(y, ky), (x, k)], key=lambda e: _RANK[e[1]])
             where = f"{what} {i}: " if i is not None else ""
-            raise ValueError(f"{where}ids {a!r} (int) and {b!r} (float) are the same number in different types: "
-                             f"{CAST_HINT}")
+            hint = CAST_HINT if (ka, kb) == ("int", "float") else (
+                "one dict key, so the two nodes would merge into one; give every id one type (e.g. str)")
+            raise ValueError(f"{where}ids {a!r} ({ka}) and {b!r} ({kb}) are the same number in different types: "
+                             f"{hint}")
         if k == "float" and whole_float is None and math.isfinite(x) and float(x).is_integer():
             whole_float = (i, x)
         if k == "int" and some_int is None:
             some_int = x
-    if whole_float is not None:
+    if int_and_float and whole_float is not None:
         i, x = whole_float
         where = f"{what} {i}: " if i is not None else ""
         raise ValueError(f"{where}id {x!r} (float) is a whole number among int ids (e.g. {some_int!r}): pandas makes a "

@@ -15,6 +15,10 @@ umask, as ``open()`` would give it (the temporary file's private ``0o600`` from
 written, so a read-only (``0o444``) file in a writable folder is replaced and stays read-only.
 Set the umask (e.g. ``umask 077``) to keep memory files private.
 
+A file that must be new (a backup) is written with :func:`atomic_new_path`: the finished
+temporary file is hard-linked to the name, which fails when another process created it
+meanwhile, so that file is never replaced.
+
 Errors: a failure to write the temporary file (disk full, an I/O error; SQLite's "database or
 disk is full" in :func:`atomic_sqlite`) is raised as an ``OSError`` of the same errno whose
 ``filename`` is the path asked for, never the temporary file's name or no name.
@@ -45,7 +49,7 @@ from pathlib import Path
 from ..embed.file_modes import normal_file_mode
 from .page_file import check_page_path
 
-__all__ = ["NotARegularFileError", "atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_sqlite", "fsync_path", "write_page"]
+__all__ = ["NotARegularFileError", "atomic_new_path", "atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_sqlite", "fsync_path", "write_page"]
 
 
 def fsync_path(path: str | os.PathLike, directory: bool = False) -> None:
@@ -114,6 +118,52 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     deleted and ``path`` keeps its old content (or stays absent).
     """
     target = _check_target(path)
+    with _written(path, target, _mode_for(target), os.replace) as tmp:
+        yield tmp
+
+
+@contextmanager
+def atomic_new_path(path: str | os.PathLike, mode: int | None = None) -> Iterator[Path]:
+    """:func:`atomic_path` for a file that must not exist, and is never replaced: the finished
+    temporary file is hard-linked to ``path`` (``os.link``), which fails when ``path`` exists, so a
+    file another process created there while this one was written is left as it was
+    (``FileExistsError``; nothing is written).  Checking the name first and renaming over it
+    would destroy that file.  ``mode``: the new file's permission bits (default ``0o666`` less
+    the umask).  Where the folder takes no hard link (some network and FAT file systems), the
+    name is checked once more and the file moved there: the window is then the move's.  An
+    existing ``path`` (a dangling symlink included) is refused before anything is written."""
+    target = Path(os.fspath(path))
+    if os.path.lexists(target):
+        raise FileExistsError(errno.EEXIST, "the file exists (this write never replaces a file)", os.fspath(path))
+    if not target.parent.is_dir():
+        raise FileNotFoundError(f"cannot write {str(target)!r}: the folder {str(target.parent)!r} does not exist")
+    with _written(path, target, normal_file_mode() if mode is None else mode, _link_new) as tmp:
+        yield tmp
+
+
+def _link_new(tmp: Path, target: Path) -> None:
+    """Publish ``tmp`` as the new file ``target``: a hard link (refused when ``target`` exists),
+    then ``tmp`` unlinked; a move after one more check where the file system takes no hard link."""
+    try:
+        os.link(tmp, target)
+    except FileExistsError:
+        raise FileExistsError(errno.EEXIST, "another process created the file while this one was written; it is "
+                              "left as it was (nothing written: choose another name)", str(target)) from None
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+            raise
+        if os.path.lexists(target):
+            raise FileExistsError(errno.EEXIST, "another process created the file while this one was written; it "
+                                  "is left as it was (nothing written)", str(target)) from None
+        os.replace(tmp, target)
+        return
+    tmp.unlink()
+
+
+@contextmanager
+def _written(path: str | os.PathLike, target: Path, mode: int, publish) -> Iterator[Path]:
+    """A temporary file beside ``target``, written in the block, ``fsync``-ed, given ``mode``
+    and published with ``publish(tmp, target)``; the folder ``fsync``-ed.  Removed on any exception."""
     try:
         fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     except OSError as exc:   # name the file asked for, not the temporary one beside it
@@ -126,12 +176,12 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         try:
             yield tmp
             fsync_path(tmp)
-            os.chmod(tmp, _mode_for(target))  # after writing: a read-only (0o444) mode would refuse the write
+            os.chmod(tmp, mode)  # after writing: a read-only (0o444) mode would refuse the write
         except OSError as exc:
             if exc.filename is not None and str(exc.filename) != tmp_name:  # another file's error: as it was
                 raise
             raise _named(exc, path) from exc
-        os.replace(tmp, target)
+        publish(tmp, target)
     except BaseException:
         try:
             tmp.unlink()

@@ -25,17 +25,20 @@ from __future__ import annotations
 import errno
 import os
 import sqlite3
+import stat
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from .atomic import atomic_path, sqlite_write_errors
+from ..embed.file_modes import normal_file_mode
+from .atomic import atomic_new_path, sqlite_write_errors
 from .backends.sqlite import SqliteStorage
 from .backends.sqlite_open import BUSY_TIMEOUT
 
 __all__ = ["backup"]
 
 _SIDE_FILES = ("", "-wal", "-shm", "-journal")
+_WAL_FILES = ("-wal", "-shm")
 
 
 def _source_path(source: Any) -> str:
@@ -58,11 +61,15 @@ def backup(source: str | os.PathLike | Any, dest: str | os.PathLike) -> None:
     """Write a consistent copy of the SQLite store ``source`` (a path, or a memory opened with
     ``Memory.open(path)``) to the new file ``dest``, safely while processes have it open and
     write to it (module docstring).  ``dest`` is written atomically (a temporary file beside
-    it, renamed when complete: :mod:`hypermem.store.atomic`) and opens with ``Memory.open``.
+    it, hard-linked to ``dest`` when complete: :func:`hypermem.store.atomic.atomic_new_path`) and
+    opens with ``Memory.open``.  It gets the store's permission bits, less the umask (a
+    private ``0o600`` store's backup is ``0o600``).  The ``-wal`` and ``-shm`` that reading a store
+    no process has open makes beside it are removed again (by SQLite, as its last connection).
 
     Refused before anything is written: an existing ``dest`` (``FileExistsError``: a backup
-    never replaces a file), ``dest`` naming the store or its ``-wal`` / ``-shm`` / ``-journal``
-    file (``ValueError``), a missing ``source`` (``FileNotFoundError``), a PostgreSQL or an
+    never replaces a file, nor one that another process creates at ``dest`` while it is
+    written), ``dest`` naming the store or its ``-wal`` / ``-shm`` / ``-journal`` file
+    (``ValueError``), a missing ``source`` (``FileNotFoundError``), a PostgreSQL or an
     in-process memory (``ValueError``: ``pg_dump``; ``save``).  The access counts a process
     still holds pending (:mod:`hypermem.store.backends.touches`) are not in the file yet, so
     not in the backup.  Restoring it: docs/storage.md (Operations).
@@ -77,13 +84,16 @@ def backup(source: str | os.PathLike | Any, dest: str | os.PathLike) -> None:
         raise FileExistsError(errno.EEXIST, "a backup never replaces a file: choose a new name", out)
     if not Path(src).is_file():
         raise FileNotFoundError(errno.ENOENT, "no such SQLite store to back up", src)
+    mode = stat.S_IMODE(os.stat(real).st_mode) & normal_file_mode()  # a private store's backup stays private
+    closed = not any(os.path.lexists(real + side) for side in _WAL_FILES)  # no WAL connection has it open
     con = sqlite3.connect(f"file:{quote(real)}?mode=ro", uri=True, timeout=BUSY_TIMEOUT)
     try:
         try:
             con.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the source's errors first
         except sqlite3.Error as exc:
             raise ValueError(f"backup() cannot read {src!r}: {exc} (is it a SQLite store?)") from exc
-        with atomic_path(out) as tmp, sqlite_write_errors(out):  # disk full, ...: an OSError naming dest
+        # a new file only: one that another process created at dest meanwhile is never replaced
+        with atomic_new_path(out, mode) as tmp, sqlite_write_errors(out):  # disk full, ...: an OSError naming dest
             copy = sqlite3.connect(tmp)
             try:
                 con.backup(copy)  # pages=-1: every page in one step, from one read snapshot
@@ -91,3 +101,22 @@ def backup(source: str | os.PathLike | Any, dest: str | os.PathLike) -> None:
                 copy.close()
     finally:
         con.close()
+        if closed and any(os.path.lexists(real + side) for side in _WAL_FILES):
+            _close_as_last(real)
+
+
+def _close_as_last(real: str) -> None:
+    """Let SQLite remove the ``-wal`` and ``-shm`` that the read-only connection of :func:`backup`
+    made beside a store no process had open: a read-only connection never removes them, a
+    read-write one does when it closes as the store's last connection (SQLite's own test, under
+    its locks: a process that opened the store meanwhile keeps them, and they stay).  The
+    ``-wal`` holds nothing to move into the file.  A store this process may not write keeps them, as any
+    read-only reader leaves them."""
+    try:
+        con = sqlite3.connect(f"file:{quote(real)}?mode=rw", uri=True, timeout=BUSY_TIMEOUT)
+        try:
+            con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        finally:
+            con.close()
+    except sqlite3.Error:  # the backup is written; the side files then stay, as before
+        pass

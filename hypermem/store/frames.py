@@ -9,6 +9,7 @@ may have sorted otherwise.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -102,9 +103,25 @@ def memory_from_dataframe(cls, df, **memory_kwargs: Any):
                                  "writes one time twice; keep one column)")
             if when is not None:
                 item["t"] = when
+    order = parents_first(items, where)
     mem = cls(**memory_kwargs)
-    mem.add_many([items[i] for i in parents_first(items, where)])
+    try:
+        mem.add_many([items[i] for i in order])
+    except (ValueError, TypeError, KeyError) as exc:
+        _name_rows(exc, [where[i] for i in order])
+        raise
     return mem
+
+
+def _name_rows(exc: Exception, where: Sequence[str]) -> None:
+    """Rewrite ``add_many``'s ``item #i`` in ``exc``'s message, a position in the parents-first
+    list, as the DataFrame row it came from (``where[i]``: ``row 'label'``), in place: the
+    exception keeps its type and traceback."""
+    if exc.args and isinstance(exc.args[0], str):
+        def row(m: re.Match) -> str:
+            i = int(m.group(1))
+            return where[i] if i < len(where) else m.group(0)
+        exc.args = (re.sub(r"item #(\d+)", row, exc.args[0]), *exc.args[1:])
 
 
 def _column(pd, col, name: str) -> list:
