@@ -18,7 +18,8 @@ new text best on validation (mean reciprocal rank), which a store uses to place 
 
 A folder written by the ``hierarchy-transformers`` package (HiT's own code) has no such
 file: it is a sentence-transformers folder of a transformer and a mean pooling, read as a
-Poincaré encoder of curvature ``1/dim`` (HiT's ball).  HiT's evaluator keeps its chosen
+Poincaré encoder of curvature ``1/dim`` (HiT's ball) that keeps the folder's own max length
+(HiT's 256).  HiT's evaluator keeps its chosen
 centripetal weight and threshold in a ``results.tsv``; when the folder has one, its
 ``validation`` row (else its last row) supplies them, otherwise ``lambda = 1`` and no
 threshold.
@@ -26,7 +27,7 @@ threshold.
 Nothing in the folder runs code: ``modules.json`` may name only the sentence-transformers
 modules of :data:`ALLOWED_MODULES`, each module's weights must be its own ``safetensors``
 (a pickle file anywhere in the folder is refused), no file may be a symlink out of the folder
-or a non-regular file, every JSON file the libraries read is bounded in size and depth
+or a non-regular file, ``config_sentence_transformers.json`` may name no default prompt, every JSON file the libraries read is bounded in size and depth
 (:mod:`hypermem.embed.folder_files`), the weights must match ``config.json`` and the Pooling
 be mean pooling (:mod:`hypermem.embed.module_checks`), and every field of
 ``hypermem_encoder.json`` is checked for its type and range.  Loading never writes into the
@@ -57,8 +58,10 @@ FORMAT = "hypermem-hierarchy-encoder"
 VERSION = 1
 GEOMETRIES = ("poincare", "euclidean")
 CURVATURE_RANGE = (1e-3, 1e3)
-"""A ball's saved curvature ``c`` must lie in ``[1e-3 / dim, 1e3 / dim]``: HiT's ``1/dim`` and
-any trained choice (``fit_hierarchy_encoder(curvature=...)``) fall inside, a corrupt value not."""
+"""A ball's saved curvature ``c`` must lie in ``[1e-3 / dim, 1e3 / dim]``: HiT's ``1/dim`` and the
+trained choices (``fit_hierarchy_encoder(curvature=...)``, measured from ``0.0625/dim`` to ``4/dim``)
+fall inside, a corrupt value not.  A saved ``c`` is what the folder's points were trained in, so
+any value in the range is kept as it is (not compared with ``1/dim``)."""
 ALLOWED_MODULES = {
     "Transformer": ("sentence_transformers.models.Transformer",
                     "sentence_transformers.base.modules.transformer.Transformer"),
@@ -186,12 +189,27 @@ def check_folder(folder: Path) -> tuple[list[str], list[str], dict[str, Any]]:
     if not isinstance(st_conf, dict) or st_conf.get("model_type", "SentenceTransformer") != "SentenceTransformer":
         raise EncoderFolderError(f"{st_path}: field 'model_type' must be 'SentenceTransformer' (a sentence "
                                  f"encoder), got {st_conf.get('model_type') if isinstance(st_conf, dict) else st_conf!r}")
+    check_default_prompt(st_path, st_conf)
     config = check_transformer(folder, rels[0])
     width = config.get("hidden_size")
     check_pooling(folder, rels[1], width)
     if names[2:] == ["Dense"]:
         check_dense(folder / rels[2], folder, width)
     return names, rels, config
+
+
+def check_default_prompt(path: Path, st_conf: dict[str, Any]) -> None:
+    """Refuse a default prompt (``default_prompt_name`` naming a non-empty one of ``prompts``):
+    sentence-transformers' ``encode`` would prepend it while the training path
+    (:meth:`~hypermem.embed.HierarchyEncoder.tokenize`) does not, so training and inference would
+    place the same text differently."""
+    name, prompts = st_conf.get("default_prompt_name"), st_conf.get("prompts", {})
+    if name is None:
+        return
+    if not isinstance(prompts, dict) or prompts.get(name) != "":
+        raise EncoderFolderError(f"{path}: field 'default_prompt_name' is {name!r} (a prompt encode() would put "
+                                 "before every text, which the training path does not); a hierarchy encoder takes "
+                                 "no default prompt: set it to null")
 
 
 def check_dense(folder: Path, root: Path | None = None, width: Any = None) -> None:
@@ -228,12 +246,14 @@ def check_dense(folder: Path, root: Path | None = None, width: Any = None) -> No
                                  "(in_features, out_features, bias)")
 
 
-def read_settings(folder: Path, dim: int, max_positions: Any = None) -> EncoderSettings:
+def read_settings(folder: Path, dim: int, max_positions: Any = None, tokens: Any = None) -> EncoderSettings:
     """The checked settings of ``folder`` (``dim``: the pooled output size of its model;
-    ``max_positions``: its transformer's ``max_position_embeddings``, the most tokens it reads)."""
+    ``max_positions``: its transformer's ``max_position_embeddings``, the most tokens it reads;
+    ``tokens``: the max length sentence-transformers read from the folder, a HiT folder's own)."""
     path = folder / CONFIG_FILE
+    top = max_positions if isinstance(max_positions, int) and not isinstance(max_positions, bool) else 8192
     if not present(path):
-        return hit_settings(folder, dim)
+        return hit_settings(folder, dim, hit_max_length(tokens, min(top, 8192)))
     raw = read_json(path, folder)
     if not isinstance(raw, dict):
         raise EncoderFolderError(f"{path}: expected a JSON object")
@@ -261,7 +281,6 @@ def read_settings(folder: Path, dim: int, max_positions: Any = None) -> EncoderS
         raise EncoderFolderError(f"{where('curvature')} must be between {CURVATURE_RANGE[0]:g}/dim and "
                                  f"{CURVATURE_RANGE[1]:g}/dim (1/dim = {1.0 / dim!r} is HiT's ball, of radius sqrt(dim)), "
                                  f"got {curvature!r}")
-    top = max_positions if isinstance(max_positions, int) and not isinstance(max_positions, bool) else 8192
     metrics = raw.get("metrics", {})
     if not isinstance(metrics, dict) or not all(isinstance(k, str) for k in metrics):
         raise EncoderFolderError(f"{where('metrics')} must be an object of numbers")
@@ -289,10 +308,19 @@ def check_weight(value: Any, where: str, *, allow_none: bool = False) -> float |
     return w
 
 
-def hit_settings(folder: Path, dim: int) -> EncoderSettings:
+def hit_max_length(tokens: Any, top: int) -> int:
+    """A HiT folder's max length: what sentence-transformers read from it (``sentence_bert_config.json``'s
+    ``max_seq_length``, else the tokenizer's ``model_max_length``, HiT's 256), at most ``top``
+    (``max_position_embeddings``; transformers' "no limit", 1e30, becomes that)."""
+    if isinstance(tokens, bool) or not isinstance(tokens, (int, float)) or not tokens >= 1:
+        return min(32, top)
+    return int(min(tokens, top))
+
+
+def hit_settings(folder: Path, dim: int, max_length: int = 32) -> EncoderSettings:
     """Settings of a folder written by the ``hierarchy-transformers`` package: HiT's ball of
-    curvature ``1/dim``, its evaluator's ``results.tsv`` when present (a regular UTF-8 file of
-    at most 1 MiB, else refused)."""
+    curvature ``1/dim``, the folder's own ``max_length``, its evaluator's ``results.tsv`` when
+    present (a regular UTF-8 file of at most 1 MiB, else refused)."""
     lam, threshold = 1.0, None
     results = folder / "results.tsv"
     if present(results):
@@ -310,4 +338,4 @@ def hit_settings(folder: Path, dim: int) -> EncoderSettings:
                 if isinstance(exc, EncoderFolderError):
                     raise
                 raise EncoderFolderError(f"{results}: cannot read centri_weight/threshold ({exc})") from None
-    return EncoderSettings("poincare", dim, 1.0 / dim, lam, threshold, base="hierarchy-transformers")
+    return EncoderSettings("poincare", dim, 1.0 / dim, lam, threshold, max_length, base="hierarchy-transformers")

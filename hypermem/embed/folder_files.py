@@ -17,6 +17,7 @@ Errors are :class:`EncoderFolderError`, naming the file and field.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -26,7 +27,8 @@ from typing import Any
 
 from .json_limits import MAX_JSON_DEPTH, json_depth_over
 
-__all__ = ["EncoderFolderError", "PICKLE_SUFFIXES", "inside", "save_folder", "read_json", "read_text", "safetensors_header",
+__all__ = ["EncoderFolderError", "PICKLE_SUFFIXES", "drop_stale_module_dirs", "inside", "save_folder",
+           "saved_module_dirs", "read_json", "read_text", "safetensors_header",
            "scan_folder", "weights_header"]
 
 MAX_JSON_BYTES = 1 << 20
@@ -52,7 +54,10 @@ class EncoderFolderError(ValueError):
 
 def inside(folder: Path, path: Path) -> Path:
     """``path`` (in ``folder``) resolved, refusing a symlink that leads out of ``folder``."""
-    real, root = path.resolve(), folder.resolve()
+    try:
+        real, root = path.resolve(), folder.resolve()
+    except (RuntimeError, OSError) as exc:   # Python < 3.13 raises RuntimeError on a symlink loop
+        raise EncoderFolderError(f"{path}: a symbolic link that cannot be resolved (a loop?): {exc}") from None
     if real != root and not real.is_relative_to(root):
         raise EncoderFolderError(f"{path}: a symbolic link out of the folder (to {real}); a received folder "
                                  "must hold its own files")
@@ -215,3 +220,34 @@ def save_folder(path: str | os.PathLike, marker: str, what: str) -> Path:
         raise FileExistsError(f"cannot save the {what} to {str(path)!r}: the folder holds other files and no "
                               f"{marker} (not a {what} folder); give a new or empty folder")
     return folder
+
+
+SAVED_MODULE_FILES = ("config.json", "model.safetensors")
+"""What sentence-transformers writes into a module's folder (``2_Dense/``, ``1_Pooling/``)."""
+
+
+def saved_module_dirs(folder: Path) -> list[str]:
+    """The module folders (``1_Pooling``, ``2_Dense``...) that ``folder/modules.json`` names,
+    as an earlier save wrote it; ``[]`` when there is none or it is unreadable."""
+    try:
+        modules = read_json(folder / "modules.json", folder) if present(folder / "modules.json") else []
+    except EncoderFolderError:
+        return []
+    rels = [m.get("path") for m in modules if isinstance(m, dict)] if isinstance(modules, list) else []
+    return [r for r in rels if isinstance(r, str) and r and "/" not in r and "\\" not in r and r[0].isdigit()]
+
+
+def drop_stale_module_dirs(folder: Path, earlier: list[str]) -> None:
+    """After a save over ``folder``: remove the module folders of the earlier save (``earlier``,
+    from :func:`saved_module_dirs`) that the new ``modules.json`` no longer names (a ``2_Dense/``
+    of an earlier head), only the files a save writes there (:data:`SAVED_MODULE_FILES`), and the
+    folder itself once empty; anything else in it is the user's and stays."""
+    for rel in sorted(set(earlier) - set(saved_module_dirs(folder))):
+        d = folder / rel
+        if d.is_symlink() or not d.is_dir():
+            continue
+        for name in SAVED_MODULE_FILES:
+            if (d / name).is_file() and not (d / name).is_symlink():
+                (d / name).unlink()
+        with contextlib.suppress(OSError):   # not empty: files the save did not write
+            d.rmdir()

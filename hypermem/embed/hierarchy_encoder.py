@@ -60,8 +60,8 @@ from .encoder_folder import (
     read_settings,
 )
 from .file_modes import give_normal_modes
-from .folder_files import present, save_folder
-from .module_checks import LOAD_ERRORS, check_loaded_weights
+from .folder_files import drop_stale_module_dirs, present, save_folder, saved_module_dirs
+from .module_checks import LOAD_ERRORS, check_loaded_weights, float32_kwargs
 from .sentence_transformer import load_sentence_transformer, quiet_loading
 
 __all__ = ["HierarchyEncoder", "EncoderFolderError", "check_save_folder"]
@@ -158,8 +158,8 @@ class HierarchyEncoder:
         st = _sentence_transformers()
         with _quiet_loading():
             # strictly local (a folder, the bundled MiniLM, the local cache): an unknown name fails at once
-            source = load_sentence_transformer(base, "base",
-                                               device=str(device or "cpu"))
+            source = load_sentence_transformer(base, "base", device=str(device or "cpu"),
+                                               model_kwargs=float32_kwargs())
         transformer = source[0]
         pooling = _st_module("Pooling")(cls._pooled_dim(source), pooling_mode="mean")
         transformer.max_seq_length = int(max_length)
@@ -177,7 +177,8 @@ class HierarchyEncoder:
 
         The folder is checked first (:mod:`hypermem.embed.encoder_folder`: only
         sentence-transformers Transformer and Pooling modules and a Dense head, ``safetensors`` weights, every
-        field of ``hypermem_encoder.json``); nothing in it runs code, nothing is written."""
+        field of ``hypermem_encoder.json``); nothing in it runs code, nothing is written.  The model
+        is float32 whatever ``config.json``'s ``dtype`` says; a HiT folder keeps its own max length."""
         folder = Path(path)
         hint = not_an_encoder_folder(folder)
         if hint:
@@ -193,7 +194,7 @@ class HierarchyEncoder:
         with _quiet_loading():
             try:
                 model = st.SentenceTransformer(str(folder), device=str(device or "cpu"), trust_remote_code=False,
-                                               local_files_only=True)
+                                               local_files_only=True, model_kwargs=float32_kwargs())
             except LOAD_ERRORS as exc:
                 if isinstance(exc, EncoderFolderError):
                     raise
@@ -202,7 +203,8 @@ class HierarchyEncoder:
         check_loaded_weights(folder, folder / rels[0], model[0].auto_model)
         if "Normalize" in modules:
             model = st.SentenceTransformer(modules=[model[0], model[1]], device=str(device or "cpu"))
-        s = read_settings(folder, cls._pooled_dim(model), config.get("max_position_embeddings"))
+        s = read_settings(folder, cls._pooled_dim(model), config.get("max_position_embeddings"),
+                          model[0].max_seq_length)
         enc = cls(model, s.geometry, centripetal_weight=s.centripetal_weight, threshold=s.threshold,
                   max_length=s.max_length, base=s.base, metrics=s.metrics, config=s.config,
                   ranking_weight=s.ranking_weight)
@@ -225,15 +227,19 @@ class HierarchyEncoder:
     def save(self, path: str | os.PathLike) -> str:
         """Write the encoder to the folder ``path`` (created; the sentence-transformers layout
         plus ``hypermem_encoder.json``); returns the folder's path.  An existing encoder folder
-        (one holding ``hypermem_encoder.json``) is saved over, as sentence-transformers does; a
+        (one holding ``hypermem_encoder.json``) is saved over, as sentence-transformers does, and
+        the module folders of the earlier save that the new one does not use are removed
+        (:func:`~hypermem.embed.folder_files.drop_stale_module_dirs`); a
         file, or a folder holding other files, is refused (``FileExistsError``): nothing mixes.
         Every file gets ``0o666`` less the umask, the weights too (:mod:`~hypermem.embed.file_modes`)."""
         import json
 
         folder = check_save_folder(path)
+        earlier = saved_module_dirs(folder) if present(folder / CONFIG_FILE) else []
         folder.mkdir(parents=True, exist_ok=True)
         with _quiet_loading():
             self.model.save(str(folder), safe_serialization=True)
+        drop_stale_module_dirs(folder, earlier)
         tmp = folder / (CONFIG_FILE + ".tmp")
         tmp.write_text(json.dumps(self.settings().to_json(), indent=2) + "\n", encoding="utf-8")
         os.replace(tmp, folder / CONFIG_FILE)
@@ -341,14 +347,16 @@ class HierarchyEncoder:
     def subsumption_scores(self, child, parent, centripetal_weight: float | None = None) -> torch.Tensor:
         """How likely "``child`` is-a ``parent``" is; higher is likelier.
 
-        ``child`` and ``parent`` are lists of texts (scored pairwise, the same length) or
+        ``child`` and ``parent`` are lists of texts (scored pairwise, the same length; a single
+        string is refused, as by :meth:`encode`) or
         points from :meth:`encode` (tensors, or their NumPy arrays), broadcast over leading dimensions: ``(n, 1, d)``
         against ``(1, m, d)`` gives ``(n, m)``.  The ball's score is HiT's
         ``-(d(c, p) + lambda (|p| - |c|))`` with hyperbolic norms, the twin's
         ``-(||c - p|| + lambda (||p|| - ||c||))`` (:mod:`hypermem.geometry.subsumption`);
         ``lambda`` is ``centripetal_weight`` (default: the one chosen on validation)."""
-        # texts read once: a generator or any other iterable is listed before it is counted
-        child, parent = (x if self._as_tensor(x) is not None or isinstance(x, (str, bytes)) else list(x)
+        # texts read once: a generator or any other iterable is listed before it is counted; a single
+        # string is refused as encode() refuses it (its characters are not texts)
+        child, parent = (x if self._as_tensor(x) is not None else check_texts(x) if isinstance(x, str) else list(x)
                          for x in (child, parent))
         if self._as_tensor(child) is None and self._as_tensor(parent) is None and len(child) != len(parent):
             raise ValueError(f"texts are scored pairwise: got {len(child)} children and {len(parent)} parents "

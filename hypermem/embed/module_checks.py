@@ -5,8 +5,8 @@ Before: each JSON file that sentence-transformers or transformers will read is p
 depth); the Transformer's ``config.json`` may declare no more layers than its ``safetensors``
 weights hold (a declared ``num_hidden_layers`` would otherwise build that many layers of random
 weights); ``sentence_bert_config.json`` names only known fields and no loading options
-(``model_kwargs`` such as ``dtype``, ``device_map`` or ``offload_folder`` are refused); the
-tokenizer is the folder's own ``tokenizer.json``; the Pooling is one mode (the encoder's: mean).
+(``model_kwargs`` such as ``dtype``, ``device_map`` or ``offload_folder`` are refused), nor
+does ``config.json`` (``quantization_config``); the tokenizer is the folder's own ``tokenizer.json``; the Pooling is one mode (the encoder's: mean).
 
 After: :func:`check_loaded_weights` compares the loaded model's tensors with the weights'
 header, so no tensor is silently left at random (missing) or ignored (unexpected).
@@ -15,19 +15,32 @@ header, so no tensor is silently left at random (missing) or ignored (unexpected
 from __future__ import annotations
 
 import re
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from .folder_files import EncoderFolderError, present, read_json, weights_header
 
-__all__ = ["LOAD_ERRORS", "check_loaded_weights", "check_pooling", "check_transformer", "module_config"]
+__all__ = ["LOAD_ERRORS", "check_loaded_weights", "check_pooling", "check_transformer", "float32_kwargs",
+           "module_config"]
 
 try:
     from safetensors import SafetensorError
 except ImportError:  # pragma: no cover - safetensors comes with transformers
     SafetensorError = OSError
-LOAD_ERRORS = (OSError, ValueError, RuntimeError, TypeError, KeyError, AttributeError, SafetensorError)
-"""What a library raises on a folder it cannot load; the loaders re-raise it naming the folder."""
+try:   # the base of transformers' config validation errors (StrictDataclassFieldValidationError...)
+    from huggingface_hub.errors import StrictDataclassError
+except ImportError:  # pragma: no cover - huggingface_hub < 0.34 validates no config field
+    StrictDataclassError = ValueError
+LOAD_ERRORS = (OSError, ValueError, RuntimeError, TypeError, KeyError, AttributeError, SafetensorError,
+               StrictDataclassError)
+"""What a library raises on a folder it cannot load (a config.json field of the wrong type
+included); the loaders re-raise it naming the folder."""
+CONFIG_LOADING_OPTIONS = ("quantization_config",)
+"""Fields of ``config.json`` that choose how transformers loads the model (quantised weights
+through other libraries), refused like ``sentence_bert_config.json``'s ``model_kwargs``."""
 CONFIG_JSONS = ("config.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
                 "generation_config.json", "preprocessor_config.json")
 BIG_JSONS = ("tokenizer.json", "vocab.json")
@@ -57,6 +70,17 @@ SB_KWARGS = {"trust_remote_code": (False,), "attn_implementation": ("eager", "sd
 LEGACY_POOLING = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean", "pooling_mode_max_tokens": "max",
                   "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
                   "pooling_mode_weightedmean_tokens": "weightedmean", "pooling_mode_lasttoken": "lasttoken"}
+
+
+def float32_kwargs() -> dict[str, Any]:
+    """``model_kwargs`` that load a transformer in float32 whatever its ``config.json`` says
+    (``dtype``/``torch_dtype``: transformers >= 5 otherwise follows it, a bfloat16 model would
+    encode and train in bfloat16): ``dtype`` from transformers 4.56, ``torch_dtype`` before."""
+    try:
+        version = tuple(int(p) for p in re.findall(r"\d+", metadata.version("transformers"))[:2])
+    except metadata.PackageNotFoundError:   # pragma: no cover - sentence-transformers needs transformers
+        version = (5, 0)
+    return {"dtype" if version >= (4, 56) else "torch_dtype": torch.float32}
 
 
 def module_config(folder: Path, module_dir: Path, what: str) -> dict[str, Any]:
@@ -107,6 +131,10 @@ def check_transformer(folder: Path, rel: str, *, task: str = "feature-extraction
     module_dir = folder / rel
     config = module_config(folder, module_dir, "the Transformer")
     path = module_dir / "config.json"
+    for key in CONFIG_LOADING_OPTIONS:
+        if key in config:
+            raise EncoderFolderError(f"{path}: field {key!r} is not accepted: a received folder may not choose how "
+                                     "the model loads (a hierarchy encoder is a float32 model of plain weights)")
     for name in CONFIG_JSONS[1:]:
         if present(module_dir / name):
             read_json(module_dir / name, folder)
