@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import codecs
 import json
 import sys
 from datetime import datetime, timezone
@@ -16,7 +17,7 @@ from ..store.shown_text import json_safe, shown
 
 __all__ = ["LAYOUTS", "MAX_INDENT", "METRICS", "MODES", "UserError", "decode_text", "default_output", "indent_arg",
            "check_embedder_name", "is_json_file", "load_memory", "named_embedder", "positive_float", "positive_int", "print_json", "read_source", "read_text",
-           "time_arg", "warn"]
+           "stdout_takes_unicode", "time_arg", "warn"]
 
 MODES = ("nearest", "subtree", "children", "ancestors", "siblings", "cone")  # = hypermem.store.MODES
 METRICS = ("shell", "hyperbolic")
@@ -232,6 +233,21 @@ def default_output(memory: str, suffix: str) -> Path:
     return out
 
 
+def stdout_takes_unicode() -> bool:
+    """Whether stdout's encoding can write every character (UTF-8, -16 or -32).  Not so where
+    Python picked a legacy code page: ``PYTHONIOENCODING=cp1252``, or stdout redirected to a file
+    on Windows (``hypermem search m.db q > out.txt``)."""
+    enc = getattr(sys.stdout, "encoding", None)
+    try:
+        return enc is None or codecs.lookup(enc).name.startswith("utf")
+    except LookupError:
+        return False
+
+
 def print_json(obj: Any) -> None:
-    print(json_safe(json.dumps(obj, indent=1, ensure_ascii=False, default=str)))
+    """``obj`` as JSON on stdout: terminal controls as escapes (:func:`json_safe`), every other
+    character as it is, or as ``\\uXXXX`` escapes where stdout cannot write it
+    (:func:`stdout_takes_unicode`): the same JSON value either way."""
+    ascii_only = not stdout_takes_unicode()
+    print(json_safe(json.dumps(obj, indent=1, ensure_ascii=ascii_only, default=str)))
 

@@ -17,7 +17,7 @@ import warnings
 
 from ..store.backends.pg_errors import redact_text
 from ..store.shown_text import shown
-from .inputs import UserError
+from .inputs import UserError, stdout_takes_unicode
 from .parser import build_parser
 from .stop_signals import SIGNALS, stopping_on_signals
 
@@ -53,10 +53,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         try:
             formatwarning, warnings.formatwarning = warnings.formatwarning, _format_warning
+            tolerant = _tolerant_stdout()
             try:
                 return _run(argv)
             finally:
                 warnings.formatwarning = formatwarning
+                if tolerant:
+                    sys.stdout.reconfigure(errors="strict")
         finally:
             if sys.stdout is not None:
                 sys.stdout.flush()  # a reader gone shows here, not in Python's flush at exit
@@ -68,6 +71,20 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("HYPERMEM_DEBUG"):
             raise
         return getattr(exc, "status", 130)   # 143 / 129 for SIGTERM / SIGHUP (stop_signals.Stopped)
+
+
+def _tolerant_stdout() -> bool:
+    """Where stdout's encoding cannot write every character (``PYTHONIOENCODING=cp1252``, or
+    Windows' ``hypermem search m.db q > out.txt``), make it write those as escapes (``\\u6771``,
+    the ``backslashreplace`` error handler) rather than stop the command with a
+    ``UnicodeEncodeError``; ``--json`` output is ASCII there (:func:`hypermem.cli.inputs.print_json`)
+    and ``export - `` writes UTF-8 bytes (:func:`hypermem.cli.outputs.write_text`).  True when
+    stdout was changed (``main`` changes it back)."""
+    out = sys.stdout
+    if stdout_takes_unicode() or getattr(out, "errors", None) != "strict" or not hasattr(out, "reconfigure"):
+        return False
+    out.reconfigure(errors="backslashreplace")
+    return True
 
 
 def _format_warning(message, category, filename, lineno, line=None) -> str:

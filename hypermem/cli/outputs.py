@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..embed.file_modes import normal_file_mode
 from ..store.page_file import PAGE_HEAD
-from .inputs import UserError
+from .inputs import UserError, stdout_takes_unicode
 
 __all__ = ["PAGE_HEAD", "check_output", "head_of", "is_page", "is_stream", "report", "same_file", "save_new",
            "write_durable", "write_text"]
@@ -79,13 +79,20 @@ def check_output(output: str, *, inputs: tuple[str, ...] = (), force: bool = Fal
 
 def write_text(output: str, text) -> None:
     """``text`` (a string, or an iterable of string chunks written as they come) to ``-``
-    (stdout), straight into a pipe or device, or atomically to a file
+    (stdout; as UTF-8 bytes where stdout's encoding is a legacy code page, so that
+    ``export m.db - --format csv > x.csv`` writes what ``export m.db x.csv`` writes), straight into a pipe or device, or atomically to a file
     (:func:`hypermem.store.atomic.atomic_write_chunks`; a symlink is written through)."""
     chunks = (text,) if isinstance(text, str) else text
     if output == "-":
+        raw = None if stdout_takes_unicode() else getattr(sys.stdout, "buffer", None)
+        if raw is not None:   # a legacy code page (Windows' "> out.csv"): the file's UTF-8 bytes, as a file gets
+            sys.stdout.flush()
         for chunk in chunks:
-            sys.stdout.write(chunk)
-        sys.stdout.flush()
+            if raw is None:
+                sys.stdout.write(chunk)
+            else:
+                raw.write(chunk.encode("utf-8"))
+        (sys.stdout if raw is None else raw).flush()
         return
     if is_stream(output):
         with open(output, "w", encoding="utf-8") as f:

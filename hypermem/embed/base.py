@@ -52,14 +52,28 @@ def check_texts(texts: Any, what: str = "text") -> list[str]:
     return out
 
 
-def check_utf8(text: str, where: str) -> None:
-    """Raise a ``ValueError`` naming ``where`` when ``text`` holds a lone surrogate (such as
-    ``"\\ud83d"``, half of an emoji): UTF-8 cannot encode it, so no file or database could hold it."""
+def utf8_problem(text: str) -> str | None:
+    """Why UTF-8 cannot encode ``text``, in words (``is not valid Unicode: surrogates not allowed
+    at position 3 ('\\udce9'), which UTF-8 cannot store (...)``), or ``None`` when it can.  A
+    lone surrogate is what ``os.listdir`` / ``os.fsdecode`` give for a file name that is not
+    UTF-8 (``b"caf\\xe9"`` -> ``'caf\\udce9'``), or half of an emoji cut in two."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise ValueError(f"{where} is not valid Unicode: {exc.reason} at position {exc.start} "
-                         f"({text[exc.start]!r}), which UTF-8 cannot store") from None
+        return (f"is not valid Unicode: {exc.reason} at position {exc.start} ({text[exc.start]!r}), which UTF-8 "
+                f"cannot store (a lone surrogate: a file name that is not UTF-8, from os.listdir or os.fsdecode, "
+                f"or half of an emoji); store os.fsencode(name).decode('utf-8', 'replace') for a file name, "
+                f"s.encode('utf-8', 'replace').decode() for any string")
+    return None
+
+
+def check_utf8(text: str, where: str) -> None:
+    """Raise a ``ValueError`` naming ``where`` when ``text`` holds a lone surrogate (such as
+    ``"\\ud83d"``, half of an emoji): UTF-8 cannot encode it, so no file or database could hold it
+    (:func:`utf8_problem`)."""
+    bad = utf8_problem(text)
+    if bad is not None:
+        raise ValueError(f"{where} {bad}")
 
 
 def embed_checked(embedder: Embedder, texts: Sequence[str], *, return_owned: bool = False):

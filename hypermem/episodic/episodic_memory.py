@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
+from ..store.shown_text import shown
 from ..temporal.clock import to_utc, utcnow
 from .eventuality import Eventuality
 from .keys import predicate_of
@@ -370,9 +371,12 @@ class EpisodicMemory:
         return added
 
     def __repr__(self) -> str:
+        """The formula, episodes, importance and state; a terminal control or an invisible
+        character in a symbol (``"hi\\x1b[2J"``) written as an escape (:func:`hypermem.store.shown_text.shown`)."""
         eps = " ".join(self.episodes)
         state = "now" if self.end_time is None else f"ended {self.end_time.isoformat()}"
-        return f"EpisodicMemory({format_sexpr(self.event.wff)} ** {eps}, importance={self._importance:g}, {state})"
+        return shown(f"EpisodicMemory({format_sexpr(self.event.wff)} ** {eps}, importance={self._importance:g}, "
+                     f"{state})")
 
 
 def as_memory_list(memory: EpisodicMemory | Iterable[EpisodicMemory], what: str = "memory") -> tuple[list, bool]:

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from ..embed import check_texts, embed_checked
-from ..embed.base import check_utf8
+from ..embed.base import check_utf8, utf8_problem
 from ..geometry import PoincareBall
 from ..geometry.numerics import max_radius
 from ..temporal.clock import to_utc
@@ -118,18 +118,35 @@ _FLAT = (str, int, bool, type(None))
 
 def check_meta(meta: Any, where: str) -> dict:
     """Metadata must survive a JSON round trip unchanged (so every store can be saved):
-    string keys, JSON values, no NaN, no tuples or sets.  Returns the store's own copy (the
+    string keys, JSON values, no NaN, no tuples or sets, no string UTF-8 cannot encode (a lone
+    surrogate, :func:`hypermem.embed.base.check_utf8`).  Returns the store's own copy (the
     caller's dict and the lists and dicts inside it are not kept)."""
     if meta is None or (type(meta) is dict and not meta):
         return {}
     if not isinstance(meta, Mapping):
         raise TypeError(f"{where}: meta must be a dict, got {type(meta).__name__}")
     meta = dict(meta)
-    if all(type(k) is str and (type(v) in _FLAT or type(v) is float and math.isfinite(v)) for k, v in meta.items()):
-        return meta  # flat: string keys, scalar values (the common case) round-trip as they are
+    for k, v in meta.items():   # flat (string keys, scalar values: the common case) round-trips as it is
+        if type(k) is not str:
+            break
+        if not k.isascii():   # one O(1) test for an ASCII key or value; an encode for the others
+            check_utf8(k, f"{where}: the meta key {k!r}")
+        t = type(v)
+        if t is str:
+            if not v.isascii():
+                check_utf8(v, f"{where}: meta[{k!r}]")
+        elif not (t is int or t is bool or v is None or t is float and math.isfinite(v)):
+            break
+    else:
+        return meta
     check_json_depth(meta, f"{where}: meta")  # before json.dumps, which recurses
     try:
-        back = json.loads(json.dumps(meta, allow_nan=False))
+        text = json.dumps(meta, allow_nan=False, ensure_ascii=False)
+        if not text.isascii():
+            text.encode("utf-8")
+        back = json.loads(text)
+    except UnicodeEncodeError:   # a lone surrogate: where it is
+        raise ValueError(f"{where}: in meta, {json_problem(meta)}") from None
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{where}: meta must be JSON-serialisable ({json_problem(meta) or exc})") from exc
     if back != meta:
@@ -148,12 +165,17 @@ def json_problem(value: Any) -> str | None:
         here = path or "the value"
         if isinstance(v, float) and not math.isfinite(v):
             return f"{here} is {v!r}, and NaN and infinity are not JSON: store a finite number, a string or None"
+        if isinstance(v, str) and not v.isascii() and (bad := utf8_problem(v)):
+            return f"{here} {bad}"
         if v is None or isinstance(v, (str, bool, int, float)):
             continue
         if isinstance(v, Mapping):
             bad = next((k for k in v if not isinstance(k, str)), None)
             if bad is not None:
                 return f"{here} has the key {bad!r}: JSON keys are strings"
+            bad = next((k for k in v if not k.isascii() and utf8_problem(k)), None)
+            if bad is not None:
+                return f"{here} has the key {bad!r}, which {utf8_problem(bad)}"
             todo.extend((x, f"{path}[{k!r}]" if path else repr(k)) for k, x in reversed(list(v.items())))
         elif isinstance(v, list):
             todo.extend((x, f"{path}[{n}]" if path else f"[{n}]") for n, x in reversed(list(enumerate(v))))
@@ -241,6 +263,8 @@ class Batch:
             if id_ is not None:
                 if not isinstance(id_, str) or not id_.strip():
                     raise ValueError(f"{at(i)}: id must be a non-empty string, got {id_!r}")
+                if not id_.isascii():
+                    check_utf8(id_, f"{at(i)}: id {id_!r}")
                 ids[i] = id_
             par = get("parent")
             if par is not None:
@@ -248,6 +272,8 @@ class Batch:
                     if isinstance(par, float) and par != par:   # a DataFrame's root (pandas gives NaN)
                         raise TypeError(f"{at(i)}: parent is a missing parent (NaN): use None for a root")
                     raise TypeError(f"{at(i)}: parent must be a memory id (str), got {type(par).__name__}")
+                if not par.isascii():
+                    check_utf8(par, f"{at(i)}: parent {par!r}")
                 parents[i] = par
             t = get("t")
             if t is not None:
@@ -303,10 +329,14 @@ class Batch:
 
 def check_ids(ids: Any, call: str) -> list:
     """``ids`` as a list; a single string (a common slip for ``[id]``) or a non-iterable is a
-    ``TypeError`` naming ``call``."""
+    ``TypeError`` naming ``call``; an id UTF-8 cannot encode (a lone surrogate) a ``ValueError``."""
     if isinstance(ids, str) or not isinstance(ids, Iterable):
         raise TypeError(f"{call} takes a list of ids, got {type(ids).__name__} {ids!r:.60}")
-    return list(ids)
+    out = list(ids)
+    for i in out:
+        if type(i) is str and not i.isascii():
+            check_utf8(i, f"{call}: id {i!r}")
+    return out
 
 
 def check_embedding(embedding: Any, dim: int, text: str, where: str) -> torch.Tensor:
@@ -336,6 +366,8 @@ def check_update(id: str, text: str | None, meta: Any, t: Any, valid_from: Any, 
     """The checked arguments of ``update(id, ...)``: ``(where, meta, t, valid_from,
     valid_until)`` (``UNSET`` kept for a bound not given); ``text`` must be non-blank."""
     where = f"update({id!r})"
+    if isinstance(id, str) and not id.isascii():
+        check_utf8(id, f"{where}: id")
     if text is not None:
         check_texts([text], what="text")
     new_meta = None if meta is None else check_meta(meta, where)
