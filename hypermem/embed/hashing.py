@@ -48,6 +48,14 @@ class HashingEmbedder:
        ``poincare-memory``, which gives them the zero vector);
     5. each row is L2-normalised (the empty text's row stays zero).
 
+    Text written without spaces (Chinese, Japanese; Thai) is one token per clause
+    (``我喜欢猫和狗``), whose n-grams are padded with ``#`` at the clause's ends only: a short
+    query word (``猫``, ``東京``) shares few features with a sentence that holds it, so the
+    sentence can rank below unrelated ones.  For CJK text use a real embedder (a multilingual
+    sentence encoder), or turn the hybrid search on (``Memory(hybrid=0.3)``: its BM25 splits
+    CJK into characters and bigrams, :mod:`hypermem.retrieval.bm25`).  The features stay as
+    they are: saved stores' points depend on them.
+
     Tokens are hashed once and cached (up to ``cache_size`` distinct tokens), so a batch
     costs one dictionary look-up per token, one ``bincount`` for the distinct tokens'
     rows and one embedding bag summing them per text.  Every call returns a new tensor

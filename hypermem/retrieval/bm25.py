@@ -17,12 +17,22 @@ Defaults :math:`k_1 = 1.2`, :math:`b = 0.75`.
 :class:`BM25Index` keeps the postings (term -> {row: count}) and the document lengths, so that
 adding, replacing or removing a text costs its own length, and scores the documents that hold a
 query term (the others score 0).  Documents are named by any hashable key (the store uses memory
-ids).  Texts are tokenised by :func:`tokenize`: lower-cased Unicode word characters, split at
-everything else, English function words (:data:`STOPWORDS`) left out and the rest reduced to
+ids).  Texts are tokenised by :func:`tokenize`: the text folded (:func:`~hypermem.retrieval.text_fold.fold`:
+NFKC and full case folding, so that an NFD ``Tiếng`` meets the NFC one, ``STRASSE`` meets
+``Straße`` and ``istanbul`` meets ``İstanbul``), split into words (runs of Unicode word
+characters and the combining marks inside them, so that an Indic or a decomposed Vietnamese
+word stays whole), English function words (:data:`STOPWORDS`) left out and the rest reduced to
 their Porter stems (:mod:`hypermem.retrieval.stem`), so that ``painted`` meets ``painting``
 and a question's ``what did ... the`` adds nothing (on LoCoMo conversations 0-4 this took the
-hybrid search's R@10 from 0.628 to 0.666, ``benchmarks/RESULTS.md``).  :func:`words` is the
-plain split; ``BM25Index(tokenizer=words)`` indexes by it (for text that is not English).
+hybrid search's R@10 from 0.628 to 0.666, ``benchmarks/RESULTS.md``).  Chinese, Japanese and
+Korean are written without spaces between words, so a run of Han, Hiragana, Katakana or Hangul
+characters gives its characters and its overlapping character bigrams (``東京都`` -> ``東``,
+``京``, ``都``, ``東京``, ``京都``): Lucene's ``CJKBigramFilter`` with ``outputUnigrams``, the
+usual word-segmenter-free CJK analysis (Kwok, "Comparing representations in Chinese
+information retrieval", SIGIR 1997), so that a one-character query (``猫``) and a two-character
+word (``東京``) both match inside a clause.  ASCII text takes a fast path with the same terms.
+:func:`words` is the same split without stop list or stems; ``BM25Index(tokenizer=words)``
+indexes by it (for text that is not English).
 :meth:`BM25Index.extend` and :meth:`BM25Index.retract` grow and shrink one
 document by a text, for documents made of many texts (:mod:`hypermem.store.lexical`).
 """
@@ -31,16 +41,25 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Sequence
+from functools import lru_cache
 
 import torch
 
 from .stem import porter_stem
+from .text_fold import fold
 
 __all__ = ["STOPWORDS", "BM25Index", "tokenize", "words"]
 
-_WORD = re.compile(r"\w+", re.UNICODE)
+_WORD = re.compile(r"\w+", re.UNICODE)  # the ASCII fast path
+
+_CJK = ("\u1100-\u11ff\u3005-\u3007\u3021-\u3029\u3031-\u3035\u303b\u303c\u3041-\u309f\u30a1-\u30fa"
+        "\u30fc-\u30ff\u3131-\u318e\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7a3"
+        "\ud7b0-\ud7ff\uf900-\ufaff\uff66-\uffdc\U0001b000-\U0001b16f\U00020000-\U000323af")
+"""Han (with its iteration and numeral marks), Hiragana, Katakana and Hangul (syllables and
+jamo), as a regular-expression character range: the scripts split into character bigrams."""
 
 STOPWORDS = frozenset("""
 a an the and or but if then so than too very such no not nor only own same just
@@ -56,14 +75,60 @@ before below between during further once here there through until while as s t
 that :func:`tokenize` leaves out: they carry no topic, and a question is full of them."""
 
 
+@lru_cache(maxsize=1)
+def _pieces() -> re.Pattern:
+    """A word (a word character that is not CJK, then such characters and combining marks) or
+    a run of CJK characters (:data:`_CJK`).  Built on the first text that is not ASCII (about
+    0.05 s).  The marks outside the Basic Multilingual Plane are tried only at such a character:
+    a long character class is read range by range, and the end of every word tests it."""
+    bmp, astral = (_ranges([c for c in map(chr, r) if unicodedata.category(c)[0] == "M"])
+                   for r in (range(0x10000), (*range(0x10000, 0x20000), *range(0xE0000, 0xE0200))))
+    letter = f"[^\\W{_CJK}]"
+    return re.compile(f"({letter}(?:{letter}+|[{bmp}]+|(?=[\\U00010000-\\U000e01ff])[{astral}]+)*)|([{_CJK}]+)")
+
+
+def _ranges(chars: list[str]) -> str:
+    """``chars`` (sorted) as the inside of a regular-expression character class."""
+    out, start, prev = [], None, -2
+    for c in [*map(ord, chars), -1]:
+        if c != prev + 1:
+            if start is not None:
+                out.append(re.escape(chr(start)) + ("" if prev == start else "-" + re.escape(chr(prev))))
+            start = c
+        prev = c
+    return "".join(out)
+
+
+def _fold_split(text: str, english: bool) -> list[str]:
+    """:func:`words` (``english=False``) or :func:`tokenize` (``english=True``) of a text that is
+    not ASCII: folded, then split into words and CJK runs (module docstring)."""
+    out: list[str] = []
+    for word, run in _pieces().findall(fold(text)):
+        if word:
+            if not english:
+                out.append(word)
+            elif word not in STOPWORDS:
+                out.append(porter_stem(word))
+        else:
+            out.extend(run)  # each character, then each overlapping bigram
+            if len(run) > 1:
+                out.extend(map(str.__add__, run, run[1:]))
+    return out
+
+
 def words(text: str) -> list[str]:
-    """Maximal runs of Unicode word characters of ``text``, lower-cased."""
-    return _WORD.findall(text.lower())
+    """The words of ``text``, folded (NFKC, case-folded), with CJK runs as characters and
+    character bigrams (module docstring); no stop list, no stems."""
+    if text.isascii():  # the fast path: the same words as the folded split
+        return _WORD.findall(text.lower())
+    return _fold_split(text, False)
 
 
 def tokenize(text: str) -> list[str]:
     """The BM25 terms of ``text``: its :func:`words` less :data:`STOPWORDS`, Porter-stemmed."""
-    return [porter_stem(w) for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
+    if text.isascii():  # the fast path: the same terms as the folded split
+        return [porter_stem(w) for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
+    return _fold_split(text, True)
 
 
 class BM25Index:

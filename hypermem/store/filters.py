@@ -10,7 +10,8 @@ A filter is ``None``, a callable on the record (used as it is), or a dict::
 
 Operators: ``$eq $ne $in $nin $gt $gte $lt $lte $exists`` (every search, pushed down to
 PostgreSQL's JSONB), ``$contains $all $any $empty $text_match $text_match_insensitive``
-(checked in Python), combinators ``$and $or $not``.  Several keys in one dict must all hold.
+(checked in Python; the last two on NFC and on NFKC case-folded text: :mod:`hypermem.retrieval.text_fold`),
+combinators ``$and $or $not``.  Several keys in one dict must all hold.
 
 **Semantics** are JSON's, so that Python and SQL agree: equality is
 :func:`json_equal` (``True`` is not ``1``, ``1`` is ``1.0``, lists and dicts compare
@@ -42,6 +43,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..retrieval.text_fold import canonical, fold
 from .validation import MAX_JSON_DEPTH, json_depth_over
 
 __all__ = ["MISSING", "OPERATORS", "RECORD_FIELDS", "FilterError", "RecordFilter", "check_filter", "compile_filter",
@@ -100,7 +102,7 @@ def _text(case: bool) -> Callable[[Any, Any], bool]:
     def test(v: Any, x: Any) -> bool:
         if not isinstance(v, str) or not isinstance(x, str):
             return False
-        return x in v if case else x.lower() in v.lower()
+        return canonical(x) in canonical(v) if case else fold(x) in fold(v)  # NFC; NFKC + casefold
     return test
 
 

@@ -77,7 +77,11 @@ def default_hybrid(embedder: Any) -> float:
 class Lexical:
     """A :class:`~hypermem.retrieval.bm25.BM25Index` of a store's texts by memory id and one
     of its families (a parent's text with its children's), synced with the store's
-    :class:`~hypermem.store.state.MemoryState` before each use."""
+    :class:`~hypermem.store.state.MemoryState` before each use.
+
+    Its settings (``tokenizer``, ``family``, ...) belong to this object: a saved store keeps
+    ``hybrid`` but not them, and reopens with the default ``Lexical()`` (set
+    ``mem.searcher.lexical`` again after ``load`` or ``Memory.open``)."""
 
     def __init__(self, family: float = FAMILY_SHARE, neighbour: float = NEIGHBOUR_SHARE, k1: float = 1.2,
                  b: float = 0.75, tokenizer: Callable[[str], list[str]] = tokenize) -> None:

@@ -62,31 +62,50 @@ for (var i1 = 0; i1 < N; i1++) { ROW.set(IDS[i1], i1); }
 function label(i) { return LABELS[i] || TEXTS[i]; }
 function meta(i) { return D.meta[String(i)] || {}; }
 function metaText(i) { var m = D.meta[String(i)]; return m ? JSON.stringify(m) : ""; }
-// The filter's haystack: one lower-case string of every memory's id, label, text and metadata,
-// "\u0001" between memories; HAY_AT[i] is where memory i starts (a match maps back by bisection).
+// Caseless, normalised text (hypermem.retrieval.text_fold.fold in Python): NFKC, lower-cased,
+// with full case folding's other changes that matter after NFKC (ß -> ss, final ς -> σ, the dot
+// that a lower-cased İ leaves dropped: İstanbul meets istanbul), soft hyphens and zero-width
+// characters removed; an NFD "tiếng" meets the NFC one.  ASCII text is only lower-cased.
+var NON_ASCII = /[^\u0000-\u007f]/, IGNORABLE = /[\u00ad\u200b-\u200f\u2060\ufeff]/g;
+var ODD = /[\u00ad\u200b-\u200f\u2060\ufeff\u0307]/;
+function fold(s) {
+  if (!NON_ASCII.test(s)) { return s.toLowerCase(); }
+  s = s.normalize("NFKC").toLowerCase();
+  if (s.indexOf("\u00df") >= 0) { s = s.replace(/\u00df/g, "ss"); }
+  if (s.indexOf("\u03c2") >= 0) { s = s.replace(/\u03c2/g, "\u03c3"); }
+  if (ODD.test(s)) { s = s.replace(/i\u0307/g, "i").replace(IGNORABLE, "").normalize("NFKC"); }
+  return s;
+}
+// The filter's haystack: one folded string of every memory's id, label, text and metadata,
+// "\u0001" between memories, folded once at load; HAY_AT[i] is where memory i starts (a match maps
+// back by bisection).  LAB_LOW: the lower-cased labels the search box ranks by.
 var LAB_LOW = new Array(N), HAY_AT = new Int32Array(N + 1), HAY;
 (function () {
-  var parts = new Array(N), at = 0;
-  for (var i = 0; i < N; i++) {
+  var parts = new Array(N), at = 0, plain = true, i;
+  for (i = 0; i < N; i++) {
     LAB_LOW[i] = label(i).toLowerCase();
     parts[i] = IDS[i] + "\n" + LAB_LOW[i] + "\n" + TEXTS[i] + "\n" + metaText(i);
-    HAY_AT[i] = at; at += parts[i].length + 1;
+    if (plain && parts[i].indexOf("\u0001") >= 0) { plain = false; }
   }
-  HAY_AT[N] = at;
-  HAY = parts.join("\u0001").toLowerCase();
-  if (HAY.length + 1 !== at) {  // lower-casing changed some lengths: measure each memory
-    at = 0;
-    for (var j = 0; j < N; j++) { parts[j] = parts[j].toLowerCase(); HAY_AT[j] = at; at += parts[j].length + 1; }
-    HAY_AT[N] = at; HAY = parts.join("\u0001");
+  if (plain) {  // folding keeps the "\u0001"s (and may change lengths): find the memories by them
+    HAY = fold(parts.join("\u0001"));
+    for (i = 0; i < N; i++) { HAY_AT[i] = at; at = HAY.indexOf("\u0001", at) + 1 || HAY.length + 1; }
+  } else {  // a text holds "\u0001": fold and measure each memory
+    for (i = 0; i < N; i++) { parts[i] = fold(parts[i]); HAY_AT[i] = at; at += parts[i].length + 1; }
+    HAY = parts.join("\u0001");
   }
+  HAY_AT[N] = N ? HAY.length + 1 : 0;
 })();
 function rowAt(pos) {  // the memory whose part of HAY holds position pos
   var lo = 0, hi = N - 1;
   while (lo < hi) { var mid = (lo + hi + 1) >> 1; if (HAY_AT[mid] <= pos) { lo = mid; } else { hi = mid - 1; } }
   return lo;
 }
-// Mark in out (Uint8Array) every memory whose haystack contains q; returns the count.
+// Mark in out (Uint8Array) every memory whose haystack contains q (folded here); returns the
+// count.  A q that folds to nothing (zero-width characters only) marks every memory.
 function findAll(q, out) {
+  q = fold(q);
+  if (!q) { out.fill(1); return N; }
   out.fill(0);
   var count = 0, pos = HAY.indexOf(q);
   while (pos >= 0) {
