@@ -32,7 +32,7 @@ from hypermem.hierarchy.encoder_eval import (  # noqa: E402
 )
 from hypermem.hierarchy.encoder_losses import LossWeights, encoder_losses  # noqa: E402
 from hypermem.hierarchy.encoder_step import TokenCache, batch_losses  # noqa: E402
-from hypermem.hierarchy.encoder_training import fit_hierarchy_encoder  # noqa: E402
+from hypermem.hierarchy.encoder_training import check_ball_curvature, fit_hierarchy_encoder  # noqa: E402
 
 torch.set_num_threads(1)
 H = EntityHierarchy(dict(NAMES), list(EDGES), name="tiny")
@@ -313,3 +313,12 @@ def test_every_epoch_packs_exactly_len_batches_and_every_edge_once(batch_size, p
         mapped = sorted((b.entities[c], b.entities[p]) for b in batches
                         for c, p in zip(b.child.tolist(), b.parent.tolist()))
         assert mapped == sorted(edges)
+
+
+def test_a_curvature_no_folder_could_hold_is_refused_before_training(tiny, tmp_path):
+    # the tiny encoder is 32-dimensional: a saved folder keeps c within [1e-3/32, 1e3/32]
+    with pytest.raises(ValueError, match=r"curvature must be between 0.001/dim and 1000/dim for a 32-dimensional"):
+        fit_hierarchy_encoder(EDGES, NAMES, base=str(tiny), epochs=1, batch_size=8, curvature=1e-6,
+                              out=tmp_path / "enc")
+    assert not (tmp_path / "enc").exists()
+    assert check_ball_curvature(0.25, "poincare", 4) == 0.25

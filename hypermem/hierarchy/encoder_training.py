@@ -50,6 +50,7 @@ from pathlib import Path
 import torch
 
 from ..data.hierarchy_tasks import EntityHierarchy, NegativeSampler, carve_validation
+from ..embed.encoder_folder import CURVATURE_RANGE
 from ..embed.hierarchy_encoder import HierarchyEncoder, check_save_folder
 from .encoder_batches import EdgeBatches, closure_sets
 from .encoder_eval import (
@@ -161,12 +162,18 @@ class EncoderTrainConfig:
                            calibration_lambda=self.calibration_lambda)
 
 
-def check_ball_curvature(c, geometry: str) -> float:
-    """``curvature=`` checked: a finite number > 0, for the ball only."""
+def check_ball_curvature(c, geometry: str, dim: int | None = None) -> float:
+    """``curvature=`` checked: a finite number > 0, for the ball only; with the encoder's ``dim``
+    also within the range a saved folder may hold (``encoder_folder.CURVATURE_RANGE``), so a
+    finished run never writes a folder that does not load."""
     if geometry != "poincare":
         raise ValueError(f"curvature= is the Poincaré ball's; geometry={geometry!r} has none")
     if isinstance(c, bool) or not isinstance(c, (int, float)) or not math.isfinite(c) or c <= 0:
         raise ValueError(f"curvature must be a finite number > 0, got {c!r}")
+    lo, hi = CURVATURE_RANGE
+    if dim is not None and not lo / dim <= c <= hi / dim:
+        raise ValueError(f"curvature must be between {lo:g}/dim and {hi:g}/dim for a {dim}-dimensional "
+                         f"encoder (1/dim = {1.0 / dim:g} is HiT's ball), got {c!r}")
     return float(c)
 
 
@@ -284,7 +291,7 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
     enc = HierarchyEncoder.from_pretrained(base, geometry, device=cfg.device, max_length=cfg.max_length,
                                            dim=cfg.dim)
     if curvature is not None:
-        enc.curvature = curvature
+        enc.curvature = check_ball_curvature(curvature, geometry, enc.dim)
     show = show_progress(progress)
     tokens = TokenCache(enc.model.tokenizer, [names[e] for e in ids], cfg.max_length)
     frozen = resolve_frozen_layers(enc, cfg.frozen_layers)

@@ -112,7 +112,7 @@ class EncoderModule(pl.LightningModule):
         ball_c = None if curvature is None else check_ball_curvature(curvature, geometry)
         self.encoder = HierarchyEncoder.from_pretrained(base, geometry, max_length=max_length, dim=dim)
         if ball_c is not None:
-            self.encoder.curvature = ball_c
+            self.encoder.curvature = check_ball_curvature(ball_c, geometry, self.encoder.dim)
         self.model = self.encoder.model   # registers the transformer's parameters with this module
         self.frozen = resolve_frozen_layers(self.encoder, frozen_layers)
         if self.frozen:  # before the optimizer is built over the parameters that require a gradient
