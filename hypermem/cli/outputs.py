@@ -4,23 +4,28 @@ The rule (docs/cli.md, "Output files"): a command never writes over its own inpu
 ``import`` and ``fit-reranker`` refuse an existing output without ``--force``; ``inspect`` and
 ``demo`` regenerate their artifacts, so they replace a file of the kind hypermem writes there (an
 inspector page, the demo's memory) and refuse any other existing file without ``--force``.  A
-symlink is written through (its target is replaced, the link kept).  An existing named pipe or
-device (``/dev/stdout``) is written to directly, and ``-`` is stdout, where a command streams.
+symlink is written through (its target is replaced, the link kept).  An existing named pipe,
+device or socket, and a name of an open descriptor (``/dev/stdout``), is written to directly, and
+``-`` is stdout, where a command streams; a regular file is replaced atomically wherever it lies
+(``/dev/shm`` too), and ``import``'s new file is published without replacing a file made meanwhile.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import stat
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from ..embed.file_modes import normal_file_mode
+from ..store.atomic import atomic_new_path, atomic_path, atomic_write_chunks
 from ..store.page_file import PAGE_HEAD
 from .inputs import UserError, stdout_takes_unicode
 
-__all__ = ["PAGE_HEAD", "check_output", "head_of", "is_page", "is_stream", "report", "same_file", "save_new",
-           "write_durable", "write_text"]
+__all__ = ["PAGE_HEAD", "check_output", "head_of", "is_page", "is_stream", "names_descriptor", "new_file", "report",
+           "same_file", "save_new", "write_durable", "write_text"]
 
 def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
     """Whether ``a`` and ``b`` name one existing file (through symlinks and other spellings)."""
@@ -31,17 +36,39 @@ def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
 
 
 def is_stream(path: str) -> bool:
-    """``-`` (stdout), or an existing named pipe, device or socket (followed through symlinks):
-    written to directly, never replaced."""
+    """``-`` (stdout), a name of an open descriptor (``/dev/stdout``, ``/dev/fd/N``,
+    ``/proc/self/fd/N``: the shell's file, whatever it is), or an existing named pipe, device or
+    socket (``os.stat``, through symlinks): written to directly, never replaced.  A regular file is
+    no stream wherever it lies (``/dev/shm/x.csv`` too): it gets the overwrite rule and the atomic write."""
     if path == "-":
         return True
     try:
-        p = Path(path)
-        if path.startswith("/dev/") and p.exists():   # /dev/stdout: the shell's file, whatever it is
-            return True
-        return p.exists() and not p.is_file() and not p.is_dir()
+        mode = os.stat(path).st_mode
     except (OSError, ValueError):
         return False
+    if names_descriptor(path):
+        return True
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+DESCRIPTOR = re.compile(r"/dev/(stdout|stderr|stdin|fd/\d+)|/proc/(self|thread-self|\d+)/(task/\d+/)?fd/\d+")
+"""Names that stand for a file descriptor this process holds (what the shell's ``>`` opened)."""
+
+
+def names_descriptor(path: str, hops: int = 40) -> bool:
+    """Whether ``path``, or a symlink on the way from it (``out -> /dev/stdout``), names an open
+    descriptor (:data:`DESCRIPTOR`).  Symlinks are followed one at a time: ``realpath`` would go
+    on to the descriptor's file (``/dev/stdout`` -> ``/tmp/out.csv``) and lose what it was."""
+    current = os.path.abspath(path)
+    for _ in range(hops):
+        if DESCRIPTOR.fullmatch(current):
+            return True
+        try:
+            link = os.readlink(current)
+        except (OSError, ValueError):
+            return False
+        current = os.path.normpath(os.path.join(os.path.dirname(current), link))
+    return False
 
 
 def head_of(path: Path, n: int = 256) -> bytes:
@@ -99,48 +126,30 @@ def write_text(output: str, text) -> None:
             for chunk in chunks:
                 f.write(chunk)
         return
-    from ..store.atomic import atomic_write_chunks
-
     atomic_write_chunks(output, chunks)
 
 
 def save_new(memory, output: str) -> None:
     """``Memory.save`` to ``output``, a name that did not exist when the command began (no
-    ``--force``): written to a hidden file beside it, then hard-linked to the name, which fails
-    when another process created it meanwhile (two imports to one new name: the later one is
-    refused, not the earlier result replaced).  Where the folder takes no hard link, the name is
-    checked once more and the file moved there (the window is then the move's)."""
-    import errno
-    import tempfile
-
-    from ..store.atomic import fsync_path
+    ``--force``), published with :func:`hypermem.store.atomic.atomic_new_path`: a file another
+    process created there meanwhile (two imports to one new name) is refused, never replaced."""
     from ..store.checks import check_sqlite_name
     from ..store.persistence import save
 
     check_sqlite_name(output)   # the name's own mistake, before the hidden one is made
-    target = Path(output)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".new.db", dir=target.parent)
-    except OSError:   # no such folder, or not writable: save names the file asked for, not the hidden one
-        save(memory, output)
-        return
-    os.close(fd)
-    try:
-        os.chmod(tmp, normal_file_mode())   # save keeps the mode of the file it replaces: not mkstemp's 0o600
+    with new_file(output) as tmp:
         save(memory, tmp)   # an empty file: replaced
-        try:
-            os.link(tmp, target)
-        except FileExistsError:
-            raise UserError(f"{output} was created by another process while this command ran; pass --force to "
-                            "replace it, or give another name") from None
-        except OSError as exc:
-            if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
-                raise
-            check_output(output)   # no hard links here: the name is checked again right before the move
-            os.replace(tmp, target)
-        fsync_path(target.parent, directory=True)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+
+
+@contextmanager
+def new_file(output: str) -> Iterator[Path]:
+    """:func:`~hypermem.store.atomic.atomic_new_path` with its ``FileExistsError`` as the CLI's one line."""
+    try:
+        with atomic_new_path(output) as tmp:
+            yield tmp
+    except FileExistsError:
+        raise UserError(f"{output} was created by another process while this command ran; pass --force to "
+                        "replace it, or give another name") from None
 
 
 def report(output: str, line: str) -> None:
@@ -150,12 +159,12 @@ def report(output: str, line: str) -> None:
 
 def write_durable(memory, output: str) -> None:
     """``memory`` as a new durable store (:meth:`Memory.open`, what ``hypermem mcp --store``
-    serves) at ``output``, written beside it and moved over it when complete (a symlink is
-    written through).  An existing durable store is never replaced: its ``-wal`` file, or a
+    serves) at ``output``, written beside it and published when complete: a new name with
+    :func:`new_file` (a file created there meanwhile is refused, not replaced), a name allowed to
+    exist (``--force``) moved over (a symlink is written through).  An existing durable store is never replaced: its ``-wal`` file, or a
     server that has it open, would not follow the swap.  A PostgreSQL ``output`` (a URL or libpq
     string) is copied into directly: a database that already holds memories is refused."""
     from ..integrations.snapshots import durable_copy
-    from ..store.atomic import atomic_path
     from ..store.backends.opening import is_durable_file, is_url
     from ..store.checks import check_sqlite_name
 
@@ -168,7 +177,8 @@ def write_durable(memory, output: str) -> None:
     if Path(output).is_file() and is_durable_file(output):
         raise UserError(f"{output} is a durable store (Memory.open): import into a new name, or remove it first "
                         "(with its -wal and -shm files)")
-    with atomic_path(output) as tmp:
+    # a name allowed to exist (--force, a dangling symlink) is replaced; a new one must stay new
+    with atomic_path(output) if os.path.lexists(output) else new_file(output) as tmp:
         try:
             durable_copy(memory, tmp).close()
         finally:

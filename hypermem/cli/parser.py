@@ -181,6 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--indent", type=indent_arg, default=None, help=f"JSON indentation (0 to {MAX_INDENT} spaces; "
                    "default: one line)")
     p.add_argument("--at", type=time_arg, help="CSV weights as of this time (ISO 8601; default: now)")
+    p.add_argument("--raw-csv", action="store_true", help="CSV cells exactly as stored, for a program to read: by "
+                   "default a cell starting with = + - @ (not a number), a tab or CR gets a ' before it, so a "
+                   "spreadsheet shows it instead of running it as a formula")
     p.add_argument("--force", action="store_true", help="replace OUTPUT if it exists")
     p.set_defaults(func=cmd_export)
 

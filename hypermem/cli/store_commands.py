@@ -140,6 +140,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         warn("--indent applies to JSON only; ignored for CSV")
     if fmt == "json" and args.at is not None:
         warn("--at applies to CSV (the weights as of a time) only; ignored for JSON, which keeps every time")
+    if fmt == "json" and args.raw_csv:
+        warn("--raw-csv applies to CSV only; ignored for JSON, which is always exact")
     check_output(out, inputs=(args.memory,), force=args.force)
     mem = load_memory(args.memory)
     if fmt == "json":   # written a record at a time: a large store's text is never whole in memory
@@ -147,7 +149,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
         text = json_chunks(mem, indent=args.indent)
     else:
-        text = csv_chunks(mem.table(at_time=args.at))
+        text = csv_chunks(mem.table(at_time=args.at), escape=not args.raw_csv)
     write_text(out, text)
     report(out, f"wrote {out} ({memories(len(mem))}, {fmt})")
     return 0
@@ -157,10 +159,28 @@ CSV_FIELDS = ("id", "text", "parent", "level", "depth", "time", "weight", "acces
 """The columns of ``export --format csv`` (a row's ``"t"`` is ``"time"`` again)."""
 
 
-def csv_chunks(rows, per_chunk: int = 512):
+FORMULA_START = frozenset("=+-@\t\r")
+"""First characters that make a spreadsheet read a cell as a formula (OWASP, "CSV Injection")."""
+PLAIN_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+"""A cell that a spreadsheet reads as a number (``-2``, ``+1.5e-3``): no formula, kept as it is."""
+
+
+def csv_cell(value):
+    """``value`` as a CSV cell that a spreadsheet shows and does not run: a string that starts with
+    ``=``, ``+``, ``-``, ``@``, a tab or a carriage return gets a ``'`` before it (the OWASP
+    mitigation: ``=HYPERLINK(...)`` is shown as text), unless it is a plain number (``-2`` stays
+    a number).  Anything else is returned as it is."""
+    if isinstance(value, str) and value[:1] in FORMULA_START and not PLAIN_NUMBER.fullmatch(value):
+        return "'" + value
+    return value
+
+
+def csv_chunks(rows, per_chunk: int = 512, escape: bool = True):
     """The CSV text of ``Memory.table`` rows (``meta`` as JSON), ``per_chunk`` rows a chunk: written
     as they come (:func:`write_text`), a large store's CSV is never whole in memory, and a reader
-    that goes away (``| head -1``) is seen at the next chunk, not lost in one huge write."""
+    that goes away (``| head -1``) is seen at the next chunk, not lost in one huge write.  With
+    ``escape`` (the default; ``export --raw-csv`` turns it off) a cell that a spreadsheet would run as a
+    formula is written as text (:func:`csv_cell`)."""
     import csv
     import io
 
@@ -168,7 +188,8 @@ def csv_chunks(rows, per_chunk: int = 512):
     writer = csv.DictWriter(buf, fieldnames=CSV_FIELDS, extrasaction="ignore")
     writer.writeheader()
     for n, r in enumerate(rows, 1):
-        writer.writerow(dict(r, meta=json.dumps(r["meta"], ensure_ascii=False)))
+        row = dict(r, meta=json.dumps(r["meta"], ensure_ascii=False))
+        writer.writerow({k: csv_cell(row.get(k)) for k in CSV_FIELDS} if escape else row)
         if n % per_chunk == 0:
             yield buf.getvalue()
             buf.seek(0)
