@@ -32,7 +32,8 @@ usual word-segmenter-free CJK analysis (Kwok, "Comparing representations in Chin
 information retrieval", SIGIR 1997), so that a one-character query (``猫``) and a two-character
 word (``東京``) both match inside a clause.  ASCII text takes a fast path with the same terms.
 :func:`words` is the same split without stop list or stems; ``BM25Index(tokenizer=words)``
-indexes by it (for text that is not English).
+indexes by it (for text that is not English).  :data:`TOKENIZERS` names the built-in ones (a
+saved store records its tokenizer by that name).
 :meth:`BM25Index.extend` and :meth:`BM25Index.retract` grow and shrink one
 document by a text, for documents made of many texts (:mod:`hypermem.store.lexical`).
 """
@@ -51,7 +52,7 @@ import torch
 from .stem import porter_stem
 from .text_fold import fold
 
-__all__ = ["STOPWORDS", "BM25Index", "tokenize", "words"]
+__all__ = ["STOPWORDS", "TOKENIZERS", "BM25Index", "tokenize", "words"]
 
 _WORD = re.compile(r"\w+", re.UNICODE)  # the ASCII fast path
 
@@ -129,6 +130,10 @@ def tokenize(text: str) -> list[str]:
     if text.isascii():  # the fast path: the same terms as the folded split
         return [porter_stem(w) for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
     return _fold_split(text, True)
+
+
+TOKENIZERS: dict[str, Callable[[str], list[str]]] = {"tokenize": tokenize, "words": words}
+"""The built-in tokenizers by the name a saved store records (:mod:`hypermem.store.lexical_settings`)."""
 
 
 class BM25Index:

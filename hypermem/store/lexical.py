@@ -79,12 +79,14 @@ class Lexical:
     of its families (a parent's text with its children's), synced with the store's
     :class:`~hypermem.store.state.MemoryState` before each use.
 
-    Its settings (``tokenizer``, ``family``, ...) belong to this object: a saved store keeps
-    ``hybrid`` but not them, and reopens with the default ``Lexical()`` (set
-    ``mem.searcher.lexical`` again after ``load`` or ``Memory.open``)."""
+    Its settings (``tokenizer``, ``k1``, ``b``, ``family``, ``neighbour``) are saved with the store
+    (``save``, ``to_json``; a durable store records those passed as ``Memory.open(...,
+    lexical=Lexical(...))`` when it creates it): a built-in tokenizer by its name, a custom one
+    only by name, to be passed again (:mod:`hypermem.store.lexical_settings`)."""
 
     def __init__(self, family: float = FAMILY_SHARE, neighbour: float = NEIGHBOUR_SHARE, k1: float = 1.2,
                  b: float = 0.75, tokenizer: Callable[[str], list[str]] = tokenize) -> None:
+        k1, b = check_finite("k1", k1, lo=0.0), check_finite("b", b, lo=0.0, hi=1.0)  # saved as JSON numbers
         self.index = BM25Index(k1, b, tokenizer)
         self.families = BM25Index(k1, b, tokenizer)  # key: a parent id; its document: its text and its children's
         self.family = check_finite("family", family, lo=0.0)

@@ -6,8 +6,8 @@ r"""Saving and loading a :class:`~hypermem.store.Memory` without losing anything
   (``1``), ``curvature``, ``dim``, ``base_depth``, ``depth_step``, ``inherit``,
   ``cone_constrained``, ``cone_k``, ``metric``, ``time_coef``, ``depth_bias``,
   ``embedder`` and ``decay`` (specs, see :func:`embedder_spec` and
-  :func:`hypermem.temporal.policy_spec`); hypermem adds ``dtype``, ``count``, ``hybrid`` and
-  ``recency_weight`` (:mod:`hypermem.store.search_settings`).
+  :func:`hypermem.temporal.policy_spec`); hypermem adds ``dtype``, ``count``, ``hybrid``,
+  ``recency_weight`` and ``lexical`` (:mod:`hypermem.store.search_settings`).
 * ``records (pos, id, text, parent_id, t, valid_from, valid_until, access_count,
   last_accessed, meta, point, embedding)`` — one row per memory in insertion order;
   times as ISO 8601 text, ``meta`` as JSON text, ``point`` and ``embedding`` as raw
@@ -67,7 +67,7 @@ from .load_checks import (
     stack_rows,
 )
 from .placement import unit
-from .search_settings import apply_search_settings, search_settings
+from .search_settings import apply_search_settings, restore_lexical, search_settings
 from .sqlite_stream import (
     POINT_TOLERANCE,
     RECORD_COLUMNS,
@@ -101,7 +101,6 @@ __all__ = ["FORMAT_VERSION", "MemoryFileError", "embedder_spec", "embedder_from_
            "save", "load", "to_json", "from_json", "to_payload", "from_payload"]
 
 
-# ---------------------------------------------------------------------------- specs
 # ---------------------------------------------------------------------------- snapshot
 def memory_config(memory) -> dict[str, Any]:
     """The settings of ``memory`` as the JSON config that save, to_json and the durable
@@ -113,7 +112,7 @@ def memory_config(memory) -> dict[str, Any]:
     cfg["decay"] = policy_spec(memory.decay)
     if (enc := encoder_record(memory.embedder)) is not None:  # which encoder placed the points (store.encoder_points)
         cfg[ENCODER_KEY] = enc
-    cfg.update(search_settings(memory))  # hybrid, recency_weight (store.search_settings)
+    cfg.update(search_settings(memory))  # hybrid, recency_weight, lexical (store.search_settings)
     cfg["dtype"] = str(memory.dtype).replace("torch.", "")
     cfg["count"] = len(memory)
     return cfg
@@ -375,6 +374,7 @@ def _new_memory(config, where, embedder, decay, clock, device, dtype, cls):
                      device=device if device is not None else "cpu", **kwargs)
     except (TypeError, ValueError) as exc:
         raise MemoryFileError(f"{where}: invalid config ({exc})") from None
+    restore_lexical(memory, config, where)  # the tokenizer, k1, b... (store.lexical_settings)
     if memory.dim != config["dim"]:
         raise ValueError(f"dimension mismatch: {where} was made with a {config['dim']}-dimensional embedder but "
                          f"the embedder has dim={memory.dim}")

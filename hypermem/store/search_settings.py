@@ -1,4 +1,6 @@
-"""The search settings a store keeps in its saved config: ``hybrid`` and ``recency_weight``.
+"""The search settings a store keeps in its saved config: ``hybrid``, ``recency_weight`` and
+``lexical`` (the settings of its :class:`~hypermem.store.lexical.Lexical`: tokenizer, BM25's
+``k1`` and ``b``, the family and neighbour shares; :mod:`hypermem.store.lexical_settings`).
 
 Unlike the geometry's settings (``curvature``, ``inherit``, ..., which placed the stored points
 and so always win over what a caller passes), these only weigh the score's terms
@@ -12,6 +14,11 @@ the saved ``time_coef`` as the seed's explicit coefficient.
 beside it is only the value it had at saving time, so reopening drops it and recalibrates to
 the store's current distance spread; ``Memory.open(..., time_coef=...)`` of such a store is a
 ``ValueError`` naming the coefficient it ranks with (:mod:`hypermem.store.backends.opening`).
+
+``lexical`` is not a ``Memory`` argument: :func:`restore_lexical` sets it on the new store
+(``mem.searcher.lexical``); ``Memory.open(..., lexical=Lexical(...))`` records it in a new
+store, and for an existing one follows the geometry's rule: the stored settings win, other
+ones are a ``ValueError``.  A config without it opens with the default ``Lexical()``.
 """
 
 from __future__ import annotations
@@ -19,16 +26,21 @@ from __future__ import annotations
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
-__all__ = ["SEARCH_KEYS", "apply_search_settings", "search_settings"]
+from .lexical import Lexical
+from .lexical_settings import LEXICAL_KEY, saved_lexical, stored_lexical
 
-SEARCH_KEYS = ("hybrid", "recency_weight")
+__all__ = ["SEARCH_KEYS", "apply_search_settings", "restore_lexical", "search_settings"]
+
+SEARCH_KEYS = ("hybrid", "recency_weight", LEXICAL_KEY)
 
 
 def search_settings(memory) -> dict[str, Any]:
-    """``{"hybrid": ..., "recency_weight": ...}`` of ``memory`` (``recency_weight`` None when
-    its time term is the seed's explicit ``time_coef``)."""
+    """``{"hybrid": ..., "recency_weight": ..., "lexical": ...}`` of ``memory`` (``recency_weight``
+    None when its time term is the seed's explicit ``time_coef``; saving a custom tokenizer warns
+    that it must be passed again: :func:`~hypermem.store.lexical_settings.saved_lexical`)."""
     rw = memory.recency_weight
-    return {"hybrid": float(memory.hybrid), "recency_weight": None if rw is None else float(rw)}
+    return {"hybrid": float(memory.hybrid), "recency_weight": None if rw is None else float(rw),
+            **saved_lexical(memory)}
 
 
 def apply_search_settings(config: Mapping[str, Any], kwargs: MutableMapping[str, Any]) -> None:
@@ -42,3 +54,13 @@ def apply_search_settings(config: Mapping[str, Any], kwargs: MutableMapping[str,
     if rw is not None:
         kwargs.pop("time_coef", None)
         kwargs["recency_weight"] = rw
+
+
+def restore_lexical(memory, config: Mapping[str, Any], where: str, given: Lexical | None = None,
+                    warn: bool = True) -> None:
+    """Set ``memory.searcher.lexical`` to the :class:`Lexical` that ``config`` records, or to
+    ``given`` (which must agree with it; :func:`~hypermem.store.lexical_settings.stored_lexical`);
+    the store's default is kept where neither is."""
+    lexical = stored_lexical(config, where, given, warn)
+    if lexical is not None:
+        memory.searcher.lexical = lexical

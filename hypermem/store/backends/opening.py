@@ -8,8 +8,9 @@ from typing import Any
 
 from ..checks import check_sqlite_name, sqlite_tables
 from ..encoder_points import check_encoder, places_points
+from ..lexical import Lexical
 from ..persistence import CONFIG_KEYS, memory_config
-from ..search_settings import apply_search_settings
+from ..search_settings import apply_search_settings, restore_lexical
 from ..validation import check_config_types, decay_from_spec, embedder_from_spec
 from .durable import StorageError, durable_class
 from .pg_errors import redact
@@ -121,6 +122,9 @@ def open_memory(cls: type, target: Any, read_only: bool = False, mirror: bool = 
         raise ValueError("a store placed by a ball hierarchy encoder searches with the hyperbolic metric in process: "
                          "open it with its mirror, Memory.open(url)")
     options = {k: kwargs.pop(k) for k in _STORAGE_KEYS if k in kwargs}
+    lexical = kwargs.pop("lexical", None)  # a Lexical: recorded in a new store, checked against a stored one
+    if lexical is not None and not isinstance(lexical, Lexical):
+        raise TypeError(f"lexical must be a hypermem.store.lexical.Lexical, got {type(lexical).__name__}")
     if kwargs.get("time_coef") is not None and kwargs.get("recency_weight") is not None:
         raise ValueError("pass time_coef (the seed's coefficient) or recency_weight (calibrated), not both")
     asked = kwargs.get("time_coef")
@@ -131,11 +135,13 @@ def open_memory(cls: type, target: Any, read_only: bool = False, mirror: bool = 
             if read_only:
                 raise FileNotFoundError(f"{redact(target)!r} holds no memory yet; open it once without read_only")
             mem = (durable_class(cls) if mirror else cls)(**kwargs)
+            restore_lexical(mem, {}, repr(redact(target)), lexical)
             if not storage.create(_stored_config(mem)):  # another process created it first: open its store
                 config = storage.config()
         if config is not None:
             _check_vector_dtype(config, options, repr(redact(target)))
             mem = (durable_class(cls) if mirror else cls)(**_settings(config, kwargs, repr(redact(target))))
+            restore_lexical(mem, config, repr(redact(target)), lexical, warn=mirror)  # store.lexical_settings
             if mirror:
                 mem._bind(storage, read_only)
             if asked is not None and mem.recency_weight is not None:
