@@ -23,6 +23,7 @@ from .validation import (
     is_number,
     iso_time,
     json_depth_over,
+    load_json,
     short,
     stack_vectors,
 )
@@ -70,49 +71,62 @@ def floats(values: list, what: str, rows: list[dict], where: str) -> torch.Tenso
     return torch.tensor([float(v) for v in values], dtype=torch.float64)
 
 
-def parse_time(value: Any, what: str, rid: Any, where: str, required: bool = False) -> datetime | None:
-    return iso_time(value, f"{where}: the {what} of memory {rid!r}", required=required)
+def parse_time(value: Any, what: str, rid: Any, where: str, required: bool = False,
+               datetimes: bool = False) -> datetime | None:
+    if value is None and not required:   # most optional times are unset: no label to build
+        return None
+    return iso_time(value, f"{where}: the {what} of memory {rid!r}", required=required, datetimes=datetimes)
 
 
-def parse_records(rows: list[dict], where: str, seen: set | None = None) -> list[MemoryRecord]:
-    """The records of ``rows``, every field checked; ``seen``: the ids of earlier chunks of the
-    same file (a duplicate of one of them is refused too), extended with these."""
-    records, seen = [], set() if seen is None else seen
+def parse_records(rows: list, where: str, seen: set | None = None, parent: str = "parent",
+                  datetimes: bool = False, meta_text: bool = False) -> list[MemoryRecord]:
+    """The records of ``rows`` (mappings), every field checked; ``seen``: the ids of earlier
+    chunks of the same file (a duplicate of one of them is refused too), extended with these.
+    ``parent``: the key of the parent id; ``meta_text``: a meta given as text (a SQLite
+    column) is JSON, parsed by :func:`~hypermem.store.validation.load_json` (in a parsed
+    document a string is no object); ``datetimes``: times may be ``datetime`` values (a
+    database's timestamp columns) as well as ISO 8601 text."""
+    records, seen, parent_key = [], set() if seen is None else seen, parent
     for r in rows:
         rid = r.get("id")
         if not isinstance(rid, str) or not rid:
-            raise MemoryFileError(f"{where}: record at position {r.get('pos')} has a bad id {rid!r}")
+            raise MemoryFileError(f"{where}: record at position {r.get('pos', r.get('seq'))} has a bad id "
+                                  f"{short(rid)}")
         if rid in seen:
             raise MemoryFileError(f"{where}: duplicate id {rid!r}")
         seen.add(rid)
         text = r.get("text")
         if not isinstance(text, str):
             raise MemoryFileError(f"{where}: the text of memory {rid!r} is not a string")
-        parent = r.get("parent")
+        parent = r.get(parent_key)
         if parent is not None and not isinstance(parent, str):
             raise MemoryFileError(f"{where}: the parent of memory {rid!r} is not an id: {parent!r}")
         meta = r.get("meta")
+        text_meta = meta_text and isinstance(meta, (str, bytes, bytearray))   # NaN, Infinity, depth refused as read
+        meta = load_json(meta, where, f"the meta of memory {rid!r}") if text_meta else meta
         meta = {} if meta is None else meta
         if not isinstance(meta, dict):
             raise MemoryFileError(f"{where}: the meta of memory {rid!r} is not an object")
-        if json_depth_over(meta, MAX_JSON_DEPTH):
-            raise MemoryFileError(f"{where}: the meta of memory {rid!r} nests deeper than {MAX_JSON_DEPTH} levels")
-        try:  # a parsed document passed as a dict may hold what no JSON file can (NaN, sets, objects)
-            json.dumps(meta, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise MemoryFileError(f"{where}: the meta of memory {rid!r} is not plain finite JSON ({exc})") from None
+        if not text_meta:
+            if json_depth_over(meta, MAX_JSON_DEPTH):
+                raise MemoryFileError(f"{where}: the meta of memory {rid!r} nests deeper than {MAX_JSON_DEPTH} "
+                                      f"levels")
+            try:  # a parsed document passed as a dict may hold what no JSON file can (NaN, sets, objects)
+                json.dumps(meta, allow_nan=False)
+            except (TypeError, ValueError) as exc:
+                raise MemoryFileError(f"{where}: the meta of memory {rid!r} is not plain finite JSON ({exc})") from None
         acc = r.get("access_count")
         acc = 0 if acc is None else acc
         if not is_int(acc) or not 0 <= acc < 2**63:
             raise MemoryFileError(f"{where}: the access count of memory {rid!r} is {short(acc)}")
-        vf = parse_time(r.get("valid_from"), "valid_from", rid, where)
-        vu = parse_time(r.get("valid_until"), "valid_until", rid, where)
+        vf = parse_time(r.get("valid_from"), "valid_from", rid, where, datetimes=datetimes)
+        vu = parse_time(r.get("valid_until"), "valid_until", rid, where, datetimes=datetimes)
         if vf is not None and vu is not None and vu < vf:
             raise MemoryFileError(f"{where}: memory {rid!r} has valid_until before valid_from")
-        records.append(MemoryRecord(id=rid, text=text, parent_id=parent, t=parse_time(r.get("t"), "time", rid, where,
-                                                                                  required=True),
-                                    meta=meta, valid_from=vf, valid_until=vu, access_count=acc,
-                                    last_accessed=parse_time(r.get("last_accessed"), "last_accessed", rid, where)))
+        t = parse_time(r.get("t"), "time", rid, where, required=True, datetimes=datetimes)
+        last = parse_time(r.get("last_accessed"), "last_accessed", rid, where, datetimes=datetimes)
+        records.append(MemoryRecord(id=rid, text=text, parent_id=parent, t=t, meta=meta, valid_from=vf,
+                                    valid_until=vu, access_count=acc, last_accessed=last))
     return records
 
 

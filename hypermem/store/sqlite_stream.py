@@ -9,7 +9,9 @@ origin), its blobs and its rows exist only while that chunk is written (``execut
 writer used (config, every ``records`` row, every ``hypermem_rows`` row), so a file holds
 the same rows, value for value, as before.
 
-**Reading.**  Rows are fetched ``CHUNK`` at a time (``fetchmany``); a chunk's blobs are checked
+**Reading.**  The declared dimension is checked against the first record's blobs and the
+file's size (:func:`check_sizes`) before any column is allocated.  Rows are then fetched
+``CHUNK`` at a time (``fetchmany``); a chunk's blobs are checked
 (:func:`~hypermem.store.load_checks.stack_rows`) and written into the fresh memory's columns,
 already allocated for the file's row count, its records parsed, and its stored points
 compared with ``point_at(direction, depth)``: the file's vectors are never held as Python
@@ -38,7 +40,6 @@ from .validation import (
     check_json_depth,
     direction_problem,
     is_int,
-    load_json,
     short,
 )
 
@@ -106,7 +107,8 @@ def write_rows(con: sqlite3.Connection, memory, config: dict[str, Any], blob: Ca
 
 def _chunk_rows(rows: list[tuple], last: list, where: str) -> list[dict]:
     """A fetched chunk of ``records`` rows as dicts (``parent_id`` as ``parent``), positions
-    checked (integers, increasing: ``last[0]`` is the previous chunk's last), meta parsed."""
+    checked (integers, increasing: ``last[0]`` is the previous chunk's last); the meta text is
+    parsed by :func:`~hypermem.store.load_checks.parse_records`."""
     out = []
     for row in rows:
         r = dict(zip(RECORD_COLUMNS, row))
@@ -114,8 +116,6 @@ def _chunk_rows(rows: list[tuple], last: list, where: str) -> list[dict]:
         if not is_int(r["pos"]) or (last[0] is not None and r["pos"] <= last[0]):
             raise MemoryFileError(f"{where}: the records table has a bad or repeated pos (the row order)")
         last[0] = r["pos"]
-        if r["meta"] is not None:
-            r["meta"] = load_json(r["meta"], where, f"the meta of memory {short(r['id'])}")
         out.append(r)
     return out
 
@@ -136,12 +136,36 @@ def _chunk_geometry(ext: sqlite3.Cursor, rows: list[dict], last: list, dim: int,
     raise MemoryFileError(f"{where}: hypermem_rows does not match the records table")
 
 
+def check_sizes(con: sqlite3.Connection, n: int, dim: int, where: str) -> None:
+    """Refuse a declared ``dim`` that the file's rows do not hold, before the columns of its
+    ``n`` rows are allocated: the first record's point and embedding must be blobs of
+    ``8 dim`` bytes (every later blob is checked as its chunk is read), and the ``2 n`` vectors
+    of ``8 dim`` bytes each must fit in the file (page count times page size), so that a small
+    file cannot ask for more memory than it holds."""
+    if not n:
+        return
+    first = con.execute("SELECT id, typeof(point), length(point), typeof(embedding), length(embedding) "
+                        "FROM records ORDER BY pos LIMIT 1").fetchone()
+    for what, kind, size in (("point", first[1], first[2]), ("embedding", first[3], first[4])):
+        if kind != "blob":
+            raise MemoryFileError(f"{where}: the {what} of memory {short(first[0])} is missing or of type {kind}")
+        if size != 8 * dim:
+            raise MemoryFileError(f"{where}: the {what} of memory {short(first[0])} has {size} bytes, expected "
+                                  f"{8 * dim} (the declared dim {dim}: dimension mismatch or a truncated file)")
+    size = con.execute("PRAGMA page_count").fetchone()[0] * con.execute("PRAGMA page_size").fetchone()[0]
+    if 16 * n * dim > size:
+        raise MemoryFileError(f"{where}: {n} records of dim {dim} hold {16 * n * dim} bytes of vectors, more than "
+                              f"the file's {size} bytes: the declared dim or the row count is wrong")
+
+
 def read_rows(con: sqlite3.Connection, tables: set[str], config: dict, dim: int, where: str,
               new_memory: Callable[[], Any], chunk: int | None = None):
     """The memory of an opened format-1 file whose config was read and checked: ``new_memory()``
-    makes the empty store (settings checked), filled here a chunk at a time."""
+    makes the empty store (settings checked), filled here a chunk at a time (the columns are
+    allocated once :func:`check_sizes` found the file able to hold them)."""
     n, chunk = con.execute("SELECT COUNT(*) FROM records").fetchone()[0], chunk or CHUNK
     check_count(config, range(n), where)
+    check_sizes(con, n, dim, where)
     memory = new_memory()
     st, c = memory.state, memory.curvature
     # an empty hypermem_rows: a file of the reference, directions derived from the points
@@ -160,7 +184,7 @@ def read_rows(con: sqlite3.Connection, tables: set[str], config: dict, dim: int,
             hi = lo + len(rows)
             points = stack_rows([r.pop("point") for r in rows], dim, "point", rows, where)
             emb = stack_rows([r.pop("embedding") for r in rows], dim, "embedding", rows, where)
-            records.extend(parse_records(rows, where, seen))
+            records.extend(parse_records(rows, where, seen, meta_text=True))
             try:
                 memory.ball.check_inside(points, name=f"{where}: point (rows {lo}-{hi - 1})")
             except ValueError as exc:

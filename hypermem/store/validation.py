@@ -54,9 +54,9 @@ MAX_DIM = 1 << 20
 UNIT_TOLERANCE = 1e-5
 """Largest ``| ||u|| - 1 |`` allowed for a stored unit direction (float32 stores round)."""
 
-__all__ = ["MAX_DIM", "MAX_JSON_DEPTH", "MemoryFileError", "SQLITE_READ_ERRORS", "UNIT_TOLERANCE", "check_config_types", "check_dim",
-           "check_geometry", "check_json_depth", "check_regular_file", "decay_from_spec", "direction_problem",
-           "embedder_from_spec",
+__all__ = ["MAX_DIM", "MAX_JSON_DEPTH", "MemoryFileError", "SQLITE_READ_ERRORS", "UNIT_TOLERANCE", "boundary_depth",
+           "check_config_types", "check_depths", "check_dim", "check_finite_rows", "check_geometry",
+           "check_json_depth", "check_regular_file", "decay_from_spec", "direction_problem", "embedder_from_spec",
            "is_int", "is_number", "iso_time", "json_depth_over", "load_json", "open_sqlite_readonly",
            "read_sqlite_header", "short", "sqlite_problem", "stack_vectors"]
 
@@ -96,6 +96,22 @@ def _constant_at(text: str, exc: ValueError) -> str:
     return f" at line {text.count(chr(10), 0, at) + 1} column {at - text.rfind(chr(10), 0, at)}"
 
 
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)
+"""The one decoder of :func:`load_json` (``json.loads`` with an argument builds one a call)."""
+
+
+def _decode(text: str) -> Any:
+    """``json.loads(text)`` without its per-call decoder and whitespace scans: the value that
+    fills the whole text, else the decoder's full pass (surrounding whitespace, or its error)."""
+    try:
+        value, end = _DECODER.raw_decode(text)
+        if end == len(text):
+            return value
+    except ValueError:
+        pass
+    return _DECODER.decode(text)
+
+
 def check_json_depth(value: Any, what: str, limit: int = MAX_JSON_DEPTH) -> None:
     """``ValueError`` when ``value`` nests deeper than ``limit`` (``save`` calls this, so
     that it writes nothing the loaders refuse)."""
@@ -117,12 +133,13 @@ def load_json(text: Any, where: str, what: str, depth: int | None = MAX_JSON_DEP
     if not isinstance(text, str):
         raise MemoryFileError(f"{where}: {what} is not JSON text (got {type(text).__name__})")
     try:
-        value = json.loads(text, parse_constant=_no_constant)
+        value = _decode(text)
     except RecursionError:
         raise MemoryFileError(f"{where}: {what} nests too deep for the JSON reader") from None
     except ValueError as exc:  # JSONDecodeError is a ValueError
         raise MemoryFileError(f"{where}: {what} is not valid JSON ({str(exc)[:120]}{_constant_at(text, exc)})") from None
-    if depth is not None and json_depth_over(value, depth):
+    # a value nests at most as deep as its text has opening brackets: fewer, and no walk is needed
+    if depth is not None and text.count("[") + text.count("{") > depth and json_depth_over(value, depth):
         raise MemoryFileError(f"{where}: {what} nests deeper than {depth} levels")
     return value
 
@@ -146,21 +163,26 @@ def is_number(v: Any) -> bool:
         return False
 
 
-def iso_time(value: Any, label: str, required: bool = True, aware: bool = False) -> datetime | None:
+def iso_time(value: Any, label: str, required: bool = True, aware: bool = False,
+             datetimes: bool = False) -> datetime | None:
     """An ISO 8601 time read from a file as an aware UTC datetime (a naive one is UTC
     unless ``aware`` demands a zone); ``label`` names the field ("'f.db': the start time of
     memory 3").  Text that is no time, or one that leaves the datetime range once moved to
-    UTC (``0001-01-01T00:00+14:00``), is a :class:`MemoryFileError`."""
+    UTC (``0001-01-01T00:00+14:00``), is a :class:`MemoryFileError`.  ``datetimes``: a
+    ``datetime`` (a database's timestamp column) is taken as well as text."""
     if value is None:
         if required:
             raise MemoryFileError(f"{label} is missing")
         return None
-    if not isinstance(value, str):
+    if datetimes and isinstance(value, datetime):
+        t = value
+    elif not isinstance(value, str):
         raise MemoryFileError(f"{label} is not an ISO 8601 time: {short(value)}")
-    try:
-        t = datetime.fromisoformat(value)
-    except ValueError:
-        raise MemoryFileError(f"{label} is not an ISO 8601 time: {short(value)}") from None
+    else:
+        try:
+            t = datetime.fromisoformat(value)
+        except ValueError:
+            raise MemoryFileError(f"{label} is not an ISO 8601 time: {short(value)}") from None
     if aware and t.tzinfo is None:
         raise MemoryFileError(f"{label} has no time zone: {short(value)}")
     try:
@@ -216,12 +238,18 @@ def stack_vectors(values: list, dim: int, what: str, names: list, where: str) ->
     else:
         arr = np.stack([np.asarray(v, dtype=np.float64) if isinstance(v, list) else np.frombuffer(bytes(v), "<f8")
                         for v in values])
-    finite = np.isfinite(arr).all(axis=1)
-    if not finite.all():
-        raise MemoryFileError(f"{label(int(np.argmin(finite)))} has non-finite values")
+    check_finite_rows(arr, label)
     if not (arr.flags.writeable and arr.dtype == np.float64 and arr.dtype.isnative):
         arr = arr.astype(np.float64)  # a fresh, writable, native-order copy
     return torch.from_numpy(arr)
+
+
+def check_finite_rows(arr: np.ndarray, label) -> None:
+    """Refuse a ``(n, dim)`` array holding a NaN or an infinity (one ``isfinite`` pass over
+    the whole array); ``label(i)`` names row ``i`` in the :class:`MemoryFileError`."""
+    finite = np.isfinite(arr).all(axis=1)
+    if not finite.all():
+        raise MemoryFileError(f"{label(int(np.argmin(finite)))} has non-finite values")
 
 
 # ---------------------------------------------------------------------------- specs
@@ -435,6 +463,33 @@ def direction_problem(directions: torch.Tensor, names: list) -> str | None:
     return f"the direction of memory {names[worst]!r} is not a unit vector (norm {float(norms[worst]):.6g})"
 
 
+def boundary_depth(curvature: float) -> float:
+    r"""The depth at which a float64 point reaches the boundary of the ball of curvature
+    ``c``: ``2 artanh(1 - 2**-53) / sqrt(c)`` (about ``37.4 / sqrt(c)``).  A point at depth
+    ``r`` has norm ``tanh(sqrt(c) r / 2) / sqrt(c)`` (Ganea et al., *Hyperbolic Entailment
+    Cones*, ICML 2018, eq. 3 with the exponential map at the origin), and ``1 - 2**-53`` is
+    the largest float64 below 1: deeper, ``tanh`` rounds to 1 and no float64 point has that
+    depth.  The bound a stored depth must keep (looser than
+    :func:`hypermem.store.checks.max_depth`, so that depths recorded before the store clamped
+    them to it still load)."""
+    return 2.0 * math.atanh(1.0 - 2.0**-53) / math.sqrt(curvature)
+
+
+def check_depths(depths: torch.Tensor, names: list, where: str, top: float = math.inf) -> None:
+    """Stored depths: numbers ``>= 0`` (not NaN) and at most ``top`` (one reduction each way,
+    no Python loop over the rows); a :class:`MemoryFileError` naming the memory otherwise."""
+    if not len(names):
+        return
+    low = int(torch.argmin(depths))   # a NaN is the minimum
+    if not float(depths[low]) >= 0:
+        raise MemoryFileError(f"{where}: the depth of memory {names[low]!r} is negative or not a number "
+                              f"({float(depths[low])})")
+    high = int(torch.argmax(depths))
+    if not float(depths[high]) <= top:
+        raise MemoryFileError(f"{where}: the depth of memory {names[high]!r} is {float(depths[high]):.6g}, beyond "
+                              f"{top:.6g}, the deepest radius a float64 point of this ball can hold")
+
+
 def check_geometry(directions: torch.Tensor, depths: torch.Tensor, siblings: list, parents: list,
                    names: list, where: str) -> None:
     """Stored unit directions (``| ||u|| - 1 | <= UNIT_TOLERANCE``), depths ``>= 0`` and
@@ -442,9 +497,7 @@ def check_geometry(directions: torch.Tensor, depths: torch.Tensor, siblings: lis
     if len(names):
         if (problem := direction_problem(directions, names)) is not None:
             raise MemoryFileError(f"{where}: {problem}")
-        low = int(torch.argmin(depths))
-        if not float(depths[low]) >= 0:
-            raise MemoryFileError(f"{where}: the depth of memory {names[low]!r} is negative ({float(depths[low])})")
+        check_depths(depths, names, where)
     seen: set[tuple] = set()
     for i, sib in enumerate(siblings):
         if not is_int(sib) or sib < 0:

@@ -12,11 +12,20 @@ directions it had when it was written.
 
 ``seq`` is the insertion order (the store's row order); ``sib`` orders the children of
 one parent (a counter value given when a memory is added or linked).
+
+**Rows read back are data from anywhere** (a file can be edited, a database shared): every
+row is checked as :meth:`Memory.load <hypermem.store.Memory.load>` checks a file's, with the
+same functions (:func:`~hypermem.store.load_checks.parse_records` for the fields,
+:func:`~hypermem.store.validation.check_finite_rows`, ``direction_problem`` and
+``check_depths`` for the columns, one vectorised pass per part of :data:`PART` rows), and a
+bad one is a :class:`~hypermem.store.validation.MemoryFileError` naming the store, the
+memory and the field before the store is replaced.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
@@ -26,10 +35,20 @@ import numpy as np
 import torch
 
 from ...temporal.clock import to_utc
+from ..load_checks import parse_records
 from ..placement import child_directions, unit
 from ..records import MemoryRecord
 from ..sqlite_stream import restore_columns
 from ..state import exactly_float32, take
+from ..validation import (
+    MemoryFileError,
+    boundary_depth,
+    check_depths,
+    check_finite_rows,
+    direction_problem,
+    is_number,
+    short,
+)
 
 COLUMNS = ("id", "seq", "sib", "text", "parent_id", "t", "valid_from", "valid_until", "access_count",
            "last_accessed", "meta", "depth", "embedding", "direction")
@@ -118,23 +137,46 @@ def encode(memory, ids: Sequence[str], seq: Mapping[str, int], sib: Mapping[str,
     return out
 
 
-def _vectors(blobs: Sequence[bytes], dim: int, ids: Sequence[str], what: str) -> torch.Tensor:
+def _vectors(blobs: Sequence[bytes], dim: int, ids: Sequence[str], what: str, where: str) -> torch.Tensor:
     """``(len(blobs), dim)`` values of one chunk of blobs, in their stored width (float32 or
-    float64: one join, no float64 copy) when they all have one, else float64 row by row."""
-    width = len(blobs[0]) if blobs else 8 * dim
-    if width in (4 * dim, 8 * dim) and all(len(b) == width for b in blobs):
+    float64: one join, no float64 copy) when they all have one, else float64 row by row;
+    a blob of another length, or holding a NaN or an infinity (one ``isfinite`` pass over the
+    chunk), is a :class:`MemoryFileError`."""
+    width = len(blobs[0]) if blobs and isinstance(blobs[0], bytes) else 8 * dim
+    if width in (4 * dim, 8 * dim) and all(type(b) is bytes and len(b) == width for b in blobs):
         kind = np.float64 if width == 8 * dim else np.float32
         arr = np.frombuffer(bytearray().join(blobs), dtype="<f8" if kind is np.float64 else "<f4")
-        return torch.from_numpy(arr.astype(kind, copy=False).reshape(len(blobs), dim))
-    return torch.stack([vector_from(b, dim, what, i) for b, i in zip(blobs, ids)])
+        out = torch.from_numpy(arr.astype(kind, copy=False).reshape(len(blobs), dim))
+    else:
+        for b, i in zip(blobs, ids):
+            if not isinstance(b, (bytes, bytearray, memoryview)):
+                raise MemoryFileError(f"{where}: the stored {what} of memory {i!r} is {short(b)}, not a blob")
+        try:
+            out = torch.stack([vector_from(b, dim, what, i) for b, i in zip(blobs, ids)])
+        except ValueError as exc:
+            raise MemoryFileError(f"{where}: {exc}") from None
+    check_finite_rows(out.numpy(), lambda i: f"{where}: the stored {what} of memory {ids[i]!r}")
+    return out
 
 
-def record_of(r: Mapping[str, Any]) -> MemoryRecord:
-    """The record of a stored row (times as ISO text or datetimes, meta as JSON text or a dict)."""
-    return MemoryRecord(id=r["id"], text=r["text"], parent_id=r["parent_id"], t=stored_time(r["t"]),
-                        meta=json.loads(r["meta"]) if isinstance(r["meta"], str) else dict(r["meta"]),
-                        valid_from=stored_time(r["valid_from"]), valid_until=stored_time(r["valid_until"]),
-                        access_count=int(r["access_count"]), last_accessed=stored_time(r["last_accessed"]))
+def _column(values: list, dtype: torch.dtype, what: str, ids: Sequence[str], where: str) -> torch.Tensor:
+    """One number a row (a depth, a sibling counter) as a tensor, converted at once; a value
+    that is no number is a :class:`MemoryFileError` naming its memory."""
+    try:
+        if dtype is torch.float64 or all(type(v) is int for v in values):
+            return torch.tensor(values, dtype=dtype)
+    except (TypeError, ValueError, OverflowError):
+        pass
+    bad = next((i for i, v in enumerate(values) if not is_number(v) or (dtype is not torch.float64 and
+                                                                          type(v) is not int)), 0)
+    raise MemoryFileError(f"{where}: the stored {what} of memory {ids[bad]!r} is {short(values[bad])}, not "
+                          f"{'a finite number' if dtype is torch.float64 else 'an integer'}")
+
+
+def record_of(r: Mapping[str, Any], where: str = "the storage") -> MemoryRecord:
+    """The record of a stored row (times as ISO text or datetimes, meta as JSON text or a dict),
+    every field checked (:func:`~hypermem.store.load_checks.parse_records`)."""
+    return parse_records([r], where, parent="parent_id", datetimes=True, meta_text=True)[0]
 
 
 def _levels(records: list[MemoryRecord], pos: Mapping[str, int]) -> list[int]:
@@ -145,11 +187,11 @@ def _levels(records: list[MemoryRecord], pos: Mapping[str, int]) -> list[int]:
         chain, cur = [], j
         while cur not in level and records[cur].parent_id is not None:
             if len(chain) > len(records):
-                raise ValueError(f"the stored parents of memory {records[j].id!r} form a cycle")
+                raise MemoryFileError(f"the stored parents of memory {records[j].id!r} form a cycle")
             chain.append(cur)
             p = records[cur].parent_id
             if p not in pos:
-                raise ValueError(f"stored memory {records[cur].id!r} has an unknown parent {p!r}")
+                raise MemoryFileError(f"stored memory {records[cur].id!r} has an unknown parent {p!r}")
             cur = pos[p]
         base = level.setdefault(cur, 0) if records[cur].parent_id is None else level[cur]
         for k, node in enumerate(reversed(chain)):
@@ -174,24 +216,38 @@ def _orphans_as_roots(records: list[MemoryRecord], pos: Mapping[str, int], stack
         rec.parent_id = None
 
 
+_FIELDS = ("id", "seq", "text", "parent_id", "t", "valid_from", "valid_until", "access_count", "last_accessed", "meta")
+"""The columns :func:`~hypermem.store.load_checks.parse_records` reads (a dict a row: its ``get`` is C's)."""
+
 PART = 8192
 """Rows whose vectors are joined and written at a time by :func:`restore_stream`."""
 
 
-def restore(memory, rows: list[Mapping[str, Any]], stacklevel: int = 5) -> tuple[dict[str, int], dict[str, int]]:
+def restore(memory, rows: list[Mapping[str, Any]], stacklevel: int = 5,
+            where: str = "the storage") -> tuple[dict[str, int], dict[str, int]]:
     """Replace ``memory``'s whole state by ``rows`` (dicts keyed by :data:`COLUMNS`, any
     order); returns the ``seq`` and ``sib`` of every id."""
-    return restore_stream(memory, len(rows), [sorted(rows, key=lambda r: r["seq"])], stacklevel)
+    seqs = _column([r["seq"] for r in rows], torch.int64, "seq", [r["id"] for r in rows], where)
+    order = [rows[j] for j in torch.argsort(seqs, stable=True).tolist()]
+    return restore_stream(memory, len(rows), [order], stacklevel, where)
 
 
-def restore_stream(memory, n: int, chunks: Iterable[Sequence[Mapping[str, Any]]],
-                   stacklevel: int = 4) -> tuple[dict[str, int], dict[str, int]]:
+def restore_stream(memory, n: int, chunks: Iterable[Sequence[Mapping[str, Any]]], stacklevel: int = 4,
+                   where: str = "the storage", size_bound: int | None = None) -> tuple[dict[str, int], dict[str, int]]:
     """Replace ``memory``'s whole state by the ``n`` rows of ``chunks`` (in ``seq`` order);
     returns ``(seq, sib)`` of every id.  Each chunk's embeddings (and stored directions) are
     written into columns allocated for ``n`` rows, :data:`PART` rows at a time, so neither
     every row's blobs nor a second ``(n, dim)`` array is held; the state is replaced only once
-    every row was read and checked (a bad row leaves it as it was)."""
+    every row was read and checked (a bad row leaves it as it was: a :class:`MemoryFileError`
+    naming ``where``).  ``size_bound``: the bytes the rows can take at most (a file's size),
+    so that a declared dimension the rows cannot hold (``n`` embeddings of at least ``4 dim``
+    bytes) is refused before the columns are allocated."""
     st, dim, dev, dt = memory.state, memory.dim, memory.device, memory.dtype
+    if size_bound is not None and 4 * n * dim > size_bound:
+        raise MemoryFileError(f"{where}: {n} stored memories of dim {dim} need at least {4 * n * dim} bytes of "
+                              f"embeddings, more than the {size_bound} bytes stored: the stored dim is wrong")
+    top = boundary_depth(memory.curvature)
+    seen: set[str] = set()
     emb = torch.empty(n, dim, dtype=torch.float32 if st.narrow_embeddings else torch.float64)
     direction = torch.zeros(n, dim, dtype=dt, device=dev)
     depth = torch.empty(n, dtype=dt, device=dev)
@@ -207,13 +263,17 @@ def restore_stream(memory, n: int, chunks: Iterable[Sequence[Mapping[str, Any]]]
             hi = lo + len(part)
             if hi > n:
                 raise ValueError(f"the storage holds more than the {n} memories it counted (changed while read)")
-            ids = [r["id"] for r in part]
-            records.extend(record_of(r) for r in part)
-            siblings.extend(int(r["sib"]) for r in part)
-            seq.update((r["id"], int(r["seq"])) for r in part)
+            got = parse_records([{k: r[k] for k in _FIELDS} for r in part], where, seen, parent="parent_id",
+                                datetimes=True, meta_text=True)
+            records.extend(got)
+            ids = [rec.id for rec in got]
+            siblings.extend(_column([r["sib"] for r in part], torch.int64, "sib", ids, where).tolist())
+            seq.update(zip(ids, _column([r["seq"] for r in part], torch.int64, "seq", ids, where).tolist()))
             sib.update(zip(ids, siblings[lo:hi]))
-            depth[lo:hi] = torch.tensor([float(r["depth"]) for r in part], dtype=torch.float64).to(dev, dt)
-            values = _vectors([r["embedding"] for r in part], dim, ids, "embedding")
+            depths = _column([r["depth"] for r in part], torch.float64, "depth", ids, where)
+            check_depths(depths, ids, where, top)
+            depth[lo:hi] = depths.to(dev, dt)
+            values = _vectors([r["embedding"] for r in part], dim, ids, "embedding", where)
             if emb.dtype == torch.float32 and not exactly_float32(values):   # as MemoryState.set_embeddings widens
                 wide = torch.empty(n, dim, dtype=torch.float64)
                 wide[:lo] = emb[:lo]
@@ -224,14 +284,20 @@ def restore_stream(memory, n: int, chunks: Iterable[Sequence[Mapping[str, Any]]]
             stored_dir.extend(has)
             keep = [j for j, h in enumerate(has) if h]
             if keep:   # final values: a derived direction depends only on its parent's
-                direction[[lo + j for j in keep]] = _vectors(
-                    [part[j]["direction"] for j in keep], dim, [ids[j] for j in keep], "direction").to(dev, dt)
+                named = [ids[j] for j in keep]
+                stored = _vectors([part[j]["direction"] for j in keep], dim, named, "direction", where)
+                if (problem := direction_problem(stored, named)) is not None:
+                    raise MemoryFileError(f"{where}: {problem}")
+                direction[[lo + j for j in keep]] = stored.to(dev, dt)
             lo = hi
     if lo != n:
         raise ValueError(f"the storage holds {lo} memories, not the {n} it counted (changed while read)")
     pos = {rec.id: j for j, rec in enumerate(records)}
     _orphans_as_roots(records, pos, stacklevel)
-    levels = _levels(records, pos)
+    try:
+        levels = _levels(records, pos)
+    except MemoryFileError as exc:
+        raise MemoryFileError(f"{where}: {exc}") from None
     gen_of: list[list[int]] = [[] for _ in range(max(levels, default=-1) + 1)]
     for j, lv in enumerate(levels):
         gen_of[lv].append(j)
@@ -251,10 +317,23 @@ def load_state(memory, storage, in_transaction: bool = False) -> tuple[int, dict
     """Rebuild ``memory`` from ``storage``: ``(version, seq, sib)``.  A storage that
     ``streams_rows`` (SQLite) hands its rows to :func:`restore_stream` a fetch at a time;
     otherwise ``load_rows`` gives them all at once."""
+    path = getattr(storage, "path", None)
+    where = repr(path) if isinstance(path, str) else repr(storage)   # a URL's repr hides its password
     if getattr(storage, "streams_rows", False):
-        version, (seq, sib) = storage.load_rows(in_transaction=in_transaction,
-                                                consume=lambda n, chunks: restore_stream(memory, n, chunks, 7))
+        bound = stored_bytes(storage)
+        version, (seq, sib) = storage.load_rows(
+            in_transaction=in_transaction, consume=lambda n, chunks: restore_stream(memory, n, chunks, 7, where, bound))
         return version, seq, sib
     version, rows = storage.load_rows(in_transaction=in_transaction)
-    seq, sib = restore(memory, rows, 6)
+    seq, sib = restore(memory, rows, 6, where)
     return version, seq, sib
+
+
+def stored_bytes(storage) -> int | None:
+    """The bytes a SQLite storage's rows can take at most: its file and its write-ahead log
+    (``None`` for a storage that is not a file)."""
+    path = getattr(storage, "path", None)
+    if not isinstance(path, str) or not os.path.isfile(path):
+        return None
+    wal = path + "-wal"
+    return os.path.getsize(path) + (os.path.getsize(wal) if os.path.isfile(wal) else 0)

@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..validation import sqlite_problem
+from ..validation import load_json, short, sqlite_problem
 from .changes import REMOVAL_LOG_VERSIONS, collect_changes, issue_changes, prune_removal_log, removal_floor
 from .durable import StorageError
 from .rows import COLUMNS, VECTOR_DTYPES
@@ -192,7 +192,9 @@ class SqliteStorage:
         if not tables:
             return None
         self._check_ours(tables)
-        cfg = {k: json.loads(v) for k, v in self.con.execute("SELECT key, value FROM hm_config")}
+        where = repr(self.path)   # the stored settings are data from anywhere: NaN, deep nesting refused
+        cfg = {k: load_json(v, where, f"the stored setting {short(k)}") for k, v in
+               self.con.execute("SELECT key, value FROM hm_config")}
         if cfg.get("layout") == 1 and not self.read_only:
             self._upgrade()
             cfg["layout"] = LAYOUT
