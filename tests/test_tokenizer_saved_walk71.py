@@ -189,3 +189,15 @@ def test_lexical_refuses_settings_json_cannot_hold():
         Lexical(k1=float("inf"))
     with pytest.raises(ValueError, match="b must be in"):
         Lexical(b=1.5)
+
+
+def test_durable_copy_of_a_snapshot_keeps_the_settings(tmp_path):
+    # the way `hypermem mcp --store` and `hypermem import --durable` make a served store of a snapshot
+    from hypermem.integrations._common import durable_copy
+
+    snap = _store(_words_lexical())
+    snap.add("Die Häuser sind alt")
+    with durable_copy(snap, tmp_path / "served.db") as served:
+        assert _settings(served) == WORDS
+    with Memory.open(tmp_path / "served.db") as back:
+        assert _settings(back) == WORDS

@@ -284,7 +284,7 @@ def durable_copy(memory: Memory, target: str | os.PathLike) -> Memory:
         kwargs.pop("time_coef")
         kwargs["recency_weight"] = memory.recency_weight
     dst = Memory.open(target, embedder=memory.embedder, decay=memory.decay, clock=memory.clock,
-                      dtype=memory.dtype, hybrid=memory.hybrid, **kwargs)
+                      dtype=memory.dtype, hybrid=memory.hybrid, lexical=memory.searcher.lexical, **kwargs)
     try:
         if len(dst):
             raise ValueError(f"{redact(os.fspath(target))!r} already holds {len(dst)} memories: copy into a new "
