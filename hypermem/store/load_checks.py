@@ -8,6 +8,7 @@ raises :class:`~hypermem.store.validation.MemoryFileError` naming the file and t
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sized
 from datetime import datetime
 from typing import Any
@@ -29,6 +30,19 @@ from .validation import (
 )
 
 FORMAT_VERSION = 1
+
+
+def boundary_depth(curvature: float) -> float:
+    r"""The depth at which a float64 point reaches the boundary of the ball of curvature
+    ``c``: ``2 artanh(1 - 2**-53) / sqrt(c)`` (about ``37.4 / sqrt(c)``).  A point at depth
+    ``r`` has norm ``tanh(sqrt(c) r / 2) / sqrt(c)`` (Ganea et al., *Hyperbolic Entailment
+    Cones*, ICML 2018, eq. 3 with the exponential map at the origin), and ``1 - 2**-53`` is
+    the largest float64 below 1: deeper, ``tanh`` rounds to 1 and no float64 point has that
+    depth.  The bound a stored depth must keep (looser than
+    :func:`hypermem.store.checks.max_depth`, so that depths recorded before the store clamped
+    them to it still load)."""
+    return 2.0 * math.atanh(1.0 - 2.0**-53) / math.sqrt(curvature)
+
 
 def check_format(config: Mapping, where: str) -> None:
     fmt = config.get("format")

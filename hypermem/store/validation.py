@@ -54,7 +54,7 @@ MAX_DIM = 1 << 20
 UNIT_TOLERANCE = 1e-5
 """Largest ``| ||u|| - 1 |`` allowed for a stored unit direction (float32 stores round)."""
 
-__all__ = ["MAX_DIM", "MAX_JSON_DEPTH", "MemoryFileError", "SQLITE_READ_ERRORS", "UNIT_TOLERANCE", "boundary_depth",
+__all__ = ["MAX_DIM", "MAX_JSON_DEPTH", "MemoryFileError", "SQLITE_READ_ERRORS", "UNIT_TOLERANCE",
            "check_config_types", "check_depths", "check_dim", "check_finite_rows", "check_geometry",
            "check_json_depth", "check_regular_file", "decay_from_spec", "direction_problem", "embedder_from_spec",
            "is_int", "is_number", "iso_time", "json_depth_over", "load_json", "open_sqlite_readonly",
@@ -461,18 +461,6 @@ def direction_problem(directions: torch.Tensor, names: list) -> str | None:
     if float(off[worst]) <= UNIT_TOLERANCE:
         return None
     return f"the direction of memory {names[worst]!r} is not a unit vector (norm {float(norms[worst]):.6g})"
-
-
-def boundary_depth(curvature: float) -> float:
-    r"""The depth at which a float64 point reaches the boundary of the ball of curvature
-    ``c``: ``2 artanh(1 - 2**-53) / sqrt(c)`` (about ``37.4 / sqrt(c)``).  A point at depth
-    ``r`` has norm ``tanh(sqrt(c) r / 2) / sqrt(c)`` (Ganea et al., *Hyperbolic Entailment
-    Cones*, ICML 2018, eq. 3 with the exponential map at the origin), and ``1 - 2**-53`` is
-    the largest float64 below 1: deeper, ``tanh`` rounds to 1 and no float64 point has that
-    depth.  The bound a stored depth must keep (looser than
-    :func:`hypermem.store.checks.max_depth`, so that depths recorded before the store clamped
-    them to it still load)."""
-    return 2.0 * math.atanh(1.0 - 2.0**-53) / math.sqrt(curvature)
 
 
 def check_depths(depths: torch.Tensor, names: list, where: str, top: float = math.inf) -> None:

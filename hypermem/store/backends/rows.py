@@ -35,14 +35,13 @@ import numpy as np
 import torch
 
 from ...temporal.clock import to_utc
-from ..load_checks import parse_records
+from ..load_checks import boundary_depth, parse_records
 from ..placement import child_directions, unit
 from ..records import MemoryRecord
 from ..sqlite_stream import restore_columns
 from ..state import exactly_float32, take
 from ..validation import (
     MemoryFileError,
-    boundary_depth,
     check_depths,
     check_finite_rows,
     direction_problem,
