@@ -146,6 +146,18 @@ def _levels(state, records: Mapping[str, Any]) -> dict[str, int]:
     return out
 
 
+def _lend_embeddings(state, rows: Sequence[Mapping[str, Any]], emb: torch.Tensor) -> list[str]:
+    """Where the state holds no embedding column (a bound store reads them from the storage),
+    put the changed rows' embeddings, read in the refresh's snapshot, among its pending ones
+    for the directions derived from them: read again from the storage, a row another process
+    removed since that snapshot would be missing.  Returns the ids lent (taken back after)."""
+    if state.embedding is not None:
+        return []
+    lent = [(j, r["id"]) for j, r in enumerate(rows) if r["id"] not in state.pending]
+    state.pending.update((i, emb[j]) for j, i in lent)
+    return [i for _, i in lent]
+
+
 def apply_changes(memory, removed: Sequence[str], rows: Sequence[Mapping[str, Any]],
                   touched: Sequence[tuple], seq: dict[str, int], sib: dict[str, int]) -> bool:
     """Apply another process's changes to ``memory``'s state (under its lock): ``removed``
@@ -199,20 +211,26 @@ def apply_changes(memory, removed: Sequence[str], rows: Sequence[Mapping[str, An
             state.valid_from[idx.to(dev)] = torch.tensor([to_seconds(x.valid_from, -math.inf) for x in recs], **f64)
             state.valid_until[idx.to(dev)] = torch.tensor([to_seconds(x.valid_until, math.inf) for x in recs], **f64)
             state.depth[idx.to(dev)] = torch.tensor([float(r["depth"]) for r in rows], **f64).to(dt)
-            state.stored_embeddings(idx, torch.stack([vector_from(r["embedding"], dim, "embedding", r["id"]) for r in rows]))
+            emb = torch.stack([vector_from(r["embedding"], dim, "embedding", r["id"]) for r in rows])
+            state.stored_embeddings(idx, emb)
             level = _levels(state, records)
             for r in rows:
                 state.levels[state.row[r["id"]]] = level[r["id"]]
             by_row = {r["id"]: r for r in rows}
-            for lv in sorted(set(level.values())):  # parents are placed before their children
-                gen = [i for i in by_row if level[i] == lv]
-                derive = [state.row[i] for i in gen if by_row[i]["direction"] is None]
-                if derive:
-                    state.direction[derive] = derived_directions(memory, derive)
-                for i in gen:
-                    if by_row[i]["direction"] is not None:
-                        state.direction[state.row[i]] = vector_from(by_row[i]["direction"], dim, "direction",
-                                                                    i).to(dev, dt)
+            lent = _lend_embeddings(state, rows, emb)
+            try:
+                for lv in sorted(set(level.values())):  # parents are placed before their children
+                    gen = [i for i in by_row if level[i] == lv]
+                    derive = [state.row[i] for i in gen if by_row[i]["direction"] is None]
+                    if derive:
+                        state.direction[derive] = derived_directions(memory, derive)
+                    for i in gen:
+                        if by_row[i]["direction"] is not None:
+                            state.direction[state.row[i]] = vector_from(by_row[i]["direction"], dim, "direction",
+                                                                        i).to(dev, dt)
+            finally:
+                for i in lent:
+                    state.pending.pop(i, None)
             for p in parents & set(state.children):
                 state.children[p].sort(key=lambda k: (sib.get(k, 0), state.row[k]))
         for i, count, last in touched:

@@ -33,6 +33,7 @@ Ingest: one binary ``COPY`` in the call's transaction (:meth:`PostgresStorage.in
 
 A lost connection raises :class:`StorageError` naming it; the next call reconnects.  A lock or statement
 timeout, a deadlock, a serialization failure or a full disk rolls back and keeps it (:func:`.pg_errors.describe`).
+In a process forked since, the inherited connection is set aside, never closed, and a new one opened (:mod:`.fork_guard`).
 
 Clients opening a new database at once: the extension, the tables and every index (a role that is no
 owner then creates none) are made under an advisory lock, the check for the tables repeated under it.
@@ -43,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import re
 from typing import Any
 
@@ -51,6 +53,7 @@ import torch
 
 from ...geometry import poincare as P
 from ...geometry.lorentz import to_mips_vectors
+from . import fork_guard
 from .changes import REMOVAL_LOG_VERSIONS, collect_changes, issue_changes, prune_removal_log, removal_floor
 from .durable import ConnectionLost, StorageError, first_statement
 from .pg_errors import CREATE_LOCK, describe, is_lost, redact
@@ -140,6 +143,14 @@ class PostgresStorage:
         self.shell: tuple[float, float] | None = None
         self._opened = False  # until the first connection: a failure is "cannot open", not "lost"
         self.con.rollback()  # connect now: a bad URL fails here
+        self._pid = os.getpid()
+        fork_guard.watch(self)
+
+    def after_fork(self) -> None:
+        """In a forked child: the parent's connection kept, never closed nor used; the next call opens one."""
+        con, self._con, self._pid = self._con, None, os.getpid()
+        if con is not None:
+            fork_guard.keep(con)
 
     def __repr__(self) -> str:
         return f"PostgresStorage({self._safe_url()!r}{', read_only' if self.read_only else ''})"
@@ -318,6 +329,8 @@ class PostgresStorage:
 
     # ------------------------------------------------------------------ transactions
     def begin(self, wait: bool = True) -> None:
+        if self._pid != os.getpid():  # forked by C code (no fork hook ran)
+            self.after_fork()
         begin_write(self.con, self.lock_wait if wait else None)  # the property reconnects if needed
 
     def version(self, wait: bool = True) -> int:
@@ -479,6 +492,8 @@ class PostgresStorage:
             raise self.error(exc) from exc
 
     def close(self) -> None:
+        if self._pid != os.getpid():  # never the parent's connection
+            self.after_fork()
         if not self.closed:
             self._drop()
             self.closed = True

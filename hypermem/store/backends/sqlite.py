@@ -25,7 +25,9 @@ Writes take the write lock at ``BEGIN IMMEDIATE``; WAL lets readers go on meanwh
 write waits up to 60 s for another process's write lock; a search's touches do not wait
 (:mod:`.touches`).  Several processes may create the same new file at once: one creates
 the tables (the check for them is repeated under the write lock), the others open them.
-Read-only handles: :mod:`.sqlite_open`.
+Read-only handles: :mod:`.sqlite_open`.  Used in a process forked after the open (pre-forked
+web workers), a storage sets the inherited connection aside and opens its own
+(:mod:`.fork_guard`); the process that opened it keeps its own.
 ``synchronous=FULL`` (default) syncs the WAL at every commit, so a committed call
 survives a power cut; ``NORMAL`` survives a killed process.  Pages are 16 KiB so that
 several rows of a 256-dimensional store share a page (4 KiB pages would hold one).
@@ -42,10 +44,19 @@ from pathlib import Path
 from typing import Any
 
 from ..validation import load_json, short, sqlite_problem
+from . import fork_guard
 from .changes import REMOVAL_LOG_VERSIONS, collect_changes, issue_changes, prune_removal_log, removal_floor
 from .durable import StorageError
 from .rows import COLUMNS, VECTOR_DTYPES
-from .sqlite_open import BUSY_TIMEOUT, explain, folder_of, open_read_only, read_only_mount, set_wal
+from .sqlite_open import (
+    BUSY_TIMEOUT,
+    explain,
+    folder_of,
+    open_read_only,
+    read_only_mount,
+    release_inherited,
+    set_wal,
+)
 from .touches import TOUCH_WAIT_MS
 
 LAYOUT = 2
@@ -126,11 +137,14 @@ class SqliteStorage:
         if read_only and not p.exists():
             raise FileNotFoundError(errno.ENOENT, "no such memory database", self.path)
         self.read_only = read_only
-        self.con = None
+        self.synchronous = synchronous
+        self._con = None
+        self._pid = os.getpid()
+        self._lost_at_fork = False
         self.immutable = False
         try:
             if read_only:
-                self.con, self.immutable = open_read_only(self.path)
+                self._con, self.immutable = open_read_only(self.path)
             else:
                 locked = [f for f in (self.path, self.path + "-wal", self.path + "-shm")
                           if os.path.exists(f) and not os.access(f, os.W_OK)]
@@ -143,8 +157,8 @@ class SqliteStorage:
                     raise StorageError(f"SQLite storage {self.path!r}: this process may not write "
                                        f"{', '.join(repr(f) for f in locked)} (permission denied): open it as the "
                                        "user that owns it, or with read_only=True to only read; nothing was opened")
-                self.con = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT,
-                                           check_same_thread=False)
+                self._con = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT,
+                                            check_same_thread=False)
                 tables = self._tables()  # a read: a file refused here is left as it was (no WAL switch)
                 self._check_ours(tables)
                 if not tables:
@@ -153,16 +167,60 @@ class SqliteStorage:
                 self.con.execute(f"PRAGMA synchronous = {synchronous}")
                 self.identity = _file_identity(self.path)
         except BaseException as exc:
-            if self.con is not None:
-                self.con.close()
+            if self._con is not None:
+                self._con.close()
             if isinstance(exc, sqlite3.Error):
                 raise self.error(exc) from exc
             raise
         self.vector_dtype = vector_dtype or "float64"
         self.closed = False
+        fork_guard.watch(self)
 
     def __repr__(self) -> str:
         return f"SqliteStorage({self.path!r}{', read_only' if self.read_only else ''})"
+
+    @property
+    def con(self) -> sqlite3.Connection:
+        """The connection; in a process forked since the last one was opened, a new one of its own."""
+        con = self._con
+        return con if con is not None else self._reconnect()
+
+    def after_fork(self) -> None:
+        """In a forked child (:mod:`.fork_guard`): set the parent's connection aside (closed
+        without a checkpoint, :func:`.sqlite_open.release_inherited`); the next call opens one."""
+        con, self._con, self._pid = self._con, None, os.getpid()
+        if con is None or self.closed:
+            return
+        if con.in_transaction:  # another thread of the parent was inside a call: its state is not ours to end
+            fork_guard.keep(con)
+            self._lost_at_fork = True
+            return
+        try:
+            release_inherited(con, self.path)
+        except sqlite3.Error:
+            fork_guard.keep(con)
+
+    def _reconnect(self) -> sqlite3.Connection:
+        if self.closed:
+            raise StorageError(f"SQLite storage {self.path!r} is closed")
+        if self._lost_at_fork:
+            raise StorageError(f"SQLite storage {self.path!r}: this process was forked while another thread was "
+                               "inside a call on this store; its connection cannot be used or closed here: close "
+                               "the store before forking (or fork while no call runs) and open it in this process")
+        try:
+            if self.read_only:
+                self._con, self.immutable = open_read_only(self.path)
+            else:
+                con = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT, check_same_thread=False)
+                try:
+                    con.execute(f"PRAGMA synchronous = {self.synchronous}")
+                except BaseException:
+                    con.close()
+                    raise
+                self._con = con
+        except sqlite3.Error as exc:
+            raise self.error(exc) from exc
+        return self._con
 
     def error(self, exc: BaseException) -> StorageError:
         return StorageError(f"SQLite storage {self.path!r}: {explain(exc, self.path)}")
@@ -254,6 +312,8 @@ class SqliteStorage:
         Refused when the file at the path is no longer the one opened (removed, or replaced by
         another file): SQLite would go on writing into the unlinked file, and every write
         would be acknowledged and lost."""
+        if self._pid != os.getpid():  # forked by C code (no fork hook ran)
+            self.after_fork()
         if _file_identity(self.path) != self.identity:
             raise StorageError(f"SQLite storage {self.path!r}: the file was removed or replaced since this process "
                                "opened it; nothing of this call was written: open the store again")
@@ -270,8 +330,9 @@ class SqliteStorage:
         self.con.execute("COMMIT")
 
     def rollback(self) -> None:
-        if self.con.in_transaction:
-            self.con.execute("ROLLBACK")
+        con = self._con
+        if con is not None and con.in_transaction:
+            con.execute("ROLLBACK")
 
     def current_version(self) -> int:
         return int(self.con.execute("SELECT value FROM hm_state WHERE key = 'version'").fetchone()[0])
@@ -370,6 +431,9 @@ class SqliteStorage:
         return version, out
 
     def close(self) -> None:
+        if self._pid != os.getpid():
+            self.after_fork()  # never the parent's connection: set aside, not closed
         if not self.closed:
-            self.con.close()
+            if self._con is not None:
+                self._con.close()
             self.closed = True

@@ -15,16 +15,24 @@
   where that fails for a folder that is not writable.
 * :func:`explain`: the error text, with what to do when the write lock was busy or the
   folder is not writable.
+* :func:`release_inherited`: a connection a forked child inherited, closed without a checkpoint.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
+import struct
+import sys
 import time
 from urllib.parse import quote
 
 from .durable import StorageError
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows (no fork either)
+    fcntl = None
 
 BUSY_TIMEOUT = 60.0
 """Seconds a write waits for another process's write lock."""
@@ -132,3 +140,45 @@ def read_only_mount(folder: str) -> bool:
         return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
     except (OSError, AttributeError):  # no statvfs (Windows) or no such folder
         return False
+
+
+_SHARED_FIRST, _SHARED_SIZE = 0x40000002, 510
+"""The byte range of SQLite's SHARED lock on the database file (``PENDING_BYTE + 2``, 510 bytes)."""
+
+
+def _hold_shared(path: str) -> int | None:
+    """An open-file-description read lock on SQLite's SHARED range of ``path`` (Linux), or None.
+    Unlike a POSIX lock of this same process, it conflicts with this process's own attempt at
+    SQLite's EXCLUSIVE lock."""
+    if fcntl is None or not sys.platform.startswith("linux") or not hasattr(fcntl, "F_OFD_SETLK"):
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack("hhqqi4x", fcntl.F_RDLCK, os.SEEK_SET, _SHARED_FIRST,
+                                                       _SHARED_SIZE, 0))
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def release_inherited(con: sqlite3.Connection, path: str) -> None:
+    """Close ``con``, a connection this process inherited at ``fork``, without a checkpoint.
+
+    It must be closed: while it is open, SQLite's per-process record of the file's locks
+    (shared by every connection of the process to the file) says this process holds the
+    parent's locks, so a new connection here takes none, and when the parent closes, SQLite
+    deletes the WAL the child goes on writing into (acknowledged commits lost).  Its close
+    would checkpoint and delete the WAL when it gets the EXCLUSIVE lock (no other process
+    holds the file: its stale view could then delete another process's log); a read lock
+    held meanwhile through a separate open file description (Linux) makes that attempt fail,
+    so the close only releases this process's record, maps and descriptors."""
+    guard = _hold_shared(path)
+    try:
+        con.close()
+    finally:
+        if guard is not None:
+            os.close(guard)

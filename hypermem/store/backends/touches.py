@@ -10,7 +10,8 @@ on the version row) and, when the lock is busy, keeps the counts **pending in th
 transaction of this process that gets the lock (any write call, the next touch, ``close``)
 writes them first.  Nothing is lost silently: ``close`` (and, for a store still open, the
 end of the process) retries for a short while and warns with the number of accesses it
-could not record.
+could not record.  The counts pending when the process forks are the parent's to write: a
+forked child's copy starts empty (:mod:`.fork_guard`), or each process would write them once.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import warnings
 import weakref
 from collections import Counter
 from datetime import datetime
+
+from . import fork_guard
 
 TOUCH_WAIT_MS = 20
 """How long (ms) a touch waits for SQLite's write lock before it leaves its counts pending."""
@@ -38,6 +41,11 @@ class PendingTouches:
 
     def __init__(self) -> None:
         self.items: dict[str, list] = {}
+        fork_guard.watch(self)
+
+    def after_fork(self) -> None:
+        """In a forked child: the counts pending at the fork are the parent's to write."""
+        self.items = {}
 
     def __bool__(self) -> bool:
         return bool(self.items)
