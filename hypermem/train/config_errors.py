@@ -36,7 +36,7 @@ from datetime import timedelta
 
 from .config_paths import setting_file
 
-__all__ = ["max_time_error", "module_error", "parser_value_error", "yaml_error"]
+__all__ = ["max_time_error", "module_error", "parser_value_error", "trainer_error", "yaml_error"]
 
 _TYPE_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string",
                "NoneType": "null", "dict": "a mapping", "list": "a list", "timedelta": "a duration"}
@@ -128,6 +128,26 @@ def module_error(message: str, argv: list[str], cfg) -> str:
     if named:
         return named.group(0)[:-1] + _where(argv, key) + message[named.end() - 1:]
     return message + _where(argv, key)
+
+
+def trainer_error(message: str, argv: list[str], trainer_cfg) -> str | None:
+    """Lightning's refusal of a ``trainer`` value (its ``Trainer`` raises it) as one line naming the
+    setting, its value and where it was set: ``trainer.devices: `devices` selected with
+    `CPUAccelerator` should be an int > 0, got 'two' (set in FILE)``; ``None`` when the message names
+    no setting of ``trainer_cfg`` (the trainer's config: the first word that is one of its keys)."""
+    first = (message.strip().splitlines() or [""])[0].strip().rstrip(".")
+    keys = set(trainer_cfg.keys()) if hasattr(trainer_cfg, "keys") else set()
+    words = [w.lower() for w in re.findall(r"[A-Za-z_]+", first)]
+    key = next((w for w in words if w in keys and w in _TRAINER_KEYS), None)
+    if key is None:
+        return None
+    value = trainer_cfg.get(key)
+    got = "" if repr(value) in first else f", got {value!r}"
+    return f"trainer.{key}: {' '.join(first.split())}{got}{_where(argv, 'trainer.' + key)}"
+
+
+# the settings of Lightning's Trainer whose bad values its messages name by their own word
+_TRAINER_KEYS = ("devices", "accelerator", "strategy", "precision", "num_nodes", "plugins")
 
 
 def max_time_error(value, argv: list[str]) -> str | None:

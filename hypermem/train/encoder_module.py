@@ -11,7 +11,8 @@ count that step completes, as for hierarchy embeddings, and everything of one va
 scalars, the picture, the histograms and the ``best-step=S`` checkpoint -- at one step):
 ``train/loss`` and each term
 (``train/clustering``, ``train/centripetal``, ``train/contrastive``, ``train/cone``) and
-``train/lr`` every step; at each validation ``val/f1`` (the mean of ``val/f1_random`` and
+``train/lr`` every step (under DDP the terms are the mean over the processes, one all-reduce
+of them all per step); at each validation ``val/f1`` (the mean of ``val/f1_random`` and
 ``val/f1_hard``: HiT's F1 at 1:10 with ``lambda`` and the threshold chosen on these pairs),
 ``val/mrr`` (the parent's reciprocal rank among its 20 negatives), ``val/lambda``,
 ``val/threshold``; with a TensorBoard logger also the disk picture of a sample of entities
@@ -52,7 +53,7 @@ from .checkpoint_order import best_checkpoints_first
 from .encoder_stop import ValidateAtStepLimit
 from .hierarchy_logging import disk_picture_available, tensorboard_writer
 from .mid_epoch import reopen_stopped_epoch
-from .run_folder import read_checkpoint
+from .run_folder import WORLD_KEY, read_checkpoint
 from .step_axis import evaluated_epoch, evaluated_step, remember_checkpoint
 
 __all__ = ["EncoderModule", "ValidateAtStepLimit"]
@@ -145,9 +146,11 @@ class EncoderModule(pl.LightningModule):
         torch.manual_seed(step_seed(self.hparams.seed, self.global_step))
         losses = batch_losses(self.encoder, self.tokens, batch, self.weights)
         n = len(batch)
-        for key, value in losses.items():
-            self.log(f"train/{key}", value.detach(), on_step=True, on_epoch=False, batch_size=n,
-                     prog_bar=key == "loss")
+        values = torch.stack([v.detach() for v in losses.values()])
+        if self.trainer.world_size > 1:   # under DDP the mean over the processes: one all-reduce of all terms
+            values = self.trainer.strategy.reduce(values, reduce_op="mean")
+        for key, value in zip(losses, values):
+            self.log(f"train/{key}", value, on_step=True, on_epoch=False, batch_size=n, prog_bar=key == "loss")
         self.log("train/lr", self.optimizers().param_groups[0]["lr"], on_step=True, on_epoch=False, batch_size=n)
         # the step this batch's optimizer step completes: the x value of its scalars (see "Logged")
         self.log("step", float(self.global_step + 1), on_step=True, on_epoch=False, reduce_fx="max",
@@ -212,6 +215,7 @@ class EncoderModule(pl.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["hypermem_encoder_best"] = dict(self.best)
+        checkpoint[WORLD_KEY] = int(self.trainer.world_size)   # run_folder.world_size_refusal
         if getattr(self, "final_metrics", None):   # the validation of these weights, when they had one
             checkpoint["hypermem_encoder_validation"] = dict(self.final_metrics)
 

@@ -22,7 +22,7 @@ import time
 
 import lightning.pytorch as pl
 
-from .run_folder import epochs_text
+from .run_folder import checkpoint_step, epochs_text
 
 _SHOWN = ("val/map", "val/mean_rank", "val/f1", "val/mrr", "test/f1")
 
@@ -75,7 +75,6 @@ class RunSummary(pl.Callback):
         self.resume = resume
         self.interrupted = False
         self.exit_status = 130
-        self.saved: tuple[int, int] | None = None   # (epoch, step) of the newest checkpoint written
         self.train_ended = False   # fit reached on_train_end: the last checkpoint holds the training
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -92,9 +91,6 @@ class RunSummary(pl.Callback):
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.train_ended = True   # before the module's (its final evaluation, hp_metric)
-
-    def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict) -> None:
-        self.saved = (trainer.current_epoch, trainer.global_step)
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
         from lightning.pytorch.utilities.exceptions import SIGTERMException
@@ -127,7 +123,8 @@ class RunSummary(pl.Callback):
         if not paths:
             return f"{head}: no checkpoint written yet, nothing to resume (the first comes at the end of epoch 1)"
         last = max(paths, key=lambda p: Path(p).stat().st_mtime)
-        at = f" (step {self.saved[1]})" if self.saved else ""
+        step = checkpoint_step(last)   # the file's own step: under DDP a best checkpoint may be newer
+        at = f" (step {step})" if step is not None else ""
         resume = f"; resume: {self.resume}" if self.resume else "; resume with --ckpt_path=last"
         return f"{head}: last checkpoint {last}{at}{resume}"
 

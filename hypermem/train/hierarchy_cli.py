@@ -64,7 +64,7 @@ import warnings
 from pathlib import Path
 
 from ..configs import available, config_path
-from .config_errors import max_time_error, module_error, parser_value_error, yaml_error
+from .config_errors import max_time_error, module_error, parser_value_error, trainer_error, yaml_error
 from .config_paths import resolve_data_file, resolve_dataset, setting_file
 from .hierarchy_checkpoint import CheckpointError
 from .resume_checks import AlreadyComplete, ConfigError, check_resume
@@ -215,6 +215,7 @@ def _cli_class():
         argv: list[str] = []
         prog: str = DEFAULT_PROG
         watch: tuple | None = None  # the run's folder before it starts (_watch)
+        world_check = None   # check_resume's check of the trainer's number of processes
 
         @staticmethod
         def subcommands() -> dict:
@@ -253,6 +254,22 @@ def _cli_class():
                     raise   # the system's (a disk, a permission), not a value: no config error
                 cfg = self.config[self.subcommand] if self.subcommand else self.config
                 raise ConfigError(module_error(str(exc), self.argv, cfg)) from None
+
+        def instantiate_trainer(self, **kwargs):
+            from lightning.fabric.utilities.exceptions import MisconfigurationException
+
+            try:
+                trainer = super().instantiate_trainer(**kwargs)
+            except (TypeError, ValueError, MisconfigurationException) as exc:   # a trainer value: its key and file
+                cfg = self.config[self.subcommand] if self.subcommand else self.config
+                line = trainer_error(str(exc), self.argv, cfg.get("trainer"))
+                if line is None:
+                    raise
+                raise ConfigError(line) from None
+            refusal = self.world_check(trainer.world_size) if self.world_check else None
+            if refusal:
+                raise ConfigError(refusal)
+            return trainer
 
         def _parse_ckpt_path(self) -> None:
             """Nothing: a checkpoint's hyper_parameters never override the user's settings, they are
@@ -320,8 +337,8 @@ def _cli_class():
                 path and Path(path).is_file() and cfg.get("weights_only") is not False and checkpoint_refusal(path))
             if refusal:
                 raise ConfigError(refusal)
-            if path:
-                check_resume(cfg, init, self.subcommand, self.model_class.__name__)   # the file read once
+            if path:   # the file read once
+                self.world_check = check_resume(cfg, init, self.subcommand, self.model_class.__name__)
 
     return HierarchyCLI
 
@@ -413,6 +430,10 @@ def main(args: list[str] | None = None, run: bool = True, prog: str = DEFAULT_PR
     import lightning  # noqa: F401  (its import resets the logger levels)
 
     _quiet()
+    from lightning.pytorch.utilities.rank_zero import rank_zero_only
+
+    if rank_zero_only.rank:   # a DDP process Lightning launched runs this CLI again: the first one warns
+        warnings.simplefilter("ignore")
     from .config_kind import module_classes
     from .hierarchy_callbacks import ProgressLines, RunSummary, resume_command
     from .interrupt_checkpoint import InterruptCheckpoint

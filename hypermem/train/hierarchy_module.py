@@ -71,7 +71,7 @@ from .hierarchy_callbacks import ValidateLastEpoch
 from .hierarchy_checkpoint import CheckpointError, check_hierarchy_checkpoint
 from .hierarchy_logging import log_embedding_state, log_final_metric, tensorboard_writer
 from .mid_epoch import epoch_ran_out, reopen_stopped_epoch
-from .run_folder import pickle_reason
+from .run_folder import WORLD_KEY, pickle_reason
 from .step_axis import evaluated_epoch, evaluated_step, remember_checkpoint, validating_checkpoint
 
 __all__ = ["KINDS", "HierarchyModule", "load_init_weights"]
@@ -234,7 +234,9 @@ class HierarchyModule(pl.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         """Besides Lightning's state: the schedule's length, the node names (row ``i`` of
         ``embedding.weight`` is ``nodes[i]``) and the data's tree (``(parent, child)``) and
-        glosses, so a checkpoint alone becomes a Memory (:meth:`to_memory`)."""
+        glosses, so a checkpoint alone becomes a Memory (:meth:`to_memory`); the number of processes
+        (a resume inside an epoch needs as many: :func:`~hypermem.train.run_folder.world_size_refusal`)."""
+        checkpoint[WORLD_KEY] = int(self.trainer.world_size)
         checkpoint["hypermem_schedule_epochs"] = self.schedule_epochs()
         checkpoint["hypermem_nodes"] = [str(n) for n in self.nodes]
         checkpoint["hypermem_tree"] = [(str(p), str(c)) for p, c in self.tree]

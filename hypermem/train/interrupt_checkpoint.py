@@ -29,8 +29,14 @@ inside one) would save weights that match no count of the loops.  So:
   at the next batch, and the run's resumable loader skips the batches already trained
   (:mod:`~hypermem.train.mid_epoch`), so the resumed run equals the uninterrupted one.
 
-Under DDP (more than one process) nothing changes: a save there is collective, and the processes
-do not stop at one point.
+Under DDP (more than one process) nothing of the above applies: a save there is collective, and
+the processes do not stop at one point, so a Ctrl-C stops every process where it finds it and
+the run keeps the ``last.ckpt`` written before (the latest epoch's end, or a limit's stop).  A
+best checkpoint (a ``ModelCheckpoint`` with a monitor) written after that ``last.ckpt`` (the
+epoch's validation runs before its ``last.ckpt``) is then newer than the checkpoint a resume
+starts from: :meth:`InterruptCheckpoint.on_train_start` of the resume of ``last.ckpt`` removes it
+(:func:`later_checkpoints`), since the resumed run trains its steps again and would otherwise save
+them beside it (``best-step=15-v1.ckpt`` next to ``best-step=15.ckpt``).
 """
 
 from __future__ import annotations
@@ -44,7 +50,9 @@ from pathlib import Path
 import lightning.pytorch as pl
 from lightning.pytorch.callbacks import ModelCheckpoint
 
-__all__ = ["InterruptCheckpoint", "last_checkpoint_file"]
+from .run_folder import checkpoint_step
+
+__all__ = ["InterruptCheckpoint", "last_checkpoint_file", "later_checkpoints"]
 
 
 def last_checkpoint_file(trainer: pl.Trainer) -> Path | None:
@@ -58,6 +66,30 @@ def last_checkpoint_file(trainer: pl.Trainer) -> Path | None:
         if not cb.monitor and cb.filename == cb.CHECKPOINT_NAME_LAST:
             return Path(cb.dirpath, cb.filename + cb.FILE_EXTENSION)
     return None
+
+
+def later_checkpoints(trainer: pl.Trainer) -> list[Path]:
+    """The files of the trainer's monitored ``ModelCheckpoint`` folders that a run interrupted after
+    its ``last.ckpt`` wrote (see the module docstring), when the trainer resumes that ``last.ckpt``:
+    written after it, at a step past it (``global_step``, read with ``torch.load(weights_only=True)``,
+    tensors mapped), and none of the checkpoint callbacks' own files.  Empty for any other fit."""
+    last = last_checkpoint_file(trainer)
+    if last is None or not trainer.ckpt_path or not last.is_file() or Path(trainer.ckpt_path).resolve() != last.resolve():
+        return []
+    keep = {last.resolve()}
+    for cb in trainer.checkpoint_callbacks:
+        if isinstance(cb, ModelCheckpoint):
+            keep.update(Path(p).resolve() for p in (cb.best_model_path, cb.last_model_path, *cb.best_k_models) if p)
+    since, found = last.stat().st_mtime, []
+    for folder in {Path(cb.dirpath) for cb in trainer.checkpoint_callbacks
+                   if isinstance(cb, ModelCheckpoint) and cb.monitor and cb.dirpath}:
+        for path in sorted(folder.glob("*" + ModelCheckpoint.FILE_EXTENSION)):
+            if path.resolve() in keep or path.stat().st_mtime <= since:
+                continue
+            step = checkpoint_step(path)
+            if step is not None and step > trainer.global_step:
+                found.append(path)
+    return found
 
 
 def _batch_settled(trainer: pl.Trainer) -> bool:
@@ -86,6 +118,10 @@ class InterruptCheckpoint(pl.Callback):
         self._previous = None
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        for path in later_checkpoints(trainer) if trainer.is_global_zero else ():
+            path.unlink(missing_ok=True)
+            print(f"removed {path}: written after {trainer.ckpt_path}, which this run resumes at step "
+                  f"{trainer.global_step} (an interrupted run's; its steps are trained again)", file=sys.stderr, flush=True)
         if trainer.world_size == 1 and threading.current_thread() is threading.main_thread():
             self._previous = signal.getsignal(signal.SIGINT)
             signal.signal(signal.SIGINT, self._sigint)

@@ -12,10 +12,19 @@ Lightning's ``fit`` then reads the file once more to restore it (its own load).
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from .checkpoint_hparams import compare_checkpoint_hparams
-from .run_folder import checkpoint_progress, finished_checkpoint, other_batches, read_checkpoint
+from .run_folder import (
+    WORLD_KEY,
+    checkpoint_progress,
+    finished_checkpoint,
+    other_batches,
+    read_checkpoint,
+    world_size_refusal,
+)
 
 __all__ = ["AlreadyComplete", "ConfigError", "check_resume"]
 
@@ -37,13 +46,15 @@ class AlreadyComplete(Exception):
     """A ``fit`` resumed from a checkpoint with nothing left to train (printed, status 0)."""
 
 
-def check_resume(cfg, init, subcommand: str, module_name: str) -> None:
+def check_resume(cfg, init, subcommand: str, module_name: str) -> Callable[[int], str | None] | None:
     """Check the run's ``--ckpt_path`` (``cfg.ckpt_path``, an existing file) against its config
     ``cfg``; ``init``: the TensorBoard logger's ``init_args`` (its ``purge_step`` is set), or ``None``.
-    Raises :class:`ConfigError` or :class:`AlreadyComplete`; warns about other ``lr``, loss weights."""
+    Raises :class:`ConfigError` or :class:`AlreadyComplete`; warns about other ``lr``, loss weights.
+    Returns, for a ``fit``, the check of the trainer's number of processes, known once it is built:
+    ``refusal(world_size)`` (:func:`~hypermem.train.run_folder.world_size_refusal`); else ``None``."""
     path = cfg.get("ckpt_path")
     if not path or not Path(path).is_file():
-        return
+        return None
     state = read_checkpoint(path)   # once: every check below reads this dict
     if cfg.get("model") is not None:
         try:
@@ -58,7 +69,7 @@ def check_resume(cfg, init, subcommand: str, module_name: str) -> None:
         if axis is not None:   # its own TensorBoard run beside the fit's, one point per step (validate_run)
             init.sub_dir, init.purge_step = validate_run(path), axis[1]
     if subcommand != "fit" or state is None:
-        return
+        return None
     done = finished_checkpoint(path, cfg.trainer.get("max_epochs"), cfg.trainer.get("max_steps"), state=state)
     if done:
         raise AlreadyComplete(done)
@@ -71,3 +82,5 @@ def check_resume(cfg, init, subcommand: str, module_name: str) -> None:
         init.purge_step = progress[1] + 1
     # the folder holds this run's own checkpoints: Lightning's warning does not apply
     warnings.filterwarnings("ignore", message="Checkpoint directory .* exists and is not empty")
+    kept = {WORLD_KEY: state.get(WORLD_KEY), "loops": state.get("loops")}   # not the weights
+    return partial(world_size_refusal, path, kept)

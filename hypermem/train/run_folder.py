@@ -11,9 +11,9 @@ from typing import Any
 from .shared_keys import options
 
 __all__ = ["TRUST_OPTIONS", "best_checkpoint", "checkpoint_position", "checkpoint_progress", "checkpoint_refusal",
-           "checkpoint_version", "epochs_text", "finished_checkpoint", "latest_last_checkpoint", "other_batches",
+           "checkpoint_step", "checkpoint_version", "epochs_text", "finished_checkpoint", "latest_last_checkpoint", "other_batches",
            "pickle_reason", "progress_text", "read_checkpoint", "remove_failed_start", "stopped_position",
-           "trust_refusal", "watch_folder"]
+           "trust_refusal", "watch_folder", "WORLD_KEY", "world_size_refusal"]
 
 TRUST_OPTIONS = {"weights_only": False, "model.init_from_trusted": True}
 """The options that let ``torch.load`` unpickle a file (which can run its code), with their
@@ -23,6 +23,11 @@ only, never from a config file (:func:`trust_refusal`)."""
 
 BATCH_KEYS = ("batch_size", "children_per_parent")
 """The data settings that draw an epoch's batch boundaries (the embedding and the encoder data)."""
+
+
+WORLD_KEY = "hypermem_world_size"
+"""The checkpoint's key of the number of processes that trained it (``trainer.world_size``:
+DDP's processes; the modules' ``on_save_checkpoint``), checked by :func:`world_size_refusal`."""
 
 
 def epochs_text(n: int) -> str:
@@ -266,6 +271,46 @@ def other_batches(path: str | Path, data: Any, state: dict | None = None) -> str
                     f"batches, so its resume would train other rows: resume with --data.{key}={saved[key]} "
                     f"(a later run may change it at an epoch's end)")
     return None
+
+
+def world_size_refusal(path: str | Path, state: dict | None, world_size: int) -> str | None:
+    """A one-line refusal when the checkpoint ``state`` (of the file at ``path``) stopped inside an
+    epoch (:func:`checkpoint_position`) under another number of processes (:data:`WORLD_KEY`) than
+    this run's ``world_size``, else ``None`` (also for a checkpoint that does not record it).
+
+    Its ``b`` batches are each process's: ``w`` processes trained batches ``0 .. b*w - 1`` of the
+    epoch (an encoder's batch ``i`` on process ``i % w``; an embedding's distributed sampler cuts
+    the epoch's rows into ``w`` shares), and a resume skips ``b`` batches of its own share, so
+    under ``w' != w`` processes it would skip other batches and train some twice.  At an epoch's
+    end nothing is skipped: the next epoch is whole under any number of processes."""
+    saved = state.get(WORLD_KEY) if isinstance(state, dict) else None
+    where = checkpoint_position(state) if isinstance(state, dict) else None
+    if not isinstance(saved, int) or where is None or not where[1] or saved == int(world_size):
+        return None
+    return (f"--ckpt_path {path} stopped inside epoch {where[0] + 1} after {where[1]} batches "
+            f"{'on each of ' if saved > 1 else 'on '}{_processes(saved)}; this run has {_processes(world_size)}, whose shares of the epoch are other batches, so "
+            f"its resume would skip batches never trained and train others twice: resume with {_processes(saved)} "
+            f"(--trainer.devices={saved}{' --trainer.strategy=ddp' if saved > 1 else ''}; a later run may "
+            "change it at an epoch's end)")
+
+
+def _processes(n: int) -> str:
+    return f"{n} process{'es' if n != 1 else ''}"
+
+
+def checkpoint_step(path: str | Path) -> int | None:
+    """The ``global_step`` of the checkpoint at ``path`` (``torch.load(weights_only=True)``, its
+    tensors mapped, not read), or ``None`` for a file it cannot read."""
+    import pickle
+
+    import torch
+
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        return int(state["global_step"])
+    except (OSError, RuntimeError, EOFError, TypeError, ValueError, KeyError, IndexError, AttributeError,
+            pickle.UnpicklingError):
+        return None
 
 
 def finished_checkpoint(path: str | Path, max_epochs: int | None, max_steps: int | None,
