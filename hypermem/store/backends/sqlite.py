@@ -61,6 +61,12 @@ from .touches import TOUCH_WAIT_MS
 
 LAYOUT = 2
 PAGE_SIZE = 16384
+WAL_PAGES = 256
+"""Pages after which a commit checkpoints the WAL into the file (SQLite's default is 1,000: 16 MiB
+at this page size, left on disk beside even a tiny store); 256 bounds a steady -wal at ~4 MiB."""
+WAL_KEEP_BYTES = WAL_PAGES * PAGE_SIZE
+"""``journal_size_limit``: after a checkpoint the -wal is cut back to this size (a bulk write's
+large -wal is not kept at its peak size for the life of the store)."""
 SYNCHRONOUS = ("FULL", "NORMAL", "EXTRA", "OFF")
 _UPSERT = (f"INSERT INTO hm_memories ({', '.join(COLUMNS)}, changed_at) "
            f"VALUES ({', '.join('?' * (len(COLUMNS) + 1))})") + " ON CONFLICT(id) DO UPDATE SET " + ", ".join(
@@ -164,7 +170,7 @@ class SqliteStorage:
                 if not tables:
                     self.con.execute(f"PRAGMA page_size = {PAGE_SIZE}")
                 set_wal(self.con)
-                self.con.execute(f"PRAGMA synchronous = {synchronous}")
+                self._settings(self.con, synchronous)
                 self.identity = _file_identity(self.path)
         except BaseException as exc:
             if self._con is not None:
@@ -200,6 +206,13 @@ class SqliteStorage:
         except sqlite3.Error:
             fork_guard.keep(con)
 
+    @staticmethod
+    def _settings(con: sqlite3.Connection, synchronous: str) -> None:
+        """A writable connection's own settings: durability and the -wal's size on disk."""
+        con.execute(f"PRAGMA synchronous = {synchronous}")
+        con.execute(f"PRAGMA wal_autocheckpoint = {WAL_PAGES}")
+        con.execute(f"PRAGMA journal_size_limit = {WAL_KEEP_BYTES}")
+
     def _reconnect(self) -> sqlite3.Connection:
         if self.closed:
             raise StorageError(f"SQLite storage {self.path!r} is closed")
@@ -213,7 +226,7 @@ class SqliteStorage:
             else:
                 con = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT, check_same_thread=False)
                 try:
-                    con.execute(f"PRAGMA synchronous = {self.synchronous}")
+                    self._settings(con, self.synchronous)
                 except BaseException:
                     con.close()
                     raise
