@@ -8,21 +8,59 @@ an add refused because another process stored the id meanwhile (``ValueError: du
 ``add_many`` is all or nothing, so nothing of the batch was written) becomes a replacement, and
 a replacement of an id another process removed meanwhile (``KeyError``) becomes an add.  A read
 by id (:func:`get_or_none`) answers ``None`` for a memory removed since the caller saw it.
+
+Concurrent writes by id in one process apply one call after the other (:func:`upsert_lock`, one
+lock per memory, held over a call's adds and replacements, not over readers): two calls that
+replace the same ids leave all of one call's items, never a mix.  Across processes each memory
+is replaced in its own transaction, so two processes' calls may still interleave id by id.
+A replacement with a new vector is :meth:`Memory.update` in place (one transaction; the memory
+and its children are never missing or parentless), then :meth:`Memory.link` where the parent
+changes (a second transaction on a durable store; in process both under the store's lock).
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
 from ..store import Memory, MemoryRecord
 from ..store.auto_parent import AUTO
 
-__all__ = ["TRIES", "add_missing", "get_or_none", "parents_first", "remove", "upsert"]
+__all__ = ["TRIES", "add_missing", "get_or_none", "parents_first", "remove", "upsert", "upsert_lock"]
 
 TRIES = 4
 """How many times a write by id decides again after another process changed the same ids
 (each retry follows another process's commit of one of them)."""
+
+
+_locks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # memory -> its upsert lock
+_locks_lock = threading.Lock()
+_shared = threading.RLock()   # for a memory that cannot be a weak key
+
+
+def upsert_lock(memory: Memory) -> threading.RLock:
+    """The re-entrant lock that :func:`upsert` holds over one call's writes to ``memory`` (one per
+    memory object, made on first use).  Readers and other writers do not take it.  It is taken
+    before the store's lock (``memory.state.lock``): code holding that lock must not call an
+    adapter's write, which may wait for a call that waits for that lock."""
+    with _locks_lock:
+        try:
+            lock = _locks.get(memory)
+            if lock is None:
+                lock = _locks[memory] = threading.RLock()
+            return lock
+        except TypeError:   # not weakly referable
+            return _shared
+
+
+def _state_lock(memory: Memory) -> Any:
+    """The store's own lock (``memory.state.lock``, what its readers hold), or none for a store
+    without an in-process state (``ServerMemory``: each of its writes is one transaction)."""
+    state = getattr(memory, "state", None)
+    return contextlib.nullcontext() if state is None else state.lock
 
 
 def get_or_none(memory: Memory, id: str) -> MemoryRecord | None:
@@ -62,7 +100,13 @@ def upsert(memory: Memory, items: Sequence[dict[str, Any]]) -> list[str]:
     its children, and its time ``t`` unless the item gives one (a corrected text is not a new
     memory: it must not become the freshest one); its text, metadata, parent and validity
     window become the item's.  Another process's add or removal of the same ids meanwhile is
-    met by deciding again (module docstring).  Returns the ids in the order of ``items``."""
+    met by deciding again (module docstring); concurrent calls in this process apply one after
+    the other (:func:`upsert_lock`).  Returns the ids in the order of ``items``."""
+    with upsert_lock(memory):
+        return _upsert(memory, items)
+
+
+def _upsert(memory: Memory, items: Sequence[dict[str, Any]]) -> list[str]:
     new, old = _split(memory, items)
     named = {it["id"] for it in items if it.get("id") is not None}
     for it in old:   # a replacement's parent is checked before anything changes
@@ -149,14 +193,23 @@ def _replace(memory: Memory, it: dict[str, Any]) -> None:
                       valid_until=it.get("valid_until"))
         memory.link(i, it.get("parent"))
         return
-    # A new vector: update() re-embeds from the text, so the memory is stored again under its id.
-    kids = memory.children(i)
-    for c in kids:
-        memory.link(c, None)
-    memory.remove(i)
-    memory.add_many([{**it, "t": t}])
-    for c in kids:
-        memory.link(c, i)
+    parent = it.get("parent")
+    with _state_lock(memory):   # readers see the memory as it was or as it is now
+        if it.get("point") is None and parent != AUTO:
+            # A new vector, in place: the memory keeps its row, children and counts; one transaction.
+            memory.update(i, text=it["text"], meta=it.get("meta") or {}, t=t, valid_from=it.get("valid_from"),
+                          valid_until=it.get("valid_until"), embedding=it["embedding"])
+            if memory.parent(i) != parent:
+                memory.link(i, parent)
+            return
+        # An explicit point or an "auto" parent (add_many's alone): stored again under its id.
+        kids = memory.children(i)
+        for c in kids:
+            memory.link(c, None)
+        memory.remove(i)
+        memory.add_many([{**it, "t": t}])
+        for c in kids:
+            memory.link(c, i)
 
 
 def remove(memory: Memory, ids: Sequence[str] | None, cascade: bool = False) -> list[str]:

@@ -77,6 +77,7 @@ from ..store import Memory, MemoryRecord
 from ..store.filters import RecordFilter, filter_keys
 from . import _common as C
 from . import _record_filters as RF
+from ._llama_async import OffLoopEmbedding, OffLoopVectorStore
 
 _OPS = {
     FilterOperator.EQ: "$eq", FilterOperator.NE: "$ne", FilterOperator.GT: "$gt", FilterOperator.GTE: "$gte",
@@ -182,9 +183,10 @@ def _equal(a: Any, b: Any) -> bool:
         return False
 
 
-class HypermemEmbedding(BaseEmbedding):
+class HypermemEmbedding(OffLoopEmbedding, BaseEmbedding):
     """A hypermem embedder (``dim`` and ``embed(texts)``) as a LlamaIndex ``BaseEmbedding``:
-    queries and documents get the same vectors."""
+    queries and documents get the same vectors.  The async methods embed in a worker thread,
+    one embedder call per batch (:mod:`._llama_async`)."""
 
     _embedder: Any = PrivateAttr()
 
@@ -217,14 +219,8 @@ class HypermemEmbedding(BaseEmbedding):
         _remember_query(self._embedder, query, vector)
         return vector
 
-    async def _aget_query_embedding(self, query: str) -> list[float]:
-        return self._get_query_embedding(query)
 
-    async def _aget_text_embedding(self, text: str) -> list[float]:
-        return self._get_text_embedding(text)
-
-
-class HypermemVectorStore(BasePydanticVectorStore):
+class HypermemVectorStore(OffLoopVectorStore, BasePydanticVectorStore):
     """A LlamaIndex vector store backed by a hypermem :class:`~hypermem.store.Memory`.
 
     ``memory``: a ``Memory`` (``Memory.open("agent.db")`` for a durable store, written through
@@ -232,7 +228,9 @@ class HypermemVectorStore(BasePydanticVectorStore):
     :meth:`Memory.to_json`; loaded, or a new in-process memory that :meth:`persist` writes
     there), or ``None`` (a new memory built with ``memory_kwargs``).  Node embeddings must have the memory's ``dim``; a node without one
     is embedded by the memory's embedder.  Each node is stored whole (LlamaIndex's
-    ``node_to_metadata_dict``) in the memory's metadata, so queries return full nodes.
+    ``node_to_metadata_dict``) in the memory's metadata, so queries return full nodes.  The async
+    methods (``async_add``, ``aquery``, ``aget_nodes``, ``adelete``, ...) run the sync ones in a
+    worker thread (:mod:`._llama_async`): the event loop runs meanwhile.
     """
 
     stores_text: bool = True
