@@ -143,3 +143,24 @@ def test_export_csv_escape_is_unchanged_for_ordinary_cells(store, capsys):
     assert code == 0, err
     rows = list(csv.DictReader(io.StringIO(out)))
     assert [r["id"] for r in rows] == ["pets", "rex"] and rows[1]["parent"] == "pets"
+
+
+def test_export_to_a_new_name_never_replaces_a_file_made_while_it_ran(store, tmp_path, capsys, monkeypatch):
+    from hypermem.cli import store_commands
+
+    out = tmp_path / "notes.csv"
+    chunks = store_commands.csv_chunks
+
+    def other_process_writes_first(*args, **kwargs):
+        out.write_text("another process's file")
+        yield from chunks(*args, **kwargs)
+
+    monkeypatch.setattr(store_commands, "csv_chunks", other_process_writes_first)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    code, _, err = run(capsys, "export", store, out, "--format", "csv")
+    assert code == 1 and "was created by another process while this command ran" in err, err
+    assert out.read_text() == "another process's file"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*before, "notes.csv"])   # no temporary file left
+    monkeypatch.setattr(store_commands, "csv_chunks", chunks)
+    code, _, err = run(capsys, "export", store, tmp_path / "fresh.csv", "--format", "csv")
+    assert code == 0 and (tmp_path / "fresh.csv").read_text().startswith("id,"), err

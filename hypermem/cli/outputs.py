@@ -126,7 +126,12 @@ def write_text(output: str, text) -> None:
             for chunk in chunks:
                 f.write(chunk)
         return
-    atomic_write_chunks(output, chunks)
+    if os.path.lexists(output):   # --force, or a symlink written through: replaced atomically
+        atomic_write_chunks(output, chunks)
+        return
+    with new_file(output) as tmp, open(tmp, "w", encoding="utf-8", newline="") as f:
+        for chunk in chunks:    # a new name: a file another process created meanwhile is refused, not replaced
+            f.write(chunk)
 
 
 def save_new(memory, output: str) -> None:
