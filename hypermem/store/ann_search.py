@@ -46,30 +46,43 @@ def index_columns(state, start: int = 0) -> dict[str, torch.Tensor]:
 def sync_index(index: BandedDirectionIndex, state, built: tuple[int, int] | None) -> None:
     """Bring ``index`` up to ``state``: add the appended rows when no point changed since it
     was built at ``built`` (the state's ``(rewrites, edits)`` then), recompute its bands'
-    extremes when a time or validity column was edited in place, else rebuild."""
+    extremes when a time or validity column was edited in place; after a removal or a moved
+    point, follow the rows by their ids (:meth:`~hypermem.index.bands.BandedDirectionIndex.relocate`:
+    tombstones, moved rows added again), and rebuild only once the tombstones pass
+    :data:`MAX_TOMBSTONE_SHARE` of the graphs' entries, or when there is no graph yet."""
     keys = state.search_keys()
     n = state.n
     if built is not None and built[0] == state.rewrites and len(index) <= n:
         m = len(index)
-        index.add(keys[m:], state.time[m:n], index_columns(state, m))
+        index.add(keys[m:], state.time[m:n], index_columns(state, m), state.ids[m:n])
         if built[1] != state.edits:
             index.refresh(index_columns(state))
-    else:
-        if built is not None and n >= REBUILD_NOTE_ROWS:
-            warn_caller(f"update() or remove() changed stored points since the index was built: this indexed "
-                        f"search first rebuilds its HNSW graphs over {n:,} memories (HNSW cannot move or delete "
-                        f"a point); make the edits in a batch before indexed searches, or search exactly "
-                        f"(use_index=False) between edits", IndexRebuildWarning)
-        index.build(keys, state.time[:n], index_columns(state))
+        return
+    if built is not None and index.n_bands:
+        index.relocate(state.row, state.ids[:n], keys, state.time[:n], index_columns(state))
+        if index.tombstone_share <= MAX_TOMBSTONE_SHARE:
+            return
+        if n >= REBUILD_NOTE_ROWS:
+            warn_caller(f"more than {MAX_TOMBSTONE_SHARE:.0%} of the HNSW graphs' entries are tombstones of removed "
+                        f"or moved memories: this indexed search first rebuilds the graphs over {n:,} memories "
+                        f"(once per that share of removals and edits; build_index() rebuilds them at a time of "
+                        f"your choosing)", IndexRebuildWarning)
+    index.build(keys, state.time[:n], index_columns(state), state.ids[:n])
 
 
 class IndexRebuildWarning(UserWarning):
-    """An indexed search rebuilt the store's HNSW graphs after points were edited or removed."""
+    """An indexed search rebuilt the store's HNSW graphs, their tombstones (removed or moved
+    memories) past :data:`MAX_TOMBSTONE_SHARE` of the entries."""
 
 
 REBUILD_NOTE_ROWS = 50_000
-"""Stores from this many memories up say so when an edit makes the next indexed search rebuild
-the graphs (about a minute at 200,000 memories on two CPU cores)."""
+"""Stores from this many memories up say so when the next indexed search rebuilds the graphs
+(about a minute at 200,000 memories on two CPU cores)."""
+
+MAX_TOMBSTONE_SHARE = 0.25
+"""The share of tombstones in the graphs past which the next indexed search rebuilds them: a
+tombstone still costs the graph's search a step, and the rebuild, ``O(n log n)``, is paid
+once per ``n / 4`` removals or moved points (amortised ``O(log n)`` each)."""
 
 
 def auto_bands(memory) -> int:

@@ -68,7 +68,7 @@ class Searcher:
 
     def __init__(self, memory):
         self.memory = memory
-        self.index: MIPSIndex | None = None
+        self._index: MIPSIndex | BandedDirectionIndex | None = None
         self._index_version = -1
         self._index_built: tuple[int, int] | None = None
         self.warned_keys: set[str] = set()
@@ -83,6 +83,22 @@ class Searcher:
     def invalidate(self) -> None:
         """Forget the index's freshness (it is rebuilt before its next use)."""
         self._index_version = -1
+
+    @property
+    def index(self) -> MIPSIndex | BandedDirectionIndex | None:
+        """The index :meth:`build_index` made (None before); an exact one is brought up to date
+        when read, not by searches (the exact scan is that kernel), a faiss one by the next indexed search."""
+        if self._index is not None and self._index.exact:
+            with self.memory.state.lock:
+                return self.ensure_index()
+        return self._index
+
+    @index.setter
+    def index(self, value: MIPSIndex | BandedDirectionIndex | None) -> None:
+        self._index, self._index_version = value, -1
+
+    def __setstate__(self, state: dict) -> None:  # "index": pickled before it became a property
+        self.__dict__.update({"_index": state.pop("index", None), **state})
 
     # ------------------------------------------------------------------ time
     def now(self, at_time: datetime | None) -> datetime:
@@ -281,7 +297,7 @@ class Searcher:
             raise TypeError(f"search_batch got unexpected keyword arguments {sorted(unknown)}")
         if not queries:
             return []
-        if kwargs.get("use_index") is None and not getattr(self.index, "exact", True):
+        if kwargs.get("use_index") is None and not getattr(self._index, "exact", True):
             kwargs["use_index"] = False  # one exact batch beats a graph search per query (docs/search-kernel.md)
         touch = kwargs.get("touch", True)
         if touch and uses_access_counts(self.memory.decay):
@@ -342,7 +358,7 @@ class Searcher:
             weights = CandidateWeights(self, self.now(at_time))
             bias = score_bias(weights[:n], self.memory.state.depth[:n], self.memory.time_coef,
                               self.memory.depth_bias, overwrite=fresh_weights(self.memory.decay))
-            index_on = (self.index is not None) if opts.use_index is None else bool(opts.use_index)
+            index_on = (self._index is not None) if opts.use_index is None else bool(opts.use_index)
             if not no_query and rows is not None and energies is None and not index_on and 4 * rows.numel() >= n:
                 # a quarter of the rows or more kept (a filter like {"archived": False}), an exact
                 # scan: scan them all, the rest at a bias of -inf, rather than gather the kept keys
@@ -396,13 +412,13 @@ class Searcher:
         return HyperbolicDistance(self.memory.curvature, q_radius, key_r), None
 
     def _approximate_index(self, use_index, rows, metric):
-        """The faiss index when this search goes through it, else None."""
-        use = (self.index is not None) if use_index is None else bool(use_index)
-        if use and rows is None and metric == "shell":
-            index = self.ensure_index()
-            if not index.exact:
-                return index
-        return None
+        """The faiss index when this search goes through it, else None: an exact index is
+        neither read nor built here (the exact scan gives its answer)."""
+        if not ((self._index is not None) if use_index is None else use_index) or rows is not None or metric != "shell":
+            return None
+        if self._index is None:  # use_index=True before any build_index(): the default, exact one
+            self.index = MIPSIndex(self.memory.ball, backend="auto")
+        return None if self._index.exact else self.ensure_index()
 
     def _rank(self, Q, q_radius, bias, rows, k, metric, use_index, oversample):
         index = self._approximate_index(use_index, rows, metric)
@@ -459,23 +475,21 @@ class Searcher:
                 self.index = BandedDirectionIndex(hnsw_m, ef_search, ef_construction, bands)
             else:
                 self.index = MIPSIndex(self.memory.ball, backend=backend)
-            self._index_version = -1
             return self.ensure_index()
 
     def ensure_index(self) -> MIPSIndex | BandedDirectionIndex:
         """The index, brought up to the store's current version first."""
         st = self.memory.state
-        if self.index is None:  # search(use_index=True) before any build_index(): the default one
+        if self._index is None:  # use_index=True before any build_index(): the default one
             self.index = MIPSIndex(self.memory.ball, backend="auto")
-            self._index_version = -1
         if self._index_version != st.version:
-            if isinstance(self.index, BandedDirectionIndex):
-                sync_index(self.index, st, self._index_built if self._index_version >= 0 else None)
+            if isinstance(self._index, BandedDirectionIndex):
+                sync_index(self._index, st, self._index_built if self._index_version >= 0 else None)
             else:
-                self.index.build(P.point_at(st.direction[: st.n].to(torch.float64), self.memory.base_depth,
-                                            self.memory.curvature))
+                self._index.build(P.point_at(st.direction[: st.n].to(torch.float64), self.memory.base_depth,
+                                             self.memory.curvature))
             self._index_version, self._index_built = st.version, (st.rewrites, st.edits)
-        return self.index
+        return self._index
 
     def index_recall(self, queries=None, k: int = 10, sample: int = 100, seed: int = 0, **kwargs: Any) -> float:
         """recall@k of ``search(use_index=True)`` against the exact search, on ``queries``
