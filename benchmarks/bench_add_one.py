@@ -11,7 +11,7 @@ clocks; the best of 3 stores by "over".  Run each side in its own process and in
 
 from __future__ import annotations
 
-import sys
+import argparse
 import time
 import warnings
 
@@ -48,5 +48,15 @@ def main(which: str) -> None:
     print(which, " | ".join(out))
 
 
+def _parse(argv: list[str] | None = None) -> str:
+    ap = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        epilog="Run each side in its own process and interleave the runs.")
+    ap.add_argument("which", nargs="?", default="hm", choices=("hm", "ref"),
+                    help="hm: hypermem (the default, needs hypermem importable, e.g. PYTHONPATH=.); "
+                         "ref: poincare-memory 0.1.4")
+    return ap.parse_args(argv).which
+
+
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "hm")
+    main(_parse())

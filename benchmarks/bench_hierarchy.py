@@ -62,11 +62,23 @@ from hypermem.hierarchy.training import (  # noqa: E402
 )
 
 ROWS: list[dict] = []
+JSON_OUT: list[str] = []
+"""--json's path (when given): the rows are written there after each one, so a run stopped
+early (its time budget, a kill) keeps the rows it has."""
 
 
 def row(**kw) -> None:
     ROWS.append(kw)
     print("  " + "  ".join(f"{k}={_fmt(v)}" for k, v in kw.items()), flush=True)
+    _write_json()
+
+
+def _write_json() -> None:
+    """All rows so far to --json (a whole file each time: written beside it, then renamed)."""
+    for path in JSON_OUT:
+        with open(path + ".part", "w") as fh:
+            json.dump(ROWS, fh, indent=1)
+        os.replace(path + ".part", path)
 
 
 def _fmt(v):
@@ -345,8 +357,10 @@ def bench_nouns(args) -> None:
                               log=lambda s, t0=t: print("  " + s, flush=True))
         train_s += time.perf_counter() - t
         print(f"  polish: {rep.visited} nodes visited, {rep.moved} moved, mean rank {rep.mean_rank_before:.3f} -> "
-              f"{rep.mean_rank_after:.3f} (all pairs, exact) in {rep.seconds:.0f}s", flush=True)
-        evaluate(X, epochs=done, polished=rep.moved, train_seconds=train_s)
+              f"{rep.mean_rank_after:.3f} (all pairs, exact) in {rep.seconds:.0f}s; {rep.ranked_pairs} of "
+              f"{rep.pairs} pairs ranked, {rep.lists} visit list(s)", flush=True)
+        evaluate(X, epochs=done, polished=rep.moved, polish_ranked_pairs=rep.ranked_pairs, polish_lists=rep.lists,
+                 train_seconds=train_s)
         torch.set_num_threads(threads)
         if args.save:
             torch.save({"nodes": rel.nodes, "points": X, "epochs": done, "polished": rep.moved}, args.save)
@@ -412,11 +426,11 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     print(f"# bench_hierarchy {datetime.date.today()} | {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} CPUs, torch {torch.__version__}, threads {args.threads} | {' '.join(sys.argv[1:])}")
+    if args.json:
+        JSON_OUT.append(args.json)
     for part in args.only:
         {"mammals": bench_mammals, "sarkar": bench_sarkar, "cones": bench_cones, "nouns": bench_nouns}[part](args)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(ROWS, fh, indent=1)
+    _write_json()   # also when no row came
     return 0
 
 

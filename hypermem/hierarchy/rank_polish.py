@@ -71,11 +71,17 @@ _AROUND = (0.7,)
 _REFINE = (2.0, 1.0, 0.5, 0.25)
 """Hyperbolic step lengths of the random candidates around the best point so far."""
 
+_RANK_GROUP = 8
+"""Reconstruction blocks ranked between two checks of the time budget (:func:`_pair_ranks`)."""
+
 
 @dataclass
 class PolishReport:
     """What :func:`polish_ranks` did: nodes visited and moved, the summed rank excess before and
-    its change (the mean rank changes by ``excess_change / pairs``), and the time spent."""
+    its change (the mean rank changes by ``excess_change / pairs``), the time spent, the pairs
+    whose rank it computed (``ranked_pairs``, all passes) and the visit lists it made
+    (``lists``).  ``excess_before`` is NaN when the time budget ran out before the first
+    ranking was complete (nothing visited then, the points unchanged)."""
 
     visited: int
     moved: int
@@ -83,6 +89,8 @@ class PolishReport:
     excess_change: float
     pairs: int
     seconds: float
+    ranked_pairs: int = 0
+    lists: int = 0
 
     @property
     def mean_rank_before(self) -> float:
@@ -279,6 +287,37 @@ def _visit_order(rel: Relations, ranks: torch.Tensor, min_rank: float) -> list[i
     return order + queries[len(partners):] + partners[len(queries):]
 
 
+def _pair_ranks(x: torch.Tensor, rel: Relations, ball: PoincareBall, deadline: float | None,
+                chunk_size: int | None = None, group: int = _RANK_GROUP) -> tuple[torch.Tensor | None, int]:
+    """Every pair's rank, ``reconstruction(x, rel, ball, per_pair=True).pair_ranks``, and the
+    number of pairs ranked; ``None`` for the ranks when ``time.perf_counter()`` reaches
+    ``deadline`` first (checked before each run of ``group`` blocks of ``chunk_size`` queries).
+
+    The runs follow reconstruction's own blocks (queries by number of partners, its default
+    block size unless ``chunk_size``), and a row's ranks depend on its own partners alone, so
+    each pair's rank comes out of the same distance block as in one call: the same numbers."""
+    if deadline is None:
+        return reconstruction(x, rel, ball, chunk_size=chunk_size, per_pair=True).pair_ranks, rel.pairs.shape[0]
+    n = rel.n
+    offsets, _ = rel.csr()
+    counts = offsets[1:] - offsets[:-1]
+    queries = torch.nonzero(counts > 0).flatten()
+    queries = queries[torch.argsort(counts[queries], stable=True)]  # reconstruction's order
+    chunk = chunk_size or max(1, min(4096, (1 << 25) // max(n, 1)))  # and its default block
+    ranks = torch.zeros(rel.pairs.shape[0], dtype=torch.float64, device=x.device)
+    done = 0
+    for at in range(0, int(queries.numel()), chunk * group):
+        if time.perf_counter() >= deadline:
+            return None, done
+        keep = torch.zeros(n, dtype=torch.bool, device=x.device)
+        keep[queries[at:at + chunk * group]] = True
+        idx = torch.nonzero(keep[rel.pairs[:, 0]]).flatten()   # the rows' pairs, in order
+        part = Relations(rel.pairs[idx], nodes=rel.nodes, device=x.device)
+        ranks[idx] = reconstruction(x, part, ball, chunk_size=chunk, per_pair=True, progress=False).pair_ranks
+        done += int(idx.numel())
+    return ranks, done
+
+
 def polish_ranks(points: Mapping[Hashable, object] | torch.Tensor,
                  closure: Sequence[tuple[Hashable, Hashable]] | Relations, *,
                  nodes: Sequence[Hashable] | None = None, ball: PoincareBall | None = None,
@@ -300,7 +339,10 @@ def polish_ranks(points: Mapping[Hashable, object] | torch.Tensor,
     max_seconds, max_nodes:
         Stop after this much time / this many visited nodes (``None``: no limit; the
         visit list holds every node with a pair ranked above ``min_rank``, queries and
-        partners alternately, worst first).
+        partners alternately, worst first).  The time includes the per-pair ranks, which are
+        computed in runs of reconstruction blocks with the budget checked before each: a
+        budget spent before the first ranking is complete returns the points unchanged
+        (``report.excess_before`` NaN); one spent in a later pass's ranking, the points so far.
     min_rank:
         Only pairs ranked above this count towards a node's priority, and only nodes with
         such a pair are visited (once each): lower it when the time budget outlasts the list
@@ -359,8 +401,13 @@ def polish_ranks(points: Mapping[Hashable, object] | torch.Tensor,
         raise ValueError(f"passes must be at least 1, got {passes}")
     x = x.clone()
     n_pairs = rel.pairs.shape[0]
+    deadline = None if max_seconds is None else start + max_seconds
+    ranked = 0
     if pair_ranks is None:
-        pair_ranks = reconstruction(x, rel, ball, per_pair=True).pair_ranks
+        pair_ranks, ranked = _pair_ranks(x, rel, ball, deadline)
+        if pair_ranks is None:   # the budget ran out while ranking: nothing visited
+            return x, PolishReport(visited=0, moved=0, excess_before=math.nan, excess_change=0.0, pairs=n_pairs,
+                                   seconds=time.perf_counter() - start, ranked_pairs=ranked, lists=0)
     elif pair_ranks.shape != (n_pairs,):
         raise ValueError(f"pair_ranks must have shape ({n_pairs},), got {tuple(pair_ranks.shape)}")
     ranks = pair_ranks.to(device=x.device, dtype=torch.float64)
@@ -369,6 +416,7 @@ def polish_ranks(points: Mapping[Hashable, object] | torch.Tensor,
     order = _visit_order(rel, ranks, min_rank)
     g = torch.Generator().manual_seed(int(seed))
     visited = moved = 0
+    lists = 1
     change = 0.0
 
     def spent() -> bool:
@@ -379,7 +427,12 @@ def polish_ranks(points: Mapping[Hashable, object] | torch.Tensor,
         if pass_:
             if spent():
                 break
-            ranks = reconstruction(state.x, rel, ball, per_pair=True).pair_ranks.to(torch.float64)
+            fresh, done = _pair_ranks(state.x, rel, ball, deadline)
+            ranked += done
+            if fresh is None:   # the budget ran out while ranking afresh
+                break
+            ranks = fresh.to(torch.float64)
+            lists += 1
             order = _visit_order(rel, ranks, min_rank)
             if log:
                 log(f"polish: pass {pass_ + 1}, {len(order)} nodes listed ({time.perf_counter() - start:.0f}s)")
@@ -416,5 +469,5 @@ def polish_ranks(points: Mapping[Hashable, object] | torch.Tensor,
                 log(f"polish: {visited} nodes visited, {moved} moved, mean rank {change / n_pairs:+.4f} "
                     f"({time.perf_counter() - start:.0f}s)")
     report = PolishReport(visited=visited, moved=moved, excess_before=float(excess.sum()), excess_change=change,
-                          pairs=n_pairs, seconds=time.perf_counter() - start)
+                          pairs=n_pairs, seconds=time.perf_counter() - start, ranked_pairs=ranked, lists=lists)
     return state.x, report
