@@ -11,19 +11,58 @@ where the call stands:
 * in a thread without an event loop (plain sync code), with ``asyncio.run``;
 * inside a running event loop (the sync API called from async code) it cannot be waited for
   without blocking that loop: a ``RuntimeError`` names the async methods to use instead.
+
+An async call that is cancelled (``asyncio.wait_for`` timing out) :meth:`Cancel.cancel` s its
+:data:`CANCEL`: the embedding coroutine it awaits on the loop is cancelled too, and the worker
+reads the flag before it applies anything.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import threading
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any
 
-__all__ = ["CALLER_LOOP", "async_only", "check_no_loop", "run_async"]
+__all__ = ["CALLER_LOOP", "CANCEL", "Cancel", "async_only", "check_no_loop", "run_async"]
 
 CALLER_LOOP: ContextVar[asyncio.AbstractEventLoop | None] = ContextVar("hypermem_caller_loop", default=None)
 """The event loop of the async call (``abatch``) that the current worker thread runs for."""
+
+
+class Cancel:
+    """The cancellation of an async call that a worker thread runs: a flag the worker reads, and
+    the embedding coroutines it awaits on the caller's loop, cancelled with it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.cancelled = False
+        self._futures: set[concurrent.futures.Future] = set()
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.cancelled = True
+            futures = list(self._futures)
+        for f in futures:
+            f.cancel()
+
+    def result(self, fut: concurrent.futures.Future) -> Any:
+        """``fut.result()``, the future cancelled when the call is (then ``CancelledError``)."""
+        with self._lock:
+            if self.cancelled:
+                fut.cancel()
+            self._futures.add(fut)
+        try:
+            return fut.result()
+        finally:
+            with self._lock:
+                self._futures.discard(fut)
+
+
+CANCEL: ContextVar[Cancel | None] = ContextVar("hypermem_cancel", default=None)
+"""The :class:`Cancel` of the async call that the current worker thread runs for."""
 
 
 def async_only(embeddings: Any) -> bool:
@@ -49,5 +88,7 @@ def run_async(make: Callable[[], Awaitable[Any]], fix: str) -> Any:
     check_no_loop(fix)
     loop = CALLER_LOOP.get()
     if loop is not None and loop.is_running():
-        return asyncio.run_coroutine_threadsafe(make(), loop).result()  # type: ignore[arg-type]
+        fut = asyncio.run_coroutine_threadsafe(make(), loop)  # type: ignore[arg-type]
+        cancel = CANCEL.get()
+        return fut.result() if cancel is None else cancel.result(fut)
     return asyncio.run(make())  # type: ignore[arg-type]

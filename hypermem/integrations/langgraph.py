@@ -42,7 +42,7 @@ import copy
 import json
 import threading
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 try:
@@ -70,13 +70,14 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 import torch
 
 from ..store import Memory, MemoryRecord
-from ..store.checks import json_problem
 from ..store.filters import check_filter
 from . import _async_embed as AE
 from . import _common as C
+from . import _langgraph_writes as W
 from . import _record_filters as RF
 from . import _ttl_sweeper as TS
 from . import _upserts as U
+from ._langgraph_writes import ttl_until as _ttl_until
 from .langchain import LangChainEmbedder
 
 _KIND = "langgraph"
@@ -98,25 +99,6 @@ def _value_field(rec: MemoryRecord, key: str) -> Any:
 
 def _is_item(rec: MemoryRecord) -> bool:
     return rec.meta.get(_KIND) == "item"
-
-
-def _ttl_until(ttl: Any, now: datetime | None = None, clamp: bool = False) -> datetime | None:
-    """The ``valid_until`` of an item put at ``now`` with ``ttl`` minutes (``None``: no expiry);
-    ``now=None`` checks the number only.  A ``ValueError`` unless ``ttl`` is a positive real
-    number (not a bool) small enough that ``now + ttl`` is a datetime (``clamp``: else the last
-    datetime, for a refresh of a ttl accepted earlier)."""
-    if ttl is None:
-        return None
-    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0:  # NaN fails ttl > 0
-        raise ValueError(f"ttl must be a positive number of minutes, got {ttl!r:.60}")
-    try:
-        span = timedelta(minutes=ttl)
-        return None if now is None else now + span
-    except OverflowError:
-        if clamp and now is not None:
-            return datetime.max.replace(tzinfo=now.tzinfo)
-        raise ValueError(f"ttl must be a positive number of minutes small enough that now + ttl is before "
-                         f"year 10000, got {ttl!r:.60}") from None
 
 
 def _now(memory: Memory) -> datetime:
@@ -188,6 +170,8 @@ class HypermemStore(BaseStore):
             interval = TS.check_interval(ttl.get("sweep_interval_minutes"))
         self.ttl_config = ttl
         self._lock = threading.RLock()
+        self._order = W.WriteOrder()   # writes applied in the order of their calls
+        self._queries: dict[int, Any] = {}
         self._sweeper = TS.TTLSweeper(self.sweep_ttl, lambda: bool(getattr(self.memory.storage, "closed", False)))
         if interval is not None and not C.read_only(self.memory):   # a read-only handle removes nothing
             self.start_ttl_sweeper()
@@ -195,52 +179,94 @@ class HypermemStore(BaseStore):
     # ------------------------------------------------------------------ batch
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the operations: reads see the store as it was before the batch, then the
-        writes are applied (the last write of a key wins)."""
-        ops = list(ops)
-        for op in ops:
-            _validate_labels(op)
-            if isinstance(op, PutOp) and not op.namespace:
-                raise InvalidNamespaceError("Namespace cannot be empty.")
-        writes = [op for op in ops if isinstance(op, PutOp)]
-        if isinstance(self.memory.embedder, LangChainEmbedder) and (
-                any(op.value is not None for op in writes) or any(isinstance(op, SearchOp) and op.query for op in ops)):
-            self.memory.embedder.check_sync()   # async-only embeddings: refused before the lock, not deadlocked
-        if writes and C.read_only(self.memory):  # before any read: the batch does nothing
-            from ..store.backends.durable import StorageError
+        writes are applied (the last write of a key wins).  Texts are embedded before the
+        store's lock is taken, and writes are applied in the order of their calls
+        (:mod:`hypermem.integrations._langgraph_writes`)."""
+        return self._batch(list(ops), None)
 
-            verb = "delete" if all(op.value is None for op in writes) else "put"
-            raise StorageError(f"{verb}: this store's memory was opened read_only=True: it answers get, search and "
-                               f"list_namespaces only; open it without read_only to write")
-        with self._lock:
-            self.memory.refresh()  # what other handles committed (a no-op in process)
-            now = _now(self.memory)
-            results: list[Result] = []
-            puts: dict[tuple, PutOp] = {}
+    def _batch(self, ops: list[Op], turn: W.Turn | None) -> list[Result]:
+        if turn is not None and not turn.claim():
+            raise asyncio.CancelledError()   # its abatch was cancelled before this worker started
+        try:
             for op in ops:
-                if isinstance(op, GetOp):
-                    results.append(self._get(op, now))
-                elif isinstance(op, SearchOp):
-                    results.append(self._search(op, now))
-                elif isinstance(op, ListNamespacesOp):
-                    results.append(self._list_namespaces(op, now))
-                elif isinstance(op, PutOp):
-                    puts[(tuple(op.namespace), op.key)] = op
-                    results.append(None)
-                else:
-                    raise TypeError(f"unknown store operation {type(op).__name__}")
-            if puts:
-                self._apply_puts(list(puts.values()), now)
-            return results
+                _validate_labels(op)
+                if isinstance(op, PutOp) and not op.namespace:
+                    raise InvalidNamespaceError("Namespace cannot be empty.")
+            writes = [op for op in ops if isinstance(op, PutOp)]
+            mem = self.memory
+            if isinstance(mem.embedder, LangChainEmbedder) and (
+                    any(op.value is not None for op in writes) or any(isinstance(op, SearchOp) and op.query for op in ops)):
+                mem.embedder.check_sync()   # async-only embeddings: refused before the lock, not deadlocked
+            if writes and turn is None:
+                W.check_wait(self._order, mem.embedder)
+            if writes and C.read_only(mem):  # before any read: the batch does nothing
+                from ..store.backends.durable import StorageError
+
+                verb = "delete" if all(op.value is None for op in writes) else "put"
+                raise StorageError(f"{verb}: this store's memory was opened read_only=True: it answers get, search and "
+                                   f"list_namespaces only; open it without read_only to write")
+            queries = {id(op): mem.embedder.embed_query(op.query) for op in ops  # outside the lock, as the writes
+                       if isinstance(op, SearchOp) and op.query and isinstance(mem.embedder, LangChainEmbedder)}
+            if writes and turn is None:
+                turn = self._order.take()
+            return self._run(ops, writes, queries, turn)
+        finally:
+            if turn is not None:
+                turn.finish()
+
+    def _run(self, ops: list[Op], writes: list[PutOp], queries: dict, turn: W.Turn | None) -> list[Result]:
+        mem, vectors = self.memory, {}
+        puts = {(tuple(op.namespace), op.key): op for op in writes}   # the last write of a key wins
+        values = [op for op in puts.values() if op.value is not None]
+        W.check_puts(values, _now(mem))   # a bad value refused before anything is embedded
+        texts = W.texts(values, namespace_id, item_id, self._text)
+        for attempt in range(U.TRIES):
+            vectors.update(W.embed(mem, W.wanted(mem, texts, vectors)))   # without the store's lock
+            if turn is not None:
+                turn.wait()   # the writes called before this one are applied first
+            with self._lock:
+                if (cancel := AE.CANCEL.get()) is not None and cancel.cancelled:
+                    raise asyncio.CancelledError()   # cancelled before it was applied: nothing is written
+                mem.refresh()  # what other handles committed (a no-op in process)
+                self._queries = queries   # the query embeddings of this batch's searches (read under the lock)
+                if attempt + 1 < U.TRIES and W.wanted(mem, texts, vectors):
+                    continue   # a namespace removed meanwhile: its text is embedded outside the lock
+                now = _now(mem)
+                results: list[Result] = []
+                for op in ops:
+                    if isinstance(op, GetOp):
+                        results.append(self._get(op, now))
+                    elif isinstance(op, SearchOp):
+                        results.append(self._search(op, now))
+                    elif isinstance(op, ListNamespacesOp):
+                        results.append(self._list_namespaces(op, now))
+                    elif isinstance(op, PutOp):
+                        results.append(None)
+                    else:
+                        raise TypeError(f"unknown store operation {type(op).__name__}")
+                if puts:
+                    self._apply_puts(list(puts.values()), now, vectors)
+                return results
+        raise AssertionError("unreachable: the last attempt applies")  # pragma: no cover
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """:meth:`batch` in a worker thread; async-only embeddings are awaited on this loop
-        (:mod:`hypermem.integrations._async_embed`)."""
+        (:mod:`hypermem.integrations._async_embed`).  A write cancelled before it is applied
+        (while its texts are embedded, or it waits for earlier writes) is not applied."""
         ops = list(ops)
-        token = AE.CALLER_LOOP.set(asyncio.get_running_loop())
+        turn = self._order.take() if any(isinstance(op, PutOp) for op in ops) else None  # its place: this call
+        cancel = AE.Cancel()
+        loop_token, cancel_token = AE.CALLER_LOOP.set(asyncio.get_running_loop()), AE.CANCEL.set(cancel)
         try:
-            return await asyncio.to_thread(self.batch, ops)   # the worker sees CALLER_LOOP (a copied context)
+            return await asyncio.to_thread(self._batch, ops, turn)   # the worker sees both (a copied context)
+        except asyncio.CancelledError:
+            cancel.cancel()
+            raise
         finally:
-            AE.CALLER_LOOP.reset(token)
+            if turn is not None:
+                turn.drop()   # a worker that never started leaves its place
+            AE.CANCEL.reset(cancel_token)
+            AE.CALLER_LOOP.reset(loop_token)
 
     # ------------------------------------------------------------------ reads
     def _live(self, rec: MemoryRecord, now: datetime) -> bool:
@@ -297,12 +323,12 @@ class HypermemStore(BaseStore):
 
     def _page(self, op: SearchOp, now: datetime, root: str | None, values: Mapping | None,
               user: Any) -> list[tuple[MemoryRecord, float | None]]:
-        """The records of the page ``op`` asks for, with their relevance (``None``: unscored)."""
+        """The records of the page ``op`` asks for, with their relevance (``None``: unscored); the
+        query's embedding from ``_queries`` (LangChain embeddings: computed before the store's lock)."""
         mem, want = self.memory, op.offset + op.limit
         if op.query:
-            q, vector = op.query, False
-            if isinstance(mem.embedder, LangChainEmbedder):
-                q, vector = mem.embedder.embed_query(op.query), True
+            qv = self._queries.get(id(op))
+            q, vector = (op.query, False) if qv is None else (qv, True)
             if self.search_mode == "ancestors":  # the prefix is a filter, not the root of the ranking
                 inside = None if root is None else mem.descendants(root)
                 hits = C.search(mem, q, want, self._where(values, user, now, True, inside), vector=vector,
@@ -368,36 +394,26 @@ class HypermemStore(BaseStore):
         text = "\n".join(t for t in texts if t.strip())
         return text or None
 
-    def _check_puts(self, writes: list[PutOp], now: datetime) -> dict[int, datetime | None]:
-        """Every write's value and ttl checked before anything is written; the ends of their windows."""
-        until = {}
-        for op in writes:
-            ns = tuple(op.namespace)
-            if not isinstance(op.value, dict):
-                raise TypeError(f"the value of {ns}/{op.key!r} must be a dict, got {type(op.value).__name__}")
-            if (bad := json_problem(op.value)) is not None:
-                raise ValueError(f"the value of {ns}/{op.key!r} must be JSON: {bad}")
-            until[id(op)] = _ttl_until(op.ttl, now)  # None: no expiry (BaseStore.put puts default_ttl in)
-        return until
-
-    def _apply_puts(self, puts: list[PutOp], now: datetime) -> None:
+    def _apply_puts(self, puts: list[PutOp], now: datetime, vectors: Mapping[str, Any]) -> None:
+        """Apply the writes with the ``vectors`` of their texts, computed before the lock (a text
+        without one, only after every retry of :meth:`_run`, is embedded by the memory)."""
         mem = self.memory
-        until = self._check_puts([op for op in puts if op.value is not None], now)
+        until = W.check_puts([op for op in puts if op.value is not None], now)
         gone = [item_id(tuple(op.namespace), op.key) for op in puts if op.value is None]
         removed = C.remove(mem, gone)   # unknown ids (removed by another process too) are ignored
         writes = [op for op in puts if op.value is not None]
-        chains = sorted({tuple(op.namespace)[:n] for op in writes for n in range(1, len(op.namespace) + 1)}, key=len)
         nodes = [{"id": namespace_id(ns), "text": "/".join(ns), "parent": namespace_id(ns[:-1]) if len(ns) > 1 else None,
-                  "meta": {_KIND: "namespace", "namespace": list(ns)}} for ns in chains]
+                  "meta": {_KIND: "namespace", "namespace": list(ns)}, "embedding": vectors.get("/".join(ns))}
+                 for ns in W.chains(writes)]
         items = []
         for op in writes:
             ns, i = tuple(op.namespace), item_id(tuple(op.namespace), op.key)
             text = self._text(op.value, op.index)
+            whole = text or json.dumps(op.value, sort_keys=True, ensure_ascii=False)
             rec = U.get_or_none(mem, i)
             created = rec.meta["created_at"] if rec is not None and self._live(rec, now) else C.iso(now)
-            items.append({"id": i, "parent": namespace_id(ns), "t": now,
-                          "text": text or json.dumps(op.value, sort_keys=True, ensure_ascii=False),
-                          "valid_until": until[id(op)],
+            items.append({"id": i, "parent": namespace_id(ns), "t": now, "text": whole,
+                          "valid_until": until[id(op)], "embedding": vectors.get(whole),
                           "meta": {_KIND: "item", "namespace": list(ns), "key": op.key,
                                    "value": copy.deepcopy(op.value),
                                    "created_at": created, "indexed": text is not None, "ttl": op.ttl}})
@@ -405,7 +421,7 @@ class HypermemStore(BaseStore):
             U.add_missing(mem, nodes)   # a namespace another process creates meanwhile exists once
             try:
                 if items:
-                    C.upsert(mem, items)
+                    C.upsert(mem, W.replace_changed(mem, items))   # changed texts replaced with their vectors
                 break
             except KeyError:   # another process removed a namespace (its last item) since: create it again
                 if attempt + 1 == U.TRIES or all(n["id"] in mem for n in nodes):
