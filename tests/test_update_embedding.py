@@ -105,3 +105,11 @@ def test_the_mirror_free_client_takes_an_embedding_as_the_store_does(pg_url, tmp
             lean.update("b", embedding=[math.inf] * DIM)
     finally:
         lean.close()
+
+
+def test_a_zero_embedding_alone_names_no_text_it_was_not_given():
+    mem = Memory(embedder=HashingEmbedder(dim=DIM))
+    mem.add("dogs are loyal", id="a")
+    with pytest.raises(ValueError, match=r"^update\('a'\): its embedding is all zeros") as err:
+        mem.update("a", embedding=[0.0] * DIM)
+    assert "text ''" not in str(err.value)

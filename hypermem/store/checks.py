@@ -100,7 +100,8 @@ def check_has_direction(emb: torch.Tensor, texts: list, where: Callable[[int], s
             why = "the hashing embedder found no word in its text and gave the zero vector"
         else:
             why = f"the embedder {type(embedder).__name__} gave the zero vector for its text"
-        raise ValueError(f"{where(i)} (text {short(texts[i])}): {why}, so the memory would have no direction "
+        named = "" if texts[i] is None else f" (text {short(texts[i])})"   # None: update(embedding=) alone
+        raise ValueError(f"{where(i)}{named}: {why}, so the memory would have no direction "
                          f"in the ball; give it an embedding with a non-zero entry")
 
 
@@ -339,7 +340,7 @@ def check_ids(ids: Any, call: str) -> list:
     return out
 
 
-def check_embedding(embedding: Any, dim: int, text: str, where: str) -> torch.Tensor:
+def check_embedding(embedding: Any, dim: int, text: str | None, where: str) -> torch.Tensor:
     """A precomputed embedding given for ``text`` (``add_many``'s ``embedding``, ``update``'s):
     a finite, non-zero vector of shape ``(dim,)``, returned as a float64 CPU tensor."""
     try:
@@ -358,7 +359,7 @@ def embedding_for_update(embedder: Any, dim: int, text: str | None, embedding: A
     """The new embedding of ``update(id, text=, embedding=)``: the given one (checked as
     :func:`check_embedding`), else the embedder's for the new text, else ``None`` (no move)."""
     if embedding is not None:
-        return check_embedding(embedding, dim, "" if text is None else text, where)
+        return check_embedding(embedding, dim, text, where)
     return None if text is None else embed_for_store(embedder, [text], lambda _: where)[0]
 
 
