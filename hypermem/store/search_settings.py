@@ -7,8 +7,12 @@ and so always win over what a caller passes), these only weigh the score's terms
 (:mod:`hypermem.store.lexical`, :mod:`hypermem.store.calibration`): a snapshot or a durable
 database reopens with the values it was saved with, and an explicit argument of
 ``Memory.open`` wins over them.  A config without them (written before they were kept) opens
-as it did then: ``hybrid`` from the embedder (:func:`~hypermem.store.lexical.default_hybrid`),
-the saved ``time_coef`` as the seed's explicit coefficient.
+as it ranked then: ``hybrid`` 0 for a config hypermem wrote (it has ``dtype``; a version
+before hybrid search ranked without the lexical term: ``mem.hybrid = 0.3`` or
+``Memory.open(..., hybrid=0.3)`` opts in), ``hybrid`` from the embedder
+(:func:`~hypermem.store.lexical.default_hybrid`) for a file of the NumPy reference
+``poincare-memory`` (no ``dtype``: docs/migrating.md), the saved ``time_coef`` as the seed's
+explicit coefficient.
 
 ``recency_weight`` (when set) stands for the calibrated time term: the ``time_coef`` saved
 beside it is only the value it had at saving time, so reopening drops it and recalibrates to
@@ -48,6 +52,8 @@ def apply_search_settings(config: Mapping[str, Any], kwargs: MutableMapping[str,
     (which already hold the stored ``time_coef``), explicit ones in ``kwargs`` winning."""
     if kwargs.get("hybrid") is None and config.get("hybrid") is not None:
         kwargs["hybrid"] = config["hybrid"]
+    elif kwargs.get("hybrid") is None and "hybrid" not in config and "dtype" in config:
+        kwargs["hybrid"] = 0.0  # written by hypermem before hybrid search: it ranks as it did (module docstring)
     rw = kwargs.get("recency_weight")
     if rw is None:
         rw = config.get("recency_weight")

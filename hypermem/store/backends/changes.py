@@ -36,6 +36,10 @@ client that last read a version below the floor cannot know what was removed mea
 ``changes_since`` answers ``None`` for the removals and the client re-reads the store whole
 (as after a restored backup).  The log then holds at most the removals of the last
 ``REMOVAL_LOG_VERSIONS`` write transactions, however many memories a long-lived store removes.
+The first floor takes the store to layout 3 (:mod:`.layouts`): a version that does not know
+the floor can no longer open it.  A writer that does not stamp its rows (a layout-1 process
+still open on an upgraded store) is caught by ``stamped`` (:func:`.layouts.behind`): the
+client re-reads whole then too.
 """
 
 from __future__ import annotations
@@ -47,35 +51,30 @@ from typing import Any
 import torch
 
 from ...temporal.clock import to_seconds
+from .layouts import FLOOR_LAYOUT, STAMPS_LAYOUT, raise_floor, warn_upgraded
 from .rows import COLUMNS, derived_directions, record_of, stored_time, vector_from
 
-__all__ = ["REMOVAL_LOG_VERSIONS", "apply_changes", "collect_changes", "issue_changes", "prune_removal_log",
-           "removal_floor"]
+__all__ = ["REMOVAL_LOG_VERSIONS", "apply_changes", "collect_changes", "issue_changes", "prune_removal_log"]
 
 REMOVAL_LOG_VERSIONS = 100_000
 """Write transactions (versions) of removals the log keeps at least (see the module docstring)."""
 
 
-def prune_removal_log(con, prefix: str, mark: str, next_version: int, keep: int = REMOVAL_LOG_VERSIONS) -> bool:
+def prune_removal_log(con, prefix: str, mark: str, next_version: int, keep: int = REMOVAL_LOG_VERSIONS,
+                      where: str = "the store") -> bool:
     """Inside the caller's write transaction: when the log's oldest entry is more than ``keep``
     versions behind ``next_version``, delete the entries at or below ``next_version - keep // 2``
-    and record that version as ``removed_floor``.  Two index lookups when nothing is pruned.
-    Returns whether it pruned."""
+    and record that version as ``removed_floor`` (the first floor takes the store to layout 3,
+    :mod:`.layouts`; ``where`` names the store in that warning).  Two index lookups when nothing
+    is pruned.  Returns whether it pruned."""
     oldest = con.execute(f"SELECT min(version) FROM {prefix}_removed").fetchone()[0]
     if oldest is None or next_version - int(oldest) <= keep:
         return False
     floor = next_version - max(1, keep // 2)
     con.execute(f"DELETE FROM {prefix}_removed WHERE version <= {mark}", (floor,))
-    con.execute(f"INSERT INTO {prefix}_state VALUES ('removed_floor', {mark}) "
-                "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (floor,))
+    if raise_floor(con, prefix, mark, floor):  # the first floor: layout 3 (.layouts)
+        warn_upgraded(where, STAMPS_LAYOUT, FLOOR_LAYOUT, "its removal log was pruned for the first time")
     return True
-
-
-def removal_floor(cursor) -> int:
-    """The ``removed_floor`` a ``SELECT value FROM <prefix>_state WHERE key = 'removed_floor'``
-    cursor read (0: nothing pruned yet, or a store written before the log was pruned)."""
-    row = cursor.fetchone()
-    return 0 if row is None else int(row[0])
 
 
 def issue_changes(con, version: int, prefix: str, mark: str) -> tuple:

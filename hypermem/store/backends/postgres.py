@@ -27,7 +27,8 @@ Schema (in the first schema of the search path: one memory per schema, e.g. a UR
 The change stamps of :mod:`~hypermem.store.backends.changes`: ``changed_at`` /
 ``touched_at`` (``bigint``, indexed), the version of the transaction that last wrote /
 touched the row, and ``hypermem_removed (version bigint, ids text[])``, the removal log.
-A database of layout 1 is upgraded when opened for writing.
+A database of layout 1 is upgraded when opened for writing; the first ``removed_floor`` takes it to
+layout 3 (:mod:`.layouts`, :mod:`.pg_layout`).
 
 Ingest: one binary ``COPY`` in the call's transaction (:meth:`PostgresStorage.insert`); rewrites: upserts.
 
@@ -54,9 +55,11 @@ import torch
 from ...geometry import poincare as P
 from ...geometry.lorentz import to_mips_vectors
 from . import fork_guard
-from .changes import REMOVAL_LOG_VERSIONS, collect_changes, issue_changes, prune_removal_log, removal_floor
+from .changes import REMOVAL_LOG_VERSIONS, collect_changes, issue_changes, prune_removal_log
 from .durable import ConnectionLost, StorageError, first_statement
+from .layouts import FLOOR_LAYOUT, STAMPS_LAYOUT, behind, check_layout, raise_floor, unstamped, warn_upgraded
 from .pg_errors import CREATE_LOCK, describe, is_lost, redact
+from .pg_layout import STAMPS, upgrade
 from .pg_search import server_search
 from .rows import COLUMNS, VECTOR_DTYPES, vector_from
 
@@ -69,7 +72,7 @@ try:
 except ImportError as exc:  # pragma: no cover - the extra is missing
     raise ImportError('PostgreSQL storage needs the postgres extra: pip install "hypermem-torch[postgres]"') from exc
 
-LAYOUT = 2
+LAYOUT = STAMPS_LAYOUT
 _JSON_NUL = re.compile(r"(?:^|[^\\])(?:\\\\)*\\u0000")  # an escaped NUL, not an escaped backslash + "u0000"
 _COLS = COLUMNS + ("dirv", "lor", "changed_at")
 _UPSERT = (f"INSERT INTO hypermem_memories ({', '.join(_COLS)}) VALUES ("
@@ -85,15 +88,8 @@ ANN_OPS = {"lor": "vector_l2_ops", "dirv": "vector_ip_ops"}
 _COPY = f"COPY hypermem_memories ({', '.join(_COLS)}) FROM STDIN (FORMAT BINARY)"
 _COPY_TYPES = ("text", "int8", "int8", "text", "text", "timestamptz", "timestamptz", "timestamptz", "int8",
                "timestamptz", "jsonb", "float8", "bytea", "bytea", "vector", "vector", "int8")
-_STAMPS = ("CREATE INDEX IF NOT EXISTS hypermem_memories_changed ON hypermem_memories (changed_at)",
-           # partial: a new row (touched_at 0) costs the ingest no entry; the refresh's query
-           # repeats the predicate (changes.issue_changes), so the planner can read by it
-           "CREATE INDEX IF NOT EXISTS hypermem_memories_touched ON hypermem_memories (touched_at) WHERE touched_at > 0",
-           "CREATE TABLE IF NOT EXISTS hypermem_removed (version bigint NOT NULL, ids text[] NOT NULL)",
-           "CREATE INDEX IF NOT EXISTS hypermem_removed_version ON hypermem_removed (version)")
-_UPGRADE = ("ALTER TABLE hypermem_memories ADD COLUMN IF NOT EXISTS changed_at bigint NOT NULL DEFAULT 0",
-            "ALTER TABLE hypermem_memories ADD COLUMN IF NOT EXISTS touched_at bigint NOT NULL DEFAULT 0",
-            *_STAMPS, "UPDATE hypermem_config SET value = '2'::jsonb WHERE key = 'layout'")
+_BUMP = ("WITH s AS (SELECT value FROM hypermem_state WHERE key = 'stamped') UPDATE hypermem_state SET value = %s "
+         "WHERE key IN ('version', 'stamped') RETURNING (SELECT value FROM s)")  # stamped as it was (.layouts)
 
 
 def _as_is(text: str) -> str:
@@ -215,20 +211,10 @@ class PostgresStorage:
                                f"hypermem (its columns: {cols[0]}); open another database or schema")
         cfg = dict(con.execute("SELECT key, value FROM hypermem_config").fetchall())
         con.rollback()
-        if cfg.get("layout") == 1 and not self.read_only:
-            try:  # layout 1 -> 2: the change stamps and the removal log, in one transaction
-                con.execute("LOCK TABLE hypermem_config IN EXCLUSIVE MODE")
-                for sql in _UPGRADE:
-                    con.execute(sql)
-                con.commit()
-            except BaseException:
-                con.rollback()
-                raise
-            cfg["layout"] = LAYOUT
-        if cfg.get("layout") not in (1, LAYOUT):
-            raise StorageError(f"the database has storage layout {cfg.get('layout')!r}; this hypermem reads 1 and "
-                               f"{LAYOUT}")
-        self.incremental = cfg["layout"] == LAYOUT
+        layout = check_layout(cfg, "the database")
+        if layout < FLOOR_LAYOUT and not self.read_only:  # one-way, in one transaction (pg_layout)
+            cfg["layout"] = upgrade(con, layout, repr(self._safe_url()))
+        self.incremental = cfg["layout"] >= STAMPS_LAYOUT
         self._configure(cfg)
         return cfg
 
@@ -266,7 +252,7 @@ class PostgresStorage:
             con.execute("CREATE INDEX hypermem_memories_parent ON hypermem_memories (parent_id)")
             for name, col in _CLIENT_INDEXES.items():  # the creator makes them: a client that is no owner cannot
                 con.execute(f"CREATE INDEX {name} ON hypermem_memories ({col})")
-            for sql in _STAMPS:
+            for sql in STAMPS:
                 con.execute(sql)
             with pipeline(con), con.cursor() as cur:  # pipeline: a lost connection is raised once
                 cur.executemany("INSERT INTO hypermem_config VALUES (%s, %s::jsonb)",
@@ -348,8 +334,11 @@ class PostgresStorage:
         return v
 
     def bump(self) -> int:
-        return int(self.con.execute("UPDATE hypermem_state SET value = %s WHERE key = 'version' RETURNING value",
-                                    (self.next_version,)).fetchone()[0])
+        """``version`` and ``stamped`` raised in one statement; after unstamped writes, the floor (:mod:`.layouts`)."""
+        v, was = self.next_version, self.con.execute(_BUMP, (self.next_version,)).fetchone()[0]
+        if unstamped(was, v - 1) and raise_floor(self.con, "hypermem", "%s", v - 1):
+            warn_upgraded(repr(self._safe_url()), STAMPS_LAYOUT, FLOOR_LAYOUT, "a writer that does not stamp wrote")
+        return v
 
     def commit(self) -> None:
         self.con.commit()
@@ -424,7 +413,8 @@ class PostgresStorage:
         self.con.execute("DELETE FROM hypermem_memories WHERE id = ANY(%s)", (list(ids),))
         if ids:
             self.con.execute("INSERT INTO hypermem_removed VALUES (%s, %s)", (self.next_version, list(ids)))
-            prune_removal_log(self.con, "hypermem", "%s", self.next_version, self.removal_log_versions)
+            prune_removal_log(self.con, "hypermem", "%s", self.next_version, self.removal_log_versions,
+                              repr(self._safe_url()))
 
     def touch(self, items: list[tuple]) -> None:
         """``(increment, last_accessed, id)`` per touched memory, stamped ``touched_at``."""
@@ -442,13 +432,13 @@ class PostgresStorage:
             with pipeline(con):  # one round trip for the snapshot, the version and the changes
                 if not in_transaction:
                     con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-                head = con.execute("SELECT value FROM hypermem_state WHERE key = 'version'")
-                floor = con.execute("SELECT value FROM hypermem_state WHERE key = 'removed_floor'")
+                head = con.execute("SELECT key, value FROM hypermem_state")  # version, removed_floor, stamped
                 cursors = issue_changes(con, version, "hypermem", "%s")
-            now = int(head.fetchone()[0])
+            state = dict(head.fetchall())
+            now = int(state["version"])
             removed, rows, touched = collect_changes(cursors)
-            if version < removal_floor(floor):
-                removed = None  # the log no longer reaches back to version: re-read whole
+            if now != version and behind(version, state):
+                removed = None  # pruned log, or a writer that does not stamp: re-read whole (.layouts)
         finally:
             if not in_transaction:
                 con.rollback()

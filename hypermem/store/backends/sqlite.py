@@ -15,8 +15,9 @@ Tables (``hm_`` prefix; a file written by :meth:`Memory.save` is a different for
   the ids each removing transaction deleted, pruned to the last
   :data:`~.changes.REMOVAL_LOG_VERSIONS` versions (``removed_floor`` in ``hm_state``).
 
-A file of layout 1 (no change stamps) is upgraded when opened for writing; opened
-read-only, it is re-read whole after another process wrote, as before.
+Layouts (:mod:`.layouts`): a file of layout 1 (no change stamps) is upgraded to 2 when opened
+for writing (opened read-only, it is re-read whole after another process wrote, as before); the
+first ``removed_floor`` takes it to layout 3.  Each upgrade is one transaction and warns once.
 
 Ingest: a batch of new memories is one ``INSERT`` prepared once and run for every row
 (``executemany``) in the call's one transaction.
@@ -45,8 +46,9 @@ from typing import Any
 
 from ..validation import load_json, short, sqlite_problem
 from . import fork_guard
-from .changes import REMOVAL_LOG_VERSIONS, collect_changes, issue_changes, prune_removal_log, removal_floor
+from .changes import REMOVAL_LOG_VERSIONS, collect_changes, issue_changes, prune_removal_log
 from .durable import StorageError
+from .layouts import FLOOR_LAYOUT, STAMPS_LAYOUT, behind, check_layout, raise_floor, unstamped, warn_upgraded
 from .rows import COLUMNS, VECTOR_DTYPES
 from .sqlite_open import (
     BUSY_TIMEOUT,
@@ -59,7 +61,8 @@ from .sqlite_open import (
 )
 from .touches import TOUCH_WAIT_MS
 
-LAYOUT = 2
+LAYOUT = STAMPS_LAYOUT
+"""The layout a new file is created at (:mod:`.layouts`)."""
 PAGE_SIZE = 16384
 WAL_PAGES = 256
 """Pages after which a commit checkpoints the WAL into the file (SQLite's default is 1,000: 16 MiB
@@ -76,7 +79,9 @@ _UPGRADE = ("ALTER TABLE hm_memories ADD COLUMN changed_at INTEGER NOT NULL DEFA
             "CREATE INDEX hm_memories_changed ON hm_memories (changed_at)",
             "CREATE INDEX hm_memories_touched ON hm_memories (touched_at)",
             "CREATE TABLE hm_removed (version INTEGER NOT NULL, ids TEXT NOT NULL)",
-            "CREATE INDEX hm_removed_version ON hm_removed (version)")
+            "CREATE INDEX hm_removed_version ON hm_removed (version)",
+            "INSERT INTO hm_state SELECT 'stamped', value FROM hm_state WHERE key = 'version'")
+_STATE = "SELECT key, value FROM hm_state"
 
 
 _INDEX = {c: j for j, c in enumerate(COLUMNS)}
@@ -128,6 +133,8 @@ class SqliteStorage:
     removal_log_versions = REMOVAL_LOG_VERSIONS
     """Versions of removals the log keeps at least (:func:`~.changes.prune_removal_log`)."""
     identity: tuple[int, int] | None = None
+    _unstamped = False
+    """Whether the current write transaction found writes that did not stamp (set by :meth:`version`)."""
     """``(device, inode)`` of the file this handle opened for writing (checked at each write)."""
 
     def __init__(self, path: str | os.PathLike, read_only: bool = False, synchronous: str = "FULL",
@@ -266,29 +273,40 @@ class SqliteStorage:
         where = repr(self.path)   # the stored settings are data from anywhere: NaN, deep nesting refused
         cfg = {k: load_json(v, where, f"the stored setting {short(k)}") for k, v in
                self.con.execute("SELECT key, value FROM hm_config")}
-        if cfg.get("layout") == 1 and not self.read_only:
-            self._upgrade()
-            cfg["layout"] = LAYOUT
-        if cfg.get("layout") not in (1, LAYOUT):
-            raise StorageError(f"{self.path!r} has storage layout {cfg.get('layout')!r}; this hypermem reads "
-                               f"1 and {LAYOUT}")
-        self.incremental = cfg["layout"] == LAYOUT
+        layout = check_layout(cfg, repr(self.path))
+        if layout < FLOOR_LAYOUT and not self.read_only:
+            cfg["layout"] = self._upgrade(layout)
+        self.incremental = cfg["layout"] >= STAMPS_LAYOUT
         self.vector_dtype = cfg.get("vector_dtype", "float64")
         return cfg
 
-    def _upgrade(self) -> None:
-        """Layout 1 -> 2: add the change stamps and the removal log (one transaction)."""
+    def _upgrade(self, layout: int) -> int:
+        """Layout 1 -> 2: add the change stamps, the removal log and ``stamped``; layout 2 with a
+        ``removed_floor`` (pruned by a version before layout 3) -> 3 (:mod:`.layouts`).  One
+        transaction, the layout read again under the write lock; returns the layout now."""
         con = self.con
+        if layout == STAMPS_LAYOUT and con.execute("SELECT 1 FROM hm_state WHERE key = 'removed_floor'").fetchone() \
+                is None:
+            return layout  # the common case: nothing to do, no write lock taken
         con.execute("BEGIN IMMEDIATE")
         try:
-            if json.loads(con.execute("SELECT value FROM hm_config WHERE key = 'layout'").fetchone()[0]) == 1:
+            was = now = json.loads(con.execute("SELECT value FROM hm_config WHERE key = 'layout'").fetchone()[0])
+            if now == 1:
                 for sql in _UPGRADE:
                     con.execute(sql)
-                con.execute("UPDATE hm_config SET value = ? WHERE key = 'layout'", (json.dumps(LAYOUT),))
+                con.execute("UPDATE hm_config SET value = ? WHERE key = 'layout'", (json.dumps(STAMPS_LAYOUT),))
+                now = STAMPS_LAYOUT
+            state = dict(con.execute(_STATE).fetchall())
+            if now == STAMPS_LAYOUT and "removed_floor" in state:
+                raise_floor(con, "hm", "?", int(state["removed_floor"]))
+                now = FLOOR_LAYOUT
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
             raise
+        if now != was:
+            warn_upgraded(repr(self.path), was, now, "opened for writing by this version")
+        return now
 
     def create(self, config: dict[str, Any]) -> bool:
         """Create the tables; False (nothing written) when another process created them since
@@ -307,7 +325,7 @@ class SqliteStorage:
                         "TEXT, access_count INTEGER NOT NULL, last_accessed TEXT, meta TEXT NOT NULL, depth REAL "
                         "NOT NULL, embedding BLOB NOT NULL, direction BLOB, changed_at INTEGER NOT NULL DEFAULT 0, "
                         "touched_at INTEGER NOT NULL DEFAULT 0)")
-            for sql in _UPGRADE[2:]:
+            for sql in _UPGRADE[2:-1]:
                 con.execute(sql)
             con.executemany("INSERT INTO hm_config VALUES (?, ?)",
                             [(k, json.dumps(v, allow_nan=False)) for k, v in cfg.items()])
@@ -351,13 +369,20 @@ class SqliteStorage:
         return int(self.con.execute("SELECT value FROM hm_state WHERE key = 'version'").fetchone()[0])
 
     def version(self, wait: bool = True) -> int:
-        """The committed version, inside a write transaction (whose rows get the next one)."""
-        v = self.current_version()
+        """The committed version, inside a write transaction (whose rows get the next one); notes
+        whether a write since the last stamped one did not stamp (:func:`.layouts.unstamped`)."""
+        state = dict(self.con.execute(_STATE).fetchall())
+        v = int(state["version"])
         self.next_version = v + 1
+        self._unstamped = unstamped(state.get("stamped"), v)
         return v
 
     def bump(self) -> int:
-        self.con.execute("UPDATE hm_state SET value = ? WHERE key = 'version'", (self.next_version,))
+        """Raise ``version`` and ``stamped`` to this transaction's version; after unstamped
+        writes, their last version becomes the floor (:func:`.layouts.raise_floor`)."""
+        self.con.execute("UPDATE hm_state SET value = ? WHERE key IN ('version', 'stamped')", (self.next_version,))
+        if self._unstamped and raise_floor(self.con, "hm", "?", self.next_version - 1):
+            warn_upgraded(repr(self.path), STAMPS_LAYOUT, FLOOR_LAYOUT, "a writer that does not stamp its rows wrote")
         return self.next_version
 
     # ------------------------------------------------------------------ rows
@@ -376,7 +401,7 @@ class SqliteStorage:
         self.con.executemany("DELETE FROM hm_memories WHERE id = ?", [(i,) for i in ids])
         if ids:
             self.con.execute("INSERT INTO hm_removed VALUES (?, ?)", (self.next_version, json.dumps(ids)))
-            prune_removal_log(self.con, "hm", "?", self.next_version, self.removal_log_versions)
+            prune_removal_log(self.con, "hm", "?", self.next_version, self.removal_log_versions, repr(self.path))
 
     def touch(self, items: list[tuple]) -> None:
         """``(increment, last_accessed, id)`` per touched memory, stamped ``touched_at``."""
@@ -388,16 +413,18 @@ class SqliteStorage:
     def changes_since(self, version: int, in_transaction: bool = False):
         """``(version, removed ids, changed rows, touched (id, access_count, last_accessed))``
         committed after ``version``, read in one snapshot (:mod:`.changes`); removed ids
-        ``None`` when the pruned log no longer reaches back to ``version``."""
+        ``None`` when the client must re-read the store whole (:func:`.layouts.behind`: the
+        pruned log no longer reaches back to ``version``, or a writer did not stamp its rows)."""
         con = self.con
         if not in_transaction:
             con.execute("BEGIN")
         try:
-            now = self.current_version()
+            state = dict(con.execute(_STATE).fetchall())  # version, removed_floor, stamped: one read
+            now = int(state["version"])
             if now == version:
                 return now, [], [], []
-            if version < removal_floor(con.execute("SELECT value FROM hm_state WHERE key = 'removed_floor'")):
-                return now, None, [], []  # the log no longer reaches back to version: re-read whole
+            if behind(version, state):
+                return now, None, [], []
             removed, rows, touched = collect_changes(issue_changes(con, version, "hm", "?"), json.loads)
         finally:
             if not in_transaction:
