@@ -226,7 +226,7 @@ def test_hybrid_and_recency_weight_are_kept_by_files_and_databases(tmp_path, pg_
     con.commit()
     con.close()
     old = Memory.load(tmp_path / "m.db", embedder=_semantic())
-    assert old.hybrid == HYBRID_DEFAULT and old.recency_weight is None
+    assert old.hybrid == 0.0 and old.recency_weight is None   # ranks as the version that wrote it did
     for target in (tmp_path / "d.db", pg_url):
         with Memory.open(target, embedder=_semantic(), hybrid=0.6, recency_weight=0.05) as db:
             db.add_many([{"text": t} for t in _texts(10)])
