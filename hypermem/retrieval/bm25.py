@@ -79,8 +79,8 @@ that :func:`tokenize` leaves out: they carry no topic, and a question is full of
 @lru_cache(maxsize=1)
 def _pieces() -> re.Pattern:
     """A word (a word character that is not CJK, then such characters and combining marks) or
-    a run of CJK characters (:data:`_CJK`).  Built on the first text that is not ASCII (about
-    0.05 s).  The marks outside the Basic Multilingual Plane are tried only at such a character:
+    a run of CJK characters (:data:`_CJK`).  Built once, on the first text that is not
+    ASCII (it scans the code points for marks).  The marks outside the Basic Multilingual Plane are tried only at such a character:
     a long character class is read range by range, and the end of every word tests it."""
     bmp, astral = (_ranges([c for c in map(chr, r) if unicodedata.category(c)[0] == "M"])
                    for r in (range(0x10000), (*range(0x10000, 0x20000), *range(0xE0000, 0xE0200))))
