@@ -18,7 +18,10 @@ it returns:
 **Failure.**  If writing fails the transaction is rolled back and the in-process state
 is rebuilt from the storage, so the call leaves no trace and raises
 :class:`StorageError`; if even that read fails (a server gone), the rebuild happens at
-the start of the next call.
+the start of the next call, and ``len``, ``in``, ``ids``, iteration and navigation re-read
+first (raising while the server is away: :mod:`.durable_reads`), never showing rows that
+were not committed.  One connection a store: its threads take turns on it (``state.lock``,
+``search_server`` too).
 
 **Other processes.**  Each transaction carries a version counter and stamps the rows it
 writes, touches or removes with it (:mod:`~hypermem.store.backends.changes`).  A call that
@@ -50,6 +53,7 @@ from ..encoder_points import places_points
 from ..heap import trim_after
 from ..records import MemoryRecord
 from .changes import apply_changes
+from .durable_reads import install as install_reads
 from .rows import encode, load_state, vector_from
 from .storage_errors import ConnectionLost as ConnectionLost  # re-exported: postgres, server
 from .storage_errors import StorageError, first_statement
@@ -89,14 +93,18 @@ class DurableStore:
 
     def _load(self, in_transaction: bool = False) -> None:
         """Rebuild the in-process state from the storage (inside the caller's transaction
-        when ``in_transaction``)."""
-        version, self._seq, self._sib = load_state(self, self._storage, in_transaction)   # streamed (rows.py)
+        when ``in_transaction``); stale again when it fails (:mod:`.durable_reads`)."""
+        self._stale = False  # the rebuild's own reads of the state do not re-read
+        try:
+            version, self._seq, self._sib = load_state(self, self._storage, in_transaction)   # streamed (rows.py)
+        except BaseException:
+            self._stale = True
+            raise
         if not places_points(self.embedder):  # the storage holds them: no second copy in RAM
             self.state.release_embeddings(self._stored_embeddings)
         trim_after(self.state.n)  # the rows read back to the OS (hypermem.store.heap)
         self._counter = 1 + max([*self._seq.values(), *self._sib.values()], default=-1)
         self._synced = version
-        self._stale = False
         if self._pending:
             self._pending.reapply(self.state)
         self.searcher.invalidate()
@@ -431,7 +439,8 @@ class DurableStore:
         search = getattr(self._storage, "search", None)
         if search is None:
             raise StorageError(f"{self._storage!r} has no server-side search (PostgreSQL has); use search()")
-        return search(self, query, k, **kwargs)
+        with self.state.lock:  # the one connection: never inside another thread's write transaction
+            return search(self, query, k, **kwargs)
 
     def get(self, id: str) -> MemoryRecord:
         self.refresh()
@@ -449,25 +458,7 @@ class DurableStore:
         return super().__repr__()[:-1] + f", storage={self._storage!r})"
 
 
-def _caught_up(name: str):
-    """A navigation method (``children``, ``parent``, ...) that reads the in-process state as it
-    is (no query), and, for an id it does not know, catches up with the other processes once and
-    asks again: an id another process just added is found, an unknown one still a ``KeyError``."""
-    def method(self, id: str, *args: Any, **kwargs: Any):
-        read = getattr(super(DurableStore, self), name)
-        try:
-            return read(id, *args, **kwargs)
-        except KeyError:
-            if not self.refresh():
-                raise
-            return read(id, *args, **kwargs)
-    method.__name__ = method.__qualname__ = name
-    method.__doc__ = f"``Memory.{name}``; an id this process has not seen yet is looked up after a refresh()."
-    return method
-
-
-for _name in ("parent", "children", "ancestors", "descendants", "siblings", "level", "depth", "point", "embedding"):
-    setattr(DurableStore, _name, _caught_up(_name))
+install_reads(DurableStore)  # len, in, ids, navigation: re-read first after a failed write (.durable_reads)
 
 
 _CLASSES: dict[type, type] = {}

@@ -45,10 +45,25 @@ _MESSAGES = {
 }
 
 
+def recreated_type(exc: BaseException) -> bool:
+    """Whether ``exc`` says the server no longer knows a type by the OID this connection cached
+    when it opened (pgvector's ``vector``, re-created by ``pg_restore --clean`` since): XX000
+    "cache lookup failed for type N".  Only a new connection (which looks the OIDs up again) helps."""
+    return getattr(exc, "sqlstate", None) == "XX000" and "cache lookup failed for type" in str(exc)
+
+
+RECREATED = ("the server no longer knows a type by the id this connection cached when it opened (the vector "
+             "extension was dropped and re-created, e.g. by pg_restore --clean); nothing of this call was "
+             "committed; the connection was dropped and the next call opens a new one: retry")
+
+
 def is_lost(exc: BaseException, con) -> bool:
-    """Whether ``exc`` means the connection ``con`` is gone (so the next call reconnects)."""
+    """Whether ``exc`` means the connection ``con`` is gone or useless (so the next call reconnects):
+    lost, or holding type ids a restore made stale (:func:`recreated_type`)."""
     import psycopg
 
+    if recreated_type(exc):
+        return True
     if not isinstance(exc, psycopg.OperationalError):
         return False
     if con is None or con.closed or con.broken:

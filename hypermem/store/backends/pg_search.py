@@ -186,7 +186,8 @@ def ann_settings(con, ef_search: int) -> None:
 
 def ann_column(con) -> str | None:
     """The column of the store's HNSW index (``"dirv"`` or ``"lor"``), None without one."""
-    row = con.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'hypermem_memories' AND indexname IN "
+    row = con.execute("SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND "  # the store's own
+                      "tablename = 'hypermem_memories' AND indexname IN "
                       "('hypermem_memories_dirv', 'hypermem_memories_lor') ORDER BY indexname LIMIT 1").fetchone()
     return None if row is None else row[0].rsplit("_", 1)[1]
 

@@ -58,7 +58,8 @@ from . import fork_guard
 from .changes import REMOVAL_LOG_VERSIONS, collect_changes, issue_changes, prune_removal_log
 from .durable import ConnectionLost, StorageError, first_statement
 from .layouts import FLOOR_LAYOUT, STAMPS_LAYOUT, behind, check_layout, raise_floor, unstamped, warn_upgraded
-from .pg_errors import CREATE_LOCK, describe, is_lost, redact
+from .pg_ann import ANN_OPS, build_hnsw
+from .pg_errors import CREATE_LOCK, RECREATED, describe, is_lost, recreated_type, redact
 from .pg_layout import STAMPS, upgrade
 from .pg_search import server_search
 from .rows import COLUMNS, VECTOR_DTYPES, vector_from
@@ -83,8 +84,6 @@ _CONFIG_COLUMNS = ("SELECT (SELECT coalesce(string_agg(attname, ',' ORDER BY att
                    "'hypermem_config' AND relnamespace = current_schema()::regnamespace")
 _CLIENT_INDEXES = {"hypermem_memories_seq": "seq", "hypermem_memories_sib": "sib"}
 _INDEXES_THERE = "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND tablename = 'hypermem_memories'"
-ANN_OPS = {"lor": "vector_l2_ops", "dirv": "vector_ip_ops"}
-"""The columns an HNSW index may cover, with their operator classes (:meth:`PostgresStorage.build_ann_index`)."""
 _COPY = f"COPY hypermem_memories ({', '.join(_COLS)}) FROM STDIN (FORMAT BINARY)"
 _COPY_TYPES = ("text", "int8", "int8", "text", "text", "timestamptz", "timestamptz", "timestamptz", "int8",
                "timestamptz", "jsonb", "float8", "bytea", "bytea", "vector", "vector", "int8")
@@ -181,6 +180,8 @@ class PostgresStorage:
         call reconnects); any other error rolls back and keeps it (:mod:`.pg_errors`)."""
         if is_lost(exc, self._con):
             self._drop()
+            if recreated_type(exc):
+                return ConnectionLost(f"PostgreSQL storage: {RECREATED} ({str(exc).strip()})")
             return ConnectionLost(f"PostgreSQL connection lost or refused ({str(exc).strip()}); nothing of this call "
                                 f"was committed; the next call reconnects")
         self.rollback()
@@ -279,14 +280,7 @@ class PostgresStorage:
             raise ValueError(f"on must be one of {tuple(ANN_OPS)}, got {on!r}")
         con = self.con
         try:
-            for col in ANN_OPS:
-                con.execute(f"DROP INDEX IF EXISTS hypermem_memories_{col}")
-            if maintenance_work_mem is not None:
-                con.execute("SELECT set_config('maintenance_work_mem', %s, true)", (str(maintenance_work_mem),))
-            if workers is not None:
-                con.execute(f"SET LOCAL max_parallel_maintenance_workers = {int(workers)}")
-            con.execute(f"CREATE INDEX hypermem_memories_{on} ON hypermem_memories USING hnsw ({on} {ANN_OPS[on]}) "
-                        f"WITH (m = {int(m)}, ef_construction = {int(ef_construction)})")
+            build_hnsw(con, on, m, ef_construction, maintenance_work_mem, workers)  # in the store's schema (.pg_ann)
             con.commit()
         except BaseException as exc:  # Ctrl-C too: no transaction (table lock) is left open
             self.rollback()
