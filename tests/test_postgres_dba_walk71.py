@@ -164,3 +164,49 @@ def test_open_clients_recover_after_pg_restore_clean_recreates_the_vector_type(p
     server.add("after the restore", id="after")
     assert m.refresh() and "after" in m
     m.close(), server.close()
+
+
+# ---------------------------------------------------------------------- 5, 6. least-privilege roles
+def _role(pg_url: str, grants: str) -> str:
+    """A login role of this test's database granted ``grants`` on the public schema's tables; its URL."""
+    role = "app_" + pg_url.split("?")[0].rsplit("/", 1)[1]
+    with psycopg.connect(pg_url, autocommit=True) as con:
+        con.execute(f"CREATE ROLE {role} LOGIN")
+        con.execute(f"GRANT USAGE ON SCHEMA public TO {role}")
+        con.execute(f"GRANT {grants} ON ALL TABLES IN SCHEMA public TO {role}")
+    return pg_url.replace("postgres:@", f"{role}:@", 1) if "postgres:@" in pg_url else \
+        pg_url.replace("://", f"://{role}@", 1)
+
+
+def _owned_store(pg_url: str) -> None:
+    own = Memory.open(pg_url, embedder=_emb())
+    own.add_many([{"text": f"row {i}"} for i in range(20)])
+    own.close()
+    Memory.open(pg_url, mirror=False).close()  # the client indexes, made by the owner
+
+
+def test_privilege_messages_name_what_was_refused(pg_url):
+    _owned_store(pg_url)
+    with psycopg.connect(pg_url, autocommit=True) as con:
+        con.execute("CREATE SCHEMA locked")
+    app = _role(pg_url, "SELECT, INSERT, UPDATE, DELETE")
+    with psycopg.connect(pg_url, autocommit=True) as con:
+        con.execute(f"GRANT USAGE ON SCHEMA locked TO {app.split('://')[1].split(':')[0].split('@')[0]}")
+    m = Memory.open(app)
+    with pytest.raises(StorageError, match=r"(?s)only its owner may build.*must be owner of") as err:
+        m.storage.build_ann_index()
+    assert "grant the role INSERT" not in str(err.value)
+    m.close()
+    with pytest.raises(StorageError, match=r"(?s)grant it CREATE on the schema.*permission denied for schema"):
+        Memory.open(_in_schema(app, "locked"), embedder=_emb())
+
+
+def test_mirror_free_search_by_a_select_only_role_returns_results_and_keeps_counts_pending(pg_url):
+    _owned_store(pg_url)
+    reader = Memory.open(_role(pg_url, "SELECT"), mirror=False)  # read_only forgotten
+    with pytest.warns(RuntimeWarning, match="stay pending"):
+        hits = reader.search("row 3", k=2)
+    assert [h.text for h in hits][0] == "row 3"
+    assert hits[0].record.access_count == 1  # counted in this process, pending
+    with pytest.warns(RuntimeWarning):  # close tries to write them once more, then says they are dropped
+        reader.close()

@@ -72,11 +72,25 @@ def is_lost(exc: BaseException, con) -> bool:
     return state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03")
 
 
+def _privilege(text: str) -> str:
+    """What an insufficient_privilege (42501) refused, by the server's message, and its fix."""
+    low = text.lower()
+    if "must be owner of" in low:
+        return ("this role does not own the store's table or index, and only its owner may build, drop or alter "
+                "them (build_ann_index, creating the client indexes): run that as the owner of the tables")
+    if "permission denied for schema" in low or "permission denied for database" in low:
+        return ("this role may not create in (or use) the schema or database: to create a store there, grant "
+                "it CREATE on the schema (USAGE to use one), or open a store its owner created")
+    return _MESSAGES["42501"]
+
+
 def describe(exc: BaseException) -> str:
     """The message of an error the connection survives, by its sqlstate."""
     text = str(exc).strip()
     state = getattr(exc, "sqlstate", None) or ""
     what = _MESSAGES.get(state)
+    if state == "42501":
+        what = _privilege(text)
     if what is None and state.startswith("40"):
         what = _MESSAGES["40001"]
     if what is None and state.startswith("53"):

@@ -6,8 +6,10 @@ from __future__ import annotations
 from collections import Counter
 
 from ...temporal.clock import to_utc
+from ..caller_warning import warn_caller
 from ..checks import check_ids
 from . import server_writes as W
+from .storage_errors import StorageError
 from .touches import LockBusy, flush_at_close, remember
 
 _M = "hypermem_memories"
@@ -42,13 +44,27 @@ def touch_results(mem, results) -> None:
     try:
         with mem._write("touch", wait=False) as (st, _):
             new = W.touch_counts(st, counts, now)
-    except LockBusy:  # pending: the records show the stored counts as read plus this process's pending ones
+    except (LockBusy, StorageError) as exc:  # pending: the records show the stored counts as read plus the pending
+        if not isinstance(exc, LockBusy):  # best effort (no UPDATE privilege, disk full, a timeout), as mirrored
+            if mem._storage.closed:
+                raise
+            _warn_once(mem, exc)
         mem._pending.add(counts, now)
         remember(mem)
         new = {i: rec.access_count + mem._pending.count(i) for i, rec in shared.items()}
     for i, rec in shared.items():
         if i in new:
             rec.access_count, rec.last_accessed = new[i], now
+
+
+def _warn_once(mem, exc: StorageError) -> None:
+    """The warning (once a store) that a search's access counts could not be written and stay pending."""
+    if getattr(mem, "_touch_warned", False):
+        return
+    mem._touch_warned = True
+    warn_caller(f"{mem._storage!r}: writing the access counts of a search failed ({exc}); they stay pending in "
+                  "this process and the next write that succeeds stores them (open read_only=True to record none)",
+                RuntimeWarning)
 
 
 def touch_ids(mem, ids) -> None:
