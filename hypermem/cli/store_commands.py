@@ -13,6 +13,7 @@ from typing import Any
 from ..store.checks import SQLITE_HEADER
 from ..store.frames import parents_first
 from ..store.shown_text import shown
+from ..store.views import MemoryViews
 from ..temporal import policy_spec
 from .inputs import (
     UserError,
@@ -55,8 +56,16 @@ def cmd_tree(args: argparse.Namespace) -> int:
     mem = load_memory(args.memory)
     if args.root is not None and args.root not in mem:
         raise UserError(f"unknown memory id {args.root!r}")
-    text = mem.tree(root=args.root, max_text=args.max_text)
-    print(text if text else "(empty memory)")   # Memory.tree shows controls as escapes (store.shown_text)
+    views = getattr(mem, "views", None)   # a Memory: its lines as they come; a server store: its text, split
+    lines = (views.tree_lines(root=args.root, max_text=args.max_text) if isinstance(views, MemoryViews)
+             else iter(mem.tree(root=args.root, max_text=args.max_text).split("\n")))
+    empty = True
+    for line in lines:   # printed as produced: `hypermem tree big.db | head -1` reads one line, not the whole tree
+        if line or not empty:
+            print(line)   # Memory.tree shows controls as escapes (store.shown_text)
+            empty = False
+    if empty:
+        print("(empty memory)")
     return 0
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -199,36 +199,60 @@ class MemoryViews:
     def tree(self, root: str | None = None, max_text: int = 60) -> str:
         """The hierarchy as indented text (all roots, or the subtree of ``root``), one line a
         memory: its text (at most ``max_text`` characters, newlines as spaces), its id and its
-        depth, ``[id d=1.50]``, as poincare-memory prints it."""
+        depth, ``[id d=1.50]``, as poincare-memory prints it.  The indentation stops growing at
+        level ``TREE_INDENT_CAP`` (64): a deeper memory keeps that indent and names its level,
+        ``└── [level 5123] text  [id d=9.87]``, so a line stays short and a 20,000-deep chain
+        takes memory linear in its length (:meth:`tree_lines` yields the same lines one by one)."""
+        return "\n".join(self.tree_lines(root, max_text))
+
+    def tree_lines(self, root: str | None = None, max_text: int = 60) -> Iterator[str]:
+        """The lines of :meth:`tree`, produced as they are iterated (``hypermem tree`` prints
+        them as they come).  The hierarchy, texts and depths are copied under the store's lock
+        when this is called (an unknown ``root``: ``KeyError`` here), so later writes do not
+        change the lines."""
         st = self.memory.state
         with st.lock:
             tops = [root] if root is not None else self.roots()
             if root is not None:
                 st.row_of(root)
+            rows = dict(st.row)
             depths = st.depth.tolist()  # one copy off the device, not one sync a memory
-            return tree_text(tops, st.children, st.records.text, lambda i: depths[st.row[i]], max_text)
+            texts = st.records.texts.take(range(len(st.records.texts)))   # one compact copy, read lazily
+            kids = {p: list(c) for p, c in st.children.items()}
+        return tree_lines(tops, kids, lambda i: texts[rows[i]], lambda i: depths[rows[i]], max_text)
+
+
+TREE_INDENT_CAP = 64
+"""The level past which ``tree`` lines keep a fixed indent and show ``[level N]`` instead."""
 
 
 def tree_text(tops: Sequence[str], children: Mapping[str, Sequence[str]], text_of: Callable[[str], str],
               depth_of: Callable[[str], float], max_text: int = 60) -> str:
+    """:func:`tree_lines` joined by newlines: the text of :meth:`MemoryViews.tree`."""
+    return "\n".join(tree_lines(tops, children, text_of, depth_of, max_text))
+
+
+def tree_lines(tops: Sequence[str], children: Mapping[str, Sequence[str]], text_of: Callable[[str], str],
+               depth_of: Callable[[str], float], max_text: int = 60) -> Iterator[str]:
     """The lines of :meth:`MemoryViews.tree` for the subtrees of ``tops`` (iterative: a deep
     chain needs no recursion), ``text  [id d=1.50]`` a memory, ``├──`` / ``└──`` before a child;
-    a text's newlines as spaces, terminal controls and bidi overrides as escapes (``\\x1b``)."""
+    a text's newlines as spaces, terminal controls and bidi overrides as escapes (``\\x1b``).
+    Past level ``TREE_INDENT_CAP`` the indent stays that of the cap and the line starts
+    ``[level N]`` (a line's length is bounded, not proportional to its depth)."""
     def label(i: str) -> str:
         text = text_of(i).replace("\n", " ")
         if len(text) > max_text:
             text = text[: max(0, max_text - 1)] + "…"
         return f"{shown(text)}  [{shown(i)} d={depth_of(i):.2f}]"   # controls as escapes (store.shown_text)
 
-    lines: list[str] = []
     for top in tops:
-        lines.append(label(top))
+        yield label(top)
         kids = children.get(top, ())
-        stack = [(c, "", j == len(kids) - 1) for j, c in enumerate(kids)][::-1]
+        stack = [(c, "", j == len(kids) - 1, 1) for j, c in enumerate(kids)][::-1]
         while stack:
-            node, prefix, last = stack.pop()
-            lines.append(prefix + ("└── " if last else "├── ") + label(node))
+            node, prefix, last, level = stack.pop()
+            tag = f"[level {level}] " if level > TREE_INDENT_CAP else ""
+            yield prefix + ("└── " if last else "├── ") + tag + label(node)
             kids = children.get(node, ())
-            child_prefix = prefix + ("    " if last else "│   ")
-            stack.extend((c, child_prefix, j == len(kids) - 1) for j, c in reversed(list(enumerate(kids))))
-    return "\n".join(lines)
+            child_prefix = prefix + ("    " if last else "│   ") if level < TREE_INDENT_CAP else prefix
+            stack.extend((c, child_prefix, j == len(kids) - 1, level + 1) for j, c in reversed(list(enumerate(kids))))
