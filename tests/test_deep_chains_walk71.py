@@ -3,11 +3,14 @@ memory and time where a tree is shown, placed, inspected or refused."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+import torch
 
 from hypermem import Memory
 from hypermem.cli.main import main
 from hypermem.embed import HashingEmbedder
+from hypermem.store.placement import generation_groups
 from hypermem.store.views import TREE_INDENT_CAP, MemoryViews
 
 pytestmark = pytest.mark.filterwarnings("ignore:levels \\d+ and deeper")
@@ -72,3 +75,42 @@ def test_cli_tree_streams_lines_not_one_string(deep, tmp_path, capsys, monkeypat
     Memory(embedder=HashingEmbedder(dim=16)).save(empty)
     assert main(["tree", str(empty)]) == 0
     assert capsys.readouterr().out == "(empty memory)\n"
+
+
+# ---------------------------------------------------------------- 2. add_many: generations grouped once
+def test_generation_groups_match_one_scan_a_generation():
+    rng = np.random.default_rng(0)
+    gen = rng.integers(0, 40, size=500)
+    keep = rng.random(500) < 0.7
+    want = [np.nonzero((gen == g) & keep)[0] for g in range(gen.max() + 1)]
+    got = generation_groups(gen, keep)
+    assert [a.tolist() for a in got] == [a.tolist() for a in want if a.size]
+    chain_gen = np.arange(10_000)   # a chain: one memory a generation, one group each, in order
+    assert [a.tolist() for a in generation_groups(chain_gen, chain_gen > 0)] == [[i] for i in range(1, 10_000)]
+    assert generation_groups(np.zeros(0, dtype=int), np.zeros(0, dtype=bool)) == []
+
+
+def three_shapes() -> list[dict]:
+    """A 40-deep chain, a 30-leaf star and 20 roots, interleaved (parents first)."""
+    items = chain(40, "c") + [{"text": "hub", "id": "hub"}]
+    items += [{"text": f"leaf {i}", "id": f"s{i}", "parent": "hub"} for i in range(30)]
+    items += [{"text": f"root {i}", "id": f"f{i}"} for i in range(20)]
+    items += [{"text": f"under {i}", "id": f"u{i}", "parent": f"c{i}"} for i in range(0, 40, 7)]
+    return items
+
+
+def test_three_shapes_in_one_batch_place_as_generation_by_generation():
+    items = three_shapes()
+    whole = Memory(embedder=HashingEmbedder(dim=16))
+    whole.add_many(items)
+    level = {}
+    for it in items:
+        level[it["id"]] = 0 if it.get("parent") is None else level[it["parent"]] + 1
+    steps = Memory(embedder=HashingEmbedder(dim=16))
+    for g in range(max(level.values()) + 1):
+        steps.add_many([it for it in items if level[it["id"]] == g])
+    ids = [it["id"] for it in items]
+    assert steps.ids != ids and sorted(steps.ids) == sorted(ids)
+    a = whole.points[[whole.ids.index(i) for i in ids]].double()
+    b = steps.points[[steps.ids.index(i) for i in ids]].double()
+    torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)

@@ -161,6 +161,19 @@ def child_directions(e: torch.Tensor, parent_dir: torch.Tensor, parent_depth: to
     return u
 
 
+def generation_groups(gen: np.ndarray, keep: np.ndarray) -> list[np.ndarray]:
+    """The positions where ``keep`` holds, one array a generation present, in generation order
+    (each in batch order): ``np.nonzero((gen == g) & keep)[0]`` for each such ``g``, from one
+    stable sort instead of one scan of the batch a generation (a parent chain of ``n`` has ``n``
+    generations: those scans were ``n**2``)."""
+    pos = np.nonzero(keep)[0]
+    g = np.asarray(gen)[pos]
+    order = np.argsort(g, kind="stable")
+    pos, g = pos[order], g[order]
+    starts = np.flatnonzero(g[1:] != g[:-1]) + 1
+    return np.split(pos, starts) if pos.size else []
+
+
 PLACE_BLOCK = 4096
 """Children placed per vectorised block in ``add_many`` (see :meth:`Placer.place_batch`)."""
 
@@ -209,8 +222,7 @@ class Placer:
             pts = torch.stack([batch.points[i] for i in ex]).to(dev)
             dirs[ex], depths[ex] = point_placement(pts, dirs[ex], c)
         has_parent = (par_batch >= 0) | (par_store >= 0)
-        for g in range(int(gen_a.max()) + 1):
-            gen_kids = np.nonzero((gen_a == g) & has_parent & ~explicit)[0]
+        for gen_kids in generation_groups(gen_a, has_parent & ~explicit):
             # Blocks of PLACE_BLOCK rows keep every temporary small enough for the
             # allocator to reuse freed memory (a fresh large buffer costs a page fault per
             # 4 KiB, which here dominated the arithmetic).
