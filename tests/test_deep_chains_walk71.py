@@ -12,6 +12,7 @@ from hypermem.cli.main import main
 from hypermem.embed import HashingEmbedder
 from hypermem.store.placement import generation_groups
 from hypermem.store.views import TREE_INDENT_CAP, MemoryViews
+from hypermem.viz.chromium import Chromium, find_chromium
 
 pytestmark = pytest.mark.filterwarnings("ignore:levels \\d+ and deeper")
 
@@ -114,3 +115,34 @@ def test_three_shapes_in_one_batch_place_as_generation_by_generation():
     a = whole.points[[whole.ids.index(i) for i in ids]].double()
     b = steps.points[[steps.ids.index(i) for i in ids]].double()
     torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+# ---------------------------------------------------------------- 3. inspector: a deep path is not nested whole
+NESTING = """(() => { let most = 0; for (const e of document.querySelectorAll('#hm-tree li')) {
+  let d = 0; for (let p = e; p; p = p.parentElement) { if (p.tagName === 'UL') d++; } most = Math.max(most, d); }
+  return most; })()"""
+
+
+@pytest.mark.skipif(find_chromium() is None, reason="Chromium is not installed (apt-get install chromium)")
+def test_inspector_focuses_the_deepest_memory_of_a_1000_deep_chain(tmp_path):
+    mem = Memory(embedder=HashingEmbedder(dim=16))
+    mem.add_many(chain(1000))
+    page = tmp_path / "chain.html"
+    mem.inspect(page)
+    with Chromium(width=1280, height=1100, timeout=60) as b:
+        b.open(page.as_uri())
+        b.evaluate("location.hash = '#focus=n999'")
+        b.wait_for("!hmState().animating && hmState().focus === 'n999'", timeout=30)
+        assert b.evaluate("document.documentElement.getAttribute('data-errors')") == "0"
+        assert b.evaluate("document.querySelector('#hm-selected h3').textContent") == "node 999"
+        shown = b.evaluate("Array.from(document.querySelectorAll('#hm-tree .hm-label')).filter(e => e.offsetParent)"
+                           ".map(e => e.getAttribute('data-row'))")
+        assert len(shown) == 200   # the first and last 100 levels of the path, n0 ... n99, n900 ... n999
+        gap = b.evaluate("Array.from(document.querySelectorAll('#hm-tree .hm-more')).filter(e => e.offsetParent)"
+                         ".map(e => e.textContent)")
+        assert gap == ["\u2026 800 levels \u2026"]
+        assert b.evaluate(NESTING) <= 201   # not 1,000 nested lists
+        b.evaluate("location.hash = '#focus=n3'")   # a shallow memory: the full tree again, opened to it
+        b.wait_for("!hmState().animating && hmState().focus === 'n3'", timeout=30)
+        assert b.evaluate("document.querySelectorAll('#hm-tree .hm-more').length") == 0
+        assert b.evaluate("document.querySelector('#hm-tree .hm-label[data-row=\"3\"]').offsetParent !== null")

@@ -248,15 +248,38 @@ function buildTree() {
   }
   treeRoot.appendChild(fullTree);
 }
-function revealInTree(i) {
-  if (filterTreeEl) { return; }
-  var path = [];
-  for (var c = i; c >= 0; c = PARENT[c]) { path.push(c); }
+// A path deeper than DEEP_PATH levels (a long parent chain) is not opened in the tree: Chromium's
+// layout gives up past ~750 nested lists (li > details > ul a level) and the page freezes. It is
+// shown instead as its own open tree: its first and last DEEP_PATH / 2 levels nested, the middle as
+// one "… N levels …" item.
+var DEEP_PATH = 200, deepTreeEl = null;
+function dropDeepPath() {
+  if (deepTreeEl) { treeRoot.removeChild(deepTreeEl); deepTreeEl = null; fullTree.hidden = false; }
+}
+function showDeepPath(path) {  // path: the memory first, its root last; returns the memory's label
+  var half = DEEP_PATH / 2, n = path.length, into, lab = null;
+  fullTree.hidden = true;
+  deepTreeEl = into = el("ul", null, "hm-tree");
+  for (var k = n - 1; k >= 0; k--) {
+    if (k === half - 1) {
+      var gap = el("li", "\u2026 " + (n - 2 * half) + " levels \u2026", "hm-more");
+      gap.title = "levels " + half + " to " + (n - half - 1) + " of this memory's path (not nested: too deep to lay out)";
+      into.appendChild(gap);
+    }
+    if (k >= half && k < n - half) { continue; }
+    var li = treeItem(path[k], into, true), sub = el("ul");
+    li.appendChild(sub); into = sub;
+    if (k === 0) { lab = li.querySelector(".hm-label"); }
+  }
+  treeRoot.appendChild(deepTreeEl);
+  return lab;
+}
+function openPath(path) {  // opens the full tree along path (the memory first); false if it cannot
   for (var k = path.length - 1; k >= 0; k--) {
     var node = path[k], t = treeItems.get(node);
     while (!t) {  // not built yet: it is beyond a "more" link of its parent's list
       var more = (PARENT[node] < 0 ? fullTree : treeItems.get(PARENT[node]).ul).querySelector(":scope > .hm-more");
-      if (!more) { return; }
+      if (!more) { return false; }
       more.click(); t = treeItems.get(node);
     }
     if (t.det && (k > 0 || nKids(node) <= CHUNK)) {
@@ -264,7 +287,17 @@ function revealInTree(i) {
       if (!t.ul.firstChild) { addRows(kidsOf(node), t.ul, 0); }
     }
   }
-  var lab = treeItems.get(i).label;
+  return true;
+}
+function revealInTree(i) {
+  if (filterTreeEl) { return; }
+  var path = [];
+  for (var c = i; c >= 0; c = PARENT[c]) { path.push(c); }
+  dropDeepPath();
+  var lab;
+  if (path.length > DEEP_PATH) { lab = showDeepPath(path); }
+  else if (openPath(path)) { lab = treeItems.get(i).label; }
+  else { return; }
   var top = lab.offsetTop - treeRoot.offsetTop;
   if (top < treeRoot.scrollTop || top > treeRoot.scrollTop + treeRoot.clientHeight - 20) {
     treeRoot.scrollTop = Math.max(0, top - treeRoot.clientHeight / 3);
@@ -278,6 +311,7 @@ function markTree() {
 }
 // While filtering: the first matches with their ancestors, as a separate open tree.
 function filterTree(count) {
+  dropDeepPath();
   if (filterTreeEl) { treeRoot.removeChild(filterTreeEl); filterTreeEl = null; }
   if (!state.filter) { fullTree.hidden = false; return; }
   fullTree.hidden = true;
