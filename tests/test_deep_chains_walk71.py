@@ -9,6 +9,7 @@ import torch
 
 from hypermem import Memory
 from hypermem.cli.main import main
+from hypermem.data.dag import ClosureTooLargeError, hypernym_closure
 from hypermem.embed import HashingEmbedder
 from hypermem.store.placement import generation_groups
 from hypermem.store.views import TREE_INDENT_CAP, MemoryViews
@@ -146,3 +147,11 @@ def test_inspector_focuses_the_deepest_memory_of_a_1000_deep_chain(tmp_path):
         b.wait_for("!hmState().animating && hmState().focus === 'n3'", timeout=30)
         assert b.evaluate("document.querySelectorAll('#hm-tree .hm-more').length") == 0
         assert b.evaluate("document.querySelector('#hm-tree .hm-label[data-row=\"3\"]').offsetParent !== null")
+
+
+# ---------------------------------------------------------------- 4. a too-deep closure says what to do
+def test_closure_refusal_names_the_layouts_that_need_none():
+    with pytest.raises(ClosureTooLargeError, match=r"MAX_CLOSURE\); lay out a deep tree with "
+                                                   r"hypermem.hierarchy.sarkar_layout or shadow_layout, which need no "
+                                                   r"closure, or train on a shallower subset"):
+        hypernym_closure({f"n{i + 1}": [f"n{i}"] for i in range(100)}, limit=1000)

@@ -52,7 +52,8 @@ def hypernym_closure(parents: Mapping[str, Sequence[str]], limit: int | None = N
                 raise ClosureTooLargeError(
                     f"the hierarchy's transitive closure holds more than {limit:,} (node, ancestor) pairs (a chain "
                     f"of n nodes holds n(n-1)/2; {len(nodes):,} nodes here): too large to build "
-                    "(limit hypermem.data.dag.MAX_CLOSURE)")
+                    "(limit hypermem.data.dag.MAX_CLOSURE); lay out a deep tree with hypermem.hierarchy.sarkar_layout "
+                    "or shadow_layout, which need no closure, or train on a shallower subset of the edges")
             pending[c] -= 1
             if pending[c] == 0:
                 queue.append(c)
