@@ -256,21 +256,34 @@ var DEEP_PATH = 200, deepTreeEl = null;
 function dropDeepPath() {
   if (deepTreeEl) { treeRoot.removeChild(deepTreeEl); deepTreeEl = null; fullTree.hidden = false; }
 }
-function showDeepPath(path) {  // path: the memory first, its root last; returns the memory's label
-  var half = DEEP_PATH / 2, n = path.length, into, lab = null;
-  fullTree.hidden = true;
-  deepTreeEl = into = el("ul", null, "hm-tree");
+// Nests path (the memory first, its root last) into the list `into`, an open item a level; longer
+// than DEEP_PATH, only its first and last DEEP_PATH / 2 levels, with one "… N levels …" item
+// between. With `kept` (a Map from a memory to the list under its item), items already there are
+// reused and the levels nested whole (a short path's, a long path's first half: all less than
+// DEEP_PATH deep) are added to it, so other paths share them; a long path's last half is its own.
+// Returns the memory's label.
+function nestPath(path, into, kept) {
+  var half = DEEP_PATH / 2, n = path.length, deep = n > DEEP_PATH, lab = null;
   for (var k = n - 1; k >= 0; k--) {
-    if (k === half - 1) {
+    if (deep && k === half - 1) {
       var gap = el("li", "\u2026 " + (n - 2 * half) + " levels \u2026", "hm-more");
       gap.title = "levels " + half + " to " + (n - half - 1) + " of this memory's path (not nested: too deep to lay out)";
       into.appendChild(gap);
     }
-    if (k >= half && k < n - half) { continue; }
+    if (deep && k >= half && k < n - half) { continue; }
+    var shared = kept && (!deep || k >= n - half);
+    if (shared && kept.has(path[k])) { into = kept.get(path[k]); continue; }
     var li = treeItem(path[k], into, true), sub = el("ul");
     li.appendChild(sub); into = sub;
+    if (shared) { kept.set(path[k], sub); }
     if (k === 0) { lab = li.querySelector(".hm-label"); }
   }
+  return lab;
+}
+function showDeepPath(path) {  // path: the memory first, its root last; returns the memory's label
+  fullTree.hidden = true;
+  deepTreeEl = el("ul", null, "hm-tree");
+  var lab = nestPath(path, deepTreeEl, null);
   treeRoot.appendChild(deepTreeEl);
   return lab;
 }
@@ -309,25 +322,22 @@ function markTree() {
     t.label.className = "hm-label" + (role ? " hm-" + ROLE_NAMES[role] : "");
   });
 }
-// While filtering: the first matches with their ancestors, as a separate open tree.
+// While filtering: the first matches with their ancestors, as a separate open tree (a path deeper
+// than DEEP_PATH levels cut as nestPath does).
 function filterTree(count) {
   dropDeepPath();
   if (filterTreeEl) { treeRoot.removeChild(filterTreeEl); filterTreeEl = null; }
   if (!state.filter) { fullTree.hidden = false; return; }
   fullTree.hidden = true;
   filterTreeEl = el("ul", null, "hm-tree");
-  var keep = new Map(), shown = 0;
-  for (var i = 0; i < N && shown < FILTER_SHOWN && keep.size < 4 * FILTER_SHOWN; i++) {
+  var keep = new Map(), shown = 0, tails = 0;  // tails: the items of long paths' own last halves
+  for (var i = 0; i < N && shown < FILTER_SHOWN && keep.size + tails < 4 * FILTER_SHOWN; i++) {
     if (!MATCH[i]) { continue; }
     shown += 1;
-    var chain = [];
-    for (var c = i; c >= 0 && !keep.has(c); c = PARENT[c]) { chain.push(c); }
-    for (var k = chain.length - 1; k >= 0; k--) {
-      var node = chain[k], p = PARENT[node];
-      var li = treeItem(node, p >= 0 ? keep.get(p) : filterTreeEl, true), sub = el("ul");
-      li.appendChild(sub);
-      keep.set(node, sub);
-    }
+    var path = [];
+    for (var c = i; c >= 0; c = PARENT[c]) { path.push(c); }
+    nestPath(path, filterTreeEl, keep);
+    if (path.length > DEEP_PATH) { tails += DEEP_PATH / 2; }
   }
   if (shown < count) { filterTreeEl.appendChild(el("li", "(the first " + shown + " of " + count + " matches)", "hm-more")); }
   treeRoot.appendChild(filterTreeEl);
