@@ -465,8 +465,8 @@ class Searcher:
         (``hnsw_m``, ``ef_search``, ``ef_construction``) in ``bands`` of time, one graph
         each (:class:`hypermem.index.bands.BandedDirectionIndex`; ``"auto"``: one band per
         50,000 memories, at most 8, when the time term varies, else one graph), its
-        candidates re-scored exactly.  After appends the graphs grow by the new rows; after
-        any other change of the points they are rebuilt before their next use.
+        candidates re-scored exactly.  Appends grow the graphs; removed or moved points are masked
+        until they pass ``ann_search.MAX_TOMBSTONE_SHARE`` of the entries, then the graphs are rebuilt.
         :meth:`index_recall` measures its recall@k against the exact search."""
         with self.memory.state.lock:
             if backend == "faiss":
