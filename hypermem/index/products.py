@@ -59,7 +59,11 @@ def products(queries: torch.Tensor, keys: torch.Tensor, out: torch.Tensor | None
             or queries.dtype not in (torch.float32, torch.float64) or queries.requires_grad or keys.requires_grad
             or torch.compiler.is_compiling() or blas_for(queries.dtype) != "numpy"):
         return queries @ keys.T if out is None else torch.matmul(queries, keys.T, out=out)
+    try:
+        q, k = queries.numpy(), keys.numpy()
+    except RuntimeError:  # a tensor without storage (torch.func's grad and vmap wrap them): torch's product
+        return queries @ keys.T if out is None else torch.matmul(queries, keys.T, out=out)
     if out is None:
-        return torch.from_numpy(np.matmul(queries.numpy(), keys.numpy().T))
-    np.matmul(queries.numpy(), keys.numpy().T, out=out.numpy())
+        return torch.from_numpy(np.matmul(q, k.T))
+    np.matmul(q, k.T, out=out.numpy())
     return out
