@@ -241,7 +241,7 @@ class Memory:
         Each call embeds one text; :meth:`add_many` embeds many in one call, far faster (``store.add_hint``)."""
         item = {"text": text, "parent": parent, "t": t, "id": id, "meta": meta, "valid_from": valid_from,
                 "valid_until": valid_until}
-        start = OneByOne.clock()
+        start = self.one_by_one.start()  # a hint due is given before this add writes
         with gc_paused():
             new = self._add_many([item], single=True)[0]
         self.one_by_one.record(start, OneByOne.clock())

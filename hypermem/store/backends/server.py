@@ -407,7 +407,7 @@ class ServerMemory(ServerViews):
         """Store a memory; returns its id (``Memory.add``; many: :meth:`add_many`, one transaction)."""
         item = {"text": text, "parent": parent, "t": t, "id": id, "meta": meta, "valid_from": valid_from,
                 "valid_until": valid_until}
-        start = OneByOne.clock()
+        start = self.one_by_one.start()  # a hint due is given before this add writes
         new = self._add_many([item], single=True)[0]
         self.one_by_one.record(start, OneByOne.clock())
         return new
