@@ -1,14 +1,12 @@
 """Lightning training under DDP (walk 71): a resume inside an epoch with another number of
 processes is refused; a Ctrl-C's line names last.ckpt's own step and the resume of last.ckpt
 removes a best checkpoint the interrupted run wrote after it; a trainer value Lightning refuses
-is one line naming the setting and its file (status 2); warnings once, by the first process; the
-encoder's training scalars are the mean over the processes."""
+is one line naming the setting and its file (status 2); the encoder's training scalars are the
+mean over the processes.  Warnings once, by the first process: test_walk63_ddp.py's two-process run."""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -154,22 +152,3 @@ def test_the_encoder_logs_its_loss_terms_reduced_over_the_processes_in_one_call(
     terms = [k for k in logged if k.startswith("train/") and k != "train/lr"]
     assert "train/loss" in terms and len(calls[0][0]) == len(terms)
     assert [float(logged[k][0]) for k in terms] == [float(i) for i in range(len(terms))]
-
-
-def test_a_two_process_run_warns_once(tmp_path):
-    from encoder_helpers import EDGES, NAMES, tiny_model_folder
-
-    names = dict(NAMES, owl="eagle")   # two ids, one text: a warning while the names are read
-    (tmp_path / "e.tsv").write_text("".join(f"{c}\t{p}\n" for c, p in EDGES))
-    (tmp_path / "n.tsv").write_text("".join(f"{i}\t{t}\n" for i, t in sorted(names.items())))
-    model = tiny_model_folder(tmp_path / "m")
-    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1",
-               PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]))
-    cmd = [sys.executable, "-m", "hypermem.cli", "train", "--config", "wordnet_encoder", "--data.hierarchy=files",
-           "--data.edges=e.tsv", "--data.names=n.tsv", "--data.task=none", "--data.negatives=4",
-           "--data.hard_negatives=2", "--data.batch_size=4", f"--model.base={model}", "--model.log_images=false",
-           "--trainer.accelerator=cpu", "--trainer.strategy=ddp", "--trainer.devices=2", "--trainer.max_steps=2",
-           "--model.schedule_steps=10", "--trainer.logger.init_args.name=ddp"]
-    out = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stderr.count("name more than one id") == 1, out.stderr[-2000:]

@@ -82,25 +82,34 @@ def test_ddp_spawn_is_refused_in_one_line(files, capsys):
 
 
 @pytest.mark.slow
-def test_two_process_ddp_run_trains_shares_and_exports(files):
+def test_two_process_ddp_run_trains_shares_exports_and_warns_once(files):
+    """One two-process run serves four checks: it trains, each rank runs its share of the
+    batches, the encoder is exported once, and a warning from reading the names (two ids, one
+    text) is printed once, by the first process (walk 71)."""
     from hypermem.embed.hierarchy_encoder import HierarchyEncoder
     from hypermem.train.encoder_data import EncoderDataModule
 
     root, model = files
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+    names = root / "names_dup.tsv"
+    names.write_text("".join(f"{i}\t{t}\n" for i, t in sorted(dict(NAMES, owl="eagle").items())))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    env.pop("PYTHONWARNINGS", None)   # the names' warning must reach stderr
     cmd = [sys.executable, "-m", "hypermem.cli", *_argv(root, model, "ddp", "--trainer.strategy=ddp",
-                                                         "--trainer.devices=2", "--trainer.max_epochs=1")]
+                                                         "--trainer.devices=2", "--trainer.max_epochs=1",
+                                                         f"--data.names={names}")]
     proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stderr.count("name more than one id") == 1, proc.stderr[-2000:]
     versions = sorted(p.name for p in (root / "runs" / "ddp").iterdir())
     assert versions == ["version_0"]
     run = root / "runs" / "ddp" / "version_0"
     enc = HierarchyEncoder.load(run / "encoder")
     assert enc.encode(["dog"], show_progress_bar=False).shape[0] == 1
     # one epoch, each rank its half of the batches: half the steps of one process
-    dm = EncoderDataModule(hierarchy="files", edges=str(root / "edges.tsv"), names=str(root / "names.tsv"),
-                           task="none", batch_size=4, negatives=4, hard_negatives=2)
-    dm.setup("fit")
+    with pytest.warns(UserWarning, match="name more than one id"):
+        dm = EncoderDataModule(hierarchy="files", edges=str(root / "edges.tsv"), names=str(names),
+                               task="none", batch_size=4, negatives=4, hard_negatives=2)
+        dm.setup("fit")
     last = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     assert last["global_step"] == len(list(dm.batches.epoch(0))) // 2
 
