@@ -192,8 +192,12 @@ def test_hypermem_train_subcommand_forwards(tmp_path):
 
 @pytest.mark.slow
 def test_ddp_on_two_cpu_processes(tmp_path):
+    """One two-process run: stopped by ``max_steps`` inside its first epoch, long before the
+    next validation, it still validates at the end and offers that to the best checkpoint
+    (walk 63), prints its summary once (rank 0) and no ``sync_dist`` advice."""
     cmd = [sys.executable, "-m", "hypermem.train", "fit", "--config", CONFIG, *QUICK,
-           "--trainer.max_epochs=1", "--trainer.strategy=ddp", "--trainer.accelerator=cpu", "--trainer.devices=2",
+           "--trainer.max_epochs=20", "--trainer.check_val_every_n_epoch=10", "--trainer.max_steps=3",
+           "--trainer.strategy=ddp", "--trainer.accelerator=cpu", "--trainer.devices=2",
            "--model.log_projector=false", "--model.log_images=false", "--trainer.logger.init_args.name=ddp"]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400)
@@ -201,11 +205,15 @@ def test_ddp_on_two_cpu_processes(tmp_path):
     assert "sync_dist" not in proc.stderr, proc.stderr  # was: five "It is recommended to use ..." warnings
     ckpt = next((tmp_path / "runs" / "ddp").rglob("last.ckpt"))
     state = torch.load(ckpt, map_location="cpu", weights_only=False)
-    # each of the two processes ran limit_train_batches=5 steps on its shard: 5 global steps
-    assert state["global_step"] == 5
+    assert state["global_step"] == 3
     assert torch.isfinite(state["state_dict"]["embedding.weight"]).all()
-    assert proc.stdout.count("final metrics (epoch 1, step 5)") == 1  # printed once, by rank 0
+    assert proc.stdout.count("final metrics (") == 1 and "step 3)" in proc.stdout  # printed once, by rank 0
     assert "logs: runs/ddp/version_0" in proc.stdout
+    best = sorted((tmp_path / "runs" / "ddp").glob("version_0/checkpoints/best-*.ckpt"))
+    assert len(best) == 1 and best[0].name.endswith("-step=3.ckpt"), best
+    assert torch.load(best[0], map_location="cpu", weights_only=True)["global_step"] == 3
+    assert "best checkpoint: " in proc.stdout and "step=3.ckpt" in proc.stdout
+
 
 
 def test_lightnings_sync_dist_advice_is_quiet_for_the_values_logged_once():
