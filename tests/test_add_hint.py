@@ -36,12 +36,16 @@ def test_the_run_of_single_adds_is_told_once():
         run.record(2.0, 2.6)           # a pause longer than gap: a new run
         run.record(2.7, 3.0)
         assert run.count == 2 and not run.told
+        run.record(3.1, 3.5)            # 3 calls, 1.3 s: the hint is due, not given by record()
+        assert not run.told
     with pytest.warns(AddManyHint, match="add_many"):
-        run.record(3.1, 3.5)            # 3 calls, 1.3 s
+        run.start()                     # given at the start of the next add, before it writes
+    assert run.told
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         for n in range(10):
             run.record(4.0 + n, 4.9 + n)  # told already
+            run.start()
 
 
 def test_a_slow_embedder_in_a_loop_gets_the_hint_and_a_cheap_one_does_not():
@@ -85,6 +89,7 @@ def test_the_hint_names_how_to_silence_it_and_that_filter_works():
     with pytest.warns(AddManyHint) as got:
         run.record(0.0, 0.1)
         run.record(0.1, 0.2)
+        run.start()
     text = str(got[0].message)
     assert "10x faster" not in text and "hypermem.store.AddManyHint" in text
     assert hypermem.store.AddManyHint is AddManyHint
@@ -94,4 +99,39 @@ def test_the_hint_names_how_to_silence_it_and_that_filter_works():
         warnings.filterwarnings("ignore", category=hypermem.store.AddManyHint)
         quiet.record(0.0, 0.1)
         quiet.record(0.1, 0.2)
+        quiet.start()
     assert quiet.told
+
+
+def test_under_warnings_as_errors_the_add_that_raises_stores_nothing_and_its_retry_stores_once(tmp_path):
+    """The hint was warned after the add's commit: under -W error add() raised for a stored memory
+    and the caller's retry stored it twice (walk 72).  Now the add that raises has written nothing."""
+    db = Memory.open(str(tmp_path / "agent.db"), embedder=Counting(delay=0.01))
+    db.one_by_one = OneByOne(seconds=0.05, calls=3, commits=True)
+    stored = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for n in range(10):
+            try:
+                stored.append(db.add(f"turn {n}", id=f"t{n}"))
+            except AddManyHint:
+                assert len(db) == n and f"t{n}" not in db     # nothing of the failed add is stored
+                stored.append(db.add(f"turn {n}", id=f"t{n}"))   # the retry: stored once, not told again
+    assert stored == [f"t{n}" for n in range(10)] and len(db) == 10 and db.one_by_one.told
+    db.close()
+
+
+def test_the_hint_text_is_the_same_for_each_store_so_the_default_filter_shows_it_once_per_line():
+    """Its text named the run's own count and seconds, so a service opening a store per request had
+    a new text, shown again by Python's default filter, on every request."""
+    def request(n):
+        run = OneByOne(seconds=0.1, calls=2)
+        run.record(0.0, 0.1)
+        run.record(0.1, 0.3 + 0.1 * n)   # each store's run took another time
+        run.start()                       # one line of "the caller's" code
+
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("default")
+        for n in range(5):
+            request(n)
+    assert len([w for w in shown if issubclass(w.category, AddManyHint)]) == 1

@@ -137,12 +137,12 @@ def test_the_add_many_hint_names_the_commits_on_a_durable_store_only(tmp_path):
         mem.one_by_one.seconds, mem.one_by_one.calls = 0.0, 3
         with pytest.warns(AddManyHint, match=r"one embedder call and one committed transaction each.*commits it "
                                              r"once.*durable store"):
-            for n in range(3):
+            for n in range(4):          # due after the third, given at the start of the fourth
                 mem.add(f"note {n}")
     mem = Memory(embedder=HashingEmbedder(dim=32))
     mem.one_by_one = OneByOne(seconds=0.0, calls=3)
     with pytest.warns(AddManyHint) as got:
-        for n in range(3):
+        for n in range(4):
             mem.add(f"note {n}")
     text = str(got[0].message)
     assert "(one embedder call each)" in text and "commit" not in text

@@ -17,6 +17,20 @@ in each add (10 ms by default), the order of an embedding model's call, so a che
 hashing one, a few ms an add) never gets the hint there: a warning after ``seconds`` of such adds
 would make ``add`` raise in a test suite that runs with warnings as errors.  On a durable store any run is told, and where its adds
 averaged ``seconds / per`` or less the hint blames the commits, not the embedder.
+
+The hint is given at the *start* of the single add after the one that made it due
+(:meth:`OneByOne.start`, before that add embeds or writes anything), never after an add's
+write: under ``python -W error`` (or a ``filterwarnings("error")``) the warning is raised from
+``add``, and raised after the commit it would tell the caller the add failed when the memory was
+stored, so that a retry stored it twice.  Raised at the start, nothing of that add is stored,
+and the store counts itself told before it warns, so the retry stores it once.
+
+The text names the rule (the thresholds), not the run's own count and seconds: the same store
+settings give the same text, so Python's default warning filter, which shows a text once per
+line of the caller's code, shows it once per process at that line, also to a service that opens
+a store per request (each store has its own :class:`OneByOne`); a ``filterwarnings("always")``
+still shows it once per store.  Not a flag of the process: a test, or a second store of another
+kind, is told by its own store, and the filter stays the one switch over what is shown.
 """
 
 from __future__ import annotations
@@ -27,7 +41,8 @@ from .caller_warning import warn_caller
 
 __all__ = ["AddManyHint", "OneByOne"]
 
-_SILENCE = ("Shown once per store; an agent that must store as it goes can silence it: "
+_SILENCE = ("Shown once per store (and, by Python's default warning filter, once per line of your code); "
+            "an agent that must store as it goes can silence it: "
             "warnings.filterwarnings('ignore', category=hypermem.store.AddManyHint)")
 _EMBEDDER_GAIN = ("faster by how much the embedder gains from batching (1.1-1.4x for short chat turns, ~10x for "
                   "longer notes, with MiniLM on 2 cores)")
@@ -47,14 +62,22 @@ class OneByOne:
         self.commits = commits
         """Whether each add commits a transaction (a durable store), which the hint then names."""
         self.spent, self.count, self.last_end, self.told = 0.0, 0, None, False
+        self.due: str | None = None
+        """The hint's text once :meth:`record` decided it is due (given by the next :meth:`start`)."""
 
     def start(self) -> float:
-        """The clock at the start of a single add (placeholder: see the fixer's change)."""
+        """The clock at the start of a single add, after giving the hint if it is due: before the
+        add writes, so a warning raised as an error (``-W error``) leaves nothing stored; ``told``
+        is set first, so the caller's retry is not told again."""
+        if self.due is not None:
+            text, self.due, self.told = self.due, None, True
+            warn_caller(text, AddManyHint)
         return self.clock()
 
     def record(self, start: float, end: float) -> None:
-        """Count one single add that ran from ``start`` to ``end`` (``time.perf_counter``)."""
-        if self.told:
+        """Count one single add that ran from ``start`` to ``end`` (``time.perf_counter``); when
+        the run passes the rule, the hint is due (given by the next :meth:`start`, not here)."""
+        if self.told or self.due is not None:
             return
         if self.last_end is None or start - self.last_end > self.gap:
             self.spent, self.count = 0.0, 0  # a new run
@@ -66,21 +89,25 @@ class OneByOne:
         cheap = self.spent * self.per <= self.seconds * self.count  # mean add <= seconds / per
         if cheap and not self.commits:
             return  # a cheap embedder in memory: the documented rule, never told
-        self.told = True
-        head = f"{self.count} single add() calls in a row took {self.spent:.1f} s"
+        self.due = self.text(cheap)
+
+    def text(self, cheap: bool) -> str:
+        """The hint: constant for the store's settings (module docstring), ``cheap`` when the adds
+        averaged ``seconds / per`` or less."""
+        head = f"{self.calls} or more single add() calls in a row took over {self.seconds:g} s"
         if not self.commits:
             text = (f"{head} (one embedder call each); add_many(items) embeds and stores a batch in one call, "
                     f"{_EMBEDDER_GAIN}")
         elif cheap:
             text = (f"{head} (one embedder call and one committed transaction each); add_many(items) embeds and "
                     f"stores a batch in one call and commits it once. The embedder is cheap here "
-                    f"({1000 * self.spent / self.count:.1f} ms an add in all): the commits of this durable store "
+                    f"({1000 * self.seconds / self.per:g} ms an add or less): the commits of this durable store "
                     f"are what cost, and add_many saves them ({_COMMIT_GAIN})")
         else:
             text = (f"{head} (one embedder call and one committed transaction each); add_many(items) embeds and "
                     f"stores a batch in one call and commits it once, {_EMBEDDER_GAIN}; on this durable store "
                     f"also by the commits it saves ({_COMMIT_GAIN})")
-        warn_caller(f"{text}. {_SILENCE}", AddManyHint)
+        return f"{text}. {_SILENCE}"
 
     @staticmethod
     def clock() -> float:
