@@ -4,21 +4,25 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Callable
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 __all__ = ["calls"]
 
+P = ParamSpec("P")
+R = TypeVar("R")
 
-def calls(collaborator: str, cls: type, name: str):
-    """A ``Memory`` method that calls ``self.<collaborator>.<name>`` (the signature and the
-    docstring are ``cls.<name>``'s); for a property of ``cls``, a read-only property."""
-    target = getattr(cls, name)
-    if isinstance(target, property):
-        return property(lambda self: getattr(getattr(self, collaborator), name), doc=target.__doc__)
 
+def calls(collaborator: str, target: Callable[Concatenate[Any, P], R]) -> Callable[Concatenate[Any, P], R]:
+    """A ``Memory`` method that calls ``self.<collaborator>.<name>``, ``name`` being ``target``'s (a
+    collaborator's function, e.g. ``Searcher.search``).  The signature, the docstring and, for a type
+    checker, the parameter and return types are ``target``'s; a wrong argument is named as
+    ``Memory.<name>()``'s."""
+    name = target.__name__
     signature = inspect.signature(target)
 
     @functools.wraps(target)
-    def method(self, *args, **kwargs):
+    def method(self: Any, *args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return getattr(getattr(self, collaborator), name)(*args, **kwargs)
         except TypeError:

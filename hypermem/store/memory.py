@@ -36,12 +36,12 @@ from .checks import (
     embedding_for_update,
     usable_device,
 )
-from .delegation import calls as _calls
 from .encoder_points import is_hierarchy_encoder, places_points, store_defaults
 from .frames import memory_from_dataframe
 from .gc_pause import gc_paused
 from .heap import trim_after
 from .lexical import default_hybrid
+from .memory_delegates import MemoryDelegates
 from .persistence import from_json as memory_from_json
 from .persistence import load as load_memory
 from .persistence import save as save_memory
@@ -58,7 +58,7 @@ from .views import MemoryViews
 __all__ = ["Memory", "MODES", "METRICS"]
 
 
-class Memory:
+class Memory(MemoryDelegates):
     r"""Hierarchy-aware, time-aware memory for agents and RAG, on torch tensors.
 
     Each memory gets a point in the Poincaré ball.  Its direction comes from its text embedding (a child
@@ -292,21 +292,8 @@ class Memory:
         st.append_rows(records, levels, emb, owned)
         return new_ids
 
-    # ------------------------------------------------------------------ searching
-    search, search_batch, time_weights, embed_query, build_index, index_recall = (
-        _calls("searcher", Searcher, n) for n in ("search", "search_batch", "time_weights", "embed_query",
-                                                   "build_index", "index_recall"))
-    suggest_parents = _calls("suggester", Suggester, "suggest_parents")
+    # ------------------------------------------------------------------ search, views: store.memory_delegates
     select = select  # the ids a filter keeps, without a search (store.selection)
-
-    # ------------------------------------------------------------------ views (store.views.MemoryViews)
-    ids, points, directions, depths, embeddings = (
-        _calls("views", MemoryViews, n) for n in ("ids", "points", "directions", "depths", "embeddings"))
-    parent, children, ancestors, descendants, siblings, roots, level, depth, point, embedding = (
-        _calls("views", MemoryViews, n) for n in ("parent", "children", "ancestors", "descendants", "siblings",
-                                                   "roots", "level", "depth", "point", "embedding"))
-    stats, table, to_dataframe, tree = (_calls("views", MemoryViews, n) for n in ("stats", "table", "to_dataframe",
-                                                                                   "tree"))
     from_dataframe = classmethod(memory_from_dataframe)  # a new memory from to_dataframe's rows (store.frames)
 
     def touch(self, ids: Iterable[str]) -> None:
