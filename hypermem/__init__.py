@@ -11,6 +11,7 @@ The hierarchy functions are loaded on first use (module ``__getattr__``, PEP 562
 """
 
 from importlib import import_module as _import_module
+from typing import TYPE_CHECKING
 
 from .embed import BallProjector, CallableEmbedder, Embedder, HashingEmbedder, SentenceTransformerEmbedder
 from .geometry import PoincareBall
@@ -42,13 +43,19 @@ _LAZY = {
 """Names loaded on first access (the hierarchy package is not needed by the store)."""
 
 
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'hypermem' has no attribute {name!r}")
-    value = getattr(_import_module(module), name)
-    globals()[name] = value
-    return value
+if TYPE_CHECKING:  # a type checker reads the lazy names' own types (and flags a name not here: no __getattr__)
+    from .hierarchy.evaluation import reconstruction
+    from .hierarchy.sarkar import max_safe_depth, sarkar_layout
+    from .hierarchy.training import fit_euclidean_embeddings, fit_poincare_embeddings
+    from .hierarchy.tree import transitive_closure
+else:
+    def __getattr__(name: str):
+        module = _LAZY.get(name)
+        if module is None:
+            raise AttributeError(f"module 'hypermem' has no attribute {name!r}")
+        value = getattr(_import_module(module), name)
+        globals()[name] = value
+        return value
 
 
 def __dir__():

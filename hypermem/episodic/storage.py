@@ -12,10 +12,11 @@ Retrieval (recency, importance and salience, min-max scaled) is
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, overload
 
 import torch
 
@@ -292,8 +293,17 @@ class MemoryStorage(LookupMixin, RetrievalMixin):
             if m.end_time is None:
                 m.end()
 
+    @overload
+    def instantiate(self, event: Eventuality | str, importance: float = 0.25,
+                    context: bool = True) -> EpisodicMemory: ...
+
+    @overload
+    def instantiate(self, event: Iterable[Eventuality | str], importance: float | Sequence[float] = 0.25,
+                    context: bool = True) -> list[EpisodicMemory]: ...
+
     def instantiate(self, event: Eventuality | str | Iterable[Eventuality | str],
-                    importance: float | Sequence[float] = 0.25, context: bool = True):
+                    importance: float | Sequence[float] = 0.25,
+                    context: bool = True) -> EpisodicMemory | list[EpisodicMemory]:
         """Make new memories of an event (or list of events; an event may be given as its
         text ``"(<wff> ** <ep>)"``) and store them (see :meth:`store`).  ``importance`` is
         one number for all or one per event.  Returns the stored memory (or list; ``[]``
@@ -453,14 +463,14 @@ class MemoryStorage(LookupMixin, RetrievalMixin):
             return mems
 
     # ------------------------------------------------------------------ persistence
-    def save(self, path: Any, overwrite: bool = False) -> None:
+    def save(self, path: str | os.PathLike[str], overwrite: bool = False) -> None:
         """Write the whole storage to one SQLite file, atomically (see
         :mod:`hypermem.episodic.persistence`).  A SQLite file of another kind (e.g. a
         ``hypermem.Memory`` store) is not replaced (``FileExistsError``) unless ``overwrite``."""
         save_storage(self, path, overwrite=overwrite)
 
     @classmethod
-    def load(cls, path: Any, embedder: Any = None, clock: Callable[[], datetime] | None = None,
+    def load(cls, path: str | os.PathLike[str], embedder: Any = None, clock: Callable[[], datetime] | None = None,
              decay: Any = None) -> MemoryStorage:
         """Read a storage written by :meth:`save`: memories, times, episodes, context and
         indexes.  ``embedder``/``decay`` are needed only when saved ones were custom."""

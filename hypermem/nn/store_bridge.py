@@ -5,22 +5,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
-from ..embed import HashingEmbedder
+from ..embed import Embedder, HashingEmbedder
 from ..store import Memory
 from ..store.frames import parents_first
+
+_Layer = TypeVar("_Layer", bound="StoreBridge")
 
 
 class StoreBridge:
     """``from_memory`` / ``to_memory`` of :class:`~hypermem.nn.HyperbolicMemory`."""
 
     @classmethod
-    def from_memory(cls, memory, learn_keys: bool = True, learn_values: bool = False,
+    def from_memory(cls: type[_Layer], memory: Memory, learn_keys: bool = True, learn_values: bool = False,
                     temperature: float = 1.0, learn_temperature: bool = True, sparse_grad: bool = False,
-                    dtype: torch.dtype | None = None):
+                    dtype: torch.dtype | None = None) -> _Layer:
         """A layer holding the slots of a :class:`hypermem.store.Memory`.
 
         Keys are the store's points, values its raw embeddings, depth, timestamps, access
@@ -51,7 +53,8 @@ class StoreBridge:
             }
         return layer
 
-    def to_memory(self, embedder=None, texts: Sequence[str] | None = None, parents: Sequence[str | None] | None = None):
+    def to_memory(self, embedder: Embedder | None = None, texts: Sequence[str] | None = None,
+                  parents: Sequence[str | None] | None = None) -> Memory:
         """A :class:`hypermem.store.Memory` holding the slots as they are now.
 
         Each slot becomes a memory at its key (``point``), with its value as the stored

@@ -6,7 +6,7 @@ import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 import torch
 
@@ -55,7 +55,13 @@ from .state import MemoryState
 from .suggest import Suggester
 from .views import MemoryViews
 
+if TYPE_CHECKING:
+    from ..embed import Embedder
+    from .backends.server import ServerMemory
+
 __all__ = ["Memory", "MODES", "METRICS"]
+
+_M = TypeVar("_M", bound="Memory")
 
 
 class Memory(MemoryDelegates):
@@ -117,13 +123,13 @@ class Memory(MemoryDelegates):
     device: where the tensors live (``"cpu"``, ``"cuda"``, ...).
     """
 
-    def __init__(self, embedder=None, curvature: float | None = None, decay: DecayPolicy | None = None,
+    def __init__(self, embedder: Embedder | None = None, curvature: float | None = None, decay: DecayPolicy | None = None,
                  base_depth: float = 1.0, depth_step: float = 0.5, inherit: float = 0.25,
                  cone_constrained: bool = False, cone_k: float = DEFAULT_K, metric: str | None = None,
                  time_coef: float | None = None, depth_bias: float = 0.0, clock: Callable[[], datetime] | None = None,
                  dtype: torch.dtype = torch.float64, device: str | torch.device = "cpu", hybrid: float | None = None,
                  recency_weight: float | None = None):
-        self.embedder = HashingEmbedder() if embedder is None else embedder
+        self.embedder: Embedder = HashingEmbedder() if embedder is None else embedder
         if not callable(getattr(self.embedder, "embed", None)) or not hasattr(self.embedder, "dim"):
             raise TypeError("embedder must have a dim attribute and an embed(texts) method")
         dim = self.embedder.dim
@@ -167,16 +173,6 @@ class Memory(MemoryDelegates):
         self.suggester = Suggester(self)  # suggest_parents, parent="auto" (store.suggest)
 
     # ------------------------------------------------------------------ basics
-    @property
-    def reranker(self):
-        """A :class:`~hypermem.embed.PlacementReranker` that re-scores the best candidate parents of
-        ``parent="auto"`` and ``suggest_parents`` in a store that holds a tree, or None (store.suggest)."""
-        return self.suggester.reranker
-
-    @reranker.setter
-    def reranker(self, value) -> None:
-        self.suggester.set_reranker(value)
-
     @property
     def time_coef(self) -> float:
         """The time term's coefficient: as set, or ``calibrated_time_coef(recency_weight, spread)`` (1 for a
@@ -389,8 +385,9 @@ class Memory(MemoryDelegates):
         save_memory(self, path)
 
     @classmethod
-    def load(cls, path: str | os.PathLike, embedder: Any = None, decay: Any = None, clock: Callable | None = None,
-             device: str | torch.device | None = None, dtype: torch.dtype | None = None):
+    def load(cls: type[_M], path: str | os.PathLike, embedder: Embedder | None = None, decay: DecayPolicy | None = None,
+             clock: Callable | None = None, device: str | torch.device | None = None,
+             dtype: torch.dtype | None = None) -> _M:
         """Read a file written by :meth:`save` (or by ``poincare-memory`` 0.1.4), using the saved
         embeddings (nothing is re-embedded).  The hashing embedder and built-in decay policies are
         restored; pass ``embedder=`` / ``decay=`` for custom ones (a hierarchy encoder must be the one
@@ -406,9 +403,9 @@ class Memory(MemoryDelegates):
         return memory_to_json(self, path=path, indent=indent)
 
     @classmethod
-    def from_json(cls, source: str | os.PathLike | Mapping, embedder: Any = None, decay: Any = None,
-                  clock: Callable | None = None, device: str | torch.device | None = None,
-                  dtype: torch.dtype | None = None):
+    def from_json(cls: type[_M], source: str | os.PathLike | Mapping, embedder: Embedder | None = None,
+                  decay: DecayPolicy | None = None, clock: Callable | None = None,
+                  device: str | torch.device | None = None, dtype: torch.dtype | None = None) -> _M:
         """Inverse of :meth:`to_json`: ``source`` is a path, the JSON text or the parsed dict."""
         mem = memory_from_json(source, embedder=embedder, decay=decay, clock=clock, device=device, dtype=dtype,
                                cls=cls)
@@ -448,8 +445,21 @@ class Memory(MemoryDelegates):
     # ------------------------------------------------------------------ durable storage
     _storage: Any = None
 
+    @overload
     @classmethod
-    def open(cls, target, read_only: bool = False, mirror: bool = True, **memory_kwargs: Any):
+    def open(cls: type[_M], target: str | os.PathLike, read_only: bool = False, mirror: Literal[True] = True,
+             **memory_kwargs: Any) -> _M: ...
+    @overload
+    @classmethod
+    def open(cls, target: str, read_only: bool = False, *, mirror: Literal[False],
+             **memory_kwargs: Any) -> ServerMemory: ...
+    @overload
+    @classmethod
+    def open(cls: type[_M], target: str | os.PathLike, read_only: bool = False, mirror: bool = True,
+             **memory_kwargs: Any) -> _M | ServerMemory: ...
+    @classmethod
+    def open(cls: type[_M], target: str | os.PathLike, read_only: bool = False, mirror: bool = True,
+             **memory_kwargs: Any) -> _M | ServerMemory:
         """A memory bound to durable storage at ``target``: a file path (SQLite, WAL, write-through) or a
         ``postgresql://`` URL (PostgreSQL + pgvector).
 
@@ -480,7 +490,7 @@ class Memory(MemoryDelegates):
         if st is not None:
             st.close()
 
-    def __enter__(self):
+    def __enter__(self: _M) -> _M:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from ..embed.reranker import PlacementReranker
 from .delegation import calls
 from .search import Searcher
 from .suggest import Suggester
@@ -31,6 +32,16 @@ class MemoryDelegates:
     build_index = calls("searcher", Searcher.build_index)
     index_recall = calls("searcher", Searcher.index_recall)
     suggest_parents = calls("suggester", Suggester.suggest_parents)
+
+    @property
+    def reranker(self) -> PlacementReranker | None:
+        """A :class:`~hypermem.embed.PlacementReranker` that re-scores the best candidate parents of
+        ``parent="auto"`` and ``suggest_parents`` in a store that holds a tree, or None (store.suggest)."""
+        return self.suggester.reranker
+
+    @reranker.setter
+    def reranker(self, value: PlacementReranker | None) -> None:
+        self.suggester.set_reranker(value)
 
     # ------------------------------------------------------------------ columns (read-only properties)
     @property

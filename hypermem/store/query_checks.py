@@ -8,12 +8,17 @@ for filters.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
-__all__ = ["QueryTypeError", "check_point_query"]
+__all__ = ["Query", "QueryTypeError", "check_point_query"]
+
+Query = str | torch.Tensor | np.ndarray | Sequence[float] | None
+"""What ``Memory.search`` takes as a query: text, a point (tensor, array, list or tuple), or None
+(structural modes)."""
 
 
 class QueryTypeError(ValueError, TypeError):

@@ -33,7 +33,7 @@ from .filters import filter_keys
 from .lexical import Lexical
 from .meta_columns import MetaColumns
 from .placement import unit
-from .query_checks import check_point_query
+from .query_checks import Query, check_point_query
 from .records import SearchResult, search_results
 
 MIRROR_MIN_ROWS = 16_384
@@ -239,7 +239,7 @@ class Searcher:
                 self.warned_keys.add(key)
                 warn_caller(unknown_key_warning(key, what))
 
-    def search(self, query: Any = None, k: int = 5, mode: str = "nearest", root: str | None = None,
+    def search(self, query: Query = None, k: int = 5, mode: str = "nearest", root: str | None = None,
                at_time: datetime | None = None, filters: Filter = None, metric: str | None = None,
                query_depth: float | None = None, touch: bool = True, use_index: bool | None = None,
                oversample: int = 8, valid_only: bool = False, hybrid: float | None = None) -> list[SearchResult]:
@@ -283,7 +283,7 @@ class Searcher:
                              valid_only, hybrid)
         return self.run([query], k, opts, allow_none=True)[0]
 
-    def search_batch(self, queries: Sequence[Any], k: int = 5, **kwargs: Any) -> list[list[SearchResult]]:
+    def search_batch(self, queries: Sequence[Query], k: int = 5, **kwargs: Any) -> list[list[SearchResult]]:
         """:meth:`search` for many queries at once (one embedding call, one batched scoring), exact
         unless ``use_index=True`` asks for a faiss index (searched query by query: slower).
 
