@@ -24,6 +24,7 @@ to load back equal, and written as an inspector page.
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
@@ -31,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from .configs import config_path
+from .embed.sentence_transformer import check_temp_folder
+from .store.backends.sqlite_open import read_only_mount
 from .train.export import embedding_to_memory  # noqa: F401  (re-exported: the demo's one-call export)
 
 DEMO_NOW = datetime(2025, 6, 1, 9, 0, tzinfo=timezone.utc)
@@ -183,6 +186,26 @@ def train_mammals(config: str | Path | None = None, epochs: int | None = None, r
         return train_main(argv + list(args))
     finally:
         torch.set_num_threads(before)
+
+
+def check_output_folders(folders: Mapping[str, str | Path], temp: bool = True) -> None:
+    """Fail at once, before any training (Lightning's import alone takes 10 s or more), where
+    the demo could not write: each folder of ``folders`` (keyed by the setting that names it,
+    ``{"--out": ..., "--runs": ...}``), or the first part of its path that exists where it is
+    still to be created, must be writable by this process (a read-only working folder refused
+    ``runs/`` only after the import, and left ``--out`` created and empty); with ``temp``, a
+    temporary folder must exist (torch, Lightning and matplotlib's cache ask for one when they
+    are imported).  ``PermissionError`` / ``FileNotFoundError`` naming the setting and the remedy."""
+    for setting, folder in folders.items():
+        path = Path(folder).absolute()
+        part = next((p for p in (path, *path.parents) if p.exists()), None)
+        if part is not None and part.is_dir() and not os.access(part, os.W_OK | os.X_OK):
+            why = "a read-only file system" if read_only_mount(str(part)) else "permission denied"
+            where = "" if part == path else f" (where {path} would be created)"
+            raise PermissionError(f"{setting} {folder}: this process may not write in {part}{where} ({why}): "
+                                  f"give {setting} a writable folder")
+    if temp:
+        check_temp_folder("the mammals demo", "torch, Lightning and matplotlib's cache ask for one")
 
 
 def synset_texts(nodes: Sequence[str], glosses: Mapping[str, str] | None,
@@ -346,6 +369,7 @@ def run_mammals_demo(out_dir: str | Path = "out/hypermem-demo", config: str | Pa
     import time
 
     epochs = _check_epochs(epochs)
+    check_output_folders({"out_dir": out_dir, "runs_dir": runs_dir})
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     echo("hypermem demo 'mammals': Poincaré embeddings of the WordNet mammal hierarchy (Nickel & Kiela 2017)")

@@ -52,7 +52,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                  if used]
         if given:
             raise UserError(f"{', '.join(given)}: only for the mammals demo (--dataset mammals)")
-    from ..demo import run_demo
+    from ..demo import check_output_folders, run_demo
 
     out, name = args.out or "out/hypermem-demo", None
     if args.output is not None:  # the NumPy reference's form: -o STEM writes STEM.db and STEM.html
@@ -68,6 +68,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         training["name"] = name
     _check_folder(Path(out), *(("--out", str(out)) if args.output is None else ("-o", args.output)))
     _check_demo_files(Path(out), name or args.dataset, args.force)
+    if args.dataset == "mammals":   # before the training's imports (10 s or more)
+        check_output_folders({"--out" if args.output is None else "-o": out, "--runs": training["runs_dir"]})
     result = run_demo(out, dataset=args.dataset, inspector=not args.no_inspector, **training)
     if args.open and result["html"] is not None:
         import webbrowser

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -58,7 +59,8 @@ def load_sentence_transformer(name: str, setting: str, **kwargs: Any):
     all-MiniLM-L6-v2 (by its names) or a model already in the local Hugging Face cache, never a
     download (per call: the process's ``HF_HUB_OFFLINE`` is left as it is); any other name raises
     :func:`offline_model_error` at once."""
-    from sentence_transformers import SentenceTransformer
+    with temp_folder_named(f"loading the sentence-transformers model {str(name)!r}"):
+        from sentence_transformers import SentenceTransformer
 
     if kwargs.pop("local_files_only", True) is not True:
         raise ValueError(f"{setting}: local_files_only=False is not supported: nothing is downloaded at run time; "
@@ -70,6 +72,30 @@ def load_sentence_transformer(name: str, setting: str, **kwargs: Any):
         if Path(path).expanduser().exists():
             raise
         raise offline_model_error(setting, name) from None
+
+
+@contextlib.contextmanager
+def temp_folder_named(what: str):
+    """A context that names the cause and the remedy when importing or loading a model fails
+    for want of a temporary folder: torch (``torch._dynamo``, imported by transformers) asks
+    :func:`tempfile.gettempdir` at import, which raises ``FileNotFoundError: No usable
+    temporary directory found in [...]`` where ``TMPDIR``, ``/tmp`` and the others are missing
+    or read-only (a locked-down container).  Any other ``FileNotFoundError`` passes as it is."""
+    try:
+        yield
+    except FileNotFoundError:
+        check_temp_folder(what)
+        raise
+
+
+def check_temp_folder(what: str, why: str = "torch and transformers ask for one when they are imported") -> None:
+    """Nothing where :func:`tempfile.gettempdir` finds a writable temporary folder; else a
+    one-line ``FileNotFoundError``: ``what`` needs one (``why``), and the remedy, ``TMPDIR``."""
+    try:
+        tempfile.gettempdir()
+    except FileNotFoundError as none:
+        raise FileNotFoundError(f"{what} needs a writable temporary folder ({why}) and there is none "
+                                f"({none.strerror or none}): set TMPDIR to a writable folder") from None
 
 
 @contextlib.contextmanager
@@ -113,7 +139,8 @@ class SentenceTransformerEmbedder:
     def __init__(self, model_name: str = DEFAULT_MODEL, batch_size: int = 64, device: str | None = None,
                  **kwargs: Any) -> None:
         try:
-            import sentence_transformers  # noqa: F401
+            with temp_folder_named(f"SentenceTransformerEmbedder({model_name!r})"):
+                import sentence_transformers  # noqa: F401
         except ImportError as exc:
             raise ImportError(f"SentenceTransformerEmbedder needs sentence-transformers; {_INSTALL_HINT}") from exc
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -124,6 +151,10 @@ class SentenceTransformerEmbedder:
             self.model.get_sentence_embedding_dimension
         self._dim = int(getdim() or 0)
         self.batch_size = int(batch_size)
+
+    def __repr__(self) -> str:
+        return (f"SentenceTransformerEmbedder(model_name={self.model_name!r}, dim={self.dim}, "
+                f"batch_size={self.batch_size}, device={str(self.model.device)!r})")
 
     @property
     def dim(self) -> int:

@@ -47,6 +47,7 @@ from ..embed.spec import embedder_spec, is_minilm_spec
 from ..temporal import CustomPolicyError, PolicySpecError, policy_from_spec
 from ..temporal.clock import to_utc
 from .caller_warning import warn_caller
+from .file_access import may_not_read
 
 MAX_DIM = 1 << 20
 """Largest vector dimension a file may declare (1,048,576)."""
@@ -424,6 +425,8 @@ def open_sqlite_readonly(path: str | os.PathLike) -> sqlite3.Connection:
             raise MemoryFileError(f"{str(p)!r} has unfinished changes in {side.name!r} (SQLite {what}); open it "
                                   f"once with sqlite3 to finish them (e.g. sqlite3 {p.name} 'PRAGMA "
                                   f"wal_checkpoint(TRUNCATE)'): a load never writes")
+    if (denied := may_not_read(p)) is not None:
+        raise MemoryFileError(denied)
     try:
         return sqlite3.connect(p.resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
     except sqlite3.Error as exc:

@@ -44,6 +44,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..file_access import may_not_read
 from ..validation import load_json, short, sqlite_problem
 from . import fork_guard
 from .changes import REMOVAL_LOG_VERSIONS, collect_changes, issue_changes, prune_removal_log
@@ -166,6 +167,8 @@ class SqliteStorage:
                     raise StorageError(f"SQLite storage {self.path!r}: the folder {folder!r} is on a "
                                        "read-only file system; to only read it, open it with read_only=True; "
                                        "nothing was opened")
+                if (denied := may_not_read(self.path, self.path + "-wal")) is not None:
+                    raise StorageError(f"SQLite storage {self.path!r}: {denied}; nothing was opened")
                 if locked:  # before any connection: a read would leave -wal / -shm files of this user behind
                     raise StorageError(f"SQLite storage {self.path!r}: this process may not write "
                                        f"{', '.join(repr(f) for f in locked)} (permission denied): open it as the "
@@ -243,7 +246,7 @@ class SqliteStorage:
         return self._con
 
     def error(self, exc: BaseException) -> StorageError:
-        return StorageError(f"SQLite storage {self.path!r}: {explain(exc, self.path)}")
+        return StorageError(f"SQLite storage {self.path!r}: {explain(exc, self.path, self.read_only)}")
 
     @staticmethod
     def busy(exc: BaseException) -> bool:

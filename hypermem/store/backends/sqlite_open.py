@@ -27,6 +27,7 @@ import sys
 import time
 from urllib.parse import quote
 
+from ..file_access import may_not_read
 from .durable import StorageError
 
 try:
@@ -72,7 +73,10 @@ def _connect(path: str, query: str | None = None) -> sqlite3.Connection:
 
 def open_read_only(path: str) -> tuple[sqlite3.Connection, bool]:
     """A connection that only reads ``path`` (see the module docstring), and whether it is
-    ``immutable`` (a folder that is not writable: other processes' writes are not seen)."""
+    ``immutable`` (a folder that is not writable: other processes' writes are not seen).
+    A file or ``-wal`` this process may not read is a :class:`StorageError` saying so."""
+    if (denied := may_not_read(path, path + "-wal")) is not None:
+        raise StorageError(f"SQLite storage {path!r}: {denied}")
     folder = folder_of(path)
     if os.access(path, os.W_OK) and os.access(folder, os.W_OK):
         con = _connect(path)
@@ -100,8 +104,9 @@ def open_read_only(path: str) -> tuple[sqlite3.Connection, bool]:
     return _connect(path, "immutable=1"), True
 
 
-def explain(exc: BaseException, path: str) -> str:
-    """The text of a SQLite error, with the likely cause and remedy where it is known."""
+def explain(exc: BaseException, path: str, read_only: bool = False) -> str:
+    """The text of a SQLite error, with the likely cause and remedy where it is known
+    (``read_only``: the error of a ``read_only=True`` handle, which is not told to use one)."""
     text = str(exc)
     if _code(exc) in _BUSY:
         return (f"{text}: another process holds this store's write lock (a long write, or a stopped or hung "
@@ -109,6 +114,8 @@ def explain(exc: BaseException, path: str) -> str:
                 f"written: retry when that write ends, or end that process (searches with touch=False and "
                 f"read_only=True handles do not wait for it)")
     folder = folder_of(path)
+    if _code(exc) in _NO_WRITE and (denied := may_not_read(path, path + "-wal", path + "-shm")) is not None:
+        return f"{text}: {denied}"
     if _code(exc) in _NO_WRITE and not os.path.isdir(folder):
         missing = folder
         while not os.path.isdir(os.path.dirname(missing)) and os.path.dirname(missing) != missing:
@@ -118,19 +125,19 @@ def explain(exc: BaseException, path: str) -> str:
     if _code(exc) in _NO_WRITE and read_only_mount(folder):
         return (f"{text}: the folder {folder!r} is on a read-only file system; a store needs its folder "
                 f"writable (SQLite keeps its -wal and -shm files beside the file)"
-                + ("; to only read it, open it with read_only=True" if os.path.exists(path) else
-                   ": choose a folder on a writable file system"))
+                + ("" if read_only else "; to only read it, open it with read_only=True" if os.path.exists(path)
+                   else ": choose a folder on a writable file system"))
     if _code(exc) in _NO_WRITE and not os.access(folder, os.W_OK):
         exists = os.path.exists(path)
         return (f"{text}: the folder {folder!r} is not writable (permission denied); a store needs its folder "
                 f"writable to be {'written' if exists else 'created'} (SQLite keeps its -wal and -shm files "
-                f"beside the file)" + ("; to only read it, open it with read_only=True" if exists else
-                                       ": choose a writable folder"))
+                f"beside the file)" + ("" if read_only else "; to only read it, open it with read_only=True"
+                                       if exists else ": choose a writable folder"))
     if _code(exc) in _NO_WRITE:
         locked = [f for f in (path, path + "-wal", path + "-shm") if os.path.exists(f) and not os.access(f, os.W_OK)]
         if locked:
             return (f"{text}: this process may not write {', '.join(repr(f) for f in locked)} (permission denied): "
-                    f"open it as the user that owns it, or with read_only=True to only read")
+                    f"open it as the user that owns it" + ("" if read_only else ", or with read_only=True to only read"))
     return text
 
 
