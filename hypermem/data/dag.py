@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
+from typing import TypeVar
 
 __all__ = ["MAX_CLOSURE", "ClosureTooLargeError", "CycleError", "check_acyclic", "hypernym_closure"]
 
@@ -10,6 +11,9 @@ MAX_CLOSURE = 10_000_000
 """The most ``(node, ancestor)`` pairs :func:`hypernym_closure` builds (about 0.6 GB of sets; the
 WordNet noun hierarchy holds about 0.75 million).  A chain of ``n`` nodes holds ``n (n - 1) / 2``
 pairs, so a file of a few hundred kilobytes could otherwise exhaust the memory."""
+
+N = TypeVar("N", bound=Hashable)
+"""A node: any hashable value (``str`` names, ``int`` indices), one type per graph."""
 
 
 class ClosureTooLargeError(ValueError):
@@ -20,12 +24,12 @@ class CycleError(ValueError):
     """A cycle in a hierarchy; :attr:`cycle` holds its nodes, each a child of the next (the last
     a child of the first), so a reader can name the line of one of its edges."""
 
-    def __init__(self, message: str, cycle: list[str]):
+    def __init__(self, message: str, cycle: list[Hashable]):
         super().__init__(message)
         self.cycle = cycle
 
 
-def hypernym_closure(parents: Mapping[str, Sequence[str]], limit: int | None = None) -> dict[str, set[str]]:
+def hypernym_closure(parents: Mapping[N, Sequence[N]], limit: int | None = None) -> dict[N, set[N]]:
     """All ancestors of every node of a DAG given as ``node -> direct parents``.
 
     Iterative (Kahn's topological order), so depth is unlimited; raises :class:`CycleError`
@@ -36,7 +40,7 @@ def hypernym_closure(parents: Mapping[str, Sequence[str]], limit: int | None = N
     """
     limit = MAX_CLOSURE if limit is None else limit
     nodes, children, pending = _graph(parents)
-    ancestors: dict[str, set[str]] = {n: set() for n in nodes}
+    ancestors: dict[N, set[N]] = {n: set() for n in nodes}
     queue = [n for n in nodes if pending[n] == 0]
     done = pairs = 0   # pairs: the entries of every set so far (sets only grow)
     while queue:
@@ -62,12 +66,12 @@ def hypernym_closure(parents: Mapping[str, Sequence[str]], limit: int | None = N
     return ancestors
 
 
-def _graph(parents: Mapping[str, Sequence[str]]) -> tuple[set, dict[str, list[str]], dict[str, int]]:
+def _graph(parents: Mapping[N, Sequence[N]]) -> tuple[set[N], dict[N, list[N]], dict[N, int]]:
     """The nodes, ``node -> children`` and every node's number of distinct parents."""
     nodes = set(parents)
     for ps in parents.values():
         nodes.update(ps)
-    children: dict[str, list[str]] = {n: [] for n in nodes}
+    children: dict[N, list[N]] = {n: [] for n in nodes}
     pending = dict.fromkeys(nodes, 0)
     for n, ps in parents.items():
         for p in set(ps):
@@ -76,14 +80,14 @@ def _graph(parents: Mapping[str, Sequence[str]]) -> tuple[set, dict[str, list[st
     return nodes, children, pending
 
 
-def _refuse_cycle(parents: Mapping[str, Sequence[str]], pending: Mapping[str, int], labels=None) -> None:
+def _refuse_cycle(parents: Mapping[N, Sequence[N]], pending: Mapping[N, int], labels=None) -> None:
     cycle = _a_cycle(parents, pending)
     if labels is not None:
         cycle = [labels[n] for n in cycle]
     raise CycleError(f"the hierarchy has a cycle (each node a child of the next): {_shown(cycle)}", cycle)
 
 
-def check_acyclic(parents: Mapping[str, Sequence[str]], labels: Sequence | None = None) -> None:
+def check_acyclic(parents: Mapping[N, Sequence[N]], labels: Sequence | None = None) -> None:
     """Raise :class:`CycleError` naming a cycle of the graph ``node -> direct parents`` (nodes of
     one orderable type: ``str``, or ``int`` indices named by ``labels[i]`` in the message and
     :attr:`CycleError.cycle`), as :func:`hypernym_closure` does, without building the closure:
@@ -102,7 +106,7 @@ def check_acyclic(parents: Mapping[str, Sequence[str]], labels: Sequence | None 
         _refuse_cycle(parents, pending, labels)
 
 
-def _a_cycle(parents: Mapping[str, Sequence[str]], pending: Mapping[str, int]) -> list[str]:
+def _a_cycle(parents: Mapping[N, Sequence[N]], pending: Mapping[N, int]) -> list[N]:
     """A cycle among the nodes Kahn's algorithm left (``pending > 0``), each node a child of the
     next, from the cycle's first node in sorted order.
 
@@ -113,8 +117,8 @@ def _a_cycle(parents: Mapping[str, Sequence[str]], pending: Mapping[str, int]) -
     message is the same on every run.
     """
     node = min(n for n, k in pending.items() if k > 0)
-    at: dict[str, int] = {}
-    path: list[str] = []
+    at: dict[N, int] = {}
+    path: list[N] = []
     while node not in at:
         at[node] = len(path)
         path.append(node)
@@ -124,7 +128,7 @@ def _a_cycle(parents: Mapping[str, Sequence[str]], pending: Mapping[str, int]) -
     return cycle[first:] + cycle[:first]
 
 
-def _shown(cycle: list[str], show: int = 8) -> str:
+def _shown(cycle: Sequence[Hashable], show: int = 8) -> str:
     """``'a' -> 'b' -> 'a'``; a cycle of more than ``show`` nodes is cut in the middle."""
     if len(cycle) <= show:
         return " -> ".join(map(repr, [*cycle, cycle[0]]))

@@ -40,7 +40,7 @@ import contextlib
 import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -344,7 +344,9 @@ class HierarchyEncoder:
         (:func:`hypermem.geometry.subsumption.score_from_terms`)."""
         return geometry_distance(child, parent, self.curvature), self.norms(child), self.norms(parent)
 
-    def subsumption_scores(self, child, parent, centripetal_weight: float | None = None) -> torch.Tensor:
+    def subsumption_scores(self, child: Iterable[str] | torch.Tensor | np.ndarray,
+                           parent: Iterable[str] | torch.Tensor | np.ndarray,
+                           centripetal_weight: float | None = None) -> torch.Tensor:
         """How likely "``child`` is-a ``parent``" is; higher is likelier.
 
         ``child`` and ``parent`` are lists of texts (scored pairwise, the same length; a single
@@ -373,7 +375,8 @@ class HierarchyEncoder:
         p = p.to(device=c.device, dtype=c.dtype)
         return score_from_terms(*self.score_terms(c, p), lam)
 
-    def predict(self, child, parent) -> torch.Tensor:
+    def predict(self, child: Iterable[str] | torch.Tensor | np.ndarray,
+                parent: Iterable[str] | torch.Tensor | np.ndarray) -> torch.Tensor:
         """``subsumption_scores(child, parent) > threshold`` (the threshold chosen on validation)."""
         if self.threshold is None:
             raise ValueError("this encoder has no threshold yet: choose one on validation data "

@@ -28,11 +28,16 @@ seed import path :mod:`hypermem.retrieval.cones` (a re-export) all use it.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 
 from .conversion import as_points, check_curvature
 from .numerics import half_as_float32, safe_norm, sq_norm
+
+if TYPE_CHECKING:
+    from .ball import PoincareBall
 
 DEFAULT_K = 0.1
 """Aperture constant ``K`` of Ganea et al. (2018); they use 0.1."""
@@ -124,7 +129,8 @@ def cone_energy(x, y, ball=None, K: float = DEFAULT_K) -> torch.Tensor:
     return (cone_angle(x, y, ball) - half_aperture(x, ball, K)).clamp_min(0.0)
 
 
-def in_cone(x, y, ball=None, K: float = DEFAULT_K, tol: float = 1e-9) -> torch.Tensor:
+def in_cone(x: torch.Tensor | np.ndarray, y: torch.Tensor | np.ndarray, ball: PoincareBall | float | None = None,
+            K: float = DEFAULT_K, tol: float = 1e-9) -> torch.Tensor:
     """Boolean mask: ``y`` is inside the entailment cone of ``x`` (energy <= ``tol``)."""
     return cone_energy(x, y, ball, K) <= tol
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from .conversion import as_points, check_curvature
@@ -28,7 +29,7 @@ def lorentz_inner(X, Y) -> torch.Tensor:
 
 
 @half_as_float32
-def lorentz_distance(X, Y, curvature: float = 1.0) -> torch.Tensor:
+def lorentz_distance(X: torch.Tensor | np.ndarray, Y: torch.Tensor | np.ndarray, curvature: float = 1.0) -> torch.Tensor:
     r"""Geodesic distance on the hyperboloid: ``(1/sqrt(c)) arcosh(-c <X, Y>_L)``."""
     return distance_from_lorentz_inner(lorentz_inner(X, Y), check_curvature(curvature))
 
@@ -42,7 +43,7 @@ def distance_from_lorentz_inner(inner: torch.Tensor, c: float = 1.0) -> torch.Te
     return arcosh1p(-c * inner - 1.0) / math.sqrt(c)
 
 
-def to_mips_vectors(X) -> torch.Tensor:
+def to_mips_vectors(X: torch.Tensor | np.ndarray) -> torch.Tensor:
     """Negate the time coordinate, so that ``to_mips_vectors(X) @ Y == <X, Y>_L``."""
     (X,) = as_points(X, names=("X",))
     return torch.cat([-X[..., :1], X[..., 1:]], dim=-1)

@@ -31,6 +31,7 @@ Example::
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -42,6 +43,9 @@ from ..hierarchy.ranking_loss import softmax_ranking_loss
 from .curvature import ball_c
 from .indices import as_indices
 from .read_checks import check_query_values, host_check, refuse_empty_mean
+
+if TYPE_CHECKING:
+    from .hyperbolic_memory import HyperbolicMemory
 
 
 def _curvature(ball) -> float | torch.Tensor:
@@ -111,7 +115,7 @@ def hyperbolic_info_nce(queries: torch.Tensor, keys: torch.Tensor, targets: torc
     return _reduce(F.cross_entropy(-d / temperature, targets, reduction="none"), reduction)
 
 
-def memory_info_nce(memory, queries: torch.Tensor, targets: torch.Tensor, k: int | None = None,
+def memory_info_nce(memory: HyperbolicMemory, queries: torch.Tensor, targets: torch.Tensor, k: int | None = None,
                     exclude: torch.Tensor | None = None, at_time=None, reduction: str = "mean") -> torch.Tensor:
     """InfoNCE over the slots of a :class:`~hypermem.nn.HyperbolicMemory`: the answer slot
     ``targets`` ``(B,)`` against the others, with the memory's scores as logits.

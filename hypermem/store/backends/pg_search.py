@@ -105,8 +105,9 @@ def where_clause(mode: str, root: str | None, t_max: datetime | None, valid_at: 
     return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
 
-def _bias(memory, rows: list[dict], now: float) -> torch.Tensor:
-    """``time_coef * log(max(w, MIN_WEIGHT)) + depth_bias * depth`` of rows (as in ``Memory.search``)."""
+def _bias(memory, rows: list[dict], now: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``time_coef * log(max(w, MIN_WEIGHT)) + depth_bias * depth`` of rows (as in ``Memory.search``), with
+    the rows' time weights ``w`` and depths."""
     f64 = {"dtype": torch.float64}
     t = torch.tensor([to_seconds(r["t"]) for r in rows], **f64)
     acc = torch.tensor([float(r["access_count"]) for r in rows], **f64)
