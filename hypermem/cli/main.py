@@ -5,7 +5,9 @@ MEMORY is a file written by ``Memory.save`` (SQLite) or ``Memory.to_json`` (JSON
 database of ``Memory.open`` or a ``postgresql://`` URL (both opened read-only).
 Mistakes (a missing file, an unknown id, a bad option) print one line and exit non-zero
 (set HYPERMEM_DEBUG=1 to get the traceback instead); a warning is one ``warning: ...`` line
-on stderr; Ctrl-C stops any command with status 130 and no traceback, SIGTERM and SIGHUP with
+on stderr, or, where the warnings filter makes it an exception (``PYTHONWARNINGS=error``), one
+``error:`` line and status 1; Ctrl-C stops any command with status 130 and no traceback (while
+the package loads too: the console script's ``_hypermem_console``), SIGTERM and SIGHUP with
 143 and 129 (:mod:`hypermem.cli.stop_signals`), a half-written output's temporary file removed.
 """
 
@@ -28,6 +30,8 @@ def _error_line(exc: BaseException) -> str | None:
     """The one-line message for a user mistake, or None for an unexpected error (a bug)."""
     if isinstance(exc, UserError):
         return str(exc)
+    if isinstance(exc, Warning):   # PYTHONWARNINGS=error or -W error made a warning an exception
+        return f"{exc} ({type(exc).__name__}, an error by the warnings filter)"
     from ..embed.choice import EmbedderMissing
     from ..store.backends.durable import StorageError
     from ..store.persistence import MemoryFileError

@@ -61,7 +61,7 @@ from .encoder_folder import (
 )
 from .file_modes import give_normal_modes
 from .folder_files import drop_stale_module_dirs, present, save_folder, saved_module_dirs
-from .module_checks import LOAD_ERRORS, check_loaded_weights, float32_kwargs
+from .module_checks import check_loaded_weights, float32_kwargs, load_errors
 from .sentence_transformer import load_sentence_transformer, quiet_loading
 
 __all__ = ["HierarchyEncoder", "EncoderFolderError", "check_save_folder"]
@@ -195,7 +195,7 @@ class HierarchyEncoder:
             try:
                 model = st.SentenceTransformer(str(folder), device=str(device or "cpu"), trust_remote_code=False,
                                                local_files_only=True, model_kwargs=float32_kwargs())
-            except LOAD_ERRORS as exc:
+            except load_errors() as exc:
                 if isinstance(exc, EncoderFolderError):
                     raise
                 raise EncoderFolderError(f"{folder}: the model does not load from its files ({type(exc).__name__}: "

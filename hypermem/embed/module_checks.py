@@ -23,21 +23,28 @@ import torch
 
 from .folder_files import EncoderFolderError, present, read_json, weights_header
 
-__all__ = ["LOAD_ERRORS", "check_loaded_weights", "check_pooling", "check_transformer", "float32_kwargs",
+__all__ = ["check_loaded_weights", "check_pooling", "check_transformer", "float32_kwargs", "load_errors",
            "module_config"]
 
-try:
-    from safetensors import SafetensorError
-except ImportError:  # pragma: no cover - safetensors comes with transformers
-    SafetensorError = OSError
-try:   # the base of transformers' config validation errors (StrictDataclassFieldValidationError...)
-    from huggingface_hub.errors import StrictDataclassError
-except ImportError:  # pragma: no cover - huggingface_hub < 0.34 validates no config field
-    StrictDataclassError = ValueError
-LOAD_ERRORS = (OSError, ValueError, RuntimeError, TypeError, KeyError, AttributeError, SafetensorError,
-               StrictDataclassError)
-"""What a library raises on a folder it cannot load (a config.json field of the wrong type
-included); the loaders re-raise it naming the folder."""
+
+def load_errors() -> tuple[type[BaseException], ...]:
+    """What a library raises on a folder it cannot load (a config.json field of the wrong type
+    included); the loaders re-raise it naming the folder (``except load_errors() as exc``: Python
+    evaluates it only when an exception arrives).  A function, not a constant: naming
+    safetensors' and huggingface_hub's error classes imports those libraries (huggingface_hub.errors
+    imports an HTTP client, 0.2 s), which ``import hypermem`` never needs."""
+    try:
+        from safetensors import SafetensorError
+    except ImportError:  # pragma: no cover - safetensors comes with transformers
+        SafetensorError = OSError
+    try:   # the base of transformers' config validation errors (StrictDataclassFieldValidationError...)
+        from huggingface_hub.errors import StrictDataclassError
+    except ImportError:  # pragma: no cover - huggingface_hub < 0.34 validates no config field
+        StrictDataclassError = ValueError
+    return (OSError, ValueError, RuntimeError, TypeError, KeyError, AttributeError, SafetensorError,
+            StrictDataclassError)
+
+
 CONFIG_LOADING_OPTIONS = ("quantization_config",)
 """Fields of ``config.json`` that choose how transformers loads the model (quantised weights
 through other libraries), refused like ``sentence_bert_config.json``'s ``model_kwargs``."""

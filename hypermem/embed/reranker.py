@@ -49,7 +49,7 @@ import torch
 from .encoder_folder import EncoderFolderError, check_integer, check_modules, check_number, check_weight
 from .file_modes import give_normal_modes
 from .folder_files import present, read_json, save_folder, scan_folder
-from .module_checks import LOAD_ERRORS, check_loaded_weights, check_transformer
+from .module_checks import check_loaded_weights, check_transformer, load_errors
 from .sentence_transformer import local_minilm_path, quiet_loading
 
 __all__ = ["ACTIVATIONS", "CANDIDATES", "CONFIG_FILE", "RULE", "WEIGHT", "PlacementReranker", "RerankerFolderError",
@@ -214,7 +214,7 @@ class PlacementReranker:
                 try:
                     model = CrossEncoder(source, num_labels=1, max_length=max_length, device=device or "cpu",
                                          trust_remote_code=False, local_files_only=True)
-                except LOAD_ERRORS as exc:
+                except load_errors() as exc:
                     raise RerankerFolderError(f"{folder}: the model does not load from its files "
                                               f"({type(exc).__name__}: {str(exc)[:300]})") from None
             rel = "" if cross else _transformer_path(folder)
