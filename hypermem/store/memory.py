@@ -216,8 +216,10 @@ class Memory(MemoryDelegates):
 
     def __repr__(self) -> str:
         placed = ", placed_by='hierarchy encoder'" if places_points(self.embedder) else ""
+        closed = ", storage closed" if getattr(self._storage, "closed", False) else ""
         return (f"Memory(n={self.state.n}, dim={self.dim}, curvature={self.curvature:g}, metric={self.metric!r}"
-                f"{placed}, decay={self.decay!r}, dtype={self.dtype}, device={self.device})")
+                f"{placed}, decay={self.decay!r}, dtype={self.dtype}, device={self.device}, "
+                f"embedder={type(self.embedder).__name__}{closed})")
 
     def get(self, id: str) -> MemoryRecord:
         """The record of ``id`` (``KeyError`` if unknown)."""

@@ -17,7 +17,21 @@ def _iso(t: datetime | None) -> str | None:
     return None if t is None else t.isoformat()
 
 
-@dataclass(slots=True)
+def _short(text: str, width: int = 40) -> str:
+    """``text``, cut to ``width`` characters with an ellipsis (the reprs' text)."""
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _meta_summary(meta: Any) -> str:
+    """A short ``meta``: the dict itself when its repr is short, else its key count and first keys."""
+    shown = repr(meta)
+    if len(shown) <= 40 or not isinstance(meta, dict):
+        return _short(shown)
+    keys = ", ".join(_short(repr(k), 16) for k in list(meta)[:3])
+    return f"<{len(meta)} keys: {keys}{', …' if len(meta) > 3 else ''}>"
+
+
+@dataclass(slots=True, repr=False)
 class MemoryRecord:
     """One stored memory.  Its position lives in the :class:`~hypermem.store.Memory` that owns it."""
 
@@ -30,6 +44,14 @@ class MemoryRecord:
     valid_until: datetime | None = None
     access_count: int = 0
     last_accessed: datetime | None = None
+
+    def __repr__(self) -> str:
+        """Short, as :class:`SearchResult`'s: the text cut to 40 characters, ``meta`` summarized
+        (:meth:`to_dict` has every field)."""
+        parent = "" if self.parent_id is None else f", parent_id={self.parent_id!r}"
+        when = _iso(self.t) if isinstance(self.t, datetime) else repr(self.t)
+        meta = f", meta={_meta_summary(self.meta)}" if self.meta else ""
+        return f"MemoryRecord(id={self.id!r}{parent}, t={when}, text={_short(self.text)!r}{meta})"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly dict (datetimes as ISO 8601 strings)."""
@@ -66,7 +88,7 @@ class SearchResult:
         return self.record.id
 
     def __repr__(self) -> str:
-        text = self.record.text if len(self.record.text) <= 40 else self.record.text[:39] + "…"
+        text = _short(self.record.text)
         extra = "" if self.cone_energy is None else f", cone_energy={self.cone_energy:.3g}"
         return (f"SearchResult(id={self.record.id!r}, score={self.score:.4f}, distance={self.distance:.4f}, "
                 f"time_weight={self.time_weight:.4g}, depth={self.depth:.3f}{extra}, text={text!r})")
