@@ -278,6 +278,13 @@ class PoincareBall(GeooptVocabulary, geoopt.PoincareBall):
         return P.project(x, self._c())
 
     def retr(self, x: torch.Tensor, u: torch.Tensor, *, dim: int = -1) -> torch.Tensor:
+        """geoopt's retraction hook: ``proj(x + u)`` at hypermem's margin.
+
+        Parameters
+        ----------
+        x, u: a point and a tangent vector at it.
+        dim: the coordinate axis; only ``-1`` (the last): another is a ``ValueError``.
+        """
         _check_dim(dim)
         return P.project(x + u, self._c())
 

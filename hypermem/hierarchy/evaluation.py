@@ -203,6 +203,9 @@ def reconstruction(points: Mapping[Hashable, object] | torch.Tensor,
         or a :class:`~hypermem.hierarchy.model.HierarchyEmbedding` (ranked by a monotone key
         of the distance, one matrix product per block), an object with
         ``pairwise_distance``, or a callable ``f(x, y)`` that broadcasts row-wise.
+    nodes:
+        The node of each row of a tensor ``points`` (default: the :class:`Relations` node
+        order when ``closure`` is one).
     chunk_size:
         Queries per block (default: blocks of about 32 M distances).
     device:

@@ -334,6 +334,9 @@ def polish_ranks(points: Mapping[Hashable, object] | torch.Tensor,
         :class:`Relations` nodes when ``closure`` is one), or a ``node -> point`` mapping.
     closure:
         ``(u, v)`` pairs as for :func:`~hypermem.hierarchy.evaluation.reconstruction`.
+    nodes:
+        The node of each row of a tensor ``points`` (as for
+        :func:`~hypermem.hierarchy.evaluation.reconstruction`; default: the :class:`Relations` nodes).
     ball:
         The ball of the points (default: curvature 1).
     max_seconds, max_nodes:
@@ -354,6 +357,8 @@ def polish_ranks(points: Mapping[Hashable, object] | torch.Tensor,
         Candidates also lie around this many of the node's worst-ranked descendants.
     refine_rounds:
         Rounds of random steps around the best candidate.
+    seed:
+        Seed of those random steps (the same seed and budget give the same points).
     passes:
         Lists to work through: when one is done within the limits, the per-pair ranks are
         computed again and the nodes listed afresh.

@@ -89,6 +89,7 @@ class BallEncoder(TracksEmpty, NotScriptable, nn.Module):
     init_depth: the learned radius at initialisation, before the inputs move it.
     init: ``"default"`` (PyTorch's ``nn.Linear`` initialisation) or ``"identity"``.
     bias: whether the linear map has a bias.
+    dtype, device: of the weights (``nn.Linear``'s; default: PyTorch's default dtype, the CPU).
     check_finite: refuse NaN / inf outputs, naming the input row or the weights (see the
         module docstring).
     """

@@ -116,6 +116,7 @@ class HyperbolicMemory(ModuleState, KeyCache, SlotWrites, TimeScores, StoreBridg
         ``learn_temperature``).  Reads use ``tau`` clamped to ``[MIN_TEMPERATURE,
         MAX_TEMPERATURE]``, so an optimizer that drives ``log_temperature`` to ``-inf``
         leaves the scores finite (the clamp passes no gradient beyond the bounds).
+    learn_temperature: train ``log_temperature`` (else its ``requires_grad`` is False: ``tau`` stays put).
     learn_keys, learn_values: train the keys (a ``geoopt.ManifoldParameter``, optimise it
         with :class:`geoopt.optim.RiemannianAdam`, which keeps them in the ball; a read
         raises ``ValueError`` when another optimizer moved a key out of it) / the values
@@ -131,6 +132,7 @@ class HyperbolicMemory(ModuleState, KeyCache, SlotWrites, TimeScores, StoreBridg
     sparse_grad: sparse gradients for the gathered keys and values of top-k reads (memory independent
         of ``N``; for a sparse optimizer); dense under DDP (:mod:`hypermem.nn.sparse_rows`).
     clock: callable returning "now" (used when ``at_time`` is not given).
+    dtype, device: of the keys, values and per-slot tensors (default: the keys' own).
     check_finite: check every read's queries (finite, inside the ball: one host sync a read);
         ``False`` skips it (shapes, dtype and device are still checked).
     """

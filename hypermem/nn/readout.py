@@ -59,6 +59,12 @@ class ParentVote(nn.Module):
     ----------
     parent: ``(N,)`` long tensor, the parent slot of every slot (``-1`` for roots).
     own_bias, vote_bias: initial offsets ``a`` and ``b`` (learned unless ``learn=False``).
+    learn: train ``a`` and ``b`` (else they stay at ``own_bias`` and ``vote_bias``).
+    combine: ``"logaddexp"`` (the module docstring's ``A(p)``) or ``"sum"``:
+        ``e^a s^own_p + e^b max(s^vote_p, max_{c in ch(p)} s^vote_c)`` (the slot's own vote
+        score counts as one of its voters).
+    children: how the children's scores make the vote: ``"max"`` (the best child, as above)
+        or ``"logsumexp"`` (a smooth maximum over all children).
     """
 
     def __init__(self, parent: torch.Tensor, own_bias: float = 0.0, vote_bias: float = 0.0, learn: bool = True,
