@@ -6,11 +6,11 @@ import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
+from typing import Any, Literal, TypeVar, overload
 
 import torch
 
-from ..embed import HashingEmbedder
+from ..embed import Embedder, HashingEmbedder
 from ..geometry import PoincareBall
 from ..geometry.cones import DEFAULT_K
 from ..retrieval.scoring import RECENCY_DEFAULT, calibrated_time_coef
@@ -22,6 +22,7 @@ from .add_hint import OneByOne
 from .atomic import write_page
 from .auto_parent import resolve_auto
 from .backends.opening import open_memory
+from .backends.server import ServerMemory
 from .calibration import Spread, ages
 from .checks import (
     METRICS,
@@ -54,10 +55,6 @@ from .selection import select
 from .state import MemoryState
 from .suggest import Suggester
 from .views import MemoryViews
-
-if TYPE_CHECKING:
-    from ..embed import Embedder
-    from .backends.server import ServerMemory
 
 __all__ = ["Memory", "MODES", "METRICS"]
 
