@@ -115,10 +115,12 @@ def test_the_run_is_judged_by_its_mean_add_in_memory_and_not_on_a_durable_store(
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         for n in range(3000):                                           # 9 ms an add: not above 2 s / 200
+            cheap.start()
             cheap.record(0.009 * n, 0.009 * (n + 1))
     assert not cheap.told and cheap.spent > 26
     with pytest.warns(AddManyHint):
         for n in range(300):
+            durable.start()   # the hint is given here, at the start of the add after the rule was met
             durable.record(0.009 * n, 0.009 * (n + 1))
     assert durable.told and durable.count == 223
 
