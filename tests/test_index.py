@@ -134,7 +134,7 @@ def test_single_query_walks_capped_chunks_in_index_order(monkeypatch, dtype):
     torch.testing.assert_close(s[0], sc[0, expected])
     # only the first chunk is scored in full
     assert calls[0] == topk.first_chunk(1024, k) == 1024
-    assert sum(calls) < N // 4  # the distance of most keys is never evaluated
+    assert sum(calls) < N // 3  # the distance of most keys is never evaluated (the scan keeps k + TIE_PAD)
 
 
 @pytest.mark.parametrize("q", [0.97, 0.9995])  # most groups pass (compare all) / few do

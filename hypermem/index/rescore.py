@@ -26,10 +26,9 @@ them; it uses them only to pick candidates that provably contain the float64 top
    four-fold and the query is scanned again; past ``max_candidates`` it is answered by the
    float64 scan itself.
 
-So the answer is the float64 search's, bit for bit up to the summation order of the
-float64 products (a different order moves a product by an ulp, which moves a distance
-by ~1e-16 away from a self-match and at most ~1e-8 at an exact one, the float64
-rounding of ``sqrt(1 - s)`` there).  Only key-independent distances (the shell metric)
+So the answer is the float64 search's, bit for bit: both re-score their candidates with
+:func:`~hypermem.index.topk.pair_products` (one summation order for every pair, wherever
+the key sits).  Only key-independent distances (the shell metric)
 are supported: their inverse lets the scan prune.
 """
 
@@ -40,7 +39,7 @@ import math
 import torch
 
 from .scores import Optimistic
-from .topk import exact_topk
+from .topk import exact_topk, pair_products, scan_topk
 
 __all__ = ["mirrored_topk", "product_error", "MAX_CANDIDATES"]
 
@@ -101,8 +100,8 @@ def mirrored_topk(queries: torch.Tensor, fast_keys: torch.Tensor, exact_keys: to
             s, i, d = exact_topk(queries[todo], keys, k, distance, bias, distance.inverse, max_product=1.0)
             out_s[todo], out_i[todo], out_d[todo] = s, i, d
             break
-        kappa, local, _ = exact_topk(q32[todo], fast_keys, cand, optimistic, b32, optimistic.inverse,
-                                     max_product=1.0 + 2 * delta)
+        kappa, local, _ = scan_topk(q32[todo], fast_keys, cand, optimistic, b32, optimistic.inverse,
+                                    1 << 20, 1.0 + 2 * delta)
         s, i, d = _rescore(queries[todo], local, exact_keys, rows, distance, bias, k)
         if cand >= N:
             ok = torch.ones(todo.numel(), dtype=torch.bool, device=dev)
@@ -131,9 +130,7 @@ def _rescore(queries, local, exact_keys, rows, distance, bias, k):
     valid = local >= 0
     li = local.clamp_min(0)
     gi = li if rows is None else rows[li]
-    step = max(1, (1 << 22) // max(1, local.shape[1] * queries.shape[1]))  # gathers of at most 32 MB
-    s64 = torch.cat([torch.bmm(exact_keys[gi[a:a + step]], queries[a:a + step].unsqueeze(2)).squeeze(2)
-                     for a in range(0, local.shape[0], step)])  # (b, K)
+    s64 = pair_products(queries, exact_keys, gi)  # (b, K), as exact_topk's re-score: bit for bit
     d64 = distance(s64, None)
     sc = -d64 if bias is None else bias[li] - d64
     sc = torch.where(valid, sc, torch.full_like(sc, -math.inf))

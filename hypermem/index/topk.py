@@ -78,13 +78,97 @@ def exact_topk(queries: torch.Tensor, keys: torch.Tensor, k: int, distance: Dist
     k = int(k)
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
-    dev, dt = queries.device, queries.dtype
     kk = min(k, N)
+    if N == 0 or B == 0 or queries.device.type == "meta":
+        return _pad(*scan_topk(queries, keys, kk, distance, bias, inverse, chunk_elements, max_product), k)
+    out = [torch.empty((B, kk), dtype=queries.dtype, device=queries.device),
+           torch.empty((B, kk), dtype=torch.long, device=queries.device),
+           torch.empty((B, kk), dtype=queries.dtype, device=queries.device)]
+    todo = torch.arange(B, device=queries.device)
+    m = min(N, kk + TIE_PAD)
+    while todo.numel() > 0:
+        q = queries if todo.numel() == B else queries.index_select(0, todo)
+        scan_s, scan_i, scan_d = scan_topk(q, keys, m, distance, bias, inverse, chunk_elements, max_product)
+        s, i, d = rescore(q, keys, scan_i, distance, bias)
+        s, i, d = s[:, :kk], i[:, :kk], d[:, :kk]
+        if m >= N:
+            ok = None
+        else:  # the m-th scan score, plus the products' rounding, is below the k-th: complete
+            last_s, last_d = scan_s[:, -1], scan_d[:, -1]
+            tol = tie_tolerance(q.shape[1], q.dtype) * (1 + last_s.abs() + last_d.abs())
+            ok = torch.isneginf(last_s) | (last_s + tol < s[:, -1])
+            if bool(ok.all()):
+                ok = None
+        done = todo if ok is None else todo[ok]
+        for t, v in zip(out, (s, i, d)):
+            t.index_copy_(0, done, v if ok is None else v[ok])
+        todo = todo[:0] if ok is None else todo[~ok]
+        m = min(N, 4 * m)
+    return _pad(*out, k)
+
+
+TIE_PAD = 4
+"""Candidates the scan keeps past ``k`` (see :func:`rescore`): ties at the k-th place
+straddling the cut are settled by index as long as at most this many fall outside it;
+more (rare: many copies of one memory) scan that query again with four times as many."""
+
+
+def tie_tolerance(dim: int, dtype: torch.dtype) -> float:
+    r"""Relative size of the scan's rounding in a score: ``4 sqrt(d) u``.
+
+    A blocked matrix product rounds a dot product of ``d`` terms with an error of typically
+    ``sqrt(d) u`` (``u`` the unit roundoff; Higham, *Accuracy and Stability of Numerical
+    Algorithms*, 2nd ed., sec. 3.1: the worst case ``d u`` is seldom approached), and the
+    error depends on where the BLAS kernel takes the row from (its edge tiles sum in another
+    order), so two copies of one key can score a few ulps apart."""
+    return 4.0 * math.sqrt(dim) * torch.finfo(dtype).eps / 2
+
+
+RESCORE_ELEMENTS = 1 << 22
+"""Gathered key elements :func:`rescore` holds at once (bounded memory for a large ``B k``)."""
+
+
+def pair_products(queries: torch.Tensor, keys: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """``q_b . k_{idx[b, j]}`` ``(B, m)``, each one a sum over the same ``d`` terms in the same
+    order whatever the key's place: the product of two vectors depends on them alone (unlike
+    a BLAS matrix product's, which depends on the row's tile)."""
+    step = max(1, RESCORE_ELEMENTS // max(1, idx.shape[1] * queries.shape[1]))
+    return torch.cat([(queries[a:a + step].unsqueeze(1) * keys[idx[a:a + step]]).sum(-1)
+                      for a in range(0, idx.shape[0], step)])
+
+
+def rescore(queries: torch.Tensor, keys: torch.Tensor, idx: torch.Tensor, distance: DistanceFn,
+            bias: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    r"""Scores of the scan's candidates ``idx`` ``(B, m)`` (-1: none) recomputed from
+    :func:`pair_products`, sorted by descending score, ties by ascending index.
+
+    The scan's products come from a blocked matrix product whose rounding depends on a key's
+    position in the store, so copies of one memory (same direction, depth and time) would
+    score a few ulps apart and rank by that noise (and differently in a store of another
+    size, or in a durable backend that reads the rows in another order).  Recomputed pair by
+    pair they score exactly alike, and the index breaks their tie."""
+    valid = idx >= 0
+    li = idx.clamp_min(0)
+    d = distance(pair_products(queries, keys, li), li)
+    sc = -d if bias is None else bias[li] - d
+    sc = torch.where(valid, sc, torch.full_like(sc, -math.inf))
+    return _sort_ties(sc, torch.where(valid, idx, torch.full_like(idx, -1)), torch.where(valid, d, torch.full_like(d, math.inf)))
+
+
+def scan_topk(queries: torch.Tensor, keys: torch.Tensor, kk: int, distance: DistanceFn,
+          bias: torch.Tensor | None, inverse: InverseFn | None, chunk_elements: int,
+          max_product: float | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The chunked, pruned walk: the ``kk`` best by the matrix product's scores, sorted by
+    descending score, ties by ascending index, as :func:`exact_topk` returns them but
+    without its re-score (so copies of one key may rank by rounding noise).  For a scan
+    whose candidates are re-scored anyway (:func:`hypermem.index.rescore.mirrored_topk`)."""
+    B, N = queries.shape[0], keys.shape[0]
+    dev, dt = queries.device, queries.dtype
     best_s = torch.full((B, kk), -math.inf, dtype=dt, device=dev)
     best_i = torch.full((B, kk), -1, dtype=torch.long, device=dev)
     best_d = torch.full((B, kk), math.inf, dtype=dt, device=dev)
     if N == 0 or B == 0:
-        return _pad(best_s, best_i, best_d, k)
+        return best_s, best_i, best_d
     budget_rows = _budget_rows(B, chunk_elements)
     chunk = min(N, budget_rows, CHUNK_ROWS)
     if chunk > SCREEN:
@@ -181,8 +265,7 @@ def exact_topk(queries: torch.Tensor, keys: torch.Tensor, k: int, distance: Dist
         block_d = d.new_full((active.numel(), m), math.inf)
         block_s[row, slot], block_i[row, slot], block_d[row, slot] = sc, idx, d
         merge(None if active.numel() == B else active, block_s, block_i, block_d)
-    best_s, best_i, best_d = _sort_ties(*state)
-    return _pad(best_s, best_i, best_d, k)
+    return _sort_ties(*state)
 
 
 SCREEN = 64
