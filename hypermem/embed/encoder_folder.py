@@ -9,12 +9,14 @@ tokenizer files, ``1_Pooling/config.json``) plus one file of its own,
      "geometry": "poincare" | "euclidean", "curvature": c (poincare, 1/dim by default) | null,
      "centripetal_weight": lambda, "ranking_weight": lambda_r | null (optional),
      "threshold": t | null, "dim": d, "max_length": tokens, "base": "...",
-     "metrics": {...}, "config": {...}}
+     "metrics": {...}, "config": {...},
+     "versions": {"hypermem": ..., "torch": ..., "numpy": ..., "lightning": ...} (optional)}
 
 ``centripetal_weight`` and ``threshold`` are the operating point of the is-a decision (F1
 on validation); ``ranking_weight`` is the ``lambda`` that ranks the candidate parents of a
 new text best on validation (mean reciprocal rank), which a store uses to place text
-(null: the centripetal weight).
+(null: the centripetal weight).  ``versions`` records the packages that wrote the folder
+(:func:`software_versions`; provenance only, not read back; older folders have none).
 
 A folder written by the ``hierarchy-transformers`` package (HiT's own code) has no such
 file: it is a sentence-transformers folder of a transformer and a mean pooling, read as a
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import csv
 import math
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,7 +101,27 @@ class EncoderSettings:
                 "curvature": self.curvature, "centripetal_weight": self.centripetal_weight,
                 "ranking_weight": self.ranking_weight,
                 "threshold": self.threshold, "max_length": self.max_length, "base": self.base,
-                "metrics": dict(self.metrics), "config": dict(self.config)}
+                "metrics": dict(self.metrics), "config": dict(self.config), "versions": software_versions()}
+
+
+PROVENANCE = ("hypermem", "torch", "numpy", "lightning")
+
+
+def software_versions() -> dict[str, str]:
+    """The installed versions of :data:`PROVENANCE` (a missing package is left out), for a saved
+    encoder or checkpoint to say what wrote it.  hypermem run from a source tree (no installed
+    metadata) gives its package's ``__version__``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for name in PROVENANCE:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            own = getattr(sys.modules.get(name), "__version__", None)
+            if isinstance(own, str):
+                out[name] = own
+    return out
 
 
 def check_number(value: Any, where: str, *, positive: bool = False, allow_none: bool = False) -> float | None:
@@ -264,10 +287,13 @@ def read_settings(folder: Path, dim: int, max_positions: Any = None, tokens: Any
         raise EncoderFolderError(f"{where('version')}: version {raw.get('version')!r} is not supported "
                                  f"(this hypermem reads version {VERSION})")
     known = {"format", "version", "geometry", "dim", "curvature", "centripetal_weight", "ranking_weight",
-             "threshold", "max_length", "base", "metrics", "config"}
+             "threshold", "max_length", "base", "metrics", "config", "versions"}
     extra = sorted(set(raw) - known)
     if extra:
         raise EncoderFolderError(f"{path}: unknown field(s) {extra}")
+    versions = raw.get("versions", {})
+    if not isinstance(versions, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in versions.items()):
+        raise EncoderFolderError(f"{where('versions')} must be an object of version strings")
     geometry = raw.get("geometry")
     if geometry not in GEOMETRIES:
         raise EncoderFolderError(f"{where('geometry')} must be one of {GEOMETRIES}, got {geometry!r}")

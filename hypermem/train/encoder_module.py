@@ -43,6 +43,7 @@ from pathlib import Path
 import lightning.pytorch as pl
 import torch
 
+from ..embed.encoder_folder import software_versions
 from ..embed.hierarchy_encoder import HierarchyEncoder
 from ..hierarchy.encoder_eval import choose_ranking_lambda
 from ..hierarchy.encoder_prefix import FrozenPrefix, freeze_lower_layers, resolve_frozen_layers
@@ -53,7 +54,7 @@ from .checkpoint_order import best_checkpoints_first
 from .encoder_stop import ValidateAtStepLimit
 from .hierarchy_logging import disk_picture_available, tensorboard_writer
 from .mid_epoch import reopen_stopped_epoch
-from .run_folder import WORLD_KEY, read_checkpoint
+from .run_folder import VERSIONS_KEY, WORLD_KEY, read_checkpoint
 from .step_axis import evaluated_epoch, evaluated_step, remember_checkpoint
 
 __all__ = ["EncoderModule", "ValidateAtStepLimit"]
@@ -215,6 +216,7 @@ class EncoderModule(pl.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["hypermem_encoder_best"] = dict(self.best)
+        checkpoint[VERSIONS_KEY] = software_versions()   # provenance: what wrote it
         checkpoint[WORLD_KEY] = int(self.trainer.world_size)   # run_folder.world_size_refusal
         if getattr(self, "final_metrics", None):   # the validation of these weights, when they had one
             checkpoint["hypermem_encoder_validation"] = dict(self.final_metrics)

@@ -437,6 +437,7 @@ def main(args: list[str] | None = None, run: bool = True, prog: str = DEFAULT_PR
     from .config_kind import module_classes
     from .hierarchy_callbacks import ProgressLines, RunSummary, resume_command
     from .interrupt_checkpoint import InterruptCheckpoint
+    from .run_config import RunConfig
 
     given = list(sys.argv[1:] if args is None else args)
     argv = resolve_config_args(given)
@@ -465,7 +466,7 @@ def main(args: list[str] | None = None, run: bool = True, prog: str = DEFAULT_PR
     on_sigint = signal.getsignal(signal.SIGINT)  # Lightning ignores a second Ctrl-C while it shuts down
     try:
         return cls(module_cls, data_cls, args=argv, run=run, seed_everything_default=0,
-                   trainer_defaults=trainer_defaults, save_config_kwargs={"overwrite": True},
+                   trainer_defaults=trainer_defaults, save_config_callback=RunConfig,
                    auto_configure_optimizers=False,  # the modules make their own (--model.optimizer, --model.lr)
                    parser_kwargs={"default_env": False, "exit_on_error": False, "prog": prog,
                                   "allow_abbrev": False, **{s: {"allow_abbrev": False} for s in SUBCOMMANDS}})

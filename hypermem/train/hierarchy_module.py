@@ -58,6 +58,7 @@ import warnings
 import lightning.pytorch as pl
 import torch
 
+from ..embed.encoder_folder import software_versions
 from ..hierarchy.cones import DEFAULT_K, DEFAULT_MARGIN
 from ..hierarchy.evaluation import link_prediction, reconstruction
 from ..hierarchy.model import HierarchyEmbedding
@@ -71,7 +72,7 @@ from .hierarchy_callbacks import ValidateLastEpoch
 from .hierarchy_checkpoint import CheckpointError, check_hierarchy_checkpoint
 from .hierarchy_logging import log_embedding_state, log_final_metric, tensorboard_writer
 from .mid_epoch import epoch_ran_out, reopen_stopped_epoch
-from .run_folder import WORLD_KEY, pickle_reason
+from .run_folder import VERSIONS_KEY, WORLD_KEY, pickle_reason
 from .step_axis import evaluated_epoch, evaluated_step, remember_checkpoint, validating_checkpoint
 
 __all__ = ["KINDS", "HierarchyModule", "load_init_weights"]
@@ -236,6 +237,7 @@ class HierarchyModule(pl.LightningModule):
         ``embedding.weight`` is ``nodes[i]``) and the data's tree (``(parent, child)``) and
         glosses, so a checkpoint alone becomes a Memory (:meth:`to_memory`); the number of processes
         (a resume inside an epoch needs as many: :func:`~hypermem.train.run_folder.world_size_refusal`)."""
+        checkpoint[VERSIONS_KEY] = software_versions()   # provenance: what wrote it
         checkpoint[WORLD_KEY] = int(self.trainer.world_size)
         checkpoint["hypermem_schedule_epochs"] = self.schedule_epochs()
         checkpoint["hypermem_nodes"] = [str(n) for n in self.nodes]

@@ -13,7 +13,7 @@ from .shared_keys import options
 __all__ = ["TRUST_OPTIONS", "best_checkpoint", "checkpoint_position", "checkpoint_progress", "checkpoint_refusal",
            "checkpoint_step", "checkpoint_version", "epochs_text", "finished_checkpoint", "latest_last_checkpoint", "other_batches",
            "pickle_reason", "progress_text", "read_checkpoint", "remove_failed_start", "stopped_position",
-           "trust_refusal", "watch_folder", "WORLD_KEY", "world_size_refusal"]
+           "trust_refusal", "watch_folder", "VERSIONS_KEY", "WORLD_KEY", "world_size_refusal"]
 
 TRUST_OPTIONS = {"weights_only": False, "model.init_from_trusted": True}
 """The options that let ``torch.load`` unpickle a file (which can run its code), with their
@@ -28,6 +28,9 @@ BATCH_KEYS = ("batch_size", "children_per_parent")
 WORLD_KEY = "hypermem_world_size"
 """The checkpoint's key of the number of processes that trained it (``trainer.world_size``:
 DDP's processes; the modules' ``on_save_checkpoint``), checked by :func:`world_size_refusal`."""
+VERSIONS_KEY = "hypermem_versions"
+"""A checkpoint's record of the packages that wrote it (``software_versions``: hypermem, torch,
+numpy, lightning); provenance only, never compared on a resume."""
 
 
 def epochs_text(n: int) -> str:
