@@ -12,6 +12,8 @@
   config objects a YAML file builds (``class_path``/``init_args``; :mod:`~hypermem.nn.config`);
 * :func:`make_ball` — a ball with a fixed (buffer) or learnable curvature, shareable
   between layers (:mod:`~hypermem.nn.curvature`);
+* :func:`clip_grad_norm_` — ``torch.nn.utils.clip_grad_norm_`` that also takes the sparse
+  gradients of ``sparse_grad=True`` layers (:mod:`~hypermem.nn.grad_clip`);
 * :mod:`~hypermem.nn.losses` — hyperbolic InfoNCE (over points or memory slots), the
   Nickel & Kiela ranking loss, the entailment-cone loss.
 """
@@ -19,6 +21,7 @@
 from .config import BallEncoderConfig, HyperbolicMemoryConfig
 from .curvature import make_ball
 from .encoder import BallEncoder
+from .grad_clip import clip_grad_norm_
 from .hyperbolic_memory import (
     MAX_TEMPERATURE,
     MIN_TEMPERATURE,
@@ -52,4 +55,5 @@ __all__ = [
     "memory_info_nce",
     "poincare_ranking_loss",
     "entailment_cone_loss",
+    "clip_grad_norm_",
 ]

@@ -54,7 +54,17 @@ class KeyCache:
         the keys or the curvature change: optimizer steps and writes under ``torch.no_grad()``
         bump their version.  Writes through ``keys.data`` (or ``ball.isp_c.data``) do not
         (``.data`` has its own version counter): call :meth:`invalidate` after them.  Keys
-        without storage (``torch.func.grad`` over ``functional_call``) are not cached."""
+        without storage (``torch.func.grad`` over ``functional_call``) are not cached.
+
+        Under ``torch.compile`` they are computed from the keys on every call, without the
+        cache: TorchDynamo cannot trace the stamp's ``data_ptr`` comparison (a graph break, and
+        an error under ``fullgraph=True``), and the compiled graph recomputes them cheaply."""
+        if torch.compiler.is_compiling():
+            self._check_keys()
+            with torch.no_grad():
+                K = self.keys.detach()
+                radius = P.distance_to_origin(K, self.ball.curvature_arg())
+                return K / safe_norm(K, keepdim=True), radius.detach()
         dirs, radius, _ = self._key_geometry()
         return dirs, radius
 

@@ -128,6 +128,15 @@ class CosineKeys(nn.Module):
     def __len__(self) -> int:
         return int(self.keys.shape[0])
 
+    def forward(self, queries: torch.Tensor) -> torch.Tensor:
+        """Not a read: ``CosineKeys`` is the key set a :class:`LatentRetrievalReader` searches,
+        called through :meth:`select`, :meth:`score_all` and :meth:`score_slots`; calling it
+        raises ``NotImplementedError`` naming them (torch's default names no method)."""
+        raise NotImplementedError(
+            "CosineKeys is a key set, not a read layer: call keys.select(queries, k) for the top-k slots, "
+            "keys.score_all(queries) or keys.score_slots(queries, indices) for (scores, distances), "
+            "or wrap it in LatentRetrievalReader(keys, reader, k) for a differentiable read")
+
     def extra_repr(self) -> str:
         vd = None if self.values is None else self.values.shape[1]
         return (f"slots={len(self)}, dim={self.keys.shape[1]}, value_dim={vd}, learn_keys={self.keys.requires_grad}, "

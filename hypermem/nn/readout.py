@@ -98,26 +98,34 @@ class ParentVote(nn.Module):
         # -inf (no children, missing slot) becomes a huge finite number so that the
         # gradients stay finite; missing slots are masked again by the caller.
         low = torch.finfo(own.dtype).min / 8
-        own = torch.nan_to_num(own, neginf=low)
-        vote = torch.nan_to_num(vote, neginf=low)
+        own, vote = _finite(own, low), _finite(vote, low)
         if self.combine_mode == "logaddexp":
-            return torch.logaddexp(own + a, vote + b)
-        voters = torch.maximum(torch.nan_to_num(self_vote, neginf=low), vote)
+            return _logaddexp(own + a, vote + b)
+        voters = torch.maximum(_finite(self_vote, low), vote)
         return a.exp() * own + b.exp() * voters
 
     def children_vote(self, scores: torch.Tensor) -> torch.Tensor:
         """The children's vote for every slot ``p`` ``(B, N)``: ``max_{c in ch(p)} scores[:, c]``
-        (or their log-sum-exp); ``-inf`` without children."""
-        has = (self.parent >= 0).nonzero().squeeze(1).to(scores.device)
-        par = self.parent.to(scores.device)[has].expand(scores.shape[0], -1)
-        s = scores[:, has]
-        out = torch.full_like(scores, -math.inf)
-        top = out.scatter_reduce(1, par, s, "amax", include_self=True)
-        if self.children_mode == "max":
-            return top
-        shift = torch.nan_to_num(top, neginf=0.0).detach()
-        total = torch.zeros_like(scores).scatter_add(1, par, (s - shift.gather(1, par)).exp())
-        return total.log() + shift
+        (or their log-sum-exp); ``-inf`` without children.
+
+        Every slot scatters its score to its parent (roots a huge negative number to slot 0,
+        which never wins over a child), so the shapes do not depend on the tree's values: no
+        ``nonzero``, one graph under ``torch.compile``.  The scatter starts from that finite
+        number, not ``-inf``, and slots without children get ``-inf`` by a ``where``: finite
+        second derivatives (Hessian-vector products)."""
+        parent = self.parent.to(scores.device)
+        child = parent >= 0
+        to = parent.clamp_min(0)
+        has = torch.zeros_like(parent).scatter_add(0, to, child.long()) > 0  # slots with children
+        low = torch.finfo(scores.dtype).min / 8
+        idx = to.expand(scores.shape[0], -1)
+        src = scores.masked_fill(~child, low)
+        top = torch.full_like(scores, low).scatter_reduce(1, idx, src, "amax", include_self=False)
+        if self.children_mode == "logsumexp":
+            shift = top.detach().clamp_min(low)
+            total = torch.zeros_like(scores).scatter_add(1, idx, (src - shift.gather(1, idx)).exp())
+            top = torch.where(has, total, 1.0).log() + shift
+        return torch.where(has, top, -math.inf)
 
     def full(self, own: torch.Tensor, vote: torch.Tensor | None = None) -> torch.Tensor:
         """Answer scores ``(B, N)`` from the own and vote score matrices ``(B, N)``
@@ -181,6 +189,20 @@ class ParentVote(nn.Module):
             self_vote = own
         scores = self._combine(own, vote, self_vote).masked_fill(cand < 0, -math.inf)
         return cand, scores
+
+
+def _finite(x: torch.Tensor, low: float) -> torch.Tensor:
+    """``x`` with ``-inf`` replaced by ``low`` (and NaN by 0, ``+inf`` by the largest float, as
+    ``torch.nan_to_num``).  The ``-inf`` go by a ``where`` first: ``nan_to_num``'s double
+    backward is NaN at an infinite entry."""
+    return torch.nan_to_num(torch.where(x == -math.inf, low, x))
+
+
+def _logaddexp(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    r"""``log(e^x + e^y) = max(x, y) + log1p(e^{-|x - y|})``, the value of ``torch.logaddexp``
+    with finite second derivatives: torch's double backward multiplies by ``e^{|x - y|}``,
+    which overflows (NaN) once the two differ by more than ~88 (float32) or ~709 (float64)."""
+    return torch.maximum(x, y) + torch.log1p(torch.exp(-(x - y).abs()))
 
 
 def _mask_duplicates(cand: torch.Tensor) -> torch.Tensor:
