@@ -159,8 +159,13 @@ def checked_curvature(c: Any) -> float | torch.Tensor:
     no graph break: a single element on the CPU, outside ``torch.compile`` and
     ``torch.jit`` tracing.  On an accelerator, or compiled, a tensor curvature is not read
     (a NaN or negative one gives NaN): check it where it is made, as
-    :class:`~hypermem.geometry.PoincareBall` and its ``load_state_dict`` do.
+    :class:`~hypermem.geometry.PoincareBall` and its ``load_state_dict`` do.  Under
+    ``torch.compile`` a number is not read either: ``dynamic=True`` traces a float attribute
+    as a symbol (``torch.SymFloat``), whose value is not known while tracing (the ball checked
+    it when it was made).
     """
+    if torch.compiler.is_compiling() and not isinstance(c, torch.Tensor):
+        return c  # torch.compile(dynamic=True) traces a float as a symbol: no value to read
     if not isinstance(c, torch.Tensor):
         return check_curvature(c)
     if c.dtype == torch.bool or c.is_complex():

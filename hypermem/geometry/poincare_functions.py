@@ -37,6 +37,7 @@ from .numerics import (
     tanh,
     tiny,
 )
+from .squared_distances import squared_distances
 
 Curvature = float | torch.Tensor
 
@@ -187,19 +188,18 @@ def pairwise_distance(x, y, c: Curvature = 1.0) -> torch.Tensor:
     r"""All-pairs distances: ``x`` of shape ``(..., n, d)``, ``y`` of shape ``(..., m, d)``
     give ``(..., n, m)``.
 
-    The arcosh formula, with ``||x_i - y_j||`` taken from the coordinate differences
-    (:func:`torch.cdist` without its matrix-product shortcut, memory ``O(n m)``): the
-    shortcut ``||x||^2 + ||y||^2 - 2 <x, y>`` cancels for nearby points (an error of
-    ``eps * ||x||^2``, 2e-9 in float64 and 1e-3 in float32 once the arcosh's square
-    root is taken), while the differences keep full relative precision, so ``d(x, x)``
-    is exactly 0 and nearby distances agree with :func:`distance` to the last digits.
-    """
+    The arcosh formula, ``||x_i - y_j||^2`` from the coordinate differences (memory ``O(n m)``;
+    derivatives of every order: :mod:`~hypermem.geometry.squared_distances`): the shortcut
+    ``||x||^2 + ||y||^2 - 2 <x, y>`` cancels for nearby points (an error of ``eps * ||x||^2``,
+    2e-9 in float64 and 1e-3 in float32 once the arcosh's square root is taken), while the
+    differences keep full relative precision, so ``d(x, x)`` is exactly 0 and nearby
+    distances agree with :func:`distance` to the last digits."""
     c = _c(c)
     x, y = as_points(x, y, core_dims=2)
     if x.dim() < 2 or y.dim() < 2:
         raise ValueError(f"pairwise_distance needs (n, d) and (m, d) inputs, got shapes "
                          f"{tuple(x.shape)} and {tuple(y.shape)}")
-    d2 = torch.cdist(x, y, compute_mode="donot_use_mm_for_euclid_dist").square()
+    d2 = squared_distances(x, y)
     gap_x = boundary_gap(sq_norm(x), c).unsqueeze(-1)
     return arcosh_distance(d2, gap_x, boundary_gap(sq_norm(y), c).unsqueeze(-2), c)
 

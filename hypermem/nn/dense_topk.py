@@ -22,7 +22,7 @@ def exclusion_mask(exclude: torch.Tensor, n: int) -> torch.Tensor:
     a scatter into ``n + 1`` columns whose last one takes the ``-1`` entries and is dropped."""
     col = torch.where(exclude >= 0, exclude, torch.full_like(exclude, n))
     mask = torch.zeros(exclude.shape[0], n + 1, dtype=torch.bool, device=exclude.device)
-    return mask.scatter_(1, col, True)[:, :n]
+    return mask.scatter(1, col, True)[:, :n]  # out of place: a vmapped exclude cannot scatter into an unbatched mask
 
 
 def dense_topk(scores: torch.Tensor, k: int, exclude: torch.Tensor | None = None) -> torch.Tensor:

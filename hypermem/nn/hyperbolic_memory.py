@@ -75,6 +75,7 @@ from ..temporal.clock import utcnow
 from .curvature import ball_c, points_manifold, shared_or_new_ball
 from .dense_topk import dense_topk, exclusion_mask
 from .distance import all_distance, gathered_distance
+from .func_transforms import is_vmapped
 from .indices import as_indices
 from .key_cache import KeyCache
 from .module_state import ModuleState, refuse_meta
@@ -333,8 +334,9 @@ class HyperbolicMemory(ModuleState, KeyCache, SlotWrites, TimeScores, StoreBridg
         excludes a slot for every query).  Missing entries (fewer than ``k`` slots left)
         are ``-1``.  ``k`` is at most the number of slots (:func:`~hypermem.nn.read_checks.check_k`).
 
-        Under ``torch.compile`` the selection is :func:`~hypermem.nn.dense_topk.dense_topk` of
-        all ``N`` scores (the same exact top-``k``, memory ``O(B x N)``, no graph break).
+        Under ``torch.compile`` and :func:`torch.func.vmap` the selection is
+        :func:`~hypermem.nn.dense_topk.dense_topk` of all ``N`` scores (the same exact top-``k``,
+        memory ``O(B x N)``; no graph break, and no ``out=`` op that vmap cannot batch).
         """
         queries = self._check_queries(queries)
         k = check_k(k, len(self))
@@ -345,8 +347,8 @@ class HyperbolicMemory(ModuleState, KeyCache, SlotWrites, TimeScores, StoreBridg
         """:meth:`select` of checked queries, ``k`` and exclusions ``(B, m)`` (or ``None``)."""
         queries = queries.detach()
         B = queries.shape[0]
-        if torch.compiler.is_compiling():
-            return self._dense_select(queries, k, ex, at_time, bias)
+        if torch.compiler.is_compiling() or is_vmapped(queries) or is_vmapped(self.keys):
+            return self._dense_select(queries, k, ex, at_time, bias)  # the search's out= ops do not vmap
         extra = 0 if ex is None else ex.shape[1]
         dirs, radius, c = self._key_geometry()  # c: the float curvature, read once per change of it
         qn = safe_norm(queries, keepdim=True)

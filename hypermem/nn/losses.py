@@ -41,6 +41,7 @@ from ..geometry.cones import DEFAULT_K, cone_energy
 from ..hierarchy.ranking_loss import reduce_loss as _reduce
 from ..hierarchy.ranking_loss import softmax_ranking_loss
 from .curvature import ball_c
+from .func_transforms import is_vmapped
 from .indices import as_indices
 from .read_checks import check_query_values, host_check, refuse_empty_mean
 
@@ -69,18 +70,26 @@ def _points(name: str, x, dim: int | None = None) -> torch.Tensor:
     return x
 
 
-def _inside(name: str, x: torch.Tensor, c) -> None:
+def _fix(loss: str) -> str:
+    """What the ``RuntimeError`` of a value check under ``torch.func.vmap`` tells to do."""
+    return f"call {loss}(..., check_finite=False)"
+
+
+def _inside(name: str, x: torch.Tensor, c, loss: str) -> None:
     """``x`` ``(..., d)`` finite and inside the ball of curvature ``-c``, checked as a read checks
     its queries (:func:`~hypermem.nn.read_checks.check_query_values`: one pass, one host sync),
     so a point outside the ball is refused by name instead of giving a NaN loss."""
-    check_query_values(x, c, what=f"{name} row")
+    check_query_values(x, c, what=f"{name} row", fix=_fix(loss))
 
 
-def _temperature(t) -> float | torch.Tensor:
-    """A finite number > 0 (a float or a tensor, checked by value), else ``ValueError``."""
+def _temperature(t, check_finite: bool = True) -> float | torch.Tensor:
+    """A finite number > 0 (a float, or a tensor checked by value unless ``check_finite`` is
+    False), else ``ValueError``."""
     if isinstance(t, torch.Tensor):
-        host_check(torch.isfinite(t.detach()) & (t.detach() > 0), lambda: f"temperature must be a finite number > 0, "
-                   f"got {t.detach().tolist()!r}", "temperature must be a finite number > 0")
+        if check_finite:
+            host_check(torch.isfinite(t.detach()) & (t.detach() > 0), lambda: f"temperature must be a finite "
+                       f"number > 0, got {t.detach().tolist()!r}", "temperature must be a finite number > 0",
+                       _fix("hyperbolic_info_nce"))
         return t
     if isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) and t > 0:
         return float(t)
@@ -88,7 +97,8 @@ def _temperature(t) -> float | torch.Tensor:
 
 
 def hyperbolic_info_nce(queries: torch.Tensor, keys: torch.Tensor, targets: torch.Tensor,
-                        temperature: float | torch.Tensor = 1.0, ball=None, reduction: str = "mean") -> torch.Tensor:
+                        temperature: float | torch.Tensor = 1.0, ball=None, reduction: str = "mean",
+                        check_finite: bool = True) -> torch.Tensor:
     """InfoNCE with logits ``-d(q_i, k_j) / temperature``.
 
     ``queries`` ``(B, d)``; ``keys`` ``(N, d)`` shared by all queries (in-batch or memory
@@ -97,14 +107,21 @@ def hyperbolic_info_nce(queries: torch.Tensor, keys: torch.Tensor, targets: torc
     curvature (default 1).  An empty batch with ``reduction="mean"`` raises ``ValueError``, as
     :func:`memory_info_nce` does; so do a ``temperature`` that is not a finite number > 0 and
     queries or keys that are NaN / inf or outside the ball (named, as a read names them).
+
+    ``check_finite=False`` skips the checks of values (points, a tensor temperature), which
+    read a value on the host: under ``torch.func.vmap`` (per-sample gradients,
+    ``vmap(grad(loss))``) there is none to read, and with ``check_finite=True`` the loss raises
+    ``RuntimeError`` saying so.  Its derivatives exist to every order, in reverse and forward
+    mode (:func:`~hypermem.geometry.poincare.pairwise_distance`).
     """
     c = _curvature(ball)
-    temperature = _temperature(temperature)
+    temperature = _temperature(temperature, check_finite)
     _points("queries", queries, 2)
     _points("keys", keys)
     refuse_empty_mean("hyperbolic_info_nce", queries.shape[0], reduction)
-    _inside("queries", queries, c)
-    _inside("keys", keys, c)
+    if check_finite:
+        _inside("queries", queries, c, "hyperbolic_info_nce")
+        _inside("keys", keys, c, "hyperbolic_info_nce")
     if keys.dim() == 2:
         d = P.pairwise_distance(queries, keys, c)
     elif keys.dim() == 3:
@@ -130,7 +147,10 @@ def memory_info_nce(memory: HyperbolicMemory, queries: torch.Tensor, targets: to
     ``cross_entropy`` would return NaN, and its backward put NaN in every gradient), as
     :func:`hyperbolic_info_nce` does; skip such a batch, or use ``"sum"`` (0, with zero
     gradients) or ``"none"`` (an empty tensor).  Under ``torch.compile(fullgraph=True)`` the
-    range check of ``targets`` is an async assert on CPU (no graph break).
+    range check of ``targets`` is an async assert on CPU (no graph break); under
+    ``torch.func.vmap`` (per-sample gradients) it is left out, as batched targets have no value
+    to read on the host (a target out of range fails in ``cross_entropy``), and the queries are
+    checked as the memory's ``check_finite`` says (build it with ``check_finite=False`` there).
     """
     targets = as_indices("targets", targets, memory.keys.device)
     if targets.dim() != 1 or targets.shape[0] != queries.shape[0]:
@@ -138,11 +158,12 @@ def memory_info_nce(memory: HyperbolicMemory, queries: torch.Tensor, targets: to
     refuse_empty_mean("memory_info_nce", queries.shape[0], reduction)
     ok = (targets >= 0) & (targets < len(memory))
     answer_excluded = _excluded_targets(targets, exclude)
+    valid = ok if answer_excluded is None else ok & ~answer_excluded
     if torch.compiler.is_compiling():  # an async assert on CPU, no graph break (read_checks.host_check)
         host_check(ok, str, "targets out of range")
         if answer_excluded is not None:
             host_check(~answer_excluded, str, "a target is also in exclude")
-    elif not bool(ok.all() if answer_excluded is None else (ok & ~answer_excluded).all()):  # one host sync
+    elif not is_vmapped(valid) and not bool(valid.all()):  # one host sync
         if not bool(ok.all()):
             raise IndexError(f"targets must be slot indices in [0, {len(memory) - 1}]")
         row = int(answer_excluded.nonzero()[0, 0])
@@ -176,28 +197,29 @@ def _excluded_targets(targets: torch.Tensor, exclude) -> torch.Tensor | None:
 
 
 def poincare_ranking_loss(u: torch.Tensor, v: torch.Tensor, negatives: torch.Tensor, ball=None,
-                          reduction: str = "mean") -> torch.Tensor:
+                          reduction: str = "mean", check_finite: bool = True) -> torch.Tensor:
     """Nickel & Kiela's loss for a related pair ``(u, v)`` against non-neighbours of ``u``.
 
     ``u``, ``v`` ``(B, d)``; ``negatives`` ``(B, m, d)`` (the ``N(u)`` of the paper: points
     not related to ``u``).  Equals :func:`hyperbolic_info_nce` at temperature 1 with the
     positive first.  An empty batch with ``reduction="mean"`` and points that are NaN / inf or
-    outside the ball raise ``ValueError`` (named), as for :func:`hyperbolic_info_nce`.
+    outside the ball raise ``ValueError`` (named), as for :func:`hyperbolic_info_nce`, whose
+    ``check_finite`` this shares.
     """
     _points("u", u, 2)
     _points("v", v, 2)
     _points("negatives", negatives, 3)
     refuse_empty_mean("poincare_ranking_loss", u.shape[0], reduction)
     c = _curvature(ball)
-    for name, x in (("u", u), ("v", v), ("negatives", negatives)):
-        _inside(name, x, c)
+    for name, x in (("u", u), ("v", v), ("negatives", negatives)) if check_finite else ():
+        _inside(name, x, c, "poincare_ranking_loss")
     return softmax_ranking_loss(P.distance_arcosh(u, v, c), P.distance_arcosh(u.unsqueeze(1), negatives, c),
                                 reduction=reduction)
 
 
 def entailment_cone_loss(general: torch.Tensor, specific: torch.Tensor, neg_general: torch.Tensor | None = None,
                          neg_specific: torch.Tensor | None = None, ball=None, K: float = DEFAULT_K,
-                         margin: float = 0.01, reduction: str = "mean") -> torch.Tensor:
+                         margin: float = 0.01, reduction: str = "mean", check_finite: bool = True) -> torch.Tensor:
     """Ganea et al.'s max-margin loss on cone energies.
 
     Positive pairs (``general`` entails ``specific``, both ``(B, d)``) pay their energy
@@ -207,6 +229,7 @@ def entailment_cone_loss(general: torch.Tensor, specific: torch.Tensor, neg_gene
     raises ``ValueError`` when there are none (an empty batch).  Points that are NaN / inf or
     outside the ball raise ``ValueError`` (named), as for :func:`poincare_ranking_loss`: outside
     the ball the cone is undefined and the energy can read 0 with zero gradient ("solved").
+    ``check_finite=False`` skips those checks, as for :func:`hyperbolic_info_nce`.
     """
     if not (isinstance(margin, (int, float)) and math.isfinite(margin) and margin >= 0):
         raise ValueError(f"margin must be a finite number >= 0, got {margin!r}")
@@ -225,8 +248,8 @@ def entailment_cone_loss(general: torch.Tensor, specific: torch.Tensor, neg_gene
             raise ValueError(f"neg_general and neg_specific must have the same shape, got "
                              f"{tuple(neg_general.shape)} and {tuple(neg_specific.shape)}")
     c = _curvature(ball)
-    for name, x in named:
-        _inside(name, x, c)
+    for name, x in named if check_finite else ():
+        _inside(name, x, c, "entailment_cone_loss")
     parts = [cone_energy(general, specific, ball, K)]
     if neg_general is not None:
         parts.append((margin - cone_energy(neg_general, neg_specific, ball, K)).clamp_min(0.0))

@@ -17,7 +17,9 @@ compiled graph raises ``RuntimeError`` with a shorter message) and are skipped o
 devices, where a failed device-side assert would leave the CUDA context unusable: check
 inputs with one eager call, or call these functions outside the compiled region.  Under
 ``torch.func.vmap`` there is no single value to read: the ``RuntimeError`` says to build the
-layer with ``check_finite=False`` there.
+layer with ``check_finite=False`` there (for a loss of :mod:`hypermem.nn.losses`: to call it
+with ``check_finite=False``); slot indices batched by vmap (``exclude``, ``targets``) are not
+range-checked.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import torch
 
 from ..geometry import poincare as P
 from ..store.checks import METRICS
+from .func_transforms import is_vmapped
 
 
 def check_metric(metric: Any) -> str:
@@ -78,9 +81,15 @@ def refuse_empty_mean(name: str, batch: int, reduction: str, what: str = "querie
                          "skip the batch, or pass reduction='sum' (0 for an empty batch)")
 
 
-def host_check(ok: torch.Tensor, message: Callable[[], str], short: str) -> None:
+LAYER_FIX = "build the layer with check_finite=False (or set layer.check_finite = False)"
+"""What :func:`host_check`'s ``RuntimeError`` under ``torch.func.vmap`` tells a layer's user to do."""
+
+
+def host_check(ok: torch.Tensor, message: Callable[[], str], short: str, fix: str = LAYER_FIX) -> None:
     """Raise ``ValueError(message())`` unless every entry of the boolean ``ok`` is true; under
-    ``torch.compile``: ``torch._assert_async(ok.all(), short)`` on CPU, nothing elsewhere."""
+    ``torch.compile``: ``torch._assert_async(ok.all(), short)`` on CPU, nothing elsewhere.
+    Under ``torch.func.vmap``: ``RuntimeError`` saying to ``fix`` it (:data:`LAYER_FIX` for a
+    layer; a function names its own ``check_finite=False`` argument)."""
     if torch.compiler.is_compiling():
         if ok.device.type == "cpu":
             torch._assert_async(ok.all(), short)
@@ -91,9 +100,8 @@ def host_check(ok: torch.Tensor, message: Callable[[], str], short: str) -> None
         if "vmap" not in str(e):
             raise
         raise RuntimeError(f"check_finite=True reads a value on the host to refuse bad input ('{short}'), "
-                           "which torch.func.vmap cannot: build the layer with check_finite=False (or set "
-                           f"layer.check_finite = False) to run it under vmap, and check inputs outside it ({e})"
-                           ) from None
+                           f"which torch.func.vmap cannot: {fix} to run it under vmap, and check inputs "
+                           f"outside it ({e})") from None
     if not passed:
         raise ValueError(message())
 
@@ -143,11 +151,12 @@ def check_finite_rows(x: torch.Tensor, what: str) -> None:
     host_check(ok, message, f"a {what} has NaN or inf coordinates")
 
 
-def check_query_values(queries: torch.Tensor, c: float | torch.Tensor, what: str = "query") -> None:
+def check_query_values(queries: torch.Tensor, c: float | torch.Tensor, what: str = "query",
+                       fix: str = LAYER_FIX) -> None:
     """Every query finite (named first) and strictly inside the ball of curvature ``-c`` (a
     float, or the tensor of a learnable curvature): one host sync for both.  ``queries`` is
     ``(B, d)`` or ``(..., d)`` (rows numbered as flattened); ``what`` names a row in the message
-    (the losses pass their argument's name)."""
+    (the losses pass their argument's name); ``fix``: see :func:`host_check`."""
     q = queries.detach().reshape(-1, queries.shape[-1])
     finite = torch.isfinite(q).all(-1)
     inside = P.is_inside(q, c.detach() if isinstance(c, torch.Tensor) else c)
@@ -160,15 +169,18 @@ def check_query_values(queries: torch.Tensor, c: float | torch.Tensor, what: str
         return (f"{what} #{bad} is not inside the Poincaré ball of curvature {cf:g} (norm "
                 f"{float(q[bad].norm()):.6g}, radius {cf ** -0.5:.6g})")
 
-    host_check(finite & inside, message, f"a {what} has NaN or inf coordinates or is not inside the Poincaré ball")
+    host_check(finite & inside, message, f"a {what} has NaN or inf coordinates or is not inside the Poincaré ball",
+               fix)
 
 
 def check_slot_range(idx: torch.Tensor, n_slots: int, what: str = "slot indices") -> None:
     """Slot indices in ``[-1, n_slots - 1]`` (``-1``: a missing slot); ``IndexError`` naming
-    ``what`` and the first entry out of range (an async assert under ``torch.compile``)."""
+    ``what`` and the first entry out of range (an async assert under ``torch.compile``; no
+    check of indices batched by ``torch.func.vmap``, which have no value to read: there an
+    index out of range fails in the op that uses it)."""
     ok = (idx >= -1) & (idx < n_slots)
     if torch.compiler.is_compiling():
         host_check(ok, str, f"{what} out of range")
-    elif not bool(ok.all()):
+    elif not is_vmapped(ok) and not bool(ok.all()):
         bad = int(idx.reshape(-1)[_first_bad(ok.reshape(-1))])
         raise IndexError(f"{what} must be slot indices in [-1, {n_slots - 1}] (-1: none), got {bad}")
