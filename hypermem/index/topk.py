@@ -69,7 +69,10 @@ def exact_topk(queries: torch.Tensor, keys: torch.Tensor, k: int, distance: Dist
     -------
     scores ``(B, k)``, indices ``(B, k)`` (int64), distances ``(B, k)``; sorted by
     descending score, ties by ascending index.  Excluded or missing entries have score
-    ``-inf`` and index ``-1``.
+    ``-inf`` and index ``-1``.  The scan keeps ``k +`` :data:`TIE_PAD` candidates, whose
+    scores :func:`rescore` recomputes pair by pair (copies of a key score exactly alike,
+    wherever they sit); a query whose ``(k + TIE_PAD)``-th scan score is within the scan's
+    rounding (:func:`tie_tolerance`) of its ``k``-th is scanned again with more.
     """
     if queries.dim() != 2 or keys.dim() != 2 or queries.shape[1] != keys.shape[1]:
         raise ValueError(f"queries (B, d) and keys (N, d) must agree, got {tuple(queries.shape)} "
@@ -124,17 +127,25 @@ def tie_tolerance(dim: int, dtype: torch.dtype) -> float:
     return 4.0 * math.sqrt(dim) * torch.finfo(dtype).eps / 2
 
 
-RESCORE_ELEMENTS = 1 << 22
-"""Gathered key elements :func:`rescore` holds at once (bounded memory for a large ``B k``)."""
+RESCORE_ELEMENTS = 1 << 18
+"""Gathered key elements :func:`pair_products` holds at once: a block that stays in cache
+(2 MB at float64) and bounded memory for a large ``B k``."""
 
 
 def pair_products(queries: torch.Tensor, keys: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     """``q_b . k_{idx[b, j]}`` ``(B, m)``, each one a sum over the same ``d`` terms in the same
     order whatever the key's place: the product of two vectors depends on them alone (unlike
     a BLAS matrix product's, which depends on the row's tile)."""
-    step = max(1, RESCORE_ELEMENTS // max(1, idx.shape[1] * queries.shape[1]))
-    return torch.cat([(queries[a:a + step].unsqueeze(1) * keys[idx[a:a + step]]).sum(-1)
-                      for a in range(0, idx.shape[0], step)])
+    B, m = idx.shape
+    step = max(1, RESCORE_ELEMENTS // max(1, m * queries.shape[1]))
+    grad = torch.is_grad_enabled() and (queries.requires_grad or keys.requires_grad)
+    out = []
+    for a in range(0, B, step):
+        i = idx[a:a + step]
+        kg = keys.index_select(0, i.reshape(-1)).view(i.shape[0], m, -1)
+        q = queries[a:a + step].unsqueeze(1)
+        out.append((kg * q if grad else kg.mul_(q)).sum(-1))   # in place: no second block
+    return out[0] if len(out) == 1 else torch.cat(out) if out else queries.new_zeros((0, m))
 
 
 def rescore(queries: torch.Tensor, keys: torch.Tensor, idx: torch.Tensor, distance: DistanceFn,
