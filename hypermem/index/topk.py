@@ -72,7 +72,7 @@ def exact_topk(queries: torch.Tensor, keys: torch.Tensor, k: int, distance: Dist
     ``-inf`` and index ``-1``.  The scan keeps ``k +`` :data:`TIE_PAD` candidates, whose
     scores :func:`rescore` recomputes pair by pair (copies of a key score exactly alike,
     wherever they sit); a query whose ``(k + TIE_PAD)``-th scan score is within the scan's
-    rounding (:func:`tie_tolerance`) of its ``k``-th is scanned again with more.
+    rounding (:func:`tie_tolerance`) of its ``k``-th has the batch scanned again with more.
     """
     if queries.dim() != 2 or keys.dim() != 2 or queries.shape[1] != keys.shape[1]:
         raise ValueError(f"queries (B, d) and keys (N, d) must agree, got {tuple(queries.shape)} "
@@ -84,36 +84,26 @@ def exact_topk(queries: torch.Tensor, keys: torch.Tensor, k: int, distance: Dist
     kk = min(k, N)
     if N == 0 or B == 0 or queries.device.type == "meta":
         return _pad(*scan_topk(queries, keys, kk, distance, bias, inverse, chunk_elements, max_product), k)
-    out = [torch.empty((B, kk), dtype=queries.dtype, device=queries.device),
-           torch.empty((B, kk), dtype=torch.long, device=queries.device),
-           torch.empty((B, kk), dtype=queries.dtype, device=queries.device)]
-    todo = torch.arange(B, device=queries.device)
     m = min(N, kk + TIE_PAD)
-    while todo.numel() > 0:
-        q = queries if todo.numel() == B else queries.index_select(0, todo)
-        scan_s, scan_i, scan_d = scan_topk(q, keys, m, distance, bias, inverse, chunk_elements, max_product)
-        s, i, d = rescore(q, keys, scan_i, distance, bias)
+    while True:  # every query each round: a distance may hold per-query terms for the whole batch
+        scan_s, scan_i, scan_d = scan_topk(queries, keys, m, distance, bias, inverse, chunk_elements, max_product)
+        s, i, d = rescore(queries, keys, scan_i, distance, bias)
         s, i, d = s[:, :kk], i[:, :kk], d[:, :kk]
         if m >= N:
-            ok = None
-        else:  # the m-th scan score, plus the products' rounding, is below the k-th: complete
-            last_s, last_d = scan_s[:, -1], scan_d[:, -1]
-            tol = tie_tolerance(q.shape[1], q.dtype) * (1 + last_s.abs() + last_d.abs())
-            ok = torch.isneginf(last_s) | (last_s + tol < s[:, -1])
-            if bool(ok.all()):
-                ok = None
-        done = todo if ok is None else todo[ok]
-        for t, v in zip(out, (s, i, d)):
-            t.index_copy_(0, done, v if ok is None else v[ok])
-        todo = todo[:0] if ok is None else todo[~ok]
+            break
+        # complete where the m-th scan score, plus the products' rounding, is below the k-th
+        last_s, last_d = scan_s[:, -1], scan_d[:, -1]
+        tol = tie_tolerance(queries.shape[1], queries.dtype) * (1 + last_s.abs() + last_d.abs())
+        if bool((torch.isneginf(last_s) | (last_s + tol < s[:, -1])).all()):
+            break
         m = min(N, 4 * m)
-    return _pad(*out, k)
+    return _pad(s, i, d, k)
 
 
 TIE_PAD = 4
 """Candidates the scan keeps past ``k`` (see :func:`rescore`): ties at the k-th place
 straddling the cut are settled by index as long as at most this many fall outside it;
-more (rare: many copies of one memory) scan that query again with four times as many."""
+more (rare: many copies of one memory) scan the batch again with four times as many."""
 
 
 def tie_tolerance(dim: int, dtype: torch.dtype) -> float:
