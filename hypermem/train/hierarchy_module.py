@@ -125,6 +125,9 @@ class HierarchyModule(pl.LightningModule):
         ``float64`` (default; the ball's float64 margin allows depths up to ~23.7) or ``float32``.
     init_range:
         Initial coordinates uniform in ``[-init_range, init_range]``.
+    seed:
+        Seed of the initial coordinates and of a cone run's Poincaré start (the batches
+        follow ``seed_everything``).
     K, margin:
         Cone aperture constant and max-margin ``gamma`` (``kind=cones``).
     schedule_epochs:
