@@ -11,8 +11,9 @@ draws with plain JavaScript (``hypermem/viz/assets/*.js``), no network and no li
   exact; the region in focus grows and the rest shrinks towards the rim.  Parent links
   are geodesics (arcs orthogonal to the boundary); a point's size shrinks like
   ``1 - |z|^2`` (the Euclidean size of a fixed hyperbolic disk) and grows with its time
-  weight.  Keys: ``Home``/``o`` the origin, ``↑`` the parent, ``↓`` the first child,
-  ``←``/``→`` the siblings.  Large memories are drawn with level of detail (shallow memories
+  weight.  Keys (on the focused disk, or with nothing focused): ``Home``/``o`` the origin, ``↑`` the
+  parent, ``↓`` the first child, ``←``/``→`` the siblings; a focused control keeps its keys, and every
+  control is in the Tab order (tree labels, sort headers and rows are buttons for Enter and Space).  Large memories are drawn with level of detail (shallow memories
   first, one per 3 x 3 pixel cell);
 * short labels (``inspect(label=callable)``, else the meta keys ``label``, ``name``,
   ``lemma``, ``title``, else the first words of the text) in the tree and on the disk for
@@ -122,16 +123,18 @@ geodesics from parent to child; size shrinks towards the rim and grows with the 
 slider's time. Click or drag a memory to bring it to the centre (a Möbius translation of the disk);
 <kbd>Home</kbd> the origin, <kbd>↑</kbd> parent, <kbd>↓</kbd> child, <kbd>←</kbd> <kbd>→</kbd> siblings.
 Selected: <span class="hm-ancestor">ancestors</span>, <span class="hm-descendant">descendants</span>.</p>
-<div id="hm-selected"></div>
+<p id="hm-status" class="hm-sr" role="status" aria-live="polite"></p><div id="hm-selected"></div>
 </section>
 <section id="hm-right">
 <input id="hm-search" type="search" placeholder="search a memory by label, text, id or metadata (Enter: focus)"
- aria-label="search"><ol id="hm-results"></ol>
+ aria-label="search"><ol id="hm-results" aria-live="polite"></ol>
 <input id="hm-filter" type="search" placeholder="filter by text, label, id or metadata" aria-label="filter">
 <h2>Tree</h2><div id="hm-tree"></div>
 </section>
 </main>
-<section><h2>Memories</h2><p id="hm-count"></p>
+<section><h2>Memories</h2><p id="hm-count" aria-live="polite"></p>
+<p class="hm-print-note">Printed: only the table's rows on screen (it is virtualised); filter or scroll it first, or
+export them all as a CSV table (<code>hypermem export</code>).</p>
 <div id="hm-table-wrap"><table id="hm-table"><thead><tr></tr></thead><tbody></tbody></table></div></section>
 <pre id="hm-errors" hidden></pre>
 """

@@ -1,6 +1,6 @@
 // boot.js: focus + context (a click or a drag moves a memory to the centre by a Möbius
 // translation of the whole disk, animated), the keyboard, the address (#focus=ID), start-up.
-var anim = null, ANIM_MS = 350;
+var anim = null, ANIM_MS = 350, REDUCED_MOTION = window.matchMedia("(prefers-reduced-motion: reduce)");
 function setHash() {
   var params = new URLSearchParams(window.location.hash.replace(/^#/, ""));
   if (state.focus >= 0) { params.set("focus", IDS[state.focus]); } else { params.delete("focus"); }
@@ -25,7 +25,8 @@ function focusOn(i, animate) {
     view = home ? IDENTITY.slice() : compose(translation(w[0], w[1]), start);
     anim = null; draw(); setHash(); report();
   }
-  if (!animate) { finish(); mark("focus", t0); report(); return; }
+  // No animation for a reader who asked the system for reduced motion.
+  if (!animate || REDUCED_MOTION.matches) { finish(); mark("focus", t0); report(); return; }
   var began = performance.now();
   function frame() {
     var f = Math.min(1, (performance.now() - began) / ANIM_MS);
@@ -80,14 +81,18 @@ window.addEventListener("mouseup", function (ev) {
 });
 
 // ---------------------------------------------------------------- keyboard
+// The disk's keys act while the disk has the keyboard focus (or nothing has it: the page itself);
+// a focused control (a tree item, a button, a header, a table row) keeps its own keys, Tab always
+// moves the focus, and only a key that moves the disk is taken from the page.
 function current() { return state.focus >= 0 ? state.focus : state.selected; }
 document.addEventListener("keydown", function (ev) {
-  var tag = ev.target && ev.target.tagName;
-  if (tag === "INPUT" || tag === "TEXTAREA" || ev.altKey || ev.ctrlKey || ev.metaKey) { return; }
+  var t = ev.target;
+  if ((t !== canvas && t !== document.body && t !== document.documentElement) || ev.altKey || ev.ctrlKey || ev.metaKey) { return; }
   var c = current(), next = null;
   if (ev.key === "Home" || ev.key === "0" || ev.key === "o") { select(-1); focusOn(-1, true); ev.preventDefault(); return; }
   if (c < 0) {
-    if (ev.key === "ArrowDown" && ROOTS.length) { next = ROOTS[0]; }
+    if (ev.key !== "ArrowDown" || !ROOTS.length) { return; }
+    next = ROOTS[0];
   } else if (ev.key === "ArrowUp" || ev.key === "u") {
     next = PARENT[c] >= 0 ? PARENT[c] : null;
   } else if (ev.key === "ArrowDown" || ev.key === "d") {

@@ -6,11 +6,12 @@ var canvas = document.getElementById("hm-disk");
 var ctx = canvas.getContext("2d");
 var CSS = 600, dpr = window.devicePixelRatio || 1;
 canvas.width = Math.round(CSS * dpr); canvas.height = Math.round(CSS * dpr);
-canvas.style.width = CSS + "px"; canvas.style.height = CSS + "px";
+canvas.style.width = CSS + "px";  // its height follows (a square; CSS: height auto, max-width 100%)
 var RPX = CSS / 2 - 14, C0 = CSS / 2, CELL = 3, GRID = Math.ceil(CSS / CELL);
 var LOD_ALL = 4000;  // up to this many memories every point is drawn
 var COLORS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"];
-var ROLE_COLORS = [null, "#000000", "#ff7f0e", "#d62728"];
+// Selected, ancestor, descendant: dark enough for text on the disk (WCAG AA, 4.5:1 on #f7f7fb).
+var ROLE_COLORS = [null, "#000000", "#a34c00", "#b01c1c"];
 var view = IDENTITY.slice();
 var VX = new Float64Array(N), VY = new Float64Array(N), SIZE = new Float32Array(N);
 var OCC = new Int32Array(GRID * GRID), DRAWN = new Int32Array(N), nDrawn = 0, LABELED = [], LABEL_BOXES = [];
@@ -59,7 +60,7 @@ function drawGrid() {
   apply(view, 0, 0, tmp);
   var cx = tmp[0], cy = tmp[1], c2 = cx * cx + cy * cy;
   ctx.strokeStyle = "#e2e2ea"; ctx.lineWidth = 1;
-  ctx.fillStyle = "#999"; ctx.font = "10px sans-serif";
+  ctx.fillStyle = "#666"; ctx.font = "10px sans-serif";
   // Every drawn circle is numbered: one closer than 12 px to the last drawn one (near the rim) is left out.
   var drawnR = [];
   for (var depth = 1; depth <= 16; depth++) {
@@ -163,6 +164,9 @@ function drawPoints() {
 // Labels for the nodes with room: the focus's context first, then the shallowest drawn nodes
 // (the largest first within a level), each label beside its node (on the side towards the centre,
 // else the other side) unless it would overlap a label already placed.
+// A label whose first strong character is right-to-left (Hebrew, Arabic, Syriac, Thaana, N'Ko, ...)
+// is laid out right to left (the rule of dir="auto").
+var RTL_FIRST = /^[^A-Za-z\u00c0-\u02b8\u0370-\u058f\u0900-\u1fff\u2c00-\ufb1c]*[\u0590-\u08ff\ufb1d-\ufdff\ufe70-\ufefc]/;
 function drawLabels() {
   LABELED = [];
   var cand = [];
@@ -181,7 +185,7 @@ function drawLabels() {
     var front = new Set(first.filter(function (i) { return SIZE_FRAME[i] === frameNo && (!state.filter || MATCH[i]); }));
     cand = Array.from(front).concat(cand.filter(function (i) { return !front.has(i); }));
   }
-  ctx.font = "11px sans-serif"; ctx.textBaseline = "middle";
+  ctx.font = "11px sans-serif"; ctx.textBaseline = "middle"; ctx.textAlign = "left";
   var boxes = [], limit = Math.min(cand.length, 600);
   for (var c = 0; c < limit && boxes.length < 60; c++) {
     var j = cand[c], text = shown(label(j));
@@ -204,8 +208,10 @@ function drawLabels() {
     LABELED.push(j);
     ctx.fillStyle = "rgba(247,247,251,0.8)"; ctx.fillRect(box[0], box[1], box[2] - box[0], box[3] - box[1]);
     ctx.fillStyle = state.hasSel && ROLE[j] > 0 ? ROLE_COLORS[ROLE[j]] : "#222";
+    ctx.direction = RTL_FIRST.test(text) ? "rtl" : "ltr";  // its own direction, still drawn from x rightwards
     ctx.fillText(text, x, y);
   }
+  ctx.direction = "ltr";
   ctx.textBaseline = "alphabetic";
   LABEL_BOXES = boxes;
 }
@@ -247,8 +253,8 @@ function nearest(mx, my) {
   if (N <= LOD_ALL) { for (var k = 0; k < nDrawn; k++) { consider(DRAWN[k]); } }
   return best;
 }
-function eventXY(ev) {
-  var rect = canvas.getBoundingClientRect();
-  return [ev.clientX - rect.left, ev.clientY - rect.top];
+function eventXY(ev) {  // in the disk's own CSS pixels, also when a narrow window shrinks the canvas
+  var rect = canvas.getBoundingClientRect(), sx = rect.width ? CSS / rect.width : 1, sy = rect.height ? CSS / rect.height : 1;
+  return [(ev.clientX - rect.left) * sx, (ev.clientY - rect.top) * sy];
 }
 function toDisk(p) { return [(p[0] - C0) / RPX, (C0 - p[1]) / RPX]; }

@@ -9,6 +9,22 @@ document.getElementById("hm-summary").textContent = plural(N, "memory", "memorie
   new Date(D.now_s * 1000).toISOString().slice(0, 19).replace("T", " ") + " UTC" +
   (D.config.placed_by ? " \u00b7 points placed by the " + D.config.placed_by + " (depth from the encoder)" : "");
 
+// ---------------------------------------------------------------- keyboard access
+// An element that acts on a click (a tree label, a "… more" item, a sort header, a table row) is
+// in the Tab order as a button: Enter and Space press it (a click, as the mouse's).
+function pressable(e) {
+  e.tabIndex = 0;
+  if (!e.hasAttribute("role")) { e.setAttribute("role", "button"); }
+  return e;
+}
+document.addEventListener("keydown", function (ev) {
+  var t = ev.target;
+  if ((ev.key !== "Enter" && ev.key !== " ") || ev.altKey || ev.ctrlKey || ev.metaKey || !t.hasAttribute ||
+      t.getAttribute("tabindex") !== "0" || t === canvas) { return; }
+  ev.preventDefault();
+  t.click();
+});
+
 // ---------------------------------------------------------------- selection
 function setRoles(i) {
   ROLE.fill(0);
@@ -77,6 +93,9 @@ function select(i) {
     revealInTree(i);
   }
   document.body.setAttribute("data-highlighted", String(related));
+  // Screen readers hear the selection (the details panel itself is long, so it is not a live region).
+  document.getElementById("hm-status").textContent = i < 0 ? "nothing selected" :
+    "selected: " + shown(label(i)) + " (level " + LEVEL[i] + ", " + plural(nKids(i), "child", "children") + ")";
   markRows(); markTree();
 }
 
@@ -90,6 +109,7 @@ if (D.decay.constant) {
 function showTime() {
   var s = TL.seconds[state.t];
   timeLabel.textContent = TL.labels[state.t] + (state.t === TL.index ? " (now)" : s > D.now_s ? " (future)" : "");
+  slider.setAttribute("aria-valuetext", timeLabel.textContent);  // read out as the date, not the step
 }
 slider.addEventListener("input", function () {
   var t0 = performance.now();
@@ -104,12 +124,13 @@ var COLUMNS = [["id", "id"], ["label", "label"], ["text", "text"], ["level", "le
                ["time", "time"], ["weight", "weight"], ["access", "accesses"], ["meta", "meta"]];
 var ROW_H = 24, VISIBLE = 30;
 var wrap = document.getElementById("hm-table-wrap"), thead = document.querySelector("#hm-table thead tr");
-var tbody = document.querySelector("#hm-table tbody");
+var tbody = document.querySelector("#hm-table tbody"), table = document.getElementById("hm-table");
+thead.setAttribute("aria-rowindex", "1");
 var PERM = new Int32Array(N), VIEWROWS = new Int32Array(N), nView = N, scrolled = 0;
 for (var ip = 0; ip < N; ip++) { PERM[ip] = ip; VIEWROWS[ip] = ip; }
 COLUMNS.forEach(function (c) {
-  var th = el("th", c[1]);
-  th.setAttribute("data-key", c[0]);
+  var th = pressable(el("th", c[1]));
+  th.setAttribute("data-key", c[0]); th.setAttribute("role", "columnheader");
   th.addEventListener("click", function () {
     state.sortDir = state.sortKey === c[0] ? -state.sortDir : 1;
     state.sortKey = c[0];
@@ -157,6 +178,7 @@ function filterRows() {
 var padTop = el("tr", null, "hm-pad"), padBottom = el("tr", null, "hm-pad"), POOL = [];
 [padTop, padBottom].forEach(function (tr) {
   var td = el("td");
+  tr.setAttribute("aria-hidden", "true");
   td.colSpan = COLUMNS.length; td.style.padding = "0"; td.style.border = "0";
   tr.appendChild(td);
 });
@@ -170,6 +192,7 @@ tbody.appendChild(padBottom);
 function renderRows() {
   var first = Math.max(0, Math.min(Math.floor(scrolled / ROW_H) - 5, nView - VISIBLE)), last = Math.min(nView, first + VISIBLE);
   padTop.firstChild.style.height = first * ROW_H + "px";
+  table.setAttribute("aria-rowcount", String(nView + 1));  // the header row is row 1
   padBottom.firstChild.style.height = (nView - last) * ROW_H + "px";
   for (var p = 0; p < POOL.length; p++) {
     var tr = POOL[p], k = first + p;
@@ -182,6 +205,8 @@ function renderRows() {
     tr.setAttribute("data-id", IDS[i]);
     tr.setAttribute("data-row", String(i));
     tr.className = state.hasSel && ROLE[i] > 0 ? "hm-" + ROLE_NAMES[ROLE[i]] : "";
+    tr.setAttribute("aria-rowindex", String(k + 2));  // its place in the whole table, for a screen reader
+    if (tr.tabIndex !== 0) { pressable(tr).setAttribute("role", "row"); }  // Enter or Space picks it
     var values = [IDS[i], label(i), TEXTS[i], LEVEL[i], fmt(depthOf(i), 3), iso(timeOf(i)), fmt(weight(i), 3),
                   ACCESS ? ACCESS[i] : 0, metaText(i)];
     for (var c = 0; c < values.length; c++) { setText(cells[c], values[c]); }
@@ -209,7 +234,7 @@ function fullTitle(i) { return shown((LABELS[i] ? LABELS[i] + "\n" : "") + TEXTS
 var treeRoot = document.getElementById("hm-tree"), treeItems = new Map(), CHUNK = 200, FILTER_SHOWN = 60;
 var fullTree = el("ul", null, "hm-tree"), filterTreeEl = null;
 function treeItem(i, into, filtered) {
-  var li = el("li"), lab = el("span", label(i), "hm-label");
+  var li = el("li"), lab = pressable(el("span", label(i), "hm-label"));
   lab.title = fullTitle(i);
   lab.setAttribute("data-row", String(i));
   var kids = nKids(i);
@@ -230,7 +255,7 @@ function addRows(rows, ul, from) {
   var end = Math.min(rows.length, from + CHUNK);
   for (var k = from; k < end; k++) { treeItem(rows[k], ul, false); }
   if (end < rows.length) {
-    var more = el("li", "\u2026 " + (rows.length - end) + " more", "hm-more");
+    var more = pressable(el("li", "\u2026 " + (rows.length - end) + " more", "hm-more"));
     more.addEventListener("click", function () { ul.removeChild(more); addRows(rows, ul, end); markTree(); });
     ul.appendChild(more);
   }
