@@ -33,7 +33,7 @@ def wheel(tmp_path_factory):
     work = tmp_path_factory.mktemp("wheel")
     src = work / "src"
     src.mkdir()
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
+    for name in ("pyproject.toml", "README.md", "LICENSE", "_hypermem_console.py"):
         shutil.copy(ROOT / name, src / name)
     shutil.copytree(ROOT / "hypermem", src / "hypermem", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     dist = work / "dist"
