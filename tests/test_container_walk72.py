@@ -131,6 +131,12 @@ def test_the_real_cross_user_open(tmp_path):
                     print("opened")
                 except Exception as exc:
                     print(type(exc).__name__, exc)
+            import contextlib, io
+            from hypermem.cli.main import main
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                rc = main(["search", {str(durable)!r}, "x"])
+            print("CLI", rc, err.getvalue().strip())
         """)
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1",
                "HOME": "/nonexistent"}
@@ -141,7 +147,8 @@ def test_the_real_cross_user_open(tmp_path):
         lines = done.stdout.splitlines()[1:]
         assert lines == [f"StorageError SQLite storage {str(durable)!r}: {_line(durable)}",
                          f"StorageError SQLite storage {str(durable)!r}: {_line(durable)}; nothing was opened",
-                         f"MemoryFileError {_line(snap)}"], done.stdout + done.stderr
+                         f"MemoryFileError {_line(snap)}",
+                         f"CLI 1 hypermem search: error: {_line(durable)}"], done.stdout + done.stderr
         assert sorted(p.name for p in folder.iterdir()) == ["agent.db", "snap.db"]
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -18,6 +18,7 @@ import sys
 import warnings
 
 from ..store.backends.pg_errors import redact_text
+from ..store.file_access import may_not_read
 from ..store.shown_text import shown
 from .inputs import UserError, stdout_takes_unicode
 from .parser import build_parser
@@ -40,6 +41,10 @@ def _error_line(exc: BaseException) -> str | None:
         return str(exc)
     if isinstance(exc, MemoryFileError):
         return f"bad memory file: {exc}"
+    if isinstance(exc, PermissionError) and exc.filename is not None:
+        told = may_not_read(exc.filename)   # another user's file: the remedy, not only the errno's words
+        if told is not None:
+            return told
     if isinstance(exc, OSError) and exc.filename is not None:
         return f"{exc.strerror or exc}: {exc.filename}"
     if isinstance(exc, OSError) and exc.strerror:   # OSError(errno, message): the message, no "[Errno N]"
