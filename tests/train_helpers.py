@@ -38,12 +38,14 @@ def run_train(tmp: Path, argv: list[str]):
 
 
 def scalars(logdir: Path, tag: str) -> list[tuple[int, float]]:
-    """``(step, value)`` of every TensorBoard scalar ``tag`` under ``logdir``."""
+    """``(step, value)`` of every TensorBoard scalar ``tag`` under ``logdir``, in the order they
+    were logged (the accumulator reads a run's event files in name order, and two files written
+    in one second by one process order by a counter as text: ``...10`` before ``...9``)."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     acc = EventAccumulator(str(logdir), size_guidance={"scalars": 0})
     acc.Reload()
-    return [(e.step, e.value) for e in acc.Scalars(tag)]
+    return [(e.step, e.value) for e in sorted(acc.Scalars(tag), key=lambda e: e.wall_time)]
 
 
 def train_tiny(tmp: Path, *argv: str, edges=EDGES):
