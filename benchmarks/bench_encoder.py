@@ -73,8 +73,13 @@ def scorer_for(args, task, out: Path):
         enc.save(out / "encoder")
         return enc, {"train_wall_s": time.monotonic() - t0, **rec}
     cfg = json.loads(args.config) if args.config else {}
+    aliases = None
+    if args.aliases:   # WordNet's other lemmas of the training entities (fit_hierarchy_encoder drops the rest)
+        from hypermem.data.wordnet import hit_noun_aliases
+
+        aliases = hit_noun_aliases()
     t0, c0 = time.monotonic(), time.process_time()
-    enc = fit_hierarchy_encoder(task.train_edges, task.hierarchy.names, geometry=sysname,
+    enc = fit_hierarchy_encoder(task.train_edges, task.hierarchy.names, geometry=sysname, aliases=aliases,
                                 max_minutes=args.minutes, epochs=args.epochs, seed=args.seed,
                                 validation_edges=task.val.positives, out=str(out / "encoder"),
                                 threads=args.threads, **cfg)
@@ -208,10 +213,14 @@ def main(argv=None) -> int:
     ap.add_argument("--text", choices=HIT_TEXTS, default="lemma",
                     help="WordNet entities named by their lemma (HiT's data) or 'lemma: definition'")
     ap.add_argument("--holdout", type=float, default=0.02, help="fraction of entities held out (--task unseen)")
+    ap.add_argument("--aliases", action="store_true",
+                    help="train with WordNet's other lemmas as text variants (--text lemma; alias_rate in --config)")
     ap.add_argument("--tag", default="", help="suffix of the run folder")
     ap.add_argument("-o", "--out", default="runs/bench_encoder")
     ap.add_argument("--table", action="store_true", help="print the table of the results under -o and stop")
     args = ap.parse_args(argv)
+    if args.aliases and (args.edges or args.text != "lemma"):
+        ap.error("--aliases holds WordNet's lemmas: use it with WordNet nouns named by their lemma")
     if args.table:
         print(table(Path(args.out)))
         return 0

@@ -384,6 +384,22 @@ def hit_noun_hierarchy(path: str | os.PathLike | None = None, text: str = "lemma
     return EntityHierarchy(names, edges, name="wordnet-nouns")
 
 
+def hit_noun_aliases(path: str | os.PathLike | None = None) -> dict[str, list[str]]:
+    """The other lemmas of each entity of :func:`hit_noun_hierarchy` (underscores as spaces,
+    the first lemma and repeats left out; entities with one lemma absent): ``dog.n.01`` ->
+    ``["domestic dog", "Canis familiaris"]``.  Training variants of the entities' texts
+    (``fit_hierarchy_encoder(..., aliases=)``), not part of HiT's datasets."""
+    synsets = read_nouns(path)
+    out: dict[str, list[str]] = {}
+    for n, s in synsets.items():
+        first = s.lemmas[0].replace("_", " ")
+        other = [w for w in dict.fromkeys(x.replace("_", " ") for x in s.lemmas[1:]) if w != first]
+        if other:
+            out[n] = other
+    nodes = set(hit_noun_hierarchy(path).names)
+    return {n: a for n, a in out.items() if n in nodes}
+
+
 def lex_classes(names: Iterable[str] | None = None, path: str | os.PathLike | None = None) -> dict[str, int]:
     """The lexicographer file number (3-28, see :data:`NOUN_LEX_FILES`) of noun synsets by
     name (``names=None``: all 82,115).  Unknown names raise ``KeyError``."""

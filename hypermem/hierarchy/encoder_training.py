@@ -64,6 +64,7 @@ from .encoder_eval import (
 from .encoder_losses import LossWeights
 from .encoder_prefix import FrozenPrefix, resolve_frozen_layers
 from .encoder_step import TimeBudget, TokenCache, batch_losses, lr_factor, step_seed
+from .encoder_variants import TextVariants, check_alias_rate, check_aliases, variant_texts
 from .progress import progress_bar, show_progress
 
 __all__ = ["EncoderTrainConfig", "fit_hierarchy_encoder", "validation_pairs", "validate_encoder",
@@ -116,7 +117,9 @@ class EncoderTrainConfig:
     points lie (``4/dim``: radius 9.8, factor 4-6); the margins stay lengths.  On WordNet's
     mixed-hop validation (20 minutes) ``4/dim`` lowered F1 by 0.04-0.05 at equal steps,
     ``0.25/dim`` gave 0.876 / 0.823 against 0.872 / 0.819 and ``0.0625/dim`` 0.873 / 0.822 (the
-    twin: 0.880 / 0.822): the default stays HiT's."""
+    twin: 0.880 / 0.822): the default stays HiT's.  ``alias_rate`` is the chance that an entity
+    with ``aliases`` (an argument of :func:`fit_hierarchy_encoder`) is shown by one of them in a
+    step."""
 
     batch_size: int = 128
     children_per_parent: int = 8
@@ -140,6 +143,7 @@ class EncoderTrainConfig:
     calibration: float = 0.0
     calibration_margin: float | None = None
     calibration_lambda: float = 1.0
+    alias_rate: float = 0.5
     max_steps: int | None = None
     validate_every: int = 300
     val_size: int = 1000
@@ -226,7 +230,8 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
                           base: str = "all-MiniLM-L6-v2", geometry: str = "poincare", epochs: int | None = None,
                           max_minutes: float | None = None, seed: int = 0,
                           validation_edges: Sequence[tuple[str, str]] | None = None, out: str | None = None,
-                          progress: bool | None = None, **config) -> HierarchyEncoder:
+                          progress: bool | None = None, aliases: Mapping[str, Sequence[str]] | None = None,
+                          **config) -> HierarchyEncoder:
     """Train a hierarchy encoder on ``edges`` (``(child_id, parent_id)``) with ``names``
     (``id -> text``); returns the encoder with its best validated weights, ``lambda`` and
     threshold (saved to the folder ``out`` when given).
@@ -234,7 +239,10 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
     ``epochs`` (default 1 when neither ``max_minutes`` nor ``max_steps`` is given),
     ``max_minutes`` and the setting ``max_steps`` bound the run; ``config``: the fields of :class:`EncoderTrainConfig`.  ``encoder.metrics`` holds
     the best validation figures, ``encoder.config["history"]`` every validation.  ``progress``
-    shows a progress bar (``None``: when standard error is a terminal).
+    shows a progress bar (``None``: when standard error is a terminal).  ``aliases`` (``id ->
+    [text, ...]``) are other names of entities, each step showing an entity by one of them with
+    probability ``alias_rate`` (:mod:`~hypermem.hierarchy.encoder_variants`); only the entities
+    of the training edges are ever shown, so the aliases of held-out entities are never read.
 
     Ids may be any values (strings, integers, ...): they are compared as ``str(id)``, in the
     edges and in the keys of ``names`` alike.  Every positive pair is scored against
@@ -264,6 +272,8 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
         raise ValueError(f"geometry must be 'poincare' or 'euclidean', got {geometry!r}")
     curvature = None if cfg.curvature is None else check_ball_curvature(cfg.curvature, geometry)
     edges, names, validation_edges = _checked_inputs(edges, names, validation_edges)
+    check_alias_rate(cfg.alias_rate)
+    aliases = check_aliases(aliases, names) if aliases else {}
     if out is not None:
         check_save_folder(out)   # refused before the training, not after it (the rule save applies)
     if epochs is None and max_minutes is None and cfg.max_steps is None:
@@ -278,6 +288,8 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
         if not edges:
             raise ValueError(f"edges has {n_given} edge(s): one is held out for validation, which leaves no "
                              "training edge; pass more edges, or validation_edges=")
+    trained = {e for pair in edges for e in pair}   # a held-out entity's aliases are never tokenised
+    aliases = {e: a for e, a in aliases.items() if e in trained}
     ids = sorted(names)
     index = {e: i for i, e in enumerate(ids)}
     int_edges = [(index[c], index[p]) for c, p in edges]
@@ -293,10 +305,13 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
     if curvature is not None:
         enc.curvature = check_ball_curvature(curvature, geometry, enc.dim)
     show = show_progress(progress)
-    tokens = TokenCache(enc.model.tokenizer, [names[e] for e in ids], cfg.max_length)
+    texts, alias_rows = variant_texts(ids, names, aliases)
+    tokens = TokenCache(enc.model.tokenizer, texts, cfg.max_length)
     frozen = resolve_frozen_layers(enc, cfg.frozen_layers)
-    if frozen:  # the frozen lower layers' outputs, once per entity
+    if frozen:  # the frozen lower layers' outputs, once per text
         tokens = FrozenPrefix(enc, tokens, frozen, progress=show)
+    if aliases and cfg.alias_rate > 0:
+        tokens = TextVariants(tokens, alias_rows, cfg.alias_rate)
     params = [p for p in enc.model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     planned = len(batches) * epochs if epochs is not None else None
@@ -380,6 +395,7 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
     enc.metrics = {f"val_{k}": float(v) for k, v in chosen.items()}
     enc.config = {**dataclasses.asdict(cfg), "frozen_layers": frozen, "geometry": geometry, "seed": seed, "epochs": epochs,
                   "max_minutes": max_minutes, "steps": step, "train_edges": len(edges),
+                  "aliases": sum(map(len, aliases.values())),
                   "seconds": time.monotonic() - start, "cpu_seconds": time.process_time() - cpu_start,
                   "history": history}
     if out is not None:
