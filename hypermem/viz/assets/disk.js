@@ -10,8 +10,27 @@ canvas.style.width = CSS + "px";  // its height follows (a square; CSS: height a
 var RPX = CSS / 2 - 14, C0 = CSS / 2, CELL = 3, GRID = Math.ceil(CSS / CELL);
 var LOD_ALL = 4000;  // up to this many memories every point is drawn
 var COLORS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"];
-// Selected, ancestor, descendant: dark enough for text on the disk (WCAG AA, 4.5:1 on #f7f7fb).
-var ROLE_COLORS = [null, "#000000", "#a34c00", "#b01c1c"];
+// The disk's colours come from the page's CSS custom properties (inspector.css: a light and a dark
+// theme, the light one in print), read at start and again when the system's colour scheme or the
+// print media changes (then the disk is redrawn).  The values here are the light theme's, for a
+// property the page lacks.  Role colours (selected, ancestor, descendant) are text on the disk
+// (WCAG AA, 4.5:1 on its background); the point colours (COLORS) are the same in both themes.
+var THEME = { bg: "#f7f7fb", rim: "#444", grid: "#e2e2ea", gridText: "#666", text: "#222", halo: "rgba(247,247,251,0.8)",
+              edge: "rgba(90,90,110,0.35)", edgeDim: "rgba(90,90,110,0.07)", mark: "#000", ancestor: "#a34c00",
+              descendant: "#b01c1c" };
+var THEME_VARS = { bg: "--hm-disk-bg", rim: "--hm-disk-rim", grid: "--hm-disk-grid", gridText: "--hm-muted", text: "--hm-fg",
+                   halo: "--hm-disk-halo", edge: "--hm-disk-edge", edgeDim: "--hm-disk-edge-dim", mark: "--hm-disk-mark",
+                   ancestor: "--hm-ancestor", descendant: "--hm-descendant" };
+var ROLE_COLORS = [null, THEME.mark, THEME.ancestor, THEME.descendant];
+function readTheme() {
+  var css = getComputedStyle(document.documentElement);
+  Object.keys(THEME_VARS).forEach(function (k) {
+    var v = css.getPropertyValue(THEME_VARS[k]).trim();
+    if (v) { THEME[k] = v; }
+  });
+  ROLE_COLORS = [null, THEME.mark, THEME.ancestor, THEME.descendant];
+}
+readTheme();
 var view = IDENTITY.slice();
 var VX = new Float64Array(N), VY = new Float64Array(N), SIZE = new Float32Array(N);
 var OCC = new Int32Array(GRID * GRID), DRAWN = new Int32Array(N), nDrawn = 0, LABELED = [], LABEL_BOXES = [];
@@ -52,15 +71,15 @@ function geodesicPath(ax, ay, bx, by) {
 }
 
 function drawGrid() {
-  ctx.fillStyle = "#f7f7fb"; ctx.strokeStyle = "#444"; ctx.lineWidth = 1.5;
+  ctx.fillStyle = THEME.bg; ctx.strokeStyle = THEME.rim; ctx.lineWidth = 1.5;
   ctx.beginPath(); ctx.arc(C0, C0, RPX, 0, 2 * Math.PI); ctx.fill(); ctx.stroke();
   // Hyperbolic circles r = 1, 2, ... around the origin, moved by the view: a hyperbolic circle of
   // radius s around c is the Euclidean circle of centre c (1 - t^2) / (1 - t^2 |c|^2) and radius
   // t (1 - |c|^2) / (1 - t^2 |c|^2), t = tanh(s / 2).
   apply(view, 0, 0, tmp);
   var cx = tmp[0], cy = tmp[1], c2 = cx * cx + cy * cy;
-  ctx.strokeStyle = "#e2e2ea"; ctx.lineWidth = 1;
-  ctx.fillStyle = "#666"; ctx.font = "10px sans-serif";
+  ctx.strokeStyle = THEME.grid; ctx.lineWidth = 1;
+  ctx.fillStyle = THEME.gridText; ctx.font = "10px sans-serif";
   // Every drawn circle is numbered: one closer than 12 px to the last drawn one (near the rim) is left out.
   var drawnR = [];
   for (var depth = 1; depth <= 16; depth++) {
@@ -106,7 +125,7 @@ function drawLinks() {
   var dimPath = [], hotPath = [];
   ctx.lineWidth = 1;
   ctx.beginPath();
-  ctx.strokeStyle = "rgba(90,90,110,0.35)";
+  ctx.strokeStyle = THEME.edge;
   for (var k = 0; k < nDrawn; k++) {
     var i = DRAWN[k], p = PARENT[i];
     if (p < 0 || !exists(p)) { continue; }
@@ -117,7 +136,7 @@ function drawLinks() {
     geodesicPath(VX[p], VY[p], VX[i], VY[i]);
   }
   ctx.stroke();
-  ctx.beginPath(); ctx.strokeStyle = "rgba(90,90,110,0.07)";
+  ctx.beginPath(); ctx.strokeStyle = THEME.edgeDim;
   dimPath.forEach(function (i) { geodesicPath(VX[PARENT[i]], VY[PARENT[i]], VX[i], VY[i]); });
   ctx.stroke();
   ctx.lineWidth = 2;
@@ -206,8 +225,8 @@ function drawLabels() {
     if (!box) { continue; }
     boxes.push(box);
     LABELED.push(j);
-    ctx.fillStyle = "rgba(247,247,251,0.8)"; ctx.fillRect(box[0], box[1], box[2] - box[0], box[3] - box[1]);
-    ctx.fillStyle = state.hasSel && ROLE[j] > 0 ? ROLE_COLORS[ROLE[j]] : "#222";
+    ctx.fillStyle = THEME.halo; ctx.fillRect(box[0], box[1], box[2] - box[0], box[3] - box[1]);
+    ctx.fillStyle = state.hasSel && ROLE[j] > 0 ? ROLE_COLORS[ROLE[j]] : THEME.text;
     ctx.direction = RTL_FIRST.test(text) ? "rtl" : "ltr";  // its own direction, still drawn from x rightwards
     ctx.fillText(text, x, y);
   }
@@ -228,7 +247,7 @@ function draw() {
   drawLabels();
   if (state.selected >= 0 && exists(state.selected)) {
     var s = state.selected;
-    ctx.strokeStyle = "#000"; ctx.lineWidth = 2;
+    ctx.strokeStyle = THEME.mark; ctx.lineWidth = 2;
     ctx.beginPath(); ctx.arc(pxX(VX[s]), pxY(VY[s]), SIZE[s] + 5, 0, 2 * Math.PI); ctx.stroke();
   }
   canvas.setAttribute("data-points-drawn", String(nDrawn));
@@ -257,4 +276,9 @@ function eventXY(ev) {  // in the disk's own CSS pixels, also when a narrow wind
   var rect = canvas.getBoundingClientRect(), sx = rect.width ? CSS / rect.width : 1, sy = rect.height ? CSS / rect.height : 1;
   return [(ev.clientX - rect.left) * sx, (ev.clientY - rect.top) * sy];
 }
+// The system's colour scheme changed, or the page is printed (print is light): new colours, redrawn.
+["(prefers-color-scheme: dark)", "print"].forEach(function (q) {
+  var mq = window.matchMedia(q), redraw = function () { readTheme(); draw(); };
+  if (mq.addEventListener) { mq.addEventListener("change", redraw); } else { mq.addListener(redraw); }
+});
 function toDisk(p) { return [(p[0] - C0) / RPX, (C0 - p[1]) / RPX]; }
