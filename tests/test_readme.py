@@ -19,6 +19,14 @@ def test_no_python_block_of_the_readme_is_indented():
     assert [code.splitlines()[0] for indent, code in blocks if indent] == []
 
 
+def test_no_python_block_of_the_guides_is_indented():
+    """A block copied from the raw .md file runs: an indented fence (a block inside a list item)
+    is an IndentationError when pasted into a script."""
+    indented = [(p.name, code.splitlines()[0]) for p in sorted((ROOT / "docs").glob("*.md"))
+                for indent, code in _blocks(p.read_text(encoding="utf-8")) if indent]
+    assert indented == []
+
+
 def test_the_memory_open_block_runs_as_pasted(tmp_path):
     (code,) = [c for _, c in _blocks((ROOT / "README.md").read_text(encoding="utf-8")) if "Memory.open(" in c]
     cwd = os.getcwd()
