@@ -32,8 +32,10 @@ from urllib.parse import quote
 
 from ..embed.file_modes import normal_file_mode
 from .atomic import atomic_new_path, sqlite_write_errors
+from .backends.handles import at_descriptor_limit, descriptor_note, limit_note
 from .backends.sqlite import SqliteStorage
 from .backends.sqlite_open import BUSY_TIMEOUT
+from .backends.storage_errors import StorageError
 
 __all__ = ["backup"]
 
@@ -86,11 +88,16 @@ def backup(source: str | os.PathLike | Any, dest: str | os.PathLike) -> None:
         raise FileNotFoundError(errno.ENOENT, "no such SQLite store to back up", src)
     mode = stat.S_IMODE(os.stat(real).st_mode) & normal_file_mode()  # a private store's backup stays private
     closed = not any(os.path.lexists(real + side) for side in _WAL_FILES)  # no WAL connection has it open
-    con = sqlite3.connect(f"file:{quote(real)}?mode=ro", uri=True, timeout=BUSY_TIMEOUT)
+    try:
+        con = sqlite3.connect(f"file:{quote(real)}?mode=ro", uri=True, timeout=BUSY_TIMEOUT)
+    except sqlite3.Error as exc:
+        raise _failed(src, out, exc) from exc
     try:
         try:
             con.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the source's errors first
         except sqlite3.Error as exc:
+            if descriptor_note(exc):
+                raise _failed(src, out, exc) from exc
             raise ValueError(f"backup() cannot read {src!r}: {exc} (is it a SQLite store?)") from exc
         # a new file only: one that another process created at dest meanwhile is never replaced
         with atomic_new_path(out, mode) as tmp, sqlite_write_errors(out):  # disk full, ...: an OSError naming dest
@@ -99,10 +106,23 @@ def backup(source: str | os.PathLike | Any, dest: str | os.PathLike) -> None:
                 con.backup(copy)  # pages=-1: every page in one step, from one read snapshot
             finally:
                 copy.close()
+    except sqlite3.Error as exc:
+        raise _failed(src, out, exc) from exc
+    except PermissionError as exc:  # SQLite's "unable to open" for dest (sqlite_write_errors) at the limit
+        if at_descriptor_limit():
+            raise _failed(src, out, exc) from exc
+        raise
     finally:
         con.close()
         if closed and any(os.path.lexists(real + side) for side in _WAL_FILES):
             _close_as_last(real)
+
+
+def _failed(src: str, out: str, exc: Exception) -> StorageError:
+    """The :class:`StorageError` of a backup that SQLite could not take, naming the store and ``dest``
+    (and the process's descriptor limit when that is the cause)."""
+    note = limit_note() if isinstance(exc, PermissionError) else descriptor_note(exc)  # the caller checked the limit
+    return StorageError(f"backup() of {src!r} to {out!r}: {exc}{note}; nothing was written")
 
 
 def _close_as_last(real: str) -> None:

@@ -86,6 +86,7 @@ class DurableStore:
     # ------------------------------------------------------------------ bookkeeping
     def _bind(self, storage, read_only: bool) -> None:
         self._storage = storage
+        storage.lock = self.state.lock  # the calls' lock is the one its close() takes (.handles)
         self._read_only = read_only
         self._pending = PendingTouches()
         self.one_by_one.commits = True  # each single add is its own transaction: the add_many hint says so
@@ -427,9 +428,13 @@ class DurableStore:
             flush_at_close(once, self._pending, repr(st))
 
     def close(self) -> None:
-        """Write the touches still pending (:meth:`_flush_touches`), then close."""
-        self._flush_touches()
-        super().close()
+        """Write the touches still pending (:meth:`_flush_touches`), then close.  Under the store's
+        lock: a call another thread has in flight ends first, and that thread's next call raises
+        :class:`StorageError` (closed); a close from inside a call of this thread (a callback) goes on."""
+        st = self._storage
+        with contextlib.nullcontext() if st is None else st.lock:  # after a fork, the storage's own (.handles)
+            self._flush_touches()
+            super().close()
 
     # ------------------------------------------------------------------ reads
     def search_server(self, query: Any, k: int = 5, **kwargs: Any):

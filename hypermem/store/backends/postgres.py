@@ -47,6 +47,7 @@ import json
 import math
 import os
 import re
+import threading
 from typing import Any
 
 import numpy as np
@@ -57,6 +58,7 @@ from ...geometry.lorentz import to_mips_vectors
 from . import fork_guard
 from .changes import REMOVAL_LOG_VERSIONS, collect_changes, issue_changes, prune_removal_log
 from .durable import ConnectionLost, StorageError, first_statement
+from .handles import lock_after_fork
 from .layouts import FLOOR_LAYOUT, STAMPS_LAYOUT, behind, check_layout, raise_floor, unstamped, warn_upgraded
 from .pg_ann import ANN_OPS, build_hnsw
 from .pg_errors import CREATE_LOCK, RECREATED, describe, is_lost, recreated_type, redact
@@ -134,6 +136,8 @@ class PostgresStorage:
         self.db_errors = (psycopg.Error,)
         self._con = None
         self.closed = False
+        self.lock = threading.RLock()
+        """Held by every call of a mirrored store using the connection, and by :meth:`close` (:mod:`.handles`)."""
         self.dim: int | None = None
         self.shell: tuple[float, float] | None = None
         self._opened = False  # until the first connection: a failure is "cannot open", not "lost"
@@ -144,6 +148,7 @@ class PostgresStorage:
     def after_fork(self) -> None:
         """In a forked child: the parent's connection kept, never closed nor used; the next call opens one."""
         con, self._con, self._pid = self._con, None, os.getpid()
+        self.lock = lock_after_fork(self.lock)
         if con is not None:
             fork_guard.keep(con)
 
@@ -476,9 +481,11 @@ class PostgresStorage:
             raise self.error(exc) from exc
 
     def close(self) -> None:
+        """Close the connection, once the call another thread has in flight on it ends (:attr:`lock`)."""
         if self._pid != os.getpid():  # never the parent's connection
             self.after_fork()
-        if not self.closed:
-            self._drop()
-            self.closed = True
+        with self.lock:
+            if not self.closed:
+                self._drop()
+                self.closed = True
 

@@ -40,6 +40,7 @@ import errno
 import json
 import os
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,7 @@ from ..validation import load_json, short, sqlite_problem
 from . import fork_guard
 from .changes import REMOVAL_LOG_VERSIONS, collect_changes, issue_changes, prune_removal_log
 from .durable import StorageError
+from .handles import check_identity, descriptor_note, file_identity, lock_after_fork, new_files, remove_unused
 from .layouts import FLOOR_LAYOUT, STAMPS_LAYOUT, behind, check_layout, raise_floor, unstamped, warn_upgraded
 from .rows import COLUMNS, VECTOR_DTYPES
 from .sqlite_open import (
@@ -110,15 +112,6 @@ class StoredRow(Mapping):
         return len(COLUMNS)
 
 
-def _file_identity(path: str) -> tuple[int, int] | None:
-    """``(device, inode)`` of the file at ``path``, ``None`` when there is none."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
-
-
 class SqliteStorage:
     """Storage in one SQLite file (see the module docstring)."""
 
@@ -134,9 +127,11 @@ class SqliteStorage:
     removal_log_versions = REMOVAL_LOG_VERSIONS
     """Versions of removals the log keeps at least (:func:`~.changes.prune_removal_log`)."""
     identity: tuple[int, int] | None = None
+    """``(device, inode)`` of the file this handle opened (checked at each write and refresh: :mod:`.handles`)."""
     _unstamped = False
     """Whether the current write transaction found writes that did not stamp (set by :meth:`version`)."""
-    """``(device, inode)`` of the file this handle opened for writing (checked at each write)."""
+    _created: tuple[str, ...] = ()
+    """The files this handle created, until the store has its tables (removed at close otherwise)."""
 
     def __init__(self, path: str | os.PathLike, read_only: bool = False, synchronous: str = "FULL",
                  vector_dtype: str | None = None):
@@ -152,6 +147,8 @@ class SqliteStorage:
             raise FileNotFoundError(errno.ENOENT, "no such memory database", self.path)
         self.read_only = read_only
         self.synchronous = synchronous
+        self.lock = threading.RLock()
+        """Held by every call using the connection, and by :meth:`close` (:mod:`.handles`)."""
         self._con = None
         self._pid = os.getpid()
         self._lost_at_fork = False
@@ -159,6 +156,7 @@ class SqliteStorage:
         try:
             if read_only:
                 self._con, self.immutable = open_read_only(self.path)
+                self.identity = file_identity(self.path)
             else:
                 locked = [f for f in (self.path, self.path + "-wal", self.path + "-shm")
                           if os.path.exists(f) and not os.access(f, os.W_OK)]
@@ -173,6 +171,7 @@ class SqliteStorage:
                     raise StorageError(f"SQLite storage {self.path!r}: this process may not write "
                                        f"{', '.join(repr(f) for f in locked)} (permission denied): open it as the "
                                        "user that owns it, or with read_only=True to only read; nothing was opened")
+                self._created = new_files(self.path)
                 self._con = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT,
                                             check_same_thread=False)
                 tables = self._tables()  # a read: a file refused here is left as it was (no WAL switch)
@@ -181,10 +180,11 @@ class SqliteStorage:
                     self.con.execute(f"PRAGMA page_size = {PAGE_SIZE}")
                 set_wal(self.con)
                 self._settings(self.con, synchronous)
-                self.identity = _file_identity(self.path)
+                self.identity = file_identity(self.path)
         except BaseException as exc:
             if self._con is not None:
                 self._con.close()
+            remove_unused(self.path, self._created, PAGE_SIZE)
             if isinstance(exc, sqlite3.Error):
                 raise self.error(exc) from exc
             raise
@@ -205,6 +205,7 @@ class SqliteStorage:
         """In a forked child (:mod:`.fork_guard`): set the parent's connection aside (closed
         without a checkpoint, :func:`.sqlite_open.release_inherited`); the next call opens one."""
         con, self._con, self._pid = self._con, None, os.getpid()
+        self.lock = lock_after_fork(self.lock)
         if con is None or self.closed:
             return
         if con.in_transaction:  # another thread of the parent was inside a call: its state is not ours to end
@@ -246,7 +247,8 @@ class SqliteStorage:
         return self._con
 
     def error(self, exc: BaseException) -> StorageError:
-        return StorageError(f"SQLite storage {self.path!r}: {explain(exc, self.path, self.read_only)}")
+        return StorageError(f"SQLite storage {self.path!r}: {explain(exc, self.path, self.read_only)}"
+                            f"{descriptor_note(exc)}")
 
     @staticmethod
     def busy(exc: BaseException) -> bool:
@@ -273,6 +275,7 @@ class SqliteStorage:
         if not tables:
             return None
         self._check_ours(tables)
+        self._created = ()  # a store with tables: never removed by this handle
         where = repr(self.path)   # the stored settings are data from anywhere: NaN, deep nesting refused
         cfg = {k: load_json(v, where, f"the stored setting {short(k)}") for k, v in
                self.con.execute("SELECT key, value FROM hm_config")}
@@ -320,6 +323,7 @@ class SqliteStorage:
         try:
             if self._tables():
                 con.execute("ROLLBACK")
+                self._created = ()
                 return False
             con.execute("CREATE TABLE hm_config (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             con.execute("CREATE TABLE hm_state (key TEXT PRIMARY KEY, value INTEGER NOT NULL)")
@@ -337,6 +341,7 @@ class SqliteStorage:
         except BaseException:
             con.execute("ROLLBACK")
             raise
+        self._created = ()
         return True
 
     # ------------------------------------------------------------------ transactions
@@ -348,9 +353,7 @@ class SqliteStorage:
         would be acknowledged and lost."""
         if self._pid != os.getpid():  # forked by C code (no fork hook ran)
             self.after_fork()
-        if _file_identity(self.path) != self.identity:
-            raise StorageError(f"SQLite storage {self.path!r}: the file was removed or replaced since this process "
-                               "opened it; nothing of this call was written: open the store again")
+        check_identity(self.path, self.identity, writing=True)
         if wait:
             self.con.execute("BEGIN IMMEDIATE")
             return
@@ -369,6 +372,9 @@ class SqliteStorage:
             con.execute("ROLLBACK")
 
     def current_version(self) -> int:
+        """The committed version; outside a transaction (a refresh), first the file's identity."""
+        if not self.con.in_transaction:
+            check_identity(self.path, self.identity, writing=False)
         return int(self.con.execute("SELECT value FROM hm_state WHERE key = 'version'").fetchone()[0])
 
     def version(self, wait: bool = True) -> int:
@@ -419,7 +425,8 @@ class SqliteStorage:
         ``None`` when the client must re-read the store whole (:func:`.layouts.behind`: the
         pruned log no longer reaches back to ``version``, or a writer did not stamp its rows)."""
         con = self.con
-        if not in_transaction:
+        if not in_transaction:  # a refresh: the file first (one os.stat); a write's begin() checked it
+            check_identity(self.path, self.identity, writing=False)
             con.execute("BEGIN")
         try:
             state = dict(con.execute(_STATE).fetchall())  # version, removed_floor, stamped: one read
@@ -474,9 +481,14 @@ class SqliteStorage:
         return version, out
 
     def close(self) -> None:
+        """Close the connection, once the call another thread has in flight on it ends (:attr:`lock`);
+        the files of a create that never got its tables are removed (:func:`.handles.remove_unused`)."""
         if self._pid != os.getpid():
             self.after_fork()  # never the parent's connection: set aside, not closed
-        if not self.closed:
-            if self._con is not None:
-                self._con.close()
-            self.closed = True
+        with self.lock:
+            if not self.closed:
+                if self._con is not None:
+                    self._con.close()
+                self.closed = True
+                if self._created and file_identity(self.path) == self.identity:
+                    remove_unused(self.path, self._created, PAGE_SIZE)
