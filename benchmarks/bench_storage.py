@@ -124,8 +124,9 @@ def run_one(backend: str, n: int, dim: int, queries: int, scored: bool = False) 
         t = time.perf_counter()
         mem = Memory.open(path, **{k: v for k, v in settings.items() if k in ("decay", "clock")})
         res["reopen_s"] = time.perf_counter() - t
+        n = len(mem)  # a closed store answers no read
         mem.close()
-        res["disk_per_memory_B"] = os.path.getsize(path) / len(mem)
+        res["disk_per_memory_B"] = os.path.getsize(path) / n
     elif backend == "memory":
         res["disk_per_memory_B"] = os.path.getsize(path) / len(mem)
     else:

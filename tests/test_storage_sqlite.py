@@ -43,13 +43,16 @@ def test_float32_store_and_float32_vectors(path, tmp_path):
     small = Memory.open(p32, vector_dtype="float32", **settings())
     script(small)
     small_embeddings = small.embeddings  # read from the file: the bound store holds no second copy
+    small_points = small.points
     small.close()
     with pytest.raises(StorageError, match="closed"):
         small.embeddings  # noqa: B018
+    with pytest.raises(StorageError, match="closed"):
+        small.points  # noqa: B018  (a closed store answers no read)
     back = Memory.open(p32, embedder=HashingEmbedder(dim=32))
     assert back.ids == ref.ids and back.storage.vector_dtype == "float32"
     assert float((back.embeddings - small_embeddings).abs().max()) < 1e-6
-    assert float((back.points - small.points).abs().max()) < 1e-5
+    assert float((back.points - small_points).abs().max()) < 1e-5
 
 
 def test_each_call_writes_only_what_it_changed(path):

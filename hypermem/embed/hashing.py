@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -61,6 +62,10 @@ class HashingEmbedder:
     rows and one embedding bag summing them per text.  Every call returns a new tensor
     that nothing else holds (``returns_fresh_tensors``).
 
+    One embedder may be shared by several stores and threads: concurrent ``embed`` calls
+    return the same rows as one at a time, the token cache's reset included (a call reads one
+    snapshot of the cache; new tokens are added under a lock).
+
     Example::
 
         >>> e = HashingEmbedder(dim=64)
@@ -85,6 +90,18 @@ class HashingEmbedder:
         if not 0 <= int(self.seed) < 2**32:
             raise ValueError(f"seed must be in [0, 2**32), got {self.seed!r}")
         self._key = int(self.seed).to_bytes(4, "little", signed=False)
+        self._lock = threading.Lock()
+        self._reset_vocab()
+
+    def __getstate__(self) -> dict:
+        """Pickled and copied without the lock and the token cache (it is filled again as it is used)."""
+        state = dict(self.__dict__)
+        del state["_lock"], state["_vocab"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
         self._reset_vocab()
 
     def __eq__(self, other):
@@ -133,24 +150,42 @@ class HashingEmbedder:
         idx, sign = self.hash_features(self.feature_names(token))
         return list(zip(idx.tolist(), sign.tolist()))
 
-    def _reset_vocab(self) -> None:
-        self._cache = {"\x00": -1}  # the text separator of embed(); never a token
-        self._lens: list[int] = []
-        self._idx_parts: list[np.ndarray] = []
-        self._sgn_parts: list[np.ndarray] = []
+    # The token cache is one tuple ``(token -> id, lens, index parts, sign parts)``: an id ``i``
+    # names entry ``i`` of the three lists.  An embed() reads the tuple once and uses only it, so
+    # a reset (a new tuple swapped in) never changes what a call already reads; new tokens are
+    # appended under ``_lock`` (list entries first, then the id), so a reader without the lock
+    # finds every id it sees complete.  Threads sharing one embedder need no other care.
+    def _reset_vocab(self, seen: tuple | None = None) -> tuple:
+        """An empty token cache in place of ``seen`` (of the whole cache when ``None``), unless
+        another thread replaced it first; returns the cache now in place."""
+        with self._lock:
+            if seen is None or self._vocab is seen:
+                self._vocab = ({"\x00": -1}, [], [], [])  # NUL: the text separator of embed(); never a token
+            return self._vocab
 
-    def _add_tokens(self, tokens: Sequence[str]) -> None:
-        """Hash the features of new tokens (all at once) and give each token an id."""
-        names = [self.feature_names(t) for t in tokens]
-        lens = [len(f) for f in names]
-        idx, sign = self.hash_features([f for fs in names for f in fs])
-        start = 0
-        for tok, n in zip(tokens, lens):  # each token's run of features: views, as np.split gives
-            self._cache[tok] = len(self._lens)
-            self._lens.append(n)
-            self._idx_parts.append(idx[start:start + n])
-            self._sgn_parts.append(sign[start:start + n])
-            start += n
+    def _vocab_with(self, tokens: Sequence[str], vocab: tuple) -> tuple:
+        """A token cache holding every one of ``tokens``: ``vocab`` or the one that replaced it, the
+        missing tokens added.  Hashing (the costly part) runs outside the lock; should a reset swap
+        the cache meanwhile, the tokens still missing from the new one are hashed again."""
+        while missing := list(set(tokens).difference(vocab[0])):
+            names = [self.feature_names(t) for t in missing]
+            idx, sign = self.hash_features([f for fs in names for f in fs])
+            with self._lock:
+                current = self._vocab
+                cache, lens, idx_parts, sgn_parts = current
+                start = 0
+                for tok, fs in zip(missing, names):  # each token's run of features: views, as np.split gives
+                    n = len(fs)
+                    if tok not in cache:
+                        lens.append(n)
+                        idx_parts.append(idx[start:start + n])
+                        sgn_parts.append(sign[start:start + n])
+                        cache[tok] = len(lens) - 1  # last: a reader that finds the id finds its entries
+                    start += n
+            if current is vocab:  # not reset meanwhile: it held the other tokens already (none leave a cache)
+                break
+            vocab = current
+        return vocab
 
     def embed(self, texts: Sequence[str]) -> torch.Tensor:
         """float64 tensor ``(len(texts), dim)`` of L2-normalised hashed features."""
@@ -158,18 +193,21 @@ class HashingEmbedder:
             raise TypeError("embed takes a list of texts, got a single string")
         texts = list(texts)
         n = len(texts)
-        if len(self._lens) > self.cache_size:
-            self._reset_vocab()
+        vocab = self._vocab
+        if len(vocab[1]) > self.cache_size:
+            vocab = self._reset_vocab(vocab)
         # One tokenising pass over all texts joined by NUL (not a token character; lower()
         # maps it to itself and treats it as a word boundary), then split at the separators.
         tokens = _tokens_and_separators("\x00".join(texts).lower())
-        get = self._cache.get
+        get = vocab[0].get
         tids = list(map(get, tokens))  # the separator maps to -1 (see _reset_vocab)
         if None in tids:
-            self._add_tokens(list(set(tokens).difference(self._cache)))
+            vocab = self._vocab_with(tokens, vocab)
+            get = vocab[0].get
             tids = list(map(get, tokens))
+        _, vlens, idx_parts, sgn_parts = vocab
         if n == 1 and tids and -1 not in tids:  # one text (an add()) without NUL: one bincount
-            return self._normalised(self._one_row(tids), texts)
+            return self._normalised(self._one_row(tids, idx_parts, sgn_parts), texts)
         arr = np.fromiter(tids, dtype=np.int64, count=len(tids))
         is_sep = arr < 0
         seps = np.flatnonzero(is_sep)
@@ -194,17 +232,17 @@ class HashingEmbedder:
             at = {u: j for j, u in enumerate(order)}
             uniq = np.array(order, dtype=np.int64)
             local = np.fromiter(map(at.__getitem__, tl), dtype=np.int64, count=len(tl))
-        elif tids.size * 16 < len(self._lens):
+        elif tids.size * 16 < len(vlens):
             uniq, local = np.unique(tids, return_inverse=True)
         else:
-            present = np.zeros(len(self._lens), dtype=bool)
+            present = np.zeros(len(vlens), dtype=bool)
             present[tids] = True
             uniq = np.flatnonzero(present)
             local = (np.cumsum(present) - 1)[tids]
-        lens = np.fromiter((self._lens[u] for u in uniq), dtype=np.int64, count=len(uniq))
+        lens = np.fromiter((vlens[u] for u in uniq), dtype=np.int64, count=len(uniq))
         rows = np.repeat(np.arange(len(uniq), dtype=np.int64), lens)
-        cols = np.concatenate([self._idx_parts[u] for u in uniq])
-        signs = np.concatenate([self._sgn_parts[u] for u in uniq])
+        cols = np.concatenate([idx_parts[u] for u in uniq])
+        signs = np.concatenate([sgn_parts[u] for u in uniq])
         tok = np.bincount(rows * self.dim + cols, weights=signs,
                           minlength=len(uniq) * self.dim).reshape(len(uniq), self.dim)
         if n < 512:
@@ -227,12 +265,13 @@ class HashingEmbedder:
                                                   torch.from_numpy(offsets), mode="sum").to(torch.float64)
         return self._normalised(X, texts)
 
-    def _one_row(self, tids: list[int]) -> torch.Tensor:
-        """The unnormalised row ``(1, dim)`` of one text with token ids ``tids``: the signs of all
-        its tokens' features summed by index.  Every entry is a sum of +-1, an integer that
-        float64 holds exactly in any order, so this is the batch path's row bit for bit."""
-        cols = np.concatenate([self._idx_parts[t] for t in tids])
-        signs = np.concatenate([self._sgn_parts[t] for t in tids])
+    def _one_row(self, tids: list[int], idx_parts: list, sgn_parts: list) -> torch.Tensor:
+        """The unnormalised row ``(1, dim)`` of one text with token ids ``tids`` (of the cache whose
+        parts are given): the signs of all its tokens' features summed by index.  Every entry is a
+        sum of +-1, an integer that float64 holds exactly in any order, so this is the batch path's
+        row bit for bit."""
+        cols = np.concatenate([idx_parts[t] for t in tids])
+        signs = np.concatenate([sgn_parts[t] for t in tids])
         return torch.from_numpy(np.bincount(cols, weights=signs, minlength=self.dim).reshape(1, self.dim))
 
     def _normalised(self, X: torch.Tensor, texts: list[str]) -> torch.Tensor:
