@@ -210,3 +210,25 @@ def test_mirror_free_search_by_a_select_only_role_returns_results_and_keeps_coun
     assert hits[0].record.access_count == 1  # counted in this process, pending
     with pytest.warns(RuntimeWarning):  # close tries to write them once more, then says they are dropped
         reader.close()
+
+
+def test_a_mirror_free_store_closes_after_the_call_in_flight_and_refuses_with_afterwards(pg_url):
+    """Walk 73: ServerMemory's calls held its own lock while close() freed the connection at once;
+    close now holds the same lock (it waits for the call), and ``with`` on a closed store raises."""
+    Memory.open(pg_url, embedder=_emb()).close()
+    m = Memory.open(pg_url, mirror=False, embedder=_emb())
+    m.add("the plan")
+    assert m.storage.lock is m.lock
+    with m.lock:   # a call of this thread in flight: another thread's close waits for it
+        closer = threading.Thread(target=m.close)
+        closer.start()
+        closer.join(0.3)
+        waited = closer.is_alive()
+        assert m.search("plan", k=1)[0].text == "the plan"
+    closer.join(10)
+    assert waited and not closer.is_alive() and m.storage.closed
+    with pytest.raises(StorageError, match="closed"):
+        m.search("plan", k=1)
+    with pytest.raises(StorageError, match="closed"):
+        with m:
+            pass

@@ -268,13 +268,14 @@ class PlacementReranker:
         (hashed once per setting: every ``add(parent="auto")`` records it; :meth:`save` and
         :func:`~hypermem.hierarchy.fit_placement_reranker` hash the weights afresh)."""
         key = (self.weight, self.candidates, tuple(sorted(self.rule.items())), self.max_length)
-        if self._checksum is None or self._checksum[0] != key:
+        known = self._checksum   # read once: another thread's forget_checksum() may set it to None
+        if known is None or known[0] != key:
             h = hashlib.sha256(repr(key).encode())
             for name, p in sorted(self.model.model.state_dict().items()):
                 h.update(name.encode())
                 h.update(p.detach().to("cpu").contiguous().view(torch.uint8).numpy().tobytes())   # any dtype
-            self._checksum = (key, "sha256:" + h.hexdigest())
-        return self._checksum[1]
+            known = self._checksum = (key, "sha256:" + h.hexdigest())
+        return known[1]
 
     def forget_checksum(self) -> None:
         """Hash the weights afresh at the next :attr:`checksum` (after training them in place)."""

@@ -75,7 +75,7 @@ class ServerMemory(ServerViews):
         self.hybrid = settings.hybrid  # the server's lexical term is its full-text rank (.pg_lexical)
         self._storage = storage
         self.read_only = read_only
-        self.lock = threading.RLock()
+        self.lock = storage.lock = threading.RLock()   # one lock: close() waits for a call in flight
         self._query = Searcher(self)  # its query side only: query directions and "now"
         self.one_by_one = OneByOne(commits=True)  # the run of single add() calls, each committed (store.add_hint)
         self._pending = PendingTouches()  # touches not written yet: the lock was busy (.touches)
@@ -101,14 +101,18 @@ class ServerMemory(ServerViews):
                 f"decay={self.decay!r}, storage={self._storage!r})")
 
     def close(self) -> None:
-        """Write the touches still pending (:mod:`.server_touch`), then close the connection."""
-        self._flush_touches()
-        self._storage.close()
+        """Write the touches still pending (:mod:`.server_touch`), then close the connection; a
+        call of another thread in flight ends first (the calls and close hold one lock)."""
+        with self.lock:
+            self._flush_touches()
+            self._storage.close()
 
     def _flush_touches(self) -> None:
         T.flush(self)
 
     def __enter__(self):
+        if self._storage.closed:
+            raise StorageError("this memory's storage is closed")
         return self
 
     def __exit__(self, *exc: Any) -> None:
