@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
 import pytest
 import torch
 
@@ -18,6 +19,7 @@ from hypermem.hierarchy.encoder_variants import (  # noqa: E402
     TextVariants,
     check_alias_rate,
     check_aliases,
+    distinct_aliases,
     variant_texts,
 )
 
@@ -40,9 +42,37 @@ def test_check_aliases_keeps_new_texts_and_names_the_bad_item():
         check_aliases({"1": ["hound", "  "]}, names)
     with pytest.raises(TypeError, match="mapping"):
         check_aliases([("1", ["hound"])], names)
-    for bad in (-0.1, 1.5, True, "0.5"):
+    for bad in (-0.1, 1.5, True, "0.5", float("nan"), None):
         with pytest.raises(ValueError, match="alias_rate"):
             check_alias_rate(bad)
+    assert check_alias_rate(np.float32(0.25)) == 0.25 and check_alias_rate(torch.tensor(0.5)) == 0.5
+
+
+def test_aliases_come_as_any_ordered_collection_but_not_a_set_and_ids_once():
+    names = {"1": "dog", "2": "cat"}
+    assert check_aliases({"1": np.array(["hound", "pooch"]), 2: ("kitty",)}, names) == {
+        "1": ("hound", "pooch"), "2": ("kitty",)}
+    assert check_aliases({"1": (t for t in ["Dog ", "hound"])}, names) == {"1": ("hound",)}   # own name, spaced
+    with pytest.raises(TypeError, match="no order"):
+        check_aliases({"1": {"hound", "pooch"}}, names)
+    with pytest.raises(ValueError, match="two keys for the id '1'"):
+        check_aliases({1: ["hound"], "1": ["pooch"]}, names)
+    with pytest.raises(TypeError, match="must be a string"):
+        check_aliases({"1": ["hound", 3]}, names)
+    with pytest.raises(TypeError) as err:   # a huge bad value is named by its first items
+        check_aliases({"1": np.arange(100_000)}, names)
+    assert len(str(err.value)) < 200
+    pd = pytest.importorskip("pandas")
+    series = pd.DataFrame({"id": ["1", "1", "2"], "alias": ["hound", "pooch", "kitty"]}).groupby("id")["alias"].agg(list)
+    assert check_aliases(series, names) == {"1": ("hound", "pooch"), "2": ("kitty",)}
+
+
+def test_an_alias_that_names_another_entity_or_several_is_left_out_with_a_warning():
+    names = {"a": "dog", "b": "cat", "c": "animal"}
+    aliases = {"a": ("hound", "Animal", "pet"), "b": ("pet", "kitty")}
+    with pytest.warns(UserWarning, match="1 alias.*another entity's name.*2 that several entities share"):
+        assert distinct_aliases(aliases, names) == {"a": ("hound",), "b": ("kitty",)}
+    assert distinct_aliases({"a": ("hound",), "z": ("x",)}, names) == {"a": ("hound",)}   # only the given entities
 
 
 def test_variant_texts_put_the_names_first_then_each_entitys_aliases():
@@ -85,6 +115,10 @@ def test_fit_trains_on_the_aliases_of_training_entities_only(tiny):
         fit_hierarchy_encoder(train, NAMES, aliases={"unicorn": ["horned horse"]}, **common)
     with pytest.raises(ValueError, match="alias_rate"):
         fit_hierarchy_encoder(train, NAMES, aliases=aliases, alias_rate=2, **common)
+    with pytest.raises(TypeError, match="aliases must be a mapping"):
+        fit_hierarchy_encoder(train, NAMES, aliases=[], **common)
+    off = fit_hierarchy_encoder(train, NAMES, aliases=aliases, alias_rate=0.0, **common)
+    assert off.config["aliases"] == 0 and torch.equal(off.encode(["dog", "car"]), p)   # rate 0: no alias read
 
 
 @pytest.mark.skipif(not wordnet.available(), reason="WordNet (Debian's wordnet-base) is not installed")

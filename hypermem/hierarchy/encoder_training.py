@@ -64,7 +64,7 @@ from .encoder_eval import (
 from .encoder_losses import LossWeights
 from .encoder_prefix import FrozenPrefix, resolve_frozen_layers
 from .encoder_step import TimeBudget, TokenCache, batch_losses, lr_factor, step_seed
-from .encoder_variants import TextVariants, check_alias_rate, check_aliases, variant_texts
+from .encoder_variants import TextVariants, check_alias_rate, check_aliases, distinct_aliases, variant_texts
 from .progress import progress_bar, show_progress
 
 __all__ = ["EncoderTrainConfig", "fit_hierarchy_encoder", "validation_pairs", "validate_encoder",
@@ -272,8 +272,8 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
         raise ValueError(f"geometry must be 'poincare' or 'euclidean', got {geometry!r}")
     curvature = None if cfg.curvature is None else check_ball_curvature(cfg.curvature, geometry)
     edges, names, validation_edges = _checked_inputs(edges, names, validation_edges)
-    check_alias_rate(cfg.alias_rate)
-    aliases = check_aliases(aliases, names) if aliases else {}
+    alias_rate = check_alias_rate(cfg.alias_rate)
+    aliases = check_aliases(aliases, names) if aliases is not None else {}
     if out is not None:
         check_save_folder(out)   # refused before the training, not after it (the rule save applies)
     if epochs is None and max_minutes is None and cfg.max_steps is None:
@@ -288,8 +288,10 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
         if not edges:
             raise ValueError(f"edges has {n_given} edge(s): one is held out for validation, which leaves no "
                              "training edge; pass more edges, or validation_edges=")
-    trained = {e for pair in edges for e in pair}   # a held-out entity's aliases are never tokenised
-    aliases = {e: a for e, a in aliases.items() if e in trained}
+    if aliases and alias_rate > 0:   # the training entities' own aliases: a held-out entity's are never read
+        aliases = distinct_aliases(aliases, {e: names[e] for pair in edges for e in pair})
+    else:
+        aliases = {}
     ids = sorted(names)
     index = {e: i for i, e in enumerate(ids)}
     int_edges = [(index[c], index[p]) for c, p in edges]
@@ -310,8 +312,8 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
     frozen = resolve_frozen_layers(enc, cfg.frozen_layers)
     if frozen:  # the frozen lower layers' outputs, once per text
         tokens = FrozenPrefix(enc, tokens, frozen, progress=show)
-    if aliases and cfg.alias_rate > 0:
-        tokens = TextVariants(tokens, alias_rows, cfg.alias_rate)
+    if aliases:
+        tokens = TextVariants(tokens, alias_rows, alias_rate)
     params = [p for p in enc.model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     planned = len(batches) * epochs if epochs is not None else None
