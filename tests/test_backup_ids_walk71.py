@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import sqlite3
 import stat
-import types
 from decimal import Decimal
 
 import numpy as np
@@ -32,13 +31,13 @@ def _store(path, n=3) -> str:
 
 def _during_copy(monkeypatch, action) -> None:
     """Run ``action()`` when backup() opens its temporary copy (after dest was checked)."""
-    real_connect = sqlite3.connect
+    real_connect = backups_module.connect
 
-    def connect(target, *a, **k):
-        if not str(target).startswith("file:"):
+    def connect(path, query=None, **k):
+        if query is None:   # the copy (the store is opened with a mode)
             action()
-        return real_connect(target, *a, **k)
-    monkeypatch.setattr(backups_module, "sqlite3", types.SimpleNamespace(connect=connect, Error=sqlite3.Error))
+        return real_connect(path, query, **k)
+    monkeypatch.setattr(backups_module, "connect", connect)
 
 
 # ---------------------------------------------------------------------------- backup

@@ -7,7 +7,7 @@ target with :func:`os.replace` (atomic on POSIX and Windows), and finally the fo
 ``fsync``-ed so the rename itself survives a power cut.  On any exception the temporary
 file is removed and the old file is untouched.  A process killed with ``SIGKILL`` at the
 wrong moment may leave a stray ``.<name>.*.tmp`` file next to the target, never a broken
-target.
+target (``<name>``: its first 100 bytes, :func:`temp_prefix`).
 
 File mode: a replaced file keeps its mode; a new one gets ``0o666`` less the process
 umask, as ``open()`` would give it (the temporary file's private ``0o600`` from
@@ -48,6 +48,7 @@ from pathlib import Path
 
 from ..embed.file_modes import normal_file_mode
 from .page_file import check_page_path
+from .sqlite_paths import connect, path_too_long
 
 __all__ = ["NotARegularFileError", "atomic_new_path", "atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_sqlite", "fsync_path", "write_page"]
 
@@ -160,12 +161,32 @@ def _link_new(tmp: Path, target: Path) -> None:
     tmp.unlink()
 
 
+TEMP_STEM_BYTES = 100
+"""The most bytes of the target's name in its temporary file's name (:func:`temp_prefix`)."""
+
+
+def temp_prefix(name: str) -> str:
+    """The start of the temporary file's name beside the file ``name``: ``.<name>.``, the name
+    cut to its first :data:`TEMP_STEM_BYTES` bytes (on a character boundary), so that with the
+    8 random characters and ``.tmp`` it stays within ``NAME_MAX`` (255 bytes) for any name the
+    folder accepts: ``.<name>.XXXXXXXX.tmp`` of a 242-byte name would be 256."""
+    raw = os.fsencode(name)
+    if len(raw) > TEMP_STEM_BYTES:
+        cut = raw[:TEMP_STEM_BYTES]
+        while cut and (cut[-1] & 0xC0) == 0x80:   # a UTF-8 continuation byte: drop the cut character
+            cut = cut[:-1]
+        if cut and cut[-1] >= 0xC0:   # a lead byte whose continuation was cut off
+            cut = cut[:-1]
+        name = os.fsdecode(cut)
+    return f".{name}."
+
+
 @contextmanager
 def _written(path: str | os.PathLike, target: Path, mode: int, publish) -> Iterator[Path]:
     """A temporary file beside ``target``, written in the block, ``fsync``-ed, given ``mode``
     and published with ``publish(tmp, target)``; the folder ``fsync``-ed.  Removed on any exception."""
     try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        fd, tmp_name = tempfile.mkstemp(prefix=temp_prefix(target.name), suffix=".tmp", dir=target.parent)
     except OSError as exc:   # name the file asked for, not the temporary one beside it
         why = "is not writable" if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS) else "took no new file"
         raise type(exc)(exc.errno, f"cannot write {str(target)!r}: the folder {str(target.parent)!r} {why} "
@@ -260,8 +281,13 @@ def atomic_sqlite(path: str | os.PathLike) -> Iterator[sqlite3.Connection]:
     it is written with ``journal_mode=OFF`` and ``synchronous=OFF``; durability comes from
     the ``fsync`` before the rename.
     """
+    if (too_long := path_too_long(path)) is not None:   # written, it could not be opened
+        raise OSError(errno.ENAMETOOLONG, f"{too_long}; nothing written", os.fspath(path))
     with atomic_path(path) as tmp, sqlite_write_errors(path):
-        con = sqlite3.connect(tmp, isolation_level=None)
+        if (too_long := path_too_long(tmp)) is not None:   # a short name's temporary name is longer
+            raise OSError(errno.ENAMETOOLONG, f"{too_long}; this is the path of the temporary file written first "
+                          f"beside it; nothing written", os.fspath(path))
+        con = connect(tmp, isolation_level=None)
         try:
             con.execute("PRAGMA journal_mode=OFF")
             con.execute("PRAGMA synchronous=OFF")

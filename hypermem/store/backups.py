@@ -28,7 +28,6 @@ import sqlite3
 import stat
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from ..embed.file_modes import normal_file_mode
 from .atomic import atomic_new_path, sqlite_write_errors
@@ -36,6 +35,7 @@ from .backends.handles import at_descriptor_limit, descriptor_note, limit_note
 from .backends.sqlite import SqliteStorage
 from .backends.sqlite_open import BUSY_TIMEOUT
 from .backends.storage_errors import StorageError
+from .sqlite_paths import connect, path_too_long
 
 __all__ = ["backup"]
 
@@ -86,10 +86,12 @@ def backup(source: str | os.PathLike | Any, dest: str | os.PathLike) -> None:
         raise FileExistsError(errno.EEXIST, "a backup never replaces a file: choose a new name", out)
     if not Path(src).is_file():
         raise FileNotFoundError(errno.ENOENT, "no such SQLite store to back up", src)
+    if (too_long := path_too_long(out)) is not None:   # written, it could not be opened
+        raise OSError(errno.ENAMETOOLONG, f"{too_long}; nothing written", out)
     mode = stat.S_IMODE(os.stat(real).st_mode) & normal_file_mode()  # a private store's backup stays private
     closed = not any(os.path.lexists(real + side) for side in _WAL_FILES)  # no WAL connection has it open
     try:
-        con = sqlite3.connect(f"file:{quote(real)}?mode=ro", uri=True, timeout=BUSY_TIMEOUT)
+        con = connect(real, "mode=ro", timeout=BUSY_TIMEOUT)
     except sqlite3.Error as exc:
         raise _failed(src, out, exc) from exc
     try:
@@ -101,7 +103,7 @@ def backup(source: str | os.PathLike | Any, dest: str | os.PathLike) -> None:
             raise ValueError(f"backup() cannot read {src!r}: {exc} (is it a SQLite store?)") from exc
         # a new file only: one that another process created at dest meanwhile is never replaced
         with atomic_new_path(out, mode) as tmp, sqlite_write_errors(out):  # disk full, ...: an OSError naming dest
-            copy = sqlite3.connect(tmp)
+            copy = connect(tmp)
             try:
                 con.backup(copy)  # pages=-1: every page in one step, from one read snapshot
             finally:
@@ -133,7 +135,7 @@ def _close_as_last(real: str) -> None:
     ``-wal`` holds nothing to move into the file.  A store this process may not write keeps them, as any
     read-only reader leaves them."""
     try:
-        con = sqlite3.connect(f"file:{quote(real)}?mode=rw", uri=True, timeout=BUSY_TIMEOUT)
+        con = connect(real, "mode=rw", timeout=BUSY_TIMEOUT)
         try:
             con.execute("SELECT count(*) FROM sqlite_master").fetchone()
         finally:

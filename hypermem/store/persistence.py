@@ -292,29 +292,51 @@ def from_json(source: str | os.PathLike | Mapping, embedder: Any = None, decay: 
 
 
 def _json_source(source: Any) -> tuple[str | Path, str]:
-    """``(text or path, where)`` of a ``from_json`` source: text that starts like JSON (or
-    parses as JSON and names no file) is the document itself, anything else a path."""
-    if isinstance(source, str) and source.lstrip()[:1] in ("{", "["):
-        return source, "the JSON text"
+    """``(text or path, where)`` of a ``from_json`` source: a string that names an existing file
+    is that file (``"[draft] notes.json"`` too); any other string is the JSON text when it starts
+    like JSON or parses as JSON, else a missing file."""
     if not isinstance(source, (str, os.PathLike)):
         raise TypeError(f"from_json takes a path, JSON text or a dict, got {type(source).__name__}")
-    p = Path(os.fspath(source))
-    try:
-        exists = p.exists()
-    except OSError:  # e.g. a name too long for the file system
-        exists = False
-    if not exists:
-        if isinstance(source, str):
+    if not _names_file(source):
+        text = source if isinstance(source, str) else None
+        if text is not None and text.lstrip()[:1] in ("{", "["):
+            return text, "the JSON text" + (" (no file of that name either)" if _meant_as_path(text) else "")
+        if text is not None:
             try:
-                json.loads(source)
-                return source, "the JSON text"
+                json.loads(text)
+                return text, "the JSON text"
             except (ValueError, RecursionError):
                 pass
-        raise FileNotFoundError(errno.ENOENT, "no such memory file", str(p))
+        raise FileNotFoundError(errno.ENOENT, "no such memory file", os.fspath(source))
+    p = Path(os.fspath(source))
     if p.is_dir():
         raise IsADirectoryError(errno.EISDIR, "a folder, not a memory file", str(p))
     check_regular_file(p)
     return p, f"{str(p)!r}"
+
+
+def _names_file(source: str | os.PathLike) -> bool:
+    """Whether ``source`` names something that exists (a JSON text longer than ``PATH_MAX``,
+    4096, is not looked up)."""
+    name = os.fspath(source)
+    if len(name) > 4096:
+        return False
+    try:
+        return os.path.exists(name)
+    except (OSError, ValueError):  # a name too long for the file system, a NUL byte
+        return False
+
+
+def _meant_as_path(text: str) -> bool:
+    """Whether ``text`` (it names no file) could have been meant as a file name: one short line
+    that is not valid JSON (so its errors say no such file exists either)."""
+    if "\n" in text or "\0" in text or len(text) > 4096:
+        return False
+    try:
+        json.loads(text)
+        return False
+    except (ValueError, RecursionError):
+        return True
 
 
 def from_payload(doc: Any, embedder: Any = None, decay: Any = None, clock: Callable | None = None,

@@ -48,6 +48,7 @@ from ..temporal import CustomPolicyError, PolicySpecError, policy_from_spec
 from ..temporal.clock import to_utc
 from .caller_warning import warn_caller
 from .file_access import may_not_read
+from .sqlite_paths import connect
 
 MAX_DIM = 1 << 20
 """Largest vector dimension a file may declare (1,048,576)."""
@@ -412,8 +413,7 @@ def open_sqlite_readonly(path: str | os.PathLike) -> sqlite3.Connection:
     non-empty ``-journal`` (a writer that crashed in rollback mode) means the main file may
     hold half a transaction; an immutable read would silently miss either, so such a file
     is refused (:class:`MemoryFileError`) rather than read stale or torn.  Missing path:
-    ``FileNotFoundError``; a folder: ``IsADirectoryError``.
-    """
+    ``FileNotFoundError``; a folder: ``IsADirectoryError``; too long for SQLite: ``MemoryFileError``."""
     p = Path(os.fspath(path))
     if not p.exists():
         raise FileNotFoundError(errno.ENOENT, "no such memory file", str(p))
@@ -428,7 +428,7 @@ def open_sqlite_readonly(path: str | os.PathLike) -> sqlite3.Connection:
     if (denied := may_not_read(p)) is not None:
         raise MemoryFileError(denied)
     try:
-        return sqlite3.connect(p.resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
+        return connect(p, "mode=ro&immutable=1")   # the file of that name (:mod:`.sqlite_paths`)
     except sqlite3.Error as exc:
         raise MemoryFileError(f"{str(p)!r} cannot be opened ({exc})") from None
 

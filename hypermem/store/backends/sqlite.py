@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from ..file_access import may_not_read
+from ..sqlite_paths import connect, path_too_long
 from ..validation import load_json, short, sqlite_problem
 from . import fork_guard
 from .changes import REMOVAL_LOG_VERSIONS, collect_changes, issue_changes, prune_removal_log
@@ -145,6 +146,8 @@ class SqliteStorage:
             raise IsADirectoryError(errno.EISDIR, "a folder, not a memory database", self.path)
         if read_only and not p.exists():
             raise FileNotFoundError(errno.ENOENT, "no such memory database", self.path)
+        if (too_long := path_too_long(self.path)) is not None:
+            raise StorageError(f"SQLite storage {self.path!r}: {too_long}; nothing was opened")
         self.read_only = read_only
         self.synchronous = synchronous
         self.lock = threading.RLock()
@@ -172,8 +175,7 @@ class SqliteStorage:
                                        f"{', '.join(repr(f) for f in locked)} (permission denied): open it as the "
                                        "user that owns it, or with read_only=True to only read; nothing was opened")
                 self._created = new_files(self.path)
-                self._con = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT,
-                                            check_same_thread=False)
+                self._con = connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT, check_same_thread=False)
                 tables = self._tables()  # a read: a file refused here is left as it was (no WAL switch)
                 self._check_ours(tables)
                 if not tables:
@@ -235,7 +237,7 @@ class SqliteStorage:
             if self.read_only:
                 self._con, self.immutable = open_read_only(self.path)
             else:
-                con = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT, check_same_thread=False)
+                con = connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT, check_same_thread=False)
                 try:
                     self._settings(con, self.synchronous)
                 except BaseException:

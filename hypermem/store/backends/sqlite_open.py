@@ -25,9 +25,9 @@ import sqlite3
 import struct
 import sys
 import time
-from urllib.parse import quote
 
 from ..file_access import may_not_read
+from ..sqlite_paths import connect
 from .durable import StorageError
 
 try:
@@ -67,8 +67,8 @@ def set_wal(con: sqlite3.Connection) -> None:
 
 
 def _connect(path: str, query: str | None = None) -> sqlite3.Connection:
-    target, uri = (path, False) if query is None else (f"file:{quote(os.path.abspath(path))}?{query}", True)
-    return sqlite3.connect(target, uri=uri, isolation_level=None, timeout=BUSY_TIMEOUT, check_same_thread=False)
+    """A connection to the file ``path`` (a name beginning ``file:`` too: :mod:`..sqlite_paths`)."""
+    return connect(path, query, isolation_level=None, timeout=BUSY_TIMEOUT, check_same_thread=False)
 
 
 def open_read_only(path: str) -> tuple[sqlite3.Connection, bool]:
