@@ -16,7 +16,7 @@ from ..store.filters import FilterError, check_filter
 from ..store.shown_text import json_safe, shown
 
 __all__ = ["LAYOUTS", "MAX_INDENT", "METRICS", "MODES", "UserError", "decode_text", "default_output", "indent_arg",
-           "check_embedder_name", "is_json_file", "load_memory", "named_embedder", "positive_float", "positive_int", "print_json", "read_source", "read_text",
+           "check_embedder_name", "is_json_file", "load_memory", "named_embedder", "path_arg", "path_text", "positive_float", "positive_int", "print_json", "read_source", "read_text",
            "stdout_takes_unicode", "time_arg", "warn"]
 
 MODES = ("nearest", "subtree", "children", "ancestors", "siblings", "cone")  # = hypermem.store.MODES
@@ -29,6 +29,19 @@ class UserError(Exception):
 
 
 # ---------------------------------------------------------------------------- helpers
+def path_arg(text: str) -> str:
+    """A path argument with a leading ``~`` expanded (``--out=~/x``, a quoted ``'~/x'``: the shell
+    leaves those as they are), as ``hypermem mcp --store`` does; ``-`` and URLs are kept."""
+    return str(Path(text).expanduser()) if text.startswith("~") else text
+
+
+def path_text(path) -> str:
+    """A path as a CLI line shows it: as is, or its ``repr`` where a character of it would not show
+    as itself (a newline, an escape: the error line would be split, or the terminal driven)."""
+    text = str(path)
+    return text if text.isprintable() else repr(text)
+
+
 def time_arg(text: str) -> datetime:
     try:
         t = datetime.fromisoformat(text)
@@ -210,9 +223,9 @@ def load_memory(path: str, embedder: str | None = None, embeds: bool = False):
         return Memory.open(path, read_only=True, embedder=emb)
     p = Path(path)
     if not p.exists():
-        raise UserError(f"no such memory file: {path}")
+        raise UserError(f"no such memory file: {path_text(path)}")
     if p.is_dir():
-        raise UserError(f"{path} is a folder, not a memory file")
+        raise UserError(f"{path_text(path)} is a folder, not a memory file")
     if is_durable_file(p):
         return Memory.open(p, read_only=True, embedder=emb)
     size = p.stat().st_size

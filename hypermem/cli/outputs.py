@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..store.atomic import atomic_new_path, atomic_path, atomic_write_chunks
 from ..store.page_file import PAGE_HEAD
-from .inputs import UserError, stdout_takes_unicode
+from .inputs import UserError, path_text, stdout_takes_unicode
 
 __all__ = ["PAGE_HEAD", "check_output", "head_of", "is_page", "is_stream", "names_descriptor", "new_file", "report",
            "same_file", "save_new", "write_durable", "write_text"]
@@ -101,7 +101,7 @@ def check_output(output: str, *, inputs: tuple[str, ...] = (), force: bool = Fal
         return
     if not force and not (replaceable is not None and replaceable(p)):
         kind = "" if replaceable is None else " and is not a file hypermem writes there"
-        raise UserError(f"{output} exists{kind}; pass --force to replace it")
+        raise UserError(f"{path_text(output)} exists{kind}; pass --force to replace it")
 
 
 def write_text(output: str, text) -> None:

@@ -12,6 +12,7 @@ from .inputs import (
     MODES,
     filter_arg,
     indent_arg,
+    path_arg,
     positive_float,
     positive_int,
     time_arg,
@@ -84,7 +85,7 @@ class SubParser(argparse.ArgumentParser):
 
 # ---------------------------------------------------------------------------- parser
 def _memory_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("memory", help="a memory: a file of Memory.save (SQLite) or Memory.to_json (JSON), a "
+    p.add_argument("memory", type=path_arg, help="a memory: a file of Memory.save (SQLite) or Memory.to_json (JSON), a "
                    "database of Memory.open (SQLite) or a postgresql:// URL (opened read-only)")
 
 
@@ -103,17 +104,17 @@ def build_parser() -> argparse.ArgumentParser:
                                "time-stamped events. Both are saved as SQLite and JSON. A rerun replaces the "
                                "files the demo wrote; any other file in their place is refused without --force.",
                                epilog="example: hypermem demo --dataset events --out out/demo --open")
-    from_demo.add_argument("--out", help="output folder (default: out/hypermem-demo); the files are "
+    from_demo.add_argument("--out", type=path_arg, help="output folder (default: out/hypermem-demo); the files are "
                            "DATASET.db, .json and .html")
-    from_demo.add_argument("-o", "--output", metavar="STEM", help="write STEM.db, STEM.json and STEM.html "
+    from_demo.add_argument("-o", "--output", type=path_arg, metavar="STEM", help="write STEM.db, STEM.json and STEM.html "
                            "instead (the NumPy reference's `hypermem demo -o STEM`)")
     from_demo.add_argument("--dataset", default="mammals", choices=DEMO_NAMES, help="which demo "
                            "(default: %(default)s)")
-    from_demo.add_argument("--config", help="mammals: the Lightning config, a file or a shipped name "
+    from_demo.add_argument("--config", type=path_arg, help="mammals: the Lightning config, a file or a shipped name "
                            "(default: mammals_poincare)")
     from_demo.add_argument("--epochs", type=positive_int, help="mammals: train this many epochs (default: the "
                            "config's)")
-    from_demo.add_argument("--runs", help="mammals: TensorBoard logs and checkpoints folder (default: runs)")
+    from_demo.add_argument("--runs", type=path_arg, help="mammals: TensorBoard logs and checkpoints folder (default: runs)")
     from_demo.add_argument("--no-progress", action="store_true", help="mammals: hide the progress bar")
     from_demo.add_argument("--no-inspector", action="store_true", help="do not write the HTML inspector")
     from_demo.add_argument("--open", action="store_true", help="open the inspector in a browser")
@@ -126,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "replaced; any other existing file needs --force.",
                        epilog="example: hypermem inspect notes.db -o notes.html --open")
     _memory_arg(p)
-    p.add_argument("-o", "--output", help="the page to write (default: MEMORY with .html; - for stdout)")
+    p.add_argument("-o", "--output", type=path_arg, help="the page to write (default: MEMORY with .html; - for stdout)")
     p.add_argument("--title", help="page title")
     p.add_argument("--layout", choices=LAYOUTS, default="auto", help="disk layout (default: %(default)s)")
     p.add_argument("--at", type=time_arg, help="time of the weights shown first (ISO 8601; default: now)")
@@ -157,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--filter", type=filter_arg, metavar="JSON", help='only memories whose metadata match, as '
                    'Memory.search takes it: \'{"user": "u1"}\', \'{"n": {"$gt": 3}}\', $and/$or/$not/$in')
     p.add_argument("--valid-only", action="store_true", help="leave out memories outside their validity window")
-    p.add_argument("--embedder", metavar="minilm|hashing|PATH", help="the embedder of the query: minilm "
+    p.add_argument("--embedder", metavar="minilm|hashing|PATH", type=path_arg, help="the embedder of the query: minilm "
                    "(all-MiniLM-L6-v2, the embed extra), hashing, or the folder of a saved encoder (default: the "
                    "store's own, hashing or MiniLM, as hypermem mcp finds it; PATH is needed for another encoder)")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -175,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "An existing file is replaced only with --force; - writes to stdout.",
                        epilog="example: hypermem export notes.db - --format csv | head")
     _memory_arg(p)
-    p.add_argument("output", help="the file to write (.json or .csv), or - for stdout (with --format)")
+    p.add_argument("output", type=path_arg, help="the file to write (.json or .csv), or - for stdout (with --format)")
     p.add_argument("--format", choices=("json", "csv"), help="default: from the output's extension (.json or "
                    ".csv; another extension needs --format)")
     p.add_argument("--indent", type=indent_arg, default=None, help=f"JSON indentation (0 to {MAX_INDENT} spaces; "
@@ -199,9 +200,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "  hypermem export agent.db ex.json && hypermem import ex.json copy.db --durable && "
                        "hypermem mcp --store copy.db\n"
                        "  hypermem import snapshot.db agent.db --durable   # a Memory.save file made servable")
-    p.add_argument("source", help="memory JSON, a memory file (SQLite; with --durable), a postgresql:// URL, or JSON "
+    p.add_argument("source", type=path_arg, help="memory JSON, a memory file (SQLite; with --durable), a postgresql:// URL, or JSON "
                    "lines / a JSON list of items (- for stdin)")
-    p.add_argument("output", help="the SQLite memory file to write, or (with --durable) a postgresql:// URL of a "
+    p.add_argument("output", type=path_arg, help="the SQLite memory file to write, or (with --durable) a postgresql:// URL of a "
                    "database that holds no memories yet")
     p.add_argument("--durable", action="store_true", help="write a durable store (Memory.open: every call "
                    "commits; what hypermem mcp --store serves) instead of a snapshot (Memory.save); an existing "
@@ -210,7 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: 256)")
     p.add_argument("--half-life", type=positive_float, default=None, help="decay half-life in hours for items "
                    "(default: no decay)")
-    p.add_argument("--embedder", metavar="minilm|hashing|PATH", help="the embedder of the items (default: "
+    p.add_argument("--embedder", metavar="minilm|hashing|PATH", type=path_arg, help="the embedder of the items (default: "
                    "hashing, --dim); a memory JSON keeps its own embeddings and needs none")
     p.add_argument("--force", action="store_true", help="replace OUTPUT if it exists")
     p.set_defaults(func=cmd_import)
@@ -221,7 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "then re-score their best candidates with it (docs/store.md, \"A placement reranker\").",
                        epilog="example: hypermem fit-reranker notes.db --out reranker --minutes 30")
     _memory_arg(p)
-    p.add_argument("--out", required=True, help="the folder to write (PlacementReranker.save)")
+    p.add_argument("--out", required=True, type=path_arg, help="the folder to write (PlacementReranker.save)")
     p.add_argument("--minutes", type=positive_float, help="stop after this many minutes (default: one epoch)")
     p.add_argument("--epochs", type=positive_float, default=1.0, help="passes over the tree (default: 1)")
     p.add_argument("--seed", type=int, default=0, help="seed of the initialisation and the order of the training "
@@ -244,15 +245,15 @@ def build_parser() -> argparse.ArgumentParser:
                        "stdio (what desktop agents launch) or streamable HTTP. The store is opened with "
                        "Memory.open: every call is committed before it answers. See docs/mcp.md.",
                        epilog="example: hypermem mcp --store agent.db --http 8765")
-    p.add_argument("--store", required=True, help="a SQLite database path (created when new) or a "
+    p.add_argument("--store", required=True, type=path_arg, help="a SQLite database path (created when new) or a "
                    "postgresql:// URL")
     p.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP at HOST:PORT (or PORT: on "
                    "127.0.0.1) instead of stdio")
-    p.add_argument("--embedder", metavar="minilm|hashing|PATH", help="default: the store's own; for a new "
+    p.add_argument("--embedder", metavar="minilm|hashing|PATH", type=path_arg, help="default: the store's own; for a new "
                    "store all-MiniLM-L6-v2 when the embed extra is installed, else hashing (with a warning)")
-    p.add_argument("--hierarchy", metavar="PATH", help="a hierarchy encoder's folder (HierarchyEncoder.save): "
+    p.add_argument("--hierarchy", metavar="PATH", type=path_arg, help="a hierarchy encoder's folder (HierarchyEncoder.save): "
                    "remember(parent='auto') then puts a memory under the nearest memory it is-a")
-    p.add_argument("--reranker", metavar="PATH", help="a placement reranker's folder (PlacementReranker.save): "
+    p.add_argument("--reranker", metavar="PATH", type=path_arg, help="a placement reranker's folder (PlacementReranker.save): "
                    "remember(parent='auto') in a store that holds a tree re-scores its best candidates with it")
     p.add_argument("--max-text", type=int, default=32_000, metavar="N", help="the longest text (characters) "
                    "remember and update accept (default 32000)")

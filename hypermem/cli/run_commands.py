@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .inputs import UserError, check_embedder_name
+from .inputs import UserError, check_embedder_name, path_text
 from .outputs import PAGE_HEAD, head_of
 
 __all__ = ["cmd_demo", "cmd_mcp", "cmd_train"]
@@ -26,7 +26,7 @@ def _check_demo_files(folder: Path, name: str, force: bool) -> None:
         if path.is_dir():
             raise UserError(f"{path} is a folder: the demo writes a file there; choose another --out")
         if not (path.is_file() and written(head_of(path))):
-            raise UserError(f"{path} exists and is not a file the demo wrote; pass --force to replace it, or "
+            raise UserError(f"{path_text(path)} exists and is not a file the demo wrote; pass --force to replace it, or "
                             "choose another --out")
 
 

@@ -20,6 +20,7 @@ from .inputs import (
     default_output,
     load_memory,
     named_embedder,
+    path_text,
     print_json,
     read_source,
     read_text,
@@ -48,7 +49,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         write_text(out, mem.inspect(None, open_browser=args.open, **view))
     else:   # check_output above applied the rule; --force reaches Memory.inspect's own check too
         mem.inspect(out, open_browser=args.open, force=args.force, **view)
-    report(out, f"wrote {out} ({memories(len(mem))})")
+    report(out, f"wrote {path_text(out)} ({memories(len(mem))})")
     return 0
 
 
@@ -160,7 +161,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     else:
         text = csv_chunks(mem.table(at_time=args.at), escape=not args.raw_csv)
     write_text(out, text)
-    report(out, f"wrote {out} ({memories(len(mem))}, {fmt})")
+    report(out, f"wrote {path_text(out)} ({memories(len(mem))}, {fmt})")
     return 0
 
 
@@ -395,7 +396,7 @@ def _write_import(mem, args: argparse.Namespace) -> int:
 
         write_durable(mem, args.output)
         store = "URL" if is_url(args.output) else shlex.quote(args.output)
-        print(f"wrote {redact(args.output)} ({memories(len(mem))}, a durable store: hypermem mcp --store "
+        print(f"wrote {path_text(redact(args.output))} ({memories(len(mem))}, a durable store: hypermem mcp --store "
               f"{store} serves it)")
         return 0
     from ..store.persistence import save as save_memory
@@ -404,7 +405,7 @@ def _write_import(mem, args: argparse.Namespace) -> int:
         save_memory(mem, args.output, force=args.force)   # --force: a file that is no memory file is replaced too
     else:   # a new name: never replaced, even by another import that began after this one (save_new)
         save_new(mem, args.output)
-    print(f"wrote {args.output} ({memories(len(mem))})")
+    print(f"wrote {path_text(args.output)} ({memories(len(mem))})")
     return 0
 
 
@@ -415,7 +416,7 @@ def cmd_fit_reranker(args: argparse.Namespace) -> int:
 
     out = Path(args.out)
     if out.is_dir() and (out / CONFIG_FILE).is_file() and not args.force:
-        raise UserError(f"{args.out} holds a placement reranker; pass --force to replace it")
+        raise UserError(f"{path_text(args.out)} holds a placement reranker; pass --force to replace it")
     check_save_folder(out)   # a file, or a folder of other files, is refused before the training
     mem = load_memory(args.memory)
     ids = mem.ids
@@ -430,6 +431,6 @@ def cmd_fit_reranker(args: argparse.Namespace) -> int:
     for w in said:
         warn(str(w.message))
     n = rr.config["steps"]
-    print(f"wrote the placement reranker to {args.out} ({n} step{'s' if n != 1 else ''} over {rr.config['lists']} "
+    print(f"wrote the placement reranker to {path_text(args.out)} ({n} step{'s' if n != 1 else ''} over {rr.config['lists']} "
           "training lists); use it with mem.reranker = PlacementReranker.load(FOLDER) or hypermem mcp --reranker")
     return 0

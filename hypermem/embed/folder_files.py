@@ -213,6 +213,10 @@ def save_folder(path: str | os.PathLike, marker: str, what: str) -> Path:
     or a folder holding other files, raises ``FileExistsError`` naming ``what`` (nothing of the
     user's is overwritten or mixed in)."""
     folder = Path(path)
+    if folder.is_symlink() and not folder.exists():
+        raise FileExistsError(f"cannot save the {what} to {str(path)!r}: it is a dangling symbolic link (to "
+                              f"{os.readlink(folder)!r}, which does not exist); create its target folder, or "
+                              f"remove the link")
     if folder.exists() and not folder.is_dir():
         raise FileExistsError(f"cannot save the {what} to {str(path)!r}: it is a file; give a folder "
                               f"(new, empty, or a {what} folder this saves over)")

@@ -4,7 +4,8 @@
 encoder's own files) given in a ``--config`` file are read from that file's folder:
 ``data: {edges: edges.jsonl}`` in ``/exp/my.yaml`` is ``/exp/edges.jsonl`` wherever the command
 runs.  A value given on the command line after every such file is read from the working
-folder.  Absolute paths are kept.
+folder.  Absolute paths are kept; ``~`` is expanded in these values and in ``--config=~/...``
+(which the shell leaves as it is after ``=``).
 """
 
 from __future__ import annotations
@@ -31,16 +32,19 @@ def setting_file(argv: list[str], key: str) -> str | None:
 def setting_source(argv: list[str], key: str = "data.dataset") -> Path | None:
     """The config file that sets ``key`` last (:func:`setting_file`, resolved), or ``None``."""
     source = setting_file(argv, key)
-    return None if source is None else Path(source).resolve()
+    return None if source is None else Path(source).expanduser().resolve()
 
 
 def resolve_dataset(dataset, argv: list[str]):
     """``dataset`` with a relative file path of a config file read from that file's folder:
     ``dataset: edges.tsv`` in ``/exp/tiny.yaml`` is ``/exp/edges.tsv`` wherever the command
     runs (a file of that name in the working folder, and none beside the config, is kept).
-    Names (``mammals``, ``wordnet:...``), absolute paths and command-line values are kept."""
+    Names (``mammals``, ``wordnet:...``), absolute paths and command-line values are kept; a
+    leading ``~`` is expanded (as for ``data.edges``)."""
     if not isinstance(dataset, str) or dataset in ("mammals", "nouns") or dataset.startswith("wordnet:"):
         return dataset
+    if dataset.startswith("~"):
+        dataset = str(Path(dataset).expanduser())
     source = setting_source(argv, "data.dataset")
     if source is None or Path(dataset).is_absolute():
         return dataset

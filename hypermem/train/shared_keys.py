@@ -46,11 +46,12 @@ def flat_keys(tree, prefix: str = "") -> set[str]:
 
 
 def file_keys(path: str) -> set[str]:
-    """Every dotted key of the YAML file at ``path`` (none when it cannot be read or parsed)."""
+    """Every dotted key of the YAML file at ``path`` (``~`` expanded, as jsonargparse does; none
+    when it cannot be read or parsed)."""
     import yaml
 
     try:
-        return flat_keys(yaml.safe_load(Path(path).read_text(encoding="utf-8")))
+        return flat_keys(yaml.safe_load(Path(path).expanduser().read_text(encoding="utf-8")))
     except (OSError, yaml.YAMLError, UnicodeDecodeError):
         return set()
 

@@ -27,6 +27,51 @@ def redact_text(text: str) -> str:
     path spells it, ``postgresql:/user:pw@``) and every libpq ``password=`` cut (:func:`redact`)."""
     return _USERINFO_IN.sub(r"\1", _PASSWORD.sub(r"\1***", text))
 
+
+_SAFE_USERINFO = re.compile(r"(?:[\w.~!$&'()*+,;=:-]|%[0-9a-f]{2})*", re.I)
+UNPARSED = ("the URL does not parse: percent-encode special characters of the user and password "
+            "(urllib.parse.quote)")
+
+
+def _edge(text: str, i: int) -> bool:
+    """Whether ``i`` is not inside a word of ``text`` (a run may begin or end there)."""
+    return i in (0, len(text)) or not (text[i - 1].isalnum() and text[i].isalnum())
+
+
+def libpq_text(exc: BaseException, target) -> str:
+    """libpq's message of ``exc`` with no fragment of ``target``'s user and password.
+
+    libpq quotes the part of a URL it could not read, so a password with a space, a bare ``%``,
+    ``@``, ``/``, ``?`` or ``#`` (not percent-encoded) shows up in it: every run of the text that
+    also occurs in the URL's userinfo (everything between ``://`` and its last ``@``, raw or
+    percent-decoded), of six or more characters, or of three or more not inside a word, is cut
+    to ``***``, then :func:`redact_text`.  When a run was cut from a userinfo with such a
+    character, the message says the URL does not parse (:data:`UNPARSED`)."""
+    from urllib.parse import unquote
+
+    text = str(exc).strip()
+    match = _USERINFO.match(str(target))
+    if match is None:
+        return redact_text(text)
+    info = match.group(0)[len(match.group(1)):]
+    secrets = (info, unquote(info[:-1]))
+    out, i, cut = [], 0, False
+    while i < len(text):
+        n = 0
+        while i + n < len(text) and any(text[i:i + n + 1] in s for s in secrets):
+            n += 1
+        if n >= 6 or n >= 3 and _edge(text, i) and _edge(text, i + n):
+            out.append("***")
+            i, cut = i + n, True
+        else:
+            out.append(text[i])
+            i += 1
+    clean = redact_text("".join(out))
+    if cut and _SAFE_USERINFO.fullmatch(info[:-1]) is None:
+        return f"{UNPARSED} ({clean})"
+    return clean
+
+
 CREATE_LOCK = 0x68794D  # "hyM"
 """Key of the transaction-level advisory lock under which clients create the extension, the
 tables and the client indexes (with ``hashtext(current_schema())`` where per schema)."""

@@ -61,7 +61,7 @@ from .durable import ConnectionLost, StorageError, first_statement
 from .handles import lock_after_fork
 from .layouts import FLOOR_LAYOUT, STAMPS_LAYOUT, behind, check_layout, raise_floor, unstamped, warn_upgraded
 from .pg_ann import ANN_OPS, build_hnsw
-from .pg_errors import CREATE_LOCK, RECREATED, describe, is_lost, recreated_type, redact
+from .pg_errors import CREATE_LOCK, RECREATED, describe, is_lost, libpq_text, recreated_type, redact
 from .pg_layout import STAMPS, upgrade
 from .pg_search import server_search
 from .rows import COLUMNS, VECTOR_DTYPES, vector_from
@@ -175,7 +175,7 @@ class PostgresStorage:
             except psycopg.Error as exc:
                 if not self._opened:
                     raise StorageError(f"could not open the PostgreSQL database {self._safe_url()!r}: "
-                                       f"{str(exc).strip()}") from exc
+                                       f"{libpq_text(exc, self.url)}") from exc
                 raise self.error(exc) from exc
             self._con, self._opened = con, True
         return self._con
@@ -187,7 +187,7 @@ class PostgresStorage:
             self._drop()
             if recreated_type(exc):
                 return ConnectionLost(f"PostgreSQL storage: {RECREATED} ({str(exc).strip()})")
-            return ConnectionLost(f"PostgreSQL connection lost or refused ({str(exc).strip()}); nothing of this call "
+            return ConnectionLost(f"PostgreSQL connection lost or refused ({libpq_text(exc, self.url)}); nothing of this call "
                                 f"was committed; the next call reconnects")
         self.rollback()
         return StorageError(describe(exc))
