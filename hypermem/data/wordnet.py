@@ -390,14 +390,15 @@ def hit_noun_aliases(path: str | os.PathLike | None = None) -> dict[str, list[st
     ``["domestic dog", "Canis familiaris"]``.  Training variants of the entities' texts
     (``fit_hierarchy_encoder(..., aliases=)``), not part of HiT's datasets."""
     synsets = read_nouns(path)
+    nodes = {e for n, s in synsets.items() for p in s.hypernyms for e in (n, p)}   # hit_noun_hierarchy's entities
     out: dict[str, list[str]] = {}
-    for n, s in synsets.items():
-        first = s.lemmas[0].replace("_", " ")
-        other = [w for w in dict.fromkeys(x.replace("_", " ") for x in s.lemmas[1:]) if w != first]
+    for n in sorted(nodes):
+        lemmas = synsets[n].lemmas
+        first = lemmas[0].replace("_", " ")
+        other = [w for w in dict.fromkeys(x.replace("_", " ") for x in lemmas[1:]) if w != first]
         if other:
             out[n] = other
-    nodes = set(hit_noun_hierarchy(path).names)
-    return {n: a for n, a in out.items() if n in nodes}
+    return out
 
 
 def lex_classes(names: Iterable[str] | None = None, path: str | os.PathLike | None = None) -> dict[str, int]:

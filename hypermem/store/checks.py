@@ -432,7 +432,8 @@ def sqlite_tables(path: str | os.PathLike) -> set[str] | None:
     store open) it is read ``mode=ro``, which sees the log, and ``immutable=1`` where that fails
     (a folder this process cannot write: WAL cannot open its ``-shm`` file there)."""
     import sqlite3
-    from urllib.parse import quote
+
+    from .sqlite_paths import connect
 
     if not os.path.isfile(path):
         return None
@@ -440,7 +441,7 @@ def sqlite_tables(path: str | os.PathLike) -> set[str] | None:
     logged = any(os.path.exists(name + s) and os.path.getsize(name + s) > 0 for s in ("-wal", "-journal"))
     for query in ("mode=ro", "immutable=1") if logged else ("immutable=1",):
         try:
-            con = sqlite3.connect(f"file:{quote(name)}?{query}", uri=True)
+            con = connect(name, query)
             try:
                 return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             finally:

@@ -84,9 +84,3 @@ class MemoryDelegates:
 for _name in ("ids", "points", "directions", "depths", "embeddings"):  # the views' docstrings
     getattr(MemoryDelegates, _name).__doc__ = getattr(MemoryViews, _name).__doc__
 del _name
-
-
-for _name in ("ids", "points", "directions", "depths", "embeddings"):  # help() shows the views' docs
-    setattr(MemoryDelegates, _name, property(getattr(MemoryDelegates, _name).fget,
-                                             doc=getattr(MemoryViews, _name).__doc__))
-del _name
