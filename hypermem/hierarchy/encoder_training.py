@@ -52,6 +52,7 @@ import torch
 from ..data.hierarchy_tasks import EntityHierarchy, NegativeSampler, carve_validation
 from ..embed.encoder_folder import CURVATURE_RANGE
 from ..embed.hierarchy_encoder import HierarchyEncoder, check_save_folder
+from .encoder_average import WeightAverage, check_average
 from .encoder_batches import EdgeBatches, closure_sets
 from .encoder_eval import (
     CachedScorer,
@@ -119,7 +120,8 @@ class EncoderTrainConfig:
     ``0.25/dim`` gave 0.876 / 0.823 against 0.872 / 0.819 and ``0.0625/dim`` 0.873 / 0.822 (the
     twin: 0.880 / 0.822): the default stays HiT's.  ``alias_rate`` is the chance that an entity
     with ``aliases`` (an argument of :func:`fit_hierarchy_encoder`) is shown by one of them in a
-    step."""
+    step.  ``average`` (0: off) is the decay of a moving average of the trained weights
+    (:mod:`~hypermem.hierarchy.encoder_average`), validated beside them; the best of either is kept."""
 
     batch_size: int = 128
     children_per_parent: int = 8
@@ -144,6 +146,7 @@ class EncoderTrainConfig:
     calibration_margin: float | None = None
     calibration_lambda: float = 1.0
     alias_rate: float = 0.5
+    average: float = 0.0
     max_steps: int | None = None
     validate_every: int = 300
     val_size: int = 1000
@@ -273,6 +276,7 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
     curvature = None if cfg.curvature is None else check_ball_curvature(cfg.curvature, geometry)
     edges, names, validation_edges = _checked_inputs(edges, names, validation_edges)
     alias_rate = check_alias_rate(cfg.alias_rate)
+    check_average(cfg.average)
     aliases = check_aliases(aliases, names) if aliases is not None else {}
     if out is not None:
         check_save_folder(out)   # refused before the training, not after it (the rule save applies)
@@ -316,6 +320,7 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
         tokens = TextVariants(tokens, alias_rows, alias_rate)
     params = [p for p in enc.model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    average = WeightAverage(params, cfg.average) if cfg.average else None
     planned = len(batches) * epochs if epochs is not None else None
     if cfg.max_steps is not None:
         planned = min(planned or cfg.max_steps, cfg.max_steps)
@@ -331,20 +336,30 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
     best: tuple[float, dict, dict, dict] | None = None   # f1, weights, metrics, text -> point
 
     def run_validation(step: int, epoch: float) -> None:
-        nonlocal best
         t0 = time.monotonic()
         enc.model.eval()
+        n = validate_weights(step, epoch, averaged=False)
+        if average is not None:   # the moving average too: the best of either is kept
+            with average.applied():
+                n += validate_weights(step, epoch, averaged=True)
+        enc.model.train()
+        if budget is not None:
+            budget.observe(n, time.monotonic() - t0)
+
+    def validate_weights(step: int, epoch: float, averaged: bool) -> int:
+        nonlocal best
         scorer = CachedScorer(enc)   # the points of these weights, for the ranking lambda's choice
         m = validate_encoder(scorer, names, val)
-        enc.model.train()
         m.update({"step": float(step), "epoch": epoch, "seconds": time.monotonic() - start,
                   "cpu_seconds": time.process_time() - cpu_start})
+        if average is not None:
+            m["averaged"] = float(averaged)
         history.append(m)
         if best is None or m["f1"] > best[0]:
             best = (m["f1"], {k: v.detach().clone() for k, v in enc.model.state_dict().items()}, dict(m),
                     scorer.points)
-        if budget is not None:
-            budget.observe(len(scorer.points), time.monotonic() - t0)
+        return len(scorer.points)
+
     step, step_time, stop, out_of_time = 0, 0.0, False, False
     enc.model.train()
     epoch = 0
@@ -366,6 +381,8 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
             opt.zero_grad(set_to_none=True)
             losses["loss"].backward()
             opt.step()
+            if average is not None:
+                average.update()
             step += 1
             dt = time.monotonic() - t0
             step_time = dt if step == 1 else 0.9 * step_time + 0.1 * dt
