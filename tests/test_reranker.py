@@ -185,7 +185,7 @@ def test_fit_learns_the_trees_parents_and_saves(tmp_path):
 
     torch.manual_seed(0)
     before = right(PlacementReranker())
-    got = fit_placement_reranker(edges, names, vectors, epochs=12, group=4, lr=1e-4, negatives=3, neighbours=6,
+    got = fit_placement_reranker(edges, names, vectors, epochs=6, group=4, lr=2e-4, negatives=3, neighbours=6,
                                  weight=0.1, candidates=7, out=tmp_path / "rr", progress=False)
     assert got.config["last_loss"] < got.config["first_loss"] and got.config["lists"] == len(lists)
     after = right(got)
