@@ -29,14 +29,14 @@ class Counting:
 
 
 def test_the_run_of_single_adds_is_told_once():
-    run = OneByOne(seconds=1.0, calls=3, gap=0.5)
+    run = OneByOne(calls=3, gap=0.5)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         run.record(0.0, 0.6)
         run.record(2.0, 2.6)           # a pause longer than gap: a new run
         run.record(2.7, 3.0)
         assert run.count == 2 and not run.told
-        run.record(3.1, 3.5)            # 3 calls, 1.3 s: the hint is due, not given by record()
+        run.record(3.1, 3.5)            # 3 calls in a row: the hint is due, not given by record()
         assert not run.told
     with pytest.warns(AddManyHint, match="add_many"):
         run.start()                     # given at the start of the next add, before it writes
@@ -50,7 +50,7 @@ def test_the_run_of_single_adds_is_told_once():
 
 def test_a_slow_embedder_in_a_loop_gets_the_hint_and_a_cheap_one_does_not():
     mem = Memory(embedder=Counting(delay=0.01))
-    mem.one_by_one = OneByOne(seconds=0.1, calls=5)
+    mem.one_by_one = OneByOne(calls=5)
     with pytest.warns(AddManyHint) as got:
         for n in range(30):
             mem.add(f"note {n}")
@@ -61,7 +61,7 @@ def test_a_slow_embedder_in_a_loop_gets_the_hint_and_a_cheap_one_does_not():
         for n in range(200):
             cheap.add(f"note {n}")
         mem2 = Memory(embedder=Counting(delay=0.01))
-        mem2.one_by_one = OneByOne(seconds=0.1, calls=5)
+        mem2.one_by_one = OneByOne(calls=5)
         mem2.add_many([{"text": f"note {n}"} for n in range(30)])   # add_many is not counted
 
 
@@ -85,7 +85,7 @@ def test_the_hint_names_how_to_silence_it_and_that_filter_works():
     agent that must store turn by turn needs to turn it off by the class the message names."""
     import hypermem.store
 
-    run = OneByOne(seconds=0.1, calls=2)
+    run = OneByOne(calls=2)
     with pytest.warns(AddManyHint) as got:
         run.record(0.0, 0.1)
         run.record(0.1, 0.2)
@@ -93,7 +93,7 @@ def test_the_hint_names_how_to_silence_it_and_that_filter_works():
     text = str(got[0].message)
     assert "10x faster" not in text and "hypermem.store.AddManyHint" in text
     assert hypermem.store.AddManyHint is AddManyHint
-    quiet = OneByOne(seconds=0.1, calls=2)
+    quiet = OneByOne(calls=2)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         warnings.filterwarnings("ignore", category=hypermem.store.AddManyHint)
@@ -107,7 +107,7 @@ def test_under_warnings_as_errors_the_add_that_raises_stores_nothing_and_its_ret
     """The hint was warned after the add's commit: under -W error add() raised for a stored memory
     and the caller's retry stored it twice (walk 72).  Now the add that raises has written nothing."""
     db = Memory.open(str(tmp_path / "agent.db"), embedder=Counting(delay=0.01))
-    db.one_by_one = OneByOne(seconds=0.05, calls=3, commits=True)
+    db.one_by_one = OneByOne(calls=3, commits=True)
     stored = []
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -125,7 +125,7 @@ def test_the_hint_text_is_the_same_for_each_store_so_the_default_filter_shows_it
     """Its text named the run's own count and seconds, so a service opening a store per request had
     a new text, shown again by Python's default filter, on every request."""
     def request(n):
-        run = OneByOne(seconds=0.1, calls=2)
+        run = OneByOne(calls=2)
         run.record(0.0, 0.1)
         run.record(0.1, 0.3 + 0.1 * n)   # each store's run took another time
         run.start()                       # one line of "the caller's" code

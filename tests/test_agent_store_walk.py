@@ -12,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from test_cli_walk_outputs import run
 
-from hypermem import HashingEmbedder, Memory
+from hypermem import CallableEmbedder, HashingEmbedder, Memory
 from hypermem.integrations.snapshots import durable_copy
 from hypermem.store.add_hint import AddManyHint, OneByOne
 from hypermem.store.filters import RecordFilter
@@ -134,13 +134,13 @@ def test_select_warns_as_search_does_once_per_key():
 
 def test_the_add_many_hint_names_the_commits_on_a_durable_store_only(tmp_path):
     with Memory.open(tmp_path / "a.db", embedder=HashingEmbedder(dim=32)) as mem:
-        mem.one_by_one.seconds, mem.one_by_one.calls = 0.0, 3
+        mem.one_by_one.calls = mem.one_by_one.commit_calls = 3
         with pytest.warns(AddManyHint, match=r"one embedder call and one committed transaction each.*commits it "
                                              r"once.*durable store"):
             for n in range(4):          # due after the third, given at the start of the fourth
                 mem.add(f"note {n}")
-    mem = Memory(embedder=HashingEmbedder(dim=32))
-    mem.one_by_one = OneByOne(seconds=0.0, calls=3)
+    mem = Memory(embedder=CallableEmbedder(HashingEmbedder(dim=32).embed, 32))   # one that batches: told in memory
+    mem.one_by_one = OneByOne(calls=3)
     with pytest.warns(AddManyHint) as got:
         for n in range(4):
             mem.add(f"note {n}")

@@ -310,7 +310,7 @@ def test_the_mcp_server_shows_no_add_many_hint(ab):
     from hypermem.integrations.mcp_server import build_server
 
     a, _ = ab
-    a.one_by_one = OneByOne(seconds=0.0, calls=2, gap=60.0, commits=True)   # the hint at the second add
+    a.one_by_one = OneByOne(calls=2, commit_calls=2, gap=60.0, commits=True)   # the hint at the second add
 
     async def script(c):
         return [_data(await c.call_tool("remember", {"text": f"observation {i}"})) for i in range(3)]

@@ -9,14 +9,25 @@ each ``add`` is also its own committed transaction (on SQLite with ``synchronous
 disk) and ``add_many`` one for the batch: 1,000 single adds with the hashing embedder took 1.9-4.3 s
 against 30-40x less in one ``add_many``, so there the hint names the commits too (``commits``).
 
-:class:`OneByOne` watches the single adds of one store: a run of them, each starting within
-``gap`` seconds of the previous one's end, that has spent more than ``seconds`` in ``add`` after
-at least ``calls`` calls gets one :class:`AddManyHint` warning.  In a store that does not commit
-each add (an in-memory ``Memory``) the run must also have averaged more than ``seconds / per``
-in each add (10 ms by default), the order of an embedding model's call, so a cheap embedder (the
-hashing one, a few ms an add) never gets the hint there: a warning after ``seconds`` of such adds
-would make ``add`` raise in a test suite that runs with warnings as errors.  On a durable store any run is told, and where its adds
-averaged ``seconds / per`` or less the hint blames the commits, not the embedder.
+The rule counts calls; it does not time them.  :class:`OneByOne` watches the single adds of one
+store: a run of them (each starting within ``gap`` seconds of the previous one's end) gets one
+:class:`AddManyHint` warning once it reaches
+
+* ``calls`` adds (20) when the store's embedder gains from batching: any embedder but the hashing
+  one (a model, an API behind a :class:`~hypermem.embed.callable.CallableEmbedder`);
+* ``commit_calls`` adds (500) when the embedder is the hashing one (a few ms an add, nothing to gain
+  from a batch) and the store is durable: the commits are what cost, 500 of them about 1-2 s at the
+  measured 2-4 ms a commit;
+* never for the hashing embedder in an in-memory store: nothing there for ``add_many`` to save.
+
+The rule used to be the run's seconds (over 2 s in ``add`` after 20 calls, and a mean over 10 ms
+an add to tell a model from the hashing embedder in memory): whether 400 single adds on a SQLite
+store passed the 2 s depended on the machine's load, so a test suite run with warnings as errors
+(``pytest -W error``) passed on a quiet machine and failed on a busy one (walk 74).  Counted, the
+same code warns at the same add on every machine.  The one clock left is ``gap``: a pause of more
+than a second between two adds (the caller's own work between them, not the adds' embedding or
+commits) starts a new run, so an agent that stores a turn now and then is not told, and a loop that
+does under a second of its own work per add is.
 
 The hint is given at the *start* of the single add after the one that made it due
 (:meth:`OneByOne.start`, before that add embeds or writes anything), never after an add's
@@ -25,18 +36,20 @@ write: under ``python -W error`` (or a ``filterwarnings("error")``) the warning 
 stored, so that a retry stored it twice.  Raised at the start, nothing of that add is stored,
 and the store counts itself told before it warns, so the retry stores it once.
 
-The text names the rule (the thresholds), not the run's own count and seconds: the same store
-settings give the same text, so Python's default warning filter, which shows a text once per
-line of the caller's code, shows it once per process at that line, also to a service that opens
-a store per request (each store has its own :class:`OneByOne`); a ``filterwarnings("always")``
-still shows it once per store.  Not a flag of the process: a test, or a second store of another
-kind, is told by its own store, and the filter stays the one switch over what is shown.
+The text names the rule (the thresholds), not the run: the same store settings give the same
+text, so Python's default warning filter, which shows a text once per line of the caller's code,
+shows it once per process at that line, also to a service that opens a store per request (each
+store has its own :class:`OneByOne`); a ``filterwarnings("always")`` still shows it once per
+store.  Not a flag of the process: a test, or a second store of another kind, is told by its own
+store, and the filter stays the one switch over what is shown.
 """
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
+from ..embed import HashingEmbedder
 from .caller_warning import warn_caller
 
 __all__ = ["AddManyHint", "OneByOne"]
@@ -50,18 +63,17 @@ _COMMIT_GAIN = "30-40x for 1,000 adds with the hashing embedder on SQLite"
 
 
 class AddManyHint(UserWarning):
-    """Many single ``add`` calls in a row took long: ``add_many`` would batch them."""
+    """Many single ``add`` calls in a row: ``add_many`` would batch them (:mod:`hypermem.store.add_hint`)."""
 
 
 class OneByOne:
     """The run of single adds of one store, and whether it has been told about ``add_many``."""
 
-    def __init__(self, seconds: float = 2.0, calls: int = 20, gap: float = 1.0, commits: bool = False,
-                 per: int = 200):
-        self.seconds, self.calls, self.gap, self.per = seconds, calls, gap, per
+    def __init__(self, calls: int = 20, commit_calls: int = 500, gap: float = 1.0, commits: bool = False):
+        self.calls, self.commit_calls, self.gap = calls, commit_calls, gap
         self.commits = commits
         """Whether each add commits a transaction (a durable store), which the hint then names."""
-        self.spent, self.count, self.last_end, self.told = 0.0, 0, None, False
+        self.count, self.last_end, self.told = 0, None, False
         self.due: str | None = None
         """The hint's text once :meth:`record` decided it is due (given by the next :meth:`start`)."""
 
@@ -74,35 +86,34 @@ class OneByOne:
             warn_caller(text, AddManyHint)
         return self.clock()
 
-    def record(self, start: float, end: float) -> None:
-        """Count one single add that ran from ``start`` to ``end`` (``time.perf_counter``); when
-        the run passes the rule, the hint is due (given by the next :meth:`start`, not here)."""
+    def record(self, start: float, end: float, embedder: Any = None) -> None:
+        """Count one single add that ran from ``start`` to ``end`` (``time.perf_counter``) with the
+        store's ``embedder`` (``None``: one taken to gain from batching); when the run reaches its
+        count (module docstring), the hint is due (given by the next :meth:`start`, not here)."""
         if self.told or self.due is not None:
             return
         if self.last_end is None or start - self.last_end > self.gap:
-            self.spent, self.count = 0.0, 0  # a new run
-        self.spent += end - start
+            self.count = 0  # a new run
         self.count += 1
         self.last_end = end
-        if self.count < self.calls or self.spent <= self.seconds:
+        if self.count < self.calls:
             return
-        cheap = self.spent * self.per <= self.seconds * self.count  # mean add <= seconds / per
-        if cheap and not self.commits:
-            return  # a cheap embedder in memory: the documented rule, never told
-        self.due = self.text(cheap)
+        cheap = isinstance(embedder, HashingEmbedder)  # nothing to gain from batching its calls
+        if not cheap or (self.commits and self.count >= self.commit_calls):
+            self.due = self.text(cheap)
 
     def text(self, cheap: bool) -> str:
-        """The hint: constant for the store's settings (module docstring), ``cheap`` when the adds
-        averaged ``seconds / per`` or less."""
-        head = f"{self.calls} or more single add() calls in a row took over {self.seconds:g} s"
+        """The hint: constant for the store's settings (module docstring), ``cheap`` for the
+        hashing embedder."""
+        head = f"{self.commit_calls if cheap else self.calls} or more single add() calls in a row"
         if not self.commits:
             text = (f"{head} (one embedder call each); add_many(items) embeds and stores a batch in one call, "
                     f"{_EMBEDDER_GAIN}")
         elif cheap:
             text = (f"{head} (one embedder call and one committed transaction each); add_many(items) embeds and "
-                    f"stores a batch in one call and commits it once. The embedder is cheap here "
-                    f"({1000 * self.seconds / self.per:g} ms an add or less): the commits of this durable store "
-                    f"are what cost, and add_many saves them ({_COMMIT_GAIN})")
+                    f"stores a batch in one call and commits it once. The hashing embedder is cheap (a few ms "
+                    f"an add): the commits of this durable store are what cost, and add_many saves them "
+                    f"({_COMMIT_GAIN})")
         else:
             text = (f"{head} (one embedder call and one committed transaction each); add_many(items) embeds and "
                     f"stores a batch in one call and commits it once, {_EMBEDDER_GAIN}; on this durable store "

@@ -239,7 +239,7 @@ class Memory(MemoryDelegates):
         start = self.one_by_one.start()  # a hint due is given before this add writes
         with gc_paused():
             new = self._add_many([item], single=True)[0]
-        self.one_by_one.record(start, OneByOne.clock())
+        self.one_by_one.record(start, OneByOne.clock(), self.embedder)
         return new
 
     def add_many(self, items: Iterable[Mapping[str, Any]]) -> list[str]:

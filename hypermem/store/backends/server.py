@@ -413,7 +413,7 @@ class ServerMemory(ServerViews):
                 "valid_until": valid_until}
         start = self.one_by_one.start()  # a hint due is given before this add writes
         new = self._add_many([item], single=True)[0]
-        self.one_by_one.record(start, OneByOne.clock())
+        self.one_by_one.record(start, OneByOne.clock(), self.embedder)
         return new
 
     def add_many(self, items: Iterable[Mapping[str, Any]]) -> list[str]:

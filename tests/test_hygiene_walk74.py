@@ -1,0 +1,69 @@
+"""Walk 74 (hygiene): warnings that do not depend on the machine's speed and name the caller's
+line, a Python-API MCP server that leaves the app's logging alone, and a DataFrame of integer
+ids refused with the recipe that loads it."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+from test_migration_walk69 import _fake_clock as _clock  # a machine of any speed
+
+import hypermem
+from hypermem import CallableEmbedder, HashingEmbedder, Memory
+from hypermem.store.add_hint import AddManyHint, OneByOne
+
+
+# ---------------------------------------------------------------------- 1. AddManyHint counts, it does not time
+@pytest.mark.parametrize("step", [0.0001, 0.05])   # a fast machine, a loaded one (50 ms an add: 2 s at add 20)
+def test_a_durable_hashing_store_is_told_at_the_same_add_on_a_fast_and_a_slow_machine(monkeypatch, tmp_path, step):
+    """400 single adds on SQLite raised AddManyHint under -W error at add 406 after 2.05 s on a loaded
+    machine and not on a quiet one; now the count decides: add 501 on both, never before."""
+    _clock(monkeypatch, step)
+    with Memory.open(tmp_path / "a.db", embedder=HashingEmbedder(dim=16)) as db:
+        db.one_by_one.commit_calls = 60                 # 500 by default; the rule, scaled down
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for i in range(60):
+                db.add(f"note {i} about tea")
+            with pytest.raises(AddManyHint, match="60 or more single add"):
+                db.add("note 60 about tea")
+        assert len(db) == 60 and db.one_by_one.told
+
+
+def test_the_default_durable_rule_is_500_adds_and_in_memory_hashing_is_never_told(monkeypatch):
+    _clock(monkeypatch, 0.05)                           # 50 ms an add: the old rule's 2 s after 40 adds
+    run, mem = OneByOne(commits=True), Memory(embedder=HashingEmbedder(dim=16))
+    h = HashingEmbedder(dim=16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for n in range(499):
+            run.start()
+            run.record(n, n + 0.5, h)
+        for n in range(300):
+            mem.add(f"note {n}")                        # slow, in memory, hashing: nothing to batch
+    assert run.due is None and not mem.one_by_one.told
+    run.record(499, 499.5, h)
+    with pytest.warns(AddManyHint, match="500 or more single add.*commits of this durable store"):
+        run.start()
+
+
+def test_an_embedder_that_batches_is_told_at_add_21_however_fast_it_is(monkeypatch):
+    """A model behind a callable was told only once its adds had taken 2 s: on a GPU, never."""
+    _clock(monkeypatch, 0.0)
+    mem = Memory(embedder=CallableEmbedder(HashingEmbedder(dim=16).embed, 16))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for n in range(20):
+            mem.add(f"note {n}")
+        with pytest.raises(AddManyHint, match=r"20 or more single add\(\) calls in a row \(one embedder call each\)"):
+            mem.add("note 20")
+    assert len(mem) == 20
+
+
+def test_a_pause_between_adds_starts_a_new_run():
+    run = OneByOne(calls=3, gap=1.0)
+    for start in (0.0, 0.1, 5.0, 5.1):                  # 2 adds, a pause of 4.9 s, 2 adds
+        run.record(start, start + 0.05)
+    assert run.count == 2 and run.due is None
+    assert hypermem.store.AddManyHint is AddManyHint
