@@ -151,7 +151,8 @@ def test_a_budget_too_short_for_a_step_takes_one_and_warns(tiny):
     assert enc.config["steps"] == 1 and enc.config["history"] and enc.threshold is not None
     with warnings.catch_warnings():   # a run that ends its passes in time does not warn
         warnings.simplefilter("error", UserWarning)
-        fit_hierarchy_encoder(EDGES, NAMES, base=tiny, epochs=1, max_minutes=10, batch_size=8)
+        fit_hierarchy_encoder(EDGES, NAMES, base=tiny, epochs=1, max_minutes=10, batch_size=8,
+                              validation_edges=EDGES[:20])   # 20 pairs: no warning of a small validation
 
 
 def test_the_progress_bar_reads_a_detached_loss(tiny, capsys):

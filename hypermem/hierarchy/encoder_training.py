@@ -31,9 +31,11 @@ validation did not.  The run keeps its best validated weights; it takes one step
 warns (``UserWarning``) when the budget stopped it before one pass over the training edges.
 The inputs are checked before the base model is loaded: ``edges`` a sequence of
 ``(child, parent)`` pairs, ``names`` a mapping ``id -> text`` with a non-blank string for each
-id; ids are compared as text (``str(id)``), in the edges and in the keys of ``names`` alike.
+id; ids are compared as text (``str(id)``), in the edges and in the keys of ``names`` alike
+(:mod:`~hypermem.hierarchy.encoder_inputs`).
 Without ``validation_edges``, 5% of ``edges`` (at most 2,000) are carved out for validation
-and not trained on.
+and not trained on; a validation of fewer than 20 positive pairs warns (its threshold is unreliable).
+The run keeps the caller's torch generators and thread count (:mod:`~hypermem.hierarchy.torch_state`).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ import math
 import random
 import time
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,11 +64,13 @@ from .encoder_eval import (
     pair_terms,
     ranking_sample,
 )
+from .encoder_inputs import checked_inputs, warn_few_validation_pairs
 from .encoder_losses import LossWeights
 from .encoder_prefix import FrozenPrefix, resolve_frozen_layers
 from .encoder_step import TimeBudget, TokenCache, batch_losses, lr_factor, step_seed
 from .encoder_variants import TextVariants, check_alias_rate, check_aliases, distinct_aliases, variant_texts
 from .progress import progress_bar, show_progress
+from .torch_state import private_rng
 
 __all__ = ["EncoderTrainConfig", "fit_hierarchy_encoder", "validation_pairs", "validate_encoder",
            "EUCLIDEAN_MARGIN_SCALE"]
@@ -274,7 +278,7 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
     if geometry not in ("poincare", "euclidean"):
         raise ValueError(f"geometry must be 'poincare' or 'euclidean', got {geometry!r}")
     curvature = None if cfg.curvature is None else check_ball_curvature(cfg.curvature, geometry)
-    edges, names, validation_edges = _checked_inputs(edges, names, validation_edges)
+    edges, names, validation_edges = checked_inputs(edges, names, validation_edges)
     alias_rate = check_alias_rate(cfg.alias_rate)
     check_average(cfg.average)
     aliases = check_aliases(aliases, names) if aliases is not None else {}
@@ -282,30 +286,38 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
         check_save_folder(out)   # refused before the training, not after it (the rule save applies)
     if epochs is None and max_minutes is None and cfg.max_steps is None:
         epochs = 1
-    if cfg.threads:
-        torch.set_num_threads(int(cfg.threads))
     start, cpu_start = time.monotonic(), time.process_time()
-    weights = cfg.loss_weights(geometry)
-    if validation_edges is None:
+    carved = validation_edges is None
+    if carved:
         n_given = len(edges)
         edges, validation_edges = carve_validation(edges, seed)
         if not edges:
             raise ValueError(f"edges has {n_given} edge(s): one is held out for validation, which leaves no "
                              "training edge; pass more edges, or validation_edges=")
-    if aliases and alias_rate > 0:   # the training entities' own aliases: a held-out entity's are never read
+    val = validation_pairs(validation_edges, list(edges) + list(validation_edges), names, cfg.negatives,
+                           cfg.val_size, seed)
+    warn_few_validation_pairs(len(val.positives), carved, len(edges))
+    with private_rng(cfg.device, cfg.threads) as seed_all:   # the caller's generators and threads kept
+        return _train(edges, names, val, aliases if alias_rate > 0 else {}, alias_rate, cfg, curvature,
+                      seed_all, base=base, geometry=geometry, epochs=epochs, max_minutes=max_minutes, seed=seed,
+                      out=out, progress=progress, start=(start, cpu_start))
+
+
+def _train(edges, names, val, aliases, alias_rate, cfg, curvature, seed_all, *, base, geometry, epochs,
+           max_minutes, seed, out, progress, start) -> HierarchyEncoder:
+    """The run of :func:`fit_hierarchy_encoder` on checked inputs and its validation pairs ``val``."""
+    start, cpu_start = start
+    weights = cfg.loss_weights(geometry)
+    if aliases:   # the training entities' own aliases: a held-out entity's are never read
         aliases = distinct_aliases(aliases, {e: names[e] for pair in edges for e in pair})
-    else:
-        aliases = {}
     ids = sorted(names)
     index = {e: i for i, e in enumerate(ids)}
     int_edges = [(index[c], index[p]) for c, p in edges]
-    val = validation_pairs(validation_edges, list(edges) + list(validation_edges), names, cfg.negatives,
-                           cfg.val_size, seed)
     batches = EdgeBatches(int_edges, closure_sets(int_edges, len(ids)), batch_size=cfg.batch_size,
                           children_per_parent=cfg.children_per_parent, negatives=cfg.negatives,
                           hard_negatives=cfg.hard_negatives, seed=seed)
 
-    torch.manual_seed(seed)
+    seed_all(seed)
     enc = HierarchyEncoder.from_pretrained(base, geometry, device=cfg.device, max_length=cfg.max_length,
                                            dim=cfg.dim)
     if curvature is not None:
@@ -376,7 +388,7 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
             for g in opt.param_groups:
                 g["lr"] = cfg.lr * lr_factor(progress_frac, cfg.warmup)
             t0 = time.monotonic()
-            torch.manual_seed(step_seed(seed, step))
+            seed_all(step_seed(seed, step))
             losses = batch_losses(enc, tokens, batch, weights)
             opt.zero_grad(set_to_none=True)
             losses["loss"].backward()
@@ -400,7 +412,7 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
         warnings.warn(f"fit_hierarchy_encoder: max_minutes={max_minutes} stopped the training after {step} "
                       f"step(s), before one pass over the {len(edges)} training edges ({len(batches)} steps); "
                       "the encoder is close to its base model: give it more minutes",
-                      UserWarning, stacklevel=2)
+                      UserWarning, stacklevel=3)
     assert best is not None
     enc.model.load_state_dict(best[1])
     chosen = best[2]
@@ -441,57 +453,3 @@ def _time_samples(enc: HierarchyEncoder, names: Mapping[str, str], val, seed: in
             validate_encoder(scorer, names, val.subset(size, seed=seed))
         enc.model.train()
         budget.observe(len(scorer.points), time.monotonic() - t0)
-
-
-def _checked_inputs(edges, names, validation_edges):
-    """``(edges, names, validation_edges)`` with every id as ``str(id)``, or a ``TypeError`` /
-    ``ValueError`` naming the argument and the first bad item (before any model is loaded)."""
-    if not isinstance(names, Mapping):
-        raise TypeError(f"names must be a mapping id -> text (a dict), got {type(names).__name__}")
-    texts: dict[str, str] = {}
-    keys: dict[str, object] = {}
-    for key, text in names.items():
-        k = _id(key)
-        if k in keys:
-            raise ValueError(f"names has two keys for the id {k!r}: {keys[k]!r} and {key!r} (ids are compared "
-                             "as text, str(id), in the edges and in names alike)")
-        if not isinstance(text, str):
-            raise TypeError(f"the name of id {key!r} in names must be a string, got {type(text).__name__} {text!r}")
-        if not text.strip():
-            raise ValueError(f"the name of id {key!r} in names is blank; a name must be a non-empty string")
-        keys[k], texts[k] = key, text
-    train = _checked_edges(edges, "edges", texts)
-    if not train:
-        raise ValueError("edges is empty: there are no training edges (pass (child, parent) pairs)")
-    if validation_edges is not None:
-        validation_edges = _checked_edges(validation_edges, "validation_edges", texts)
-        if not validation_edges:
-            raise ValueError("validation_edges is empty: pass at least one (child, parent) pair, or None to "
-                             "hold out 5% of edges for validation")
-    return train, texts, validation_edges
-
-
-def _checked_edges(edges: Iterable, what: str, names: Mapping[str, str]) -> list[tuple[str, str]]:
-    if isinstance(edges, (Mapping, str, bytes)) or not isinstance(edges, Iterable):
-        hint = " (for a dict child -> parent, pass list(d.items()))" if isinstance(edges, Mapping) else ""
-        raise TypeError(f"{what} must be a sequence of (child, parent) pairs, got {type(edges).__name__}{hint}")
-    out = []
-    for i, edge in enumerate(edges):
-        if isinstance(edge, (str, bytes, Mapping, set, frozenset)) or not hasattr(edge, "__len__"):
-            raise TypeError(f"{what}[{i}] = {edge!r} is not a (child, parent) pair: each edge is a "
-                            "(child, parent) pair (a tuple, a list or an array row of two ids)")
-        if len(edge) != 2:
-            raise ValueError(f"{what}[{i}] = {edge!r} has {len(edge)} items: each edge is a (child, parent) pair")
-        out.append((_id(edge[0]), _id(edge[1])))
-    missing = sorted({e for pair in out for e in pair} - set(names))
-    if missing:
-        raise ValueError(f"{len(missing)} entities of {what} have no name in names, e.g. {missing[:3]} "
-                         "(ids are compared as text, str(id))")
-    return out
-
-
-def _id(x) -> str:
-    """An id as text: ``str(x)``, a NumPy or torch scalar by its value (``1``, not ``tensor(1)``)."""
-    if getattr(x, "ndim", None) == 0 and hasattr(x, "item"):
-        x = x.item()
-    return str(x)

@@ -31,6 +31,7 @@ import torch
 
 from ..embed.reranker import CANDIDATES, WEIGHT, PlacementReranker, check_save_folder
 from .progress import progress_bar, show_progress
+from .torch_state import private_rng
 
 __all__ = ["fit_placement_reranker", "training_lists"]
 
@@ -108,47 +109,48 @@ def fit_placement_reranker(edges: Iterable[tuple[Any, Any]], names: Mapping[Any,
         raise ValueError(f"every id of edges needs a text in names; missing e.g. {missing}")
     if out is not None:
         check_save_folder(out)   # refused before the training, not after it (the rule save applies)
-    torch.manual_seed(seed)
-    lists = training_lists(edges, vectors, negatives=negatives, neighbours=neighbours, seed=seed)
-    if not lists:
-        raise ValueError("the tree offers no training list: a child needs neighbours filed under another parent")
-    rr = PlacementReranker(base, weight=weight, candidates=candidates, max_length=max_length, device=device)
-    net, tok = rr.model.model, rr.model.tokenizer
-    dev = next(net.parameters()).device
-    opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=0.01)
-    steps = max(1, math.ceil(epochs * len(lists) / group))
-    show = show_progress(progress)
-    bar = progress_bar(steps, "placement reranker", "step", show)
-    net.train()
-    t0, losses, stopped = time.monotonic(), [], None
-    try:
-        for step in range(steps):
-            if step and max_minutes is not None and time.monotonic() - t0 > max_minutes * 60:
-                stopped = step
-                break
-            batch = [lists[(step * group + j) % len(lists)] for j in range(group)]   # epochs wrap around
-            a, b, sizes = [], [], []
-            for c, p, negs in batch:
-                for x in (p, *negs):
-                    a.append(names[c])
-                    b.append(names[x])
-                sizes.append(1 + len(negs))
-            enc = tok(a, b, truncation=True, max_length=max_length, padding=True, return_tensors="pt").to(dev)
-            logits = net(**enc).logits.reshape(-1)
-            loss = torch.stack([-torch.log_softmax(x, 0)[0] for x in logits.split(sizes)]).mean()
-            if not torch.isfinite(loss):
-                raise FloatingPointError(f"the reranker's loss is {loss.item()} at step {step}; lower lr")
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
+    with private_rng(device or "cpu") as seed_all:   # the caller's generators kept (the head's init, dropout)
+        seed_all(seed)
+        lists = training_lists(edges, vectors, negatives=negatives, neighbours=neighbours, seed=seed)
+        if not lists:
+            raise ValueError("the tree offers no training list: a child needs neighbours filed under another parent")
+        rr = PlacementReranker(base, weight=weight, candidates=candidates, max_length=max_length, device=device)
+        net, tok = rr.model.model, rr.model.tokenizer
+        dev = next(net.parameters()).device
+        opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=0.01)
+        steps = max(1, math.ceil(epochs * len(lists) / group))
+        show = show_progress(progress)
+        bar = progress_bar(steps, "placement reranker", "step", show)
+        net.train()
+        t0, losses, stopped = time.monotonic(), [], None
+        try:
+            for step in range(steps):
+                if step and max_minutes is not None and time.monotonic() - t0 > max_minutes * 60:
+                    stopped = step
+                    break
+                batch = [lists[(step * group + j) % len(lists)] for j in range(group)]   # epochs wrap around
+                a, b, sizes = [], [], []
+                for c, p, negs in batch:
+                    for x in (p, *negs):
+                        a.append(names[c])
+                        b.append(names[x])
+                    sizes.append(1 + len(negs))
+                enc = tok(a, b, truncation=True, max_length=max_length, padding=True, return_tensors="pt").to(dev)
+                logits = net(**enc).logits.reshape(-1)
+                loss = torch.stack([-torch.log_softmax(x, 0)[0] for x in logits.split(sizes)]).mean()
+                if not torch.isfinite(loss):
+                    raise FloatingPointError(f"the reranker's loss is {loss.item()} at step {step}; lower lr")
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix(loss=f"{sum(losses[-50:]) / len(losses[-50:]):.3f}")
+        finally:
             if bar is not None:
-                bar.update(1)
-                bar.set_postfix(loss=f"{sum(losses[-50:]) / len(losses[-50:]):.3f}")
-    finally:
-        if bar is not None:
-            bar.close()
-    net.eval()
+                bar.close()
+        net.eval()
     if stopped is not None and stopped * group < len(lists):
         warnings.warn(f"fit_placement_reranker: max_minutes={max_minutes} stopped the training after {stopped} of "
                       f"{steps} steps, before it saw each of the {len(lists)} training lists once "
