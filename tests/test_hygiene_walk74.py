@@ -4,6 +4,8 @@ ids refused with the recipe that loads it."""
 
 from __future__ import annotations
 
+import inspect
+import os
 import warnings
 
 import pytest
@@ -11,6 +13,8 @@ from test_migration_walk69 import _fake_clock as _clock  # a machine of any spee
 
 import hypermem
 from hypermem import CallableEmbedder, HashingEmbedder, Memory
+from hypermem.caller_warning import warn_caller
+from hypermem.data.hierarchy_files import read_edges, read_hierarchy, read_names
 from hypermem.store.add_hint import AddManyHint, OneByOne
 
 
@@ -67,3 +71,29 @@ def test_a_pause_between_adds_starts_a_new_run():
         run.record(start, start + 0.05)
     assert run.count == 2 and run.due is None
     assert hypermem.store.AddManyHint is AddManyHint
+
+
+# ---------------------------------------------------------------------- 2. the hierarchy files' warnings
+def _warned_at(call):
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        call()
+    assert got, "no warning"
+    return {(os.path.basename(w.filename), w.lineno) for w in got}
+
+
+def test_the_hierarchy_files_warnings_name_the_callers_line(tmp_path):
+    """The header-like line and the shared text warned at hypermem/data/hierarchy_files.py:151 and
+    :217 when read through read_edges/read_hierarchy: a per-module filter missed them."""
+    header, edges, names = tmp_path / "hdr.tsv", tmp_path / "edges.tsv", tmp_path / "names.tsv"
+    header.write_text("from\tto\na\tb\nc\tb\n")
+    edges.write_text("a\tb\nc\tb\n")
+    names.write_text("a\tdog\nb\tanimal\nc\tdog\n")
+    here = os.path.basename(__file__)
+    line = inspect.currentframe().f_lineno
+    assert _warned_at(lambda: read_edges(header)) == {(here, line + 1)}
+    assert _warned_at(lambda: read_hierarchy(header)) == {(here, line + 2)}
+    assert _warned_at(lambda: read_names(names)) == {(here, line + 3)}
+    assert _warned_at(lambda: read_hierarchy(edges, names)) == {(here, line + 4)}
+    from hypermem.store.caller_warning import warn_caller as the_stores  # the store's imports still work
+    assert the_stores is warn_caller

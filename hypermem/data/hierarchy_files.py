@@ -35,9 +35,9 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import warnings
 from pathlib import Path
 
+from ..caller_warning import warn_caller
 from .dag import ClosureTooLargeError, CycleError, hypernym_closure
 from .hierarchy_tasks import EntityHierarchy
 
@@ -165,9 +165,9 @@ def _header_warning(path: Path, edges: dict[tuple[str, str], int]) -> None:
     alone = [pair for pair in edges if seen[pair[0]] == seen[pair[1]] == 1]
     if alone and edges[alone[0]] == 1 and len(alone) == 1:
         c, p = alone[0]
-        warnings.warn(f"{path}:1: {c!r}<TAB>{p!r} is read as an edge, but neither name occurs on another line: if it "
+        warn_caller(f"{path}:1: {c!r}<TAB>{p!r} is read as an edge, but neither name occurs on another line: if it "
                       "is a header, delete it or name the columns child<TAB>parent, and check that every line "
-                      "gives the child first", UserWarning, stacklevel=2)
+                      "gives the child first")  # the caller's line, however deep (read_hierarchy)
 
 
 def read_edges(path: str | os.PathLike) -> list[tuple[str, str]]:
@@ -206,8 +206,8 @@ def read_names(path: str | os.PathLike) -> dict[str, str]:
     shared = {t: ids for t, ids in by_text.items() if len(ids) > 1}
     if shared:
         text, ids = next(iter(shared.items()))
-        warnings.warn(f"{path}: {len(shared)} text(s) name more than one id, e.g. {text!r}: {ids[:3]}; an encoder "
-                      "gives them one point (make the texts differ to tell them apart)", UserWarning, stacklevel=2)
+        warn_caller(f"{path}: {len(shared)} text(s) name more than one id, e.g. {text!r}: {ids[:3]}; an encoder "
+                      "gives them one point (make the texts differ to tell them apart)")
     return names
 
 

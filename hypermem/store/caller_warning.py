@@ -1,25 +1,9 @@
-"""Warnings that point at the user's line, not at one of hypermem's own frames.
-
-A store's warning is raised a varying number of calls deep (``Memory.search`` hands the call to
-its searcher through :mod:`hypermem.store.delegation`; an adapter adds its own frames), so a
-fixed ``stacklevel`` names hypermem's code for some callers.  :func:`warn_caller` counts the
-frames up to the first one outside the package, as Python 3.12's ``skip_file_prefixes`` does.
-"""
+"""The store's :func:`~hypermem.caller_warning.warn_caller`: a warning at the user's line, not at one
+of hypermem's frames.  It lives in :mod:`hypermem.caller_warning`, below every layer, so that the
+layers under the store (:mod:`hypermem.data`) use it too; the store's modules import it from here."""
 
 from __future__ import annotations
 
-import os
-import sys
-import warnings
+from ..caller_warning import warn_caller
 
 __all__ = ["warn_caller"]
-
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-
-
-def warn_caller(message: str, category: type[Warning] = UserWarning) -> None:
-    """``warnings.warn(message, category)`` attributed to the first frame outside hypermem."""
-    level, frame = 2, sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
-        frame, level = frame.f_back, level + 1
-    warnings.warn(message, category, stacklevel=level)
