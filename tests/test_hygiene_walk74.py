@@ -4,7 +4,9 @@ ids refused with the recipe that loads it."""
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import logging
 import os
 import warnings
 
@@ -97,3 +99,51 @@ def test_the_hierarchy_files_warnings_name_the_callers_line(tmp_path):
     assert _warned_at(lambda: read_hierarchy(edges, names)) == {(here, line + 4)}
     from hypermem.store.caller_warning import warn_caller as the_stores  # the store's imports still work
     assert the_stores is warn_caller
+
+
+# ---------------------------------------------------------------------- 3. build_server and the root logger
+@contextlib.contextmanager
+def bare_root():
+    """The root logger of an app that configured no logging (pytest's own handlers set aside)."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    for h in handlers:
+        root.removeHandler(h)
+    root.setLevel(logging.WARNING)
+    try:
+        yield root
+    finally:
+        for h in list(root.handlers):
+            root.removeHandler(h)
+        for h in handlers:
+            root.addHandler(h)
+        root.setLevel(level)
+
+
+def test_build_server_leaves_an_unconfigured_apps_root_logger_alone(tmp_path):
+    """The SDK's server called logging.basicConfig: a RichHandler at INFO on the root logger of an
+    app that had configured none, printing every library's INFO records.  The Python API keeps the
+    root logger as it was; serve() (hypermem mcp) keeps the SDK's set-up (keep_logging=False)."""
+    pytest.importorskip("mcp")
+    from hypermem.integrations.mcp_server import build_server, open_store
+
+    with open_store(str(tmp_path / "agent.db"), None) as db, bare_root() as root:
+        build_server(db)
+        assert root.handlers == [] and root.level == logging.WARNING
+        build_server(db, keep_logging=False)
+        assert root.handlers and root.level == logging.INFO
+
+
+def test_serve_keeps_the_sdks_logging(monkeypatch, tmp_path):
+    pytest.importorskip("mcp")
+    from hypermem.integrations import mcp_server
+
+    seen = {}
+
+    def build(memory, **kw):
+        seen.update(kw)
+        raise KeyboardInterrupt
+    monkeypatch.setattr(mcp_server, "build_server", build)
+    with mcp_server.open_store(str(tmp_path / "agent.db"), None) as db, pytest.raises(KeyboardInterrupt):
+        mcp_server.serve(db, signals=False)
+    assert seen["keep_logging"] is False

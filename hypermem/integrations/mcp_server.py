@@ -43,10 +43,12 @@ from __future__ import annotations
 
 import heapq
 import json
+import logging
 import os
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
@@ -131,15 +133,19 @@ Mode = Literal["nearest", "subtree", "children", "ancestors", "siblings", "cone"
 
 def build_server(memory: Memory, *, name: str = "hypermem", auto_parent: AutoParent | None = None,
                  max_text: int = MAX_TEXT, result_chars: int = RESULT_CHARS, write_wait: float = WRITE_WAIT,
-                 max_meta: int = MAX_META):
+                 max_meta: int = MAX_META, keep_logging: bool = True):
     """An :class:`mcp.server.MCPServer` whose tools read and write ``memory`` (module docstring).
     ``max_text``: the longest text remember/update take (and the longest query recall takes);
     ``max_meta``: the longest meta (characters of its JSON text) remember/update take; ``result_chars``: the longest text a
     result shows (cut, with ``truncated``: the full length); ``write_wait``: seconds a write waits
-    for another process's write lock before answering "store busy"."""
-    app = HypermemServer(name, version=__version__,
-                         instructions="A long-term memory: remember facts (optionally under a parent memory), "
-                         "recall them by meaning, browse their hierarchy, forget or update them.")
+    for another process's write lock before answering "store busy".  ``keep_logging``: the root
+    logger keeps its handlers and level (the SDK's server calls ``logging.basicConfig``: on an app
+    that had not configured logging, a RichHandler at INFO for every library's records);
+    :func:`serve` (``hypermem mcp``) passes ``False`` and logs as the SDK sets up."""
+    with _root_logging_kept(keep_logging):
+        app = HypermemServer(name, version=__version__,
+                             instructions="A long-term memory: remember facts (optionally under a parent memory), "
+                             "recall them by meaning, browse their hierarchy, forget or update them.")
     guarded = Guard(memory, write_wait)
     app.scrub = guarded.scrub
     app.guard = guarded
@@ -324,6 +330,21 @@ def build_server(memory: Memory, *, name: str = "hypermem", auto_parent: AutoPar
     return app
 
 
+@contextmanager
+def _root_logging_kept(keep: bool) -> Iterator[None]:
+    """The root logger's handlers and level as they were, after the block (when ``keep``)."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        yield
+    finally:
+        if keep:
+            for h in [h for h in root.handlers if h not in handlers]:
+                root.removeHandler(h)
+                h.close()
+            root.setLevel(level)
+
+
 def choose_embedder(target: str, name: str | None = None, warn: Callable[[str], None] | None = None) -> Any:
     """The embedder for ``target``: ``name`` when given (:func:`hypermem.embed.embedder_named`; on
     an existing store only its own: another is a ``ValueError`` naming both, :mod:`._mcp_store`); else the store's own when it is a built-in one (hashing: ``None``, rebuilt by the store);
@@ -444,7 +465,7 @@ def serve(memory: Memory, http: str | None = None, auto_parent: AutoParent | Non
     """Serve ``memory`` over stdio, or over streamable HTTP at ``http`` (``HOST:PORT``; stateless:
     every request stands alone, so clients keep working across a restart of the server).
     ``signals``: SIGINT and SIGTERM close the store and end the process (status 130, 143)."""
-    app = build_server(memory, auto_parent=auto_parent, max_text=max_text, max_meta=max_meta)
+    app = build_server(memory, auto_parent=auto_parent, max_text=max_text, max_meta=max_meta, keep_logging=False)
     if signals:
         def close() -> None:
             app.guard.lock.acquire(timeout=5)  # a call in flight finishes first
