@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import io
 import logging
 import os
 import warnings
@@ -147,3 +148,26 @@ def test_serve_keeps_the_sdks_logging(monkeypatch, tmp_path):
     with mcp_server.open_store(str(tmp_path / "agent.db"), None) as db, pytest.raises(KeyboardInterrupt):
         mcp_server.serve(db, signals=False)
     assert seen["keep_logging"] is False
+
+
+# ---------------------------------------------------------------------- 4. a DataFrame of integer ids
+_CSV = "id,text,parent\n1,animals,\n2,dogs are loyal,1\n3,puppies,2\n"
+
+
+def test_integer_ids_of_read_csv_are_refused_with_the_recipes_that_load_them():
+    """'row 0: id must be a non-empty string, got 1', and the obvious astype(str) made the root's
+    child's parent '1.0' ("unknown parent id '1.0'"): the message now gives two recipes, which work."""
+    pd = pytest.importorskip("pandas")
+    df = pd.read_csv(io.StringIO(_CSV))
+    with pytest.raises(ValueError, match=r"row 0: id must be a string \(a memory id\), got int 1") as got:
+        Memory.from_dataframe(df, embedder=HashingEmbedder(dim=16))
+    text = str(got.value)
+    read = "pd.read_csv(path, dtype={'id': str, 'parent': str})"
+    convert = "df.astype({'id': 'Int64', 'parent': 'Int64'}).astype({'id': 'string', 'parent': 'string'})"
+    assert read in text and convert in text
+    for frame in (eval(read.replace("path", "io.StringIO(_CSV)")), eval(convert)):
+        mem = Memory.from_dataframe(frame, embedder=HashingEmbedder(dim=16))
+        assert mem.ids == ["1", "2", "3"] and [mem.parent(i) for i in mem.ids] == [None, "1", "2"]
+    with pytest.raises(ValueError, match=r"row 1: parent must be a string .*got float 1\.0.*"
+                                         r"df\.astype\(\{'parent': 'Int64'\}\)\.astype\(\{'parent': 'string'\}\)"):
+        Memory.from_dataframe(df.astype({"id": str}), embedder=HashingEmbedder(dim=16))   # ids fixed, parents not

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from numbers import Number
 from typing import Any
 
 __all__ = ["parents_first", "memory_from_dataframe", "FRAME_COLUMNS", "COMPUTED_COLUMNS"]
@@ -94,6 +95,7 @@ def memory_from_dataframe(cls, df, **memory_kwargs: Any):
         raise ValueError(f"from_dataframe: the DataFrame has no 'text' column (columns: {names})")
     cols = {n: _column(pd, df[c], n) for n, c in zip(names, df.columns) if n in FRAME_COLUMNS}
     where = [f"row {label!r}" for label in df.index]
+    _refuse_number_ids(cols, where)
     items = [{k: v for k, v in zip(cols, values) if v is not None} for values in zip(*cols.values())]
     if "time" in cols:
         for item, at in zip(items, where):
@@ -111,6 +113,27 @@ def memory_from_dataframe(cls, df, **memory_kwargs: Any):
         _name_rows(exc, [where[i] for i in order])
         raise
     return mem
+
+
+def _refuse_number_ids(cols: Mapping[str, list], where: Sequence[str]) -> None:
+    """Refuse ids and parents that are numbers (``pd.read_csv`` reads ``1,2,3`` as integers,
+    and a parent column holding a root's blank as floats), naming the row and the conversion
+    that loads them: ids are strings (the seed's API), so a number is not taken as one silently
+    (``1`` and ``"1"`` would be two ids elsewhere).  ``astype(str)`` is not it: a float parent
+    becomes ``'1.0'`` (and before pandas 3 a missing one ``'nan'``); through ``Int64`` a number keeps
+    its digits and a missing value stays missing."""
+    numeric = [name for name in ("id", "parent") if name in cols
+               and any(isinstance(v, Number) for v in cols[name])]
+    if not numeric:
+        return
+    name = numeric[0]
+    row, value = next((at, v) for at, v in zip(where, cols[name]) if isinstance(v, Number))
+    to_int = ", ".join(f"{n!r}: 'Int64'" for n in numeric)
+    to_str = ", ".join(f"{n!r}: 'string'" for n in numeric)
+    raise ValueError(f"from_dataframe: {row}: {name} must be a string (a memory id), got {type(value).__name__} "
+                     f"{value!r}; read the file with pd.read_csv(path, dtype={{'id': str, 'parent': str}}) or "
+                     f"convert the frame: df.astype({{{to_int}}}).astype({{{to_str}}}) (astype(str) alone "
+                     f"turns a float parent into '1.0')")
 
 
 def _name_rows(exc: Exception, where: Sequence[str]) -> None:
