@@ -204,7 +204,8 @@ def notebook_html(memory, max_inline: int | None = None) -> str:
     iframe (:func:`iframe_html`) up to ``max_inline`` memories (default: :data:`NOTEBOOK_MAX_INLINE`
     as it is at the call, so setting the module's value takes effect); above that a short summary with
     a hint to write the page to a file with ``mem.inspect("page.html")``, so that a large
-    store does not put tens of megabytes into the ``.ipynb``.
+    store does not put tens of megabytes into the ``.ipynb``.  A store whose storage is closed
+    (``memory.storage.closed``, after ``with Memory.open(...)``) shows one line saying so.
 
     >>> from hypermem import Memory
     >>> mem = Memory(); _ = mem.add("animals")
@@ -213,6 +214,10 @@ def notebook_html(memory, max_inline: int | None = None) -> str:
     """
     if max_inline is None:
         max_inline = NOTEBOOK_MAX_INLINE
+    if getattr(getattr(memory, "storage", None), "closed", False):  # its records are gone with the connection
+        return ("<div class=\"hypermem-summary\" style=\"font:13px/1.5 system-ui,sans-serif;padding:6px 10px;"
+                "border:1px solid #ddd\"><b>hypermem Memory</b>: storage closed; reopen it with "
+                "<code>Memory.open(...)</code> to show it.</div>")
     n = len(memory)
     if n <= max_inline:
         return iframe_html(render_html(memory))
