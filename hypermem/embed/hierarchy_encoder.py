@@ -36,7 +36,6 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import sys
@@ -65,15 +64,6 @@ from .module_checks import check_loaded_weights, float32_kwargs, load_errors
 from .sentence_transformer import load_sentence_transformer, quiet_loading
 
 __all__ = ["HierarchyEncoder", "EncoderFolderError", "check_save_folder"]
-
-
-@contextlib.contextmanager
-def _quiet_loading():
-    """Without the 'Loading weights' / 'Writing model shards' bars (each load passes
-    ``local_files_only=True`` itself: nothing is downloaded)."""
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    with quiet_loading():
-        yield
 
 
 def _sentence_transformers():
@@ -156,7 +146,7 @@ class HierarchyEncoder:
         circumscribes, as HiT's ball does the base's outputs.  A small ``dim`` is where a
         tree is known to fit a ball better than R^d (Nickel & Kiela 2017; Sala et al. 2018)."""
         st = _sentence_transformers()
-        with _quiet_loading():
+        with quiet_loading():
             # strictly local (a folder, the bundled MiniLM, the local cache): an unknown name fails at once
             source = load_sentence_transformer(base, "base", device=str(device or "cpu"),
                                                model_kwargs=float32_kwargs())
@@ -191,7 +181,7 @@ class HierarchyEncoder:
                                      "not a hierarchy encoder; start one from it with "
                                      "HierarchyEncoder.from_pretrained(path)")
         st = _sentence_transformers()
-        with _quiet_loading():
+        with quiet_loading():
             try:
                 model = st.SentenceTransformer(str(folder), device=str(device or "cpu"), trust_remote_code=False,
                                                local_files_only=True, model_kwargs=float32_kwargs())
@@ -237,7 +227,7 @@ class HierarchyEncoder:
         folder = check_save_folder(path)
         earlier = saved_module_dirs(folder) if present(folder / CONFIG_FILE) else []
         folder.mkdir(parents=True, exist_ok=True)
-        with _quiet_loading():
+        with quiet_loading():
             self.model.save(str(folder), safe_serialization=True)
         drop_stale_module_dirs(folder, earlier)
         tmp = folder / (CONFIG_FILE + ".tmp")

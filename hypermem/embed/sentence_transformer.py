@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -103,8 +102,8 @@ def quiet_loading():
     """A context without transformers' "Loading weights: 100%" bar, printed at every load
     (any loader of transformers weights in hypermem can use it): the
     ``HF_HUB_DISABLE_PROGRESS_BARS`` variable is read when the hub library is imported, so
-    setting it here is too late once sentence-transformers is; the bar's own switch is
-    restored afterwards."""
+    setting it here would be too late once sentence-transformers is (and would leak into every
+    child process): transformers' own switch is turned off instead, and restored afterwards."""
     try:
         from transformers.utils import logging as hf_logging
     except ImportError:
@@ -143,7 +142,6 @@ class SentenceTransformerEmbedder:
                 import sentence_transformers  # noqa: F401
         except ImportError as exc:
             raise ImportError(f"SentenceTransformerEmbedder needs sentence-transformers; {_INSTALL_HINT}") from exc
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         self.model_name = model_name
         with quiet_loading():
             self.model = load_sentence_transformer(model_name, "model_name", device=device or "cpu", **kwargs)
