@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -61,6 +60,7 @@ from .encoder_folder import (
 from .file_modes import give_normal_modes
 from .folder_files import drop_stale_module_dirs, present, save_folder, saved_module_dirs
 from .module_checks import check_loaded_weights, float32_kwargs, load_errors
+from .progress import interactive
 from .sentence_transformer import load_sentence_transformer, quiet_loading
 
 __all__ = ["HierarchyEncoder", "EncoderFolderError", "check_save_folder"]
@@ -271,14 +271,15 @@ class HierarchyEncoder:
                show_progress_bar: bool | None = None) -> torch.Tensor:
         """Points of ``texts``: a float32 tensor ``(n, dim)`` on the model's device, in
         batches (sorted by length inside, as sentence-transformers does); a progress bar
-        only when stderr is a terminal and there is more than one batch."""
+        only when there is more than one batch and standard error is a terminal or this is a
+        notebook (:func:`hypermem.embed.progress.interactive`)."""
         texts = check_texts(texts)
         if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
                                        or batch_size < 1):
             raise ValueError(f"batch_size must be a positive integer (None: {self.batch_size}), got {batch_size!r}")
         bs = int(batch_size or self.batch_size)
         if show_progress_bar is None:
-            show_progress_bar = sys.stderr.isatty() and len(texts) > bs
+            show_progress_bar = len(texts) > bs and interactive()
         was = self.model.training
         self.model.eval()
         try:

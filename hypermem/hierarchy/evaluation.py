@@ -46,7 +46,7 @@ from .relations import Relations, as_relations
 
 PROGRESS_DISTANCES = 1 << 27
 """A :func:`reconstruction` of at least this many query-node distances (about 11,600 nodes all
-queried; a few seconds on a CPU) shows a progress bar on a terminal."""
+queried; a few seconds on a CPU) shows a progress bar on a terminal or in a notebook."""
 
 
 @dataclass
@@ -218,7 +218,7 @@ def reconstruction(points: Mapping[Hashable, object] | torch.Tensor,
         :class:`Relations` pairs), e.g. for :func:`~hypermem.hierarchy.rank_polish.polish_ranks`.
     progress:
         A bar over the queries (:mod:`~hypermem.hierarchy.progress`); default: on a terminal
-        for at least :data:`PROGRESS_DISTANCES` distances (``n_q n``), else hidden.
+        or in a notebook for at least :data:`PROGRESS_DISTANCES` distances (``n_q n``), else hidden.
 
     Refuses pairs with a missing id or one number in two types
     (:func:`~hypermem.hierarchy.node_ids.check_node_ids`); warns of a cycle

@@ -1,32 +1,35 @@
 """The hierarchy tools' progress bar: one place that decides whether to show one and makes it.
 
-A bar shows on a terminal only (standard error a TTY), never in a log file, a pipe or a test,
-unless the caller forces it with ``progress=True`` (``False`` hides it).  It is a
-``tqdm.auto`` bar; without tqdm (it ships with transformers) nothing shows.
+A bar shows where someone watches: standard error a terminal, or a Jupyter notebook
+(:func:`hypermem.embed.progress.interactive`), never in a log file, a pipe or a test, unless the
+caller forces it with ``progress=True`` (``False`` hides it).  It is tqdm's notebook widget in a
+notebook with ``ipywidgets`` (the ``notebook`` extra), else tqdm's text bar
+(:func:`hypermem.embed.progress.tqdm_class`); without tqdm (it ships with transformers) nothing
+shows.
 """
 
 from __future__ import annotations
 
-import sys
+from ..embed.progress import interactive, tqdm_class
 
 __all__ = ["progress_bar", "show_progress"]
 
 
 def show_progress(progress: bool | None, large: bool = True) -> bool:
-    """Whether to show a bar: ``progress`` when given, else when standard error is a
-    terminal and the work is ``large`` (worth a bar)."""
+    """Whether to show a bar: ``progress`` when given, else when the work is ``large`` (worth a
+    bar) and standard error is a terminal or this is a notebook."""
     if progress is not None:
         return bool(progress)
-    return large and sys.stderr.isatty()
+    return large and interactive()
 
 
 def progress_bar(total: int | None, desc: str, unit: str = "it", show: bool = True):
-    """A ``tqdm`` bar of ``total`` steps on standard error, or ``None`` when not ``show``n
-    (or tqdm is missing): callers do ``if bar is not None: bar.update(k)`` and close it."""
+    """A ``tqdm`` bar of ``total`` steps (on standard error, or a widget in a notebook), or
+    ``None`` when not ``show``n (or tqdm is missing): callers do ``if bar is not None:
+    bar.update(k)`` and close it."""
     if not show:
         return None
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:  # pragma: no cover - tqdm ships with transformers
+    tqdm = tqdm_class()
+    if tqdm is None:  # pragma: no cover - tqdm ships with transformers
         return None
     return tqdm(total=total, desc=desc, unit=unit, dynamic_ncols=True)

@@ -87,7 +87,7 @@ def fit_placement_reranker(edges: Iterable[tuple[Any, Any]], names: Mapping[Any,
     candidates).  ``base``: a sentence-transformers or cross-encoder folder (default the
     offline all-MiniLM-L6-v2); ``epochs`` passes over the lists, stopped after ``max_minutes``;
     ``weight`` and ``candidates`` are what the store will use; ``out``: save the reranker there.
-    A progress bar shows on a terminal (``progress`` forces it on or off).
+    A progress bar shows on a terminal or in a notebook (``progress`` forces it on or off).
 
     From a store that holds a tree::
 
