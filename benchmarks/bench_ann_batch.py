@@ -5,11 +5,12 @@ Clustered 256-d unit vectors (2,000 clusters, noise 0.6) passed as ``embedding=`
 store (``HalfLife(hours=72)``, ``time_coef=1``), times spread over 60 days, queries near stored
 points; best of 3::
 
-    OMP_NUM_THREADS=1 PYTHONPATH=. python benchmarks/bench_ann_batch.py
+    OMP_NUM_THREADS=1 PYTHONPATH=. python benchmarks/bench_ann_batch.py [--n 100000]
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import resource
 import time
@@ -71,4 +72,7 @@ def main(n: int = 100_000) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    ap = argparse.ArgumentParser(description="exact search against the faiss HNSW bands "
+                                 "(search_batch and single search, k = 10 and 100)")
+    ap.add_argument("--n", type=int, default=100_000, help="memories in the store (default 100000)")
+    main(n=ap.parse_args().n)

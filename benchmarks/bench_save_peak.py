@@ -13,6 +13,7 @@ first such run and kept), so open can be timed before and after a change on one 
 
 from __future__ import annotations
 
+import argparse
 import os
 import resource
 import subprocess
@@ -84,20 +85,31 @@ def _child(op: str, n: int, folder: str) -> None:
           f"peak {_peak():.2f} GB", flush=True)
 
 
-def main() -> None:
-    if len(sys.argv) > 2 and sys.argv[1] == "--child":
-        _child(sys.argv[2], int(sys.argv[3]), sys.argv[4])
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description="peak RAM and time of Memory.save, Memory.load and "
+                                 "Memory.open (SQLite), each in a fresh subprocess")
+    ap.add_argument("n", nargs="?", type=int, default=100_000, help="memories in the store (default 100000)")
+    ap.add_argument("--open", nargs=2, metavar=("N", "FOLDER"),
+                    help="only the open case against FOLDER/durable.db (built there by the first such run, kept)")
+    ap.add_argument("--child", nargs=3, metavar=("OP", "N", "FOLDER"), help=argparse.SUPPRESS)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    if args.child:
+        op, n, folder = args.child
+        _child(op, int(n), folder)
         return
-    if len(sys.argv) > 3 and sys.argv[1] == "--open":
-        n, folder = int(sys.argv[2]), sys.argv[3]
+    if args.open:
+        n, folder = int(args.open[0]), args.open[1]
         ops = ("open",) if os.path.exists(os.path.join(folder, "durable.db")) else ("build-durable", "open")
         for op in ops:
             subprocess.run([sys.executable, __file__, "--child", op, str(n), folder], check=True)
         return
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
     with tempfile.TemporaryDirectory() as folder:
         for op in ("save", "load", "build-durable", "open"):
-            subprocess.run([sys.executable, __file__, "--child", op, str(n), folder], check=True)
+            subprocess.run([sys.executable, __file__, "--child", op, str(args.n), folder], check=True)
 
 
 if __name__ == "__main__":
