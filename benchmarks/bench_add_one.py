@@ -15,6 +15,8 @@ import argparse
 import time
 import warnings
 
+from optional_deps import POINCARE_MEMORY, require
+
 TEXTS = [f"note {i} about topic {i % 97} and thing {i % 13}" for i in range(3000)]
 
 
@@ -36,6 +38,7 @@ def run(memory_cls, embedder_cls, parent: bool, clock) -> tuple[float, float]:
 def main(which: str) -> None:
     warnings.simplefilter("ignore")
     if which == "ref":
+        require("poincare_memory", POINCARE_MEMORY, script="bench_add_one.py ref")
         from poincare_memory import HashingEmbedder, Memory
     else:
         from hypermem import HashingEmbedder, Memory

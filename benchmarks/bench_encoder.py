@@ -29,6 +29,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 import torch  # noqa: E402
+from optional_deps import HIERARCHY_TRANSFORMERS, require  # noqa: E402
 
 from hypermem.data.hierarchy_files import read_hierarchy  # noqa: E402
 from hypermem.data.hierarchy_tasks import hop_distances, mixed_hop_task, multi_hop_task, unseen_entity_task  # noqa: E402
@@ -224,6 +225,8 @@ def main(argv=None) -> int:
     if args.table:
         print(table(Path(args.out)))
         return 0
+    if args.system == "hit" and not args.eval:   # before the task is built and the run folder made
+        require("hierarchy_transformers", HIERARCHY_TRANSFORMERS, script="bench_encoder.py --system hit")
     if args.threads:
         torch.set_num_threads(args.threads)
     out = Path(args.out) / f"{args.task}-{args.system}-s{args.seed}{args.tag}"

@@ -25,6 +25,7 @@ import time
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
+from optional_deps import HIERARCHY_TRANSFORMERS, require  # noqa: E402
 
 from hypermem.data.wordnet import hit_noun_hierarchy  # noqa: E402
 from hypermem.embed.hierarchy_encoder import HierarchyEncoder  # noqa: E402
@@ -41,6 +42,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=128, help="positives per hypermem step")
     ap.add_argument("--throughput", type=int, default=0, help="also time encoding this many names")
     args = ap.parse_args()
+    require("hierarchy_transformers", HIERARCHY_TRANSFORMERS, script="bench_encoder_speed.py")
     torch.set_num_threads(1)
     from hierarchy_transformers import HierarchyTransformer
     from hierarchy_transformers.losses import HierarchyTransformerLoss

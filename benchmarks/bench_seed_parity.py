@@ -41,6 +41,8 @@ import sys
 import time
 import warnings
 
+from optional_deps import POINCARE_MEMORY, require
+
 SEED_VALUES = {
     "poincare": dict(dim=10, epochs=100, lr=0.1, negatives=10, burn_in=10, burn_in_lr_factor=0.1,
                      batch_size=64, seed=0),
@@ -63,6 +65,7 @@ def parse_args(argv=None):
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
+    require("poincare_memory", POINCARE_MEMORY, script="bench_seed_parity.py")
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS"):
         os.environ.setdefault(var, str(args.threads))
     warnings.filterwarnings("ignore", category=DeprecationWarning)
