@@ -11,7 +11,9 @@ Side by side, in one run, on the same data:
 
 Usage::
 
-    python benchmarks/bench_search.py                       # the README's settings
+    python benchmarks/bench_search.py                       # defaults: the README's 1M search_batch row
+    python benchmarks/bench_search.py --n 150000 --queries 30 --ref-queries 1 --m 100000 --batch 500 --threads 1
+        # the README's add_many and one-search rows (with the reference), one thread each
     python benchmarks/bench_search.py --n 2000 --m 20000 --batch 50 --ref-queries 2   # smoke
     python benchmarks/bench_search.py --skip single --m 200000 --batch 200 --threads 1 --guard 0.8
 
