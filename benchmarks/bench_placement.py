@@ -329,6 +329,7 @@ def quality(args) -> int:
               f"{json.dumps(rec.get('validation_ranking', {}))} ({rec['wall_s']:.0f} s)", flush=True)
         del mem
     print(table(out))
+    print(f"results: {out.resolve()}/placement-*-s{args.seed}.json", flush=True)
     return 0
 
 
@@ -383,6 +384,7 @@ def cost(args) -> int:
             print(f"{name} n={n}: {json.dumps(t)}", flush=True)
             del mem
         (out / f"cost-{name}.json").write_text(json.dumps(rec, indent=1))
+    print(f"results: {out.resolve()}/cost-*.json", flush=True)
     return 0
 
 

@@ -89,6 +89,10 @@ def compare(args) -> None:
                                            for n in r), flush=True)
     if not args.only_run:
         table(runs, args.seeds)
+    if not args.aggregate:
+        seeds = ",".join(map(str, args.seeds))
+        print(f"results: {Path(args.out).resolve()}/seed{seeds if len(args.seeds) == 1 else '{' + seeds + '}'}"
+              "/results.json", flush=True)
 
 
 def table(runs, seeds) -> None:

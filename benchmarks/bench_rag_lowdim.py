@@ -109,6 +109,7 @@ def oracle(args, folder: Path) -> None:
             cells = [fmt([r[k][m] for r in rs], s, n) for k in ("beta0", "chosen") for m, s, n in METRICS]
             betas = "/".join(f"{r['beta']:g}" for r in rs)
             print(f"| {d} | {NAMES[g]} | {' | '.join(cells[:3])} | {betas} | {' | '.join(cells[3:])} |")
+    print(f"results: {(folder / 'oracle.json').resolve()}", flush=True)
 
 
 def main(argv=None) -> None:
@@ -159,6 +160,8 @@ def main(argv=None) -> None:
     results = [json.loads(f.read_text()) for f in sorted(folder.glob("seed*_d*.json"))]
     results = [r for r in results if r["dim"] in args.dims and r["seed"] in args.seeds] if not args.table else results
     print(table(results))
+    if not args.table:
+        print(f"results: {folder.resolve()}/seed*_d*.json", flush=True)
 
 
 if __name__ == "__main__":
