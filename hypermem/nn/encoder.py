@@ -203,7 +203,8 @@ class BallEncoder(TracksEmpty, NotScriptable, nn.Module):
         if x.shape[-1] != self.linear.in_features:
             raise ValueError(f"expected features of size {self.linear.in_features}, got shape {tuple(x.shape)}")
         self.refuse_if_empty()  # after .to_empty(), until loaded / initialised (one attribute test)
-        dtype = self.linear.weight.dtype
+        w = self.linear.weight  # a method of torch.ao's dynamically quantized Linear (float32 in and out)
+        dtype = w.dtype if isinstance(w, torch.Tensor) else torch.float32
         if x.dtype != dtype and not torch.is_autocast_enabled(x.device.type):
             raise ValueError(f"features are {x.dtype} but the BallEncoder's weights are {dtype}: pass "
                              f"x.to({dtype}), cast the encoder, or run it under torch.autocast")
