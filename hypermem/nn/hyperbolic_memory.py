@@ -68,7 +68,7 @@ from torch import nn
 
 from ..geometry import PoincareBall
 from ..geometry import poincare as P
-from ..geometry.numerics import safe_norm
+from ..geometry.numerics import HALF_DTYPES, safe_norm
 from ..index import HyperbolicDistance, ShellDistance, exact_topk
 from ..temporal import NoDecay
 from ..temporal.clock import utcnow
@@ -82,6 +82,7 @@ from .module_state import ModuleState, refuse_meta
 from .read_checks import as_float as _as_float
 from .read_checks import check_k, check_metric, check_query_values, check_slot_range
 from .read_result import Readout, attention
+from .scripting import refuse_tracing
 from .slot_writes import TIME_BUFFERS as _TIME_BUFFERS
 from .slot_writes import SlotWrites
 from .sparse_rows import sparse_gather_ok
@@ -338,6 +339,7 @@ class HyperbolicMemory(ModuleState, KeyCache, SlotWrites, TimeScores, StoreBridg
         :func:`~hypermem.nn.dense_topk.dense_topk` of all ``N`` scores (the same exact top-``k``,
         memory ``O(B x N)``; no graph break, and no ``out=`` op that vmap cannot batch).
         """
+        refuse_tracing(self)
         queries = self._check_queries(queries)
         k = check_k(k, len(self))
         return self._select(queries, k, self._check_exclude(exclude, queries.shape[0]), at_time, bias)
@@ -408,8 +410,13 @@ class HyperbolicMemory(ModuleState, KeyCache, SlotWrites, TimeScores, StoreBridg
 
         ``k=None``: softmax over all slots; ``k``: over the exact top-``k`` (see the module
         docstring).  ``exclude``: slots left out per query (``(B,)`` or ``(B, m)``).
-        ``at_time``: "now" for the temporal policy (default: the clock).
+        ``at_time``: "now" for the temporal policy (default: the clock), a datetime, POSIX seconds,
+        or a 0-d float64 tensor of POSIX seconds (an input of an exported or compiled model:
+        docs/nn.md, "Deploying").  A float16 / bfloat16 query is read in the memory's dtype and
+        its ``read`` comes back in the query's dtype (weights, distances and scores do not).
         """
+        refuse_tracing(self)
+        half = queries.dtype if getattr(queries, "dtype", None) in HALF_DTYPES else None
         queries = self._check_queries(queries)  # the only check of the queries a read makes
         B = queries.shape[0]
         k = None if k is None else check_k(k, len(self))
@@ -422,7 +429,7 @@ class HyperbolicMemory(ModuleState, KeyCache, SlotWrites, TimeScores, StoreBridg
             weights = attention(scores)
             values = self.values if self.values is not None else P.logmap0(self.keys, self._c)
             read = weights @ values
-            return Readout(read, weights, idx, dist, scores)
+            return Readout(read if half is None else read.to(half), weights, idx, dist, scores)
         idx = self._select(queries, k, ex, at_time, None)
         scores, dist = self._score_slots(queries, idx, at_time)  # idx from the search: in range
         weights = attention(scores)
@@ -431,4 +438,4 @@ class HyperbolicMemory(ModuleState, KeyCache, SlotWrites, TimeScores, StoreBridg
         else:
             V = P.logmap0(self._gather(self.keys, idx), self._c)
         read = torch.bmm(weights.unsqueeze(1), V).squeeze(1)
-        return Readout(read, weights, idx, dist, scores)
+        return Readout(read if half is None else read.to(half), weights, idx, dist, scores)

@@ -48,7 +48,7 @@ from torch import nn
 from ..geometry.numerics import HALF_DTYPES
 from .rag_model import cosine_topk, no_autocast
 from .read_checks import check_finite_rows, check_k, refuse_empty_mean
-from .scripting import NotScriptable
+from .scripting import NotScriptable, refuse_tracing
 from .sparse_rows import sparse_gather_ok
 
 VALUE_MODES = (None, "copy", "zero")
@@ -301,6 +301,7 @@ class LatentRetrievalReader(NotScriptable, nn.Module):
         """Read at ``queries`` ``(B, d)`` (points for the memory) for ``features`` ``(B, df)``
         (the reader's input).  ``exclude`` ``(B,)`` or ``(B, m)``: slots never read (e.g. the
         query's own).  ``indices`` ``(B, k)``: read these slots instead of searching."""
+        refuse_tracing(self)
         if indices is None:
             search = self.select_fn or self.memory.select
             indices = search(queries, self.k, exclude)

@@ -36,7 +36,7 @@ from .encoder import BallEncoder
 from .hyperbolic_memory import HyperbolicMemory
 from .read_checks import check_k
 from .readout import ParentVote
-from .scripting import NotScriptable
+from .scripting import NotScriptable, refuse_tracing
 from .sparse_rows import sparse_rows_allowed
 
 __all__ = ["HyperbolicRAG", "cosine_topk", "no_autocast"]
@@ -143,6 +143,7 @@ class HyperbolicRAG(NotScriptable, nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Answer scores ``(B, N)`` of every slot for features ``x``: :meth:`answer_scores`."""
+        refuse_tracing(self)
         return self.answer_scores(x)
 
     def sparse_parameters(self) -> list[nn.Parameter]:
