@@ -76,3 +76,23 @@ def seconds_tensor(values: Any, default: float, *, device=None) -> torch.Tensor:
     if isinstance(values, torch.Tensor):
         return values.to(dtype=torch.float64, device=device)
     return torch.tensor([to_seconds(v, default) for v in values], dtype=torch.float64, device=device)
+
+
+def seconds_scalar(t: torch.Tensor, name: str = "at_time") -> torch.Tensor:
+    """A 0-d tensor of POSIX seconds as float64 (how a deployed model takes "now" as an input).
+
+    float64 and integer tensors are taken (int64 seconds are exact); float32 / half tensors are
+    a ``TypeError``: float32 spaces the seconds of 2026 (~1.7e9) 128 s apart, so "now" would be
+    off by up to a minute.  A non-finite value is a ``ValueError`` when it can be read without a
+    host sync (a CPU tensor outside ``torch.compile`` / ``torch.export``)."""
+    if t.dim() != 0:
+        raise ValueError(f"{name} as a tensor must be 0-d POSIX seconds, got shape {tuple(t.shape)}")
+    if t.is_floating_point() and t.dtype != torch.float64:
+        raise TypeError(f"{name} is a {t.dtype} tensor: {t.dtype} rounds POSIX seconds of today (~1.7e9) to "
+                        f"128 s or worse; pass torch.tensor(seconds, dtype=torch.float64)")
+    if t.dtype == torch.bool or t.is_complex():
+        raise TypeError(f"{name} must hold POSIX seconds (float64), got a {t.dtype} tensor")
+    t = t.to(torch.float64)
+    if t.device.type == "cpu" and not torch.compiler.is_compiling() and not math.isfinite(float(t)):
+        raise ValueError(f"{name} must be a finite time, got {float(t)}")
+    return t

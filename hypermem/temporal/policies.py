@@ -6,7 +6,9 @@ retrieval score, so a weight of 1 is neutral.  Every policy works on whole tenso
 
 ``weight(now, times, access_counts, valid_from, valid_until) -> Tensor``
 
-* ``now`` — POSIX seconds (float) or an aware ``datetime``;
+* ``now`` — POSIX seconds (float), an aware ``datetime``, or a 0-d float64 tensor of
+  POSIX seconds (a deployed model's input: :func:`~hypermem.temporal.clock.seconds_scalar`;
+  the built-in policies take it without reading it on the host);
 * ``times`` — float64 tensor of POSIX seconds, shape ``(N,)``;
 * ``access_counts`` — tensor ``(N,)``;
 * ``valid_from`` / ``valid_until`` — float64 tensors of POSIX seconds, ``-inf`` / ``+inf``
@@ -52,7 +54,9 @@ def _check_positive(name: str, value: Any) -> float:
     return v
 
 
-def _now_seconds(now: datetime | float) -> float:
+def _now_seconds(now: datetime | float | torch.Tensor) -> float | torch.Tensor:
+    if isinstance(now, torch.Tensor):  # 0-d float64 seconds, checked by clock.seconds_scalar (no host sync)
+        return now
     n = to_seconds(now)  # one scalar check per call, none per row
     if not math.isfinite(n):
         raise ValueError(f"now must be a finite time, got {now!r}")
@@ -222,7 +226,8 @@ def policy_weights(policy: DecayPolicy, now: datetime | float, times: torch.Tens
         valid_from = torch.full((n,), -math.inf, dtype=torch.float64, device=dev)
     if valid_until is None:
         valid_until = torch.full((n,), math.inf, dtype=torch.float64, device=dev)
-    w = torch.as_tensor(policy.weight(to_seconds(now), times, access_counts, valid_from, valid_until),
+    now = now if isinstance(now, torch.Tensor) else to_seconds(now)
+    w = torch.as_tensor(policy.weight(now, times, access_counts, valid_from, valid_until),
                         dtype=torch.float64, device=dev)
     if w.shape != (n,):
         raise ValueError(f"the decay policy returned shape {tuple(w.shape)}, expected ({n},)")
