@@ -47,6 +47,7 @@ def test_check_average_names_the_setting():
             check_average(bad)
 
 
+@pytest.mark.filterwarnings("ignore:fit_hierarchy_encoder. the validation holds")
 def test_fit_validates_the_weights_and_their_average_and_keeps_the_best(tiny):
     val = [("tabby", "cat"), ("rose", "flower")]
     train = [e for e in EDGES if e not in val]
