@@ -38,6 +38,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from ..embed import embed_checked
 from ..store import Memory, SearchResult
+from ..store.embedder_dim import check_dim_value
 from . import _async_embed as AE
 from . import _common as C
 from . import _record_filters as RF
@@ -82,9 +83,7 @@ class LangChainEmbedder:
         if dim is None:
             dim = len(self.embed_query("dimension probe", fix="give the dimension, index={'embed': ..., 'dims': N} "
                                        "(the dimension probe embeds one text when the store is made)"))
-        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 2:
-            raise ValueError(f"the embeddings must have dimension >= 2, got {dim!r}")
-        self.dim = dim
+        self.dim = check_dim_value(dim, "the embeddings")  # an integer >= 2 (np.int64 too), else ValueError
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if AE.async_only(self.embeddings):

@@ -37,11 +37,13 @@ from .checks import (
     embedding_for_update,
     usable_device,
 )
+from .embedder_dim import check_embedder
 from .encoder_points import is_hierarchy_encoder, places_points, store_defaults
 from .frames import memory_from_dataframe
 from .gc_pause import gc_paused
 from .heap import trim_after
 from .lexical import default_hybrid
+from .memory_copy import copy_memory, shown_class_name
 from .memory_delegates import MemoryDelegates
 from .persistence import from_json as memory_from_json
 from .persistence import load as load_memory
@@ -127,11 +129,7 @@ class Memory(MemoryDelegates):
                  dtype: torch.dtype = torch.float64, device: str | torch.device = "cpu", hybrid: float | None = None,
                  recency_weight: float | None = None):
         self.embedder: Embedder = HashingEmbedder() if embedder is None else embedder
-        if not callable(getattr(self.embedder, "embed", None)) or not hasattr(self.embedder, "dim"):
-            raise TypeError("embedder must have a dim attribute and an embed(texts) method")
-        dim = self.embedder.dim
-        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 2:
-            raise ValueError(f"the embedder must produce vectors of dimension >= 2, got dim={dim!r}")
+        dim = check_embedder(self.embedder)  # an embed(texts) method, an integer dim >= 2 (np.int64 too)
         curvature, metric = store_defaults(self.embedder, curvature, metric)  # a ball encoder's ball
         self.ball = PoincareBall(curvature)
         self.decay = NoDecay() if decay is None else decay
@@ -214,9 +212,11 @@ class Memory(MemoryDelegates):
     def __repr__(self) -> str:
         placed = ", placed_by='hierarchy encoder'" if places_points(self.embedder) else ""
         closed = ", storage closed" if getattr(self._storage, "closed", False) else ""
-        return (f"Memory(n={self.state.n}, dim={self.dim}, curvature={self.curvature:g}, metric={self.metric!r}"
+        return (f"{shown_class_name(self)}(n={self.state.n}, dim={self.dim}, curvature={self.curvature:g}, metric={self.metric!r}"
                 f"{placed}, decay={self.decay!r}, dtype={self.dtype}, device={self.device}, "
                 f"embedder={type(self.embedder).__name__}{closed})")
+
+    __copy__ = copy_memory  # independent, sharing the embedder and clock; refused for Memory.open (store.memory_copy)
 
     def get(self, id: str) -> MemoryRecord:
         """The record of ``id`` (``KeyError`` if unknown)."""
