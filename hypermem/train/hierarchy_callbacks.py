@@ -23,6 +23,7 @@ import time
 import lightning.pytorch as pl
 
 from .run_folder import checkpoint_step, epochs_text
+from .run_logger import log_note
 
 _SHOWN = ("val/map", "val/mean_rank", "val/f1", "val/mrr", "test/f1")
 
@@ -199,7 +200,7 @@ class RunSummary(pl.Callback):
             if cb.last_model_path:
                 lines.append(f"last checkpoint: {cb.last_model_path}")
         if log_dir:
-            lines.append(f"logs: {log_dir}  (tensorboard --logdir {log_dir})")
+            lines.append(log_note(trainer, log_dir))
         return "\n".join(lines)
 
 

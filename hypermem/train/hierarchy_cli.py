@@ -20,6 +20,8 @@ line, sorted by key and written as parsed: ``--config mammals_poincare --model.l
 --model.dim=5 --data.negatives=10`` logs under
 ``runs/mammals_poincare-data.negatives=10-dim=5-lr=0.5/`` (:func:`run_name`), whatever the
 order of the overrides.  ``model.schedule_epochs`` and ``trainer.*`` never enter the name.
+``trainer.logger`` may also be a ``CSVLogger``, a subclass of either, or a list of loggers whose
+first holds the run's folder (:mod:`~hypermem.train.run_logger`).
 
 **One seed, one burn-in.**  The keys both modules take are one setting of the run
 (:mod:`~hypermem.train.shared_keys`): ``--model.seed=7``, ``--data.seed=7`` and
@@ -68,16 +70,12 @@ from .config_errors import max_time_error, module_error, parser_value_error, tra
 from .config_paths import resolve_data_file, resolve_dataset, setting_file
 from .hierarchy_checkpoint import CheckpointError
 from .resume_checks import AlreadyComplete, ConfigError, check_resume
-from .run_folder import (
-    best_checkpoint,
-    checkpoint_refusal,
-    checkpoint_version,
-    latest_last_checkpoint,
-    trust_refusal,
-)
+from .run_folder import checkpoint_refusal, trust_refusal
 from .run_folder import finished_checkpoint as finished_checkpoint
+from .run_folder import latest_last_checkpoint as latest_last_checkpoint
 from .run_folder import remove_failed_start as remove_failed_start
 from .run_folder import watch_folder as _watch
+from .run_logger import KeepCsvRows, RunLoggers
 from .shared_keys import GLOBAL_SEED, SHARED_KEYS, unify_shared_keys
 from .shared_keys import options as _options
 
@@ -216,6 +214,7 @@ def _cli_class():
         prog: str = DEFAULT_PROG
         watch: tuple | None = None  # the run's folder before it starts (_watch)
         world_check = None   # check_resume's check of the trainer's number of processes
+        csv_rows = None      # the CSV rows a resume keeps (run_logger.KeepCsvRows)
 
         @staticmethod
         def subcommands() -> dict:
@@ -277,13 +276,9 @@ def _cli_class():
 
         def before_instantiate_classes(self) -> None:
             cfg = self.config[self.subcommand] if self.subcommand else self.config
-            logger = cfg.trainer.get("logger")
-            init = None
-            if logger is not None and not isinstance(logger, bool) and "TensorBoardLogger" in str(
-                    logger.get("class_path", "")):
-                init = logger.init_args
-                if init.get("name") in (None, "lightning_logs"):
-                    init.name = run_name(self.argv)
+            loggers = RunLoggers(cfg.trainer.get("logger"))   # a logger or a list: the first holds the run
+            loggers.name_runs(run_name(self.argv))
+            run = loggers.driving
             try:
                 unify_shared_keys(cfg, self.argv)
             except ValueError as exc:
@@ -309,36 +304,23 @@ def _cli_class():
                 raise ConfigError(f"--trainer.strategy={spawn} starts processes by pickling the run, which this "
                                    "command cannot be; use --trainer.strategy=ddp (the same training, one process "
                                    "launched per device)")
-            if cfg.get("ckpt_path") == "best":
-                hit = best_checkpoint(init.get("save_dir") or ".", init.name) if init is not None else None
-                if self.subcommand == "fit" or hit is None:
-                    best = "best-step=S" if self.model_class.__name__ == "EncoderModule" else "best-epoch=E-step=S"
-                    why = ("fit resumes from --ckpt_path=last (the best checkpoint is not where training stopped)"
-                           if self.subcommand == "fit" else "no run of this name has a best checkpoint: train first")
-                    raise ConfigError(f"--ckpt_path=best: {why}; or give a path (runs/<name>/version_<N>/"
-                                       f"checkpoints/{best}.ckpt)")
-                init.version, cfg.ckpt_path = hit[0], str(hit[1])
-            if init is not None:
-                HierarchyCLI.watch = _watch(init.get("save_dir") or ".", init.name)
+            if run is not None:
+                HierarchyCLI.watch = _watch(run.save_dir, run.name)
             if self.subcommand != "fit":  # the run's config.yaml stays the one of its fit
                 self.save_config_callback = None
-            if cfg.get("ckpt_path") == "last" and init is not None:  # validate too: its own version folder
-                hit = latest_last_checkpoint(init.get("save_dir") or ".", init.name)
-                if hit is None:
-                    raise ConfigError(f"--ckpt_path=last: no {Path(init.get('save_dir') or '.', init.name)}"
-                                       "/version_*/checkpoints/last.ckpt to resume; train first or give a path")
-                init.version, cfg.ckpt_path = hit[0], str(hit[1])
-            if self.subcommand in ("fit", "validate") and init is not None and cfg.get("ckpt_path"):
-                mine = checkpoint_version(cfg.ckpt_path, init.get("save_dir") or ".", init.name)
-                if mine is not None:   # a checkpoint of this run: its own version folder, as for last
-                    init.version = mine
+            try:   # last, best: the file of the run's folder; a file of the run: its version folder
+                cfg.ckpt_path = loggers.resolve_ckpt(cfg.get("ckpt_path"), self.subcommand,
+                                                     self.model_class.__name__ == "EncoderModule")
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
             path = cfg.get("ckpt_path")   # unpickled only with --weights_only=false given on the command line
             refusal = trust_refusal(cfg, self.argv, setting_file) or (
                 path and Path(path).is_file() and cfg.get("weights_only") is not False and checkpoint_refusal(path))
             if refusal:
                 raise ConfigError(refusal)
             if path:   # the file read once
-                self.world_check = check_resume(cfg, init, self.subcommand, self.model_class.__name__)
+                self.world_check = check_resume(cfg, loggers, self.subcommand, self.model_class.__name__,
+                                                self.csv_rows)
 
     return HierarchyCLI
 
@@ -461,8 +443,10 @@ def main(args: list[str] | None = None, run: bool = True, prog: str = DEFAULT_PR
         # Ctrl-C saves last.ckpt at the stop, before the summary names the last checkpoint
         "callbacks": [InterruptCheckpoint(), summary] + ([] if tty else [ProgressLines()]),
     }
+    keep_csv = KeepCsvRows()
+    trainer_defaults["callbacks"].append(keep_csv)
     cls = _cli_class()
-    cls.argv, cls.prog, cls.watch = argv, prog, None
+    cls.argv, cls.prog, cls.watch, cls.csv_rows = argv, prog, None, keep_csv
     on_sigint = signal.getsignal(signal.SIGINT)  # Lightning ignores a second Ctrl-C while it shuts down
     try:
         return cls(module_cls, data_cls, args=argv, run=run, seed_everything_default=0,

@@ -25,6 +25,7 @@ from .run_folder import (
     read_checkpoint,
     world_size_refusal,
 )
+from .run_logger import TENSORBOARD
 
 __all__ = ["AlreadyComplete", "ConfigError", "check_resume"]
 
@@ -46,9 +47,12 @@ class AlreadyComplete(Exception):
     """A ``fit`` resumed from a checkpoint with nothing left to train (printed, status 0)."""
 
 
-def check_resume(cfg, init, subcommand: str, module_name: str) -> Callable[[int], str | None] | None:
+def check_resume(cfg, loggers, subcommand: str, module_name: str, csv_rows=None) -> Callable[[int], str | None] | None:
     """Check the run's ``--ckpt_path`` (``cfg.ckpt_path``, an existing file) against its config
-    ``cfg``; ``init``: the TensorBoard logger's ``init_args`` (its ``purge_step`` is set), or ``None``.
+    ``cfg``; ``loggers``: the run's :class:`~hypermem.train.run_logger.RunLoggers` (a TensorBoard
+    logger's ``purge_step`` and ``sub_dir`` are set, a CSV logger's ``version`` of a validate), or
+    ``None``; ``csv_rows``: the :class:`~hypermem.train.run_logger.KeepCsvRows` that keeps a resumed
+    CSV logger's rows.
     Raises :class:`ConfigError` or :class:`AlreadyComplete`; warns about other ``lr``, loss weights.
     Returns, for a ``fit``, the check of the trainer's number of processes, known once it is built:
     ``refusal(world_size)`` (:func:`~hypermem.train.run_folder.world_size_refusal`); else ``None``."""
@@ -64,10 +68,14 @@ def check_resume(cfg, init, subcommand: str, module_name: str) -> Callable[[int]
         if note:
             warnings.warn_explicit(note, UserWarning, "hypermem.train.hierarchy_cli", 0,
                                    module="hypermem.train.hierarchy_cli")
-    if subcommand == "validate" and init is not None and state is not None:
+    run_loggers = loggers.all if loggers is not None else []
+    if subcommand == "validate" and state is not None:
         axis = checkpoint_progress(path, state=state)
-        if axis is not None:   # its own TensorBoard run beside the fit's, one point per step (validate_run)
-            init.sub_dir, init.purge_step = validate_run(path), axis[1]
+        for lg in run_loggers if axis is not None else ():   # its own run beside the fit's (validate_run)
+            if lg.kind == TENSORBOARD:   # one point per step
+                lg.init.sub_dir, lg.init.purge_step = validate_run(path), axis[1]
+            elif isinstance(lg.init.get("version"), int):   # a CSV logger: its own metrics.csv, not the fit's
+                lg.init.version = f"version_{lg.init.version}/{validate_run(path)}"
     if subcommand != "fit" or state is None:
         return None
     done = finished_checkpoint(path, cfg.trainer.get("max_epochs"), cfg.trainer.get("max_steps"), state=state)
@@ -77,9 +85,13 @@ def check_resume(cfg, init, subcommand: str, module_name: str) -> Callable[[int]
     if other:
         raise ConfigError(other)
     progress = checkpoint_progress(path, state=state)
-    if init is not None and progress is not None:
-        # TensorBoard drops what a stopped run logged after the checkpoint: one point per step
-        init.purge_step = progress[1] + 1
+    for lg in run_loggers if progress is not None else ():
+        # what a stopped run logged after the checkpoint is dropped: one point per step
+        if lg.kind == TENSORBOARD:
+            lg.init.purge_step = progress[1] + 1
+        elif isinstance(lg.init.get("version"), int) and csv_rows is not None:   # the writer deletes metrics.csv
+            if csv_rows.remember(lg.folder(lg.init.version), progress[1]):
+                warnings.filterwarnings("ignore", message="Experiment logs directory .* exists and is not empty")
     # the folder holds this run's own checkpoints: Lightning's warning does not apply
     warnings.filterwarnings("ignore", message="Checkpoint directory .* exists and is not empty")
     kept = {WORLD_KEY: state.get(WORLD_KEY), "loops": state.get("loops")}   # not the weights
