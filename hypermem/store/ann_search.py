@@ -27,7 +27,7 @@ from ..geometry.numerics import MIN_WEIGHT
 from ..index import ShellDistance, exact_topk
 from ..index.bands import BAND_MIN_ROWS, BandedDirectionIndex
 from ..retrieval.scoring import score_bias
-from ..temporal import NoDecay, policy_weights, weight_upper_bound
+from ..temporal import NoDecay, policy_weights, to_seconds, weight_upper_bound
 from .caller_warning import warn_caller
 from .placement import unit
 
@@ -99,10 +99,12 @@ MAX_AUTO_BANDS = 8
 class CandidateWeights:
     """Time weights and score bias of the rows asked for, at ``now``: the approximate
     search's ``O(k)`` per query instead of the exact search's pass over every memory.
-    ``weights[rows]`` is what :meth:`~hypermem.store.search.Searcher.search` reports."""
+    ``weights[rows]`` is what :meth:`~hypermem.store.search.Searcher.search` reports.
+    ``now`` (an aware ``datetime`` or POSIX seconds) is kept as seconds: the policy gets the
+    same ``now`` from :meth:`bounds` as from the weights."""
 
     def __init__(self, searcher, now):
-        self.memory, self.now = searcher.memory, now
+        self.memory, self.now = searcher.memory, to_seconds(now)
 
     def __getitem__(self, rows: torch.Tensor) -> torch.Tensor:
         st = self.memory.state

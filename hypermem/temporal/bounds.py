@@ -11,12 +11,16 @@ earliest ``valid_from`` and its latest ``valid_until``.  The approximate search 
 time term ``time_coef * log w`` of a band of memories this way
 (:class:`hypermem.index.bands.BandedDirectionIndex`).  A custom policy promises nothing of
 the kind: :func:`weight_upper_bound` returns None for it and the caller falls back to 1.
+Only the exact built-in classes are trusted: a subclass may override ``weight`` (an
+"evergreen" half-life that gives old memories weight 1 is not monotone in age), so it is a
+custom policy here too.
 """
 
 from __future__ import annotations
 
 import torch
 
+from .clock import to_seconds
 from .policies import Ebbinghaus, HalfLife, NoDecay, Product, ValidityWindow
 
 MONOTONE = (NoDecay, HalfLife, Ebbinghaus, ValidityWindow)
@@ -30,27 +34,31 @@ def uses_access_counts(policy) -> bool:
     """Whether a policy's weights depend on access counts (a touching search must then
     write them back first; custom policies: assume so, unless they say
     ``uses_access_counts = False``)."""
-    if isinstance(policy, (NoDecay, HalfLife, ValidityWindow)):
+    kind = type(policy)  # the exact class: a subclass of a built-in policy is custom
+    if kind in (NoDecay, HalfLife, ValidityWindow):
         return False
-    if isinstance(policy, Ebbinghaus):
+    if kind is Ebbinghaus:
         return True
-    if isinstance(policy, Product):
+    if kind is Product:
         return any(uses_access_counts(p) for p in policy.policies)
     return bool(getattr(policy, "uses_access_counts", True))
 
 
 def corner_monotone(policy) -> bool:
-    """Whether ``policy``'s weight at a group's corner bounds the group's weights."""
-    if isinstance(policy, Product):
+    """Whether ``policy``'s weight at a group's corner bounds the group's weights: a
+    :data:`MONOTONE` policy (its exact class), or a ``Product`` of them."""
+    if type(policy) is Product:
         return all(corner_monotone(p) for p in policy.policies)
-    return isinstance(policy, MONOTONE)
+    return type(policy) in MONOTONE
 
 
 def weight_upper_bound(policy, now, newest: torch.Tensor, earliest_from: torch.Tensor,
                        latest_until: torch.Tensor) -> torch.Tensor | None:
     """The largest weight ``policy`` can give a memory of each group ``(G,)``, from the
     groups' newest ``time``, earliest ``valid_from`` and latest ``valid_until`` (float64
-    POSIX seconds); None when the policy is not :func:`corner_monotone`.
+    POSIX seconds); None when the policy is not :func:`corner_monotone`.  ``now`` is POSIX
+    seconds, an aware ``datetime`` or a 0-d float64 tensor, and reaches the policy as seconds
+    (or the tensor), as from :func:`~hypermem.temporal.policy_weights`.
 
     >>> import torch
     >>> day = 86400.0
@@ -61,6 +69,7 @@ def weight_upper_bound(policy, now, newest: torch.Tensor, earliest_from: torch.T
     """
     if not corner_monotone(policy):
         return None
+    now = now if isinstance(now, torch.Tensor) else to_seconds(now)
     newest = newest.to(torch.float64)
     accesses = torch.full_like(newest, UNBOUNDED_ACCESSES)
     return torch.as_tensor(policy.weight(now, newest, accesses, earliest_from.to(torch.float64),

@@ -234,19 +234,32 @@ def policy_weights(policy: DecayPolicy, now: datetime | float, times: torch.Tens
     return w
 
 
+BUILT_IN = (NoDecay, HalfLife, Ebbinghaus, ValidityWindow, Product)
+"""The built-in policies.  Only these exact classes get built-in handling (a spec that
+rebuilds them, fresh weights, the index's bounds): a subclass may override ``weight``, so
+it is a custom policy like any other."""
+
+
+def built_in(policy: DecayPolicy) -> bool:
+    """Whether ``policy`` is an instance of one of the :data:`BUILT_IN` classes itself (not
+    of a subclass)."""
+    return type(policy) in BUILT_IN
+
+
 def fresh_weights(policy: DecayPolicy) -> bool:
     """Whether ``policy.weight`` returns a new tensor at every call, which its caller may
     overwrite: true of the built-in policies (their exact classes); a custom policy may
     return a tensor it keeps."""
-    return type(policy) in (NoDecay, HalfLife, Ebbinghaus, ValidityWindow, Product)
+    return built_in(policy)
 
 
 def policy_spec(policy: DecayPolicy) -> dict:
     """A JSON-able description of a built-in policy; ``{"type": ClassName, "custom": True}``
-    for others (which :func:`policy_from_spec` refuses to guess)."""
-    spec = getattr(policy, "spec", None)
-    if callable(spec) and isinstance(policy, (NoDecay, HalfLife, Ebbinghaus, ValidityWindow, Product)):
-        return spec()
+    for others (which :func:`policy_from_spec` refuses to guess), a subclass of a built-in
+    policy included: its ``weight`` may differ, so recording it as the built-in one would
+    reload another ranking."""
+    if built_in(policy):
+        return policy.spec()
     return {"type": type(policy).__name__, "custom": True}
 
 
