@@ -5,10 +5,12 @@ output checks, a custom embedder on the command line, and a file's custom decay 
 from __future__ import annotations
 
 import copy
+import warnings
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import pytest
+import torch
 
 from hypermem import HalfLife, Memory
 
@@ -94,3 +96,36 @@ def test_repr_of_a_subclass_names_it(tmp_path):
         assert repr(db).startswith("Memory(n=0,")
     with CompanyMemory.open(tmp_path / "b.db") as db:
         assert repr(db).startswith("CompanyMemory(n=0,")
+
+
+# ---------------------------------------------------------------------------- 4. output checks
+@pytest.mark.parametrize("out", [lambda t: np.ones((len(t), 8), dtype=complex),
+                                 lambda t: torch.ones(len(t), 8, dtype=torch.complex64)])
+def test_complex_embeddings_are_refused_not_cast(out):
+    mem = Memory(embedder=Emb(8, out=out))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")   # no ComplexWarning: an error instead
+        with pytest.raises(TypeError, match=r"the embedder returned complex values \((torch\.)?complex"):
+            mem.add("dogs")
+    assert len(mem) == 0
+
+
+def test_an_embedder_returning_none_says_so():
+    with pytest.raises(TypeError, match="the embedder returned None"):
+        Memory(embedder=Emb(8, out=lambda t: None)).add("dogs")
+    from hypermem.embed import CallableEmbedder
+
+    with pytest.raises(TypeError, match="the embedding function returned None"):
+        CallableEmbedder(lambda t: None, dim=8).embed(["dogs"])
+    with pytest.raises(TypeError, match="the embedding function returned complex values"):
+        CallableEmbedder(lambda t: np.ones((len(t), 8), dtype=complex), dim=8).embed(["dogs"])
+
+
+def test_a_trained_embedding_with_an_embedder_of_another_dim_names_both_dims():
+    from hypermem.train.export import embedding_to_memory
+
+    pts = {"mammal": torch.tensor([0.0, 0.1, 0.0]), "dog": torch.tensor([0.5, 0.3, 0.1])}
+    with pytest.raises(ValueError, match=r"embedder's dim \(16\) must equal the trained points' dimension 3"):
+        embedding_to_memory(pts, [("mammal", "dog")], embedder=Emb(16))
+    mem = embedding_to_memory(pts, [("mammal", "dog")], embedder=Emb(np.int64(3)))
+    assert mem.ancestors("dog") == ["mammal"]

@@ -12,7 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 
 from ..geometry.conversion import as_tensor
-from .callable import CallableEmbedder
+from .callable import CallableEmbedder, check_output_kind
 from .hashing import HashingEmbedder
 from .sentence_transformer import SentenceTransformerEmbedder
 
@@ -91,9 +91,11 @@ def embed_checked(embedder: Embedder, texts: Sequence[str], *, return_owned: boo
     if type(out) is torch.Tensor and out.dtype == torch.float64 and out.device.type == "cpu" and not out.requires_grad:
         X = out  # already what the store keeps (the common case: no view to make)
     elif isinstance(out, torch.Tensor):
+        check_output_kind(out, "the embedder")
         X = out.detach().to(device="cpu", dtype=torch.float64)
         owned = owned or X.data_ptr() != out.data_ptr()
     else:
+        check_output_kind(out, "the embedder")
         X = as_tensor(out, dtype=torch.float64, name="the embedder's output")  # any array layout
     dim = int(embedder.dim)
     if X.dim() != 2 or X.shape[0] != n or X.shape[1] != dim:

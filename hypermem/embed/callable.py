@@ -33,9 +33,23 @@ class CallableEmbedder:
 
     def embed(self, texts: Sequence[str]) -> torch.Tensor:
         out = self.fn(list(texts))
+        check_output_kind(out, "the embedding function")
         X = out.detach().to("cpu", torch.float64) if isinstance(out, torch.Tensor) else \
             as_tensor(out, dtype=torch.float64, name="the embedding function's output")
         if X.dim() != 2 or X.shape[1] != self.dim or X.shape[0] != len(texts):
             raise ValueError(f"embedding function returned shape {tuple(X.shape)}, "
                              f"expected ({len(texts)}, {self.dim})")
         return X
+
+
+def check_output_kind(out: Any, who: str) -> None:
+    """Refuse an embedder's output that no conversion should take: ``None`` (a ``TypeError``
+    saying so, rather than "shape ()"), and complex values (a ``TypeError``: casting to real
+    would drop the imaginary part with only NumPy's ``ComplexWarning``).  The dtype is read
+    once, the values never: no cost that grows with the output."""
+    if out is None:
+        raise TypeError(f"{who} returned None, not an array of shape (number of texts, dim)")
+    dt = getattr(out, "dtype", None)
+    if getattr(dt, "kind", None) == "c" or getattr(dt, "is_complex", False) is True:
+        raise TypeError(f"{who} returned complex values ({dt}): an embedding is real; return the real part "
+                        f"(x.real) or the magnitude (abs(x)) if that is what it means")

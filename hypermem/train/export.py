@@ -81,6 +81,10 @@ def embedding_to_memory(points: Mapping[Any, Any], tree: Iterable[tuple[Any, Any
     if embedder is None and dim < 8:
         raise ValueError(f"{dim}-dimensional points: the default HashingEmbedder needs dim >= 8; pass embedder= "
                          f"(anything with dim={dim} and embed(texts), e.g. a CallableEmbedder) for text queries")
+    if embedder is not None and getattr(embedder, "dim", None) != dim:
+        raise ValueError(f"the embedder's dim ({getattr(embedder, 'dim', None)!r}) must equal the trained points' "
+                         f"dimension {dim}: their embeddings are the points' directions, and a query is embedded "
+                         f"to compare with them; pass an embedder of dim={dim}")
     texts, meta = texts or {}, meta or {}
     memory_kwargs.setdefault("metric", "hyperbolic")
     mem = Memory(embedder=HashingEmbedder(dim=dim) if embedder is None else embedder, curvature=curvature,
