@@ -309,8 +309,10 @@ def _cli_class():
             if self.subcommand != "fit":  # the run's config.yaml stays the one of its fit
                 self.save_config_callback = None
             try:   # last, best: the file of the run's folder; a file of the run: its version folder
-                cfg.ckpt_path = loggers.resolve_ckpt(cfg.get("ckpt_path"), self.subcommand,
-                                                     self.model_class.__name__ == "EncoderModule")
+                path = loggers.resolve_ckpt(cfg.get("ckpt_path"), self.subcommand,
+                                            self.model_class.__name__ == "EncoderModule")
+                if path != cfg.get("ckpt_path"):   # no ckpt_path key without a subcommand (run=False)
+                    cfg.ckpt_path = path
             except ValueError as exc:
                 raise ConfigError(str(exc)) from None
             path = cfg.get("ckpt_path")   # unpickled only with --weights_only=false given on the command line
