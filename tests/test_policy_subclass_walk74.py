@@ -122,3 +122,45 @@ def test_the_index_bounds_hand_the_policy_now_in_seconds():
     with mock.patch.object(HalfLife, "weight", spy):
         exact, index = _exact_and_index(mem, ["query 1"])
     assert index == exact and seen and set(seen) == {float}
+
+
+class Boost:
+    """Weight 50 (above the protocol's 1) for memories older than 60 days: a custom policy's bug."""
+
+    def __init__(self):
+        self.half = HalfLife(hours=24.0)
+
+    def weight(self, now, times, access_counts, valid_from, valid_until):
+        w = self.half.weight(now, times, access_counts, valid_from, valid_until)
+        return torch.where((now - times) / DAY > 60, torch.full_like(w, 50.0), w)
+
+
+def test_weights_above_one_are_clamped_with_a_warning():
+    from hypermem.temporal import policy_weights
+
+    now = T0.timestamp() + 100 * DAY
+    times = torch.tensor([now - 90 * DAY, now - DAY, now], dtype=torch.float64)
+    kept = torch.tensor([50.0, 0.5, 1.0], dtype=torch.float64)
+
+    class Kept:
+        def weight(self, *args):
+            return kept
+
+    with pytest.warns(UserWarning, match=r"decay policy Kept returned weights above 1 \(largest 50\)"):
+        w = policy_weights(Kept(), now, times)
+    assert w.tolist() == [1.0, 0.5, 1.0] and kept.tolist() == [50.0, 0.5, 1.0]  # the policy's tensor is left
+    with pytest.warns(UserWarning, match="a Product with the custom decay policy Boost returned weights above 1"):
+        w = policy_weights(Product(HalfLife(24.0 * 365), Boost()), now, times)
+    assert float(w[0]) == 1.0
+    with mock.patch.object(torch.compiler, "is_compiling", return_value=True):  # traced: clamped, no host read
+        assert policy_weights(Kept(), now, times).tolist() == [1.0, 0.5, 1.0]
+
+
+def test_exact_search_and_the_index_agree_on_weights_above_one():
+    pytest.importorskip("faiss")
+    with pytest.warns(UserWarning, match="returned weights above 1"):
+        mem = _store(Boost())
+        exact, index = _exact_and_index(mem, [f"query {j}" for j in range(6)])
+        assert max(mem.time_weights().tolist()) == 1.0
+    assert index == exact
+    assert any(mem.ids.index(i) < 0.7 * len(mem) for ids in exact for i in ids)  # the boosted (old) rows rank

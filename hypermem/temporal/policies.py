@@ -29,6 +29,7 @@ Forms from the literature:
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -81,7 +82,8 @@ class DecayPolicy(Protocol):
     """Anything with a vectorised ``weight`` method (see the module docstring)."""
 
     def weight(self, now, times, access_counts, valid_from, valid_until) -> torch.Tensor:
-        """Weights in ``[MIN_WEIGHT, 1]`` for each memory."""
+        """Weights in ``[MIN_WEIGHT, 1]`` for each memory (:func:`policy_weights` floors
+        nothing but clamps a custom policy's weights above 1, with a warning)."""
         ...
 
 
@@ -218,6 +220,15 @@ def policy_weights(policy: DecayPolicy, now: datetime | float, times: torch.Tens
     shape (a custom policy's bug) raises ``ValueError``.  The weights are the policy's own
     (the built-in ones are floored at ``MIN_WEIGHT``); callers that multiply in an importance
     floor the product themselves.
+
+    A weight lies in ``[MIN_WEIGHT, 1]`` (:class:`DecayPolicy`): the score's floor
+    ``max(w, MIN_WEIGHT)`` bounds it from below, and the approximate search bounds a custom
+    policy's time term by ``log 1 = 0``.  So a custom policy's weights above 1 are clamped to 1
+    here, with a ``UserWarning`` naming the policy and its largest weight: the exact search and
+    the index then rank alike (an index search only evaluates its candidates, so it could not
+    refuse a weight it never sees).  The built-in policies (their exact classes, and products
+    of them) stay within 1 and are not checked; under ``torch.compile`` / ``torch.export`` the
+    clamp runs without the host-side check or warning.
     """
     n, dev = times.shape[0], times.device
     if access_counts is None:
@@ -231,6 +242,18 @@ def policy_weights(policy: DecayPolicy, now: datetime | float, times: torch.Tens
                         dtype=torch.float64, device=dev)
     if w.shape != (n,):
         raise ValueError(f"the decay policy returned shape {tuple(w.shape)}, expected ({n},)")
+    custom = _custom_part(policy) if n else None
+    if custom is not None:
+        if torch.compiler.is_compiling() or torch.compiler.is_exporting():
+            return w.clamp_max(1.0)  # traced: no host read of a value
+        top = float(w.max())  # one O(n) reduction, custom policies only
+        if top > 1.0:
+            who = (f"the decay policy {type(custom).__name__}" if custom is policy else
+                   f"a Product with the custom decay policy {type(custom).__name__}")
+            warnings.warn(f"{who} returned weights above 1 (largest {top:.6g}): "
+                          f"a weight lies in [MIN_WEIGHT, 1] (1: neutral), so they are taken as 1; scale the "
+                          f"policy's weights into that range", UserWarning, stacklevel=2)
+            return w.clamp_max(1.0)  # a copy: a custom policy may keep the tensor it returned
     return w
 
 
@@ -244,6 +267,14 @@ def built_in(policy: DecayPolicy) -> bool:
     """Whether ``policy`` is an instance of one of the :data:`BUILT_IN` classes itself (not
     of a subclass)."""
     return type(policy) in BUILT_IN
+
+
+def _custom_part(policy: DecayPolicy) -> DecayPolicy | None:
+    """The first policy in ``policy`` (itself, or a factor of a ``Product``) that is not built
+    in; None when its weights are at most 1 by construction."""
+    if type(policy) is Product:
+        return next((c for c in map(_custom_part, policy.policies) if c is not None), None)
+    return None if built_in(policy) else policy
 
 
 def fresh_weights(policy: DecayPolicy) -> bool:
