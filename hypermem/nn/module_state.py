@@ -29,6 +29,11 @@
   tensor, so the dict stays all tensors (``torch.load(weights_only=True)``, safetensors).  A
   state dict saved before they did loads with the layer's own ids; ids that are not one
   distinct string per loaded key are refused before anything is loaded.
+* A subclass extends the extra state: its ``get_extra_state`` returns a dict holding the
+  base's ids tensor under :data:`SLOT_IDS_KEY` next to its own entries, and its
+  ``set_extra_state`` calls ``super().set_extra_state(state)``; a state dict of the base
+  format (the ids tensor alone) loads into it with its own entries kept.  ``state_dict()``
+  refuses (``TypeError``) an extra state that leaves the ids out.
 * A checkpoint of another slot count (a memory grown by ``append`` / shrunk by ``remove``)
   loads into a layer built at any size: the slot count is data, not architecture.  When every
   per-slot tensor of the layer (:data:`~hypermem.nn.slot_writes.SLOT_TABLES`) is in the
@@ -94,10 +99,23 @@ def narrowed_keys(keys: torch.Tensor, was: torch.dtype, dtype: torch.dtype, c: f
     return out
 
 
+SLOT_IDS_KEY = "slot_ids"
+"""The key of the slot ids in a subclass's extra state: ``get_extra_state`` of a subclass that
+keeps its own extra state returns ``{SLOT_IDS_KEY: super().get_extra_state(), ...its own}``."""
+
+
 def loaded_ids(name: str, state, rows: int, check) -> list[str]:
     """The slot ids of a loaded ``_extra_state`` (``name``): a 1-D ``uint8`` tensor of the UTF-8
-    JSON of distinct strings, ``rows`` of them unless ``None`` (``check``: the layer's id
+    JSON of distinct strings, or a dict holding that tensor under :data:`SLOT_IDS_KEY` (a
+    subclass's extra state), ``rows`` of them unless ``None`` (``check``: the layer's id
     check); ``ValueError`` naming what is wrong."""
+    if isinstance(state, dict):
+        if SLOT_IDS_KEY not in state:
+            raise ValueError(f"{name} is a dict without the slot ids under {SLOT_IDS_KEY!r}: a subclass's "
+                             f"get_extra_state must return {{{SLOT_IDS_KEY!r}: super().get_extra_state(), ...}} "
+                             "and its set_extra_state call super().set_extra_state(state) (docs/nn.md, "
+                             "'Subclassing')")
+        name, state = f"{name}[{SLOT_IDS_KEY!r}]", state[SLOT_IDS_KEY]
     if not isinstance(state, torch.Tensor) or state.dtype != torch.uint8 or state.dim() != 1 or state.is_meta:
         raise ValueError(f"{name} must hold the slot ids as a 1-D torch.uint8 tensor (UTF-8 JSON), got "
                          f"{type(state).__name__}{'' if not isinstance(state, torch.Tensor) else f' {state.dtype}'}")
@@ -203,11 +221,14 @@ class ModuleState(NotScriptable):
         self.keys = new
 
     def get_extra_state(self) -> torch.Tensor:
-        """The slot ids for the ``state_dict``: the UTF-8 bytes of a JSON list, ``uint8``."""
+        """The slot ids for the ``state_dict``: the UTF-8 bytes of a JSON list, ``uint8``.  A
+        subclass with extra state of its own returns ``{SLOT_IDS_KEY: super().get_extra_state(),
+        ...}`` (:data:`SLOT_IDS_KEY`; :meth:`set_extra_state` takes both forms)."""
         return torch.frombuffer(bytearray(json.dumps(self.ids).encode()), dtype=torch.uint8).clone()
 
     def set_extra_state(self, state) -> None:
-        """The slot ids from a ``state_dict`` (:meth:`get_extra_state`), checked against the keys."""
+        """The slot ids from a ``state_dict`` (:meth:`get_extra_state`: the ids tensor, or a dict
+        holding it under :data:`SLOT_IDS_KEY`), checked against the keys."""
         ids = loaded_ids("state_dict['_extra_state']", state, None, self._check_ids)
         if len(ids) == len(self):  # else the keys did not load either: torch reports their size mismatch
             self.ids = ids
@@ -244,8 +265,22 @@ class ModuleState(NotScriptable):
             state_dict[prefix + "_extra_state"] = self.get_extra_state()
         else:
             loaded_ids(f"state_dict[{prefix + '_extra_state'!r}]", extra, rows, self._check_ids)
+            if isinstance(extra, torch.Tensor) and type(self).get_extra_state is not ModuleState.get_extra_state:
+                mine = self.get_extra_state()  # a subclass's: its own entries kept, the loaded ids
+                if isinstance(mine, dict):
+                    state_dict[prefix + "_extra_state"] = {**mine, SLOT_IDS_KEY: extra}
             self._take_slot_count(state_dict, prefix, rows)
         super()._load_from_state_dict(state_dict, prefix, local_metadata, *args, **kwargs)
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        """torch's, then a ``TypeError`` when a subclass's ``get_extra_state`` left the slot ids
+        out (its checkpoint would not load: :data:`SLOT_IDS_KEY`)."""
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        extra = destination.get(prefix + "_extra_state")
+        if not isinstance(extra, torch.Tensor) and not (isinstance(extra, dict) and SLOT_IDS_KEY in extra):
+            raise TypeError(f"{type(self).__name__}.get_extra_state returned {type(extra).__name__} without the "
+                            f"slot ids: return {{{SLOT_IDS_KEY!r}: super().get_extra_state(), ...}} and call "
+                            "super().set_extra_state(state) in set_extra_state (docs/nn.md, 'Subclassing')")
 
     def _take_slot_count(self, state_dict, prefix: str, rows: int) -> None:
         """Resize every per-slot tensor to ``rows`` slots (values undefined until torch copies the
