@@ -36,7 +36,8 @@
   refuses (``TypeError``) an extra state that leaves the ids out.
 * A checkpoint of another slot count (a memory grown by ``append`` / shrunk by ``remove``)
   loads into a layer built at any size: the slot count is data, not architecture.  When every
-  per-slot tensor of the layer (:data:`~hypermem.nn.slot_writes.SLOT_TABLES`) is in the
+  per-slot tensor of the layer (``slot_tables``: :data:`~hypermem.nn.slot_writes.SLOT_TABLES`
+  and a subclass's own) is in the
   ``state_dict`` with the loaded keys' row count (and the layer's other dimensions), and the
   ids (``_extra_state``) are there, each is resized in place first (:meth:`ModuleState._take_slot_count`:
   the same Parameter objects, so an optimizer built after the load, as Lightning builds its
@@ -62,7 +63,7 @@ from ..geometry.numerics import ball_margin
 from .param_rows import swap_rows
 from .read_checks import key_error
 from .scripting import NotScriptable
-from .slot_writes import LOADED_CHECKS, SLOT_TABLES, TIME_BUFFERS, check_slot_values
+from .slot_writes import LOADED_CHECKS, TIME_BUFFERS, check_slot_values
 
 LAYER_DTYPES = (torch.float32, torch.float64)
 """The dtypes of a memory's keys (its constructor and ``_apply`` refuse the others)."""
@@ -177,6 +178,7 @@ class ModuleState(NotScriptable):
         module._rewrap_keys()
         module._emptied = False
         module.invalidate()
+        module.check_slot_rows()
 
     def _apply(self, fn, recurse=True):
         # refuse a cast to a dtype the layer cannot hold, before any tensor changes
@@ -282,6 +284,14 @@ class ModuleState(NotScriptable):
                             f"slot ids: return {{{SLOT_IDS_KEY!r}: super().get_extra_state(), ...}} and call "
                             "super().set_extra_state(state) in set_extra_state (docs/nn.md, 'Subclassing')")
 
+    def _key_geometry(self):
+        """The key cache (:class:`~hypermem.nn.key_cache.KeyCache`); when it was dropped (a write,
+        a load, a first read) the per-slot tables are checked to have one row per slot first
+        (:meth:`~hypermem.nn.slot_writes.SlotWrites.check_slot_rows`): one attribute test a read."""
+        if self._key_cache is None:
+            self.check_slot_rows()
+        return super()._key_geometry()
+
     def _take_slot_count(self, state_dict, prefix: str, rows: int) -> None:
         """Resize every per-slot tensor to ``rows`` slots (values undefined until torch copies the
         loaded ones), in place for the Parameters (:func:`~hypermem.nn.param_rows.swap_rows`),
@@ -289,11 +299,18 @@ class ModuleState(NotScriptable):
         is (torch names the size mismatch)."""
         if rows == len(self):
             return
-        tables = {n: t for n in SLOT_TABLES if (t := getattr(self, n)) is not None}
+        tables = self.slot_table_map()
         for name, t in tables.items():
             s = state_dict.get(prefix + name)
             if not isinstance(s, torch.Tensor) or tuple(s.shape) != (rows, *t.shape[1:]):
                 return
+        for name, t in self.undeclared_slot_tensors().items():
+            s = state_dict.get(prefix + name)
+            if isinstance(s, torch.Tensor) and tuple(s.shape) == (rows, *t.shape[1:]):
+                raise ValueError(f"state_dict[{prefix + name!r}] has one row per loaded slot ({rows}) and "
+                                 f"{type(self).__name__}.{name} one per slot ({len(self)}), but {name!r} is not "
+                                 f"in slot_tables, so it would not be resized with the keys: declare it, "
+                                 f"slot_tables = HyperbolicMemory.slot_tables + ({name!r},); nothing was loaded")
         with torch.no_grad():
             for name, t in tables.items():
                 new = t.new_empty((rows, *t.shape[1:]))

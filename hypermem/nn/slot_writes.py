@@ -2,12 +2,23 @@
 
 A mixin of :class:`~hypermem.nn.HyperbolicMemory`; every write checks all its inputs
 before it changes anything (all or nothing).
+
+The per-slot tensors (row ``j`` is slot ``j``) are named by the class attribute
+:attr:`SlotWrites.slot_tables`.  A subclass with per-slot tensors of its own (buffers or
+parameters) extends it, ``slot_tables = HyperbolicMemory.slot_tables + ("priority",)``, and
+``append`` / ``remove`` / a load of another slot count resize them with the keys; the new rows
+of ``append`` come from its ``slot_rows={"priority": ...}`` or the subclass's
+:meth:`SlotWrites.new_slot_rows`.  A table whose row count is not the slot count is refused by
+name (:meth:`SlotWrites.check_slot_rows`) at the first read after a write or a load and after
+every load; a tensor of the layer with one row per slot that is not declared gets a
+``UserWarning`` when ``append`` / ``remove`` leave it behind (docs/nn.md, "Subclassing").
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import warnings
+from collections.abc import Mapping, Sequence
 
 import torch
 from torch import nn
@@ -42,6 +53,75 @@ def check_slot_values(name: str, t: torch.Tensor, rule: str = "finite") -> None:
 class SlotWrites:
     """``append``, ``update`` and ``remove`` of :class:`~hypermem.nn.HyperbolicMemory`, and
     the checks of per-slot data they share with its constructor."""
+
+    slot_tables: tuple[str, ...] = SLOT_TABLES
+    """The per-slot tensors: :data:`SLOT_TABLES`, plus a subclass's own (extend it, keeping these)."""
+
+    def slot_table_map(self) -> dict[str, torch.Tensor]:
+        """``{name: tensor}`` of every per-slot table the layer has (:attr:`slot_tables`; those
+        set to ``None`` left out); ``TypeError`` when a subclass's ``slot_tables`` drops one of
+        :data:`SLOT_TABLES` or names something that is not a tensor."""
+        names = type(self).slot_tables
+        if missing := [n for n in SLOT_TABLES if n not in names]:
+            raise TypeError(f"{type(self).__name__}.slot_tables leaves out {missing}: extend the base's, "
+                            "slot_tables = HyperbolicMemory.slot_tables + ('mine',)")
+        out = {}
+        for name in names:
+            t = getattr(self, name, _MISSING)
+            if t is None:
+                continue
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"{type(self).__name__}.slot_tables names {name!r}, which is "
+                                f"{'not an attribute' if t is _MISSING else type(t).__name__}, not a tensor")
+            out[name] = t
+        return out
+
+    def check_slot_rows(self) -> None:
+        """``ValueError`` naming a per-slot table (:attr:`slot_tables`) whose first dimension is
+        not the slot count (the layer checks it at the first read after a write or a load)."""
+        n = len(self)
+        for name, t in self.slot_table_map().items():
+            if t.dim() == 0 or t.shape[0] != n:
+                raise ValueError(f"{type(self).__name__}.{name} has shape {tuple(t.shape)} but the memory has {n} "
+                                 "slots: a per-slot table (slot_tables) needs one row per slot; it was changed "
+                                 "outside append / remove / load_state_dict")
+
+    def undeclared_slot_tensors(self) -> dict[str, torch.Tensor]:
+        """The layer's own buffers and parameters (not its submodules') with one row per slot that
+        :attr:`slot_tables` does not name: per-slot tables a subclass forgot to declare, most likely."""
+        n, names = len(self), set(type(self).slot_tables)
+        own = [*self.named_parameters(recurse=False), *self.named_buffers(recurse=False)]
+        return {name: t for name, t in own if name not in names and t.dim() > 0 and t.shape[0] == n}
+
+    def new_slot_rows(self, name: str, m: int) -> torch.Tensor:
+        """The rows of a subclass's per-slot table ``name`` for ``m`` slots that ``append`` adds
+        when its ``slot_rows`` does not give them.  Override it for a default; this one raises."""
+        raise ValueError(f"the {m} new slot(s) need rows of {name!r}: append(..., slot_rows={{{name!r}: ...}}), "
+                         f"or define {type(self).__name__}.new_slot_rows for a default")
+
+    def _new_table_rows(self, slot_rows: Mapping[str, torch.Tensor] | None, m: int) -> dict[str, torch.Tensor]:
+        """The new rows of a subclass's per-slot tables for ``append`` (checked, before any change)."""
+        tables = {n: t for n, t in self.slot_table_map().items() if n not in SLOT_TABLES}
+        given = dict(slot_rows or {})
+        if unknown := sorted(set(given) - set(tables)):
+            raise ValueError(f"slot_rows names {unknown}, not a per-slot table of this memory's own "
+                             f"(slot_tables beyond the base's: {sorted(tables)})")
+        out = {}
+        for name, old in tables.items():
+            rows = torch.as_tensor(given[name] if name in given else self.new_slot_rows(name, m)).detach()
+            if tuple(rows.shape) != (m, *old.shape[1:]):
+                raise ValueError(f"the new rows of {name!r} must have shape {(m, *old.shape[1:])}, "
+                                 f"got {tuple(rows.shape)}")
+            out[name] = rows.to(old.device, old.dtype)
+        return out
+
+    def _warn_undeclared(self, tensors: dict[str, torch.Tensor], what: str) -> None:
+        """A ``UserWarning`` for each tensor of :meth:`undeclared_slot_tensors` that ``what`` left behind."""
+        for name, t in tensors.items():
+            warnings.warn(f"{type(self).__name__}.{name} has one row per slot ({t.shape[0]}) but is not in "
+                          f"slot_tables, so {what} did not resize it (the memory has {len(self)} slots now): if "
+                          f"it is per-slot, declare it, slot_tables = HyperbolicMemory.slot_tables + ({name!r},)",
+                          UserWarning, stacklevel=3)
 
     def _slot_tensor(self, name, value, n, matrix=False, positive=False):
         if value is None:
@@ -127,15 +207,18 @@ class SlotWrites:
                     swap_rows(self.values, V, keep, n_add, optimizers)
                 else:
                     self.values = V
-            for name in SLOT_TABLES[2:]:
-                old = getattr(self, name)
-                if old is not None:
+            for name, old in self.slot_table_map().items():
+                if name in ("keys", "values"):
+                    continue
+                if isinstance(old, nn.Parameter):  # a subclass's trained table: the same Parameter
+                    swap_rows(old, new_rows(name, old.data), keep, n_add, optimizers)
+                else:
                     setattr(self, name, new_rows(name, old))
         self._key_cache = None
 
     def append(self, keys, values=None, *, ids: Sequence[str] | None = None, depth=None, timestamps=None,
                access_counts=None, valid_from=None, valid_until=None, importance=None,
-               optimizer=None) -> list[str]:
+               optimizer=None, slot_rows: Mapping[str, torch.Tensor] | None = None) -> list[str]:
         """Add slots (no gradient); returns their ids.  All or nothing.
 
         ``keys`` and trainable ``values`` stay the same Parameter objects, grown in place, so
@@ -153,6 +236,8 @@ class SlotWrites:
         importance 1).  ``ids=None`` names the new slots ``str(N)``, ``str(N + 1)``, ... (``N``
         the slot count before the write), skipping ids in use: deterministic, but a removed
         slot's id may be given again (:func:`~hypermem.nn.slot_ids.generate_ids`).
+        ``slot_rows``: ``{name: (m, ...) rows}`` of a subclass's own per-slot tables
+        (:attr:`slot_tables`; default :meth:`new_slot_rows`).
         """
         opts = self._trained_rows(optimizer)
         K = torch.as_tensor(keys).detach()
@@ -182,8 +267,11 @@ class SlotWrites:
             add["depth"] = P.distance_to_origin(K, self.curvature)
         if self.timestamps is not None and "timestamps" not in add:
             add["timestamps"] = torch.full((m,), to_seconds(to_utc(self.clock())), dtype=torch.float64)
+        add.update(self._new_table_rows(slot_rows, m))
         new_ids = self._check_ids(ids, m, taken=self.ids.rows(), start=len(self))
+        left = self.undeclared_slot_tensors()
         self._resize(None, add, m, opts)
+        self._warn_undeclared(left, "append")
         self.ids.extend(new_ids)
         if self.records is not None:
             self.records.extend([None] * m)
@@ -254,7 +342,9 @@ class SlotWrites:
             raise ValueError("cannot remove every slot (a memory needs at least one)")
         gone = [self.ids[i] for i in idx.tolist()]
         kept = keep.nonzero().squeeze(1)
+        left = self.undeclared_slot_tensors()
         self._resize(kept, None, 0, opts)
+        self._warn_undeclared(left, "remove")
         kl = kept.tolist()
         self.ids = [self.ids[i] for i in kl]
         if self.records is not None:
@@ -272,6 +362,8 @@ class SlotWrites:
             raise ValueError("slots are repeated")
         return idx
 
+
+_MISSING = object()
 
 
 def _default_rows(name: str, old: torch.Tensor, m: int) -> torch.Tensor:
