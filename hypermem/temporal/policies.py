@@ -227,8 +227,8 @@ def policy_weights(policy: DecayPolicy, now: datetime | float, times: torch.Tens
     here, with a ``UserWarning`` naming the policy and its largest weight: the exact search and
     the index then rank alike (an index search only evaluates its candidates, so it could not
     refuse a weight it never sees).  The built-in policies (their exact classes, and products
-    of them) stay within 1 and are not checked; under ``torch.compile`` / ``torch.export`` the
-    clamp runs without the host-side check or warning.
+    of them) stay within 1 and are not checked; on an accelerator and under ``torch.compile`` /
+    ``torch.export`` the clamp runs without the host-side check or warning (no device sync).
     """
     n, dev = times.shape[0], times.device
     if access_counts is None:
@@ -244,8 +244,8 @@ def policy_weights(policy: DecayPolicy, now: datetime | float, times: torch.Tens
         raise ValueError(f"the decay policy returned shape {tuple(w.shape)}, expected ({n},)")
     custom = _custom_part(policy) if n else None
     if custom is not None:
-        if torch.compiler.is_compiling() or torch.compiler.is_exporting():
-            return w.clamp_max(1.0)  # traced: no host read of a value
+        if dev.type != "cpu" or torch.compiler.is_compiling() or torch.compiler.is_exporting():
+            return w.clamp_max(1.0)  # on an accelerator or traced: no host read of a value (no sync)
         top = float(w.max())  # one O(n) reduction, custom policies only
         if top > 1.0:
             who = (f"the decay policy {type(custom).__name__}" if custom is policy else
