@@ -129,3 +129,32 @@ def test_a_trained_embedding_with_an_embedder_of_another_dim_names_both_dims():
         embedding_to_memory(pts, [("mammal", "dog")], embedder=Emb(16))
     mem = embedding_to_memory(pts, [("mammal", "dog")], embedder=Emb(np.int64(3)))
     assert mem.ancestors("dog") == ["mammal"]
+
+
+# ---------------------------------------------------------------------------- load keeps the saved policy
+class Plain:
+    """A custom decay policy: every weight 1."""
+
+    def weight(self, now, times, access_counts, valid_from, valid_until):
+        return torch.ones_like(times)
+
+
+def test_load_refuses_a_policy_other_than_the_saved_one_as_open_does(tmp_path):
+    m = Memory(decay=Plain())
+    m.add("dogs")
+    m.save(tmp_path / "p.db")
+    with pytest.raises(ValueError, match=r"saved with decay=<a custom policy 'Plain'>; cannot load it with "
+                                         r"decay=HalfLife\(hours=720.0\).*set mem.decay"):
+        Memory.load(tmp_path / "p.db", decay=HalfLife())
+    with pytest.raises(ValueError, match="saved with decay=<a custom policy 'Plain'>"):
+        Memory.from_json(m.to_json(), decay=HalfLife())
+    assert isinstance(Memory.load(tmp_path / "p.db", decay=Plain()).decay, Plain)
+    h = Memory(decay=HalfLife(hours=24))
+    h.add("dogs")
+    h.save(tmp_path / "h.db")
+    assert Memory.load(tmp_path / "h.db", decay=HalfLife(hours=24)).decay == HalfLife(hours=24)
+    with pytest.raises(ValueError, match=r"saved with decay=HalfLife\(hours=24.0\); cannot load it"):
+        Memory.load(tmp_path / "h.db", decay=HalfLife(hours=1))
+    with pytest.raises(ValueError, match="was created with"):   # open: its own message, unchanged
+        Memory.open(tmp_path / "d.db", decay=Plain()).close()
+        Memory.open(tmp_path / "d.db", decay=HalfLife())

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...temporal import CustomPolicyError, PolicySpecError, policy_from_spec, policy_spec
+from ..saved_decay import other_than_saved
 
 __all__ = ["check_stored_decay"]
 
@@ -23,15 +23,8 @@ def check_stored_decay(spec: Any, decay: Any, where: str) -> None:
     """Refuse ``decay`` (given to ``Memory.open``; ``None``: not given) when it is not the
     policy ``spec`` the store at ``where`` was created with.  An unreadable spec is left to
     :func:`~hypermem.store.validation.decay_from_spec` (the given policy stands in for it, as before)."""
-    if decay is None:
-        return
-    try:
-        was = repr(policy_from_spec(spec))
-    except CustomPolicyError:
-        was = f"<a custom policy {str(spec.get('type'))[:80]!r}>"
-    except PolicySpecError:
-        return
-    if policy_spec(decay) == (policy_spec(policy_from_spec(None)) if spec is None else spec):
+    was = None if decay is None else other_than_saved(spec, decay)
+    if was is None:
         return
     raise ValueError(f"{where} was created with decay={was}; cannot open it with decay={decay!r}: a store keeps "
                      f"its decay policy, so every process and the command line rank it alike. Open it without "
