@@ -158,3 +158,41 @@ def test_load_refuses_a_policy_other_than_the_saved_one_as_open_does(tmp_path):
     with pytest.raises(ValueError, match="was created with"):   # open: its own message, unchanged
         Memory.open(tmp_path / "d.db", decay=Plain()).close()
         Memory.open(tmp_path / "d.db", decay=HalfLife())
+
+
+# ---------------------------------------------------------------------------- 3. --embedder module:Class
+EMB_MODULE = '''
+import numpy as np
+
+class BagEmb:
+    dim = 16
+    def embed(self, texts):
+        out = np.zeros((len(texts), 16))
+        for i, t in enumerate(texts):
+            for ch in t:
+                out[i, ord(ch) % 16] += 1.0
+        return out
+'''
+
+
+def test_the_cli_takes_an_embedder_written_in_python_as_module_colon_class(tmp_path, monkeypatch, capsys):
+    import sys
+
+    from hypermem.cli import main
+
+    (tmp_path / "walk74_bagemb.py").write_text(EMB_MODULE)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "walk74_bagemb", raising=False)
+    sys.path.insert(0, str(tmp_path))
+    from walk74_bagemb import BagEmb
+
+    with Memory.open(tmp_path / "agent.db", embedder=BagEmb()) as db:
+        db.add("dogs are loyal", id="d")
+        db.add("cats purr", id="c")
+    assert main(["search", "agent.db", "dogs"]) == 1
+    assert "pass --embedder module:BagEmb" in capsys.readouterr().err
+    assert main(["search", "agent.db", "dogs", "--embedder", "walk74_bagemb:BagEmb", "--json"]) == 0
+    assert '"d"' in capsys.readouterr().out
+    assert main(["search", "agent.db", "dogs", "--embedder", "walk74_bagemb:Nope"]) == 1
+    assert "has no class 'Nope'" in capsys.readouterr().err
