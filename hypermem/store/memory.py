@@ -390,7 +390,7 @@ class Memory(MemoryDelegates):
         """Read a file written by :meth:`save` (or by ``poincare-memory`` 0.1.4), using the saved
         embeddings (nothing is re-embedded).  The hashing embedder and built-in decay policies are
         restored; pass ``embedder=`` / ``decay=`` for custom ones (a hierarchy encoder must be the one
-        recorded: :mod:`hypermem.store.encoder_points`; a ``decay=`` the saved policy: set ``mem.decay`` after).  Missing file: ``FileNotFoundError``; corrupt,
+        recorded: :mod:`hypermem.store.encoder_points`; a ``decay=`` replaces the saved policy).  Missing file: ``FileNotFoundError``; corrupt,
         truncated or other-version file: :class:`MemoryFileError`; dimension mismatch: ``ValueError``."""
         mem = load_memory(path, embedder=embedder, decay=decay, clock=clock, device=device, dtype=dtype, cls=cls)
         trim_after(mem.state.n)

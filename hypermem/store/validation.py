@@ -48,7 +48,6 @@ from ..temporal import CustomPolicyError, PolicySpecError, policy_from_spec
 from ..temporal.clock import to_utc
 from .caller_warning import warn_caller
 from .file_access import may_not_read
-from .saved_decay import check_saved_decay
 from .sqlite_paths import connect
 
 MAX_DIM = 1 << 20
@@ -336,11 +335,12 @@ def _settings(spec: Mapping) -> str:
 
 
 def decay_from_spec(spec: Any, decay: Any, where: str) -> Any:
-    """The decay policy of a loaded memory: ``decay`` if it is the saved one (:mod:`.saved_decay`),
-    else the built-in policy of ``spec`` (``None``: no decay); a malformed spec or a bad built-in
-    parameter is a :class:`MemoryFileError`, a custom policy a ``ValueError`` asking for ``decay=``."""
+    """The decay policy of a loaded memory: ``decay`` if given (it replaces the saved one, as in
+    ``poincare-memory``; ``Memory.open`` refuses another: :mod:`.saved_decay`), else the built-in
+    policy of ``spec`` (``None``: no decay); a malformed spec or a bad built-in parameter is a
+    :class:`MemoryFileError`, a custom policy a ``ValueError`` asking for ``decay=``."""
     if decay is not None:
-        return check_saved_decay(spec, decay, where)
+        return decay
     try:
         return policy_from_spec(spec)
     except PolicySpecError as exc:
