@@ -336,7 +336,7 @@ def _settings(spec: Mapping) -> str:
 
 def decay_from_spec(spec: Any, decay: Any, where: str) -> Any:
     """The decay policy of a loaded memory: ``decay`` if given (it replaces the saved one, as in
-    ``poincare-memory``; ``Memory.open`` refuses another: :mod:`.saved_decay`), else the built-in
+    ``poincare-memory``; ``Memory.open`` refuses another: :mod:`.backends.stored_decay`), else the built-in
     policy of ``spec`` (``None``: no decay); a malformed spec or a bad built-in parameter is a
     :class:`MemoryFileError`, a custom policy a ``ValueError`` asking for ``decay=``."""
     if decay is not None:

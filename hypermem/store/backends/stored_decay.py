@@ -14,9 +14,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..saved_decay import other_than_saved
+from ...temporal import CustomPolicyError, PolicySpecError, policy_from_spec, policy_spec
 
-__all__ = ["check_stored_decay"]
+__all__ = ["check_stored_decay", "other_than_saved"]
+
+
+def other_than_saved(spec: Any, decay: Any) -> str | None:
+    """``None`` when ``decay`` is the policy ``spec`` records (``None``: no decay; a custom
+    policy: one of the recorded class) or ``spec`` is unreadable, else the recorded policy in
+    words (its ``repr``, or ``<a custom policy 'Name'>``).  The rule of :func:`check_stored_decay`."""
+    try:
+        was = repr(policy_from_spec(spec))
+    except CustomPolicyError:
+        was = f"<a custom policy {str(spec.get('type'))[:80]!r}>"
+    except PolicySpecError:
+        return None
+    return None if policy_spec(decay) == (policy_spec(policy_from_spec(None)) if spec is None else spec) else was
 
 
 def check_stored_decay(spec: Any, decay: Any, where: str) -> None:
