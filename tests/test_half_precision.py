@@ -119,7 +119,10 @@ def test_memory_reads_half_queries(autocast):
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
         out = m(q)
     ref = m(q.detach().float())
-    tol = 3e-2 if autocast else 1e-5  # under autocast the softmax-weighted sum of the values runs in bfloat16
+    # under autocast the softmax-weighted sum of the values runs in bfloat16; without it the read is
+    # computed in the memory's float32 and returned in the query's float16 (walk 74: the next half layer takes it)
+    tol = 3e-2 if autocast else 2e-3
+    assert out.read.dtype == (torch.bfloat16 if autocast else torch.float16)
     torch.testing.assert_close(out.read.float(), ref.read, atol=tol, rtol=tol)
     out.read.float().sum().backward()
     assert torch.isfinite(q.grad).all() and torch.isfinite(m.keys.grad).all()
