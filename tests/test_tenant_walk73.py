@@ -39,10 +39,12 @@ def test_close_waits_for_the_call_in_flight_and_the_next_call_is_refused(tmp_pat
 
     monkeypatch.setattr(SqliteStorage, "changes_since", paused)
     said: list[str] = []
+    closed = threading.Event()
 
     def request():
         try:
             said.append(str([r.id for r in m.search("plan", k=1, touch=False)]))
+            assert closed.wait(10)   # the next call comes after the close (a lock is not fair: it could win)
             m.search("plan", k=1)
             said.append("second search ran")
         except Exception as exc:  # noqa: BLE001 - the outcome is the assertion
@@ -51,7 +53,11 @@ def test_close_waits_for_the_call_in_flight_and_the_next_call_is_refused(tmp_pat
     worker = threading.Thread(target=request)
     worker.start()
     assert inside.wait(10)
-    closer = threading.Thread(target=m.close)
+    def close():
+        m.close()
+        closed.set()
+
+    closer = threading.Thread(target=close)
     closer.start()
     closer.join(0.3)
     waited = closer.is_alive()  # was: closed at once, the paused call then ran on a closed connection
