@@ -194,3 +194,13 @@ def test_the_cli_takes_an_embedder_written_in_python_as_module_colon_class(tmp_p
     assert '"d"' in capsys.readouterr().out
     assert main(["search", "agent.db", "dogs", "--embedder", "walk74_bagemb:Nope"]) == 1
     assert "has no class 'Nope'" in capsys.readouterr().err
+
+
+def test_callable_embedder_takes_any_integer_dim_and_keeps_a_plain_int():
+    from hypermem.embed import CallableEmbedder
+
+    e = CallableEmbedder(lambda texts: [[1.0, 2.0]] * len(texts), np.int64(2))
+    assert type(e.dim) is int and e.dim == 2 and tuple(e.embed(["a"]).shape) == (1, 2)
+    for bad in (2.0, True, "2", 0, np.float64(2)):
+        with pytest.raises(ValueError, match="dim must be a positive integer"):
+            CallableEmbedder(lambda texts: texts, bad)

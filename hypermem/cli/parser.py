@@ -158,9 +158,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--filter", type=filter_arg, metavar="JSON", help='only memories whose metadata match, as '
                    'Memory.search takes it: \'{"user": "u1"}\', \'{"n": {"$gt": 3}}\', $and/$or/$not/$in')
     p.add_argument("--valid-only", action="store_true", help="leave out memories outside their validity window")
-    p.add_argument("--embedder", metavar="minilm|hashing|PATH", type=path_arg, help="the embedder of the query: minilm "
-                   "(all-MiniLM-L6-v2, the embed extra), hashing, or the folder of a saved encoder (default: the "
-                   "store's own, hashing or MiniLM, as hypermem mcp finds it; PATH is needed for another encoder)")
+    p.add_argument("--embedder", metavar="minilm|hashing|PATH|module:Class", type=path_arg, help="the embedder of "
+                   "the query: minilm (all-MiniLM-L6-v2, the embed extra), hashing, the folder of a saved encoder, or "
+                   "a class on PYTHONPATH made with no arguments (default: the store's own, hashing or MiniLM, as "
+                   "hypermem mcp finds it; PATH or module:Class is needed for another embedder)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_search)
 
@@ -211,8 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: 256)")
     p.add_argument("--half-life", type=positive_float, default=None, help="decay half-life in hours for items "
                    "(default: no decay)")
-    p.add_argument("--embedder", metavar="minilm|hashing|PATH", type=path_arg, help="the embedder of the items (default: "
-                   "hashing, --dim); a memory JSON keeps its own embeddings and needs none")
+    p.add_argument("--embedder", metavar="minilm|hashing|PATH|module:Class", type=path_arg, help="the embedder of the "
+                   "items (default: hashing, --dim); a memory JSON keeps its own embeddings and needs none")
     p.add_argument("--force", action="store_true", help="replace OUTPUT if it exists")
     p.set_defaults(func=cmd_import)
 

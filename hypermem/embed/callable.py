@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,8 +29,13 @@ class CallableEmbedder:
     def __post_init__(self) -> None:
         if not callable(self.fn):
             raise TypeError(f"CallableEmbedder needs a callable, got {type(self.fn).__name__}")
-        if isinstance(self.dim, bool) or not isinstance(self.dim, int) or self.dim < 1:
+        try:   # any integer (a NumPy one from a config too), kept as a plain int; not a float or a bool
+            dim = operator.index(self.dim) if not isinstance(self.dim, bool) else None
+        except TypeError:
+            dim = None
+        if dim is None or dim < 1:
             raise ValueError(f"dim must be a positive integer, got {self.dim!r}")
+        self.dim = int(dim)
 
     def embed(self, texts: Sequence[str]) -> torch.Tensor:
         out = self.fn(list(texts))
