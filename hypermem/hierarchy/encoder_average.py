@@ -24,20 +24,14 @@ from contextlib import contextmanager
 
 import torch
 
+from .encoder_inputs import checked_fraction
+
 __all__ = ["WeightAverage", "check_average"]
 
 
 def check_average(decay) -> float:
     """``average`` checked: 0 (off) or a decay ``beta`` in (0, 1)."""
-    if isinstance(decay, (bool, str, bytes)):
-        raise ValueError(f"average must be 0 (off) or a decay between 0 and 1, got {decay!r}")
-    try:
-        value = float(decay)
-    except (TypeError, ValueError):
-        raise ValueError(f"average must be 0 (off) or a decay between 0 and 1, got {decay!r}") from None
-    if not 0.0 <= value < 1.0:
-        raise ValueError(f"average must be 0 (off) or a decay between 0 and 1, got {decay!r}")
-    return value
+    return checked_fraction(decay, f"average must be 0 (off) or a decay between 0 and 1, got {decay!r}", one=False)
 
 
 class WeightAverage:

@@ -10,7 +10,23 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterable, Mapping
 
-__all__ = ["checked_inputs", "checked_edges", "as_id", "warn_few_validation_pairs", "MIN_VALIDATION_PAIRS"]
+__all__ = ["checked_inputs", "checked_edges", "as_id", "checked_fraction", "warn_few_validation_pairs",
+           "MIN_VALIDATION_PAIRS"]
+
+
+def checked_fraction(value, message: str, *, one: bool = True) -> float:
+    """A setting that is a real number in ``[0, 1]`` (``one=False``: ``[0, 1)``), a NumPy or 0-d
+    torch scalar too, as a float; a bool, a string, NaN or a value out of range is a
+    ``ValueError`` with ``message``."""
+    if isinstance(value, (bool, str, bytes)):
+        raise ValueError(message)
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(message) from None
+    if not (0.0 <= x <= 1.0 if one else 0.0 <= x < 1.0):
+        raise ValueError(message)
+    return x
 
 MIN_VALIDATION_PAIRS = 20
 """Below this many positive validation pairs, the threshold (and ``lambda``) chosen on them is

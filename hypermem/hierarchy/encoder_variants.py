@@ -25,20 +25,14 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
+from .encoder_inputs import checked_fraction
+
 __all__ = ["TextVariants", "variant_texts", "check_aliases", "check_alias_rate", "distinct_aliases"]
 
 
 def check_alias_rate(rate) -> float:
     """``alias_rate`` checked: a real number in [0, 1] (a NumPy or 0-d torch scalar too)."""
-    if isinstance(rate, (bool, str, bytes)):
-        raise ValueError(f"alias_rate must be a number between 0 and 1, got {rate!r}")
-    try:
-        value = float(rate)
-    except (TypeError, ValueError):
-        raise ValueError(f"alias_rate must be a number between 0 and 1, got {rate!r}") from None
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"alias_rate must be a number between 0 and 1, got {rate!r}")
-    return value
+    return checked_fraction(rate, f"alias_rate must be a number between 0 and 1, got {rate!r}")
 
 
 def _text_key(text: str) -> str:
