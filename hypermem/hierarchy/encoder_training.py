@@ -342,7 +342,9 @@ def _train(edges, names, val, aliases, alias_rate, cfg, curvature, seed_all, *, 
     if max_minutes is not None:   # what runs after the last step, timed on samples of the pairs at the start
         val_texts = _pair_texts(val, names)
         kids, cands, _ = ranking_sample(names, val.positives, seed=seed)
-        budget = TimeBudget(60.0 * max_minutes, len(val_texts), len({names[e] for e in (*kids, *cands)} - val_texts))
+        passes = 2 if average is not None else 1   # a validation of the weights, and of their average
+        budget = TimeBudget(60.0 * max_minutes, passes * len(val_texts),
+                            len({names[e] for e in (*kids, *cands)} - val_texts))
         _time_samples(enc, names, val, seed, budget)
     bar = progress_bar(planned, "hierarchy encoder", "step", show)
 
