@@ -29,10 +29,7 @@ class CallableEmbedder:
     def __post_init__(self) -> None:
         if not callable(self.fn):
             raise TypeError(f"CallableEmbedder needs a callable, got {type(self.fn).__name__}")
-        try:   # any integer (a NumPy one from a config too), kept as a plain int; not a float or a bool
-            dim = operator.index(self.dim) if not isinstance(self.dim, bool) else None
-        except TypeError:
-            dim = None
+        dim = as_int(self.dim)   # any integer (a NumPy one from a config too), kept as a plain int
         if dim is None or dim < 1:
             raise ValueError(f"dim must be a positive integer, got {self.dim!r}")
         self.dim = int(dim)
@@ -46,6 +43,17 @@ class CallableEmbedder:
             raise ValueError(f"embedding function returned shape {tuple(X.shape)}, "
                              f"expected ({len(texts)}, {self.dim})")
         return X
+
+
+def as_int(value: Any) -> int | None:
+    """``value`` as an ``int`` when it is an integer (a NumPy ``np.int64(8)`` too, through
+    ``operator.index`` as ``range`` takes it), else ``None``: a bool, a float (even ``8.0``), a string."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
 
 
 def check_output_kind(out: Any, who: str) -> None:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import operator
 from typing import Any
+
+from ..embed.callable import as_int
 
 __all__ = ["check_dim_value", "check_embedder"]
 
@@ -13,13 +14,10 @@ def check_dim_value(dim: Any, what: str = "the embedder") -> int:
     shape too, through ``operator.index``, as ``range`` takes it), at least 2.  A float is refused
     even when integral (``8.0`` from a JSON or YAML config), as Python's own sizes refuse it, and
     a bool; both are a ``ValueError`` naming the value."""
-    if isinstance(dim, bool):
-        raise ValueError(f"{what}'s dim must be an integer, got {dim!r}")
-    try:
-        out = operator.index(dim)
-    except TypeError:
+    out = as_int(dim)
+    if out is None:
         fix = f" (int({dim!r}) where a config gave it)" if isinstance(dim, float) and dim.is_integer() else ""
-        raise ValueError(f"{what}'s dim must be an integer, got {dim!r}{fix}") from None
+        raise ValueError(f"{what}'s dim must be an integer, got {dim!r}{fix}")
     if out < 2:
         raise ValueError(f"{what} must produce vectors of dimension >= 2, got dim={dim!r}")
     return out
