@@ -11,7 +11,11 @@ cell).  A plain script piped to a file, a test run, a log bridge or a daemon get
   ``IPython.get_ipython()`` a shell with a ``kernel`` (the terminal ``ipython`` shell has none,
   and its standard error is a TTY anyway).  It only looks into :data:`sys.modules`, so it
   imports nothing and costs a dictionary look-up outside a notebook.
-* :func:`interactive` — either of them: the default of every ``progress=None``.
+* :func:`interactive` — either of them: the default of every ``progress=None``; ``False``
+  inside :func:`quiet_progress`.
+* :func:`quiet_progress` — a block whose default bars stay hidden: the encode passes that a
+  longer job (a training run's validations) makes under its own bar, which reports them
+  instead.  It is a :class:`contextvars.ContextVar`, so another thread's bars are untouched.
 * :func:`tqdm_class` — the bar: tqdm's notebook widget in a notebook with ``ipywidgets``
   installed (the ``notebook`` extra), else tqdm's text bar (which a notebook shows too), never
   ``tqdm.auto``'s fallback with its "IProgress not found" warning.
@@ -19,9 +23,14 @@ cell).  A plain script piped to a file, a test run, a log bridge or a daemon get
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import sys
+from collections.abc import Iterator
 
-__all__ = ["in_notebook", "interactive", "stderr_is_terminal", "tqdm_class"]
+__all__ = ["in_notebook", "interactive", "quiet_progress", "stderr_is_terminal", "tqdm_class"]
+
+_QUIET: contextvars.ContextVar[bool] = contextvars.ContextVar("hypermem_quiet_progress", default=False)
 
 
 def stderr_is_terminal() -> bool:
@@ -53,8 +62,21 @@ def in_notebook() -> bool:
 
 
 def interactive() -> bool:
-    """Whether a progress bar has someone to show to: a terminal or a notebook."""
-    return stderr_is_terminal() or in_notebook()
+    """Whether a progress bar has someone to show to: a terminal or a notebook, outside
+    :func:`quiet_progress`."""
+    return not _QUIET.get() and (stderr_is_terminal() or in_notebook())
+
+
+@contextlib.contextmanager
+def quiet_progress() -> Iterator[None]:
+    """Inside, :func:`interactive` is ``False``: the bars left to their default (``progress=None``,
+    an encoder's ``show_progress_bar=None``) do not show; a bar forced with ``True`` still does.
+    Nests, and restores the previous state on the way out, an error included."""
+    token = _QUIET.set(True)
+    try:
+        yield
+    finally:
+        _QUIET.reset(token)
 
 
 def tqdm_class():

@@ -36,6 +36,8 @@ id; ids are compared as text (``str(id)``), in the edges and in the keys of ``na
 Without ``validation_edges``, 5% of ``edges`` (at most 2,000) are carved out for validation
 and not trained on; a validation of fewer than 20 positive pairs warns (its threshold is unreliable).
 The run keeps the caller's torch generators and thread count (:mod:`~hypermem.hierarchy.torch_state`).
+Its one progress bar is its own: the validations' encode passes show none
+(:func:`~hypermem.embed.progress.quiet_progress`); the bar's postfix shows the last validation's F1.
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ from .encoder_losses import LossWeights
 from .encoder_prefix import FrozenPrefix, resolve_frozen_layers
 from .encoder_step import TimeBudget, TokenCache, batch_losses, lr_factor, step_seed
 from .encoder_variants import TextVariants, check_alias_rate, check_aliases, distinct_aliases, variant_texts
-from .progress import progress_bar, show_progress
+from .progress import progress_bar, quiet_progress, show_progress
 from .torch_state import private_rng
 
 __all__ = ["EncoderTrainConfig", "fit_hierarchy_encoder", "validation_pairs", "validate_encoder",
@@ -345,7 +347,8 @@ def _train(edges, names, val, aliases, alias_rate, cfg, curvature, seed_all, *, 
         passes = 2 if average is not None else 1   # a validation of the weights, and of their average
         budget = TimeBudget(60.0 * max_minutes, passes * len(val_texts),
                             len({names[e] for e in (*kids, *cands)} - val_texts))
-        _time_samples(enc, names, val, seed, budget)
+        with quiet_progress():
+            _time_samples(enc, names, val, seed, budget)
     bar = progress_bar(planned, "hierarchy encoder", "step", show)
 
     history: list[dict[str, float]] = []
@@ -354,13 +357,25 @@ def _train(edges, names, val, aliases, alias_rate, cfg, curvature, seed_all, *, 
     def run_validation(step: int, epoch: float) -> None:
         t0 = time.monotonic()
         enc.model.eval()
-        n = validate_weights(step, epoch, averaged=False)
-        if average is not None:   # the moving average too: the best of either is kept
-            with average.applied():
-                n += validate_weights(step, epoch, averaged=True)
+        if bar is not None:
+            bar.set_description("hierarchy encoder (validating)")
+        with quiet_progress():   # the training bar reports the validation: no encode bars beside it
+            n = validate_weights(step, epoch, averaged=False)
+            if average is not None:   # the moving average too: the best of either is kept
+                with average.applied():
+                    n += validate_weights(step, epoch, averaged=True)
         enc.model.train()
         if budget is not None:
             budget.observe(n, time.monotonic() - t0)
+        if bar is not None:
+            bar.set_description("hierarchy encoder")
+            bar.set_postfix(postfix(), refresh=True)
+
+    def postfix() -> dict[str, str]:
+        shown = {"loss": f"{last_loss:.3f}"} if last_loss is not None else {}
+        if history:
+            shown["val_f1"] = f"{history[-1]['f1']:.3f}"
+        return shown
 
     def validate_weights(step: int, epoch: float, averaged: bool) -> int:
         nonlocal best
@@ -377,6 +392,7 @@ def _train(edges, names, val, aliases, alias_rate, cfg, curvature, seed_all, *, 
         return len(scorer.points)
 
     step, step_time, stop, out_of_time = 0, 0.0, False, False
+    last_loss: float | None = None
     enc.model.train()
     epoch = 0
     while not stop and (epochs is None or epoch < epochs):
@@ -403,8 +419,9 @@ def _train(edges, names, val, aliases, alias_rate, cfg, curvature, seed_all, *, 
             dt = time.monotonic() - t0
             step_time = dt if step == 1 else 0.9 * step_time + 0.1 * dt
             if bar is not None:
+                last_loss = losses["loss"].detach().item()
+                bar.set_postfix(postfix(), refresh=False)
                 bar.update(1)
-                bar.set_postfix(loss=f"{losses['loss'].detach().item():.3f}")
             if step % cfg.validate_every == 0:
                 run_validation(step, step / len(batches))
         epoch += 1
@@ -422,7 +439,7 @@ def _train(edges, names, val, aliases, alias_rate, cfg, curvature, seed_all, *, 
     chosen = best[2]
     enc.centripetal_weight, enc.threshold = chosen["lambda"], chosen["threshold"]
     enc.model.eval()
-    with torch.no_grad():  # the ranking lambda of the kept weights, on the same validation edges (their points)
+    with torch.no_grad(), quiet_progress():  # the ranking lambda of the kept weights, on the validation edges
         enc.ranking_weight, rank_mrr = choose_ranking_lambda(CachedScorer(enc, best[3]), names, val.positives,
                                                              seed=seed)
     if enc.ranking_weight is not None:

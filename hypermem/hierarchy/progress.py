@@ -5,14 +5,15 @@ A bar shows where someone watches: standard error a terminal, or a Jupyter noteb
 caller forces it with ``progress=True`` (``False`` hides it).  It is tqdm's notebook widget in a
 notebook with ``ipywidgets`` (the ``notebook`` extra), else tqdm's text bar
 (:func:`hypermem.embed.progress.tqdm_class`); without tqdm (it ships with transformers) nothing
-shows.
+shows.  A long job's inner passes (a training run's validations) run under
+:func:`~hypermem.embed.progress.quiet_progress`, so that only the job's own bar shows and reports them.
 """
 
 from __future__ import annotations
 
-from ..embed.progress import interactive, tqdm_class
+from ..embed.progress import interactive, quiet_progress, tqdm_class
 
-__all__ = ["progress_bar", "show_progress"]
+__all__ = ["progress_bar", "quiet_progress", "show_progress"]
 
 
 def show_progress(progress: bool | None, large: bool = True) -> bool:
