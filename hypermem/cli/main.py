@@ -6,9 +6,10 @@ database of ``Memory.open`` or a ``postgresql://`` URL (both opened read-only).
 Mistakes (a missing file, an unknown id, a bad option) print one line and exit non-zero
 (set HYPERMEM_DEBUG=1 to get the traceback instead); a warning is one ``warning: ...`` line
 on stderr, or, where the warnings filter makes it an exception (``PYTHONWARNINGS=error``), one
-``error:`` line and status 1; Ctrl-C stops any command with status 130 and no traceback (while
-the package loads too: the console script's ``_hypermem_console``), SIGTERM and SIGHUP with
-143 and 129 (:mod:`hypermem.cli.stop_signals`), a half-written output's temporary file removed.
+``error:`` line and status 1; Ctrl-C stops any command with status 130, the one line
+``hypermem COMMAND: interrupted`` on stderr and no traceback (while the package loads too: the
+console script's ``_hypermem_console``), SIGTERM and SIGHUP with 143 and 129 and ``stopped by
+SIGTERM`` (:mod:`hypermem.cli.stop_signals`), a half-written output's temporary file removed.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ..store.file_access import may_not_read
 from ..store.shown_text import shown
 from .inputs import UserError, stdout_takes_unicode
 from .parser import build_parser
-from .stop_signals import SIGNALS, stopping_on_signals
+from .stop_signals import SIGNALS, stopped_status, stopping_on_signals
 
 __all__ = ["build_parser", "main"]
 
@@ -79,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as exc:   # anywhere: building the parser, loading, writing
         if os.environ.get("HYPERMEM_DEBUG"):
             raise
-        return getattr(exc, "status", 130)   # 143 / 129 for SIGTERM / SIGHUP (stop_signals.Stopped)
+        return stopped_status(exc, None)   # 143 / 129 for SIGTERM / SIGHUP (stop_signals.Stopped)
 
 
 def _tolerant_stdout() -> bool:
@@ -130,7 +131,9 @@ def _run(argv: list[str] | None) -> int:
         with stopping_on_signals(signals):
             return int(args.func(args) or 0)
     except KeyboardInterrupt as exc:
-        return getattr(exc, "status", 130)
+        if os.environ.get("HYPERMEM_DEBUG"):
+            raise
+        return stopped_status(exc, args.command)
     except BrokenPipeError:
         raise   # not a mistake of the user's: main stops quietly
     except Exception as exc:

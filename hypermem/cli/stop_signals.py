@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 from collections.abc import Iterator
 
-__all__ = ["Stopped", "stopping_on_signals"]
+__all__ = ["Stopped", "stopped_status", "stopping_on_signals"]
 
 SIGNALS = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s is not None)
 """SIGTERM, and SIGHUP where the platform has it (not Windows)."""
@@ -30,6 +31,20 @@ class Stopped(KeyboardInterrupt):
         super().__init__(f"stopped by {signal.Signals(signum).name}")
         self.signum = signum
         self.status = 128 + signum
+
+
+def stopped_status(exc: KeyboardInterrupt, command: str | None) -> int:
+    """The exit status of a command that ``exc`` stopped (130 for Ctrl-C, ``128 + signal`` for
+    :class:`Stopped`), after one line on stderr saying so -- ``hypermem import: interrupted``,
+    ``hypermem export: stopped by SIGTERM`` -- where a traceback would otherwise have been: the
+    user sees that the command did not finish, and nothing more (what it was writing is removed
+    by the cleanup the exception ran through)."""
+    what = str(exc) if isinstance(exc, Stopped) else "interrupted"
+    try:
+        print(f"hypermem{' ' + command if command else ''}: {what}", file=sys.stderr, flush=True)
+    except (OSError, ValueError, AttributeError):   # stderr closed or gone: the status still tells
+        pass
+    return getattr(exc, "status", 130)
 
 
 def _stop(signum: int, frame: object) -> None:
