@@ -42,7 +42,11 @@
   ids (``_extra_state``) are there, each is resized in place first (:meth:`ModuleState._take_slot_count`:
   the same Parameter objects, so an optimizer built after the load, as Lightning builds its
   optimizers after restoring the model, holds them and loads its state of that shape); torch
-  then copies the values.  Otherwise torch's ``size mismatch`` error stands.
+  then copies the values.  Otherwise torch's ``size mismatch`` error stands, with the table
+  that held the count back named (:mod:`~hypermem.nn.load_hints`).
+* A checkpoint with an optional table the layer lacks (timestamps, values, ...), or without one
+  it has, or of another dimension: torch's error, with the cause and the fix added
+  (:mod:`~hypermem.nn.load_hints`); ``strict=False`` returns torch's key lists.
 * :meth:`ModuleState.invalidate` drops the cached key geometry (see
   :meth:`HyperbolicMemory.key_geometry`) after writes that autograd does not see.
 """
@@ -60,6 +64,7 @@ import torch.nn.functional as F
 from ..geometry import poincare as P
 from ..geometry.ball import check_loaded_curvature
 from ..geometry.numerics import ball_margin
+from .load_hints import hint_keys, shape_hints
 from .param_rows import swap_rows
 from .read_checks import key_error
 from .scripting import NotScriptable
@@ -235,14 +240,17 @@ class ModuleState(NotScriptable):
         if len(ids) == len(self):  # else the keys did not load either: torch reports their size mismatch
             self.ids = ids
 
-    def _load_from_state_dict(self, state_dict, prefix, local_metadata, *args, **kwargs):
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
         """Refuse, before anything is loaded, a tensor the constructor would refuse
         (:data:`LOADED_CHECKS`: NaN values, a NaN ``log_temperature``, ...; keys outside the
         ball of the loaded curvature): ``ValueError`` naming the key.  The ball's ``isp_c``
         too, here as well as by the ball, so a bad one leaves this layer unchanged (the ball
         loads after it).  Keys of a wider dtype than the layer's (float64 into float32) are
         projected onto the margin of the layer's dtype (:func:`narrowed_keys`, with a
-        warning), unless ``assign=True``."""
+        warning), unless ``assign=True``.  Then torch's load, with the cause and the fix of a
+        missing / unexpected optional table or a size mismatch added to torch's error
+        (:mod:`~hypermem.nn.load_hints`)."""
         for name, rule in LOADED_CHECKS.items():
             t = state_dict.get(prefix + name)
             if isinstance(t, torch.Tensor) and not t.is_meta:
@@ -272,7 +280,13 @@ class ModuleState(NotScriptable):
                 if isinstance(mine, dict):
                     state_dict[prefix + "_extra_state"] = {**mine, SLOT_IDS_KEY: extra}
             self._take_slot_count(state_dict, prefix, rows)
-        super()._load_from_state_dict(state_dict, prefix, local_metadata, *args, **kwargs)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
+        hint_keys(state_dict, prefix, lambda name: getattr(self, name) is not None, missing_keys, unexpected_keys)
+        value_dim = None if self.values is None else self.values.shape[1]
+        blocker = (lambda n: self._slot_count_blocker(state_dict, prefix, n)) if extra is not None \
+            else (lambda n: f"{prefix + '_extra_state'!r} (the slot ids) is not in the state_dict")
+        error_msgs.extend(shape_hints(state_dict, prefix, self.dim, value_dim, len(self), blocker))
 
     def _save_to_state_dict(self, destination, prefix, keep_vars):
         """torch's, then a ``TypeError`` when a subclass's ``get_extra_state`` left the slot ids
@@ -292,18 +306,25 @@ class ModuleState(NotScriptable):
             self.check_slot_rows()
         return super()._key_geometry()
 
+    def _slot_count_blocker(self, state_dict, prefix: str, rows: int) -> str | None:
+        """Why the layer cannot take the slot count ``rows`` of ``state_dict``: the first per-slot
+        table of the layer missing from it or of another shape; ``None`` when none is."""
+        for name, t in self.slot_table_map().items():
+            s = state_dict.get(prefix + name)
+            if not isinstance(s, torch.Tensor):
+                return f"{prefix + name!r} is not in the state_dict"
+            if tuple(s.shape) != (rows, *t.shape[1:]):
+                return f"{prefix + name!r} has shape {tuple(s.shape)}, not {(rows, *t.shape[1:])}"
+        return None
+
     def _take_slot_count(self, state_dict, prefix: str, rows: int) -> None:
         """Resize every per-slot tensor to ``rows`` slots (values undefined until torch copies the
         loaded ones), in place for the Parameters (:func:`~hypermem.nn.param_rows.swap_rows`),
         when the ``state_dict`` holds each of them with ``rows`` rows; else leave the layer as it
         is (torch names the size mismatch)."""
-        if rows == len(self):
+        if rows == len(self) or self._slot_count_blocker(state_dict, prefix, rows) is not None:
             return
         tables = self.slot_table_map()
-        for name, t in tables.items():
-            s = state_dict.get(prefix + name)
-            if not isinstance(s, torch.Tensor) or tuple(s.shape) != (rows, *t.shape[1:]):
-                return
         for name, t in self.undeclared_slot_tensors().items():
             s = state_dict.get(prefix + name)
             if isinstance(s, torch.Tensor) and tuple(s.shape) == (rows, *t.shape[1:]):
