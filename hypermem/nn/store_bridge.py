@@ -11,6 +11,7 @@ import torch
 
 from ..embed import Embedder, HashingEmbedder
 from ..store import Memory
+from ..store.checks import embed_for_store
 from ..store.frames import parents_first
 
 _Layer = TypeVar("_Layer", bound="StoreBridge")
@@ -82,6 +83,7 @@ class StoreBridge:
         recs = self.records if self.records is not None else [None] * n
         K = self.keys.detach().to("cpu", torch.float64)
         V = None if self.values is None else self.values.detach().to("cpu", torch.float64)
+        emb = self._export_embeddings(K, V, cfg["embedder"], texts, recs)
         items = []
         for i in range(n):
             rec = recs[i]
@@ -95,10 +97,7 @@ class StoreBridge:
                     item["parent"] = parents[i]
                 if self.timestamps is not None:
                     item["t"] = datetime.fromtimestamp(float(self.timestamps[i]), tz=timezone.utc)
-            if V is not None and V.shape[1] == self.dim:
-                item["embedding"] = V[i]
-            else:
-                item["embedding"] = K[i] / K[i].norm().clamp_min(1e-300)
+            item["embedding"] = emb[i]
             items.append(item)
         mem = Memory(**cfg)
         ids = mem.add_many([items[i] for i in parents_first(items)])
@@ -111,3 +110,34 @@ class StoreBridge:
                     src = recs[r]
                     mem.state.set_access(id_, int(acc[r]), None if src is None else src.last_accessed)
         return mem
+
+    def _export_embeddings(self, K: torch.Tensor, V: torch.Tensor | None, embedder: Embedder,
+                           texts: Sequence[str] | None, recs: list) -> torch.Tensor:
+        """The stored embedding of each slot in :meth:`to_memory` (float64, CPU ``K`` / ``V``):
+        its value when that has the keys' dimension and a non-zero entry, else its key's
+        direction; a key at the origin of the ball (a root: norm 0, a point like any other) has
+        no direction, so it takes the embedding of its text, the store's own rule for a point at
+        the origin (:func:`hypermem.store.placement.point_placement`).  Its distances do not
+        depend on that direction under ``metric="hyperbolic"``; under ``"shell"`` the layer
+        gives it one distance to every query, the store the distance of that direction.  A
+        store refuses a zero embedding (its direction is the unit embedding), so a text the
+        embedder maps to zero is refused here, naming the slot."""
+        emb = K / torch.linalg.vector_norm(K, dim=1, keepdim=True).clamp_min(1e-300)
+        if V is not None and V.shape[1] == self.dim:
+            emb = torch.where(V.ne(0).any(1, keepdim=True), V, emb)
+        origin = (~emb.ne(0).any(1)).nonzero().flatten().tolist()
+        if not origin:
+            return emb
+        words = [texts[i] if texts is not None else recs[i].text if recs[i] is not None else self.ids[i]
+                 for i in origin]
+
+        def where(j: int) -> str:
+            return f"slot #{origin[j]} (id {self.ids[origin[j]]!r})"
+
+        try:
+            emb[origin] = embed_for_store(embedder, words, where).to(emb.dtype)
+        except ValueError as e:
+            raise ValueError(f"{e}. Its key is the origin of the ball, which has no direction, so the store "
+                             "takes it from the embedding of its text: pass texts= the embedder maps to a "
+                             "non-zero vector, or values of the keys' dimension") from None
+        return emb
