@@ -67,6 +67,7 @@ from pathlib import Path
 
 from ..configs import available, config_path
 from .config_errors import max_time_error, module_error, parser_value_error, trainer_error, yaml_error
+from .config_help import with_shipped_configs
 from .config_paths import resolve_data_file, resolve_dataset, setting_file
 from .hierarchy_checkpoint import CheckpointError
 from .resume_checks import AlreadyComplete, ConfigError, check_resume
@@ -219,6 +220,9 @@ def _cli_class():
         @staticmethod
         def subcommands() -> dict:
             return {k: v for k, v in LightningCLI.subcommands().items() if k in SUBCOMMANDS}
+
+        def init_parser(self, **kwargs):   # --help lists the shipped configs (config_help)
+            return with_shipped_configs(super().init_parser(**kwargs))
 
         def add_arguments_to_parser(self, parser) -> None:
             """What the parser dumps (``--print_config``, the run's ``config.yaml``) gives the shared
