@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from .callable import as_int
 from .hashing import HashingEmbedder
 
 __all__ = ["CLASS_PATH", "EMBEDDER_NAMES", "EmbedderMissing", "StandIn", "class_embedder", "class_flag",
@@ -109,17 +110,24 @@ def class_embedder(name: str) -> Any:
     """``--embedder module:Class``: an embedder written in Python, the class imported (from
     PYTHONPATH or the current folder, which is put first on ``sys.path`` as uvicorn does for its
     ``module:app``) and made with no arguments; a ``ValueError`` (one line, naming the flag) when
-    the module does not import, has no such class, the class fails to make or its object has no
-    ``dim`` and ``embed(texts)``.  The user's choice on the command line only: a store file never
+    the module is not found, is found but does not import (its own error, or a dependency of it that
+    is not installed, named), has no such class, the class fails to make or its object has no
+    ``dim`` and ``embed(texts)`` or a ``dim`` that is not an integer >= 2.  The user's choice on the command line only: a store file never
     names a class to import."""
     module, _, qualname = name.partition(":")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
         obj: Any = importlib.import_module(module)
-    except ImportError as exc:
+    except ModuleNotFoundError as exc:
+        missing = exc.name or module
+        if missing != module and not module.startswith(missing + "."):   # found; its own import is not
+            raise ValueError(f"--embedder {name}: {module!r} needs {missing!r}, which is not installed") from None
         raise ValueError(f"--embedder {name}: cannot import {module!r} ({exc}); the module must be on PYTHONPATH "
                          "or in the current folder") from None
+    except Exception as exc:   # the module's own code: a SyntaxError, an error it raises at import
+        why = " ".join(str(exc).split())
+        raise ValueError(f"--embedder {name}: importing {module!r} failed ({type(exc).__name__}: {why})") from None
     for part in qualname.split("."):
         obj = getattr(obj, part, None)
     if not isinstance(obj, type):
@@ -131,6 +139,9 @@ def class_embedder(name: str) -> Any:
                          "with no arguments: give its arguments defaults, or name a subclass that sets them") from None
     if not callable(getattr(emb, "embed", None)) or not hasattr(emb, "dim"):
         raise ValueError(f"--embedder {name}: a {qualname} has no dim attribute and embed(texts) method")
+    dim = as_int(emb.dim)   # the store's rule (store.embedder_dim), said here of the embedder, not of a file
+    if dim is None or dim < 2:
+        raise ValueError(f"--embedder {name}: a {qualname}'s dim must be an integer >= 2, got {emb.dim!r}")
     return emb
 
 
