@@ -26,6 +26,17 @@ def run_checked(cmd, cwd, env=None, timeout=900):
     return out
 
 
+def new_venv_with(env_dir: Path, wheel_path: Path) -> Path:
+    """A fresh venv at ``env_dir`` with the wheel installed (``--no-deps``); returns its python.
+    The venv gets no pip of its own (ensurepip costs seconds): this interpreter's pip installs
+    into it with ``--python``."""
+    run_checked([sys.executable, "-m", "venv", "--without-pip", env_dir], cwd=env_dir.parent)
+    py = env_dir / "bin" / "python"
+    run_checked([sys.executable, "-m", "pip", "--python", py, "install", "-q", "--no-deps", "--no-index", wheel_path],
+                cwd=env_dir.parent)
+    return py
+
+
 @pytest.fixture(scope="session")
 def wheel(tmp_path_factory):
     """Build the wheel from a copy of the sources (the checkout gets no build/ folder); the
@@ -46,9 +57,7 @@ def wheel(tmp_path_factory):
 def venv(wheel, tmp_path_factory):
     """A fresh venv outside the checkout with the wheel installed; returns its bin folder."""
     env_dir = tmp_path_factory.mktemp("venv") / "env"
-    run_checked([sys.executable, "-m", "venv", env_dir], cwd=env_dir.parent)
-    py = env_dir / "bin" / "python"
-    run_checked([py, "-m", "pip", "install", "-q", "--no-deps", "--no-index", wheel[0]], cwd=env_dir.parent)
+    py = new_venv_with(env_dir, wheel[0])
     purelib = Path(run_checked([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                         cwd=env_dir.parent).stdout.strip())
     deps = [p for p in site.getsitepackages() if Path(p).is_dir()] + [sysconfig.get_paths()["purelib"]]
@@ -106,9 +115,7 @@ def bare_venv(wheel, tmp_path_factory):
 
     root = tmp_path_factory.mktemp("bare")
     env_dir, deps = root / "env", root / "deps"
-    run_checked([sys.executable, "-m", "venv", env_dir], cwd=root)
-    py = env_dir / "bin" / "python"
-    run_checked([py, "-m", "pip", "install", "-q", "--no-deps", "--no-index", wheel[0]], cwd=root)
+    py = new_venv_with(env_dir, wheel[0])
     purelib = Path(run_checked([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                cwd=root).stdout.strip())
     allowed = required_distributions(wheel[0])
