@@ -52,3 +52,15 @@ def test_an_origin_whose_text_gives_no_direction_is_named_by_its_slot():
 def test_under_the_shell_metric_the_origin_exports_too_with_its_texts_direction():
     store = HyperbolicMemory(_keys(), metric="shell").to_memory(texts=["the root", "alpha", "beta"])
     assert store.metric == "shell" and torch.allclose(store.points, _keys(), atol=1e-12)
+
+
+def test_a_layer_below_the_hashing_embedders_dimension_is_told_to_pass_an_embedder():
+    K = torch.zeros(2, 4, dtype=torch.float64)
+    K[0, 0], K[1, 1] = 0.2, 0.5
+    layer = HyperbolicMemory(K, ids=["a", "b"])
+    with pytest.raises(ValueError, match=r"dimension 4, too few .*hashing embedder.*>= 8.*: pass embedder= "
+                                         r"an embedder of dimension 4"):
+        layer.to_memory()
+    emb = CallableEmbedder(lambda texts: [[1.0, 0.0, 0.0, 0.0] for _ in texts], dim=4)
+    store = layer.to_memory(embedder=emb)   # the way out the message names works
+    assert store.ids == ["a", "b"] and torch.allclose(store.points, K, atol=1e-12)

@@ -63,12 +63,20 @@ class StoreBridge:
         time, metadata, validity, access counts) come from :meth:`from_memory` when the
         layer was built that way; otherwise ``texts`` (default the ids) and ``parents``
         (ids, default none) describe them.  ``embedder`` defaults to the source store's
-        (or a :class:`~hypermem.embed.HashingEmbedder` of the keys' dimension).
+        (or a :class:`~hypermem.embed.HashingEmbedder` of the keys' dimension; below its least
+        dimension, 8, ``embedder=`` is needed and a ``ValueError`` says so).
         """
         cfg = dict(self._store_config or {})
         if embedder is not None:
             cfg["embedder"] = embedder
-        cfg.setdefault("embedder", HashingEmbedder(dim=self.dim))
+        if "embedder" not in cfg:
+            try:
+                cfg["embedder"] = HashingEmbedder(dim=self.dim)
+            except ValueError as e:   # below the hashing embedder's least dimension
+                raise ValueError(f"the layer's keys have dimension {self.dim}, too few for the default, a hashing "
+                                 f"embedder ({e}): pass embedder= an embedder of dimension {self.dim} (an object "
+                                 f"with dim and embed(texts), e.g. hypermem.embed.CallableEmbedder(fn, "
+                                 f"dim={self.dim}))") from None
         if int(cfg["embedder"].dim) != self.dim:
             raise ValueError(f"the embedder has dimension {cfg['embedder'].dim}, the keys {self.dim}")
         cfg.update(curvature=self.curvature, metric=self.metric, base_depth=self.base_depth,
