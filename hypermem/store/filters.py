@@ -51,6 +51,15 @@ __all__ = ["MISSING", "OPERATORS", "RECORD_FIELDS", "FilterError", "RecordFilter
 
 
 class _Missing:
+    """:data:`MISSING`'s type, one object (checked with ``is``, held by a copied store's value columns): pickle,
+    copy and deepcopy give back the name ``__reduce__`` returns; ``__new__`` (an older pickle) no twin."""
+
+    def __new__(cls) -> Any:
+        return globals().get("MISSING") or super().__new__(cls)
+
+    def __reduce__(self) -> str:
+        return "MISSING"
+
     def __repr__(self) -> str:
         return "<missing>"
 
@@ -196,10 +205,6 @@ def check_filter(spec: Any, path: str = "") -> None:
     _check(spec, path)
 
 
-def _at(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
-
-
 _OPERAND = {"$exists": (bool, "a bool (True or False)"), "$empty": (bool, "a bool (True or False)"),
             "$text_match": (str, "a str"), "$text_match_insensitive": (str, "a str")}
 
@@ -222,7 +227,7 @@ def _check(spec: Any, path: str) -> None:
     for key, want in spec.items():
         if not isinstance(key, str):
             raise FilterError(f"filter {path or 'top level'}: keys must be strings, got {key!r}")
-        where = _at(path, key)
+        where = f"{path}.{key}" if path else key
         if key in ("$and", "$or"):
             if not isinstance(want, (list, tuple)):
                 raise FilterError(f"filter {where} takes a list of filters, got {type(want).__name__}")
@@ -398,12 +403,8 @@ def _pg_field(path: list[str], op: str, x: Any, params: list) -> str | None:
 
     if op == "$exists":
         return f"({v()} IS NOT NULL)" if x else f"({v()} IS NULL)"
-    if op == "$eq":
-        clause = f"({v()} = %s::jsonb)"
-        params.append(json.dumps(x))
-        return clause
-    if op == "$ne":
-        clause = f"({v()} IS NULL OR {v()} <> %s::jsonb)"
+    if op in ("$eq", "$ne"):
+        clause = f"({v()} = %s::jsonb)" if op == "$eq" else f"({v()} IS NULL OR {v()} <> %s::jsonb)"
         params.append(json.dumps(x))
         return clause
     if op in ("$in", "$nin"):

@@ -62,6 +62,15 @@ _ORDER = {"$gt": operator.gt, "$gte": operator.ge, "$lt": operator.lt, "$lte": o
 
 
 class _NotDict:
+    """:data:`NOT_DICT`'s type, one object like ``filters.MISSING``: pickle, copy and deepcopy give
+    back the name ``__reduce__`` returns (a str: the module's own object); ``__new__`` makes no twin."""
+
+    def __new__(cls) -> Any:
+        return globals().get("NOT_DICT") or super().__new__(cls)
+
+    def __reduce__(self) -> str:
+        return "NOT_DICT"
+
     def __repr__(self) -> str:
         return "<under no dict>"
 
