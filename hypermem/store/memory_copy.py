@@ -9,6 +9,10 @@ a copy that is neither shallow nor independent.  :func:`copy_memory` makes ``cop
 helpers copied, as ``copy.deepcopy`` does) that shares only what is not store state: the embedder
 (a model, possibly large), the clock and the placement reranker.
 
+The copy is taken under the store's lock (``mem.state.lock``, which every write, ``save`` and
+``to_json`` hold): a copy made while another thread writes waits for that write and copies
+the store before or after it, never halfway.
+
 A store bound to durable storage (``Memory.open``) is refused: a copy would be a second handle
 writing the same file or database behind the first one's back.
 """
@@ -32,8 +36,9 @@ def copy_memory(mem: Any) -> Any:
         raise TypeError(f"copy.copy of a store opened with Memory.open ({where}) would be a second handle writing "
                         f"the same storage: call Memory.open on it again for another handle; for an "
                         f"independent in-process copy, mem.save('snapshot.db') and Memory.load('snapshot.db')")
-    shared = (mem.embedder, mem.clock, mem.reranker)
-    return copy.deepcopy(mem, {id(x): x for x in shared})
+    with mem.state.lock:   # no write halfway through the copy (store.state: every write holds it)
+        shared = (mem.embedder, mem.clock, mem.reranker)
+        return copy.deepcopy(mem, {id(x): x for x in shared})
 
 
 def shown_class_name(mem: Any) -> str:
