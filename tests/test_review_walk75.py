@@ -1,11 +1,15 @@
-"""Review of walk 75: copy.copy under the store's lock."""
+"""Review of walk 75: copy.copy under the store's lock, private_rng on mps."""
 
 from __future__ import annotations
 
 import copy
 import threading
 
+import torch
+
 from hypermem import Memory
+from hypermem.hierarchy import torch_state
+from hypermem.hierarchy.torch_state import private_rng
 
 WAIT = 0.3   # seconds a thread is given to do what it must not do (no duration is asserted)
 
@@ -42,3 +46,39 @@ def test_copy_waits_for_a_write_that_holds_the_lock():
     assert c.get("late").text == "late"
     c.add("only in the copy", id="own")
     assert "own" not in mem.state.ids and len(mem) == 4
+
+
+# ---------------------------------------------------------------------------- 2. private_rng on mps
+class _MpsModule:
+    """torch.mps's RNG API as an Apple-silicon build has it: one generator, no ``current_device``,
+    no ``default_generators``."""
+
+    def __init__(self) -> None:
+        self.state, self.seeds = torch.tensor([42], dtype=torch.uint8), []
+
+    def get_rng_state(self, device="mps"):
+        return self.state.clone()
+
+    def set_rng_state(self, state, device="mps"):
+        self.state = state.clone()
+
+    def manual_seed(self, n):
+        self.seeds.append(n)
+        self.state = torch.tensor([n], dtype=torch.uint8)
+
+
+def test_private_rng_on_mps_seeds_and_restores_its_one_generator(monkeypatch):
+    fake, real = _MpsModule(), torch.get_device_module
+    monkeypatch.setattr(torch, "get_device_module", lambda kind=None: fake if str(kind) == "mps" else real(kind))
+    cpu = torch.get_rng_state()
+    with private_rng("mps") as seed:
+        seed(5)
+        assert fake.seeds == [5] and fake.state.tolist() == [5]
+        inside = torch.rand(1)
+    assert fake.state.tolist() == [42], "the mps generator's state is the caller's again"
+    assert torch.equal(torch.get_rng_state(), cpu)
+    torch.manual_seed(5)
+    assert torch.equal(torch.rand(1), inside)
+    torch.set_rng_state(cpu)
+    assert torch_state._accelerator("mps") == ("mps", [0])
+    assert torch_state._accelerator("mps:0") == ("mps", [0])

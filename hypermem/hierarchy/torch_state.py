@@ -26,8 +26,10 @@ def _accelerator(device) -> tuple[str | None, list[int]]:
     dev = torch.device(device if device is not None else "cpu")
     if dev.type in ("cpu", "meta"):
         return None, []
-    mod = torch.get_device_module(dev.type)
-    return dev.type, [dev.index if dev.index is not None else mod.current_device()]
+    if dev.index is not None:
+        return dev.type, [dev.index]
+    current = getattr(torch.get_device_module(dev.type), "current_device", None)
+    return dev.type, [current() if current is not None else 0]   # torch.mps has no current_device: one device
 
 
 @contextlib.contextmanager
@@ -50,7 +52,7 @@ def private_rng(device=None, threads: int | None = None) -> Iterator[Callable[[i
                     gens = getattr(mod, "default_generators", None)
                     if gens:
                         gens[d].manual_seed(int(n))
-                    else:   # one device of its kind (mps)
+                    else:   # one device of its kind (mps: torch.mps.manual_seed seeds its one generator)
                         mod.manual_seed(int(n))
 
             yield seed
