@@ -18,11 +18,22 @@ processes trains on its share of every epoch's batches, batch ``i`` on rank ``i 
 steps); one process trains on all of them, in order.  ``files`` are read when the module is made,
 before ``trainer.fit`` launches the other processes: a bad file is one error, not one per process.  Validation is one pass over ``val_size`` positives
 with their random and hard negatives (the module scores them all at once).
+
+``data.aliases`` names a file of entities' other names, the training variants of
+:mod:`~hypermem.hierarchy.encoder_variants` (``model.alias_rate``): TSV lines
+``id<TAB>alias[<TAB>alias...]`` (an id may have several lines; a first line ``id<TAB>alias`` is
+a header) or JSONL ``{"id": ..., "aliases": [...]}`` (or ``"alias": "..."``), read like the
+``names`` file (:func:`read_aliases`; UTF-8, ``.gz``, every line checked, an error naming the
+file and line) and checked against the hierarchy's ids.
 """
 
 from __future__ import annotations
 
+import gzip
+import json
+import os
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 import lightning.pytorch as pl
 from torch.utils.data import DataLoader, IterableDataset
@@ -38,9 +49,85 @@ from ..data.hierarchy_tasks import (
 )
 from ..data.wordnet import HIT_TEXTS, hit_noun_hierarchy
 from ..hierarchy.encoder_batches import EdgeBatches, closure_sets
+from ..hierarchy.encoder_variants import check_aliases
 from .mid_epoch import ResumableLoader, trainer_position
 
 TASKS = {"mixed": mixed_hop_task, "multi": multi_hop_task, "unseen": unseen_entity_task}
+MAX_ALIAS_LINE = 1 << 16
+
+
+def read_aliases(path: str | os.PathLike) -> dict[str, list[str]]:
+    """``id -> [alias, ...]`` of an aliases file (module docstring), in file order; a ``ValueError``
+    ``data.aliases: FILE:LINE: why`` for a file that is not UTF-8, a malformed line, a blank id or
+    alias.  Ids are not checked against a hierarchy here (:meth:`EncoderDataModule.checked_aliases`)."""
+    return _alias_entries(path)[0]
+
+
+def _alias_entries(path) -> tuple[dict[str, list[str]], dict[str, int]]:
+    """:func:`read_aliases`' mapping and the line of each id's first entry."""
+    path = Path(path).expanduser().absolute()
+    jsonl = (Path(path.stem).suffix if path.suffix.lower() == ".gz" else path.suffix).lower() in (".jsonl", ".json")
+    out: dict[str, list[str]] = {}
+    first: dict[str, int] = {}
+
+    def bad(no: int, why: str) -> ValueError:
+        return ValueError(f"data.aliases: {path}:{no}: {why}")
+
+    if not path.is_file():
+        raise ValueError(f"data.aliases: no such file: {str(path)!r}")
+    try:
+        with (gzip.open if path.suffix.lower() == ".gz" else open)(path, "rt", encoding="utf-8-sig") as fh:
+            for no, line in enumerate(iter(lambda: fh.readline(MAX_ALIAS_LINE + 1), ""), 1):
+                if len(line) > MAX_ALIAS_LINE:
+                    raise bad(no, f"line longer than {MAX_ALIAS_LINE} characters")
+                line = line.rstrip("\n").rstrip("\r")
+                if not line.strip():
+                    continue
+                key, texts = _alias_json(line, no, bad) if jsonl else _alias_tsv(line, no, bad)
+                if no == 1 and not jsonl and key.lower() == "id" and [t.lower() for t in texts] in (["alias"],
+                                                                                                  ["aliases"]):
+                    continue   # the header
+                out.setdefault(key, []).extend(texts)
+                first.setdefault(key, no)
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"data.aliases: {path}: not UTF-8 text ({exc.reason}); save the file as UTF-8") from None
+    except (EOFError, gzip.BadGzipFile) as exc:
+        raise ValueError(f"data.aliases: {path}: cannot be read ({exc})") from None
+    return out, first
+
+
+def _alias_tsv(line: str, no: int, bad) -> tuple[str, list[str]]:
+    parts = line.split("\t")
+    if len(parts) < 2 or not parts[0].strip():
+        raise bad(no, f"every line needs an id and at least one alias, tab-separated, got {line[:80]!r}")
+    if any(not t.strip() for t in parts[1:]):
+        raise bad(no, f"a blank alias in {line[:80]!r}")
+    return parts[0].strip(), [t.strip() for t in parts[1:]]
+
+
+def _alias_json(line: str, no: int, bad) -> tuple[str, list[str]]:
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise bad(no, f"not valid JSON ({exc.msg})") from None
+    except (ValueError, RecursionError) as exc:   # an integer of more than 4300 digits, a deep nest
+        raise bad(no, f"not a readable JSON line ({str(exc).split(';')[0][:100]})") from None
+    if not isinstance(obj, dict):
+        raise bad(no, "expected a JSON object")
+    key = obj.get("id")
+    if not isinstance(key, (str, int)) or isinstance(key, bool) or not str(key).strip():
+        raise bad(no, "missing field 'id'" if "id" not in obj else f"field 'id' must be a non-empty string, got {key!r}")
+    if "aliases" in obj:
+        texts = obj["aliases"]
+        if not isinstance(texts, list) or not all(isinstance(t, str) and t.strip() for t in texts):
+            raise bad(no, f"field 'aliases' must be a list of non-empty strings, got {texts!r}"[:200])
+    elif "alias" in obj:
+        if not isinstance(obj["alias"], str) or not obj["alias"].strip():
+            raise bad(no, f"field 'alias' must be a non-empty string, got {obj['alias']!r}"[:200])
+        texts = [obj["alias"]]
+    else:
+        raise bad(no, "missing field 'aliases' (a list of texts; or 'alias', one text)")
+    return str(key).strip(), [t.strip() for t in texts]
 
 
 def process_rank() -> tuple[int, int]:
@@ -112,11 +199,15 @@ class EncoderDataModule(pl.LightningDataModule):
         Validation positives scored at each validation (a seeded sample of the task's).
     seed:
         Seeds the split, the negatives and the batches.
+    aliases:
+        A file of entities' other names (:func:`read_aliases`), shown in training steps in place
+        of an entity's name with probability ``model.alias_rate``
+        (:mod:`~hypermem.hierarchy.encoder_variants`); ``null`` (the default): none.
     """
 
     def __init__(self, hierarchy: str = "wordnet", edges: str | None = None, names: str | None = None,
                  text: str = "lemma", task: str = "mixed", batch_size: int = 128, children_per_parent: int = 8, negatives: int = 10,
-                 hard_negatives: int = 8, val_size: int = 1000, seed: int = 0):
+                 hard_negatives: int = 8, val_size: int = 1000, seed: int = 0, aliases: str | None = None):
         super().__init__()
         if hierarchy not in ("wordnet", "files"):
             raise ValueError(f"data.hierarchy must be 'wordnet' or 'files', got {hierarchy!r}")
@@ -140,6 +231,25 @@ class EncoderDataModule(pl.LightningDataModule):
         # a user's files are read (and checked) here, in the process that launches the DDP ranks:
         # a bad file stops the run with one error, not one per process
         self.h: EntityHierarchy | None = read_hierarchy(edges, names) if hierarchy == "files" else None
+        self.aliases: dict[str, tuple[str, ...]] = {}
+        if aliases:   # read and checked here too (WordNet's hierarchy loaded for its ids)
+            if self.h is None:
+                self.h = hit_noun_hierarchy(text=text)
+            self.aliases = self.checked_aliases(aliases, self.h.names)
+
+    @staticmethod
+    def checked_aliases(path, names: dict[str, str]) -> dict[str, tuple[str, ...]]:
+        """The aliases of ``path`` (:func:`read_aliases`) with each id one of ``names``: an id
+        the hierarchy lacks is named with its first line."""
+        raw, lines = _alias_entries(path)
+        for key in raw:
+            if key not in names:
+                raise ValueError(f"data.aliases: {Path(path).expanduser().absolute()}:{lines[key]}: the id "
+                                 f"{key!r} has no name in the hierarchy")
+        try:
+            return check_aliases(raw, names)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"data.aliases: {exc}") from None
 
     def setup(self, stage: str | None = None) -> None:
         if getattr(self, "batches", None) is not None:

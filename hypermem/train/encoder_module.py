@@ -31,6 +31,21 @@ when the folder is written, the run's last line.  Every stop
 validates at its step (:mod:`~hypermem.train.encoder_stop`), and weights with no recorded
 validation (a run that never validated) are validated once before the export: an exported
 encoder always has its threshold.
+
+**Aliases and the average** (``model.alias_rate`` with ``data.aliases``, ``model.average``), as
+in :func:`~hypermem.hierarchy.encoder_training.fit_hierarchy_encoder`: an entity with aliases is
+shown in a step by one of them with probability ``alias_rate``
+(:class:`~hypermem.hierarchy.encoder_variants.TextVariants`; only the training edges' entities,
+:func:`~hypermem.hierarchy.encoder_variants.distinct_aliases`); with ``average`` (a decay in
+(0, 1), 0: off) a moving average of the trained weights
+(:class:`~hypermem.hierarchy.encoder_average.WeightAverage`) follows each optimizer step (the
+``optimizer_step`` hook), each validation scores the weights and then their average, and the
+better of the two is what the step logs (``val/f1`` ..., with ``val/averaged`` 1 when the
+average won, ``val/f1_weights`` and ``val/f1_average`` both) and what its checkpoint's
+validation records.  The average is saved in every checkpoint (``hypermem_encoder_average``:
+its decay, steps and one tensor per trained parameter) and restored with it, so a resumed run
+equals an uninterrupted one; the export takes the average from the checkpoint when that
+checkpoint's validation chose it.
 """
 
 from __future__ import annotations
@@ -45,10 +60,12 @@ import torch
 
 from ..embed.encoder_folder import software_versions
 from ..embed.hierarchy_encoder import HierarchyEncoder
+from ..hierarchy.encoder_average import WeightAverage, check_average
 from ..hierarchy.encoder_eval import choose_ranking_lambda
 from ..hierarchy.encoder_prefix import FrozenPrefix, freeze_lower_layers, resolve_frozen_layers
 from ..hierarchy.encoder_step import TokenCache, batch_losses, lr_factor, step_seed
 from ..hierarchy.encoder_training import EncoderTrainConfig, check_ball_curvature, validate_encoder
+from ..hierarchy.encoder_variants import TextVariants, check_alias_rate, distinct_aliases, variant_texts
 from ..hierarchy.steps import check_lr
 from .checkpoint_order import best_checkpoints_first
 from .encoder_stop import ValidateAtStepLimit
@@ -92,6 +109,12 @@ class EncoderModule(pl.LightningModule):
         Steps the learning-rate schedule spans (``null``: the run's
         ``trainer.estimated_stepping_batches``).  Set it to the planned length when a run is
         trained in parts, so the resumed part follows the same schedule.
+    alias_rate:
+        The chance that an entity with aliases (``data.aliases``) is shown by one of them in a step
+        (0.5, as ``fit_hierarchy_encoder``); without an aliases file it does nothing.
+    average:
+        The decay of a moving average of the trained weights, validated beside them (0, the
+        default: off; e.g. 0.99), as ``fit_hierarchy_encoder(average=...)``.
     """
 
     def __init__(self, base: str = "all-MiniLM-L6-v2", geometry: str = "poincare", lr: float = 3e-4,
@@ -100,11 +123,14 @@ class EncoderModule(pl.LightningModule):
                  centripetal_margin: float | None = None, contrastive: float = 1.0, temperature: float = 1.0,
                  cone: float = 0.0, cone_margin: float = 0.01, depth: float = 0.0, seed: int = 0, log_images: bool = True,
                  disk_sample: int = 300, schedule_steps: int | None = None, frozen_layers: int | None = None,
-                 dim: int | None = None, curvature: float | None = None):
+                 dim: int | None = None, curvature: float | None = None, alias_rate: float = 0.5,
+                 average: float = 0.0):
         super().__init__()
         if geometry not in ("poincare", "euclidean"):
             raise ValueError(f"model.geometry must be 'poincare' or 'euclidean', got {geometry!r}")
         check_lr(lr, "model.lr")
+        check_alias_rate(alias_rate)   # before the base model loads: "model.alias_rate must be ..."
+        check_average(average)
         self.save_hyperparameters()
         self.weights = EncoderTrainConfig(
             clustering=clustering, clustering_margin=clustering_margin, centripetal=centripetal,
@@ -120,6 +146,8 @@ class EncoderModule(pl.LightningModule):
         if self.frozen:  # before the optimizer is built over the parameters that require a gradient
             freeze_lower_layers(self.encoder, self.frozen)
         self.tokens: TokenCache | None = None
+        self.average: WeightAverage | None = None   # made where the weights are on their device
+        self.average_state: dict | None = None       # a checkpoint's average, until then
         self.best: dict[str, float] = {}         # the best validation by f1, with its step and epoch
         self.final_metrics: dict[str, float] = {}  # the latest validation
 
@@ -127,9 +155,15 @@ class EncoderModule(pl.LightningModule):
         dm = self.trainer.datamodule
         dm.setup(stage)
         if self.tokens is None:
-            self.tokens = TokenCache(self.model.tokenizer, dm.texts, self.hparams.max_length)
+            aliases = getattr(dm, "aliases", None) if self.hparams.alias_rate > 0 else None
+            if aliases:   # the training entities' own aliases: a held-out entity's are never read
+                aliases = distinct_aliases(aliases, {e: dm.names[e] for pair in dm.train_edges for e in pair})
+            texts, alias_rows = variant_texts(dm.ids, dm.names, aliases or {})
+            self.tokens = TokenCache(self.model.tokenizer, texts, self.hparams.max_length)
             if self.frozen:
                 self.tokens = FrozenPrefix(self.encoder, self.tokens, self.frozen)
+            if aliases:
+                self.tokens = TextVariants(self.tokens, alias_rows, self.hparams.alias_rate)
 
     def on_fit_start(self) -> None:
         best_checkpoints_first(self.trainer)   # the best checkpoint chosen before last.ckpt is written
@@ -138,6 +172,34 @@ class EncoderModule(pl.LightningModule):
         # mode at the start of training" check finds none: no module of this one is meant to stay in
         # eval mode (the frozen layers' outputs are cached in eval mode by FrozenPrefix in setup)
         self.train()
+        self._start_average()
+
+    def on_validation_start(self) -> None:
+        self._start_average()   # validate --ckpt_path: the checkpoint's average is scored too
+
+    def _trained(self) -> list[tuple[str, torch.nn.Parameter]]:
+        """The trained parameters (AdamW's), named as in the encoder's model."""
+        return [(n[len("model."):], p) for n, p in self.named_parameters() if p.requires_grad]
+
+    def _start_average(self) -> None:
+        """The moving average over the trained parameters (on their device by now), with a
+        checkpoint's average and step count when one was loaded."""
+        if not self.hparams.average or self.average is not None:
+            return
+        named = self._trained()
+        self.average = WeightAverage([p for _, p in named], self.hparams.average)
+        state, self.average_state = self.average_state, None
+        if state is not None:
+            with torch.no_grad():
+                for (name, _), shadow in zip(named, self.average.shadow):
+                    shadow.copy_(state["shadow"][name])
+            self.average.steps = int(state["steps"])
+
+    def optimizer_step(self, *args, **kwargs) -> None:
+        """Lightning's optimizer step, then one step of the average (``model.average``)."""
+        super().optimizer_step(*args, **kwargs)
+        if self.average is not None:
+            self.average.update()
 
     def on_train_epoch_start(self) -> None:
         self.trainer.datamodule.set_epoch(self.current_epoch)
@@ -196,6 +258,13 @@ class EncoderModule(pl.LightningModule):
         self.model.eval()
         with torch.no_grad():
             m = validate_encoder(self.encoder, dm.names, dm.val)
+            if self.average is not None:   # the average too; the better of the two is this step's
+                with self.average.applied():
+                    m_avg = validate_encoder(self.encoder, dm.names, dm.val)
+                self.log("val/f1_weights", float(m["f1"]), on_step=False, on_epoch=True, batch_size=1)
+                self.log("val/f1_average", float(m_avg["f1"]), on_step=False, on_epoch=True, batch_size=1)
+                m = {**m_avg, "averaged": 1.0} if m_avg["f1"] > m["f1"] else {**m, "averaged": 0.0}
+                self.log("val/averaged", m["averaged"], on_step=False, on_epoch=True, batch_size=1)
         self.model.train(was)
         for key in ("f1", "f1_random", "f1_hard", "mrr", "lambda", "threshold"):
             self.log(f"val/{key}", float(m[key]), on_step=False, on_epoch=True, batch_size=1)
@@ -220,10 +289,16 @@ class EncoderModule(pl.LightningModule):
         checkpoint[WORLD_KEY] = int(self.trainer.world_size)   # run_folder.world_size_refusal
         if getattr(self, "final_metrics", None):   # the validation of these weights, when they had one
             checkpoint["hypermem_encoder_validation"] = dict(self.final_metrics)
+        if self.average is not None:   # restored by on_load_checkpoint: a resume continues the average
+            checkpoint["hypermem_encoder_average"] = {
+                "decay": float(self.average.decay), "steps": int(self.average.steps),
+                "shadow": {name: s.detach().clone() for (name, _), s in zip(self._trained(), self.average.shadow)}}
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         remember_checkpoint(self, checkpoint)   # a validate run logs at its global_step (step_axis)
         self.best = dict(checkpoint.get("hypermem_encoder_best", {}))
+        self.average_state = checkpoint.get("hypermem_encoder_average") if self.hparams.average else None
+        self.average = None   # rebuilt from that state (_start_average)
         self._drop_pooler_from_optimizer(checkpoint)
         if self._trainer is not None and self._trainer.state.fn == "fit":
             reopen_stopped_epoch(checkpoint)   # a run stopped inside an epoch resumes at its stopped batch
@@ -265,6 +340,15 @@ class EncoderModule(pl.LightningModule):
             # may be another step's (a resume keeps a stopped run's best, not its checkpoint)
             chosen = own_val if own_val.get("step") == state.get("global_step") else \
                 state.get("hypermem_encoder_best", chosen)
+            average = state.get("hypermem_encoder_average")
+            if chosen.get("averaged") and average:   # the average scored better: it is what is exported
+                with torch.no_grad():
+                    for name, p in self._trained():
+                        p.copy_(average["shadow"][name])
+        elif self.average is not None and chosen.get("averaged"):
+            with torch.no_grad():
+                for p, shadow in zip(self.average.params, self.average.shadow):
+                    p.copy_(shadow)
         if not chosen or chosen.get("threshold") is None:   # never an export without a threshold
             chosen = self._validate_exported()
         if chosen:

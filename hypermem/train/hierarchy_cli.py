@@ -290,7 +290,8 @@ def _cli_class():
             data = cfg.get("data")
             if data is not None and isinstance(data.get("dataset"), str):
                 data.dataset = resolve_dataset(data.dataset, self.argv)
-            for key in ("edges", "names") if data is not None and data.get("hierarchy") == "files" else ():
+            files = ("edges", "names") if data is not None and data.get("hierarchy") == "files" else ()
+            for key in (*files, "aliases") if data is not None and data.get("aliases") else files:
                 if isinstance(data.get(key), str) and data.get(key):
                     try:
                         setattr(data, key, resolve_data_file(data[key], f"data.{key}", self.argv))
