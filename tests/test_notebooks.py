@@ -46,7 +46,9 @@ def run_notebook(path: Path, folder: Path) -> list:
     nbclient = pytest.importorskip("nbclient")
     pytest.importorskip("ipykernel")
     nb = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=600,
+    # the outputs are in once the last cell ran: the kernel is then killed, not asked to shut
+    # down and waited for (seconds per notebook)
+    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=600, shutdown_kernel="immediate",
                                      resources={"metadata": {"path": str(folder)}})
     client.execute()
     return [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
