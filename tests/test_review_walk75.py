@@ -1,4 +1,4 @@
-"""Review of walk 75: copy.copy under the store's lock, private_rng on mps."""
+"""Review of walk 75: copy.copy under the store's lock, private_rng on mps and across threads."""
 
 from __future__ import annotations
 
@@ -82,3 +82,73 @@ def test_private_rng_on_mps_seeds_and_restores_its_one_generator(monkeypatch):
     torch.set_rng_state(cpu)
     assert torch_state._accelerator("mps") == ("mps", [0])
     assert torch_state._accelerator("mps:0") == ("mps", [0])
+
+
+# ---------------------------------------------------------------------------- 5. fits in two threads
+def test_fits_in_two_threads_run_one_after_the_other_and_keep_the_callers_state():
+    """Fit A holds private_rng; fit B, started meanwhile in another thread, waits for A to end, so
+    that each sees and restores the caller's generator and thread count (before: B saved A's
+    seeded state and restored it last)."""
+    threads = torch.get_num_threads()
+    cpu = torch.get_rng_state()
+    try:
+        torch.set_num_threads(2)
+        torch.manual_seed(1234)
+        caller = torch.get_rng_state()
+        a_in, a_release, a_out, b_trying, b_in = (threading.Event() for _ in range(5))
+        seen = {}
+
+        def fit_a():
+            with private_rng("cpu", threads=1) as seed:
+                seed(7)
+                a_in.set()
+                a_release.wait(30)
+            a_out.set()
+
+        def fit_b():
+            b_trying.set()
+            with private_rng("cpu", threads=1) as seed:
+                seen["b_entry_threads"] = torch.get_num_threads()
+                b_in.set()
+                seed(99)
+                a_out.wait(30)   # B leaves after A (before the lock: B restored A's seeded state last)
+
+        ta, _, out_a = _in_thread(fit_a)
+        assert a_in.wait(30)
+        tb, _, out_b = _in_thread(fit_b)
+        assert b_trying.wait(30)
+        assert not b_in.wait(WAIT), "a second fit ran while the first held the generators"
+        a_release.set()
+        ta.join(30)
+        tb.join(30)
+        assert out_a == [None] and out_b == [None]
+        assert b_in.is_set()
+        assert torch.get_num_threads() == 2
+        assert torch.equal(torch.get_rng_state(), caller)
+    finally:
+        torch.set_num_threads(threads)
+        torch.set_rng_state(cpu)
+
+
+def test_a_fit_that_raises_lets_the_next_fit_run():
+    threads = torch.get_num_threads()
+
+    def failing_fit():
+        with private_rng("cpu", threads=1) as seed:
+            seed(3)
+            raise ValueError("boom")
+
+    t, done, out = _in_thread(failing_fit)
+    t.join(30)
+    assert isinstance(out[0], ValueError)
+    t, done, out = _in_thread(_one_fit)
+    assert done.wait(30), "a fit after one that raised waits for ever"
+    assert out == [True]
+    assert torch.get_num_threads() == threads
+
+
+def _one_fit() -> bool:
+    with private_rng("cpu") as seed, private_rng("cpu") as inner:   # nested in one thread: no deadlock
+        seed(1)
+        inner(2)
+    return True

@@ -9,16 +9,26 @@ fit uses), seeds only those generators (``torch.manual_seed`` would seed every C
 initialising them), and restores the thread count on the way out, error or not.  Inside, the
 fit's draws are those of its seed alone: the same seed gives the same model whatever the
 caller drew before.
+
+The generators and the thread count belong to the process, not to a thread, so fits run one
+at a time: :data:`FIT_LOCK` (re-entrant: a fit may run another inside it) is held for the
+whole of :func:`private_rng`.  Two fits started at once in different threads (a web app
+training per user, a background job in a notebook) run one after the other; each sees the
+caller's generators and thread count on entry and leaves them so, error or not.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterator
 
 import torch
 
-__all__ = ["private_rng"]
+__all__ = ["FIT_LOCK", "private_rng"]
+
+FIT_LOCK = threading.RLock()
+"""Held by :func:`private_rng` for the whole fit: fits in one process run one after the other."""
 
 
 def _accelerator(device) -> tuple[str | None, list[int]]:
@@ -37,24 +47,30 @@ def private_rng(device=None, threads: int | None = None) -> Iterator[Callable[[i
     """Run a fit on ``device`` (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ...; ``None``: the CPU)
     with ``threads`` CPU threads (``None`` or 0: as they are); yields ``seed(n)``, which seeds
     the CPU generator and that device's.  On exit the generators' states and the thread count
-    are the caller's again."""
-    kept = torch.get_num_threads()
+    are the caller's again.  A fit in another thread waits for this one to end (:data:`FIT_LOCK`)."""
     kind, devices = _accelerator(device)
+    with FIT_LOCK, _threads_kept(), torch.random.fork_rng(devices=devices, device_type=kind):
+        if threads:
+            torch.set_num_threads(int(threads))
+        mod = torch.get_device_module(kind) if kind else None
+
+        def seed(n: int) -> None:
+            torch.default_generator.manual_seed(int(n))
+            for d in devices:
+                gens = getattr(mod, "default_generators", None)
+                if gens:
+                    gens[d].manual_seed(int(n))
+                else:   # one device of its kind (mps: torch.mps.manual_seed seeds its one generator)
+                    mod.manual_seed(int(n))
+
+        yield seed
+
+
+@contextlib.contextmanager
+def _threads_kept() -> Iterator[None]:
+    """Restore torch's CPU thread count on the way out, error or not."""
+    kept = torch.get_num_threads()
     try:
-        with torch.random.fork_rng(devices=devices, device_type=kind):
-            if threads:
-                torch.set_num_threads(int(threads))
-            mod = torch.get_device_module(kind) if kind else None
-
-            def seed(n: int) -> None:
-                torch.default_generator.manual_seed(int(n))
-                for d in devices:
-                    gens = getattr(mod, "default_generators", None)
-                    if gens:
-                        gens[d].manual_seed(int(n))
-                    else:   # one device of its kind (mps: torch.mps.manual_seed seeds its one generator)
-                        mod.manual_seed(int(n))
-
-            yield seed
+        yield
     finally:
         torch.set_num_threads(kept)
