@@ -1,15 +1,19 @@
-"""Review of walk 75: copy.copy under the store's lock, private_rng on mps and across threads."""
+"""Review of walk 75: copy.copy under the store's lock, private_rng on mps and across threads, a
+custom decay policy's NaN weight."""
 
 from __future__ import annotations
 
 import copy
+import math
 import threading
 
+import pytest
 import torch
 
 from hypermem import Memory
 from hypermem.hierarchy import torch_state
 from hypermem.hierarchy.torch_state import private_rng
+from hypermem.temporal import HalfLife, Product, policy_weights
 
 WAIT = 0.3   # seconds a thread is given to do what it must not do (no duration is asserted)
 
@@ -152,3 +156,54 @@ def _one_fit() -> bool:
         seed(1)
         inner(2)
     return True
+
+
+# ---------------------------------------------------------------------------- 3. a custom policy's NaN weight
+class _Boost:
+    """A custom policy with weights above 1 (clamped to 1, with a warning)."""
+
+    def weight(self, now, times, access_counts, valid_from, valid_until):
+        return torch.full_like(times, 3.0)
+
+
+class _BoostAnd:
+    def __init__(self, bad: float) -> None:
+        self.bad = bad
+
+    def weight(self, now, times, access_counts, valid_from, valid_until):
+        w = torch.full_like(times, 3.0)
+        w[1] = self.bad
+        return w
+
+
+TIMES = torch.tensor([1.7e9, 1.7e9 - 10, 1.7e9 - 20], dtype=torch.float64)
+
+
+def test_weights_above_1_are_still_clamped_with_a_warning():
+    with pytest.warns(UserWarning, match="_Boost returned weights above 1"):
+        assert policy_weights(_Boost(), 1.7e9, TIMES).tolist() == [1.0, 1.0, 1.0]
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_a_non_finite_weight_of_a_custom_policy_is_an_error_naming_it(bad):
+    """One NaN used to make ``max`` NaN, so the weights above 1 went unclamped and unwarned (3.0
+    reached the scores) beside a NaN score."""
+    with pytest.raises(ValueError, match=r"_BoostAnd returned 1 non-finite weight\(s\) of 3 .*position 1"):
+        policy_weights(_BoostAnd(bad), 1.7e9, TIMES)
+    if bad > -math.inf:   # a Product floors its product at MIN_WEIGHT: -inf becomes MIN_WEIGHT there
+        with pytest.raises(ValueError, match="a Product with the custom decay policy _BoostAnd"):
+            policy_weights(Product(HalfLife(24), _BoostAnd(bad)), 1.7e9, TIMES)
+
+
+def test_a_search_with_a_nan_weight_is_an_error_not_a_nan_score():
+    mem = Memory(decay=_BoostAnd(math.nan))
+    mem.add_many([{"text": f"cats {i}"} for i in range(3)])
+    with pytest.raises(ValueError, match="_BoostAnd returned 1 non-finite weight"):
+        mem.search("cats", k=3)
+
+
+def test_on_an_accelerator_the_clamp_holds_despite_a_nan(monkeypatch):
+    """Off the CPU there is no host read (no sync): weights above 1 are clamped all the same."""
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)   # the no-sync path, as on a device
+    w = policy_weights(_BoostAnd(math.nan), 1.7e9, TIMES)
+    assert w[0].item() == 1.0 and w[2].item() == 1.0 and math.isnan(w[1].item())

@@ -83,7 +83,8 @@ class DecayPolicy(Protocol):
 
     def weight(self, now, times, access_counts, valid_from, valid_until) -> torch.Tensor:
         """Weights in ``[MIN_WEIGHT, 1]`` for each memory (:func:`policy_weights` floors
-        nothing but clamps a custom policy's weights above 1, with a warning)."""
+        nothing but clamps a custom policy's weights above 1, with a warning, and refuses a
+        NaN or infinite one)."""
         ...
 
 
@@ -226,9 +227,12 @@ def policy_weights(policy: DecayPolicy, now: datetime | float, times: torch.Tens
     policy's time term by ``log 1 = 0``.  So a custom policy's weights above 1 are clamped to 1
     here, with a ``UserWarning`` naming the policy and its largest weight: the exact search and
     the index then rank alike (an index search only evaluates its candidates, so it could not
-    refuse a weight it never sees).  The built-in policies (their exact classes, and products
+    refuse a weight it never sees).  A custom policy's non-finite weight (NaN, an infinity) is a
+    ``ValueError`` naming the policy: a NaN would make its memory's score NaN, and would hide
+    the weights above 1 from the check.  The built-in policies (their exact classes, and products
     of them) stay within 1 and are not checked; on an accelerator and under ``torch.compile`` /
-    ``torch.export`` the clamp runs without the host-side check or warning (no device sync).
+    ``torch.export`` the clamp runs without the host-side check, warning or error (no device
+    sync): weights above 1 are clamped all the same, a NaN stays NaN.
     """
     n, dev = times.shape[0], times.device
     if access_counts is None:
@@ -246,15 +250,26 @@ def policy_weights(policy: DecayPolicy, now: datetime | float, times: torch.Tens
     if custom is not None:
         if dev.type != "cpu" or torch.compiler.is_compiling() or torch.compiler.is_exporting():
             return w.clamp_max(1.0)  # on an accelerator or traced: no host read of a value (no sync)
-        top = float(w.max())  # one O(n) reduction, custom policies only
+        low, top = (float(x) for x in torch.aminmax(w))  # one O(n) pass, custom policies only; NaN propagates
+        if not (math.isfinite(low) and math.isfinite(top)):
+            bad = (~torch.isfinite(w)).nonzero().flatten()
+            first = int(bad[0])
+            raise ValueError(f"{_named(policy, custom)} returned {bad.numel()} non-finite weight(s) of {n} (the "
+                             f"first, at position {first}: {float(w[first])}): a weight is a finite number in [MIN_WEIGHT, 1] "
+                             f"(1: neutral); a NaN or an infinity cannot be ranked, so fix the policy (a 0/0, "
+                             f"a division by an age of 0)")
         if top > 1.0:
-            who = (f"the decay policy {type(custom).__name__}" if custom is policy else
-                   f"a Product with the custom decay policy {type(custom).__name__}")
-            warnings.warn(f"{who} returned weights above 1 (largest {top:.6g}): "
+            warnings.warn(f"{_named(policy, custom)} returned weights above 1 (largest {top:.6g}): "
                           f"a weight lies in [MIN_WEIGHT, 1] (1: neutral), so they are taken as 1; scale the "
                           f"policy's weights into that range", UserWarning, stacklevel=2)
             return w.clamp_max(1.0)  # a copy: a custom policy may keep the tensor it returned
     return w
+
+
+def _named(policy: DecayPolicy, custom: DecayPolicy) -> str:
+    """How :func:`policy_weights`'s warning and error name the custom policy ``custom`` of ``policy``."""
+    name = type(custom).__name__
+    return f"the decay policy {name}" if custom is policy else f"a Product with the custom decay policy {name}"
 
 
 BUILT_IN = (NoDecay, HalfLife, Ebbinghaus, ValidityWindow, Product)
