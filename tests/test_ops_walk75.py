@@ -3,6 +3,10 @@ with stdin closed, and the MCP server's log on a non-terminal stderr."""
 
 from __future__ import annotations
 
+import io
+import os
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -47,3 +51,46 @@ def test_a_kernel_compiles_without_the_cache_when_numba_can_write_none(monkeypat
         assert fast(x + 1) == 55.0
     lines = [str(w.message) for w in seen if "NUMBA_CACHE_DIR" in str(w.message)]
     assert len(lines) == 1 and "\n" not in lines[0]
+
+
+# ---------------------------------------------------------------------- 2. hypermem mcp with stdin closed
+def _mcp(tmp_path, redirect: str):
+    """``hypermem mcp --store tmp_path/agent.db --embedder hashing`` under sh, with ``redirect``."""
+    cmd = f'exec "$0" -m hypermem.cli mcp --store "$1" --embedder hashing {redirect}'
+    return subprocess.run(["sh", "-c", cmd, sys.executable, str(tmp_path / "agent.db")], capture_output=True,
+                          text=True, timeout=120, env=dict(os.environ, HYPERMEM_DEBUG=""))
+
+
+def test_mcp_with_stdin_closed_says_so_in_one_line(tmp_path):
+    """``hypermem mcp --store x.db <&-`` (a supervisor that closes stdin): the SDK's stdio
+    transport failed with a traceback (``'NoneType' object has no attribute 'buffer'``)."""
+    pytest.importorskip("mcp")
+    got = _mcp(tmp_path, "<&-")
+    assert got.returncode == 1, got.stderr
+    assert got.stderr.splitlines() == [got.stderr.strip()], got.stderr
+    assert got.stderr.startswith("hypermem mcp: error: stdin is closed: the stdio server reads"), got.stderr
+    assert "--http" in got.stderr
+
+
+def test_mcp_with_stdout_closed_says_so_in_one_line(monkeypatch, tmp_path, capsys):
+    """Python starts with ``sys.stdout = None`` where fd 1 is closed (``hypermem mcp >&-``)."""
+    pytest.importorskip("mcp")
+    from hypermem.cli.main import main
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    monkeypatch.setattr(sys, "stdout", None)
+    assert main(["mcp", "--store", str(tmp_path / "agent.db"), "--embedder", "hashing"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("hypermem mcp: error: stdout is closed: the stdio server answers") and err.count("\n") == 1
+
+
+def test_serve_refuses_a_closed_stdin_before_building_the_server(monkeypatch, tmp_path):
+    pytest.importorskip("mcp")
+    from hypermem.integrations import mcp_server
+
+    monkeypatch.setattr(sys, "stdin", None)
+    with mcp_server.open_store(str(tmp_path / "agent.db"), None) as db:
+        with pytest.raises(ValueError, match="^stdin is closed: the stdio server reads"):
+            mcp_server.serve(db, signals=False)
+        monkeypatch.setattr(sys, "stdin", io.StringIO(""))   # replaced in-process: left to the SDK
+        mcp_server.check_stdio()

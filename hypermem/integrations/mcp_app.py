@@ -257,6 +257,32 @@ def check_bind(host: str, port: int) -> None:
             raise ValueError(f"cannot listen on {host}:{port}: {why}") from None
 
 
+def check_stdio() -> None:
+    """A :class:`ValueError` (one line) when stdin or stdout is closed (``hypermem mcp <&-``, as a
+    supervisor may start it): the stdio server reads the client's requests from stdin and answers
+    on stdout, and the SDK would fail on the missing stream with a traceback.  A stream that is
+    not a file (replaced in-process) is left to the SDK."""
+    for name, stream, fd, role in (("stdin", sys.stdin, 0, "reads the client's requests from its stdin"),
+                                   ("stdout", sys.stdout, 1, "answers on its stdout")):
+        if stream is None or _closed(stream, fd):
+            raise ValueError(f"{name} is closed: the stdio server {role} (start it with the client's pipes, "
+                             f"as an MCP client does, or serve over HTTP with --http PORT)")
+
+
+def _closed(stream: Any, fd: int) -> bool:
+    """Whether ``stream`` is closed, or is backed by ``fd`` and ``fd`` is closed."""
+    try:
+        if stream.fileno() != fd:
+            return False
+    except (AttributeError, ValueError, OSError):  # not a file (io.UnsupportedOperation), or a closed one
+        return bool(getattr(stream, "closed", False))
+    try:
+        os.fstat(fd)
+    except OSError:
+        return True
+    return False
+
+
 def install_signals(close: Callable[[], None]) -> None:
     """SIGINT and SIGTERM close the store and end the process at once (130, 143): the SDK's stdio
     reader blocks on stdin and would keep the process alive, and uvicorn re-raises SIGTERM."""

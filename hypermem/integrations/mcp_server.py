@@ -75,6 +75,7 @@ from .mcp_app import (
     HypermemServer,
     check_bind,
     check_meta,
+    check_stdio,
     check_text,
     empty_notes,
     hit,
@@ -87,7 +88,7 @@ from .snapshots import convert_snapshot
 
 _tool_error = tool_error
 
-__all__ = ["AutoParent", "build_server", "check_bind", "choose_embedder", "convert_snapshot", "encoder_parent",
+__all__ = ["AutoParent", "build_server", "check_bind", "check_stdio", "choose_embedder", "convert_snapshot", "encoder_parent",
            "open_store", "parse_http", "serve"]
 
 AutoParent = Callable[[Memory, str], "str | None"]
@@ -475,7 +476,10 @@ def serve(memory: Memory, http: str | None = None, auto_parent: AutoParent | Non
           max_text: int = MAX_TEXT, signals: bool = True, max_meta: int = MAX_META) -> None:
     """Serve ``memory`` over stdio, or over streamable HTTP at ``http`` (``HOST:PORT``; stateless:
     every request stands alone, so clients keep working across a restart of the server).
-    ``signals``: SIGINT and SIGTERM close the store and end the process (status 130, 143)."""
+    ``signals``: SIGINT and SIGTERM close the store and end the process (status 130, 143).  Over
+    stdio, a closed stdin or stdout is a one-line :class:`ValueError` (:func:`check_stdio`)."""
+    if http is None:
+        check_stdio()
     app = build_server(memory, auto_parent=auto_parent, max_text=max_text, max_meta=max_meta, keep_logging=False)
     if signals:
         def close() -> None:
