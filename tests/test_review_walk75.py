@@ -207,3 +207,37 @@ def test_on_an_accelerator_the_clamp_holds_despite_a_nan(monkeypatch):
     monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)   # the no-sync path, as on a device
     w = policy_weights(_BoostAnd(math.nan), 1.7e9, TIMES)
     assert w[0].item() == 1.0 and w[2].item() == 1.0 and math.isnan(w[1].item())
+
+
+# ---------------------------------------------------------------------------- 4. a loader's embedder checked first
+class _Emb:
+    dim = 8
+
+    def embed(self, texts):
+        return torch.randn(len(texts), 8, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+
+
+class _FloatDim(_Emb):
+    dim = 8.0   # a YAML / JSON config value
+
+
+def test_loaders_name_the_embedder_not_the_file(tmp_path):
+    """``Memory.load`` wrapped the embedder's ValueError as the file's "invalid config"
+    (MemoryFileError); every loader now refuses it as ``Memory(embedder=...)`` does."""
+    mem = Memory(embedder=_Emb())
+    mem.add_many([{"text": f"t{i}"} for i in range(3)])
+    snap, js, db = tmp_path / "s.hmem", tmp_path / "s.json", tmp_path / "live.db"
+    mem.save(snap)
+    mem.to_json(js)
+    Memory.open(db, embedder=_Emb()).close()
+    with pytest.raises(ValueError) as direct:
+        Memory(embedder=_FloatDim())
+    loaders = {"load": lambda e: Memory.load(snap, embedder=e), "from_json": lambda e: Memory.from_json(js, embedder=e),
+               "open": lambda e: Memory.open(db, embedder=e)}
+    for name, load in loaders.items():
+        with pytest.raises(ValueError) as got:
+            load(_FloatDim())
+        assert type(got.value) is ValueError and str(got.value) == str(direct.value), name
+        with pytest.raises(TypeError, match="embedder must have a dim attribute and an embed"):
+            load(object())   # was "dimension mismatch ... has dim=None", blaming the file
+    assert len(Memory.load(snap, embedder=_Emb())) == 3

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..embed.callable import as_int
+from ..embed.choice import StandIn
 
-__all__ = ["check_dim_value", "check_embedder"]
+__all__ = ["check_dim_value", "check_embedder", "check_passed_embedder"]
 
 
 def check_dim_value(dim: Any, what: str = "the embedder") -> int:
@@ -29,3 +30,14 @@ def check_embedder(embedder: Any) -> int:
     if not callable(getattr(embedder, "embed", None)) or not hasattr(embedder, "dim"):
         raise TypeError("embedder must have a dim attribute and an embed(texts) method")
     return check_dim_value(embedder.dim)
+
+
+def check_passed_embedder(embedder: Any) -> None:
+    """:func:`check_embedder` of the ``embedder=`` passed to ``Memory.load``, ``Memory.from_json``
+    or ``Memory.open``, run before the stored config is read: an embedder that
+    ``Memory(embedder=...)`` refuses (a ``dim`` of ``8.0``, no ``embed``) gets the same
+    ``TypeError`` / ``ValueError`` naming the embedder, not an error blaming a good file.
+    ``None`` (the stored embedder rebuilt) and a :class:`~hypermem.embed.choice.StandIn` (it takes
+    the stored ``dim``) are left to the loader."""
+    if embedder is not None and not isinstance(embedder, StandIn):
+        check_embedder(embedder)

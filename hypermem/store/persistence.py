@@ -54,6 +54,7 @@ from ..geometry import poincare as P
 from ..temporal import policy_spec
 from .atomic import atomic_sqlite, atomic_write_text
 from .checks import check_replaceable, check_sqlite_name
+from .embedder_dim import check_passed_embedder
 from .encoder_points import ENCODER_KEY, check_encoder, encoder_record
 from .json_reader import read_document
 from .load_checks import (
@@ -385,6 +386,7 @@ def _dtype_of(config: Mapping, dtype: torch.dtype | None, where: str) -> torch.d
 
 def _new_memory(config, where, embedder, decay, clock, device, dtype, cls):
     """An empty ``cls`` with the settings of ``config`` (checked), its dimension the file's."""
+    check_passed_embedder(embedder)   # the embedder's own fault named as Memory(embedder=...) names it
     check_encoder(config, embedder, where)
     emb = embedder_from_spec(config.get("embedder"), embedder, where)
     dec = decay_from_spec(config.get("decay"), decay, where)

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from ..checks import check_sqlite_name, sqlite_tables
+from ..embedder_dim import check_passed_embedder
 from ..encoder_points import check_encoder, places_points
 from ..lexical import Lexical
 from ..persistence import CONFIG_KEYS, memory_config
@@ -181,6 +182,7 @@ def _calibrated_refusal(mem, asked: Any, where: str) -> ValueError:
 
 def _settings(config: dict[str, Any], kwargs: dict[str, Any], where: str) -> dict[str, Any]:
     """The ``Memory`` keyword arguments of a stored memory (the stored settings win)."""
+    check_passed_embedder(kwargs.get("embedder"))   # named as Memory(embedder=...) names it, as load does
     check_config_types(config, CONFIG_KEYS, where)
     calibrated = config.get("recency_weight") is not None or kwargs.get("recency_weight") is not None
     for key in CONFIG_KEYS:
