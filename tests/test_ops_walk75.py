@@ -4,6 +4,7 @@ with stdin closed, and the MCP server's log on a non-terminal stderr."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import subprocess
 import sys
@@ -94,3 +95,35 @@ def test_serve_refuses_a_closed_stdin_before_building_the_server(monkeypatch, tm
             mcp_server.serve(db, signals=False)
         monkeypatch.setattr(sys, "stdin", io.StringIO(""))   # replaced in-process: left to the SDK
         mcp_server.check_stdio()
+
+
+# ---------------------------------------------------------------------- 3. the server's log, one line a record
+def test_two_failed_calls_are_two_lines_in_a_non_terminal_log(tmp_path):
+    """On a stderr that is not a terminal (a container's log collector), the SDK's RichHandler
+    wrapped each record at 80 columns over several lines, with a right-aligned ``server.py:453``;
+    docs/mcp.md promises one line per failure.  The SDK's set-up (its level, its records) stays."""
+    pytest.importorskip("mcp")
+    proc = subprocess.Popen([sys.executable, "-m", "hypermem.cli", "mcp", "--store", str(tmp_path / "agent.db"),
+                             "--embedder", "hashing"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=dict(os.environ, TERM="dumb", HYPERMEM_DEBUG="",
+                                                             COLUMNS="80"))
+
+    def call(i: int, method: str, params: dict) -> None:
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}).encode() + b"\n")
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == i
+
+    try:
+        call(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                               "clientInfo": {"name": "t", "version": "0"}})
+        proc.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        call(2, "tools/call", {"name": "forget", "arguments": {"id": "no-such-memory-id-" + "x" * 60}})
+        call(3, "tools/call", {"name": "recall", "arguments": {"query": "tea", "mode": "subtree", "root": "nope"}})
+    finally:
+        proc.stdin.close()
+        err = proc.stderr.read().decode()
+        proc.wait(60)
+    lines = err.splitlines()
+    assert len(lines) == 2, err
+    assert "Tool 'forget' failed" in lines[0] and "x" * 60 + "'" in lines[0] and "INFO" in lines[0], err
+    assert "Tool 'recall' failed" in lines[1] and "unknown memory id 'nope'" in lines[1], err

@@ -283,6 +283,38 @@ def _closed(stream: Any, fd: int) -> bool:
     return False
 
 
+class OneLine(logging.Formatter):
+    """A record as one line, ``TIME LEVEL LOGGER: MESSAGE``, the message's own lines joined by
+    ``"; "`` (a traceback, logged only under ``HYPERMEM_DEBUG=1``, keeps its lines)."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return "; ".join(part.strip() for part in super().formatMessage(record).splitlines() if part.strip())
+
+
+def one_line_log(before: list[logging.Handler]) -> None:
+    """On a stderr that is not a terminal (a container's log collector, a file), the handlers that
+    the SDK put on the root logger since ``before`` (its RichHandler, which wraps a record at 80
+    columns over several lines with a right-aligned ``server.py:LINE``) become plain stderr
+    handlers that write one line per record (:class:`OneLine`), at the same level; on a terminal
+    the SDK's stay as they are.  The SDK's level and records are kept."""
+    root = logging.getLogger()
+    try:
+        if sys.stderr is None or sys.stderr.isatty():
+            return
+    except (AttributeError, ValueError):   # replaced in-process, or closed
+        return
+    for handler in [h for h in root.handlers if h not in before]:
+        plain = logging.StreamHandler(sys.stderr)
+        plain.setLevel(handler.level)
+        plain.setFormatter(OneLine())
+        root.removeHandler(handler)
+        handler.close()
+        root.addHandler(plain)
+
+
 def install_signals(close: Callable[[], None]) -> None:
     """SIGINT and SIGTERM close the store and end the process at once (130, 143): the SDK's stdio
     reader blocks on stdin and would keep the process alive, and uvicorn re-raises SIGTERM."""

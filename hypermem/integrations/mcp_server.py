@@ -80,6 +80,7 @@ from .mcp_app import (
     empty_notes,
     hit,
     install_signals,
+    one_line_log,
     short_auto,
     tool_error,
 )
@@ -477,10 +478,13 @@ def serve(memory: Memory, http: str | None = None, auto_parent: AutoParent | Non
     """Serve ``memory`` over stdio, or over streamable HTTP at ``http`` (``HOST:PORT``; stateless:
     every request stands alone, so clients keep working across a restart of the server).
     ``signals``: SIGINT and SIGTERM close the store and end the process (status 130, 143).  Over
-    stdio, a closed stdin or stdout is a one-line :class:`ValueError` (:func:`check_stdio`)."""
+    stdio, a closed stdin or stdout is a one-line :class:`ValueError` (:func:`check_stdio`).  The
+    SDK's logging is kept (``keep_logging=False``), one line a record where stderr is no terminal."""
     if http is None:
         check_stdio()
+    before = list(logging.getLogger().handlers)
     app = build_server(memory, auto_parent=auto_parent, max_text=max_text, max_meta=max_meta, keep_logging=False)
+    one_line_log(before)   # a stderr that is not a terminal: one line per record
     if signals:
         def close() -> None:
             app.guard.lock.acquire(timeout=5)  # a call in flight finishes first
