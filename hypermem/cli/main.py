@@ -81,6 +81,11 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("HYPERMEM_DEBUG"):
             raise
         return stopped_status(exc, None)   # 143 / 129 for SIGTERM / SIGHUP (stop_signals.Stopped)
+    except OSError as exc:   # the last flush, of what no command wrote (--help onto a full disk)
+        if os.environ.get("HYPERMEM_DEBUG") or not _stdout_failed():
+            raise
+        print(f"hypermem: error: {_stdout_error(exc)}", file=sys.stderr)
+        return 1
 
 
 def _tolerant_stdout() -> bool:
@@ -111,13 +116,37 @@ def _reader_gone() -> int:
     ``seq``: a script with ``set -o pipefail`` sees a cut output as it does for any Unix tool, and
     a plain pipeline's status is its last command's anyway.  Not 0, which would say that
     everything was written; not 1, this command's status for a mistake it printed."""
+    _stdout_to_devnull()
+    return 141
+
+
+def _stdout_to_devnull() -> None:
+    """Point stdout's file descriptor at ``os.devnull``: what its buffer still holds, and Python's
+    own flush at exit, then go nowhere instead of raising again."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
     except (OSError, ValueError, AttributeError):  # no file descriptor (stdout replaced in-process)
         pass
-    return 141
+
+
+def _stdout_failed() -> bool:
+    """Whether stdout cannot take what was written to it (a full disk, an I/O error: its flush
+    fails again); then it is pointed at ``os.devnull`` (:func:`_stdout_to_devnull`), so that the
+    one error line is all the user sees, not a second error and Python's "Exception ignored"."""
+    if sys.stdout is None:
+        return False
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        _stdout_to_devnull()
+        return True
+    return False
+
+
+def _stdout_error(exc: OSError) -> str:
+    return f"cannot write to stdout: {exc.strerror or exc}"
 
 
 def _run(argv: list[str] | None) -> int:
@@ -129,7 +158,10 @@ def _run(argv: list[str] | None) -> int:
     signals = () if own else SIGNALS
     try:
         with stopping_on_signals(signals):
-            return int(args.func(args) or 0)
+            status = int(args.func(args) or 0)
+            if sys.stdout is not None:
+                sys.stdout.flush()   # a full disk under stdout is this command's error, named as such
+            return status
     except KeyboardInterrupt as exc:
         if os.environ.get("HYPERMEM_DEBUG"):
             raise
@@ -140,6 +172,8 @@ def _run(argv: list[str] | None) -> int:
         line = None if os.environ.get("HYPERMEM_DEBUG") else _error_line(exc)
         if line is None:
             raise
+        if isinstance(exc, OSError) and exc.filename is None and _stdout_failed():
+            line = _stdout_error(exc)
         line = "; ".join(part.strip() for part in line.splitlines() if part.strip())  # one line, as promised
         line = redact_text(line)   # a PostgreSQL URL's password never reaches the terminal
         print(f"hypermem {args.command}: error: {shown(line)}", file=sys.stderr)

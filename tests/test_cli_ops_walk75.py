@@ -1,0 +1,53 @@
+"""The command line in a bare container (operator walk 75): stdout on a full disk or closed, stdin
+closed, a query that is not UTF-8, matplotlib's lines under a read-only HOME.  In-process:
+``main`` with stdout and stdin swapped for the files a shell would give."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from hypermem import Memory
+from hypermem.cli.main import main
+from hypermem.embed import HashingEmbedder
+
+FULL = "/dev/full"
+
+
+@pytest.fixture(scope="module")
+def notes(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ops") / "notes.db"
+    mem = Memory(embedder=HashingEmbedder(dim=16))
+    mem.add("all notes", id="root")
+    mem.add_many([{"text": f"dog note {i}", "id": f"n{i}", "parent": "root"} for i in range(20)])
+    mem.save(path)
+    return str(path)
+
+
+@pytest.fixture
+def full_stdout():
+    """A file on a full disk (``> /dev/full``): every write of its buffer fails with ENOSPC.  The test
+    puts it in place itself: pytest's capture sets sys.stdout again when the test's call begins."""
+    if not os.path.exists(FULL):
+        pytest.skip("no /dev/full here")
+    with open(FULL, "w", encoding="utf-8") as out:
+        yield out
+
+
+@pytest.mark.parametrize("args", [["search", "{db}", "dog"], ["tree", "{db}"], ["stats", "{db}", "--json"],
+                                  ["export", "{db}", "-", "--format", "csv"]])
+def test_a_full_disk_under_stdout_is_one_error_line(notes, full_stdout, capsys, monkeypatch, args):
+    monkeypatch.setattr(sys, "stdout", full_stdout)
+    argv = [a.format(db=notes) for a in args]
+    assert main(argv) == 1
+    assert capsys.readouterr().err == f"hypermem {argv[0]}: error: cannot write to stdout: No space left on device\n"
+    full_stdout.flush()   # Python's own flush at exit: stdout now points at os.devnull, nothing raises
+
+
+def test_help_onto_a_full_disk_is_one_error_line(full_stdout, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdout", full_stdout)
+    assert main(["--help"]) == 1
+    assert capsys.readouterr().err == "hypermem: error: cannot write to stdout: No space left on device\n"
+    full_stdout.flush()
