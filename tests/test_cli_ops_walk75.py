@@ -51,3 +51,20 @@ def test_help_onto_a_full_disk_is_one_error_line(full_stdout, capsys, monkeypatc
     assert main(["--help"]) == 1
     assert capsys.readouterr().err == "hypermem: error: cannot write to stdout: No space left on device\n"
     full_stdout.flush()
+
+
+@pytest.mark.parametrize("args", [["search", "{db}", "dog"], ["tree", "{db}"], ["stats", "{db}", "--json"],
+                                  ["export", "{db}", "-", "--format", "csv"], ["inspect", "{db}", "-o", "-"]])
+def test_a_closed_stdout_is_one_error_line(notes, capsys, monkeypatch, args):
+    monkeypatch.setattr(sys, "stdout", None)   # what Python sets where fd 1 was closed (`>&-`)
+    argv = [a.format(db=notes) for a in args]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"hypermem {argv[0]}: error: stdout is closed") and err.count("\n") == 1, err
+
+
+def test_a_closed_stdout_still_lets_a_file_be_written(notes, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdout", None)
+    out = tmp_path / "x.csv"
+    assert main(["export", notes, str(out)]) == 0   # only the "wrote" line is lost
+    assert out.read_text().startswith("id,") and capsys.readouterr().err == ""

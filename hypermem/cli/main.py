@@ -22,6 +22,7 @@ from ..store.backends.pg_errors import redact_text
 from ..store.file_access import may_not_read
 from ..store.shown_text import shown
 from .inputs import UserError, stdout_takes_unicode
+from .outputs import STDOUT_CLOSED, writes_stdout
 from .parser import build_parser
 from .stop_signals import SIGNALS, stopped_status, stopping_on_signals
 
@@ -157,6 +158,8 @@ def _run(argv: list[str] | None) -> int:
     own = args.command in ("train", "mcp") or (args.command == "demo" and args.dataset == "mammals")
     signals = () if own else SIGNALS
     try:
+        if sys.stdout is None and writes_stdout(args):
+            raise UserError(STDOUT_CLOSED)
         with stopping_on_signals(signals):
             status = int(args.func(args) or 0)
             if sys.stdout is not None:

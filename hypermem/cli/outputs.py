@@ -24,8 +24,8 @@ from ..store.atomic import atomic_new_path, atomic_path, atomic_write_chunks
 from ..store.page_file import PAGE_HEAD
 from .inputs import UserError, path_text, stdout_takes_unicode
 
-__all__ = ["PAGE_HEAD", "check_output", "head_of", "is_page", "is_stream", "names_descriptor", "new_file", "report",
-           "same_file", "save_new", "write_durable", "write_text"]
+__all__ = ["PAGE_HEAD", "STDOUT_CLOSED", "check_output", "head_of", "is_page", "is_stream", "names_descriptor", "new_file", "report",
+           "same_file", "save_new", "write_durable", "write_text", "writes_stdout"]
 
 def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
     """Whether ``a`` and ``b`` name one existing file (through symlinks and other spellings)."""
@@ -111,6 +111,8 @@ def write_text(output: str, text) -> None:
     (:func:`hypermem.store.atomic.atomic_write_chunks`; a symlink is written through)."""
     chunks = (text,) if isinstance(text, str) else text
     if output == "-":
+        if sys.stdout is None:
+            raise UserError(STDOUT_CLOSED)
         raw = None if stdout_takes_unicode() else getattr(sys.stdout, "buffer", None)
         if raw is not None:   # a legacy code page (Windows' "> out.csv"): the file's UTF-8 bytes, as a file gets
             sys.stdout.flush()
@@ -132,6 +134,19 @@ def write_text(output: str, text) -> None:
     with new_file(output) as tmp, open(tmp, "w", encoding="utf-8", newline="") as f:
         for chunk in chunks:    # a new name: a file another process created meanwhile is refused, not replaced
             f.write(chunk)
+
+
+STDOUT_CLOSED = ("stdout is closed (the command was started with >&-): give an output file, or > /dev/null to "
+                 "discard the output")
+
+
+def writes_stdout(args) -> bool:
+    """Whether the command's result goes to stdout (``tree``, ``search``, ``stats``, ``export -``,
+    ``inspect -o -``): refused with :data:`STDOUT_CLOSED` before anything is read where stdout is
+    closed.  A command that writes a file says only ``wrote ...`` there, which a closed stdout drops."""
+    if args.command in ("tree", "search", "stats"):
+        return True
+    return args.command in ("export", "inspect") and args.output == "-"
 
 
 def save_new(memory, output: str) -> None:
