@@ -68,3 +68,12 @@ def test_a_closed_stdout_still_lets_a_file_be_written(notes, tmp_path, capsys, m
     out = tmp_path / "x.csv"
     assert main(["export", notes, str(out)]) == 0   # only the "wrote" line is lost
     assert out.read_text().startswith("id,") and capsys.readouterr().err == ""
+
+
+def test_a_closed_stdin_is_one_error_line_and_nothing_written(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", None)   # what Python sets where fd 0 was closed (`<&-`)
+    out = tmp_path / "out.db"
+    assert main(["import", "-", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("hypermem import: error: stdin is closed") and err.count("\n") == 1, err
+    assert list(tmp_path.iterdir()) == []

@@ -110,8 +110,13 @@ def warn(message: str) -> None:
 
 
 def read_source(source: str) -> str:
-    """The text of an input: ``-`` is stdin, else the file (:func:`read_text`)."""
+    """The text of an input: ``-`` is stdin, else the file (:func:`read_text`).  A closed stdin
+    (``<&-``: Python's ``sys.stdin`` is None) is a one-line error, not read as empty: nothing was
+    given, which is not an empty input."""
     if source == "-":
+        if sys.stdin is None:
+            raise UserError("stdin is closed (the command was started with <&-): pipe the input in, or give a file "
+                            "name instead of -")
         return decode_text("stdin", sys.stdin.buffer.read())
     return read_text(Path(source))
 
