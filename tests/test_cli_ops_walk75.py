@@ -77,3 +77,10 @@ def test_a_closed_stdin_is_one_error_line_and_nothing_written(tmp_path, capsys, 
     err = capsys.readouterr().err
     assert err.startswith("hypermem import: error: stdin is closed") and err.count("\n") == 1, err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_query_that_is_not_utf8_is_named_in_the_terms_of_a_terminal(notes, capsys):
+    query = os.fsdecode(b"caf\xe9")   # what Python makes of a Latin-1 terminal's argument: "caf\udce9"
+    assert main(["search", notes, query]) == 1
+    assert capsys.readouterr().err == ("hypermem search: error: the query is not UTF-8 (byte 0xe9 at position 3): "
+                                       "set your terminal/locale to UTF-8\n")

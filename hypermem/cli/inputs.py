@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import codecs
 import json
+import os
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -15,7 +16,7 @@ from ..embed.spec import searches_with_minilm
 from ..store.filters import FilterError, check_filter
 from ..store.shown_text import json_safe, shown
 
-__all__ = ["LAYOUTS", "MAX_INDENT", "METRICS", "MODES", "UserError", "decode_text", "default_output", "indent_arg",
+__all__ = ["LAYOUTS", "MAX_INDENT", "METRICS", "MODES", "UserError", "check_utf8_arg", "decode_text", "default_output", "indent_arg",
            "check_embedder_name", "is_json_file", "load_memory", "named_embedder", "path_arg", "path_text", "positive_float", "positive_int", "print_json", "read_source", "read_text",
            "stdout_takes_unicode", "time_arg", "warn"]
 
@@ -107,6 +108,25 @@ MAX_INDENT = 16
 def warn(message: str) -> None:
     """A warning as one line on stderr (``warning: ...``), as every command prints them."""
     print(f"warning: {shown(' '.join(str(message).split()))}", file=sys.stderr)
+
+
+def check_utf8_arg(text: str, what: str) -> None:
+    """Refuse an argument the terminal gave in another encoding: Python keeps each byte that is not
+    UTF-8 as a lone surrogate (``caf\\xe9`` from a Latin-1 terminal is ``"caf\\udce9"``), which no
+    store takes; the line names the byte and its position, as :func:`decode_text` does for a file."""
+    try:
+        text.encode("utf-8")
+        return
+    except UnicodeEncodeError:
+        pass
+    try:
+        raw = os.fsencode(text)   # the bytes as the terminal sent them
+        raw.decode("utf-8")
+    except UnicodeEncodeError:   # a surrogate that no byte made
+        raise UserError(f"{what} is not valid Unicode text") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{what} is not UTF-8 (byte 0x{raw[exc.start]:02x} at position {exc.start}): set your "
+                        "terminal/locale to UTF-8") from None
 
 
 def read_source(source: str) -> str:

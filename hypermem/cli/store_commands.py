@@ -17,6 +17,7 @@ from ..store.views import MemoryViews
 from ..temporal import policy_spec
 from .inputs import (
     UserError,
+    check_utf8_arg,
     default_output,
     load_memory,
     named_embedder,
@@ -71,6 +72,8 @@ def cmd_tree(args: argparse.Namespace) -> int:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    if args.query is not None:
+        check_utf8_arg(args.query, "the query")
     mem = load_memory(args.memory, args.embedder, embeds=args.query is not None)
     if args.root is not None and args.mode == "nearest":
         warn(f"--root {args.root} does nothing with --mode nearest (the default), which searches the whole store: "
