@@ -4,6 +4,7 @@ closed, a query that is not UTF-8, matplotlib's lines under a read-only HOME.  I
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 
@@ -84,3 +85,23 @@ def test_a_query_that_is_not_utf8_is_named_in_the_terms_of_a_terminal(notes, cap
     assert main(["search", notes, query]) == 1
     assert capsys.readouterr().err == ("hypermem search: error: the query is not UTF-8 (byte 0xe9 at position 3): "
                                        "set your terminal/locale to UTF-8\n")
+
+
+def test_matplotlib_says_nothing_of_an_unwritable_home(notes, caplog, monkeypatch):
+    """`hypermem train --help` and `demo` load Lightning, whose torchmetrics imports matplotlib:
+    under a HOME it cannot write, matplotlib's own two lines about its cache are not the CLI's to show
+    (its logger's records, which pytest's handler receives here and Python's last resort prints)."""
+    matplotlib = pytest.importorskip("matplotlib")
+    find_dir = getattr(matplotlib, "_get_config_or_cache_dir", None)
+    if find_dir is None or not hasattr(matplotlib, "_get_xdg_config_dir"):
+        pytest.skip("this matplotlib finds its folder otherwise")
+    monkeypatch.setenv("HOME", "/dev/null")   # ~/.config/matplotlib cannot be made, not even by root
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    monkeypatch.setenv("MPLCONFIGDIR", "unset")   # recorded, so the folder matplotlib then sets is undone
+    monkeypatch.delenv("MPLCONFIGDIR")
+    assert main(["stats", notes]) == 0   # any command
+    caplog.clear()
+    tmp = find_dir(matplotlib._get_xdg_config_dir)   # what matplotlib does on import (it removes tmp at exit)
+    assert os.path.basename(tmp).startswith("matplotlib-")
+    logging.getLogger("matplotlib").warning("another warning of matplotlib's")
+    assert [r.getMessage() for r in caplog.records] == ["another warning of matplotlib's"]   # only those dropped

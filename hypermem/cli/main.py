@@ -14,6 +14,7 @@ SIGTERM`` (:mod:`hypermem.cli.stop_signals`), a half-written output's temporary 
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import warnings
@@ -61,6 +62,7 @@ def _error_line(exc: BaseException) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status (argparse exits 2 on a bad option, 130 on
     Ctrl-C, 141 when the reader of the output went away: :func:`_reader_gone`)."""
+    _quiet_matplotlib_cache()
     try:
         try:
             formatwarning, warnings.formatwarning = warnings.formatwarning, _format_warning
@@ -101,6 +103,31 @@ def _tolerant_stdout() -> bool:
         return False
     out.reconfigure(errors="backslashreplace")
     return True
+
+
+class MatplotlibCacheLines(logging.Filter):
+    """Drops matplotlib's lines about its config folder (``mkdir -p failed for path
+    ~/.config/matplotlib``, ``Matplotlib created a temporary cache directory at /tmp/...``): under
+    a HOME it cannot write (a container, a service user) matplotlib uses a temporary folder, removed
+    at exit, and says so in two lines on stderr.  Lightning imports it (``lightning.pytorch`` ->
+    ``torchmetrics.utilities.plot`` -> ``matplotlib.pyplot``) for ``train``, ``train --help`` and
+    ``demo``, none of which draws with it: those lines are no concern of the command's user."""
+
+    LINES = ("mkdir -p failed for path ", "%s is not a writable directory", "Matplotlib created a temporary cache "
+             "directory")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.LINES)
+
+
+_MATPLOTLIB_CACHE_LINES = MatplotlibCacheLines()
+
+
+def _quiet_matplotlib_cache() -> None:
+    """Install :class:`MatplotlibCacheLines` on matplotlib's logger, before anything imports it; not
+    where ``MPLCONFIGDIR`` is set: a folder the user chose that does not work is theirs to hear of."""
+    if "MPLCONFIGDIR" not in os.environ:
+        logging.getLogger("matplotlib").addFilter(_MATPLOTLIB_CACHE_LINES)
 
 
 def _format_warning(message, category, filename, lineno, line=None) -> str:
