@@ -174,3 +174,8 @@ def checked_curvature(c: Any) -> float | torch.Tensor:
             and not torch.jit.is_tracing()):
         check_curvature(c)
     return c
+
+
+def sqrt_curvature(c: float | torch.Tensor) -> float | torch.Tensor:
+    """``sqrt(c)`` of a checked curvature: a float for a float, a tensor (differentiable) for a tensor."""
+    return c**0.5 if isinstance(c, torch.Tensor) else math.sqrt(c)
