@@ -71,6 +71,7 @@ def test_mcp_with_stdin_closed_says_so_in_one_line(tmp_path):
     assert got.stderr.splitlines() == [got.stderr.strip()], got.stderr
     assert got.stderr.startswith("hypermem mcp: error: stdin is closed: the stdio server reads"), got.stderr
     assert "--http" in got.stderr
+    assert not (tmp_path / "agent.db").exists()    # refused before the store is opened (or created)
 
 
 def test_mcp_with_stdout_closed_says_so_in_one_line(monkeypatch, tmp_path, capsys):
@@ -83,6 +84,7 @@ def test_mcp_with_stdout_closed_says_so_in_one_line(monkeypatch, tmp_path, capsy
     assert main(["mcp", "--store", str(tmp_path / "agent.db"), "--embedder", "hashing"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("hypermem mcp: error: stdout is closed: the stdio server answers") and err.count("\n") == 1
+    assert not (tmp_path / "agent.db").exists()
 
 
 def test_serve_refuses_a_closed_stdin_before_building_the_server(monkeypatch, tmp_path):

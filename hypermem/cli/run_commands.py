@@ -89,6 +89,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         raise UserError(f"--max-text must be at least 1, got {args.max_text}")
     if args.http is not None:  # a bad address, or a port in use, fails before the store is opened
         mcp_server.check_bind(*mcp_server.parse_http(args.http))
+    else:  # a closed stdin or stdout fails before the store is opened (or created)
+        mcp_server.check_stdio()
     auto = None
     if args.hierarchy is not None:
         from ..embed.hierarchy_encoder import HierarchyEncoder
