@@ -355,14 +355,16 @@ class EpisodicMemory:
 
     def absorb(self, other: EpisodicMemory) -> list[str]:
         """Absorb a duplicate of this formula: its episodes, the larger importance, the
-        earlier start, the later access.  The end is the later of two ends; an ended memory
+        earlier start, the later access (of the two last accesses before the merge: a back-filled
+        duplicate's older start never moves this memory's last access back).  The end is the later of two ends; an ended memory
         is not reopened by absorbing an open one (only entering a storage's context makes a
         fact true now) and an open one stays open.  Returns the episodes that were new here
         (O(1) per episode of ``other``)."""
         added = self.add_episodes(other.episodes)
         self._importance = max(self._importance, other._importance)
-        self.start_time = min(self.start_time, other.start_time)
-        self.last_access = max(self.last_access, other.last_access)
+        # together: a start moved first would drag a last access that follows it down before the max
+        self.set_times(start_time=min(self.start_time, other.start_time),
+                       last_access=max(self.last_access, other.last_access))
         self.access_count += other.access_count
         if self.end_time is not None and other.end_time is not None:
             self.end_time = max(self.end_time, other.end_time)
