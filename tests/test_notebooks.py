@@ -1,7 +1,9 @@
 """Every notebook in notebooks/ runs from top to bottom without an error (so they never rot),
 on the installed wheel: the kernel is the python of the fresh environment of
 ``installed_wheel.py`` (a ``python3`` kernelspec in a temporary JUPYTER_PATH folder), run in a
-temporary folder, so a notebook that leans on the checkout fails here.
+temporary folder, so a notebook that leans on the checkout fails here.  The kernel runs with
+``HYPERMEM_SMOKE=1``: a notebook's parameters cell then picks small sizes (fewer epochs, steps,
+texts) and every cell still runs; a user's run keeps the notebook's own sizes.
 """
 
 import json
@@ -18,17 +20,18 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.i
 @contextmanager
 def kernel_for(python: str | Path, spec_dir: Path):
     """A ``python3`` kernelspec in ``spec_dir`` that runs ``python``, on JUPYTER_PATH (and the
-    offline, one-thread environment) while the block runs."""
+    offline, one-thread environment, with ``HYPERMEM_SMOKE=1``: a notebook's parameters cell then
+    picks its small problem sizes) while the block runs."""
     kernel = spec_dir / "kernels" / "python3"
     kernel.mkdir(parents=True, exist_ok=True)
     (kernel / "kernel.json").write_text(json.dumps({
         "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": "Python 3 (hypermem tests)", "language": "python"}))
     old = {k: os.environ.get(k) for k in ("JUPYTER_PATH", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
-                                          "OMP_NUM_THREADS", "PYTHONWARNINGS")}
+                                          "OMP_NUM_THREADS", "PYTHONWARNINGS", "HYPERMEM_SMOKE")}
     os.environ["JUPYTER_PATH"] = str(spec_dir) + (os.pathsep + old["JUPYTER_PATH"] if old["JUPYTER_PATH"] else "")
     os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1",
-                      PYTHONWARNINGS="ignore::DeprecationWarning")
+                      PYTHONWARNINGS="ignore::DeprecationWarning", HYPERMEM_SMOKE="1")
     try:
         yield
     finally:
