@@ -3,6 +3,8 @@ stay in step with its storage's index; save/load keeps whether a last access was
 
 from datetime import datetime, timedelta, timezone
 
+import pytest
+
 from hypermem.episodic import Memory, MemoryStorage
 
 T0 = datetime(2026, 3, 1, 12, tzinfo=timezone.utc)
@@ -25,3 +27,45 @@ def test_merging_after_the_clock_moved_back_keeps_the_later_last_access():
     now[0] = T0 - timedelta(hours=2)
     assert s.instantiate("((Bob like.v X1) ** E9)", importance=0.8) is x
     assert (x.start_time, x.last_access) == (T0 - timedelta(hours=2), T0)
+
+
+def test_assigning_episodes_of_a_stored_memory_reindexes_it_and_saves_a_loadable_file(tmp_path):
+    s = MemoryStorage(clock=lambda: T0)
+    m = s.instantiate("((Alice at.p Home) ** E1)", importance=0.8)
+    m.episodes = ["E9", "E8"]
+    assert m.event.ep == m.get_ep() == "E9" and m.get_wff() == ("Alice", "at.p", "Home")
+    assert s.get_episode("E9") == [m] and s.get_episode("E8") == [m] and s.get_episode("E1") == []
+    assert set(s.ep_ht) == {"E9", "E8"}
+    s.save(tmp_path / "s.db")
+    (back,) = MemoryStorage.load(tmp_path / "s.db", clock=lambda: T0)
+    assert back.episodes == ["E9", "E8"] and back.event.ep == "E9"
+    assert s.remove_episode("E9") == [] and m.episodes == ["E8"] and m.event.ep == "E8"
+    assert s.remove_episode("E8") == [m] and len(s) == 0 and s.ep_ht == {}
+
+
+def test_episodes_returned_are_a_copy_and_add_and_drop_reach_the_index():
+    s = MemoryStorage(clock=lambda: T0)
+    m = s.instantiate("((Bob at.p Work) ** E2)", importance=0.8)
+    m.episodes.append("E5")
+    assert m.episodes == ["E2"] and s.get_episode("E5") == []
+    assert m.add_episodes(["E7", "E2"]) == ["E7"]
+    assert s.get_episode("E7") == [m] and s.does_characterize_episode("at.p", "E7")
+    m.drop_episode("E2")
+    assert m.event.ep == "E7" and s.get_episode("E2") == [] and "E2" not in s.ep_ht
+    assert s.remove_episode("E7") == [m] and len(s) == 0
+
+
+def test_bad_episode_lists_are_refused_and_change_nothing():
+    s = MemoryStorage(clock=lambda: T0)
+    m = s.instantiate("((Carol at.p Park) ** E3)", importance=0.8)
+    for bad, err in (([], ValueError), (["E1", "E1"], ValueError), (["?e"], ValueError), ("E9", TypeError),
+                     ([3], TypeError), (["a b"], ValueError)):
+        with pytest.raises(err):
+            m.episodes = bad
+    with pytest.raises(ValueError, match="only episode"):
+        m.drop_episode("E3")
+    with pytest.raises(ValueError, match="not one of"):
+        m.drop_episode("E4")
+    with pytest.raises(ValueError, match="constant"):
+        m.add_episodes(["?x"])
+    assert m.episodes == ["E3"] and set(s.ep_ht) == {"E3"} and m.event.ep == "E3"

@@ -111,5 +111,5 @@ def test_merging_a_repeated_event_is_constant_work_per_merge(clock):
     # a repeated episode is not listed twice; dropping one keeps the order of the rest
     assert s.instantiate("((^you greet.v ^me) ** G5)", importance=0.6) is first and len(first.episodes) == 301
     assert s.remove_episode("G5") == [] and first.episodes[4:6] == ["G4", "G6"]
-    first.episodes.append("G999")  # changed in place: still found
-    assert first.add_episodes(["G999", "G1000"]) == ["G1000"]
+    first.episodes.append("G999")  # a copy: changes nothing (an in-place change would bypass ep_ht)
+    assert first.add_episodes(["G999", "G1000", "G999"]) == ["G999", "G1000"]

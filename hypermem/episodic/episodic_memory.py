@@ -12,7 +12,7 @@ from ..store.shown_text import shown
 from ..temporal.clock import to_utc, utcnow
 from .eventuality import Eventuality
 from .keys import predicate_of
-from .sexpr import SExpr, format_sexpr, is_variable
+from .sexpr import SExpr, format_sexpr, is_symbol, is_variable
 
 _UNSET: Any = object()
 
@@ -85,6 +85,30 @@ def check_event(value: Any) -> Eventuality:
     return value
 
 
+def check_episode(ep: Any) -> str:
+    """``ep`` when it is an episode constant (a symbol such as ``E3``); ``TypeError`` for a
+    non-string, ``ValueError`` for a variable (``?e``) or a string that is not a symbol."""
+    if not isinstance(ep, str):
+        raise TypeError(f"an episode must be a symbol (str) such as E3, got {type(ep).__name__}: {ep!r}")
+    if not is_symbol(ep) or is_variable(ep):
+        raise ValueError(f"an episode must be a constant symbol such as E3, got {ep!r}")
+    return ep
+
+
+def check_episodes(value: Any) -> list[str]:
+    """``value`` as a memory's episode list: a non-empty list (any iterable but a string) of
+    distinct episode constants (:func:`check_episode`)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise TypeError(f"episodes must be a list of episode symbols such as [\"E3\"], got "
+                        f"{type(value).__name__}: {value!r}")
+    eps = [check_episode(e) for e in value]
+    if not eps:
+        raise ValueError("a memory characterises at least one episode: episodes must not be empty")
+    if len(set(eps)) != len(eps):
+        raise ValueError(f"episodes must be distinct, got {eps!r}")
+    return eps
+
+
 def _scalar(value: Any) -> Any:
     """The Python number inside a 0-d tensor or array (``item()``), else ``value``."""
     if not isinstance(value, (numbers.Number, str, bytes)) and getattr(value, "shape", None) == () \
@@ -123,8 +147,10 @@ class EpisodicMemory:
     and ``(<end_time> during <ep>)``, with ``^now`` for an open end (:meth:`get_time_wffs`).
 
     A memory merged from duplicate formulas of several episodes (see
-    :meth:`MemoryStorage.store`) lists them all in ``episodes``; :meth:`get_ep` gives the
-    first.  Memories compare by identity.
+    :meth:`MemoryStorage.store`) lists them all in ``episodes``; :meth:`get_ep` and
+    ``event.ep`` give the first.  Changing them (assigning ``episodes``,
+    :meth:`add_episodes`, :meth:`drop_episode`) keeps the event and the index of the storage
+    holding the memory in step.  Memories compare by identity.
 
     The times are checked when set (aware datetimes; ``end_time`` may be ``None``; neither
     ``end_time`` nor ``last_access`` before ``start_time``: :meth:`set_times` sets several at
@@ -173,7 +199,8 @@ class EpisodicMemory:
         self.clock: Callable[[], datetime] = clock or utcnow
         self._own_clock = clock is not None
         self.telic_predicates: frozenset[str] = DEFAULT_TELIC_PREDICATES
-        self.episodes = [event.ep]
+        self._episodes = [event.ep]
+        self._episode_set = {event.ep}
         self._start: datetime = self._now()
         self._end: datetime | None = None
         self._last: datetime = self._start
@@ -212,7 +239,7 @@ class EpisodicMemory:
                              f"({' '.join(self._episodes)}): its event may only name one of them, with the same "
                              f"formula, not {event}; remove the memory (storage.remove(m)) and store a new one")
         self._event = event
-        self.episodes = [event.ep] + [e for e in self._episodes if e != event.ep] if keep else [event.ep]
+        self._replace_episodes([event.ep] + [e for e in self._episodes if e != event.ep] if keep else [event.ep])
 
     start_time = property(lambda self: self._start, lambda self, v: self.set_times(start_time=v),
                           doc="The earliest time the event is known to be true (aware UTC datetime).")
@@ -268,7 +295,7 @@ class EpisodicMemory:
         and clock (to store in another storage)."""
         m = EpisodicMemory(self._event, self._importance, self.telic, clock=self.clock)
         m._own_clock = self._own_clock
-        m.episodes, m.access_count = list(self._episodes), self.access_count
+        m.episodes, m.access_count = self._episodes, self.access_count
         m._start, m._end, m._last, m._last_set = self._start, self._end, self._last, self._last_set
         m.telic_predicates = self.telic_predicates
         return m
@@ -291,34 +318,59 @@ class EpisodicMemory:
     @property
     def episodes(self) -> list[str]:
         """The episodes this memory characterises, in the order they were added (the first
-        is the event's).  Assigning a list replaces them; :meth:`add_episodes` and
-        :meth:`drop_episode` change them in O(1) each."""
-        return self._episodes
+        is the event's).  A copy: changing the list returned changes nothing here.
+
+        Assigning a list replaces them (checked: :func:`check_episodes`); the event then
+        names the first (same formula), and a storage holding the memory re-indexes it
+        (:meth:`MemoryStorage.reindex_episodes`), so ``get_episode`` and ``save`` see the
+        new list.  :meth:`add_episodes` adds in O(1) each, :meth:`drop_episode` drops one."""
+        return list(self._episodes)
 
     @episodes.setter
     def episodes(self, value: Iterable[str]) -> None:
-        self._episodes = list(value)
-        self._episode_set = set(self._episodes)
+        self._replace_episodes(check_episodes(value))
+
+    def _replace_episodes(self, eps: list[str]) -> None:
+        old = self._episode_set
+        new = set(eps)
+        if self._holder is not None:
+            self._holder.reindex_episodes(self, dropped=[e for e in self._episodes if e not in new],
+                                          added=[e for e in eps if e not in old])
+        self._episodes, self._episode_set = eps, new
+        if self._event.ep != eps[0]:
+            self._event = Eventuality(self._event.wff, eps[0])
 
     def _episode_index(self) -> set[str]:
-        if len(self._episode_set) != len(self._episodes):  # the list was changed in place
-            self._episode_set = set(self._episodes)
         return self._episode_set
 
     def add_episodes(self, episodes: Iterable[str]) -> list[str]:
-        """Append the episodes not listed yet (O(1) each); returns those added."""
-        index, added = self._episode_index(), []
+        """Append the episodes not listed yet (O(1) each; each checked: :func:`check_episode`);
+        returns those added.  A storage holding the memory indexes it under them."""
+        if isinstance(episodes, (str, bytes)) or not isinstance(episodes, Iterable):
+            raise TypeError(f"add_episodes takes a list of episode symbols, got {type(episodes).__name__}: "
+                            f"{episodes!r}")
+        index, added, seen = self._episode_set, [], set()
         for ep in episodes:
-            if ep not in index:
-                index.add(ep)
-                self._episodes.append(ep)
+            if ep not in index and check_episode(ep) not in seen:
+                seen.add(ep)
                 added.append(ep)
+        if added and self._holder is not None:
+            self._holder.reindex_episodes(self, added=added)
+        self._episodes.extend(added)
+        index.update(added)
         return added
 
     def drop_episode(self, ep: str) -> None:
-        """Remove one episode from :attr:`episodes` (``ValueError`` if it is not listed)."""
-        self._episodes.remove(ep)
-        self._episode_index().discard(ep)
+        """Remove one episode from :attr:`episodes` (``ValueError`` if it is not listed, or is
+        the only one: a memory characterises at least one episode; remove the memory
+        instead).  Dropping the first makes the event name the next; a storage holding the
+        memory no longer finds it under ``ep``."""
+        if ep not in self._episode_set:
+            raise ValueError(f"{ep!r} is not one of this memory's episodes ({' '.join(self._episodes)})")
+        if len(self._episodes) == 1:
+            raise ValueError(f"{ep!r} is this memory's only episode; a memory characterises at least one "
+                             f"(remove the memory instead: storage.remove(m) or storage.remove_episode({ep!r}))")
+        self._replace_episodes([e for e in self._episodes if e != ep])
 
     def update_last_access(self) -> None:
         """Set the most recent access to now (and count the access); never earlier than the
@@ -333,7 +385,7 @@ class EpisodicMemory:
 
     def get_ep(self) -> str:
         """The (first) episode this memory characterises."""
-        return self.episodes[0]
+        return self._episodes[0]
 
     def get_wff(self) -> SExpr:
         """The formula of the event."""
@@ -375,7 +427,7 @@ class EpisodicMemory:
     def __repr__(self) -> str:
         """The formula, episodes, importance and state; a terminal control or an invisible
         character in a symbol (``"hi\\x1b[2J"``) written as an escape (:func:`hypermem.store.shown_text.shown`)."""
-        eps = " ".join(self.episodes)
+        eps = " ".join(self._episodes)
         state = "now" if self.end_time is None else f"ended {self.end_time.isoformat()}"
         return shown(f"EpisodicMemory({format_sexpr(self.event.wff)} ** {eps}, importance={self._importance:g}, "
                      f"{state})")

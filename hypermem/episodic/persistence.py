@@ -229,7 +229,10 @@ def _memory(r: dict[str, Any], clock: Callable, where: str) -> EpisodicMemory:
         m = EpisodicMemory(event, importance, telic=None if r["telic"] is None else bool(r["telic"]), clock=clock)
     except ValueError as exc:
         raise MemoryFileError(f"{where}: memory {seq} is not a memory's event ({exc})") from None
-    m.episodes = list(episodes)
+    try:
+        m.episodes = episodes
+    except ValueError as exc:  # an episode variable (?e): a memory records constants
+        raise MemoryFileError(f"{where}: memory {seq} has a bad episode list {short(r['episodes'])} ({exc})") from None
     start = iso_time(r["start_time"], f"{where}: the start time of memory {seq}", aware=True)
     end = iso_time(r["end_time"], f"{where}: the end time of memory {seq}", required=False, aware=True)
     last = iso_time(r["last_access"], f"{where}: the last access of memory {seq}", aware=True)

@@ -250,8 +250,7 @@ class MemoryStorage(LookupMixin, RetrievalMixin):
             self._next = first + len(new)
             for m, target in plan:
                 if target is not m:
-                    for ep in target.absorb(m):  # only the new episodes: O(1) per merge
-                        self.ep_ht.setdefault(ep, set()).add(target)
+                    target.absorb(m)  # its new episodes reach ep_ht through reindex_episodes: O(1) each
                 if context:
                     self._enter_context(target)
             out = [t for _, t in plan]
@@ -273,6 +272,20 @@ class MemoryStorage(LookupMixin, RetrievalMixin):
             self.ep_ht.setdefault(ep, set()).add(m)
         for key in wff_keys(canonical(m.get_wff())):  # (not (not W)) is found as W
             self.wff_ht.setdefault(key, set()).add(m)
+
+    def reindex_episodes(self, memory: EpisodicMemory, dropped: Iterable[str] = (),
+                         added: Iterable[str] = ()) -> None:
+        """Keep :attr:`ep_ht` in step with a stored memory whose episodes change: it is no
+        longer found under ``dropped``, and is found under ``added``.  The memory calls this
+        (assigning ``m.episodes``, ``m.add_episodes``, ``m.drop_episode``) before it changes
+        its list; ``KeyError`` for a memory not stored here."""
+        with self._lock:
+            if memory not in self._seq:
+                raise KeyError(f"{memory!r} is not stored in this MemoryStorage")
+            for ep in dropped:
+                _discard(self.ep_ht, ep, memory)
+            for ep in added:
+                self.ep_ht.setdefault(ep, set()).add(memory)
 
     def _enter_context(self, m: EpisodicMemory) -> None:
         core, positive = polarity(m.get_wff())
@@ -416,10 +429,8 @@ class MemoryStorage(LookupMixin, RetrievalMixin):
                 for m in mems:
                     if m.episodes == [e]:
                         gone.add(m)
-                    else:
+                    else:  # leaves ep_ht[e] (reindex_episodes); the event names the first episode left
                         m.drop_episode(e)
-                        if m.event.ep != m.get_ep():  # the event is written with the first episode left
-                            m.event = Eventuality(m.get_wff(), m.get_ep())
                 self.ep_ht.pop(e, None)
             out = self._ordered(gone)
             self._drop(out)
