@@ -31,9 +31,11 @@ from .numerics import (
     gap_floor,
     half_as_float32,
     safe_norm,
+    sech2,
     sq_norm,
     tanh,
     tiny,
+    x_over_tanh,
 )
 from .shell import (
     shell_distance,
@@ -49,7 +51,7 @@ Curvature = float | torch.Tensor
 __all__ = [
     "Curvature", "conformal_factor", "mobius_add", "mobius_scalar_mul", "distance",
     "distance_arcosh", "boundary_gap", "arcosh_distance", "distance_to_origin", "pairwise_distance",
-    "expmap0", "logmap0", "expmap", "logmap", "geodesic", "point_at", "set_depth", "project",
+    "expmap0", "logmap0", "expmap", "logmap", "geodesic", "mobius_add_from_gaps", "point_at", "set_depth", "project",
     "is_inside", "to_lorentz", "from_lorentz", "egrad2rgrad", "retraction", "shell_distance",
     "shell_distance_from_cosine", "shell_scale", "shell_distance_from_half_chord", "shell_distance_at_depth",
     "random_points",
@@ -231,40 +233,83 @@ def logmap0(y, c: Curvature = 1.0) -> torch.Tensor:
 def expmap(x, v, c: Curvature = 1.0) -> torch.Tensor:
     r"""Exponential map at ``x`` (Ganea et al. 2018, Lemma 2).
 
-    ``exp_x(v) = x ⊕_c (tanh(sqrt(c) lambda_x ||v|| / 2) v / (sqrt(c) ||v||))``
+    ``exp_x(v) = x ⊕_c z``, ``z = tanh(a) v / (sqrt(c) ||v||)``, ``a = sqrt(c) lambda_x ||v|| / 2``
+
+    The Möbius sum is evaluated by :func:`mobius_add_from_gaps` with ``1 - c||z||^2 =
+    sech^2(a)`` taken from ``a``, not from ``z``: ``z`` lies at ``1 - 2e^{-2a}`` of the radius,
+    which float64 rounds to the radius once ``a > 19`` (an ``x`` at ``1 - 1e-9`` of the radius
+    and ``lambda_x ||v||`` = 18.4 already landed 0.57 away from the exact ``exp_x(v)``).
     """
     c = _c(c)
     x, v = as_points(x, v, names=("x", "v"))
     sc = _sqrt_c(c)
     n = safe_norm(v, keepdim=True)
-    lam = conformal_factor(x, c, keepdim=True)
-    return mobius_add(x, tanh(sc * lam * n / 2.0) * v / (sc * n), c)
+    gap_x = boundary_gap(sq_norm(x, keepdim=True), c)  # 2 / lambda_x
+    a = sc * n / gap_x
+    return mobius_add_from_gaps(x, torch.tanh(a) * v / (sc * n), gap_x, sech2(a), c)
+
+
+@half_as_float32
+def mobius_add_from_gaps(x, z, gap_x, gap_z, c: Curvature = 1.0) -> torch.Tensor:
+    r"""Möbius addition ``x ⊕_c z`` (Ganea et al. 2018, eq. 2) from the points and their gaps
+    ``gap = 1 - c||.||^2`` (:func:`boundary_gap`, or any more precise form), without cancellation:
+
+    ``x ⊕_c z = (gap_x s + c||s||^2 x) / (gap_x gap_z + c||s||^2)``, ``s = x + z``
+
+    (eq. 2's factors rewritten: ``1 + 2c<x,z> + c||z||^2 = gap_x + c||s||^2`` and ``1 + 2c<x,z> +
+    c^2||x||^2||z||^2 = gap_x gap_z + c||s||^2``, sums of non-negative terms).  Points near the
+    boundary keep the digits that ``1 + 2c<x,z> + ...`` loses, as long as the gaps are exact."""
+    c = _c(c)
+    s = x + z
+    s2 = c * sq_norm(s, keepdim=True)
+    return (gap_x * s + s2 * x) / (gap_x * gap_z + s2)
 
 
 @half_as_float32
 def logmap(x, y, c: Curvature = 1.0) -> torch.Tensor:
     r"""Logarithmic map at ``x`` (Ganea et al. 2018, Lemma 2).
 
-    ``log_x(y) = (2 / (sqrt(c) lambda_x)) artanh(sqrt(c)||w||) w / ||w||``, ``w = (-x) ⊕_c y``
+    ``log_x(y) = (2 / (sqrt(c) lambda_x)) artanh(sqrt(c)||u||) u / ||u||``, ``u = (-x) ⊕_c y``
+
+    Evaluated without forming ``u``, whose norm is ``1 - O(e^{-d})`` of the radius for deep
+    points (float64 rounds it to the radius, and ``lambda_x ||log_x(y)||`` was stuck at 35.23).
+    With ``d = y - x`` and ``gap = 1 - c||.||^2``, eq. 2's numerator of ``u`` is
+
+    ``w = (1 - 2c<x,y> + c||y||^2)(-x) + gap_x y = gap_x d - c||d||^2 x``
+
+    (``1 - 2c<x,y> + c||y||^2 = gap_x + c||d||^2``), and its denominator is ``D = 1 - 2c<x,y> +
+    c^2||x||^2||y||^2 = gap_x gap_y + c||d||^2 > 0``: ``u = w / D``, parallel to ``w``.  The
+    artanh is the distance, ``artanh(sqrt(c)||u||) = sqrt(c) d_c(x, y) / 2 = a``
+    (:func:`distance`, which is precise here), and ``sqrt(c)||u|| = tanh(a)``, so
+
+    ``log_x(y) = gap_x (a / tanh(a)) w / D``
+
+    whose norm is ``d_c(x, y) / lambda_x`` and which is smooth at ``y = x`` (``a / tanh(a)`` is
+    :func:`~hypermem.geometry.numerics.x_over_tanh`, 1 there).
     """
     c = _c(c)
     x, y = as_points(x, y)
-    sc = _sqrt_c(c)
-    w = mobius_add(-x, y, c)
-    n = safe_norm(w, keepdim=True)
-    lam = conformal_factor(x, c, keepdim=True)
-    return 2.0 / (sc * lam) * artanh(sc * n) * w / n
+    d = y - x
+    d2 = sq_norm(d, keepdim=True)
+    gap_x = boundary_gap(sq_norm(x, keepdim=True), c)
+    gap_y = boundary_gap(sq_norm(y, keepdim=True), c)
+    a = _sqrt_c(c) / 2.0 * arcosh_distance(d2, gap_x, gap_y, c)
+    w = gap_x * d - (c * d2) * x
+    return gap_x * x_over_tanh(a) * w / (gap_x * gap_y + c * d2)
 
 
 @half_as_float32
 def geodesic(t, x, y, c: Curvature = 1.0) -> torch.Tensor:
     r"""Point at fraction ``t`` of the geodesic from ``x`` (t=0) to ``y`` (t=1).
 
-    ``gamma(t) = x ⊕_c (t ⊗_c ((-x) ⊕_c y))`` (Ganea et al. 2018, eq. 6)
+    ``gamma(t) = x ⊕_c (t ⊗_c ((-x) ⊕_c y)) = exp_x(t log_x(y))`` (Ganea et al. 2018, eq. 6 and
+    Lemma 2), evaluated as the latter by :func:`expmap` and :func:`logmap`: the former forms
+    ``(-x) ⊕_c y``, which float64 rounds onto the boundary for points deep in the ball (the
+    midpoint of two points at ``1 - 1e-9`` of the radius was 17.2 and 1.2 from the ends).
     """
     c = _c(c)
     x, y = as_points(x, y)
-    return mobius_add(x, mobius_scalar_mul(t, mobius_add(-x, y, c), c), c)
+    return expmap(x, _radius_tensor(t, x) * logmap(x, y, c), c)
 
 
 def point_at(direction, hyperbolic_radius, c: Curvature = 1.0) -> torch.Tensor:

@@ -34,7 +34,7 @@ from geoopt.utils import drop_dims, list_range
 
 from . import poincare_functions as P
 from .conversion import as_points, as_tensor
-from .numerics import safe_norm, sq_norm, tanh, tiny
+from .numerics import safe_norm, sech2, sq_norm, tiny
 
 RATIONAL_INHERITED = frozenset({
     "gyration", "antipode", "sproj", "inv_sproj", "transp0", "transp0back", "proju", "origin",
@@ -157,7 +157,7 @@ class GeooptVocabulary:
     # -- curves, transport, planes, means -------------------------------------------------
     def geodesic(self, *args, dim: int = -1, **kwargs) -> torch.Tensor:
         r"""Point at fraction ``t`` of the geodesic from ``x`` (``t = 0``) to ``y`` (``t = 1``),
-        ``x ⊕_c (t ⊗_c ((-x) ⊕_c y))`` (Ganea et al. 2018, eq. 6).
+        ``x ⊕_c (t ⊗_c ((-x) ⊕_c y))`` (Ganea et al. 2018, eq. 6): :func:`~hypermem.geometry.poincare.geodesic`.
 
         Both argument orders are accepted: geoopt's ``geodesic(t, x, y)`` and the NumPy
         reference's ``geodesic(x, y, t)``.  The order is read from which end holds a
@@ -172,17 +172,20 @@ class GeooptVocabulary:
         t = as_tensor(t, dtype=x.dtype, device=x.device, name="t")
         if t.dim() == max(x.dim(), y.dim()) and t.shape[-1] == 1:
             t = t.squeeze(-1)  # geoopt's layout: t broadcasts against the points themselves
-        c = self._c()
-        return P.mobius_add(x, P.mobius_scalar_mul(t, P.mobius_add(-x, y, c), c), c)
+        return P.geodesic(t, x, y, self._c())
 
     def geodesic_unit(self, t, x, u, *, dim: int = -1, project: bool = True) -> torch.Tensor:
-        """geoopt's unit-speed curve ``x ⊕ (tanh(sqrt(c) t / 2) / sqrt(c)) u / ||u||``."""
+        """geoopt's unit-speed curve ``x ⊕ (tanh(sqrt(c) t / 2) / sqrt(c)) u / ||u||``, by
+        :func:`~hypermem.geometry.poincare.mobius_add_from_gaps` with the second point's gap
+        ``sech^2(sqrt(c) t / 2)`` (exact where ``tanh`` rounds to 1: see ``expmap``)."""
         check_dim(dim)
         x, u = as_points(x, u, names=("x", "u"))
         c = self._c()
         sc = c**0.5 if isinstance(c, torch.Tensor) else math.sqrt(c)
         t = as_tensor(t, dtype=x.dtype, device=x.device, name="t")
-        return self._out(P.mobius_add(x, tanh(sc * t / 2.0) / sc * (u / safe_norm(u, keepdim=True)), c),
+        a = sc * t / 2.0
+        z = torch.tanh(a) / sc * (u / safe_norm(u, keepdim=True))
+        return self._out(P.mobius_add_from_gaps(x, z, P.boundary_gap(sq_norm(x, keepdim=True), c), sech2(a), c),
                          project)
 
     def transp(self, x, y, v, *, dim: int = -1) -> torch.Tensor:
