@@ -46,14 +46,18 @@ def as_optimizers(optimizer) -> list[torch.optim.Optimizer]:
     return opts
 
 
-def check_holds(optimizers: list[torch.optim.Optimizer], params: list[torch.Tensor]) -> None:
-    """``ValueError`` for an optimizer that holds none of ``params`` (the memory's trainable
-    keys / values): its state could not follow the write, so it was surely not meant."""
-    for o in optimizers:
-        held = {id(p) for g in o.param_groups for p in g["params"]}
-        if not any(id(p) in held for p in params):
-            raise ValueError(f"optimizer {type(o).__name__} holds neither the keys nor the values of this memory "
-                             "(frozen, or built over other parameters): pass the optimizer that trains them")
+def check_holds(optimizers: list[torch.optim.Optimizer], params: list[torch.Tensor]) -> list[torch.optim.Optimizer]:
+    """The optimizers of ``optimizers`` that hold some of ``params`` (the memory's trainable keys /
+    values): those whose state must follow a write.  In a list, the others (a dense optimizer for
+    the temperature beside a sparse one for the keys, as ``rag.optimizers()`` returns) are
+    skipped; a ``ValueError`` when none holds them: the optimizer was surely not meant."""
+    kept = [o for o in optimizers if any(id(p) in {id(q) for g in o.param_groups for q in g["params"]}
+                                         for p in params)]
+    if optimizers and not kept:
+        names = ", ".join(type(o).__name__ for o in optimizers)
+        raise ValueError(f"optimizer {names} holds neither the keys nor the values of this memory "
+                         "(frozen, or built over other parameters): pass the optimizer that trains them")
+    return kept
 
 
 def resize_rows(t: torch.Tensor, keep: torch.Tensor | None, n_add: int) -> torch.Tensor:

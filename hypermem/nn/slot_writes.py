@@ -178,11 +178,10 @@ class SlotWrites:
     # ------------------------------------------------------------------ writing (no gradient)
     def _trained_rows(self, optimizer) -> list:
         """The optimizers of ``append`` / ``remove`` (:func:`~hypermem.nn.param_rows.as_optimizers`),
-        each checked to hold the keys or the values, before anything changes."""
-        opts = as_optimizers(optimizer)
+        those that hold the keys or the values (the others of a list skipped), checked before
+        anything changes."""
         params = [p for p in (self.keys, self.values) if isinstance(p, nn.Parameter)]
-        check_holds(opts, params)
-        return opts
+        return check_holds(as_optimizers(optimizer), params)
 
     def _resize(self, keep: torch.Tensor | None, add: dict[str, torch.Tensor | None] | None, n_add: int,
                 optimizers=()) -> None:
