@@ -126,3 +126,31 @@ def test_geodesic_unit_deep():
     u = P.logmap(x, y)
     end = PoincareBall().geodesic_unit(d, x, u, project=False)
     assert rel(end, V(y)) < 1e-9
+
+
+# -- 2. Lorentz distance of close points ----------------------------------------------------
+@pytest.mark.parametrize("dtype,depth", [(torch.float32, 3.0), (torch.float32, 6.0), (torch.float64, 10.0),
+                                         (torch.float64, 15.0), (torch.float64, 20.0)])
+def test_lorentz_distance_close_points(dtype, depth):
+    u = torch.tensor([0.6, 0.8, 0.0], dtype=torch.float64)
+    x = P.point_at(u, depth).to(dtype)
+    y = P.point_at(torch.tensor([0.6, 0.8, 2e-2 / math.sinh(depth)], dtype=torch.float64), depth).to(dtype)
+    X, Y = P.to_lorentz(x), P.to_lorentz(y)
+    assert float(lorentz_distance(X, X)) == 0.0
+    ref = float(ref_dist(V(x), V(y)))
+    assert float(lorentz_distance(X, Y)) == pytest.approx(ref, rel=1e-3 if dtype == torch.float32 else 1e-6)
+    Xg = X.clone().requires_grad_(True)
+    lorentz_distance(Xg, Y).backward()
+    assert torch.isfinite(Xg.grad).all()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_lorentz_distance_far_points_keep_precision(dtype):
+    # radially aligned points at depths 2 and 7 (float32) / 5 and 20 (float64), and points at one depth
+    a, b = (2.0, 7.0) if dtype == torch.float32 else (5.0, 20.0)
+    for dy in (torch.tensor([0.6, 0.8, 0.0]), torch.tensor([-0.8, 0.6, 0.0])):
+        x = P.point_at(torch.tensor([0.6, 0.8, 0.0], dtype=torch.float64), a).to(dtype)
+        y = P.point_at(dy.double(), b).to(dtype)
+        ref = float(ref_dist(V(x), V(y)))
+        got = float(lorentz_distance(P.to_lorentz(x), P.to_lorentz(y)))
+        assert got == pytest.approx(ref, rel=1e-4 if dtype == torch.float32 else 1e-9)
