@@ -1,11 +1,13 @@
 """Episodic soak, walk 75: a merge never moves a last access back; a stored memory's episodes
 stay in step with its storage's index; save/load keeps whether a last access was set."""
 
+import sqlite3
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from hypermem.episodic import Memory, MemoryStorage
+from hypermem.store.validation import MemoryFileError
 
 T0 = datetime(2026, 3, 1, 12, tzinfo=timezone.utc)
 
@@ -69,3 +71,50 @@ def test_bad_episode_lists_are_refused_and_change_nothing():
     with pytest.raises(ValueError, match="constant"):
         m.add_episodes(["?x"])
     assert m.episodes == ["E3"] and set(s.ep_ht) == {"E3"} and m.event.ep == "E3"
+
+
+def _saved_pair(tmp_path):
+    """A merged memory and one whose last access was set explicitly, both equal to their
+    start with no access counted, and one whose last access follows its start; saved."""
+    s = MemoryStorage(clock=lambda: T0)
+    merged = s.instantiate("((Alice at.p Home) ** E1)", importance=0.8)
+    assert s.instantiate("((Alice at.p Home) ** E2)", importance=0.8) is merged
+    given = s.instantiate("((Bob at.p Work) ** E3)", importance=0.8)
+    given.last_access = given.start_time
+    free = s.instantiate("((Carol at.p Park) ** E4)", importance=0.8)
+    s.save(tmp_path / "s.db")
+    return [merged, given, free], tmp_path / "s.db"
+
+
+def _moved(mems):
+    for m in mems:
+        m.start_time = T0 - timedelta(days=2)
+    return [(m.last_access, m.last_access_set) for m in mems]
+
+
+def test_save_load_keeps_whether_the_last_access_was_set(tmp_path):
+    mems, path = _saved_pair(tmp_path)
+    assert [m.last_access_set for m in mems] == [True, True, False]
+    loaded = list(MemoryStorage.load(path, clock=lambda: T0))
+    assert _moved(loaded) == _moved(mems) == [(T0, True), (T0, True), (T0 - timedelta(days=2), False)]
+
+
+def test_a_file_without_last_access_set_loads_and_a_bad_flag_is_refused(tmp_path):
+    _, path = _saved_pair(tmp_path)
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(path.read_bytes())
+    con = sqlite3.connect(path)
+    con.execute("ALTER TABLE memories DROP COLUMN last_access_set")  # as written before the column
+    con.commit()
+    con.close()
+    old = list(MemoryStorage.load(path, clock=lambda: T0))
+    # the old rule (nothing else to go by): a last access equal to the start with no access counted follows it
+    assert [m.last_access_set for m in old] == [False, False, False] and old[0].episodes == ["E1", "E2"]
+    for value, match in ((None, "bad flag"), (2, "bad flag"), ("x", "bad flag"), (1.5, "bad flag"), (0, "follows the start")):
+        con = sqlite3.connect(bad)
+        con.execute("UPDATE memories SET last_access_set = ?, last_access = ? WHERE seq = 1",
+                    (value, (T0 + timedelta(hours=1)).isoformat()))
+        con.commit()
+        con.close()
+        with pytest.raises(MemoryFileError, match=match):
+            MemoryStorage.load(bad)

@@ -157,7 +157,7 @@ def refused_without_a_trace(path, match):
 @pytest.mark.parametrize("sql,params,match", [
     ("DELETE FROM memories WHERE seq = 3", (), "holds 30 memories but was saved with count 31"),
     ("INSERT INTO memories SELECT 99, '(extra p.v b)', event_ep, '[\"E99\"]', importance, telic, start_time, "
-     "end_time, last_access, access_count, in_context, embedding FROM memories WHERE seq = 0", (),
+     "end_time, last_access, access_count, in_context, embedding, last_access_set FROM memories WHERE seq = 0", (),
      "holds 32 memories but was saved with count 31"),
     ("UPDATE config SET value = 'true' WHERE key = 'count'", (), "saved with count True"),
     ("UPDATE memories SET seq = 'x' WHERE seq = 3", (), r"key number \(seq\) 'x'"),

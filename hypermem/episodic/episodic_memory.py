@@ -273,6 +273,12 @@ class EpisodicMemory:
             self.on_end(self)
 
     @property
+    def last_access_set(self) -> bool:
+        """Whether the last access was set (given, made by an access, or by a merge) rather
+        than following the start time (:meth:`set_times`); saved with the memory."""
+        return self._last_set
+
+    @property
     def storage(self) -> Any:
         """The :class:`MemoryStorage` holding this memory, or ``None``."""
         return self._holder

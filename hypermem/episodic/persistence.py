@@ -10,10 +10,14 @@ rename; an exception or a crash leaves the previous file intact):
   ``embedder`` (a :func:`hypermem.embed.spec.embedder_spec` or ``null``),
   ``curvature``, ``dtype``, ``next`` (the next memory key number), ``count``.
 * ``memories (seq, wff, event_ep, episodes, importance, telic, start_time, end_time,
-  last_access, access_count, in_context, embedding)`` — one row per memory in insertion
-  order: the formula printed by :func:`~hypermem.episodic.format_sexpr`, the episodes as
-  a JSON list, times as ISO 8601 text, the embedding of its point in the hyperbolic store
-  as raw little-endian float64 bytes (``NULL`` without an embedder).
+  last_access, access_count, in_context, embedding, last_access_set)`` — one row per memory
+  in insertion order: the formula printed by :func:`~hypermem.episodic.format_sexpr`, the
+  episodes as a JSON list, times as ISO 8601 text, the embedding of its point in the
+  hyperbolic store as raw little-endian float64 bytes (``NULL`` without an embedder), and
+  ``last_access_set`` (``1`` when the last access was set or made, ``0`` when it follows the
+  start time: :attr:`EpisodicMemory.last_access_set`, kept so a loaded memory behaves the
+  same when its start moves).  A file written before that column (its other eleven
+  columns) still loads: a last access equal to the start with no access counted follows it.
 
 The hash tables are functions of the memories (``ep_ht`` of the episode lists, ``wff_ht``
 of the formulas), so :func:`load_storage` rebuilds them equal.  Loading executes nothing
@@ -64,7 +68,8 @@ from .sexpr import SExprSyntaxError, format_sexpr, is_symbol, parse_sexpr
 KIND = "hypermem.episodic"
 FORMAT_VERSION = 1
 COLUMNS = ("seq", "wff", "event_ep", "episodes", "importance", "telic", "start_time", "end_time", "last_access",
-           "access_count", "in_context", "embedding")
+           "access_count", "in_context", "embedding", "last_access_set")
+_LEGACY_COLUMNS = COLUMNS[:-1]  # files written before last_access_set
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 CONFIG_KEYS = ("kind", "format", "importance_threshold", "telic_predicates", "decay", "embedder", "curvature",
                "dtype", "next", "count")
@@ -125,7 +130,8 @@ def save_storage(storage, path: str | os.PathLike, overwrite: bool = False) -> N
         records = [(storage.seq(m), format_sexpr(m.get_wff()), m.event.ep, json.dumps(m.episodes),
                     m.importance, None if m.telic is None else int(m.telic), m.start_time.isoformat(),
                     None if m.end_time is None else m.end_time.isoformat(), m.last_access.isoformat(),
-                    int(m.access_count), int(m in storage.context), None if emb is None else emb[j].tobytes())
+                    int(m.access_count), int(m in storage.context), None if emb is None else emb[j].tobytes(),
+                    int(m.last_access_set))
                    for j, m in enumerate(mems)]
     _write(path, config, records)
 
@@ -135,7 +141,7 @@ def _write(path: str | os.PathLike, config: dict[str, Any], records: list[tuple]
         con.execute("CREATE TABLE config (key TEXT PRIMARY KEY, value TEXT)")
         con.execute("CREATE TABLE memories (seq INTEGER PRIMARY KEY, wff TEXT, event_ep TEXT, episodes TEXT, "
                     "importance REAL, telic INTEGER, start_time TEXT, end_time TEXT, last_access TEXT, "
-                    "access_count INTEGER, in_context INTEGER, embedding BLOB)")
+                    "access_count INTEGER, in_context INTEGER, embedding BLOB, last_access_set INTEGER)")
         con.executemany("INSERT INTO config VALUES (?, ?)",
                         [(k, json.dumps(v, allow_nan=False)) for k, v in config.items()])
         con.executemany(f"INSERT INTO memories VALUES ({', '.join('?' * len(COLUMNS))})", records)
@@ -164,9 +170,9 @@ def _read(path: str | os.PathLike) -> tuple[dict[str, Any], list[dict[str, Any]]
             raise MemoryFileError(f"{where}: the config table lacks {missing} (an episodic file records every "
                                   f"one of {list(CONFIG_KEYS)}; null where unset)")
         cols = [r[1] for r in con.execute("PRAGMA table_info(memories)")]
-        if cols != list(COLUMNS):
+        if cols not in (list(COLUMNS), list(_LEGACY_COLUMNS)):
             raise MemoryFileError(f"{where}: the memories table has columns {cols}, expected {list(COLUMNS)}")
-        rows = [dict(zip(COLUMNS, r)) for r in con.execute(f"SELECT {', '.join(COLUMNS)} FROM memories ORDER BY seq")]
+        rows = [dict(zip(cols, r)) for r in con.execute(f"SELECT {', '.join(cols)} FROM memories ORDER BY seq")]
     except SQLITE_READ_ERRORS as exc:
         raise MemoryFileError(f"{where} is not a readable episodic memory file ({sqlite_problem(exc)})") from None
     finally:
@@ -239,7 +245,17 @@ def _memory(r: dict[str, Any], clock: Callable, where: str) -> EpisodicMemory:
     problem = order_problem(start, end, last)
     if problem:
         raise MemoryFileError(f"{where}: memory {seq} has {problem}")
-    followed = last == start and acc == 0  # a last access nobody set follows the start time, as before saving
+    flag = r.get("last_access_set", _LEGACY_COLUMNS)
+    if flag is _LEGACY_COLUMNS:  # an older file: a last access nobody set follows the start time
+        followed = last == start and acc == 0
+    elif isinstance(flag, bool) or not isinstance(flag, int) or flag not in (0, 1):
+        raise MemoryFileError(f"{where}: memory {seq} has a bad flag last_access_set {flag!r} (0: the last access "
+                              f"follows the start time, 1: it was set)")
+    elif flag == 0 and last != start:
+        raise MemoryFileError(f"{where}: memory {seq} has last_access_set 0 (the last access follows the start "
+                              f"time) but a last access {last.isoformat()} other than its start {start.isoformat()}")
+    else:
+        followed = flag == 0
     m.set_times(start_time=start, end_time=end, **({} if followed else {"last_access": last}))
     m.access_count = acc
     return m
