@@ -154,3 +154,23 @@ def test_lorentz_distance_far_points_keep_precision(dtype):
         ref = float(ref_dist(V(x), V(y)))
         got = float(lorentz_distance(P.to_lorentz(x), P.to_lorentz(y)))
         assert got == pytest.approx(ref, rel=1e-4 if dtype == torch.float32 else 1e-9)
+
+
+# -- 3. the hyperboloid on and beyond the boundary ------------------------------------------
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_to_lorentz_on_boundary_is_finite(dtype):
+    b = torch.tensor([1.0, 0.0, 0.0], dtype=dtype, requires_grad=True)
+    o = torch.zeros(3, dtype=dtype)
+    X = P.to_lorentz(b)
+    assert torch.isfinite(X).all() and float(X[0]) < 1e16
+    d = lorentz_distance(X, P.to_lorentz(o))
+    d.backward()
+    assert math.isfinite(float(d)) and torch.isfinite(b.grad).all() and float(b.grad.abs().sum()) >= 0
+    assert float(d) == pytest.approx(float(P.distance(b.detach(), o)), rel=1e-3)
+    opp = lorentz_distance(X.detach(), P.to_lorentz(-b.detach()))
+    assert float(opp) == pytest.approx(float(P.distance(b.detach(), -b.detach())), rel=1e-3)
+    out = torch.tensor([1.5, 0.0, 0.0], dtype=dtype, requires_grad=True)
+    Xo = P.to_lorentz(out)
+    do = lorentz_distance(Xo, P.to_lorentz(o))
+    do.backward()
+    assert torch.isfinite(Xo).all() and math.isfinite(float(do)) and torch.isfinite(out.grad).all()

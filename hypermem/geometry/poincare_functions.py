@@ -368,12 +368,17 @@ def to_lorentz(x, c: Curvature = 1.0) -> torch.Tensor:
     r"""Map ball points to the hyperboloid ``{X : <X,X>_L = -1/c, X_0 > 0}``.
 
     ``X_0 = (1 + c||x||^2) / (sqrt(c) (1 - c||x||^2))``, ``X_i = 2 x_i / (1 - c||x||^2)``.
-    The output has one more coordinate, the time coordinate first.
+    The output has one more coordinate, the time coordinate first (Nickel & Kiela 2018, eq. 11).
+    The denominator is :func:`boundary_gap`, floored like the distances' (``gap_floor``): a point
+    on or beyond the boundary maps to finite coordinates (``X_0 = 8.4e6`` / ``1.0e15`` on it, float32 /
+    float64, not ``2e30`` / ``2e300``) and :func:`~hypermem.geometry.lorentz_distance` from it is
+    finite with a finite gradient, as ``docs/numerics.md`` promises.
     """
     c = _c(c)
     (x,) = as_points(x, names=("x",))
-    x2 = c * sq_norm(x, keepdim=True)
-    den = (1.0 - x2).clamp_min(tiny(x.dtype))
+    sq = sq_norm(x, keepdim=True)
+    x2 = c * sq
+    den = boundary_gap(sq, c)
     x0 = (1.0 + x2) / (_sqrt_c(c) * den)
     return torch.cat([x0, 2.0 * x / den], dim=-1)
 
