@@ -174,3 +174,20 @@ def test_to_lorentz_on_boundary_is_finite(dtype):
     do = lorentz_distance(Xo, P.to_lorentz(o))
     do.backward()
     assert torch.isfinite(Xo).all() and math.isfinite(float(do)) and torch.isfinite(out.grad).all()
+
+
+# -- 5. tiny vectors ----------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", [1e-16, 1e-17, 1e-20])
+def test_tiny_vectors_have_their_norm(dtype, n):
+    x = torch.tensor([n, 0.0, 0.0], dtype=dtype, requires_grad=True)
+    d0 = P.distance_to_origin(x)
+    d0.backward()
+    assert float(d0) == pytest.approx(2 * n, rel=1e-4)
+    assert float(x.grad[0]) == pytest.approx(2.0, rel=1e-4)
+    y = torch.tensor([0.5, 0.0, 0.0], dtype=dtype)
+    assert float(P.shell_distance(x.detach(), y, 3.0)) < 1e-6
+    assert float(P.mobius_scalar_mul(2.0, x.detach())[0]) == pytest.approx(2 * n, rel=1e-4)
+    z = torch.zeros(3, dtype=dtype, requires_grad=True)
+    P.distance_to_origin(z).backward()
+    assert torch.isfinite(z.grad).all()

@@ -193,8 +193,14 @@ def exp_range(dtype: torch.dtype) -> float:
 
 
 def safe_norm(x: torch.Tensor, dim: int = -1, keepdim: bool = False) -> torch.Tensor:
-    """Euclidean norm ``sqrt(max(sum x_i^2, tiny))``: finite gradient at the origin."""
-    return x.pow(2).sum(dim=dim, keepdim=keepdim).clamp_min(tiny(x.dtype)).sqrt()
+    """Euclidean norm ``sqrt(sum x_i^2)``, ``sqrt(tiny)`` where the sum is exactly 0 (the origin, or
+    a vector whose squares underflow: below ~3e-23 in float32, ~1e-162 in float64), so its gradient
+    is finite (0) there.  No other vector is floored: a floor at ``tiny`` (``1e-30`` in float32)
+    gave every float32 vector shorter than 1e-15 the norm 1e-15 (``distance_to_origin`` 2e-15 with
+    gradient 0 at ``||x|| = 1e-20``).  Squares below the dtype's normal range (``||x|| < 1e-19`` /
+    ``1e-154``) are subnormal and keep fewer digits."""
+    sq = x.pow(2).sum(dim=dim, keepdim=keepdim)
+    return torch.where(sq > 0, sq, tiny(x.dtype)).sqrt()
 
 
 def sq_norm(x: torch.Tensor, dim: int = -1, keepdim: bool = False) -> torch.Tensor:

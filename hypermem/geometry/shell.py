@@ -35,15 +35,14 @@ def shell_distance(x, y, depth, c: Curvature = 1.0) -> torch.Tensor:
 
     a monotone function of the angle alone (see :func:`shell_distance_from_cosine`).
     ``sin(theta/2) = ||u - v|| / 2`` for the unit directions ``u``, ``v``, which stays
-    precise for tiny angles (and exactly 0 for one direction, unfloored: at depth 800 a
+    precise for tiny angles (and exactly 0 for one direction and for tiny vectors, unfloored: at depth 800 a
     floor of ``1e-150`` would be a distance of 900).  A zero vector has no direction and is treated as
     orthogonal to everything.  Evaluated by :func:`shell_distance_at_depth` (finite for
     every depth, curvature and angle).
     """
     c = _c(c)
     x, y = as_points(x, y)
-    u = x / safe_norm(x, keepdim=True)
-    v = y / safe_norm(y, keepdim=True)
+    u, v = _direction(x), _direction(y)
     half_chord = torch.linalg.vector_norm(u - v, dim=-1) / 2.0  # 0 for one direction (gradient 0)
     zero = (sq_norm(x) == 0) | (sq_norm(y) == 0)
     half_chord = torch.where(zero, torch.full_like(half_chord, math.sqrt(0.5)), half_chord)
@@ -62,6 +61,14 @@ def shell_distance_from_cosine(cos, depth, c: Curvature = 1.0) -> torch.Tensor:
     (cos,) = as_tensors(cos, names=("cos",))
     s = ((1.0 - cos.clamp(-1.0, 1.0)) * 0.5).clamp_min(tiny(cos.dtype)).sqrt()
     return shell_distance_at_depth(s, _depth(depth, cos), c)
+
+
+def _direction(x: torch.Tensor) -> torch.Tensor:
+    """``x / ||x||`` (0 for ``x = 0``), divided by ``max_i |x_i|`` first so that the squares of a tiny
+    ``x`` (below ~1e-19 in float32) are not subnormal: exactly aligned vectors keep half chord 0."""
+    m = torch.linalg.vector_norm(x, ord=math.inf, dim=-1, keepdim=True)
+    x = x / torch.where(m > 0, m, 1.0)
+    return x / safe_norm(x, keepdim=True)
 
 
 def _depth(depth, like: torch.Tensor):
