@@ -176,6 +176,40 @@ def test_to_lorentz_on_boundary_is_finite(dtype):
     assert torch.isfinite(Xo).all() and math.isfinite(float(do)) and torch.isfinite(out.grad).all()
 
 
+# -- 4. huge vectors ----------------------------------------------------------------------
+HUGE = {torch.float32: [3e19, 4e19, 0.0], torch.float64: [3e200, 4e200, 0.0]}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_huge_vectors_keep_their_direction(dtype):
+    x = torch.tensor(HUGE[dtype], dtype=dtype)
+    edge = 1 - ball_margin(dtype)
+    want = torch.tensor([0.6 * edge, 0.8 * edge, 0.0], dtype=torch.float64)
+    ball = PoincareBall()
+    for out in (P.project(x), P.retraction(torch.zeros_like(x), x), ball.projx(x), ball.expmap0(x),
+                P.project(P.expmap0(x)), P.point_at(x, 40.0)):
+        assert out.dtype == dtype
+        assert torch.allclose(out.double(), want, rtol=0, atol=1e-6)
+    assert torch.allclose(P.point_at(x, 1.0).double(), math.tanh(0.5) * want / edge, atol=1e-6)
+    for row in ([math.inf, 0.0, 0.0], [-math.inf, 5.0, 0.0]):
+        got = P.project(torch.tensor(row, dtype=dtype))
+        assert torch.isfinite(got).all()
+        assert torch.allclose(got.double(), torch.tensor([math.copysign(edge, row[0]), 0, 0], dtype=torch.float64),
+                              atol=1e-6)
+    v = x.clone().requires_grad_(True)
+    P.expmap0(v).sum().backward()
+    assert torch.isfinite(v.grad).all()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_project_and_expmap0_unchanged_inside(dtype):
+    x = P.random_points(50, 5, 5.0, seed=3, dtype=dtype)
+    assert torch.equal(P.project(x), x)
+    v = torch.zeros(2, 3, dtype=dtype, requires_grad=True)
+    P.expmap0(v).sum().backward()
+    assert torch.equal(v.grad, torch.ones_like(v))  # exp_0 is the identity to first order at 0
+
+
 # -- 5. tiny vectors ----------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n", [1e-16, 1e-17, 1e-20])

@@ -203,6 +203,21 @@ def safe_norm(x: torch.Tensor, dim: int = -1, keepdim: bool = False) -> torch.Te
     return torch.where(sq > 0, sq, tiny(x.dtype)).sqrt()
 
 
+def rescaled(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(xs, s, nonzero)`` with ``x = s * xs`` over the last dimension: ``s = max_i |x_i|`` (1 for a
+    zero row, ``nonzero`` False there), so ``||xs||`` lies in ``[1, sqrt(d)]`` and
+    ``torch.linalg.vector_norm(xs)`` neither overflows nor underflows (``sum x_i^2`` of
+    ``[3e19, 4e19]`` is ``inf`` in float32, and the point became ``x / inf = 0``).  ``+-inf``
+    coordinates are first clamped to the dtype's largest finite value, so a row with infinite
+    coordinates keeps their direction; NaN propagates.  Two passes over ``x`` and no host sync."""
+    top = torch.finfo(x.dtype).max
+    x = x.clamp(-top, top)
+    m = torch.linalg.vector_norm(x, ord=math.inf, dim=-1, keepdim=True)
+    nonzero = m > 0
+    s = torch.where(nonzero, m, 1.0)
+    return x / s, s, nonzero
+
+
 def sq_norm(x: torch.Tensor, dim: int = -1, keepdim: bool = False) -> torch.Tensor:
     """Squared Euclidean norm ``sum x_i^2``."""
     return x.pow(2).sum(dim=dim, keepdim=keepdim)

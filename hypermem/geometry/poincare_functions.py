@@ -30,6 +30,7 @@ from .numerics import (
     ball_margin,
     gap_floor,
     half_as_float32,
+    rescaled,
     safe_norm,
     sech2,
     sq_norm,
@@ -211,12 +212,18 @@ def pairwise_distance(x, y, c: Curvature = 1.0) -> torch.Tensor:
 @half_as_float32
 def expmap0(v, c: Curvature = 1.0) -> torch.Tensor:
     r"""Exponential map at the origin: ``exp_0(v) = tanh(sqrt(c)||v||) v / (sqrt(c)||v||)``
-    (Ganea et al. 2018, Lemma 2 at ``x = 0``)."""
+    (Ganea et al. 2018, Lemma 2 at ``x = 0``), taken from ``v / max_i |v_i|``
+    (:func:`~hypermem.geometry.numerics.rescaled`): a vector whose squared norm overflows
+    keeps its direction (the boundary point along it, not the origin), ``+-inf`` coordinates
+    give the direction of the infinite ones; the identity to first order at ``v = 0``."""
     c = _c(c)
     (v,) = as_points(v, names=("v",))
     sc = _sqrt_c(c)
-    n = safe_norm(v, keepdim=True)
-    return tanh(sc * n) * v / (sc * n)
+    vs, s, nonzero = rescaled(v)  # v = s vs: a huge v keeps its direction (sum v_i^2 overflowed to inf)
+    ns = torch.linalg.vector_norm(vs, dim=-1, keepdim=True)
+    ns = torch.where(nonzero, ns, 1.0)
+    # tanh(sqrt(c)||v||) v / (sqrt(c)||v||) = vs tanh(sqrt(c) s ns) / (sqrt(c) ns); 1 * v at v = 0
+    return vs * torch.where(nonzero, tanh(sc * (s * ns)) / (sc * ns), 1.0)
 
 
 @half_as_float32
@@ -328,8 +335,9 @@ def point_at(direction, hyperbolic_radius, c: Curvature = 1.0) -> torch.Tensor:
 def _on_ray(u, hyperbolic_radius, c):
     """:func:`point_at` before its projection (which runs in the input's dtype): in float32 for half input."""
     r, sc = _radius_tensor(hyperbolic_radius, u), _sqrt_c(c)
-    unit = u / (sq := sq_norm(u, keepdim=True)).clamp_min(tiny(u.dtype)).sqrt()  # = u / safe_norm(u)
-    u = torch.where(sq > 0, unit, unit.detach()) if unit.requires_grad else unit
+    us, _, nonzero = rescaled(u)  # u / max|u_i|: no overflow of ||u||^2 for a huge direction
+    unit = us / torch.where(nonzero, torch.linalg.vector_norm(us, dim=-1, keepdim=True), 1.0)
+    u = torch.where(nonzero, unit, unit.detach()) if unit.requires_grad else unit
     return tanh(sc * r / 2.0) * u / sc
 
 
@@ -343,7 +351,11 @@ def project(x, c: Curvature = 1.0, margin: float | None = None) -> torch.Tensor:
 
     ``margin`` defaults to :func:`hypermem.geometry.numerics.ball_margin` of the dtype; a
     given one is a number in ``[0, 1)`` (else ``ValueError``: 1 or more would put every point
-    at or through the origin).  Points already inside are returned unchanged.
+    at or through the origin).  Points already inside are returned unchanged.  The norm is taken
+    from ``x / max_i |x_i|`` (:func:`~hypermem.geometry.numerics.rescaled`, no host sync): a huge
+    finite point (float32 ``[3e19, 4e19]``, whose ``sum x_i^2`` overflows) lands on the margin
+    along its own direction, not at the origin; ``+-inf`` coordinates are read as the direction
+    of the infinite ones (``[inf, 5]`` gives ``[1 - margin, 0]``); NaN coordinates stay NaN.
     """
     c = _c(c)
     (x,) = as_points(x, names=("x",))
@@ -352,8 +364,10 @@ def project(x, c: Curvature = 1.0, margin: float | None = None) -> torch.Tensor:
         raise ValueError(f"margin must be a number in [0, 1), got {margin!r}")
     m = ball_margin(x.dtype) if margin is None else float(margin)
     maxnorm = (1.0 - m) / _sqrt_c(c)
-    n = safe_norm(x, keepdim=True)
-    return torch.where(n > maxnorm, x / n * maxnorm, x)
+    xs, s, _ = rescaled(x)  # x = s xs, ||xs|| in [1, sqrt(d)]: ||x|| = s ||xs|| without overflow
+    ns = torch.linalg.vector_norm(xs, dim=-1, keepdim=True)
+    over = ns > maxnorm / s
+    return torch.where(over, xs * (maxnorm / torch.where(over, ns, 1.0)), x)  # no 1/0 (NaN gradient) at 0
 
 
 def is_inside(x, c: Curvature = 1.0) -> torch.Tensor:
