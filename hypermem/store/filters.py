@@ -34,7 +34,8 @@ not the instants.  The LangChain and LlamaIndex adapters compare the store's own
 **SQL.** :func:`to_postgres` translates a filter into a JSONB ``WHERE`` clause that is
 *never stricter* than the Python predicate (exact for the pushed-down operators; a clause
 it cannot translate becomes ``TRUE``); the server search then checks every row it reads
-with :func:`compile_filter`, so the answer is the in-process one.
+with :func:`compile_filter`, so the answer is the in-process one.  JSON equality and its hash
+keys live in :mod:`hypermem.store.json_values` (re-exported here).
 """
 
 from __future__ import annotations
@@ -44,56 +45,16 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..retrieval.text_fold import canonical, fold
+from .json_values import MISSING, json_equal, json_key, member, membership
+from .json_values import is_number as _number
 from .validation import MAX_JSON_DEPTH, json_depth_over
 
 __all__ = ["MISSING", "OPERATORS", "RECORD_FIELDS", "FilterError", "RecordFilter", "check_filter", "compile_filter",
            "filter_keys", "is_ops", "json_equal", "json_key", "map_fields", "matches", "to_postgres", "value_test"]
 
 
-class _Missing:
-    """:data:`MISSING`'s type, one object (checked with ``is``, held by a copied store's value columns): pickle,
-    copy and deepcopy give back the name ``__reduce__`` returns; ``__new__`` (an older pickle) no twin."""
-
-    def __new__(cls) -> Any:
-        return globals().get("MISSING") or super().__new__(cls)
-
-    def __reduce__(self) -> str:
-        return "MISSING"
-
-    def __repr__(self) -> str:
-        return "<missing>"
-
-
-MISSING: Any = _Missing()
-"""What a lookup returns for a field a record does not have."""
-
-
 class FilterError(ValueError, TypeError):
     """A malformed filter or an unknown operator (the message names it)."""
-
-
-def _number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def json_equal(a: Any, b: Any) -> bool:
-    """Equality of two JSON values as PostgreSQL's ``jsonb =`` sees it: booleans equal only
-    booleans, numbers compare by value, lists element by element, dicts key by key."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if _number(a) or _number(b):
-        return _number(a) and _number(b) and a == b
-    if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
-        return (isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b)
-                and all(json_equal(x, y) for x, y in zip(a, b)))
-    if isinstance(a, Mapping) or isinstance(b, Mapping):
-        return (isinstance(a, Mapping) and isinstance(b, Mapping) and a.keys() == b.keys()
-                and all(json_equal(a[k], b[k]) for k in a))
-    return a == b
-
-
-def _member(v: Any, xs: Any) -> bool:
-    return any(json_equal(v, x) for x in xs)
 
 
 def _ordered(op: str) -> Callable[[Any, Any], bool]:
@@ -118,15 +79,15 @@ def _text(case: bool) -> Callable[[Any, Any], bool]:
 def _contains(v: Any, x: Any) -> bool:
     if isinstance(v, str):
         return isinstance(x, str) and x in v
-    return isinstance(v, (list, tuple)) and _member(x, v)
+    return isinstance(v, (list, tuple)) and member(x, v)
 
 
 OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
     "$eq": lambda v, x: v is not MISSING and json_equal(v, x),
     "$ne": lambda v, x: v is MISSING or not json_equal(v, x),
     "$gt": _ordered("$gt"), "$gte": _ordered("$gte"), "$lt": _ordered("$lt"), "$lte": _ordered("$lte"),
-    "$in": lambda v, x: v is not MISSING and _member(v, x),
-    "$nin": lambda v, x: v is MISSING or not _member(v, x),
+    "$in": lambda v, x: v is not MISSING and member(v, x),
+    "$nin": lambda v, x: v is MISSING or not member(v, x),
     "$exists": lambda v, x: (v is not MISSING) == bool(x),
     "$contains": _contains,
     "$all": lambda v, x: all(_contains(v, i) for i in x),
@@ -256,52 +217,8 @@ def matches(v: Any, want: Any) -> bool:
     if isinstance(want, Mapping):
         return isinstance(v, Mapping) and all(matches(v.get(k, MISSING), w) for k, w in want.items())
     if isinstance(want, (list, tuple, set, frozenset)):
-        return v is not MISSING and _member(v, want)
+        return v is not MISSING and member(v, want)
     return v is not MISSING and json_equal(v, want)
-
-
-def json_key(v: Any) -> Any:
-    """A hashable key of a JSON value with ``json_key(a) == json_key(b)`` exactly when
-    :func:`json_equal` ``(a, b)``: a type tag and the value (``("n", 1)`` and ``("n", 1.0)`` are one
-    key, ``("b", True)`` another), lists and tuples as the tuple of their items' keys, dicts as
-    the set of ``(key, value's key)``.  None for a value no key stands for (a float NaN, equal to
-    nothing, or a type that is no plain JSON): compare those with :func:`json_equal`."""
-    if type(v) is str:
-        return v
-    if isinstance(v, bool):
-        return ("b", v)
-    if isinstance(v, (int, float)):   # equal numbers have equal hashes (1, 1.0, -0.0)
-        return None if v != v else ("n", v)
-    if v is None:
-        return ("z",)
-    if isinstance(v, (list, tuple)):
-        items = tuple(json_key(x) for x in v)
-        return None if None in items else ("l", items)
-    if isinstance(v, Mapping):
-        try:
-            pairs = frozenset((k, json_key(x)) for k, x in v.items())
-        except TypeError:
-            return None
-        return None if len(pairs) != len(v) or any(x is None for _, x in pairs) else ("d", pairs)
-    return None
-
-
-def _membership(xs: Any) -> Callable[[Any], bool]:
-    """``lambda v: _member(v, xs)`` by a set of :func:`json_key` keys: O(1) a value, not O(len(xs))."""
-    keys, rest = set(), []
-    for x in xs:
-        k = json_key(x)
-        if k is None:
-            rest.append(x)
-        else:
-            keys.add(k)
-
-    def member(v: Any) -> bool:
-        k = json_key(v)
-        if k is None:
-            return _member(v, xs)
-        return k in keys or bool(rest) and _member(v, rest)
-    return member
 
 
 def value_test(want: Any) -> Callable[[Any], bool]:
@@ -311,7 +228,7 @@ def value_test(want: Any) -> Callable[[Any], bool]:
         tests: list[Callable[[Any], bool]] = []
         for op, x in want.items():
             if op in ("$in", "$nin"):
-                m = _membership(x)
+                m = membership(x)
                 tests.append((lambda v, m=m: v is not MISSING and m(v)) if op == "$in"
                              else (lambda v, m=m: v is MISSING or not m(v)))
             else:
@@ -321,7 +238,7 @@ def value_test(want: Any) -> Callable[[Any], bool]:
         subs = [(k, value_test(w)) for k, w in want.items()]
         return lambda v: isinstance(v, Mapping) and all(t(v.get(k, MISSING)) for k, t in subs)
     if isinstance(want, (list, tuple, set, frozenset)):
-        m = _membership(want)
+        m = membership(want)
         return lambda v: v is not MISSING and m(v)
     return lambda v: matches(v, want)
 

@@ -31,6 +31,8 @@ A database of layout 1 is upgraded when opened for writing; the first ``removed_
 layout 3 (:mod:`.layouts`, :mod:`.pg_layout`).
 
 Ingest: one binary ``COPY`` in the call's transaction (:meth:`PostgresStorage.insert`); rewrites: upserts.
+``meta`` is sent with its floats of ``1e16`` or more as exact decimals with ``.0``
+(:func:`~hypermem.store.json_values.exact_numbers`): written with an exponent, jsonb kept them as ints.
 
 A lost connection raises :class:`StorageError` naming it; the next call reconnects.  A lock or statement
 timeout, a deadlock, a serialization failure or a full disk rolls back and keeps it (:func:`.pg_errors.describe`).
@@ -55,6 +57,7 @@ import torch
 
 from ...geometry import poincare as P
 from ...geometry.lorentz import to_mips_vectors
+from ..json_values import exact_numbers
 from . import fork_guard
 from .changes import REMOVAL_LOG_VERSIONS, collect_changes, issue_changes, prune_removal_log
 from .durable import ConnectionLost, StorageError, first_statement
@@ -378,7 +381,8 @@ class PostgresStorage:
         d32, lor = self._vectors(rows)
         v = self.next_version
         with pipeline(self.con), self.con.cursor() as cur:
-            cur.executemany(_UPSERT, [r + (d32[j], lor[j], v) for j, r in enumerate(rows)])
+            cur.executemany(_UPSERT, [(*r[:10], exact_numbers(r[10]), *r[11:], d32[j], lor[j], v)
+                                      for j, r in enumerate(rows)])
 
     def insert(self, rows: list[tuple]) -> None:
         """Insert new rows (ids not stored yet) with one binary ``COPY`` in this transaction."""
@@ -404,7 +408,7 @@ class PostgresStorage:
                 check_nul(rows)
                 d32, lor = self._vectors(rows)
                 for j, r in enumerate(rows):
-                    copy.write_row((*r[:10], Jsonb(r[10], dumps=_as_is), *r[11:], d32[j], lor[j], v))
+                    copy.write_row((*r[:10], Jsonb(exact_numbers(r[10]), dumps=_as_is), *r[11:], d32[j], lor[j], v))
 
             yield put
 

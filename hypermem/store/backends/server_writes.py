@@ -27,6 +27,7 @@ import torch
 
 from ...temporal import policy_weights
 from ...temporal.clock import to_seconds, to_utc
+from ..json_values import exact_numbers
 from ..placement import child_directions, level_depths, point_placement, unit
 from ..state import batch_ids
 from .rows import COLUMNS, vector_bytes, vector_from
@@ -219,7 +220,7 @@ def update_fields(st, id: str, fields: dict[str, Any]) -> None:
     stamped ``changed_at`` with the transaction's version."""
     if fields:
         sets = ", ".join(f"{c} = %s::jsonb" if c == "meta" else f"{c} = %s" for c in fields)
-        vals = [json.dumps(v, allow_nan=False) if c == "meta" else v for c, v in fields.items()]
+        vals = [exact_numbers(json.dumps(v, allow_nan=False)) if c == "meta" else v for c, v in fields.items()]
         st.con.execute(f"UPDATE {_M} SET {sets}, changed_at = %s WHERE id = %s", (*vals, st.next_version, id))
 
 
