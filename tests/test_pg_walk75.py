@@ -13,6 +13,7 @@ import pytest
 import test_refresh
 
 from hypermem import HashingEmbedder, Memory
+from hypermem.store.filters import to_postgres
 from hypermem.store.json_values import exact_numbers
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -61,6 +62,7 @@ def test_big_float_meta_keeps_value_and_type_on_postgres(pg_url):
         assert _same(back.get("c").meta, dict(META, via="update"))
     with Memory.open(pg_url, embedder=_emb(), mirror=False) as server:
         assert _same(server.get("a").meta, META)
+        assert [r.id for r in server.search("x", k=5, filters={"n": {"$gte": BIG}})] != []
 
 
 def test_a_store_written_before_the_fix_still_loads(pg_url):
@@ -73,3 +75,27 @@ def test_a_store_written_before_the_fix_still_loads(pg_url):
     with Memory.open(pg_url, embedder=_emb()) as back:
         assert _same(back.get("a").meta, {"n": 1152921504606847000})   # what jsonb kept: read as before
         assert [r.id for r in back.search("x", k=5, filters={"n": 1152921504606847000}, touch=False)] == ["a"]
+
+
+# ---------------------------------------------------------------------- 2. the pushdown of such numbers
+FILTERS = [{"ts": BIG}, {"ts": [BIG]}, {"ts": {"$in": [BIG]}}, {"ts": {"$gte": BIG}}, {"ts": {"$lte": BIG}},
+           {"ts": {"$ne": BIG}}, {"ts": {"$nin": [BIG]}}, {"$not": {"ts": {"$lt": BIG}}}, {"ts": 2 ** 60},
+           {"ts": {"$gt": BIG}}, {"ts": 0.1}, {"ts": {"$gte": 0.1, "$lte": 0.1}}, {"ts": {"$in": [0.3, 0.1]}}]
+
+
+def test_the_sql_filter_compares_big_numbers_as_python_does(pg_url):
+    with Memory.open(pg_url, embedder=_emb()) as mem, Memory.open(pg_url, embedder=_emb(), mirror=False) as server:
+        mem.add("ns clock", id="a", meta={"ts": 2 ** 60})               # an int: nanoseconds
+        mem.add("a float", id="b", meta={"ts": BIG})
+        mem.add("a tenth", id="c", meta={"ts": 0.1})
+        mem.add("one more", id="d", meta={"ts": 2 ** 60 + 1})
+        for spec in FILTERS:
+            local = sorted(r.id for r in mem.search("x", k=9, filters=spec, touch=False))
+            assert sorted(r.id for r in server.search("x", k=9, filters=spec)) == local, spec
+            assert sorted(r.id for r in mem.search_server("x", k=9, filters=spec)) == local, spec
+        assert sorted(r.id for r in mem.search("x", k=9, filters={"ts": BIG}, touch=False)) == ["a", "b"]
+
+
+def test_to_postgres_sends_big_floats_as_exact_decimals():
+    clause, params = to_postgres({"ts": {"$gte": BIG}, "u": {"$in": [BIG, 1.5]}})
+    assert "1152921504606846976.0" in params and "[1152921504606846976.0, 1.5]" in params

@@ -34,8 +34,10 @@ not the instants.  The LangChain and LlamaIndex adapters compare the store's own
 **SQL.** :func:`to_postgres` translates a filter into a JSONB ``WHERE`` clause that is
 *never stricter* than the Python predicate (exact for the pushed-down operators; a clause
 it cannot translate becomes ``TRUE``); the server search then checks every row it reads
-with :func:`compile_filter`, so the answer is the in-process one.  JSON equality and its hash
-keys live in :mod:`hypermem.store.json_values` (re-exported here).
+with :func:`compile_filter`, so the answer is the in-process one.  Numbers go as the stored
+metadata's do (:func:`~hypermem.store.json_values.exact_numbers`: a float of ``1e16`` or more as
+its exact value), so SQL orders them as Python does.  JSON equality and its hash keys live in
+:mod:`hypermem.store.json_values` (re-exported here).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..retrieval.text_fold import canonical, fold
-from .json_values import MISSING, json_equal, json_key, member, membership
+from .json_values import MISSING, exact_numbers, json_equal, json_key, member, membership
 from .json_values import is_number as _number
 from .validation import MAX_JSON_DEPTH, json_depth_over
 
@@ -311,6 +313,12 @@ def filter_keys(spec: Any) -> set[str]:
 _SQL_CMP = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 
 
+def _pg_json(x: Any) -> str:
+    """An operand as jsonb text, its numbers written as the stored metadata's are
+    (:func:`~hypermem.store.json_values.exact_numbers`), so SQL orders them as Python does."""
+    return exact_numbers(json.dumps(x))
+
+
 def _pg_field(path: list[str], op: str, x: Any, params: list) -> str | None:
     """The JSONB clause of one operator on the field at ``path`` (``None``: not pushed
     down); appends its parameters to ``params`` in placeholder order."""
@@ -322,17 +330,17 @@ def _pg_field(path: list[str], op: str, x: Any, params: list) -> str | None:
         return f"({v()} IS NOT NULL)" if x else f"({v()} IS NULL)"
     if op in ("$eq", "$ne"):
         clause = f"({v()} = %s::jsonb)" if op == "$eq" else f"({v()} IS NULL OR {v()} <> %s::jsonb)"
-        params.append(json.dumps(x))
+        params.append(_pg_json(x))
         return clause
     if op in ("$in", "$nin"):
         absent = "" if op == "$in" else f"{v()} IS NULL OR NOT "
         clause = f"({absent}{v()} IN (SELECT value FROM jsonb_array_elements(%s::jsonb)))"
-        params.append(json.dumps(list(x)))
+        params.append(_pg_json(list(x)))
         return clause
     if op in _SQL_CMP:
         if _number(x):
             clause = f"(jsonb_typeof({v()}) = 'number' AND {v()} {_SQL_CMP[op]} %s::jsonb)"
-            params.append(json.dumps(x))
+            params.append(_pg_json(x))
             return clause
         if isinstance(x, str):
             clause = f"(jsonb_typeof({v()}) = 'string' AND ({v()} #>> '{{}}') COLLATE \"C\" {_SQL_CMP[op]} %s)"
