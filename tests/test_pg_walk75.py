@@ -99,3 +99,35 @@ def test_the_sql_filter_compares_big_numbers_as_python_does(pg_url):
 def test_to_postgres_sends_big_floats_as_exact_decimals():
     clause, params = to_postgres({"ts": {"$gte": BIG}, "u": {"$in": [BIG, 1.5]}})
     assert "1152921504606846976.0" in params and "[1152921504606846976.0, 1.5]" in params
+
+
+# ---------------------------------------------------------------------- 3. whole-store reads catch up
+WHOLE_READS = {
+    "save": lambda a, tmp: len(Memory.load(_saved(a, tmp), embedder=_emb())),
+    "to_json": lambda a, tmp: len(Memory.from_json(a.to_json(), embedder=_emb())),
+    "to_dataframe": lambda a, tmp: len(a.to_dataframe()),
+    "iter": lambda a, tmp: len(list(a)),
+    "time_weights": lambda a, tmp: len(a.time_weights()),
+    "directions": lambda a, tmp: a.directions.shape[0],
+    "embeddings": lambda a, tmp: a.embeddings.shape[0],
+    "points": lambda a, tmp: a.points.shape[0],
+    "depths": lambda a, tmp: a.depths.shape[0],
+}
+
+
+def _saved(a, tmp):
+    path = tmp / f"snap{len(list(tmp.iterdir()))}.db"
+    a.save(path)
+    return path
+
+
+def test_whole_store_reads_see_what_another_client_committed(target, tmp_path):
+    pytest.importorskip("pandas")
+    snaps = tmp_path / "snaps"
+    snaps.mkdir()
+    with Memory.open(target, embedder=_emb()) as a, Memory.open(target, embedder=_emb()) as b:
+        a.add("first", id="m0")
+        for n, (name, read) in enumerate(WHOLE_READS.items(), start=2):
+            b.add(f"note {n}", id=f"m{n - 1}")                     # committed by the other client
+            assert read(a, snaps) == n, name                        # was n - 1: the mirror as last refreshed
+        assert a.ids == [f"m{i}" for i in range(len(WHOLE_READS) + 1)]

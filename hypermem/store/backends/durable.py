@@ -28,9 +28,11 @@ writes, touches or removes with it (:mod:`~hypermem.store.backends.changes`).  A
 writes first takes the storage's write lock and, when another process committed since this
 one last read, applies the rows that changed since (their number, not the store's size, is
 the cost; a search's touches are written as increments without applying anything, which
-the next call then does).  ``search``, ``search_batch``, ``get``, ``stats``, ``table`` and
-:meth:`refresh` check the counter (one small query) and apply the changes the same way, so
-a reader sees every memory committed before that call began.  Another process's touches
+the next call then does).  ``search``, ``search_batch``, ``get``, ``stats``, ``table``,
+``select``, the whole-store reads (iteration, ``save``, ``to_json``, ``to_dataframe``,
+``time_weights``, the columns: :mod:`.durable_reads`) and :meth:`refresh` check the counter (one
+small query) and apply the changes the same way, so a reader sees every memory committed before
+that call began; ``len``, ``in``, ``ids`` and the navigation answer as of the last.  Another process's touches
 change only access counts: they do not invalidate this process's index or mirror.  (A file
 of the old layout opened read-only, and the recovery after a failed write, re-read the
 whole store.)  A ``read_only=True`` memory refuses every mutating call and records no

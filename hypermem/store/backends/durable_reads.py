@@ -1,5 +1,15 @@
 """The reads of a durable store (:class:`~.durable.DurableStore`) that answer from its in-process
-state without a query: ``len``, ``in``, iteration, ``ids``, the columns and the navigation.
+state: ``len``, ``in``, ``ids`` and the navigation as it is (no query), and the whole-store reads
+after a :meth:`refresh`.
+
+**Other processes.**  The whole-store reads, iteration, ``save``, ``to_json``, ``to_dataframe``,
+``time_weights`` and the columns ``points``, ``directions``, ``depths``, ``embeddings``, first
+:meth:`refresh` (one small query; the changed rows applied), as ``search``, ``get``, ``stats``,
+``table`` and ``select`` do: a snapshot holds every memory committed before the call began.
+``len``, ``in``, ``ids`` and the navigation (``parent``, ``children``, ``roots``, ``tree``, ...)
+answer from the state as of the last refresh, with no query (users call them in loops); an id
+this process has not seen yet is looked up after a refresh.  Several reads that must agree:
+``refresh()`` once, then hold ``state.lock`` and read ``len``, ``ids`` and ``state``'s fields.
 
 **After a failed write.**  A write that fails is rolled back on the server and the in-process
 state is rebuilt from it (:meth:`DurableStore._undo`).  When that rebuild fails too (the server
@@ -12,7 +22,7 @@ the :class:`~.storage_errors.StorageError` of the re-read, never rows that were 
 :class:`~.storage_errors.StorageError` ``"this memory's storage is closed"`` (that of
 :meth:`refresh`), as its writes and searches do, never the rows it held when it was closed;
 ``with store:`` on a closed store raises it too.  A store that is open and not stale pays two
-attribute tests a call (``_stale``, ``storage.closed``).
+attribute tests a call (``_stale``, ``storage.closed``) in ``len``, ``in``, ``ids`` and the navigation.
 """
 
 from __future__ import annotations
@@ -23,8 +33,11 @@ __all__ = ["install"]
 
 _NAVIGATION = ("parent", "children", "ancestors", "descendants", "siblings", "level", "depth", "point", "embedding")
 """Reads of one id: an id this process has not seen yet is looked up after a refresh."""
-_PLAIN = ("roots", "tree", "to_dataframe", "time_weights", "build_index")
-_COLUMNS = ("ids", "points", "directions", "depths", "embeddings")
+_PLAIN = ("roots", "tree", "build_index")
+_REFRESHED = ("__iter__", "save", "to_json", "to_dataframe", "time_weights")
+"""Reads of the whole store: they catch up with the other processes first."""
+_COLUMNS = ("points", "directions", "depths", "embeddings")
+"""The whole-store columns: caught up first, as :data:`_REFRESHED`; ``ids`` answers as of the last refresh."""
 
 
 def fresh(memory) -> None:
@@ -82,20 +95,32 @@ def _hot(base: type):
     return __len__, __contains__
 
 
-def _column(base: type, name: str) -> property:
+def _refreshed(base: type, name: str):
+    def method(self, *args: Any, **kwargs: Any):
+        self.refresh()
+        return getattr(super(base, self), name)(*args, **kwargs)
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"``Memory.{name}`` after a refresh(): what other processes committed is in it (:mod:`{__name__}`)."
+    return method
+
+
+def _column(base: type, name: str, refresh: bool) -> property:
     def read(self):
-        fresh(self)
+        self.refresh() if refresh else fresh(self)
         return getattr(super(base, self), name)
-    return property(read, doc=f"``Memory.{name}``, re-read first after a failed write (:mod:`{__name__}`).")
+    how = "after a refresh()" if refresh else "re-read first after a failed write"
+    return property(read, doc=f"``Memory.{name}``, {how} (:mod:`{__name__}`).")
 
 
 def install(base: type) -> None:
     """Set the reads of this module on ``base`` (the durable mixin, placed before ``Memory``)."""
     for name in _NAVIGATION:
         setattr(base, name, _caught_up(base, name))
-    for name in (*_PLAIN, "__iter__"):
+    for name in _PLAIN:
         setattr(base, name, _plain(base, name))
+    for name in _REFRESHED:
+        setattr(base, name, _refreshed(base, name))
     base.__len__, base.__contains__ = _hot(base)
-    for name in _COLUMNS:
-        setattr(base, name, _column(base, name))
+    for name in ("ids", *_COLUMNS):
+        setattr(base, name, _column(base, name, refresh=name != "ids"))
     base.__enter__ = _enter
