@@ -70,7 +70,7 @@ def test_choose_embedder_still_picks_minilm_or_names_a_custom_embedder(target, m
     assert mcp_server.choose_embedder(target) == "<minilm>"   # a MiniLM store: MiniLM, without loading a row
     if other is not None:                                      # a custom embedder: the way to pass it
         Memory.open(other, embedder=StandIn({"type": "MyEmbedder", "dim": 8, "custom": True})).close()
-        with pytest.raises(ValueError, match="made with the embedder 'MyEmbedder' \\(dim 8\\).*--embedder PATH"):
+        with pytest.raises(ValueError, match="made with the embedder 'MyEmbedder' \\(dim 8\\).*--embedder module:MyEmbedder"):
             mcp_server.choose_embedder(other)
 
 
