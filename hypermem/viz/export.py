@@ -15,6 +15,7 @@ from ..embed.spec import embedder_spec
 from ..temporal import policy_spec
 from ..temporal.clock import from_seconds, to_seconds, to_utc
 from .layout import disk_coordinates, has_hierarchy, projection_coordinates, structural_coordinates
+from .snapshot import Snapshot, consistent, snapshot
 
 LAYOUTS = ("auto", "structural", "projection")
 HOUR = 3600.0
@@ -33,9 +34,13 @@ def resolve_layout(memory, layout: str = "auto") -> str:
 
 
 def coordinates(memory, layout: str = "auto") -> tuple[torch.Tensor, str]:
-    """Unit-disk coordinates ``(n, 2)`` of the chosen layout, and the layout used."""
-    used = resolve_layout(memory, layout)
-    xy = structural_coordinates(memory) if used == "structural" else projection_coordinates(memory)
+    """Unit-disk coordinates ``(n, 2)`` of the chosen layout, and the layout used; ``memory``
+    may be a :class:`~.snapshot.Snapshot` (drawn as it is, no new read)."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}; choose one of {LAYOUTS}")
+    snap = memory if isinstance(memory, Snapshot) else snapshot(memory)
+    used = resolve_layout(snap, layout)
+    xy = structural_coordinates(snap) if used == "structural" else projection_coordinates(snap)
     return xy, used
 
 
@@ -60,14 +65,16 @@ def to_dict(memory, at_time: datetime | None = None, layout: str = "auto") -> di
     ('structural', ['a', 'd'], 'a')
     """
     now = to_utc(at_time) if at_time is not None else to_utc(memory.clock())
-    xy, used = coordinates(memory, layout)
-    with memory.state.lock:
-        records = list(memory)
-        weights = memory.time_weights(at_time=now).tolist() if records else []
-        depths = memory.depths.tolist()
-        levels = [memory.level(r.id) for r in records]
-        children = {r.id: memory.children(r.id) for r in records}
-        stats = memory.stats(at_time=now)
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}; choose one of {LAYOUTS}")
+    with consistent(memory) as snap:  # one state: no read below catches up again
+        levels = [memory.views.level(i) for i in snap.ids]
+        children = {i: memory.views.children(i) for i in snap.ids}
+        stats = memory.views.stats(at_time=now)
+    xy, used = coordinates(snap, layout)
+    records = snap.records
+    weights = snap.weights(now).tolist() if records else []
+    depths = snap.depths.tolist()
     xy_l = xy.tolist()
     nodes = []
     for i, r in enumerate(records):
@@ -113,19 +120,19 @@ def weight_timeline(memory, steps: int = 61, at_time: datetime | None = None) ->
         raise ValueError(f"steps must be an integer >= 2, got {steps!r}")
     now = to_seconds(to_utc(at_time) if at_time is not None else to_utc(memory.clock()))
     now = min(now, _LAST)  # 9999-12-31T23:59:59.999999 rounds to year 10000 as float seconds
-    with memory.state.lock:
-        n = len(memory)
-        times = memory.state.time[:n].tolist()
-        lo = min(times, default=now)
-        hi = max(max(times, default=now), now)
-        span = max(hi - lo, HOUR)
-        hi = min(hi + span / 4, _LAST)  # the padding stops at what a datetime can hold
-        lo = max(min(lo, hi - span / 4), _FIRST)  # unchanged unless hi was cut
-        grid = sorted({min(max(lo + (hi - lo) * k / (steps - 1), _FIRST), _LAST) for k in range(steps)} | {now})
-        weights = []
-        for s in grid:
-            w = memory.time_weights(at_time=from_seconds(s)).tolist() if n else []
-            weights.append([_round(v) for v in w])
+    snap = snapshot(memory)  # one state for every time of the grid
+    n = snap.n
+    times = snap.time.tolist()
+    lo = min(times, default=now)
+    hi = max(max(times, default=now), now)
+    span = max(hi - lo, HOUR)
+    hi = min(hi + span / 4, _LAST)  # the padding stops at what a datetime can hold
+    lo = max(min(lo, hi - span / 4), _FIRST)  # unchanged unless hi was cut
+    grid = sorted({min(max(lo + (hi - lo) * k / (steps - 1), _FIRST), _LAST) for k in range(steps)} | {now})
+    weights = []
+    for s in grid:
+        w = snap.weights(from_seconds(s)).tolist() if n else []
+        weights.append([_round(v) for v in w])
     return {"seconds": grid, "labels": [from_seconds(s).isoformat(timespec="minutes") for s in grid],
             "weights": weights, "index": grid.index(now)}
 
@@ -146,16 +153,20 @@ def to_networkx(memory, at_time: datetime | None = None, layout: str = "auto"):
     except ImportError as exc:
         raise ImportError('to_networkx needs networkx: pip install networkx') from exc
     g = nx.DiGraph(curvature=memory.curvature, dim=memory.dim)
-    with memory.state.lock:
-        records = list(memory)
-        weights = memory.time_weights(at_time=at_time).tolist() if records else []
-        xy = coordinates(memory, layout)[0].tolist()
-        for i, r in enumerate(records):
-            g.add_node(r.id, text=r.text, parent=r.parent_id, level=memory.level(r.id), depth=memory.depth(r.id),
-                       x=xy[i][0], y=xy[i][1], t=r.t, t_ms=to_seconds(r.t) * 1000.0, weight=weights[i],
-                       access_count=int(r.access_count), accesses=int(r.access_count), meta=dict(r.meta))
-        for r in records:
-            if r.parent_id is not None:
-                g.add_edge(r.parent_id, r.id)
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}; choose one of {LAYOUTS}")
+    with consistent(memory) as snap:  # one state: no read below catches up again
+        levels = [memory.views.level(i) for i in snap.ids]
+    records = snap.records
+    weights = snap.weights(at_time).tolist() if records else []
+    xy = coordinates(snap, layout)[0].tolist()
+    depths = snap.depths.tolist()
+    for i, r in enumerate(records):
+        g.add_node(r.id, text=r.text, parent=r.parent_id, level=levels[i], depth=depths[i],
+                   x=xy[i][0], y=xy[i][1], t=r.t, t_ms=to_seconds(r.t) * 1000.0, weight=weights[i],
+                   access_count=int(r.access_count), accesses=int(r.access_count), meta=dict(r.meta))
+    for r in records:
+        if r.parent_id is not None:
+            g.add_edge(r.parent_id, r.id)
     return g
 

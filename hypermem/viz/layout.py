@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from ..geometry import poincare as P
+from .snapshot import Snapshot, snapshot
 
 __all__ = ["disk_coordinates", "structural_coordinates", "projection_coordinates", "has_hierarchy"]
 
@@ -96,8 +97,15 @@ def disk_coordinates(points: Any, ball: Any = 1.0) -> torch.Tensor:
     return _on_disk(angles, P.distance_to_origin(x, c).reshape(-1), c)
 
 
+def _snap(memory) -> Snapshot:
+    """``memory`` itself when it is a :class:`~.snapshot.Snapshot`, else one taken now."""
+    return memory if isinstance(memory, Snapshot) else snapshot(memory)
+
+
 def has_hierarchy(memory) -> bool:
-    """Whether any memory has a parent."""
+    """Whether any memory (of a memory or a :class:`~.snapshot.Snapshot`) has a parent."""
+    if isinstance(memory, Snapshot):
+        return bool((memory.parent >= 0).any())
     return any(r.parent_id is not None for r in memory)
 
 
@@ -105,20 +113,21 @@ def projection_coordinates(memory) -> torch.Tensor:
     """The semantic projection of a memory's points, computed from its stored directions and
     exact depths: as :func:`disk_coordinates`, but the PCA of the directions is *centred*
     (a store without a tree holds similar texts, whose mean direction would otherwise be the
-    first axis and put them all near one angle); the radii stay the exact depths."""
-    with memory.state.lock:
-        dirs = memory.directions.detach().to("cpu", torch.float64)
-        depths = memory.depths.detach().to("cpu", torch.float64)
+    first axis and put them all near one angle); the radii stay the exact depths.  ``memory``
+    may be a :class:`~.snapshot.Snapshot` (drawn as it is, no new read)."""
+    snap = _snap(memory)
+    dirs, depths = snap.directions, snap.depths
     if dirs.shape[1] == 2:
         angles = torch.atan2(dirs[:, 1], dirs[:, 0])
     else:
         angles = _principal_angles(dirs, centred=True)
-    return _on_disk(angles, depths, memory.curvature)
+    return _on_disk(angles, depths, snap.curvature)
 
 
 def structural_coordinates(memory) -> torch.Tensor:
     """Radial-tree unit-disk coordinates ``(n, 2)`` (rows in the memory's order): angles
     from the hierarchy (wedges proportional to leaf counts), radii from the exact depths.
+    ``memory`` may be a :class:`~.snapshot.Snapshot` (drawn as it is, no new read).
 
     >>> from hypermem import Memory
     >>> mem = Memory(); root = mem.add("animals"); _ = mem.add("dogs", parent=root)
@@ -126,17 +135,14 @@ def structural_coordinates(memory) -> torch.Tensor:
     >>> bool(xy[1].norm() > xy[0].norm())   # the child is drawn deeper
     True
     """
-    with memory.state.lock:
-        row = memory.state.row
-        parent = np.array([-1 if r.parent_id is None else row[r.parent_id] for r in memory], dtype=np.int64)
-        depths = memory.depths.detach().to("cpu", torch.float64)
-        dirs = memory.directions.detach().to("cpu", torch.float64)
+    snap = _snap(memory)
+    parent, depths, dirs = snap.parent, snap.depths, snap.directions
     n = len(parent)
     if n == 0:
         return torch.zeros(0, 2, dtype=torch.float64)
     semantic = (torch.atan2(dirs[:, 1], dirs[:, 0]) if dirs.shape[1] == 2 else
                 _principal_angles(dirs, centred=True)).numpy()
-    return _on_disk(torch.from_numpy(_radial_tree_angles(parent, semantic)), depths, memory.curvature)
+    return _on_disk(torch.from_numpy(_radial_tree_angles(parent, semantic)), depths, snap.curvature)
 
 
 def _radial_tree_angles(parent: np.ndarray, semantic: np.ndarray) -> np.ndarray:

@@ -10,6 +10,7 @@ import torch
 
 from .export import coordinates
 from .payload import memory_labels
+from .snapshot import snapshot
 
 __all__ = ["plot", "geodesic_arc", "geodesic_arcs", "pick_labels", "tree_levels", "MAX_LABELS"]
 
@@ -143,12 +144,10 @@ def plot(memory, ax=None, labels: bool = False, at_time: datetime | None = None,
         raise ValueError(f"max_labels must be an integer >= 0, got {max_labels!r}")
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 6))
-    xy, used = coordinates(memory, layout)
-    with memory.state.lock:
-        records = list(memory)
-        weights = memory.time_weights(at_time=at_time) if records else torch.zeros(0, dtype=torch.float64)
-        row = memory.state.row
-        parent = np.array([-1 if r.parent_id is None else row[r.parent_id] for r in records], dtype=np.int64)
+    snap = snapshot(memory)  # one state: records, weights and layout agree
+    xy, used = coordinates(snap, layout)
+    records, parent = snap.records, snap.parent
+    weights = snap.weights(at_time) if records else torch.zeros(0, dtype=torch.float64)
     levels = tree_levels(parent)
     ax.add_patch(plt.Circle((0, 0), 1.0, fill=False, color="#444", lw=1.2))
     pts = xy.to("cpu", torch.float64).numpy().reshape(-1, 2)

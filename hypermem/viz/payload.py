@@ -48,7 +48,8 @@ from ..embed.encoder_kind import AUTO_PARENT_KEY, places_points
 from ..embed.spec import embedder_spec
 from ..temporal import policy_spec
 from ..temporal.clock import HOUR, from_seconds, to_seconds, to_utc
-from .export import coordinates
+from .export import LAYOUTS, coordinates
+from .snapshot import consistent
 
 __all__ = ["LABEL_KEYS", "WEIGHT_SCALE", "first_words", "memory_labels", "describe_decay", "time_grid", "suggested_rows", "pack"]
 
@@ -161,32 +162,30 @@ def pack(memory, at_time: datetime | None = None, layout: str = "auto", label: C
     fut = _future_seconds(future)
     now_dt = to_utc(at_time) if at_time is not None else to_utc(memory.clock())
     now = to_seconds(now_dt)
-    xy, used = coordinates(memory, layout)
-    with memory.state.lock:
-        n = len(memory)
-        ids = memory.ids
-        records = list(memory)
-        row = memory.state.row
-        parent = np.array([-1 if r.parent_id is None else row[r.parent_id] for r in records], dtype="<i4")
-        depths = memory.depths.detach().to("cpu", torch.float64)
-        times = memory.state.time[:n].detach().to("cpu", torch.float64)
-        access = memory.state.access[:n].detach().to("cpu", torch.float64).numpy()
-        stats = memory.stats(at_time=now_dt)
-        spec = policy_spec(memory.decay)
-        oldest = float(times.min()) if n else now
-        grid = time_grid(oldest, now, timeline_steps, fut)
-        if len(grid) > 65535:
-            raise ValueError(f"timeline_steps must be at most 65534, got {timeline_steps}")
-        constant = spec.get("type") == "none"
-        # The first grid time at or after each creation time (exact, in float64 seconds).
-        born = np.searchsorted(np.asarray(grid), times.numpy(), side="left")
-        if constant:   # time changes nothing, and the page hides the slider: every memory shows at every step
-            born[:] = 0
-        weights = None
-        if n and not constant:
-            w = torch.stack([memory.time_weights(at_time=from_seconds(s)).to("cpu", torch.float64) for s in grid])
-            w16 = (w.clamp(0, 1) * WEIGHT_SCALE).round().numpy().astype("<u2")
-            weights = w16.T[np.arange(len(grid))[None, :] >= born[:, None]]  # memory-major, from birth on
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}; choose one of {LAYOUTS}")
+    with consistent(memory) as snap:  # one refresh, one state: no read below catches up again
+        stats = memory.views.stats(at_time=now_dt)
+    xy, used = coordinates(snap, layout)
+    n, ids, records, row, parent = snap.n, snap.ids, snap.records, snap.row, snap.parent.astype("<i4")
+    depths = snap.depths
+    times = snap.time.detach().to("cpu", torch.float64)
+    access = snap.access.detach().to("cpu", torch.float64).numpy()
+    spec = policy_spec(memory.decay)
+    oldest = float(times.min()) if n else now
+    grid = time_grid(oldest, now, timeline_steps, fut)
+    if len(grid) > 65535:
+        raise ValueError(f"timeline_steps must be at most 65534, got {timeline_steps}")
+    constant = spec.get("type") == "none"
+    # The first grid time at or after each creation time (exact, in float64 seconds).
+    born = np.searchsorted(np.asarray(grid), times.numpy(), side="left")
+    if constant:   # time changes nothing, and the page hides the slider: every memory shows at every step
+        born[:] = 0
+    weights = None
+    if n and not constant:
+        w = torch.stack([snap.weights(from_seconds(s)).to("cpu", torch.float64) for s in grid])
+        w16 = (w.clamp(0, 1) * WEIGHT_SCALE).round().numpy().astype("<u2")
+        weights = w16.T[np.arange(len(grid))[None, :] >= born[:, None]]  # memory-major, from birth on
     sc = math.sqrt(memory.curvature)
     xy64 = xy.to(torch.float64)
     rho = xy64.norm(dim=1)
