@@ -24,24 +24,36 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["MISSING", "exact_numbers", "is_number", "json_equal", "json_key", "member", "membership"]
+__all__ = ["MISSING", "Singleton", "exact_numbers", "is_number", "json_equal", "json_key", "member", "membership"]
 
 
-class _Missing:
-    """:data:`MISSING`'s type, one object (checked with ``is``, held by a copied store's value columns): pickle,
-    copy and deepcopy give back the name ``__reduce__`` returns; ``__new__`` (an older pickle) no twin."""
+class Singleton:
+    """The type of a module's one marker object (checked with ``is``), named ``global_name`` in
+    the module that defines the subclass and shown as ``shown``: pickle, copy and deepcopy give
+    back that name (``__reduce__``: the module's own object); ``__new__`` (an older pickle) makes
+    no twin once the module has set it."""
+
+    global_name = ""
+    shown = ""
 
     def __new__(cls) -> Any:
-        return globals().get("MISSING") or super().__new__(cls)
+        return getattr(sys.modules[cls.__module__], cls.global_name, None) or super().__new__(cls)
 
     def __reduce__(self) -> str:
-        return "MISSING"
+        return self.global_name
 
     def __repr__(self) -> str:
-        return "<missing>"
+        return self.shown
+
+
+class _Missing(Singleton):
+    """:data:`MISSING`'s type (held by a copied store's value columns)."""
+
+    global_name, shown = "MISSING", "<missing>"
 
 
 MISSING: Any = _Missing()

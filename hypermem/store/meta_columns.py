@@ -46,6 +46,7 @@ from typing import Any
 import torch
 
 from .filters import MISSING, RecordFilter, check_filter, is_ops, value_test
+from .json_values import Singleton
 from .record_times import time_mask
 
 __all__ = ["MAX_GROUPS", "MetaColumns"]
@@ -61,18 +62,10 @@ EXACT = 2 ** 53
 _ORDER = {"$gt": operator.gt, "$gte": operator.ge, "$lt": operator.lt, "$lte": operator.le}
 
 
-class _NotDict:
-    """:data:`NOT_DICT`'s type, one object like ``filters.MISSING``: pickle, copy and deepcopy give
-    back the name ``__reduce__`` returns (a str: the module's own object); ``__new__`` makes no twin."""
+class _NotDict(Singleton):
+    """:data:`NOT_DICT`'s type, one object like ``MISSING`` (:class:`~.json_values.Singleton`)."""
 
-    def __new__(cls) -> Any:
-        return globals().get("NOT_DICT") or super().__new__(cls)
-
-    def __reduce__(self) -> str:
-        return "NOT_DICT"
-
-    def __repr__(self) -> str:
-        return "<under no dict>"
+    global_name, shown = "NOT_DICT", "<under no dict>"
 
 
 NOT_DICT: Any = _NotDict()
