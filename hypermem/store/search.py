@@ -22,7 +22,7 @@ from ..index.bands import BandedDirectionIndex
 from ..index.rescore import mirrored_topk
 from ..retrieval.scoring import score_bias
 from ..temporal import fresh_weights, policy_weights, uses_access_counts
-from ..temporal.clock import to_seconds, to_utc
+from ..temporal.clock import now_of, to_seconds
 from .ann_search import CandidateWeights, auto_bands, exact_bounds, index_recall, rank_approx, sync_index
 from .as_of import rows_at
 from .caller_warning import warn_caller
@@ -102,7 +102,7 @@ class Searcher:
 
     # ------------------------------------------------------------------ time
     def now(self, at_time: datetime | None) -> datetime:
-        return to_utc(at_time, "at_time") if at_time is not None else to_utc(self.memory.clock(), "the clock's time")
+        return now_of(at_time, self.memory.clock)
 
     def weights(self, at_time: datetime | None) -> torch.Tensor:
         """The decay policy's weight of every memory at ``at_time`` (float64 ``(n,)``)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -42,6 +43,12 @@ def to_utc(t: datetime, name: str | None = None) -> datetime:
     except OverflowError:
         raise TimeRangeError(f"{name or 'the time'} {t.isoformat()} is outside the range datetime can hold "
                              f"in UTC (years 1..9999)") from None
+
+
+def now_of(at_time: datetime | None, clock: Callable[[], datetime]) -> datetime:
+    """The time a read is asked at: ``at_time`` in UTC, or ``clock()``'s when it is None (each
+    named in :func:`to_utc`'s error); a store's searches and the inspector's snapshot agree on it."""
+    return to_utc(at_time, "at_time") if at_time is not None else to_utc(clock(), "the clock's time")
 
 
 def to_seconds(t: datetime | float | int | None, default: float = math.nan) -> float:

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from ..temporal import policy_weights
-from ..temporal.clock import to_utc
+from ..temporal.clock import now_of
 
 __all__ = ["Snapshot", "consistent", "snapshot"]
 
@@ -57,8 +57,7 @@ class Snapshot:
     def weights(self, at_time: datetime | None = None) -> torch.Tensor:
         """The decay policy's weight of every memory at ``at_time`` (the clock's time if None),
         float64 ``(n,)``: ``Memory.time_weights`` of this state, with no refresh."""
-        now = to_utc(at_time, "at_time") if at_time is not None else to_utc(self.clock(), "the clock's time")
-        return policy_weights(self.decay, now, self.time, self.access, self.valid_from, self.valid_until)
+        return policy_weights(self.decay, now_of(at_time, self.clock), self.time, self.access, self.valid_from, self.valid_until)
 
 
 def _read(memory) -> Snapshot:
