@@ -15,19 +15,24 @@ from ..embed.spec import embedder_spec
 from ..temporal import policy_spec
 from ..temporal.clock import from_seconds, to_seconds, to_utc
 from .layout import disk_coordinates, has_hierarchy, projection_coordinates, structural_coordinates
-from .snapshot import Snapshot, consistent, snapshot
+from .snapshot import as_snapshot, consistent, snapshot
 
 LAYOUTS = ("auto", "structural", "projection")
 HOUR = 3600.0
 
-__all__ = ["LAYOUTS", "resolve_layout", "coordinates", "to_dict", "weight_timeline", "to_networkx",
+__all__ = ["LAYOUTS", "check_layout", "resolve_layout", "coordinates", "to_dict", "weight_timeline", "to_networkx",
            "disk_coordinates", "structural_coordinates"]
+
+
+def check_layout(layout: str) -> None:
+    """A ``ValueError`` naming ``layout`` unless it is one of :data:`LAYOUTS` (checked before any read)."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}; choose one of {LAYOUTS}")
 
 
 def resolve_layout(memory, layout: str = "auto") -> str:
     """``"structural"`` or ``"projection"``; ``"auto"`` is structural when any memory has a parent."""
-    if layout not in LAYOUTS:
-        raise ValueError(f"unknown layout {layout!r}; choose one of {LAYOUTS}")
+    check_layout(layout)
     if layout == "auto":
         return "structural" if has_hierarchy(memory) else "projection"
     return layout
@@ -36,9 +41,8 @@ def resolve_layout(memory, layout: str = "auto") -> str:
 def coordinates(memory, layout: str = "auto") -> tuple[torch.Tensor, str]:
     """Unit-disk coordinates ``(n, 2)`` of the chosen layout, and the layout used; ``memory``
     may be a :class:`~.snapshot.Snapshot` (drawn as it is, no new read)."""
-    if layout not in LAYOUTS:
-        raise ValueError(f"unknown layout {layout!r}; choose one of {LAYOUTS}")
-    snap = memory if isinstance(memory, Snapshot) else snapshot(memory)
+    check_layout(layout)
+    snap = as_snapshot(memory)
     used = resolve_layout(snap, layout)
     xy = structural_coordinates(snap) if used == "structural" else projection_coordinates(snap)
     return xy, used
@@ -65,8 +69,7 @@ def to_dict(memory, at_time: datetime | None = None, layout: str = "auto") -> di
     ('structural', ['a', 'd'], 'a')
     """
     now = to_utc(at_time) if at_time is not None else to_utc(memory.clock())
-    if layout not in LAYOUTS:
-        raise ValueError(f"unknown layout {layout!r}; choose one of {LAYOUTS}")
+    check_layout(layout)
     with consistent(memory) as snap:  # one state: no read below catches up again
         levels = [memory.views.level(i) for i in snap.ids]
         children = {i: memory.views.children(i) for i in snap.ids}
@@ -153,8 +156,7 @@ def to_networkx(memory, at_time: datetime | None = None, layout: str = "auto"):
     except ImportError as exc:
         raise ImportError('to_networkx needs networkx: pip install networkx') from exc
     g = nx.DiGraph(curvature=memory.curvature, dim=memory.dim)
-    if layout not in LAYOUTS:
-        raise ValueError(f"unknown layout {layout!r}; choose one of {LAYOUTS}")
+    check_layout(layout)
     with consistent(memory) as snap:  # one state: no read below catches up again
         levels = [memory.views.level(i) for i in snap.ids]
     records = snap.records

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from ..geometry import poincare as P
-from .snapshot import Snapshot, snapshot
+from .snapshot import Snapshot, as_snapshot
 
 __all__ = ["disk_coordinates", "structural_coordinates", "projection_coordinates", "has_hierarchy"]
 
@@ -97,11 +97,6 @@ def disk_coordinates(points: Any, ball: Any = 1.0) -> torch.Tensor:
     return _on_disk(angles, P.distance_to_origin(x, c).reshape(-1), c)
 
 
-def _snap(memory) -> Snapshot:
-    """``memory`` itself when it is a :class:`~.snapshot.Snapshot`, else one taken now."""
-    return memory if isinstance(memory, Snapshot) else snapshot(memory)
-
-
 def has_hierarchy(memory) -> bool:
     """Whether any memory (of a memory or a :class:`~.snapshot.Snapshot`) has a parent."""
     if isinstance(memory, Snapshot):
@@ -115,7 +110,7 @@ def projection_coordinates(memory) -> torch.Tensor:
     (a store without a tree holds similar texts, whose mean direction would otherwise be the
     first axis and put them all near one angle); the radii stay the exact depths.  ``memory``
     may be a :class:`~.snapshot.Snapshot` (drawn as it is, no new read)."""
-    snap = _snap(memory)
+    snap = as_snapshot(memory)
     dirs, depths = snap.directions, snap.depths
     if dirs.shape[1] == 2:
         angles = torch.atan2(dirs[:, 1], dirs[:, 0])
@@ -135,7 +130,7 @@ def structural_coordinates(memory) -> torch.Tensor:
     >>> bool(xy[1].norm() > xy[0].norm())   # the child is drawn deeper
     True
     """
-    snap = _snap(memory)
+    snap = as_snapshot(memory)
     parent, depths, dirs = snap.parent, snap.depths, snap.directions
     n = len(parent)
     if n == 0:

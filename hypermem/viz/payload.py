@@ -48,7 +48,7 @@ from ..embed.encoder_kind import AUTO_PARENT_KEY, places_points
 from ..embed.spec import embedder_spec
 from ..temporal import policy_spec
 from ..temporal.clock import HOUR, from_seconds, to_seconds, to_utc
-from .export import LAYOUTS, coordinates
+from .export import check_layout, coordinates
 from .snapshot import consistent
 
 __all__ = ["LABEL_KEYS", "WEIGHT_SCALE", "first_words", "memory_labels", "describe_decay", "time_grid", "suggested_rows", "pack"]
@@ -162,8 +162,7 @@ def pack(memory, at_time: datetime | None = None, layout: str = "auto", label: C
     fut = _future_seconds(future)
     now_dt = to_utc(at_time) if at_time is not None else to_utc(memory.clock())
     now = to_seconds(now_dt)
-    if layout not in LAYOUTS:
-        raise ValueError(f"unknown layout {layout!r}; choose one of {LAYOUTS}")
+    check_layout(layout)
     with consistent(memory) as snap:  # one refresh, one state: no read below catches up again
         stats = memory.views.stats(at_time=now_dt)
     xy, used = coordinates(snap, layout)

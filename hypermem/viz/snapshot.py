@@ -26,7 +26,7 @@ import torch
 from ..temporal import policy_weights
 from ..temporal.clock import now_of
 
-__all__ = ["Snapshot", "consistent", "snapshot"]
+__all__ = ["Snapshot", "as_snapshot", "consistent", "snapshot"]
 
 
 @dataclass(frozen=True)
@@ -89,3 +89,9 @@ def snapshot(memory) -> Snapshot:
     """:func:`consistent` without the block: the snapshot, lock released."""
     with consistent(memory) as snap:
         return snap
+
+
+def as_snapshot(memory) -> Snapshot:
+    """``memory`` itself when it is a :class:`Snapshot` (drawn as it is, no new read), else its
+    :func:`snapshot` taken now."""
+    return memory if isinstance(memory, Snapshot) else snapshot(memory)
