@@ -70,7 +70,7 @@ def _read(memory) -> Snapshot:
     cpu = {"device": "cpu", "dtype": torch.float64}
     return Snapshot(
         records=records, ids=[r.id for r in records], row=row, parent=parent,
-        directions=st.direction[:n].detach().to(**cpu).clone(), depths=st.depth[:n].detach().to(**cpu).clone(),
+        directions=st.direction[:n].detach().to(**cpu, copy=True), depths=st.depth[:n].detach().to(**cpu, copy=True),
         time=st.time[:n].clone(), access=st.access[:n].clone(), valid_from=st.valid_from[:n].clone(),
         valid_until=st.valid_until[:n].clone(), curvature=memory.curvature, decay=memory.decay, clock=memory.clock)
 
