@@ -71,12 +71,21 @@ def _caught_up(base: type, name: str):
     return method
 
 
-def _plain(base: type, name: str):
+def refreshed(memory) -> None:
+    """Catch up with the other processes (:meth:`refresh`): before a whole-store read."""
+    memory.refresh()
+
+
+_HOW = {fresh: "re-read first after a failed write", refreshed: "after a refresh()"}
+
+
+def _plain(base: type, name: str, catch_up=fresh):
+    """``Memory.<name>`` after ``catch_up`` (:func:`fresh` or :func:`refreshed`)."""
     def method(self, *args: Any, **kwargs: Any):
-        fresh(self)
+        catch_up(self)
         return getattr(super(base, self), name)(*args, **kwargs)
     method.__name__ = method.__qualname__ = name
-    method.__doc__ = f"``Memory.{name}``, re-read first after a failed write (:mod:`{__name__}`)."
+    method.__doc__ = f"``Memory.{name}``, {_HOW[catch_up]} (:mod:`{__name__}`)."
     return method
 
 
@@ -95,21 +104,11 @@ def _hot(base: type):
     return __len__, __contains__
 
 
-def _refreshed(base: type, name: str):
-    def method(self, *args: Any, **kwargs: Any):
-        self.refresh()
-        return getattr(super(base, self), name)(*args, **kwargs)
-    method.__name__ = method.__qualname__ = name
-    method.__doc__ = f"``Memory.{name}`` after a refresh(): what other processes committed is in it (:mod:`{__name__}`)."
-    return method
-
-
-def _column(base: type, name: str, refresh: bool) -> property:
+def _column(base: type, name: str, catch_up=fresh) -> property:
     def read(self):
-        self.refresh() if refresh else fresh(self)
+        catch_up(self)
         return getattr(super(base, self), name)
-    how = "after a refresh()" if refresh else "re-read first after a failed write"
-    return property(read, doc=f"``Memory.{name}``, {how} (:mod:`{__name__}`).")
+    return property(read, doc=f"``Memory.{name}``, {_HOW[catch_up]} (:mod:`{__name__}`).")
 
 
 def install(base: type) -> None:
@@ -119,8 +118,9 @@ def install(base: type) -> None:
     for name in _PLAIN:
         setattr(base, name, _plain(base, name))
     for name in _REFRESHED:
-        setattr(base, name, _refreshed(base, name))
+        setattr(base, name, _plain(base, name, refreshed))
     base.__len__, base.__contains__ = _hot(base)
-    for name in ("ids", *_COLUMNS):
-        setattr(base, name, _column(base, name, refresh=name != "ids"))
+    base.ids = _column(base, "ids")
+    for name in _COLUMNS:
+        setattr(base, name, _column(base, name, refreshed))
     base.__enter__ = _enter
