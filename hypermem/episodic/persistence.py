@@ -61,7 +61,7 @@ from ..store.validation import (
     stack_vectors,
 )
 from ..temporal import policy_spec
-from .episodic_memory import EpisodicMemory, check_importance, order_problem
+from .episodic_memory import EpisodicMemory, check_episodes, check_importance, order_problem
 from .eventuality import Eventuality
 from .sexpr import SExprSyntaxError, format_sexpr, is_symbol, parse_sexpr
 
@@ -208,10 +208,12 @@ def _memory(r: dict[str, Any], clock: Callable, where: str) -> EpisodicMemory:
     if wff is None:
         raise MemoryFileError(f"{where}: memory {seq} has no formula")
     episodes = load_json(r["episodes"], where, f"the episode list of memory {seq}", depth=1)
-    if not isinstance(episodes, list) or not episodes or not all(is_symbol(e) for e in episodes) \
-            or len(set(episodes)) != len(episodes):
-        raise MemoryFileError(f"{where}: memory {seq} has a bad episode list {short(r['episodes'])} (a "
-                              f"non-empty list of distinct episode symbols)")
+    try:   # the rule of EpisodicMemory.episodes: distinct constants (no ?e), at least one
+        if not isinstance(episodes, list):   # a JSON object would pass as the list of its keys
+            raise TypeError(f"a JSON list of episode symbols, got {type(episodes).__name__}")
+        check_episodes(episodes)
+    except (TypeError, ValueError) as exc:
+        raise MemoryFileError(f"{where}: memory {seq} has a bad episode list {short(r['episodes'])} ({exc})") from None
     if not is_symbol(r["event_ep"]):
         raise MemoryFileError(f"{where}: memory {seq} has a bad episode {short(r['event_ep'])}")
     if r["event_ep"] != episodes[0]:
@@ -235,10 +237,7 @@ def _memory(r: dict[str, Any], clock: Callable, where: str) -> EpisodicMemory:
         m = EpisodicMemory(event, importance, telic=None if r["telic"] is None else bool(r["telic"]), clock=clock)
     except ValueError as exc:
         raise MemoryFileError(f"{where}: memory {seq} is not a memory's event ({exc})") from None
-    try:
-        m.episodes = episodes
-    except ValueError as exc:  # an episode variable (?e): a memory records constants
-        raise MemoryFileError(f"{where}: memory {seq} has a bad episode list {short(r['episodes'])} ({exc})") from None
+    m.episodes = episodes   # checked above
     start = iso_time(r["start_time"], f"{where}: the start time of memory {seq}", aware=True)
     end = iso_time(r["end_time"], f"{where}: the end time of memory {seq}", required=False, aware=True)
     last = iso_time(r["last_access"], f"{where}: the last access of memory {seq}", aware=True)
