@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from .conversion import as_points, as_tensor, check_curvature, checked_curvature, sqrt_curvature
+from .conversion import Curvature, as_points, as_tensor, check_curvature, checked_curvature, sqrt_curvature
 from .numerics import (
     arcosh1p,
     artanh,
@@ -46,8 +46,6 @@ from .shell import (
     shell_scale,
 )
 from .squared_distances import squared_distances
-
-Curvature = float | torch.Tensor
 
 __all__ = [
     "Curvature", "conformal_factor", "mobius_add", "mobius_scalar_mul", "distance",
@@ -82,15 +80,13 @@ def mobius_add(x, y, c: Curvature = 1.0) -> torch.Tensor:
 
     ``x ⊕_c y = ((1 + 2c<x,y> + c||y||^2) x + (1 - c||x||^2) y)
     / (1 + 2c<x,y> + c^2 ||x||^2 ||y||^2)``
+
+    Evaluated by :func:`mobius_add_from_gaps` (the one home of eq. 2) with the gaps
+    ``1 - c||x||^2`` and ``1 - c||y||^2`` unfloored, so points outside the ball add as before.
     """
     c = _c(c)
     x, y = as_points(x, y)
-    xy = (x * y).sum(-1, keepdim=True)
-    x2 = sq_norm(x, keepdim=True)
-    y2 = sq_norm(y, keepdim=True)
-    num = (1.0 + 2.0 * c * xy + c * y2) * x + (1.0 - c * x2) * y
-    den = 1.0 + 2.0 * c * xy + (c * c) * x2 * y2
-    return num / den.clamp_min(tiny(x.dtype))
+    return mobius_add_from_gaps(x, y, 1.0 - c * sq_norm(x, keepdim=True), 1.0 - c * sq_norm(y, keepdim=True), c)
 
 
 @half_as_float32
@@ -265,11 +261,12 @@ def mobius_add_from_gaps(x, z, gap_x, gap_z, c: Curvature = 1.0) -> torch.Tensor
 
     (eq. 2's factors rewritten: ``1 + 2c<x,z> + c||z||^2 = gap_x + c||s||^2`` and ``1 + 2c<x,z> +
     c^2||x||^2||z||^2 = gap_x gap_z + c||s||^2``, sums of non-negative terms).  Points near the
-    boundary keep the digits that ``1 + 2c<x,z> + ...`` loses, as long as the gaps are exact."""
+    boundary keep the digits that ``1 + 2c<x,z> + ...`` loses, as long as the gaps are exact.
+    The denominator is floored at ``tiny`` (it vanishes only on or outside the boundary)."""
     c = _c(c)
     s = x + z
     s2 = c * sq_norm(s, keepdim=True)
-    return (gap_x * s + s2 * x) / (gap_x * gap_z + s2)
+    return (gap_x * s + s2 * x) / (gap_x * gap_z + s2).clamp_min(tiny(s.dtype))
 
 
 @half_as_float32
