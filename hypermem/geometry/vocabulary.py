@@ -26,14 +26,13 @@ at the origin), or compositions of the methods above (``retr_transp``,
 
 from __future__ import annotations
 
-import math
 import numbers
 
 import torch
 from geoopt.utils import drop_dims, list_range
 
 from . import poincare_functions as P
-from .conversion import as_points, as_tensor
+from .conversion import as_points, as_tensor, sqrt_curvature
 from .numerics import safe_norm, sech2, sq_norm, tiny
 
 RATIONAL_INHERITED = frozenset({
@@ -181,7 +180,7 @@ class GeooptVocabulary:
         check_dim(dim)
         x, u = as_points(x, u, names=("x", "u"))
         c = self._c()
-        sc = c**0.5 if isinstance(c, torch.Tensor) else math.sqrt(c)
+        sc = sqrt_curvature(c)
         t = as_tensor(t, dtype=x.dtype, device=x.device, name="t")
         a = sc * t / 2.0
         z = torch.tanh(a) / sc * (u / safe_norm(u, keepdim=True))
@@ -203,7 +202,7 @@ class GeooptVocabulary:
         check_dim(dim)
         x, p, a = as_points(x, p, a, names=("x", "p", "a"))
         c = self._c()
-        sc = c**0.5 if isinstance(c, torch.Tensor) else math.sqrt(c)
+        sc = sqrt_curvature(c)
         diff = P.mobius_add(-p, x, c)
         dot = (diff * a).sum(-1, keepdim=keepdim)
         if not signed:
