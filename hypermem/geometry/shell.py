@@ -12,10 +12,8 @@ from numbers import Real
 
 import torch
 
-from .conversion import as_points, as_tensor, as_tensors, checked_curvature, sqrt_curvature
-from .numerics import asinh_exp, exp_range, half_as_float32, safe_norm, sq_norm, tiny
-
-Curvature = float | torch.Tensor
+from .conversion import Curvature, as_points, as_tensor, as_tensors, checked_curvature, sqrt_curvature
+from .numerics import asinh_exp, exp_range, half_as_float32, rescaled, safe_norm, sq_norm, tiny
 
 __all__ = ["shell_distance", "shell_distance_from_cosine", "shell_scale", "shell_distance_from_half_chord",
            "shell_distance_at_depth"]
@@ -64,11 +62,11 @@ def shell_distance_from_cosine(cos, depth, c: Curvature = 1.0) -> torch.Tensor:
 
 
 def _direction(x: torch.Tensor) -> torch.Tensor:
-    """``x / ||x||`` (0 for ``x = 0``), divided by ``max_i |x_i|`` first so that the squares of a tiny
-    ``x`` (below ~1e-19 in float32) are not subnormal: exactly aligned vectors keep half chord 0."""
-    m = torch.linalg.vector_norm(x, ord=math.inf, dim=-1, keepdim=True)
-    x = x / torch.where(m > 0, m, 1.0)
-    return x / safe_norm(x, keepdim=True)
+    """``x / ||x||`` (0 for ``x = 0``), divided by ``max_i |x_i|`` first
+    (:func:`~hypermem.geometry.numerics.rescaled`) so that the squares of a tiny ``x`` (below
+    ~1e-19 in float32) are not subnormal: exactly aligned vectors keep half chord 0."""
+    xs, _, _ = rescaled(x)
+    return xs / safe_norm(xs, keepdim=True)
 
 
 def _depth(depth, like: torch.Tensor):
