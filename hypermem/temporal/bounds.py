@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from .clock import to_seconds
+from .clock import now_seconds
 from .policies import Ebbinghaus, HalfLife, NoDecay, Product, ValidityWindow
 
 MONOTONE = (NoDecay, HalfLife, Ebbinghaus, ValidityWindow)
@@ -69,7 +69,7 @@ def weight_upper_bound(policy, now, newest: torch.Tensor, earliest_from: torch.T
     """
     if not corner_monotone(policy):
         return None
-    now = now if isinstance(now, torch.Tensor) else to_seconds(now)
+    now = now_seconds(now)
     newest = newest.to(torch.float64)
     accesses = torch.full_like(newest, UNBOUNDED_ACCESSES)
     return torch.as_tensor(policy.weight(now, newest, accesses, earliest_from.to(torch.float64),

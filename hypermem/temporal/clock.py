@@ -85,6 +85,13 @@ def seconds_tensor(values: Any, default: float, *, device=None) -> torch.Tensor:
     return torch.tensor([to_seconds(v, default) for v in values], dtype=torch.float64, device=device)
 
 
+def now_seconds(now: datetime | float | torch.Tensor) -> float | torch.Tensor:
+    """``now`` as POSIX seconds (:func:`to_seconds`), a 0-d float64 tensor of seconds
+    (:func:`seconds_scalar`) as it is: how the decay policies take "now" without reading a
+    tensor on the host."""
+    return now if isinstance(now, torch.Tensor) else to_seconds(now)
+
+
 def seconds_scalar(t: torch.Tensor, name: str = "at_time") -> torch.Tensor:
     """A 0-d tensor of POSIX seconds as float64 (how a deployed model takes "now" as an input).
 

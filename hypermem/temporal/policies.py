@@ -38,7 +38,7 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 
 from ..geometry.numerics import MIN_WEIGHT
-from .clock import HOUR, seconds_tensor, to_seconds
+from .clock import HOUR, now_seconds, seconds_tensor
 
 # MIN_WEIGHT (1e-6, hypermem.geometry.numerics): the smallest weight any built-in policy returns.
 
@@ -56,10 +56,8 @@ def _check_positive(name: str, value: Any) -> float:
 
 
 def _now_seconds(now: datetime | float | torch.Tensor) -> float | torch.Tensor:
-    if isinstance(now, torch.Tensor):  # 0-d float64 seconds, checked by clock.seconds_scalar (no host sync)
-        return now
-    n = to_seconds(now)  # one scalar check per call, none per row
-    if not math.isfinite(n):
+    n = now_seconds(now)  # one scalar check per call, none per row
+    if not isinstance(n, torch.Tensor) and not math.isfinite(n):  # a tensor: checked by seconds_scalar
         raise ValueError(f"now must be a finite time, got {now!r}")
     return n
 
@@ -241,7 +239,7 @@ def policy_weights(policy: DecayPolicy, now: datetime | float, times: torch.Tens
         valid_from = torch.full((n,), -math.inf, dtype=torch.float64, device=dev)
     if valid_until is None:
         valid_until = torch.full((n,), math.inf, dtype=torch.float64, device=dev)
-    now = now if isinstance(now, torch.Tensor) else to_seconds(now)
+    now = now_seconds(now)
     w = torch.as_tensor(policy.weight(now, times, access_counts, valid_from, valid_until),
                         dtype=torch.float64, device=dev)
     if w.shape != (n,):
