@@ -121,6 +121,9 @@ def as_points(*xs: Any, names: tuple[str, ...] | None = None, core_dims: int = 1
     return ts
 
 
+Curvature = float | torch.Tensor
+"""A curvature argument: a Python number (checked once) or a tensor (a learnable curvature)."""
+
 MIN_CURVATURE = 1e-30
 """Smallest curvature accepted.  A ball of curvature ``c`` is Euclidean to a relative
 ``c r^2`` over radius ``r``: at ``1e-30`` that is below float64's rounding up to ``r = 1e7``.
@@ -176,6 +179,6 @@ def checked_curvature(c: Any) -> float | torch.Tensor:
     return c
 
 
-def sqrt_curvature(c: float | torch.Tensor) -> float | torch.Tensor:
+def sqrt_curvature(c: Curvature) -> Curvature:
     """``sqrt(c)`` of a checked curvature: a float for a float, a tensor (differentiable) for a tensor."""
     return c**0.5 if isinstance(c, torch.Tensor) else math.sqrt(c)
