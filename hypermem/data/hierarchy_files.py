@@ -41,7 +41,8 @@ from ..caller_warning import warn_caller
 from .dag import ClosureTooLargeError, CycleError, hypernym_closure
 from .hierarchy_tasks import EntityHierarchy
 
-__all__ = ["HierarchyFileError", "read_edges", "read_names", "read_hierarchy", "read_checked_edges"]
+__all__ = ["HierarchyFileError", "file_lines", "is_jsonl", "json_field", "json_object", "read_edges", "read_names",
+           "read_hierarchy", "read_checked_edges"]
 
 MAX_LINE = 1 << 16
 CHILD_HEADERS = ("child", "hyponym", "id", "node", "child_id", "subclass", "narrower")
@@ -58,7 +59,10 @@ def _open(path: Path, mode: str, **kw):
     return (gzip.open if path.suffix.lower() == ".gz" else open)(path, mode, **kw)
 
 
-def _lines(path: Path):
+def file_lines(path: Path):
+    """``(line number, line)`` of each non-blank line of a UTF-8 file (``.gz`` too, a byte-order mark
+    dropped, line ends stripped), read bounded (:data:`MAX_LINE`); a :class:`HierarchyFileError`
+    naming the file (and line) for a line too long, bytes not UTF-8 or a damaged ``.gz``."""
     if path.is_dir():
         raise IsADirectoryError(f"{str(path)!r} is a folder, not a file: give the path of the hierarchy file")
     if not path.is_file():
@@ -92,12 +96,15 @@ def _not_utf8(path: Path, exc: UnicodeDecodeError) -> HierarchyFileError:
     return HierarchyFileError(f"{path}: not UTF-8 text ({exc.reason}); save the file as UTF-8")
 
 
-def _jsonl(path: Path) -> bool:
+def is_jsonl(path: Path) -> bool:
+    """Whether ``path`` is read as JSONL (``.jsonl`` / ``.json``, before a ``.gz``), else TSV."""
     suffix = Path(path.stem).suffix if path.suffix.lower() == ".gz" else path.suffix
     return suffix.lower() in (".jsonl", ".json")
 
 
-def _field(obj, keys: tuple[str, ...], path: Path, no: int) -> str:
+def json_field(obj, keys: tuple[str, ...], path: Path, no: int) -> str:
+    """The first of ``keys`` in ``obj``, a non-empty string (or integer) stripped; else a
+    :class:`HierarchyFileError` naming the file and line."""
     for k in keys:
         if k in obj:
             v = obj[k]
@@ -107,18 +114,24 @@ def _field(obj, keys: tuple[str, ...], path: Path, no: int) -> str:
     raise HierarchyFileError(f"{path}:{no}: missing field {keys[0]!r}")
 
 
+def json_object(path: Path, no: int, line: str) -> dict:
+    """Line ``no`` of a JSONL file as its JSON object; else a :class:`HierarchyFileError` naming it."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise HierarchyFileError(f"{path}:{no}: not valid JSON ({exc.msg})") from None
+    except (ValueError, RecursionError) as exc:   # an integer of more than 4300 digits, a deep nest
+        raise HierarchyFileError(f"{path}:{no}: not a readable JSON line ({str(exc).split(';')[0][:100]})") from None
+    if not isinstance(obj, dict):
+        raise HierarchyFileError(f"{path}:{no}: expected a JSON object")
+    return obj
+
+
 def _record(path: Path, no: int, line: str, keys: tuple[tuple[str, ...], tuple[str, ...]],
             extra_columns: bool = False) -> tuple[str, str]:
-    if _jsonl(path):
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise HierarchyFileError(f"{path}:{no}: not valid JSON ({exc.msg})") from None
-        except (ValueError, RecursionError) as exc:   # an integer of more than 4300 digits, a deep nest
-            raise HierarchyFileError(f"{path}:{no}: not a readable JSON line ({str(exc).split(';')[0][:100]})") from None
-        if not isinstance(obj, dict):
-            raise HierarchyFileError(f"{path}:{no}: expected a JSON object")
-        return _field(obj, keys[0], path, no), _field(obj, keys[1], path, no)
+    if is_jsonl(path):
+        obj = json_object(path, no, line)
+        return json_field(obj, keys[0], path, no), json_field(obj, keys[1], path, no)
     parts = line.split("\t")
     if extra_columns:
         parts = parts[:2]
@@ -135,11 +148,11 @@ def _record(path: Path, no: int, line: str, keys: tuple[tuple[str, ...], tuple[s
 def _edge_lines(path: Path, extra_columns: bool = False) -> dict[tuple[str, str], int]:
     """``(child, parent) -> the line that first gives it``, in the file's order."""
     edges: dict[tuple[str, str], int] = {}
-    for no, line in _lines(path):
+    for no, line in file_lines(path):
         c, p = _record(path, no, line, (("child",), ("parent",)), extra_columns)
-        if no == 1 and not _jsonl(path) and c.lower() in CHILD_HEADERS and p.lower() in PARENT_HEADERS:
+        if no == 1 and not is_jsonl(path) and c.lower() in CHILD_HEADERS and p.lower() in PARENT_HEADERS:
             continue
-        if no == 1 and not _jsonl(path) and c.lower() in PARENT_HEADERS and p.lower() in CHILD_HEADERS:
+        if no == 1 and not is_jsonl(path) and c.lower() in PARENT_HEADERS and p.lower() in CHILD_HEADERS:
             raise HierarchyFileError(f"{path}:1: the header {c!r}<TAB>{p!r} says parent first: this loader reads "
                                      "child<TAB>parent; swap the columns (e.g. df[['child', 'parent']].to_csv(..., "
                                      "sep='\\t', index=False))")
@@ -156,7 +169,7 @@ def _header_warning(path: Path, edges: dict[tuple[str, str], int]) -> None:
     """Warn when a TSV file's line 1 looks like a header it does not recognise: the file's only
     edge whose two names occur on no other line (``Kind<TAB>Broader`` above connected pairs; a
     file of separate pairs warns of none)."""
-    if _jsonl(path) or edges[next(iter(edges))] != 1 or len(edges) < 2:
+    if is_jsonl(path) or edges[next(iter(edges))] != 1 or len(edges) < 2:
         return
     seen: dict[str, int] = {}
     for pair in edges:
@@ -193,9 +206,9 @@ def read_names(path: str | os.PathLike) -> dict[str, str]:
     """``id -> text`` of a names file (module docstring)."""
     path = Path(path)
     names: dict[str, str] = {}
-    for no, line in _lines(path):
+    for no, line in file_lines(path):
         i, t = _record(path, no, line, (("id",), ("name", "text")))
-        if no == 1 and not _jsonl(path) and (i.lower(), t.lower()) in (("id", "name"), ("id", "text")):
+        if no == 1 and not is_jsonl(path) and (i.lower(), t.lower()) in (("id", "name"), ("id", "text")):
             continue
         if i in names:
             raise HierarchyFileError(f"{path}:{no}: id {i!r} is named twice")

@@ -29,8 +29,6 @@ file and line) and checked against the hierarchy's ids.
 
 from __future__ import annotations
 
-import gzip
-import json
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -38,7 +36,14 @@ from pathlib import Path
 import lightning.pytorch as pl
 from torch.utils.data import DataLoader, IterableDataset
 
-from ..data.hierarchy_files import read_hierarchy
+from ..data.hierarchy_files import (
+    HierarchyFileError,
+    file_lines,
+    is_jsonl,
+    json_field,
+    json_object,
+    read_hierarchy,
+)
 from ..data.hierarchy_tasks import (
     EntityHierarchy,
     NegativeSampler,
@@ -53,7 +58,6 @@ from ..hierarchy.encoder_variants import check_aliases
 from .mid_epoch import ResumableLoader, trainer_position
 
 TASKS = {"mixed": mixed_hop_task, "multi": multi_hop_task, "unseen": unseen_entity_task}
-MAX_ALIAS_LINE = 1 << 16
 
 
 def read_aliases(path: str | os.PathLike) -> dict[str, list[str]]:
@@ -64,70 +68,56 @@ def read_aliases(path: str | os.PathLike) -> dict[str, list[str]]:
 
 
 def _alias_entries(path) -> tuple[dict[str, list[str]], dict[str, int]]:
-    """:func:`read_aliases`' mapping and the line of each id's first entry."""
+    """:func:`read_aliases`' mapping and the line of each id's first entry; the file read as the
+    ``names`` file is (:func:`~hypermem.data.hierarchy_files.file_lines`), its errors prefixed
+    ``data.aliases:``."""
     path = Path(path).expanduser().absolute()
-    jsonl = (Path(path.stem).suffix if path.suffix.lower() == ".gz" else path.suffix).lower() in (".jsonl", ".json")
+    jsonl = is_jsonl(path)
     out: dict[str, list[str]] = {}
     first: dict[str, int] = {}
-
-    def bad(no: int, why: str) -> ValueError:
-        return ValueError(f"data.aliases: {path}:{no}: {why}")
-
     if not path.is_file():
         raise ValueError(f"data.aliases: no such file: {str(path)!r}")
     try:
-        with (gzip.open if path.suffix.lower() == ".gz" else open)(path, "rt", encoding="utf-8-sig") as fh:
-            for no, line in enumerate(iter(lambda: fh.readline(MAX_ALIAS_LINE + 1), ""), 1):
-                if len(line) > MAX_ALIAS_LINE:
-                    raise bad(no, f"line longer than {MAX_ALIAS_LINE} characters")
-                line = line.rstrip("\n").rstrip("\r")
-                if not line.strip():
-                    continue
-                key, texts = _alias_json(line, no, bad) if jsonl else _alias_tsv(line, no, bad)
-                if no == 1 and not jsonl and key.lower() == "id" and [t.lower() for t in texts] in (["alias"],
-                                                                                                  ["aliases"]):
-                    continue   # the header
-                out.setdefault(key, []).extend(texts)
-                first.setdefault(key, no)
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"data.aliases: {path}: not UTF-8 text ({exc.reason}); save the file as UTF-8") from None
-    except (EOFError, gzip.BadGzipFile) as exc:
-        raise ValueError(f"data.aliases: {path}: cannot be read ({exc})") from None
+        for no, line in file_lines(path):
+            key, texts = _alias_json(path, no, line) if jsonl else _alias_tsv(path, no, line)
+            if no == 1 and not jsonl and key.lower() == "id" and [t.lower() for t in texts] in (["alias"],
+                                                                                              ["aliases"]):
+                continue   # the header
+            out.setdefault(key, []).extend(texts)
+            first.setdefault(key, no)
+    except HierarchyFileError as exc:
+        raise ValueError(f"data.aliases: {exc}") from None
     return out, first
 
 
-def _alias_tsv(line: str, no: int, bad) -> tuple[str, list[str]]:
+def _alias_tsv(path: Path, no: int, line: str) -> tuple[str, list[str]]:
     parts = line.split("\t")
     if len(parts) < 2 or not parts[0].strip():
-        raise bad(no, f"every line needs an id and at least one alias, tab-separated, got {line[:80]!r}")
+        raise HierarchyFileError(f"{path}:{no}: every line needs an id and at least one alias, tab-separated, "
+                                 f"got {line[:80]!r}")
     if any(not t.strip() for t in parts[1:]):
-        raise bad(no, f"a blank alias in {line[:80]!r}")
+        raise HierarchyFileError(f"{path}:{no}: a blank alias in {line[:80]!r}")
     return parts[0].strip(), [t.strip() for t in parts[1:]]
 
 
-def _alias_json(line: str, no: int, bad) -> tuple[str, list[str]]:
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise bad(no, f"not valid JSON ({exc.msg})") from None
-    except (ValueError, RecursionError) as exc:   # an integer of more than 4300 digits, a deep nest
-        raise bad(no, f"not a readable JSON line ({str(exc).split(';')[0][:100]})") from None
-    if not isinstance(obj, dict):
-        raise bad(no, "expected a JSON object")
-    key = obj.get("id")
-    if not isinstance(key, (str, int)) or isinstance(key, bool) or not str(key).strip():
-        raise bad(no, "missing field 'id'" if "id" not in obj else f"field 'id' must be a non-empty string, got {key!r}")
+def _alias_json(path: Path, no: int, line: str) -> tuple[str, list[str]]:
+    obj = json_object(path, no, line)
+    key = json_field(obj, ("id",), path, no)
+
+    def bad(why: str) -> HierarchyFileError:   # a value shown cut short: a line may be 64k characters
+        return HierarchyFileError(f"{path}:{no}: {why[:200]}")
+
     if "aliases" in obj:
         texts = obj["aliases"]
         if not isinstance(texts, list) or not all(isinstance(t, str) and t.strip() for t in texts):
-            raise bad(no, f"field 'aliases' must be a list of non-empty strings, got {texts!r}"[:200])
+            raise bad(f"field 'aliases' must be a list of non-empty strings, got {texts!r}")
     elif "alias" in obj:
         if not isinstance(obj["alias"], str) or not obj["alias"].strip():
-            raise bad(no, f"field 'alias' must be a non-empty string, got {obj['alias']!r}"[:200])
+            raise bad(f"field 'alias' must be a non-empty string, got {obj['alias']!r}")
         texts = [obj["alias"]]
     else:
-        raise bad(no, "missing field 'aliases' (a list of texts; or 'alias', one text)")
-    return str(key).strip(), [t.strip() for t in texts]
+        raise bad("missing field 'aliases' (a list of texts; or 'alias', one text)")
+    return key, [t.strip() for t in texts]
 
 
 def process_rank() -> tuple[int, int]:
