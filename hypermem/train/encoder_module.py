@@ -181,17 +181,22 @@ class EncoderModule(pl.LightningModule):
         """The trained parameters (AdamW's), named as in the encoder's model."""
         return [(n[len("model."):], p) for n, p in self.named_parameters() if p.requires_grad]
 
+    def _average_shadow(self) -> dict[str, torch.Tensor]:
+        """The moving average's tensor of each trained parameter, by its name; empty without one."""
+        if self.average is None:
+            return {}
+        return {name: shadow for (name, _), shadow in zip(self._trained(), self.average.shadow)}
+
     def _start_average(self) -> None:
         """The moving average over the trained parameters (on their device by now), with a
         checkpoint's average and step count when one was loaded."""
         if not self.hparams.average or self.average is not None:
             return
-        named = self._trained()
-        self.average = WeightAverage([p for _, p in named], self.hparams.average)
+        self.average = WeightAverage([p for _, p in self._trained()], self.hparams.average)
         state, self.average_state = self.average_state, None
         if state is not None:
             with torch.no_grad():
-                for (name, _), shadow in zip(named, self.average.shadow):
+                for name, shadow in self._average_shadow().items():
                     shadow.copy_(state["shadow"][name])
             self.average.steps = int(state["steps"])
 
@@ -292,7 +297,7 @@ class EncoderModule(pl.LightningModule):
         if self.average is not None:   # restored by on_load_checkpoint: a resume continues the average
             checkpoint["hypermem_encoder_average"] = {
                 "decay": float(self.average.decay), "steps": int(self.average.steps),
-                "shadow": {name: s.detach().clone() for (name, _), s in zip(self._trained(), self.average.shadow)}}
+                "shadow": {name: s.detach().clone() for name, s in self._average_shadow().items()}}
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         remember_checkpoint(self, checkpoint)   # a validate run logs at its global_step (step_axis)
@@ -340,15 +345,13 @@ class EncoderModule(pl.LightningModule):
             # may be another step's (a resume keeps a stopped run's best, not its checkpoint)
             chosen = own_val if own_val.get("step") == state.get("global_step") else \
                 state.get("hypermem_encoder_best", chosen)
-            average = state.get("hypermem_encoder_average")
-            if chosen.get("averaged") and average:   # the average scored better: it is what is exported
-                with torch.no_grad():
-                    for name, p in self._trained():
-                        p.copy_(average["shadow"][name])
-        elif self.average is not None and chosen.get("averaged"):
+            average = (state.get("hypermem_encoder_average") or {}).get("shadow")
+        else:
+            average = self._average_shadow()
+        if chosen.get("averaged") and average:   # the average scored better: it is what is exported
             with torch.no_grad():
-                for p, shadow in zip(self.average.params, self.average.shadow):
-                    p.copy_(shadow)
+                for name, p in self._trained():
+                    p.copy_(average[name])
         if not chosen or chosen.get("threshold") is None:   # never an export without a threshold
             chosen = self._validate_exported()
         if chosen:
